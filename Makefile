@@ -41,11 +41,11 @@ LDLIBS   := -ljansson -lyaml -lcurl -lssl -lcrypto -lm
 
 # civetweb: compiled from Debian's source package against OpenSSL 3, linked statically.
 CW_FLAGS := -std=gnu11 $(OPT) -g $(SANFLAGS) -pthread -DOPENSSL_API_3_0 -DNO_SSL_DL -DNO_CGI \
-            -DNO_CACHING -DUSE_IPV6 -DMAX_REQUEST_SIZE=65536 -I$(CW_SRC)/include -w
+            -DNO_CACHING -DUSE_IPV6 -I$(CW_SRC)/include -w
 
 # Library modules, in dependency order. main.c only wires them together.
 CORE_MODULES    := error log resource config ugm
-SERVICE_MODULES := pod ledger kube extender rest metrics server sync
+SERVICE_MODULES := pod ledger kube extender rest metrics server sync admission
 MODULES         := $(CORE_MODULES) $(SERVICE_MODULES)
 
 obj = $(addprefix $(BUILD)/obj/,$(addsuffix .o,$(1)))
@@ -55,6 +55,10 @@ obj = $(addprefix $(BUILD)/obj/,$(addsuffix .o,$(1)))
 TEST_MODULES_resource := error log resource
 TEST_MODULES_config   := error log resource config
 TEST_MODULES_ugm      := error log resource config ugm
+TEST_MODULES_kube     := error log resource kube
+TEST_MODULES_pod      := error log resource config pod
+TEST_MODULES_ledger   := error log resource config ugm pod ledger
+TEST_MODULES_admission := error log resource config admission
 test_modules = $(if $(TEST_MODULES_$(1)),$(TEST_MODULES_$(1)),$(MODULES))
 
 UNIT_TESTS := $(patsubst tests/unit/test_%.c,%,$(wildcard tests/unit/test_*.c))
@@ -65,7 +69,7 @@ ifneq ($(SANITIZER),)
   BIN := $(BUILD)/kubequota
 endif
 
-.PHONY: all deps test unit e2e run asan tsan bench clean check-config
+.PHONY: all deps test unit e2e run asan tsan bench clean
 .DEFAULT_GOAL := all
 
 all: $(BIN)
@@ -95,9 +99,9 @@ $(BIN): $(call obj,$(MODULES) main civetweb)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 .SECONDEXPANSION:
-$(BUILD)/tests/test_%: $(BUILD)/tests/test_%.o $$(call obj,$$(call test_modules,$$*)) $(BUILD)/obj/civetweb.o
-	$(CC) $(LDFLAGS) -o $@ $(filter-out $(BUILD)/obj/civetweb.o,$^) \
-	  $(if $(filter server,$(call test_modules,$*)),$(BUILD)/obj/civetweb.o) $(LDLIBS) -lcmocka
+$(BUILD)/tests/test_%: $(BUILD)/tests/test_%.o $$(call obj,$$(call test_modules,$$*) \
+                        $$(if $$(filter server,$$(call test_modules,$$*)),civetweb))
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcmocka
 
 unit: $(UNIT_BINS)
 	@set -e; for t in $(UNIT_BINS); do echo "== $$t"; KQ_TEST_DATA=tests/data $$t; done
@@ -123,3 +127,24 @@ clean:
 	rm -rf build/release build/asan build/tsan bin
 
 -include $(wildcard $(BUILD)/obj/*.d $(BUILD)/tests/*.d)
+
+# ---- fuzzing (clang libFuzzer + ASan/UBSan): make fuzz FUZZ_SECONDS=N
+FUZZ_SECONDS ?= 30
+FUZZ_MODULES := error log resource config pod kube admission
+FUZZ_TARGETS := $(patsubst fuzz/%.c,%,$(wildcard fuzz/fuzz_*.c))
+FUZZ_CFLAGS  := -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+                -Iinclude -D_GNU_SOURCE -pthread
+
+build/fuzz/%: fuzz/%.c $(addprefix src/,$(addsuffix .c,$(FUZZ_MODULES))) | $(DEPS_OK)
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_CFLAGS) -o $@ $^ $(LDLIBS)
+
+.PHONY: fuzz
+fuzz: $(addprefix build/fuzz/,$(FUZZ_TARGETS))
+	@set -e; for t in $(FUZZ_TARGETS); do \
+	  c=fuzz/corpus/$${t#fuzz_}; mkdir -p build/fuzz/corpus/$$t; \
+	  echo "== $$t ($(FUZZ_SECONDS)s, seeds $$c)"; \
+	  build/fuzz/$$t -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 -artifact_prefix=build/fuzz/ \
+	    build/fuzz/corpus/$$t $$c > build/fuzz/$$t.log 2>&1 || { tail -40 build/fuzz/$$t.log; exit 1; }; \
+	  grep -E 'stat::number_of_executed_units' build/fuzz/$$t.log; \
+	done

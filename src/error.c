@@ -1,4 +1,7 @@
 /* Error codes and diagnostic lists shared by every module. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* vasprintf */
+#endif
 #include "kubequota/error.h"
 
 #include <stdarg.h>

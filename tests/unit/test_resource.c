@@ -1,0 +1,886 @@
+/* Unit tests for resource.c: quantity parsing and formatting, interned names, resource
+ * set arithmetic and JSON. Expected values are written out by hand (Kubernetes
+ * semantics), never computed by the code under test. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <pthread.h>
+
+#include "kubequota/resource.h"
+
+#define GPU "nvidia.com/gpu"
+#define KI INT64_C(1024)
+#define MI (KI * 1024)
+#define GI (MI * 1024)
+#define EI (GI * 1024 * 1024 * 1024)
+
+/* ------------------------------------------------------------- parse: accepted */
+
+struct parse_ok {
+    const char *name, *in;
+    int64_t want;
+};
+
+static const struct parse_ok parse_ok_cases[] = {
+    /* the issue's examples, cpu in millicores */
+    {"cpu", "500m", 500},
+    {"cpu", "2", 2000},
+    {"cpu", "1.5", 1500},
+    {"cpu", "2Gi", 2 * GI * 1000},
+    {"cpu", "1G", INT64_C(1000000000000)},
+    {"cpu", "1e3", 1000000},
+    {"cpu", "100Ki", 100 * 1024 * 1000},
+    /* ... and memory in bytes */
+    {"memory", "2", 2},
+    {"memory", "2Gi", 2 * GI},
+    {"memory", "1G", 1000000000},
+    {"memory", "1e3", 1000},
+    {"memory", "100Ki", 102400},
+    /* sign and decimal point forms */
+    {"cpu", "+1", 1000},
+    {"cpu", "1.", 1000},
+    {"cpu", ".5", 500},
+    {"cpu", "0.001", 1},
+    {"cpu", "+.25", 250},
+    {"cpu", "31800m", 31800},
+    {"cpu", "1500000u", 1500},
+    {"cpu", "1000000n", 1},
+    {"cpu", "0.0005k", 500},
+    {"cpu", "1.G", INT64_C(1000000000000)},
+    {"cpu", "9223372036854775.807", INT64_MAX},
+    {"cpu", "9223372036854775807m", INT64_MAX},
+    /* zero in every spelling, including negative zero */
+    {"cpu", "0", 0},
+    {"cpu", "-0", 0},
+    {"memory", "-0.0", 0},
+    {"memory", "0Ki", 0},
+    {"memory", "0e9", 0},
+    {"memory", "0.000n", 0},
+    {"memory", "000", 0},
+    /* exponent forms */
+    {"cpu", "1e-3", 1},
+    {"cpu", "1E-3", 1},
+    {"cpu", "0.5e-2", 5},
+    {"cpu", "1.3E+6", INT64_C(1300000000)},
+    {"memory", "1E6", 1000000},
+    {"memory", "1.2e3", 1200},
+    {"memory", "129e6", 129000000},
+    {"memory", "1.7E18", INT64_C(1700000000000000000)},
+    {"memory", "12000e-3", 12},
+    {"memory", "1e18", INT64_C(1000000000000000000)},
+    /* binary and decimal suffixes on bytes */
+    {"memory", "1.5Gi", 1610612736},
+    {"memory", "0.5Ki", 512},
+    {"memory", "131900000Ki", INT64_C(135065600000)},
+    {"memory", "1Ei", EI},
+    {"memory", "7Ei", 7 * EI},
+    {"memory", "9E", INT64_C(9000000000000000000)},
+    {"memory", "1000m", 1},
+    {"memory", "1000000000n", 1},
+    {"memory", "1k", 1000},
+    {"memory", "1M", 1000000},
+    {"memory", "1T", INT64_C(1000000000000)},
+    {"memory", "1P", INT64_C(1000000000000000)},
+    {"memory", "1Mi", MI},
+    {"memory", "1Ti", GI * 1024},
+    {"memory", "1Pi", GI * 1024 * 1024},
+    {"memory", "9223372036854775807", INT64_MAX},
+    {"ephemeral-storage", "10Gi", 10 * GI},
+    {"storage", "1Ti", GI * 1024},
+    {"hugepages-2Mi", "1Gi", GI},
+    /* counts */
+    {GPU, "1", 1},
+    {GPU, "8", 8},
+    {GPU, "1k", 1000},
+    {GPU, "2e0", 2},
+    {GPU, "2000m", 2},
+    {"pods", "110", 110},
+    /* alias */
+    {"vcore", "1.5", 1500},
+    /* exactly KQ_QUANTITY_MAX characters */
+    {"memory", "0000000000000000000000000000000000000000000000000000000000000001", 1},
+};
+
+static void test_parse_accepts(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof(parse_ok_cases) / sizeof(parse_ok_cases[0]); i++) {
+        const struct parse_ok *c = &parse_ok_cases[i];
+        int64_t v = -42;
+        char err[256] = "untouched";
+        int rc = kq_quantity_parse(c->name, c->in, &v, err, sizeof(err));
+        if (rc != 0 || v != c->want)
+            fail_msg("%s %s: rc=%d v=%lld want %lld (%s)", c->name, c->in, rc, (long long)v,
+                     (long long)c->want, err);
+    }
+    assert_int_equal(strlen(parse_ok_cases[sizeof(parse_ok_cases) / sizeof(parse_ok_cases[0]) - 1].in),
+                     KQ_QUANTITY_MAX);
+}
+
+/* ------------------------------------------------------------- parse: rejected */
+
+struct parse_bad {
+    const char *name, *in;
+    int rc;
+    const char *words; /* must appear in the error text */
+};
+
+static const struct parse_bad parse_bad_cases[] = {
+    /* syntax */
+    {"memory", "", KQ_EPARSE, "empty"},
+    {"memory", " 1", KQ_EPARSE, "whitespace"},
+    {"memory", "1 ", KQ_EPARSE, "whitespace"},
+    {"memory", "1\t", KQ_EPARSE, "whitespace"},
+    {"memory", "aoeu", KQ_EPARSE, "expected a number"},
+    {"memory", ".", KQ_EPARSE, "expected a number"},
+    {"memory", "+", KQ_EPARSE, "expected a number"},
+    {"memory", "-", KQ_EPARSE, "expected a number"},
+    {"memory", "Ki", KQ_EPARSE, "expected a number"},
+    {"memory", "12x", KQ_EPARSE, "unknown suffix \"x\""},
+    {"memory", "1.1.M", KQ_EPARSE, "unknown suffix \".M\""},
+    {"memory", "1+1.0M", KQ_EPARSE, "unknown suffix"},
+    {"memory", "0.1mi", KQ_EPARSE, "unknown suffix \"mi\""},
+    {"memory", "1i", KQ_EPARSE, "unknown suffix"},
+    {"memory", "1K", KQ_EPARSE, "unknown suffix \"K\""},
+    {"memory", "1KiB", KQ_EPARSE, "unknown suffix \"KiB\""},
+    {"memory", "1e", KQ_EPARSE, "unknown suffix \"e\""},
+    {"memory", "0x10", KQ_EPARSE, "unknown suffix \"x10\""},
+    {"memory", "1m3", KQ_EPARSE, "unknown suffix"},
+    {"memory", "1\xff", KQ_EPARSE, "unknown suffix \"\\xff\""},
+    {"memory", "-3.01e-", KQ_EPARSE, "malformed exponent"},
+    {"memory", "1e+", KQ_EPARSE, "malformed exponent"},
+    {"memory", "1e3.5", KQ_EPARSE, "malformed exponent"},
+    {"memory", "1e3k", KQ_EPARSE, "malformed exponent"},
+    {"memory", "1e99999999999999999999", KQ_EPARSE, "exponent out of range"},
+    {"memory", "0e99999999999999999999", KQ_EPARSE, "exponent out of range"},
+    {"memory", "00000000000000000000000000000000000000000000000000000000000000001", KQ_EPARSE,
+     "too long"},
+    /* negative */
+    {"cpu", "-1", KQ_ERANGE, "negative"},
+    {"cpu", "-0.5m", KQ_ERANGE, "negative"},
+    {"memory", "-1Gi", KQ_ERANGE, "negative"},
+    {GPU, "-1", KQ_ERANGE, "negative"},
+    /* fractions of the canonical unit */
+    {"cpu", "0.5m", KQ_ERANGE, "not a whole number of millicores"},
+    {"cpu", "1.0001", KQ_ERANGE, "not a whole number of millicores"},
+    {"cpu", "1n", KQ_ERANGE, "not a whole number of millicores"},
+    {"cpu", "1e-4", KQ_ERANGE, "not a whole number"},
+    {"memory", "0.5", KQ_ERANGE, "not a whole number of bytes"},
+    {"memory", "500m", KQ_ERANGE, "not a whole number of bytes"},
+    {"memory", "1n", KQ_ERANGE, "not a whole number of bytes"},
+    {"memory", "1.1Ki", KQ_ERANGE, "not a whole number of bytes"},
+    {"memory", "1e-1000", KQ_ERANGE, "not a whole number"},
+    {GPU, "1.5", KQ_ERANGE, "not a whole number of units"},
+    {GPU, "500m", KQ_ERANGE, "not a whole number"},
+    {GPU, "1e-1", KQ_ERANGE, "not a whole number"},
+    /* overflow */
+    {"memory", "9223372036854775808", KQ_ERANGE, "too large"},
+    {"cpu", "9223372036854775807", KQ_ERANGE, "too large"},
+    {"cpu", "9223372036854775808m", KQ_ERANGE, "too large"},
+    {"cpu", "9223372036854775.808", KQ_ERANGE, "too large"},
+    {"memory", "8Ei", KQ_ERANGE, "too large"},
+    {"memory", "10E", KQ_ERANGE, "too large"},
+    {"memory", "1e19", KQ_ERANGE, "too large"},
+    {"memory", "10e18", KQ_ERANGE, "too large"},
+    {"memory", "1e1000000", KQ_ERANGE, "too large"},
+    {"memory", "9999999999999999999999999999999999999999999999999999999999999999", KQ_ERANGE,
+     "too large"},
+    {"memory", "9007199254740993Ki", KQ_ERANGE, "too large"},
+    {GPU, "9223372036854775807Ki", KQ_ERANGE, "too large"},
+    /* name */
+    {"", "1", KQ_EPARSE, "invalid resource name"},
+    {"bad name", "1", KQ_EPARSE, "invalid resource name"},
+};
+
+static void test_parse_rejects(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof(parse_bad_cases) / sizeof(parse_bad_cases[0]); i++) {
+        const struct parse_bad *c = &parse_bad_cases[i];
+        int64_t v = 12345;
+        char err[256] = "";
+        int rc = kq_quantity_parse(c->name, c->in, &v, err, sizeof(err));
+        if (rc != c->rc || v != 12345 || strstr(err, c->words) == NULL)
+            fail_msg("%s \"%s\": rc=%d (want %d) v=%lld err=\"%s\" (want \"%s\")", c->name, c->in, rc,
+                     c->rc, (long long)v, err, c->words);
+        if (c->rc == KQ_ERANGE && strstr(err, c->name) == NULL)
+            fail_msg("%s \"%s\": error does not name the resource: %s", c->name, c->in, err);
+    }
+}
+
+static void test_parse_error_text(void **state)
+{
+    (void)state;
+    int64_t v = 7;
+    char err[256];
+    assert_int_equal(kq_quantity_parse("memory", "12x", &v, err, sizeof(err)), KQ_EPARSE);
+    assert_string_equal(err, "invalid quantity \"12x\" for memory: unknown suffix \"x\" (expected Ki Mi "
+                             "Gi Ti Pi Ei, n u m k M G T P E, or e<exponent>)");
+    assert_int_equal(kq_quantity_parse("cpu", "0.5m", &v, err, sizeof(err)), KQ_ERANGE);
+    assert_string_equal(err, "invalid quantity \"0.5m\" for cpu: not a whole number of millicores "
+                             "(1m = 0.001 cpu)");
+    assert_int_equal(kq_quantity_parse("memory", "9223372036854775808", &v, err, sizeof(err)), KQ_ERANGE);
+    assert_string_equal(err, "invalid quantity \"9223372036854775808\" for memory: too large (at most "
+                             "9223372036854775807 bytes)");
+    /* control characters are escaped, long input is cut */
+    assert_int_equal(kq_quantity_parse("memory", "1\n", &v, err, sizeof(err)), KQ_EPARSE);
+    assert_non_null(strstr(err, "\"1\\x0a\""));
+    char longin[100];
+    memset(longin, '7', sizeof(longin) - 1);
+    longin[sizeof(longin) - 1] = '\0';
+    assert_int_equal(kq_quantity_parse("memory", longin, &v, err, sizeof(err)), KQ_EPARSE);
+    assert_non_null(strstr(err, "7777...\" for memory: too long (more than 64 characters)"));
+    /* small and absent error buffers */
+    char tiny[8];
+    assert_int_equal(kq_quantity_parse("memory", "12x", &v, tiny, sizeof(tiny)), KQ_EPARSE);
+    assert_string_equal(tiny, "invalid");
+    assert_int_equal(kq_quantity_parse("memory", "12x", &v, NULL, 0), KQ_EPARSE);
+    assert_int_equal(kq_quantity_parse("memory", NULL, &v, err, sizeof(err)), KQ_EPARSE);
+    assert_int_equal(kq_quantity_parse(NULL, "1", &v, err, sizeof(err)), KQ_EPARSE);
+    assert_int_equal(v, 7);
+    /* success clears a stale message */
+    strcpy(err, "stale");
+    assert_int_equal(kq_quantity_parse("memory", "1", &v, err, sizeof(err)), 0);
+    assert_string_equal(err, "");
+}
+
+/* ---------------------------------------------------------------------- format */
+
+struct fmt_case {
+    const char *name;
+    int64_t v;
+    const char *want;
+};
+
+static const struct fmt_case fmt_cases[] = {
+    {"cpu", 1500, "1500m"},
+    {"cpu", 2000, "2"},
+    {"cpu", 0, "0"},
+    {"cpu", 1, "1m"},
+    {"vcore", 4000, "4"},
+    {"cpu", INT64_MAX, "9223372036854775807m"},
+    {"memory", 2 * GI, "2Gi"},
+    {"memory", 1536 * MI, "1536Mi"},
+    {"memory", 1024, "1Ki"},
+    {"memory", 1000, "1000"},
+    {"memory", 1025, "1025"},
+    {"memory", 0, "0"},
+    {"memory", EI, "1Ei"},
+    {"memory", 7 * EI, "7Ei"},
+    {"memory", INT64_MAX, "9223372036854775807"},
+    {"hugepages-1Gi", 4 * GI, "4Gi"},
+    {"ephemeral-storage", 10 * GI, "10Gi"},
+    {GPU, 4096, "4096"},
+    {GPU, 1000, "1000"},
+    {"pods", 110, "110"},
+};
+
+static void test_format(void **state)
+{
+    (void)state;
+    char buf[64];
+    for (size_t i = 0; i < sizeof(fmt_cases) / sizeof(fmt_cases[0]); i++) {
+        const struct fmt_case *c = &fmt_cases[i];
+        size_t n = kq_quantity_format(c->name, c->v, buf, sizeof(buf));
+        if (strcmp(buf, c->want) != 0 || n != strlen(c->want))
+            fail_msg("%s %lld: got \"%s\" (%zu), want \"%s\"", c->name, (long long)c->v, buf, n, c->want);
+        /* and it reads back */
+        int64_t back = -1;
+        assert_int_equal(kq_quantity_parse(c->name, buf, &back, NULL, 0), 0);
+        assert_true(back == c->v);
+    }
+    /* snprintf-like truncation */
+    char small[4];
+    assert_int_equal(kq_quantity_format("cpu", 1500, small, sizeof(small)), 5);
+    assert_string_equal(small, "150");
+    assert_int_equal(kq_quantity_format("cpu", 1500, NULL, 0), 5);
+}
+
+static void test_format_round_trip(void **state)
+{
+    (void)state;
+    static const char *const names[] = {"cpu", "memory", GPU};
+    static const int64_t values[] = {0, 1, 999, 1000, 1001, 1023, 1024, 1536, 1000000, 3 * MI, GI - 1,
+                                     GI, 5 * EI, INT64_MAX - 1, INT64_MAX};
+    char buf[64];
+    for (size_t n = 0; n < 3; n++) {
+        for (size_t i = 0; i < sizeof(values) / sizeof(values[0]); i++) {
+            kq_quantity_format(names[n], values[i], buf, sizeof(buf));
+            int64_t back = -1;
+            if (kq_quantity_parse(names[n], buf, &back, NULL, 0) != 0 || back != values[i])
+                fail_msg("%s %lld formatted as %s read back as %lld", names[n], (long long)values[i],
+                         buf, (long long)back);
+        }
+    }
+}
+
+/* ----------------------------------------------------------------------- names */
+
+static void test_names(void **state)
+{
+    (void)state;
+    const char *cpu = kq_resource_name("cpu");
+    assert_non_null(cpu);
+    assert_string_equal(cpu, "cpu");
+    char copy[8];
+    strcpy(copy, "cpu");
+    assert_ptr_equal(kq_resource_name(copy), cpu);
+    assert_ptr_equal(kq_resource_name("vcore"), cpu);
+    assert_ptr_not_equal(kq_resource_name("memory"), cpu);
+    const char *gpu = kq_resource_name(GPU);
+    assert_non_null(gpu);
+    assert_string_equal(gpu, GPU);
+    assert_ptr_equal(kq_resource_name("nvidia.com/gpu"), gpu);
+    assert_non_null(kq_resource_name("example.com/foo_bar-1.x"));
+    assert_non_null(kq_resource_name("hugepages-2Mi"));
+    assert_ptr_not_equal(kq_resource_name("CPU"), cpu); /* names are case-sensitive */
+
+    static const char *const bad[] = {"", "a b", "/gpu", "gpu/", "a/b/c", "gpu\n", "cpu=1", "gpü", "a:b"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        if (kq_resource_name(bad[i]) != NULL)
+            fail_msg("\"%s\" accepted as a resource name", bad[i]);
+    assert_null(kq_resource_name(NULL));
+
+    char longname[KQ_RES_NAME_MAX + 2];
+    memset(longname, 'a', sizeof(longname));
+    longname[KQ_RES_NAME_MAX] = '\0';
+    assert_non_null(kq_resource_name(longname));
+    longname[KQ_RES_NAME_MAX] = 'a';
+    longname[KQ_RES_NAME_MAX + 1] = '\0';
+    assert_null(kq_resource_name(longname));
+}
+
+#define NTHREADS 8
+#define NNAMES 100
+
+static void *intern_worker(void *arg)
+{
+    const char **out = arg;
+    char name[32];
+    for (int i = 0; i < NNAMES; i++) {
+        snprintf(name, sizeof(name), "example.com/thread-%d", i);
+        out[i] = kq_resource_name(name);
+    }
+    return NULL;
+}
+
+static void test_names_threads(void **state)
+{
+    (void)state;
+    static const char *got[NTHREADS][NNAMES];
+    pthread_t t[NTHREADS];
+    for (int i = 0; i < NTHREADS; i++)
+        assert_int_equal(pthread_create(&t[i], NULL, intern_worker, got[i]), 0);
+    for (int i = 0; i < NTHREADS; i++)
+        assert_int_equal(pthread_join(t[i], NULL), 0);
+    char name[32];
+    for (int j = 0; j < NNAMES; j++) {
+        snprintf(name, sizeof(name), "example.com/thread-%d", j);
+        assert_non_null(got[0][j]);
+        assert_string_equal(got[0][j], name);
+        for (int i = 1; i < NTHREADS; i++)
+            assert_ptr_equal(got[i][j], got[0][j]);
+    }
+}
+
+/* ------------------------------------------------------------ resource sets */
+
+static kq_resource_t mk(const char *spec)
+{
+    /* "cpu=1000 memory=5" in canonical units */
+    kq_resource_t r = KQ_RESOURCE_EMPTY;
+    char buf[512];
+    snprintf(buf, sizeof(buf), "%s", spec);
+    char *save = NULL;
+    for (char *tok = strtok_r(buf, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
+        char *eq = strchr(tok, '=');
+        assert_non_null(eq);
+        *eq = '\0';
+        assert_int_equal(kq_resource_set(&r, tok, strtoll(eq + 1, NULL, 10)), 0);
+    }
+    return r;
+}
+
+static void assert_sorted(const kq_resource_t *r)
+{
+    for (uint32_t i = 1; i < r->n; i++)
+        assert_true(strcmp(r->e[i - 1].name, r->e[i].name) < 0);
+}
+
+/* Same names (as pointers) and values; padding and unused slots are not compared. */
+static void assert_same(const kq_resource_t *a, const kq_resource_t *b)
+{
+    assert_int_equal(a->n, b->n);
+    for (uint32_t i = 0; i < a->n; i++) {
+        assert_ptr_equal(a->e[i].name, b->e[i].name);
+        assert_true(a->e[i].value == b->e[i].value);
+    }
+}
+
+static int64_t val(const kq_resource_t *r, const char *name, bool *present)
+{
+    return kq_resource_get(r, name, present);
+}
+
+static void test_set_get(void **state)
+{
+    (void)state;
+    kq_resource_t r = KQ_RESOURCE_EMPTY;
+    bool present = true;
+    assert_int_equal(kq_resource_set(&r, "memory", 5), 0);
+    assert_int_equal(kq_resource_set(&r, GPU, 2), 0);
+    assert_int_equal(kq_resource_set(&r, "vcore", 1500), 0);
+    assert_int_equal(r.n, 3);
+    assert_string_equal(r.e[0].name, "cpu");
+    assert_string_equal(r.e[1].name, "memory");
+    assert_string_equal(r.e[2].name, GPU);
+    assert_ptr_equal(r.e[0].name, kq_resource_name("cpu"));
+    assert_int_equal(val(&r, "cpu", &present), 1500);
+    assert_true(present);
+    assert_int_equal(val(&r, "vcore", NULL), 1500);
+    assert_int_equal(val(&r, "ephemeral-storage", &present), 0);
+    assert_false(present);
+    present = true;
+    assert_int_equal(val(&r, "never.seen/before-xyz", &present), 0);
+    assert_false(present);
+    present = true;
+    assert_int_equal(val(&r, "not a name", &present), 0);
+    assert_false(present);
+
+    /* update in place, 0 stays present */
+    assert_int_equal(kq_resource_set(&r, "cpu", 0), 0);
+    assert_int_equal(r.n, 3);
+    assert_int_equal(val(&r, "cpu", &present), 0);
+    assert_true(present);
+
+    kq_resource_t before = r;
+    assert_int_equal(kq_resource_set(&r, "memory", -1), KQ_EINVAL);
+    assert_int_equal(kq_resource_set(&r, "bad name", 1), KQ_EINVAL);
+    assert_int_equal(kq_resource_set(&r, NULL, 1), KQ_EINVAL);
+    assert_same(&r, &before);
+}
+
+static void fill(kq_resource_t *r, const char *prefix, int count)
+{
+    char name[64];
+    for (int i = 0; i < count; i++) {
+        snprintf(name, sizeof(name), "%s%02d", prefix, i);
+        assert_int_equal(kq_resource_set(r, name, i + 1), 0);
+    }
+}
+
+static void test_too_many_names(void **state)
+{
+    (void)state;
+    kq_resource_t r = KQ_RESOURCE_EMPTY;
+    fill(&r, "example.com/r", KQ_RES_MAX);
+    assert_int_equal(r.n, KQ_RES_MAX);
+    assert_sorted(&r);
+    kq_resource_t before = r;
+    assert_int_equal(kq_resource_set(&r, "example.com/one-more", 1), KQ_ERANGE);
+    assert_same(&r, &before);
+    /* an existing name can still be updated when full */
+    assert_int_equal(kq_resource_set(&r, "example.com/r07", 99), 0);
+    assert_int_equal(val(&r, "example.com/r07", NULL), 99);
+
+    /* add that would need more than KQ_RES_MAX names */
+    kq_resource_t a = KQ_RESOURCE_EMPTY, b = KQ_RESOURCE_EMPTY;
+    fill(&a, "example.com/a", 10);
+    fill(&b, "example.com/b", 7);
+    kq_resource_t abefore = a;
+    assert_int_equal(kq_resource_add(&a, &b), KQ_ERANGE);
+    assert_same(&a, &abefore);
+    /* 10 + 6 = 16 is fine */
+    b.n = 6;
+    assert_int_equal(kq_resource_add(&a, &b), 0);
+    assert_int_equal(a.n, KQ_RES_MAX);
+    assert_sorted(&a);
+}
+
+static void test_add(void **state)
+{
+    (void)state;
+    kq_resource_t r = mk("memory=100 cpu=500");
+    kq_resource_t b = mk("cpu=250 " GPU "=1");
+    assert_int_equal(kq_resource_add(&r, &b), 0);
+    assert_int_equal(r.n, 3);
+    assert_sorted(&r);
+    assert_int_equal(val(&r, "cpu", NULL), 750);
+    assert_int_equal(val(&r, "memory", NULL), 100);
+    assert_int_equal(val(&r, GPU, NULL), 1);
+    /* r += r */
+    assert_int_equal(kq_resource_add(&r, &r), 0);
+    assert_int_equal(val(&r, "cpu", NULL), 1500);
+    assert_int_equal(val(&r, GPU, NULL), 2);
+
+    /* overflow leaves r unchanged */
+    kq_resource_t big = mk("memory=9223372036854775806 cpu=1");
+    kq_resource_t two = mk("memory=2 cpu=1");
+    kq_resource_t before = big;
+    assert_int_equal(kq_resource_add(&big, &two), KQ_ERANGE);
+    assert_same(&big, &before);
+    kq_resource_t one = mk("memory=1");
+    assert_int_equal(kq_resource_add(&big, &one), 0);
+    assert_true(val(&big, "memory", NULL) == INT64_MAX);
+}
+
+static void test_sub(void **state)
+{
+    (void)state;
+    kq_resource_t r = mk("cpu=1000 memory=100 " GPU "=2");
+    kq_resource_t b = mk("cpu=400 memory=100");
+    assert_true(kq_resource_sub(&r, &b));
+    assert_int_equal(val(&r, "cpu", NULL), 600);
+    bool present = false;
+    assert_int_equal(val(&r, "memory", &present), 0);
+    assert_true(present); /* reached 0, still present */
+    assert_int_equal(r.n, 3);
+
+    /* clamped at 0 */
+    kq_resource_t c = mk("cpu=700");
+    assert_false(kq_resource_sub(&r, &c));
+    assert_int_equal(val(&r, "cpu", NULL), 0);
+    assert_int_equal(val(&r, GPU, NULL), 2);
+
+    /* a name missing from r with a non-zero amount counts as clamped, adds nothing */
+    kq_resource_t d = mk("ephemeral-storage=5");
+    assert_false(kq_resource_sub(&r, &d));
+    assert_int_equal(r.n, 3);
+    kq_resource_t z = mk("ephemeral-storage=0");
+    assert_true(kq_resource_sub(&r, &z));
+
+    /* r -= r */
+    kq_resource_t s = mk("cpu=3 memory=4");
+    assert_true(kq_resource_sub(&s, &s));
+    assert_true(kq_resource_is_zero(&s));
+    assert_int_equal(s.n, 2);
+}
+
+static void test_zero_equal(void **state)
+{
+    (void)state;
+    kq_resource_t empty = KQ_RESOURCE_EMPTY;
+    assert_true(kq_resource_is_zero(&empty));
+    kq_resource_t z = mk("cpu=0 memory=0");
+    assert_true(kq_resource_is_zero(&z));
+    kq_resource_t nz = mk("cpu=0 memory=1");
+    assert_false(kq_resource_is_zero(&nz));
+
+    assert_true(kq_resource_equal(&z, &empty));
+    assert_true(kq_resource_equal(&empty, &z));
+    kq_resource_t a = mk("cpu=5 memory=0 " GPU "=1");
+    kq_resource_t b = mk(GPU "=1 cpu=5");
+    assert_true(kq_resource_equal(&a, &b));
+    kq_resource_t c = mk("cpu=5 " GPU "=2");
+    assert_false(kq_resource_equal(&a, &c));
+    kq_resource_t d = mk("cpu=5");
+    assert_false(kq_resource_equal(&a, &d));
+    assert_false(kq_resource_equal(&d, &a));
+    kq_resource_t e = mk("cpu=5 memory=1");
+    assert_false(kq_resource_equal(&a, &e));
+}
+
+static void test_fits_in(void **state)
+{
+    (void)state;
+    kq_resource_t max = mk("cpu=1000 " GPU "=0");
+    kq_resource_t a = mk("cpu=1000 memory=9223372036854775807");
+    assert_true(kq_resource_fits_in(&a, &max)); /* memory missing from max: unlimited */
+    kq_resource_t b = mk("cpu=1001");
+    assert_false(kq_resource_fits_in(&b, &max));
+    kq_resource_t g = mk(GPU "=1");
+    assert_false(kq_resource_fits_in(&g, &max)); /* explicit 0: nothing allowed */
+    kq_resource_t g0 = mk(GPU "=0 cpu=1");
+    assert_true(kq_resource_fits_in(&g0, &max));
+    kq_resource_t empty = KQ_RESOURCE_EMPTY;
+    assert_true(kq_resource_fits_in(&empty, &max));
+    assert_true(kq_resource_fits_in(&b, &empty));
+}
+
+static void test_fits(void **state)
+{
+    (void)state;
+    const char *failed = NULL;
+    kq_resource_t max = mk("cpu=1000 memory=100 " GPU "=0");
+    kq_resource_t used = mk("cpu=900 memory=100");
+
+    kq_resource_t r1 = mk("cpu=100");
+    assert_true(kq_resource_fits(&used, &r1, &max, &failed));
+    assert_null(failed);
+
+    kq_resource_t r2 = mk("cpu=101");
+    assert_false(kq_resource_fits(&used, &r2, &max, &failed));
+    assert_ptr_equal(failed, kq_resource_name("cpu"));
+
+    /* a name max does not mention is unlimited */
+    kq_resource_t r3 = mk("ephemeral-storage=9223372036854775807 pods=1");
+    failed = NULL;
+    assert_true(kq_resource_fits(&used, &r3, &max, &failed));
+    assert_null(failed);
+
+    /* explicit 0 allows nothing */
+    kq_resource_t r4 = mk(GPU "=1");
+    assert_false(kq_resource_fits(&used, &r4, &max, &failed));
+    assert_ptr_equal(failed, kq_resource_name(GPU));
+
+    /* only names with a non-zero request are checked, even if used is already over */
+    kq_resource_t over = mk("cpu=5000 memory=1");
+    kq_resource_t r5 = mk("memory=99 cpu=0");
+    assert_true(kq_resource_fits(&over, &r5, &max, NULL));
+    kq_resource_t r6 = mk("memory=100");
+    assert_false(kq_resource_fits(&over, &r6, &max, NULL));
+
+    /* the first failing name in name order */
+    kq_resource_t r7 = mk("memory=1 cpu=200");
+    assert_false(kq_resource_fits(&used, &r7, &max, &failed));
+    assert_ptr_equal(failed, kq_resource_name("cpu"));
+
+    /* used + req overflowing int64 does not fit */
+    kq_resource_t umax = mk("memory=9223372036854775807");
+    kq_resource_t r8 = mk("memory=1");
+    assert_false(kq_resource_fits(&umax, &r8, &umax, &failed));
+    assert_ptr_equal(failed, kq_resource_name("memory"));
+
+    /* empty used, request exactly at the max */
+    kq_resource_t empty = KQ_RESOURCE_EMPTY;
+    kq_resource_t r9 = mk("cpu=1000 memory=100");
+    assert_true(kq_resource_fits(&empty, &r9, &max, NULL));
+}
+
+static void test_min(void **state)
+{
+    (void)state;
+    kq_resource_t a = mk("cpu=1000 memory=5");
+    kq_resource_t b = mk("cpu=500 " GPU "=2");
+    kq_resource_t out;
+    kq_resource_min(&out, &a, &b);
+    kq_resource_t want = mk("cpu=500 memory=5 " GPU "=2");
+    assert_int_equal(out.n, 3);
+    assert_sorted(&out);
+    assert_same(&out, &want);
+
+    /* explicit 0 is kept: nothing allowed wins over unlimited */
+    kq_resource_t z = mk(GPU "=0");
+    kq_resource_t empty = KQ_RESOURCE_EMPTY;
+    kq_resource_min(&out, &empty, &z);
+    bool present = false;
+    assert_int_equal(val(&out, GPU, &present), 0);
+    assert_true(present);
+
+    /* out may alias an input */
+    kq_resource_min(&a, &a, &b);
+    assert_same(&a, &want);
+}
+
+/* ------------------------------------------------------------------- JSON */
+
+static json_t *load(const char *text)
+{
+    json_error_t je;
+    json_t *j = json_loads(text, JSON_DECODE_ANY, &je);
+    if (j == NULL)
+        fail_msg("bad test JSON %s: %s", text, je.text);
+    return j;
+}
+
+static void test_from_json(void **state)
+{
+    (void)state;
+    json_t *j = load("{\"memory\": \"2Gi\", \"vcore\": \"1.5\", \"nvidia.com/gpu\": 1, "
+                     "\"ephemeral-storage\": 1073741824, \"pods\": \"0\"}");
+    kq_resource_t r;
+    char err[256] = "x";
+    assert_int_equal(kq_resource_from_json(j, &r, err, sizeof(err)), 0);
+    assert_string_equal(err, "");
+    json_decref(j);
+    kq_resource_t want = mk("cpu=1500 memory=2147483648 " GPU "=1 ephemeral-storage=1073741824 pods=0");
+    assert_same(&r, &want);
+
+    json_t *empty = load("{}");
+    kq_resource_t e = mk("cpu=1");
+    assert_int_equal(kq_resource_from_json(empty, &e, err, sizeof(err)), 0);
+    assert_int_equal(e.n, 0);
+    json_decref(empty);
+}
+
+struct json_bad {
+    const char *text;
+    int rc;
+    const char *words[2];
+};
+
+static const struct json_bad json_bad_cases[] = {
+    {"[]", KQ_EPARSE, {"expected an object", "an array"}},
+    {"\"1\"", KQ_EPARSE, {"expected an object", "a string"}},
+    {"{\"cpu\": 1.5}", KQ_EPARSE, {"\"cpu\"", "fraction"}},
+    {"{\"cpu\": 1e3}", KQ_EPARSE, {"\"cpu\"", "non-negative integer"}},
+    {"{\"memory\": -1}", KQ_ERANGE, {"\"memory\"", "negative"}},
+    {"{\"memory\": true}", KQ_EPARSE, {"\"memory\"", "a boolean"}},
+    {"{\"memory\": null}", KQ_EPARSE, {"\"memory\"", "null"}},
+    {"{\"memory\": {}}", KQ_EPARSE, {"\"memory\"", "an object"}},
+    {"{\"bad name\": 1}", KQ_EPARSE, {"invalid resource name", "\"bad name\""}},
+    {"{\"\": 1}", KQ_EPARSE, {"invalid resource name", "\"\""}},
+    {"{\"cpu\": \"1\", \"memory\": \"12x\"}", KQ_EPARSE, {"for memory", "unknown suffix \"x\""}},
+    {"{\"nvidia.com/gpu\": \"1.5\"}", KQ_ERANGE, {"for nvidia.com/gpu", "whole"}},
+    {"{\"cpu\": \"1\", \"vcore\": \"2\"}", KQ_EPARSE, {"cpu", "more than once"}},
+    {"{\"memory\": \"1 \"}", KQ_EPARSE, {"for memory", "whitespace"}},
+};
+
+static void test_from_json_rejects(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof(json_bad_cases) / sizeof(json_bad_cases[0]); i++) {
+        const struct json_bad *c = &json_bad_cases[i];
+        json_t *j = load(c->text);
+        kq_resource_t r = mk("cpu=7");
+        kq_resource_t before = r;
+        char err[256] = "";
+        int rc = kq_resource_from_json(j, &r, err, sizeof(err));
+        json_decref(j);
+        if (rc != c->rc || strstr(err, c->words[0]) == NULL || strstr(err, c->words[1]) == NULL)
+            fail_msg("%s: rc=%d (want %d) err=\"%s\"", c->text, rc, c->rc, err);
+        assert_same(&r, &before);
+    }
+
+    /* a string with an embedded NUL is not silently cut */
+    json_t *o = json_object();
+    assert_int_equal(json_object_set_new(o, "memory", json_stringn("1\0junk", 6)), 0);
+    kq_resource_t r = KQ_RESOURCE_EMPTY;
+    char err[256];
+    assert_int_equal(kq_resource_from_json(o, &r, err, sizeof(err)), KQ_EPARSE);
+    assert_non_null(strstr(err, "NUL"));
+    json_decref(o);
+
+    /* NULL and too many names */
+    assert_int_equal(kq_resource_from_json(NULL, &r, err, sizeof(err)), KQ_EPARSE);
+    json_t *many = json_object();
+    char name[32];
+    for (int i = 0; i <= KQ_RES_MAX; i++) {
+        snprintf(name, sizeof(name), "example.com/j%02d", i);
+        assert_int_equal(json_object_set_new(many, name, json_integer(1)), 0);
+    }
+    assert_int_equal(kq_resource_from_json(many, &r, err, sizeof(err)), KQ_ERANGE);
+    assert_non_null(strstr(err, "too many resources"));
+    assert_int_equal(r.n, 0);
+    json_decref(many);
+}
+
+static void test_json_round_trip(void **state)
+{
+    (void)state;
+    kq_resource_t r = mk("cpu=1500 memory=9223372036854775807 " GPU "=0 hugepages-2Mi=4194304");
+    json_t *j = kq_resource_to_json(&r);
+    assert_non_null(j);
+    assert_int_equal(json_object_size(j), 4);
+    assert_true(json_integer_value(json_object_get(j, "cpu")) == 1500);
+    assert_true(json_integer_value(json_object_get(j, "memory")) == INT64_MAX);
+    assert_true(json_is_integer(json_object_get(j, GPU)));
+    assert_true(json_integer_value(json_object_get(j, GPU)) == 0);
+    char *text = json_dumps(j, JSON_SORT_KEYS | JSON_COMPACT);
+    assert_string_equal(text, "{\"cpu\":1500,\"hugepages-2Mi\":4194304,\"memory\":9223372036854775807,"
+                              "\"nvidia.com/gpu\":0}");
+    free(text);
+    kq_resource_t back;
+    assert_int_equal(kq_resource_from_json(j, &back, NULL, 0), 0);
+    assert_same(&back, &r);
+    json_decref(j);
+
+    kq_resource_t empty = KQ_RESOURCE_EMPTY;
+    j = kq_resource_to_json(&empty);
+    assert_non_null(j);
+    assert_int_equal(json_object_size(j), 0);
+    json_decref(j);
+}
+
+static void test_resource_format(void **state)
+{
+    (void)state;
+    char buf[128];
+    kq_resource_t r = KQ_RESOURCE_EMPTY;
+    assert_int_equal(kq_resource_format(&r, buf, sizeof(buf)), 0);
+    assert_string_equal(buf, "");
+
+    r = mk("memory=2147483648 cpu=1500");
+    assert_int_equal(kq_resource_format(&r, buf, sizeof(buf)), strlen("cpu=1500m memory=2Gi"));
+    assert_string_equal(buf, "cpu=1500m memory=2Gi");
+
+    r = mk(GPU "=2 cpu=2000 memory=1000 pods=0");
+    kq_resource_format(&r, buf, sizeof(buf));
+    assert_string_equal(buf, "cpu=2 memory=1000 nvidia.com/gpu=2 pods=0");
+
+    char small[8];
+    assert_int_equal(kq_resource_format(&r, small, sizeof(small)),
+                     strlen("cpu=2 memory=1000 nvidia.com/gpu=2 pods=0"));
+    assert_string_equal(small, "cpu=2 m");
+    assert_int_equal(kq_resource_format(&r, NULL, 0), strlen("cpu=2 memory=1000 nvidia.com/gpu=2 pods=0"));
+}
+
+/* Must run last: fills the process-wide intern table. */
+static void test_intern_table_full(void **state)
+{
+    (void)state;
+    const char *cpu = kq_resource_name("cpu");
+    char name[64];
+    int added = 0;
+    while (added < 2 * KQ_RES_NAMES_MAX) {
+        snprintf(name, sizeof(name), "fill.example.com/n%d", added);
+        if (kq_resource_name(name) == NULL)
+            break;
+        added++;
+    }
+    /* earlier tests interned well under 300 names */
+    assert_true(added <= KQ_RES_NAMES_MAX);
+    assert_true(added > KQ_RES_NAMES_MAX - 300);
+    /* full: new names are refused, old ones still resolve to the same pointers */
+    assert_null(kq_resource_name("fill.example.com/one-more"));
+    assert_ptr_equal(kq_resource_name("cpu"), cpu);
+    assert_ptr_equal(kq_resource_name("vcore"), cpu);
+    snprintf(name, sizeof(name), "fill.example.com/n%d", added - 1);
+    assert_non_null(kq_resource_name(name));
+    kq_resource_t r = KQ_RESOURCE_EMPTY;
+    assert_int_not_equal(kq_resource_set(&r, "fill.example.com/one-more", 1), 0);
+    assert_int_equal(r.n, 0);
+    assert_int_equal(kq_resource_set(&r, "cpu", 1), 0);
+    json_t *j = load("{\"fill.example.com/one-more\": 1}");
+    char err[256];
+    assert_int_equal(kq_resource_from_json(j, &r, err, sizeof(err)), KQ_ERANGE);
+    assert_non_null(strstr(err, "too many distinct resource names"));
+    json_decref(j);
+    int64_t v;
+    /* parsing does not need to intern */
+    assert_int_equal(kq_quantity_parse("fill.example.com/one-more", "3", &v, NULL, 0), 0);
+    assert_int_equal(v, 3);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_parse_accepts),
+        cmocka_unit_test(test_parse_rejects),
+        cmocka_unit_test(test_parse_error_text),
+        cmocka_unit_test(test_format),
+        cmocka_unit_test(test_format_round_trip),
+        cmocka_unit_test(test_names),
+        cmocka_unit_test(test_names_threads),
+        cmocka_unit_test(test_set_get),
+        cmocka_unit_test(test_too_many_names),
+        cmocka_unit_test(test_add),
+        cmocka_unit_test(test_sub),
+        cmocka_unit_test(test_zero_equal),
+        cmocka_unit_test(test_fits_in),
+        cmocka_unit_test(test_fits),
+        cmocka_unit_test(test_min),
+        cmocka_unit_test(test_from_json),
+        cmocka_unit_test(test_from_json_rejects),
+        cmocka_unit_test(test_json_round_trip),
+        cmocka_unit_test(test_resource_format),
+        cmocka_unit_test(test_intern_table_full),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
