@@ -8,8 +8,12 @@
  * while the caller holds a reference.
  *
  * Partition-level limits are kept in kq_partition_conf_t.limits and also apply to the
- * root queue: the root queue's limits array lists the root queue's own limits followed
- * by the partition's, so the engine only ever looks at queue limits.
+ * root queue, so the engine only ever looks at queue limits: the root queue's limits
+ * array holds the root queue's own limits, or the partition's when root has none
+ * (YuniKorn rejects a file where both are given and differ, so one copy suffices).
+ *
+ * A users/groups list "a, b, *" (which YuniKorn accepts) is split into two entries with
+ * the same description and maxima: one with the names, one with exactly {"*"}.
  */
 #ifndef KUBEQUOTA_CONFIG_H
 #define KUBEQUOTA_CONFIG_H
