@@ -24,7 +24,8 @@
  * A decrease is never denied.
  *
  * Thread safety: every function may be called from any thread. Locks, in the only order
- * they are ever taken: manager lock -> user tracker -> group tracker. A tracker is pinned
+ * they are ever taken: manager lock -> user tracker -> group tracker -> queue tree (all
+ * private; callers hold none of them across calls). A tracker is pinned
  * (reference count) while in use, and removed for emptiness only under the manager lock
  * when nobody holds it, so a concurrent increase can never land on a removed tracker.
  */
@@ -41,6 +42,12 @@
 #include "kubequota/resource.h"
 
 typedef struct kq_ugm kq_ugm_t;
+
+/* Queue paths: "root" or "root.a.b"; at most KQ_UGM_MAX_DEPTH levels and
+ * KQ_UGM_PATH_MAX bytes, no empty level. Anything else is KQ_EINVAL. Queue names are
+ * case-insensitive (compared in lowercase, like the configuration stores them). */
+#define KQ_UGM_MAX_DEPTH 65
+#define KQ_UGM_PATH_MAX 4352
 
 typedef struct kq_user {
     const char *name;
@@ -77,7 +84,9 @@ int kq_ugm_add_unchecked(kq_ugm_t *m, const char *queue_path, const char *app_id
 
 /* Releases one allocation counted by kq_ugm_increase for the same (queue_path, app_id,
  * user name, usage). When it was the application's last allocation the application stops
- * running. Never denied; KQ_ENOENT if nothing was tracked for it (nothing changes). */
+ * running. Never denied; KQ_ENOENT if nothing was tracked for it at exactly queue_path
+ * (nothing changes); KQ_EINVAL for a bad path. A usage larger than what is tracked is
+ * clamped at 0 (and logged). */
 int kq_ugm_decrease(kq_ugm_t *m, const char *queue_path, const char *app_id, const char *user,
                     const kq_resource_t *usage);
 
@@ -86,13 +95,21 @@ int kq_ugm_decrease(kq_ugm_t *m, const char *queue_path, const char *app_id, con
 void kq_ugm_pending_add(kq_ugm_t *m, const char *queue_path, const kq_resource_t *req);
 void kq_ugm_pending_sub(kq_ugm_t *m, const char *queue_path, const kq_resource_t *req);
 
-/* REST views, new references (NULL on ENOMEM, or for an unknown user/group).
- * User: {"userName","groups":{app:group},"queues":{queuename,resourceUsage,
- *        runningApplications,maxApplications,maxResources,children:[...]}}
- * Group: {"groupName","users":[...],"applications":[...],"queues":{...}}
- * Queues: {"queuename","maxResource","guaranteedResource","allocatedResource",
- *          "pendingResource","runningApplications","maxApplications","children":[...]}
- * for every configured queue. Resource maps use canonical integers. */
+/* REST views, new references (NULL on ENOMEM, or for an unknown user/group), in the
+ * field names of YuniKorn's REST DAOs (ugm_info.go, queue_info.go).
+ * Users: array of User; Groups: array of Group, both sorted by name.
+ * User: {"userName","groups":{app:group},"queues":Usage}
+ * Group: {"groupName","users":[...],"applications":[...],"queues":Usage}
+ * Usage: {"queuename" (full path),"resourceUsage","runningApplications":[app ids],
+ *         "maxApplications","maxResources" (the limit in force for that user/group at
+ *         that queue; omitted when none),"children":[Usage...]}
+ * Queues: {"queuename" (full path),"partition","isLeaf","isManaged","parent",
+ *          "maxResource","guaranteedResource" (omitted when not configured),
+ *          "allocatedResource","pendingResource","runningApps","maxRunningApps"
+ *          (omitted when 0),"properties","children":[...]}
+ * for every configured queue (isManaged true), plus tracked queues that the
+ * configuration does not define (isManaged false). Resource maps use canonical
+ * integers; lists and children are sorted by name. */
 json_t *kq_ugm_users_json(kq_ugm_t *m);
 json_t *kq_ugm_user_json(kq_ugm_t *m, const char *user);
 json_t *kq_ugm_groups_json(kq_ugm_t *m);

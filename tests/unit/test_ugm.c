@@ -1,0 +1,1232 @@
+/* Unit tests for ugm.c: tracking at every level, group selection, limits of users, groups
+ * and queues, denials that change nothing, cleanup, configuration changes, the REST views
+ * and a multi-threaded run whose totals are checked exactly. Configurations are loaded
+ * from YAML text with kq_config_load_buffer; expected values are written out by hand. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <pthread.h>
+
+#include "kubequota/config.h"
+#include "kubequota/log.h"
+#include "kubequota/resource.h"
+#include "kubequota/ugm.h"
+
+#define MI (INT64_C(1024) * 1024)
+#define GI (MI * 1024)
+
+/* ------------------------------------------------------------------ helpers */
+
+static kq_config_t *load(const char *yaml)
+{
+    kq_config_t *cfg = NULL;
+    kq_diags_t d;
+    kq_diags_init(&d);
+    int rc = kq_config_load_buffer(yaml, strlen(yaml), "test.yaml", &cfg, &d);
+    if (rc != 0) {
+        char *all = kq_diags_join(&d, "\n");
+        fprintf(stderr, "config rejected:\n%s\n", all != NULL ? all : "?");
+        free(all);
+    }
+    kq_diags_free(&d);
+    assert_int_equal(rc, 0);
+    assert_non_null(cfg);
+    return cfg;
+}
+
+/* A manager for partition "default" with the configuration (NULL: none). */
+static kq_ugm_t *mgr(const char *yaml)
+{
+    kq_ugm_t *m = kq_ugm_new("default");
+    assert_non_null(m);
+    if (yaml != NULL) {
+        kq_config_t *cfg = load(yaml);
+        assert_int_equal(kq_ugm_set_config(m, cfg), 0);
+        kq_config_unref(cfg);
+    }
+    return m;
+}
+
+static void apply(kq_ugm_t *m, const char *yaml)
+{
+    kq_config_t *cfg = load(yaml);
+    assert_int_equal(kq_ugm_set_config(m, cfg), 0);
+    kq_config_unref(cfg);
+}
+
+/* cpu in millicores, memory in bytes; 0 leaves the resource out. */
+static kq_resource_t res(int64_t cpu, int64_t mem)
+{
+    kq_resource_t r = KQ_RESOURCE_EMPTY;
+    if (cpu != 0)
+        assert_int_equal(kq_resource_set(&r, "cpu", cpu), 0);
+    if (mem != 0)
+        assert_int_equal(kq_resource_set(&r, "memory", mem), 0);
+    return r;
+}
+
+static kq_user_t usr(const char *name, const char *const *groups, size_t n)
+{
+    kq_user_t u = {.name = name, .groups = groups, .n_groups = n};
+    return u;
+}
+
+static char reason[512];
+
+static int inc(kq_ugm_t *m, const char *q, const char *app, const kq_user_t *u, int64_t cpu, int64_t mem)
+{
+    kq_resource_t r = res(cpu, mem);
+    reason[0] = 'x';
+    return kq_ugm_increase(m, q, app, u, &r, reason, sizeof(reason));
+}
+
+static int dec(kq_ugm_t *m, const char *q, const char *app, const char *user, int64_t cpu, int64_t mem)
+{
+    kq_resource_t r = res(cpu, mem);
+    return kq_ugm_decrease(m, q, app, user, &r);
+}
+
+/* The Usage node with queuename == path inside a Usage tree, or NULL. */
+static json_t *find_usage(json_t *u, const char *path)
+{
+    if (u == NULL)
+        return NULL;
+    const char *p = json_string_value(json_object_get(u, "queuename"));
+    if (p != NULL && strcmp(p, path) == 0)
+        return u;
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(u, "children"), i, c) {
+        json_t *hit = find_usage(c, path);
+        if (hit != NULL)
+            return hit;
+    }
+    return NULL;
+}
+
+/* The queue object with queuename == path inside the queue view, or NULL. */
+static json_t *find_queue(json_t *q, const char *path)
+{
+    if (q == NULL)
+        return NULL;
+    const char *p = json_string_value(json_object_get(q, "queuename"));
+    if (p != NULL && strcmp(p, path) == 0)
+        return q;
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(q, "children"), i, c) {
+        json_t *hit = find_queue(c, path);
+        if (hit != NULL)
+            return hit;
+    }
+    return NULL;
+}
+
+static int64_t jres(json_t *map, const char *name)
+{
+    json_t *v = json_object_get(map, name);
+    return v != NULL ? (int64_t)json_integer_value(v) : 0;
+}
+
+/* Usage of user (or group) at path: resource `name`; -1 when the node is missing. */
+static int64_t used_at(kq_ugm_t *m, bool group, const char *who, const char *path, const char *name)
+{
+    json_t *t = group ? kq_ugm_group_json(m, who) : kq_ugm_user_json(m, who);
+    if (t == NULL)
+        return -1;
+    json_t *n = find_usage(json_object_get(t, "queues"), path);
+    int64_t v = n != NULL ? jres(json_object_get(n, "resourceUsage"), name) : -1;
+    json_decref(t);
+    return v;
+}
+
+/* Number of running applications of user (or group) at path; -1 when missing. */
+static int apps_at(kq_ugm_t *m, bool group, const char *who, const char *path)
+{
+    json_t *t = group ? kq_ugm_group_json(m, who) : kq_ugm_user_json(m, who);
+    if (t == NULL)
+        return -1;
+    json_t *n = find_usage(json_object_get(t, "queues"), path);
+    int v = n != NULL ? (int)json_array_size(json_object_get(n, "runningApplications")) : -1;
+    json_decref(t);
+    return v;
+}
+
+static int64_t queue_alloc(kq_ugm_t *m, const char *path, const char *name)
+{
+    json_t *v = kq_ugm_queues_json(m);
+    assert_non_null(v);
+    json_t *q = find_queue(v, path);
+    int64_t r = q != NULL ? jres(json_object_get(q, "allocatedResource"), name) : -1;
+    json_decref(v);
+    return r;
+}
+
+static int64_t queue_apps(kq_ugm_t *m, const char *path)
+{
+    json_t *v = kq_ugm_queues_json(m);
+    assert_non_null(v);
+    json_t *q = find_queue(v, path);
+    int64_t r = q != NULL ? (int64_t)json_integer_value(json_object_get(q, "runningApps")) : -1;
+    json_decref(v);
+    return r;
+}
+
+/* The group the user's application is tracked against, or NULL (copied). */
+static char *app_group(kq_ugm_t *m, const char *user, const char *app)
+{
+    json_t *t = kq_ugm_user_json(m, user);
+    assert_non_null(t);
+    const char *g = json_string_value(json_object_get(json_object_get(t, "groups"), app));
+    char *out = g != NULL ? strdup(g) : NULL;
+    json_decref(t);
+    return out;
+}
+
+static void assert_app_group(kq_ugm_t *m, const char *user, const char *app, const char *want)
+{
+    char *g = app_group(m, user, app);
+    if (want == NULL) {
+        assert_null(g);
+    } else {
+        assert_non_null(g);
+        assert_string_equal(g, want);
+    }
+    free(g);
+}
+
+/* All three views as one canonical string (caller frees). */
+static char *snapshot(kq_ugm_t *m)
+{
+    json_t *all = json_pack("{s:o s:o s:o}", "users", kq_ugm_users_json(m), "groups", kq_ugm_groups_json(m),
+                            "queues", kq_ugm_queues_json(m));
+    assert_non_null(all);
+    char *s = json_dumps(all, JSON_SORT_KEYS | JSON_COMPACT);
+    json_decref(all);
+    assert_non_null(s);
+    return s;
+}
+
+#define CFG_HEAD "partitions:\n  - name: default\n    queues:\n      - name: root\n"
+
+/* ------------------------------------------------------------------ tracking */
+
+static void test_tracking_totals(void **state)
+{
+    (void)state;
+    kq_ugm_t *m = mgr(NULL);
+    const char *g[] = {"dev"};
+    kq_user_t alice = usr("alice", g, 1), bob = usr("bob", NULL, 0);
+
+    assert_int_equal(inc(m, "root.a.b", "app1", &alice, 500, 1 * GI), 0);
+    assert_string_equal(reason, "");
+    assert_int_equal(inc(m, "root.a.b", "app1", &alice, 500, 1 * GI), 0);
+    assert_int_equal(inc(m, "root.a.c", "app2", &alice, 250, 0), 0);
+    assert_int_equal(inc(m, "root.d", "app3", &bob, 1000, 2 * GI), 0);
+
+    assert_int_equal(used_at(m, false, "alice", "root", "cpu"), 1250);
+    assert_int_equal(used_at(m, false, "alice", "root", "memory"), 2 * GI);
+    assert_int_equal(used_at(m, false, "alice", "root.a", "cpu"), 1250);
+    assert_int_equal(used_at(m, false, "alice", "root.a.b", "cpu"), 1000);
+    assert_int_equal(used_at(m, false, "alice", "root.a.c", "cpu"), 250);
+    assert_int_equal(used_at(m, false, "alice", "root.d", "cpu"), -1);
+    assert_int_equal(apps_at(m, false, "alice", "root"), 2);
+    assert_int_equal(apps_at(m, false, "alice", "root.a.b"), 1);
+    assert_int_equal(used_at(m, false, "bob", "root", "cpu"), 1000);
+
+    assert_int_equal(queue_alloc(m, "root", "cpu"), 2250);
+    assert_int_equal(queue_alloc(m, "root", "memory"), 4 * GI);
+    assert_int_equal(queue_alloc(m, "root.a", "cpu"), 1250);
+    assert_int_equal(queue_alloc(m, "root.a.b", "cpu"), 1000);
+    assert_int_equal(queue_alloc(m, "root.d", "cpu"), 1000);
+    assert_int_equal(queue_apps(m, "root"), 3);
+    assert_int_equal(queue_apps(m, "root.a"), 2);
+
+    /* without a configuration there are no group limits: no group tracking */
+    assert_int_equal(kq_ugm_group_count(m), 0);
+    assert_int_equal(kq_ugm_user_count(m), 2);
+
+    /* one of app1's two allocations goes: still running, half the usage */
+    assert_int_equal(dec(m, "root.a.b", "app1", "alice", 500, 1 * GI), 0);
+    assert_int_equal(used_at(m, false, "alice", "root.a.b", "cpu"), 500);
+    assert_int_equal(apps_at(m, false, "alice", "root.a.b"), 1);
+    assert_int_equal(dec(m, "root.a.b", "app1", "alice", 500, 1 * GI), 0);
+    assert_int_equal(used_at(m, false, "alice", "root.a.b", "cpu"), -1); /* pruned */
+    assert_int_equal(apps_at(m, false, "alice", "root"), 1);
+    assert_int_equal(used_at(m, false, "alice", "root", "memory"), 0);
+    assert_int_equal(queue_alloc(m, "root", "cpu"), 1250);
+    assert_int_equal(queue_apps(m, "root"), 2);
+    kq_ugm_free(m);
+}
+
+static void test_case_insensitive_paths(void **state)
+{
+    (void)state;
+    kq_ugm_t *m = mgr(CFG_HEAD
+                      "        queues:\n"
+                      "          - name: a\n"
+                      "            limits:\n"
+                      "              - limit: alice-limit\n"
+                      "                users: [alice]\n"
+                      "                maxresources: {cpu: \"1\"}\n");
+    kq_user_t alice = usr("alice", NULL, 0);
+    assert_int_equal(inc(m, "root.A", "app", &alice, 1000, 0), 0);
+    assert_int_equal(inc(m, "ROOT.a", "app", &alice, 1, 0), KQ_EDENIED);
+    assert_int_equal(used_at(m, false, "alice", "root.a", "cpu"), 1000);
+    assert_int_equal(dec(m, "Root.A", "app", "alice", 1000, 0), 0);
+    assert_int_equal(kq_ugm_user_count(m), 0);
+    kq_ugm_free(m);
+}
+
+/* ------------------------------------------------------------------ group selection */
+
+static const char *groups_cfg = CFG_HEAD
+    "        limits:\n"
+    "          - limit: root-eng\n"
+    "            groups: [eng]\n"
+    "            maxapplications: 100\n"
+    "          - limit: root-any\n"
+    "            groups: [other, \"*\"]\n"
+    "            maxapplications: 100\n"
+    "        queues:\n"
+    "          - name: a\n"
+    "            limits:\n"
+    "              - limit: a-ops\n"
+    "                groups: [ops]\n"
+    "                maxapplications: 50\n"
+    "            queues:\n"
+    "              - name: b\n"
+    "                limits:\n"
+    "                  - limit: b-dev\n"
+    "                    groups: [dev]\n"
+    "                    maxapplications: 10\n"
+    "              - name: c\n"
+    "              - name: d\n"
+    "                limits:\n"
+    "                  - limit: d-order\n"
+    "                    groups: [g2, g1]\n"
+    "                    maxapplications: 10\n";
+
+static void test_group_selection(void **state)
+{
+    (void)state;
+    kq_ugm_t *m = mgr(groups_cfg);
+    const char *cg[] = {"eng", "ops", "dev"};
+    kq_user_t carol = usr("carol", cg, 3);
+    /* limit on the leaf wins */
+    assert_int_equal(inc(m, "root.a.b", "c1", &carol, 100, 0), 0);
+    assert_app_group(m, "carol", "c1", "dev");
+    /* no group limit on the leaf: the parent's */
+    assert_int_equal(inc(m, "root.a.c", "c2", &carol, 100, 0), 0);
+    assert_app_group(m, "carol", "c2", "ops");
+    /* a queue the configuration does not know: root's named group */
+    assert_int_equal(inc(m, "root.e", "c3", &carol, 100, 0), 0);
+    assert_app_group(m, "carol", "c3", "eng");
+
+    /* several groups match at one queue: the one listed first in the file */
+    const char *dg[] = {"g1", "g2"};
+    kq_user_t dave = usr("dave", dg, 2);
+    assert_int_equal(inc(m, "root.a.d", "d1", &dave, 100, 0), 0);
+    assert_app_group(m, "dave", "d1", "g2");
+
+    /* a named group beats the wildcard even when the user lists another group first */
+    const char *eg[] = {"zeta", "eng"};
+    kq_user_t erin = usr("erin", eg, 2);
+    assert_int_equal(inc(m, "root.a.c", "e1", &erin, 100, 0), 0);
+    assert_app_group(m, "erin", "e1", "eng");
+
+    /* only the wildcard matches: the user's first group */
+    const char *fg[] = {"zeta", "yotta"};
+    kq_user_t frank = usr("frank", fg, 2);
+    assert_int_equal(inc(m, "root.a.b", "f1", &frank, 100, 0), 0);
+    assert_app_group(m, "frank", "f1", "zeta");
+
+    /* no groups: no group */
+    kq_user_t gina = usr("gina", NULL, 0);
+    assert_int_equal(inc(m, "root.a.b", "g1", &gina, 100, 0), 0);
+    assert_app_group(m, "gina", "g1", NULL);
+
+    assert_int_equal(kq_ugm_group_count(m), 5); /* dev ops eng g2 zeta */
+    assert_int_equal(used_at(m, true, "eng", "root", "cpu"), 200);
+    assert_int_equal(used_at(m, true, "eng", "root.e", "cpu"), 100);
+    assert_int_equal(used_at(m, true, "dev", "root.a.b", "cpu"), 100);
+    assert_int_equal(used_at(m, true, "zeta", "root.a.b", "cpu"), 100);
+    assert_null(kq_ugm_group_json(m, "g1"));
+    assert_null(kq_ugm_group_json(m, "yotta"));
+
+    /* the group view lists users and applications */
+    json_t *eng = kq_ugm_group_json(m, "eng");
+    assert_non_null(eng);
+    char *s = json_dumps(json_object_get(eng, "users"), JSON_COMPACT);
+    assert_string_equal(s, "[\"carol\",\"erin\"]");
+    free(s);
+    s = json_dumps(json_object_get(eng, "applications"), JSON_COMPACT);
+    assert_string_equal(s, "[\"c3\",\"e1\"]");
+    free(s);
+    json_decref(eng);
+    kq_ugm_free(m);
+}
+
+static void test_no_group_limits_no_group_tracking(void **state)
+{
+    (void)state;
+    kq_ugm_t *m = mgr(CFG_HEAD
+                      "        limits:\n"
+                      "          - limit: users-only\n"
+                      "            users: [alice]\n"
+                      "            maxapplications: 5\n");
+    const char *g[] = {"dev", "ops"};
+    kq_user_t alice = usr("alice", g, 2);
+    assert_int_equal(inc(m, "root.a", "app", &alice, 100, 0), 0);
+    assert_int_equal(kq_ugm_group_count(m), 0);
+    assert_app_group(m, "alice", "app", NULL);
+    kq_ugm_free(m);
+}
+
+static void test_group_fixed_for_app_life(void **state)
+{
+    (void)state;
+    const char *cfg_dev = CFG_HEAD
+        "        queues:\n"
+        "          - name: a\n"
+        "            limits:\n"
+        "              - limit: dev-apps\n"
+        "                groups: [dev]\n"
+        "                maxapplications: 10\n";
+    const char *cfg_ops = CFG_HEAD
+        "        queues:\n"
+        "          - name: a\n"
+        "            limits:\n"
+        "              - limit: ops-apps\n"
+        "                groups: [ops]\n"
+        "                maxapplications: 10\n";
+    kq_ugm_t *m = mgr(cfg_dev);
+    const char *g[] = {"ops", "dev"};
+    kq_user_t hank = usr("hank", g, 2);
+    assert_int_equal(inc(m, "root.a", "app1", &hank, 100, 0), 0);
+    assert_app_group(m, "hank", "app1", "dev");
+
+    apply(m, cfg_ops);
+    /* the running application stays with its group */
+    assert_int_equal(inc(m, "root.a", "app1", &hank, 100, 0), 0);
+    assert_app_group(m, "hank", "app1", "dev");
+    assert_int_equal(used_at(m, true, "dev", "root.a", "cpu"), 200);
+    assert_null(kq_ugm_group_json(m, "ops"));
+    /* dev's removed limit is no longer shown */
+    json_t *dev = kq_ugm_group_json(m, "dev");
+    json_t *n = find_usage(json_object_get(dev, "queues"), "root.a");
+    assert_non_null(n);
+    assert_null(json_object_get(n, "maxApplications"));
+    json_decref(dev);
+    /* a new application follows the new configuration */
+    assert_int_equal(inc(m, "root.a", "app2", &hank, 100, 0), 0);
+    assert_app_group(m, "hank", "app2", "ops");
+
+    /* once app1's last allocation is released, it starts afresh */
+    assert_int_equal(dec(m, "root.a", "app1", "hank", 100, 0), 0);
+    assert_app_group(m, "hank", "app1", "dev");
+    assert_int_equal(dec(m, "root.a", "app1", "hank", 100, 0), 0);
+    assert_null(kq_ugm_group_json(m, "dev"));
+    assert_int_equal(inc(m, "root.a", "app1", &hank, 100, 0), 0);
+    assert_app_group(m, "hank", "app1", "ops");
+    assert_int_equal(apps_at(m, true, "ops", "root.a"), 2);
+    kq_ugm_free(m);
+}
+
+/* ------------------------------------------------------------------ user limits */
+
+static void test_named_user_beats_wildcard(void **state)
+{
+    (void)state;
+    kq_ugm_t *m = mgr(CFG_HEAD
+                      "        limits:\n"
+                      "          - limit: root-everyone\n"
+                      "            users: [\"*\"]\n"
+                      "            maxresources: {cpu: \"6\"}\n"
+                      "        queues:\n"
+                      "          - name: a\n"
+                      "            limits:\n"
+                      "              - limit: alice-limit\n"
+                      "                users: [alice]\n"
+                      "                maxresources: {cpu: \"1\"}\n"
+                      "              - limit: everyone\n"
+                      "                users: [\"*\"]\n"
+                      "                maxresources: {cpu: \"4\"}\n"
+                      "          - name: b\n");
+    kq_user_t alice = usr("alice", NULL, 0), bob = usr("bob", NULL, 0);
+    assert_int_equal(inc(m, "root.a", "a1", &alice, 500, 0), 0);
+    assert_int_equal(inc(m, "root.a", "a1", &alice, 500, 0), 0);
+    assert_int_equal(inc(m, "root.a", "a1", &alice, 500, 0), KQ_EDENIED);
+    assert_string_equal(reason, "user alice in queue root.a: limit \"alice-limit\" exceeded: "
+                                "cpu 1 used + 500m requested > 1 max");
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(inc(m, "root.a", "b1", &bob, 1000, 0), 0);
+    assert_int_equal(inc(m, "root.a", "b1", &bob, 1000, 0), KQ_EDENIED);
+    assert_string_equal(reason, "user bob in queue root.a: limit \"everyone\" (user *) exceeded: "
+                                "cpu 4 used + 1 requested > 4 max");
+    /* alice's named limit at root.a does not lift the wildcard limit at root */
+    assert_int_equal(inc(m, "root.b", "a2", &alice, 5000, 0), 0);
+    assert_int_equal(inc(m, "root.b", "a2", &alice, 500, 0), KQ_EDENIED);
+    assert_string_equal(reason, "user alice in queue root: limit \"root-everyone\" (user *) exceeded: "
+                                "cpu 6 used + 500m requested > 6 max");
+    /* a request without cpu is not held back by a cpu limit */
+    assert_int_equal(inc(m, "root.b", "a2", &alice, 0, 1 * GI), 0);
+
+    /* the view shows the limit in force for each user at each queue */
+    json_t *u = kq_ugm_user_json(m, "alice");
+    json_t *n = find_usage(json_object_get(u, "queues"), "root.a");
+    assert_int_equal(jres(json_object_get(n, "maxResources"), "cpu"), 1000);
+    n = find_usage(json_object_get(u, "queues"), "root");
+    assert_int_equal(jres(json_object_get(n, "maxResources"), "cpu"), 6000);
+    n = find_usage(json_object_get(u, "queues"), "root.b");
+    assert_null(json_object_get(n, "maxResources"));
+    assert_null(json_object_get(n, "maxApplications"));
+    json_decref(u);
+    u = kq_ugm_user_json(m, "bob");
+    n = find_usage(json_object_get(u, "queues"), "root.a");
+    assert_int_equal(jres(json_object_get(n, "maxResources"), "cpu"), 4000);
+    json_decref(u);
+    kq_ugm_free(m);
+}
+
+/* ------------------------------------------------------------------ denials */
+
+static void test_denied_increase_changes_nothing(void **state)
+{
+    (void)state;
+    kq_ugm_t *m = mgr(CFG_HEAD
+                      "        limits:\n"
+                      "          - limit: dev-limit\n"
+                      "            groups: [dev]\n"
+                      "            maxresources: {cpu: \"2\"}\n"
+                      "        queues:\n"
+                      "          - name: a\n"
+                      "            queues:\n"
+                      "              - name: b\n");
+    const char *dev[] = {"dev"};
+    kq_user_t alice = usr("alice", dev, 1), bob = usr("bob", dev, 1);
+    assert_int_equal(inc(m, "root.a.b", "a1", &alice, 1500, 1 * GI), 0);
+    char *before = snapshot(m);
+
+    /* a new user, application and group level: denied at root by the group limit */
+    assert_int_equal(inc(m, "root.a.b", "b1", &bob, 1000, 0), KQ_EDENIED);
+    assert_string_equal(reason, "group dev in queue root: limit \"dev-limit\" exceeded: "
+                                "cpu 1500m used + 1 requested > 2 max");
+    char *after = snapshot(m);
+    assert_string_equal(before, after);
+    free(after);
+    assert_int_equal(kq_ugm_user_count(m), 1);
+    assert_int_equal(kq_ugm_group_count(m), 1);
+
+    /* an existing application, denied as well */
+    assert_int_equal(inc(m, "root.a.b", "a1", &alice, 600, 0), KQ_EDENIED);
+    after = snapshot(m);
+    assert_string_equal(before, after);
+    free(after);
+
+    /* a check changes nothing either way */
+    kq_resource_t r = res(500, 0);
+    assert_int_equal(kq_ugm_check(m, "root.a.b", "b1", &bob, &r, reason, sizeof(reason)), 0);
+    r = res(501, 0);
+    assert_int_equal(kq_ugm_check(m, "root.a.b", "b1", &bob, &r, reason, sizeof(reason)), KQ_EDENIED);
+    assert_string_equal(reason, "group dev in queue root: limit \"dev-limit\" exceeded: "
+                                "cpu 1500m used + 501m requested > 2 max");
+    after = snapshot(m);
+    assert_string_equal(before, after);
+    free(after);
+    assert_int_equal(kq_ugm_user_count(m), 1);
+    free(before);
+    kq_ugm_free(m);
+}
+
+/* ------------------------------------------------------------------ maxapplications */
+
+static const char *apps_cfg = CFG_HEAD
+    "        queues:\n"
+    "          - name: u\n"
+    "            limits:\n"
+    "              - limit: alice-apps\n"
+    "                users: [alice]\n"
+    "                maxapplications: 2\n"
+    "          - name: g\n"
+    "            limits:\n"
+    "              - limit: dev-apps\n"
+    "                groups: [dev]\n"
+    "                maxapplications: 2\n"
+    "          - name: q\n"
+    "            maxapplications: 2\n";
+
+static void test_max_applications_user(void **state)
+{
+    (void)state;
+    kq_ugm_t *m = mgr(apps_cfg);
+    kq_user_t alice = usr("alice", NULL, 0), bob = usr("bob", NULL, 0);
+    assert_int_equal(inc(m, "root.u", "app1", &alice, 100, 0), 0);
+    assert_int_equal(inc(m, "root.u", "app2", &alice, 100, 0), 0);
+    /* more allocations of a running application do not count as new applications */
+    assert_int_equal(inc(m, "root.u", "app1", &alice, 100, 0), 0);
+    assert_int_equal(inc(m, "root.u", "app3", &alice, 100, 0), KQ_EDENIED);
+    assert_string_equal(reason, "user alice in queue root.u: limit \"alice-apps\" exceeded: "
+                                "applications 2 running + 1 new > 2 max");
+    assert_int_equal(inc(m, "root.u", "app3", &bob, 100, 0), 0); /* bob has no limit */
+    /* app1 runs until its last allocation is released */
+    assert_int_equal(dec(m, "root.u", "app1", "alice", 100, 0), 0);
+    assert_int_equal(inc(m, "root.u", "app3", &alice, 100, 0), KQ_EDENIED);
+    assert_int_equal(dec(m, "root.u", "app1", "alice", 100, 0), 0);
+    assert_int_equal(inc(m, "root.u", "app3", &alice, 100, 0), 0);
+    kq_ugm_free(m);
+}
+
+static void test_max_applications_group(void **state)
+{
+    (void)state;
+    kq_ugm_t *m = mgr(apps_cfg);
+    const char *dev[] = {"dev"};
+    kq_user_t alice = usr("alice", dev, 1), bob = usr("bob", dev, 1), carol = usr("carol", dev, 1);
+    assert_int_equal(inc(m, "root.g", "a1", &alice, 100, 0), 0);
+    assert_int_equal(inc(m, "root.g", "b1", &bob, 100, 0), 0);
+    assert_int_equal(inc(m, "root.g", "c1", &carol, 100, 0), KQ_EDENIED);
+    assert_string_equal(reason, "group dev in queue root.g: limit \"dev-apps\" exceeded: "
+                                "applications 2 running + 1 new > 2 max");
+    assert_int_equal(inc(m, "root.g", "b1", &bob, 100, 0), 0);
+    assert_int_equal(apps_at(m, true, "dev", "root.g"), 2);
+    json_t *g = kq_ugm_group_json(m, "dev");
+    json_t *n = find_usage(json_object_get(g, "queues"), "root.g");
+    assert_int_equal(json_integer_value(json_object_get(n, "maxApplications")), 2);
+    json_decref(g);
+    assert_int_equal(dec(m, "root.g", "a1", "alice", 100, 0), 0);
+    assert_int_equal(inc(m, "root.g", "c1", &carol, 100, 0), 0);
+    kq_ugm_free(m);
+}
+
+static void test_max_applications_queue(void **state)
+{
+    (void)state;
+    kq_ugm_t *m = mgr(apps_cfg);
+    kq_user_t x = usr("x", NULL, 0), y = usr("y", NULL, 0), z = usr("z", NULL, 0);
+    assert_int_equal(inc(m, "root.q", "q1", &x, 100, 0), 0);
+    assert_int_equal(inc(m, "root.q", "q2", &y, 100, 0), 0);
+    assert_int_equal(inc(m, "root.q", "q3", &z, 100, 0), KQ_EDENIED);
+    assert_string_equal(reason, "queue root.q: maxapplications exceeded: applications 2 running + 1 new > 2 max");
+    assert_int_equal(inc(m, "root.q", "q2", &y, 100, 0), 0);
+    assert_int_equal(queue_apps(m, "root.q"), 2);
+    assert_int_equal(queue_apps(m, "root"), 2);
+    assert_int_equal(dec(m, "root.q", "q1", "x", 100, 0), 0);
+    assert_int_equal(inc(m, "root.q", "q3", &z, 100, 0), 0);
+    kq_ugm_free(m);
+}
+
+/* ------------------------------------------------------------------ queue max */
+
+static void test_queue_max_resources(void **state)
+{
+    (void)state;
+    kq_ugm_t *m = mgr(CFG_HEAD
+                      "        queues:\n"
+                      "          - name: a\n"
+                      "            resources:\n"
+                      "              max: {cpu: \"2\", memory: 4Gi}\n"
+                      "            queues:\n"
+                      "              - name: b\n"
+                      "                resources:\n"
+                      "                  guaranteed: {cpu: \"1\"}\n");
+    kq_user_t alice = usr("alice", NULL, 0), bob = usr("bob", NULL, 0);
+    assert_int_equal(inc(m, "root.a.b", "a1", &alice, 1500, 1 * GI), 0);
+    assert_int_equal(inc(m, "root.a.b", "b1", &bob, 1000, 0), KQ_EDENIED);
+    assert_string_equal(reason, "queue root.a: resources.max exceeded: cpu 1500m used + 1 requested > 2 max");
+    assert_int_equal(inc(m, "root.a.b", "b1", &bob, 0, 3 * GI), 0);
+    assert_int_equal(inc(m, "root.a", "b2", &bob, 0, 1), KQ_EDENIED);
+    assert_string_equal(reason, "queue root.a: resources.max exceeded: memory 4Gi used + 1 requested > 4Gi max");
+    assert_int_equal(inc(m, "root.a", "b2", &bob, 500, 0), 0);
+    assert_int_equal(queue_alloc(m, "root.a", "cpu"), 2000);
+    assert_int_equal(queue_alloc(m, "root.a.b", "cpu"), 1500);
+
+    /* the queue view: configured maxima and guarantees, usage, applications */
+    json_t *v = kq_ugm_queues_json(m);
+    assert_non_null(v);
+    assert_string_equal(json_string_value(json_object_get(v, "queuename")), "root");
+    assert_string_equal(json_string_value(json_object_get(v, "partition")), "default");
+    assert_true(json_is_true(json_object_get(v, "isManaged")));
+    assert_false(json_is_true(json_object_get(v, "isLeaf")));
+    json_t *a = find_queue(v, "root.a");
+    assert_non_null(a);
+    assert_int_equal(jres(json_object_get(a, "maxResource"), "cpu"), 2000);
+    assert_int_equal(jres(json_object_get(a, "maxResource"), "memory"), 4 * GI);
+    assert_int_equal(jres(json_object_get(a, "allocatedResource"), "memory"), 4 * GI);
+    assert_int_equal(json_integer_value(json_object_get(a, "runningApps")), 3);
+    assert_string_equal(json_string_value(json_object_get(a, "parent")), "root");
+    json_t *b = find_queue(v, "root.a.b");
+    assert_int_equal(jres(json_object_get(b, "guaranteedResource"), "cpu"), 1000);
+    assert_null(json_object_get(b, "maxResource"));
+    assert_true(json_is_true(json_object_get(b, "isLeaf")));
+    json_decref(v);
+    kq_ugm_free(m);
+}
+
+/* ------------------------------------------------------------------ cleanup */
+
+static void test_cleanup(void **state)
+{
+    (void)state;
+    kq_ugm_t *m = mgr(groups_cfg);
+    const char *cg[] = {"eng", "ops", "dev"};
+    const char *fg[] = {"zeta"};
+    kq_user_t carol = usr("carol", cg, 3), frank = usr("frank", fg, 1);
+    assert_int_equal(inc(m, "root.a.b", "c1", &carol, 100, 0), 0);
+    assert_int_equal(inc(m, "root.a.b", "c1", &carol, 200, 0), 0);
+    assert_int_equal(inc(m, "root.a.c", "c2", &carol, 300, 0), 0);
+    assert_int_equal(inc(m, "root.x.y", "f1", &frank, 400, 0), 0);
+    assert_int_equal(kq_ugm_user_count(m), 2);
+    assert_int_equal(kq_ugm_group_count(m), 3);
+
+    assert_int_equal(dec(m, "root.a.b", "c1", "carol", 100, 0), 0);
+    assert_int_equal(dec(m, "root.a.b", "c1", "carol", 200, 0), 0);
+    assert_int_equal(kq_ugm_group_count(m), 2); /* dev went with c1 */
+    assert_null(kq_ugm_group_json(m, "dev"));
+    assert_int_equal(dec(m, "root.a.c", "c2", "carol", 300, 0), 0);
+    assert_int_equal(kq_ugm_user_count(m), 1);
+    assert_null(kq_ugm_user_json(m, "carol"));
+    assert_int_equal(dec(m, "root.x.y", "f1", "frank", 400, 0), 0);
+    assert_int_equal(kq_ugm_user_count(m), 0);
+    assert_int_equal(kq_ugm_group_count(m), 0);
+
+    json_t *users = kq_ugm_users_json(m), *groups = kq_ugm_groups_json(m);
+    assert_int_equal(json_array_size(users), 0);
+    assert_int_equal(json_array_size(groups), 0);
+    json_decref(users);
+    json_decref(groups);
+    assert_int_equal(queue_alloc(m, "root", "cpu"), 0);
+    assert_int_equal(queue_apps(m, "root"), 0);
+    assert_int_equal(queue_alloc(m, "root.x", "cpu"), -1); /* unconfigured and empty: gone */
+    kq_ugm_free(m);
+}
+
+/* ------------------------------------------------------------------ configuration */
+
+static void test_config_change(void **state)
+{
+    (void)state;
+    const char *one = CFG_HEAD
+        "        queues:\n"
+        "          - name: a\n"
+        "            limits:\n"
+        "              - limit: alice-limit\n"
+        "                users: [alice]\n"
+        "                maxresources: {cpu: \"1\"}\n";
+    const char *none = CFG_HEAD
+        "        queues:\n"
+        "          - name: a\n";
+    const char *two = CFG_HEAD
+        "        queues:\n"
+        "          - name: a\n"
+        "            queues:\n"
+        "              - name: team-a\n"
+        "                limits:\n"
+        "                  - limit: alice-limit\n"
+        "                    users: [alice]\n"
+        "                    maxresources: {cpu: \"2\"}\n"
+        "                    maxapplications: 3\n";
+    kq_ugm_t *m = mgr(one);
+    kq_user_t alice = usr("alice", NULL, 0);
+    assert_int_equal(inc(m, "root.a.team-a", "app", &alice, 1000, 0), 0);
+    assert_int_equal(inc(m, "root.a.team-a", "app", &alice, 500, 0), KQ_EDENIED);
+
+    apply(m, none); /* the limit is removed: cleared */
+    assert_int_equal(inc(m, "root.a.team-a", "app", &alice, 500, 0), 0);
+    json_t *u = kq_ugm_user_json(m, "alice");
+    json_t *n = find_usage(json_object_get(u, "queues"), "root.a");
+    assert_non_null(n);
+    assert_null(json_object_get(n, "maxResources"));
+    json_decref(u);
+
+    apply(m, two); /* a new limit applies from the next increase */
+    assert_int_equal(used_at(m, false, "alice", "root.a.team-a", "cpu"), 1500);
+    assert_int_equal(inc(m, "root.a.team-a", "app", &alice, 1000, 0), KQ_EDENIED);
+    assert_string_equal(reason, "user alice in queue root.a.team-a: limit \"alice-limit\" exceeded: "
+                                "cpu 1500m used + 1 requested > 2 max");
+    u = kq_ugm_user_json(m, "alice");
+    n = find_usage(json_object_get(u, "queues"), "root.a.team-a");
+    assert_int_equal(jres(json_object_get(n, "maxResources"), "cpu"), 2000);
+    assert_int_equal(json_integer_value(json_object_get(n, "maxApplications")), 3);
+    json_decref(u);
+    assert_int_equal(inc(m, "root.a.team-a", "app", &alice, 500, 0), 0);
+    /* decreases are never denied */
+    assert_int_equal(dec(m, "root.a.team-a", "app", "alice", 1000, 0), 0);
+
+    /* a configuration without our partition changes nothing */
+    kq_config_t *other = load("partitions:\n  - name: other\n    queues:\n      - name: root\n");
+    assert_int_equal(kq_ugm_set_config(m, other), KQ_ENOENT);
+    kq_config_unref(other);
+    assert_int_equal(inc(m, "root.a.team-a", "app", &alice, 1001, 0), KQ_EDENIED);
+    assert_int_equal(inc(m, "root.a.team-a", "app", &alice, 1000, 0), 0);
+    kq_ugm_free(m);
+}
+
+/* ------------------------------------------------------------------ unchecked, errors */
+
+static void test_add_unchecked(void **state)
+{
+    (void)state;
+    kq_ugm_t *m = mgr(apps_cfg);
+    kq_user_t alice = usr("alice", NULL, 0);
+    kq_resource_t r = res(100, 0);
+    for (int i = 0; i < 3; i++) {
+        char app[16];
+        snprintf(app, sizeof(app), "app%d", i);
+        assert_int_equal(kq_ugm_add_unchecked(m, "root.u", app, &alice, &r), 0);
+    }
+    assert_int_equal(apps_at(m, false, "alice", "root.u"), 3);
+    assert_int_equal(inc(m, "root.u", "app0", &alice, 100, 0), 0); /* running already */
+    assert_int_equal(inc(m, "root.u", "app9", &alice, 100, 0), KQ_EDENIED);
+    assert_string_equal(reason, "user alice in queue root.u: limit \"alice-apps\" exceeded: "
+                                "applications 3 running + 1 new > 2 max");
+    kq_ugm_free(m);
+}
+
+static void test_decrease_unknown(void **state)
+{
+    (void)state;
+    kq_ugm_t *m = mgr(NULL);
+    kq_user_t alice = usr("alice", NULL, 0);
+    assert_int_equal(inc(m, "root.a.b", "app", &alice, 100, 0), 0);
+    char *before = snapshot(m);
+    assert_int_equal(dec(m, "root.a.b", "app", "bob", 100, 0), KQ_ENOENT);
+    assert_int_equal(dec(m, "root.a.b", "other", "alice", 100, 0), KQ_ENOENT);
+    assert_int_equal(dec(m, "root.a.c", "app", "alice", 100, 0), KQ_ENOENT);
+    assert_int_equal(dec(m, "root.a.b.c", "app", "alice", 100, 0), KQ_ENOENT);
+    /* a decrease at the parent of where it was counted is not the same allocation */
+    assert_int_equal(dec(m, "root.a", "app", "alice", 100, 0), KQ_ENOENT);
+    assert_int_equal(dec(m, "root", "app", "alice", 100, 0), KQ_ENOENT);
+    char *after = snapshot(m);
+    assert_string_equal(before, after);
+    free(after);
+    free(before);
+    assert_int_equal(used_at(m, false, "alice", "root.a.b", "cpu"), 100);
+    /* the same allocation counted at a parent and at a leaf: each released where counted */
+    assert_int_equal(inc(m, "root.a", "app", &alice, 50, 0), 0);
+    assert_int_equal(dec(m, "root.a", "app", "alice", 50, 0), 0);
+    assert_int_equal(dec(m, "root.a", "app", "alice", 50, 0), KQ_ENOENT);
+    assert_int_equal(used_at(m, false, "alice", "root.a.b", "cpu"), 100);
+    assert_int_equal(dec(m, "root.a.b", "app", "alice", 100, 0), 0);
+    assert_int_equal(kq_ugm_user_count(m), 0);
+    kq_ugm_free(m);
+}
+
+static void test_bad_arguments(void **state)
+{
+    (void)state;
+    kq_ugm_t *m = mgr(NULL);
+    kq_user_t alice = usr("alice", NULL, 0), noname = usr("", NULL, 0);
+    kq_resource_t r = res(100, 0);
+    const char *bad[] = {"", "a", "root.", ".root", "root..a", "rootx.a", "roo", NULL};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        assert_int_equal(kq_ugm_increase(m, bad[i], "app", &alice, &r, reason, sizeof(reason)), KQ_EINVAL);
+        assert_int_equal(kq_ugm_decrease(m, bad[i], "app", "alice", &r), KQ_EINVAL);
+    }
+    char deep[4 * KQ_UGM_MAX_DEPTH + 8] = "root";
+    for (int i = 0; i < KQ_UGM_MAX_DEPTH; i++)
+        strcat(deep, ".q");
+    assert_int_equal(kq_ugm_increase(m, deep, "app", &alice, &r, reason, sizeof(reason)), KQ_EINVAL);
+    assert_int_equal(kq_ugm_increase(m, "root.a", "", &alice, &r, reason, sizeof(reason)), KQ_EINVAL);
+    assert_int_equal(kq_ugm_increase(m, "root.a", "app", &noname, &r, reason, sizeof(reason)), KQ_EINVAL);
+    assert_int_equal(kq_ugm_increase(m, "root.a", "app", &alice, NULL, reason, sizeof(reason)), KQ_EINVAL);
+    assert_int_equal(kq_ugm_user_count(m), 0);
+    assert_null(kq_ugm_user_json(m, "alice"));
+    kq_ugm_free(NULL);
+    kq_ugm_free(m);
+}
+
+static void test_overflow(void **state)
+{
+    (void)state;
+    kq_ugm_t *m = mgr(NULL);
+    kq_user_t alice = usr("alice", NULL, 0);
+    assert_int_equal(inc(m, "root.a", "app", &alice, INT64_MAX - 10, 0), 0);
+    char *before = snapshot(m);
+    assert_int_equal(inc(m, "root.a", "app", &alice, 11, 0), KQ_ERANGE);
+    char *after = snapshot(m);
+    assert_string_equal(before, after);
+    free(before);
+    free(after);
+    kq_ugm_free(m);
+}
+
+/* ------------------------------------------------------------------ views */
+
+static void test_views(void **state)
+{
+    (void)state;
+    kq_ugm_t *m = mgr(CFG_HEAD
+                      "        queues:\n"
+                      "          - name: a\n"
+                      "            maxapplications: 7\n"
+                      "            limits:\n"
+                      "              - limit: dev-limit\n"
+                      "                groups: [dev]\n"
+                      "                maxresources: {cpu: \"4\", memory: 8Gi}\n"
+                      "                maxapplications: 5\n");
+    const char *dev[] = {"dev"};
+    kq_user_t alice = usr("alice", dev, 1), bob = usr("bob", NULL, 0);
+    assert_int_equal(inc(m, "root.a", "app-2", &alice, 500, 1 * GI), 0);
+    assert_int_equal(inc(m, "root.a", "app-1", &alice, 250, 0), 0);
+    assert_int_equal(inc(m, "root.dyn.x", "bapp", &bob, 100, 0), 0);
+    kq_resource_t p = res(300, 0);
+    kq_ugm_pending_add(m, "root.a", &p);
+
+    json_t *users = kq_ugm_users_json(m);
+    char *s = json_dumps(users, JSON_SORT_KEYS | JSON_COMPACT);
+    assert_string_equal(s,
+        "[{\"groups\":{\"app-1\":\"dev\",\"app-2\":\"dev\"},"
+        "\"queues\":{\"children\":[{\"children\":[],\"queuename\":\"root.a\","
+        "\"resourceUsage\":{\"cpu\":750,\"memory\":1073741824},"
+        "\"runningApplications\":[\"app-1\",\"app-2\"]}],"
+        "\"queuename\":\"root\",\"resourceUsage\":{\"cpu\":750,\"memory\":1073741824},"
+        "\"runningApplications\":[\"app-1\",\"app-2\"]},\"userName\":\"alice\"},"
+        "{\"groups\":{},"
+        "\"queues\":{\"children\":[{\"children\":[{\"children\":[],\"queuename\":\"root.dyn.x\","
+        "\"resourceUsage\":{\"cpu\":100},\"runningApplications\":[\"bapp\"]}],"
+        "\"queuename\":\"root.dyn\",\"resourceUsage\":{\"cpu\":100},\"runningApplications\":[\"bapp\"]}],"
+        "\"queuename\":\"root\",\"resourceUsage\":{\"cpu\":100},\"runningApplications\":[\"bapp\"]},"
+        "\"userName\":\"bob\"}]");
+    free(s);
+    json_decref(users);
+
+    json_t *groups = kq_ugm_groups_json(m);
+    s = json_dumps(groups, JSON_SORT_KEYS | JSON_COMPACT);
+    assert_string_equal(s,
+        "[{\"applications\":[\"app-1\",\"app-2\"],\"groupName\":\"dev\","
+        "\"queues\":{\"children\":[{\"children\":[],\"maxApplications\":5,"
+        "\"maxResources\":{\"cpu\":4000,\"memory\":8589934592},\"queuename\":\"root.a\","
+        "\"resourceUsage\":{\"cpu\":750,\"memory\":1073741824},"
+        "\"runningApplications\":[\"app-1\",\"app-2\"]}],"
+        "\"queuename\":\"root\",\"resourceUsage\":{\"cpu\":750,\"memory\":1073741824},"
+        "\"runningApplications\":[\"app-1\",\"app-2\"]},\"users\":[\"alice\"]}]");
+    free(s);
+    json_decref(groups);
+
+    json_t *q = kq_ugm_queues_json(m);
+    s = json_dumps(q, JSON_SORT_KEYS | JSON_COMPACT);
+    assert_string_equal(s,
+        "{\"allocatedResource\":{\"cpu\":850,\"memory\":1073741824},"
+        "\"children\":["
+        "{\"allocatedResource\":{\"cpu\":750,\"memory\":1073741824},\"children\":[],"
+        "\"isLeaf\":true,\"isManaged\":true,\"maxRunningApps\":7,\"parent\":\"root\","
+        "\"partition\":\"default\",\"pendingResource\":{\"cpu\":300},\"queuename\":\"root.a\","
+        "\"runningApps\":2},"
+        "{\"allocatedResource\":{\"cpu\":100},\"children\":["
+        "{\"allocatedResource\":{\"cpu\":100},\"children\":[],\"isLeaf\":true,\"isManaged\":false,"
+        "\"parent\":\"root.dyn\",\"partition\":\"default\",\"pendingResource\":{},"
+        "\"queuename\":\"root.dyn.x\",\"runningApps\":1}],"
+        "\"isLeaf\":false,\"isManaged\":false,\"parent\":\"root\",\"partition\":\"default\","
+        "\"pendingResource\":{},\"queuename\":\"root.dyn\",\"runningApps\":1}],"
+        "\"isLeaf\":false,\"isManaged\":true,\"partition\":\"default\","
+        "\"pendingResource\":{\"cpu\":300},\"queuename\":\"root\",\"runningApps\":3}");
+    free(s);
+    json_decref(q);
+
+    kq_ugm_pending_sub(m, "root.a", &p);
+    assert_int_equal(dec(m, "root.dyn.x", "bapp", "bob", 100, 0), 0);
+    q = kq_ugm_queues_json(m);
+    assert_null(find_queue(q, "root.dyn"));
+    assert_int_equal(jres(json_object_get(q, "pendingResource"), "cpu"), 0);
+    json_decref(q);
+    kq_ugm_free(m);
+}
+
+/* ------------------------------------------------------------------ threads */
+
+#define N_THREADS 8
+#define N_OPS 20000
+#define N_USERS 6
+#define N_APPS 5
+#define HOLD_MAX 48
+
+static const char *const t_users[N_USERS] = {"u0", "u1", "u2", "u3", "u4", "u5"};
+static const char *const t_groups[2][1] = {{"team1"}, {"team2"}};
+static const char *const t_queues[] = {"root.p.l1", "root.p.l2", "root.p", "root.x"};
+#define N_QUEUES (sizeof(t_queues) / sizeof(t_queues[0]))
+static const int64_t t_cpu[] = {100, 250, 500, 1000};
+
+static const char *threads_cfg = CFG_HEAD
+    "        limits:\n"
+    "          - limit: team1-cap\n"
+    "            groups: [team1]\n"
+    "            maxresources: {cpu: \"20\"}\n"
+    "          - limit: team2-cap\n"
+    "            groups: [team2]\n"
+    "            maxresources: {cpu: \"20\"}\n"
+    "        queues:\n"
+    "          - name: p\n"
+    "            resources:\n"
+    "              max: {cpu: \"30\"}\n"
+    "            maxapplications: 20\n"
+    "            limits:\n"
+    "              - limit: per-user\n"
+    "                users: [\"*\"]\n"
+    "                maxresources: {cpu: \"8\"}\n"
+    "                maxapplications: 4\n"
+    "            queues:\n"
+    "              - name: l1\n"
+    "                maxapplications: 10\n"
+    "              - name: l2\n"
+    "                maxapplications: 10\n";
+
+/* The same shape with a tighter per-user limit: swapped in and out during the run. */
+static const char *threads_cfg2 = CFG_HEAD
+    "        limits:\n"
+    "          - limit: team1-cap\n"
+    "            groups: [team1]\n"
+    "            maxresources: {cpu: \"20\"}\n"
+    "          - limit: team2-cap\n"
+    "            groups: [team2]\n"
+    "            maxresources: {cpu: \"20\"}\n"
+    "        queues:\n"
+    "          - name: p\n"
+    "            resources:\n"
+    "              max: {cpu: \"30\"}\n"
+    "            maxapplications: 20\n"
+    "            limits:\n"
+    "              - limit: per-user\n"
+    "                users: [\"*\"]\n"
+    "                maxresources: {cpu: \"6\"}\n"
+    "                maxapplications: 3\n"
+    "            queues:\n"
+    "              - name: l1\n"
+    "                maxapplications: 10\n"
+    "              - name: l2\n"
+    "                maxapplications: 10\n";
+
+typedef struct held {
+    int user, app, queue;
+    int64_t cpu;
+} held_t;
+
+typedef struct worker {
+    kq_ugm_t *m;
+    unsigned seed;
+    bool keep;           /* keep what is held at the end (else release everything) */
+    held_t held[HOLD_MAX];
+    int n_held;
+    long ok, denied, failures;
+} worker_t;
+
+static void *worker_main(void *arg)
+{
+    worker_t *w = arg;
+    char why[256];
+    for (int i = 0; i < N_OPS; i++) {
+        bool up = w->n_held == 0 || (w->n_held < HOLD_MAX && rand_r(&w->seed) % 2 == 0);
+        if (up) {
+            held_t h = {.user = rand_r(&w->seed) % N_USERS, .app = rand_r(&w->seed) % N_APPS,
+                        .queue = rand_r(&w->seed) % (int)N_QUEUES, .cpu = t_cpu[rand_r(&w->seed) % 4]};
+            kq_user_t u = {.name = t_users[h.user], .groups = t_groups[h.user % 2], .n_groups = 1};
+            char app[16];
+            snprintf(app, sizeof(app), "app%d", h.app);
+            kq_resource_t r = KQ_RESOURCE_EMPTY;
+            if (kq_resource_set(&r, "cpu", h.cpu) != 0)
+                w->failures++;
+            int rc = kq_ugm_increase(w->m, t_queues[h.queue], app, &u, &r, why, sizeof(why));
+            if (rc == 0)
+                w->held[w->n_held++] = h;
+            else if (rc == KQ_EDENIED && why[0] != '\0')
+                w->denied++;
+            else
+                w->failures++;
+            w->ok += rc == 0;
+        } else {
+            int k = rand_r(&w->seed) % w->n_held;
+            held_t h = w->held[k];
+            w->held[k] = w->held[--w->n_held];
+            char app[16];
+            snprintf(app, sizeof(app), "app%d", h.app);
+            kq_resource_t r = KQ_RESOURCE_EMPTY;
+            if (kq_resource_set(&r, "cpu", h.cpu) != 0)
+                w->failures++;
+            if (kq_ugm_decrease(w->m, t_queues[h.queue], app, t_users[h.user], &r) != 0)
+                w->failures++;
+        }
+    }
+    while (!w->keep && w->n_held > 0) {
+        held_t h = w->held[--w->n_held];
+        char app[16];
+        snprintf(app, sizeof(app), "app%d", h.app);
+        kq_resource_t r = KQ_RESOURCE_EMPTY;
+        if (kq_resource_set(&r, "cpu", h.cpu) != 0)
+            w->failures++;
+        if (kq_ugm_decrease(w->m, t_queues[h.queue], app, t_users[h.user], &r) != 0)
+            w->failures++;
+    }
+    return NULL;
+}
+
+typedef struct bystander {
+    kq_ugm_t *m;
+    kq_config_t *cfg[2];
+    _Atomic int done;
+} bystander_t;
+
+/* Renders the views and swaps configurations while the workers run. */
+static void *bystander_main(void *arg)
+{
+    bystander_t *b = arg;
+    int i = 0;
+    while (!b->done) {
+        json_t *v = kq_ugm_users_json(b->m);
+        json_decref(v);
+        v = kq_ugm_groups_json(b->m);
+        json_decref(v);
+        v = kq_ugm_queues_json(b->m);
+        json_decref(v);
+        v = kq_ugm_user_json(b->m, "u1");
+        json_decref(v);
+        if (kq_ugm_set_config(b->m, b->cfg[i++ % 2]) != 0)
+            break;
+    }
+    return NULL;
+}
+
+static void run_threads(bool keep)
+{
+    kq_ugm_t *m = mgr(threads_cfg);
+    bystander_t b = {.m = m, .cfg = {load(threads_cfg2), load(threads_cfg)}};
+    worker_t w[N_THREADS];
+    pthread_t th[N_THREADS], bt;
+    memset(w, 0, sizeof(w));
+    assert_int_equal(pthread_create(&bt, NULL, bystander_main, &b), 0);
+    for (int i = 0; i < N_THREADS; i++) {
+        w[i].m = m;
+        w[i].seed = 1234u + (unsigned)i * 7919u + (keep ? 17u : 0u);
+        w[i].keep = keep;
+        assert_int_equal(pthread_create(&th[i], NULL, worker_main, &w[i]), 0);
+    }
+    long ok = 0, denied = 0;
+    for (int i = 0; i < N_THREADS; i++) {
+        assert_int_equal(pthread_join(th[i], NULL), 0);
+        assert_int_equal(w[i].failures, 0);
+        ok += w[i].ok;
+        denied += w[i].denied;
+    }
+    b.done = 1;
+    assert_int_equal(pthread_join(bt, NULL), 0);
+    /* the limits are tight enough to deny, loose enough to admit */
+    assert_true(ok > 1000);
+    assert_true(denied > 1000);
+    /* the last configuration applied is threads_cfg (index 1) or threads_cfg2; use the looser */
+    apply(m, threads_cfg);
+    kq_config_unref(b.cfg[0]);
+    kq_config_unref(b.cfg[1]);
+
+    if (!keep) {
+        assert_int_equal(kq_ugm_user_count(m), 0);
+        assert_int_equal(kq_ugm_group_count(m), 0);
+        assert_int_equal(queue_alloc(m, "root", "cpu"), 0);
+        assert_int_equal(queue_apps(m, "root"), 0);
+        assert_int_equal(queue_alloc(m, "root.x", "cpu"), -1);
+        kq_ugm_free(m);
+        return;
+    }
+
+    /* what the threads hold, summed by hand */
+    int64_t user_root[N_USERS] = {0}, user_p[N_USERS] = {0}, group_root[2] = {0};
+    int64_t q_root = 0, q_p = 0, q_l1 = 0, q_l2 = 0, q_x = 0;
+    size_t held = 0;
+    for (int i = 0; i < N_THREADS; i++) {
+        for (int k = 0; k < w[i].n_held; k++) {
+            held_t *h = &w[i].held[k];
+            held++;
+            user_root[h->user] += h->cpu;
+            group_root[h->user % 2] += h->cpu;
+            q_root += h->cpu;
+            if (h->queue != 3) {
+                user_p[h->user] += h->cpu;
+                q_p += h->cpu;
+            }
+            q_l1 += h->queue == 0 ? h->cpu : 0;
+            q_l2 += h->queue == 1 ? h->cpu : 0;
+            q_x += h->queue == 3 ? h->cpu : 0;
+        }
+    }
+    assert_true(held > 0);
+    for (int u = 0; u < N_USERS; u++) {
+        int64_t r = used_at(m, false, t_users[u], "root", "cpu");
+        assert_int_equal(r < 0 ? 0 : r, user_root[u]);
+        int64_t p = used_at(m, false, t_users[u], "root.p", "cpu");
+        assert_int_equal(p < 0 ? 0 : p, user_p[u]);
+        assert_true(user_p[u] <= 8000);
+        assert_true(apps_at(m, false, t_users[u], "root.p") <= 4);
+    }
+    for (int g = 0; g < 2; g++) {
+        int64_t r = used_at(m, true, t_groups[g][0], "root", "cpu");
+        assert_int_equal(r < 0 ? 0 : r, group_root[g]);
+        assert_true(group_root[g] <= 20000);
+    }
+    assert_int_equal(queue_alloc(m, "root", "cpu"), q_root);
+    assert_int_equal(queue_alloc(m, "root.p", "cpu"), q_p);
+    assert_int_equal(queue_alloc(m, "root.p.l1", "cpu"), q_l1);
+    assert_int_equal(queue_alloc(m, "root.p.l2", "cpu"), q_l2);
+    int64_t x = queue_alloc(m, "root.x", "cpu");
+    assert_int_equal(x < 0 ? 0 : x, q_x);
+    assert_true(q_p <= 30000);
+    assert_true(queue_apps(m, "root.p") <= 20);
+
+    /* and releasing it all leaves nothing */
+    for (int i = 0; i < N_THREADS; i++) {
+        for (int k = 0; k < w[i].n_held; k++) {
+            held_t *h = &w[i].held[k];
+            char app[16];
+            snprintf(app, sizeof(app), "app%d", h->app);
+            assert_int_equal(dec(m, t_queues[h->queue], app, t_users[h->user], h->cpu, 0), 0);
+        }
+    }
+    assert_int_equal(kq_ugm_user_count(m), 0);
+    assert_int_equal(kq_ugm_group_count(m), 0);
+    assert_int_equal(queue_alloc(m, "root", "cpu"), 0);
+    kq_ugm_free(m);
+}
+
+static void test_threads_release_all(void **state)
+{
+    (void)state;
+    run_threads(false);
+}
+
+static void test_threads_keep_some(void **state)
+{
+    (void)state;
+    run_threads(true);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_tracking_totals),
+        cmocka_unit_test(test_case_insensitive_paths),
+        cmocka_unit_test(test_group_selection),
+        cmocka_unit_test(test_no_group_limits_no_group_tracking),
+        cmocka_unit_test(test_group_fixed_for_app_life),
+        cmocka_unit_test(test_named_user_beats_wildcard),
+        cmocka_unit_test(test_denied_increase_changes_nothing),
+        cmocka_unit_test(test_max_applications_user),
+        cmocka_unit_test(test_max_applications_group),
+        cmocka_unit_test(test_max_applications_queue),
+        cmocka_unit_test(test_queue_max_resources),
+        cmocka_unit_test(test_cleanup),
+        cmocka_unit_test(test_config_change),
+        cmocka_unit_test(test_add_unchecked),
+        cmocka_unit_test(test_decrease_unknown),
+        cmocka_unit_test(test_bad_arguments),
+        cmocka_unit_test(test_overflow),
+        cmocka_unit_test(test_views),
+        cmocka_unit_test(test_threads_release_all),
+        cmocka_unit_test(test_threads_keep_some),
+    };
+    if (kq_log_set_level("warn") != 0)
+        return 1;
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
