@@ -1,0 +1,91 @@
+/* Pod model: turns a Kubernetes Pod (JSON) into the facts the quota engine needs: who
+ * (user, groups), where (queue path), which application, and what (requested resources).
+ *
+ * Resolution rules:
+ *  - user/groups: annotation kubequota.io/user-info = {"user":"alice","groups":["dev"]},
+ *    else YuniKorn's yunikorn.apache.org/user.info (same shape); neither: the default user
+ *    (opts->default_user, "nobody") with no groups.
+ *  - queue: label or annotation kubequota.io/queue (full path "root.a.b" or a leaf name),
+ *    else YuniKorn's "queue" label (or yunikorn.apache.org/queue annotation); neither:
+ *    root.<namespace> when that is a leaf queue, else root.default. A value with a dot
+ *    but no "root." prefix is a path below root (YuniKorn); a plain name must name exactly
+ *    one configured queue. A queue that does not exist, is ambiguous or is a parent queue
+ *    leaves queue NULL and queue_error set; such a pod is denied by filter/bind.
+ *  - application: label kubequota.io/app-id, then YuniKorn's applicationId, then the
+ *    controller ownerReference UID, then the pod's own UID.
+ *  - request: max(sum of regular containers + restartable (sidecar) init containers,
+ *    the largest regular init container plus the sidecars started before it), plus
+ *    spec.overhead — the way Kubernetes computes a pod's effective request. A container
+ *    resource with a limit and no request requests its limit (API server defaulting);
+ *    pod-level spec.resources.requests replace cpu/memory/hugepages; during an in-place
+ *    resize the larger of spec and status (allocated/actuated) counts (see src/pod.c).
+ *
+ * Ownership: kq_pod_t owns its strings; kq_pod_clear frees them. Parsing never keeps a
+ * reference to the JSON.
+ */
+#ifndef KUBEQUOTA_POD_H
+#define KUBEQUOTA_POD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "kubequota/config.h"
+#include "kubequota/error.h"
+#include "kubequota/resource.h"
+
+typedef enum kq_pod_phase {
+    KQ_POD_PENDING = 0,
+    KQ_POD_RUNNING,
+    KQ_POD_SUCCEEDED,
+    KQ_POD_FAILED,
+    KQ_POD_UNKNOWN,
+} kq_pod_phase_t;
+
+typedef struct kq_pod {
+    char *uid;            /* metadata.uid (required) */
+    char *ns, *name;      /* metadata.namespace (default "default"), metadata.name */
+    char *node;           /* spec.nodeName, NULL when unassigned */
+    char *scheduler_name; /* spec.schedulerName, "default-scheduler" when absent */
+    kq_pod_phase_t phase;
+    bool deleting;        /* metadata.deletionTimestamp set */
+    char *user;
+    char **groups;
+    size_t n_groups;
+    char *queue;          /* resolved full path, or NULL (then queue_error says why) */
+    char *queue_error;
+    char *app_id;
+    kq_resource_t request;
+    int32_t priority;     /* spec.priority, 0 when absent */
+    bool preemptible;     /* false when label quota.scheduling.koordinator.sh/preemptible="false" */
+    int64_t created;      /* metadata.creationTimestamp, seconds since epoch (0 unknown) */
+} kq_pod_t;
+
+typedef struct kq_pod_opts {
+    const kq_partition_conf_t *partition; /* for queue resolution; borrowed */
+    const char *default_user;             /* NULL = "nobody" */
+} kq_pod_opts_t;
+
+/* Parses and resolves a Pod object. On success *out owns new strings (clear it with
+ * kq_pod_clear). On failure (not an object, no uid, bad quantity, bad user-info JSON...)
+ * returns KQ_EPARSE with a reason naming the field; *out is left zeroed. */
+int kq_pod_parse(const json_t *obj, const kq_pod_opts_t *opts, kq_pod_t *out, char *err,
+                 size_t errlen) KQ_WUR;
+
+/* Effective request of a PodSpec JSON object (see rules above). */
+int kq_pod_request(const json_t *spec, kq_resource_t *out, char *err, size_t errlen) KQ_WUR;
+
+/* Deep copy; KQ_ENOMEM leaves dst zeroed. */
+int kq_pod_copy(kq_pod_t *dst, const kq_pod_t *src) KQ_WUR;
+/* Frees the strings and zeroes the struct. NULL is a no-op. */
+void kq_pod_clear(kq_pod_t *p);
+
+/* Succeeded or Failed: holds nothing any more. */
+static inline bool kq_pod_is_terminal(const kq_pod_t *p)
+{
+    return p->phase == KQ_POD_SUCCEEDED || p->phase == KQ_POD_FAILED;
+}
+
+#endif

@@ -1,0 +1,922 @@
+/* Pod model: turns a Kubernetes Pod object (JSON, from the watch, the extender or a GET)
+ * into the facts the quota engine needs: user and groups, queue path, application and
+ * the pod's effective resource request. See include/kubequota/pod.h for the rules.
+ *
+ * Everything here is untrusted input: every member is type-checked, every error names
+ * the field ("pod team-a/web-1: spec.containers[1].resources.requests.cpu: ..."), and no
+ * JSON shape can crash the parser (fuzz/fuzz_pod.c).
+ *
+ * Request computation follows Kubernetes' PodRequests (component-helpers/resource), with
+ * in-place resize taken into account:
+ *   per container, spec request = resources.requests, plus resources.limits for every
+ *     resource that has a limit and no request (the API server's defaulting does this for
+ *     stored pods; we do it too so hand-written or admission-time pods agree);
+ *   aggregate(f) = max(sum over containers f(c) + sum over restartable (sidecar) init
+ *     containers f(s), max over init containers i of f(i) + sidecars declared before i);
+ *   requests = max(aggregate(spec), aggregate(actuated), aggregate(allocated)), where
+ *     allocated = status allocatedResources and actuated = status resources.requests
+ *     (falling back to allocated, then spec); when the resize is Infeasible (condition
+ *     PodResizePending/Infeasible, or the older status.resize "Infeasible") the spec is
+ *     left out: max(actuated, allocated);
+ *   pod-level spec.resources.requests (cpu, memory, hugepages-*) replace the aggregate
+ *     for those resources; spec.overhead is added last.
+ * Not implemented (alpha in Kubernetes): pod-level status resources for in-place
+ * pod-level resize, and DRA node-allocatable claim statuses.
+ *
+ * Queue names: full paths are found with the configuration's hash lookup; a plain leaf
+ * name ("alice") is resolved by walking the configured tree, which costs O(queues) for
+ * that pod (never O(users) or O(pods)); labels with full paths avoid it.
+ *
+ * Thread safety: no shared state; the partition configuration is only read.
+ */
+#include "kubequota/pod.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#define ANN_USER_INFO "kubequota.io/user-info"
+#define ANN_YK_USER_INFO "yunikorn.apache.org/user.info"
+#define KEY_QUEUE "kubequota.io/queue"
+#define LABEL_YK_QUEUE "queue"
+#define ANN_YK_QUEUE "yunikorn.apache.org/queue"
+#define LABEL_APP_ID "kubequota.io/app-id"
+#define LABEL_YK_APP_ID "applicationId"
+#define LABEL_PREEMPTIBLE "quota.scheduling.koordinator.sh/preemptible"
+
+#define USER_INFO_MAX 65536 /* bytes of a user-info annotation */
+#define IDENT_MAX 512       /* bytes of one user or group name */
+#define GROUPS_MAX 256      /* groups in one user-info annotation */
+#define CONTAINERS_MAX 4096 /* containers (or init containers) in one pod */
+#define QUEUE_VALUE_MAX 1024
+
+/* ---------------------------------------------------------------------------------- */
+/* errors                                                                              */
+
+typedef struct pctx {
+    char *err;
+    size_t errlen;
+    char prefix[384]; /* "pod ns/name: " */
+} pctx_t;
+
+static int fail(pctx_t *c, int rc, const char *fmt, ...) KQ_PRINTF(3, 4);
+static int fail(pctx_t *c, int rc, const char *fmt, ...)
+{
+    if (c->err == NULL || c->errlen == 0)
+        return rc;
+    int n = snprintf(c->err, c->errlen, "%s", c->prefix);
+    if (n < 0 || (size_t)n >= c->errlen)
+        return rc;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->err + n, c->errlen - (size_t)n, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* typed member access: JSON null counts as absent                                     */
+
+static const json_t *member(const json_t *obj, const char *key)
+{
+    const json_t *v = json_is_object(obj) ? json_object_get(obj, key) : NULL;
+    return json_is_null(v) ? NULL : v;
+}
+
+static int get_object(pctx_t *c, const json_t *obj, const char *key, const char *path,
+                      const json_t **out)
+{
+    const json_t *v = member(obj, key);
+    if (v != NULL && !json_is_object(v))
+        return fail(c, KQ_EPARSE, "%s%s%s: not an object", path, *path ? "." : "", key);
+    *out = v;
+    return 0;
+}
+
+static int get_array(pctx_t *c, const json_t *obj, const char *key, const char *path,
+                     const json_t **out)
+{
+    const json_t *v = member(obj, key);
+    if (v != NULL && !json_is_array(v))
+        return fail(c, KQ_EPARSE, "%s%s%s: not an array", path, *path ? "." : "", key);
+    *out = v;
+    return 0;
+}
+
+/* String member; NULL when absent, null or "". */
+static int get_string(pctx_t *c, const json_t *obj, const char *key, const char *path,
+                      const char **out)
+{
+    const json_t *v = member(obj, key);
+    if (v != NULL && !json_is_string(v))
+        return fail(c, KQ_EPARSE, "%s%s%s: not a string", path, *path ? "." : "", key);
+    const char *s = v ? json_string_value(v) : NULL;
+    *out = (s != NULL && *s != '\0') ? s : NULL;
+    return 0;
+}
+
+/* A label or annotation value; NULL when absent or "". kind: "label" or "annotation". */
+static int get_kv(pctx_t *c, const json_t *map, const char *key, const char *kind, const char **out)
+{
+    const json_t *v = member(map, key);
+    if (v != NULL && !json_is_string(v))
+        return fail(c, KQ_EPARSE, "%s %s: not a string", kind, key);
+    const char *s = v ? json_string_value(v) : NULL;
+    *out = (s != NULL && *s != '\0') ? s : NULL;
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* resource lists                                                                      */
+
+/* A ResourceList ({"cpu":"500m",...}); obj NULL gives an empty set. Quantities may be
+ * strings or JSON numbers (Kubernetes' Quantity accepts both). */
+static int parse_rlist(pctx_t *c, const json_t *obj, const char *path, kq_resource_t *out)
+{
+    kq_resource_t r = KQ_RESOURCE_EMPTY;
+    if (obj != NULL && !json_is_object(obj))
+        return fail(c, KQ_EPARSE, "%s: not an object", path);
+    const char *key;
+    json_t *val;
+    json_object_foreach((json_t *)obj, key, val) {
+        char num[64];
+        const char *s;
+        if (json_is_string(val)) {
+            s = json_string_value(val);
+        } else if (json_is_integer(val)) {
+            snprintf(num, sizeof(num), "%" JSON_INTEGER_FORMAT, json_integer_value(val));
+            s = num;
+        } else if (json_is_real(val)) {
+            snprintf(num, sizeof(num), "%.15g", json_real_value(val));
+            s = num;
+        } else {
+            return fail(c, KQ_EPARSE, "%s.%.*s: quantity is not a string", path, KQ_RES_NAME_MAX, key);
+        }
+        if (kq_resource_name(key) == NULL)
+            return fail(c, KQ_EPARSE, "%s: invalid resource name \"%.*s\"", path, KQ_RES_NAME_MAX, key);
+        int64_t v = 0;
+        char why[160] = "";
+        if (kq_quantity_parse(key, s, &v, why, sizeof(why)) != 0)
+            return fail(c, KQ_EPARSE, "%s.%.*s: invalid quantity \"%.64s\": %s", path, KQ_RES_NAME_MAX,
+                        key, s, why);
+        if (kq_resource_set(&r, key, v) != 0)
+            return fail(c, KQ_EPARSE, "%s: more than %d resource names", path, KQ_RES_MAX);
+    }
+    *out = r;
+    return 0;
+}
+
+/* a = max(a, b) per name in b. */
+static int res_max(kq_resource_t *a, const kq_resource_t *b)
+{
+    kq_resource_t r = *a;
+    for (uint32_t i = 0; i < b->n; i++) {
+        bool present = false;
+        int64_t v = kq_resource_get(&r, b->e[i].name, &present);
+        if (!present || b->e[i].value > v) {
+            if (kq_resource_set(&r, b->e[i].name, b->e[i].value) != 0)
+                return KQ_ERANGE;
+        }
+    }
+    *a = r;
+    return 0;
+}
+
+static bool is_pod_level_resource(const char *name)
+{
+    return strcmp(name, "cpu") == 0 || strcmp(name, "memory") == 0 ||
+           strncmp(name, "hugepages-", 10) == 0;
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* containers                                                                          */
+
+enum { R_SPEC, R_ALLOC, R_ACT, R_KINDS };
+
+typedef struct cres {
+    kq_resource_t r[R_KINDS];
+    bool restartable;
+} cres_t;
+
+static const json_t *find_status(const json_t *status, const char *name)
+{
+    static const char *const lists[] = {"containerStatuses", "initContainerStatuses"};
+    if (name == NULL)
+        return NULL;
+    for (size_t l = 0; l < 2; l++) {
+        const json_t *arr = member(status, lists[l]);
+        if (!json_is_array(arr))
+            continue;
+        size_t i;
+        const json_t *cs;
+        json_array_foreach(arr, i, cs) {
+            const json_t *n = member(cs, "name");
+            if (json_is_string(n) && strcmp(json_string_value(n), name) == 0)
+                return cs;
+        }
+    }
+    return NULL;
+}
+
+/* Status lists are checked for type before use (see check_status_lists). */
+static int parse_container(pctx_t *c, const json_t *ctr, const char *path, bool init,
+                           const json_t *status, bool infeasible, cres_t *out)
+{
+    char p[256], q[320];
+    if (!json_is_object(ctr))
+        return fail(c, KQ_EPARSE, "%s: not an object", path);
+    const char *name = NULL;
+    const json_t *res = NULL;
+    int rc = get_string(c, ctr, "name", path, &name);
+    if (rc == 0)
+        rc = get_object(c, ctr, "resources", path, &res);
+    if (rc != 0)
+        return rc;
+
+    kq_resource_t req = KQ_RESOURCE_EMPTY, lim = KQ_RESOURCE_EMPTY;
+    snprintf(p, sizeof(p), "%s.resources.requests", path);
+    if ((rc = parse_rlist(c, member(res, "requests"), p, &req)) != 0)
+        return rc;
+    snprintf(p, sizeof(p), "%s.resources.limits", path);
+    if ((rc = parse_rlist(c, member(res, "limits"), p, &lim)) != 0)
+        return rc;
+    /* Limits without requests: the request defaults to the limit. */
+    for (uint32_t i = 0; i < lim.n; i++) {
+        bool present = false;
+        (void)kq_resource_get(&req, lim.e[i].name, &present);
+        if (!present && kq_resource_set(&req, lim.e[i].name, lim.e[i].value) != 0)
+            return fail(c, KQ_EPARSE, "%s.resources: more than %d resource names", path, KQ_RES_MAX);
+    }
+
+    out->restartable = false;
+    if (init) {
+        const char *policy = NULL;
+        if ((rc = get_string(c, ctr, "restartPolicy", path, &policy)) != 0)
+            return rc;
+        out->restartable = policy != NULL && strcmp(policy, "Always") == 0;
+    }
+
+    /* In-place resize: what the kubelet allocated and actuated. */
+    const json_t *cs = find_status(status, name);
+    const json_t *alloc_j = NULL, *act_j = NULL;
+    if (cs != NULL) {
+        snprintf(p, sizeof(p), "status of container \"%.64s\"", name);
+        const json_t *sres = NULL;
+        if ((rc = get_object(c, cs, "allocatedResources", p, &alloc_j)) != 0 ||
+            (rc = get_object(c, cs, "resources", p, &sres)) != 0)
+            return rc;
+        snprintf(q, sizeof(q), "%s.resources", p);
+        if ((rc = get_object(c, sres, "requests", q, &act_j)) != 0)
+            return rc;
+    }
+    kq_resource_t alloc = KQ_RESOURCE_EMPTY, act = KQ_RESOURCE_EMPTY;
+    if (alloc_j != NULL) {
+        snprintf(q, sizeof(q), "status of container \"%.64s\".allocatedResources", name);
+        if ((rc = parse_rlist(c, alloc_j, q, &alloc)) != 0)
+            return rc;
+    } else if (!infeasible) {
+        alloc = req;
+    }
+    if (act_j != NULL) {
+        snprintf(q, sizeof(q), "status of container \"%.64s\".resources.requests", name);
+        if ((rc = parse_rlist(c, act_j, q, &act)) != 0)
+            return rc;
+    } else {
+        act = alloc;
+    }
+    out->r[R_SPEC] = req;
+    out->r[R_ALLOC] = alloc;
+    out->r[R_ACT] = act;
+    return 0;
+}
+
+static int aggregate(pctx_t *c, const cres_t *ctrs, size_t n, const cres_t *inits, size_t ni,
+                     int kind, kq_resource_t *out)
+{
+    kq_resource_t sum = KQ_RESOURCE_EMPTY, sidecars = KQ_RESOURCE_EMPTY, init = KQ_RESOURCE_EMPTY;
+    for (size_t i = 0; i < n; i++)
+        if (kq_resource_add(&sum, &ctrs[i].r[kind]) != 0)
+            goto range;
+    for (size_t i = 0; i < ni; i++) {
+        const kq_resource_t *r = &inits[i].r[kind];
+        kq_resource_t use;
+        if (inits[i].restartable) {
+            if (kq_resource_add(&sum, r) != 0 || kq_resource_add(&sidecars, r) != 0)
+                goto range;
+            use = sidecars;
+        } else {
+            use = *r;
+            if (kq_resource_add(&use, &sidecars) != 0)
+                goto range;
+        }
+        if (res_max(&init, &use) != 0)
+            goto range;
+    }
+    if (res_max(&sum, &init) != 0)
+        goto range;
+    *out = sum;
+    return 0;
+range:
+    return fail(c, KQ_EPARSE, "spec: container requests overflow or name more than %d resources",
+                KQ_RES_MAX);
+}
+
+static int parse_container_list(pctx_t *c, const json_t *spec, const char *key, bool init,
+                                const json_t *status, bool infeasible, cres_t **out, size_t *n_out)
+{
+    const json_t *arr = NULL;
+    int rc = get_array(c, spec, key, "spec", &arr);
+    if (rc != 0)
+        return rc;
+    size_t n = arr ? json_array_size(arr) : 0;
+    *out = NULL;
+    *n_out = 0;
+    if (n == 0)
+        return 0;
+    if (n > CONTAINERS_MAX)
+        return fail(c, KQ_EPARSE, "spec.%s: more than %d containers", key, CONTAINERS_MAX);
+    cres_t *v = calloc(n, sizeof(*v));
+    if (v == NULL)
+        return fail(c, KQ_ENOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        char path[64];
+        snprintf(path, sizeof(path), "spec.%s[%zu]", key, i);
+        rc = parse_container(c, json_array_get(arr, i), path, init, status, infeasible, &v[i]);
+        if (rc != 0) {
+            free(v);
+            return rc;
+        }
+    }
+    *out = v;
+    *n_out = n;
+    return 0;
+}
+
+static bool resize_infeasible(const json_t *status)
+{
+    const json_t *legacy = member(status, "resize");
+    if (json_is_string(legacy) && strcmp(json_string_value(legacy), "Infeasible") == 0)
+        return true;
+    const json_t *conds = member(status, "conditions");
+    if (!json_is_array(conds))
+        return false;
+    size_t i;
+    const json_t *cd;
+    json_array_foreach(conds, i, cd) {
+        const json_t *type = member(cd, "type");
+        if (json_is_string(type) && strcmp(json_string_value(type), "PodResizePending") == 0) {
+            const json_t *reason = member(cd, "reason");
+            return json_is_string(reason) && strcmp(json_string_value(reason), "Infeasible") == 0;
+        }
+    }
+    return false;
+}
+
+static int compute_request(pctx_t *c, const json_t *spec, const json_t *status, kq_resource_t *out)
+{
+    int rc;
+    cres_t *ctrs = NULL, *inits = NULL;
+    size_t n = 0, ni = 0;
+    if (spec != NULL && !json_is_object(spec))
+        return fail(c, KQ_EPARSE, "spec: not an object");
+    if (status != NULL && !json_is_object(status))
+        return fail(c, KQ_EPARSE, "status: not an object");
+    bool infeasible = status != NULL && resize_infeasible(status);
+
+    if ((rc = parse_container_list(c, spec, "containers", false, status, infeasible, &ctrs, &n)) != 0)
+        goto out;
+    if ((rc = parse_container_list(c, spec, "initContainers", true, status, infeasible, &inits, &ni)) != 0)
+        goto out;
+
+    kq_resource_t total = KQ_RESOURCE_EMPTY;
+    kq_resource_t per[R_KINDS];
+    for (int k = 0; k < R_KINDS; k++)
+        if ((rc = aggregate(c, ctrs, n, inits, ni, k, &per[k])) != 0)
+            goto out;
+    if (!infeasible)
+        total = per[R_SPEC];
+    if (res_max(&total, &per[R_ACT]) != 0 || res_max(&total, &per[R_ALLOC]) != 0) {
+        rc = fail(c, KQ_EPARSE, "spec: more than %d resource names", KQ_RES_MAX);
+        goto out;
+    }
+
+    /* Pod-level requests (cpu, memory, hugepages-*) replace the container aggregate. */
+    const json_t *pres = NULL;
+    if ((rc = get_object(c, spec, "resources", "spec", &pres)) != 0)
+        goto out;
+    if (pres != NULL) {
+        kq_resource_t podreq;
+        if ((rc = parse_rlist(c, member(pres, "requests"), "spec.resources.requests", &podreq)) != 0)
+            goto out;
+        for (uint32_t i = 0; i < podreq.n; i++) {
+            if (is_pod_level_resource(podreq.e[i].name) &&
+                kq_resource_set(&total, podreq.e[i].name, podreq.e[i].value) != 0) {
+                rc = fail(c, KQ_EPARSE, "spec.resources.requests: more than %d resource names", KQ_RES_MAX);
+                goto out;
+            }
+        }
+    }
+
+    kq_resource_t overhead;
+    if ((rc = parse_rlist(c, member(spec, "overhead"), "spec.overhead", &overhead)) != 0)
+        goto out;
+    if (kq_resource_add(&total, &overhead) != 0) {
+        rc = fail(c, KQ_EPARSE, "spec.overhead: sum overflows or names more than %d resources", KQ_RES_MAX);
+        goto out;
+    }
+    *out = total;
+    rc = 0;
+out:
+    free(ctrs);
+    free(inits);
+    return rc;
+}
+
+int kq_pod_request(const json_t *spec, kq_resource_t *out, char *err, size_t errlen)
+{
+    pctx_t c = {.err = err, .errlen = errlen, .prefix = ""};
+    kq_resource_t r;
+    int rc = compute_request(&c, spec, NULL, &r);
+    if (rc == 0)
+        *out = r;
+    return rc;
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* timestamps                                                                          */
+
+static int digits(const char *s, int n, int *out)
+{
+    int v = 0;
+    for (int i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return -1;
+        v = v * 10 + (s[i] - '0');
+    }
+    *out = v;
+    return 0;
+}
+
+/* RFC 3339: 2026-11-21T10:15:02Z, optional fraction, Z or +hh:mm / -hh:mm. */
+static int parse_rfc3339(const char *s, int64_t *out)
+{
+    int Y, M, D, h, m, sec;
+    if (strlen(s) < 20 || digits(s, 4, &Y) || s[4] != '-' || digits(s + 5, 2, &M) || s[7] != '-' ||
+        digits(s + 8, 2, &D) || (s[10] != 'T' && s[10] != 't' && s[10] != ' ') ||
+        digits(s + 11, 2, &h) || s[13] != ':' || digits(s + 14, 2, &m) || s[16] != ':' ||
+        digits(s + 17, 2, &sec))
+        return -1;
+    if (M < 1 || M > 12 || D < 1 || D > 31 || h > 23 || m > 59 || sec > 60)
+        return -1;
+    const char *p = s + 19;
+    if (*p == '.') {
+        p++;
+        if (*p < '0' || *p > '9')
+            return -1;
+        while (*p >= '0' && *p <= '9')
+            p++;
+    }
+    int offset = 0;
+    if (*p == 'Z' || *p == 'z') {
+        p++;
+    } else if (*p == '+' || *p == '-') {
+        int oh, om;
+        if (digits(p + 1, 2, &oh) || p[3] != ':' || digits(p + 4, 2, &om) || oh > 23 || om > 59)
+            return -1;
+        offset = (oh * 60 + om) * 60 * (*p == '-' ? -1 : 1);
+        p += 6;
+    } else {
+        return -1;
+    }
+    if (*p != '\0')
+        return -1;
+    struct tm tm = {.tm_year = Y - 1900, .tm_mon = M - 1, .tm_mday = D, .tm_hour = h, .tm_min = m,
+                    .tm_sec = sec};
+    time_t t = timegm(&tm);
+    *out = (int64_t)t - offset;
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* identity                                                                            */
+
+static bool ident_ok(const char *s, size_t len)
+{
+    if (len == 0 || len > IDENT_MAX || strlen(s) != len)
+        return false;
+    for (size_t i = 0; i < len; i++)
+        if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
+            return false;
+    return true;
+}
+
+static int parse_user_info(pctx_t *c, const char *ann, const json_t *val, kq_pod_t *p)
+{
+    size_t len = json_string_length(val);
+    if (len > USER_INFO_MAX)
+        return fail(c, KQ_EPARSE, "annotation %s: longer than %d bytes", ann, USER_INFO_MAX);
+    json_error_t je;
+    json_t *j = json_loadb(json_string_value(val), len, JSON_REJECT_DUPLICATES, &je);
+    int rc = 0;
+    if (j == NULL)
+        return fail(c, KQ_EPARSE, "annotation %s: not valid JSON: %s (column %d)", ann, je.text, je.column);
+    if (!json_is_object(j)) {
+        rc = fail(c, KQ_EPARSE, "annotation %s: not a JSON object", ann);
+        goto out;
+    }
+    const char *key;
+    json_t *v;
+    json_object_foreach(j, key, v) {
+        if (strcmp(key, "user") != 0 && strcmp(key, "groups") != 0) {
+            rc = fail(c, KQ_EPARSE, "annotation %s: unknown field \"%.64s\" (expected user, groups)", ann, key);
+            goto out;
+        }
+    }
+    const json_t *user = json_object_get(j, "user");
+    if (!json_is_string(user) || !ident_ok(json_string_value(user), json_string_length(user))) {
+        rc = fail(c, KQ_EPARSE, "annotation %s: \"user\" must be a non-empty string of at most %d "
+                  "printable bytes", ann, IDENT_MAX);
+        goto out;
+    }
+    const json_t *groups = json_object_get(j, "groups");
+    if (groups != NULL && !json_is_null(groups) && !json_is_array(groups)) {
+        rc = fail(c, KQ_EPARSE, "annotation %s: \"groups\" must be an array of strings", ann);
+        goto out;
+    }
+    size_t ng = json_is_array(groups) ? json_array_size(groups) : 0;
+    if (ng > GROUPS_MAX) {
+        rc = fail(c, KQ_EPARSE, "annotation %s: more than %d groups", ann, GROUPS_MAX);
+        goto out;
+    }
+    for (size_t i = 0; i < ng; i++) {
+        const json_t *g = json_array_get(groups, i);
+        if (!json_is_string(g) || !ident_ok(json_string_value(g), json_string_length(g))) {
+            rc = fail(c, KQ_EPARSE, "annotation %s: groups[%zu] must be a non-empty string of at most "
+                      "%d printable bytes", ann, i, IDENT_MAX);
+            goto out;
+        }
+    }
+    p->user = strdup(json_string_value(user));
+    p->groups = ng ? calloc(ng, sizeof(char *)) : NULL;
+    if (p->user == NULL || (ng && p->groups == NULL)) {
+        rc = fail(c, KQ_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < ng; i++) {
+        const char *g = json_string_value(json_array_get(groups, i));
+        bool dup = false;
+        for (size_t k = 0; k < p->n_groups && !dup; k++)
+            dup = strcmp(p->groups[k], g) == 0;
+        if (dup)
+            continue;
+        if ((p->groups[p->n_groups] = strdup(g)) == NULL) {
+            rc = fail(c, KQ_ENOMEM, "out of memory");
+            goto out;
+        }
+        p->n_groups++;
+    }
+out:
+    json_decref(j);
+    return rc;
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* queue                                                                               */
+
+/* First two queues named `name` below (and including) q. */
+static void find_named(const kq_queue_conf_t *q, const char *name, const kq_queue_conf_t *found[2],
+                       size_t *n)
+{
+    if (q == NULL || *n >= 2)
+        return;
+    if (q->name != NULL && strcasecmp(q->name, name) == 0)
+        found[(*n)++] = q;
+    for (size_t i = 0; i < q->n_children && *n < 2; i++)
+        find_named(q->children[i], name, found, n);
+}
+
+static int set_qerr(kq_pod_t *p, const char *fmt, ...) KQ_PRINTF(2, 3);
+static int set_qerr(kq_pod_t *p, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vasprintf(&p->queue_error, fmt, ap);
+    va_end(ap);
+    if (n < 0) {
+        p->queue_error = NULL;
+        return KQ_ENOMEM;
+    }
+    return 0;
+}
+
+static int set_queue(kq_pod_t *p, const kq_queue_conf_t *q)
+{
+    if (q->is_parent)
+        return set_qerr(p, "queue \"%s\" is a parent queue; pods run only in leaf queues", q->path);
+    p->queue = strdup(q->path);
+    return p->queue ? 0 : KQ_ENOMEM;
+}
+
+/* A queue named by the pod: "root.a.b" (full path), "a.b" (YuniKorn: relative to root)
+ * or "b" (the unique queue with that name). */
+static int resolve_named(const kq_partition_conf_t *part, const char *value, const char *source,
+                         kq_pod_t *p)
+{
+    if (strlen(value) > QUEUE_VALUE_MAX)
+        return set_qerr(p, "%s: queue name longer than %d bytes", source, QUEUE_VALUE_MAX);
+    if (part == NULL)
+        return set_qerr(p, "no queue configuration loaded");
+    /* Queue names are case-insensitive (the configuration stores them lowercase). */
+    bool full = strcasecmp(value, "root") == 0 || strncasecmp(value, "root.", 5) == 0;
+    if (full || strchr(value, '.') != NULL) {
+        char *path = NULL;
+        if (full)
+            path = strdup(value);
+        else if (asprintf(&path, "root.%s", value) < 0)
+            path = NULL;
+        if (path == NULL)
+            return KQ_ENOMEM;
+        const kq_queue_conf_t *q = kq_config_queue(part, path);
+        int rc = q ? set_queue(p, q) : set_qerr(p, "queue \"%s\" does not exist", path);
+        free(path);
+        return rc;
+    }
+    const kq_queue_conf_t *found[2] = {NULL, NULL};
+    size_t n = 0;
+    find_named(part->root, value, found, &n);
+    if (n == 0)
+        return set_qerr(p, "queue \"%s\" does not exist", value);
+    if (n > 1)
+        return set_qerr(p, "queue name \"%s\" is ambiguous (%s, %s, ...); use the full path", value,
+                        found[0]->path, found[1]->path);
+    return set_queue(p, found[0]);
+}
+
+static int resolve_default(const kq_partition_conf_t *part, const char *ns, kq_pod_t *p)
+{
+    if (part == NULL)
+        return set_qerr(p, "no queue configuration loaded");
+    char *path = NULL;
+    if (asprintf(&path, "root.%s", ns) < 0)
+        return KQ_ENOMEM;
+    const kq_queue_conf_t *q = kq_config_queue(part, path);
+    int rc;
+    if (q != NULL && !q->is_parent) {
+        rc = set_queue(p, q);
+    } else {
+        const kq_queue_conf_t *d = kq_config_queue(part, "root.default");
+        if (d != NULL && !d->is_parent)
+            rc = set_queue(p, d);
+        else
+            rc = set_qerr(p, "no queue named for the pod, and neither %s nor root.default is a leaf "
+                          "queue", path);
+    }
+    free(path);
+    return rc;
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* public API                                                                          */
+
+static char *dup_or(const char *s, const char *dflt)
+{
+    return strdup(s != NULL ? s : dflt);
+}
+
+int kq_pod_parse(const json_t *obj, const kq_pod_opts_t *opts, kq_pod_t *out, char *err,
+                 size_t errlen)
+{
+    pctx_t c = {.err = err, .errlen = errlen};
+    snprintf(c.prefix, sizeof(c.prefix), "pod: ");
+    kq_pod_t p;
+    memset(&p, 0, sizeof(p));
+    int rc;
+    const json_t *meta = NULL, *labels = NULL, *anns = NULL, *spec = NULL, *status = NULL;
+    const char *uid = NULL, *ns = NULL, *name = NULL, *s = NULL;
+
+    if (!json_is_object(obj)) {
+        rc = fail(&c, KQ_EPARSE, "not a JSON object");
+        goto out;
+    }
+    if ((rc = get_object(&c, obj, "metadata", "", &meta)) != 0)
+        goto out;
+    if (meta == NULL) {
+        rc = fail(&c, KQ_EPARSE, "metadata: missing");
+        goto out;
+    }
+    if ((rc = get_string(&c, meta, "uid", "metadata", &uid)) != 0 ||
+        (rc = get_string(&c, meta, "namespace", "metadata", &ns)) != 0 ||
+        (rc = get_string(&c, meta, "name", "metadata", &name)) != 0)
+        goto out;
+    if (ns == NULL)
+        ns = "default";
+    snprintf(c.prefix, sizeof(c.prefix), "pod %.160s/%.160s: ", ns, name ? name : uid ? uid : "");
+    if (uid == NULL) {
+        rc = fail(&c, KQ_EPARSE, "metadata.uid: missing");
+        goto out;
+    }
+    p.uid = strdup(uid);
+    p.ns = strdup(ns);
+    p.name = dup_or(name, "");
+    if (!p.uid || !p.ns || !p.name)
+        goto nomem;
+
+    if ((rc = get_object(&c, meta, "labels", "metadata", &labels)) != 0 ||
+        (rc = get_object(&c, meta, "annotations", "metadata", &anns)) != 0 ||
+        (rc = get_object(&c, obj, "spec", "", &spec)) != 0 ||
+        (rc = get_object(&c, obj, "status", "", &status)) != 0)
+        goto out;
+
+    /* timestamps */
+    if ((rc = get_string(&c, meta, "creationTimestamp", "metadata", &s)) != 0)
+        goto out;
+    if (s != NULL && parse_rfc3339(s, &p.created) != 0) {
+        rc = fail(&c, KQ_EPARSE, "metadata.creationTimestamp: not an RFC 3339 time: \"%.64s\"", s);
+        goto out;
+    }
+    p.deleting = member(meta, "deletionTimestamp") != NULL;
+
+    /* spec scalars */
+    if ((rc = get_string(&c, spec, "nodeName", "spec", &s)) != 0)
+        goto out;
+    if (s != NULL && (p.node = strdup(s)) == NULL)
+        goto nomem;
+    if ((rc = get_string(&c, spec, "schedulerName", "spec", &s)) != 0)
+        goto out;
+    if ((p.scheduler_name = dup_or(s, "default-scheduler")) == NULL)
+        goto nomem;
+    const json_t *prio = member(spec, "priority");
+    if (prio != NULL) {
+        if (!json_is_integer(prio) || json_integer_value(prio) < INT32_MIN ||
+            json_integer_value(prio) > INT32_MAX) {
+            rc = fail(&c, KQ_EPARSE, "spec.priority: not a 32-bit integer");
+            goto out;
+        }
+        p.priority = (int32_t)json_integer_value(prio);
+    }
+
+    /* status */
+    if ((rc = get_string(&c, status, "phase", "status", &s)) != 0)
+        goto out;
+    if (s == NULL || strcmp(s, "Pending") == 0)
+        p.phase = KQ_POD_PENDING;
+    else if (strcmp(s, "Running") == 0)
+        p.phase = KQ_POD_RUNNING;
+    else if (strcmp(s, "Succeeded") == 0)
+        p.phase = KQ_POD_SUCCEEDED;
+    else if (strcmp(s, "Failed") == 0)
+        p.phase = KQ_POD_FAILED;
+    else
+        p.phase = KQ_POD_UNKNOWN;
+    {
+        const json_t *tmp = NULL;
+        if ((rc = get_array(&c, status, "containerStatuses", "status", &tmp)) != 0 ||
+            (rc = get_array(&c, status, "initContainerStatuses", "status", &tmp)) != 0 ||
+            (rc = get_array(&c, status, "conditions", "status", &tmp)) != 0)
+            goto out;
+    }
+
+    if ((rc = compute_request(&c, spec, status, &p.request)) != 0)
+        goto out;
+
+    /* identity */
+    {
+        static const char *const anns_ui[] = {ANN_USER_INFO, ANN_YK_USER_INFO};
+        bool have = false;
+        for (size_t i = 0; i < 2 && !have; i++) {
+            const json_t *v = member(anns, anns_ui[i]);
+            if (v == NULL)
+                continue;
+            if (!json_is_string(v)) {
+                rc = fail(&c, KQ_EPARSE, "annotation %s: not a string", anns_ui[i]);
+                goto out;
+            }
+            if ((rc = parse_user_info(&c, anns_ui[i], v, &p)) != 0)
+                goto out;
+            have = true;
+        }
+        if (!have) {
+            const char *du = opts && opts->default_user ? opts->default_user : "nobody";
+            if ((p.user = strdup(du)) == NULL)
+                goto nomem;
+        }
+    }
+
+    /* queue */
+    {
+        const char *q = NULL, *src = NULL;
+        struct { const json_t *map; const char *key, *kind; } srcs[] = {
+            {labels, KEY_QUEUE, "label"},
+            {anns, KEY_QUEUE, "annotation"},
+            {labels, LABEL_YK_QUEUE, "label"},
+            {anns, ANN_YK_QUEUE, "annotation"},
+        };
+        for (size_t i = 0; i < sizeof(srcs) / sizeof(srcs[0]) && q == NULL; i++) {
+            if ((rc = get_kv(&c, srcs[i].map, srcs[i].key, srcs[i].kind, &q)) != 0)
+                goto out;
+            src = srcs[i].key;
+        }
+        const kq_partition_conf_t *part = opts ? opts->partition : NULL;
+        rc = q ? resolve_named(part, q, src, &p) : resolve_default(part, ns, &p);
+        if (rc != 0)
+            goto nomem;
+    }
+
+    /* application */
+    {
+        const char *app = NULL;
+        if ((rc = get_kv(&c, labels, LABEL_APP_ID, "label", &app)) != 0 ||
+            (app == NULL && (rc = get_kv(&c, labels, LABEL_YK_APP_ID, "label", &app)) != 0))
+            goto out;
+        if (app == NULL) {
+            const json_t *owners = NULL;
+            if ((rc = get_array(&c, meta, "ownerReferences", "metadata", &owners)) != 0)
+                goto out;
+            size_t i;
+            const json_t *o;
+            json_array_foreach(owners, i, o) {
+                const json_t *ctl = member(o, "controller");
+                const json_t *ouid = member(o, "uid");
+                if (json_is_true(ctl) && json_is_string(ouid) && json_string_length(ouid) > 0) {
+                    app = json_string_value(ouid);
+                    break;
+                }
+            }
+        }
+        if ((p.app_id = dup_or(app, p.uid)) == NULL)
+            goto nomem;
+    }
+
+    /* preemption */
+    if ((rc = get_kv(&c, labels, LABEL_PREEMPTIBLE, "label", &s)) != 0)
+        goto out;
+    p.preemptible = !(s != NULL && strcmp(s, "false") == 0);
+
+    *out = p;
+    return 0;
+nomem:
+    rc = fail(&c, KQ_ENOMEM, "out of memory");
+out:
+    kq_pod_clear(&p);
+    memset(out, 0, sizeof(*out));
+    return rc;
+}
+
+void kq_pod_clear(kq_pod_t *p)
+{
+    if (p == NULL)
+        return;
+    free(p->uid);
+    free(p->ns);
+    free(p->name);
+    free(p->node);
+    free(p->scheduler_name);
+    free(p->user);
+    for (size_t i = 0; i < p->n_groups; i++)
+        free(p->groups[i]);
+    free(p->groups);
+    free(p->queue);
+    free(p->queue_error);
+    free(p->app_id);
+    memset(p, 0, sizeof(*p));
+}
+
+static int copy_str(char **dst, const char *src)
+{
+    if (src == NULL) {
+        *dst = NULL;
+        return 0;
+    }
+    *dst = strdup(src);
+    return *dst ? 0 : -1;
+}
+
+int kq_pod_copy(kq_pod_t *dst, const kq_pod_t *src)
+{
+    kq_pod_t p = *src;
+    p.uid = p.ns = p.name = p.node = p.scheduler_name = p.user = NULL;
+    p.queue = p.queue_error = p.app_id = NULL;
+    p.groups = NULL;
+    p.n_groups = 0;
+    if (copy_str(&p.uid, src->uid) || copy_str(&p.ns, src->ns) || copy_str(&p.name, src->name) ||
+        copy_str(&p.node, src->node) || copy_str(&p.scheduler_name, src->scheduler_name) ||
+        copy_str(&p.user, src->user) || copy_str(&p.queue, src->queue) ||
+        copy_str(&p.queue_error, src->queue_error) || copy_str(&p.app_id, src->app_id))
+        goto nomem;
+    if (src->n_groups > 0) {
+        if ((p.groups = calloc(src->n_groups, sizeof(char *))) == NULL)
+            goto nomem;
+        for (; p.n_groups < src->n_groups; p.n_groups++)
+            if (copy_str(&p.groups[p.n_groups], src->groups[p.n_groups]))
+                goto nomem;
+    }
+    *dst = p;
+    return 0;
+nomem:
+    kq_pod_clear(&p);
+    memset(dst, 0, sizeof(*dst));
+    return KQ_ENOMEM;
+}

@@ -1,0 +1,731 @@
+/* Unit tests for the pod ledger: counted once, released exactly once, whichever path
+ * (bind, watch, relist) sees a pod first. Every test reads the engine's own views
+ * (queue allocated/pending resources, user usage, tracker counts) and asserts exact
+ * numbers worked out by hand. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <pthread.h>
+
+#include <cmocka.h>
+
+#include "kubequota/config.h"
+#include "kubequota/ledger.h"
+#include "kubequota/log.h"
+#include "kubequota/pod.h"
+#include "kubequota/ugm.h"
+
+#define OURS "kubequota"
+
+static const char QUEUES_YAML[] =
+    "partitions:\n"
+    "  - name: default\n"
+    "    queues:\n"
+    "      - name: root\n"
+    "        queues:\n"
+    "          - name: default\n"
+    "          - name: team-a\n"
+    "            resources:\n"
+    "              max:\n"
+    "                vcore: 1000m\n"
+    "          - name: team-b\n";
+
+typedef struct fx {
+    kq_config_t *cfg;
+    kq_ugm_t *ugm;
+    kq_ledger_t *l;
+} fx_t;
+
+static int setup(void **state)
+{
+    fx_t *f = calloc(1, sizeof(*f));
+    kq_diags_t d;
+    kq_diags_init(&d);
+    int rc = kq_config_load_buffer(QUEUES_YAML, strlen(QUEUES_YAML), "test.yaml", &f->cfg, &d);
+    if (rc != 0) {
+        char *all = kq_diags_join(&d, "\n");
+        fprintf(stderr, "config: %s\n", all ? all : "?");
+        free(all);
+        kq_diags_free(&d);
+        return -1;
+    }
+    kq_diags_free(&d);
+    f->ugm = kq_ugm_new("default");
+    if (f->ugm == NULL || kq_ugm_set_config(f->ugm, f->cfg) != 0)
+        return -1;
+    f->l = kq_ledger_new(f->ugm, OURS);
+    *state = f;
+    return f->l ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    fx_t *f = *state;
+    kq_ledger_free(f->l);
+    kq_ugm_free(f->ugm);
+    kq_config_unref(f->cfg);
+    free(f);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ helpers -- */
+
+static kq_pod_t mk(const char *uid, const char *queue, const char *user, int64_t cpu, const char *node)
+{
+    kq_pod_t p;
+    memset(&p, 0, sizeof(p));
+    p.uid = strdup(uid);
+    p.ns = strdup("ns");
+    p.name = strdup(uid);
+    p.node = node ? strdup(node) : NULL;
+    p.scheduler_name = strdup(OURS);
+    p.phase = node ? KQ_POD_RUNNING : KQ_POD_PENDING;
+    p.user = strdup(user);
+    p.queue = queue ? strdup(queue) : NULL;
+    p.queue_error = queue ? NULL : strdup("queue \"root.nope\" does not exist");
+    p.app_id = strdup(uid);
+    p.preemptible = true;
+    assert_int_equal(kq_resource_set(&p.request, "cpu", cpu), 0);
+    return p;
+}
+
+static void set_node(kq_pod_t *p, const char *node)
+{
+    free(p->node);
+    p->node = node ? strdup(node) : NULL;
+    p->phase = node ? KQ_POD_RUNNING : KQ_POD_PENDING;
+}
+
+static int64_t res_value(const json_t *map, const char *res)
+{
+    const json_t *v = json_object_get(map, res);
+    if (v == NULL && strcmp(res, "cpu") == 0)
+        v = json_object_get(map, "vcore");
+    return json_is_integer(v) ? (int64_t)json_integer_value(v) : 0;
+}
+
+/* Finds the queue node for `path` in a queue view; names may be full paths or leaf names. */
+static const json_t *find_queue(const json_t *node, const char *parent, const char *path)
+{
+    if (json_is_array(node)) {
+        size_t i;
+        const json_t *c;
+        json_array_foreach(node, i, c) {
+            const json_t *r = find_queue(c, parent, path);
+            if (r)
+                return r;
+        }
+        return NULL;
+    }
+    const char *name = json_string_value(json_object_get(node, "queuename"));
+    if (name == NULL)
+        name = json_string_value(json_object_get(node, "queuePath"));
+    if (name == NULL)
+        return NULL;
+    char full[512];
+    if (parent == NULL || strncmp(name, "root", 4) == 0)
+        snprintf(full, sizeof(full), "%s", name);
+    else
+        snprintf(full, sizeof(full), "%s.%s", parent, name);
+    if (strcmp(full, path) == 0)
+        return node;
+    const json_t *kids = json_object_get(node, "children");
+    return kids ? find_queue(kids, full, path) : NULL;
+}
+
+/* queues view: field ("allocatedResource", "pendingResource") of queue path, resource. */
+static int64_t qres(fx_t *f, const char *path, const char *field, const char *res)
+{
+    json_t *v = kq_ugm_queues_json(f->ugm);
+    assert_non_null(v);
+    const json_t *q = find_queue(v, NULL, path);
+    if (q == NULL)
+        fail_msg("queue %s not in the view", path);
+    int64_t r = res_value(json_object_get(q, field), res);
+    json_decref(v);
+    return r;
+}
+
+static int64_t alloc_cpu(fx_t *f, const char *path)
+{
+    return qres(f, path, "allocatedResource", "cpu");
+}
+
+static int64_t pending_cpu(fx_t *f, const char *path)
+{
+    return qres(f, path, "pendingResource", "cpu");
+}
+
+static int64_t running_apps(fx_t *f, const char *path)
+{
+    json_t *v = kq_ugm_queues_json(f->ugm);
+    const json_t *q = find_queue(v, NULL, path);
+    assert_non_null(q);
+    /* the view's field: "runningApplications" (count or list of ids) or "runningApps" */
+    const json_t *ra = json_object_get(q, "runningApplications");
+    if (ra == NULL)
+        ra = json_object_get(q, "runningApps");
+    if (ra == NULL)
+        fail_msg("queue %s: no running applications field", path);
+    int64_t r = json_is_array(ra) ? (int64_t)json_array_size(ra) : (int64_t)json_integer_value(ra);
+    json_decref(v);
+    return r;
+}
+
+/* A user's total usage (root of their queue tree); -1 when the user has no tracker. */
+static int64_t user_cpu(fx_t *f, const char *user)
+{
+    json_t *v = kq_ugm_user_json(f->ugm, user);
+    if (v == NULL)
+        return -1;
+    const json_t *q = json_object_get(v, "queues");
+    int64_t r = res_value(json_object_get(q, "resourceUsage"), "cpu");
+    json_decref(v);
+    return r;
+}
+
+static void expect_size(fx_t *f, size_t known, size_t counted)
+{
+    size_t c = 99;
+    size_t n = kq_ledger_size(f->l, &c);
+    if (n != known || c != counted)
+        fail_msg("ledger size: want %zu known / %zu counted, got %zu / %zu", known, counted, n, c);
+}
+
+static void expect_empty(fx_t *f)
+{
+    assert_int_equal(alloc_cpu(f, "root"), 0);
+    assert_int_equal(pending_cpu(f, "root"), 0);
+    assert_int_equal(running_apps(f, "root"), 0);
+    assert_int_equal(kq_ugm_user_count(f->ugm), 0);
+}
+
+/* -------------------------------------------------------------------------- tests -- */
+
+static void test_assume_then_bound(void **state)
+{
+    fx_t *f = *state;
+    char why[256] = "";
+    kq_pod_t p = mk("a", "root.team-a", "alice", 300, NULL);
+    assert_int_equal(kq_ledger_assume(f->l, &p, why, sizeof(why)), 0);
+    assert_int_equal(alloc_cpu(f, "root.team-a"), 300);
+    assert_int_equal(alloc_cpu(f, "root"), 300);
+    assert_true(kq_ledger_is_counted(f->l, "a"));
+    expect_size(f, 1, 1);
+
+    set_node(&p, "n1");
+    kq_ledger_observe(f->l, &p); /* the watch confirms: nothing more counted */
+    assert_int_equal(alloc_cpu(f, "root.team-a"), 300);
+    assert_int_equal(running_apps(f, "root"), 1);
+    assert_int_equal(user_cpu(f, "alice"), 300);
+    kq_ledger_observe(f->l, &p);
+    assert_int_equal(kq_ledger_assume(f->l, &p, why, sizeof(why)), 0); /* a retried bind */
+    assert_int_equal(alloc_cpu(f, "root"), 300);
+    expect_size(f, 1, 1);
+
+    kq_ledger_remove(f->l, "a");
+    expect_size(f, 0, 0);
+    expect_empty(f);
+    kq_pod_clear(&p);
+}
+
+static void test_bound_then_assume(void **state)
+{
+    fx_t *f = *state;
+    char why[256] = "";
+    kq_pod_t p = mk("a", "root.team-a", "alice", 300, "n1");
+    kq_ledger_observe(f->l, &p);
+    assert_int_equal(alloc_cpu(f, "root.team-a"), 300);
+    assert_int_equal(kq_ledger_assume(f->l, &p, why, sizeof(why)), 0);
+    assert_int_equal(alloc_cpu(f, "root.team-a"), 300);
+    expect_size(f, 1, 1);
+    /* a bind failure reported late does not release a pod the watch confirmed */
+    assert_int_equal(kq_ledger_forget(f->l, "a"), KQ_ENOENT);
+    assert_int_equal(alloc_cpu(f, "root.team-a"), 300);
+    kq_ledger_remove(f->l, "a");
+    expect_empty(f);
+    kq_pod_clear(&p);
+}
+
+static void test_assume_then_forget(void **state)
+{
+    fx_t *f = *state;
+    char why[256] = "";
+    kq_pod_t p = mk("a", "root.team-a", "alice", 300, NULL);
+
+    /* known only from the bind: forget releases and forgets */
+    assert_int_equal(kq_ledger_assume(f->l, &p, why, sizeof(why)), 0);
+    assert_int_equal(kq_ledger_forget(f->l, "a"), 0);
+    expect_size(f, 0, 0);
+    expect_empty(f);
+    assert_int_equal(kq_ledger_forget(f->l, "a"), KQ_ENOENT);
+    assert_int_equal(kq_ledger_forget(f->l, "never"), KQ_ENOENT);
+
+    /* seen pending by the watch first: pending -> counted -> pending again */
+    kq_ledger_observe(f->l, &p);
+    assert_int_equal(pending_cpu(f, "root.team-a"), 300);
+    assert_int_equal(alloc_cpu(f, "root"), 0);
+    expect_size(f, 1, 0);
+    assert_int_equal(kq_ledger_assume(f->l, &p, why, sizeof(why)), 0);
+    assert_int_equal(pending_cpu(f, "root.team-a"), 0);
+    assert_int_equal(alloc_cpu(f, "root.team-a"), 300);
+    /* the watch lags: still unassigned, the assumption holds */
+    kq_ledger_observe(f->l, &p);
+    assert_int_equal(alloc_cpu(f, "root.team-a"), 300);
+    assert_int_equal(pending_cpu(f, "root.team-a"), 0);
+    assert_int_equal(kq_ledger_forget(f->l, "a"), 0);
+    assert_int_equal(alloc_cpu(f, "root.team-a"), 0);
+    assert_int_equal(pending_cpu(f, "root.team-a"), 300);
+    expect_size(f, 1, 0);
+    kq_ledger_remove(f->l, "a");
+    expect_size(f, 0, 0);
+    expect_empty(f);
+    kq_pod_clear(&p);
+}
+
+static void test_delete_once(void **state)
+{
+    fx_t *f = *state;
+    kq_pod_t a = mk("a", "root.team-b", "alice", 300, "n1");
+    kq_pod_t b = mk("b", "root.team-b", "alice", 200, "n1");
+    kq_ledger_observe(f->l, &a);
+    kq_ledger_observe(f->l, &b);
+    assert_int_equal(alloc_cpu(f, "root.team-b"), 500);
+    assert_int_equal(running_apps(f, "root.team-b"), 2);
+    kq_ledger_remove(f->l, "a");
+    assert_int_equal(alloc_cpu(f, "root.team-b"), 200);
+    kq_ledger_remove(f->l, "a"); /* a second DELETED */
+    kq_ledger_remove(f->l, "zzz");
+    assert_int_equal(alloc_cpu(f, "root.team-b"), 200);
+    assert_int_equal(user_cpu(f, "alice"), 200);
+    expect_size(f, 1, 1);
+    kq_ledger_remove(f->l, "b");
+    expect_empty(f);
+    kq_pod_clear(&a);
+    kq_pod_clear(&b);
+}
+
+static void test_terminal_releases(void **state)
+{
+    fx_t *f = *state;
+    char why[256] = "";
+    kq_pod_t a = mk("a", "root.team-b", "alice", 300, "n1");
+    kq_ledger_observe(f->l, &a);
+    a.deleting = true; /* graceful deletion: still running, still counted */
+    kq_ledger_observe(f->l, &a);
+    assert_int_equal(alloc_cpu(f, "root"), 300);
+    a.phase = KQ_POD_SUCCEEDED;
+    kq_ledger_observe(f->l, &a);
+    expect_size(f, 0, 0);
+    expect_empty(f);
+    kq_ledger_observe(f->l, &a); /* repeated terminal event */
+    kq_ledger_remove(f->l, "a"); /* and the DELETED that follows */
+    expect_empty(f);
+
+    /* an assumed pod that fails */
+    kq_pod_t b = mk("b", "root.team-b", "bob", 100, NULL);
+    assert_int_equal(kq_ledger_assume(f->l, &b, why, sizeof(why)), 0);
+    b.phase = KQ_POD_FAILED;
+    kq_ledger_observe(f->l, &b);
+    expect_size(f, 0, 0);
+    expect_empty(f);
+    kq_pod_clear(&a);
+    kq_pod_clear(&b);
+}
+
+static void test_label_change_releases_original(void **state)
+{
+    fx_t *f = *state;
+    kq_pod_t a = mk("a", "root.team-a", "alice", 300, "n1");
+    kq_ledger_observe(f->l, &a);
+    kq_pod_t moved = mk("a", "root.team-b", "bob", 300, "n1"); /* labels edited afterwards */
+    kq_ledger_observe(f->l, &moved);
+    assert_int_equal(alloc_cpu(f, "root.team-a"), 300);
+    assert_int_equal(alloc_cpu(f, "root.team-b"), 0);
+    assert_int_equal(user_cpu(f, "alice"), 300);
+    assert_int_equal(user_cpu(f, "bob"), -1);
+    /* lookup shows the latest facts */
+    kq_pod_t seen;
+    assert_int_equal(kq_ledger_lookup(f->l, "a", &seen), 0);
+    assert_string_equal(seen.queue, "root.team-b");
+    kq_pod_clear(&seen);
+    kq_ledger_remove(f->l, "a");
+    assert_int_equal(alloc_cpu(f, "root.team-a"), 0);
+    assert_int_equal(alloc_cpu(f, "root.team-b"), 0);
+    expect_empty(f);
+    kq_pod_clear(&a);
+    kq_pod_clear(&moved);
+}
+
+static void test_resize(void **state)
+{
+    fx_t *f = *state;
+    kq_pod_t a = mk("a", "root.team-b", "alice", 300, "n1");
+    kq_ledger_observe(f->l, &a);
+    assert_int_equal(kq_resource_set(&a.request, "cpu", 500), 0);
+    kq_ledger_observe(f->l, &a);
+    assert_int_equal(alloc_cpu(f, "root.team-b"), 500);
+    assert_int_equal(alloc_cpu(f, "root"), 500);
+    assert_int_equal(user_cpu(f, "alice"), 500);
+    assert_int_equal(running_apps(f, "root"), 1);
+    kq_ledger_observe(f->l, &a); /* same size again: no change */
+    assert_int_equal(alloc_cpu(f, "root"), 500);
+    assert_int_equal(kq_resource_set(&a.request, "cpu", 100), 0); /* shrink */
+    kq_ledger_observe(f->l, &a);
+    assert_int_equal(alloc_cpu(f, "root"), 100);
+    expect_size(f, 1, 1);
+    kq_ledger_remove(f->l, "a");
+    expect_empty(f);
+    kq_pod_clear(&a);
+}
+
+static void test_resync(void **state)
+{
+    fx_t *f = *state;
+    char why[256] = "";
+    kq_pod_t A = mk("A", "root.team-b", "alice", 100, "n1");
+    kq_pod_t B = mk("B", "root.team-b", "alice", 200, "n1");
+    kq_pod_t C = mk("C", "root.team-b", "alice", 400, NULL);  /* assumed, then vanished */
+    kq_pod_t C2 = mk("C2", "root.team-b", "alice", 32, NULL); /* assumed, listed unassigned */
+    kq_pod_t P = mk("P", "root.team-b", "alice", 50, NULL);   /* pending, vanished */
+    kq_pod_t D = mk("D", "root.team-b", "alice", 800, NULL);  /* assumed during the relist */
+    kq_pod_t E = mk("E", "root.team-b", "bob", 16, "n2");     /* appeared during the outage */
+    kq_ledger_observe(f->l, &A);
+    kq_ledger_observe(f->l, &B);
+    assert_int_equal(kq_ledger_assume(f->l, &C, why, sizeof(why)), 0);
+    assert_int_equal(kq_ledger_assume(f->l, &C2, why, sizeof(why)), 0);
+    kq_ledger_observe(f->l, &P);
+    assert_int_equal(alloc_cpu(f, "root"), 100 + 200 + 400 + 32);
+    assert_int_equal(pending_cpu(f, "root.team-b"), 50);
+
+    kq_ledger_resync_begin(f->l);
+    kq_ledger_observe(f->l, &A);
+    assert_int_equal(kq_ledger_assume(f->l, &D, why, sizeof(why)), 0);
+    kq_ledger_observe(f->l, &C2);
+    kq_ledger_observe(f->l, &E);
+    kq_ledger_resync_end(f->l);
+
+    /* A, C2, D, E stay counted; B and C released; P forgotten */
+    assert_int_equal(alloc_cpu(f, "root"), 100 + 32 + 800 + 16);
+    assert_int_equal(user_cpu(f, "alice"), 100 + 32 + 800);
+    assert_int_equal(user_cpu(f, "bob"), 16);
+    assert_int_equal(pending_cpu(f, "root.team-b"), 0);
+    assert_int_equal(running_apps(f, "root"), 4);
+    expect_size(f, 4, 4);
+    assert_false(kq_ledger_is_counted(f->l, "B"));
+    assert_false(kq_ledger_is_counted(f->l, "C"));
+    assert_true(kq_ledger_is_counted(f->l, "D"));
+
+    /* D was assumed during that relist; the next relist without it releases it */
+    kq_ledger_resync_begin(f->l);
+    kq_ledger_observe(f->l, &A);
+    kq_ledger_observe(f->l, &C2);
+    kq_ledger_observe(f->l, &E);
+    kq_ledger_resync_end(f->l);
+    assert_int_equal(alloc_cpu(f, "root"), 100 + 32 + 16);
+    expect_size(f, 3, 3);
+    kq_ledger_resync_end(f->l); /* without a begin: nothing happens */
+    expect_size(f, 3, 3);
+
+    kq_ledger_remove(f->l, "A");
+    kq_ledger_remove(f->l, "C2");
+    kq_ledger_remove(f->l, "E");
+    expect_empty(f);
+    kq_pod_t *all[] = {&A, &B, &C, &C2, &P, &D, &E};
+    for (size_t i = 0; i < 7; i++)
+        kq_pod_clear(all[i]);
+}
+
+static void test_pending_balance(void **state)
+{
+    fx_t *f = *state;
+    kq_pod_t p = mk("p", "root.team-b", "alice", 50, NULL);
+    kq_ledger_observe(f->l, &p);
+    assert_int_equal(pending_cpu(f, "root.team-b"), 50);
+    kq_ledger_observe(f->l, &p); /* the same again */
+    assert_int_equal(pending_cpu(f, "root.team-b"), 50);
+    free(p.queue);
+    p.queue = strdup("root.team-a"); /* label changed while pending */
+    kq_ledger_observe(f->l, &p);
+    assert_int_equal(pending_cpu(f, "root.team-b"), 0);
+    assert_int_equal(pending_cpu(f, "root.team-a"), 50);
+    assert_int_equal(kq_resource_set(&p.request, "cpu", 70), 0);
+    kq_ledger_observe(f->l, &p);
+    assert_int_equal(pending_cpu(f, "root.team-a"), 70);
+    assert_int_equal(pending_cpu(f, "root"), 70);
+    set_node(&p, "n1"); /* bound by the default binder */
+    kq_ledger_observe(f->l, &p);
+    assert_int_equal(pending_cpu(f, "root"), 0);
+    assert_int_equal(alloc_cpu(f, "root.team-a"), 70);
+    kq_ledger_remove(f->l, "p");
+    expect_empty(f);
+
+    /* pending pod deleted before it was scheduled */
+    kq_pod_t q = mk("q", "root.team-b", "alice", 40, NULL);
+    kq_ledger_observe(f->l, &q);
+    assert_int_equal(pending_cpu(f, "root"), 40);
+    kq_ledger_remove(f->l, "q");
+    assert_int_equal(pending_cpu(f, "root"), 0);
+
+    /* not our scheduler, or no queue: known, but no pending resources */
+    kq_pod_t other = mk("o", "root.team-b", "alice", 40, NULL);
+    free(other.scheduler_name);
+    other.scheduler_name = strdup("default-scheduler");
+    kq_ledger_observe(f->l, &other);
+    kq_pod_t noq = mk("n", NULL, "alice", 40, NULL);
+    kq_ledger_observe(f->l, &noq);
+    assert_int_equal(pending_cpu(f, "root"), 0);
+    expect_size(f, 2, 0);
+    kq_ledger_remove(f->l, "o");
+    kq_ledger_remove(f->l, "n");
+    expect_size(f, 0, 0);
+    expect_empty(f);
+    kq_pod_clear(&p);
+    kq_pod_clear(&q);
+    kq_pod_clear(&other);
+    kq_pod_clear(&noq);
+}
+
+static void test_check_and_denials(void **state)
+{
+    fx_t *f = *state;
+    char why[256];
+    kq_pod_t noq = mk("x", NULL, "alice", 100, NULL);
+    why[0] = '\0';
+    assert_int_equal(kq_ledger_check(f->l, &noq, why, sizeof(why)), KQ_EDENIED);
+    assert_string_equal(why, "queue \"root.nope\" does not exist");
+    why[0] = '\0';
+    assert_int_equal(kq_ledger_assume(f->l, &noq, why, sizeof(why)), KQ_EDENIED);
+    assert_string_equal(why, "queue \"root.nope\" does not exist");
+    expect_size(f, 0, 0);
+
+    kq_pod_t a = mk("a", "root.team-a", "alice", 800, NULL); /* team-a max 1000m */
+    assert_int_equal(kq_ledger_check(f->l, &a, why, sizeof(why)), 0);
+    assert_int_equal(alloc_cpu(f, "root"), 0); /* check changes nothing */
+    assert_int_equal(kq_ledger_assume(f->l, &a, why, sizeof(why)), 0);
+    assert_int_equal(kq_ledger_check(f->l, &a, why, sizeof(why)), 0); /* already counted */
+
+    kq_pod_t b = mk("b", "root.team-a", "bob", 300, NULL); /* 800 + 300 > 1000 */
+    why[0] = '\0';
+    assert_int_equal(kq_ledger_check(f->l, &b, why, sizeof(why)), KQ_EDENIED);
+    assert_true(strlen(why) > 0);
+    why[0] = '\0';
+    assert_int_equal(kq_ledger_assume(f->l, &b, why, sizeof(why)), KQ_EDENIED);
+    assert_true(strlen(why) > 0);
+    assert_int_equal(alloc_cpu(f, "root.team-a"), 800);
+    assert_int_equal(user_cpu(f, "bob"), -1);
+    expect_size(f, 1, 1);
+    kq_pod_t tmp;
+    assert_int_equal(kq_ledger_lookup(f->l, "b", &tmp), KQ_ENOENT);
+
+    /* reality is never refused: the same pod bound by someone else is counted */
+    set_node(&b, "n1");
+    kq_ledger_observe(f->l, &b);
+    assert_int_equal(alloc_cpu(f, "root.team-a"), 1100);
+    expect_size(f, 2, 2);
+
+    kq_ledger_remove(f->l, "a");
+    kq_ledger_remove(f->l, "b");
+    expect_empty(f);
+    kq_pod_clear(&noq);
+    kq_pod_clear(&a);
+    kq_pod_clear(&b);
+}
+
+static void test_bound_without_queue(void **state)
+{
+    fx_t *f = *state;
+    kq_pod_t p = mk("x", NULL, "alice", 300, "n1");
+    kq_ledger_observe(f->l, &p);
+    assert_int_equal(alloc_cpu(f, "root"), 300); /* counted against root */
+    assert_int_equal(user_cpu(f, "alice"), 300);
+    expect_size(f, 1, 1);
+    kq_ledger_remove(f->l, "x");
+    expect_empty(f);
+    kq_pod_clear(&p);
+}
+
+static void test_lookup(void **state)
+{
+    fx_t *f = *state;
+    kq_pod_t p = mk("a", "root.team-b", "alice", 300, NULL);
+    kq_pod_t out;
+    assert_int_equal(kq_ledger_lookup(f->l, "a", &out), KQ_ENOENT);
+    kq_ledger_observe(f->l, &p);
+    assert_int_equal(kq_ledger_lookup(f->l, "a", &out), 0);
+    assert_string_equal(out.uid, "a");
+    assert_string_equal(out.queue, "root.team-b");
+    assert_string_equal(out.user, "alice");
+    assert_null(out.node);
+    assert_int_equal(kq_resource_get(&out.request, "cpu", NULL), 300);
+    kq_pod_clear(&out);
+    kq_ledger_remove(f->l, "a");
+    assert_int_equal(kq_ledger_lookup(f->l, "a", &out), KQ_ENOENT);
+    kq_pod_clear(&p);
+    expect_empty(f);
+}
+
+static void test_parsed_pod(void **state)
+{
+    fx_t *f = *state;
+    json_t *j = json_loads(
+        "{\"metadata\":{\"name\":\"w\",\"namespace\":\"team-a\",\"uid\":\"w-1\","
+        "\"annotations\":{\"kubequota.io/user-info\":\"{\\\"user\\\":\\\"alice\\\",\\\"groups\\\":[\\\"dev\\\"]}\"}},"
+        "\"spec\":{\"nodeName\":\"n1\",\"schedulerName\":\"kubequota\",\"containers\":["
+        "{\"name\":\"c\",\"resources\":{\"requests\":{\"cpu\":\"2\"}}}]},\"status\":{\"phase\":\"Running\"}}",
+        0, NULL);
+    assert_non_null(j);
+    kq_pod_opts_t o = {.partition = kq_config_partition(f->cfg, "default")};
+    kq_pod_t p;
+    char err[256];
+    assert_int_equal(kq_pod_parse(j, &o, &p, err, sizeof(err)), 0);
+    json_decref(j);
+    assert_string_equal(p.queue, "root.team-a");
+    kq_ledger_observe(f->l, &p); /* 2 cpu in a 1-cpu queue: counted anyway */
+    assert_int_equal(alloc_cpu(f, "root.team-a"), 2000);
+    assert_int_equal(user_cpu(f, "alice"), 2000);
+    kq_ledger_remove(f->l, "w-1");
+    expect_empty(f);
+    kq_pod_clear(&p);
+}
+
+/* ----------------------------------------------------------------------- threads -- */
+
+#define T_UIDS 64
+#define T_THREADS 8
+#define T_OPS 20000
+
+typedef struct targ {
+    fx_t *f;
+    unsigned seed;
+    int unexpected; /* cmocka asserts only on the main thread */
+} targ_t;
+
+static void *worker(void *arg)
+{
+    targ_t *t = arg;
+    char why[256];
+    for (int i = 0; i < T_OPS; i++) {
+        unsigned r = (unsigned)rand_r(&t->seed);
+        int k = (int)(r % T_UIDS);
+        char uid[16];
+        snprintf(uid, sizeof(uid), "u%d", k);
+        kq_pod_t p = mk(uid, "root.team-b", k % 2 ? "alice" : "bob", 100, NULL);
+        switch ((r >> 8) % 8) {
+        case 0:
+        case 1:
+            if (kq_ledger_assume(t->f->l, &p, why, sizeof(why)) != 0) /* team-b has no limit */
+                t->unexpected++;
+            break;
+        case 2:
+            set_node(&p, "n1");
+            kq_ledger_observe(t->f->l, &p);
+            break;
+        case 3:
+            kq_ledger_observe(t->f->l, &p);
+            break;
+        case 4:
+            kq_ledger_remove(t->f->l, uid);
+            break;
+        case 5:
+            (void)kq_ledger_forget(t->f->l, uid);
+            break;
+        case 6:
+            p.phase = KQ_POD_SUCCEEDED;
+            kq_ledger_observe(t->f->l, &p);
+            break;
+        default:
+            if ((r >> 16) % 64 == 0) {
+                kq_ledger_resync_begin(t->f->l);
+                set_node(&p, "n1");
+                kq_ledger_observe(t->f->l, &p);
+                kq_ledger_resync_end(t->f->l);
+            } else {
+                if (kq_ledger_check(t->f->l, &p, why, sizeof(why)) != 0)
+                    t->unexpected++;
+                (void)kq_ledger_is_counted(t->f->l, uid);
+            }
+            break;
+        }
+        kq_pod_clear(&p);
+    }
+    return NULL;
+}
+
+static void test_threads(void **state)
+{
+    fx_t *f = *state;
+    pthread_t th[T_THREADS];
+    targ_t args[T_THREADS];
+    for (int i = 0; i < T_THREADS; i++) {
+        args[i] = (targ_t){.f = f, .seed = 1234u + (unsigned)i};
+        assert_int_equal(pthread_create(&th[i], NULL, worker, &args[i]), 0);
+    }
+    for (int i = 0; i < T_THREADS; i++) {
+        pthread_join(th[i], NULL);
+        assert_int_equal(args[i].unexpected, 0);
+    }
+
+    size_t counted = 0;
+    size_t known = kq_ledger_size(f->l, &counted);
+    assert_true(known <= T_UIDS);
+    assert_true(counted <= known);
+    /* every pod requests 100m with its own application */
+    size_t n_alice = 0, n_bob = 0, n_pending = 0;
+    for (int k = 0; k < T_UIDS; k++) {
+        char uid[16];
+        snprintf(uid, sizeof(uid), "u%d", k);
+        kq_pod_t p;
+        if (kq_ledger_lookup(f->l, uid, &p) != 0)
+            continue;
+        if (kq_ledger_is_counted(f->l, uid))
+            *(k % 2 ? &n_alice : &n_bob) += 1;
+        else
+            n_pending++;
+        kq_pod_clear(&p);
+    }
+    print_message("threads left %zu known, %zu counted (alice %zu, bob %zu), %zu pending\n", known, counted,
+                  n_alice, n_bob, n_pending);
+    assert_int_equal(n_alice + n_bob, counted);
+    assert_int_equal(alloc_cpu(f, "root"), (int64_t)counted * 100);
+    assert_int_equal(alloc_cpu(f, "root.team-b"), (int64_t)counted * 100);
+    assert_int_equal(running_apps(f, "root"), (int64_t)counted);
+    assert_int_equal(user_cpu(f, "alice"), n_alice ? (int64_t)n_alice * 100 : -1);
+    assert_int_equal(user_cpu(f, "bob"), n_bob ? (int64_t)n_bob * 100 : -1);
+    assert_int_equal(pending_cpu(f, "root"), (int64_t)n_pending * 100);
+
+    for (int k = 0; k < T_UIDS; k++) {
+        char uid[16];
+        snprintf(uid, sizeof(uid), "u%d", k);
+        kq_ledger_remove(f->l, uid);
+    }
+    expect_size(f, 0, 0);
+    expect_empty(f);
+}
+
+int main(void)
+{
+    kq_log_set_level("error");
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_assume_then_bound, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bound_then_assume, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_assume_then_forget, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_delete_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_terminal_releases, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_label_change_releases_original, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_resize, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_resync, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pending_balance, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_check_and_denials, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bound_without_queue, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_lookup, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_parsed_pod, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_threads, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

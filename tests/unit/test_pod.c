@@ -1,0 +1,797 @@
+/* Unit tests for the pod model: identity, queue and application resolution, the effective
+ * request (Kubernetes' rules), and errors that name the field. Expected values are worked
+ * out by hand in the comments next to them. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "kubequota/config.h"
+#include "kubequota/pod.h"
+
+#define GI (1024LL * 1024 * 1024)
+#define MI (1024LL * 1024)
+
+static const char QUEUES_YAML[] =
+    "partitions:\n"
+    "  - name: default\n"
+    "    queues:\n"
+    "      - name: root\n"
+    "        queues:\n"
+    "          - name: default\n"
+    "          - name: team-a\n"
+    "          - name: dev\n"
+    "            queues:\n"
+    "              - name: alice\n"
+    "              - name: shared\n"
+    "          - name: prod\n"
+    "            queues:\n"
+    "              - name: shared\n"
+    "          - name: empty\n"
+    "            parent: true\n";
+
+/* No root.default. */
+static const char NODEFAULT_YAML[] =
+    "partitions:\n"
+    "  - name: default\n"
+    "    queues:\n"
+    "      - name: root\n"
+    "        queues:\n"
+    "          - name: x\n";
+
+typedef struct fx {
+    kq_config_t *cfg, *cfg_nodefault;
+    kq_pod_opts_t opts;
+} fx_t;
+
+static kq_config_t *load(const char *yaml)
+{
+    kq_diags_t d;
+    kq_diags_init(&d);
+    kq_config_t *cfg = NULL;
+    int rc = kq_config_load_buffer(yaml, strlen(yaml), "test.yaml", &cfg, &d);
+    if (rc != 0) {
+        char *all = kq_diags_join(&d, "\n");
+        fprintf(stderr, "config: %s\n", all ? all : "?");
+        free(all);
+    }
+    kq_diags_free(&d);
+    return cfg;
+}
+
+static int setup(void **state)
+{
+    fx_t *f = calloc(1, sizeof(*f));
+    f->cfg = load(QUEUES_YAML);
+    f->cfg_nodefault = load(NODEFAULT_YAML);
+    if (f->cfg == NULL || f->cfg_nodefault == NULL)
+        return -1;
+    f->opts.partition = kq_config_partition(f->cfg, "default");
+    f->opts.default_user = NULL;
+    *state = f;
+    return f->opts.partition ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    fx_t *f = *state;
+    kq_config_unref(f->cfg);
+    kq_config_unref(f->cfg_nodefault);
+    free(f);
+    return 0;
+}
+
+/* Parses JSON text and the pod; returns kq_pod_parse's code. */
+static int parse_with(const kq_pod_opts_t *opts, const char *text, kq_pod_t *p, char *err, size_t errlen)
+{
+    json_error_t je;
+    json_t *j = json_loads(text, 0, &je);
+    if (j == NULL)
+        fail_msg("test JSON invalid: %s: %s", je.text, text);
+    err[0] = '\0';
+    int rc = kq_pod_parse(j, opts, p, err, errlen);
+    json_decref(j);
+    return rc;
+}
+
+/* A pod with the given metadata.labels / annotations / spec / status fragments. */
+static char *pod_json(const char *ns, const char *labels, const char *anns, const char *spec, const char *status)
+{
+    char *s = NULL;
+    int n = asprintf(&s,
+                     "{\"metadata\":{\"name\":\"web-1\",\"namespace\":\"%s\",\"uid\":\"uid-1\","
+                     "\"labels\":%s,\"annotations\":%s},"
+                     "\"spec\":%s,\"status\":%s}",
+                     ns, labels ? labels : "{}", anns ? anns : "{}",
+                     spec ? spec : "{\"containers\":[{\"name\":\"c\",\"resources\":{\"requests\":{\"cpu\":\"1\"}}}]}",
+                     status ? status : "{\"phase\":\"Pending\"}");
+    assert_true(n > 0);
+    return s;
+}
+
+static int parse_parts(void **state, const char *ns, const char *labels, const char *anns, const char *spec,
+                       const char *status, kq_pod_t *p, char *err, size_t errlen)
+{
+    fx_t *f = *state;
+    char *s = pod_json(ns, labels, anns, spec, status);
+    int rc = parse_with(&f->opts, s, p, err, errlen);
+    free(s);
+    return rc;
+}
+
+static void assert_res(const kq_resource_t *r, const char *name, int64_t want)
+{
+    bool present = false;
+    int64_t v = kq_resource_get(r, name, &present);
+    if (!present || v != want)
+        fail_msg("%s: want %lld, got %lld (present=%d)", name, (long long)want, (long long)v, present);
+}
+
+static void assert_contains(const char *hay, const char *needle)
+{
+    if (strstr(hay, needle) == NULL)
+        fail_msg("\"%s\" does not contain \"%s\"", hay, needle);
+}
+
+/* ------------------------------------------------------------------ reference pod -- */
+
+static char *read_ref(const char *file)
+{
+    const char *dir = getenv("KQ_SHARED_REF");
+    if (dir == NULL)
+        dir = "../shared/reference/k8s";
+    char path[1024];
+    snprintf(path, sizeof(path), "%s/%s", dir, file);
+    FILE *fp = fopen(path, "rb");
+    if (fp == NULL)
+        return NULL;
+    char *buf = malloc(1 << 20);
+    size_t n = fread(buf, 1, (1 << 20) - 1, fp);
+    fclose(fp);
+    buf[n] = '\0';
+    return buf;
+}
+
+static void test_reference_pod(void **state)
+{
+    fx_t *f = *state;
+    char *text = read_ref("pod.json");
+    if (text == NULL) {
+        print_message("skipped: reference pod.json not found (set KQ_SHARED_REF)\n");
+        skip();
+    }
+    kq_pod_t p;
+    char err[512];
+    assert_int_equal(parse_with(&f->opts, text, &p, err, sizeof(err)), 0);
+    free(text);
+    assert_string_equal(p.uid, "3f6c2a1e-8b9d-4e2f-a1c3-5d7e9f0b1a2c");
+    assert_string_equal(p.ns, "team-a");
+    assert_string_equal(p.name, "train-7c9d8-x2kqp");
+    assert_null(p.node);
+    assert_string_equal(p.scheduler_name, "quota-scheduler");
+    assert_int_equal(p.phase, KQ_POD_PENDING);
+    assert_false(p.deleting);
+    assert_string_equal(p.user, "nobody");
+    assert_int_equal(p.n_groups, 0);
+    assert_string_equal(p.queue, "root.team-a"); /* default: root.<namespace> is a leaf */
+    assert_null(p.queue_error);
+    assert_string_equal(p.app_id, "9a8b7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d"); /* the ReplicaSet */
+    /* max(container 2 cpu / 8Gi, init 500m / 256Mi) */
+    assert_int_equal(p.request.n, 3);
+    assert_res(&p.request, "cpu", 2000);
+    assert_res(&p.request, "memory", 8 * GI);
+    assert_res(&p.request, "nvidia.com/gpu", 1);
+    assert_int_equal(p.priority, 0);
+    assert_true(p.preemptible);
+    assert_int_equal(p.created, 1795256102); /* date -u -d 2026-11-21T10:15:02Z +%s */
+    kq_pod_clear(&p);
+}
+
+static void test_extender_args_pod(void **state)
+{
+    fx_t *f = *state;
+    char *text = read_ref("extender-filter-args.nodecachecapable-true.json");
+    if (text == NULL) {
+        print_message("skipped: reference extender args not found (set KQ_SHARED_REF)\n");
+        skip();
+    }
+    json_t *j = json_loads(text, 0, NULL);
+    free(text);
+    assert_non_null(j);
+    kq_pod_t p;
+    char err[512];
+    assert_int_equal(kq_pod_parse(json_object_get(j, "Pod"), &f->opts, &p, err, sizeof(err)), 0);
+    assert_string_equal(p.queue, "root.team-a");
+    assert_res(&p.request, "cpu", 2000);
+    kq_pod_clear(&p);
+    json_decref(j);
+}
+
+/* ------------------------------------------------------------------------ identity -- */
+
+static void test_identity_kubequota(void **state)
+{
+    kq_pod_t p;
+    char err[512];
+    assert_int_equal(parse_parts(state, "team-a", NULL,
+                                 "{\"kubequota.io/user-info\":\"{\\\"user\\\":\\\"alice\\\",\\\"groups\\\":"
+                                 "[\\\"dev\\\",\\\"ml\\\",\\\"dev\\\"]}\"}",
+                                 NULL, NULL, &p, err, sizeof(err)),
+                     0);
+    assert_string_equal(p.user, "alice");
+    assert_int_equal(p.n_groups, 2); /* duplicate "dev" dropped, order kept */
+    assert_string_equal(p.groups[0], "dev");
+    assert_string_equal(p.groups[1], "ml");
+    kq_pod_clear(&p);
+}
+
+static void test_identity_yunikorn(void **state)
+{
+    kq_pod_t p;
+    char err[512];
+    assert_int_equal(parse_parts(state, "team-a", NULL,
+                                 "{\"yunikorn.apache.org/user.info\":\"{\\\"user\\\":\\\"bob\\\",\\\"groups\\\":"
+                                 "[\\\"ops\\\"]}\"}",
+                                 NULL, NULL, &p, err, sizeof(err)),
+                     0);
+    assert_string_equal(p.user, "bob");
+    assert_int_equal(p.n_groups, 1);
+    assert_string_equal(p.groups[0], "ops");
+    kq_pod_clear(&p);
+
+    /* Both: ours wins. Groups may be absent. */
+    assert_int_equal(parse_parts(state, "team-a", NULL,
+                                 "{\"yunikorn.apache.org/user.info\":\"{\\\"user\\\":\\\"bob\\\"}\","
+                                 "\"kubequota.io/user-info\":\"{\\\"user\\\":\\\"carol\\\"}\"}",
+                                 NULL, NULL, &p, err, sizeof(err)),
+                     0);
+    assert_string_equal(p.user, "carol");
+    assert_int_equal(p.n_groups, 0);
+    assert_null(p.groups);
+    kq_pod_clear(&p);
+}
+
+static void test_identity_default(void **state)
+{
+    fx_t *f = *state;
+    kq_pod_t p;
+    char err[512];
+    assert_int_equal(parse_parts(state, "team-a", NULL, NULL, NULL, NULL, &p, err, sizeof(err)), 0);
+    assert_string_equal(p.user, "nobody");
+    kq_pod_clear(&p);
+
+    kq_pod_opts_t o = f->opts;
+    o.default_user = "anonymous";
+    char *s = pod_json("team-a", NULL, NULL, NULL, NULL);
+    assert_int_equal(parse_with(&o, s, &p, err, sizeof(err)), 0);
+    free(s);
+    assert_string_equal(p.user, "anonymous");
+    assert_int_equal(p.n_groups, 0);
+    kq_pod_clear(&p);
+}
+
+static void test_identity_garbage(void **state)
+{
+    static const struct {
+        const char *anns, *want;
+    } cases[] = {
+        {"{\"kubequota.io/user-info\":\"alice\"}", "annotation kubequota.io/user-info: not valid JSON"},
+        {"{\"kubequota.io/user-info\":\"{\\\"user\\\":\"}", "annotation kubequota.io/user-info: not valid JSON"},
+        {"{\"kubequota.io/user-info\":\"[\\\"alice\\\"]\"}", "annotation kubequota.io/user-info: not a JSON object"},
+        {"{\"kubequota.io/user-info\":\"{}\"}", "annotation kubequota.io/user-info: \"user\" must be"},
+        {"{\"kubequota.io/user-info\":\"{\\\"user\\\":7}\"}", "\"user\" must be a non-empty string"},
+        {"{\"kubequota.io/user-info\":\"{\\\"user\\\":\\\"\\\"}\"}", "\"user\" must be a non-empty string"},
+        {"{\"kubequota.io/user-info\":\"{\\\"user\\\":\\\"a\\\\nb\\\"}\"}", "\"user\" must be"},
+        {"{\"kubequota.io/user-info\":\"{\\\"user\\\":\\\"a\\\",\\\"groups\\\":\\\"admin\\\"}\"}",
+         "\"groups\" must be an array"},
+        {"{\"kubequota.io/user-info\":\"{\\\"user\\\":\\\"a\\\",\\\"groups\\\":[1]}\"}", "groups[0] must be"},
+        {"{\"kubequota.io/user-info\":\"{\\\"user\\\":\\\"a\\\",\\\"admin\\\":true}\"}",
+         "unknown field \"admin\""},
+        {"{\"kubequota.io/user-info\":\"{\\\"user\\\":\\\"a\\\",\\\"user\\\":\\\"root\\\"}\"}", "not valid JSON"},
+        {"{\"kubequota.io/user-info\":{\"user\":\"alice\"}}", "annotation kubequota.io/user-info: not a string"},
+        {"{\"yunikorn.apache.org/user.info\":\"nope\"}", "annotation yunikorn.apache.org/user.info: not valid JSON"},
+        /* A valid YuniKorn annotation does not rescue a broken kubequota one. */
+        {"{\"kubequota.io/user-info\":\"x\",\"yunikorn.apache.org/user.info\":\"{\\\"user\\\":\\\"b\\\"}\"}",
+         "kubequota.io/user-info: not valid JSON"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        kq_pod_t p;
+        memset(&p, 0xab, sizeof(p));
+        char err[512];
+        int rc = parse_parts(state, "team-a", NULL, cases[i].anns, NULL, NULL, &p, err, sizeof(err));
+        if (rc != KQ_EPARSE)
+            fail_msg("case %zu: rc %d", i, rc);
+        assert_contains(err, "pod team-a/web-1: ");
+        assert_contains(err, cases[i].want);
+        assert_null(p.uid); /* zeroed on failure */
+        assert_null(p.user);
+    }
+}
+
+/* --------------------------------------------------------------------------- queue -- */
+
+static void expect_queue(void **state, const char *ns, const char *labels, const char *anns, const char *queue,
+                         const char *qerr)
+{
+    kq_pod_t p;
+    char err[512];
+    int rc = parse_parts(state, ns, labels, anns, NULL, NULL, &p, err, sizeof(err));
+    if (rc != 0)
+        fail_msg("parse failed: %s", err);
+    if (queue != NULL) {
+        if (p.queue == NULL || strcmp(p.queue, queue) != 0)
+            fail_msg("labels %s anns %s: want queue %s, got %s (%s)", labels, anns, queue, p.queue,
+                     p.queue_error);
+        assert_null(p.queue_error);
+    } else {
+        if (p.queue != NULL)
+            fail_msg("labels %s anns %s: want no queue, got %s", labels, anns, p.queue);
+        assert_non_null(p.queue_error);
+        if (strcmp(p.queue_error, qerr) != 0)
+            fail_msg("want queue_error \"%s\", got \"%s\"", qerr, p.queue_error);
+    }
+    kq_pod_clear(&p);
+}
+
+static void test_queue_named(void **state)
+{
+    expect_queue(state, "x", "{\"kubequota.io/queue\":\"root.dev.alice\"}", NULL, "root.dev.alice", NULL);
+    expect_queue(state, "x", "{\"kubequota.io/queue\":\"alice\"}", NULL, "root.dev.alice", NULL); /* leaf name */
+    expect_queue(state, "x", "{\"kubequota.io/queue\":\"team-a\"}", NULL, "root.team-a", NULL);
+    expect_queue(state, "x", NULL, "{\"kubequota.io/queue\":\"root.team-a\"}", "root.team-a", NULL);
+    /* label beats annotation, ours beats YuniKorn's */
+    expect_queue(state, "x", "{\"kubequota.io/queue\":\"root.team-a\"}", "{\"kubequota.io/queue\":\"alice\"}",
+                 "root.team-a", NULL);
+    expect_queue(state, "x", "{\"queue\":\"root.default\",\"kubequota.io/queue\":\"alice\"}", NULL,
+                 "root.dev.alice", NULL);
+    /* YuniKorn's label: full path, leaf name, path relative to root */
+    expect_queue(state, "x", "{\"queue\":\"root.team-a\"}", NULL, "root.team-a", NULL);
+    expect_queue(state, "x", "{\"queue\":\"alice\"}", NULL, "root.dev.alice", NULL);
+    expect_queue(state, "x", "{\"queue\":\"dev.shared\"}", NULL, "root.dev.shared", NULL);
+    expect_queue(state, "x", NULL, "{\"yunikorn.apache.org/queue\":\"prod.shared\"}", "root.prod.shared", NULL);
+    /* queue names are case-insensitive; the resolved path is the configured one */
+    expect_queue(state, "x", "{\"kubequota.io/queue\":\"Root.Dev.Alice\"}", NULL, "root.dev.alice", NULL);
+    expect_queue(state, "x", "{\"kubequota.io/queue\":\"ALICE\"}", NULL, "root.dev.alice", NULL);
+    expect_queue(state, "x", "{\"queue\":\"Dev.Shared\"}", NULL, "root.dev.shared", NULL);
+    /* an empty value counts as absent: default for namespace team-a */
+    expect_queue(state, "team-a", "{\"kubequota.io/queue\":\"\"}", NULL, "root.team-a", NULL);
+}
+
+static void test_queue_errors(void **state)
+{
+    expect_queue(state, "x", "{\"kubequota.io/queue\":\"root.x\"}", NULL, NULL, "queue \"root.x\" does not exist");
+    expect_queue(state, "x", "{\"kubequota.io/queue\":\"nope\"}", NULL, NULL, "queue \"nope\" does not exist");
+    expect_queue(state, "x", "{\"queue\":\"dev.nope\"}", NULL, NULL, "queue \"root.dev.nope\" does not exist");
+    expect_queue(state, "x", "{\"kubequota.io/queue\":\"root.dev\"}", NULL, NULL,
+                 "queue \"root.dev\" is a parent queue; pods run only in leaf queues");
+    expect_queue(state, "x", "{\"kubequota.io/queue\":\"dev\"}", NULL, NULL,
+                 "queue \"root.dev\" is a parent queue; pods run only in leaf queues");
+    expect_queue(state, "x", "{\"kubequota.io/queue\":\"root.empty\"}", NULL, NULL,
+                 "queue \"root.empty\" is a parent queue; pods run only in leaf queues");
+    expect_queue(state, "x", "{\"kubequota.io/queue\":\"root\"}", NULL, NULL,
+                 "queue \"root\" is a parent queue; pods run only in leaf queues");
+    expect_queue(state, "x", "{\"kubequota.io/queue\":\"shared\"}", NULL, NULL,
+                 "queue name \"shared\" is ambiguous (root.dev.shared, root.prod.shared, ...); use the full path");
+
+    /* a label that is not a string is a parse error naming it */
+    kq_pod_t p;
+    char err[512];
+    assert_int_equal(parse_parts(state, "x", "{\"kubequota.io/queue\":5}", NULL, NULL, NULL, &p, err, sizeof(err)),
+                     KQ_EPARSE);
+    assert_string_equal(err, "pod x/web-1: label kubequota.io/queue: not a string");
+}
+
+static void test_queue_default(void **state)
+{
+    fx_t *f = *state;
+    expect_queue(state, "team-a", NULL, NULL, "root.team-a", NULL); /* root.<ns> is a leaf */
+    expect_queue(state, "dev", NULL, NULL, "root.default", NULL);   /* root.dev is a parent */
+    expect_queue(state, "other", NULL, NULL, "root.default", NULL); /* no root.other */
+
+    kq_pod_t p;
+    char err[512];
+    kq_pod_opts_t o = {.partition = kq_config_partition(f->cfg_nodefault, "default")};
+    assert_non_null(o.partition);
+    char *s = pod_json("other", NULL, NULL, NULL, NULL);
+    assert_int_equal(parse_with(&o, s, &p, err, sizeof(err)), 0);
+    assert_null(p.queue);
+    assert_string_equal(p.queue_error,
+                        "no queue named for the pod, and neither root.other nor root.default is a leaf queue");
+    kq_pod_clear(&p);
+    /* root.<ns> exists there */
+    free(s);
+    s = pod_json("x", NULL, NULL, NULL, NULL);
+    assert_int_equal(parse_with(&o, s, &p, err, sizeof(err)), 0);
+    assert_string_equal(p.queue, "root.x");
+    kq_pod_clear(&p);
+
+    /* no configuration at all */
+    o.partition = NULL;
+    assert_int_equal(parse_with(&o, s, &p, err, sizeof(err)), 0);
+    assert_null(p.queue);
+    assert_string_equal(p.queue_error, "no queue configuration loaded");
+    kq_pod_clear(&p);
+    free(s);
+}
+
+/* ----------------------------------------------------------------------------- app -- */
+
+static void expect_app(void **state, const char *json, const char *want)
+{
+    fx_t *f = *state;
+    kq_pod_t p;
+    char err[512];
+    int rc = parse_with(&f->opts, json, &p, err, sizeof(err));
+    if (rc != 0)
+        fail_msg("%s", err);
+    assert_string_equal(p.app_id, want);
+    kq_pod_clear(&p);
+}
+
+static void test_app_id(void **state)
+{
+    const char *owners = "\"ownerReferences\":[{\"kind\":\"Foo\",\"uid\":\"not-controller\"},"
+                         "{\"kind\":\"Job\",\"uid\":\"job-uid\",\"controller\":true}]";
+    char buf[1024];
+    snprintf(buf, sizeof(buf),
+             "{\"metadata\":{\"uid\":\"u1\",\"labels\":{\"kubequota.io/app-id\":\"app-a\","
+             "\"applicationId\":\"yk-app\"},%s}}", owners);
+    expect_app(state, buf, "app-a");
+    snprintf(buf, sizeof(buf), "{\"metadata\":{\"uid\":\"u1\",\"labels\":{\"applicationId\":\"yk-app\"},%s}}",
+             owners);
+    expect_app(state, buf, "yk-app");
+    snprintf(buf, sizeof(buf), "{\"metadata\":{\"uid\":\"u1\",%s}}", owners);
+    expect_app(state, buf, "job-uid");
+    expect_app(state, "{\"metadata\":{\"uid\":\"u1\",\"ownerReferences\":[{\"kind\":\"Foo\",\"uid\":\"x\"}]}}",
+               "u1");
+    expect_app(state, "{\"metadata\":{\"uid\":\"u1\",\"ownerReferences\":[{\"uid\":\"x\",\"controller\":false}]}}",
+               "u1");
+    expect_app(state, "{\"metadata\":{\"uid\":\"u1\"}}", "u1");
+}
+
+/* ------------------------------------------------------------------------- request -- */
+
+static kq_resource_t request_of(void **state, const char *spec, const char *status)
+{
+    kq_pod_t p;
+    char err[512];
+    int rc = parse_parts(state, "team-a", NULL, NULL, spec, status, &p, err, sizeof(err));
+    if (rc != 0)
+        fail_msg("parse failed: %s", err);
+    kq_resource_t r = p.request;
+    kq_pod_clear(&p);
+    return r;
+}
+
+static void test_request_containers_sum(void **state)
+{
+    kq_resource_t r = request_of(state,
+                                 "{\"containers\":["
+                                 "{\"name\":\"a\",\"resources\":{\"requests\":{\"cpu\":\"250m\",\"memory\":\"64Mi\"}}},"
+                                 "{\"name\":\"b\",\"resources\":{\"requests\":{\"cpu\":\"1\",\"nvidia.com/gpu\":2}}},"
+                                 "{\"name\":\"c\"}]}",
+                                 NULL);
+    assert_int_equal(r.n, 3);
+    assert_res(&r, "cpu", 1250);
+    assert_res(&r, "memory", 64 * MI);
+    assert_res(&r, "nvidia.com/gpu", 2);
+}
+
+static void test_request_init_wins(void **state)
+{
+    /* containers 500m + 100Mi; init containers 2 cpu, then 1 cpu + 1Gi:
+     * cpu max(500, 2000, 1000) = 2000, memory max(100Mi, 0, 1Gi) = 1Gi */
+    kq_resource_t r = request_of(state,
+                                 "{\"containers\":[{\"name\":\"a\",\"resources\":{\"requests\":{\"cpu\":\"500m\","
+                                 "\"memory\":\"100Mi\"}}}],"
+                                 "\"initContainers\":["
+                                 "{\"name\":\"i1\",\"resources\":{\"requests\":{\"cpu\":\"2\"}}},"
+                                 "{\"name\":\"i2\",\"resources\":{\"requests\":{\"cpu\":\"1\",\"memory\":\"1Gi\"}}}]}",
+                                 NULL);
+    assert_res(&r, "cpu", 2000);
+    assert_res(&r, "memory", GI);
+
+    /* a smaller init container does not add anything */
+    r = request_of(state,
+                   "{\"containers\":[{\"name\":\"a\",\"resources\":{\"requests\":{\"cpu\":\"500m\"}}}],"
+                   "\"initContainers\":[{\"name\":\"i1\",\"resources\":{\"requests\":{\"cpu\":\"100m\"}}}]}",
+                   NULL);
+    assert_int_equal(r.n, 1);
+    assert_res(&r, "cpu", 500);
+}
+
+static void test_request_sidecars(void **state)
+{
+    /* init: s1 (sidecar 100m, 64Mi), i1 (1 cpu), s2 (sidecar 200m), i2 (50m); app 500m + 128Mi.
+     * sum = 500 + 100 + 200 = 800; init uses: s1 100, i1 1000+100 = 1100, s2 300, i2 50+300 = 350
+     * cpu = max(800, 1100) = 1100; memory: sum 128Mi + 64Mi = 192Mi, init max 64Mi -> 192Mi */
+    kq_resource_t r = request_of(state,
+                                 "{\"containers\":[{\"name\":\"app\",\"resources\":{\"requests\":{\"cpu\":\"500m\","
+                                 "\"memory\":\"128Mi\"}}}],"
+                                 "\"initContainers\":["
+                                 "{\"name\":\"s1\",\"restartPolicy\":\"Always\",\"resources\":{\"requests\":"
+                                 "{\"cpu\":\"100m\",\"memory\":\"64Mi\"}}},"
+                                 "{\"name\":\"i1\",\"resources\":{\"requests\":{\"cpu\":\"1\"}}},"
+                                 "{\"name\":\"s2\",\"restartPolicy\":\"Always\",\"resources\":{\"requests\":"
+                                 "{\"cpu\":\"200m\"}}},"
+                                 "{\"name\":\"i2\",\"resources\":{\"requests\":{\"cpu\":\"50m\"}}}]}",
+                                 NULL);
+    assert_res(&r, "cpu", 1100);
+    assert_res(&r, "memory", 192 * MI);
+
+    /* order matters: sidecar 300m before init 600m -> 900; after it -> sum 800 */
+    r = request_of(state,
+                   "{\"containers\":[{\"name\":\"app\",\"resources\":{\"requests\":{\"cpu\":\"500m\"}}}],"
+                   "\"initContainers\":["
+                   "{\"name\":\"s\",\"restartPolicy\":\"Always\",\"resources\":{\"requests\":{\"cpu\":\"300m\"}}},"
+                   "{\"name\":\"i\",\"resources\":{\"requests\":{\"cpu\":\"600m\"}}}]}",
+                   NULL);
+    assert_res(&r, "cpu", 900);
+    r = request_of(state,
+                   "{\"containers\":[{\"name\":\"app\",\"resources\":{\"requests\":{\"cpu\":\"500m\"}}}],"
+                   "\"initContainers\":["
+                   "{\"name\":\"i\",\"resources\":{\"requests\":{\"cpu\":\"600m\"}}},"
+                   "{\"name\":\"s\",\"restartPolicy\":\"Always\",\"resources\":{\"requests\":{\"cpu\":\"300m\"}}}]}",
+                   NULL);
+    assert_res(&r, "cpu", 800);
+    /* restartPolicy other than Always on an init container: a regular init container */
+    r = request_of(state,
+                   "{\"containers\":[{\"name\":\"app\",\"resources\":{\"requests\":{\"cpu\":\"500m\"}}}],"
+                   "\"initContainers\":[{\"name\":\"s\",\"restartPolicy\":\"OnFailure\",\"resources\":"
+                   "{\"requests\":{\"cpu\":\"300m\"}}}]}",
+                   NULL);
+    assert_res(&r, "cpu", 500);
+}
+
+static void test_request_overhead_and_limits(void **state)
+{
+    /* 1 cpu + overhead 250m / 120Mi */
+    kq_resource_t r = request_of(state,
+                                 "{\"containers\":[{\"name\":\"a\",\"resources\":{\"requests\":{\"cpu\":\"1\"}}}],"
+                                 "\"overhead\":{\"cpu\":\"250m\",\"memory\":\"120Mi\"}}",
+                                 NULL);
+    assert_res(&r, "cpu", 1250);
+    assert_res(&r, "memory", 120 * MI);
+
+    /* limits only: limits are the requests */
+    r = request_of(state,
+                   "{\"containers\":[{\"name\":\"a\",\"resources\":{\"limits\":{\"cpu\":\"2\",\"memory\":\"1Gi\"}}}]}",
+                   NULL);
+    assert_res(&r, "cpu", 2000);
+    assert_res(&r, "memory", GI);
+
+    /* mixed: cpu requested, memory only limited; an explicit request is kept below its limit */
+    r = request_of(state,
+                   "{\"containers\":[{\"name\":\"a\",\"resources\":{\"requests\":{\"cpu\":\"100m\"},"
+                   "\"limits\":{\"cpu\":\"4\",\"memory\":\"512Mi\"}}}]}",
+                   NULL);
+    assert_res(&r, "cpu", 100);
+    assert_res(&r, "memory", 512 * MI);
+
+    /* pod-level requests replace cpu/memory; extended resources stay from containers */
+    r = request_of(state,
+                   "{\"resources\":{\"requests\":{\"cpu\":\"3\"}},"
+                   "\"containers\":[{\"name\":\"a\",\"resources\":{\"requests\":{\"cpu\":\"1\",\"memory\":\"1Gi\","
+                   "\"example.com/foo\":\"2\"}}}]}",
+                   NULL);
+    assert_res(&r, "cpu", 3000);
+    assert_res(&r, "memory", GI);
+    assert_res(&r, "example.com/foo", 2);
+
+    /* empty spec: nothing requested */
+    r = request_of(state, "{}", NULL);
+    assert_true(kq_resource_is_zero(&r));
+}
+
+static void test_request_resize(void **state)
+{
+    const char *spec1 = "{\"containers\":[{\"name\":\"app\",\"resources\":{\"requests\":{\"cpu\":\"1\"}}}]}";
+    const char *spec4 = "{\"containers\":[{\"name\":\"app\",\"resources\":{\"requests\":{\"cpu\":\"4\"}}}]}";
+    /* shrinking: spec 1, kubelet still has 2 allocated -> 2 */
+    kq_resource_t r = request_of(state, spec1,
+                                 "{\"phase\":\"Running\",\"containerStatuses\":[{\"name\":\"app\","
+                                 "\"allocatedResources\":{\"cpu\":\"2\"},\"resources\":{\"requests\":{\"cpu\":\"2\"}}}]}");
+    assert_res(&r, "cpu", 2000);
+    /* growing: spec 4, allocated 1 -> 4 */
+    r = request_of(state, spec4,
+                   "{\"phase\":\"Running\",\"containerStatuses\":[{\"name\":\"app\","
+                   "\"allocatedResources\":{\"cpu\":\"1\"}}]}");
+    assert_res(&r, "cpu", 4000);
+    /* actuated larger than allocated and spec -> actuated */
+    r = request_of(state, spec1,
+                   "{\"phase\":\"Running\",\"containerStatuses\":[{\"name\":\"app\","
+                   "\"allocatedResources\":{\"cpu\":\"1\"},\"resources\":{\"requests\":{\"cpu\":\"3\"}}}]}");
+    assert_res(&r, "cpu", 3000);
+    /* infeasible: the spec is left out -> allocated 1 */
+    r = request_of(state, spec4,
+                   "{\"phase\":\"Running\",\"conditions\":[{\"type\":\"PodResizePending\",\"reason\":\"Infeasible\"}],"
+                   "\"containerStatuses\":[{\"name\":\"app\",\"allocatedResources\":{\"cpu\":\"1\"}}]}");
+    assert_res(&r, "cpu", 1000);
+    /* deferred: spec counts -> 4 */
+    r = request_of(state, spec4,
+                   "{\"phase\":\"Running\",\"conditions\":[{\"type\":\"PodResizePending\",\"reason\":\"Deferred\"}],"
+                   "\"containerStatuses\":[{\"name\":\"app\",\"allocatedResources\":{\"cpu\":\"1\"}}]}");
+    assert_res(&r, "cpu", 4000);
+}
+
+static void test_request_direct(void **state)
+{
+    (void)state;
+    json_t *spec = json_loads("{\"containers\":[{\"resources\":{\"requests\":{\"cpu\":\"1\"}}}],"
+                              "\"overhead\":{\"cpu\":\"100m\"}}", 0, NULL);
+    kq_resource_t r;
+    char err[256];
+    assert_int_equal(kq_pod_request(spec, &r, err, sizeof(err)), 0);
+    assert_res(&r, "cpu", 1100);
+    json_decref(spec);
+
+    spec = json_loads("{\"containers\":[{\"resources\":{\"requests\":{\"cpu\":\"x\"}}}]}", 0, NULL);
+    assert_int_equal(kq_resource_set(&r, "memory", 5), 0);
+    kq_resource_t before = r;
+    assert_int_equal(kq_pod_request(spec, &r, err, sizeof(err)), KQ_EPARSE);
+    assert_true(kq_resource_equal(&r, &before)); /* untouched */
+    assert_contains(err, "spec.containers[0].resources.requests.cpu: invalid quantity \"x\"");
+    json_decref(spec);
+}
+
+static void test_request_errors(void **state)
+{
+    static const struct {
+        const char *spec, *want;
+    } cases[] = {
+        {"{\"containers\":[{\"name\":\"a\"},{\"name\":\"b\",\"resources\":{\"requests\":{\"cpu\":\"abc\"}}}]}",
+         "pod team-a/web-1: spec.containers[1].resources.requests.cpu: invalid quantity \"abc\""},
+        {"{\"containers\":[{\"resources\":{\"limits\":{\"memory\":\"-1Gi\"}}}]}",
+         "pod team-a/web-1: spec.containers[0].resources.limits.memory: invalid quantity \"-1Gi\""},
+        {"{\"containers\":[{\"resources\":{\"requests\":{\"cpu\":true}}}]}",
+         "spec.containers[0].resources.requests.cpu: quantity is not a string"},
+        {"{\"containers\":[{\"resources\":{\"requests\":[]}}]}", "spec.containers[0].resources.requests: not an object"},
+        {"{\"containers\":[{\"resources\":{\"requests\":{\"bad name!\":\"1\"}}}]}",
+         "spec.containers[0].resources.requests: invalid resource name \"bad name!\""},
+        {"{\"containers\":{}}", "spec.containers: not an array"},
+        {"{\"containers\":[5]}", "spec.containers[0]: not an object"},
+        {"{\"initContainers\":[{\"resources\":{\"requests\":{\"cpu\":\"0.1m\"}}}]}",
+         "spec.initContainers[0].resources.requests.cpu: invalid quantity"},
+        {"{\"overhead\":{\"memory\":\"lots\"}}", "spec.overhead.memory: invalid quantity \"lots\""},
+        {"{\"priority\":\"high\"}", "spec.priority: not a 32-bit integer"},
+        {"{\"priority\":4294967296}", "spec.priority: not a 32-bit integer"},
+        {"{\"nodeName\":7}", "spec.nodeName: not a string"},
+        {"[]", "spec: not an object"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        kq_pod_t p;
+        char err[512];
+        int rc = parse_parts(state, "team-a", NULL, NULL, cases[i].spec, NULL, &p, err, sizeof(err));
+        if (rc != KQ_EPARSE)
+            fail_msg("case %zu: rc %d", i, rc);
+        assert_contains(err, cases[i].want);
+    }
+}
+
+/* ------------------------------------------------------------------- other fields -- */
+
+static void test_fields(void **state)
+{
+    fx_t *f = *state;
+    kq_pod_t p;
+    char err[512];
+    assert_int_equal(parse_with(&f->opts,
+                                "{\"metadata\":{\"name\":\"n\",\"uid\":\"u\","
+                                "\"creationTimestamp\":\"2026-11-21T12:15:02.5+02:00\","
+                                "\"deletionTimestamp\":\"2026-11-21T12:20:00Z\","
+                                "\"labels\":{\"quota.scheduling.koordinator.sh/preemptible\":\"false\"}},"
+                                "\"spec\":{\"nodeName\":\"node-1\",\"priority\":-5,\"containers\":[]},"
+                                "\"status\":{\"phase\":\"Running\"}}",
+                                &p, err, sizeof(err)),
+                     0);
+    assert_string_equal(p.ns, "default");
+    assert_string_equal(p.node, "node-1");
+    assert_string_equal(p.scheduler_name, "default-scheduler");
+    assert_int_equal(p.priority, -5);
+    assert_false(p.preemptible);
+    assert_true(p.deleting);
+    assert_int_equal(p.phase, KQ_POD_RUNNING);
+    assert_int_equal(p.created, 1795256102); /* same instant as the reference pod */
+
+    kq_pod_t q;
+    assert_int_equal(kq_pod_copy(&q, &p), 0);
+    kq_pod_clear(&p);
+    assert_null(p.uid);
+    assert_string_equal(q.node, "node-1");
+    assert_string_equal(q.queue, "root.default");
+    kq_pod_clear(&q);
+    kq_pod_clear(NULL);
+
+    static const struct {
+        const char *phase;
+        kq_pod_phase_t want;
+        bool terminal;
+    } phases[] = {{"Succeeded", KQ_POD_SUCCEEDED, true}, {"Failed", KQ_POD_FAILED, true},
+                  {"Unknown", KQ_POD_UNKNOWN, false}, {"Pending", KQ_POD_PENDING, false},
+                  {"Weird", KQ_POD_UNKNOWN, false}};
+    for (size_t i = 0; i < sizeof(phases) / sizeof(phases[0]); i++) {
+        char buf[256];
+        snprintf(buf, sizeof(buf), "{\"metadata\":{\"uid\":\"u\",\"name\":\"n\"},\"status\":{\"phase\":\"%s\"}}",
+                 phases[i].phase);
+        assert_int_equal(parse_with(&f->opts, buf, &p, err, sizeof(err)), 0);
+        assert_int_equal(p.phase, phases[i].want);
+        assert_int_equal(kq_pod_is_terminal(&p), phases[i].terminal);
+        assert_true(p.preemptible);
+        kq_pod_clear(&p);
+    }
+}
+
+static void test_bad_documents(void **state)
+{
+    static const struct {
+        const char *json, *want;
+    } cases[] = {
+        {"[]", "pod: not a JSON object"},
+        {"{}", "pod: metadata: missing"},
+        {"{\"metadata\":[]}", "pod: metadata: not an object"},
+        {"{\"metadata\":{\"name\":\"n\"}}", "pod default/n: metadata.uid: missing"},
+        {"{\"metadata\":{\"name\":\"n\",\"uid\":5}}", "pod: metadata.uid: not a string"},
+        {"{\"metadata\":{\"name\":\"n\",\"uid\":\"u\",\"labels\":\"x\"}}", "pod default/n: metadata.labels: not an object"},
+        {"{\"metadata\":{\"name\":\"n\",\"uid\":\"u\",\"creationTimestamp\":\"yesterday\"}}",
+         "pod default/n: metadata.creationTimestamp: not an RFC 3339 time: \"yesterday\""},
+        {"{\"metadata\":{\"name\":\"n\",\"uid\":\"u\",\"creationTimestamp\":\"2026-13-01T00:00:00Z\"}}",
+         "metadata.creationTimestamp: not an RFC 3339 time"},
+        {"{\"metadata\":{\"name\":\"n\",\"uid\":\"u\"},\"status\":{\"phase\":1}}", "status.phase: not a string"},
+        {"{\"metadata\":{\"name\":\"n\",\"uid\":\"u\"},\"status\":{\"containerStatuses\":{}}}",
+         "status.containerStatuses: not an array"},
+        {"{\"metadata\":{\"name\":\"n\",\"uid\":\"u\"},\"spec\":{\"containers\":[{\"name\":\"a\"}]},"
+         "\"status\":{\"containerStatuses\":[{\"name\":\"a\",\"allocatedResources\":{\"cpu\":\"q\"}}]}}",
+         "status of container \"a\".allocatedResources.cpu: invalid quantity \"q\""},
+        {"{\"metadata\":{\"name\":\"n\",\"uid\":\"u\",\"labels\":{\"kubequota.io/app-id\":[]}}}",
+         "label kubequota.io/app-id: not a string"},
+    };
+    fx_t *f = *state;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        kq_pod_t p;
+        char err[512];
+        int rc = parse_with(&f->opts, cases[i].json, &p, err, sizeof(err));
+        if (rc != KQ_EPARSE)
+            fail_msg("case %zu: rc %d", i, rc);
+        assert_contains(err, cases[i].want);
+        assert_null(p.uid);
+    }
+    /* NULL document */
+    kq_pod_t p;
+    char err[64];
+    assert_int_equal(kq_pod_parse(NULL, &f->opts, &p, err, sizeof(err)), KQ_EPARSE);
+    /* a tiny error buffer is truncated, not overrun */
+    char tiny[8];
+    assert_int_equal(parse_with(&f->opts, "{}", &p, tiny, sizeof(tiny)), KQ_EPARSE);
+    assert_int_equal(strlen(tiny), 7);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_reference_pod),
+        cmocka_unit_test(test_extender_args_pod),
+        cmocka_unit_test(test_identity_kubequota),
+        cmocka_unit_test(test_identity_yunikorn),
+        cmocka_unit_test(test_identity_default),
+        cmocka_unit_test(test_identity_garbage),
+        cmocka_unit_test(test_queue_named),
+        cmocka_unit_test(test_queue_errors),
+        cmocka_unit_test(test_queue_default),
+        cmocka_unit_test(test_app_id),
+        cmocka_unit_test(test_request_containers_sum),
+        cmocka_unit_test(test_request_init_wins),
+        cmocka_unit_test(test_request_sidecars),
+        cmocka_unit_test(test_request_overhead_and_limits),
+        cmocka_unit_test(test_request_resize),
+        cmocka_unit_test(test_request_direct),
+        cmocka_unit_test(test_request_errors),
+        cmocka_unit_test(test_fields),
+        cmocka_unit_test(test_bad_documents),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
