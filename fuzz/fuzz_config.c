@@ -1,0 +1,56 @@
+/* libFuzzer target for the queue configuration parser and validator: any bytes are loaded
+ * as a queues.yaml. Nothing may crash, leak or trip the sanitizers; a rejected file must
+ * come with at least one diagnostic, and an accepted one must answer lookups of its own
+ * queues.
+ *
+ *   make fuzz FUZZ_SECONDS=60     (runs every target; this one seeds from fuzz/corpus/config)
+ */
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "kubequota/config.h"
+#include "kubequota/log.h"
+
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+    (void)argc;
+    (void)argv;
+    kq_log_level_current = -1; /* silence: the fuzzer's own output is what matters */
+    return 0;
+}
+
+static void walk(const kq_partition_conf_t *p, const kq_queue_conf_t *q)
+{
+    if (kq_config_queue(p, q->path) != q)
+        abort(); /* every queue must be found by its own path */
+    for (size_t i = 0; i < q->n_children; i++)
+        walk(p, q->children[i]);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    kq_diags_t d;
+    kq_diags_init(&d);
+    kq_config_t *cfg = NULL;
+    int rc = kq_config_load_buffer((const char *)data, size, "fuzz.yaml", &cfg, &d);
+    if (rc != 0) {
+        if (d.n == 0 || cfg != NULL)
+            abort(); /* a rejection must say why and return nothing */
+    } else {
+        for (size_t i = 0; i < kq_config_partition_count(cfg); i++) {
+            const kq_partition_conf_t *p = kq_config_partition_at(cfg, i);
+            if (p->root != NULL)
+                walk(p, p->root);
+        }
+        char buf[128];
+        kq_config_summary(cfg, buf, sizeof(buf));
+        kq_config_unref(cfg);
+    }
+    char *all = kq_diags_join(&d, "\n");
+    free(all);
+    kq_diags_free(&d);
+    return 0;
+}
