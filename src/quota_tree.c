@@ -1,0 +1,1348 @@
+/* Quota tree: hierarchical elastic quota groups and their runtime (what each group may use
+ * now), with the admission checks filter and bind need. The rules are in quota_tree.h.
+ *
+ * DESIGN
+ * Data. Every group (the hidden root, the system group, the default group and the
+ * configured ones) is a struct group in one uthash table keyed by name. Children form a
+ * doubly linked list kept sorted by name, so every computation visits them in one
+ * deterministic order. Per group we keep the spec (min, max, weight, allow-lent,
+ * is-parent) and the derived values:
+ *   smin     scaled min (== min unless the parent's scaled min is too small);
+ *   request  leaf: exact sum of pod requests; parent: saturating sum of the children's ask;
+ *   ask      what the group asks of its parent: min(request (or max(request, smin) when it
+ *            does not lend), max);
+ *   used, used_np   exact sums over the subtree (a leaf's pods; parents add children);
+ *   runtime  computed at the parent, per resource the cluster total names.
+ * The root's runtime and scaled min are the cluster total (allocatable minus the system
+ * group's used).
+ *
+ * Invariants between public calls: request/ask/smin/runtime of every group are exactly
+ * what a full top-down recomputation would give; the dirty heap is empty; used and
+ * used_np of a parent equal the sums of its children's. Requests of parents saturate at
+ * INT64_MAX (a request that large only means "hungry"); used never saturates: an add that
+ * would overflow fails and changes nothing (two phases: compute every level, then commit).
+ *
+ * Incremental recomputation. A change marks the parents whose distribution inputs
+ * changed (children's ask, scaled min, weight, or their own runtime) "dirty" in a min-heap
+ * keyed by depth. run_dirty() pops the shallowest parent, redistributes its runtime among
+ * its children, and pushes only children that are parents and whose runtime changed, so a
+ * parent is always redistributed after its ancestors and untouched subtrees are never
+ * visited. The heap and the per-distribution scratch arrays are sized when groups are
+ * added, so recomputation never allocates and never fails.
+ *
+ * Sharing (apportion): floor(units * w_i / W) each (128-bit products), the leftover units
+ * one each by largest remainder then name, never above a child's remaining cap; capped
+ * children drop out and what they could not take is shared again. Every round either
+ * hands out all units or caps someone, so it ends after at most n+1 rounds.
+ *
+ * Lock: t->lock guards everything. It is the last lock in the order ledger -> user ->
+ * group -> quota tree; nothing is logged, written or called back while it is held (log
+ * lines are formatted into locals and written after unlock).
+ */
+#include "kubequota/quota_tree.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kubequota/log.h"
+
+static _Thread_local bool hash_oom;
+#define HASH_NONFATAL_OOM 1
+#define uthash_nonfatal_oom(obj) (hash_oom = true)
+#include <uthash.h>
+
+typedef unsigned __int128 u128;
+
+struct group {
+    char *name;
+    UT_hash_handle hh;
+    struct group *parent, *kids, *next, *prev; /* kids sorted by name */
+    size_t nkids;
+    int depth;
+    bool is_parent, allow_lent, system, dirty, flag;
+    int64_t pods, pods_used;
+    kq_resource_t min, smin, max, weight;
+    kq_resource_t request, ask, used, used_np, runtime, next_rt;
+};
+
+struct cand {
+    u128 rem;
+    int64_t share;
+    size_t i;
+    const char *name;
+};
+
+struct kq_qtree {
+    pthread_mutex_t lock;
+    struct group *by_name;
+    struct group *root, *sys, *def;
+    size_t ngroups;
+    kq_resource_t alloc;
+    bool have_total;
+    struct group **heap;
+    size_t heap_n, heap_cap;
+    size_t scr_cap;
+    struct group **skid;
+    int64_t *sw, *scap, *sadd, *sbase;
+    struct cand *cand;
+};
+
+/* ================================================================== helpers ==== */
+
+static void seterr(char *err, size_t errlen, const char *fmt, ...) KQ_PRINTF(3, 4);
+static void seterr(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err == NULL || errlen == 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+static int64_t rget(const kq_resource_t *r, const char *iname, bool *present)
+{
+    for (uint32_t i = 0; i < r->n; i++)
+        if (r->e[i].name == iname) {
+            if (present)
+                *present = true;
+            return r->e[i].value;
+        }
+    if (present)
+        *present = false;
+    return 0;
+}
+
+/* Sets an interned name. False when the set is full (the value is dropped). */
+static bool put(kq_resource_t *r, const char *iname, int64_t v)
+{
+    for (uint32_t i = 0; i < r->n; i++)
+        if (r->e[i].name == iname) {
+            r->e[i].value = v;
+            return true;
+        }
+    if (r->n >= KQ_RES_MAX)
+        return false;
+    uint32_t i = r->n;
+    while (i > 0 && strcmp(r->e[i - 1].name, iname) > 0) {
+        r->e[i] = r->e[i - 1];
+        i--;
+    }
+    r->e[i].name = iname;
+    r->e[i].value = v;
+    r->n++;
+    return true;
+}
+
+/* Exactly the same entries (a present 0 differs from absent: absent runtime = unlimited). */
+static bool same(const kq_resource_t *a, const kq_resource_t *b)
+{
+    if (a->n != b->n)
+        return false;
+    for (uint32_t i = 0; i < a->n; i++)
+        if (a->e[i].name != b->e[i].name || a->e[i].value != b->e[i].value)
+            return false;
+    return true;
+}
+
+static int64_t sat_add(int64_t a, int64_t b)
+{
+    int64_t r;
+    return __builtin_add_overflow(a, b, &r) ? INT64_MAX : r;
+}
+
+static bool name_ok(const char *s)
+{
+    if (s == NULL)
+        return false;
+    size_t n = strlen(s);
+    if (n == 0 || n > KQ_QTREE_NAME_MAX)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+              c == '_' || c == ':' || c == '/' || c == '-'))
+            return false;
+    }
+    return true;
+}
+
+static bool is_root_name(const char *p) { return p == NULL || *p == '\0' || strcmp(p, KQ_QTREE_ROOT) == 0; }
+
+static struct group *find(const kq_qtree_t *t, const char *name)
+{
+    if (name == NULL)
+        return NULL;
+    struct group *g = NULL;
+    HASH_FIND_STR(t->by_name, name, g);
+    return g;
+}
+
+static const char *fmtq(const char *name, int64_t v, char *buf, size_t len)
+{
+    kq_quantity_format(name, v, buf, len);
+    return buf;
+}
+
+/* ============================================================ apportioning ==== */
+
+static int cand_cmp(const void *a, const void *b)
+{
+    const struct cand *x = a, *y = b;
+    if (x->rem != y->rem)
+        return x->rem > y->rem ? -1 : 1;
+    return strcmp(x->name, y->name);
+}
+
+/* Hands out up to `units` among n items, item i taking at most cap[i], in proportion to
+ * w[i] (w[i] == 0 takes nothing). add[i] receives each one's amount. Returns the total,
+ * which is min(units, sum of caps of items with w > 0). */
+static int64_t apportion(kq_qtree_t *t, size_t n, int64_t units, const int64_t *w, const int64_t *cap,
+                         int64_t *add)
+{
+    int64_t given = 0;
+    for (size_t i = 0; i < n; i++)
+        add[i] = 0;
+    while (units > 0) {
+        u128 W = 0;
+        size_t m = 0;
+        for (size_t i = 0; i < n; i++)
+            if (w[i] > 0 && cap[i] - add[i] > 0) {
+                W += (u128)w[i];
+                t->cand[m].i = i;
+                t->cand[m].name = t->skid[i]->name;
+                m++;
+            }
+        if (m == 0)
+            break;
+        int64_t floors = 0;
+        for (size_t k = 0; k < m; k++) {
+            u128 p = (u128)units * (u128)w[t->cand[k].i];
+            t->cand[k].share = (int64_t)(p / W);
+            t->cand[k].rem = p % W;
+            floors += t->cand[k].share;
+        }
+        int64_t left = units - floors;
+        if (left > 0) {
+            qsort(t->cand, m, sizeof t->cand[0], cand_cmp);
+            for (size_t k = 0; k < m && left > 0; k++) {
+                size_t i = t->cand[k].i;
+                if (t->cand[k].share < cap[i] - add[i]) {
+                    t->cand[k].share++;
+                    left--;
+                }
+            }
+        }
+        int64_t round = 0;
+        for (size_t k = 0; k < m; k++) {
+            size_t i = t->cand[k].i;
+            int64_t room = cap[i] - add[i];
+            int64_t g = t->cand[k].share < room ? t->cand[k].share : room;
+            add[i] += g;
+            round += g;
+        }
+        units -= round;
+        given += round;
+        if (round == 0)
+            break;
+    }
+    return given;
+}
+
+/* ============================================================ recomputation ==== */
+
+static int ensure_scratch(kq_qtree_t *t, size_t n)
+{
+    if (n <= t->scr_cap)
+        return 0;
+    size_t cap = t->scr_cap ? t->scr_cap : 8;
+    while (cap < n)
+        cap *= 2;
+    struct group **skid = malloc(cap * sizeof *skid);
+    int64_t *sw = malloc(cap * sizeof *sw), *scap = malloc(cap * sizeof *scap);
+    int64_t *sadd = malloc(cap * sizeof *sadd), *sbase = malloc(cap * sizeof *sbase);
+    struct cand *cand = malloc(cap * sizeof *cand);
+    if (!skid || !sw || !scap || !sadd || !sbase || !cand) {
+        free(skid), free(sw), free(scap), free(sadd), free(sbase), free(cand);
+        return KQ_ENOMEM;
+    }
+    free(t->skid), free(t->sw), free(t->scap), free(t->sadd), free(t->sbase), free(t->cand);
+    t->skid = skid, t->sw = sw, t->scap = scap, t->sadd = sadd, t->sbase = sbase, t->cand = cand;
+    t->scr_cap = cap;
+    return 0;
+}
+
+static int ensure_heap(kq_qtree_t *t, size_t n)
+{
+    if (n <= t->heap_cap)
+        return 0;
+    size_t cap = t->heap_cap ? t->heap_cap * 2 : 16;
+    while (cap < n)
+        cap *= 2;
+    struct group **h = realloc(t->heap, cap * sizeof *h);
+    if (h == NULL)
+        return KQ_ENOMEM;
+    t->heap = h;
+    t->heap_cap = cap;
+    return 0;
+}
+
+static void mark_dirty(kq_qtree_t *t, struct group *p)
+{
+    if (p == NULL || p->nkids == 0 || p->dirty)
+        return;
+    p->dirty = true;
+    size_t i = t->heap_n++; /* capacity >= number of groups */
+    while (i > 0) {
+        size_t up = (i - 1) / 2;
+        if (t->heap[up]->depth <= p->depth)
+            break;
+        t->heap[i] = t->heap[up];
+        i = up;
+    }
+    t->heap[i] = p;
+}
+
+static struct group *pop_dirty(kq_qtree_t *t)
+{
+    struct group *top = t->heap[0];
+    struct group *last = t->heap[--t->heap_n];
+    size_t i = 0, n = t->heap_n;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= n)
+            break;
+        if (c + 1 < n && t->heap[c + 1]->depth < t->heap[c]->depth)
+            c++;
+        if (t->heap[c]->depth >= last->depth)
+            break;
+        t->heap[i] = t->heap[c];
+        i = c;
+    }
+    if (n > 0)
+        t->heap[i] = last;
+    top->dirty = false;
+    return top;
+}
+
+static size_t collect(kq_qtree_t *t, const struct group *p)
+{
+    size_t n = 0;
+    for (struct group *k = p->kids; k; k = k->next)
+        t->skid[n++] = k;
+    return n;
+}
+
+/* What g asks of its parent. */
+static kq_resource_t ask_of(const struct group *g)
+{
+    kq_resource_t a = g->request;
+    if (!g->allow_lent)
+        for (uint32_t i = 0; i < g->smin.n; i++) {
+            const char *d = g->smin.e[i].name;
+            int64_t v = rget(&a, d, NULL);
+            if (g->smin.e[i].value > v)
+                (void)put(&a, d, g->smin.e[i].value);
+        }
+    for (uint32_t i = 0; i < a.n; i++) {
+        bool has;
+        int64_t mx = rget(&g->max, a.e[i].name, &has);
+        if (has && a.e[i].value > mx)
+            a.e[i].value = mx;
+    }
+    return a;
+}
+
+static void resum_request(struct group *p)
+{
+    kq_resource_t r = KQ_RESOURCE_EMPTY;
+    for (struct group *k = p->kids; k; k = k->next)
+        for (uint32_t i = 0; i < k->ask.n; i++) {
+            const char *d = k->ask.e[i].name;
+            (void)put(&r, d, sat_add(rget(&r, d, NULL), k->ask.e[i].value));
+        }
+    p->request = r;
+}
+
+/* g's request, scaled min, max or allow-lent changed: refresh asks and requests upward,
+ * marking each parent on the way dirty, until an ask does not change. */
+static void fix_up(kq_qtree_t *t, struct group *g)
+{
+    while (g->parent != NULL) {
+        kq_resource_t a = ask_of(g);
+        bool changed = !same(&a, &g->ask);
+        g->ask = a;
+        mark_dirty(t, g->parent);
+        if (!changed)
+            return;
+        resum_request(g->parent);
+        g = g->parent;
+    }
+}
+
+/* Recomputes the scaled mins of p's children from p's scaled min, recursing into the
+ * children whose scaled min changed; then their asks and p's request. */
+static void smin_refresh(kq_qtree_t *t, struct group *p)
+{
+    size_t n = collect(t, p);
+    if (n == 0) {
+        p->request = KQ_RESOURCE_EMPTY;
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        t->skid[i]->next_rt = t->skid[i]->min;
+    for (uint32_t j = 0; j < p->smin.n; j++) {
+        const char *d = p->smin.e[j].name;
+        int64_t E = p->smin.e[j].value;
+        u128 S = 0;
+        for (size_t i = 0; i < n; i++) {
+            t->sw[i] = t->scap[i] = rget(&t->skid[i]->min, d, NULL);
+            S += (u128)t->sw[i];
+        }
+        if (S <= (u128)E)
+            continue;
+        apportion(t, n, E, t->sw, t->scap, t->sadd);
+        for (size_t i = 0; i < n; i++) {
+            bool has;
+            rget(&t->skid[i]->min, d, &has);
+            if (has)
+                (void)put(&t->skid[i]->next_rt, d, t->sadd[i]);
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct group *k = t->skid[i];
+        k->flag = !same(&k->smin, &k->next_rt);
+        if (k->flag)
+            k->smin = k->next_rt;
+    }
+    for (struct group *k = p->kids; k; k = k->next) {
+        if (k->flag && k->nkids > 0)
+            smin_refresh(t, k); /* reuses the scratch arrays: not read after this */
+        k->flag = false;
+        k->ask = ask_of(k);
+    }
+    resum_request(p);
+    mark_dirty(t, p);
+}
+
+static int64_t weight_of(const kq_qtree_t *t, const struct group *k, const char *d)
+{
+    bool has;
+    int64_t w = rget(&k->weight, d, &has);
+    if (has)
+        return w;
+    w = rget(&k->max, d, &has);
+    if (has)
+        return w;
+    return rget(&t->root->runtime, d, NULL);
+}
+
+/* Shares p's runtime among its children, per resource the cluster total names. */
+static void redistribute(kq_qtree_t *t, struct group *p)
+{
+    size_t n = collect(t, p);
+    if (n == 0)
+        return;
+    for (size_t i = 0; i < n; i++)
+        t->skid[i]->next_rt = KQ_RESOURCE_EMPTY;
+    const kq_resource_t *dims = &t->root->runtime;
+    for (uint32_t j = 0; j < dims->n; j++) {
+        const char *d = dims->e[j].name;
+        int64_t R = rget(&p->runtime, d, NULL);
+        u128 sum = 0;
+        for (size_t i = 0; i < n; i++) {
+            struct group *k = t->skid[i];
+            int64_t a = rget(&k->ask, d, NULL), m = rget(&k->smin, d, NULL);
+            t->sbase[i] = a < m ? a : m;
+            sum += (u128)t->sbase[i];
+        }
+        if (sum > (u128)R) { /* only while mins are being scaled: share R by first shares */
+            apportion(t, n, R, t->sbase, t->sbase, t->sadd);
+            for (size_t i = 0; i < n; i++)
+                t->sbase[i] = t->sadd[i];
+        } else {
+            int64_t rem = R - (int64_t)sum;
+            for (size_t i = 0; i < n; i++) {
+                struct group *k = t->skid[i];
+                t->scap[i] = rget(&k->ask, d, NULL) - t->sbase[i];
+                t->sw[i] = weight_of(t, k, d);
+            }
+            apportion(t, n, rem, t->sw, t->scap, t->sadd);
+            for (size_t i = 0; i < n; i++)
+                t->sbase[i] += t->sadd[i];
+        }
+        for (size_t i = 0; i < n; i++)
+            (void)put(&t->skid[i]->next_rt, d, t->sbase[i]);
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct group *k = t->skid[i];
+        if (!same(&k->runtime, &k->next_rt)) {
+            k->runtime = k->next_rt;
+            mark_dirty(t, k);
+        }
+    }
+}
+
+static void run_dirty(kq_qtree_t *t)
+{
+    while (t->heap_n > 0)
+        redistribute(t, pop_dirty(t));
+}
+
+static void mark_all(kq_qtree_t *t, struct group *p)
+{
+    mark_dirty(t, p);
+    for (struct group *k = p->kids; k; k = k->next)
+        if (k->nkids > 0)
+            mark_all(t, k);
+}
+
+/* The cluster total is the allocatable minus the system group's used. */
+static void total_refresh(kq_qtree_t *t)
+{
+    if (!t->have_total)
+        return;
+    kq_resource_t tot = t->alloc;
+    for (uint32_t i = 0; i < tot.n; i++) {
+        int64_t u = rget(&t->sys->used, tot.e[i].name, NULL);
+        tot.e[i].value = u >= tot.e[i].value ? 0 : tot.e[i].value - u;
+    }
+    if (same(&tot, &t->root->runtime))
+        return;
+    t->root->runtime = tot;
+    t->root->smin = tot;
+    smin_refresh(t, t->root);
+    mark_all(t, t->root); /* default weights of unlimited groups follow the total */
+    run_dirty(t);
+}
+
+/* p's children or their specs changed. */
+static void refresh_parent(kq_qtree_t *t, struct group *p)
+{
+    smin_refresh(t, p);
+    mark_dirty(t, p);
+    fix_up(t, p);
+}
+
+/* ==================================================================== usage ==== */
+
+/* Adds res (and to used_np when np) at g and every ancestor, or nothing on overflow. */
+static int path_add(struct group *g, const kq_resource_t *res, const kq_resource_t *np)
+{
+    kq_resource_t u[KQ_QTREE_MAX_DEPTH + 2], v[KQ_QTREE_MAX_DEPTH + 2];
+    int n = 0;
+    for (struct group *x = g; x; x = x->parent, n++) {
+        u[n] = x->used;
+        if (kq_resource_add(&u[n], res) != 0)
+            return KQ_ERANGE;
+        v[n] = x->used_np;
+        if (np != NULL && kq_resource_add(&v[n], np) != 0)
+            return KQ_ERANGE;
+    }
+    n = 0;
+    for (struct group *x = g; x; x = x->parent, n++) {
+        x->used = u[n];
+        x->used_np = v[n];
+    }
+    return 0;
+}
+
+/* Subtracts at g and every ancestor, clamped at 0. True when nothing was clamped. */
+static bool path_sub(struct group *g, const kq_resource_t *res, const kq_resource_t *np)
+{
+    bool exact = true;
+    for (struct group *x = g; x; x = x->parent) {
+        exact &= kq_resource_sub(&x->used, res);
+        if (np != NULL)
+            exact &= kq_resource_sub(&x->used_np, np);
+    }
+    return exact;
+}
+
+static bool has_pods(const struct group *g)
+{
+    return g->pods > 0 || g->pods_used > 0 || !kq_resource_is_zero(&g->request) ||
+           !kq_resource_is_zero(&g->used);
+}
+
+/* ============================================================== tree shape ==== */
+
+static void link_kid(struct group *p, struct group *g)
+{
+    struct group *prev = NULL, *cur = p->kids;
+    while (cur && strcmp(cur->name, g->name) < 0) {
+        prev = cur;
+        cur = cur->next;
+    }
+    g->prev = prev;
+    g->next = cur;
+    if (cur)
+        cur->prev = g;
+    if (prev)
+        prev->next = g;
+    else
+        p->kids = g;
+    g->parent = p;
+    p->nkids++;
+}
+
+static void unlink_kid(struct group *g)
+{
+    struct group *p = g->parent;
+    if (g->prev)
+        g->prev->next = g->next;
+    else
+        p->kids = g->next;
+    if (g->next)
+        g->next->prev = g->prev;
+    g->prev = g->next = NULL;
+    g->parent = NULL;
+    p->nkids--;
+}
+
+static void set_depth(struct group *g, int depth)
+{
+    g->depth = depth;
+    for (struct group *k = g->kids; k; k = k->next)
+        set_depth(k, depth + 1);
+}
+
+static int height(const struct group *g)
+{
+    int h = 0;
+    for (const struct group *k = g->kids; k; k = k->next) {
+        int kh = height(k) + 1;
+        if (kh > h)
+            h = kh;
+    }
+    return h;
+}
+
+static struct group *group_new(const char *name)
+{
+    struct group *g = calloc(1, sizeof *g);
+    if (g == NULL)
+        return NULL;
+    g->name = strdup(name);
+    if (g->name == NULL) {
+        free(g);
+        return NULL;
+    }
+    g->allow_lent = true;
+    return g;
+}
+
+static void group_free(struct group *g)
+{
+    if (g == NULL)
+        return;
+    free(g->name);
+    free(g);
+}
+
+static int hash_add(kq_qtree_t *t, struct group *g)
+{
+    hash_oom = false;
+    HASH_ADD_KEYPTR(hh, t->by_name, g->name, strlen(g->name), g);
+    return hash_oom ? KQ_ENOMEM : 0;
+}
+
+/* ============================================================== validation ==== */
+
+/* All rules of kq_qtree_set_group. On success *parent_out is the new parent. */
+static int validate(kq_qtree_t *t, const kq_qgroup_spec_t *s, struct group **parent_out, char *err,
+                    size_t errlen)
+{
+    char b1[64], b2[64], b3[64];
+    if (s == NULL || s->name == NULL) {
+        seterr(err, errlen, "quota group spec without a name");
+        return KQ_EINVAL;
+    }
+    if (!name_ok(s->name)) {
+        seterr(err, errlen, "invalid quota group name (1..%d characters of A-Z a-z 0-9 . _ : / -)",
+               KQ_QTREE_NAME_MAX);
+        return KQ_EINVAL;
+    }
+    if (strcmp(s->name, KQ_QTREE_ROOT) == 0 || strcmp(s->name, KQ_QTREE_SYSTEM) == 0) {
+        seterr(err, errlen, "quota group %s is built in and cannot be configured", s->name);
+        return KQ_EINVAL;
+    }
+    struct group *g = find(t, s->name);
+    struct group *p;
+    if (is_root_name(s->parent)) {
+        p = t->root;
+    } else {
+        if (!name_ok(s->parent)) {
+            seterr(err, errlen, "quota group %s: invalid parent name", s->name);
+            return KQ_EINVAL;
+        }
+        p = find(t, s->parent);
+        if (p == NULL) {
+            seterr(err, errlen, "quota group %s: parent quota group %s does not exist", s->name, s->parent);
+            return KQ_ENOENT;
+        }
+        if (p == g) {
+            seterr(err, errlen, "quota group %s cannot be its own parent", s->name);
+            return KQ_EINVAL;
+        }
+        if (!p->is_parent || p->system) {
+            seterr(err, errlen, "quota group %s: parent %s is not a parent group", s->name, p->name);
+            return KQ_EINVAL;
+        }
+    }
+    if (g == t->def && (p != t->root || s->is_parent)) {
+        seterr(err, errlen, "quota group %s must stay a first-level leaf group", s->name);
+        return KQ_EINVAL;
+    }
+    bool moving = g != NULL && g->parent != p;
+    if (moving) {
+        for (struct group *x = p; x; x = x->parent)
+            if (x == g) {
+                seterr(err, errlen, "quota group %s cannot move under its own descendant %s", s->name, p->name);
+                return KQ_EINVAL;
+            }
+    }
+    int deepest = p->depth + 1 + (moving ? height(g) : 0); /* an unmoved group keeps its depth */
+    if (deepest > KQ_QTREE_MAX_DEPTH) {
+        seterr(err, errlen, "quota group %s: the tree would be deeper than %d levels", s->name,
+               KQ_QTREE_MAX_DEPTH);
+        return KQ_EINVAL;
+    }
+    for (uint32_t i = 0; i < s->min.n; i++) {
+        bool has;
+        const char *d = s->min.e[i].name;
+        int64_t mx = rget(&s->max, d, &has);
+        if (has && s->min.e[i].value > mx) {
+            seterr(err, errlen, "quota group %s: min %s %s exceeds max %s", s->name, d,
+                   fmtq(d, s->min.e[i].value, b1, sizeof b1), fmtq(d, mx, b2, sizeof b2));
+            return KQ_EINVAL;
+        }
+    }
+    if (g != NULL && g->nkids > 0 && !s->is_parent) {
+        seterr(err, errlen, "quota group %s has children and cannot become a leaf group", s->name);
+        return KQ_ESTATE;
+    }
+    if (g != NULL && !g->is_parent && s->is_parent && has_pods(g)) {
+        seterr(err, errlen, "quota group %s has pods and cannot become a parent group", s->name);
+        return KQ_ESTATE;
+    }
+    /* Its own children's mins must fit in its new min. */
+    if (g != NULL && g->nkids > 0) {
+        kq_resource_t sum = KQ_RESOURCE_EMPTY;
+        for (struct group *k = g->kids; k; k = k->next)
+            for (uint32_t i = 0; i < k->min.n; i++) {
+                const char *d = k->min.e[i].name;
+                (void)put(&sum, d, sat_add(rget(&sum, d, NULL), k->min.e[i].value));
+            }
+        for (uint32_t i = 0; i < sum.n; i++) {
+            const char *d = sum.e[i].name;
+            int64_t m = rget(&s->min, d, NULL);
+            if (sum.e[i].value > m) {
+                seterr(err, errlen, "quota group %s: its children's min %s %s sum to more than its min %s",
+                       s->name, d, fmtq(d, sum.e[i].value, b1, sizeof b1), fmtq(d, m, b2, sizeof b2));
+                return KQ_EINVAL;
+            }
+        }
+    }
+    /* Below the first level its min and its new siblings' must fit in the parent's min. */
+    if (p != t->root) {
+        kq_resource_t sum = s->min;
+        for (struct group *k = p->kids; k; k = k->next) {
+            if (k == g)
+                continue;
+            for (uint32_t i = 0; i < k->min.n; i++) {
+                const char *d = k->min.e[i].name;
+                (void)put(&sum, d, sat_add(rget(&sum, d, NULL), k->min.e[i].value));
+            }
+        }
+        for (uint32_t i = 0; i < sum.n; i++) {
+            const char *d = sum.e[i].name;
+            int64_t m = rget(&p->min, d, NULL);
+            if (sum.e[i].value > m) {
+                seterr(err, errlen,
+                       "quota group %s: the children of %s would have min %s %s, more than its min %s "
+                       "(this group %s)",
+                       s->name, p->name, d, fmtq(d, sum.e[i].value, b1, sizeof b1), fmtq(d, m, b2, sizeof b2),
+                       fmtq(d, rget(&s->min, d, NULL), b3, sizeof b3));
+                return KQ_EINVAL;
+            }
+        }
+    }
+    /* Moving usage into the new ancestors must not overflow (common ancestors keep it). */
+    if (moving && !kq_resource_is_zero(&g->used)) {
+        for (struct group *x = g->parent; x; x = x->parent)
+            x->flag = true;
+        int rc = 0;
+        for (struct group *x = p; x && rc == 0; x = x->parent) {
+            if (x->flag)
+                continue;
+            kq_resource_t u = x->used, v = x->used_np;
+            if (kq_resource_add(&u, &g->used) != 0 || kq_resource_add(&v, &g->used_np) != 0) {
+                seterr(err, errlen, "quota group %s: moving its usage would overflow the used of %s", s->name,
+                       x->name);
+                rc = KQ_ERANGE;
+            }
+        }
+        for (struct group *x = g->parent; x; x = x->parent)
+            x->flag = false;
+        if (rc != 0)
+            return rc;
+    }
+    *parent_out = p;
+    return 0;
+}
+
+/* ============================================================== public API ==== */
+
+void kq_qgroup_spec_init(kq_qgroup_spec_t *spec, const char *name)
+{
+    memset(spec, 0, sizeof *spec);
+    spec->name = name;
+    spec->allow_lent = true;
+}
+
+kq_qtree_t *kq_qtree_new(void)
+{
+    kq_qtree_t *t = calloc(1, sizeof *t);
+    if (t == NULL)
+        return NULL;
+    if (pthread_mutex_init(&t->lock, NULL) != 0) {
+        free(t);
+        return NULL;
+    }
+    t->root = group_new(KQ_QTREE_ROOT);
+    t->sys = group_new(KQ_QTREE_SYSTEM);
+    t->def = group_new(KQ_QTREE_DEFAULT);
+    if (t->root == NULL || t->sys == NULL || t->def == NULL || hash_add(t, t->root) != 0 ||
+        hash_add(t, t->sys) != 0 || hash_add(t, t->def) != 0 || ensure_heap(t, 16) != 0 ||
+        ensure_scratch(t, 8) != 0) {
+        HASH_CLEAR(hh, t->by_name); /* forgets the table; the groups are freed below */
+        group_free(t->root);
+        group_free(t->sys);
+        group_free(t->def);
+        pthread_mutex_destroy(&t->lock);
+        free(t->heap);
+        free(t->skid), free(t->sw), free(t->scap), free(t->sadd), free(t->sbase), free(t->cand);
+        free(t);
+        return NULL;
+    }
+    t->ngroups = 3;
+    t->root->is_parent = true;
+    t->sys->system = true;
+    t->sys->depth = 1;
+    link_kid(t->root, t->def);
+    t->def->depth = 1;
+    refresh_parent(t, t->root);
+    run_dirty(t);
+    return t;
+}
+
+void kq_qtree_free(kq_qtree_t *t)
+{
+    if (t == NULL)
+        return;
+    struct group *g, *tmp;
+    HASH_ITER(hh, t->by_name, g, tmp) {
+        HASH_DEL(t->by_name, g);
+        group_free(g);
+    }
+    pthread_mutex_destroy(&t->lock);
+    free(t->heap);
+    free(t->skid), free(t->sw), free(t->scap), free(t->sadd), free(t->sbase), free(t->cand);
+    free(t);
+}
+
+int kq_qtree_validate_group(kq_qtree_t *t, const kq_qgroup_spec_t *spec, char *err, size_t errlen)
+{
+    struct group *p;
+    pthread_mutex_lock(&t->lock);
+    int rc = validate(t, spec, &p, err, errlen);
+    pthread_mutex_unlock(&t->lock);
+    return rc;
+}
+
+static void apply_spec(struct group *g, const kq_qgroup_spec_t *s)
+{
+    g->min = s->min;
+    g->max = s->max;
+    g->weight = s->shared_weight;
+    g->allow_lent = s->allow_lent;
+    g->is_parent = s->is_parent;
+}
+
+int kq_qtree_set_group(kq_qtree_t *t, const kq_qgroup_spec_t *spec, char *err, size_t errlen)
+{
+    struct group *p = NULL, *g = NULL, *fresh = NULL;
+    char name[KQ_QTREE_NAME_MAX + 1] = "", parent[KQ_QTREE_NAME_MAX + 1] = "";
+    bool created = false, moved = false;
+    pthread_mutex_lock(&t->lock);
+    int rc = validate(t, spec, &p, err, errlen);
+    if (rc != 0)
+        goto out;
+    g = find(t, spec->name);
+    rc = ensure_scratch(t, p->nkids + 1);
+    if (rc == 0 && g == NULL)
+        rc = ensure_heap(t, t->ngroups + 1);
+    if (rc != 0) {
+        seterr(err, errlen, "quota group %s: out of memory", spec->name);
+        goto out;
+    }
+    if (g == NULL) {
+        fresh = group_new(spec->name);
+        if (fresh == NULL || hash_add(t, fresh) != 0) {
+            group_free(fresh);
+            rc = KQ_ENOMEM;
+            seterr(err, errlen, "quota group %s: out of memory", spec->name);
+            goto out;
+        }
+        t->ngroups++;
+        g = fresh;
+        apply_spec(g, spec);
+        link_kid(p, g);
+        set_depth(g, p->depth + 1);
+        created = true;
+        refresh_parent(t, p);
+    } else {
+        struct group *op = g->parent;
+        apply_spec(g, spec);
+        if (op != p) {
+            moved = true;
+            path_sub(op, &g->used, &g->used_np);
+            unlink_kid(g);
+            link_kid(p, g);
+            set_depth(g, p->depth + 1);
+            if (path_add(p, &g->used, &g->used_np) != 0) /* checked by validate() */
+                abort();
+            refresh_parent(t, op);
+        }
+        refresh_parent(t, p);
+    }
+    run_dirty(t);
+    snprintf(name, sizeof name, "%s", g->name);
+    snprintf(parent, sizeof parent, "%s", p->name);
+out:
+    pthread_mutex_unlock(&t->lock);
+    if (rc == 0)
+        kq_info("quota tree: group %s group=%s parent=%s", created ? "created" : moved ? "moved" : "updated",
+                name, parent);
+    return rc;
+}
+
+int kq_qtree_remove_group(kq_qtree_t *t, const char *name, char *err, size_t errlen)
+{
+    int rc = 0;
+    char copy[KQ_QTREE_NAME_MAX + 1] = "";
+    pthread_mutex_lock(&t->lock);
+    struct group *g = find(t, name);
+    if (g == NULL) {
+        seterr(err, errlen, "quota group %s does not exist", name != NULL && name_ok(name) ? name : "(invalid)");
+        rc = KQ_ENOENT;
+        goto out;
+    }
+    if (g == t->root || g == t->sys || g == t->def) {
+        seterr(err, errlen, "quota group %s is built in and cannot be removed", g->name);
+        rc = KQ_EINVAL;
+        goto out;
+    }
+    if (g->nkids > 0) {
+        seterr(err, errlen, "quota group %s has children; remove or move them first", g->name);
+        rc = KQ_ESTATE;
+        goto out;
+    }
+    /* Its pods fall to the default group: check that the counters fit first. */
+    kq_resource_t du = t->def->used, dnp = t->def->used_np, dreq = t->def->request;
+    if (kq_resource_add(&du, &g->used) != 0 || kq_resource_add(&dnp, &g->used_np) != 0 ||
+        kq_resource_add(&dreq, &g->request) != 0) {
+        seterr(err, errlen, "quota group %s: moving its usage to %s would overflow", g->name, KQ_QTREE_DEFAULT);
+        rc = KQ_ERANGE;
+        goto out;
+    }
+    struct group *p = g->parent;
+    kq_resource_t used = g->used, used_np = g->used_np; /* path_sub starts at g itself */
+    path_sub(g, &used, &used_np);
+    if (path_add(t->def, &used, &used_np) != 0) /* checked above; root got back what it lost */
+        abort();
+    t->def->request = dreq;
+    t->def->pods += g->pods;
+    t->def->pods_used += g->pods_used;
+    unlink_kid(g);
+    HASH_DEL(t->by_name, g);
+    t->ngroups--;
+    snprintf(copy, sizeof copy, "%s", g->name);
+    group_free(g);
+    refresh_parent(t, p);
+    fix_up(t, t->def);
+    run_dirty(t);
+out:
+    pthread_mutex_unlock(&t->lock);
+    if (rc == 0)
+        kq_info("quota tree: group removed group=%s, its pods now count in %s", copy, KQ_QTREE_DEFAULT);
+    return rc;
+}
+
+void kq_qtree_set_cluster_total(kq_qtree_t *t, const kq_resource_t *allocatable)
+{
+    pthread_mutex_lock(&t->lock);
+    t->alloc = *allocatable;
+    t->have_total = true;
+    total_refresh(t);
+    pthread_mutex_unlock(&t->lock);
+}
+
+/* A group pods may be counted in: known, and not a parent. */
+static int pod_group(kq_qtree_t *t, const char *name, struct group **out)
+{
+    struct group *g = find(t, name);
+    if (g == NULL)
+        return KQ_ENOENT;
+    if (g->is_parent)
+        return KQ_EINVAL;
+    *out = g;
+    return 0;
+}
+
+int kq_qtree_request_add(kq_qtree_t *t, const char *group, const kq_resource_t *req)
+{
+    struct group *g;
+    pthread_mutex_lock(&t->lock);
+    int rc = pod_group(t, group, &g);
+    if (rc == 0) {
+        kq_resource_t r = g->request;
+        rc = kq_resource_add(&r, req);
+        if (rc == 0) {
+            g->request = r;
+            g->pods++;
+            if (!g->system) {
+                fix_up(t, g);
+                run_dirty(t);
+            }
+        }
+    }
+    pthread_mutex_unlock(&t->lock);
+    return rc;
+}
+
+int kq_qtree_request_sub(kq_qtree_t *t, const char *group, const kq_resource_t *req)
+{
+    struct group *g;
+    bool exact = true;
+    pthread_mutex_lock(&t->lock);
+    int rc = pod_group(t, group, &g);
+    if (rc == 0) {
+        exact = kq_resource_sub(&g->request, req);
+        if (g->pods > 0)
+            g->pods--;
+        if (!g->system) {
+            fix_up(t, g);
+            run_dirty(t);
+        }
+    }
+    pthread_mutex_unlock(&t->lock);
+    if (!exact)
+        kq_warn("quota tree: request release larger than the request, clamped at 0 group=%s", group);
+    return rc;
+}
+
+static int used_add_locked(kq_qtree_t *t, struct group *g, const kq_resource_t *res, bool np)
+{
+    int rc = path_add(g, res, np ? res : NULL);
+    if (rc != 0)
+        return rc;
+    g->pods_used++;
+    if (g->system)
+        total_refresh(t);
+    return 0;
+}
+
+int kq_qtree_used_add(kq_qtree_t *t, const char *group, const kq_resource_t *res, bool nonpreemptible)
+{
+    struct group *g;
+    pthread_mutex_lock(&t->lock);
+    int rc = pod_group(t, group, &g);
+    if (rc == 0)
+        rc = used_add_locked(t, g, res, nonpreemptible);
+    pthread_mutex_unlock(&t->lock);
+    return rc;
+}
+
+int kq_qtree_used_sub(kq_qtree_t *t, const char *group, const kq_resource_t *res, bool nonpreemptible)
+{
+    struct group *g;
+    bool exact = true;
+    pthread_mutex_lock(&t->lock);
+    int rc = pod_group(t, group, &g);
+    if (rc == 0) {
+        exact = path_sub(g, res, nonpreemptible ? res : NULL);
+        if (g->pods_used > 0)
+            g->pods_used--;
+        if (g->system)
+            total_refresh(t);
+    }
+    pthread_mutex_unlock(&t->lock);
+    if (!exact)
+        kq_warn("quota tree: release larger than the used, clamped at 0 group=%s", group);
+    return rc;
+}
+
+/* The admission rule, at g and every ancestor. */
+static int check_locked(kq_qtree_t *t, const char *name, const kq_resource_t *req, const kq_resource_t *victims,
+                        bool np, char *reason, size_t len)
+{
+    char b1[64], b2[64], b3[64];
+    struct group *g = find(t, name);
+    if (g == NULL) {
+        seterr(reason, len, "quota group %s does not exist", name != NULL && name_ok(name) ? name : "(invalid)");
+        return KQ_ENOENT;
+    }
+    if (g->system)
+        return 0;
+    if (g->is_parent) {
+        seterr(reason, len, "quota group %s is a parent group; only leaf groups run pods", g->name);
+        return KQ_EDENIED;
+    }
+    for (struct group *x = g; x; x = x->parent) {
+        for (uint32_t i = 0; i < req->n; i++) {
+            const char *d = req->e[i].name;
+            int64_t r = req->e[i].value;
+            if (r == 0)
+                continue;
+            int64_t used = rget(&x->used, d, NULL);
+            if (victims != NULL) {
+                int64_t v = rget(victims, d, NULL);
+                used = v >= used ? 0 : used - v;
+            }
+            u128 sum = (u128)used + (u128)r;
+            bool has;
+            int64_t rt = rget(&x->runtime, d, &has);
+            if (has && sum > (u128)rt) {
+                seterr(reason, len, "quota group %s: %s used %s + request %s would exceed runtime %s", x->name, d,
+                       fmtq(d, used, b1, sizeof b1), fmtq(d, r, b2, sizeof b2), fmtq(d, rt, b3, sizeof b3));
+                return KQ_EDENIED;
+            }
+            int64_t mx = rget(&x->max, d, &has);
+            if (has && sum > (u128)mx) {
+                seterr(reason, len, "quota group %s: %s used %s + request %s would exceed max %s", x->name, d,
+                       fmtq(d, used, b1, sizeof b1), fmtq(d, r, b2, sizeof b2), fmtq(d, mx, b3, sizeof b3));
+                return KQ_EDENIED;
+            }
+            if (np) {
+                int64_t nu = rget(&x->used_np, d, NULL), m = rget(&x->smin, d, NULL);
+                if ((u128)nu + (u128)r > (u128)m) {
+                    seterr(reason, len,
+                           "quota group %s: non-preemptible %s used %s + request %s would exceed min %s", x->name,
+                           d, fmtq(d, nu, b1, sizeof b1), fmtq(d, r, b2, sizeof b2), fmtq(d, m, b3, sizeof b3));
+                    return KQ_EDENIED;
+                }
+            }
+        }
+    }
+    return 0;
+}
+
+int kq_qtree_check(kq_qtree_t *t, const char *group, const kq_resource_t *req, bool nonpreemptible, char *reason,
+                   size_t reasonlen)
+{
+    pthread_mutex_lock(&t->lock);
+    int rc = check_locked(t, group, req, NULL, nonpreemptible, reason, reasonlen);
+    pthread_mutex_unlock(&t->lock);
+    return rc;
+}
+
+int kq_qtree_check_preempt(kq_qtree_t *t, const char *group, const kq_resource_t *req,
+                           const kq_resource_t *victims, bool nonpreemptible, char *reason, size_t reasonlen)
+{
+    pthread_mutex_lock(&t->lock);
+    int rc = check_locked(t, group, req, victims, nonpreemptible, reason, reasonlen);
+    pthread_mutex_unlock(&t->lock);
+    return rc;
+}
+
+int kq_qtree_assume(kq_qtree_t *t, const char *group, const kq_resource_t *req, bool nonpreemptible, char *reason,
+                    size_t reasonlen)
+{
+    pthread_mutex_lock(&t->lock);
+    int rc = check_locked(t, group, req, NULL, nonpreemptible, reason, reasonlen);
+    if (rc == 0) {
+        rc = used_add_locked(t, find(t, group), req, nonpreemptible);
+        if (rc != 0)
+            seterr(reason, reasonlen, "quota group %s: used would overflow", group);
+    }
+    pthread_mutex_unlock(&t->lock);
+    return rc;
+}
+
+int kq_qtree_runtime(kq_qtree_t *t, const char *group, kq_resource_t *out)
+{
+    pthread_mutex_lock(&t->lock);
+    struct group *g = find(t, group);
+    if (g != NULL)
+        *out = g->runtime;
+    pthread_mutex_unlock(&t->lock);
+    return g != NULL ? 0 : KQ_ENOENT;
+}
+
+int kq_qtree_info(kq_qtree_t *t, const char *group, kq_qgroup_info_t *out)
+{
+    pthread_mutex_lock(&t->lock);
+    struct group *g = find(t, group);
+    if (g != NULL) {
+        memset(out, 0, sizeof *out);
+        snprintf(out->name, sizeof out->name, "%s", g->name);
+        snprintf(out->parent, sizeof out->parent, "%s", g->parent ? g->parent->name : "");
+        out->is_parent = g->is_parent;
+        out->allow_lent = g->allow_lent;
+        out->system = g->system;
+        out->depth = g->depth;
+        out->n_children = g->nkids;
+        out->pods = g->pods;
+        out->pods_used = g->pods_used;
+        out->min = g->min;
+        out->scaled_min = g->smin;
+        out->max = g->max;
+        out->shared_weight = g->weight;
+        out->request = g->request;
+        out->used = g->used;
+        out->used_nonpreemptible = g->used_np;
+        out->runtime = g->runtime;
+    }
+    pthread_mutex_unlock(&t->lock);
+    return g != NULL ? 0 : KQ_ENOENT;
+}
+
+static int over_cmp(const void *a, const void *b)
+{
+    return strcmp(((const kq_qgroup_over_t *)a)->name, ((const kq_qgroup_over_t *)b)->name);
+}
+
+int kq_qtree_over_runtime(kq_qtree_t *t, kq_qgroup_over_t **out, size_t *n)
+{
+    int rc = 0;
+    kq_qgroup_over_t *v = NULL;
+    size_t cnt = 0, cap = 0;
+    pthread_mutex_lock(&t->lock);
+    struct group *g, *tmp;
+    HASH_ITER(hh, t->by_name, g, tmp) {
+        if (g->is_parent || g->system)
+            continue;
+        kq_resource_t over = KQ_RESOURCE_EMPTY;
+        for (uint32_t i = 0; i < g->used.n; i++) {
+            const char *d = g->used.e[i].name;
+            bool hr, hm;
+            int64_t rt = rget(&g->runtime, d, &hr), mx = rget(&g->max, d, &hm);
+            int64_t lim = INT64_MAX;
+            if (hr)
+                lim = rt;
+            if (hm && mx < lim)
+                lim = mx;
+            if (g->used.e[i].value > lim)
+                (void)put(&over, d, g->used.e[i].value - lim);
+        }
+        if (over.n == 0)
+            continue;
+        if (cnt == cap) {
+            size_t nc = cap ? cap * 2 : 8;
+            kq_qgroup_over_t *nv = realloc(v, nc * sizeof *nv);
+            if (nv == NULL) {
+                rc = KQ_ENOMEM;
+                break;
+            }
+            v = nv;
+            cap = nc;
+        }
+        snprintf(v[cnt].name, sizeof v[cnt].name, "%s", g->name);
+        v[cnt].over = over;
+        cnt++;
+    }
+    pthread_mutex_unlock(&t->lock);
+    if (rc != 0) {
+        free(v);
+        return rc;
+    }
+    if (cnt > 1)
+        qsort(v, cnt, sizeof *v, over_cmp);
+    *out = cnt > 0 ? v : NULL;
+    if (cnt == 0)
+        free(v);
+    *n = cnt;
+    return 0;
+}
+
+/* ===================================================================== JSON ==== */
+
+static int jset(json_t *o, const char *k, json_t *v)
+{
+    return v != NULL && json_object_set_new(o, k, v) == 0 ? 0 : KQ_ENOMEM;
+}
+
+static json_t *group_json(const kq_qtree_t *t, const struct group *g)
+{
+    json_t *o = json_object();
+    if (o == NULL)
+        return NULL;
+    kq_resource_t w = g->weight;
+    if (!g->system && g != t->root)
+        for (uint32_t i = 0; i < t->root->runtime.n; i++) {
+            const char *d = t->root->runtime.e[i].name;
+            (void)put(&w, d, weight_of(t, g, d));
+        }
+    json_t *kids = json_array();
+    int rc = jset(o, "name", json_string(g->name));
+    rc |= jset(o, "parent", g->parent ? json_string(g->parent->name) : json_null());
+    rc |= jset(o, "isParent", json_boolean(g->is_parent));
+    rc |= jset(o, "minResource", kq_resource_to_json(&g->min));
+    rc |= jset(o, "scaledMinResource", kq_resource_to_json(&g->smin));
+    rc |= jset(o, "maxResource", kq_resource_to_json(&g->max));
+    rc |= jset(o, "sharedWeight", kq_resource_to_json(&w));
+    rc |= jset(o, "allowLent", json_boolean(g->allow_lent));
+    rc |= jset(o, "requestResource", kq_resource_to_json(&g->request));
+    rc |= jset(o, "allocatedResource", kq_resource_to_json(&g->used));
+    rc |= jset(o, "nonPreemptibleAllocated", kq_resource_to_json(&g->used_np));
+    rc |= jset(o, "runtimeResource", kq_resource_to_json(&g->runtime));
+    rc |= jset(o, "pods", json_integer(g->pods));
+    if (kids != NULL)
+        for (const struct group *k = g->kids; k; k = k->next)
+            if (json_array_append_new(kids, json_string(k->name)) != 0)
+                rc = KQ_ENOMEM;
+    rc |= jset(o, "children", kids);
+    if (rc != 0) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+static int tree_json(const kq_qtree_t *t, const struct group *g, json_t *arr)
+{
+    if (json_array_append_new(arr, group_json(t, g)) != 0)
+        return KQ_ENOMEM;
+    for (const struct group *k = g->kids; k; k = k->next)
+        if (tree_json(t, k, arr) != 0)
+            return KQ_ENOMEM;
+    return 0;
+}
+
+json_t *kq_qtree_json(kq_qtree_t *t)
+{
+    json_t *o = json_object(), *arr = json_array();
+    pthread_mutex_lock(&t->lock);
+    int rc = (o && arr) ? 0 : KQ_ENOMEM;
+    if (rc == 0)
+        rc = tree_json(t, t->root, arr);
+    if (rc == 0 && json_array_append_new(arr, group_json(t, t->sys)) != 0)
+        rc = KQ_ENOMEM;
+    if (rc == 0) {
+        rc = jset(o, "clusterAllocatable", kq_resource_to_json(&t->alloc));
+        rc |= jset(o, "clusterTotal", kq_resource_to_json(&t->root->runtime));
+    }
+    pthread_mutex_unlock(&t->lock);
+    if (rc == 0 && jset(o, "groups", arr) == 0)
+        return o;
+    if (rc == 0) /* jset consumed arr */
+        arr = NULL;
+    json_decref(arr);
+    json_decref(o);
+    return NULL;
+}

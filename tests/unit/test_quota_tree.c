@@ -1,0 +1,1066 @@
+/* Unit tests for quota_tree.c: the seed's worked example, a three-level tree, allow-lent,
+ * min scaling after node loss, max caps, parent requests, admission checks that deny with
+ * a reason and change nothing, non-preemptible pods, every validation rule (accepted and
+ * rejected), group removal, the system group, reclaim listing, the JSON view, randomized
+ * invariants (plus incremental == rebuilt from scratch) and a multi-threaded run.
+ * Expected numbers are worked out by hand in the comments, never taken from the code. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <pthread.h>
+
+#include "kubequota/log.h"
+#include "kubequota/quota_tree.h"
+#include "kubequota/resource.h"
+
+/* ------------------------------------------------------------------ helpers */
+
+/* "cpu=100,memory=5" with canonical integers. */
+static kq_resource_t R(const char *s)
+{
+    kq_resource_t r = KQ_RESOURCE_EMPTY;
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", s);
+    char *save = NULL;
+    for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(tok, '=');
+        assert_non_null(eq);
+        *eq = '\0';
+        assert_int_equal(kq_resource_set(&r, tok, strtoll(eq + 1, NULL, 10)), 0);
+    }
+    return r;
+}
+
+static int64_t val(const kq_resource_t *r, const char *name, bool *present)
+{
+    return kq_resource_get(r, name, present);
+}
+
+/* Creates or updates a group; fails the test when rejected. */
+static void grp(kq_qtree_t *t, const char *name, const char *parent, const char *min, const char *max,
+                const char *weight, bool lent, bool is_parent)
+{
+    kq_qgroup_spec_t s;
+    kq_qgroup_spec_init(&s, name);
+    s.parent = parent;
+    s.min = R(min);
+    s.max = R(max);
+    s.shared_weight = R(weight);
+    s.allow_lent = lent;
+    s.is_parent = is_parent;
+    char err[512] = "";
+    int rc = kq_qtree_set_group(t, &s, err, sizeof err);
+    if (rc != 0)
+        fprintf(stderr, "rejected: %s\n", err);
+    assert_int_equal(rc, 0);
+}
+
+static void req(kq_qtree_t *t, const char *g, const char *r)
+{
+    kq_resource_t x = R(r);
+    assert_int_equal(kq_qtree_request_add(t, g, &x), 0);
+}
+
+static void total(kq_qtree_t *t, const char *r)
+{
+    kq_resource_t x = R(r);
+    kq_qtree_set_cluster_total(t, &x);
+}
+
+/* Runtime of `g` in `dim`; the runtime must name it. */
+static int64_t rt(kq_qtree_t *t, const char *g, const char *dim)
+{
+    kq_resource_t r;
+    assert_int_equal(kq_qtree_runtime(t, g, &r), 0);
+    bool has;
+    int64_t v = val(&r, dim, &has);
+    assert_true(has);
+    return v;
+}
+
+static kq_qgroup_info_t info(kq_qtree_t *t, const char *g)
+{
+    kq_qgroup_info_t i;
+    assert_int_equal(kq_qtree_info(t, g, &i), 0);
+    return i;
+}
+
+/* One resource of one field of a group's info. */
+#define IV(t, g, field, dim)                          \
+    __extension__({                                   \
+        kq_qgroup_info_t iv_ = info((t), (g));        \
+        val(&iv_.field, (dim), NULL);                 \
+    })
+
+/* ------------------------------------------------------------------ the seed's example */
+
+/* Cluster 100 units of cpu; A/B/C/D first-level leaves.
+ *   A min 20 request 15 -> gets 15 and lends 5;  B min 15 request 20 (needs 5 more);
+ *   C min 10 request 50;  D min 15 request 60.   Mins handed out: 15+15+10+15 = 55,
+ *   so 45 remain for B/C/D with weights 60/50/80:
+ *   first pass 45*60/190 = 14.21, 45*50/190 = 11.84, 45*80/190 = 18.95 -> floors 14/11/18,
+ *   2 leftover units by largest remainder (D .95, C .84) -> 14/12/19;
+ *   B needs only 5: 9 go back and are shared by C/D 50/80: 3.46/5.54 -> 3/5 + 1 to D -> 3/6.
+ *   Runtime: A 15, B 20, C 10+12+3 = 25, D 15+19+6 = 40 (sum 100). */
+static void test_seed_example(void **state)
+{
+    (void)state;
+    kq_qtree_t *t = kq_qtree_new();
+    assert_non_null(t);
+    total(t, "cpu=100");
+    grp(t, "A", NULL, "cpu=20", "", "cpu=10", true, false);
+    grp(t, "B", NULL, "cpu=15", "", "cpu=60", true, false);
+    grp(t, "C", NULL, "cpu=10", "", "cpu=50", true, false);
+    grp(t, "D", NULL, "cpu=15", "", "cpu=80", true, false);
+    req(t, "A", "cpu=15");
+    req(t, "B", "cpu=20");
+    req(t, "C", "cpu=50");
+    req(t, "D", "cpu=60");
+    assert_int_equal(rt(t, "A", "cpu"), 15);
+    assert_int_equal(rt(t, "B", "cpu"), 20);
+    assert_int_equal(rt(t, "C", "cpu"), 25);
+    assert_int_equal(rt(t, "D", "cpu"), 40);
+    assert_int_equal(rt(t, "default", "cpu"), 0);
+
+    /* The first pass alone, seen when B is not capped (request 100): 15+14, 10+12, 15+19. */
+    req(t, "B", "cpu=80");
+    assert_int_equal(rt(t, "A", "cpu"), 15);
+    assert_int_equal(rt(t, "B", "cpu"), 29);
+    assert_int_equal(rt(t, "C", "cpu"), 22);
+    assert_int_equal(rt(t, "D", "cpu"), 34);
+    kq_qtree_free(t);
+}
+
+/* ------------------------------------------------------------------ three levels */
+
+/* Cluster cpu 1000.
+ *   P1 parent min 600 max 900 (weight = max 900)
+ *     L1 min 300 max 900, request 200           -> asks 200
+ *     L2 min 200 max 900, request 700           -> asks 700
+ *     P3 parent min 100 max 200
+ *       L3 min 100 max 200, request 300         -> asks 200
+ *     P1 request 200+700+200 = 1100, asks min(1100, 900) = 900
+ *   P2 leaf min 200 max 400, request 500       -> asks 400
+ * Root: P1 600 + P2 200 first; 200 shared by weight 900/400:
+ *   138.46 -> 138, 61.54 -> 61, leftover 1 to P2 (remainder 700 > 600) -> P1 738, P2 262.
+ * P1 (738): L1 200, L2 200, P3 100 first; 238 shared by L2 (w 900) and P3 (w 200):
+ *   194.73 -> 194, 43.27 -> 43, leftover 1 to L2 -> L2 395, P3 143, L1 200.
+ * P3 (143): L3 100 first, then 43 more (cap 100) -> 143. */
+static void test_three_levels(void **state)
+{
+    (void)state;
+    kq_qtree_t *t = kq_qtree_new();
+    total(t, "cpu=1000");
+    grp(t, "P1", NULL, "cpu=600", "cpu=900", "", true, true);
+    grp(t, "P2", "root", "cpu=200", "cpu=400", "", true, false);
+    grp(t, "L1", "P1", "cpu=300", "cpu=900", "", true, false);
+    grp(t, "L2", "P1", "cpu=200", "cpu=900", "", true, false);
+    grp(t, "P3", "P1", "cpu=100", "cpu=200", "", true, true);
+    grp(t, "L3", "P3", "cpu=100", "cpu=200", "", true, false);
+    req(t, "L1", "cpu=200");
+    req(t, "L2", "cpu=700");
+    req(t, "L3", "cpu=300");
+    req(t, "P2", "cpu=500");
+    assert_int_equal(rt(t, "P1", "cpu"), 738);
+    assert_int_equal(rt(t, "P2", "cpu"), 262);
+    assert_int_equal(rt(t, "L1", "cpu"), 200);
+    assert_int_equal(rt(t, "L2", "cpu"), 395);
+    assert_int_equal(rt(t, "P3", "cpu"), 143);
+    assert_int_equal(rt(t, "L3", "cpu"), 143);
+    assert_int_equal(rt(t, "root", "cpu"), 1000);
+    kq_qgroup_info_t i = info(t, "P1");
+    assert_int_equal(val(&i.request, "cpu", NULL), 1100);
+    i = info(t, "P3");
+    assert_int_equal(val(&i.request, "cpu", NULL), 200);
+    assert_int_equal(i.depth, 2);
+    i = info(t, "root");
+    assert_int_equal(val(&i.request, "cpu", NULL), 1300); /* 900 + 400 + default 0 */
+
+    /* L2's pods finish: P1 asks 200+0+200 = 400; root: P1 400, P2 200 + 200 more (cap 200). */
+    kq_resource_t r = R("cpu=700");
+    assert_int_equal(kq_qtree_request_sub(t, "L2", &r), 0);
+    assert_int_equal(rt(t, "P1", "cpu"), 400);
+    assert_int_equal(rt(t, "P2", "cpu"), 400);
+    assert_int_equal(rt(t, "L2", "cpu"), 0);
+    assert_int_equal(rt(t, "L1", "cpu"), 200);
+    assert_int_equal(rt(t, "L3", "cpu"), 200);
+    kq_qtree_free(t);
+}
+
+/* Resources are shared independently: memory has its own numbers. */
+static void test_dimensions_independent(void **state)
+{
+    (void)state;
+    kq_qtree_t *t = kq_qtree_new();
+    total(t, "cpu=100,memory=1000");
+    grp(t, "A", NULL, "cpu=50", "", "cpu=1,memory=3", true, false);
+    grp(t, "B", NULL, "memory=100", "", "cpu=1,memory=1", true, false);
+    req(t, "A", "cpu=100,memory=1000");
+    req(t, "B", "cpu=100,memory=1000");
+    /* cpu: A 50 + B 0 first, 50 shared 1:1 -> A 75, B 25.
+     * memory: A 0 + B 100 first, 900 shared 3:1 -> A 675, B 100 + 225 = 325. */
+    assert_int_equal(rt(t, "A", "cpu"), 75);
+    assert_int_equal(rt(t, "B", "cpu"), 25);
+    assert_int_equal(rt(t, "A", "memory"), 675);
+    assert_int_equal(rt(t, "B", "memory"), 325);
+    /* A resource no node offers is not governed by runtime (max still is). */
+    kq_resource_t r;
+    assert_int_equal(kq_qtree_runtime(t, "A", &r), 0);
+    bool has = true;
+    val(&r, "nvidia.com/gpu", &has);
+    assert_false(has);
+    kq_qtree_free(t);
+}
+
+/* A group without weight or max weighs the cluster total, and follows it when it changes,
+ * even where the parent's runtime does not change. */
+static void test_default_weight_follows_total(void **state)
+{
+    (void)state;
+    kq_qtree_t *t = kq_qtree_new();
+    total(t, "cpu=1000");
+    grp(t, "P", NULL, "", "cpu=100", "", true, true);
+    grp(t, "K1", "P", "", "", "", true, false);         /* weight = total */
+    grp(t, "K2", "P", "", "", "cpu=1000", true, false); /* weight 1000 */
+    req(t, "K1", "cpu=100");
+    req(t, "K2", "cpu=100");
+    /* P asks min(200, 100) = 100 and gets it; K1:K2 = 1000:1000 -> 50/50. */
+    assert_int_equal(rt(t, "P", "cpu"), 100);
+    assert_int_equal(rt(t, "K1", "cpu"), 50);
+    assert_int_equal(rt(t, "K2", "cpu"), 50);
+    /* Total 2000: P still 100; K1:K2 = 2000:1000 -> 66.67/33.33 -> 66/33 + 1 to K1. */
+    total(t, "cpu=2000");
+    assert_int_equal(rt(t, "P", "cpu"), 100);
+    assert_int_equal(rt(t, "K1", "cpu"), 67);
+    assert_int_equal(rt(t, "K2", "cpu"), 33);
+    /* weight 0: gets nothing from sharing, even with nobody else hungry */
+    grp(t, "K2", "P", "", "", "cpu=0", true, false);
+    assert_int_equal(rt(t, "K1", "cpu"), 100);
+    assert_int_equal(rt(t, "K2", "cpu"), 0);
+    kq_resource_t r = R("cpu=100");
+    assert_int_equal(kq_qtree_request_sub(t, "K1", &r), 0);
+    assert_int_equal(rt(t, "K2", "cpu"), 0);
+    kq_qtree_free(t);
+}
+
+/* ------------------------------------------------------------------ allow-lent */
+
+static void test_allow_lent_false(void **state)
+{
+    (void)state;
+    kq_qtree_t *t = kq_qtree_new();
+    total(t, "cpu=100");
+    grp(t, "X", NULL, "cpu=40", "", "", false, false);
+    grp(t, "Y", NULL, "cpu=10", "", "", true, false);
+    req(t, "Y", "cpu=100");
+    /* X is idle but keeps its whole min: Y gets 100 - 40. */
+    assert_int_equal(rt(t, "X", "cpu"), 40);
+    assert_int_equal(rt(t, "Y", "cpu"), 60);
+    kq_qgroup_info_t i = info(t, "root");
+    assert_int_equal(val(&i.request, "cpu", NULL), 140); /* X asks its min */
+
+    /* Lending again: X idle gets 0, Y everything. */
+    grp(t, "X", NULL, "cpu=40", "", "", true, false);
+    assert_int_equal(rt(t, "X", "cpu"), 0);
+    assert_int_equal(rt(t, "Y", "cpu"), 100);
+
+    /* A non-lending child under a lending parent: the parent asks for the child's min. */
+    grp(t, "P", NULL, "cpu=30", "", "", true, true);
+    grp(t, "K", "P", "cpu=20", "", "", false, false);
+    /* root: X 0, Y 10, P min(20, 30) = 20 first; 70 left; Y hungry (cap 90) alone -> Y 80. */
+    assert_int_equal(rt(t, "P", "cpu"), 20);
+    assert_int_equal(rt(t, "K", "cpu"), 20);
+    assert_int_equal(rt(t, "Y", "cpu"), 80);
+    kq_qtree_free(t);
+}
+
+/* ------------------------------------------------------------------ min scaling */
+
+static void test_min_scaling(void **state)
+{
+    (void)state;
+    kq_qtree_t *t = kq_qtree_new();
+    total(t, "cpu=200");
+    grp(t, "A", NULL, "cpu=50", "", "", true, true);
+    grp(t, "A1", "A", "cpu=30", "", "", true, false);
+    grp(t, "A2", "A", "cpu=20", "", "", true, false);
+    grp(t, "B", NULL, "cpu=30", "", "", true, false);
+    grp(t, "C", NULL, "cpu=20", "", "", true, false);
+    req(t, "A1", "cpu=1000");
+    req(t, "A2", "cpu=1000");
+    req(t, "B", "cpu=1000");
+    req(t, "C", "cpu=1000");
+    kq_qgroup_info_t i = info(t, "A");
+    assert_int_equal(val(&i.scaled_min, "cpu", NULL), 50);
+
+    /* Nodes lost: total 85 < 100 of first-level mins. 85*50/100 = 42.5, 25.5, 17 -> floors
+     * 42/25/17 = 84; 1 left, A and B tie on remainder, A wins by name -> 43/25/17 = 85. */
+    total(t, "cpu=85");
+    assert_int_equal(IV(t, "A", scaled_min, "cpu"), 43);
+    assert_int_equal(IV(t, "B", scaled_min, "cpu"), 25);
+    assert_int_equal(IV(t, "C", scaled_min, "cpu"), 17);
+    assert_int_equal(IV(t, "default", scaled_min, "cpu"), 0);
+    /* Below: A1/A2 share A's 43 as 30:20 -> 25.8, 17.2 -> 25/17 + 1 to A1 -> 26/17. */
+    assert_int_equal(IV(t, "A1", scaled_min, "cpu"), 26);
+    assert_int_equal(IV(t, "A2", scaled_min, "cpu"), 17);
+    /* Everyone is hungry; nothing is left to share: runtime = scaled min, summing to 85. */
+    assert_int_equal(rt(t, "A", "cpu"), 43);
+    assert_int_equal(rt(t, "B", "cpu"), 25);
+    assert_int_equal(rt(t, "C", "cpu"), 17);
+    assert_int_equal(rt(t, "A1", "cpu"), 26);
+    assert_int_equal(rt(t, "A2", "cpu"), 17);
+    /* min itself is unchanged */
+    assert_int_equal(IV(t, "A", min, "cpu"), 50);
+
+    /* Runtime denies first while runtime == scaled min ... */
+    char reason[256];
+    kq_resource_t r = R("cpu=18");
+    assert_int_equal(kq_qtree_check(t, "A2", &r, false, reason, sizeof reason), KQ_EDENIED);
+    assert_string_equal(reason, "quota group A2: cpu used 0 + request 18m would exceed runtime 17m");
+    /* ... A1's pods leave: A's 43 go to A2 (17 first, 26 more), and a non-preemptible pod is
+     * still held to the scaled min 17 while a preemptible one fits. */
+    kq_resource_t a1 = R("cpu=1000");
+    assert_int_equal(kq_qtree_request_sub(t, "A1", &a1), 0);
+    assert_int_equal(rt(t, "A2", "cpu"), 43);
+    assert_int_equal(kq_qtree_check(t, "A2", &r, false, reason, sizeof reason), 0);
+    assert_int_equal(kq_qtree_check(t, "A2", &r, true, reason, sizeof reason), KQ_EDENIED);
+    assert_string_equal(reason, "quota group A2: non-preemptible cpu used 0 + request 18m would exceed min 17m");
+    r = R("cpu=17");
+    assert_int_equal(kq_qtree_check(t, "A2", &r, true, reason, sizeof reason), 0);
+
+    /* Nodes back: mins are mins again; the 100 left over is shared by weight (no max and no
+     * weight: each weighs the total, 200): 33.3 each -> 33 + the leftover unit to A (tie, name)
+     * -> A 50+34 = 84, B 30+33 = 63, C 20+33 = 53. */
+    assert_int_equal(kq_qtree_request_add(t, "A1", &a1), 0);
+    total(t, "cpu=200");
+    assert_int_equal(IV(t, "A", scaled_min, "cpu"), 50);
+    assert_int_equal(IV(t, "A1", scaled_min, "cpu"), 30);
+    assert_int_equal(rt(t, "A", "cpu"), 84);
+    assert_int_equal(rt(t, "B", "cpu"), 63);
+    assert_int_equal(rt(t, "C", "cpu"), 53);
+    assert_int_equal(rt(t, "default", "cpu"), 0);
+    kq_qtree_free(t);
+}
+
+/* ------------------------------------------------------------------ max */
+
+static void test_max_caps(void **state)
+{
+    (void)state;
+    kq_qtree_t *t = kq_qtree_new();
+    total(t, "cpu=100");
+    grp(t, "A", NULL, "", "cpu=30", "", true, false);
+    grp(t, "B", NULL, "", "cpu=50", "", true, false);
+    req(t, "A", "cpu=100");
+    req(t, "B", "cpu=100");
+    /* Weights default to max (30/50). First pass 37.5/62.5 but the caps are 30 and 50:
+     * both capped, 20 stay idle because nobody else is hungry. */
+    assert_int_equal(rt(t, "A", "cpu"), 30);
+    assert_int_equal(rt(t, "B", "cpu"), 50);
+    /* The default group asked nothing. With a request (no max: it weighs the total, 100) it
+     * competes for all 100 units with A and B: 100*30/180 = 16.67, 100*50/180 = 27.78,
+     * 100*100/180 = 55.56 -> floors 16/27/55, the 2 leftover units by remainder go to B then
+     * A -> A 17, B 28, default 55; nobody reaches a cap. */
+    req(t, "default", "cpu=500");
+    assert_int_equal(rt(t, "A", "cpu"), 17);
+    assert_int_equal(rt(t, "B", "cpu"), 28);
+    assert_int_equal(rt(t, "default", "cpu"), 55);
+
+    /* max also bounds resources runtime does not govern */
+    grp(t, "G", NULL, "", "nvidia.com/gpu=2", "", true, false);
+    char reason[256];
+    kq_resource_t r = R("nvidia.com/gpu=3");
+    assert_int_equal(kq_qtree_check(t, "G", &r, false, reason, sizeof reason), KQ_EDENIED);
+    assert_string_equal(reason, "quota group G: nvidia.com/gpu used 0 + request 3 would exceed max 2");
+    r = R("nvidia.com/gpu=2");
+    assert_int_equal(kq_qtree_check(t, "G", &r, false, reason, sizeof reason), 0);
+    kq_qtree_free(t);
+}
+
+static void test_parent_request(void **state)
+{
+    (void)state;
+    kq_qtree_t *t = kq_qtree_new();
+    total(t, "cpu=1000,memory=1000");
+    grp(t, "P", NULL, "", "", "", true, true);
+    grp(t, "K1", "P", "", "cpu=10", "", true, false);
+    grp(t, "K2", "P", "", "", "", true, false);
+    req(t, "K1", "cpu=20,memory=40");
+    req(t, "K1", "cpu=5");
+    req(t, "K2", "cpu=7,memory=3");
+    /* min(25, 10) + min(7, unlimited) = 17 cpu; 40 + 3 memory */
+    kq_qgroup_info_t i = info(t, "P");
+    assert_int_equal(val(&i.request, "cpu", NULL), 17);
+    assert_int_equal(val(&i.request, "memory", NULL), 43);
+    assert_int_equal(info(t, "K1").pods, 2);
+    assert_int_equal(rt(t, "P", "cpu"), 17);
+    assert_int_equal(rt(t, "K1", "cpu"), 10);
+    assert_int_equal(rt(t, "K2", "cpu"), 7);
+    /* A parent group's request cannot be added to directly. */
+    kq_resource_t r = R("cpu=1");
+    assert_int_equal(kq_qtree_request_add(t, "P", &r), KQ_EINVAL);
+    assert_int_equal(kq_qtree_request_add(t, "nope", &r), KQ_ENOENT);
+    kq_qtree_free(t);
+}
+
+/* ------------------------------------------------------------------ enforcement */
+
+static void test_check_denies_and_changes_nothing(void **state)
+{
+    (void)state;
+    kq_qtree_t *t = kq_qtree_new();
+    total(t, "cpu=4000");
+    grp(t, "org", NULL, "cpu=3000", "cpu=3500", "", true, true);
+    grp(t, "team-a", "org", "cpu=2000", "cpu=3000", "", true, false);
+    req(t, "team-a", "cpu=3000");
+    req(t, "team-a", "cpu=2000"); /* two pending pods: asks min(5000, 3000) = 3000 */
+    assert_int_equal(rt(t, "team-a", "cpu"), 3000);
+    char reason[256] = "";
+    kq_resource_t r2 = R("cpu=2000");
+    assert_int_equal(kq_qtree_assume(t, "team-a", &r2, false, reason, sizeof reason), 0);
+    json_t *before = kq_qtree_json(t);
+    assert_non_null(before);
+    assert_int_equal(kq_qtree_assume(t, "team-a", &r2, false, reason, sizeof reason), KQ_EDENIED);
+    assert_string_equal(reason, "quota group team-a: cpu used 2 + request 2 would exceed runtime 3");
+    assert_int_equal(kq_qtree_check(t, "team-a", &r2, false, reason, sizeof reason), KQ_EDENIED);
+    json_t *after = kq_qtree_json(t);
+    assert_true(json_equal(before, after));
+    json_decref(before);
+    json_decref(after);
+    kq_qgroup_info_t i = info(t, "team-a");
+    assert_int_equal(val(&i.used, "cpu", NULL), 2000);
+    assert_int_equal(i.pods_used, 1);
+    assert_int_equal(IV(t, "org", used, "cpu"), 2000);
+    assert_int_equal(IV(t, "root", used, "cpu"), 2000);
+
+    /* An ancestor's max denies, and the reason names the ancestor. */
+    grp(t, "org", NULL, "cpu=3000", "cpu=3000", "", true, true);
+    grp(t, "team-a", "org", "cpu=2000", "cpu=4000", "", true, false);
+    kq_resource_t r1 = R("cpu=1000");
+    assert_int_equal(kq_qtree_check(t, "team-a", &r1, false, reason, sizeof reason), 0);
+    kq_resource_t r15 = R("cpu=1500");
+    assert_int_equal(kq_qtree_check(t, "team-a", &r15, false, reason, sizeof reason), KQ_EDENIED);
+    assert_string_equal(reason, "quota group team-a: cpu used 2 + request 1500m would exceed runtime 3");
+    grp(t, "team-a", "org", "cpu=2000", "", "", true, false);
+    req(t, "team-a", "cpu=5000");
+    /* team-a asks 10000, org asks min(10000, 3000): org runtime 3000 -> team-a 3000 */
+    assert_int_equal(kq_qtree_check(t, "team-a", &r15, false, reason, sizeof reason), KQ_EDENIED);
+    assert_string_equal(reason, "quota group team-a: cpu used 2 + request 1500m would exceed runtime 3");
+    /* a pod of a parent group */
+    assert_int_equal(kq_qtree_check(t, "org", &r1, false, reason, sizeof reason), KQ_EDENIED);
+    assert_string_equal(reason, "quota group org is a parent group; only leaf groups run pods");
+    assert_int_equal(kq_qtree_check(t, "ghost", &r1, false, reason, sizeof reason), KQ_ENOENT);
+    assert_string_equal(reason, "quota group ghost does not exist");
+
+    /* Preemption: evicting 1000m of team-a's own pods makes room for 2000m. */
+    assert_int_equal(kq_qtree_check(t, "team-a", &r2, false, reason, sizeof reason), KQ_EDENIED);
+    assert_int_equal(kq_qtree_check_preempt(t, "team-a", &r2, &r1, false, reason, sizeof reason), 0);
+
+    /* The root is bounded by the cluster total too. */
+    kq_resource_t r = R("cpu=2000");
+    assert_int_equal(kq_qtree_used_sub(t, "team-a", &r, false), 0);
+    assert_int_equal(IV(t, "root", used, "cpu"), 0);
+    kq_qtree_free(t);
+}
+
+static void test_ancestor_denies(void **state)
+{
+    (void)state;
+    kq_qtree_t *t = kq_qtree_new();
+    total(t, "cpu=10000");
+    grp(t, "org", NULL, "", "cpu=3000", "", true, true);
+    grp(t, "a", "org", "", "", "", true, false);
+    grp(t, "b", "org", "", "", "", true, false);
+    req(t, "a", "cpu=5000");
+    req(t, "b", "cpu=5000");
+    /* org asks 3000; a and b share it 1:1 -> 1500 each. Used without check (watch path): */
+    kq_resource_t u = R("cpu=1500");
+    assert_int_equal(kq_qtree_used_add(t, "a", &u, false), 0);
+    assert_int_equal(kq_qtree_used_add(t, "b", &u, false), 0);
+    /* b's runtime is full; a group whose own runtime has room is denied by org: */
+    grp(t, "org", NULL, "", "cpu=3000", "", true, true);
+    kq_resource_t small = R("cpu=1");
+    char reason[256];
+    /* pretend a's runtime were larger by giving a a huge weight: a's own check passes,
+     * org's max does not. */
+    kq_resource_t sub = R("cpu=1500");
+    assert_int_equal(kq_qtree_used_sub(t, "a", &sub, false), 0);
+    assert_int_equal(kq_qtree_used_add(t, "b", &sub, false), 0); /* b over its runtime (3000 > 1500) */
+    assert_int_equal(kq_qtree_check(t, "a", &small, false, reason, sizeof reason), KQ_EDENIED);
+    assert_string_equal(reason, "quota group org: cpu used 3 + request 1m would exceed runtime 3");
+    /* reclaim sees b over by 1500m */
+    kq_qgroup_over_t *over = NULL;
+    size_t n = 0;
+    assert_int_equal(kq_qtree_over_runtime(t, &over, &n), 0);
+    assert_int_equal(n, 1);
+    assert_string_equal(over[0].name, "b");
+    assert_int_equal(val(&over[0].over, "cpu", NULL), 1500);
+    free(over);
+    kq_qtree_free(t);
+}
+
+static void test_nonpreemptible_within_min(void **state)
+{
+    (void)state;
+    kq_qtree_t *t = kq_qtree_new();
+    total(t, "cpu=4000");
+    grp(t, "g", NULL, "cpu=1000", "cpu=4000", "", true, false);
+    req(t, "g", "cpu=4000");
+    char reason[256];
+    kq_resource_t r = R("cpu=600");
+    assert_int_equal(kq_qtree_assume(t, "g", &r, true, reason, sizeof reason), 0);
+    assert_int_equal(kq_qtree_assume(t, "g", &r, true, reason, sizeof reason), KQ_EDENIED);
+    assert_string_equal(reason, "quota group g: non-preemptible cpu used 600m + request 600m would exceed min 1");
+    /* a preemptible pod of the same size fits in the runtime (4000) */
+    assert_int_equal(kq_qtree_assume(t, "g", &r, false, reason, sizeof reason), 0);
+    kq_qgroup_info_t i = info(t, "g");
+    assert_int_equal(val(&i.used, "cpu", NULL), 1200);
+    assert_int_equal(val(&i.used_nonpreemptible, "cpu", NULL), 600);
+    kq_resource_t r4 = R("cpu=400");
+    assert_int_equal(kq_qtree_assume(t, "g", &r4, true, reason, sizeof reason), 0); /* 600+400 = min */
+    assert_int_equal(kq_qtree_used_sub(t, "g", &r, true), 0);
+    assert_int_equal(IV(t, "g", used_nonpreemptible, "cpu"), 400);
+    /* a group without min admits no non-preemptible pod */
+    grp(t, "h", NULL, "", "", "", true, false);
+    kq_resource_t one = R("cpu=1");
+    assert_int_equal(kq_qtree_check(t, "h", &one, true, reason, sizeof reason), KQ_EDENIED);
+    kq_qtree_free(t);
+}
+
+/* ------------------------------------------------------------------ validation */
+
+static int try_set(kq_qtree_t *t, const char *name, const char *parent, const char *min, const char *max,
+                   bool is_parent, char *err, size_t len)
+{
+    kq_qgroup_spec_t s;
+    kq_qgroup_spec_init(&s, name);
+    s.parent = parent;
+    s.min = R(min);
+    s.max = R(max);
+    s.is_parent = is_parent;
+    err[0] = '\0';
+    int v = kq_qtree_validate_group(t, &s, err, len);
+    int rc = kq_qtree_set_group(t, &s, err, len);
+    assert_int_equal(v, rc); /* the dry run agrees */
+    return rc;
+}
+
+static void test_validation(void **state)
+{
+    (void)state;
+    char err[512];
+    kq_qtree_t *t = kq_qtree_new();
+    total(t, "cpu=100");
+
+    /* min <= max */
+    assert_int_equal(try_set(t, "a", NULL, "cpu=20", "cpu=10", false, err, sizeof err), KQ_EINVAL);
+    assert_string_equal(err, "quota group a: min cpu 20m exceeds max 10m");
+    assert_int_equal(kq_qtree_info(t, "a", &(kq_qgroup_info_t){0}), KQ_ENOENT);
+    assert_int_equal(try_set(t, "a", NULL, "cpu=10", "cpu=10", false, err, sizeof err), 0);
+
+    /* names */
+    assert_int_equal(try_set(t, "bad name", NULL, "", "", false, err, sizeof err), KQ_EINVAL);
+    assert_int_equal(try_set(t, "", NULL, "", "", false, err, sizeof err), KQ_EINVAL);
+    assert_int_equal(try_set(t, "system", NULL, "", "", false, err, sizeof err), KQ_EINVAL);
+    assert_int_equal(try_set(t, "root", NULL, "", "", false, err, sizeof err), KQ_EINVAL);
+
+    /* parent must exist and be a parent group */
+    assert_int_equal(try_set(t, "c", "nope", "", "", false, err, sizeof err), KQ_ENOENT);
+    assert_string_equal(err, "quota group c: parent quota group nope does not exist");
+    assert_int_equal(try_set(t, "c", "a", "", "", false, err, sizeof err), KQ_EINVAL);
+    assert_string_equal(err, "quota group c: parent a is not a parent group");
+    assert_int_equal(try_set(t, "c", "system", "", "", false, err, sizeof err), KQ_EINVAL);
+    assert_int_equal(try_set(t, "p", NULL, "cpu=50", "", true, err, sizeof err), 0);
+    assert_int_equal(try_set(t, "c", "p", "cpu=30", "", false, err, sizeof err), 0);
+
+    /* children's min sum <= parent's min (below the first level) */
+    assert_int_equal(try_set(t, "d", "p", "cpu=21", "", false, err, sizeof err), KQ_EINVAL);
+    assert_string_equal(err, "quota group d: the children of p would have min cpu 51m, more than its min 50m "
+                             "(this group 21m)");
+    assert_int_equal(try_set(t, "d", "p", "cpu=20", "", false, err, sizeof err), 0);
+    /* ... also when the parent's min shrinks */
+    assert_int_equal(try_set(t, "p", NULL, "cpu=49", "", true, err, sizeof err), KQ_EINVAL);
+    assert_string_equal(err, "quota group p: its children's min cpu 50m sum to more than its min 49m");
+    /* the first level is exempt (cluster total may shrink): 50 + 10 + 60 > 100 is fine */
+    assert_int_equal(try_set(t, "e", NULL, "cpu=60", "", false, err, sizeof err), 0);
+
+    /* a group with children cannot become a leaf */
+    assert_int_equal(try_set(t, "p", NULL, "cpu=50", "", false, err, sizeof err), KQ_ESTATE);
+    assert_string_equal(err, "quota group p has children and cannot become a leaf group");
+    /* a leaf with pods cannot become a parent; without pods it can */
+    req(t, "a", "cpu=1");
+    assert_int_equal(try_set(t, "a", NULL, "cpu=10", "cpu=10", true, err, sizeof err), KQ_ESTATE);
+    assert_string_equal(err, "quota group a has pods and cannot become a parent group");
+    kq_resource_t one = R("cpu=1");
+    assert_int_equal(kq_qtree_request_sub(t, "a", &one), 0);
+    assert_int_equal(try_set(t, "a", NULL, "cpu=10", "cpu=10", true, err, sizeof err), 0);
+    assert_true(info(t, "a").is_parent);
+
+    /* moving: allowed when the rules hold, with usage following the group */
+    kq_resource_t u = R("cpu=7");
+    assert_int_equal(kq_qtree_used_add(t, "c", &u, false), 0);
+    assert_int_equal(IV(t, "p", used, "cpu"), 7);
+    assert_int_equal(try_set(t, "c", "a", "cpu=30", "", false, err, sizeof err), KQ_EINVAL); /* 30 > a's 10 */
+    assert_int_equal(try_set(t, "c", "a", "cpu=10", "", false, err, sizeof err), 0);
+    kq_qgroup_info_t i = info(t, "c");
+    assert_string_equal(i.parent, "a");
+    assert_int_equal(val(&i.used, "cpu", NULL), 7);
+    assert_int_equal(IV(t, "a", used, "cpu"), 7);
+    assert_int_equal(IV(t, "p", used, "cpu"), 0);
+    assert_int_equal(IV(t, "root", used, "cpu"), 7);
+    /* no cycles: p cannot go under its child d... (d is a leaf) make d a parent first */
+    assert_int_equal(try_set(t, "d", "p", "cpu=20", "", true, err, sizeof err), 0);
+    assert_int_equal(try_set(t, "p", "d", "cpu=10", "", true, err, sizeof err), KQ_EINVAL);
+    assert_string_equal(err, "quota group p cannot move under its own descendant d");
+    assert_int_equal(try_set(t, "p", "p", "cpu=50", "", true, err, sizeof err), KQ_EINVAL);
+    /* moving a whole subtree: d (with nothing below) under a */
+    assert_int_equal(try_set(t, "a", NULL, "cpu=40", "cpu=40", true, err, sizeof err), 0);
+    assert_int_equal(try_set(t, "d", "a", "cpu=20", "", true, err, sizeof err), 0);
+    assert_int_equal(info(t, "d").depth, 2);
+    assert_int_equal(info(t, "p").n_children, 0);
+
+    /* default: updatable, but stays a first-level leaf */
+    assert_int_equal(try_set(t, "default", NULL, "cpu=5", "cpu=50", false, err, sizeof err), 0);
+    assert_int_equal(try_set(t, "default", "p", "", "", false, err, sizeof err), KQ_EINVAL);
+    assert_int_equal(try_set(t, "default", NULL, "", "", true, err, sizeof err), KQ_EINVAL);
+
+    /* depth limit */
+    char prev[32] = "deep0", name[32];
+    assert_int_equal(try_set(t, prev, NULL, "", "", true, err, sizeof err), 0);
+    int rc = 0, level = 1;
+    for (; level < 40 && rc == 0; level++) {
+        snprintf(name, sizeof name, "deep%d", level);
+        rc = try_set(t, name, prev, "", "", true, err, sizeof err);
+        snprintf(prev, sizeof prev, "%s", name);
+    }
+    assert_int_equal(rc, KQ_EINVAL);
+    assert_int_equal(level - 1, KQ_QTREE_MAX_DEPTH); /* deep0 is depth 1; deep31 depth 32 ok, deep32 not */
+
+    /* removal */
+    assert_int_equal(kq_qtree_remove_group(t, "a", err, sizeof err), KQ_ESTATE);
+    assert_int_equal(kq_qtree_remove_group(t, "default", err, sizeof err), KQ_EINVAL);
+    assert_int_equal(kq_qtree_remove_group(t, "system", err, sizeof err), KQ_EINVAL);
+    assert_int_equal(kq_qtree_remove_group(t, "zzz", err, sizeof err), KQ_ENOENT);
+    kq_qtree_free(t);
+}
+
+/* ------------------------------------------------------------------ removal, system */
+
+static void test_remove_moves_usage_to_default(void **state)
+{
+    (void)state;
+    char err[256];
+    kq_qtree_t *t = kq_qtree_new();
+    total(t, "cpu=100");
+    grp(t, "p", NULL, "cpu=50", "", "", true, true);
+    grp(t, "x", "p", "cpu=50", "", "", true, false);
+    req(t, "x", "cpu=30");
+    kq_resource_t u = R("cpu=20");
+    assert_int_equal(kq_qtree_used_add(t, "x", &u, true), 0);
+    assert_int_equal(rt(t, "x", "cpu"), 30);
+    assert_int_equal(kq_qtree_remove_group(t, "x", err, sizeof err), 0);
+    assert_int_equal(kq_qtree_info(t, "x", &(kq_qgroup_info_t){0}), KQ_ENOENT);
+    kq_qgroup_info_t d = info(t, "default");
+    assert_int_equal(val(&d.request, "cpu", NULL), 30);
+    assert_int_equal(val(&d.used, "cpu", NULL), 20);
+    assert_int_equal(val(&d.used_nonpreemptible, "cpu", NULL), 20);
+    assert_int_equal(d.pods, 1);
+    assert_int_equal(d.pods_used, 1);
+    assert_int_equal(IV(t, "p", used, "cpu"), 0);
+    assert_int_equal(IV(t, "root", used, "cpu"), 20);
+    assert_int_equal(rt(t, "default", "cpu"), 30);
+    assert_int_equal(rt(t, "p", "cpu"), 0);
+    /* releases now go to default */
+    assert_int_equal(kq_qtree_used_sub(t, "default", &u, true), 0);
+    assert_int_equal(IV(t, "root", used, "cpu"), 0);
+    /* p is now an empty parent and can go too */
+    assert_int_equal(kq_qtree_remove_group(t, "p", err, sizeof err), 0);
+    kq_qtree_free(t);
+}
+
+static void test_system_group(void **state)
+{
+    (void)state;
+    kq_qtree_t *t = kq_qtree_new();
+    total(t, "cpu=1000");
+    grp(t, "a", NULL, "", "", "", true, false);
+    req(t, "a", "cpu=5000");
+    assert_int_equal(rt(t, "a", "cpu"), 1000);
+    /* system pods are always admitted, even beyond the cluster, and shrink the total */
+    char reason[128];
+    kq_resource_t s = R("cpu=300");
+    assert_int_equal(kq_qtree_assume(t, "system", &s, true, reason, sizeof reason), 0);
+    assert_int_equal(rt(t, "root", "cpu"), 700);
+    assert_int_equal(rt(t, "a", "cpu"), 700);
+    kq_resource_t big = R("cpu=5000");
+    assert_int_equal(kq_qtree_check(t, "system", &big, true, reason, sizeof reason), 0);
+    kq_resource_t r;
+    assert_int_equal(kq_qtree_runtime(t, "system", &r), 0);
+    assert_int_equal(r.n, 0);
+    assert_int_equal(kq_qtree_used_sub(t, "system", &s, true), 0);
+    assert_int_equal(rt(t, "a", "cpu"), 1000);
+    kq_qgroup_spec_t sp;
+    kq_qgroup_spec_init(&sp, "system");
+    assert_int_equal(kq_qtree_set_group(t, &sp, reason, sizeof reason), KQ_EINVAL);
+    kq_qtree_free(t);
+}
+
+static void test_overflow_changes_nothing(void **state)
+{
+    (void)state;
+    kq_qtree_t *t = kq_qtree_new();
+    grp(t, "a", NULL, "", "", "", true, false);
+    kq_resource_t huge = R("memory=9000000000000000000");
+    assert_int_equal(kq_qtree_request_add(t, "a", &huge), 0);
+    assert_int_equal(kq_qtree_request_add(t, "a", &huge), KQ_ERANGE);
+    assert_int_equal(info(t, "a").pods, 1);
+    assert_int_equal(kq_qtree_used_add(t, "a", &huge, false), 0);
+    assert_int_equal(kq_qtree_used_add(t, "a", &huge, false), KQ_ERANGE);
+    assert_int_equal(IV(t, "root", used, "memory"), INT64_C(9000000000000000000));
+    char reason[256];
+    assert_int_equal(kq_qtree_check(t, "a", &huge, false, reason, sizeof reason), 0); /* no bound at all */
+    kq_qtree_free(t);
+}
+
+static void test_json_view(void **state)
+{
+    (void)state;
+    kq_qtree_t *t = kq_qtree_new();
+    total(t, "cpu=100");
+    grp(t, "p", NULL, "cpu=10", "cpu=80", "", true, true);
+    grp(t, "k", "p", "cpu=10", "", "cpu=3", false, false);
+    json_t *j = kq_qtree_json(t);
+    assert_non_null(j);
+    json_t *groups = json_object_get(j, "groups");
+    assert_int_equal(json_array_size(groups), 5); /* root, default, p, k, system */
+    const char *order[] = {"root", "default", "p", "k", "system"};
+    for (size_t i = 0; i < 5; i++)
+        assert_string_equal(json_string_value(json_object_get(json_array_get(groups, i), "name")), order[i]);
+    json_t *p = json_array_get(groups, 2), *k = json_array_get(groups, 3);
+    assert_true(json_is_null(json_object_get(json_array_get(groups, 0), "parent")));
+    assert_string_equal(json_string_value(json_object_get(k, "parent")), "p");
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(p, "maxResource"), "cpu")), 80);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(p, "sharedWeight"), "cpu")), 80);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(k, "sharedWeight"), "cpu")), 3);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(k, "runtimeResource"), "cpu")), 10);
+    assert_true(json_is_false(json_object_get(k, "allowLent")));
+    assert_string_equal(json_string_value(json_array_get(json_object_get(p, "children"), 0)), "k");
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "clusterTotal"), "cpu")), 100);
+    json_decref(j);
+    kq_qtree_free(t);
+}
+
+/* ------------------------------------------------------------------ randomized */
+
+static uint64_t rng_state;
+static uint64_t rnd(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return rng_state;
+}
+static int64_t rnd_in(int64_t lo, int64_t hi) { return lo + (int64_t)(rnd() % (uint64_t)(hi - lo + 1)); }
+
+#define NG 40
+static const char *DIMS[2] = {"cpu", "memory"};
+
+struct mgroup {
+    char name[16];
+    int parent; /* -1: first level */
+    bool is_parent, lent;
+    int64_t min[2], max[2], weight[2], req[2];
+    bool has_max[2], has_weight[2]; /* no weight: max, else the cluster total */
+};
+
+static kq_qgroup_spec_t mspec(const struct mgroup *m, const struct mgroup *all)
+{
+    kq_qgroup_spec_t s;
+    kq_qgroup_spec_init(&s, m->name);
+    s.parent = m->parent >= 0 ? all[m->parent].name : NULL;
+    for (int d = 0; d < 2; d++) {
+        assert_int_equal(kq_resource_set(&s.min, DIMS[d], m->min[d]), 0);
+        if (m->has_max[d])
+            assert_int_equal(kq_resource_set(&s.max, DIMS[d], m->max[d]), 0);
+        if (m->has_weight[d])
+            assert_int_equal(kq_resource_set(&s.shared_weight, DIMS[d], m->weight[d]), 0);
+    }
+    s.allow_lent = m->lent;
+    s.is_parent = m->is_parent;
+    return s;
+}
+
+static int64_t ask_of(const kq_qgroup_info_t *i, const char *d)
+{
+    int64_t a = val(&i->request, d, NULL), sm = val(&i->scaled_min, d, NULL);
+    if (!i->allow_lent && sm > a)
+        a = sm;
+    bool has;
+    int64_t mx = val(&i->max, d, &has);
+    return has && mx < a ? mx : a;
+}
+
+/* Checks the invariants at parent `p` (a name) over its children. */
+static void check_parent(kq_qtree_t *t, const char *p, const struct mgroup *all, int n, bool mins_fit)
+{
+    kq_qgroup_info_t pi = info(t, p);
+    for (int d = 0; d < 2; d++) {
+        int64_t R_ = val(&pi.runtime, DIMS[d], NULL);
+        int64_t sum = 0, want = 0, reqsum = 0;
+        bool hungry_left = false;
+        for (int k = 0; k < n; k++) {
+            const char *par = all[k].parent >= 0 ? all[all[k].parent].name : "root";
+            if (strcmp(par, p) != 0)
+                continue;
+            kq_qgroup_info_t ki = info(t, all[k].name);
+            int64_t r = val(&ki.runtime, DIMS[d], NULL), a = ask_of(&ki, DIMS[d]);
+            int64_t sm = val(&ki.scaled_min, DIMS[d], NULL);
+            sum += r;
+            want += a;
+            reqsum += a;
+            bool has;
+            int64_t mx = val(&ki.max, DIMS[d], &has);
+            if (has)
+                assert_true(r <= mx);       /* runtime <= max */
+            assert_true(r <= a || (!ki.allow_lent && r <= sm)); /* never more than it asks */
+            if (mins_fit)
+                assert_true(r >= (a < sm ? a : sm)); /* at least min(request, min) */
+            if (r < a)
+                hungry_left = true;
+        }
+        if (strcmp(p, "root") != 0 || true)
+            assert_int_equal(val(&pi.request, DIMS[d], NULL), reqsum > 0 ? reqsum : 0);
+        assert_true(sum <= R_);                        /* children never get more than the parent */
+        assert_int_equal(sum, want < R_ ? want : R_); /* handed out exactly what was there or wanted */
+        if (sum < R_)
+            assert_false(hungry_left); /* work conserving */
+    }
+}
+
+static void check_all(kq_qtree_t *t, const struct mgroup *all, int n, bool mins_fit)
+{
+    check_parent(t, "root", all, n, mins_fit);
+    for (int k = 0; k < n; k++)
+        if (all[k].is_parent)
+            check_parent(t, all[k].name, all, n, mins_fit);
+}
+
+/* Builds a fresh tree from the model and compares every runtime with `t`. */
+static void compare_rebuilt(kq_qtree_t *t, const struct mgroup *all, int n, const kq_resource_t *tot)
+{
+    kq_qtree_t *f = kq_qtree_new();
+    kq_qtree_set_cluster_total(f, tot);
+    char err[256];
+    for (int k = 0; k < n; k++) {
+        kq_qgroup_spec_t s = mspec(&all[k], all);
+        assert_int_equal(kq_qtree_set_group(f, &s, err, sizeof err), 0);
+    }
+    for (int k = 0; k < n; k++) {
+        if (all[k].is_parent)
+            continue;
+        kq_resource_t r = KQ_RESOURCE_EMPTY;
+        for (int d = 0; d < 2; d++)
+            assert_int_equal(kq_resource_set(&r, DIMS[d], all[k].req[d]), 0);
+        assert_int_equal(kq_qtree_request_add(f, all[k].name, &r), 0);
+    }
+    for (int k = 0; k < n; k++) {
+        kq_resource_t a, b;
+        assert_int_equal(kq_qtree_runtime(t, all[k].name, &a), 0);
+        assert_int_equal(kq_qtree_runtime(f, all[k].name, &b), 0);
+        for (int d = 0; d < 2; d++)
+            assert_int_equal(val(&a, DIMS[d], NULL), val(&b, DIMS[d], NULL));
+    }
+    kq_qtree_free(f);
+}
+
+static void test_random_invariants(void **state)
+{
+    (void)state;
+    rng_state = 0x9e3779b97f4a7c15ULL;
+    char err[256];
+    for (int round = 0; round < 150; round++) {
+        struct mgroup all[NG];
+        int n = (int)rnd_in(1, NG);
+        kq_qtree_t *t = kq_qtree_new();
+        kq_resource_t tot = KQ_RESOURCE_EMPTY;
+        assert_int_equal(kq_resource_set(&tot, "cpu", rnd_in(0, 5000)), 0);
+        assert_int_equal(kq_resource_set(&tot, "memory", rnd_in(0, 100000)), 0);
+        kq_qtree_set_cluster_total(t, &tot);
+        int64_t fl_min[2] = {0, 0};
+        for (int k = 0; k < n; k++) {
+            struct mgroup *m = &all[k];
+            memset(m, 0, sizeof *m);
+            snprintf(m->name, sizeof m->name, "g%02d", k);
+            /* parent: a random earlier parent group, or the first level */
+            m->parent = -1;
+            if (k > 0 && rnd() % 3 != 0) {
+                int c = (int)rnd_in(0, k - 1);
+                if (all[c].is_parent && (all[c].parent < 0 || rnd() % 2 == 0))
+                    m->parent = c;
+            }
+            m->is_parent = rnd() % 3 == 0;
+            m->lent = rnd() % 5 != 0;
+            for (int d = 0; d < 2; d++) {
+                int64_t cap = m->parent >= 0 ? all[m->parent].min[d] : (d == 0 ? 2000 : 40000);
+                if (m->parent >= 0) /* what the siblings left */
+                    for (int s = 0; s < k; s++)
+                        if (all[s].parent == m->parent)
+                            cap -= all[s].min[d];
+                m->min[d] = cap > 0 ? rnd_in(0, cap) : 0;
+                m->has_max[d] = rnd() % 3 != 0;
+                m->max[d] = m->min[d] + rnd_in(0, d == 0 ? 3000 : 60000);
+                m->weight[d] = rnd_in(1, 100);
+                m->has_weight[d] = rnd() % 3 != 0;
+                if (m->parent < 0)
+                    fl_min[d] += m->min[d];
+            }
+            kq_qgroup_spec_t s = mspec(m, all);
+            assert_int_equal(kq_qtree_set_group(t, &s, err, sizeof err), 0);
+        }
+        bool mins_fit = fl_min[0] <= val(&tot, "cpu", NULL) && fl_min[1] <= val(&tot, "memory", NULL);
+        /* pods come and go */
+        for (int op = 0; op < 60; op++) {
+            int k = (int)rnd_in(0, n - 1);
+            if (all[k].is_parent)
+                continue;
+            kq_resource_t r = KQ_RESOURCE_EMPTY;
+            int64_t v[2] = {rnd_in(0, 800), rnd_in(0, 20000)};
+            for (int d = 0; d < 2; d++)
+                assert_int_equal(kq_resource_set(&r, DIMS[d], v[d]), 0);
+            if (rnd() % 4 == 0 && all[k].req[0] >= v[0] && all[k].req[1] >= v[1]) {
+                assert_int_equal(kq_qtree_request_sub(t, all[k].name, &r), 0);
+                all[k].req[0] -= v[0], all[k].req[1] -= v[1];
+            } else {
+                assert_int_equal(kq_qtree_request_add(t, all[k].name, &r), 0);
+                all[k].req[0] += v[0], all[k].req[1] += v[1];
+            }
+            if (op % 10 == 0)
+                check_all(t, all, n, mins_fit);
+        }
+        check_all(t, all, n, mins_fit);
+        /* spec changes: weights, max, allow-lent */
+        for (int op = 0; op < 10; op++) {
+            struct mgroup *m = &all[rnd_in(0, n - 1)];
+            int d = (int)rnd_in(0, 1);
+            m->weight[d] = rnd_in(0, 100); /* weight 0 allowed now: no work conservation claim */
+            m->has_weight[d] = rnd() % 3 != 0;
+            m->has_max[d] = rnd() % 2 == 0;
+            m->lent = rnd() % 4 != 0;
+            kq_qgroup_spec_t s = mspec(m, all);
+            assert_int_equal(kq_qtree_set_group(t, &s, err, sizeof err), 0);
+        }
+        compare_rebuilt(t, all, n, &tot);
+        /* nodes lost or added */
+        assert_int_equal(kq_resource_set(&tot, "cpu", rnd_in(0, 3000)), 0);
+        kq_qtree_set_cluster_total(t, &tot);
+        compare_rebuilt(t, all, n, &tot);
+        for (int k = 0; k < n; k++)
+            for (int d = 0; d < 2; d++)
+                all[k].weight[d] = all[k].weight[d] ? all[k].weight[d] : 1;
+        for (int k = 0; k < n; k++) {
+            kq_qgroup_spec_t s = mspec(&all[k], all);
+            assert_int_equal(kq_qtree_set_group(t, &s, err, sizeof err), 0);
+        }
+        fl_min[0] = 0;
+        for (int k = 0; k < n; k++)
+            if (all[k].parent < 0)
+                fl_min[0] += all[k].min[0];
+        check_all(t, all, n, mins_fit && fl_min[0] <= val(&tot, "cpu", NULL));
+        /* scaled first-level mins never sum to more than the total */
+        int64_t ssum = 0;
+        for (int k = 0; k < n; k++)
+            if (all[k].parent < 0)
+                ssum += IV(t, all[k].name, scaled_min, "cpu");
+        assert_true(ssum <= val(&tot, "cpu", NULL));
+        if (fl_min[0] > val(&tot, "cpu", NULL))
+            assert_int_equal(ssum, val(&tot, "cpu", NULL));
+        kq_qtree_free(t);
+    }
+}
+
+/* ------------------------------------------------------------------ threads */
+
+struct worker {
+    kq_qtree_t *t;
+    const char *group;
+    int admitted;
+};
+
+static void *work(void *arg)
+{
+    struct worker *w = arg;
+    kq_resource_t r = R("cpu=10");
+    char reason[256];
+    for (int i = 0; i < 2000; i++) {
+        if (kq_qtree_assume(w->t, w->group, &r, false, reason, sizeof reason) == 0) {
+            w->admitted++;
+            if (i % 3 == 0) {
+                assert_int_equal(kq_qtree_used_sub(w->t, w->group, &r, false), 0);
+                w->admitted--;
+            }
+        }
+        if (i % 50 == 0) {
+            json_t *j = kq_qtree_json(w->t);
+            json_decref(j);
+        }
+    }
+    return NULL;
+}
+
+static void test_threads(void **state)
+{
+    (void)state;
+    kq_qtree_t *t = kq_qtree_new();
+    total(t, "cpu=1000");
+    grp(t, "a", NULL, "cpu=500", "", "", true, false);
+    grp(t, "b", NULL, "cpu=500", "", "", true, false);
+    req(t, "a", "cpu=100000");
+    req(t, "b", "cpu=100000");
+    struct worker w[4] = {{t, "a", 0}, {t, "a", 0}, {t, "b", 0}, {t, "b", 0}};
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(pthread_create(&th[i], NULL, work, &w[i]), 0);
+    for (int i = 0; i < 10; i++)
+        total(t, i % 2 ? "cpu=1000" : "cpu=900");
+    total(t, "cpu=1000");
+    for (int i = 0; i < 4; i++)
+        pthread_join(th[i], NULL);
+    int64_t ua = IV(t, "a", used, "cpu"), ub = IV(t, "b", used, "cpu");
+    assert_int_equal(ua, 10 * (w[0].admitted + w[1].admitted));
+    assert_int_equal(ub, 10 * (w[2].admitted + w[3].admitted));
+    assert_true(ua <= 500 && ub <= 500); /* each one's runtime is 500 at the end, used never passed it */
+    assert_int_equal(IV(t, "root", used, "cpu"), ua + ub);
+    kq_qtree_free(t);
+}
+
+int main(void)
+{
+    (void)kq_log_set_level("warn");
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_seed_example),
+        cmocka_unit_test(test_three_levels),
+        cmocka_unit_test(test_dimensions_independent),
+        cmocka_unit_test(test_default_weight_follows_total),
+        cmocka_unit_test(test_allow_lent_false),
+        cmocka_unit_test(test_min_scaling),
+        cmocka_unit_test(test_max_caps),
+        cmocka_unit_test(test_parent_request),
+        cmocka_unit_test(test_check_denies_and_changes_nothing),
+        cmocka_unit_test(test_ancestor_denies),
+        cmocka_unit_test(test_nonpreemptible_within_min),
+        cmocka_unit_test(test_validation),
+        cmocka_unit_test(test_remove_moves_usage_to_default),
+        cmocka_unit_test(test_system_group),
+        cmocka_unit_test(test_overflow_changes_nothing),
+        cmocka_unit_test(test_json_view),
+        cmocka_unit_test(test_random_invariants),
+        cmocka_unit_test(test_threads),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
