@@ -1,0 +1,44 @@
+/* Scheduler extender (kube-scheduler's extender/v1 protocol): filter, bind and preempt as
+ * pure functions over request bodies, so they can be tested without HTTP.
+ *
+ * The JSON is exactly what kube-scheduler sends and reads: Go field names without json
+ * tags (Pod, Nodes, NodeNames, FailedNodes, FailedAndUnresolvableNodes, Error; PodName,
+ * PodNamespace, PodUID, Node; NodeNameToVictims, NodeNameToMetaVictims), unset fields
+ * null.
+ *
+ * Each function returns the HTTP status and sets *out to a new malloc'ed, NUL-terminated
+ * body (caller frees with free()) and *out_len to its length:
+ *   200  a result object (quota denials and per-request failures are inside it: denied
+ *        nodes in FailedAndUnresolvableNodes, failures in Error);
+ *   400  the body is not JSON or not a JSON object: {"error":"..."}; nothing changed;
+ *   500  out of memory: *out NULL.
+ * Decisions are counted in app->metrics (when set) and quota denials are also posted as
+ * Warning events (reason QuotaExceeded) through app->kube (when set).
+ *
+ * Threads: any; no lock of its own. The ledger's check/assume/forget take the ledger's
+ * lock; the API server calls (get pod, bind) are made with no lock held.
+ */
+#ifndef KUBEQUOTA_EXTENDER_H
+#define KUBEQUOTA_EXTENDER_H
+
+#include <stddef.h>
+
+#include "kubequota/app.h"
+
+/* ExtenderArgs -> ExtenderFilterResult. Pods whose spec.schedulerName is not
+ * app->scheduler_name pass through: every node back. Allowed: the nodes back in the form
+ * they came (NodeNames or Nodes). Denied: no node back, every node in
+ * FailedAndUnresolvableNodes with the ledger's reason. Changes nothing. */
+int kq_extender_filter(kq_app_t *app, const char *body, size_t len, char **out, size_t *out_len);
+
+/* ExtenderBindingArgs -> ExtenderBindingResult. Finds the pod (ledger, else GET from the
+ * API server), counts it (kq_ledger_assume), POSTs the Binding with no lock held, and
+ * releases the count again when the POST fails. Error is "" on success. */
+int kq_extender_bind(kq_app_t *app, const char *body, size_t len, char **out, size_t *out_len);
+
+/* ExtenderPreemptionArgs -> ExtenderPreemptionResult: for now the victims unchanged, in
+ * the meta form ({"NodeNameToMetaVictims":{node:{"Pods":[{"UID":..}],"NumPDBViolations":n}}}),
+ * built from either NodeNameToVictims (full pods) or NodeNameToMetaVictims. */
+int kq_extender_preempt(kq_app_t *app, const char *body, size_t len, char **out, size_t *out_len);
+
+#endif

@@ -1,0 +1,91 @@
+/* Prometheus metrics: counters and latency histograms updated lock-free from any thread,
+ * and the text exposition format (version 0.0.4) rendered at scrape time.
+ *
+ * Families:
+ *   kubequota_decisions_total{verb,result}                 counter
+ *   kubequota_request_duration_seconds{endpoint}           histogram, 50us .. 1s
+ *   kubequota_watch_restarts_total                         counter (kq_metrics_watch_restart
+ *                                                          calls plus app->sync's restarts)
+ *   kubequota_config_reloads_total{result}                 counter (success|failure)
+ *   kubequota_pods_tracked{state}                          gauge (pending|counted), from the ledger
+ *   kubequota_user_resource_used{user,queue,resource}      gauge, from the ugm user view
+ *   kubequota_group_resource_used{group,queue,resource}    gauge, from the ugm group view
+ *   kubequota_queue_resource_used{queue,resource}          gauge, from the ugm queue view
+ *   kubequota_queue_running_applications{queue}            gauge
+ *   kubequota_user_running_applications{user,queue}        gauge
+ * Resource values are canonical units (cpu in millicores, memory in bytes, others counts).
+ * Label values are the route pattern (never a raw request path), fixed verbs and results,
+ * and names from the engine; they are escaped as the format requires.
+ *
+ * Thread safety: every function may be called from any thread; updates are C11 atomics.
+ * Rendering takes the ledger's and ugm's locks only through their own JSON/size calls.
+ */
+#ifndef KUBEQUOTA_METRICS_H
+#define KUBEQUOTA_METRICS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef struct kq_metrics kq_metrics_t;
+struct kq_app;
+
+/* HTTP endpoints with a latency histogram; the label is the route pattern. */
+typedef enum kq_endpoint {
+    KQ_EP_FILTER = 0,     /* /scheduler/filter */
+    KQ_EP_BIND,           /* /scheduler/bind */
+    KQ_EP_PREEMPT,        /* /scheduler/preempt */
+    KQ_EP_ADMISSION,      /* /admission/mutate */
+    KQ_EP_ADMISSION_SCHED, /* /admission/mutate-scheduler */
+    KQ_EP_ADMISSION_VALIDATE, /* /admission/validate */
+    KQ_EP_HEALTHZ,        /* /healthz */
+    KQ_EP_READYZ,         /* /readyz */
+    KQ_EP_METRICS,        /* /metrics */
+    KQ_EP_USAGE_USERS,    /* /ws/v1/partition/{partition}/usage/users */
+    KQ_EP_USAGE_USER,     /* /ws/v1/partition/{partition}/usage/user/{user} */
+    KQ_EP_USAGE_GROUPS,   /* /ws/v1/partition/{partition}/usage/groups */
+    KQ_EP_USAGE_GROUP,    /* /ws/v1/partition/{partition}/usage/group/{group} */
+    KQ_EP_QUEUES,         /* /ws/v1/partition/{partition}/queues */
+    KQ_EP_VALIDATE_CONF,  /* /ws/v1/validate-conf */
+    KQ_EP_COUNT
+} kq_endpoint_t;
+
+typedef enum kq_verb { KQ_VERB_FILTER = 0, KQ_VERB_BIND, KQ_VERB_PREEMPT, KQ_VERB_ADMISSION, KQ_VERB_COUNT } kq_verb_t;
+
+/* skipped: a pod of another scheduler passed through filter (or was bound without quota). */
+typedef enum kq_result {
+    KQ_RESULT_ALLOWED = 0,
+    KQ_RESULT_DENIED,
+    KQ_RESULT_ERROR,
+    KQ_RESULT_SKIPPED,
+    KQ_RESULT_COUNT
+} kq_result_t;
+
+/* Label texts (static strings); "unknown" for an out-of-range value. */
+const char *kq_endpoint_name(kq_endpoint_t ep);
+const char *kq_verb_name(kq_verb_t v);
+const char *kq_result_name(kq_result_t r);
+
+/* New registry with every counter at 0. NULL on ENOMEM. */
+kq_metrics_t *kq_metrics_new(void);
+/* NULL is a no-op. */
+void kq_metrics_free(kq_metrics_t *m);
+
+/* Updates. m may be NULL (no-op); out-of-range enums are ignored. */
+void kq_metrics_decision(kq_metrics_t *m, kq_verb_t verb, kq_result_t result);
+void kq_metrics_latency(kq_metrics_t *m, kq_endpoint_t ep, double seconds);
+void kq_metrics_config_reload(kq_metrics_t *m, bool ok);
+void kq_metrics_watch_restart(kq_metrics_t *m);
+
+/* Reads for tests. */
+unsigned long kq_metrics_decision_count(kq_metrics_t *m, kq_verb_t verb, kq_result_t result);
+unsigned long kq_metrics_latency_count(kq_metrics_t *m, kq_endpoint_t ep);
+
+/* The whole exposition as a new NUL-terminated malloc'ed string (caller frees); *len (if
+ * non-NULL) is its length. app may be NULL (then only the counters and histograms); its
+ * ledger and ugm, when set, give the gauges. NULL on ENOMEM. */
+char *kq_metrics_render(kq_metrics_t *m, struct kq_app *app, size_t *len);
+
+/* Content-Type of the exposition. */
+#define KQ_METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
+
+#endif

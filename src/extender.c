@@ -1,0 +1,631 @@
+/* Scheduler extender: kube-scheduler's filter, bind and preempt calls, decoded from and
+ * encoded to the extender/v1 JSON (Go field names, null for unset fields).
+ *
+ * filter  resolves the pod (pod module, current config snapshot) and asks the pod ledger
+ *         whether it would fit; the answer is every node back, or no node back and every
+ *         node in FailedAndUnresolvableNodes with the ledger's reason (preemption cannot
+ *         help a quota denial, hence "unresolvable"). Error is only for real failures.
+ * bind    counts the pod with kq_ledger_assume (check and commit in one step, so of two
+ *         racing pods only the one that fits is counted), then POSTs the Binding with no
+ *         lock held; a failed POST releases the count again.
+ * preempt echoes the victims in the meta form (the elastic quota work will refine it).
+ *
+ * DESIGN: stateless; every request owns its parsed JSON and its kq_pod_t. The hot path
+ * (filter) parses the body once and writes the answer straight from the parsed values
+ * (no copy of the names or of full Node objects, no per-node JSON object); a denial
+ * escapes the one reason once and repeats the text for every node. Work is linear in the
+ * number of nodes and independent of the number of users, groups and pods (the ledger
+ * and ugm use hash lookups).
+ */
+#include "kubequota/extender.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "kubequota/config.h"
+#include "kubequota/error.h"
+#include "kubequota/kube.h"
+#include "kubequota/ledger.h"
+#include "kubequota/log.h"
+#include "kubequota/metrics.h"
+#include "kubequota/pod.h"
+
+#define REASON_MAX 1024
+
+/* ------------------------------------------------------------------ helpers */
+
+static void seterr(char *buf, size_t len, const char *fmt, ...) KQ_PRINTF(3, 4);
+static void seterr(char *buf, size_t len, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, len, fmt, ap);
+    va_end(ap);
+}
+
+/* A JSON string value that may hold bytes that are not UTF-8 (names from requests or the
+ * API server quoted in a message): tried as is, then with such bytes replaced by '?'. */
+static json_t *text_value(const char *s)
+{
+    json_t *v = json_string(s);
+    if (v != NULL)
+        return v;
+    char *copy = strdup(s);
+    if (copy == NULL)
+        return NULL;
+    for (unsigned char *p = (unsigned char *)copy; *p; p++)
+        if (*p >= 0x80)
+            *p = '?';
+    v = json_string(copy);
+    free(copy);
+    return v;
+}
+
+/* Serialises `res` (stolen) into *out; 500 with *out NULL on ENOMEM. */
+static int reply(json_t *res, int status, char **out, size_t *out_len)
+{
+    char *s = res ? json_dumps(res, JSON_COMPACT) : NULL;
+    json_decref(res);
+    *out = s;
+    *out_len = s ? strlen(s) : 0;
+    return s ? status : 500;
+}
+
+/* 400 {"error": "..."} for a body that is not a JSON object. */
+static int bad_request(kq_app_t *app, kq_verb_t verb, const char *what, const json_error_t *jerr, char **out,
+                       size_t *out_len)
+{
+    char msg[REASON_MAX];
+    if (jerr != NULL)
+        seterr(msg, sizeof(msg), "%s: malformed JSON at line %d, column %d: %s", what, jerr->line, jerr->column,
+               jerr->text);
+    else
+        seterr(msg, sizeof(msg), "%s: expected a JSON object", what);
+    kq_metrics_decision(app->metrics, verb, KQ_RESULT_ERROR);
+    kq_debug("event=bad_request verb=%s msg=\"%s\"", kq_verb_name(verb), msg);
+    json_t *v = text_value(msg);
+    return reply(v ? json_pack("{s:o}", "error", v) : NULL, 400, out, out_len);
+}
+
+static const char *str_field(const json_t *obj, const char *key)
+{
+    return json_string_value(json_object_get(obj, key));
+}
+
+static bool is_null_or_absent(const json_t *v)
+{
+    return v == NULL || json_is_null(v);
+}
+
+/* Resolves a Pod object against the current config snapshot. 0, or an error with the
+ * reason in err (*pod left zeroed). */
+static int parse_pod(kq_app_t *app, const json_t *obj, kq_pod_t *pod, char *err, size_t errlen)
+{
+    kq_config_t *cfg = app->config ? kq_config_holder_get(app->config) : NULL;
+    const kq_partition_conf_t *part = cfg ? kq_config_partition(cfg, app->partition) : NULL;
+    int rc;
+    if (part == NULL) {
+        seterr(err, errlen, "no queue configuration loaded for partition \"%s\"", app->partition);
+        rc = KQ_ESTATE;
+        goto out;
+    }
+    kq_pod_opts_t opts = {.partition = part, .default_user = app->default_user};
+    char perr[REASON_MAX] = "";
+    rc = kq_pod_parse(obj, &opts, pod, perr, sizeof(perr));
+    if (rc != 0)
+        seterr(err, errlen, "cannot read the pod: %s", perr[0] ? perr : kq_strerror(rc));
+out:
+    kq_config_unref(cfg); /* the pod owns copies of everything it needs */
+    return rc;
+}
+
+static void post_denial_event(kq_app_t *app, const kq_pod_t *pod, const char *reason)
+{
+    if (app->kube != NULL)
+        kq_kube_event(app->kube, pod->ns, pod->name, pod->uid, "Warning", "QuotaExceeded", reason);
+}
+
+/* ------------------------------------------------------------------ filter */
+
+/* ExtenderFilterResult for a failure: no node, only Error (the shape of kube-scheduler's
+ * own error results). */
+static int filter_error(kq_app_t *app, const char *msg, char **out, size_t *out_len)
+{
+    kq_metrics_decision(app->metrics, KQ_VERB_FILTER, KQ_RESULT_ERROR);
+    kq_warn("event=filter_error msg=\"%s\"", msg);
+    json_t *err = text_value(msg);
+    json_t *res = err ? json_pack("{s:n,s:n,s:n,s:n,s:o}", "Nodes", "NodeNames", "FailedNodes",
+                                  "FailedAndUnresolvableNodes", "Error", err)
+                      : NULL;
+    return reply(res, 200, out, out_len);
+}
+
+/* ---- the filter result as text ----
+ * kube-scheduler may send thousands of node names; building a jansson object with one
+ * key per node and serialising it costs about 2 us per node, so the success and denial
+ * results are written directly: the node names are escaped once each, the reason once
+ * for all. */
+
+typedef struct sb {
+    char *p;
+    size_t len, cap;
+    bool oom;
+} sb_t;
+
+static void sb_put(sb_t *b, const char *s, size_t n)
+{
+    if (b->oom)
+        return;
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 1024;
+        while (cap < b->len + n + 1)
+            cap *= 2;
+        char *p = realloc(b->p, cap);
+        if (p == NULL) {
+            b->oom = true;
+            return;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+}
+
+static void sb_lit(sb_t *b, const char *s)
+{
+    sb_put(b, s, strlen(s));
+}
+
+/* A JSON string literal for s (valid UTF-8: it came out of a parsed JSON document). */
+static void sb_str(sb_t *b, const char *s)
+{
+    static const char hex[] = "0123456789abcdef";
+    sb_put(b, "\"", 1);
+    const char *run = s;
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c >= 0x20 && c != '"' && c != '\\')
+            continue;
+        sb_put(b, run, (size_t)(s - run));
+        char esc[6] = {'\\', (char)c, 0, 0, 0, 0};
+        size_t n = 2;
+        if (c < 0x20) {
+            esc[1] = 'u';
+            esc[2] = '0';
+            esc[3] = '0';
+            esc[4] = hex[c >> 4];
+            esc[5] = hex[c & 15];
+            n = 6;
+        }
+        sb_put(b, esc, n);
+        run = s + 1;
+    }
+    sb_put(b, run, (size_t)(s - run));
+    sb_put(b, "\"", 1);
+}
+
+static int sb_dump_cb(const char *buf, size_t size, void *data)
+{
+    sb_put(data, buf, size);
+    return 0;
+}
+
+/* Any JSON value (compact). */
+static void sb_json(sb_t *b, const json_t *v)
+{
+    if (json_dump_callback(v, sb_dump_cb, b, JSON_COMPACT | JSON_ENCODE_ANY) != 0)
+        b->oom = true;
+}
+
+static int sb_reply(sb_t *b, char **out, size_t *out_len)
+{
+    if (b->oom || b->p == NULL) {
+        free(b->p);
+        *out = NULL;
+        *out_len = 0;
+        return 500;
+    }
+    *out = b->p;
+    *out_len = b->len;
+    return 200;
+}
+
+/* The nodes sent back unchanged, in the form they came: NodeNames exactly the names
+ * sent, or the same Nodes object. */
+static int filter_pass(const json_t *nodes, const json_t *names, char **out, size_t *out_len)
+{
+    sb_t b = {0};
+    sb_lit(&b, "{\"Nodes\":");
+    if (is_null_or_absent(nodes))
+        sb_lit(&b, "null");
+    else
+        sb_json(&b, nodes);
+    sb_lit(&b, ",\"NodeNames\":");
+    if (is_null_or_absent(names)) {
+        sb_lit(&b, "null");
+    } else {
+        sb_put(&b, "[", 1);
+        size_t i;
+        const json_t *v;
+        json_array_foreach(names, i, v) {
+            if (i > 0)
+                sb_put(&b, ",", 1);
+            sb_str(&b, json_string_value(v));
+        }
+        sb_put(&b, "]", 1);
+    }
+    sb_lit(&b, ",\"FailedNodes\":{},\"FailedAndUnresolvableNodes\":{},\"Error\":\"\"}");
+    return sb_reply(&b, out, out_len);
+}
+
+/* Validates the node list: NodeNames an array of strings, or Nodes an object whose items
+ * is an array of objects with metadata.name. false with the reason in err. */
+static bool nodes_valid(const json_t *nodes, const json_t *names, char *err, size_t errlen)
+{
+    size_t i;
+    const json_t *v;
+    if (!is_null_or_absent(names)) {
+        if (!json_is_array(names)) {
+            seterr(err, errlen, "ExtenderArgs.NodeNames must be an array of node names");
+            return false;
+        }
+        json_array_foreach(names, i, v) {
+            if (!json_is_string(v)) {
+                seterr(err, errlen, "ExtenderArgs.NodeNames[%zu] is not a string", i);
+                return false;
+            }
+        }
+    }
+    if (!is_null_or_absent(nodes)) {
+        const json_t *items = json_object_get(nodes, "items");
+        if (!json_is_object(nodes) || !(is_null_or_absent(items) || json_is_array(items))) {
+            seterr(err, errlen, "ExtenderArgs.Nodes must be a NodeList object with an items array");
+            return false;
+        }
+        json_array_foreach(items, i, v) {
+            if (!json_is_string(json_object_get(json_object_get(v, "metadata"), "name"))) {
+                seterr(err, errlen, "ExtenderArgs.Nodes.items[%zu] has no metadata.name", i);
+                return false;
+            }
+        }
+    }
+    return true;
+}
+
+/* No node back: each node named in FailedAndUnresolvableNodes with the one reason. */
+static int filter_deny(const json_t *nodes, const json_t *names, const char *reason, char **out, size_t *out_len)
+{
+    json_t *why = text_value(reason);
+    char *why_text = why ? json_dumps(why, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+    json_decref(why);
+    if (why_text == NULL) {
+        *out = NULL;
+        *out_len = 0;
+        return 500;
+    }
+    size_t why_len = strlen(why_text);
+    sb_t b = {0};
+    sb_lit(&b, "{\"Nodes\":");
+    sb_lit(&b, json_is_object(nodes) ? "{\"metadata\":{},\"items\":[]}" : "null");
+    sb_lit(&b, ",\"NodeNames\":");
+    sb_lit(&b, json_is_array(names) ? "[]" : "null");
+    sb_lit(&b, ",\"FailedNodes\":{},\"FailedAndUnresolvableNodes\":{");
+    bool first = true;
+    size_t i;
+    const json_t *v;
+    json_array_foreach(names, i, v) {
+        if (!first)
+            sb_put(&b, ",", 1);
+        first = false;
+        sb_str(&b, json_string_value(v));
+        sb_put(&b, ":", 1);
+        sb_put(&b, why_text, why_len);
+    }
+    json_array_foreach(json_object_get(nodes, "items"), i, v) {
+        if (!first)
+            sb_put(&b, ",", 1);
+        first = false;
+        sb_str(&b, json_string_value(json_object_get(json_object_get(v, "metadata"), "name")));
+        sb_put(&b, ":", 1);
+        sb_put(&b, why_text, why_len);
+    }
+    sb_lit(&b, "},\"Error\":\"\"}");
+    free(why_text);
+    return sb_reply(&b, out, out_len);
+}
+
+int kq_extender_filter(kq_app_t *app, const char *body, size_t len, char **out, size_t *out_len)
+{
+    json_error_t jerr;
+    json_t *args = json_loadb(body ? body : "", body ? len : 0, 0, &jerr);
+    if (args == NULL)
+        return bad_request(app, KQ_VERB_FILTER, "ExtenderArgs", &jerr, out, out_len);
+    if (!json_is_object(args)) {
+        json_decref(args);
+        return bad_request(app, KQ_VERB_FILTER, "ExtenderArgs", NULL, out, out_len);
+    }
+
+    int status;
+    char msg[REASON_MAX];
+    kq_pod_t pod = {0};
+    json_t *pod_obj = json_object_get(args, "Pod");
+    json_t *nodes = json_object_get(args, "Nodes");
+    json_t *names = json_object_get(args, "NodeNames");
+
+    if (!nodes_valid(nodes, names, msg, sizeof(msg))) {
+        status = filter_error(app, msg, out, out_len);
+        goto out;
+    }
+    if (!json_is_object(pod_obj)) {
+        status = filter_error(app, "ExtenderArgs.Pod is missing or not an object", out, out_len);
+        goto out;
+    }
+    /* Another scheduler's pod (extenders are shared by all profiles): not ours to judge. */
+    const char *sched = str_field(json_object_get(pod_obj, "spec"), "schedulerName");
+    if (sched == NULL)
+        sched = "default-scheduler";
+    if (app->scheduler_name == NULL || strcmp(sched, app->scheduler_name) != 0) {
+        kq_metrics_decision(app->metrics, KQ_VERB_FILTER, KQ_RESULT_SKIPPED);
+        status = filter_pass(nodes, names, out, out_len);
+        goto out;
+    }
+
+    if (parse_pod(app, pod_obj, &pod, msg, sizeof(msg)) != 0) {
+        status = filter_error(app, msg, out, out_len);
+        goto out;
+    }
+    char reason[REASON_MAX] = "";
+    int rc = app->ledger ? kq_ledger_check(app->ledger, &pod, reason, sizeof(reason)) : KQ_ESTATE;
+    if (rc == 0) {
+        kq_metrics_decision(app->metrics, KQ_VERB_FILTER, KQ_RESULT_ALLOWED);
+        kq_debug("event=filter result=allowed pod=%s/%s uid=%s user=%s queue=%s", pod.ns, pod.name, pod.uid,
+                 pod.user, pod.queue ? pod.queue : "-");
+        status = filter_pass(nodes, names, out, out_len);
+    } else if (rc == KQ_EDENIED) {
+        if (reason[0] == '\0')
+            seterr(reason, sizeof(reason), "quota exceeded for user %s in queue %s", pod.user,
+                   pod.queue ? pod.queue : "-");
+        kq_metrics_decision(app->metrics, KQ_VERB_FILTER, KQ_RESULT_DENIED);
+        kq_debug("event=filter result=denied pod=%s/%s uid=%s user=%s queue=%s reason=\"%s\"", pod.ns, pod.name,
+                 pod.uid, pod.user, pod.queue ? pod.queue : "-", reason);
+        post_denial_event(app, &pod, reason);
+        status = filter_deny(nodes, names, reason, out, out_len);
+    } else {
+        seterr(msg, sizeof(msg), "quota check for pod %s/%s failed: %s", pod.ns, pod.name,
+               app->ledger ? kq_strerror(rc) : "no pod ledger configured");
+        status = filter_error(app, msg, out, out_len);
+    }
+out:
+    kq_pod_clear(&pod);
+    json_decref(args);
+    return status;
+}
+
+/* ------------------------------------------------------------------ bind */
+
+static int bind_result(const char *error, char **out, size_t *out_len)
+{
+    json_t *e = text_value(error);
+    return reply(e ? json_pack("{s:o}", "Error", e) : NULL, 200, out, out_len);
+}
+
+static int bind_error(kq_app_t *app, kq_result_t result, const char *msg, char **out, size_t *out_len)
+{
+    kq_metrics_decision(app->metrics, KQ_VERB_BIND, result);
+    return bind_result(msg, out, out_len);
+}
+
+/* The pod to bind: the ledger's copy, else a GET from the API server (UID checked). */
+static int bind_find_pod(kq_app_t *app, const char *ns, const char *name, const char *uid, kq_pod_t *pod,
+                         char *err, size_t errlen)
+{
+    if (app->ledger != NULL && kq_ledger_lookup(app->ledger, uid, pod) == 0)
+        return 0;
+    if (app->kube == NULL) {
+        seterr(err, errlen, "pod %s/%s (uid %s) is not known and no API server client is configured", ns, name,
+               uid);
+        return KQ_ENOENT;
+    }
+    json_t *obj = NULL;
+    int rc = kq_kube_get_pod(app->kube, ns, name, &obj);
+    if (rc != 0) {
+        seterr(err, errlen, "cannot get pod %s/%s from the API server: %s", ns, name, kq_strerror(rc));
+        return rc;
+    }
+    rc = parse_pod(app, obj, pod, err, errlen);
+    json_decref(obj);
+    if (rc != 0)
+        return rc;
+    if (pod->uid == NULL || strcmp(pod->uid, uid) != 0) {
+        seterr(err, errlen, "pod %s/%s now has uid %s, not %s: it was replaced; not binding", ns, name,
+               pod->uid ? pod->uid : "-", uid);
+        kq_pod_clear(pod);
+        return KQ_ECONFLICT;
+    }
+    return 0;
+}
+
+int kq_extender_bind(kq_app_t *app, const char *body, size_t len, char **out, size_t *out_len)
+{
+    json_error_t jerr;
+    json_t *args = json_loadb(body ? body : "", body ? len : 0, 0, &jerr);
+    if (args == NULL)
+        return bad_request(app, KQ_VERB_BIND, "ExtenderBindingArgs", &jerr, out, out_len);
+    if (!json_is_object(args)) {
+        json_decref(args);
+        return bad_request(app, KQ_VERB_BIND, "ExtenderBindingArgs", NULL, out, out_len);
+    }
+
+    int status;
+    char msg[REASON_MAX];
+    kq_pod_t pod = {0};
+    const char *name = str_field(args, "PodName");
+    const char *ns = str_field(args, "PodNamespace");
+    const char *uid = str_field(args, "PodUID");
+    const char *node = str_field(args, "Node");
+    const char *missing = !name || !*name ? "PodName"
+                          : !ns || !*ns   ? "PodNamespace"
+                          : !uid || !*uid ? "PodUID"
+                          : !node || !*node ? "Node"
+                                            : NULL;
+    if (missing != NULL) {
+        seterr(msg, sizeof(msg), "ExtenderBindingArgs.%s is missing or empty", missing);
+        status = bind_error(app, KQ_RESULT_ERROR, msg, out, out_len);
+        goto out;
+    }
+    if (bind_find_pod(app, ns, name, uid, &pod, msg, sizeof(msg)) != 0) {
+        kq_warn("event=bind result=error pod=%s/%s uid=%s node=%s msg=\"%s\"", ns, name, uid, node, msg);
+        status = bind_error(app, KQ_RESULT_ERROR, msg, out, out_len);
+        goto out;
+    }
+
+    /* Pods of another scheduler profile are bound but not counted (they are not watched). */
+    bool ours = pod.scheduler_name != NULL && app->scheduler_name != NULL &&
+                strcmp(pod.scheduler_name, app->scheduler_name) == 0;
+    if (ours) {
+        char reason[REASON_MAX] = "";
+        int rc = app->ledger ? kq_ledger_assume(app->ledger, &pod, reason, sizeof(reason)) : KQ_ESTATE;
+        if (rc == KQ_EDENIED) {
+            if (reason[0] == '\0')
+                seterr(reason, sizeof(reason), "quota exceeded for user %s in queue %s", pod.user,
+                       pod.queue ? pod.queue : "-");
+            kq_info("event=bind result=denied pod=%s/%s uid=%s node=%s user=%s queue=%s reason=\"%s\"", ns, name,
+                    uid, node, pod.user, pod.queue ? pod.queue : "-", reason);
+            post_denial_event(app, &pod, reason);
+            status = bind_error(app, KQ_RESULT_DENIED, reason, out, out_len);
+            goto out;
+        }
+        if (rc != 0) {
+            seterr(msg, sizeof(msg), "counting pod %s/%s failed: %s", ns, name,
+                   app->ledger ? kq_strerror(rc) : "no pod ledger configured");
+            kq_warn("event=bind result=error pod=%s/%s uid=%s node=%s msg=\"%s\"", ns, name, uid, node, msg);
+            status = bind_error(app, KQ_RESULT_ERROR, msg, out, out_len);
+            goto out;
+        }
+    }
+
+    /* Counted: now the API call, with no lock held. */
+    char berr[REASON_MAX] = "";
+    int rc = KQ_ESTATE;
+    if (app->kube != NULL)
+        rc = kq_kube_bind(app->kube, ns, name, uid, node, berr, sizeof(berr));
+    if (rc != 0) {
+        if (ours)
+            (void)kq_ledger_forget(app->ledger, uid);
+        if (app->kube == NULL)
+            seterr(msg, sizeof(msg), "no API server client configured");
+        else
+            seterr(msg, sizeof(msg), "binding pod %s/%s to node %s failed: %s", ns, name, node,
+                   berr[0] ? berr : kq_strerror(rc));
+        kq_warn("event=bind result=error pod=%s/%s uid=%s node=%s released=%s msg=\"%s\"", ns, name, uid, node,
+                ours ? "yes" : "n/a", msg);
+        status = bind_error(app, KQ_RESULT_ERROR, msg, out, out_len);
+        goto out;
+    }
+    kq_metrics_decision(app->metrics, KQ_VERB_BIND, ours ? KQ_RESULT_ALLOWED : KQ_RESULT_SKIPPED);
+    kq_info("event=bind result=bound pod=%s/%s uid=%s node=%s user=%s queue=%s counted=%s", ns, name, uid, node,
+            pod.user ? pod.user : "-", pod.queue ? pod.queue : "-", ours ? "yes" : "no");
+    status = bind_result("", out, out_len);
+out:
+    kq_pod_clear(&pod);
+    json_decref(args);
+    return status;
+}
+
+/* ------------------------------------------------------------------ preempt */
+
+/* {"Pods":[{"UID":..}...],"NumPDBViolations":n} from a Victims or MetaVictims value.
+ * full: Pods are whole Pod objects (uid in metadata.uid). NULL with err set when malformed. */
+static json_t *meta_victims(const char *node, const json_t *v, bool full, char *err, size_t errlen)
+{
+    if (!json_is_object(v)) {
+        seterr(err, errlen, "victims of node %s: expected an object", node);
+        return NULL;
+    }
+    const json_t *pods = json_object_get(v, "Pods");
+    const json_t *pdb = json_object_get(v, "NumPDBViolations");
+    if (!(is_null_or_absent(pods) || json_is_array(pods)) || !(is_null_or_absent(pdb) || json_is_integer(pdb))) {
+        seterr(err, errlen, "victims of node %s: Pods must be an array and NumPDBViolations an integer", node);
+        return NULL;
+    }
+    json_t *list = json_array();
+    json_t *res = list ? json_pack("{s:o,s:I}", "Pods", list, "NumPDBViolations",
+                                   (json_int_t)(pdb ? json_integer_value(pdb) : 0))
+                       : NULL;
+    if (res == NULL) {
+        seterr(err, errlen, "out of memory");
+        return NULL;
+    }
+    size_t i;
+    const json_t *p;
+    json_array_foreach(pods, i, p) {
+        const json_t *uid = full ? json_object_get(json_object_get(p, "metadata"), "uid") : json_object_get(p, "UID");
+        if (!json_is_string(uid)) {
+            seterr(err, errlen, "victims of node %s: Pods[%zu] has no %s", node, i, full ? "metadata.uid" : "UID");
+            json_decref(res);
+            return NULL;
+        }
+        if (json_array_append_new(list, json_pack("{s:O}", "UID", uid)) != 0) {
+            seterr(err, errlen, "out of memory");
+            json_decref(res);
+            return NULL;
+        }
+    }
+    return res;
+}
+
+int kq_extender_preempt(kq_app_t *app, const char *body, size_t len, char **out, size_t *out_len)
+{
+    json_error_t jerr;
+    json_t *args = json_loadb(body ? body : "", body ? len : 0, 0, &jerr);
+    if (args == NULL)
+        return bad_request(app, KQ_VERB_PREEMPT, "ExtenderPreemptionArgs", &jerr, out, out_len);
+    if (!json_is_object(args)) {
+        json_decref(args);
+        return bad_request(app, KQ_VERB_PREEMPT, "ExtenderPreemptionArgs", NULL, out, out_len);
+    }
+
+    /* The result has no Error field, so malformed victims are a 400. */
+    int status;
+    char msg[REASON_MAX] = "";
+    const json_t *meta = json_object_get(args, "NodeNameToMetaVictims");
+    const json_t *full = json_object_get(args, "NodeNameToVictims");
+    bool use_full = is_null_or_absent(meta);
+    const json_t *src = use_full ? full : meta;
+    json_t *map = json_object();
+    if (map == NULL) {
+        status = reply(NULL, 500, out, out_len);
+        goto out;
+    }
+    if (!is_null_or_absent(src) && !json_is_object(src)) {
+        seterr(msg, sizeof(msg), "%s must be an object", use_full ? "NodeNameToVictims" : "NodeNameToMetaVictims");
+        goto bad;
+    }
+    const char *node;
+    const json_t *v;
+    json_object_foreach((json_t *)src, node, v) {
+        json_t *mv = meta_victims(node, v, use_full, msg, sizeof(msg));
+        if (mv == NULL || json_object_set_new(map, node, mv) != 0)
+            goto bad;
+    }
+    kq_metrics_decision(app->metrics, KQ_VERB_PREEMPT, KQ_RESULT_ALLOWED);
+    status = reply(json_pack("{s:o}", "NodeNameToMetaVictims", map), 200, out, out_len);
+    map = NULL;
+    goto out;
+bad:
+    kq_metrics_decision(app->metrics, KQ_VERB_PREEMPT, KQ_RESULT_ERROR);
+    {
+        json_t *e = text_value(msg[0] ? msg : "out of memory");
+        status = reply(e ? json_pack("{s:o}", "error", e) : NULL, 400, out, out_len);
+    }
+out:
+    json_decref(map);
+    json_decref(args);
+    return status;
+}

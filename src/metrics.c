@@ -1,0 +1,504 @@
+/* Metrics: lock-free counters and latency histograms, and the Prometheus text exposition
+ * (format 0.0.4) built at scrape time.
+ *
+ * DESIGN: every update is one or two relaxed C11 atomic additions on fixed arrays indexed
+ * by enums, so the hot paths (filter, bind) never take a lock or allocate. A histogram
+ * keeps per-bucket (non-cumulative) counts and the sum in nanoseconds; rendering makes the
+ * buckets cumulative and derives _count from the same bucket reads, so `le="+Inf"` always
+ * equals _count even while requests are being recorded. The usage gauges are not stored
+ * here at all: the ugm's JSON views (the same ones the REST API serves) are walked at
+ * scrape time, so the metrics can never disagree with the REST view.
+ */
+#include "kubequota/metrics.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "kubequota/app.h"
+#include "kubequota/ledger.h"
+#include "kubequota/sync.h"
+#include "kubequota/ugm.h"
+
+/* ------------------------------------------------------------------ tables */
+
+static const char *const endpoint_names[KQ_EP_COUNT] = {
+    [KQ_EP_FILTER] = "/scheduler/filter",
+    [KQ_EP_BIND] = "/scheduler/bind",
+    [KQ_EP_PREEMPT] = "/scheduler/preempt",
+    [KQ_EP_ADMISSION] = "/admission/mutate",
+    [KQ_EP_ADMISSION_SCHED] = "/admission/mutate-scheduler",
+    [KQ_EP_ADMISSION_VALIDATE] = "/admission/validate",
+    [KQ_EP_HEALTHZ] = "/healthz",
+    [KQ_EP_READYZ] = "/readyz",
+    [KQ_EP_METRICS] = "/metrics",
+    [KQ_EP_USAGE_USERS] = "/ws/v1/partition/{partition}/usage/users",
+    [KQ_EP_USAGE_USER] = "/ws/v1/partition/{partition}/usage/user/{user}",
+    [KQ_EP_USAGE_GROUPS] = "/ws/v1/partition/{partition}/usage/groups",
+    [KQ_EP_USAGE_GROUP] = "/ws/v1/partition/{partition}/usage/group/{group}",
+    [KQ_EP_QUEUES] = "/ws/v1/partition/{partition}/queues",
+    [KQ_EP_VALIDATE_CONF] = "/ws/v1/validate-conf",
+};
+
+static const char *const verb_names[KQ_VERB_COUNT] = {"filter", "bind", "preempt", "admission"};
+static const char *const result_names[KQ_RESULT_COUNT] = {"allowed", "denied", "error", "skipped"};
+
+/* Upper bounds of the histogram buckets, in nanoseconds, and the same as label text. */
+#define N_BUCKETS 14
+static const uint64_t bucket_ns[N_BUCKETS] = {
+    50000ULL,     100000ULL,    250000ULL,    500000ULL,     1000000ULL,   2500000ULL,   5000000ULL,
+    10000000ULL,  25000000ULL,  50000000ULL,  100000000ULL,  250000000ULL, 500000000ULL, 1000000000ULL,
+};
+static const char *const bucket_le[N_BUCKETS] = {
+    "5e-05", "0.0001", "0.00025", "0.0005", "0.001", "0.0025", "0.005",
+    "0.01",  "0.025",  "0.05",    "0.1",    "0.25",  "0.5",    "1",
+};
+
+typedef struct histogram {
+    atomic_ulong bucket[N_BUCKETS + 1]; /* the last one counts observations above 1s */
+    atomic_ullong sum_ns;
+} histogram_t;
+
+struct kq_metrics {
+    atomic_ulong decisions[KQ_VERB_COUNT][KQ_RESULT_COUNT];
+    histogram_t latency[KQ_EP_COUNT];
+    atomic_ulong reload_ok, reload_failed;
+    atomic_ulong watch_restarts;
+};
+
+const char *kq_endpoint_name(kq_endpoint_t ep)
+{
+    return (unsigned)ep < KQ_EP_COUNT ? endpoint_names[ep] : "unknown";
+}
+
+const char *kq_verb_name(kq_verb_t v)
+{
+    return (unsigned)v < KQ_VERB_COUNT ? verb_names[v] : "unknown";
+}
+
+const char *kq_result_name(kq_result_t r)
+{
+    return (unsigned)r < KQ_RESULT_COUNT ? result_names[r] : "unknown";
+}
+
+/* ------------------------------------------------------------------ updates */
+
+kq_metrics_t *kq_metrics_new(void)
+{
+    kq_metrics_t *m = calloc(1, sizeof(*m));
+    if (m == NULL)
+        return NULL;
+    /* calloc's zero bytes are a valid initial state for lock-free atomics; make it explicit. */
+    for (int v = 0; v < KQ_VERB_COUNT; v++)
+        for (int r = 0; r < KQ_RESULT_COUNT; r++)
+            atomic_init(&m->decisions[v][r], 0);
+    for (int e = 0; e < KQ_EP_COUNT; e++) {
+        for (int b = 0; b <= N_BUCKETS; b++)
+            atomic_init(&m->latency[e].bucket[b], 0);
+        atomic_init(&m->latency[e].sum_ns, 0);
+    }
+    atomic_init(&m->reload_ok, 0);
+    atomic_init(&m->reload_failed, 0);
+    atomic_init(&m->watch_restarts, 0);
+    return m;
+}
+
+void kq_metrics_free(kq_metrics_t *m)
+{
+    free(m);
+}
+
+void kq_metrics_decision(kq_metrics_t *m, kq_verb_t verb, kq_result_t result)
+{
+    if (m == NULL || (unsigned)verb >= KQ_VERB_COUNT || (unsigned)result >= KQ_RESULT_COUNT)
+        return;
+    atomic_fetch_add_explicit(&m->decisions[verb][result], 1, memory_order_relaxed);
+}
+
+void kq_metrics_latency(kq_metrics_t *m, kq_endpoint_t ep, double seconds)
+{
+    if (m == NULL || (unsigned)ep >= KQ_EP_COUNT)
+        return;
+    uint64_t ns;
+    if (!(seconds > 0)) /* also NaN */
+        ns = 0;
+    else if (seconds >= 1e9)
+        ns = UINT64_MAX / 2;
+    else
+        ns = (uint64_t)llround(seconds * 1e9);
+    int b = 0;
+    while (b < N_BUCKETS && ns > bucket_ns[b])
+        b++;
+    histogram_t *h = &m->latency[ep];
+    atomic_fetch_add_explicit(&h->sum_ns, ns, memory_order_relaxed);
+    atomic_fetch_add_explicit(&h->bucket[b], 1, memory_order_relaxed);
+}
+
+void kq_metrics_config_reload(kq_metrics_t *m, bool ok)
+{
+    if (m != NULL)
+        atomic_fetch_add_explicit(ok ? &m->reload_ok : &m->reload_failed, 1, memory_order_relaxed);
+}
+
+void kq_metrics_watch_restart(kq_metrics_t *m)
+{
+    if (m != NULL)
+        atomic_fetch_add_explicit(&m->watch_restarts, 1, memory_order_relaxed);
+}
+
+unsigned long kq_metrics_decision_count(kq_metrics_t *m, kq_verb_t verb, kq_result_t result)
+{
+    if (m == NULL || (unsigned)verb >= KQ_VERB_COUNT || (unsigned)result >= KQ_RESULT_COUNT)
+        return 0;
+    return atomic_load_explicit(&m->decisions[verb][result], memory_order_relaxed);
+}
+
+unsigned long kq_metrics_latency_count(kq_metrics_t *m, kq_endpoint_t ep)
+{
+    if (m == NULL || (unsigned)ep >= KQ_EP_COUNT)
+        return 0;
+    unsigned long n = 0;
+    for (int b = 0; b <= N_BUCKETS; b++)
+        n += atomic_load_explicit(&m->latency[ep].bucket[b], memory_order_relaxed);
+    return n;
+}
+
+/* ------------------------------------------------------------------ text buffer */
+
+typedef struct buf {
+    char *p;
+    size_t len, cap;
+    bool oom;
+} buf_t;
+
+static bool buf_reserve(buf_t *b, size_t extra)
+{
+    if (b->oom)
+        return false;
+    if (b->len + extra + 1 <= b->cap)
+        return true;
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap < b->len + extra + 1)
+        cap *= 2;
+    char *p = realloc(b->p, cap);
+    if (p == NULL) {
+        b->oom = true;
+        return false;
+    }
+    b->p = p;
+    b->cap = cap;
+    return true;
+}
+
+static void buf_put(buf_t *b, const char *s, size_t n)
+{
+    if (!buf_reserve(b, n))
+        return;
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+}
+
+static void buf_puts(buf_t *b, const char *s)
+{
+    buf_put(b, s, strlen(s));
+}
+
+static void buf_printf(buf_t *b, const char *fmt, ...) KQ_PRINTF(2, 3);
+static void buf_printf(buf_t *b, const char *fmt, ...)
+{
+    char small[256];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(small, sizeof(small), fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    if ((size_t)n < sizeof(small)) {
+        buf_put(b, small, (size_t)n);
+        return;
+    }
+    if (!buf_reserve(b, (size_t)n))
+        return;
+    va_start(ap, fmt);
+    vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+}
+
+/* A label value: backslash, double quote and newline are escaped (exposition format). */
+static void buf_label_value(buf_t *b, const char *s)
+{
+    for (const char *run = s;; s++) {
+        const char *esc = NULL;
+        if (*s == '\\')
+            esc = "\\\\";
+        else if (*s == '"')
+            esc = "\\\"";
+        else if (*s == '\n')
+            esc = "\\n";
+        else if (*s != '\0')
+            continue;
+        buf_put(b, run, (size_t)(s - run));
+        if (esc == NULL)
+            return;
+        buf_puts(b, esc);
+        run = s + 1;
+    }
+}
+
+/* name{k1="v1",k2="v2"} value\n ; labels is a NULL-terminated key/value list. */
+static void sample(buf_t *b, const char *name, const char *const *labels, const char *value)
+{
+    buf_puts(b, name);
+    if (labels != NULL && labels[0] != NULL) {
+        buf_put(b, "{", 1);
+        for (size_t i = 0; labels[i] != NULL; i += 2) {
+            if (i > 0)
+                buf_put(b, ",", 1);
+            buf_puts(b, labels[i]);
+            buf_put(b, "=\"", 2);
+            buf_label_value(b, labels[i + 1]);
+            buf_put(b, "\"", 1);
+        }
+        buf_put(b, "}", 1);
+    }
+    buf_put(b, " ", 1);
+    buf_puts(b, value);
+    buf_put(b, "\n", 1);
+}
+
+static void sample_u(buf_t *b, const char *name, const char *const *labels, unsigned long long v)
+{
+    char num[32];
+    snprintf(num, sizeof(num), "%llu", v);
+    sample(b, name, labels, num);
+}
+
+static void family(buf_t *b, const char *name, const char *type, const char *help)
+{
+    buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* ------------------------------------------------------------------ usage gauges */
+
+/* The number of running applications in a view node: an array of ids or a number. */
+static unsigned long long running_apps(const json_t *v)
+{
+    if (json_is_array(v))
+        return json_array_size(v);
+    if (json_is_integer(v) && json_integer_value(v) > 0)
+        return (unsigned long long)json_integer_value(v);
+    return 0;
+}
+
+/* A view node's queue path: "queuePath" when present, else "queuename" (joined to the
+ * parent's path when it is a bare name). Writes into out; false when there is none. */
+static bool node_path(const json_t *node, const char *parent, char *out, size_t outlen)
+{
+    const char *p = json_string_value(json_object_get(node, "queuePath"));
+    if (p == NULL)
+        p = json_string_value(json_object_get(node, "queuename"));
+    if (p == NULL)
+        return false;
+    int n;
+    if (parent != NULL && parent[0] != '\0' && strchr(p, '.') == NULL)
+        n = snprintf(out, outlen, "%s.%s", parent, p);
+    else
+        n = snprintf(out, outlen, "%s", p);
+    return n > 0 && (size_t)n < outlen;
+}
+
+typedef struct usage_walk {
+    buf_t *b;
+    const char *who_key;  /* "user" / "group" / NULL (queue view) */
+    const char *who;
+    const char *res_family, *res_field; /* resource gauge and the node field it reads */
+    const char *apps_family;            /* running-applications gauge, or NULL */
+} usage_walk_t;
+
+static void walk_queue(const usage_walk_t *w, const json_t *node, const char *parent, unsigned depth)
+{
+    char path[1024];
+    if (!json_is_object(node) || depth > 64 || !node_path(node, parent, path, sizeof(path)))
+        return;
+    const char *labels[8];
+    size_t nl = 0;
+    if (w->who_key != NULL) {
+        labels[nl++] = w->who_key;
+        labels[nl++] = w->who;
+    }
+    labels[nl++] = "queue";
+    labels[nl++] = path;
+    const json_t *res = w->res_family ? json_object_get(node, w->res_field) : NULL;
+    const char *rname;
+    const json_t *val;
+    json_object_foreach((json_t *)res, rname, val) {
+        if (!json_is_integer(val))
+            continue;
+        labels[nl] = "resource";
+        labels[nl + 1] = rname;
+        labels[nl + 2] = NULL;
+        char num[32];
+        snprintf(num, sizeof(num), "%lld", (long long)json_integer_value(val));
+        sample(w->b, w->res_family, labels, num);
+    }
+    if (w->apps_family != NULL) {
+        labels[nl] = NULL;
+        const json_t *apps = json_object_get(node, "runningApplications"); /* user/group view */
+        if (apps == NULL)
+            apps = json_object_get(node, "runningApps"); /* queue view */
+        sample_u(w->b, w->apps_family, labels, running_apps(apps));
+    }
+    const json_t *children = json_object_get(node, "children");
+    size_t i;
+    const json_t *child;
+    json_array_foreach(children, i, child)
+        walk_queue(w, child, path, depth + 1);
+}
+
+/* The users or groups view: an array of trackers, or an object holding one. */
+static const json_t *tracker_list(const json_t *view)
+{
+    if (json_is_array(view))
+        return view;
+    const char *k;
+    const json_t *v;
+    json_object_foreach((json_t *)view, k, v) {
+        if (json_is_array(v))
+            return v;
+    }
+    return NULL;
+}
+
+/* One family per call (the format wants a family's samples together): res_family or
+ * apps_family, the other NULL. */
+static void render_trackers(buf_t *b, json_t *view, const char *name_field, const char *who_key,
+                            const char *res_family, const char *apps_family)
+{
+    const json_t *list = tracker_list(view);
+    size_t i;
+    const json_t *t;
+    json_array_foreach(list, i, t) {
+        const char *who = json_string_value(json_object_get(t, name_field));
+        if (who == NULL)
+            continue;
+        usage_walk_t w = {
+            .b = b,
+            .who_key = who_key,
+            .who = who,
+            .res_family = res_family,
+            .res_field = "resourceUsage",
+            .apps_family = apps_family,
+        };
+        walk_queue(&w, json_object_get(t, "queues"), NULL, 0);
+    }
+}
+
+/* ------------------------------------------------------------------ render */
+
+char *kq_metrics_render(kq_metrics_t *m, kq_app_t *app, size_t *len)
+{
+    buf_t b = {0};
+    char num[64];
+
+    family(&b, "kubequota_decisions_total", "counter",
+           "Scheduling and admission decisions by verb and result.");
+    for (int v = 0; v < KQ_VERB_COUNT; v++) {
+        for (int r = 0; r < KQ_RESULT_COUNT; r++) {
+            const char *labels[] = {"verb", verb_names[v], "result", result_names[r], NULL};
+            sample_u(&b, "kubequota_decisions_total", labels,
+                     m ? atomic_load_explicit(&m->decisions[v][r], memory_order_relaxed) : 0);
+        }
+    }
+
+    family(&b, "kubequota_request_duration_seconds", "histogram",
+           "HTTP request latency by endpoint (route pattern), from the parsed request headers to the last byte written.");
+    for (int e = 0; e < KQ_EP_COUNT; e++) {
+        unsigned long long cum = 0;
+        for (int i = 0; i <= N_BUCKETS; i++) {
+            cum += m ? atomic_load_explicit(&m->latency[e].bucket[i], memory_order_relaxed) : 0;
+            const char *labels[] = {"endpoint", endpoint_names[e], "le", i < N_BUCKETS ? bucket_le[i] : "+Inf",
+                                    NULL};
+            sample_u(&b, "kubequota_request_duration_seconds_bucket", labels, cum);
+        }
+        const char *labels[] = {"endpoint", endpoint_names[e], NULL};
+        unsigned long long sum_ns = m ? atomic_load_explicit(&m->latency[e].sum_ns, memory_order_relaxed) : 0;
+        snprintf(num, sizeof(num), "%llu.%09llu", sum_ns / 1000000000ULL, sum_ns % 1000000000ULL);
+        sample(&b, "kubequota_request_duration_seconds_sum", labels, num);
+        sample_u(&b, "kubequota_request_duration_seconds_count", labels, cum);
+    }
+
+    family(&b, "kubequota_watch_restarts_total", "counter", "Restarts (reconnects and relists) of the pod watch.");
+    {
+        unsigned long long restarts = m ? atomic_load_explicit(&m->watch_restarts, memory_order_relaxed) : 0;
+        if (app != NULL && app->sync != NULL)
+            restarts += kq_sync_watch_restarts(app->sync);
+        sample_u(&b, "kubequota_watch_restarts_total", NULL, restarts);
+    }
+
+    family(&b, "kubequota_config_reloads_total", "counter", "Configuration reloads by result.");
+    {
+        const char *ok[] = {"result", "success", NULL};
+        const char *bad[] = {"result", "failure", NULL};
+        sample_u(&b, "kubequota_config_reloads_total", ok,
+                 m ? atomic_load_explicit(&m->reload_ok, memory_order_relaxed) : 0);
+        sample_u(&b, "kubequota_config_reloads_total", bad,
+                 m ? atomic_load_explicit(&m->reload_failed, memory_order_relaxed) : 0);
+    }
+
+    if (app != NULL && app->ledger != NULL) {
+        size_t counted = 0, known = kq_ledger_size(app->ledger, &counted);
+        family(&b, "kubequota_pods_tracked", "gauge",
+               "Pods known to the pod ledger: pending (not counted) and counted against quotas.");
+        const char *pending[] = {"state", "pending", NULL};
+        const char *cnt[] = {"state", "counted", NULL};
+        sample_u(&b, "kubequota_pods_tracked", pending, known >= counted ? known - counted : 0);
+        sample_u(&b, "kubequota_pods_tracked", cnt, counted);
+    }
+
+    if (app != NULL && app->ugm != NULL) {
+        json_t *users = kq_ugm_users_json(app->ugm);
+        family(&b, "kubequota_user_resource_used", "gauge",
+               "Resources used per user and queue (cpu in millicores, memory in bytes, others counts).");
+        render_trackers(&b, users, "userName", "user", "kubequota_user_resource_used", NULL);
+        family(&b, "kubequota_user_running_applications", "gauge", "Running applications per user and queue.");
+        render_trackers(&b, users, "userName", "user", NULL, "kubequota_user_running_applications");
+        json_decref(users);
+
+        json_t *groups = kq_ugm_groups_json(app->ugm);
+        family(&b, "kubequota_group_resource_used", "gauge",
+               "Resources used per group and queue (cpu in millicores, memory in bytes, others counts).");
+        render_trackers(&b, groups, "groupName", "group", "kubequota_group_resource_used", NULL);
+        json_decref(groups);
+
+        json_t *queues = kq_ugm_queues_json(app->ugm);
+        usage_walk_t qw = {
+            .b = &b,
+            .res_family = "kubequota_queue_resource_used",
+            .res_field = "allocatedResource",
+        };
+        family(&b, "kubequota_queue_resource_used", "gauge",
+               "Resources used per queue (cpu in millicores, memory in bytes, others counts).");
+        walk_queue(&qw, queues, NULL, 0);
+        family(&b, "kubequota_queue_running_applications", "gauge", "Running applications per queue.");
+        qw.res_family = NULL;
+        qw.apps_family = "kubequota_queue_running_applications";
+        walk_queue(&qw, queues, NULL, 0);
+        json_decref(queues);
+    }
+
+    if (b.oom || b.p == NULL) {
+        free(b.p);
+        return NULL;
+    }
+    if (len != NULL)
+        *len = b.len;
+    return b.p;
+}

@@ -1,0 +1,825 @@
+/* HTTP(S) server: civetweb with our own TLS setup, a routing table, request body limits,
+ * JSON error responses and per-endpoint latency metrics. Handlers are thin: read the
+ * body, call extender/rest/metrics, write what they return.
+ *
+ * THREAD MAP (the whole process; see also sync.h, kube.h, ledger.h, ugm.h)
+ *
+ *   main              parses flags, builds kq_app_t, starts and stops everything below,
+ *                     then waits in sigwait(). Writes app's members only before the server
+ *                     starts and after it has stopped (except through the modules' APIs).
+ *   civetweb master   accepts connections and queues them for the workers. Touches nothing
+ *                     of ours.
+ *   civetweb workers  (opts.threads, default 32) run on_request() -> the route handler:
+ *                     filter/bind/preempt (extender.c): config snapshot (holder lock, only
+ *                       for the pointer swap; then a reference), ledger check/assume/forget
+ *                       (ledger lock -> ugm locks), kube GET pod / POST binding / queue an
+ *                       event, always with no lock held;
+ *                     REST views (rest.c): ugm JSON views (ugm locks), config parse of the
+ *                       request body (no lock);
+ *                     /metrics: atomics, ledger size (ledger lock), ugm views (ugm locks);
+ *                     /readyz: app->ready (atomic).
+ *                     The response is written (mg_write) after the handler returned, so no
+ *                     lock is ever held across network I/O.
+ *   pod informer      (sync.c, via kube's watch thread) LIST/WATCH pods -> kq_pod_parse with
+ *                     a config snapshot -> ledger observe/remove/resync (ledger -> ugm);
+ *                     sets app->ready after the first full list.
+ *   kube events       (kube.c) drains the bounded event queue and POSTs Events; touches only
+ *                     its queue (its own lock) and its own curl handles.
+ *   config reload     (sync.c) re-reads queues.yaml off-lock, applies it whole to the ugm
+ *                     (kq_ugm_set_config), swaps the holder's snapshot, counts the result in
+ *                     metrics (atomics). A rejected file changes nothing.
+ *
+ * Shared state and its guard: config snapshots are immutable and reference-counted; the
+ * ledger and the ugm each have private locks, always taken in the order ledger -> ugm
+ * manager -> user tracker -> group tracker; metrics are atomics; app's pointers are
+ * read-only while the server runs. jansson values never cross threads (each request
+ * parses its own), libcurl easy handles are per call.
+ *
+ * DESIGN: every request goes through begin_request (one callback, one routing table) so
+ * that unknown paths, wrong methods, body limits and error bodies are handled in one place.
+ * The response (status line, headers, body) is written by us with an explicit
+ * Content-Length; civetweb's keep-alive handling is kept, except that after a 413 (or a
+ * request body we did not read) the connection is closed rather than drained.
+ */
+#include "kubequota/server.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include <civetweb.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+
+#include "kubequota/admission.h"
+#include "kubequota/extender.h"
+#include "kubequota/log.h"
+#include "kubequota/metrics.h"
+#include "kubequota/rest.h"
+
+#define DEFAULT_LISTEN "0.0.0.0:8443"
+#define DEFAULT_MAX_BODY ((size_t)64 << 20)
+#define DEFAULT_THREADS 32
+#define DRAIN_MAX ((long long)256 << 10) /* bytes of a refused body we still read, to close cleanly */
+#define IGNORED_BODY_MAX ((long long)64 << 10)
+#define MAX_PARAMS 2
+#define CT_JSON "application/json"
+#define CT_TEXT "text/plain; charset=utf-8"
+
+/* TLS 1.2 suites: ECDHE key exchange (forward secrecy) with AEAD ciphers only. */
+#define TLS12_CIPHERS                                                                                          \
+    "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:"                \
+    "ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305"
+
+struct kq_server {
+    struct mg_context *ctx;
+    kq_app_t *app;
+    size_t max_body;
+    bool admission;                    /* webhook routes enabled */
+    kq_admission_opts_t adm, adm_sched; /* copies; adm_sched sets spec.schedulerName */
+    char *cert, *key, *ca;
+    char tls_err[512]; /* written by init_ssl during kq_server_start (caller's thread) */
+};
+
+/* ------------------------------------------------------------------ requests and responses */
+
+typedef struct req {
+    kq_server_t *s;
+    char *param[MAX_PARAMS]; /* percent-decoded path parameters */
+    char *body;              /* NUL-terminated; NULL for routes without a body */
+    size_t body_len;
+} req_t;
+
+typedef struct resp {
+    int status;
+    const char *ctype;
+    char *body; /* malloc'ed, or NULL with static_body */
+    const char *static_body;
+    size_t len;
+} resp_t;
+
+static void resp_static(resp_t *r, int status, const char *ctype, const char *text)
+{
+    r->status = status;
+    r->ctype = ctype;
+    r->body = NULL;
+    r->static_body = text;
+    r->len = strlen(text);
+}
+
+/* A JSON error body; a fixed text when even that cannot be built. */
+static void resp_error(resp_t *r, int status, const char *message)
+{
+    size_t len = 0;
+    char *b = kq_rest_error_body(message, &len);
+    if (b == NULL) {
+        resp_static(r, status, CT_JSON, "{\"error\":\"request failed\"}");
+        return;
+    }
+    r->status = status;
+    r->ctype = CT_JSON;
+    r->body = b;
+    r->static_body = NULL;
+    r->len = len;
+}
+
+/* A handler's (status, body) pair; body NULL means it ran out of memory. */
+static void resp_take(resp_t *r, int status, const char *ctype, char *body, size_t len)
+{
+    if (body == NULL) {
+        resp_static(r, 500, CT_JSON, "{\"error\":\"out of memory\"}");
+        return;
+    }
+    r->status = status;
+    r->ctype = ctype;
+    r->body = body;
+    r->static_body = NULL;
+    r->len = len;
+}
+
+/* Request text quoted in a message: printable ASCII only, cut at `max` bytes. */
+static const char *printable(const char *in, char *out, size_t outlen)
+{
+    size_t i = 0;
+    for (; in != NULL && in[i] != '\0' && i + 1 < outlen; i++) {
+        unsigned char c = (unsigned char)in[i];
+        out[i] = (c < 0x20 || c >= 0x7f || c == '"' || c == '\\') ? '?' : (char)c;
+    }
+    out[i] = '\0';
+    return out;
+}
+
+static void send_response(struct mg_connection *conn, const resp_t *r, const char *allow, bool close,
+                          bool head_only)
+{
+    char head[512];
+    int n = snprintf(head, sizeof(head),
+                     "HTTP/1.1 %d %s\r\n"
+                     "Content-Type: %s\r\n"
+                     "Content-Length: %zu\r\n"
+                     "Cache-Control: no-store\r\n"
+                     "X-Content-Type-Options: nosniff\r\n"
+                     "%s%s%s%s\r\n",
+                     r->status, mg_get_response_code_text(conn, r->status), r->ctype, r->len,
+                     allow ? "Allow: " : "", allow ? allow : "", allow ? "\r\n" : "",
+                     close ? "Connection: close\r\n" : "");
+    if (n <= 0 || (size_t)n >= sizeof(head))
+        return;
+    if (mg_write(conn, head, (size_t)n) < 0)
+        return;
+    if (r->len > 0 && !head_only) /* a HEAD answer (always 404/405 here) has no body */
+        mg_write(conn, r->body ? r->body : r->static_body, r->len);
+}
+
+/* ------------------------------------------------------------------ handlers */
+
+static void h_filter(const req_t *q, resp_t *r)
+{
+    char *out = NULL;
+    size_t len = 0;
+    int st = kq_extender_filter(q->s->app, q->body, q->body_len, &out, &len);
+    resp_take(r, st, CT_JSON, out, len);
+}
+
+static void h_bind(const req_t *q, resp_t *r)
+{
+    char *out = NULL;
+    size_t len = 0;
+    int st = kq_extender_bind(q->s->app, q->body, q->body_len, &out, &len);
+    resp_take(r, st, CT_JSON, out, len);
+}
+
+static void h_preempt(const req_t *q, resp_t *r)
+{
+    char *out = NULL;
+    size_t len = 0;
+    int st = kq_extender_preempt(q->s->app, q->body, q->body_len, &out, &len);
+    resp_take(r, st, CT_JSON, out, len);
+}
+
+static void h_healthz(const req_t *q, resp_t *r)
+{
+    (void)q;
+    resp_static(r, 200, CT_TEXT, "ok");
+}
+
+static void h_readyz(const req_t *q, resp_t *r)
+{
+    if (atomic_load(&q->s->app->ready))
+        resp_static(r, 200, CT_TEXT, "ok");
+    else
+        resp_static(r, 503, CT_TEXT, "not ready: the first pod list has not been loaded yet");
+}
+
+static void h_metrics(const req_t *q, resp_t *r)
+{
+    size_t len = 0;
+    char *out = kq_metrics_render(q->s->app->metrics, q->s->app, &len);
+    resp_take(r, 200, KQ_METRICS_CONTENT_TYPE, out, len);
+}
+
+static void h_users(const req_t *q, resp_t *r)
+{
+    char *out = NULL;
+    size_t len = 0;
+    int st = kq_rest_users(q->s->app, q->param[0], &out, &len);
+    resp_take(r, st, CT_JSON, out, len);
+}
+
+static void h_user(const req_t *q, resp_t *r)
+{
+    char *out = NULL;
+    size_t len = 0;
+    int st = kq_rest_user(q->s->app, q->param[0], q->param[1], &out, &len);
+    resp_take(r, st, CT_JSON, out, len);
+}
+
+static void h_groups(const req_t *q, resp_t *r)
+{
+    char *out = NULL;
+    size_t len = 0;
+    int st = kq_rest_groups(q->s->app, q->param[0], &out, &len);
+    resp_take(r, st, CT_JSON, out, len);
+}
+
+static void h_group(const req_t *q, resp_t *r)
+{
+    char *out = NULL;
+    size_t len = 0;
+    int st = kq_rest_group(q->s->app, q->param[0], q->param[1], &out, &len);
+    resp_take(r, st, CT_JSON, out, len);
+}
+
+static void h_queues(const req_t *q, resp_t *r)
+{
+    char *out = NULL;
+    size_t len = 0;
+    int st = kq_rest_queues(q->s->app, q->param[0], &out, &len);
+    resp_take(r, st, CT_JSON, out, len);
+}
+
+static void h_validate_conf(const req_t *q, resp_t *r)
+{
+    char *out = NULL;
+    size_t len = 0;
+    int st = kq_rest_validate_conf(q->body, q->body_len, &out, &len);
+    resp_take(r, st, CT_JSON, out, len);
+}
+
+static void admission_reply(int st, char *out, size_t len, resp_t *r)
+{
+    if (st < 0) /* KQ_EINVAL / KQ_ENOMEM: nothing was produced */
+        resp_static(r, 500, CT_JSON, "{\"error\":\"admission review failed\"}");
+    else
+        resp_take(r, st, CT_JSON, out, len);
+}
+
+static void h_mutate(const req_t *q, resp_t *r)
+{
+    char *out = NULL;
+    size_t len = 0;
+    int st = kq_admission_mutate(&q->s->adm, q->body, q->body_len, &out, &len);
+    admission_reply(st, out, len, r);
+}
+
+static void h_mutate_sched(const req_t *q, resp_t *r)
+{
+    char *out = NULL;
+    size_t len = 0;
+    int st = kq_admission_mutate(&q->s->adm_sched, q->body, q->body_len, &out, &len);
+    admission_reply(st, out, len, r);
+}
+
+static void h_validate(const req_t *q, resp_t *r)
+{
+    char *out = NULL;
+    size_t len = 0;
+    int st = kq_admission_validate(&q->s->adm, q->body, q->body_len, &out, &len);
+    admission_reply(st, out, len, r);
+}
+
+/* ------------------------------------------------------------------ routing */
+
+typedef struct route {
+    const char *method;
+    const char *pattern; /* '*' matches one non-empty path segment (a parameter) */
+    kq_endpoint_t ep;
+    bool has_body;
+    void (*fn)(const req_t *, resp_t *);
+    bool admission;      /* only when the admission webhook is configured */
+} route_t;
+
+static const route_t routes[] = {
+    {"POST", "/scheduler/filter", KQ_EP_FILTER, true, h_filter, false},
+    {"POST", "/scheduler/bind", KQ_EP_BIND, true, h_bind, false},
+    {"POST", "/scheduler/preempt", KQ_EP_PREEMPT, true, h_preempt, false},
+    {"GET", "/healthz", KQ_EP_HEALTHZ, false, h_healthz, false},
+    {"GET", "/readyz", KQ_EP_READYZ, false, h_readyz, false},
+    {"GET", "/metrics", KQ_EP_METRICS, false, h_metrics, false},
+    {"GET", "/ws/v1/partition/*/usage/users", KQ_EP_USAGE_USERS, false, h_users, false},
+    {"GET", "/ws/v1/partition/*/usage/user/*", KQ_EP_USAGE_USER, false, h_user, false},
+    {"GET", "/ws/v1/partition/*/usage/groups", KQ_EP_USAGE_GROUPS, false, h_groups, false},
+    {"GET", "/ws/v1/partition/*/usage/group/*", KQ_EP_USAGE_GROUP, false, h_group, false},
+    {"GET", "/ws/v1/partition/*/queues", KQ_EP_QUEUES, false, h_queues, false},
+    {"POST", "/ws/v1/validate-conf", KQ_EP_VALIDATE_CONF, true, h_validate_conf, false},
+    {"POST", "/admission/mutate", KQ_EP_ADMISSION, true, h_mutate, true},
+    {"POST", "/admission/mutate-scheduler", KQ_EP_ADMISSION_SCHED, true, h_mutate_sched, true},
+    {"POST", "/admission/validate", KQ_EP_ADMISSION_VALIDATE, true, h_validate, true},
+};
+#define N_ROUTES (sizeof(routes) / sizeof(routes[0]))
+
+typedef struct span {
+    const char *p;
+    size_t n;
+} span_t;
+
+static bool match(const char *pat, const char *path, span_t *params, int *np)
+{
+    *np = 0;
+    while (*pat != '\0' && *path != '\0') {
+        if (*pat == '*') {
+            size_t n = strcspn(path, "/");
+            if (n == 0 || *np == MAX_PARAMS)
+                return false;
+            params[(*np)++] = (span_t){path, n};
+            path += n;
+            pat++;
+        } else if (*pat == *path) {
+            pat++;
+            path++;
+        } else {
+            return false;
+        }
+    }
+    return *pat == '\0' && *path == '\0';
+}
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* Percent-decodes a path segment into a new string. NULL for a bad escape or an encoded
+ * NUL (*bad set) or on ENOMEM (*bad clear). '+' is a literal '+' in a path. */
+static char *percent_decode(span_t in, bool *bad)
+{
+    *bad = false;
+    char *out = malloc(in.n + 1);
+    if (out == NULL)
+        return NULL;
+    size_t o = 0;
+    for (size_t i = 0; i < in.n; i++) {
+        if (in.p[i] != '%') {
+            out[o++] = in.p[i];
+            continue;
+        }
+        int hi = i + 2 < in.n ? hexval(in.p[i + 1]) : -1;
+        int lo = i + 2 < in.n ? hexval(in.p[i + 2]) : -1;
+        if (hi < 0 || lo < 0 || (hi == 0 && lo == 0)) {
+            free(out);
+            *bad = true;
+            return NULL;
+        }
+        out[o++] = (char)(hi * 16 + lo);
+        i += 2;
+    }
+    out[o] = '\0';
+    return out;
+}
+
+/* ------------------------------------------------------------------ request bodies */
+
+/* Reads the whole body (Content-Length or chunked) up to max bytes into q->body.
+ * 0, or an HTTP status: 413 too large, 400 read error, 500 ENOMEM, 417 bad Expect. */
+static int read_body(struct mg_connection *conn, size_t max, req_t *q, bool *close)
+{
+    const struct mg_request_info *ri = mg_get_request_info(conn);
+    long long cl = ri->content_length;
+    const char *expect = mg_get_header(conn, "Expect");
+    if (cl > 0 && (unsigned long long)cl > max) {
+        *close = true;
+        return 413;
+    }
+    if (expect != NULL) {
+        if (strcasecmp(expect, "100-continue") != 0) {
+            *close = true;
+            return 417;
+        }
+        /* The client waits for this before sending the body (civetweb only sends it for PUT). */
+        mg_printf(conn, "HTTP/1.1 100 Continue\r\n\r\n");
+    }
+    /* Known length: exactly that (plus the NUL). Chunked: grow up to max + 1 bytes, one
+     * more than allowed, which is how an oversized chunked body is recognised. */
+    size_t cap = cl >= 0 ? (size_t)cl + 1 : (max + 2 < 16384 ? max + 2 : 16384);
+    size_t len = 0;
+    char *buf = malloc(cap);
+    if (buf == NULL)
+        return 500;
+    for (;;) {
+        if (len + 1 >= cap) {
+            if (cl >= 0)
+                break; /* read exactly Content-Length */
+            if (len > max)
+                break;
+            size_t ncap = cap > (max + 2) / 2 ? max + 2 : cap * 2;
+            char *nb = realloc(buf, ncap);
+            if (nb == NULL) {
+                free(buf);
+                return 500;
+            }
+            buf = nb;
+            cap = ncap;
+        }
+        int n = mg_read(conn, buf + len, cap - 1 - len);
+        if (n == 0)
+            break;
+        if (n < 0) {
+            free(buf);
+            *close = true;
+            return 400;
+        }
+        len += (size_t)n;
+    }
+    if (len > max || (cl >= 0 && len != (size_t)cl)) {
+        free(buf);
+        *close = true;
+        return len > max ? 413 : 400;
+    }
+    buf[len] = '\0';
+    q->body = buf;
+    q->body_len = len;
+    return 0;
+}
+
+/* After refusing a body: read (and drop) a bounded amount, so that closing the socket with
+ * unread data does not reset the connection before the client has read our answer. Not
+ * when the client waits for "100 Continue" (it sends nothing more) or announced more than
+ * the bound. */
+static void drain_refused(struct mg_connection *conn)
+{
+    const struct mg_request_info *ri = mg_get_request_info(conn);
+    if (ri->content_length > DRAIN_MAX || mg_get_header(conn, "Expect") != NULL)
+        return;
+    char buf[8192];
+    long long left = DRAIN_MAX;
+    while (left > 0) {
+        int n = mg_read(conn, buf, sizeof(buf));
+        if (n <= 0)
+            break;
+        left -= n;
+    }
+}
+
+/* ------------------------------------------------------------------ civetweb callbacks */
+
+static double elapsed(const struct timespec *t0)
+{
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    return (double)(t1.tv_sec - t0->tv_sec) + (double)(t1.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+static int on_request(struct mg_connection *conn)
+{
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    kq_server_t *s = mg_get_user_data(mg_get_context(conn));
+    const struct mg_request_info *ri = mg_get_request_info(conn);
+    const char *method = ri->request_method ? ri->request_method : "";
+    const char *path = ri->local_uri ? ri->local_uri : "";
+
+    req_t q = {.s = s};
+    resp_t r = {0};
+    bool close = false;
+    const char *allow = NULL;
+    char allow_buf[64] = "";
+    char msg[512], qpath[256];
+    const route_t *rt = NULL;
+    span_t params[MAX_PARAMS];
+    int np = 0;
+
+    for (size_t i = 0; i < N_ROUTES; i++) {
+        int n;
+        span_t p[MAX_PARAMS];
+        if ((routes[i].admission && !s->admission) || !match(routes[i].pattern, path, p, &n))
+            continue;
+        if (strcmp(routes[i].method, method) == 0) {
+            rt = &routes[i];
+            memcpy(params, p, sizeof(p));
+            np = n;
+            break;
+        }
+        if (strstr(allow_buf, routes[i].method) == NULL) {
+            size_t used = strlen(allow_buf);
+            snprintf(allow_buf + used, sizeof(allow_buf) - used, "%s%s", used ? ", " : "", routes[i].method);
+        }
+    }
+
+    if (rt == NULL) {
+        if (allow_buf[0] != '\0') {
+            allow = allow_buf;
+            snprintf(msg, sizeof(msg), "method %s is not allowed on %s (allowed: %s)",
+                     printable(method, qpath, 32), printable(path, qpath + 64, 192), allow_buf);
+            resp_error(&r, 405, msg);
+        } else {
+            snprintf(msg, sizeof(msg), "no such endpoint: %s", printable(path, qpath, sizeof(qpath)));
+            resp_error(&r, 404, msg);
+        }
+        goto send;
+    }
+
+    for (int i = 0; i < np; i++) {
+        bool bad;
+        q.param[i] = percent_decode(params[i], &bad);
+        if (q.param[i] == NULL) {
+            if (bad)
+                resp_error(&r, 400, "bad percent-encoding in the request path");
+            else
+                resp_error(&r, 500, "out of memory");
+            goto send;
+        }
+    }
+
+    if (rt->has_body) {
+        int st = read_body(conn, s->max_body, &q, &close);
+        if (st != 0) {
+            if (st == 413)
+                snprintf(msg, sizeof(msg), "request body larger than the limit of %zu bytes", s->max_body);
+            else if (st == 417)
+                snprintf(msg, sizeof(msg), "unsupported Expect header");
+            else if (st == 400)
+                snprintf(msg, sizeof(msg), "incomplete request body");
+            else
+                snprintf(msg, sizeof(msg), "out of memory");
+            resp_error(&r, st, msg);
+            goto send;
+        }
+    }
+    rt->fn(&q, &r);
+
+send:
+    if (!close && (!rt || !rt->has_body)) {
+        /* A body we did not read: civetweb would read it all to keep the connection. */
+        long long cl = ri->content_length;
+        if (cl > IGNORED_BODY_MAX || (cl < 0 && mg_get_header(conn, "Transfer-Encoding") != NULL))
+            close = true;
+    }
+    if (close)
+        mg_disable_keep_alive(conn);
+    send_response(conn, &r, allow, close, strcmp(method, "HEAD") == 0);
+    if (close && r.status == 413)
+        drain_refused(conn);
+    double secs = elapsed(&t0);
+    if (rt != NULL)
+        kq_metrics_latency(s->app->metrics, rt->ep, secs);
+    kq_debug("event=http_request method=%s path=\"%s\" status=%d bytes=%zu close=%s ms=%.3f",
+             printable(method, qpath, 32), printable(path, qpath + 64, 192), r.status, r.len, close ? "yes" : "no",
+             secs * 1e3);
+    int status = r.status;
+    free(r.body);
+    free(q.body);
+    for (int i = 0; i < MAX_PARAMS; i++)
+        free(q.param[i]);
+    return status;
+}
+
+/* civetweb's own messages. Failed TLS handshakes (scanners, clients without a
+ * certificate) are the client's problem and only logged at debug level. */
+static int on_log_message(const struct mg_connection *conn, const char *message)
+{
+    (void)conn;
+    if (strncmp(message, "sslize", 6) == 0 || strstr(message, "SSL") != NULL)
+        kq_debug("event=tls_handshake_failed msg=\"%s\"", message);
+    else
+        kq_warn("event=http_server msg=\"%s\"", message);
+    return 1;
+}
+
+static void tls_fail(kq_server_t *s, const char *what, const char *file)
+{
+    char ossl[256] = "";
+    unsigned long e = ERR_peek_last_error();
+    if (e != 0)
+        ERR_error_string_n(e, ossl, sizeof(ossl));
+    ERR_clear_error();
+    snprintf(s->tls_err, sizeof(s->tls_err), "%s%s%s%s%s", what, file ? " " : "", file ? file : "",
+             ossl[0] ? ": " : "", ossl);
+}
+
+/* civetweb's init_ssl: we configure the whole SSL_CTX (return 1 = done). */
+static int on_init_ssl(void *ssl_ctx, void *user_data)
+{
+    kq_server_t *s = user_data;
+    SSL_CTX *ctx = ssl_ctx;
+    ERR_clear_error();
+    if (SSL_CTX_use_certificate_chain_file(ctx, s->cert) != 1) {
+        tls_fail(s, "cannot load the certificate chain", s->cert);
+        return -1;
+    }
+    if (SSL_CTX_use_PrivateKey_file(ctx, s->key, SSL_FILETYPE_PEM) != 1) {
+        unsigned long e = ERR_peek_last_error();
+        if (ERR_GET_LIB(e) == ERR_LIB_X509 && ERR_GET_REASON(e) == X509_R_KEY_VALUES_MISMATCH)
+            tls_fail(s, "the private key does not match the certificate:", s->key);
+        else
+            tls_fail(s, "cannot load the private key", s->key);
+        return -1;
+    }
+    if (SSL_CTX_check_private_key(ctx) != 1) {
+        tls_fail(s, "the private key does not match the certificate:", s->key);
+        return -1;
+    }
+    if (SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) != 1) {
+        tls_fail(s, "cannot set the minimum TLS version", NULL);
+        return -1;
+    }
+    if (SSL_CTX_set_cipher_list(ctx, TLS12_CIPHERS) != 1) {
+        tls_fail(s, "cannot set the TLS 1.2 cipher list", NULL);
+        return -1;
+    }
+    SSL_CTX_set_options(ctx, SSL_OP_NO_COMPRESSION | SSL_OP_CIPHER_SERVER_PREFERENCE | SSL_OP_NO_RENEGOTIATION);
+    static const unsigned char sid[] = "kubequota";
+    SSL_CTX_set_session_id_context(ctx, sid, sizeof(sid) - 1);
+    if (s->ca != NULL) {
+        if (SSL_CTX_load_verify_locations(ctx, s->ca, NULL) != 1) {
+            tls_fail(s, "cannot load the client CA", s->ca);
+            return -1;
+        }
+        STACK_OF(X509_NAME) *names = SSL_load_client_CA_file(s->ca);
+        if (names == NULL) {
+            tls_fail(s, "no CA certificate found in", s->ca);
+            return -1;
+        }
+        SSL_CTX_set_client_CA_list(ctx, names);
+        SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
+    } else {
+        SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, NULL);
+    }
+    return 1;
+}
+
+/* ------------------------------------------------------------------ public API */
+
+static pthread_once_t global_once = PTHREAD_ONCE_INIT;
+
+static void global_init_once(void)
+{
+    if ((mg_init_library(MG_FEATURES_TLS) & MG_FEATURES_TLS) == 0)
+        kq_error("event=tls_init_failed msg=\"civetweb could not initialise OpenSSL\"");
+}
+
+void kq_server_global_init(void)
+{
+    pthread_once(&global_once, global_init_once);
+}
+
+static void server_free(kq_server_t *s)
+{
+    if (s == NULL)
+        return;
+    free(s->cert);
+    free(s->key);
+    free(s->ca);
+    free(s);
+}
+
+static void seterr(char *err, size_t errlen, const char *fmt, ...) KQ_PRINTF(3, 4);
+static void seterr(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err == NULL || errlen == 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+static char *dup_opt(const char *s, bool *oom)
+{
+    if (s == NULL)
+        return NULL;
+    char *d = strdup(s);
+    if (d == NULL)
+        *oom = true;
+    return d;
+}
+
+kq_server_t *kq_server_start(const kq_server_opts_t *o, kq_app_t *app, char *err, size_t errlen)
+{
+    kq_server_t *s = NULL;
+    if (o == NULL || app == NULL) {
+        seterr(err, errlen, "no options or no application context");
+        goto fail;
+    }
+    const char *listen = o->listen && o->listen[0] ? o->listen : DEFAULT_LISTEN;
+    size_t ll = strlen(listen);
+    if (ll > 200 || strchr(listen, ',') != NULL || listen[ll - 1] < '0' || listen[ll - 1] > '9') {
+        seterr(err, errlen, "listen address \"%s\" must be HOST:PORT, [IPV6]:PORT or PORT", listen);
+        goto fail;
+    }
+    if (!o->plain_http && (o->tls_cert == NULL || o->tls_key == NULL)) {
+        seterr(err, errlen, "a TLS certificate and key are required unless plain HTTP is requested");
+        goto fail;
+    }
+    if (o->plain_http && o->client_ca != NULL) {
+        seterr(err, errlen, "client certificates need TLS; they cannot be combined with plain HTTP");
+        goto fail;
+    }
+    if (o->threads < 0 || o->threads > 1024) {
+        seterr(err, errlen, "threads must be between 1 and 1024");
+        goto fail;
+    }
+
+    kq_server_global_init();
+    s = calloc(1, sizeof(*s));
+    if (s == NULL) {
+        seterr(err, errlen, "out of memory");
+        goto fail;
+    }
+    bool oom = false;
+    s->app = app;
+    s->max_body = o->max_body ? o->max_body : DEFAULT_MAX_BODY;
+    if (o->admission != NULL) {
+        /* Shallow copies: the strings and arrays they point to are borrowed, like app. */
+        s->admission = true;
+        s->adm = *o->admission;
+        s->adm_sched = *o->admission;
+        s->adm_sched.set_scheduler_name = true;
+    }
+    if (!o->plain_http) {
+        s->cert = dup_opt(o->tls_cert, &oom);
+        s->key = dup_opt(o->tls_key, &oom);
+        s->ca = dup_opt(o->client_ca, &oom);
+    }
+    if (oom) {
+        seterr(err, errlen, "out of memory");
+        goto fail;
+    }
+
+    char ports[256], threads[16];
+    snprintf(ports, sizeof(ports), "%s%s", listen, o->plain_http ? "" : "s");
+    snprintf(threads, sizeof(threads), "%d", o->threads > 0 ? o->threads : DEFAULT_THREADS);
+    const char *options[] = {
+        "listening_ports", ports,
+        "num_threads", threads,
+        "enable_keep_alive", "yes",
+        "keep_alive_timeout_ms", "30000",
+        "request_timeout_ms", "30000",
+        "decode_url", "no",
+        "ssl_protocol_version", "4",
+        NULL,
+    };
+    struct mg_callbacks cb;
+    memset(&cb, 0, sizeof(cb));
+    cb.begin_request = on_request;
+    cb.log_message = on_log_message;
+    if (!o->plain_http)
+        cb.init_ssl = on_init_ssl;
+    struct mg_init_data init = {.callbacks = &cb, .user_data = s, .configuration_options = options};
+    char mgerr[256] = "";
+    unsigned code = 0;
+    struct mg_error_data ed = {.code = &code, .text = mgerr, .text_buffer_size = sizeof(mgerr)};
+    s->ctx = mg_start2(&init, &ed);
+    if (s->ctx == NULL) {
+        if (s->tls_err[0] != '\0')
+            seterr(err, errlen, "TLS setup failed: %s", s->tls_err);
+        else
+            seterr(err, errlen, "%s", mgerr[0] ? mgerr : "the HTTP server could not start");
+        goto fail;
+    }
+    kq_info("event=http_listening listen=%s port=%d tls=%s client_certs=%s max_body=%zu threads=%s", listen,
+            kq_server_port(s), o->plain_http ? "off" : "on", s->ca ? "required" : "off", s->max_body, threads);
+    return s;
+fail:
+    server_free(s);
+    return NULL;
+}
+
+void kq_server_stop(kq_server_t *s)
+{
+    if (s == NULL)
+        return;
+    if (s->ctx != NULL)
+        mg_stop(s->ctx);
+    server_free(s);
+}
+
+int kq_server_port(const kq_server_t *s)
+{
+    if (s == NULL || s->ctx == NULL)
+        return -1;
+    struct mg_server_port ports[4];
+    int n = mg_get_server_ports(s->ctx, 4, ports);
+    return n > 0 ? ports[0].port : -1;
+}

@@ -1,0 +1,279 @@
+/* Unit tests for the REST usage view: status codes, JSON error bodies for unknown
+ * partitions/users/groups, the usage numbers after known increases, and validate-conf's
+ * YuniKorn-shaped answers for valid and invalid queues.yaml bodies. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "kubequota/app.h"
+#include "kubequota/config.h"
+#include "kubequota/log.h"
+#include "kubequota/rest.h"
+#include "kubequota/ugm.h"
+
+static const char QUEUES_YAML[] =
+    "partitions:\n"
+    "  - name: default\n"
+    "    queues:\n"
+    "      - name: root\n"
+    "        queues:\n"
+    "          - name: team-a\n"
+    "            resources:\n"
+    "              max:\n"
+    "                vcore: 8\n"
+    "            limits:\n"
+    "              - limit: dev group\n"
+    "                groups: [dev]\n"
+    "                maxapplications: 10\n"
+    "              - limit: alice\n"
+    "                users: [alice]\n"
+    "                maxresources:\n"
+    "                  vcore: 4\n";
+
+typedef struct fx {
+    kq_config_t *cfg;
+    kq_app_t app;
+} fx_t;
+
+static int setup(void **state)
+{
+    fx_t *f = calloc(1, sizeof(*f));
+    kq_diags_t d;
+    kq_diags_init(&d);
+    if (kq_config_load_buffer(QUEUES_YAML, strlen(QUEUES_YAML), "t.yaml", &f->cfg, &d) != 0) {
+        char *all = kq_diags_join(&d, "\n");
+        fprintf(stderr, "config: %s\n", all ? all : "?");
+        free(all);
+        kq_diags_free(&d);
+        return -1;
+    }
+    kq_diags_free(&d);
+    f->app.partition = "default";
+    f->app.scheduler_name = "kubequota-scheduler";
+    f->app.default_user = "nobody";
+    atomic_init(&f->app.ready, true);
+    f->app.ugm = kq_ugm_new("default");
+    if (f->app.ugm == NULL || kq_ugm_set_config(f->app.ugm, f->cfg) != 0)
+        return -1;
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fx_t *f = *state;
+    kq_ugm_free(f->app.ugm);
+    kq_config_unref(f->cfg);
+    free(f);
+    return 0;
+}
+
+/* alice (group dev) runs app-1 with 1500m cpu in root.team-a. */
+static void add_usage(fx_t *f)
+{
+    const char *groups[] = {"dev"};
+    kq_user_t u = {.name = "alice", .groups = groups, .n_groups = 1};
+    kq_resource_t r = KQ_RESOURCE_EMPTY;
+    assert_int_equal(kq_resource_set(&r, "cpu", 1500), 0);
+    char reason[256];
+    assert_int_equal(kq_ugm_increase(f->app.ugm, "root.team-a", "app-1", &u, &r, reason, sizeof(reason)), 0);
+}
+
+/* body/len are read through pointers: the call producing them is an argument too. */
+static json_t *parsed(int status, int want, char **bodyp, size_t *lenp)
+{
+    char *body = *bodyp;
+    size_t len = *lenp;
+    assert_int_equal(status, want);
+    assert_non_null(body);
+    assert_int_equal(len, strlen(body));
+    json_error_t e;
+    json_t *j = json_loads(body, 0, &e);
+    if (j == NULL)
+        fail_msg("not JSON (%s): %s", e.text, body);
+    free(body);
+    return j;
+}
+
+static void assert_error_mentions(const json_t *j, const char *needle)
+{
+    const char *msg = json_string_value(json_object_get(j, "error"));
+    assert_non_null(msg);
+    if (strstr(msg, needle) == NULL)
+        fail_msg("error \"%s\" does not mention \"%s\"", msg, needle);
+}
+
+static const json_t *child_named(const json_t *node, const char *key, const char *path)
+{
+    size_t i;
+    const json_t *c;
+    json_array_foreach(json_object_get(node, "children"), i, c) {
+        if (strcmp(json_is_string(json_object_get(c, key)) ? json_string_value(json_object_get(c, key)) : "", path) == 0)
+            return c;
+    }
+    return NULL;
+}
+
+static void test_users_and_user(void **state)
+{
+    fx_t *f = *state;
+    char *b;
+    size_t n;
+    json_t *j = parsed(kq_rest_users(&f->app, "default", &b, &n), 200, &b, &n);
+    assert_true(json_is_array(j));
+    assert_int_equal(json_array_size(j), 0);
+    json_decref(j);
+
+    add_usage(f);
+    j = parsed(kq_rest_users(&f->app, "default", &b, &n), 200, &b, &n);
+    assert_int_equal(json_array_size(j), 1);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(j, 0), "userName")), "alice");
+    json_decref(j);
+
+    j = parsed(kq_rest_user(&f->app, "default", "alice", &b, &n), 200, &b, &n);
+    assert_string_equal(json_string_value(json_object_get(j, "userName")), "alice");
+    const json_t *root = json_object_get(j, "queues");
+    const json_t *team = child_named(root, "queuename", "root.team-a");
+    assert_non_null(team);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(team, "resourceUsage"), "cpu")) +
+                         json_integer_value(json_object_get(json_object_get(team, "resourceUsage"), "vcore")),
+                     1500);
+    json_decref(j);
+
+    j = parsed(kq_rest_user(&f->app, "default", "bob", &b, &n), 404, &b, &n);
+    assert_error_mentions(j, "bob");
+    json_decref(j);
+
+    /* a name that needs escaping still gives a valid JSON error */
+    j = parsed(kq_rest_user(&f->app, "default", "b\"o\\b\n\xff", &b, &n), 404, &b, &n);
+    assert_error_mentions(j, "not found");
+    json_decref(j);
+}
+
+static void test_groups_and_group(void **state)
+{
+    fx_t *f = *state;
+    add_usage(f);
+    char *b;
+    size_t n;
+    json_t *j = parsed(kq_rest_groups(&f->app, "default", &b, &n), 200, &b, &n);
+    assert_int_equal(json_array_size(j), 1);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(j, 0), "groupName")), "dev");
+    json_decref(j);
+
+    j = parsed(kq_rest_group(&f->app, "default", "dev", &b, &n), 200, &b, &n);
+    assert_string_equal(json_string_value(json_object_get(j, "groupName")), "dev");
+    json_decref(j);
+
+    j = parsed(kq_rest_group(&f->app, "default", "ops", &b, &n), 404, &b, &n);
+    assert_error_mentions(j, "ops");
+    json_decref(j);
+}
+
+static void test_queues(void **state)
+{
+    fx_t *f = *state;
+    add_usage(f);
+    char *b;
+    size_t n;
+    json_t *j = parsed(kq_rest_queues(&f->app, "default", &b, &n), 200, &b, &n);
+    assert_string_equal(json_string_value(json_object_get(j, "queuename")), "root");
+    const json_t *team = child_named(j, "queuename", "root.team-a");
+    assert_non_null(team);
+    const json_t *alloc = json_object_get(team, "allocatedResource");
+    assert_int_equal(json_integer_value(json_object_get(alloc, "cpu")) +
+                         json_integer_value(json_object_get(alloc, "vcore")),
+                     1500);
+    json_decref(j);
+}
+
+static void test_unknown_partition(void **state)
+{
+    fx_t *f = *state;
+    char *b;
+    size_t n;
+    json_t *j = parsed(kq_rest_users(&f->app, "other", &b, &n), 404, &b, &n);
+    assert_error_mentions(j, "other");
+    json_decref(j);
+    j = parsed(kq_rest_groups(&f->app, "other", &b, &n), 404, &b, &n);
+    json_decref(j);
+    j = parsed(kq_rest_queues(&f->app, "other", &b, &n), 404, &b, &n);
+    json_decref(j);
+    j = parsed(kq_rest_user(&f->app, "other", "alice", &b, &n), 404, &b, &n);
+    assert_error_mentions(j, "partition");
+    json_decref(j);
+    j = parsed(kq_rest_group(&f->app, "", "dev", &b, &n), 404, &b, &n);
+    json_decref(j);
+}
+
+static void test_validate_conf(void **state)
+{
+    (void)state;
+    char *b;
+    size_t n;
+    json_t *j = parsed(kq_rest_validate_conf(QUEUES_YAML, strlen(QUEUES_YAML), &b, &n), 200, &b, &n);
+    assert_true(json_is_true(json_object_get(j, "allowed")));
+    assert_string_equal(json_string_value(json_object_get(j, "reason")), "");
+    json_decref(j);
+
+    /* two problems: both are reported, with where they are */
+    static const char bad[] =
+        "partitions:\n"
+        "  - name: default\n"
+        "    queues:\n"
+        "      - name: root\n"
+        "        queues:\n"
+        "          - name: a\n"
+        "            resources:\n"
+        "              max:\n"
+        "                vcore: lots\n"
+        "          - name: a\n";
+    j = parsed(kq_rest_validate_conf(bad, strlen(bad), &b, &n), 200, &b, &n);
+    assert_true(json_is_false(json_object_get(j, "allowed")));
+    const char *reason = json_string_value(json_object_get(j, "reason"));
+    assert_non_null(reason);
+    assert_non_null(strstr(reason, "lots"));
+    assert_non_null(strstr(reason, "; "));
+    json_decref(j);
+
+    static const char *const garbage[] = {":::\n- [", "partitions: 7\n", "- just\n- a list\n", "a: \xff\n"};
+    for (size_t i = 0; i < sizeof(garbage) / sizeof(garbage[0]); i++) {
+        j = parsed(kq_rest_validate_conf(garbage[i], strlen(garbage[i]), &b, &n), 200, &b, &n);
+        assert_true(json_is_false(json_object_get(j, "allowed")));
+        assert_true(strlen(json_string_value(json_object_get(j, "reason"))) > 0);
+        json_decref(j);
+    }
+}
+
+static void test_error_body(void **state)
+{
+    (void)state;
+    size_t n = 0;
+    char *b = kq_rest_error_body("a \"quoted\" thing", &n);
+    json_t *j = json_loads(b, 0, NULL);
+    assert_string_equal(json_string_value(json_object_get(j, "error")), "a \"quoted\" thing");
+    assert_int_equal(n, strlen(b));
+    json_decref(j);
+    free(b);
+}
+
+int main(void)
+{
+    kq_log_set_level("error");
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_users_and_user, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_groups_and_group, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_queues, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unknown_partition, setup, teardown),
+        cmocka_unit_test(test_validate_conf),
+        cmocka_unit_test(test_error_body),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
