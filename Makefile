@@ -41,10 +41,10 @@ LDLIBS   := -ljansson -lyaml -lcurl -lssl -lcrypto -lm
 
 # civetweb: compiled from Debian's source package against OpenSSL 3, linked statically.
 CW_FLAGS := -std=gnu11 $(OPT) -g $(SANFLAGS) -pthread -DOPENSSL_API_3_0 -DNO_SSL_DL -DNO_CGI \
-            -DNO_CACHING -DUSE_IPV6 -I$(CW_SRC)/include -w
+            -DNO_CACHING -DUSE_IPV6 -DSTOP_FLAG_NEEDS_LOCK -DSOCKET_TIMEOUT_QUANTUM=200 -I$(CW_SRC)/include -w
 
 # Library modules, in dependency order. main.c only wires them together.
-CORE_MODULES    := error log resource config ugm
+CORE_MODULES    := error log resource config ugm quota_tree
 SERVICE_MODULES := pod ledger kube extender rest metrics server sync admission
 MODULES         := $(CORE_MODULES) $(SERVICE_MODULES)
 
@@ -59,6 +59,7 @@ TEST_MODULES_kube     := error log resource kube
 TEST_MODULES_pod      := error log resource config pod
 TEST_MODULES_ledger   := error log resource config ugm pod ledger
 TEST_MODULES_admission := error log resource config admission
+TEST_MODULES_quota_tree := error log resource quota_tree
 test_modules = $(if $(TEST_MODULES_$(1)),$(TEST_MODULES_$(1)),$(MODULES))
 
 UNIT_TESTS := $(patsubst tests/unit/test_%.c,%,$(wildcard tests/unit/test_*.c))

@@ -1,0 +1,32 @@
+/* The application context: everything the HTTP handlers (extender, REST, metrics) need,
+ * wired together by main. Handlers borrow it; main owns every member and frees them after
+ * the server has stopped.
+ */
+#ifndef KUBEQUOTA_APP_H
+#define KUBEQUOTA_APP_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "kubequota/config.h"
+#include "kubequota/kube.h"
+#include "kubequota/ledger.h"
+#include "kubequota/ugm.h"
+
+typedef struct kq_metrics kq_metrics_t;
+
+typedef struct kq_app {
+    const char *partition;        /* "default" */
+    const char *scheduler_name;   /* "kubequota-scheduler": pods with another schedulerName pass filter untouched */
+    const char *default_user;     /* user for pods without identity ("nobody") */
+    kq_config_holder_t *config;   /* current queues.yaml snapshot */
+    kq_ugm_t *ugm;
+    kq_ledger_t *ledger;
+    kq_kube_t *kube;              /* may be NULL (unit tests): bind then fails with an error */
+    kq_metrics_t *metrics;        /* may be NULL */
+    atomic_bool ready;            /* true once the first full pod list is in (/readyz) */
+    struct kq_sync *sync;         /* may be NULL: the pod informer (watch restarts for /metrics) */
+} kq_app_t;
+
+#endif

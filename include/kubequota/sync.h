@@ -1,0 +1,39 @@
+/* Keeps the pod ledger in step with the API server: a pod informer (list + watch) whose
+ * events are parsed into kq_pod_t and applied to the ledger. A relist is a ledger resync,
+ * so pods that vanished while the watch was down are released and new ones counted.
+ *
+ * Only pods whose spec.schedulerName is app->scheduler_name are watched and counted
+ * (server-side field selector): quotas apply to what this scheduler places; pods of other
+ * schedulers are not charged to anyone's quota.
+ *
+ * Threads: the informer thread calls into the ledger (which has its own lock) and reads
+ * the config holder; it holds no lock of its own.
+ */
+#ifndef KUBEQUOTA_SYNC_H
+#define KUBEQUOTA_SYNC_H
+
+#include "kubequota/app.h"
+#include "kubequota/error.h"
+
+typedef struct kq_sync kq_sync_t;
+
+/* Starts the pod informer; app->ready becomes true after the first full list. */
+kq_sync_t *kq_sync_start(kq_app_t *app);
+/* Stops the informer and frees. NULL is a no-op. */
+void kq_sync_stop(kq_sync_t *s);
+/* Pods that could not be parsed (skipped, logged). */
+unsigned long kq_sync_bad_pods(kq_sync_t *s);
+/* Watch restarts (reconnects and relists) of the pod informer. */
+unsigned long kq_sync_watch_restarts(kq_sync_t *s);
+
+/* Config reload: a thread that checks `path` every interval_ms (a mounted ConfigMap is
+ * replaced by a symlink swap, so the file's identity and mtime are compared, not just its
+ * name). A new valid file is applied atomically (ugm limits + holder swap); an invalid one
+ * is rejected whole with a log line and a metric, and the old one stays. */
+typedef struct kq_reloader kq_reloader_t;
+kq_reloader_t *kq_reloader_start(kq_app_t *app, const char *path, int interval_ms);
+void kq_reloader_stop(kq_reloader_t *r);
+/* Loads `path` now and applies it if valid; 0, or the load error (diagnostics logged). */
+int kq_reloader_reload_now(kq_reloader_t *r);
+
+#endif

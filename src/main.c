@@ -1,0 +1,316 @@
+/* kubequota: per-user, per-group and hierarchical quotas for Kubernetes pod scheduling.
+ *
+ * main only parses the command line and wires the modules together:
+ *   check-config FILE   validate a queues.yaml (config module)
+ *   serve ...           load the config, connect to the API server, start the pod informer,
+ *                       the config reloader and the HTTPS server, and wait for SIGINT/SIGTERM.
+ */
+#include <curl/curl.h>
+#include <getopt.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kubequota/app.h"
+#include "kubequota/config.h"
+#include "kubequota/kube.h"
+#include "kubequota/ledger.h"
+#include "kubequota/log.h"
+#include "kubequota/metrics.h"
+#include "kubequota/server.h"
+#include "kubequota/sync.h"
+#include "kubequota/ugm.h"
+
+#define KQ_VERSION "0.1.0"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "Usage:\n"
+            "  kubequota serve --config FILE [options]\n"
+            "  kubequota check-config FILE\n"
+            "  kubequota --version\n"
+            "\n"
+            "serve options:\n"
+            "  --config FILE            queues.yaml (YuniKorn format); reloaded when it changes\n"
+            "  --kubeconfig FILE        kubeconfig to reach the API server (default: in-cluster\n"
+            "                           service account: KUBERNETES_SERVICE_HOST/PORT, token, CA)\n"
+            "  --listen HOST:PORT       address to serve HTTPS on (default 0.0.0.0:8443)\n"
+            "  --tls-cert FILE          serving certificate (PEM, chain allowed)\n"
+            "  --tls-key FILE           serving private key (PEM)\n"
+            "  --client-ca FILE         require client certificates signed by this CA\n"
+            "  --insecure-plain-http    serve plain HTTP instead of TLS (local tests only)\n"
+            "  --scheduler-name NAME    pods with this spec.schedulerName are managed\n"
+            "                           (default kubequota-scheduler)\n"
+            "  --partition NAME         partition of queues.yaml to enforce (default default)\n"
+            "  --default-user NAME      user of pods without identity (default nobody)\n"
+            "  --max-body BYTES         largest accepted request body (default 67108864)\n"
+            "  --reload-interval MS     how often the config file is checked (default 2000)\n"
+            "  --log-level LEVEL        error, warn, info or debug (default info)\n"
+            "  -h, --help               this text\n");
+}
+
+typedef struct serve_opts {
+    const char *config, *kubeconfig, *listen, *tls_cert, *tls_key, *client_ca;
+    const char *scheduler_name, *partition, *default_user, *log_level;
+    bool plain_http;
+    long long max_body;
+    long reload_ms;
+} serve_opts_t;
+
+static int parse_serve(int argc, char **argv, serve_opts_t *o)
+{
+    enum { O_CONFIG = 256, O_KUBECONFIG, O_LISTEN, O_CERT, O_KEY, O_CA, O_PLAIN, O_SCHED, O_PART, O_USER,
+           O_BODY, O_RELOAD, O_LOG };
+    static const struct option longopts[] = {
+        {"config", required_argument, NULL, O_CONFIG},
+        {"kubeconfig", required_argument, NULL, O_KUBECONFIG},
+        {"listen", required_argument, NULL, O_LISTEN},
+        {"tls-cert", required_argument, NULL, O_CERT},
+        {"tls-key", required_argument, NULL, O_KEY},
+        {"client-ca", required_argument, NULL, O_CA},
+        {"insecure-plain-http", no_argument, NULL, O_PLAIN},
+        {"scheduler-name", required_argument, NULL, O_SCHED},
+        {"partition", required_argument, NULL, O_PART},
+        {"default-user", required_argument, NULL, O_USER},
+        {"max-body", required_argument, NULL, O_BODY},
+        {"reload-interval", required_argument, NULL, O_RELOAD},
+        {"log-level", required_argument, NULL, O_LOG},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    *o = (serve_opts_t){
+        .listen = "0.0.0.0:8443",
+        .scheduler_name = "kubequota-scheduler",
+        .partition = "default",
+        .default_user = "nobody",
+        .log_level = "info",
+        .max_body = 64LL << 20,
+        .reload_ms = 2000,
+    };
+    optind = 1;
+    int c;
+    char *end;
+    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        switch (c) {
+        case O_CONFIG: o->config = optarg; break;
+        case O_KUBECONFIG: o->kubeconfig = optarg; break;
+        case O_LISTEN: o->listen = optarg; break;
+        case O_CERT: o->tls_cert = optarg; break;
+        case O_KEY: o->tls_key = optarg; break;
+        case O_CA: o->client_ca = optarg; break;
+        case O_PLAIN: o->plain_http = true; break;
+        case O_SCHED: o->scheduler_name = optarg; break;
+        case O_PART: o->partition = optarg; break;
+        case O_USER: o->default_user = optarg; break;
+        case O_LOG: o->log_level = optarg; break;
+        case O_BODY:
+            o->max_body = strtoll(optarg, &end, 10);
+            if (*optarg == '\0' || *end != '\0' || o->max_body < 1024) {
+                fprintf(stderr, "kubequota: --max-body %s: expected a number of bytes >= 1024\n", optarg);
+                return 2;
+            }
+            break;
+        case O_RELOAD:
+            o->reload_ms = strtol(optarg, &end, 10);
+            if (*optarg == '\0' || *end != '\0' || o->reload_ms < 10) {
+                fprintf(stderr, "kubequota: --reload-interval %s: expected milliseconds >= 10\n", optarg);
+                return 2;
+            }
+            break;
+        case 'h': usage(stdout); exit(0);
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "kubequota serve: unexpected argument '%s'\n", argv[optind]);
+        return 2;
+    }
+    if (o->config == NULL) {
+        fprintf(stderr, "kubequota serve: --config FILE is required\n");
+        return 2;
+    }
+    if (kq_log_set_level(o->log_level) != 0) {
+        fprintf(stderr, "kubequota serve: --log-level %s: expected error, warn, info or debug\n", o->log_level);
+        return 2;
+    }
+    if (!o->plain_http && (o->tls_cert == NULL || o->tls_key == NULL)) {
+        fprintf(stderr, "kubequota serve: --tls-cert and --tls-key are required (or --insecure-plain-http "
+                        "for local tests)\n");
+        return 2;
+    }
+    if (o->plain_http && (o->tls_cert || o->tls_key || o->client_ca)) {
+        fprintf(stderr, "kubequota serve: --insecure-plain-http cannot be combined with TLS options\n");
+        return 2;
+    }
+    if (*o->scheduler_name == '\0' || *o->partition == '\0' || *o->default_user == '\0') {
+        fprintf(stderr, "kubequota serve: --scheduler-name, --partition and --default-user must not be empty\n");
+        return 2;
+    }
+    return 0;
+}
+
+static void print_diags(const kq_diags_t *d)
+{
+    char line[2048];
+    for (size_t i = 0; i < d->n; i++) {
+        kq_diag_format(&d->v[i], line, sizeof(line));
+        fprintf(stderr, "kubequota: %s\n", line);
+    }
+}
+
+static int serve(int argc, char **argv)
+{
+    serve_opts_t o;
+    int rc = parse_serve(argc, argv, &o);
+    if (rc != 0)
+        return rc;
+
+    /* Signals are taken by sigwait() below; every thread started from here inherits the mask. */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    int exit_code = 1;
+    kq_diags_t diags;
+    kq_diags_init(&diags);
+    kq_config_t *cfg = NULL;
+    kq_kube_conf_t kconf = {0};
+    kq_app_t app = {
+        .partition = o.partition,
+        .scheduler_name = o.scheduler_name,
+        .default_user = o.default_user,
+    };
+    atomic_init(&app.ready, false);
+    kq_sync_t *sync = NULL;
+    kq_reloader_t *reloader = NULL;
+    kq_server_t *server = NULL;
+
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+        fprintf(stderr, "kubequota: libcurl initialisation failed\n");
+        return 1;
+    }
+    kq_server_global_init();
+
+    rc = kq_config_load_file(o.config, &cfg, &diags);
+    if (rc != 0) {
+        print_diags(&diags);
+        fprintf(stderr, "kubequota: %s: configuration rejected (%s)\n", o.config, kq_strerror(rc));
+        exit_code = 2;
+        goto out;
+    }
+    if (kq_config_partition(cfg, o.partition) == NULL) {
+        fprintf(stderr, "kubequota: %s: partition \"%s\" is not defined\n", o.config, o.partition);
+        exit_code = 2;
+        goto out;
+    }
+    rc = o.kubeconfig ? kq_kubeconfig_load(o.kubeconfig, &kconf, &diags)
+                      : kq_kube_conf_in_cluster(NULL, &kconf, &diags);
+    if (rc != 0) {
+        print_diags(&diags);
+        fprintf(stderr, "kubequota: cannot configure the API server client from %s (%s)\n",
+                o.kubeconfig ? o.kubeconfig : "the in-cluster service account", kq_strerror(rc));
+        exit_code = 2;
+        goto out;
+    }
+
+    app.config = kq_config_holder_new(cfg);
+    app.ugm = kq_ugm_new(o.partition);
+    app.metrics = kq_metrics_new();
+    app.kube = kq_kube_new(&kconf);
+    if (app.config == NULL || app.ugm == NULL || app.metrics == NULL || app.kube == NULL) {
+        fprintf(stderr, "kubequota: out of memory\n");
+        goto out;
+    }
+    if (kq_ugm_set_config(app.ugm, cfg) != 0) {
+        fprintf(stderr, "kubequota: cannot apply the limits of partition \"%s\"\n", o.partition);
+        goto out;
+    }
+    app.ledger = kq_ledger_new(app.ugm, o.scheduler_name);
+    if (app.ledger == NULL) {
+        fprintf(stderr, "kubequota: out of memory\n");
+        goto out;
+    }
+
+    /* The informer and the reloader start before the server, so every member of app that a
+     * handler reads is set before the first request can arrive (/readyz stays 503 until the
+     * first pod list is in). */
+    sync = kq_sync_start(&app);
+    reloader = kq_reloader_start(&app, o.config, (int)o.reload_ms);
+    if (sync == NULL || reloader == NULL) {
+        fprintf(stderr, "kubequota: cannot start background threads\n");
+        goto out;
+    }
+    app.sync = sync;
+    char err[512] = "";
+    kq_server_opts_t so = {
+        .listen = o.listen,
+        .tls_cert = o.tls_cert,
+        .tls_key = o.tls_key,
+        .client_ca = o.client_ca,
+        .plain_http = o.plain_http,
+        .max_body = (size_t)o.max_body,
+    };
+    server = kq_server_start(&so, &app, err, sizeof(err));
+    if (server == NULL) {
+        fprintf(stderr, "kubequota: cannot serve on %s: %s\n", o.listen, err);
+        exit_code = 2;
+        goto out;
+    }
+    char summary[256];
+    kq_config_summary(cfg, summary, sizeof(summary));
+    kq_info("event=started version=%s listen=%s tls=%s client_ca=%s scheduler=%s partition=%s api=%s config=%s "
+            "summary=\"%s\"",
+            KQ_VERSION, o.listen, o.plain_http ? "off" : "on", o.client_ca ? "required" : "off", o.scheduler_name,
+            o.partition, kconf.server ? kconf.server : "?", o.config, summary);
+
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    kq_info("event=stopping signal=%d", sig);
+    exit_code = 0;
+
+out:
+    /* Stop producers before consumers: HTTP first, then the informer and the reloader. */
+    kq_server_stop(server);
+    kq_sync_stop(sync);
+    kq_reloader_stop(reloader);
+    kq_ledger_free(app.ledger);
+    kq_kube_free(app.kube);
+    kq_metrics_free(app.metrics);
+    kq_ugm_free(app.ugm);
+    kq_config_holder_free(app.config);
+    kq_config_unref(cfg);
+    kq_kube_conf_free(&kconf);
+    kq_diags_free(&diags);
+    curl_global_cleanup();
+    return exit_code;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "serve") == 0)
+        return serve(argc - 1, argv + 1);
+    if (strcmp(cmd, "check-config") == 0)
+        return kq_config_check_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "version") == 0) {
+        printf("kubequota %s\n", KQ_VERSION);
+        return 0;
+    }
+    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    fprintf(stderr, "kubequota: unknown command '%s'\n", cmd);
+    usage(stderr);
+    return 2;
+}
