@@ -1,0 +1,165 @@
+#!/usr/bin/env bash
+# `make run`: kubequota on this machine, end to end, in one command.
+#
+#   1. throwaway dev certificates in build/dev-certs (made once; never committed)
+#   2. the local Kubernetes API simulator (tests/e2e/apisim.py) on 127.0.0.1 over HTTPS with
+#      a few nodes -- or a real cluster when KQ_KUBECONFIG names a kubeconfig
+#   3. bin/kubequota serve with examples/queues.yaml on 127.0.0.1:8443 (KQ_LISTEN)
+#   4. a sample workload scheduled through kubequota like kube-scheduler would (simulator only)
+#   5. the usage view, the URLs and a curl example; then serves until Ctrl-C
+#
+# Environment: KQ_LISTEN (127.0.0.1:8443), KQ_CONFIG (examples/queues.yaml), KQ_KUBECONFIG,
+# KQ_BINARY (bin/kubequota), KQ_SCHEDULER_NAME (kubequota-scheduler), KQ_LOG_LEVEL (info),
+# KQ_SAMPLE_USERS (see tests/e2e/sample_workload.py).
+set -euo pipefail
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+py=${PYTHON:-/usr/bin/python3}
+bin=${KQ_BINARY:-bin/kubequota}
+listen=${KQ_LISTEN:-127.0.0.1:8443}
+config=${KQ_CONFIG:-examples/queues.yaml}
+sched=${KQ_SCHEDULER_NAME:-kubequota-scheduler}
+certs=build/dev-certs
+run=build/run
+mkdir -p "$run"
+
+[ -x "$bin" ] || { echo "run: $bin not built (make)" >&2; exit 1; }
+[ -r "$config" ] || { echo "run: $config not readable" >&2; exit 1; }
+if [ ! -f "$certs/server.crt" ] || [ ! -f "$certs/server.key" ] || [ ! -f "$certs/apiserver.key" ]; then
+  bash certs/gen-certs.sh "$certs"
+fi
+
+sim_pid=""
+kq_pid=""
+cleanup() {
+  trap - INT TERM EXIT
+  echo
+  if [ -n "$kq_pid" ] && kill -0 "$kq_pid" 2>/dev/null; then
+    echo "run: stopping kubequota (pid $kq_pid)"
+    kill -TERM "$kq_pid" 2>/dev/null || true
+    wait "$kq_pid" 2>/dev/null || true
+  fi
+  if [ -n "$sim_pid" ] && kill -0 "$sim_pid" 2>/dev/null; then
+    echo "run: stopping the API simulator (pid $sim_pid)"
+    kill -TERM "$sim_pid" 2>/dev/null || true
+    wait "$sim_pid" 2>/dev/null || true
+  fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+host=${listen%:*}
+port=${listen##*:}
+case "$host" in ""|0.0.0.0|"[::]") chost=127.0.0.1 ;; *) chost=$host ;; esac
+kq_url="https://$chost:$port"
+
+if [ -n "${KQ_KUBECONFIG:-}" ]; then
+  kubeconfig=$KQ_KUBECONFIG
+  echo "run: using the cluster in $kubeconfig (no simulator, no sample workload)"
+else
+  token=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')
+  rm -f "$run/apisim.port"
+  "$py" tests/e2e/apisim.py --host 127.0.0.1 --port 0 --cert "$certs/apiserver.crt" \
+    --key "$certs/apiserver.key" --token "$token" --nodes 3 --port-file "$run/apisim.port" \
+    >"$run/apisim.log" 2>&1 &
+  sim_pid=$!
+  for _ in $(seq 100); do
+    [ -s "$run/apisim.port" ] && break
+    kill -0 "$sim_pid" 2>/dev/null || { cat "$run/apisim.log" >&2; exit 1; }
+    sleep 0.1
+  done
+  [ -s "$run/apisim.port" ] || { echo "run: the simulator did not start" >&2; exit 1; }
+  sim_url="https://127.0.0.1:$(cat "$run/apisim.port")"
+  kubeconfig=$run/kubeconfig
+  umask 077
+  cat >"$kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+current-context: apisim
+clusters:
+  - name: apisim
+    cluster:
+      server: "$sim_url"
+      certificate-authority: "$top/$certs/ca.crt"
+users:
+  - name: kubequota
+    user:
+      token: "$token"
+contexts:
+  - name: apisim
+    context:
+      cluster: apisim
+      user: kubequota
+      namespace: default
+EOF
+  umask 022
+  echo "run: API simulator on $sim_url (3 nodes; log $run/apisim.log)"
+fi
+
+"$bin" serve --config "$config" --kubeconfig "$kubeconfig" --listen "$listen" \
+  --tls-cert "$certs/server.crt" --tls-key "$certs/server.key" --scheduler-name "$sched" \
+  --log-level "${KQ_LOG_LEVEL:-info}" >"$run/kubequota.log" 2>&1 &
+kq_pid=$!
+echo "run: kubequota starting on $kq_url (log $run/kubequota.log)"
+
+ready=0
+for _ in $(seq 300); do
+  if ! kill -0 "$kq_pid" 2>/dev/null; then
+    echo "run: kubequota exited:" >&2
+    tail -n 30 "$run/kubequota.log" >&2
+    exit 1
+  fi
+  if curl -fsS --cacert "$certs/ca.crt" "$kq_url/readyz" >/dev/null 2>&1; then
+    ready=1
+    break
+  fi
+  sleep 0.1
+done
+if [ $ready = 0 ]; then
+  echo "run: kubequota not ready after 30s:" >&2
+  tail -n 30 "$run/kubequota.log" >&2
+  exit 1
+fi
+echo "run: kubequota is ready"
+echo
+
+if [ -n "$sim_pid" ]; then
+  KQ_SCHEDULER_NAME=$sched "$py" tests/e2e/sample_workload.py --api "$sim_url" --token "$token" \
+    --ca "$certs/ca.crt" --kubequota "$kq_url"
+else
+  "$py" tests/e2e/sample_workload.py --show --ca "$certs/ca.crt" --kubequota "$kq_url"
+fi
+
+cat <<EOF
+
+kubequota is serving on $kq_url
+  usage view   $kq_url/ws/v1/partition/default/usage/users
+               $kq_url/ws/v1/partition/default/usage/groups
+               $kq_url/ws/v1/partition/default/queues
+  metrics      $kq_url/metrics
+  health       $kq_url/healthz  $kq_url/readyz
+EOF
+if [ -n "$sim_pid" ]; then
+  echo "  simulator    $sim_url (bearer token in $run/kubeconfig; state: $sim_url/_sim/state)"
+fi
+cat <<EOF
+
+Try:
+  curl --cacert $certs/ca.crt $kq_url/ws/v1/partition/default/usage/user/alice
+  $py tests/e2e/sample_workload.py --show --ca $certs/ca.crt --kubequota $kq_url
+
+Edit $config and kubequota reloads it. Press Ctrl-C to stop.
+EOF
+
+while kill -0 "$kq_pid" 2>/dev/null; do
+  if [ -n "$sim_pid" ] && ! kill -0 "$sim_pid" 2>/dev/null; then
+    echo "run: the API simulator stopped" >&2
+    break
+  fi
+  sleep 1 &
+  wait $! || true
+done
+echo "run: kubequota exited; last log lines:" >&2
+tail -n 20 "$run/kubequota.log" >&2
+exit 1

@@ -1,0 +1,1294 @@
+#!/usr/bin/python3
+"""A small Kubernetes API server simulator for kubequota's end-to-end tests and `make run`.
+
+It speaks enough of the real API for a scheduler extender's client: pods (create, get,
+delete, list with limit/continue and field/label selectors, watch with resourceVersion,
+bookmarks, timeoutSeconds and in-band 410 errors after compaction), pods/binding,
+pods/eviction, pods/status, core/v1 events, nodes, coordination.k8s.io/v1 leases. Errors use
+the Kubernetes Status shape. A plain-JSON control API under /_sim/ lets tests reset the
+world, add nodes, change pod phases, compact the history, drop watch connections, inject
+faults and read the whole state.
+
+DESIGN: one lock (a Condition) guards the whole world: objects, the event history, the
+resourceVersion counter and the fault list. Every change takes one new resourceVersion from
+one global counter, is appended to the history and wakes every watcher. Each watch runs in
+its own request thread: it takes the events after its position under the lock, then writes
+them (chunked) without the lock. Compaction raises the floor: a watch (or continue token)
+older than the floor gets 410 Expired. Handlers never do socket I/O under the lock.
+
+Standalone: python3 tests/e2e/apisim.py --port 0 --cert C --key K [--port-file F]
+            [--token T] [--nodes N] [--bookmark-interval S] [--host H]
+In-process: sim = ApiSim(cert=..., key=...); sim.start(); ...; sim.stop()
+Standard library only.
+"""
+
+import argparse
+import base64
+import bisect
+import copy
+import datetime
+import http.server
+import json
+import os
+import re
+import secrets
+import signal
+import socket
+import ssl
+import sys
+import threading
+import time
+import urllib.parse
+import uuid
+
+MAX_BODY = 3 * 1024 * 1024  # the API server's request body limit
+DEFAULT_SCHEDULER = "default-scheduler"
+TERMINAL = ("Succeeded", "Failed")
+
+POD_FIELDS = ("metadata.name", "metadata.namespace", "spec.nodeName", "spec.restartPolicy",
+              "spec.schedulerName", "spec.serviceAccountName", "spec.hostNetwork",
+              "status.phase", "status.podIP", "status.nominatedNodeName")
+NODE_FIELDS = ("metadata.name", "spec.unschedulable")
+EVENT_FIELDS = ("metadata.name", "metadata.namespace", "involvedObject.kind",
+                "involvedObject.namespace", "involvedObject.name", "involvedObject.uid",
+                "reason", "type", "source")
+
+
+def now_rfc3339():
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class ApiError(Exception):
+    """An error answered with a Kubernetes Status object."""
+
+    def __init__(self, code, reason, message, details=None):
+        super().__init__(message)
+        self.code, self.reason, self.message, self.details = code, reason, message, details
+
+    def status(self):
+        s = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+             "message": self.message, "reason": self.reason}
+        if self.details is not None:
+            s["details"] = self.details
+        s["code"] = self.code
+        return s
+
+
+def not_found(kind, name):
+    return ApiError(404, "NotFound", '%s "%s" not found' % (kind, name),
+                    {"name": name, "kind": kind})
+
+
+def status_success(code=201):
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": code}
+
+
+def status_expired(message):
+    return ApiError(410, "Expired", message)
+
+
+def field_value(obj, path):
+    """The string value of a selectable field (missing -> "")."""
+    cur = obj
+    for part in path.split("."):
+        if not isinstance(cur, dict):
+            return ""
+        cur = cur.get(part)
+    if cur is None:
+        return ""
+    if isinstance(cur, bool):
+        return "true" if cur else "false"
+    if isinstance(cur, dict):  # event source
+        return cur.get("component", "")
+    return str(cur)
+
+
+def parse_field_selector(sel, allowed):
+    """'a=b,c!=d' -> [(field, op, value)]; unknown fields -> 400 like the API server."""
+    out = []
+    if not sel:
+        return out
+    for term in sel.split(","):
+        term = term.strip()
+        if not term:
+            continue
+        m = re.match(r"^([A-Za-z0-9_.\-/]+)\s*(==|!=|=)\s*(.*)$", term)
+        if not m:
+            raise ApiError(400, "BadRequest", "invalid field selector: %r" % term)
+        field, op, value = m.group(1), m.group(2), m.group(3)
+        if field not in allowed:
+            raise ApiError(400, "BadRequest",
+                           'field label not supported: %s' % field)
+        out.append((field, "!=" if op == "!=" else "=", value))
+    return out
+
+
+def parse_label_selector(sel):
+    """Equality (k=v, k==v, k!=v), existence (k, !k) and set (k in (a,b), k notin (a))."""
+    out = []
+    if not sel:
+        return out
+    # split on commas outside parentheses
+    terms, depth, cur = [], 0, ""
+    for ch in sel:
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        if ch == "," and depth == 0:
+            terms.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    terms.append(cur)
+    for term in terms:
+        term = term.strip()
+        if not term:
+            continue
+        m = re.match(r"^([A-Za-z0-9_.\-/]+)\s+(in|notin)\s+\((.*)\)$", term)
+        if m:
+            vals = {v.strip() for v in m.group(3).split(",") if v.strip()}
+            out.append((m.group(1), m.group(2), vals))
+            continue
+        m = re.match(r"^([A-Za-z0-9_.\-/]+)\s*(==|!=|=)\s*([A-Za-z0-9_.\-]*)$", term)
+        if m:
+            out.append((m.group(1), "!=" if m.group(2) == "!=" else "=", m.group(3)))
+            continue
+        m = re.match(r"^(!?)([A-Za-z0-9_.\-/]+)$", term)
+        if m:
+            out.append((m.group(2), "!exists" if m.group(1) else "exists", None))
+            continue
+        raise ApiError(400, "BadRequest", "unable to parse requirement: %r" % term)
+    return out
+
+
+def matches(obj, fsel, lsel):
+    for field, op, value in fsel:
+        v = field_value(obj, field)
+        if (v == value) != (op == "="):
+            return False
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    for key, op, value in lsel:
+        present = key in labels
+        if op == "=" and labels.get(key) != value:
+            return False
+        if op == "!=" and present and labels.get(key) == value:
+            return False
+        if op == "exists" and not present:
+            return False
+        if op == "!exists" and present:
+            return False
+        if op == "in" and labels.get(key) not in value:
+            return False
+        if op == "notin" and present and labels.get(key) in value:
+            return False
+    return True
+
+
+def merge_patch(target, patch):
+    """RFC 7386 JSON merge patch (also used for strategic-merge patches of simple fields)."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    if not isinstance(target, dict):
+        target = {}
+    out = dict(target)
+    for k, v in patch.items():
+        if v is None:
+            out.pop(k, None)
+        else:
+            out[k] = merge_patch(out.get(k), v)
+    return out
+
+
+class Fault:
+    def __init__(self, spec, fid):
+        self.id = fid
+        self.method = (spec.get("method") or "").upper() or None
+        self.path = re.compile(spec.get("path") or ".*")
+        self.status = spec.get("status")
+        self.reason = spec.get("reason") or "InternalError"
+        self.message = spec.get("message") or "injected fault"
+        self.delay = float(spec.get("delay") or 0)
+        self.hold = bool(spec.get("hold"))
+        self.close = bool(spec.get("close"))  # close the connection without answering
+        self.count = spec.get("count", 1)     # None/-1 = until cleared
+        if self.count is not None and self.count < 0:
+            self.count = None
+        self.hits = 0
+        self.released = threading.Event()
+
+    def describe(self):
+        return {"id": self.id, "method": self.method, "path": self.path.pattern,
+                "status": self.status, "delay": self.delay, "hold": self.hold,
+                "close": self.close, "count": self.count, "hits": self.hits}
+
+
+class World:
+    """All simulated state, guarded by self.cond."""
+
+    RESOURCES = ("pods", "nodes", "events", "leases")
+
+    def __init__(self, bookmark_interval=2.0):
+        self.cond = threading.Condition()
+        self.rv = 1000
+        self.floor = 0
+        self.bookmark_interval = bookmark_interval
+        self.auto_run = True          # binding also marks the pod Running (the kubelet)
+        self.eviction_status = None   # e.g. 429: every eviction is refused like a PDB would
+        self.stopping = False
+        self.generation = 0           # bumped by reset/drop: watchers of older generations end
+        self._init_state()
+
+    def _init_state(self):
+        self.objs = {r: {} for r in self.RESOURCES}  # resource -> key -> object (no kind)
+        self.history = []       # (rv, resource, type, obj, prev)
+        self.history_rvs = []
+        self.snapshots = {}     # continue id -> (rv, resource, [items], created)
+        self.faults = []
+        self.held_faults = []   # hold faults that matched: released by clear/reset/stop
+        self.fault_seq = 0
+        self.held = 0
+        self.counters = {"bindings": 0, "binding_conflicts": 0, "evictions": 0,
+                         "evictions_refused": 0, "lists": {}, "watches": {},
+                         "watch_expired": 0, "continue_expired": 0, "requests": 0,
+                         "faults_hit": 0, "events_posted": 0}
+        self.watchers = set()
+        self.drop_requests = {}  # watcher id -> mode
+
+    # ---- helpers (lock held) ----
+    def next_rv(self):
+        self.rv += 1
+        return self.rv
+
+    @staticmethod
+    def key(ns, name):
+        return "%s/%s" % (ns, name) if ns else name
+
+    def record(self, resource, etype, obj, prev=None):
+        """Appends a history event (obj already carries its new resourceVersion)."""
+        rv = int(obj["metadata"]["resourceVersion"])
+        self.history.append((rv, resource, etype, copy.deepcopy(obj),
+                             copy.deepcopy(prev) if prev is not None else None))
+        self.history_rvs.append(rv)
+        self.cond.notify_all()
+
+    def store(self, resource, key, obj, etype, prev=None):
+        obj["metadata"]["resourceVersion"] = str(self.next_rv())
+        if etype == "DELETED":
+            self.objs[resource].pop(key, None)
+        else:
+            self.objs[resource][key] = obj
+        self.record(resource, etype, obj, prev)
+        return obj
+
+    def bump(self, name, resource=None):
+        c = self.counters
+        if resource is None:
+            c[name] += 1
+        else:
+            c[name][resource] = c[name].get(resource, 0) + 1
+
+    # ---- control operations (take the lock) ----
+    def reset(self):
+        with self.cond:
+            for f in self.faults + self.held_faults:
+                f.released.set()
+            self.generation += 1
+            self._init_state()
+            self.floor = self.rv  # old resourceVersions are now too old
+            self.cond.notify_all()
+
+    def compact(self):
+        with self.cond:
+            self.floor = self.rv
+            self.history = []
+            self.history_rvs = []
+            self.snapshots = {k: v for k, v in self.snapshots.items() if v[0] >= self.floor}
+            self.cond.notify_all()
+            return self.floor
+
+    def drop_watches(self, mode="close", resource=None):
+        """Ends open watches abruptly: mode "close" (no terminating chunk) or "partial"
+        (half an event line first)."""
+        with self.cond:
+            n = 0
+            for w in list(self.watchers):
+                if resource and w.resource != resource:
+                    continue
+                self.drop_requests[w.id] = mode
+                n += 1
+            self.cond.notify_all()
+            return n
+
+    def add_fault(self, spec):
+        with self.cond:
+            self.fault_seq += 1
+            f = Fault(spec, self.fault_seq)
+            self.faults.append(f)
+            return f.describe()
+
+    def clear_faults(self):
+        with self.cond:
+            for f in self.faults + self.held_faults:
+                f.released.set()
+            n = len(self.faults)
+            self.faults = []
+            self.held_faults = []
+            self.cond.notify_all()
+            return n
+
+    def match_fault(self, method, path):
+        with self.cond:
+            for f in self.faults:
+                if f.method and f.method != method:
+                    continue
+                if not f.path.search(path):
+                    continue
+                f.hits += 1
+                self.counters["faults_hit"] += 1
+                if f.hold and f not in self.held_faults:
+                    self.held_faults.append(f)
+                if f.count is not None:
+                    f.count -= 1
+                    if f.count <= 0:
+                        self.faults.remove(f)
+                return f
+        return None
+
+    def add_node(self, name, cpu="8", memory="32Gi", pods="110", labels=None, extra=None):
+        with self.cond:
+            if name in self.objs["nodes"]:
+                raise ApiError(409, "AlreadyExists", 'nodes "%s" already exists' % name,
+                               {"name": name, "kind": "nodes"})
+            node = {
+                "metadata": {"name": name, "uid": str(uuid.uuid4()),
+                             "creationTimestamp": now_rfc3339(),
+                             "labels": dict({"kubernetes.io/hostname": name,
+                                             "kubernetes.io/os": "linux"}, **(labels or {}))},
+                "spec": {},
+                "status": {
+                    "capacity": {"cpu": str(cpu), "memory": str(memory), "pods": str(pods)},
+                    "allocatable": {"cpu": str(cpu), "memory": str(memory), "pods": str(pods)},
+                    "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                                    "message": "kubelet is posting ready status",
+                                    "lastHeartbeatTime": now_rfc3339(),
+                                    "lastTransitionTime": now_rfc3339()}],
+                },
+            }
+            if extra:
+                node = merge_patch(node, extra)
+            return copy.deepcopy(self.store("nodes", name, node, "ADDED"))
+
+    def delete_node(self, name):
+        with self.cond:
+            node = self.objs["nodes"].get(name)
+            if node is None:
+                raise not_found("nodes", name)
+            node = copy.deepcopy(node)
+            return self.store("nodes", name, node, "DELETED", prev=node)
+
+    def create_pod(self, ns, pod):
+        if not isinstance(pod, dict) or not isinstance(pod.get("metadata", {}), dict):
+            raise ApiError(400, "BadRequest", "the body of the request was not a Pod object")
+        pod = copy.deepcopy(pod)
+        pod.pop("kind", None)
+        pod.pop("apiVersion", None)
+        md = pod.setdefault("metadata", {})
+        if md.get("namespace") not in (None, "", ns):
+            raise ApiError(400, "BadRequest", "the namespace of the provided object does not "
+                           "match the namespace sent on the request")
+        spec = pod.get("spec")
+        if not isinstance(spec, dict) or not isinstance(spec.get("containers"), list) \
+                or not spec["containers"]:
+            raise ApiError(422, "Invalid", 'Pod "%s" is invalid: spec.containers: Required value'
+                           % md.get("name", ""))
+        with self.cond:
+            if not md.get("name"):
+                if not md.get("generateName"):
+                    raise ApiError(422, "Invalid", "name or generateName is required")
+                while True:
+                    name = md["generateName"] + secrets.token_hex(3)[:5]
+                    if self.key(ns, name) not in self.objs["pods"]:
+                        break
+                md["name"] = name
+            key = self.key(ns, md["name"])
+            if key in self.objs["pods"]:
+                raise ApiError(409, "AlreadyExists", 'pods "%s" already exists' % md["name"],
+                               {"name": md["name"], "kind": "pods"})
+            md["namespace"] = ns
+            md["uid"] = str(uuid.uuid4())
+            md["creationTimestamp"] = now_rfc3339()
+            md.pop("deletionTimestamp", None)
+            if not spec.get("schedulerName"):
+                spec["schedulerName"] = DEFAULT_SCHEDULER
+            spec.setdefault("restartPolicy", "Always")
+            spec.setdefault("priority", 0)
+            status = pod.get("status") if isinstance(pod.get("status"), dict) else {}
+            status.setdefault("phase", "Pending")
+            pod["status"] = status
+            self.store("pods", key, pod, "ADDED")
+            if spec.get("nodeName") and self.auto_run and status["phase"] == "Pending":
+                self._run(key)
+            return copy.deepcopy(self.objs["pods"][key])
+
+    def _run(self, key):
+        prev = copy.deepcopy(self.objs["pods"][key])
+        pod = copy.deepcopy(prev)
+        st = pod["status"]
+        st["phase"] = "Running"
+        st.setdefault("startTime", now_rfc3339())
+        st["hostIP"] = "10.0.0.1"
+        st["podIP"] = "10.244.0.%d" % (self.rv % 250 + 2)
+        self.store("pods", key, pod, "MODIFIED", prev)
+
+    def get(self, resource, ns, name):
+        with self.cond:
+            obj = self.objs[resource].get(self.key(ns, name))
+            if obj is None:
+                raise not_found(resource, name)
+            return copy.deepcopy(obj)
+
+    def delete_pod(self, ns, name, uid=None):
+        with self.cond:
+            key = self.key(ns, name)
+            pod = self.objs["pods"].get(key)
+            if pod is None:
+                raise not_found("pods", name)
+            if uid and pod["metadata"]["uid"] != uid:
+                raise ApiError(409, "Conflict",
+                               "Precondition failed: UID in precondition: %s, UID in object "
+                               "meta: %s" % (uid, pod["metadata"]["uid"]),
+                               {"name": name, "kind": "pods"})
+            prev = copy.deepcopy(pod)
+            pod = copy.deepcopy(pod)
+            pod["metadata"]["deletionTimestamp"] = now_rfc3339()
+            pod["metadata"]["deletionGracePeriodSeconds"] = 0
+            return copy.deepcopy(self.store("pods", key, pod, "DELETED", prev))
+
+    def bind(self, ns, name, body):
+        if not isinstance(body, dict) or not isinstance(body.get("target"), dict):
+            raise ApiError(400, "BadRequest", "the body of the request was not a Binding")
+        target = body["target"]
+        node = target.get("name") or ""
+        if not node or target.get("kind", "Node") not in ("Node", ""):
+            raise ApiError(422, "Invalid", 'Binding "%s" is invalid: target: Invalid value' % name)
+        md = body.get("metadata") or {}
+        if md.get("name") not in (None, "", name):
+            raise ApiError(400, "BadRequest", "binding name does not match the pod")
+        with self.cond:
+            key = self.key(ns, name)
+            pod = self.objs["pods"].get(key)
+            if pod is None:
+                raise not_found("pods", name)
+            uid = md.get("uid")
+            if uid and uid != pod["metadata"]["uid"]:
+                self.counters["binding_conflicts"] += 1
+                raise ApiError(409, "Conflict",
+                               "Operation cannot be fulfilled on pods/binding \"%s\": Precondition "
+                               "failed: UID in precondition: %s, UID in object meta: %s"
+                               % (name, uid, pod["metadata"]["uid"]),
+                               {"name": name, "kind": "pods/binding"})
+            if pod["spec"].get("nodeName"):
+                self.counters["binding_conflicts"] += 1
+                raise ApiError(409, "Conflict",
+                               "Operation cannot be fulfilled on pods/binding \"%s\": pod %s is "
+                               "already assigned to node \"%s\"" % (name, name,
+                                                                   pod["spec"]["nodeName"]),
+                               {"name": name, "kind": "pods/binding"})
+            if pod["status"].get("phase") in TERMINAL or pod["metadata"].get("deletionTimestamp"):
+                raise ApiError(409, "Conflict", 'Operation cannot be fulfilled on pods/binding '
+                               '"%s": pod %s is being deleted or has terminated' % (name, name),
+                               {"name": name, "kind": "pods/binding"})
+            prev = copy.deepcopy(pod)
+            pod = copy.deepcopy(pod)
+            pod["spec"]["nodeName"] = node
+            conds = [c for c in pod["status"].get("conditions") or []
+                     if c.get("type") != "PodScheduled"]
+            conds.append({"type": "PodScheduled", "status": "True", "lastProbeTime": None,
+                          "lastTransitionTime": now_rfc3339()})
+            pod["status"]["conditions"] = conds
+            self.store("pods", key, pod, "MODIFIED", prev)
+            self.counters["bindings"] += 1
+            if self.auto_run:
+                self._run(key)
+            return status_success(201)
+
+    def evict(self, ns, name, body):
+        uid = None
+        if isinstance(body, dict):
+            uid = (((body.get("deleteOptions") or {}).get("preconditions")) or {}).get("uid")
+        with self.cond:
+            if self.key(ns, name) not in self.objs["pods"]:
+                raise not_found("pods", name)
+            if self.eviction_status:
+                self.counters["evictions_refused"] += 1
+                raise ApiError(int(self.eviction_status), "TooManyRequests",
+                               "Cannot evict pod as it would violate the pod's disruption budget.",
+                               {"causes": [{"reason": "DisruptionBudget",
+                                            "message": "The disruption budget sim-pdb needs 1 "
+                                                       "healthy pods and has 1 currently"}]})
+            self.delete_pod(ns, name, uid)
+            self.counters["evictions"] += 1
+            return status_success(201)
+
+    def set_pod_phase(self, ns, name, phase, reason=None):
+        if phase not in ("Pending", "Running", "Succeeded", "Failed", "Unknown"):
+            raise ApiError(422, "Invalid", "unknown phase %r" % phase)
+        with self.cond:
+            key = self.key(ns, name)
+            pod = self.objs["pods"].get(key)
+            if pod is None:
+                raise not_found("pods", name)
+            prev = copy.deepcopy(pod)
+            pod = copy.deepcopy(pod)
+            pod["status"]["phase"] = phase
+            if reason:
+                pod["status"]["reason"] = reason
+            return copy.deepcopy(self.store("pods", key, pod, "MODIFIED", prev))
+
+    def update(self, resource, ns, name, body, subresource=None, patch=False):
+        """PUT (replace) or PATCH (merge) of an object or its status."""
+        if not isinstance(body, dict):
+            raise ApiError(400, "BadRequest", "the body of the request was not a JSON object")
+        with self.cond:
+            key = self.key(ns, name)
+            cur = self.objs[resource].get(key)
+            if cur is None:
+                raise not_found(resource, name)
+            want_rv = (body.get("metadata") or {}).get("resourceVersion")
+            if want_rv and want_rv != cur["metadata"]["resourceVersion"]:
+                raise ApiError(409, "Conflict",
+                               'Operation cannot be fulfilled on %s "%s": the object has been '
+                               'modified; please apply your changes to the latest version and '
+                               'try again' % (resource, name), {"name": name, "kind": resource})
+            prev = copy.deepcopy(cur)
+            if patch:
+                body = dict(body)
+                body.pop("kind", None)
+                body.pop("apiVersion", None)
+                if subresource == "status":
+                    new = copy.deepcopy(cur)
+                    new["status"] = merge_patch(cur.get("status") or {}, body.get("status") or {})
+                else:
+                    new = merge_patch(cur, body)
+            else:
+                if subresource == "status":
+                    new = copy.deepcopy(cur)
+                    new["status"] = copy.deepcopy(body.get("status") or {})
+                else:
+                    new = copy.deepcopy(body)
+                    new.pop("kind", None)
+                    new.pop("apiVersion", None)
+                    if resource == "pods":
+                        new["status"] = copy.deepcopy(cur.get("status") or {})
+            # identity fields cannot change
+            md = new.setdefault("metadata", {})
+            for f in ("name", "namespace", "uid", "creationTimestamp"):
+                if f in cur["metadata"]:
+                    md[f] = cur["metadata"][f]
+            if resource == "pods":
+                new["spec"]["nodeName"] = cur["spec"].get("nodeName")
+                if new["spec"]["nodeName"] is None:
+                    new["spec"].pop("nodeName")
+            return copy.deepcopy(self.store(resource, key, new, "MODIFIED", prev))
+
+    def create_simple(self, resource, ns, body):
+        """POST of an event or a lease (and nodes through the API)."""
+        if not isinstance(body, dict) or not isinstance(body.get("metadata") or {}, dict):
+            raise ApiError(400, "BadRequest", "the body of the request was not a JSON object")
+        obj = copy.deepcopy(body)
+        obj.pop("kind", None)
+        obj.pop("apiVersion", None)
+        md = obj.setdefault("metadata", {})
+        if ns and md.get("namespace") not in (None, "", ns):
+            raise ApiError(400, "BadRequest", "the namespace of the provided object does not "
+                           "match the namespace sent on the request")
+        if resource == "events":
+            io = obj.get("involvedObject")
+            if not isinstance(io, dict) or not io.get("name"):
+                raise ApiError(422, "Invalid", "Event is invalid: involvedObject: Required value")
+            if io.get("namespace") not in (None, "", ns):
+                raise ApiError(422, "Invalid", "Event is invalid: involvedObject.namespace: "
+                               "Invalid value: does not match event.namespace")
+            if obj.get("type") not in (None, "", "Normal", "Warning"):
+                raise ApiError(422, "Invalid", "Event is invalid: type: Unsupported value: %r"
+                               % obj.get("type"))
+        with self.cond:
+            if not md.get("name"):
+                if not md.get("generateName"):
+                    raise ApiError(422, "Invalid", "%s is invalid: metadata.name: Required value: "
+                                   "name or generateName is required" % resource)
+                md["name"] = md["generateName"] + secrets.token_hex(3)[:5]
+            key = self.key(ns, md["name"])
+            if key in self.objs[resource]:
+                raise ApiError(409, "AlreadyExists", '%s "%s" already exists' % (resource, md["name"]),
+                               {"name": md["name"], "kind": resource})
+            if ns:
+                md["namespace"] = ns
+            md["uid"] = str(uuid.uuid4())
+            md["creationTimestamp"] = now_rfc3339()
+            if resource == "events":
+                self.counters["events_posted"] += 1
+            return copy.deepcopy(self.store(resource, key, obj, "ADDED"))
+
+    def list(self, resource, ns, fsel, lsel, limit, cont):
+        with self.cond:
+            self.bump("lists", resource)
+            if cont:
+                try:
+                    tok = json.loads(base64.urlsafe_b64decode(cont.encode() + b"=="))
+                    sid, srv = tok["id"], int(tok["rv"])
+                except Exception:
+                    raise ApiError(400, "BadRequest", "continue key is not valid")
+                snap = self.snapshots.pop(sid, None)
+                if snap is None or srv < self.floor:
+                    self.counters["continue_expired"] += 1
+                    raise status_expired(
+                        "The provided continue parameter is too old to display a consistent "
+                        "list result. You can start a new list without the continue parameter, "
+                        "or use the continue token in this response to retrieve the remainder "
+                        "of the results. Continuing with the provided token results in an "
+                        "inconsistent list - objects that were created, modified, or deleted "
+                        "between the time the first chunk was returned and now may show up in "
+                        "the list.")
+                list_rv, items = snap[0], snap[2]
+            else:
+                list_rv = self.rv
+                items = [copy.deepcopy(o) for k, o in sorted(self.objs[resource].items())
+                         if (not ns or o["metadata"].get("namespace") == ns)
+                         and matches(o, fsel, lsel)]
+            meta = {"resourceVersion": str(list_rv)}
+            if limit and limit > 0 and len(items) > limit:
+                rest = items[limit:]
+                items = items[:limit]
+                sid = secrets.token_hex(8)
+                self.snapshots[sid] = (list_rv, resource, rest, time.time())
+                # forget abandoned snapshots
+                old = [k for k, v in self.snapshots.items() if time.time() - v[3] > 600]
+                for k in old:
+                    del self.snapshots[k]
+                meta["continue"] = base64.urlsafe_b64encode(
+                    json.dumps({"id": sid, "rv": list_rv}).encode()).decode().rstrip("=")
+                meta["remainingItemCount"] = len(rest)
+            kind = {"pods": "PodList", "nodes": "NodeList", "events": "EventList",
+                    "leases": "LeaseList"}[resource]
+            api = "coordination.k8s.io/v1" if resource == "leases" else "v1"
+            return {"kind": kind, "apiVersion": api, "metadata": meta, "items": items}
+
+    def state(self):
+        with self.cond:
+            return {
+                "resourceVersion": str(self.rv), "floor": self.floor,
+                "pods": [copy.deepcopy(p) for _, p in sorted(self.objs["pods"].items())],
+                "nodes": [copy.deepcopy(n) for _, n in sorted(self.objs["nodes"].items())],
+                "events": [copy.deepcopy(e) for _, e in sorted(
+                    self.objs["events"].items(),
+                    key=lambda kv: int(kv[1]["metadata"]["resourceVersion"]))],
+                "leases": [copy.deepcopy(e) for _, e in sorted(self.objs["leases"].items())],
+                "counters": copy.deepcopy(self.counters),
+                "watches": sorted(w.resource for w in self.watchers),
+                "held": self.held,
+                "faults": [f.describe() for f in self.faults],
+                "bookmark_interval": self.bookmark_interval,
+                "auto_run": self.auto_run,
+                "eviction_status": self.eviction_status,
+            }
+
+
+KINDS = {"pods": ("Pod", "v1"), "nodes": ("Node", "v1"), "events": ("Event", "v1"),
+         "leases": ("Lease", "coordination.k8s.io/v1")}
+
+
+def with_kind(resource, obj):
+    kind, api = KINDS[resource]
+    out = {"kind": kind, "apiVersion": api}
+    out.update(obj)
+    return out
+
+
+def bookmark(resource, rv):
+    kind, api = KINDS[resource]
+    obj = {"kind": kind, "apiVersion": api,
+           "metadata": {"resourceVersion": str(rv), "creationTimestamp": None}}
+    if resource == "pods":
+        obj["spec"] = {"containers": None}
+        obj["status"] = {}
+    return {"type": "BOOKMARK", "object": obj}
+
+
+class Watcher:
+    _seq = 0
+
+    def __init__(self, resource):
+        Watcher._seq += 1
+        self.id = Watcher._seq
+        self.resource = resource
+
+
+# ---------------------------------------------------------------------------------------
+# HTTP layer
+# ---------------------------------------------------------------------------------------
+
+API_RE = re.compile(
+    r"^/(?:api/v1|apis/coordination\.k8s\.io/v1)"
+    r"(?:/namespaces/(?P<ns>[^/]+))?"
+    r"/(?P<res>pods|nodes|events|leases)"
+    r"(?:/(?P<name>[^/]+))?"
+    r"(?:/(?P<sub>binding|eviction|status))?/?$")
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "kube-apiserver-sim/1.0"
+
+    def log_message(self, fmt, *args):
+        if self.server.sim.verbose:
+            sys.stderr.write("apisim: %s %s\n" % (self.address_string(), fmt % args))
+
+    @property
+    def world(self):
+        return self.server.sim.world
+
+    # ---- plumbing ----
+    def send_json(self, code, obj, headers=None):
+        data = (json.dumps(obj, separators=(",", ":")) + "\n").encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(data)
+
+    def send_error_status(self, err):
+        self.send_json(err.code, err.status())
+
+    def read_body(self):
+        te = (self.headers.get("Transfer-Encoding") or "").lower()
+        if "chunked" in te:
+            data = b""
+            while True:
+                line = self.rfile.readline(65537)
+                size = int(line.split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    while self.rfile.readline(65537) not in (b"\r\n", b"\n", b""):
+                        pass
+                    break
+                if len(data) + size > MAX_BODY:
+                    self.close_connection = True
+                    raise ApiError(413, "RequestEntityTooLarge", "the request is too large")
+                data += self.rfile.read(size)
+                self.rfile.readline(3)
+            return data
+        n = int(self.headers.get("Content-Length") or 0)
+        if n > MAX_BODY:
+            self.close_connection = True
+            if n <= 16 * MAX_BODY:  # drain it so the client sees the answer
+                left = n
+                while left > 0:
+                    got = self.rfile.read(min(left, 65536))
+                    if not got:
+                        break
+                    left -= len(got)
+            raise ApiError(413, "RequestEntityTooLarge", "the request is too large")
+        return self.rfile.read(n) if n > 0 else b""
+
+    def json_body(self):
+        raw = self.read_body()
+        if not raw:
+            return None
+        try:
+            return json.loads(raw)
+        except ValueError as e:
+            raise ApiError(400, "BadRequest", "the body of the request could not be decoded: %s" % e)
+
+    def dispatch(self):
+        sim = self.server.sim
+        with self.world.cond:
+            self.world.counters["requests"] += 1
+        url = urllib.parse.urlsplit(self.path)
+        path = url.path
+        q = dict(urllib.parse.parse_qsl(url.query, keep_blank_values=True))
+        try:
+            if path.startswith("/_sim/"):
+                return self.control(path, q)
+            fault = self.world.match_fault(self.command, self.path)
+            if fault is not None:
+                if fault.hold:
+                    with self.world.cond:
+                        self.world.held += 1
+                    try:
+                        fault.released.wait(60)
+                    finally:
+                        with self.world.cond:
+                            self.world.held -= 1
+                if fault.delay:
+                    time.sleep(fault.delay)
+                if fault.close:
+                    self.close_connection = True
+                    self.abort()
+                    return
+                if fault.status:
+                    self.read_body_quietly()
+                    return self.send_error_status(ApiError(int(fault.status), fault.reason,
+                                                           fault.message))
+            if path in ("/healthz", "/readyz", "/livez"):
+                data = b"ok"
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain")
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(data)
+                return
+            if sim.token is not None:
+                auth = self.headers.get("Authorization") or ""
+                if auth != "Bearer " + sim.token:
+                    self.read_body_quietly()
+                    return self.send_error_status(ApiError(401, "Unauthorized", "Unauthorized"))
+            if path in ("/api", "/api/"):
+                return self.send_json(200, {"kind": "APIVersions", "versions": ["v1"]})
+            if path == "/version":
+                return self.send_json(200, {"major": "1", "minor": "31", "gitVersion": "v1.31.0-sim"})
+            m = API_RE.match(path)
+            if not m:
+                self.read_body_quietly()
+                raise ApiError(404, "NotFound", "the server could not find the requested resource")
+            return self.api(m.group("ns"), m.group("res"), m.group("name"), m.group("sub"), q,
+                            path.startswith("/apis/"))
+        except ApiError as e:
+            self.send_error_status(e)
+        except (BrokenPipeError, ConnectionResetError, ssl.SSLError, socket.timeout):
+            self.close_connection = True
+
+    def read_body_quietly(self):
+        try:
+            n = int(self.headers.get("Content-Length") or 0)
+            if 0 < n <= MAX_BODY:
+                self.rfile.read(n)
+            elif n > MAX_BODY:
+                self.close_connection = True
+        except (OSError, ValueError):
+            self.close_connection = True
+
+    def abort(self):
+        try:
+            self.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = lambda self: self.dispatch()
+
+    # ---- Kubernetes API ----
+    def api(self, ns, res, name, sub, q, is_apis):
+        w = self.world
+        if (res == "leases") != is_apis:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        if ns is not None:
+            ns = urllib.parse.unquote(ns)
+        if name is not None:
+            name = urllib.parse.unquote(name)
+        cluster_scoped = res == "nodes"
+        if cluster_scoped and ns is not None:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        method = self.command
+        if name is None:
+            if method in ("GET", "HEAD"):
+                allowed = {"pods": POD_FIELDS, "nodes": NODE_FIELDS, "events": EVENT_FIELDS,
+                           "leases": ("metadata.name", "metadata.namespace")}[res]
+                fsel = parse_field_selector(q.get("fieldSelector", ""), allowed)
+                lsel = parse_label_selector(q.get("labelSelector", ""))
+                if q.get("watch") in ("1", "true", "True"):
+                    return self.watch(res, ns, fsel, lsel, q)
+                try:
+                    limit = int(q.get("limit") or 0)
+                except ValueError:
+                    raise ApiError(400, "BadRequest", "limit must be an integer")
+                return self.send_json(200, w.list(res, ns, fsel, lsel, limit, q.get("continue")))
+            if method == "POST":
+                body = self.json_body()
+                if res == "pods":
+                    if ns is None:
+                        raise ApiError(405, "MethodNotAllowed", "pods must be created in a namespace")
+                    return self.send_json(201, with_kind("pods", w.create_pod(ns, body)))
+                if res == "nodes":
+                    md = (body or {}).get("metadata") or {}
+                    if not md.get("name"):
+                        raise ApiError(422, "Invalid", "metadata.name: Required value")
+                    node = w.add_node(md["name"], extra=body)
+                    return self.send_json(201, with_kind("nodes", node))
+                if ns is None:
+                    raise ApiError(405, "MethodNotAllowed", "%s must be created in a namespace" % res)
+                return self.send_json(201, with_kind(res, w.create_simple(res, ns, body)))
+            raise ApiError(405, "MethodNotAllowed",
+                           "the server does not allow this method on the requested resource")
+        if not cluster_scoped and ns is None:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        if sub == "binding":
+            if res != "pods" or method != "POST":
+                raise ApiError(405, "MethodNotAllowed", "only POST is allowed on pods/binding")
+            return self.send_json(201, w.bind(ns, name, self.json_body()))
+        if sub == "eviction":
+            if res != "pods" or method != "POST":
+                raise ApiError(405, "MethodNotAllowed", "only POST is allowed on pods/eviction")
+            return self.send_json(201, w.evict(ns, name, self.json_body()))
+        if sub == "status" and res not in ("pods", "nodes"):
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        if method in ("GET", "HEAD"):
+            return self.send_json(200, with_kind(res, w.get(res, ns, name)))
+        if method == "DELETE":
+            body = self.json_body()
+            uid = None
+            if isinstance(body, dict):
+                uid = (body.get("preconditions") or {}).get("uid")
+            if res == "pods":
+                return self.send_json(200, with_kind(res, w.delete_pod(ns, name, uid)))
+            if res == "nodes":
+                return self.send_json(200, with_kind(res, w.delete_node(name)))
+            with w.cond:
+                key = w.key(ns, name)
+                obj = w.objs[res].get(key)
+                if obj is None:
+                    raise not_found(res, name)
+                obj = copy.deepcopy(obj)
+                w.store(res, key, obj, "DELETED", prev=obj)
+            return self.send_json(200, status_success(200))
+        if method in ("PUT", "PATCH"):
+            body = self.json_body()
+            return self.send_json(200, with_kind(res, w.update(res, ns, name, body, sub,
+                                                               patch=method == "PATCH")))
+        raise ApiError(405, "MethodNotAllowed",
+                       "the server does not allow this method on the requested resource")
+
+    def write_chunk(self, data):
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+        self.wfile.flush()
+
+    def watch(self, res, ns, fsel, lsel, q):
+        w = self.world
+        try:
+            timeout = float(q.get("timeoutSeconds") or 1800)
+        except ValueError:
+            raise ApiError(400, "BadRequest", "timeoutSeconds must be an integer")
+        bookmarks = q.get("allowWatchBookmarks") in ("true", "1", "True")
+        rv_param = q.get("resourceVersion", "")
+        if rv_param not in ("", "0"):
+            try:
+                start = int(rv_param)
+            except ValueError:
+                raise ApiError(400, "BadRequest", "invalid resourceVersion %r" % rv_param)
+        else:
+            start = None
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.send_header("Cache-Control", "no-cache, private")
+        self.end_headers()
+        self.wfile.flush()
+
+        watcher = Watcher(res)
+        deadline = time.monotonic() + timeout
+        pending = []
+        with w.cond:
+            w.bump("watches", res)
+            gen = w.generation
+            if start is not None and start < w.floor:
+                w.counters["watch_expired"] += 1
+                err = {"type": "ERROR", "object": ApiError(
+                    410, "Expired", "too old resource version: %d (%d)" % (start, w.floor + 1)
+                ).status()}
+                pending = [err]
+                watcher = None
+            else:
+                if start is None:
+                    # "any" resource version: synthetic ADDED events for the current state
+                    for _, o in sorted(w.objs[res].items()):
+                        if (not ns or o["metadata"].get("namespace") == ns) and \
+                                matches(o, fsel, lsel):
+                            pending.append({"type": "ADDED", "object": with_kind(res, o)})
+                    start = w.rv
+                w.watchers.add(watcher)
+        pos = start
+        next_bookmark = time.monotonic() + w.bookmark_interval
+        try:
+            if watcher is None:
+                self.send_events(pending)
+                self.write_chunk_end()
+                return
+            if pending:
+                self.send_events(pending)
+                pending = []
+            while True:
+                drop = None
+                expired = False
+                with w.cond:
+                    while True:
+                        if w.stopping or w.generation != gen:
+                            drop = "close"
+                            break
+                        drop = w.drop_requests.pop(watcher.id, None)
+                        if drop:
+                            break
+                        if pos < w.floor:
+                            expired = True
+                            break
+                        i = bisect.bisect_right(w.history_rvs, pos)
+                        if i < len(w.history):
+                            for rv, r, etype, obj, prev in w.history[i:]:
+                                pos = rv
+                                if r != res:
+                                    continue
+                                ev = self.filtered(res, ns, fsel, lsel, etype, obj, prev)
+                                if ev:
+                                    pending.append(ev)
+                            if pending:
+                                break
+                            continue
+                        t = time.monotonic()
+                        if t >= deadline:
+                            break
+                        if bookmarks and t >= next_bookmark:
+                            pending.append(bookmark(res, w.rv))
+                            pos = max(pos, w.rv)
+                            next_bookmark = t + w.bookmark_interval
+                            break
+                        wait = deadline - t
+                        if bookmarks:
+                            wait = min(wait, next_bookmark - t)
+                        w.cond.wait(max(0.01, wait))
+                if drop:
+                    if drop == "partial":
+                        line = json.dumps(pending[0] if pending else bookmark(res, pos),
+                                          separators=(",", ":")).encode()
+                        self.write_chunk(line[:max(1, len(line) // 2)])
+                    self.close_connection = True
+                    self.abort()
+                    return
+                if expired:
+                    pending.append({"type": "ERROR", "object": ApiError(
+                        410, "Expired", "too old resource version: %d (%d)" % (pos, w.floor + 1)
+                    ).status()})
+                    with w.cond:
+                        w.counters["watch_expired"] += 1
+                if pending:
+                    self.send_events(pending)
+                    pending = []
+                if expired or time.monotonic() >= deadline:
+                    self.write_chunk_end()
+                    return
+        except (BrokenPipeError, ConnectionResetError, ssl.SSLError, OSError):
+            self.close_connection = True
+        finally:
+            if watcher is not None:
+                with w.cond:
+                    w.watchers.discard(watcher)
+                    w.drop_requests.pop(watcher.id, None)
+
+    @staticmethod
+    def filtered(res, ns, fsel, lsel, etype, obj, prev):
+        def ok(o):
+            return o is not None and (not ns or o["metadata"].get("namespace") == ns) \
+                and matches(o, fsel, lsel)
+        new_ok = ok(obj)
+        if etype == "ADDED":
+            return {"type": "ADDED", "object": with_kind(res, obj)} if new_ok else None
+        if etype == "DELETED":
+            return {"type": "DELETED", "object": with_kind(res, obj)} if ok(prev) or new_ok else None
+        old_ok = ok(prev)
+        if old_ok and new_ok:
+            return {"type": "MODIFIED", "object": with_kind(res, obj)}
+        if new_ok:
+            return {"type": "ADDED", "object": with_kind(res, obj)}
+        if old_ok:
+            return {"type": "DELETED", "object": with_kind(res, obj)}
+        return None
+
+    def send_events(self, events):
+        data = b"".join(json.dumps(e, separators=(",", ":")).encode() + b"\n" for e in events)
+        self.write_chunk(data)
+
+    def write_chunk_end(self):
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
+    # ---- control API ----
+    def control(self, path, q):
+        w = self.world
+        sim = self.server.sim
+        body = self.json_body() if self.command in ("POST", "PUT", "PATCH", "DELETE") else None
+        body = body or {}
+        method = self.command
+        parts = [urllib.parse.unquote(p) for p in path.split("/")[2:] if p]
+        if parts == ["state"] and method == "GET":
+            return self.send_json(200, w.state())
+        if parts == ["reset"] and method == "POST":
+            w.reset()
+            return self.send_json(200, {"ok": True, "floor": w.floor})
+        if parts == ["compact"] and method == "POST":
+            return self.send_json(200, {"floor": w.compact()})
+        if parts == ["drop-watches"] and method == "POST":
+            n = w.drop_watches(body.get("mode", "close"), body.get("resource"))
+            return self.send_json(200, {"dropped": n})
+        if parts == ["faults"]:
+            if method == "POST":
+                return self.send_json(201, w.add_fault(body))
+            if method == "DELETE":
+                return self.send_json(200, {"cleared": w.clear_faults()})
+            if method == "GET":
+                return self.send_json(200, w.state()["faults"])
+        if parts == ["nodes"] and method == "POST":
+            node = w.add_node(body.get("name") or "", body.get("cpu", "8"),
+                              body.get("memory", "32Gi"), body.get("pods", "110"),
+                              body.get("labels"))
+            return self.send_json(201, node)
+        if len(parts) == 2 and parts[0] == "nodes" and method == "DELETE":
+            return self.send_json(200, w.delete_node(parts[1]))
+        if len(parts) == 4 and parts[0] == "pods" and parts[3] == "phase" and method == "POST":
+            return self.send_json(200, w.set_pod_phase(parts[1], parts[2], body.get("phase"),
+                                                       body.get("reason")))
+        if parts == ["config"] and method == "POST":
+            with w.cond:
+                if "bookmark_interval" in body:
+                    w.bookmark_interval = float(body["bookmark_interval"])
+                if "auto_run" in body:
+                    w.auto_run = bool(body["auto_run"])
+                if "eviction_status" in body:
+                    w.eviction_status = body["eviction_status"]
+                if "token" in body:
+                    sim.token = body["token"]
+                w.cond.notify_all()
+            return self.send_json(200, {"ok": True})
+        raise ApiError(404, "NotFound", "unknown control path %s %s" % (method, path))
+
+
+class Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 64
+
+    def __init__(self, addr, sim):
+        self.sim = sim
+        super().__init__(addr, Handler)
+
+    def finish_request(self, request, client_address):
+        # TLS handshake in the connection's own thread, never in the accept loop
+        if self.sim.ssl_context is not None:
+            request.settimeout(10)
+            try:
+                request = self.sim.ssl_context.wrap_socket(request, server_side=True)
+            except (ssl.SSLError, OSError):
+                try:
+                    request.close()
+                except OSError:
+                    pass
+                return
+            request.settimeout(None)
+        try:
+            self.RequestHandlerClass(request, client_address, self)
+        finally:
+            try:
+                request.close()
+            except OSError:
+                pass
+
+    def handle_error(self, request, client_address):
+        exc = sys.exc_info()[1]
+        if isinstance(exc, (BrokenPipeError, ConnectionResetError, ssl.SSLError, socket.timeout,
+                            ConnectionAbortedError)):
+            return
+        super().handle_error(request, client_address)
+
+
+class ApiSim:
+    """The simulator: world + HTTPS server on a background thread."""
+
+    def __init__(self, host="127.0.0.1", port=0, cert=None, key=None, token=None,
+                 bookmark_interval=2.0, verbose=False):
+        self.world = World(bookmark_interval)
+        self.token = token
+        self.verbose = verbose
+        self.ssl_context = None
+        if cert:
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(cert, key)
+            ctx.set_alpn_protocols(["http/1.1"])
+            self.ssl_context = ctx
+        self.httpd = Server((host, port), self)
+        self.host = host
+        self.port = self.httpd.server_address[1]
+        self.thread = None
+
+    @property
+    def url(self):
+        scheme = "https" if self.ssl_context else "http"
+        host = "[%s]" % self.host if ":" in self.host else self.host
+        return "%s://%s:%d" % (scheme, host, self.port)
+
+    def start(self):
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.2},
+                                       name="apisim", daemon=True)
+        self.thread.start()
+        return self
+
+    def stop(self):
+        with self.world.cond:
+            self.world.stopping = True
+            self.world.cond.notify_all()
+        with self.world.cond:
+            for f in self.world.faults + self.world.held_faults:
+                f.released.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        if self.thread:
+            self.thread.join(5)
+
+    # in-process conveniences (the same operations as the control API)
+    def add_node(self, name, cpu="8", memory="32Gi", **kw):
+        return self.world.add_node(name, cpu, memory, **kw)
+
+    def create_pod(self, pod):
+        ns = (pod.get("metadata") or {}).get("namespace") or "default"
+        return self.world.create_pod(ns, pod)
+
+    def state(self):
+        return self.world.state()
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="Kubernetes API simulator for kubequota tests")
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--cert")
+    ap.add_argument("--key")
+    ap.add_argument("--token", help="require this bearer token on /api and /apis")
+    ap.add_argument("--port-file", help="write the chosen port here once listening")
+    ap.add_argument("--nodes", type=int, default=0, help="create node-1..node-N")
+    ap.add_argument("--node-cpu", default="8")
+    ap.add_argument("--node-memory", default="32Gi")
+    ap.add_argument("--bookmark-interval", type=float, default=2.0)
+    ap.add_argument("-v", "--verbose", action="store_true")
+    args = ap.parse_args(argv)
+    if bool(args.cert) != bool(args.key):
+        ap.error("--cert and --key go together")
+    sim = ApiSim(args.host, args.port, args.cert, args.key, args.token,
+                 args.bookmark_interval, args.verbose)
+    for i in range(1, args.nodes + 1):
+        sim.add_node("node-%d" % i, args.node_cpu, args.node_memory)
+    print("apisim: listening on %s" % sim.url, flush=True)
+    if args.port_file:
+        tmp = args.port_file + ".tmp"
+        with open(tmp, "w") as f:
+            f.write("%d\n" % sim.port)
+        os.replace(tmp, args.port_file)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *a: stop.set())
+    signal.signal(signal.SIGINT, lambda *a: stop.set())
+    sim.start()
+    while not stop.wait(0.5):
+        pass
+    sim.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
