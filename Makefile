@@ -45,7 +45,7 @@ CW_FLAGS := -std=gnu11 $(OPT) -g $(SANFLAGS) -pthread -DOPENSSL_API_3_0 -DNO_SSL
 
 # Library modules, in dependency order. main.c only wires them together.
 CORE_MODULES    := error log resource config ugm quota_tree
-SERVICE_MODULES := pod ledger kube extender rest metrics server sync admission
+SERVICE_MODULES := pod ledger kube extender rest metrics server sync admission auth
 MODULES         := $(CORE_MODULES) $(SERVICE_MODULES)
 
 obj = $(addprefix $(BUILD)/obj/,$(addsuffix .o,$(1)))
@@ -54,6 +54,7 @@ obj = $(addprefix $(BUILD)/obj/,$(addsuffix .o,$(1)))
 # never blocks another's tests. A test not listed links every module.
 TEST_MODULES_resource := error log resource
 TEST_MODULES_config   := error log resource config
+TEST_MODULES_auth     := error log resource kube auth
 TEST_MODULES_ugm      := error log resource config ugm
 TEST_MODULES_kube     := error log resource kube
 TEST_MODULES_pod      := error log resource config pod

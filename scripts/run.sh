@@ -97,7 +97,15 @@ EOF
   echo "run: API simulator on $sim_url (3 nodes; log $run/apisim.log)"
 fi
 
+# The usage view only answers callers it can authenticate: here a bearer token from a file.
+rest_token_file=$run/rest-token
+if [ ! -s "$rest_token_file" ]; then
+  (umask 077; od -An -tx1 -N16 /dev/urandom | tr -d ' \n' >"$rest_token_file")
+fi
+rest_token=$(cat "$rest_token_file")
+
 "$bin" serve --config "$config" --kubeconfig "$kubeconfig" --listen "$listen" \
+  --rest-token-file "$rest_token_file" \
   --tls-cert "$certs/server.crt" --tls-key "$certs/server.key" --scheduler-name "$sched" \
   --log-level "${KQ_LOG_LEVEL:-info}" >"$run/kubequota.log" 2>&1 &
 kq_pid=$!
@@ -126,9 +134,10 @@ echo
 
 if [ -n "$sim_pid" ]; then
   KQ_SCHEDULER_NAME=$sched "$py" tests/e2e/sample_workload.py --api "$sim_url" --token "$token" \
-    --ca "$certs/ca.crt" --kubequota "$kq_url"
+    --ca "$certs/ca.crt" --kubequota "$kq_url" --rest-token-file "$rest_token_file"
 else
-  "$py" tests/e2e/sample_workload.py --show --ca "$certs/ca.crt" --kubequota "$kq_url"
+  "$py" tests/e2e/sample_workload.py --show --ca "$certs/ca.crt" --kubequota "$kq_url" \
+    --rest-token-file "$rest_token_file"
 fi
 
 cat <<EOF
@@ -146,8 +155,9 @@ fi
 cat <<EOF
 
 Try:
-  curl --cacert $certs/ca.crt $kq_url/ws/v1/partition/default/usage/user/alice
-  $py tests/e2e/sample_workload.py --show --ca $certs/ca.crt --kubequota $kq_url
+  curl --cacert $certs/ca.crt -H "Authorization: Bearer \$(cat $rest_token_file)" \\
+       $kq_url/ws/v1/partition/default/usage/user/alice
+  $py tests/e2e/sample_workload.py --show --ca $certs/ca.crt --kubequota $kq_url --rest-token-file $rest_token_file
 
 Edit $config and kubequota reloads it. Press Ctrl-C to stop.
 EOF

@@ -13,7 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kubequota/admission.h"
 #include "kubequota/app.h"
+#include "kubequota/auth.h"
 #include "kubequota/config.h"
 #include "kubequota/kube.h"
 #include "kubequota/ledger.h"
@@ -49,12 +51,30 @@ static void usage(FILE *f)
             "  --max-body BYTES         largest accepted request body (default 67108864)\n"
             "  --reload-interval MS     how often the config file is checked (default 2000)\n"
             "  --log-level LEVEL        error, warn, info or debug (default info)\n"
+            "\n"
+            "access to the usage view (/ws/v1/...):\n"
+            "  --rest-auth MODE         default: a client certificate (--client-ca) or the bearer\n"
+            "                           token of --rest-token-file; kubernetes: also Kubernetes\n"
+            "                           tokens that TokenReview accepts and SubjectAccessReview\n"
+            "                           allows for get on usage.kubequota.io; none: open\n"
+            "  --rest-token-file FILE   bearer token accepted by the usage view (re-read on change)\n"
+            "  --metrics-auth           /metrics follows the usage view's access rules\n"
+            "\n"
+            "admission webhooks (/admission/mutate, /admission/mutate-scheduler, /admission/validate):\n"
+            "  --trusted-users LIST     comma-separated users whose pods and workloads keep the\n"
+            "                           identity already on them ('prefix*' allowed; default\n"
+            "                           system:serviceaccount:kube-system:*,system:kube-controller-manager)\n"
+            "  --trusted-groups LIST    likewise for groups (default system:serviceaccounts:kube-system)\n"
+            "  --config-map NS/NAME     the ConfigMap holding queues.yaml, guarded by /admission/validate\n"
+            "                           (default kube-system/kubequota-config, key queues.yaml)\n"
             "  -h, --help               this text\n");
 }
 
 typedef struct serve_opts {
     const char *config, *kubeconfig, *listen, *tls_cert, *tls_key, *client_ca;
     const char *scheduler_name, *partition, *default_user, *log_level;
+    const char *rest_auth, *rest_token_file, *trusted_users, *trusted_groups, *config_map;
+    bool metrics_auth;
     bool plain_http;
     long long max_body;
     long reload_ms;
@@ -63,7 +83,8 @@ typedef struct serve_opts {
 static int parse_serve(int argc, char **argv, serve_opts_t *o)
 {
     enum { O_CONFIG = 256, O_KUBECONFIG, O_LISTEN, O_CERT, O_KEY, O_CA, O_PLAIN, O_SCHED, O_PART, O_USER,
-           O_BODY, O_RELOAD, O_LOG };
+           O_BODY, O_RELOAD, O_LOG, O_REST_AUTH, O_REST_TOKEN, O_METRICS_AUTH, O_TRUSTED_USERS,
+           O_TRUSTED_GROUPS, O_CONFIG_MAP };
     static const struct option longopts[] = {
         {"config", required_argument, NULL, O_CONFIG},
         {"kubeconfig", required_argument, NULL, O_KUBECONFIG},
@@ -78,6 +99,12 @@ static int parse_serve(int argc, char **argv, serve_opts_t *o)
         {"max-body", required_argument, NULL, O_BODY},
         {"reload-interval", required_argument, NULL, O_RELOAD},
         {"log-level", required_argument, NULL, O_LOG},
+        {"rest-auth", required_argument, NULL, O_REST_AUTH},
+        {"rest-token-file", required_argument, NULL, O_REST_TOKEN},
+        {"metrics-auth", no_argument, NULL, O_METRICS_AUTH},
+        {"trusted-users", required_argument, NULL, O_TRUSTED_USERS},
+        {"trusted-groups", required_argument, NULL, O_TRUSTED_GROUPS},
+        {"config-map", required_argument, NULL, O_CONFIG_MAP},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -87,6 +114,7 @@ static int parse_serve(int argc, char **argv, serve_opts_t *o)
         .partition = "default",
         .default_user = "nobody",
         .log_level = "info",
+        .rest_auth = "default",
         .max_body = 64LL << 20,
         .reload_ms = 2000,
     };
@@ -106,6 +134,12 @@ static int parse_serve(int argc, char **argv, serve_opts_t *o)
         case O_PART: o->partition = optarg; break;
         case O_USER: o->default_user = optarg; break;
         case O_LOG: o->log_level = optarg; break;
+        case O_REST_AUTH: o->rest_auth = optarg; break;
+        case O_REST_TOKEN: o->rest_token_file = optarg; break;
+        case O_METRICS_AUTH: o->metrics_auth = true; break;
+        case O_TRUSTED_USERS: o->trusted_users = optarg; break;
+        case O_TRUSTED_GROUPS: o->trusted_groups = optarg; break;
+        case O_CONFIG_MAP: o->config_map = optarg; break;
         case O_BODY:
             o->max_body = strtoll(optarg, &end, 10);
             if (*optarg == '\0' || *end != '\0' || o->max_body < 1024) {
@@ -145,11 +179,60 @@ static int parse_serve(int argc, char **argv, serve_opts_t *o)
         fprintf(stderr, "kubequota serve: --insecure-plain-http cannot be combined with TLS options\n");
         return 2;
     }
+    kq_auth_mode_t mode;
+    if (kq_auth_mode_parse(o->rest_auth, &mode) != 0) {
+        fprintf(stderr, "kubequota serve: --rest-auth %s: expected default, kubernetes or none\n", o->rest_auth);
+        return 2;
+    }
+    if (o->config_map != NULL) {
+        const char *slash = strchr(o->config_map, '/');
+        if (slash == NULL || slash == o->config_map || slash[1] == '\0' || slash[1] == ':' ||
+            strchr(slash + 1, '/') != NULL) {
+            fprintf(stderr, "kubequota serve: --config-map %s: expected NAMESPACE/NAME[:KEY]\n", o->config_map);
+            return 2;
+        }
+    }
     if (*o->scheduler_name == '\0' || *o->partition == '\0' || *o->default_user == '\0') {
         fprintf(stderr, "kubequota serve: --scheduler-name, --partition and --default-user must not be empty\n");
         return 2;
     }
     return 0;
+}
+
+/* A comma-separated list, split in place into a copy; empty items are skipped. */
+typedef struct strlist {
+    char *buf;
+    const char **v;
+    size_t n;
+} strlist_t;
+
+static int split_list(const char *s, strlist_t *out)
+{
+    *out = (strlist_t){0};
+    size_t cap = 1;
+    for (const char *p = s; *p; p++)
+        cap += *p == ',';
+    out->buf = strdup(s);
+    out->v = calloc(cap, sizeof(*out->v));
+    if (out->buf == NULL || out->v == NULL)
+        return KQ_ENOMEM;
+    char *save = NULL;
+    for (char *t = strtok_r(out->buf, ",", &save); t != NULL; t = strtok_r(NULL, ",", &save)) {
+        while (*t == ' ')
+            t++;
+        size_t n = strlen(t);
+        while (n > 0 && t[n - 1] == ' ')
+            t[--n] = '\0';
+        if (n > 0)
+            out->v[out->n++] = t;
+    }
+    return 0;
+}
+
+static void strlist_free(strlist_t *l)
+{
+    free(l->buf);
+    free(l->v);
 }
 
 static void print_diags(const kq_diags_t *d)
@@ -190,6 +273,9 @@ static int serve(int argc, char **argv)
     kq_sync_t *sync = NULL;
     kq_reloader_t *reloader = NULL;
     kq_server_t *server = NULL;
+    kq_auth_t *auth = NULL;
+    strlist_t tusers = {0}, tgroups = {0};
+    char *cm_buf = NULL;
 
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
         fprintf(stderr, "kubequota: libcurl initialisation failed\n");
@@ -248,7 +334,54 @@ static int serve(int argc, char **argv)
     }
     app.sync = sync;
     char err[512] = "";
+    kq_admission_opts_t adm = kq_admission_opts_default();
+    adm.scheduler_name = o.scheduler_name;
+    if ((o.trusted_users && split_list(o.trusted_users, &tusers) != 0) ||
+        (o.trusted_groups && split_list(o.trusted_groups, &tgroups) != 0) ||
+        (o.config_map && (cm_buf = strdup(o.config_map)) == NULL)) {
+        fprintf(stderr, "kubequota: out of memory\n");
+        goto out;
+    }
+    if (o.trusted_users) {
+        adm.trusted_users = tusers.v;
+        adm.n_trusted_users = tusers.n;
+    }
+    if (o.trusted_groups) {
+        adm.trusted_groups = tgroups.v;
+        adm.n_trusted_groups = tgroups.n;
+    }
+    if (cm_buf != NULL) { /* NAMESPACE/NAME[:KEY], checked by parse_serve */
+        char *slash = strchr(cm_buf, '/'), *colon = strchr(slash, ':');
+        *slash = '\0';
+        if (colon != NULL) {
+            *colon = '\0';
+            adm.config_map_key = colon + 1;
+        }
+        adm.config_map_namespace = cm_buf;
+        adm.config_map_name = slash + 1;
+    }
+    kq_auth_mode_t mode = KQ_AUTH_DEFAULT;
+    if (kq_auth_mode_parse(o.rest_auth, &mode) != 0) /* validated by parse_serve */
+        mode = KQ_AUTH_DEFAULT;
+    kq_auth_opts_t ao = {
+        .mode = mode,
+        .client_certs = o.client_ca != NULL,
+        .token_file = o.rest_token_file,
+        .kube = app.kube,
+    };
+    auth = kq_auth_new(&ao, err, sizeof(err));
+    if (auth == NULL) {
+        fprintf(stderr, "kubequota: %s\n", err);
+        exit_code = 2;
+        goto out;
+    }
+    if (kq_auth_closed(auth))
+        kq_warn("event=rest_closed msg=\"the usage view refuses every caller: configure --client-ca, "
+                "--rest-token-file or --rest-auth=kubernetes\"");
     kq_server_opts_t so = {
+        .admission = &adm,
+        .auth = auth,
+        .metrics_auth = o.metrics_auth,
         .listen = o.listen,
         .tls_cert = o.tls_cert,
         .tls_key = o.tls_key,
@@ -277,6 +410,10 @@ static int serve(int argc, char **argv)
 out:
     /* Stop producers before consumers: HTTP first, then the informer and the reloader. */
     kq_server_stop(server);
+    kq_auth_free(auth);
+    strlist_free(&tusers);
+    strlist_free(&tgroups);
+    free(cm_buf);
     kq_sync_stop(sync);
     kq_reloader_stop(reloader);
     kq_ledger_free(app.ledger);

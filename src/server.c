@@ -58,6 +58,7 @@
 #include <openssl/x509.h>
 
 #include "kubequota/admission.h"
+#include "kubequota/auth.h"
 #include "kubequota/extender.h"
 #include "kubequota/log.h"
 #include "kubequota/metrics.h"
@@ -82,6 +83,8 @@ struct kq_server {
     kq_app_t *app;
     size_t max_body;
     bool admission;                    /* webhook routes enabled */
+    kq_auth_t *auth;                   /* borrowed; NULL = everything open */
+    bool metrics_auth;                 /* /metrics follows the usage view's rules */
     kq_admission_opts_t adm, adm_sched; /* copies; adm_sched sets spec.schedulerName */
     char *cert, *key, *ca;
     char tls_err[512]; /* written by init_ssl during kq_server_start (caller's thread) */
@@ -313,24 +316,33 @@ typedef struct route {
     bool has_body;
     void (*fn)(const req_t *, resp_t *);
     bool admission;      /* only when the admission webhook is configured */
+    int guard;           /* GUARD_REST: the usage view's access rules; GUARD_METRICS: the same
+                          * when --metrics-auth is set; 0: open (the scheduler and the API
+                          * server reach these through TLS, with client certificates when
+                          * --client-ca is set) */
 } route_t;
 
+enum { GUARD_OPEN = 0, GUARD_REST = 1, GUARD_METRICS = 2 };
+
 static const route_t routes[] = {
-    {"POST", "/scheduler/filter", KQ_EP_FILTER, true, h_filter, false},
-    {"POST", "/scheduler/bind", KQ_EP_BIND, true, h_bind, false},
-    {"POST", "/scheduler/preempt", KQ_EP_PREEMPT, true, h_preempt, false},
-    {"GET", "/healthz", KQ_EP_HEALTHZ, false, h_healthz, false},
-    {"GET", "/readyz", KQ_EP_READYZ, false, h_readyz, false},
-    {"GET", "/metrics", KQ_EP_METRICS, false, h_metrics, false},
-    {"GET", "/ws/v1/partition/*/usage/users", KQ_EP_USAGE_USERS, false, h_users, false},
-    {"GET", "/ws/v1/partition/*/usage/user/*", KQ_EP_USAGE_USER, false, h_user, false},
-    {"GET", "/ws/v1/partition/*/usage/groups", KQ_EP_USAGE_GROUPS, false, h_groups, false},
-    {"GET", "/ws/v1/partition/*/usage/group/*", KQ_EP_USAGE_GROUP, false, h_group, false},
-    {"GET", "/ws/v1/partition/*/queues", KQ_EP_QUEUES, false, h_queues, false},
-    {"POST", "/ws/v1/validate-conf", KQ_EP_VALIDATE_CONF, true, h_validate_conf, false},
-    {"POST", "/admission/mutate", KQ_EP_ADMISSION, true, h_mutate, true},
-    {"POST", "/admission/mutate-scheduler", KQ_EP_ADMISSION_SCHED, true, h_mutate_sched, true},
-    {"POST", "/admission/validate", KQ_EP_ADMISSION_VALIDATE, true, h_validate, true},
+    {"POST", "/scheduler/filter", KQ_EP_FILTER, true, h_filter, false, GUARD_OPEN},
+    {"POST", "/scheduler/bind", KQ_EP_BIND, true, h_bind, false, GUARD_OPEN},
+    {"POST", "/scheduler/preempt", KQ_EP_PREEMPT, true, h_preempt, false, GUARD_OPEN},
+    {"GET", "/healthz", KQ_EP_HEALTHZ, false, h_healthz, false, GUARD_OPEN},
+    {"GET", "/readyz", KQ_EP_READYZ, false, h_readyz, false, GUARD_OPEN},
+    {"GET", "/metrics", KQ_EP_METRICS, false, h_metrics, false, GUARD_METRICS},
+    {"GET", "/ws/v1/partition/*/usage/users", KQ_EP_USAGE_USERS, false, h_users, false, GUARD_REST},
+    {"GET", "/ws/v1/partition/*/usage/user/*", KQ_EP_USAGE_USER, false, h_user, false, GUARD_REST},
+    {"GET", "/ws/v1/partition/*/usage/groups", KQ_EP_USAGE_GROUPS, false, h_groups, false, GUARD_REST},
+    {"GET", "/ws/v1/partition/*/usage/group/*", KQ_EP_USAGE_GROUP, false, h_group, false, GUARD_REST},
+    {"GET", "/ws/v1/partition/*/queues", KQ_EP_QUEUES, false, h_queues, false, GUARD_REST},
+    {"POST", "/ws/v1/validate-conf", KQ_EP_VALIDATE_CONF, true, h_validate_conf, false, GUARD_REST},
+    {"POST", "/admission/mutate", KQ_EP_ADMISSION, true, h_mutate, true, GUARD_OPEN},
+    {"POST", "/admission/mutate-scheduler", KQ_EP_ADMISSION_SCHED, true, h_mutate_sched, true, GUARD_OPEN},
+    {"POST", "/admission/validate", KQ_EP_ADMISSION_VALIDATE, true, h_validate, true, GUARD_OPEN},
+    /* The same validator; a separate path lets the chart register ElasticQuota objects
+     * with their own failure policy and timeout. */
+    {"POST", "/admission/validate-elasticquota", KQ_EP_ADMISSION_VALIDATE, true, h_validate, true, GUARD_OPEN},
 };
 #define N_ROUTES (sizeof(routes) / sizeof(routes[0]))
 
@@ -552,6 +564,17 @@ static int on_request(struct mg_connection *conn)
         }
     }
 
+    if (s->auth != NULL && (rt->guard == GUARD_REST || (rt->guard == GUARD_METRICS && s->metrics_auth))) {
+        char why[512];
+        int st = kq_auth_check(s->auth, ri->client_cert != NULL, mg_get_header(conn, "Authorization"), why,
+                               sizeof(why));
+        if (st != 200) {
+            resp_error(&r, st, why);
+            kq_info("event=rest_refused path=\"%s\" status=%d reason=\"%s\"", printable(path, qpath, 192), st, why);
+            goto send;
+        }
+    }
+
     if (rt->has_body) {
         int st = read_body(conn, s->max_body, &q, &close);
         if (st != 0) {
@@ -750,6 +773,8 @@ kq_server_t *kq_server_start(const kq_server_opts_t *o, kq_app_t *app, char *err
     bool oom = false;
     s->app = app;
     s->max_body = o->max_body ? o->max_body : DEFAULT_MAX_BODY;
+    s->auth = o->auth;
+    s->metrics_auth = o->metrics_auth;
     if (o->admission != NULL) {
         /* Shallow copies: the strings and arrays they point to are borrowed, like app. */
         s->admission = true;

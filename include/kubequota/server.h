@@ -39,6 +39,8 @@ typedef struct kq_server_opts {
     size_t max_body;        /* largest request body; 0 = 64 MiB */
     int threads;            /* worker threads; 0 = 32 */
     const kq_admission_opts_t *admission; /* admission webhook settings (copied); NULL = no webhook routes */
+    struct kq_auth *auth;   /* access rules of the usage view (borrowed); NULL = open */
+    bool metrics_auth;      /* /metrics follows the usage view's access rules */
 } kq_server_opts_t;
 
 typedef struct kq_server kq_server_t;

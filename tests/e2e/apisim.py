@@ -850,6 +850,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 return self.send_json(200, {"kind": "APIVersions", "versions": ["v1"]})
             if path == "/version":
                 return self.send_json(200, {"major": "1", "minor": "31", "gitVersion": "v1.31.0-sim"})
+            if self.command == "POST" and path in REVIEW_PATHS:
+                return self.review(path)
             m = API_RE.match(path)
             if not m:
                 self.read_body_quietly()
@@ -860,6 +862,29 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.send_error_status(e)
         except (BrokenPipeError, ConnectionResetError, ssl.SSLError, socket.timeout):
             self.close_connection = True
+
+    def review(self, path):
+        """TokenReview and SubjectAccessReview: tokens and who may get usage.kubequota.io
+        are set through /_sim/config (review_tokens: {token: {username, groups}},
+        review_allowed: [username])."""
+        sim = self.server.sim
+        body = self.json_body() or {}
+        spec = body.get("spec") or {}
+        with self.world.cond:
+            self.world.counters[path.rsplit("/", 1)[1]] = self.world.counters.get(path.rsplit("/", 1)[1], 0) + 1
+        if path.endswith("tokenreviews"):
+            who = getattr(sim, "review_tokens", {}).get(spec.get("token"))
+            status = {"authenticated": who is not None}
+            if who is not None:
+                status["user"] = {"username": who["username"], "groups": who.get("groups", []),
+                                  "uid": "uid-" + who["username"]}
+            return self.send_json(201, {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+                                        "spec": {}, "status": status})
+        ra = spec.get("resourceAttributes") or {}
+        allowed = (spec.get("user") in getattr(sim, "review_allowed", ()) and ra.get("group") == "kubequota.io"
+                   and ra.get("resource") == "usage" and ra.get("verb") == "get")
+        return self.send_json(201, {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+                                    "spec": spec, "status": {"allowed": allowed}})
 
     def read_body_quietly(self):
         try:
@@ -1156,9 +1181,17 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     w.eviction_status = body["eviction_status"]
                 if "token" in body:
                     sim.token = body["token"]
+                if "review_tokens" in body:
+                    sim.review_tokens = dict(body["review_tokens"])
+                if "review_allowed" in body:
+                    sim.review_allowed = set(body["review_allowed"])
                 w.cond.notify_all()
             return self.send_json(200, {"ok": True})
         raise ApiError(404, "NotFound", "unknown control path %s %s" % (method, path))
+
+
+REVIEW_PATHS = ("/apis/authentication.k8s.io/v1/tokenreviews",
+                "/apis/authorization.k8s.io/v1/subjectaccessreviews")
 
 
 class Server(http.server.ThreadingHTTPServer):

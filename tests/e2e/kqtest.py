@@ -353,7 +353,13 @@ class Kubequota:
         self.extra_args = list(extra_args)
         self.proc = None
         self.starts = 0
-        self.http = HttpClient(self.url, ca=certs()["ca"])
+        # The usage view is closed unless a mechanism is configured: the tests use a bearer
+        # token from a file, as an operator without a client CA would.
+        self.rest_token = os.urandom(16).hex()
+        self.rest_token_path = os.path.join(self.workdir, "rest-token")
+        with open(self.rest_token_path, "w") as f:
+            f.write(self.rest_token + "\n")
+        self.http = HttpClient(self.url, ca=certs()["ca"], token=self.rest_token)
 
     def write_config(self, config):
         self.config = config
@@ -366,7 +372,8 @@ class Kubequota:
         return [binary(), "serve", "--config", self.config_path, "--kubeconfig", self.kubeconfig,
                 "--listen", "127.0.0.1:%d" % self.port, "--tls-cert", c["server"],
                 "--tls-key", c["server_key"], "--scheduler-name", self.scheduler_name,
-                "--partition", PARTITION, "--log-level", "debug"] + self.extra_args
+                "--partition", PARTITION, "--log-level", "debug",
+                "--rest-token-file", self.rest_token_path] + self.extra_args
 
     def start(self, wait=True, timeout=20.0):
         self.starts += 1

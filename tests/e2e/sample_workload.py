@@ -177,8 +177,13 @@ def main(argv=None):
     ap.add_argument("--kubequota", required=True, help="kubequota URL")
     ap.add_argument("--namespace", default="default")
     ap.add_argument("--show", action="store_true", help="only print the usage view")
+    ap.add_argument("--rest-token-file", help="bearer token for kubequota's usage view")
     args = ap.parse_args(argv)
-    kq = HttpClient(args.kubequota, ca=args.ca)
+    rest_token = None
+    if args.rest_token_file:
+        with open(args.rest_token_file) as f:
+            rest_token = f.read().strip()
+    kq = HttpClient(args.kubequota, ca=args.ca, token=rest_token)
     if not args.show:
         if not args.api:
             ap.error("--api is required unless --show")
