@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "kubequota/admission.h"
 #include "kubequota/app.h"
@@ -235,6 +236,19 @@ static void strlist_free(strlist_t *l)
     free(l->v);
 }
 
+/* Bounds shutdown: if stopping takes longer than this, something is stuck (a peer that
+ * never answers); exit rather than hang past the kubelet's grace period. */
+#define SHUTDOWN_TIMEOUT_S 20
+
+static void *shutdown_watchdog(void *arg)
+{
+    (void)arg;
+    sleep(SHUTDOWN_TIMEOUT_S);
+    kq_error("event=shutdown_timeout seconds=%d msg=\"stopping took too long; exiting\"", SHUTDOWN_TIMEOUT_S);
+    _exit(1);
+    return NULL;
+}
+
 static void print_diags(const kq_diags_t *d)
 {
     char line[2048];
@@ -404,7 +418,10 @@ static int serve(int argc, char **argv)
 
     int sig = 0;
     sigwait(&sigs, &sig);
-    kq_info("event=stopping signal=%d", sig);
+    kq_info("event=stopping signal=%d msg=\"no new connections; finishing requests in flight\"", sig);
+    pthread_t watchdog;
+    if (pthread_create(&watchdog, NULL, shutdown_watchdog, NULL) == 0)
+        pthread_detach(watchdog);
     exit_code = 0;
 
 out:

@@ -50,9 +50,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include <civetweb.h>
+#include <openssl/pem.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
@@ -78,6 +80,12 @@
     "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:"                \
     "ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305"
 
+typedef struct tls_id {
+    X509 *leaf;
+    STACK_OF(X509) *chain;
+    EVP_PKEY *key;
+} tls_id_t;
+
 struct kq_server {
     struct mg_context *ctx;
     kq_app_t *app;
@@ -88,6 +96,14 @@ struct kq_server {
     kq_admission_opts_t adm, adm_sched; /* copies; adm_sched sets spec.schedulerName */
     char *cert, *key, *ca;
     char tls_err[512]; /* written by init_ssl during kq_server_start (caller's thread) */
+
+    /* Serving certificate, reloaded when its files change (cert-manager rotation). Every
+     * handshake takes the current one in the SSL_CTX's certificate callback. */
+    pthread_mutex_t tls_mu;  /* guards the four fields below */
+    bool tls_mu_init;
+    tls_id_t tls;            /* current leaf, chain and key (owned) */
+    struct stat cert_st, key_st; /* identity of the files tls was loaded from */
+    time_t tls_checked;      /* last time the files were looked at (monotonic seconds) */
 };
 
 /* ------------------------------------------------------------------ requests and responses */
@@ -641,6 +657,101 @@ static void tls_fail(kq_server_t *s, const char *what, const char *file)
              ossl[0] ? ": " : "", ossl);
 }
 
+/* ------------------------------------------------------------------ certificate reload */
+
+static void tls_id_free(tls_id_t *t)
+{
+    X509_free(t->leaf);
+    sk_X509_pop_free(t->chain, X509_free);
+    EVP_PKEY_free(t->key);
+    *t = (tls_id_t){0};
+}
+
+/* Loads a PEM chain (leaf first) and its key; checks that they match. */
+static int tls_id_load(const char *cert, const char *key, tls_id_t *out, char *why, size_t whylen)
+{
+    tls_id_t t = {0};
+    BIO *b = BIO_new_file(cert, "r");
+    if (b != NULL) {
+        t.leaf = PEM_read_bio_X509_AUX(b, NULL, NULL, NULL);
+        t.chain = sk_X509_new_null();
+        X509 *x;
+        while (t.chain != NULL && (x = PEM_read_bio_X509(b, NULL, NULL, NULL)) != NULL) {
+            if (sk_X509_push(t.chain, x) == 0) {
+                X509_free(x);
+                break;
+            }
+        }
+        BIO_free(b);
+    }
+    ERR_clear_error(); /* the chain loop ends on "no start line" */
+    b = BIO_new_file(key, "r");
+    if (b != NULL) {
+        t.key = PEM_read_bio_PrivateKey(b, NULL, NULL, NULL);
+        BIO_free(b);
+    }
+    const char *fail = t.leaf == NULL ? "cannot read the certificate"
+                       : t.key == NULL ? "cannot read the private key"
+                       : X509_check_private_key(t.leaf, t.key) != 1 ? "the private key does not match the certificate"
+                                                                      : NULL;
+    ERR_clear_error();
+    if (fail != NULL) {
+        snprintf(why, whylen, "%s", fail);
+        tls_id_free(&t);
+        return KQ_EINVAL;
+    }
+    *out = t;
+    return 0;
+}
+
+static bool same_stat(const struct stat *a, const struct stat *b)
+{
+    return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
+           a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
+}
+
+/* Under tls_mu: at most once a second, reload the files if either changed. A broken new
+ * pair (half-written rotation, mismatched key) keeps the old one and is retried when the
+ * files change again. */
+static void tls_maybe_reload(kq_server_t *s)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (now.tv_sec == s->tls_checked)
+        return;
+    s->tls_checked = now.tv_sec;
+    struct stat cs, ks;
+    if (stat(s->cert, &cs) != 0 || stat(s->key, &ks) != 0)
+        return;
+    if (same_stat(&cs, &s->cert_st) && same_stat(&ks, &s->key_st))
+        return;
+    s->cert_st = cs;
+    s->key_st = ks;
+    tls_id_t fresh;
+    char why[128];
+    if (tls_id_load(s->cert, s->key, &fresh, why, sizeof(why)) != 0) {
+        kq_warn("event=tls_reload_failed cert=%s key=%s reason=\"%s\" msg=\"keeping the current certificate\"",
+                s->cert, s->key, why);
+        return;
+    }
+    tls_id_free(&s->tls);
+    s->tls = fresh;
+    char subject[256] = "";
+    X509_NAME_oneline(X509_get_subject_name(fresh.leaf), subject, sizeof(subject));
+    kq_info("event=tls_reloaded cert=%s subject=\"%s\"", s->cert, subject);
+}
+
+/* SSL_CTX certificate callback: runs in the worker doing the handshake. */
+static int on_tls_cert(SSL *ssl, void *arg)
+{
+    kq_server_t *s = arg;
+    pthread_mutex_lock(&s->tls_mu);
+    tls_maybe_reload(s);
+    int ok = SSL_use_cert_and_key(ssl, s->tls.leaf, s->tls.key, s->tls.chain, 1);
+    pthread_mutex_unlock(&s->tls_mu);
+    return ok == 1 ? 1 : 0;
+}
+
 /* civetweb's init_ssl: we configure the whole SSL_CTX (return 1 = done). */
 static int on_init_ssl(void *ssl_ctx, void *user_data)
 {
@@ -672,6 +783,13 @@ static int on_init_ssl(void *ssl_ctx, void *user_data)
         return -1;
     }
     SSL_CTX_set_options(ctx, SSL_OP_NO_COMPRESSION | SSL_OP_CIPHER_SERVER_PREFERENCE | SSL_OP_NO_RENEGOTIATION);
+    char why[128];
+    if (stat(s->cert, &s->cert_st) != 0 || stat(s->key, &s->key_st) != 0 ||
+        tls_id_load(s->cert, s->key, &s->tls, why, sizeof(why)) != 0) {
+        tls_fail(s, "cannot load the certificate and key for reloading:", s->cert);
+        return -1;
+    }
+    SSL_CTX_set_cert_cb(ctx, on_tls_cert, s);
     static const unsigned char sid[] = "kubequota";
     SSL_CTX_set_session_id_context(ctx, sid, sizeof(sid) - 1);
     if (s->ca != NULL) {
@@ -714,6 +832,9 @@ static void server_free(kq_server_t *s)
     free(s->cert);
     free(s->key);
     free(s->ca);
+    tls_id_free(&s->tls);
+    if (s->tls_mu_init)
+        pthread_mutex_destroy(&s->tls_mu);
     free(s);
 }
 
@@ -771,6 +892,8 @@ kq_server_t *kq_server_start(const kq_server_opts_t *o, kq_app_t *app, char *err
         goto fail;
     }
     bool oom = false;
+    pthread_mutex_init(&s->tls_mu, NULL);
+    s->tls_mu_init = true;
     s->app = app;
     s->max_body = o->max_body ? o->max_body : DEFAULT_MAX_BODY;
     s->auth = o->auth;
@@ -800,7 +923,7 @@ kq_server_t *kq_server_start(const kq_server_opts_t *o, kq_app_t *app, char *err
         "num_threads", threads,
         "enable_keep_alive", "yes",
         "keep_alive_timeout_ms", "30000",
-        "request_timeout_ms", "30000",
+        "request_timeout_ms", "10000", /* a client that stalls mid-request (slow loris) is cut off */
         "decode_url", "no",
         "ssl_protocol_version", "4",
         NULL,
