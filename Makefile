@@ -71,7 +71,7 @@ ifneq ($(SANITIZER),)
   BIN := $(BUILD)/kubequota
 endif
 
-.PHONY: all deps test unit e2e run asan tsan bench clean
+.PHONY: all deps test unit e2e run asan tsan e2e-asan e2e-tsan bench clean
 .DEFAULT_GOAL := all
 
 all: $(BIN)
@@ -118,6 +118,17 @@ asan:
 
 tsan:
 	$(MAKE) SANITIZER=thread unit
+
+# The end-to-end suite against the instrumented binary: any sanitizer report in kubequota's
+# log fails the scenario (tests/e2e/kqtest.py).
+e2e-asan:
+	$(MAKE) SANITIZER=address build/asan/kubequota
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 $(PYTHON) tests/e2e/run.py --binary build/asan/kubequota
+
+e2e-tsan:
+	$(MAKE) SANITIZER=thread build/tsan/kubequota
+	TSAN_OPTIONS="suppressions=$(CURDIR)/tests/tsan.supp halt_on_error=0" \
+	  $(PYTHON) tests/e2e/run.py --binary build/tsan/kubequota
 
 run: $(BIN)
 	bash scripts/run.sh
