@@ -93,6 +93,7 @@ struct kq_server {
     bool admission;                    /* webhook routes enabled */
     kq_auth_t *auth;                   /* borrowed; NULL = everything open */
     bool metrics_auth;                 /* /metrics follows the usage view's rules */
+    bool extender_local_only;          /* scheduler verbs only from loopback (sidecar) */
     kq_admission_opts_t adm, adm_sched; /* copies; adm_sched sets spec.schedulerName */
     char *cert, *key, *ca;
     char tls_err[512]; /* written by init_ssl during kq_server_start (caller's thread) */
@@ -338,12 +339,12 @@ typedef struct route {
                           * --client-ca is set) */
 } route_t;
 
-enum { GUARD_OPEN = 0, GUARD_REST = 1, GUARD_METRICS = 2 };
+enum { GUARD_OPEN = 0, GUARD_REST = 1, GUARD_METRICS = 2, GUARD_EXTENDER = 3 };
 
 static const route_t routes[] = {
-    {"POST", "/scheduler/filter", KQ_EP_FILTER, true, h_filter, false, GUARD_OPEN},
-    {"POST", "/scheduler/bind", KQ_EP_BIND, true, h_bind, false, GUARD_OPEN},
-    {"POST", "/scheduler/preempt", KQ_EP_PREEMPT, true, h_preempt, false, GUARD_OPEN},
+    {"POST", "/scheduler/filter", KQ_EP_FILTER, true, h_filter, false, GUARD_EXTENDER},
+    {"POST", "/scheduler/bind", KQ_EP_BIND, true, h_bind, false, GUARD_EXTENDER},
+    {"POST", "/scheduler/preempt", KQ_EP_PREEMPT, true, h_preempt, false, GUARD_EXTENDER},
     {"GET", "/healthz", KQ_EP_HEALTHZ, false, h_healthz, false, GUARD_OPEN},
     {"GET", "/readyz", KQ_EP_READYZ, false, h_readyz, false, GUARD_OPEN},
     {"GET", "/metrics", KQ_EP_METRICS, false, h_metrics, false, GUARD_METRICS},
@@ -512,6 +513,14 @@ static void drain_refused(struct mg_connection *conn)
 
 /* ------------------------------------------------------------------ civetweb callbacks */
 
+/* 127.0.0.0/8, ::1 and their IPv4-mapped form, as civetweb prints the peer address. */
+static bool is_loopback(const char *addr)
+{
+    if (strncmp(addr, "::ffff:", 7) == 0)
+        addr += 7;
+    return strncmp(addr, "127.", 4) == 0 || strcmp(addr, "::1") == 0;
+}
+
 static double elapsed(const struct timespec *t0)
 {
     struct timespec t1;
@@ -580,6 +589,11 @@ static int on_request(struct mg_connection *conn)
         }
     }
 
+    if (rt->guard == GUARD_EXTENDER && s->extender_local_only && !is_loopback(ri->remote_addr)) {
+        resp_error(&r, 403, "the scheduler extender only answers the scheduler on this host (--extender-local-only)");
+        kq_warn("event=extender_refused remote=%s path=\"%s\"", ri->remote_addr, printable(path, qpath, 192));
+        goto send;
+    }
     if (s->auth != NULL && (rt->guard == GUARD_REST || (rt->guard == GUARD_METRICS && s->metrics_auth))) {
         char why[512];
         int st = kq_auth_check(s->auth, ri->client_cert != NULL, mg_get_header(conn, "Authorization"), why,
@@ -898,6 +912,7 @@ kq_server_t *kq_server_start(const kq_server_opts_t *o, kq_app_t *app, char *err
     s->max_body = o->max_body ? o->max_body : DEFAULT_MAX_BODY;
     s->auth = o->auth;
     s->metrics_auth = o->metrics_auth;
+    s->extender_local_only = o->extender_local_only;
     if (o->admission != NULL) {
         /* Shallow copies: the strings and arrays they point to are borrowed, like app. */
         s->admission = true;

@@ -41,6 +41,7 @@ typedef struct kq_server_opts {
     const kq_admission_opts_t *admission; /* admission webhook settings (copied); NULL = no webhook routes */
     struct kq_auth *auth;   /* access rules of the usage view (borrowed); NULL = open */
     bool metrics_auth;      /* /metrics follows the usage view's access rules */
+    bool extender_local_only; /* the /scheduler/ verbs answer only loopback peers (sidecar) */
 } kq_server_opts_t;
 
 typedef struct kq_server kq_server_t;

@@ -9,7 +9,7 @@ import ssl
 import subprocess
 
 import kqtest
-from kqtest import REPO, KQTestCase, Kubequota, certs, queues_config, tmp_root, wait_until
+from kqtest import REPO, HttpClient, KQTestCase, Kubequota, certs, queues_config, tmp_root, wait_until
 
 
 def peer_cert(port):
@@ -76,3 +76,45 @@ class CertificateReloadTest(KQTestCase):
                    timeout=15, msg="the broken rotation to be reported")
         self.assertEqual(peer_cert(self.kq.port), new)
         self.assertTrue(self.kq.alive())
+
+
+def non_loopback_address():
+    """An address of this host that is not loopback, or None."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect(("192.0.2.1", 9))  # no packet is sent: this only picks a source address
+            addr = s.getsockname()[0]
+    except OSError:
+        return None
+    return None if addr.startswith("127.") else addr
+
+
+class ExtenderLocalOnlyTest(KQTestCase):
+    """--extender-local-only: the scheduler verbs answer only callers on this host."""
+    CONFIG = queues_config({"name": "default"})
+    START = False
+
+    def test_remote_callers_are_refused(self):
+        addr = non_loopback_address()
+        if addr is None:
+            self.skipTest("this host has no non-loopback address to call from")
+        self.kq = Kubequota(self.sim, self.CONFIG, extra_args=("--extender-local-only",))
+        args = self.kq.argv
+
+        def argv():
+            a = args()
+            a[a.index("--listen") + 1] = "0.0.0.0:%d" % self.kq.port
+            return a
+        self.kq.argv = argv
+        self.kq.start()
+        body = {"Pod": {"metadata": {"name": "p", "namespace": "default", "uid": "u1"},
+                        "spec": {"schedulerName": "other"}}, "Nodes": None, "NodeNames": ["n1"]}
+        local = self.kq.http.post("/scheduler/filter", body)
+        self.assertEqual(local.status, 200, local.text)
+        remote = HttpClient("https://%s:%d" % (addr, self.kq.port), ca=certs()["ca"])
+        remote.ctx.check_hostname = False
+        r = remote.post("/scheduler/filter", body)
+        self.assertEqual(r.status, 403, r.text)
+        self.assertIn("extender-local-only", r.json()["error"])
+        # the webhooks and health stay reachable from elsewhere (the API server calls them)
+        self.assertEqual(remote.get("/healthz").status, 200)
