@@ -9,7 +9,7 @@
  *                     starts and after it has stopped (except through the modules' APIs).
  *   civetweb master   accepts connections and queues them for the workers. Touches nothing
  *                     of ours.
- *   civetweb workers  (opts.threads, default 32) run on_request() -> the route handler:
+ *   civetweb workers  (opts.threads, --threads, default 64) run on_request() -> the route handler:
  *                     filter/bind/preempt (extender.c): config snapshot (holder lock, only
  *                       for the pointer swap; then a reference), ledger check/assume/forget
  *                       (ledger lock -> ugm locks), kube GET pod / POST binding / queue an
@@ -68,7 +68,8 @@
 
 #define DEFAULT_LISTEN "0.0.0.0:8443"
 #define DEFAULT_MAX_BODY ((size_t)64 << 20)
-#define DEFAULT_THREADS 32
+#define DEFAULT_THREADS 64 /* civetweb holds a worker per keep-alive connection */
+#define SINGLE_WRITE_MAX ((size_t)1 << 20)
 #define DRAIN_MAX ((long long)256 << 10) /* bytes of a refused body we still read, to close cleanly */
 #define IGNORED_BODY_MAX ((long long)64 << 10)
 #define MAX_PARAMS 2
@@ -191,10 +192,24 @@ static void send_response(struct mg_connection *conn, const resp_t *r, const cha
                      close ? "Connection: close\r\n" : "");
     if (n <= 0 || (size_t)n >= sizeof(head))
         return;
+    const char *body = r->body ? r->body : r->static_body;
+    size_t blen = head_only ? 0 : r->len; /* a HEAD answer (always 404/405 here) has no body */
+    /* Headers and body in one write: two small writes on a connection without TCP_NODELAY
+     * make the second wait for the peer's delayed ACK (about 40 ms per answer). */
+    if (blen > 0 && blen <= SINGLE_WRITE_MAX) {
+        char *all = malloc((size_t)n + blen);
+        if (all != NULL) {
+            memcpy(all, head, (size_t)n);
+            memcpy(all + n, body, blen);
+            mg_write(conn, all, (size_t)n + blen);
+            free(all);
+            return;
+        }
+    }
     if (mg_write(conn, head, (size_t)n) < 0)
         return;
-    if (r->len > 0 && !head_only) /* a HEAD answer (always 404/405 here) has no body */
-        mg_write(conn, r->body ? r->body : r->static_body, r->len);
+    if (blen > 0)
+        mg_write(conn, body, blen);
 }
 
 /* ------------------------------------------------------------------ handlers */
@@ -937,6 +952,7 @@ kq_server_t *kq_server_start(const kq_server_opts_t *o, kq_app_t *app, char *err
         "listening_ports", ports,
         "num_threads", threads,
         "enable_keep_alive", "yes",
+        "tcp_nodelay", "1",
         "keep_alive_timeout_ms", "30000",
         "request_timeout_ms", "10000", /* a client that stalls mid-request (slow loris) is cut off */
         "decode_url", "no",
