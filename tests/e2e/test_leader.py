@@ -1,0 +1,214 @@
+"""High availability: two replicas of kubequota elect one leader through a
+coordination.k8s.io/v1 Lease in the simulator.
+
+  - exactly one replica leads: the lease names it and its /metrics gauge kubequota_leader is
+    1 while the other's is 0;
+  - the leader killed with SIGKILL: the other takes over once the lease has expired
+    (lease duration plus a margin), with leaseTransitions + 1; a restarted replica stands by;
+  - the leader stopped with SIGTERM releases the lease (holderIdentity ""), so the other
+    takes over at once, long before the (here 30 s) lease could have expired.
+
+Each replica's identity is read from its log (event=leader_election_started identity=...).
+Skipped, with a message, while bin/kubequota does not know --leader-elect.
+"""
+
+import re
+import subprocess
+import time
+import unittest
+
+import apisim
+from kqtest import (SANITIZER_MARKERS, Kubequota, Sim, binary, have_binary, queues_config,
+                    wait_until)
+
+CONFIG = queues_config({"name": "default"})
+LEASE_NS = "kube-system"
+LEASE_NAME = "kubequota-e2e"  # not the default: the flag is part of what is tested
+
+_support = None
+
+
+def leader_election_missing():
+    """'' when the binary has --leader-elect, else why the tests are skipped."""
+    global _support
+    if _support is None:
+        if not have_binary():
+            _support = "%s not built" % binary()
+        else:
+            try:
+                r = subprocess.run([binary(), "serve", "--help"], capture_output=True, text=True,
+                                   timeout=30)
+                text = r.stdout + r.stderr
+            except (OSError, subprocess.TimeoutExpired) as e:
+                text = str(e)
+            _support = "" if "--leader-elect" in text else \
+                "%s serve has no --leader-elect yet (leader election not wired in main.c)" % binary()
+    return _support
+
+
+METRIC_RE = re.compile(r"^kubequota_leader(?:\{[^}]*\})?\s+(\S+)\s*$", re.M)
+IDENTITY_RE = re.compile(r"event=leader_election_started lease=(\S+) identity=(\S+)")
+
+
+class LeaderElectionTest(unittest.TestCase):
+
+    def setUp(self):
+        why = leader_election_missing()
+        if why:
+            self.skipTest(why)
+        self.sim = Sim()
+        self.addCleanup(self.sim.stop)
+        self.kq = None  # run.py prints self.kq's log on a failure: the replica in focus
+
+    # ---- replicas ----
+    def replica(self, name, duration, deadline, retry):
+        kq = Kubequota(self.sim, CONFIG, name=name, extra_args=[
+            "--leader-elect", "--lease-namespace", LEASE_NS, "--lease-name", LEASE_NAME,
+            "--lease-duration", duration, "--renew-deadline", deadline, "--retry-period", retry])
+        kq.killed = False
+        self.addCleanup(self.stop_clean, kq)
+        return kq
+
+    def stop_clean(self, kq):
+        rc = None
+        try:
+            if kq.alive():
+                rc = kq.stop()
+        finally:
+            kq.kill()
+        if rc not in (None, 0):
+            raise AssertionError("%s exited with %s after SIGTERM:\n%s"
+                                 % (kq.workdir, rc, kq.log_tail(30)))
+        log = kq.logs()
+        for marker in SANITIZER_MARKERS:
+            if marker in log:
+                raise AssertionError("sanitizer report (%s) in %s:\n%s"
+                                     % (marker, kq.log_path, kq.log_tail(80)))
+
+    def sigkill(self, kq):
+        kq.proc.kill()
+        kq.proc.wait()
+        kq.killed = True
+
+    def identity(self, kq):
+        """The identity of kq's current run (the last election start in its log)."""
+        run = kq.logs().rsplit("---- start #", 1)[-1]
+        found = IDENTITY_RE.findall(run)
+        if not found:
+            raise AssertionError("no event=leader_election_started in %s" % kq.log_path)
+        lease, ident = found[-1]
+        self.assertEqual(lease, "%s/%s" % (LEASE_NS, LEASE_NAME))
+        return ident
+
+    # ---- observations ----
+    def lease(self):
+        try:
+            return self.sim.world.get("leases", LEASE_NS, LEASE_NAME)
+        except apisim.ApiError:
+            return None
+
+    def spec(self):
+        return (self.lease() or {}).get("spec") or {}
+
+    def gauge(self, kq):
+        r = kq.get("/metrics")
+        if r.status != 200:
+            raise AssertionError("GET /metrics -> %d" % r.status)
+        m = METRIC_RE.findall(r.text)
+        if len(m) != 1:
+            raise AssertionError("expected one kubequota_leader sample in /metrics, found %d" % len(m))
+        return float(m[0])
+
+    def sole_leader(self, replicas):
+        """The replica that leads, when exactly one does (by gauge) and the lease names it;
+        otherwise raises AssertionError describing what was seen."""
+        gauges = {kq.workdir: self.gauge(kq) for kq in replicas}
+        leaders = [kq for kq in replicas if gauges[kq.workdir] == 1]
+        others = [kq for kq in replicas if gauges[kq.workdir] == 0]
+        holder = self.spec().get("holderIdentity")
+        if len(leaders) != 1 or len(others) != len(replicas) - 1:
+            raise AssertionError("gauges %s, lease holder %r" % (gauges, holder))
+        if holder != self.identity(leaders[0]):
+            raise AssertionError("the gauge says %s leads but the lease names %r"
+                                 % (self.identity(leaders[0]), holder))
+        return leaders[0]
+
+    def assert_stays_leader(self, kq, replicas, checks=6):
+        """Over several renew periods the same replica leads (a stable election)."""
+        for _ in range(checks):
+            now = wait_until(lambda: self.sole_leader(replicas), 5, 0.05, "a sole leader")
+            self.assertIs(now, kq, "leadership moved without a failure")
+            time.sleep(0.2)
+
+    # ---- scenarios ----
+    def test_sigkill_of_the_leader_fails_over_after_the_lease_expires(self):
+        a = self.replica("kq-a", "2s", "1500ms", "250ms").start()
+        b = self.replica("kq-b", "2s", "1500ms", "250ms").start()
+        self.assertNotEqual(self.identity(a), self.identity(b))
+        leader = wait_until(lambda: self.sole_leader([a, b]), 15, 0.1, "exactly one leader")
+        standby = b if leader is a else a
+        self.kq = standby
+        self.assert_stays_leader(leader, [a, b])
+        spec = self.spec()
+        self.assertEqual(spec.get("leaseDurationSeconds"), 2)
+        for t in ("acquireTime", "renewTime"):
+            self.assertRegex(spec.get(t) or "", r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
+        transitions = spec.get("leaseTransitions") or 0
+        old = self.identity(leader)
+
+        self.sigkill(leader)
+        t0 = time.monotonic()
+        # lease duration 2 s + retry period with jitter + margin for a loaded machine
+        wait_until(lambda: self.sole_leader([standby]) is standby, 2 + 8, 0.05,
+                   "the standby to take over the expired lease")
+        took = time.monotonic() - t0
+        spec = self.spec()
+        self.assertEqual(spec.get("holderIdentity"), self.identity(standby))
+        self.assertEqual(spec.get("leaseTransitions"), transitions + 1)
+        self.assertTrue("event=leader_acquired" in standby.logs(),
+                        "no event=leader_acquired in the new leader's log")
+        print("  (takeover %.2fs after SIGKILL of %s)" % (took, old), flush=True)
+
+        # the killed replica comes back with a new identity and stands by
+        self.kq = leader
+        leader.start()
+        self.assertNotEqual(self.identity(leader), old)
+        wait_until(lambda: self.gauge(leader) == 0 and "event=leader_observed" in
+                   leader.logs().rsplit("---- start #", 1)[-1], 10, 0.05,
+                   "the restarted replica to see the leader")
+        self.assert_stays_leader(standby, [a, b])
+        self.assertEqual(self.spec().get("leaseTransitions"), transitions + 1)
+
+    def test_sigterm_releases_the_lease_for_an_immediate_takeover(self):
+        # a 30 s lease: a takeover within 10 s can only come from the release
+        a = self.replica("kq-a", "30s", "20s", "250ms").start()
+        b = self.replica("kq-b", "30s", "20s", "250ms").start()
+        leader = wait_until(lambda: self.sole_leader([a, b]), 15, 0.1, "exactly one leader")
+        standby = b if leader is a else a
+        self.kq = leader
+        transitions = self.spec().get("leaseTransitions") or 0
+        old = self.identity(leader)
+
+        rc = leader.stop()
+        self.assertEqual(rc, 0, "kubequota should exit 0 on SIGTERM:\n%s" % leader.log_tail(20))
+        spec = self.spec()
+        # released, or already taken by the standby (its next attempt may have come first)
+        self.assertIn(spec.get("holderIdentity"), ("", self.identity(standby)),
+                      "after SIGTERM the lease still names %r" % spec.get("holderIdentity"))
+        if spec.get("holderIdentity") == "":
+            self.assertEqual(spec.get("leaseDurationSeconds"), 1)
+        self.assertNotEqual(spec.get("holderIdentity"), old)
+        self.assertTrue("event=leader_released" in leader.logs(),
+                        "no event=leader_released in the log:\n%s" % leader.log_tail(10))
+
+        self.kq = standby
+        wait_until(lambda: self.sole_leader([standby]) is standby, 10, 0.05,
+                   "the standby to take over the released lease")
+        spec = self.spec()
+        self.assertEqual(spec.get("holderIdentity"), self.identity(standby))
+        self.assertEqual(spec.get("leaseTransitions"), transitions + 1)
+        self.assertEqual(spec.get("leaseDurationSeconds"), 30)
+
+
+if __name__ == "__main__":
+    unittest.main()
