@@ -1,0 +1,189 @@
+"""Metering and variable pricing end to end: pods bound and deleted in the simulated API
+server are charged the credits of their lifetimes, a restart (clean or SIGKILL) in the middle
+of a pod's life loses and doubles nothing, and an exhausted budget denies the next pod with
+its reason.
+
+Wiring these tests expect (include/kubequota/metering.h):
+  serve --metering KEY=VALUE (repeatable; kq_metering_opts_set), e.g. interval=0.2,
+        min-runtime=1, state-dir=DIR
+  GET /ws/v1/partition/{p}/prices      -> kq_metering_prices_json
+  GET /ws/v1/partition/{p}/charges?... -> kq_metering_charges_json
+  filter denies with kq_metering_check_budget's reason.
+Until the service wires the module (no --metering flag, or /prices answers 404) every test
+here is skipped with that reason, so the suite stays green.
+
+Time is the real clock: a pod of 1 cpu (unit 1 cpu, base price 1, multiplier 1 on this
+nearly empty cluster) costs one credit per second, from its PodScheduled time (whole
+seconds, as the API server writes it) to the moment kubequota sees it deleted. The tests
+bound that moment by the wall-clock times just before the delete and just after kubequota
+has charged it, so a lost interval (the downtime, seconds long) or a doubled one falls
+outside the bounds; nothing is asserted about how fast anything runs.
+"""
+
+import calendar
+import os
+import subprocess
+import time
+
+from kqtest import PARTITION, KQTestCase, binary, have_binary, queues_config, wait_until
+
+CONFIG = queues_config(
+    {"name": "default"},
+    {"name": "teams", "properties": {"kubequota.io/budget": "100000"}},
+)
+CONFIG["partitions"][0]["queues"][0]["properties"] = {"kubequota.io/budget.user.carol": "2"}
+
+PRICES = "/ws/v1/partition/%s/prices" % PARTITION
+CHARGES = "/ws/v1/partition/%s/charges" % PARTITION
+SLACK = 0.5  # seconds of rounding and clock reading on each side
+
+
+def serve_help():
+    try:
+        r = subprocess.run([binary(), "serve", "--help"], capture_output=True, text=True,
+                           timeout=10)
+        return r.stdout + r.stderr
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def rfc3339(s):
+    return calendar.timegm(time.strptime(s, "%Y-%m-%dT%H:%M:%SZ"))
+
+
+class MeteringBase(KQTestCase):
+    """Starts kubequota with metering (or skips); helpers. No scenarios of its own."""
+    CONFIG = CONFIG
+    START = False
+    MIN_RUNTIME = 1
+
+    def setUp(self):
+        if have_binary() and "--metering" not in serve_help():
+            self.skipTest("metering is not wired into kubequota yet (serve has no --metering flag)")
+        super().setUp()
+        self.state_dir = os.path.join(self.kq.workdir, "state")
+        self.kq.extra_args += ["--metering", "interval=0.2",
+                               "--metering", "min-runtime=%s" % self.MIN_RUNTIME,
+                               "--metering", "state-dir=%s" % self.state_dir]
+        self.kq.start()
+        r = self.kq.get(PRICES)
+        if r.status == 404:
+            self.skipTest("metering is not wired into kubequota yet (GET %s answers 404)" % PRICES)
+        self.assertEqual(r.status, 200, r.text)
+
+    # helpers
+    def prices(self):
+        return self.kq.get_json(PRICES)
+
+    def charges(self, **q):
+        qs = "&".join("%s=%s" % kv for kv in q.items())
+        return self.kq.get_json(CHARGES + ("?" + qs if qs else ""))
+
+    def user_charge(self, user):
+        users = self.charges(user=user)["users"]
+        self.assertEqual(len(users), 1, users)
+        self.assertEqual(users[0]["name"], user)
+        return users[0]
+
+    def start_pod(self, name, user, cpu="1"):
+        self.create(name, user=user, cpu=cpu, memory="64Mi")
+        self.assert_bound(name)
+        pod = wait_until(lambda: self._scheduled(name), 10, 0.05,
+                         "the PodScheduled condition of %s" % name)
+        return rfc3339(pod)
+
+    def _scheduled(self, name):
+        for c in (self.sim.get_pod("default", name).get("status") or {}).get("conditions") or []:
+            if c.get("type") == "PodScheduled" and c.get("status") == "True":
+                return c.get("lastTransitionTime")
+        return None
+
+    def wait_charging(self, n):
+        wait_until(lambda: self.prices()["runningPods"] == n, 10, 0.05,
+                   "kubequota to charge %d running pod(s)" % n)
+
+    def delete_and_bound(self, name):
+        """Deletes the pod; returns (t_before, t_after) around the moment it was charged."""
+        before = time.time()
+        self.sim.delete_pod("default", name)
+        self.wait_charging(0)
+        return before, time.time()
+
+    def assert_lifetime_charge(self, user, scheduled, before, after):
+        total = self.user_charge(user)["totalCredits"]
+        lo, hi = before - scheduled - SLACK, after - scheduled + SLACK
+        self.assertTrue(lo <= total <= hi,
+                        "%s was charged %.3f credits; the pod lived between %.3f and %.3f s"
+                        % (user, total, lo, hi))
+        return total
+
+
+class MeteringTest(MeteringBase):
+    def test_lifetime_is_charged(self):
+        p = self.prices()
+        self.assertEqual(p["multipliers"]["general"], 1)
+        self.assertEqual(p["units"]["cpu"], "1")
+        self.assertEqual(p["units"]["memory"], "1Gi")
+        s = self.start_pod("life", "alice")
+        self.wait_charging(1)
+        time.sleep(1.5)  # let it live through a few computes
+        before, after = self.delete_and_bound("life")
+        total = self.assert_lifetime_charge("alice", s, before, after)
+        # booked to the queue (root.default, since the namespace is a leaf) and to root
+        qs = {q["name"]: q for q in self.charges()["queues"]}
+        self.assertAlmostEqual(qs["root.default"]["totalCredits"], total, places=5)
+        self.assertAlmostEqual(qs["root"]["totalCredits"], total, places=5)
+        today = time.strftime("%Y-%m-%d", time.gmtime(after))
+        days = self.user_charge("alice")["days"]
+        self.assertIn(days[-1]["day"], (today, time.strftime("%Y-%m-%d", time.gmtime(s))))
+        self.assertAlmostEqual(sum(d["credits"] for d in days), total, places=5)
+
+    def test_restart_loses_and_doubles_nothing(self):
+        s = self.start_pod("steady", "bob")
+        self.wait_charging(1)
+        time.sleep(1.0)
+        self.kq.stop()          # clean stop: final charge and checkpoint
+        time.sleep(3.0)         # the pod keeps running while kubequota is down
+        self.kq.start()
+        self.wait_charging(1)
+        time.sleep(1.0)
+        before, after = self.delete_and_bound("steady")
+        self.assert_lifetime_charge("bob", s, before, after)
+
+    def test_crash_loses_and_doubles_nothing(self):
+        s = self.start_pod("steady", "dave")
+        self.wait_charging(1)
+        time.sleep(1.0)
+        self.kq.kill()          # SIGKILL: only the periodic checkpoint survives
+        time.sleep(3.0)
+        self.kq.start()
+        self.wait_charging(1)
+        time.sleep(1.0)
+        before, after = self.delete_and_bound("steady")
+        self.assert_lifetime_charge("dave", s, before, after)
+
+    def test_exhausted_budget_denies_next_pod(self):
+        self.start_pod("c1", "carol")
+        wait_until(lambda: self.user_charge("carol")["totalCredits"] >= 2, 15, 0.1,
+                   "carol to spend her 2-credit budget")
+        c = self.user_charge("carol")
+        self.assertEqual(c["budget"], 2)
+        self.assertLessEqual(c["remaining"], 0)
+        self.create("c2", user="carol", cpu="100m", memory="16Mi")
+        why = self.assert_denied("c2", "default", "budget", "carol")
+        self.assertIn("credit", why)
+        # the running pod keeps running; other users are not affected
+        self.assertTrue(self.sim.get_pod("default", "c1")["spec"].get("nodeName"))
+        self.create("e1", user="erin", cpu="100m", memory="16Mi")
+        self.assert_bound("e1")
+
+
+class MinimumRuntimeTest(MeteringBase):
+    MIN_RUNTIME = 30
+
+    def test_short_pod_pays_the_minimum(self):
+        # bound at S (whole seconds), deleted well before S + 30: charged exactly 30 credits
+        self.start_pod("blip", "frank")
+        self.wait_charging(1)
+        self.delete_and_bound("blip")
+        self.assertAlmostEqual(self.user_charge("frank")["totalCredits"], 30.0, places=5)
