@@ -1342,8 +1342,84 @@ static void check_queue_limits(struct ctx *c, struct qnode *q)
     free(pool);
 }
 
+/* ---- elastic quota properties (see config.h) ---- */
+
+int kq_config_parse_resource_list(const char *text, kq_resource_t *out, char *err, size_t errlen)
+{
+    kq_resource_t r = KQ_RESOURCE_EMPTY;
+    const char *p = text ? text : "";
+    while (*p != '\0') {
+        while (*p == ',' || *p == ' ' || *p == '\t')
+            p++;
+        if (*p == '\0')
+            break;
+        size_t n = strcspn(p, ", \t");
+        const char *eq = memchr(p, '=', n);
+        if (eq == NULL || eq == p || (size_t)(eq - p) > KQ_RES_NAME_MAX || n - (size_t)(eq - p) - 1 == 0 ||
+            n - (size_t)(eq - p) - 1 > KQ_QUANTITY_MAX) {
+            if (err != NULL && errlen > 0)
+                snprintf(err, errlen, "expected name=quantity, got \"%.*s\"", (int)(n > 64 ? 64 : n), p);
+            return KQ_EPARSE;
+        }
+        char name[KQ_RES_NAME_MAX + 1], qty[KQ_QUANTITY_MAX + 1], why[128] = "";
+        memcpy(name, p, (size_t)(eq - p));
+        name[eq - p] = '\0';
+        size_t ql = n - (size_t)(eq - p) - 1;
+        memcpy(qty, eq + 1, ql);
+        qty[ql] = '\0';
+        const char *iname = kq_resource_name(name);
+        int64_t v;
+        int rc;
+        if (iname == NULL) {
+            if (err != NULL && errlen > 0)
+                snprintf(err, errlen, "\"%s\" is not a valid resource name", name);
+            return KQ_EPARSE;
+        }
+        if ((rc = kq_quantity_parse(iname, qty, &v, why, sizeof(why))) != 0) {
+            if (err != NULL && errlen > 0)
+                snprintf(err, errlen, "%s: %s", name, why);
+            return rc;
+        }
+        bool dup = false;
+        (void)kq_resource_get(&r, iname, &dup);
+        if (dup) {
+            if (err != NULL && errlen > 0)
+                snprintf(err, errlen, "%s is given twice", name);
+            return KQ_EPARSE;
+        }
+        if (kq_resource_set(&r, iname, v) != 0) {
+            if (err != NULL && errlen > 0)
+                snprintf(err, errlen, "too many resource names (at most %d)", KQ_RES_MAX);
+            return KQ_ERANGE;
+        }
+        p += n;
+    }
+    *out = r;
+    return 0;
+}
+
+static void check_elastic_props(struct ctx *c, struct qnode *q)
+{
+    struct mark at = {q->pub.line, q->pub.column};
+    for (size_t i = 0; i < q->pub.n_properties; i++) {
+        const kq_property_t *pr = &q->pub.properties[i];
+        if (strcmp(pr->key, KQ_PROP_SHARED_WEIGHT) == 0) {
+            kq_resource_t w;
+            char why[256];
+            if (kq_config_parse_resource_list(pr->value, &w, why, sizeof(why)) != 0)
+                err_at(c, at, q->pub.path, "property %s: %s (expected e.g. \"cpu=4,memory=8Gi\")",
+                       KQ_PROP_SHARED_WEIGHT, why);
+        } else if (strcmp(pr->key, KQ_PROP_ALLOW_LENT) == 0) {
+            if (strcmp(pr->value, "true") != 0 && strcmp(pr->value, "false") != 0)
+                err_at(c, at, q->pub.path, "property %s: expected \"true\" or \"false\", got \"%.64s\"",
+                       KQ_PROP_ALLOW_LENT, pr->value);
+        }
+    }
+}
+
 static void check_queues(struct ctx *c, struct pnode *p, struct qnode *q)
 {
+    check_elastic_props(c, q);
     check_acl(c, q, q->pub.admin_acl, "adminacl");
     check_acl(c, q, q->pub.submit_acl, "submitacl");
     check_queue_limits(c, q);

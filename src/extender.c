@@ -8,7 +8,14 @@
  * bind    counts the pod with kq_ledger_assume (check and commit in one step, so of two
  *         racing pods only the one that fits is counted), then POSTs the Binding with no
  *         lock held; a failed POST releases the count again.
- * preempt echoes the victims in the meta form (the elastic quota work will refine it).
+ * preempt with elastic quota (app->elastic set, the preemptor is ours): keeps only victims
+ *         counted in the preemptor's own leaf quota group with a lower priority, and only
+ *         nodes where the group's used minus those victims plus the preemptor fits its
+ *         runtime (and every ancestor's): preemption never crosses groups. A node whose
+ *         victims were all dropped is dropped too (evicting nothing there cannot help).
+ *         Otherwise the victims are echoed in the meta form.
+ * filter  denials by the quota tree go to FailedNodes (preemption inside the group may
+ *         help); denials by user/group/queue limits to FailedAndUnresolvableNodes.
  *
  * DESIGN: stateless; every request owns its parsed JSON and its kq_pod_t. The hot path
  * (filter) parses the body once and writes the answer straight from the parsed values
@@ -27,6 +34,7 @@
 #include <jansson.h>
 
 #include "kubequota/config.h"
+#include "kubequota/elastic.h"
 #include "kubequota/error.h"
 #include "kubequota/kube.h"
 #include "kubequota/ledger.h"
@@ -299,7 +307,8 @@ static bool nodes_valid(const json_t *nodes, const json_t *names, char *err, siz
 }
 
 /* No node back: each node named in FailedAndUnresolvableNodes with the one reason. */
-static int filter_deny(const json_t *nodes, const json_t *names, const char *reason, char **out, size_t *out_len)
+static int filter_deny(const json_t *nodes, const json_t *names, const char *reason, bool resolvable, char **out,
+                       size_t *out_len)
 {
     json_t *why = text_value(reason);
     char *why_text = why ? json_dumps(why, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
@@ -315,7 +324,7 @@ static int filter_deny(const json_t *nodes, const json_t *names, const char *rea
     sb_lit(&b, json_is_object(nodes) ? "{\"metadata\":{},\"items\":[]}" : "null");
     sb_lit(&b, ",\"NodeNames\":");
     sb_lit(&b, json_is_array(names) ? "[]" : "null");
-    sb_lit(&b, ",\"FailedNodes\":{},\"FailedAndUnresolvableNodes\":{");
+    sb_lit(&b, resolvable ? ",\"FailedAndUnresolvableNodes\":{},\"FailedNodes\":{" : ",\"FailedNodes\":{},\"FailedAndUnresolvableNodes\":{");
     bool first = true;
     size_t i;
     const json_t *v;
@@ -381,7 +390,8 @@ int kq_extender_filter(kq_app_t *app, const char *body, size_t len, char **out, 
         goto out;
     }
     char reason[REASON_MAX] = "";
-    int rc = app->ledger ? kq_ledger_check(app->ledger, &pod, reason, sizeof(reason)) : KQ_ESTATE;
+    bool by_tree = false;
+    int rc = app->ledger ? kq_ledger_check_ex(app->ledger, &pod, reason, sizeof(reason), &by_tree) : KQ_ESTATE;
     if (rc == 0) {
         kq_metrics_decision(app->metrics, KQ_VERB_FILTER, KQ_RESULT_ALLOWED);
         kq_debug("event=filter result=allowed pod=%s/%s uid=%s user=%s queue=%s", pod.ns, pod.name, pod.uid,
@@ -395,7 +405,7 @@ int kq_extender_filter(kq_app_t *app, const char *body, size_t len, char **out, 
         kq_debug("event=filter result=denied pod=%s/%s uid=%s user=%s queue=%s reason=\"%s\"", pod.ns, pod.name,
                  pod.uid, pod.user, pod.queue ? pod.queue : "-", reason);
         post_denial_event(app, &pod, reason);
-        status = filter_deny(nodes, names, reason, out, out_len);
+        status = filter_deny(nodes, names, reason, by_tree, out, out_len);
     } else {
         seterr(msg, sizeof(msg), "quota check for pod %s/%s failed: %s", pod.ns, pod.name,
                app->ledger ? kq_strerror(rc) : "no pod ledger configured");
@@ -580,6 +590,75 @@ static json_t *meta_victims(const char *node, const json_t *v, bool full, char *
     return res;
 }
 
+/* Elastic quota: narrows the meta victims map in place (see the header comment). 0, or
+ * KQ_ENOMEM. Pods that are not ours, or without elastic quota, leave the map unchanged. */
+static int preempt_in_group(kq_app_t *app, const json_t *pod_obj, json_t *map)
+{
+    if (app->elastic == NULL || app->ledger == NULL || !json_is_object(pod_obj))
+        return 0;
+    const char *sched = str_field(json_object_get(pod_obj, "spec"), "schedulerName");
+    if (sched == NULL || app->scheduler_name == NULL || strcmp(sched, app->scheduler_name) != 0)
+        return 0;
+    kq_pod_t pod = {0};
+    char msg[REASON_MAX];
+    if (parse_pod(app, pod_obj, &pod, msg, sizeof(msg)) != 0) {
+        kq_warn("event=preempt msg=\"cannot read the preemptor; victims unchanged: %s\"", msg);
+        return 0;
+    }
+    char group[KQ_QTREE_NAME_MAX + 1];
+    (void)kq_elastic_resolve(app->elastic, &pod, group, sizeof(group));
+    kq_qtree_t *qt = kq_elastic_qtree(app->elastic);
+    int rc = 0;
+    size_t kept_nodes = 0, dropped_nodes = 0, dropped_victims = 0;
+    const char *node;
+    json_t *v, *tmp;
+    json_object_foreach_safe(map, tmp, node, v) {
+        json_t *pods = json_object_get(v, "Pods");
+        json_t *keep = json_array();
+        if (keep == NULL) {
+            rc = KQ_ENOMEM;
+            break;
+        }
+        kq_resource_t freed = KQ_RESOURCE_EMPTY;
+        size_t i, had = json_array_size(pods);
+        json_t *p;
+        json_array_foreach(pods, i, p) {
+            const char *uid = str_field(p, "UID");
+            char vg[KQ_QTREE_NAME_MAX + 1];
+            kq_resource_t req;
+            int32_t prio = 0;
+            if (uid != NULL && kq_ledger_counted_group(app->ledger, uid, vg, sizeof(vg), &req, &prio) == 0 &&
+                strcmp(vg, group) == 0 && prio < pod.priority && kq_resource_add(&freed, &req) == 0) {
+                if (json_array_append(keep, p) != 0) {
+                    rc = KQ_ENOMEM;
+                    break;
+                }
+            } else {
+                dropped_victims++;
+            }
+        }
+        char why[REASON_MAX] = "";
+        bool ok = rc == 0 && !(had > 0 && json_array_size(keep) == 0) &&
+                  kq_qtree_check_preempt(qt, group, &pod.request, &freed, !pod.preemptible, why, sizeof(why)) == 0;
+        if (ok && json_object_set_new(v, "Pods", keep) == 0) {
+            kept_nodes++;
+        } else {
+            if (ok)
+                rc = KQ_ENOMEM;
+            else
+                json_decref(keep);
+            json_object_del(map, node);
+            dropped_nodes++;
+        }
+        if (rc != 0)
+            break;
+    }
+    kq_info("event=preempt pod=%s/%s uid=%s group=%s nodes_kept=%zu nodes_dropped=%zu victims_dropped=%zu", pod.ns,
+            pod.name, pod.uid, group, kept_nodes, dropped_nodes, dropped_victims);
+    kq_pod_clear(&pod);
+    return rc;
+}
+
 int kq_extender_preempt(kq_app_t *app, const char *body, size_t len, char **out, size_t *out_len)
 {
     json_error_t jerr;
@@ -613,6 +692,10 @@ int kq_extender_preempt(kq_app_t *app, const char *body, size_t len, char **out,
         json_t *mv = meta_victims(node, v, use_full, msg, sizeof(msg));
         if (mv == NULL || json_object_set_new(map, node, mv) != 0)
             goto bad;
+    }
+    if (preempt_in_group(app, json_object_get(args, "Pod"), map) != 0) {
+        status = reply(NULL, 500, out, out_len);
+        goto out;
     }
     kq_metrics_decision(app->metrics, KQ_VERB_PREEMPT, KQ_RESULT_ALLOWED);
     status = reply(json_pack("{s:o}", "NodeNameToMetaVictims", map), 200, out, out_len);

@@ -25,9 +25,18 @@
  * The relist must include unassigned pods of our scheduler, or pods assumed before the
  * relist whose bind has not reached the API server would be released.
  *
+ * Elastic quota. With a quota tree wired, every entry also keeps the tree in step:
+ * tree_sync() compares what the entry contributes to its group's request (rq_group,
+ * rq_req) with what it should (counted: the counted group and request; a pending pod of
+ * ours: its resolved group and request; otherwise nothing) and moves the difference. Used
+ * is added with the count (counted_t.group, .np) and subtracted with the release. A
+ * bound pod whose group is gone or a parent is counted in KQ_QTREE_DEFAULT. Removing a
+ * group goes through kq_ledger_remove_group, which renames the entries' groups to the
+ * default group under the ledger lock in the same step as the tree moves the usage.
+ *
  * DESIGN: one mutex guards the UID table (uthash) and the counters. Engine calls that
  * change usage are made under it, so the table and the engine never disagree (lock
- * order: ledger -> ugm, never the reverse). kq_ledger_check calls the engine after
+ * order: ledger -> ugm -> quota tree, never the reverse). kq_ledger_check calls the engine after
  * dropping the ledger lock: it changes nothing, and filter must not serialise on the
  * ledger. No I/O under the lock: bind POSTs happen in the caller between assume and
  * forget. Entries and pod copies for kq_ledger_assume are allocated before the lock is
@@ -37,8 +46,10 @@
 
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <uthash.h>
 
@@ -54,6 +65,8 @@ typedef struct counted {
     char **groups;
     size_t n_groups;
     kq_resource_t req;
+    char *group; /* quota tree group the used was added to; NULL: not in the tree */
+    bool np;     /* counted as non-preemptible used */
 } counted_t;
 
 typedef struct entry {
@@ -68,6 +81,9 @@ typedef struct entry {
     kq_resource_t p_req;
     uint64_t seen_gen;    /* generation of the last observe */
     uint64_t assumed_gen; /* generation of the assume that counted it */
+    char *rq_group;       /* quota tree: group whose request holds rq_req; NULL none */
+    kq_resource_t rq_req;
+    int64_t born;         /* monotonic seconds when the entry was made */
 } entry_t;
 
 struct kq_ledger {
@@ -78,7 +94,17 @@ struct kq_ledger {
     size_t n_counted;
     uint64_t gen;
     bool resyncing;
+    kq_qtree_t *qt;             /* NULL: no elastic quota */
+    kq_ledger_resolve_fn resolve;
+    void *resolve_ud;
 };
+
+static int64_t mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec;
+}
 
 /* ---------------------------------------------------------------------------------- */
 /* helpers (all called with the ledger lock held, unless said otherwise)               */
@@ -88,6 +114,7 @@ static void counted_clear(counted_t *c)
     free(c->queue);
     free(c->app);
     free(c->user);
+    free(c->group);
     for (size_t i = 0; i < c->n_groups; i++)
         free(c->groups[i]);
     free(c->groups);
@@ -111,6 +138,9 @@ static int counted_from_pod(counted_t *c, const kq_pod_t *pod)
                 goto nomem;
     }
     c->req = pod->request;
+    if (pod->quota_group != NULL && (c->group = strdup(pod->quota_group)) == NULL)
+        goto nomem;
+    c->np = !pod->preemptible;
     return 0;
 nomem:
     counted_clear(c);
@@ -130,6 +160,7 @@ static void entry_free(entry_t *e)
     kq_pod_clear(&e->pod);
     counted_clear(&e->c);
     free(e->p_queue);
+    free(e->rq_group);
     free(e);
 }
 
@@ -138,6 +169,95 @@ static bool is_ours(const kq_ledger_t *l, const kq_pod_t *pod)
     return l->scheduler_name != NULL && pod->scheduler_name != NULL &&
            strcmp(l->scheduler_name, pod->scheduler_name) == 0;
 }
+
+/* ---- quota tree (lock held) ---- */
+
+/* What the entry should contribute to a group's request. */
+static const char *rq_want(const kq_ledger_t *l, const entry_t *e, const kq_resource_t **req)
+{
+    if (e->state != ST_PENDING) {
+        *req = &e->c.req;
+        return e->c.group;
+    }
+    if (!is_ours(l, &e->pod) || e->pod.quota_group == NULL || kq_pod_is_terminal(&e->pod) ||
+        kq_resource_is_zero(&e->pod.request))
+        return NULL;
+    *req = &e->pod.request;
+    return e->pod.quota_group;
+}
+
+/* Makes the entry's contribution to the tree's requests what it should be. */
+static void tree_sync(kq_ledger_t *l, entry_t *e, bool gone)
+{
+    if (l->qt == NULL)
+        return;
+    const kq_resource_t *req = NULL;
+    const char *want = gone ? NULL : rq_want(l, e, &req);
+    if (e->rq_group != NULL && want != NULL && strcmp(e->rq_group, want) == 0 &&
+        kq_resource_equal(&e->rq_req, req))
+        return;
+    if (e->rq_group != NULL) {
+        int rc = kq_qtree_request_sub(l->qt, e->rq_group, &e->rq_req);
+        if (rc != 0)
+            kq_error("event=quota_request_release_failed uid=%s group=%s error=\"%s\"", e->uid, e->rq_group,
+                     kq_strerror(rc));
+        free(e->rq_group);
+        e->rq_group = NULL;
+    }
+    if (want == NULL)
+        return;
+    char *g = strdup(want);
+    if (g == NULL) {
+        kq_error("event=quota_request_failed uid=%s group=%s error=\"out of memory\"", e->uid, want);
+        return;
+    }
+    int rc = kq_qtree_request_add(l->qt, g, req);
+    if (rc != 0) {
+        /* a parent group (denied at filter/bind) or a group removed meanwhile */
+        kq_debug("event=quota_request_skipped uid=%s group=%s error=\"%s\"", e->uid, g, kq_strerror(rc));
+        free(g);
+        return;
+    }
+    e->rq_group = g;
+    e->rq_req = *req;
+}
+
+/* Adds the counted pod's used to its group (unchecked); a group that is gone or a parent
+ * falls back to the default group; failing that, the pod stays out of the tree. */
+static void tree_count(kq_ledger_t *l, entry_t *e, counted_t *c, const kq_pod_t *pod)
+{
+    if (l->qt == NULL || c->group == NULL)
+        return;
+    int rc = kq_qtree_used_add(l->qt, c->group, &c->req, c->np);
+    if ((rc == KQ_ENOENT || rc == KQ_EINVAL) && strcmp(c->group, KQ_QTREE_DEFAULT) != 0) {
+        kq_warn("event=count_in_default_group pod=%s/%s uid=%s group=%s msg=\"quota group %s; counting the "
+                "bound pod in the default group\"", pod->ns, pod->name, pod->uid, c->group,
+                rc == KQ_ENOENT ? "does not exist" : "is a parent group");
+        char *d = strdup(KQ_QTREE_DEFAULT);
+        if (d != NULL) {
+            free(c->group);
+            c->group = d;
+            rc = kq_qtree_used_add(l->qt, c->group, &c->req, c->np);
+        }
+    }
+    if (rc != 0) {
+        kq_error("event=quota_count_failed pod=%s/%s uid=%s group=%s error=\"%s\"", pod->ns, pod->name, pod->uid,
+                 c->group, kq_strerror(rc));
+        free(c->group);
+        c->group = NULL;
+    }
+    (void)e;
+}
+
+static void tree_release(kq_ledger_t *l, entry_t *e)
+{
+    if (l->qt == NULL || e->c.group == NULL)
+        return;
+    int rc = kq_qtree_used_sub(l->qt, e->c.group, &e->c.req, e->c.np);
+    if (rc != 0)
+        kq_error("event=quota_release_failed uid=%s group=%s error=\"%s\"", e->uid, e->c.group, kq_strerror(rc));
+}
+
 
 static void pending_drop(kq_ledger_t *l, entry_t *e)
 {
@@ -180,6 +300,7 @@ static void release(kq_ledger_t *l, entry_t *e)
     if (rc != 0)
         kq_error("event=release_failed uid=%s queue=%s app=%s user=%s error=\"%s\"", e->uid, e->c.queue,
                  e->c.app, e->c.user, kq_strerror(rc));
+    tree_release(l, e);
     counted_clear(&e->c);
     e->state = ST_PENDING;
     l->n_counted--;
@@ -190,6 +311,7 @@ static void unlink_entry(kq_ledger_t *l, entry_t *e)
 {
     release(l, e);
     pending_drop(l, e);
+    tree_sync(l, e, true);
     HASH_DEL(l->table, e);
 }
 
@@ -224,6 +346,7 @@ static void count_bound(kq_ledger_t *l, entry_t *e, const kq_pod_t *pod)
         counted_clear(&c);
         return;
     }
+    tree_count(l, e, &c, pod);
     pending_drop(l, e);
     e->c = c;
     e->state = ST_BOUND;
@@ -238,17 +361,28 @@ static void resize(kq_ledger_t *l, entry_t *e, const kq_pod_t *pod)
 {
     if (kq_resource_equal(&e->c.req, &pod->request))
         return;
+    bool tree = l->qt != NULL && e->c.group != NULL;
+    int rc;
+    if (tree && (rc = kq_qtree_used_add(l->qt, e->c.group, &pod->request, e->c.np)) != 0) {
+        kq_error("event=resize_failed pod=%s/%s uid=%s group=%s error=\"%s\"", pod->ns, pod->name, pod->uid,
+                 e->c.group, kq_strerror(rc));
+        return;
+    }
     kq_user_t u = counted_user(&e->c);
-    int rc = kq_ugm_add_unchecked(l->ugm, e->c.queue, e->c.app, &u, &pod->request);
+    rc = kq_ugm_add_unchecked(l->ugm, e->c.queue, e->c.app, &u, &pod->request);
     if (rc != 0) {
         kq_error("event=resize_failed pod=%s/%s uid=%s error=\"%s\"", pod->ns, pod->name, pod->uid,
                  kq_strerror(rc));
+        if (tree && kq_qtree_used_sub(l->qt, e->c.group, &pod->request, e->c.np) != 0)
+            kq_error("event=resize_undo_failed pod=%s/%s uid=%s", pod->ns, pod->name, pod->uid);
         return;
     }
     rc = kq_ugm_decrease(l->ugm, e->c.queue, e->c.app, e->c.user, &e->c.req);
     if (rc != 0)
         kq_error("event=resize_release_failed pod=%s/%s uid=%s error=\"%s\"", pod->ns, pod->name, pod->uid,
                  kq_strerror(rc));
+    if (tree)
+        tree_release(l, e);
     e->c.req = pod->request;
     kq_debug("event=resized pod=%s/%s uid=%s", pod->ns, pod->name, pod->uid);
 }
@@ -260,7 +394,23 @@ static entry_t *entry_new(const char *uid)
         free(e);
         return NULL;
     }
+    e->born = mono_s();
     return e;
+}
+
+/* The pod's quota group from the resolver, as a new string in copy->quota_group (no lock
+ * held). Nothing when no tree is wired or the pod is not in the tree. */
+static int resolve_into(kq_ledger_t *l, const kq_pod_t *pod, kq_pod_t *copy)
+{
+    free(copy->quota_group);
+    copy->quota_group = NULL;
+    if (l->qt == NULL || l->resolve == NULL)
+        return 0;
+    char g[KQ_QTREE_NAME_MAX + 1];
+    if (l->resolve(l->resolve_ud, pod, g, sizeof(g)) != 0)
+        return 0;
+    copy->quota_group = strdup(g);
+    return copy->quota_group ? 0 : KQ_ENOMEM;
 }
 
 /* ---------------------------------------------------------------------------------- */
@@ -300,24 +450,93 @@ void kq_ledger_free(kq_ledger_t *l)
     free(l);
 }
 
-int kq_ledger_check(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reason_len)
+void kq_ledger_set_qtree(kq_ledger_t *l, kq_qtree_t *t, kq_ledger_resolve_fn resolve, void *ud)
 {
+    pthread_mutex_lock(&l->mu);
+    l->qt = t;
+    l->resolve = resolve;
+    l->resolve_ud = ud;
+    pthread_mutex_unlock(&l->mu);
+}
+
+static void set_reason(char *reason, size_t len, const char *fmt, const char *arg)
+{
+    if (reason != NULL && len > 0)
+        snprintf(reason, len, fmt, arg);
+}
+
+/* Filter with a quota tree: a pod the ledger does not know yet becomes a pending entry
+ * (its request enters its group's request). No lock held on entry. */
+static void remember_pending(kq_ledger_t *l, const kq_pod_t *pod, const char *group)
+{
+    if (!is_ours(l, pod) || pod->node != NULL || kq_pod_is_terminal(pod))
+        return;
+    entry_t *e;
+    pthread_mutex_lock(&l->mu);
+    HASH_FIND_STR(l->table, pod->uid, e);
+    pthread_mutex_unlock(&l->mu);
+    if (e != NULL)
+        return;
+    entry_t *fresh = entry_new(pod->uid);
+    if (fresh == NULL || kq_pod_copy(&fresh->pod, pod) != 0) {
+        entry_free(fresh);
+        return;
+    }
+    free(fresh->pod.quota_group);
+    if ((fresh->pod.quota_group = strdup(group)) == NULL) {
+        entry_free(fresh);
+        return;
+    }
+    pthread_mutex_lock(&l->mu);
+    HASH_FIND_STR(l->table, pod->uid, e);
+    if (e == NULL) {
+        HASH_ADD_KEYPTR(hh, l->table, fresh->uid, strlen(fresh->uid), fresh);
+        tree_sync(l, fresh, false);
+        fresh = NULL;
+    }
+    pthread_mutex_unlock(&l->mu);
+    entry_free(fresh);
+}
+
+int kq_ledger_check_ex(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reason_len, bool *by_tree)
+{
+    if (by_tree != NULL)
+        *by_tree = false;
     if (pod == NULL || pod->uid == NULL)
         return KQ_EINVAL;
     entry_t *e;
     pthread_mutex_lock(&l->mu);
     HASH_FIND_STR(l->table, pod->uid, e);
     bool counted = e != NULL && e->state != ST_PENDING;
+    kq_qtree_t *qt = l->qt;
+    kq_ledger_resolve_fn resolve = l->resolve;
+    void *resolve_ud = l->resolve_ud;
     pthread_mutex_unlock(&l->mu);
     if (counted)
         return 0;
     if (pod->queue == NULL) {
-        if (reason != NULL && reason_len > 0)
-            snprintf(reason, reason_len, "%s", pod->queue_error ? pod->queue_error : "pod has no queue");
+        set_reason(reason, reason_len, "%s", pod->queue_error ? pod->queue_error : "pod has no queue");
         return KQ_EDENIED;
     }
+    char group[KQ_QTREE_NAME_MAX + 1];
+    bool in_tree = qt != NULL && resolve != NULL && resolve(resolve_ud, pod, group, sizeof(group)) == 0;
+    if (in_tree && e == NULL)
+        remember_pending(l, pod, group);
     kq_user_t u = {.name = pod->user, .groups = (const char *const *)pod->groups, .n_groups = pod->n_groups};
-    return kq_ugm_check(l->ugm, pod->queue, pod->app_id, &u, &pod->request, reason, reason_len);
+    int rc = kq_ugm_check(l->ugm, pod->queue, pod->app_id, &u, &pod->request, reason, reason_len);
+    if (rc != 0 || !in_tree)
+        return rc;
+    rc = kq_qtree_check(qt, group, &pod->request, !pod->preemptible, reason, reason_len);
+    if (rc == KQ_ENOENT) /* removed since it was resolved: the next resolution says default */
+        rc = kq_qtree_check(qt, KQ_QTREE_DEFAULT, &pod->request, !pod->preemptible, reason, reason_len);
+    if (rc == KQ_EDENIED && by_tree != NULL)
+        *by_tree = true;
+    return rc;
+}
+
+int kq_ledger_check(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reason_len)
+{
+    return kq_ledger_check_ex(l, pod, reason, reason_len, NULL);
 }
 
 int kq_ledger_assume(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reason_len)
@@ -325,18 +544,17 @@ int kq_ledger_assume(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t r
     if (pod == NULL || pod->uid == NULL)
         return KQ_EINVAL;
     if (pod->queue == NULL) {
-        if (reason != NULL && reason_len > 0)
-            snprintf(reason, reason_len, "%s", pod->queue_error ? pod->queue_error : "pod has no queue");
+        set_reason(reason, reason_len, "%s", pod->queue_error ? pod->queue_error : "pod has no queue");
         return KQ_EDENIED;
     }
     /* Everything that may fail to allocate, before the engine commits. */
     counted_t c;
     entry_t *fresh = entry_new(pod->uid);
-    if (fresh == NULL || kq_pod_copy(&fresh->pod, pod) != 0) {
+    if (fresh == NULL || kq_pod_copy(&fresh->pod, pod) != 0 || resolve_into(l, pod, &fresh->pod) != 0) {
         entry_free(fresh);
         return KQ_ENOMEM;
     }
-    if (counted_from_pod(&c, pod) != 0) {
+    if (counted_from_pod(&c, &fresh->pod) != 0) {
         entry_free(fresh);
         return KQ_ENOMEM;
     }
@@ -349,15 +567,40 @@ int kq_ledger_assume(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t r
         rc = 0; /* already counted: idempotent */
         goto out;
     }
+    /* A group's runtime depends on its request: a pod the watch has not shown yet enters
+     * its group's request first, as a pending entry (kept if the bind is denied). */
+    if (l->qt != NULL && e == NULL && is_ours(l, &fresh->pod)) {
+        e = fresh;
+        fresh = NULL;
+        HASH_ADD_KEYPTR(hh, l->table, e->uid, strlen(e->uid), e);
+        tree_sync(l, e, false);
+    }
+    /* Quota tree first (cheap, and most denials end here), then the ugm (check and
+     * commit), then the tree's check and commit; a tree denial undoes the ugm commit.
+     * Every commit happens under the ledger lock, so nothing changes used in between. */
+    if (l->qt != NULL && c.group != NULL) {
+        rc = kq_qtree_check(l->qt, c.group, &c.req, c.np, reason, reason_len);
+        if (rc != 0)
+            goto denied;
+    }
     kq_user_t u = counted_user(&c);
     rc = kq_ugm_increase(l->ugm, c.queue, c.app, &u, &c.req, reason, reason_len);
     if (rc != 0)
         goto out;
+    if (l->qt != NULL && c.group != NULL) {
+        rc = kq_qtree_assume(l->qt, c.group, &c.req, c.np, reason, reason_len);
+        if (rc != 0) {
+            if (kq_ugm_decrease(l->ugm, c.queue, c.app, c.user, &c.req) != 0)
+                kq_error("event=assume_undo_failed pod=%s/%s uid=%s queue=%s", pod->ns, pod->name, pod->uid,
+                         c.queue);
+            goto denied;
+        }
+    }
     if (e == NULL) {
         e = fresh;
         fresh = NULL;
         HASH_ADD_KEYPTR(hh, l->table, e->uid, strlen(e->uid), e);
-    } else if (!e->observed) {
+    } else if (!e->observed && fresh != NULL) {
         kq_pod_t old = e->pod;
         e->pod = fresh->pod;
         fresh->pod = old;
@@ -368,6 +611,13 @@ int kq_ledger_assume(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t r
     e->state = ST_ASSUMED;
     e->assumed_gen = l->gen;
     l->n_counted++;
+    tree_sync(l, e, false);
+    goto out;
+denied:
+    if (rc == KQ_ENOENT) { /* the group was removed since it was resolved: retry resolves again */
+        set_reason(reason, reason_len, "quota group %s was removed; retry", c.group);
+        rc = KQ_EDENIED;
+    }
 out:
     pthread_mutex_unlock(&l->mu);
     if (rc == 0)
@@ -395,6 +645,7 @@ int kq_ledger_forget(kq_ledger_t *l, const char *uid)
         gone = e;
     } else {
         pending_set(l, e, &e->pod);
+        tree_sync(l, e, false);
     }
 out:
     pthread_mutex_unlock(&l->mu);
@@ -409,7 +660,8 @@ void kq_ledger_observe(kq_ledger_t *l, const kq_pod_t *pod)
     bool terminal = kq_pod_is_terminal(pod);
     kq_pod_t copy;
     memset(&copy, 0, sizeof(copy));
-    if (!terminal && kq_pod_copy(&copy, pod) != 0) {
+    if (!terminal && (kq_pod_copy(&copy, pod) != 0 || resolve_into(l, pod, &copy) != 0)) {
+        kq_pod_clear(&copy);
         kq_error("event=observe_failed pod=%s/%s uid=%s error=\"out of memory\"", pod->ns, pod->name, pod->uid);
         return;
     }
@@ -443,7 +695,7 @@ void kq_ledger_observe(kq_ledger_t *l, const kq_pod_t *pod)
     }
     if (pod->node != NULL) {
         if (e->state == ST_PENDING) {
-            count_bound(l, e, pod);
+            count_bound(l, e, &e->pod);
         } else {
             e->state = ST_BOUND;
             resize(l, e, pod);
@@ -453,6 +705,7 @@ void kq_ledger_observe(kq_ledger_t *l, const kq_pod_t *pod)
     }
     /* else ASSUMED without a node: the bind is in flight and the watch lags; keep it.
      * (BOUND without a node cannot happen: spec.nodeName never goes back to empty.) */
+    tree_sync(l, e, false);
 out:
     pthread_mutex_unlock(&l->mu);
     kq_pod_clear(&copy);
@@ -534,5 +787,173 @@ size_t kq_ledger_size(kq_ledger_t *l, size_t *counted)
     if (counted != NULL)
         *counted = l->n_counted;
     pthread_mutex_unlock(&l->mu);
+    return n;
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* elastic quota                                                                       */
+
+static int rename_group(char **slot, const char *from, char *to_spare)
+{
+    if (*slot == NULL || strcmp(*slot, from) != 0)
+        return 0;
+    free(*slot);
+    *slot = to_spare;
+    return 1;
+}
+
+int kq_ledger_remove_group(kq_ledger_t *l, const char *group, char *err, size_t errlen)
+{
+    if (group == NULL)
+        return KQ_EINVAL;
+    pthread_mutex_lock(&l->mu);
+    if (l->qt == NULL) {
+        pthread_mutex_unlock(&l->mu);
+        set_reason(err, errlen, "%s", "no quota tree");
+        return KQ_ESTATE;
+    }
+    /* Spare strings for every rename, allocated before the tree changes. */
+    size_t need = 0;
+    entry_t *e, *tmp;
+    HASH_ITER(hh, l->table, e, tmp) {
+        need += (e->c.group && strcmp(e->c.group, group) == 0) + (e->rq_group && strcmp(e->rq_group, group) == 0) +
+                (e->pod.quota_group && strcmp(e->pod.quota_group, group) == 0);
+    }
+    char **spare = need ? calloc(need, sizeof(char *)) : NULL;
+    int rc = 0;
+    if (need > 0 && spare == NULL)
+        rc = KQ_ENOMEM;
+    for (size_t i = 0; rc == 0 && i < need; i++)
+        if ((spare[i] = strdup(KQ_QTREE_DEFAULT)) == NULL)
+            rc = KQ_ENOMEM;
+    if (rc == 0)
+        rc = kq_qtree_remove_group(l->qt, group, err, errlen);
+    if (rc == 0) {
+        size_t i = 0;
+        HASH_ITER(hh, l->table, e, tmp) {
+            if (i < need)
+                i += rename_group(&e->c.group, group, spare[i]);
+            if (i < need)
+                i += rename_group(&e->rq_group, group, spare[i]);
+            if (i < need)
+                i += rename_group(&e->pod.quota_group, group, spare[i]);
+        }
+        need = 0; /* all used */
+    } else if (rc == KQ_ENOMEM) {
+        set_reason(err, errlen, "%s", "out of memory");
+    }
+    pthread_mutex_unlock(&l->mu);
+    for (size_t i = 0; spare != NULL && i < need; i++)
+        free(spare[i]);
+    free(spare);
+    return rc;
+}
+
+void kq_ledger_victims_free(kq_ledger_victim_t *v, size_t n)
+{
+    for (size_t i = 0; v != NULL && i < n; i++) {
+        free(v[i].uid);
+        free(v[i].ns);
+        free(v[i].name);
+    }
+    free(v);
+}
+
+int kq_ledger_group_pods(kq_ledger_t *l, const char *group, kq_ledger_victim_t **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    if (group == NULL)
+        return 0;
+    int rc = 0;
+    size_t cap = 0, k = 0;
+    kq_ledger_victim_t *v = NULL;
+    entry_t *e, *tmp;
+    pthread_mutex_lock(&l->mu);
+    HASH_ITER(hh, l->table, e, tmp) {
+        if (e->state == ST_PENDING || e->c.group == NULL || strcmp(e->c.group, group) != 0)
+            continue;
+        if (k == cap) {
+            size_t nc = cap ? cap * 2 : 16;
+            kq_ledger_victim_t *nv = realloc(v, nc * sizeof(*v));
+            if (nv == NULL) {
+                rc = KQ_ENOMEM;
+                break;
+            }
+            v = nv;
+            cap = nc;
+        }
+        kq_ledger_victim_t *x = &v[k];
+        memset(x, 0, sizeof(*x));
+        x->uid = strdup(e->uid);
+        x->ns = strdup(e->pod.ns ? e->pod.ns : "default");
+        x->name = strdup(e->pod.name ? e->pod.name : "");
+        k++;
+        if (!x->uid || !x->ns || !x->name) {
+            rc = KQ_ENOMEM;
+            break;
+        }
+        x->priority = e->pod.priority;
+        x->created = e->pod.created;
+        x->preemptible = !e->c.np;
+        x->req = e->c.req;
+    }
+    pthread_mutex_unlock(&l->mu);
+    if (rc != 0) {
+        kq_ledger_victims_free(v, k);
+        return rc;
+    }
+    if (k == 0) {
+        free(v);
+        v = NULL;
+    }
+    *out = v;
+    *n = k;
+    return 0;
+}
+
+int kq_ledger_counted_group(kq_ledger_t *l, const char *uid, char *group, size_t glen, kq_resource_t *req,
+                            int32_t *priority)
+{
+    entry_t *e;
+    int rc = KQ_ENOENT;
+    pthread_mutex_lock(&l->mu);
+    HASH_FIND_STR(l->table, uid, e);
+    if (e != NULL && e->state != ST_PENDING && e->c.group != NULL) {
+        if (group != NULL && glen > 0)
+            snprintf(group, glen, "%s", e->c.group);
+        if (req != NULL)
+            *req = e->c.req;
+        if (priority != NULL)
+            *priority = e->pod.priority;
+        rc = 0;
+    }
+    pthread_mutex_unlock(&l->mu);
+    return rc;
+}
+
+size_t kq_ledger_expire_unobserved(kq_ledger_t *l, int64_t max_age_s)
+{
+    entry_t *e, *tmp, *gone = NULL;
+    size_t n = 0;
+    int64_t now = mono_s();
+    pthread_mutex_lock(&l->mu);
+    HASH_ITER(hh, l->table, e, tmp) {
+        if (e->state != ST_PENDING || e->observed || now - e->born < max_age_s)
+            continue;
+        unlink_entry(l, e);
+        e->hh.next = gone;
+        gone = e;
+        n++;
+    }
+    pthread_mutex_unlock(&l->mu);
+    while (gone != NULL) {
+        e = gone;
+        gone = e->hh.next;
+        entry_free(e);
+    }
+    if (n > 0)
+        kq_info("event=expired_unobserved pods=%zu msg=\"pending pods known only from filter/bind that the "
+                "watch never showed were forgotten\"", n);
     return n;
 }

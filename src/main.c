@@ -18,6 +18,7 @@
 #include "kubequota/app.h"
 #include "kubequota/auth.h"
 #include "kubequota/config.h"
+#include "kubequota/elastic.h"
 #include "kubequota/kube.h"
 #include "kubequota/ledger.h"
 #include "kubequota/log.h"
@@ -51,6 +52,8 @@ static void usage(FILE *f)
             "  --default-user NAME      user of pods without identity (default nobody)\n"
             "  --max-body BYTES         largest accepted request body (default 67108864)\n"
             "  --reload-interval MS     how often the config file is checked (default 2000)\n"
+            "  --threads N              HTTP worker threads; each open keep-alive connection holds\n"
+            "                           one (default 64)\n"
             "  --log-level LEVEL        error, warn, info or debug (default info)\n"
             "\n"
             "access to the usage view (/ws/v1/...):\n"
@@ -60,6 +63,8 @@ static void usage(FILE *f)
             "                           allows for get on usage.kubequota.io; none: open\n"
             "  --rest-token-file FILE   bearer token accepted by the usage view (re-read on change)\n"
             "  --metrics-auth           /metrics follows the usage view's access rules\n"
+            "  --extender-local-only    /scheduler/* answers only callers on this host (kube-scheduler\n"
+            "                           running beside kubequota in the same pod)\n"
             "\n"
             "admission webhooks (/admission/mutate, /admission/mutate-scheduler, /admission/validate):\n"
             "  --trusted-users LIST     comma-separated users whose pods and workloads keep the\n"
@@ -68,6 +73,17 @@ static void usage(FILE *f)
             "  --trusted-groups LIST    likewise for groups (default system:serviceaccounts:kube-system)\n"
             "  --config-map NS/NAME     the ConfigMap holding queues.yaml, guarded by /admission/validate\n"
             "                           (default kube-system/kubequota-config, key queues.yaml)\n"
+            "\n"
+            "elastic quota (include/kubequota/elastic.h):\n"
+            "  --system-namespaces LIST comma-separated namespaces whose pods form the system\n"
+            "                           quota group (default kube-system)\n"
+            "  --default-quota-min RES  min of the default quota group, e.g. cpu=4,memory=8Gi\n"
+            "  --default-quota-max RES  max of the default quota group (default unlimited)\n"
+            "  --reclaim-grace MS       how long a group may use more than its runtime before\n"
+            "                           its pods are evicted (default 60000)\n"
+            "  --elastic-tick MS        reclaim / status / config check period (default 1000)\n"
+            "  --status-interval MS     least time between status writes of one ElasticQuota\n"
+            "                           (default 10000)\n"
             "  -h, --help               this text\n");
 }
 
@@ -75,17 +91,35 @@ typedef struct serve_opts {
     const char *config, *kubeconfig, *listen, *tls_cert, *tls_key, *client_ca;
     const char *scheduler_name, *partition, *default_user, *log_level;
     const char *rest_auth, *rest_token_file, *trusted_users, *trusted_groups, *config_map;
-    bool metrics_auth;
+    bool metrics_auth, extender_local_only;
     bool plain_http;
     long long max_body;
     long reload_ms;
+    long threads;
+    /* elastic flags */
+    const char *system_namespaces, *default_quota_min, *default_quota_max;
+    long reclaim_grace_ms, elastic_tick_ms, status_interval_ms;
 } serve_opts_t;
+
+/* elastic flags: a number of milliseconds >= min. */
+static bool parse_ms(const char *flag, const char *arg, long min, long *out)
+{
+    char *end;
+    *out = strtol(arg, &end, 10);
+    if (*arg == '\0' || *end != '\0' || *out < min) {
+        fprintf(stderr, "kubequota: %s %s: expected milliseconds >= %ld\n", flag, arg, min);
+        return false;
+    }
+    return true;
+}
 
 static int parse_serve(int argc, char **argv, serve_opts_t *o)
 {
     enum { O_CONFIG = 256, O_KUBECONFIG, O_LISTEN, O_CERT, O_KEY, O_CA, O_PLAIN, O_SCHED, O_PART, O_USER,
            O_BODY, O_RELOAD, O_LOG, O_REST_AUTH, O_REST_TOKEN, O_METRICS_AUTH, O_TRUSTED_USERS,
-           O_TRUSTED_GROUPS, O_CONFIG_MAP };
+           O_TRUSTED_GROUPS, O_CONFIG_MAP, O_EXT_LOCAL, O_THREADS,
+           /* elastic flags */
+           O_SYSNS, O_DQMIN, O_DQMAX, O_GRACE, O_ETICK, O_STATUS };
     static const struct option longopts[] = {
         {"config", required_argument, NULL, O_CONFIG},
         {"kubeconfig", required_argument, NULL, O_KUBECONFIG},
@@ -106,6 +140,15 @@ static int parse_serve(int argc, char **argv, serve_opts_t *o)
         {"trusted-users", required_argument, NULL, O_TRUSTED_USERS},
         {"trusted-groups", required_argument, NULL, O_TRUSTED_GROUPS},
         {"config-map", required_argument, NULL, O_CONFIG_MAP},
+        {"extender-local-only", no_argument, NULL, O_EXT_LOCAL},
+        {"threads", required_argument, NULL, O_THREADS},
+        /* elastic flags */
+        {"system-namespaces", required_argument, NULL, O_SYSNS},
+        {"default-quota-min", required_argument, NULL, O_DQMIN},
+        {"default-quota-max", required_argument, NULL, O_DQMAX},
+        {"reclaim-grace", required_argument, NULL, O_GRACE},
+        {"elastic-tick", required_argument, NULL, O_ETICK},
+        {"status-interval", required_argument, NULL, O_STATUS},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -118,6 +161,10 @@ static int parse_serve(int argc, char **argv, serve_opts_t *o)
         .rest_auth = "default",
         .max_body = 64LL << 20,
         .reload_ms = 2000,
+        .system_namespaces = "kube-system", /* elastic flags */
+        .reclaim_grace_ms = 60000,
+        .elastic_tick_ms = 1000,
+        .status_interval_ms = 10000,
     };
     optind = 1;
     int c;
@@ -141,6 +188,14 @@ static int parse_serve(int argc, char **argv, serve_opts_t *o)
         case O_TRUSTED_USERS: o->trusted_users = optarg; break;
         case O_TRUSTED_GROUPS: o->trusted_groups = optarg; break;
         case O_CONFIG_MAP: o->config_map = optarg; break;
+        case O_EXT_LOCAL: o->extender_local_only = true; break;
+        case O_THREADS:
+            o->threads = strtol(optarg, &end, 10);
+            if (*optarg == '\0' || *end != '\0' || o->threads < 1 || o->threads > 1024) {
+                fprintf(stderr, "kubequota: --threads %s: expected a number from 1 to 1024\n", optarg);
+                return 2;
+            }
+            break;
         case O_BODY:
             o->max_body = strtoll(optarg, &end, 10);
             if (*optarg == '\0' || *end != '\0' || o->max_body < 1024) {
@@ -154,6 +209,22 @@ static int parse_serve(int argc, char **argv, serve_opts_t *o)
                 fprintf(stderr, "kubequota: --reload-interval %s: expected milliseconds >= 10\n", optarg);
                 return 2;
             }
+            break;
+        /* elastic flags */
+        case O_SYSNS: o->system_namespaces = optarg; break;
+        case O_DQMIN: o->default_quota_min = optarg; break;
+        case O_DQMAX: o->default_quota_max = optarg; break;
+        case O_GRACE:
+            if (!parse_ms("--reclaim-grace", optarg, 0, &o->reclaim_grace_ms))
+                return 2;
+            break;
+        case O_ETICK:
+            if (!parse_ms("--elastic-tick", optarg, 10, &o->elastic_tick_ms))
+                return 2;
+            break;
+        case O_STATUS:
+            if (!parse_ms("--status-interval", optarg, 0, &o->status_interval_ms))
+                return 2;
             break;
         case 'h': usage(stdout); exit(0);
         default: usage(stderr); return 2;
@@ -192,6 +263,18 @@ static int parse_serve(int argc, char **argv, serve_opts_t *o)
             fprintf(stderr, "kubequota serve: --config-map %s: expected NAMESPACE/NAME[:KEY]\n", o->config_map);
             return 2;
         }
+    }
+    /* elastic flags */
+    {
+        kq_resource_t r;
+        char why[256];
+        const char *flags[] = {"--default-quota-min", "--default-quota-max"};
+        const char *vals[] = {o->default_quota_min, o->default_quota_max};
+        for (int i = 0; i < 2; i++)
+            if (vals[i] != NULL && kq_config_parse_resource_list(vals[i], &r, why, sizeof(why)) != 0) {
+                fprintf(stderr, "kubequota serve: %s %s: %s\n", flags[i], vals[i], why);
+                return 2;
+            }
     }
     if (*o->scheduler_name == '\0' || *o->partition == '\0' || *o->default_user == '\0') {
         fprintf(stderr, "kubequota serve: --scheduler-name, --partition and --default-user must not be empty\n");
@@ -289,6 +372,7 @@ static int serve(int argc, char **argv)
     kq_server_t *server = NULL;
     kq_auth_t *auth = NULL;
     strlist_t tusers = {0}, tgroups = {0};
+    strlist_t sysns = {0}; /* elastic quota: --system-namespaces */
     char *cm_buf = NULL;
 
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
@@ -337,6 +421,33 @@ static int serve(int argc, char **argv)
         goto out;
     }
 
+    /* ---- elastic quota ---- (the quota tree is wired into the ledger before any pod
+     * arrives; the node and ElasticQuota informers and the reclaim/status timer start) */
+    {
+        kq_elastic_opts_t eo;
+        kq_elastic_opts_default(&eo);
+        if (split_list(o.system_namespaces, &sysns) != 0) {
+            fprintf(stderr, "kubequota: out of memory\n");
+            goto out;
+        }
+        eo.system_namespaces = sysns.v;
+        eo.n_system_namespaces = sysns.n;
+        /* validated by parse_serve */
+        if ((o.default_quota_min != NULL &&
+             kq_config_parse_resource_list(o.default_quota_min, &eo.default_min, NULL, 0) != 0) ||
+            (o.default_quota_max != NULL &&
+             kq_config_parse_resource_list(o.default_quota_max, &eo.default_max, NULL, 0) != 0))
+            goto out;
+        eo.reclaim_grace_ms = o.reclaim_grace_ms;
+        eo.tick_ms = o.elastic_tick_ms;
+        eo.status_interval_ms = o.status_interval_ms;
+        if ((app.elastic = kq_elastic_new(&app, &eo)) == NULL || kq_elastic_start(app.elastic) != 0) {
+            fprintf(stderr, "kubequota: cannot start the elastic quota module\n");
+            goto out;
+        }
+    }
+    /* ---- end elastic quota ---- */
+
     /* The informer and the reloader start before the server, so every member of app that a
      * handler reads is set before the first request can arrive (/readyz stays 503 until the
      * first pod list is in). */
@@ -350,6 +461,8 @@ static int serve(int argc, char **argv)
     char err[512] = "";
     kq_admission_opts_t adm = kq_admission_opts_default();
     adm.scheduler_name = o.scheduler_name;
+    adm.validate_elasticquota = kq_elastic_validate_admission; /* the quota tree's rules */
+    adm.elasticquota_ud = app.elastic;
     if ((o.trusted_users && split_list(o.trusted_users, &tusers) != 0) ||
         (o.trusted_groups && split_list(o.trusted_groups, &tgroups) != 0) ||
         (o.config_map && (cm_buf = strdup(o.config_map)) == NULL)) {
@@ -396,6 +509,8 @@ static int serve(int argc, char **argv)
         .admission = &adm,
         .auth = auth,
         .metrics_auth = o.metrics_auth,
+        .extender_local_only = o.extender_local_only,
+        .threads = (int)o.threads,
         .listen = o.listen,
         .tls_cert = o.tls_cert,
         .tls_key = o.tls_key,
@@ -433,7 +548,10 @@ out:
     free(cm_buf);
     kq_sync_stop(sync);
     kq_reloader_stop(reloader);
+    kq_elastic_stop(app.elastic); /* ---- elastic quota: threads stop before the ledger goes */
     kq_ledger_free(app.ledger);
+    kq_elastic_free(app.elastic); /* ---- elastic quota: the tree, after the ledger borrowing it */
+    strlist_free(&sysns);
     kq_kube_free(app.kube);
     kq_metrics_free(app.metrics);
     kq_ugm_free(app.ugm);

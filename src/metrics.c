@@ -22,6 +22,7 @@
 #include <jansson.h>
 
 #include "kubequota/app.h"
+#include "kubequota/elastic.h"
 #include "kubequota/ledger.h"
 #include "kubequota/sync.h"
 #include "kubequota/ugm.h"
@@ -286,6 +287,58 @@ static void family(buf_t *b, const char *name, const char *type, const char *hel
     buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
+/* ------------------------------------------------------------------ elastic quota */
+
+/* One family of per-group resource gauges from kq_qtree_json's groups. */
+static void group_family(buf_t *b, const json_t *groups, const char *field, const char *name, const char *help)
+{
+    family(b, name, "gauge", help);
+    size_t i;
+    const json_t *g;
+    json_array_foreach(groups, i, g) {
+        const char *gname = json_string_value(json_object_get(g, "name"));
+        const char *res;
+        const json_t *v;
+        if (gname == NULL)
+            continue;
+        json_object_foreach(json_object_get(g, field), res, v) {
+            const char *labels[] = {"group", gname, "resource", res, NULL};
+            char num[32];
+            snprintf(num, sizeof(num), "%lld", (long long)json_integer_value(v));
+            sample(b, name, labels, num);
+        }
+    }
+}
+
+static void render_elastic(buf_t *b, struct kq_elastic *e)
+{
+    json_t *tree = kq_qtree_json(kq_elastic_qtree(e));
+    const json_t *groups = json_object_get(tree, "groups");
+    group_family(b, groups, "runtimeResource", "kubequota_quota_runtime",
+                 "Elastic quota runtime per group and resource (what the group may use now; absent = unlimited).");
+    group_family(b, groups, "requestResource", "kubequota_quota_request",
+                 "Elastic quota request per group and resource (pending and running pods).");
+    group_family(b, groups, "allocatedResource", "kubequota_quota_used",
+                 "Elastic quota used per group and resource (counted pods).");
+    group_family(b, groups, "minResource", "kubequota_quota_min", "Elastic quota min per group and resource.");
+    group_family(b, groups, "maxResource", "kubequota_quota_max",
+                 "Elastic quota max per group and resource (absent = unlimited).");
+    json_decref(tree);
+    unsigned long failed = 0, ok = kq_elastic_evictions(e, &failed);
+    family(b, "kubequota_reclaim_evictions_total", "counter",
+           "Pods evicted to reclaim lent resources, and evictions refused or failed.");
+    const char *ev[] = {"result", "evicted", NULL};
+    const char *fl[] = {"result", "failed", NULL};
+    sample_u(b, "kubequota_reclaim_evictions_total", ev, ok);
+    sample_u(b, "kubequota_reclaim_evictions_total", fl, failed);
+    ok = kq_elastic_status_writes(e, &failed);
+    family(b, "kubequota_elasticquota_status_writes_total", "counter", "ElasticQuota status writes by result.");
+    const char *sok[] = {"result", "success", NULL};
+    const char *sbad[] = {"result", "failure", NULL};
+    sample_u(b, "kubequota_elasticquota_status_writes_total", sok, ok);
+    sample_u(b, "kubequota_elasticquota_status_writes_total", sbad, failed);
+}
+
 /* ------------------------------------------------------------------ usage gauges */
 
 /* The number of running applications in a view node: an array of ids or a number. */
@@ -493,6 +546,9 @@ char *kq_metrics_render(kq_metrics_t *m, kq_app_t *app, size_t *len)
         walk_queue(&qw, queues, NULL, 0);
         json_decref(queues);
     }
+
+    if (app != NULL && app->elastic != NULL)
+        render_elastic(&b, app->elastic);
 
     if (b.oom || b.p == NULL) {
         free(b.p);

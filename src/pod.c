@@ -46,6 +46,7 @@
 #define LABEL_APP_ID "kubequota.io/app-id"
 #define LABEL_YK_APP_ID "applicationId"
 #define LABEL_PREEMPTIBLE "quota.scheduling.koordinator.sh/preemptible"
+#define LABEL_QUOTA_NAME "quota.scheduling.koordinator.sh/name"
 
 #define USER_INFO_MAX 65536 /* bytes of a user-info annotation */
 #define IDENT_MAX 512       /* bytes of one user or group name */
@@ -855,6 +856,18 @@ int kq_pod_parse(const json_t *obj, const kq_pod_opts_t *opts, kq_pod_t *out, ch
         goto out;
     p.preemptible = !(s != NULL && strcmp(s, "false") == 0);
 
+    /* elastic quota group named by the pod (resolved later, against the live tree) */
+    if ((rc = get_kv(&c, labels, LABEL_QUOTA_NAME, "label", &s)) != 0)
+        goto out;
+    if (s != NULL) {
+        if (strlen(s) > 253) {
+            rc = fail(&c, KQ_EPARSE, "label %s: longer than 253 bytes", LABEL_QUOTA_NAME);
+            goto out;
+        }
+        if ((p.quota_name = strdup(s)) == NULL)
+            goto nomem;
+    }
+
     *out = p;
     return 0;
 nomem:
@@ -881,6 +894,8 @@ void kq_pod_clear(kq_pod_t *p)
     free(p->queue);
     free(p->queue_error);
     free(p->app_id);
+    free(p->quota_name);
+    free(p->quota_group);
     memset(p, 0, sizeof(*p));
 }
 
@@ -899,12 +914,14 @@ int kq_pod_copy(kq_pod_t *dst, const kq_pod_t *src)
     kq_pod_t p = *src;
     p.uid = p.ns = p.name = p.node = p.scheduler_name = p.user = NULL;
     p.queue = p.queue_error = p.app_id = NULL;
+    p.quota_name = p.quota_group = NULL;
     p.groups = NULL;
     p.n_groups = 0;
     if (copy_str(&p.uid, src->uid) || copy_str(&p.ns, src->ns) || copy_str(&p.name, src->name) ||
         copy_str(&p.node, src->node) || copy_str(&p.scheduler_name, src->scheduler_name) ||
         copy_str(&p.user, src->user) || copy_str(&p.queue, src->queue) ||
-        copy_str(&p.queue_error, src->queue_error) || copy_str(&p.app_id, src->app_id))
+        copy_str(&p.queue_error, src->queue_error) || copy_str(&p.app_id, src->app_id) ||
+        copy_str(&p.quota_name, src->quota_name) || copy_str(&p.quota_group, src->quota_group))
         goto nomem;
     if (src->n_groups > 0) {
         if ((p.groups = calloc(src->n_groups, sizeof(char *))) == NULL)

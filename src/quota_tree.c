@@ -164,7 +164,7 @@ static bool name_ok(const char *s)
     for (size_t i = 0; i < n; i++) {
         char c = s[i];
         if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-              c == '_' || c == ':' || c == '/' || c == '-'))
+              c == '_' || c == ':' || c == '/' || c == '-' || c == '#' || c == '@'))
             return false;
     }
     return true;
@@ -1129,8 +1129,11 @@ static int check_locked(kq_qtree_t *t, const char *name, const kq_resource_t *re
                 return KQ_EDENIED;
             }
             if (np) {
-                int64_t nu = rget(&x->used_np, d, NULL), m = rget(&x->smin, d, NULL);
-                if ((u128)nu + (u128)r > (u128)m) {
+                /* only where a min names the resource: a group without a min for it (the
+                 * root before any node is known, a group with no guarantee) declares none */
+                bool has_min;
+                int64_t nu = rget(&x->used_np, d, NULL), m = rget(&x->smin, d, &has_min);
+                if (has_min && (u128)nu + (u128)r > (u128)m) {
                     seterr(reason, len,
                            "quota group %s: non-preemptible %s used %s + request %s would exceed min %s", x->name,
                            d, fmtq(d, nu, b1, sizeof b1), fmtq(d, r, b2, sizeof b2), fmtq(d, m, b3, sizeof b3));
@@ -1172,6 +1175,19 @@ int kq_qtree_assume(kq_qtree_t *t, const char *group, const kq_resource_t *req, 
     }
     pthread_mutex_unlock(&t->lock);
     return rc;
+}
+
+bool kq_qtree_lookup(kq_qtree_t *t, const char *group, bool *is_parent)
+{
+    if (group == NULL)
+        return false;
+    pthread_mutex_lock(&t->lock);
+    struct group *g = find(t, group);
+    bool parent = g != NULL && g->is_parent;
+    pthread_mutex_unlock(&t->lock);
+    if (is_parent != NULL)
+        *is_parent = parent;
+    return g != NULL;
 }
 
 int kq_qtree_runtime(kq_qtree_t *t, const char *group, kq_resource_t *out)

@@ -2,6 +2,14 @@
  * and /ws/v1/validate-conf over the config loader. Transport-free: the server module
  * routes the request, these functions only produce status and body.
  *
+ * Elastic quota: with app->elastic set, every queue of the queues view that is a quota
+ * group (root and the queue paths) gains the group's minResource, scaledMinResource,
+ * maxResource (the group's; {} = unlimited), requestResource, quotaAllocatedResource (the
+ * group's used; allocatedResource stays the queue's usage as the ugm counts it, which is
+ * the same unless pods of the queue were placed in another group), runtimeResource,
+ * sharedWeight and allowLent; the root object also carries "quotaTree" (kq_qtree_json:
+ * every group, ElasticQuota groups included).
+ *
  * DESIGN: no state of its own. The views are built by the ugm under its own locks and
  * handed over as new references; serialisation happens after the locks are released.
  */
@@ -13,6 +21,7 @@
 #include <jansson.h>
 
 #include "kubequota/config.h"
+#include "kubequota/elastic.h"
 #include "kubequota/error.h"
 #include "kubequota/ugm.h"
 
@@ -99,12 +108,60 @@ int kq_rest_groups(kq_app_t *app, const char *partition, char **body, size_t *le
     return reply_json(kq_ugm_groups_json(app->ugm), 200, body, len);
 }
 
+/* Copies the quota group's fields into each queue object of the tree (recursively). */
+static bool merge_groups(json_t *q, const json_t *by_name)
+{
+    static const struct { const char *from, *to; } fields[] = {
+        {"minResource", "minResource"},
+        {"scaledMinResource", "scaledMinResource"},
+        {"maxResource", "maxResource"},
+        {"requestResource", "requestResource"},
+        {"allocatedResource", "quotaAllocatedResource"},
+        {"runtimeResource", "runtimeResource"},
+        {"sharedWeight", "sharedWeight"},
+        {"allowLent", "allowLent"},
+    };
+    const json_t *g = json_object_get(by_name, json_string_value(json_object_get(q, "queuename")));
+    for (size_t i = 0; g != NULL && i < sizeof(fields) / sizeof(fields[0]); i++) {
+        json_t *v = json_object_get(g, fields[i].from);
+        if (v != NULL && json_object_set(q, fields[i].to, v) != 0)
+            return false;
+    }
+    size_t i;
+    json_t *k;
+    json_array_foreach(json_object_get(q, "children"), i, k) {
+        if (!merge_groups(k, by_name))
+            return false;
+    }
+    return true;
+}
+
 int kq_rest_queues(kq_app_t *app, const char *partition, char **body, size_t *len)
 {
     int st = check_partition(app, partition, body, len);
     if (st != 0)
         return st;
-    return reply_json(kq_ugm_queues_json(app->ugm), 200, body, len);
+    json_t *view = kq_ugm_queues_json(app->ugm);
+    if (view == NULL || app->elastic == NULL)
+        return reply_json(view, 200, body, len);
+    json_t *tree = kq_qtree_json(kq_elastic_qtree(app->elastic));
+    json_t *by_name = json_object();
+    bool ok = tree != NULL && by_name != NULL;
+    size_t i;
+    json_t *g;
+    json_array_foreach(json_object_get(tree, "groups"), i, g) {
+        const char *n = json_string_value(json_object_get(g, "name"));
+        if (ok && n != NULL)
+            ok = json_object_set(by_name, n, g) == 0;
+    }
+    ok = ok && merge_groups(view, by_name) && json_object_set(view, "quotaTree", tree) == 0;
+    json_decref(by_name);
+    json_decref(tree);
+    if (!ok) {
+        json_decref(view);
+        view = NULL;
+    }
+    return reply_json(view, 200, body, len);
 }
 
 int kq_rest_user(kq_app_t *app, const char *partition, const char *user, char **body, size_t *len)

@@ -27,6 +27,7 @@ typedef struct kq_app {
     kq_metrics_t *metrics;        /* may be NULL */
     atomic_bool ready;            /* true once the first full pod list is in (/readyz) */
     struct kq_sync *sync;         /* may be NULL: the pod informer (watch restarts for /metrics) */
+    struct kq_elastic *elastic;   /* may be NULL: elastic quota (quota tree, reclaim; elastic.h) */
 } kq_app_t;
 
 #endif

@@ -111,6 +111,18 @@ kq_config_t *kq_config_holder_get(kq_config_holder_t *h);
 /* Makes `next` current (takes its own reference) and drops the holder's old reference. */
 void kq_config_holder_swap(kq_config_holder_t *h, kq_config_t *next);
 
+/* Elastic quota queue properties (validated by the loader; applied by elastic.c):
+ *   kubequota.io/shared-weight  resource list "cpu=4,memory=8Gi" (commas and/or spaces
+ *                               between entries); default: the queue's max
+ *   kubequota.io/allow-lent     "true" (default) or "false"
+ * A queue's min is resources.guaranteed and its max resources.max. */
+#define KQ_PROP_SHARED_WEIGHT "kubequota.io/shared-weight"
+#define KQ_PROP_ALLOW_LENT    "kubequota.io/allow-lent"
+
+/* Parses a resource list "name=quantity[,name=quantity...]" into canonical units. 0, or
+ * KQ_EPARSE/KQ_ERANGE with the reason in err; *out untouched on error. */
+int kq_config_parse_resource_list(const char *text, kq_resource_t *out, char *err, size_t errlen) KQ_WUR;
+
 /* `kubequota check-config FILE`: prints a one-line summary on stdout and returns 0 when
  * valid; prints one error per line on stderr and returns 1 when invalid; returns 2 when
  * the file cannot be read or the arguments are wrong. */

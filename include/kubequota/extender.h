@@ -28,7 +28,8 @@
 /* ExtenderArgs -> ExtenderFilterResult. Pods whose spec.schedulerName is not
  * app->scheduler_name pass through: every node back. Allowed: the nodes back in the form
  * they came (NodeNames or Nodes). Denied: no node back, every node in
- * FailedAndUnresolvableNodes with the ledger's reason. Changes nothing. */
+ * FailedAndUnresolvableNodes with the ledger's reason — or, when the quota tree denied it
+ * (preemption inside the pod's quota group may help), in FailedNodes. Changes no usage. */
 int kq_extender_filter(kq_app_t *app, const char *body, size_t len, char **out, size_t *out_len);
 
 /* ExtenderBindingArgs -> ExtenderBindingResult. Finds the pod (ledger, else GET from the
@@ -36,8 +37,11 @@ int kq_extender_filter(kq_app_t *app, const char *body, size_t len, char **out, 
  * releases the count again when the POST fails. Error is "" on success. */
 int kq_extender_bind(kq_app_t *app, const char *body, size_t len, char **out, size_t *out_len);
 
-/* ExtenderPreemptionArgs -> ExtenderPreemptionResult: for now the victims unchanged, in
- * the meta form ({"NodeNameToMetaVictims":{node:{"Pods":[{"UID":..}],"NumPDBViolations":n}}}),
+/* ExtenderPreemptionArgs -> ExtenderPreemptionResult. With elastic quota (app->elastic)
+ * and a preemptor of ours: only victims counted in the preemptor's own leaf quota group
+ * with a lower priority are kept, and only nodes where used - victims + preemptor fits
+ * the group's (and every ancestor's) runtime and max; a node whose victims were all
+ * dropped is dropped. Otherwise the victims unchanged. Always in the meta form ({"NodeNameToMetaVictims":{node:{"Pods":[{"UID":..}],"NumPDBViolations":n}}}),
  * built from either NodeNameToVictims (full pods) or NodeNameToMetaVictims. */
 int kq_extender_preempt(kq_app_t *app, const char *body, size_t len, char **out, size_t *out_len);
 

@@ -11,6 +11,9 @@
  *    but no "root." prefix is a path below root (YuniKorn); a plain name must name exactly
  *    one configured queue. A queue that does not exist, is ambiguous or is a parent queue
  *    leaves queue NULL and queue_error set; such a pod is denied by filter/bind.
+ *  - quota group (elastic quota, see elastic.h): kq_pod_parse only records the label
+ *    quota.scheduling.koordinator.sh/name in quota_name; the group itself (quota_group)
+ *    is resolved against the live quota tree by the pod ledger's resolver.
  *  - application: label kubequota.io/app-id, then YuniKorn's applicationId, then the
  *    controller ownerReference UID, then the pod's own UID.
  *  - request: max(sum of regular containers + restartable (sidecar) init containers,
@@ -61,6 +64,9 @@ typedef struct kq_pod {
     int32_t priority;     /* spec.priority, 0 when absent */
     bool preemptible;     /* false when label quota.scheduling.koordinator.sh/preemptible="false" */
     int64_t created;      /* metadata.creationTimestamp, seconds since epoch (0 unknown) */
+    char *quota_name;     /* label quota.scheduling.koordinator.sh/name, NULL when absent */
+    char *quota_group;    /* resolved elastic quota group (set by the pod ledger's resolver,
+                           * see elastic.h); NULL when not resolved / no quota tree */
 } kq_pod_t;
 
 typedef struct kq_pod_opts {

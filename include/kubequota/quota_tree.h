@@ -50,7 +50,9 @@
  * Enforcement (kq_qtree_check / kq_qtree_assume): a pod of group G with request R is
  * admitted when, at G and every ancestor including the root, used + R <= runtime (for
  * resources runtime governs) and used + R <= max; a non-preemptible pod also needs
- * used of non-preemptible pods + R <= scaled min at each of those levels. A pod naming a
+ * used of non-preemptible pods + R <= scaled min at each of those levels, for the
+ * resources whose min that level names (the root's is the cluster total; a group without
+ * a min for a resource guarantees nothing and is not checked for it). A pod naming a
  * parent group is denied. Pods of the system group are always admitted.
  *
  * Cost. kq_qtree_check and kq_qtree_assume, used_add/sub: O(depth x resources), reading
@@ -82,7 +84,7 @@
 #define KQ_QTREE_ROOT "root"
 #define KQ_QTREE_SYSTEM "system"
 #define KQ_QTREE_DEFAULT "default"
-#define KQ_QTREE_NAME_MAX 253 /* group names: 1..253 of [A-Za-z0-9._:/-] */
+#define KQ_QTREE_NAME_MAX 253 /* group names: 1..253 of [A-Za-z0-9._:/#@-] (queue paths fit) */
 #define KQ_QTREE_MAX_DEPTH 32 /* first-level groups have depth 1 */
 
 typedef struct kq_qtree kq_qtree_t;
@@ -182,6 +184,10 @@ int kq_qtree_assume(kq_qtree_t *t, const char *group, const kq_resource_t *req, 
 /* The group's current runtime (resources the cluster total names). KQ_ENOENT unknown.
  * The system group's runtime is empty (unlimited). */
 int kq_qtree_runtime(kq_qtree_t *t, const char *group, kq_resource_t *out) KQ_WUR;
+
+/* Whether the group exists (O(1)); *is_parent (if non-NULL) says whether it is a parent
+ * group. The system group and the default group exist; KQ_QTREE_ROOT is a parent. */
+bool kq_qtree_lookup(kq_qtree_t *t, const char *group, bool *is_parent);
 
 /* Everything about one group (KQ_QTREE_ROOT included). KQ_ENOENT unknown. */
 int kq_qtree_info(kq_qtree_t *t, const char *group, kq_qgroup_info_t *out) KQ_WUR;

@@ -4,7 +4,10 @@
 It speaks enough of the real API for a scheduler extender's client: pods (create, get,
 delete, list with limit/continue and field/label selectors, watch with resourceVersion,
 bookmarks, timeoutSeconds and in-band 410 errors after compaction), pods/binding,
-pods/eviction, pods/status, core/v1 events, nodes, coordination.k8s.io/v1 leases. Errors use
+pods/eviction, pods/status, core/v1 events, nodes, coordination.k8s.io/v1 leases, and the
+ElasticQuota custom resources of scheduling.x-k8s.io/v1alpha1 (status subresource) and
+scheduling.sigs.k8s.io/v1alpha1 (Koordinator's CRD: no status subresource); which of the
+two the cluster serves is configurable (POST /_sim/config {"crds": [...]}). Errors use
 the Kubernetes Status shape. A plain-JSON control API under /_sim/ lets tests reset the
 world, add nodes, change pod phases, compact the history, drop watch connections, inject
 faults and read the whole state.
@@ -42,6 +45,9 @@ import urllib.parse
 import uuid
 
 MAX_BODY = 3 * 1024 * 1024  # the API server's request body limit
+EQ_GROUPS = ("scheduling.x-k8s.io", "scheduling.sigs.k8s.io")
+EQ_RESOURCES = {"elasticquotas." + g: g for g in EQ_GROUPS}  # world resource key -> API group
+EQ_NO_STATUS = ("scheduling.sigs.k8s.io",)  # Koordinator's CRD has no status subresource
 DEFAULT_SCHEDULER = "default-scheduler"
 TERMINAL = ("Succeeded", "Failed")
 
@@ -226,7 +232,7 @@ class Fault:
 class World:
     """All simulated state, guarded by self.cond."""
 
-    RESOURCES = ("pods", "nodes", "events", "leases")
+    RESOURCES = ("pods", "nodes", "events", "leases") + tuple(EQ_RESOURCES)
 
     def __init__(self, bookmark_interval=2.0):
         self.cond = threading.Condition()
@@ -235,6 +241,7 @@ class World:
         self.bookmark_interval = bookmark_interval
         self.auto_run = True          # binding also marks the pod Running (the kubelet)
         self.eviction_status = None   # e.g. 429: every eviction is refused like a PDB would
+        self.crds = set(EQ_GROUPS)    # ElasticQuota API groups served
         self.stopping = False
         self.generation = 0           # bumped by reset/drop: watchers of older generations end
         self._init_state()
@@ -581,6 +588,12 @@ class World:
                     new.pop("apiVersion", None)
                     if resource == "pods":
                         new["status"] = copy.deepcopy(cur.get("status") or {})
+            if resource in EQ_RESOURCES and subresource is None and \
+                    EQ_RESOURCES[resource] not in EQ_NO_STATUS:
+                # with a status subresource, writes to the object leave its status alone
+                new["status"] = copy.deepcopy(cur.get("status") or {})
+                if not new["status"]:
+                    new.pop("status")
             # identity fields cannot change
             md = new.setdefault("metadata", {})
             for f in ("name", "namespace", "uid", "creationTimestamp"):
@@ -603,6 +616,8 @@ class World:
         if ns and md.get("namespace") not in (None, "", ns):
             raise ApiError(400, "BadRequest", "the namespace of the provided object does not "
                            "match the namespace sent on the request")
+        if resource in EQ_RESOURCES:
+            obj.setdefault("spec", {})
         if resource == "events":
             io = obj.get("involvedObject")
             if not isinstance(io, dict) or not io.get("name"):
@@ -670,9 +685,8 @@ class World:
                 meta["continue"] = base64.urlsafe_b64encode(
                     json.dumps({"id": sid, "rv": list_rv}).encode()).decode().rstrip("=")
                 meta["remainingItemCount"] = len(rest)
-            kind = {"pods": "PodList", "nodes": "NodeList", "events": "EventList",
-                    "leases": "LeaseList"}[resource]
-            api = "coordination.k8s.io/v1" if resource == "leases" else "v1"
+            kind = KINDS[resource][0] + "List"
+            api = KINDS[resource][1]
             return {"kind": kind, "apiVersion": api, "metadata": meta, "items": items}
 
     def state(self):
@@ -685,6 +699,9 @@ class World:
                     self.objs["events"].items(),
                     key=lambda kv: int(kv[1]["metadata"]["resourceVersion"]))],
                 "leases": [copy.deepcopy(e) for _, e in sorted(self.objs["leases"].items())],
+                "elasticquotas": {EQ_RESOURCES[r]: [copy.deepcopy(e) for _, e in
+                                                   sorted(self.objs[r].items())] for r in EQ_RESOURCES},
+                "crds": sorted(self.crds),
                 "counters": copy.deepcopy(self.counters),
                 "watches": sorted(w.resource for w in self.watchers),
                 "held": self.held,
@@ -697,6 +714,7 @@ class World:
 
 KINDS = {"pods": ("Pod", "v1"), "nodes": ("Node", "v1"), "events": ("Event", "v1"),
          "leases": ("Lease", "coordination.k8s.io/v1")}
+KINDS.update({r: ("ElasticQuota", g + "/v1alpha1") for r, g in EQ_RESOURCES.items()})
 
 
 def with_kind(resource, obj):
@@ -735,6 +753,14 @@ API_RE = re.compile(
     r"/(?P<res>pods|nodes|events|leases)"
     r"(?:/(?P<name>[^/]+))?"
     r"(?:/(?P<sub>binding|eviction|status))?/?$")
+
+
+EQ_RE = re.compile(
+    r"^/apis/(?P<group>scheduling\.x-k8s\.io|scheduling\.sigs\.k8s\.io)/v1alpha1"
+    r"(?:/namespaces/(?P<ns>[^/]+))?"
+    r"/elasticquotas"
+    r"(?:/(?P<name>[^/]+))?"
+    r"(?:/(?P<sub>status))?/?$")
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -852,6 +878,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 return self.send_json(200, {"major": "1", "minor": "31", "gitVersion": "v1.31.0-sim"})
             if self.command == "POST" and path in REVIEW_PATHS:
                 return self.review(path)
+            m = EQ_RE.match(path)
+            if m:
+                with self.world.cond:
+                    served = m.group("group") in self.world.crds
+                if not served or (m.group("sub") and m.group("group") in EQ_NO_STATUS):
+                    self.read_body_quietly()
+                    raise ApiError(404, "NotFound", "the server could not find the requested resource")
+                return self.api(m.group("ns"), "elasticquotas." + m.group("group"), m.group("name"),
+                                m.group("sub"), q, True)
             m = API_RE.match(path)
             if not m:
                 self.read_body_quietly()
@@ -907,7 +942,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
     # ---- Kubernetes API ----
     def api(self, ns, res, name, sub, q, is_apis):
         w = self.world
-        if (res == "leases") != is_apis:
+        if (res == "leases" or res in EQ_RESOURCES) != is_apis:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         if ns is not None:
             ns = urllib.parse.unquote(ns)
@@ -919,8 +954,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         method = self.command
         if name is None:
             if method in ("GET", "HEAD"):
-                allowed = {"pods": POD_FIELDS, "nodes": NODE_FIELDS, "events": EVENT_FIELDS,
-                           "leases": ("metadata.name", "metadata.namespace")}[res]
+                allowed = {"pods": POD_FIELDS, "nodes": NODE_FIELDS, "events": EVENT_FIELDS}.get(
+                    res, ("metadata.name", "metadata.namespace"))
                 fsel = parse_field_selector(q.get("fieldSelector", ""), allowed)
                 lsel = parse_label_selector(q.get("labelSelector", ""))
                 if q.get("watch") in ("1", "true", "True"):
@@ -957,7 +992,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             if res != "pods" or method != "POST":
                 raise ApiError(405, "MethodNotAllowed", "only POST is allowed on pods/eviction")
             return self.send_json(201, w.evict(ns, name, self.json_body()))
-        if sub == "status" and res not in ("pods", "nodes"):
+        if sub == "status" and res not in ("pods", "nodes") and res not in EQ_RESOURCES:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         if method in ("GET", "HEAD"):
             return self.send_json(200, with_kind(res, w.get(res, ns, name)))
@@ -1181,6 +1216,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     w.eviction_status = body["eviction_status"]
                 if "token" in body:
                     sim.token = body["token"]
+                if "crds" in body:
+                    w.crds = set(body["crds"]) & set(EQ_GROUPS)
                 if "review_tokens" in body:
                     sim.review_tokens = dict(body["review_tokens"])
                 if "review_allowed" in body:

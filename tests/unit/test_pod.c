@@ -684,7 +684,8 @@ static void test_fields(void **state)
                                 "{\"metadata\":{\"name\":\"n\",\"uid\":\"u\","
                                 "\"creationTimestamp\":\"2026-11-21T12:15:02.5+02:00\","
                                 "\"deletionTimestamp\":\"2026-11-21T12:20:00Z\","
-                                "\"labels\":{\"quota.scheduling.koordinator.sh/preemptible\":\"false\"}},"
+                                "\"labels\":{\"quota.scheduling.koordinator.sh/preemptible\":\"false\","
+                                "\"quota.scheduling.koordinator.sh/name\":\"team-ml\"}},"
                                 "\"spec\":{\"nodeName\":\"node-1\",\"priority\":-5,\"containers\":[]},"
                                 "\"status\":{\"phase\":\"Running\"}}",
                                 &p, err, sizeof(err)),
@@ -697,6 +698,9 @@ static void test_fields(void **state)
     assert_true(p.deleting);
     assert_int_equal(p.phase, KQ_POD_RUNNING);
     assert_int_equal(p.created, 1795256102); /* same instant as the reference pod */
+    assert_string_equal(p.quota_name, "team-ml");
+    assert_null(p.quota_group); /* resolved by the ledger, not by the parser */
+    p.quota_group = strdup("team-ml");
 
     kq_pod_t q;
     assert_int_equal(kq_pod_copy(&q, &p), 0);
@@ -704,6 +708,8 @@ static void test_fields(void **state)
     assert_null(p.uid);
     assert_string_equal(q.node, "node-1");
     assert_string_equal(q.queue, "root.default");
+    assert_string_equal(q.quota_name, "team-ml");
+    assert_string_equal(q.quota_group, "team-ml");
     kq_pod_clear(&q);
     kq_pod_clear(NULL);
 

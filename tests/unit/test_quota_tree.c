@@ -526,10 +526,29 @@ static void test_nonpreemptible_within_min(void **state)
     assert_int_equal(kq_qtree_assume(t, "g", &r4, true, reason, sizeof reason), 0); /* 600+400 = min */
     assert_int_equal(kq_qtree_used_sub(t, "g", &r, true), 0);
     assert_int_equal(IV(t, "g", used_nonpreemptible, "cpu"), 400);
-    /* a group without min admits no non-preemptible pod */
-    grp(t, "h", NULL, "", "", "", true, false);
+    /* a group whose min is 0 admits no non-preemptible pod; a group that declares no min
+     * for the resource is not checked for it (nor is the root before a total is known) */
+    grp(t, "h", NULL, "cpu=0", "", "", true, false);
+    grp(t, "k", NULL, "", "", "", true, false);
+    req(t, "h", "cpu=1");
+    req(t, "k", "cpu=1");
     kq_resource_t one = R("cpu=1");
     assert_int_equal(kq_qtree_check(t, "h", &one, true, reason, sizeof reason), KQ_EDENIED);
+    assert_non_null(strstr(reason, "non-preemptible"));
+    assert_int_equal(kq_qtree_check(t, "k", &one, true, reason, sizeof reason), 0);
+    kq_qtree_free(t);
+    t = kq_qtree_new(); /* no cluster total */
+    grp(t, "k", NULL, "", "", "", true, false);
+    assert_int_equal(kq_qtree_check(t, "k", &one, true, reason, sizeof reason), 0);
+    assert_int_equal(kq_qtree_check(t, KQ_QTREE_DEFAULT, &one, true, reason, sizeof reason), 0);
+    /* names with '#' and '@' (queue names allow them) are group names; lookup is O(1) */
+    grp(t, "root.a#b@c", NULL, "", "", "", true, false);
+    bool parent = true;
+    assert_true(kq_qtree_lookup(t, "root.a#b@c", &parent));
+    assert_false(parent);
+    assert_true(kq_qtree_lookup(t, KQ_QTREE_ROOT, &parent));
+    assert_true(parent);
+    assert_false(kq_qtree_lookup(t, "nope", NULL));
     kq_qtree_free(t);
 }
 

@@ -1,0 +1,1658 @@
+/* Elastic quota wiring: builds the quota tree's groups from queues.yaml and ElasticQuota
+ * objects, keeps the cluster total in step with the nodes, reclaims lent resources by
+ * eviction, writes ElasticQuota status, resolves each pod's quota group for the pod
+ * ledger and validates ElasticQuota objects for admission. Rules: include/kubequota/elastic.h.
+ *
+ * DESIGN
+ * Desired and applied groups. Two sources describe groups: the queue groups of the
+ * current config snapshot (qsrc table, replaced on reload) and the ElasticQuota objects
+ * (objs table, keyed "apiGroup/namespace/name", each with an arrival number). reconcile()
+ * merges them into the desired set (queue first, then objects by arrival; a name already
+ * taken is a conflict) and drives the tree towards it: set_group for every desired group
+ * whose spec differs from what was applied, remove (through the ledger, so its pods'
+ * groups are renamed in the same step) for every applied group no longer desired, in
+ * passes until nothing changes, so a parent is created before its children and removed
+ * after them whatever order the events came in. What the tree refuses stays as it was and
+ * is logged when the reason changes. The namespace -> group map used by the resolver is
+ * rebuilt at the end of every reconcile and swapped in under map_mu.
+ *
+ * Threads. Informer threads (nodes; one per served ElasticQuota API group) and the timer
+ * thread call in; the resolver runs on whatever thread the ledger is called from
+ * (civetweb workers, the pod informer). Locks: apply_mu serialises everything that
+ * changes groups or the objs table (reconcile, object events, status bookkeeping);
+ * map_mu (rwlock) guards the namespace map; node_mu the node table and the total. Order:
+ * apply_mu -> ledger -> ugm -> quota tree; map_mu -> quota tree; node_mu -> quota tree.
+ * The timer thread alone touches the reclaim state (over-since table, evictions in
+ * flight) and the CRD probe state. No I/O under a lock: probes, evictions, events and
+ * status PATCHes use copies made under the locks.
+ */
+#include "kubequota/elastic.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <uthash.h>
+
+#include "kubequota/kube.h"
+#include "kubequota/ledger.h"
+#include "kubequota/log.h"
+
+#define KOORD_ROOT "koordinator-root-quota"
+#define KOORD_SYSTEM "koordinator-system-quota"
+#define KOORD_DEFAULT "koordinator-default-quota"
+#define LABEL_PARENT KQ_EQ_LABEL_PREFIX "parent"
+#define LABEL_IS_PARENT KQ_EQ_LABEL_PREFIX "is-parent"
+#define LABEL_ALLOW_LENT KQ_EQ_LABEL_PREFIX "allow-lent-resource"
+#define ANN_SHARED_WEIGHT KQ_EQ_LABEL_PREFIX "shared-weight"
+#define ANN_NAMESPACES KQ_EQ_LABEL_PREFIX "namespaces"
+#define EVICT_RETRY_MS 60000
+#define PROBE_MIN_MS 1000
+#define PROBE_MAX_MS 60000
+#define EXPIRE_EVERY_MS 30000
+#define EXPIRE_AGE_S 120
+#define N_API 2
+#define ERR_MAX 512
+
+static const char *const api_groups[N_API] = {KQ_EQ_GROUP_UPSTREAM, KQ_EQ_GROUP_KOORD};
+
+/* ================================================================== types ==== */
+
+typedef struct gspec {
+    char *name;
+    char *parent; /* NULL: first level */
+    kq_resource_t min, max, weight;
+    bool allow_lent, is_parent;
+} gspec_t;
+
+/* A desired group from a queue, or an applied group. */
+typedef struct gent {
+    gspec_t s;
+    char *owner; /* "queue", "default", or the object key */
+    UT_hash_handle hh;
+} gent_t;
+
+typedef struct eqobj {
+    char *key; /* apiGroup/ns/name */
+    UT_hash_handle hh;
+    char *api_group, *ns, *name;
+    gspec_t s;          /* s.name: the group (metadata.name, or "default") */
+    char **nss;         /* namespaces annotation */
+    size_t n_nss;
+    bool ignored;       /* koordinator root/system quota */
+    uint64_t seq;       /* arrival order */
+    uint64_t list_gen;
+    bool conflict;      /* logged as conflicting */
+    /* status bookkeeping (timer thread, under apply_mu) */
+    bool st_written;
+    kq_resource_t st_used, st_runtime;
+    int64_t st_last_ms;
+} eqobj_t;
+
+typedef struct nsmap {
+    char *ns;
+    char *group;
+    int prio;
+    UT_hash_handle hh;
+} nsmap_t;
+
+typedef struct node {
+    char *name;
+    UT_hash_handle hh;
+    kq_resource_t alloc; /* counted part: allocatable when schedulable, else empty */
+    uint64_t gen;
+} node_t;
+
+typedef struct failmsg {
+    char *name;
+    char *msg;
+    UT_hash_handle hh;
+} failmsg_t;
+
+typedef struct overg { /* reclaim: since when a group is over */
+    char *name;
+    int64_t since_ms;
+    UT_hash_handle hh;
+} overg_t;
+
+typedef struct inflight {
+    char *uid;
+    int64_t until_ms;
+    kq_resource_t req;
+    char *group;
+    UT_hash_handle hh;
+} inflight_t;
+
+struct informer_ud {
+    kq_elastic_t *e;
+    const char *api_group;
+};
+
+struct kq_elastic {
+    kq_app_t *app;
+    kq_elastic_opts_t o;
+    kq_qtree_t *qt;
+
+    pthread_mutex_t apply_mu;
+    gent_t *qsrc;      /* desired queue groups */
+    eqobj_t *objs;
+    gent_t *applied;
+    failmsg_t *fails;
+    uint64_t seq;
+    uint64_t list_gen[N_API];
+    kq_config_t *cfg;  /* last applied snapshot (timer thread) */
+
+    pthread_rwlock_t map_mu;
+    nsmap_t *nsmap;
+
+    pthread_mutex_t node_mu;
+    node_t *nodes;
+    kq_resource_t total;
+    bool nodes_synced;
+    uint64_t node_gen;
+
+    /* threads */
+    pthread_mutex_t tmu;
+    pthread_cond_t tcv;
+    bool stopping, started;
+    pthread_t timer;
+    kq_watch_t *node_watch;
+    kq_watch_t *eq_watch[N_API];
+    struct informer_ud iud[N_API];
+    int64_t probe_at[N_API], probe_delay[N_API];
+    bool probe_logged[N_API];
+    bool no_status_sub[N_API]; /* timer thread: /status answered 404 (Koordinator's CRD) */
+
+    /* timer thread only */
+    overg_t *over;
+    inflight_t *inflight;
+    int64_t next_expire_ms;
+
+    atomic_ulong evicted, evict_failed, st_ok, st_failed;
+};
+
+/* ================================================================== helpers ==== */
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void seterr(char *err, size_t len, const char *fmt, ...) KQ_PRINTF(3, 4);
+static void seterr(char *err, size_t len, const char *fmt, ...)
+{
+    if (err == NULL || len == 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, len, fmt, ap);
+    va_end(ap);
+}
+
+static bool str_eq(const char *a, const char *b)
+{
+    return (a == NULL && b == NULL) || (a != NULL && b != NULL && strcmp(a, b) == 0);
+}
+
+static void gspec_clear(gspec_t *s)
+{
+    free(s->name);
+    free(s->parent);
+    memset(s, 0, sizeof(*s));
+}
+
+static int gspec_copy(gspec_t *dst, const gspec_t *src)
+{
+    *dst = *src;
+    dst->name = strdup(src->name);
+    dst->parent = src->parent ? strdup(src->parent) : NULL;
+    if (dst->name == NULL || (src->parent && dst->parent == NULL)) {
+        gspec_clear(dst);
+        return KQ_ENOMEM;
+    }
+    return 0;
+}
+
+static bool gspec_same(const gspec_t *a, const gspec_t *b)
+{
+    return str_eq(a->name, b->name) && str_eq(a->parent, b->parent) && kq_resource_equal(&a->min, &b->min) &&
+           kq_resource_equal(&a->weight, &b->weight) && a->allow_lent == b->allow_lent &&
+           a->is_parent == b->is_parent && a->max.n == b->max.n &&
+           (a->max.n == 0 || memcmp(a->max.e, b->max.e, a->max.n * sizeof(a->max.e[0])) == 0);
+}
+
+static void to_qspec(const gspec_t *s, kq_qgroup_spec_t *q)
+{
+    kq_qgroup_spec_init(q, s->name);
+    q->parent = s->parent;
+    q->min = s->min;
+    q->max = s->max;
+    q->shared_weight = s->weight;
+    q->allow_lent = s->allow_lent;
+    q->is_parent = s->is_parent;
+}
+
+static void gent_free(gent_t *g)
+{
+    if (g == NULL)
+        return;
+    gspec_clear(&g->s);
+    free(g->owner);
+    free(g);
+}
+
+static gent_t *gent_new(const gspec_t *s, const char *owner)
+{
+    gent_t *g = calloc(1, sizeof(*g));
+    if (g == NULL)
+        return NULL;
+    if (gspec_copy(&g->s, s) != 0 || (g->owner = strdup(owner)) == NULL) {
+        gent_free(g);
+        return NULL;
+    }
+    return g;
+}
+
+static void gent_table_free(gent_t **t)
+{
+    gent_t *g, *tmp;
+    HASH_ITER(hh, *t, g, tmp) {
+        HASH_DEL(*t, g);
+        gent_free(g);
+    }
+}
+
+static void eqobj_free(eqobj_t *o)
+{
+    if (o == NULL)
+        return;
+    free(o->key);
+    free(o->api_group);
+    free(o->ns);
+    free(o->name);
+    gspec_clear(&o->s);
+    for (size_t i = 0; i < o->n_nss; i++)
+        free(o->nss[i]);
+    free(o->nss);
+    free(o);
+}
+
+static void nsmap_free(nsmap_t *m)
+{
+    nsmap_t *x, *tmp;
+    HASH_ITER(hh, m, x, tmp) {
+        HASH_DEL(m, x);
+        free(x->ns);
+        free(x->group);
+        free(x);
+    }
+}
+
+/* ================================================================== parsing ==== */
+
+/* A ResourceList: values are quantity strings or JSON numbers meaning whole quantities
+ * ("cpu: 10" is ten cores, as Kubernetes reads it). */
+static int rlist(const json_t *obj, const char *what, kq_resource_t *out, char *err, size_t len)
+{
+    kq_resource_t r = KQ_RESOURCE_EMPTY;
+    if (obj == NULL || json_is_null(obj)) {
+        *out = r;
+        return 0;
+    }
+    if (!json_is_object(obj)) {
+        seterr(err, len, "%s: expected a map of resource quantities", what);
+        return KQ_EPARSE;
+    }
+    const char *k;
+    const json_t *v;
+    json_object_foreach((json_t *)obj, k, v) {
+        char q[KQ_QUANTITY_MAX + 1], why[256] = "";
+        if (json_is_string(v))
+            snprintf(q, sizeof(q), "%s", json_string_value(v));
+        else if (json_is_integer(v))
+            snprintf(q, sizeof(q), "%lld", (long long)json_integer_value(v));
+        else if (json_is_real(v))
+            snprintf(q, sizeof(q), "%.15g", json_real_value(v));
+        else {
+            seterr(err, len, "%s.%.64s: expected a quantity", what, k);
+            return KQ_EPARSE;
+        }
+        const char *name = kq_resource_name(k);
+        int64_t val;
+        if (name == NULL) {
+            seterr(err, len, "%s: \"%.64s\" is not a valid resource name", what, k);
+            return KQ_EPARSE;
+        }
+        if (kq_quantity_parse(name, q, &val, why, sizeof(why)) != 0) {
+            seterr(err, len, "%s.%s: %s", what, name, why);
+            return KQ_EPARSE;
+        }
+        if (kq_resource_set(&r, name, val) != 0) {
+            seterr(err, len, "%s: too many resources (at most %d)", what, KQ_RES_MAX);
+            return KQ_EPARSE;
+        }
+    }
+    *out = r;
+    return 0;
+}
+
+static const char *kv(const json_t *map, const char *key)
+{
+    const char *s = json_string_value(json_object_get(map, key));
+    return s && *s ? s : NULL;
+}
+
+/* API group of an object from its apiVersion, else the hint. NULL when neither is one of ours. */
+static const char *api_group_of(const json_t *obj, const char *hint)
+{
+    const char *av = json_string_value(json_object_get(obj, "apiVersion"));
+    for (int i = 0; i < N_API; i++) {
+        size_t n = strlen(api_groups[i]);
+        if (av != NULL && strncmp(av, api_groups[i], n) == 0 && av[n] == '/')
+            return api_groups[i];
+    }
+    for (int i = 0; i < N_API; i++)
+        if (hint != NULL && strcmp(hint, api_groups[i]) == 0)
+            return api_groups[i];
+    return NULL;
+}
+
+/* An ElasticQuota object into a new eqobj_t (not in any table). */
+static int eq_parse(const json_t *obj, const char *hint, const char *ns_hint, eqobj_t **out, char *err, size_t len)
+{
+    eqobj_t *o = NULL;
+    int rc = KQ_EPARSE;
+    const json_t *meta = json_object_get(obj, "metadata");
+    const char *grp = api_group_of(obj, hint);
+    const char *name = kv(meta, "name");
+    const char *ns = kv(meta, "namespace");
+    if (!json_is_object(obj) || !json_is_object(meta) || name == NULL) {
+        seterr(err, len, "ElasticQuota: metadata.name missing");
+        goto out;
+    }
+    if (grp == NULL) {
+        seterr(err, len, "ElasticQuota %s: apiVersion is neither %s nor %s", name, KQ_EQ_GROUP_UPSTREAM,
+               KQ_EQ_GROUP_KOORD);
+        goto out;
+    }
+    if (ns == NULL)
+        ns = ns_hint && *ns_hint ? ns_hint : "default";
+    if (strlen(name) > KQ_QTREE_NAME_MAX || strlen(ns) > KQ_QTREE_NAME_MAX) {
+        seterr(err, len, "ElasticQuota %.64s: name or namespace too long", name);
+        goto out;
+    }
+    if ((o = calloc(1, sizeof(*o))) == NULL)
+        goto nomem;
+    o->api_group = strdup(grp);
+    o->ns = strdup(ns);
+    o->name = strdup(name);
+    if (asprintf(&o->key, "%s/%s/%s", grp, ns, name) < 0)
+        o->key = NULL;
+    if (!o->api_group || !o->ns || !o->name || !o->key)
+        goto nomem;
+    o->ignored = strcmp(name, KOORD_ROOT) == 0 || strcmp(name, KOORD_SYSTEM) == 0;
+    o->s.name = strdup(strcmp(name, KOORD_DEFAULT) == 0 ? KQ_QTREE_DEFAULT : name);
+    if (o->s.name == NULL)
+        goto nomem;
+
+    const json_t *labels = json_object_get(meta, "labels");
+    const json_t *anns = json_object_get(meta, "annotations");
+    const char *parent = kv(labels, LABEL_PARENT);
+    if (parent != NULL && strcmp(parent, KOORD_ROOT) != 0 && strcmp(parent, KQ_QTREE_ROOT) != 0) {
+        if (strlen(parent) > KQ_QTREE_NAME_MAX) {
+            seterr(err, len, "ElasticQuota %s/%s: label %s too long", ns, name, LABEL_PARENT);
+            goto out;
+        }
+        if ((o->s.parent = strdup(parent)) == NULL)
+            goto nomem;
+    }
+    const char *isp = kv(labels, LABEL_IS_PARENT);
+    o->s.is_parent = isp != NULL && strcmp(isp, "true") == 0;
+    const char *lent = kv(labels, LABEL_ALLOW_LENT);
+    o->s.allow_lent = !(lent != NULL && strcmp(lent, "false") == 0);
+
+    const json_t *spec = json_object_get(obj, "spec");
+    char what[256];
+    snprintf(what, sizeof(what), "ElasticQuota %.50s/%.50s spec.min", ns, name);
+    if ((rc = rlist(json_object_get(spec, "min"), what, &o->s.min, err, len)) != 0)
+        goto out;
+    snprintf(what, sizeof(what), "ElasticQuota %.50s/%.50s spec.max", ns, name);
+    if ((rc = rlist(json_object_get(spec, "max"), what, &o->s.max, err, len)) != 0)
+        goto out;
+    rc = KQ_EPARSE;
+    const char *sw = kv(anns, ANN_SHARED_WEIGHT);
+    if (sw != NULL) {
+        json_error_t je;
+        json_t *j = json_loads(sw, 0, &je);
+        snprintf(what, sizeof(what), "ElasticQuota %.50s/%.50s annotation %s", ns, name, ANN_SHARED_WEIGHT);
+        if (j == NULL) {
+            seterr(err, len, "%s: not JSON: %s", what, je.text);
+            goto out;
+        }
+        rc = rlist(j, what, &o->s.weight, err, len);
+        json_decref(j);
+        if (rc != 0)
+            goto out;
+        rc = KQ_EPARSE;
+    }
+    const char *nss = kv(anns, ANN_NAMESPACES);
+    if (nss != NULL) {
+        json_t *j = json_loads(nss, 0, NULL);
+        if (!json_is_array(j) || json_array_size(j) > 1024) {
+            json_decref(j);
+            seterr(err, len, "ElasticQuota %s/%s: annotation %s: expected a JSON array of namespace names", ns,
+                   name, ANN_NAMESPACES);
+            goto out;
+        }
+        o->nss = calloc(json_array_size(j) + 1, sizeof(char *));
+        size_t i;
+        json_t *v;
+        bool bad = o->nss == NULL;
+        json_array_foreach(j, i, v) {
+            if (bad)
+                break;
+            const char *s = json_string_value(v);
+            if (s == NULL || *s == '\0' || strlen(s) > 253) {
+                seterr(err, len, "ElasticQuota %s/%s: annotation %s[%zu]: not a namespace name", ns, name,
+                       ANN_NAMESPACES, i);
+                json_decref(j);
+                goto out;
+            }
+            if ((o->nss[o->n_nss] = strdup(s)) == NULL)
+                bad = true;
+            else
+                o->n_nss++;
+        }
+        json_decref(j);
+        if (bad)
+            goto nomem;
+    }
+    *out = o;
+    return 0;
+nomem:
+    seterr(err, len, "out of memory");
+    rc = KQ_ENOMEM;
+out:
+    eqobj_free(o);
+    return rc;
+}
+
+/* ================================================================== reconcile ==== */
+
+static void note_fail(kq_elastic_t *e, const char *name, const char *msg)
+{
+    failmsg_t *f;
+    HASH_FIND_STR(e->fails, name, f);
+    if (f != NULL && str_eq(f->msg, msg))
+        return;
+    if (msg == NULL) {
+        if (f != NULL) {
+            HASH_DEL(e->fails, f);
+            free(f->name);
+            free(f->msg);
+            free(f);
+        }
+        return;
+    }
+    kq_warn("event=quota_group_rejected group=%s reason=\"%s\" msg=\"kept as it was; retried after the next "
+            "change\"", name, msg);
+    if (f == NULL) {
+        if ((f = calloc(1, sizeof(*f))) == NULL || (f->name = strdup(name)) == NULL) {
+            free(f);
+            return;
+        }
+        HASH_ADD_KEYPTR(hh, e->fails, f->name, strlen(f->name), f);
+    }
+    free(f->msg);
+    f->msg = strdup(msg);
+}
+
+static int eq_seq_cmp(const eqobj_t *a, const eqobj_t *b)
+{
+    return a->seq < b->seq ? -1 : a->seq > b->seq;
+}
+
+static int gent_name_cmp(const gent_t *a, const gent_t *b)
+{
+    return strcmp(a->s.name, b->s.name);
+}
+
+/* The default group's spec from the options. */
+static void default_spec(const kq_elastic_t *e, gspec_t *s)
+{
+    memset(s, 0, sizeof(*s));
+    s->name = (char *)KQ_QTREE_DEFAULT;
+    s->min = e->o.default_min;
+    s->max = e->o.default_max;
+    s->allow_lent = true;
+}
+
+static int desired_add(gent_t **d, const gspec_t *s, const char *owner)
+{
+    gent_t *g = gent_new(s, owner);
+    if (g == NULL)
+        return KQ_ENOMEM;
+    HASH_ADD_KEYPTR(hh, *d, g->s.name, strlen(g->s.name), g);
+    return 0;
+}
+
+static void rebuild_nsmap(kq_elastic_t *e)
+{
+    nsmap_t *m = NULL;
+    eqobj_t *o, *tmp;
+    HASH_ITER(hh, e->objs, o, tmp) {
+        gent_t *a;
+        HASH_FIND_STR(e->applied, o->s.name, a);
+        if (o->ignored || a == NULL || strcmp(a->owner, o->key) != 0 || a->s.is_parent ||
+            strcmp(o->s.name, KQ_QTREE_DEFAULT) == 0)
+            continue;
+        for (size_t i = 0; i <= o->n_nss; i++) {
+            const char *ns = i == 0 ? o->ns : o->nss[i - 1];
+            int prio = i == 0 ? (strcmp(o->name, o->ns) == 0 ? 0 : 1) : 2;
+            nsmap_t *x;
+            HASH_FIND_STR(m, ns, x);
+            if (x != NULL && (x->prio < prio || (x->prio == prio && strcmp(x->group, o->s.name) <= 0)))
+                continue;
+            char *g = strdup(o->s.name);
+            if (g == NULL)
+                continue;
+            if (x == NULL) {
+                if ((x = calloc(1, sizeof(*x))) == NULL || (x->ns = strdup(ns)) == NULL) {
+                    free(x);
+                    free(g);
+                    continue;
+                }
+                HASH_ADD_KEYPTR(hh, m, x->ns, strlen(x->ns), x);
+            }
+            free(x->group);
+            x->group = g;
+            x->prio = prio;
+        }
+    }
+    pthread_rwlock_wrlock(&e->map_mu);
+    nsmap_t *old = e->nsmap;
+    e->nsmap = m;
+    pthread_rwlock_unlock(&e->map_mu);
+    nsmap_free(old);
+}
+
+static int remove_group(kq_elastic_t *e, const char *name, char *err, size_t len)
+{
+    if (e->app != NULL && e->app->ledger != NULL)
+        return kq_ledger_remove_group(e->app->ledger, name, err, len);
+    return kq_qtree_remove_group(e->qt, name, err, len);
+}
+
+/* apply_mu held. */
+static void reconcile(kq_elastic_t *e)
+{
+    gent_t *want = NULL, *g, *tmp;
+    bool oom = false;
+    /* 1. desired: queues, the default group, then objects by arrival */
+    HASH_ITER(hh, e->qsrc, g, tmp) {
+        if (desired_add(&want, &g->s, "queue") != 0)
+            oom = true;
+    }
+    HASH_SRT(hh, e->objs, eq_seq_cmp);
+    eqobj_t *o, *otmp;
+    bool have_default = false;
+    HASH_ITER(hh, e->objs, o, otmp) {
+        if (o->ignored)
+            continue;
+        gent_t *x;
+        HASH_FIND_STR(want, o->s.name, x);
+        if (x != NULL || strcmp(o->s.name, KQ_QTREE_SYSTEM) == 0 || strcmp(o->s.name, KQ_QTREE_ROOT) == 0) {
+            if (!o->conflict)
+                kq_warn("event=elasticquota_conflict object=%s group=%s msg=\"group already defined by %s; "
+                        "object ignored\"", o->key, o->s.name, x ? x->owner : "kubequota (reserved name)");
+            o->conflict = true;
+            continue;
+        }
+        if (o->conflict)
+            kq_info("event=elasticquota_conflict_resolved object=%s group=%s", o->key, o->s.name);
+        o->conflict = false;
+        if (strcmp(o->s.name, KQ_QTREE_DEFAULT) == 0)
+            have_default = true;
+        if (desired_add(&want, &o->s, o->key) != 0)
+            oom = true;
+    }
+    if (!have_default) {
+        gspec_t d;
+        default_spec(e, &d);
+        if (desired_add(&want, &d, "default") != 0)
+            oom = true;
+    }
+    if (oom) {
+        kq_error("event=quota_reconcile_failed error=\"out of memory\"");
+        gent_table_free(&want);
+        return;
+    }
+    HASH_SRT(hh, want, gent_name_cmp);
+
+    /* 2. drive the tree towards it */
+    bool progress = true;
+    char err[ERR_MAX];
+    for (int pass = 0; progress && pass < KQ_QTREE_MAX_DEPTH + 2; pass++) {
+        progress = false;
+        HASH_ITER(hh, want, g, tmp) {
+            gent_t *a;
+            HASH_FIND_STR(e->applied, g->s.name, a);
+            if (a != NULL && gspec_same(&a->s, &g->s)) {
+                if (strcmp(a->owner, g->owner) != 0) {
+                    char *ow = strdup(g->owner);
+                    if (ow != NULL) {
+                        free(a->owner);
+                        a->owner = ow;
+                    }
+                }
+                continue;
+            }
+            kq_qgroup_spec_t q;
+            to_qspec(&g->s, &q);
+            err[0] = '\0';
+            int rc = kq_qtree_set_group(e->qt, &q, err, sizeof(err));
+            if (rc != 0)
+                continue;
+            gent_t *n = gent_new(&g->s, g->owner);
+            if (n == NULL) {
+                kq_error("event=quota_reconcile_failed error=\"out of memory\"");
+                continue;
+            }
+            if (a != NULL) {
+                HASH_DEL(e->applied, a);
+                gent_free(a);
+            }
+            HASH_ADD_KEYPTR(hh, e->applied, n->s.name, strlen(n->s.name), n);
+            note_fail(e, g->s.name, NULL);
+            kq_info("event=quota_group_applied group=%s parent=%s source=%s", n->s.name,
+                    n->s.parent ? n->s.parent : KQ_QTREE_ROOT, n->owner);
+            progress = true;
+        }
+        HASH_ITER(hh, e->applied, g, tmp) {
+            gent_t *w;
+            HASH_FIND_STR(want, g->s.name, w);
+            if (w != NULL || strcmp(g->s.name, KQ_QTREE_DEFAULT) == 0)
+                continue;
+            err[0] = '\0';
+            int rc = remove_group(e, g->s.name, err, sizeof(err));
+            if (rc != 0 && rc != KQ_ENOENT)
+                continue;
+            kq_info("event=quota_group_removed group=%s msg=\"its pods fall to the default group\"", g->s.name);
+            note_fail(e, g->s.name, NULL);
+            HASH_DEL(e->applied, g);
+            gent_free(g);
+            progress = true;
+        }
+    }
+    /* 3. what is still different: say why (once per reason) */
+    HASH_ITER(hh, want, g, tmp) {
+        gent_t *a;
+        HASH_FIND_STR(e->applied, g->s.name, a);
+        if (a != NULL && gspec_same(&a->s, &g->s))
+            continue;
+        kq_qgroup_spec_t q;
+        to_qspec(&g->s, &q);
+        err[0] = '\0';
+        if (kq_qtree_validate_group(e->qt, &q, err, sizeof(err)) != 0)
+            note_fail(e, g->s.name, err[0] ? err : "rejected");
+    }
+    HASH_ITER(hh, e->applied, g, tmp) {
+        gent_t *w;
+        HASH_FIND_STR(want, g->s.name, w);
+        if (w == NULL && strcmp(g->s.name, KQ_QTREE_DEFAULT) != 0)
+            note_fail(e, g->s.name, "cannot be removed while it has child groups");
+    }
+    gent_table_free(&want);
+    rebuild_nsmap(e);
+}
+
+/* ================================================================== config ==== */
+
+/* Queue groups below q; returns the min q accounts for towards its parent (guaranteed,
+ * with the children's sum for resources it does not name). */
+static kq_resource_t add_queue(gent_t **t, const kq_queue_conf_t *q, bool *oom)
+{
+    kq_resource_t sum = KQ_RESOURCE_EMPTY;
+    for (size_t i = 0; i < q->n_children; i++) {
+        kq_resource_t k = add_queue(t, q->children[i], oom);
+        if (kq_resource_add(&sum, &k) != 0)
+            *oom = true;
+    }
+    kq_resource_t min = q->has_guaranteed ? q->guaranteed : KQ_RESOURCE_EMPTY;
+    for (uint32_t i = 0; i < sum.n; i++) {
+        bool has = false;
+        (void)kq_resource_get(&min, sum.e[i].name, &has);
+        if (!has && kq_resource_set(&min, sum.e[i].name, sum.e[i].value) != 0)
+            *oom = true;
+    }
+    if (q->parent == NULL)
+        return min; /* root: the tree's hidden root */
+    if (strlen(q->path) > KQ_QTREE_NAME_MAX) {
+        kq_warn("event=queue_not_a_quota_group queue=%.80s... msg=\"path longer than %d bytes\"", q->path,
+                KQ_QTREE_NAME_MAX);
+        return min;
+    }
+    gspec_t s = {
+        .name = (char *)q->path,
+        .parent = q->parent->parent == NULL ? NULL : (char *)q->parent->path,
+        .min = min,
+        .max = q->has_max ? q->max : KQ_RESOURCE_EMPTY,
+        .allow_lent = true,
+        .is_parent = q->is_parent,
+    };
+    for (size_t i = 0; i < q->n_properties; i++) {
+        const kq_property_t *p = &q->properties[i];
+        if (strcmp(p->key, KQ_PROP_SHARED_WEIGHT) == 0) {
+            if (kq_config_parse_resource_list(p->value, &s.weight, NULL, 0) != 0)
+                kq_warn("event=bad_property queue=%s key=%s", q->path, p->key);
+        } else if (strcmp(p->key, KQ_PROP_ALLOW_LENT) == 0) {
+            s.allow_lent = strcmp(p->value, "false") != 0;
+        }
+    }
+    if (desired_add(t, &s, "queue") != 0)
+        *oom = true;
+    return min;
+}
+
+void kq_elastic_apply_config(kq_elastic_t *e, const kq_partition_conf_t *part)
+{
+    gent_t *t = NULL;
+    bool oom = false;
+    if (part != NULL && part->root != NULL)
+        (void)add_queue(&t, part->root, &oom);
+    if (oom) {
+        kq_error("event=quota_config_failed error=\"out of memory\" msg=\"queue groups unchanged\"");
+        gent_table_free(&t);
+        return;
+    }
+    pthread_mutex_lock(&e->apply_mu);
+    gent_t *old = e->qsrc;
+    e->qsrc = t;
+    reconcile(e);
+    pthread_mutex_unlock(&e->apply_mu);
+    gent_table_free(&old);
+}
+
+/* ================================================================== nodes ==== */
+
+static void set_total_locked(kq_elastic_t *e)
+{
+    if (e->nodes_synced)
+        kq_qtree_set_cluster_total(e->qt, &e->total);
+}
+
+/* Replaces a node's counted allocatable; node_mu held. */
+static void node_put(kq_elastic_t *e, node_t *n, const kq_resource_t *alloc)
+{
+    if (kq_resource_equal(&n->alloc, alloc) && n->alloc.n == alloc->n)
+        return;
+    kq_resource_t t = e->total;
+    (void)kq_resource_sub(&t, &n->alloc);
+    if (kq_resource_add(&t, alloc) != 0) {
+        kq_warn("event=cluster_total_overflow node=%s msg=\"node not counted\"", n->name);
+        return;
+    }
+    e->total = t;
+    n->alloc = *alloc;
+    set_total_locked(e);
+}
+
+void kq_elastic_node_event(kq_elastic_t *e, int type, const json_t *node)
+{
+    const char *name = kv(json_object_get(node, "metadata"), "name");
+    if (name == NULL)
+        return;
+    kq_resource_t alloc = KQ_RESOURCE_EMPTY;
+    if (type != KQ_WATCH_DELETED && !json_is_true(json_object_get(json_object_get(node, "spec"), "unschedulable"))) {
+        char err[256];
+        if (rlist(json_object_get(json_object_get(node, "status"), "allocatable"), "status.allocatable", &alloc,
+                  err, sizeof(err)) != 0) {
+            kq_warn("event=bad_node node=%s error=\"%s\" msg=\"not counted\"", name, err);
+            alloc = KQ_RESOURCE_EMPTY;
+        }
+    }
+    pthread_mutex_lock(&e->node_mu);
+    node_t *n;
+    HASH_FIND_STR(e->nodes, name, n);
+    if (type == KQ_WATCH_DELETED) {
+        if (n != NULL) {
+            node_put(e, n, &alloc);
+            HASH_DEL(e->nodes, n);
+            free(n->name);
+            free(n);
+        }
+    } else {
+        if (n == NULL) {
+            n = calloc(1, sizeof(*n));
+            if (n != NULL && (n->name = strdup(name)) == NULL) {
+                free(n);
+                n = NULL;
+            }
+            if (n != NULL)
+                HASH_ADD_KEYPTR(hh, e->nodes, n->name, strlen(n->name), n);
+            else
+                kq_error("event=node_not_counted node=%s error=\"out of memory\"", name);
+        }
+        if (n != NULL) {
+            n->gen = e->node_gen;
+            node_put(e, n, &alloc);
+        }
+    }
+    pthread_mutex_unlock(&e->node_mu);
+}
+
+void kq_elastic_nodes_list_begin(kq_elastic_t *e)
+{
+    pthread_mutex_lock(&e->node_mu);
+    e->node_gen++;
+    pthread_mutex_unlock(&e->node_mu);
+}
+
+void kq_elastic_nodes_list_end(kq_elastic_t *e)
+{
+    pthread_mutex_lock(&e->node_mu);
+    node_t *n, *tmp;
+    kq_resource_t none = KQ_RESOURCE_EMPTY;
+    HASH_ITER(hh, e->nodes, n, tmp) {
+        if (n->gen == e->node_gen)
+            continue;
+        node_put(e, n, &none);
+        HASH_DEL(e->nodes, n);
+        free(n->name);
+        free(n);
+    }
+    bool first = !e->nodes_synced;
+    e->nodes_synced = true;
+    kq_qtree_set_cluster_total(e->qt, &e->total);
+    size_t count = HASH_COUNT(e->nodes);
+    char buf[512];
+    kq_resource_format(&e->total, buf, sizeof(buf));
+    pthread_mutex_unlock(&e->node_mu);
+    kq_info("event=%s nodes=%zu cluster_total=\"%s\"", first ? "nodes_synced" : "nodes_resynced", count, buf);
+}
+
+/* ================================================================== objects ==== */
+
+int kq_elastic_quota_event(kq_elastic_t *e, int type, const json_t *obj, const char *api_group, char *err,
+                           size_t errlen)
+{
+    eqobj_t *o = NULL;
+    int rc = eq_parse(obj, api_group, NULL, &o, err, errlen);
+    if (rc != 0)
+        return rc;
+    pthread_mutex_lock(&e->apply_mu);
+    eqobj_t *cur;
+    HASH_FIND_STR(e->objs, o->key, cur);
+    int gi = strcmp(o->api_group, KQ_EQ_GROUP_UPSTREAM) == 0 ? 0 : 1;
+    if (type == KQ_WATCH_DELETED) {
+        if (cur != NULL) {
+            HASH_DEL(e->objs, cur);
+            kq_info("event=elasticquota_deleted object=%s group=%s", cur->key, cur->s.name);
+            eqobj_free(cur);
+            reconcile(e);
+        }
+        eqobj_free(o);
+    } else {
+        o->list_gen = e->list_gen[gi];
+        if (cur != NULL) {
+            bool same = gspec_same(&cur->s, &o->s) && cur->n_nss == o->n_nss;
+            for (size_t i = 0; same && i < o->n_nss; i++)
+                same = strcmp(cur->nss[i], o->nss[i]) == 0;
+            /* keep arrival order and status bookkeeping */
+            o->seq = cur->seq;
+            o->conflict = cur->conflict;
+            o->st_written = cur->st_written;
+            o->st_used = cur->st_used;
+            o->st_runtime = cur->st_runtime;
+            o->st_last_ms = cur->st_last_ms;
+            HASH_DEL(e->objs, cur);
+            eqobj_free(cur);
+            HASH_ADD_KEYPTR(hh, e->objs, o->key, strlen(o->key), o);
+            if (!same)
+                reconcile(e);
+        } else {
+            o->seq = ++e->seq;
+            HASH_ADD_KEYPTR(hh, e->objs, o->key, strlen(o->key), o);
+            kq_info("event=elasticquota_added object=%s group=%s", o->key, o->s.name);
+            reconcile(e);
+        }
+    }
+    pthread_mutex_unlock(&e->apply_mu);
+    return 0;
+}
+
+void kq_elastic_quotas_list_begin(kq_elastic_t *e, const char *api_group)
+{
+    int gi = api_group != NULL && strcmp(api_group, KQ_EQ_GROUP_UPSTREAM) == 0 ? 0 : 1;
+    pthread_mutex_lock(&e->apply_mu);
+    e->list_gen[gi]++;
+    pthread_mutex_unlock(&e->apply_mu);
+}
+
+void kq_elastic_quotas_list_end(kq_elastic_t *e, const char *api_group)
+{
+    int gi = api_group != NULL && strcmp(api_group, KQ_EQ_GROUP_UPSTREAM) == 0 ? 0 : 1;
+    bool changed = false;
+    pthread_mutex_lock(&e->apply_mu);
+    eqobj_t *o, *tmp;
+    HASH_ITER(hh, e->objs, o, tmp) {
+        if (strcmp(o->api_group, api_groups[gi]) != 0 || o->list_gen == e->list_gen[gi])
+            continue;
+        HASH_DEL(e->objs, o);
+        eqobj_free(o);
+        changed = true;
+    }
+    if (changed)
+        reconcile(e);
+    size_t n = HASH_COUNT(e->objs);
+    pthread_mutex_unlock(&e->apply_mu);
+    kq_info("event=elasticquotas_synced api_group=%s objects=%zu", api_groups[gi], n);
+}
+
+/* ================================================================== resolver ==== */
+
+static bool is_system_ns(const kq_elastic_t *e, const char *ns)
+{
+    for (size_t i = 0; ns != NULL && i < e->o.n_system_namespaces; i++)
+        if (strcmp(e->o.system_namespaces[i], ns) == 0)
+            return true;
+    return false;
+}
+
+int kq_elastic_resolve(void *ud, const kq_pod_t *pod, char *group, size_t len)
+{
+    kq_elastic_t *e = ud;
+    const char *pick = KQ_QTREE_DEFAULT;
+    bool parent = false;
+    char found[KQ_QTREE_NAME_MAX + 1];
+    if (is_system_ns(e, pod->ns)) {
+        pick = KQ_QTREE_SYSTEM;
+        goto out;
+    }
+    if (pod->quota_name != NULL && strcmp(pod->quota_name, KQ_QTREE_SYSTEM) != 0) {
+        if (strcmp(pod->quota_name, KOORD_DEFAULT) == 0)
+            goto out;
+        if (kq_qtree_lookup(e->qt, pod->quota_name, &parent)) {
+            pick = pod->quota_name;
+            goto out;
+        }
+    }
+    found[0] = '\0';
+    pthread_rwlock_rdlock(&e->map_mu);
+    nsmap_t *m = NULL;
+    if (pod->ns != NULL)
+        HASH_FIND_STR(e->nsmap, pod->ns, m);
+    if (m != NULL && kq_qtree_lookup(e->qt, m->group, &parent) && !parent)
+        snprintf(found, sizeof(found), "%s", m->group);
+    pthread_rwlock_unlock(&e->map_mu);
+    if (found[0] != '\0') {
+        pick = found;
+        goto out;
+    }
+    if (pod->queue != NULL && kq_qtree_lookup(e->qt, pod->queue, &parent) && !parent)
+        pick = pod->queue;
+out:
+    snprintf(group, len, "%s", pick);
+    return 0;
+}
+
+/* ================================================================== reclaim ==== */
+
+static int default_evict(void *ud, const char *ns, const char *name, const char *uid, char *err, size_t len)
+{
+    kq_elastic_t *e = ud;
+    if (e->app == NULL || e->app->kube == NULL) {
+        seterr(err, len, "no API server client");
+        return KQ_ESTATE;
+    }
+    return kq_kube_evict(e->app->kube, ns, name, err, len);
+}
+
+static int victim_cmp(const void *a, const void *b)
+{
+    const kq_ledger_victim_t *x = a, *y = b;
+    if (x->priority != y->priority)
+        return x->priority < y->priority ? -1 : 1;
+    if (x->created != y->created)
+        return x->created > y->created ? -1 : 1; /* youngest first */
+    return strcmp(x->uid, y->uid);
+}
+
+static void inflight_drop(kq_elastic_t *e, inflight_t *f)
+{
+    HASH_DEL(e->inflight, f);
+    free(f->uid);
+    free(f->group);
+    free(f);
+}
+
+/* Evicts pods of one over group until the excess is covered. Returns evictions done. */
+static size_t reclaim_group(kq_elastic_t *e, const kq_qgroup_over_t *ov, int64_t now)
+{
+    if (e->app == NULL || e->app->ledger == NULL)
+        return 0;
+    kq_resource_t left = ov->over;
+    /* evictions still in flight for this group already cover part of it */
+    inflight_t *f, *ftmp;
+    HASH_ITER(hh, e->inflight, f, ftmp) {
+        if (strcmp(f->group, ov->name) == 0)
+            (void)kq_resource_sub(&left, &f->req);
+    }
+    if (kq_resource_is_zero(&left))
+        return 0;
+    kq_ledger_victim_t *v = NULL;
+    size_t n = 0;
+    if (kq_ledger_group_pods(e->app->ledger, ov->name, &v, &n) != 0) {
+        kq_error("event=reclaim_failed group=%s error=\"out of memory\"", ov->name);
+        return 0;
+    }
+    qsort(v, n, sizeof(*v), victim_cmp);
+    size_t done = 0;
+    char over_s[256];
+    kq_resource_format(&ov->over, over_s, sizeof(over_s));
+    for (size_t i = 0; i < n && !kq_resource_is_zero(&left); i++) {
+        if (!v[i].preemptible)
+            continue;
+        HASH_FIND_STR(e->inflight, v[i].uid, f);
+        if (f != NULL)
+            continue;
+        /* only pods that hold some of what is over */
+        bool helps = false;
+        for (uint32_t k = 0; k < left.n && !helps; k++)
+            helps = left.e[k].value > 0 && kq_resource_get(&v[i].req, left.e[k].name, NULL) > 0;
+        if (!helps)
+            continue;
+        char err[512] = "";
+        int rc = e->o.evict(e->o.evict_ud, v[i].ns, v[i].name, v[i].uid, err, sizeof(err));
+        if (rc != 0 && rc != KQ_ENOENT) {
+            atomic_fetch_add(&e->evict_failed, 1);
+            kq_warn("event=reclaim_evict_failed pod=%s/%s uid=%s group=%s error=\"%s\" detail=\"%s\"", v[i].ns,
+                    v[i].name, v[i].uid, ov->name, kq_strerror(rc), err);
+            continue;
+        }
+        (void)kq_resource_sub(&left, &v[i].req);
+        if (rc == KQ_ENOENT)
+            continue; /* already gone: the watch will release it */
+        atomic_fetch_add(&e->evicted, 1);
+        done++;
+        char req_s[256], msg[1024];
+        kq_resource_format(&v[i].req, req_s, sizeof(req_s));
+        kq_info("event=reclaimed pod=%s/%s uid=%s group=%s priority=%d request=\"%s\" over=\"%s\" msg=\"evicted: "
+                "the group uses more than its runtime after the grace period\"", v[i].ns, v[i].name, v[i].uid,
+                ov->name, v[i].priority, req_s, over_s);
+        snprintf(msg, sizeof(msg),
+                 "evicted by kubequota: quota group %s uses more than its runtime (over by %s) and lent "
+                 "resources are wanted back", ov->name, over_s);
+        if (e->app->kube != NULL)
+            kq_kube_event(e->app->kube, v[i].ns, v[i].name, v[i].uid, "Warning", "Reclaimed", msg);
+        inflight_t *nf = calloc(1, sizeof(*nf));
+        if (nf != NULL && (nf->uid = strdup(v[i].uid)) != NULL && (nf->group = strdup(ov->name)) != NULL) {
+            nf->until_ms = now + EVICT_RETRY_MS;
+            nf->req = v[i].req;
+            HASH_ADD_KEYPTR(hh, e->inflight, nf->uid, strlen(nf->uid), nf);
+        } else if (nf != NULL) {
+            free(nf->uid);
+            free(nf);
+        }
+    }
+    kq_ledger_victims_free(v, n);
+    return done;
+}
+
+size_t kq_elastic_reclaim_once(kq_elastic_t *e, int64_t now)
+{
+    /* forget evictions that finished (pod released) or timed out */
+    inflight_t *f, *ftmp;
+    HASH_ITER(hh, e->inflight, f, ftmp) {
+        if (now >= f->until_ms || (e->app && e->app->ledger && !kq_ledger_is_counted(e->app->ledger, f->uid)))
+            inflight_drop(e, f);
+    }
+    kq_qgroup_over_t *ov = NULL;
+    size_t n = 0;
+    if (kq_qtree_over_runtime(e->qt, &ov, &n) != 0) {
+        kq_error("event=reclaim_failed error=\"out of memory\"");
+        return 0;
+    }
+    /* groups no longer over start their grace period again */
+    overg_t *g, *gtmp;
+    HASH_ITER(hh, e->over, g, gtmp) {
+        bool still = false;
+        for (size_t i = 0; i < n && !still; i++)
+            still = strcmp(ov[i].name, g->name) == 0;
+        if (!still) {
+            HASH_DEL(e->over, g);
+            free(g->name);
+            free(g);
+        }
+    }
+    size_t done = 0;
+    for (size_t i = 0; i < n; i++) {
+        HASH_FIND_STR(e->over, ov[i].name, g);
+        if (g == NULL) {
+            if ((g = calloc(1, sizeof(*g))) == NULL || (g->name = strdup(ov[i].name)) == NULL) {
+                free(g);
+                continue;
+            }
+            g->since_ms = now;
+            HASH_ADD_KEYPTR(hh, e->over, g->name, strlen(g->name), g);
+            char buf[256];
+            kq_resource_format(&ov[i].over, buf, sizeof(buf));
+            kq_info("event=quota_group_over group=%s over=\"%s\" grace_ms=%ld", ov[i].name, buf,
+                    e->o.reclaim_grace_ms);
+        }
+        if (now - g->since_ms < e->o.reclaim_grace_ms)
+            continue;
+        done += reclaim_group(e, &ov[i], now);
+    }
+    free(ov);
+    return done;
+}
+
+unsigned long kq_elastic_evictions(kq_elastic_t *e, unsigned long *failed)
+{
+    if (failed != NULL)
+        *failed = e ? atomic_load(&e->evict_failed) : 0;
+    return e ? atomic_load(&e->evicted) : 0;
+}
+
+unsigned long kq_elastic_status_writes(kq_elastic_t *e, unsigned long *failed)
+{
+    if (failed != NULL)
+        *failed = e ? atomic_load(&e->st_failed) : 0;
+    return e ? atomic_load(&e->st_ok) : 0;
+}
+
+/* ================================================================== status ==== */
+
+typedef struct stwork {
+    char *key, *api_group, *ns, *name;
+    kq_resource_t used, runtime;
+} stwork_t;
+
+static json_t *quantities(const kq_resource_t *r)
+{
+    json_t *o = json_object();
+    for (uint32_t i = 0; o != NULL && i < r->n; i++) {
+        char q[64];
+        kq_quantity_format(r->e[i].name, r->e[i].value, q, sizeof(q));
+        if (json_object_set_new(o, r->e[i].name, json_string(q)) != 0) {
+            json_decref(o);
+            return NULL;
+        }
+    }
+    return o;
+}
+
+static bool name_safe(const char *s)
+{
+    for (; *s; s++)
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || *s == '-' || *s == '.'))
+            return false;
+    return true;
+}
+
+static int patch(kq_elastic_t *e, const char *path, json_t *body, long *status)
+{
+    char *s = json_dumps(body, JSON_COMPACT);
+    if (s == NULL)
+        return KQ_ENOMEM;
+    kq_kube_resp_t r = {0};
+    int rc = kq_kube_request(e->app->kube, "PATCH", path, "application/merge-patch+json", s, &r);
+    free(s);
+    long st = r.status;
+    *status = st;
+    kq_kube_resp_free(&r);
+    if (rc == 0 && (st < 200 || st > 299))
+        rc = st == 404 ? KQ_ENOENT : KQ_EHTTP;
+    return rc;
+}
+
+static int write_status(kq_elastic_t *e, const stwork_t *w)
+{
+    char base[1024];
+    snprintf(base, sizeof(base), "/apis/%s/v1alpha1/namespaces/%s/elasticquotas/%s", w->api_group, w->ns, w->name);
+    json_t *used = quantities(&w->used), *rt = quantities(&w->runtime);
+    char *rt_text = rt ? json_dumps(rt, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    json_decref(rt);
+    int rc = KQ_ENOMEM;
+    long st = 0;
+    if (used == NULL || rt_text == NULL)
+        goto out;
+    /* status.used on the status subresource; where there is none (Koordinator's CRD),
+     * the status goes with the annotation in the object itself */
+    int gi = strcmp(w->api_group, KQ_EQ_GROUP_UPSTREAM) == 0 ? 0 : 1;
+    bool status_in_main = e->no_status_sub[gi];
+    if (!status_in_main) {
+        char spath[1100];
+        snprintf(spath, sizeof(spath), "%s/status", base);
+        json_t *sb = json_pack("{s:{s:O}}", "status", "used", used);
+        rc = sb ? patch(e, spath, sb, &st) : KQ_ENOMEM;
+        json_decref(sb);
+        if (rc == KQ_ENOENT) {
+            status_in_main = true; /* no status subresource, or the object is gone */
+        } else if (rc != 0) {
+            goto out;
+        }
+    }
+    json_t *mb = json_pack("{s:{s:{s:s}}}", "metadata", "annotations", KQ_EQ_ANN_RUNTIME, rt_text);
+    if (mb != NULL && status_in_main)
+        json_object_set_new(mb, "status", json_pack("{s:O}", "used", used));
+    rc = mb ? patch(e, base, mb, &st) : KQ_ENOMEM;
+    json_decref(mb);
+    if (rc == 0 && status_in_main && !e->no_status_sub[gi]) {
+        /* the object exists, so it was the status subresource that is missing */
+        kq_info("event=elasticquota_no_status_subresource api_group=%s msg=\"status is written with the "
+                "object\"", w->api_group);
+        e->no_status_sub[gi] = true;
+    }
+out:
+    if (rc == 0) {
+        atomic_fetch_add(&e->st_ok, 1);
+        kq_debug("event=elasticquota_status_written object=%s", w->key);
+    } else {
+        atomic_fetch_add(&e->st_failed, 1);
+        kq_warn("event=elasticquota_status_failed object=%s status=%ld error=\"%s\"", w->key, st, kq_strerror(rc));
+    }
+    json_decref(used);
+    free(rt_text);
+    return rc;
+}
+
+static void status_once(kq_elastic_t *e, int64_t now)
+{
+    if (e->app == NULL || e->app->kube == NULL)
+        return;
+    int burst = e->o.status_burst > 0 ? e->o.status_burst : 1;
+    stwork_t *w = calloc((size_t)burst, sizeof(*w));
+    if (w == NULL)
+        return;
+    int nw = 0;
+    pthread_mutex_lock(&e->apply_mu);
+    eqobj_t *o, *tmp;
+    HASH_ITER(hh, e->objs, o, tmp) {
+        if (nw >= burst)
+            break;
+        gent_t *a;
+        HASH_FIND_STR(e->applied, o->s.name, a);
+        if (o->ignored || a == NULL || strcmp(a->owner, o->key) != 0 || !name_safe(o->ns) || !name_safe(o->name))
+            continue;
+        if (o->st_written && now - o->st_last_ms < e->o.status_interval_ms)
+            continue;
+        kq_qgroup_info_t *info = malloc(sizeof(*info));
+        if (info == NULL || kq_qtree_info(e->qt, o->s.name, info) != 0) {
+            free(info);
+            continue;
+        }
+        if (o->st_written && kq_resource_equal(&o->st_used, &info->used) && o->st_used.n == info->used.n &&
+            kq_resource_equal(&o->st_runtime, &info->runtime) && o->st_runtime.n == info->runtime.n) {
+            free(info);
+            continue;
+        }
+        stwork_t *x = &w[nw];
+        x->key = strdup(o->key);
+        x->api_group = strdup(o->api_group);
+        x->ns = strdup(o->ns);
+        x->name = strdup(o->name);
+        x->used = info->used;
+        x->runtime = info->runtime;
+        free(info);
+        o->st_last_ms = now; /* rate bound even when the write fails */
+        nw++;
+    }
+    pthread_mutex_unlock(&e->apply_mu);
+    for (int i = 0; i < nw; i++) {
+        if (w[i].key && w[i].api_group && w[i].ns && w[i].name && write_status(e, &w[i]) == 0) {
+            pthread_mutex_lock(&e->apply_mu);
+            HASH_FIND_STR(e->objs, w[i].key, o);
+            if (o != NULL) {
+                o->st_written = true;
+                o->st_used = w[i].used;
+                o->st_runtime = w[i].runtime;
+            }
+            pthread_mutex_unlock(&e->apply_mu);
+        }
+        free(w[i].key);
+        free(w[i].api_group);
+        free(w[i].ns);
+        free(w[i].name);
+    }
+    free(w);
+}
+
+/* ================================================================== threads ==== */
+
+static void on_node_begin(void *ud) { kq_elastic_nodes_list_begin(ud); }
+static void on_node_end(void *ud) { kq_elastic_nodes_list_end(ud); }
+static void on_node(void *ud, int type, json_t *obj) { kq_elastic_node_event(ud, type, obj); }
+
+static void on_eq_begin(void *ud)
+{
+    struct informer_ud *i = ud;
+    kq_elastic_quotas_list_begin(i->e, i->api_group);
+}
+
+static void on_eq_end(void *ud)
+{
+    struct informer_ud *i = ud;
+    kq_elastic_quotas_list_end(i->e, i->api_group);
+}
+
+static void on_eq(void *ud, int type, json_t *obj)
+{
+    struct informer_ud *i = ud;
+    char err[ERR_MAX] = "";
+    if (kq_elastic_quota_event(i->e, type, obj, i->api_group, err, sizeof(err)) != 0)
+        kq_warn("event=bad_elasticquota api_group=%s error=\"%s\" msg=\"object ignored\"", i->api_group, err);
+}
+
+static void eq_path(int gi, char *buf, size_t len)
+{
+    snprintf(buf, len, "/apis/%s/v1alpha1/elasticquotas", api_groups[gi]);
+}
+
+/* Starts the informer of an API group once the cluster serves it (timer thread). */
+static void probe(kq_elastic_t *e, int gi, int64_t now)
+{
+    if (e->eq_watch[gi] != NULL || now < e->probe_at[gi])
+        return;
+    char path[256], q[300];
+    eq_path(gi, path, sizeof(path));
+    snprintf(q, sizeof(q), "%s?limit=1", path);
+    kq_kube_resp_t r = {0};
+    int rc = kq_kube_request(e->app->kube, "GET", q, NULL, NULL, &r);
+    long st = r.status;
+    kq_kube_resp_free(&r);
+    if (rc == 0 && st == 200) {
+        kq_watch_handler_t h = {.list_begin = on_eq_begin, .object = on_eq, .list_end = on_eq_end, .ud = &e->iud[gi]};
+        pthread_mutex_lock(&e->tmu);
+        if (!e->stopping)
+            e->eq_watch[gi] = kq_kube_watch_start(e->app->kube, path, NULL, &h);
+        pthread_mutex_unlock(&e->tmu);
+        if (e->eq_watch[gi] != NULL)
+            kq_info("event=elasticquota_watch_started api_group=%s", api_groups[gi]);
+        return;
+    }
+    e->probe_delay[gi] = e->probe_delay[gi] ? e->probe_delay[gi] * 2 : PROBE_MIN_MS;
+    if (e->probe_delay[gi] > PROBE_MAX_MS)
+        e->probe_delay[gi] = PROBE_MAX_MS;
+    e->probe_at[gi] = now + e->probe_delay[gi];
+    if (!e->probe_logged[gi]) {
+        e->probe_logged[gi] = true;
+        if (st == 404)
+            kq_info("event=elasticquota_not_served api_group=%s msg=\"the cluster does not serve this "
+                    "ElasticQuota API group; probing again, up to every %ds\"", api_groups[gi], PROBE_MAX_MS / 1000);
+        else
+            kq_warn("event=elasticquota_probe_failed api_group=%s status=%ld error=\"%s\"", api_groups[gi], st,
+                    kq_strerror(rc != 0 ? rc : KQ_EHTTP));
+    }
+}
+
+static void config_poll(kq_elastic_t *e)
+{
+    if (e->app == NULL || e->app->config == NULL)
+        return;
+    kq_config_t *cfg = kq_config_holder_get(e->app->config);
+    if (cfg == e->cfg) {
+        kq_config_unref(cfg);
+        return;
+    }
+    kq_elastic_apply_config(e, cfg ? kq_config_partition(cfg, e->app->partition) : NULL);
+    kq_config_unref(e->cfg);
+    e->cfg = cfg;
+}
+
+static void *timer_main(void *arg)
+{
+    kq_elastic_t *e = arg;
+    int64_t next_status = 0;
+    for (;;) {
+        pthread_mutex_lock(&e->tmu);
+        bool stop = e->stopping;
+        pthread_mutex_unlock(&e->tmu);
+        if (stop)
+            break;
+        int64_t now = now_ms();
+        config_poll(e);
+        if (e->o.watch_quotas && e->app->kube != NULL)
+            for (int gi = 0; gi < N_API; gi++)
+                probe(e, gi, now);
+        (void)kq_elastic_reclaim_once(e, now);
+        if (now >= next_status) {
+            status_once(e, now);
+            next_status = now + (e->o.tick_ms < e->o.status_interval_ms ? e->o.tick_ms : e->o.status_interval_ms);
+        }
+        if (now >= e->next_expire_ms && e->app->ledger != NULL) {
+            (void)kq_ledger_expire_unobserved(e->app->ledger, EXPIRE_AGE_S);
+            e->next_expire_ms = now + EXPIRE_EVERY_MS;
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        long ns = ts.tv_nsec + (e->o.tick_ms % 1000) * 1000000L;
+        ts.tv_sec += e->o.tick_ms / 1000 + ns / 1000000000L;
+        ts.tv_nsec = ns % 1000000000L;
+        pthread_mutex_lock(&e->tmu);
+        if (!e->stopping)
+            pthread_cond_timedwait(&e->tcv, &e->tmu, &ts);
+        pthread_mutex_unlock(&e->tmu);
+    }
+    return NULL;
+}
+
+/* ================================================================== lifecycle ==== */
+
+static const char *const default_system_ns[] = {"kube-system"};
+
+void kq_elastic_opts_default(kq_elastic_opts_t *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->system_namespaces = default_system_ns;
+    o->n_system_namespaces = 1;
+    o->reclaim_grace_ms = 60000;
+    o->tick_ms = 1000;
+    o->status_interval_ms = 10000;
+    o->status_burst = 20;
+    o->watch_nodes = true;
+    o->watch_quotas = true;
+}
+
+kq_elastic_t *kq_elastic_new(kq_app_t *app, const kq_elastic_opts_t *opts)
+{
+    kq_elastic_t *e = calloc(1, sizeof(*e));
+    if (e == NULL)
+        return NULL;
+    e->app = app;
+    if (opts != NULL)
+        e->o = *opts;
+    else
+        kq_elastic_opts_default(&e->o);
+    if (e->o.system_namespaces == NULL) {
+        e->o.system_namespaces = default_system_ns;
+        e->o.n_system_namespaces = 1;
+    }
+    if (e->o.tick_ms <= 0)
+        e->o.tick_ms = 1000;
+    if (e->o.evict == NULL) {
+        e->o.evict = default_evict;
+        e->o.evict_ud = e;
+    }
+    for (int i = 0; i < N_API; i++)
+        e->iud[i] = (struct informer_ud){.e = e, .api_group = api_groups[i]};
+    pthread_mutex_init(&e->apply_mu, NULL);
+    pthread_rwlock_init(&e->map_mu, NULL);
+    pthread_mutex_init(&e->node_mu, NULL);
+    pthread_mutex_init(&e->tmu, NULL);
+    pthread_cond_init(&e->tcv, NULL);
+    if ((e->qt = kq_qtree_new()) == NULL) {
+        kq_elastic_free(e);
+        return NULL;
+    }
+    /* the default group's configured bounds, then the queue groups */
+    pthread_mutex_lock(&e->apply_mu);
+    reconcile(e);
+    pthread_mutex_unlock(&e->apply_mu);
+    config_poll(e);
+    if (app != NULL && app->ledger != NULL)
+        kq_ledger_set_qtree(app->ledger, e->qt, kq_elastic_resolve, e);
+    return e;
+}
+
+int kq_elastic_start(kq_elastic_t *e)
+{
+    if (e->started)
+        return 0;
+    if (e->app != NULL && e->app->kube != NULL && e->o.watch_nodes) {
+        kq_watch_handler_t h = {.list_begin = on_node_begin, .object = on_node, .list_end = on_node_end, .ud = e};
+        if ((e->node_watch = kq_kube_watch_start(e->app->kube, "/api/v1/nodes", NULL, &h)) == NULL)
+            return KQ_ENOMEM;
+    }
+    if (pthread_create(&e->timer, NULL, timer_main, e) != 0) {
+        kq_kube_watch_stop(e->node_watch);
+        e->node_watch = NULL;
+        return KQ_ENOMEM;
+    }
+    e->started = true;
+    return 0;
+}
+
+void kq_elastic_stop(kq_elastic_t *e)
+{
+    if (e == NULL)
+        return;
+    pthread_mutex_lock(&e->tmu);
+    e->stopping = true;
+    pthread_cond_broadcast(&e->tcv);
+    pthread_mutex_unlock(&e->tmu);
+    if (e->started) {
+        pthread_join(e->timer, NULL);
+        e->started = false;
+    }
+    kq_kube_watch_stop(e->node_watch);
+    e->node_watch = NULL;
+    for (int i = 0; i < N_API; i++) {
+        kq_kube_watch_stop(e->eq_watch[i]);
+        e->eq_watch[i] = NULL;
+    }
+}
+
+void kq_elastic_free(kq_elastic_t *e)
+{
+    if (e == NULL)
+        return;
+    kq_elastic_stop(e);
+    gent_table_free(&e->qsrc);
+    gent_table_free(&e->applied);
+    eqobj_t *o, *otmp;
+    HASH_ITER(hh, e->objs, o, otmp) {
+        HASH_DEL(e->objs, o);
+        eqobj_free(o);
+    }
+    failmsg_t *f, *ftmp;
+    HASH_ITER(hh, e->fails, f, ftmp) {
+        HASH_DEL(e->fails, f);
+        free(f->name);
+        free(f->msg);
+        free(f);
+    }
+    nsmap_free(e->nsmap);
+    node_t *n, *ntmp;
+    HASH_ITER(hh, e->nodes, n, ntmp) {
+        HASH_DEL(e->nodes, n);
+        free(n->name);
+        free(n);
+    }
+    overg_t *g, *gtmp;
+    HASH_ITER(hh, e->over, g, gtmp) {
+        HASH_DEL(e->over, g);
+        free(g->name);
+        free(g);
+    }
+    inflight_t *x, *xtmp;
+    HASH_ITER(hh, e->inflight, x, xtmp) inflight_drop(e, x);
+    kq_config_unref(e->cfg);
+    kq_qtree_free(e->qt);
+    pthread_mutex_destroy(&e->apply_mu);
+    pthread_rwlock_destroy(&e->map_mu);
+    pthread_mutex_destroy(&e->node_mu);
+    pthread_mutex_destroy(&e->tmu);
+    pthread_cond_destroy(&e->tcv);
+    free(e);
+}
+
+kq_qtree_t *kq_elastic_qtree(kq_elastic_t *e)
+{
+    return e ? e->qt : NULL;
+}
+
+/* ================================================================== admission ==== */
+
+int kq_elastic_validate_admission(void *ud, const json_t *request, char *msg, size_t len)
+{
+    kq_elastic_t *e = ud;
+    const char *op = json_string_value(json_object_get(request, "operation"));
+    const json_t *obj = json_object_get(request, "object");
+    const json_t *old = json_object_get(request, "oldObject");
+    const char *rgroup = json_string_value(json_object_get(json_object_get(request, "kind"), "group"));
+    if (op == NULL) {
+        seterr(msg, len, "AdmissionReview request has no operation");
+        return KQ_EINVAL;
+    }
+    if (strcmp(op, "CREATE") != 0 && strcmp(op, "UPDATE") != 0 && strcmp(op, "DELETE") != 0)
+        return 0;
+    eqobj_t *o = NULL;
+    char err[ERR_MAX] = "";
+    const char *rns = json_string_value(json_object_get(request, "namespace"));
+    int rc = eq_parse(strcmp(op, "DELETE") == 0 ? old : obj, rgroup, rns, &o, err, sizeof(err));
+    if (rc != 0) {
+        if (strcmp(op, "DELETE") == 0) /* nothing to judge it by: let it go */
+            return 0;
+        seterr(msg, len, "%s", err);
+        return rc == KQ_ENOMEM ? KQ_ENOMEM : KQ_EINVAL;
+    }
+    if (o->ignored) {
+        seterr(msg, len, "ElasticQuota %s is not used by kubequota (the tree's root and system group are built in)",
+               o->name);
+        eqobj_free(o);
+        return 0;
+    }
+    pthread_mutex_lock(&e->apply_mu);
+    gent_t *a;
+    HASH_FIND_STR(e->applied, o->s.name, a);
+    bool owned_by_other = a != NULL && strcmp(a->owner, o->key) != 0 &&
+                          !(strcmp(o->s.name, KQ_QTREE_DEFAULT) == 0 && strcmp(a->owner, "default") == 0);
+    char owner[600];
+    snprintf(owner, sizeof(owner), "%s", a ? a->owner : "");
+    pthread_mutex_unlock(&e->apply_mu);
+    rc = 0;
+    if (strcmp(op, "DELETE") == 0) {
+        kq_qgroup_info_t *info = malloc(sizeof(*info));
+        if (!owned_by_other && info != NULL && kq_qtree_info(e->qt, o->s.name, info) == 0 && info->n_children > 0) {
+            seterr(msg, len, "ElasticQuota %s/%s: quota group %s still has %zu child group(s); delete or move them "
+                   "first", o->ns, o->name, o->s.name, info->n_children);
+            rc = KQ_EDENIED;
+        }
+        free(info);
+    } else if (strcmp(o->s.name, KQ_QTREE_SYSTEM) == 0 || strcmp(o->s.name, KQ_QTREE_ROOT) == 0) {
+        seterr(msg, len, "ElasticQuota %s/%s: the name %s is reserved by kubequota", o->ns, o->name, o->s.name);
+        rc = KQ_EDENIED;
+    } else if (owned_by_other) {
+        seterr(msg, len, "ElasticQuota %s/%s: quota group %s is already defined by %s%s", o->ns, o->name, o->s.name,
+               strcmp(owner, "queue") == 0 ? "queues.yaml" : "ElasticQuota ", strcmp(owner, "queue") == 0 ? "" : owner);
+        rc = KQ_EDENIED;
+    } else {
+        kq_qgroup_spec_t q;
+        to_qspec(&o->s, &q);
+        rc = kq_qtree_validate_group(e->qt, &q, err, sizeof(err));
+        if (rc != 0) {
+            seterr(msg, len, "ElasticQuota %s/%s: %s", o->ns, o->name, err[0] ? err : kq_strerror(rc));
+            rc = rc == KQ_ENOMEM ? KQ_ENOMEM : KQ_EDENIED;
+        }
+    }
+    eqobj_free(o);
+    return rc;
+}

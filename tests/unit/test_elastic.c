@@ -1,0 +1,862 @@
+/* Unit tests for the elastic quota wiring (src/elastic.c) and the pod ledger's quota tree
+ * accounting: groups from queues.yaml and ElasticQuota objects, the cluster total from
+ * nodes, pod -> group resolution, check-and-commit across ugm and tree, exact release,
+ * group removal, reclaim order, the preempt verb and the admission hook. Every expected
+ * number is worked out by hand in the comments. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <pthread.h>
+
+#include <cmocka.h>
+
+#include "kubequota/app.h"
+#include "kubequota/config.h"
+#include "kubequota/elastic.h"
+#include "kubequota/extender.h"
+#include "kubequota/kube.h"
+#include "kubequota/ledger.h"
+#include "kubequota/log.h"
+#include "kubequota/pod.h"
+#include "kubequota/quota_tree.h"
+#include "kubequota/ugm.h"
+
+#define OURS "kubequota"
+#define CPU(n) ((int64_t)(n) * 1000)
+
+/* A and B lend to each other; org is a parent queue without guaranteed (its min is its
+ * children's, 1 cpu); team-c keeps its min (allow-lent false). */
+static const char QUEUES_YAML[] =
+    "partitions:\n"
+    "  - name: default\n"
+    "    queues:\n"
+    "      - name: root\n"
+    "        queues:\n"
+    "          - name: default\n"
+    "          - name: team-a\n"
+    "            resources:\n"
+    "              guaranteed: {vcore: 4}\n"
+    "              max: {vcore: 10}\n"
+    "            properties:\n"
+    "              kubequota.io/shared-weight: \"cpu=1\"\n"
+    "          - name: team-b\n"
+    "            resources:\n"
+    "              guaranteed: {vcore: 4}\n"
+    "              max: {vcore: 10}\n"
+    "            properties:\n"
+    "              kubequota.io/shared-weight: \"cpu=1\"\n"
+    "          - name: org\n"
+    "            queues:\n"
+    "              - name: child\n"
+    "                resources:\n"
+    "                  guaranteed: {vcore: 1}\n"
+    "          - name: team-c\n"
+    "            resources:\n"
+    "              guaranteed: {vcore: 1}\n"
+    "            properties:\n"
+    "              kubequota.io/allow-lent: \"false\"\n";
+
+typedef struct evict_call {
+    char uid[64];
+} evict_call_t;
+
+typedef struct fx {
+    kq_config_t *cfg;
+    kq_app_t app;
+    kq_elastic_t *e;
+    kq_qtree_t *qt;
+    evict_call_t calls[64];
+    size_t n_calls;
+    int evict_rc;
+} fx_t;
+
+static int test_evict(void *ud, const char *ns, const char *name, const char *uid, char *err, size_t len)
+{
+    fx_t *f = ud;
+    if (f->n_calls < 64)
+        snprintf(f->calls[f->n_calls++].uid, sizeof(f->calls[0].uid), "%s", uid);
+    if (f->evict_rc != 0)
+        snprintf(err, len, "refused by a PodDisruptionBudget");
+    return f->evict_rc;
+}
+
+static int setup_yaml(void **state, const char *yaml)
+{
+    fx_t *f = calloc(1, sizeof(*f));
+    kq_diags_t d;
+    kq_diags_init(&d);
+    int rc = kq_config_load_buffer(yaml, strlen(yaml), "test.yaml", &f->cfg, &d);
+    if (rc != 0) {
+        char *all = kq_diags_join(&d, "\n");
+        fprintf(stderr, "config: %s\n", all ? all : "?");
+        free(all);
+        kq_diags_free(&d);
+        return -1;
+    }
+    kq_diags_free(&d);
+    f->app.partition = "default";
+    f->app.scheduler_name = OURS;
+    f->app.config = kq_config_holder_new(f->cfg);
+    f->app.ugm = kq_ugm_new("default");
+    if (f->app.ugm == NULL || kq_ugm_set_config(f->app.ugm, f->cfg) != 0)
+        return -1;
+    f->app.ledger = kq_ledger_new(f->app.ugm, OURS);
+    kq_elastic_opts_t o;
+    kq_elastic_opts_default(&o);
+    o.watch_nodes = o.watch_quotas = false;
+    o.reclaim_grace_ms = 5000;
+    o.evict = test_evict;
+    o.evict_ud = f;
+    f->e = kq_elastic_new(&f->app, &o);
+    f->app.elastic = f->e;
+    f->qt = kq_elastic_qtree(f->e);
+    *state = f;
+    return f->e ? 0 : -1;
+}
+
+static int setup(void **state)
+{
+    return setup_yaml(state, QUEUES_YAML);
+}
+
+static int teardown(void **state)
+{
+    fx_t *f = *state;
+    kq_elastic_stop(f->e);
+    kq_ledger_free(f->app.ledger);
+    kq_elastic_free(f->e);
+    kq_ugm_free(f->app.ugm);
+    kq_config_holder_free(f->app.config);
+    kq_config_unref(f->cfg);
+    free(f);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ helpers -- */
+
+static kq_pod_t mk(const char *uid, const char *ns, const char *queue, int64_t cpu, const char *node)
+{
+    kq_pod_t p;
+    memset(&p, 0, sizeof(p));
+    p.uid = strdup(uid);
+    p.ns = strdup(ns);
+    p.name = strdup(uid);
+    p.node = node ? strdup(node) : NULL;
+    p.scheduler_name = strdup(OURS);
+    p.phase = node ? KQ_POD_RUNNING : KQ_POD_PENDING;
+    p.user = strdup("alice");
+    p.queue = queue ? strdup(queue) : NULL;
+    p.app_id = strdup(uid);
+    p.preemptible = true;
+    assert_int_equal(kq_resource_set(&p.request, "cpu", cpu), 0);
+    return p;
+}
+
+static void set_node(kq_pod_t *p, const char *node)
+{
+    free(p->node);
+    p->node = node ? strdup(node) : NULL;
+    p->phase = node ? KQ_POD_RUNNING : KQ_POD_PENDING;
+}
+
+static kq_qgroup_info_t info(fx_t *f, const char *g)
+{
+    kq_qgroup_info_t i;
+    int rc = kq_qtree_info(f->qt, g, &i);
+    if (rc != 0)
+        fail_msg("group %s: %s", g, kq_strerror(rc));
+    return i;
+}
+
+static int64_t cpu_of(const kq_resource_t *r)
+{
+    return kq_resource_get(r, "cpu", NULL);
+}
+
+static int64_t min_of(fx_t *f, const char *g)
+{
+    kq_qgroup_info_t i = info(f, g);
+    return cpu_of(&i.min);
+}
+
+static int64_t max_of(fx_t *f, const char *g)
+{
+    kq_qgroup_info_t i = info(f, g);
+    return cpu_of(&i.max);
+}
+
+static int64_t used(fx_t *f, const char *g)
+{
+    kq_qgroup_info_t i = info(f, g);
+    return cpu_of(&i.used);
+}
+
+static int64_t request(fx_t *f, const char *g)
+{
+    kq_qgroup_info_t i = info(f, g);
+    return cpu_of(&i.request);
+}
+
+static int64_t runtime(fx_t *f, const char *g)
+{
+    kq_qgroup_info_t i = info(f, g);
+    bool has = false;
+    int64_t v = kq_resource_get(&i.runtime, "cpu", &has);
+    return has ? v : -1;
+}
+
+static void node(fx_t *f, int type, const char *name, const char *cpu, bool unschedulable)
+{
+    json_t *n = json_pack("{s:{s:s},s:{s:b},s:{s:{s:s,s:s}}}", "metadata", "name", name, "spec", "unschedulable",
+                          unschedulable, "status", "allocatable", "cpu", cpu, "pods", "110");
+    kq_elastic_node_event(f->e, type, n);
+    json_decref(n);
+}
+
+static void nodes_total(fx_t *f, const char *cpu)
+{
+    kq_elastic_nodes_list_begin(f->e);
+    node(f, KQ_WATCH_ADDED, "n1", cpu, false);
+    kq_elastic_nodes_list_end(f->e);
+}
+
+static void eq(fx_t *f, int type, const char *json)
+{
+    json_error_t je;
+    json_t *o = json_loads(json, 0, &je);
+    if (o == NULL)
+        fail_msg("test JSON: %s", je.text);
+    char err[512] = "";
+    int rc = kq_elastic_quota_event(f->e, type, o, NULL, err, sizeof(err));
+    json_decref(o);
+    if (rc != 0)
+        fail_msg("quota event: %s", err);
+}
+
+static void resolve(fx_t *f, const kq_pod_t *p, const char *want)
+{
+    char g[KQ_QTREE_NAME_MAX + 1];
+    assert_int_equal(kq_elastic_resolve(f->e, p, g, sizeof(g)), 0);
+    assert_string_equal(g, want);
+}
+
+/* ------------------------------------------------------------------------- tests -- */
+
+/* Queue groups carry guaranteed/max/properties; a parent without guaranteed guarantees its
+ * children's sum; the default and system groups exist. */
+static void test_queue_groups(void **state)
+{
+    fx_t *f = *state;
+    kq_qgroup_info_t a = info(f, "root.team-a");
+    assert_int_equal(cpu_of(&a.min), CPU(4));
+    assert_int_equal(cpu_of(&a.max), CPU(10));
+    assert_int_equal(cpu_of(&a.shared_weight), CPU(1));
+    assert_true(a.allow_lent);
+    assert_false(a.is_parent);
+    kq_qgroup_info_t org = info(f, "root.org");
+    assert_true(org.is_parent);
+    assert_int_equal(cpu_of(&org.min), CPU(1)); /* the child's guaranteed */
+    kq_qgroup_info_t child = info(f, "root.org.child");
+    assert_string_equal(child.parent, "root.org");
+    assert_false(info(f, "root.team-c").allow_lent);
+    assert_true(kq_qtree_lookup(f->qt, KQ_QTREE_DEFAULT, NULL));
+    assert_true(kq_qtree_lookup(f->qt, KQ_QTREE_SYSTEM, NULL));
+    /* no node known: runtime bounds nothing */
+    assert_int_equal(runtime(f, "root.team-a"), -1);
+}
+
+/* Resolution order: system namespace, label, ElasticQuota of the namespace, queue group,
+ * default. */
+static void test_resolution(void **state)
+{
+    fx_t *f = *state;
+    kq_pod_t p = mk("p", "team-x", "root.team-a", CPU(1), NULL);
+    resolve(f, &p, "root.team-a");                 /* 4: the queue's group */
+    free(p.queue);
+    p.queue = strdup("root.org");                   /* a parent queue is no pod's group */
+    resolve(f, &p, KQ_QTREE_DEFAULT);
+    eq(f, KQ_WATCH_ADDED, "{\"apiVersion\":\"scheduling.x-k8s.io/v1alpha1\",\"kind\":\"ElasticQuota\","
+                          "\"metadata\":{\"name\":\"eq-x\",\"namespace\":\"team-x\"},"
+                          "\"spec\":{\"min\":{\"cpu\":1},\"max\":{\"cpu\":\"2\"}}}");
+    resolve(f, &p, "eq-x");                         /* 3: the namespace's object */
+    p.quota_name = strdup("root.team-b");
+    resolve(f, &p, "root.team-b");                  /* 2: the label */
+    free(p.quota_name);
+    p.quota_name = strdup("no-such-group");         /* unknown label: ignored */
+    resolve(f, &p, "eq-x");
+    free(p.quota_name);
+    p.quota_name = strdup(KQ_QTREE_SYSTEM);         /* nobody labels into the system group */
+    resolve(f, &p, "eq-x");
+    free(p.ns);
+    p.ns = strdup("kube-system");
+    resolve(f, &p, KQ_QTREE_SYSTEM);                /* 1: system namespace */
+    kq_pod_clear(&p);
+    /* "cpu: 1" as a JSON number is one core, not one millicore */
+    assert_int_equal(min_of(f, "eq-x"), CPU(1));
+}
+
+/* Koordinator objects: a child before its parent, deletion order, conflicts, the default
+ * quota object, a relist that misses an object. */
+static void test_objects(void **state)
+{
+    fx_t *f = *state;
+    static const char child[] =
+        "{\"apiVersion\":\"scheduling.sigs.k8s.io/v1alpha1\",\"kind\":\"ElasticQuota\","
+        "\"metadata\":{\"name\":\"team-k\",\"namespace\":\"team-k\",\"labels\":{"
+        "\"quota.scheduling.koordinator.sh/parent\":\"org-ml\","
+        "\"quota.scheduling.koordinator.sh/allow-lent-resource\":\"false\"},"
+        "\"annotations\":{\"quota.scheduling.koordinator.sh/shared-weight\":\"{\\\"cpu\\\":\\\"3\\\"}\","
+        "\"quota.scheduling.koordinator.sh/namespaces\":\"[\\\"team-k-dev\\\"]\"}},"
+        "\"spec\":{\"min\":{\"cpu\":\"2\"},\"max\":{\"cpu\":\"4\"}}}";
+    static const char parent[] =
+        "{\"apiVersion\":\"scheduling.sigs.k8s.io/v1alpha1\",\"kind\":\"ElasticQuota\","
+        "\"metadata\":{\"name\":\"org-ml\",\"namespace\":\"kube-system\",\"labels\":{"
+        "\"quota.scheduling.koordinator.sh/is-parent\":\"true\"}},"
+        "\"spec\":{\"min\":{\"cpu\":\"3\"},\"max\":{\"cpu\":\"8\"}}}";
+    eq(f, KQ_WATCH_ADDED, child);
+    assert_false(kq_qtree_lookup(f->qt, "team-k", NULL)); /* parent not there yet */
+    eq(f, KQ_WATCH_ADDED, parent);
+    kq_qgroup_info_t k = info(f, "team-k");
+    assert_string_equal(k.parent, "org-ml");
+    assert_false(k.allow_lent);
+    assert_int_equal(cpu_of(&k.shared_weight), CPU(3));
+    kq_pod_t p = mk("p", "team-k-dev", NULL, CPU(1), NULL); /* namespaces annotation */
+    resolve(f, &p, "team-k");
+    kq_pod_clear(&p);
+    /* the parent cannot go while it has a child: it stays until the child goes */
+    eq(f, KQ_WATCH_DELETED, parent);
+    assert_true(kq_qtree_lookup(f->qt, "org-ml", NULL));
+    eq(f, KQ_WATCH_DELETED, child);
+    assert_false(kq_qtree_lookup(f->qt, "team-k", NULL));
+    assert_false(kq_qtree_lookup(f->qt, "org-ml", NULL));
+    /* an object named like a queue group is ignored */
+    eq(f, KQ_WATCH_ADDED, "{\"apiVersion\":\"scheduling.x-k8s.io/v1alpha1\",\"metadata\":{\"name\":"
+                          "\"root.team-a\",\"namespace\":\"a\"},\"spec\":{\"min\":{\"cpu\":\"9\"},\"max\":{\"cpu\":\"9\"}}}");
+    assert_int_equal(min_of(f, "root.team-a"), CPU(4));
+    /* koordinator-default-quota sets the default group */
+    eq(f, KQ_WATCH_ADDED, "{\"apiVersion\":\"scheduling.sigs.k8s.io/v1alpha1\",\"metadata\":{\"name\":"
+                          "\"koordinator-default-quota\",\"namespace\":\"kube-system\"},\"spec\":{\"max\":{\"cpu\":\"5\"}}}");
+    assert_int_equal(max_of(f, KQ_QTREE_DEFAULT), CPU(5));
+    /* a relist of that API group without it: the default group's max is unlimited again */
+    kq_elastic_quotas_list_begin(f->e, KQ_EQ_GROUP_KOORD);
+    kq_elastic_quotas_list_end(f->e, KQ_EQ_GROUP_KOORD);
+    assert_int_equal(info(f, KQ_QTREE_DEFAULT).max.n, 0);
+    /* a bad object is refused with a reason and changes nothing */
+    json_t *bad = json_loads("{\"apiVersion\":\"scheduling.x-k8s.io/v1alpha1\",\"metadata\":{\"name\":\"b\"},"
+                             "\"spec\":{\"min\":{\"cpu\":\"lots\"}}}", 0, NULL);
+    char err[512] = "";
+    assert_int_equal(kq_elastic_quota_event(f->e, KQ_WATCH_ADDED, bad, NULL, err, sizeof(err)), KQ_EPARSE);
+    assert_non_null(strstr(err, "spec.min"));
+    assert_false(kq_qtree_lookup(f->qt, "b", NULL));
+    json_decref(bad);
+}
+
+/* Nodes: schedulable allocatable summed; unschedulable and deleted nodes not counted; the
+ * tree's runtime follows. */
+static void test_nodes(void **state)
+{
+    fx_t *f = *state;
+    kq_pod_t p = mk("a1", "x", "root.team-a", CPU(6), NULL);
+    kq_ledger_observe(f->app.ledger, &p); /* pending: request 6 */
+    assert_int_equal(request(f, "root.team-a"), CPU(6));
+    kq_elastic_nodes_list_begin(f->e);
+    node(f, KQ_WATCH_ADDED, "n1", "4", false);
+    node(f, KQ_WATCH_ADDED, "n2", "4", false);
+    node(f, KQ_WATCH_ADDED, "n3", "100", true); /* cordoned */
+    kq_elastic_nodes_list_end(f->e);
+    /* total 8; first-level mins 4+4+1+1 = 10 > 8: scaled to 8 in proportion (3.2, 3.2,
+     * 0.8, 0.8 cpu); team-a asks 6: its scaled min 3200m, then alone hungry: everything
+     * left over, 8000 - 3200 - 800 (team-c keeps its min) = 4000, capped by its ask 6000
+     * -> 3200 + 2800 = 6000 */
+    assert_int_equal(runtime(f, "root.team-a"), CPU(6));
+    node(f, KQ_WATCH_DELETED, "n2", "4", false); /* total 4: mins 1.6/1.6/0.4/0.4 */
+    /* team-a: 1600 + what is left after team-c's 400: 4000 - 1600 - 400 = 2000 -> 3600 */
+    assert_int_equal(runtime(f, "root.team-a"), 3600);
+    node(f, KQ_WATCH_MODIFIED, "n3", "100", false); /* uncordoned: total 104 */
+    assert_int_equal(runtime(f, "root.team-a"), CPU(6));
+    kq_elastic_nodes_list_begin(f->e); /* relist without n3 */
+    node(f, KQ_WATCH_ADDED, "n1", "4", false);
+    kq_elastic_nodes_list_end(f->e);
+    assert_int_equal(runtime(f, "root.team-a"), 3600);
+    kq_ledger_remove(f->app.ledger, "a1");
+    assert_int_equal(request(f, "root.team-a"), 0);
+    kq_pod_clear(&p);
+}
+
+/* Bind is check-and-commit across the ugm and the tree; release is exact. */
+static void test_check_and_commit(void **state)
+{
+    fx_t *f = *state;
+    nodes_total(f, "8");
+    char why[512];
+    /* team-c: min 1, keeps it, max unlimited; others idle -> runtime = ask */
+    kq_pod_t c1 = mk("c1", "x", "root.team-c", CPU(1), NULL);
+    kq_ledger_observe(f->app.ledger, &c1);
+    assert_int_equal(kq_ledger_assume(f->app.ledger, &c1, why, sizeof(why)), 0);
+    assert_int_equal(used(f, "root.team-c"), CPU(1));
+    /* team-a pod of 9 cpu: team-a max 10, but the cluster is 8, minus team-c's kept 1 */
+    kq_pod_t a1 = mk("a1", "x", "root.team-a", CPU(9), NULL);
+    kq_ledger_observe(f->app.ledger, &a1);
+    bool by_tree = false;
+    assert_int_equal(kq_ledger_check_ex(f->app.ledger, &a1, why, sizeof(why), &by_tree), KQ_EDENIED);
+    assert_true(by_tree);
+    assert_non_null(strstr(why, "root.team-a"));
+    assert_int_equal(kq_ledger_assume(f->app.ledger, &a1, why, sizeof(why)), KQ_EDENIED);
+    /* nothing committed anywhere */
+    assert_int_equal(used(f, "root.team-a"), 0);
+    assert_false(kq_ledger_is_counted(f->app.ledger, "a1"));
+    json_t *u = kq_ugm_user_json(f->app.ugm, "alice");
+    const json_t *ru = json_object_get(json_object_get(u, "queues"), "resourceUsage");
+    const json_t *uc = json_object_get(ru, "cpu") ? json_object_get(ru, "cpu") : json_object_get(ru, "vcore");
+    assert_int_equal(json_integer_value(uc), CPU(1));
+    json_decref(u);
+    /* a 7 cpu pod fits (8 - team-c's 1) */
+    kq_ledger_remove(f->app.ledger, "a1");
+    kq_pod_t a2 = mk("a2", "x", "root.team-a", CPU(7), NULL);
+    kq_ledger_observe(f->app.ledger, &a2);
+    assert_int_equal(runtime(f, "root.team-a"), CPU(7));
+    assert_int_equal(kq_ledger_assume(f->app.ledger, &a2, why, sizeof(why)), 0);
+    assert_int_equal(used(f, "root.team-a"), CPU(7));
+    assert_int_equal(used(f, KQ_QTREE_ROOT), CPU(8));
+    /* the watch shows it bound, then resized to 6, then deleted: used follows exactly */
+    set_node(&a2, "n1");
+    kq_ledger_observe(f->app.ledger, &a2);
+    assert_int_equal(used(f, "root.team-a"), CPU(7));
+    assert_int_equal(kq_resource_set(&a2.request, "cpu", CPU(6)), 0);
+    kq_ledger_observe(f->app.ledger, &a2);
+    assert_int_equal(used(f, "root.team-a"), CPU(6));
+    assert_int_equal(request(f, "root.team-a"), CPU(6));
+    kq_ledger_remove(f->app.ledger, "a2");
+    kq_ledger_remove(f->app.ledger, "a2");
+    assert_int_equal(used(f, "root.team-a"), 0);
+    assert_int_equal(request(f, "root.team-a"), 0);
+    /* a bind that fails releases in both */
+    kq_pod_t b1 = mk("b1", "x", "root.team-b", CPU(2), NULL);
+    assert_int_equal(kq_ledger_assume(f->app.ledger, &b1, why, sizeof(why)), 0);
+    assert_int_equal(used(f, "root.team-b"), CPU(2));
+    assert_int_equal(kq_ledger_forget(f->app.ledger, "b1"), 0);
+    assert_int_equal(used(f, "root.team-b"), 0);
+    assert_int_equal(request(f, "root.team-b"), 0);
+    /* a ugm denial leaves the tree untouched: root.default has no limit, so use a pod with
+     * no queue (denied by queue rules) */
+    kq_pod_t q = mk("q", "x", NULL, CPU(1), NULL);
+    q.queue_error = strdup("queue \"root.nope\" does not exist");
+    assert_int_equal(kq_ledger_assume(f->app.ledger, &q, why, sizeof(why)), KQ_EDENIED);
+    assert_int_equal(used(f, KQ_QTREE_DEFAULT), 0);
+    kq_ledger_remove(f->app.ledger, "c1");
+    assert_int_equal(used(f, KQ_QTREE_ROOT), 0);
+    kq_pod_clear(&c1);
+    kq_pod_clear(&a1);
+    kq_pod_clear(&a2);
+    kq_pod_clear(&b1);
+    kq_pod_clear(&q);
+}
+
+/* A filter of a pod the watch has not shown yet puts its request in (a group's runtime
+ * depends on its request); a pod naming a parent group is denied with that reason. */
+static void test_unseen_pod_and_parent(void **state)
+{
+    fx_t *f = *state;
+    nodes_total(f, "8");
+    kq_pod_t a = mk("a", "x", "root.team-a", CPU(5), NULL);
+    char why[512];
+    assert_int_equal(kq_ledger_check(f->app.ledger, &a, why, sizeof(why)), 0);
+    assert_int_equal(request(f, "root.team-a"), CPU(5));
+    assert_int_equal(kq_ledger_expire_unobserved(f->app.ledger, 3600), 0);
+    assert_int_equal(kq_ledger_expire_unobserved(f->app.ledger, 0), 1);
+    assert_int_equal(request(f, "root.team-a"), 0);
+    a.quota_name = strdup("root.org");
+    bool by_tree = false;
+    assert_int_equal(kq_ledger_check_ex(f->app.ledger, &a, why, sizeof(why), &by_tree), KQ_EDENIED);
+    assert_non_null(strstr(why, "parent group"));
+    kq_ledger_remove(f->app.ledger, "a");
+    kq_pod_clear(&a);
+}
+
+/* Removing an ElasticQuota moves its pods to the default group; they are released there,
+ * exactly once, even if a group of the same name comes back. */
+static void test_remove_group(void **state)
+{
+    fx_t *f = *state;
+    static const char obj[] = "{\"apiVersion\":\"scheduling.x-k8s.io/v1alpha1\",\"metadata\":{\"name\":\"eq-r\","
+                              "\"namespace\":\"r\"},\"spec\":{\"max\":{\"cpu\":\"10\"}}}";
+    eq(f, KQ_WATCH_ADDED, obj);
+    kq_pod_t p = mk("p", "r", NULL, CPU(2), "n1");
+    free(p.queue);
+    p.queue = strdup("root.default");
+    kq_ledger_observe(f->app.ledger, &p);
+    kq_pod_t w = mk("w", "r", "root.default", CPU(1), NULL); /* pending */
+    kq_ledger_observe(f->app.ledger, &w);
+    assert_int_equal(used(f, "eq-r"), CPU(2));
+    assert_int_equal(request(f, "eq-r"), CPU(3));
+    eq(f, KQ_WATCH_DELETED, obj);
+    assert_false(kq_qtree_lookup(f->qt, "eq-r", NULL));
+    assert_int_equal(used(f, KQ_QTREE_DEFAULT), CPU(2));
+    assert_int_equal(request(f, KQ_QTREE_DEFAULT), CPU(3));
+    eq(f, KQ_WATCH_ADDED, obj); /* back, empty */
+    assert_int_equal(used(f, "eq-r"), 0);
+    kq_ledger_remove(f->app.ledger, "p");
+    kq_ledger_remove(f->app.ledger, "w");
+    assert_int_equal(used(f, KQ_QTREE_DEFAULT), 0);
+    assert_int_equal(request(f, KQ_QTREE_DEFAULT), 0);
+    assert_int_equal(used(f, "eq-r"), 0);
+    kq_pod_clear(&p);
+    kq_pod_clear(&w);
+}
+
+static kq_pod_t bound(fx_t *f, const char *uid, const char *queue, int64_t cpu, int32_t prio, int64_t created,
+                      bool preemptible)
+{
+    kq_pod_t p = mk(uid, "x", queue, cpu, "n1");
+    p.priority = prio;
+    p.created = created;
+    p.preemptible = preemptible;
+    kq_ledger_observe(f->app.ledger, &p);
+    return p;
+}
+
+/* A borrows B's idle min; B's pods arrive; A's runtime drops; after the grace period A's
+ * pods are evicted, lowest priority first, then youngest; never a non-preemptible one. */
+static void test_reclaim(void **state)
+{
+    fx_t *f = *state;
+    nodes_total(f, "10"); /* mins 4+4+1+1 = 10: no scaling */
+    kq_pod_t a[5];
+    a[0] = bound(f, "a-np", "root.team-a", CPU(1), 0, 100, false); /* non-preemptible, within min */
+    a[1] = bound(f, "a-old-low", "root.team-a", CPU(2), 1, 100, true);
+    a[2] = bound(f, "a-young-low", "root.team-a", CPU(2), 1, 200, true);
+    a[3] = bound(f, "a-high", "root.team-a", CPU(2), 10, 50, true);
+    a[4] = bound(f, "a-mid", "root.team-a", CPU(1), 5, 300, true);
+    /* team-a uses 8 (min 4, borrowing team-b's idle 4); team-c keeps 1, child idle */
+    assert_int_equal(runtime(f, "root.team-a"), CPU(8));
+    assert_int_equal(kq_elastic_reclaim_once(f->e, 1000), 0);
+    /* team-b's pods arrive: 3 cpu pending */
+    kq_pod_t b = mk("b", "x", "root.team-b", CPU(3), NULL);
+    kq_ledger_observe(f->app.ledger, &b);
+    /* 10: team-b 3, team-c 1, child 0 (idle, lends), team-a min 4 + the rest 2 = 6 */
+    assert_int_equal(runtime(f, "root.team-a"), CPU(6));
+    char why[512];
+    assert_int_equal(kq_ledger_check(f->app.ledger, &b, why, sizeof(why)), KQ_EDENIED); /* 8+3 > 10 at root */
+    assert_int_equal(kq_elastic_reclaim_once(f->e, 2000), 0); /* over by 2 since t=2000 */
+    assert_int_equal(kq_elastic_reclaim_once(f->e, 6999), 0); /* grace 5000 not over */
+    assert_int_equal(f->n_calls, 0);
+    /* after the grace period: lowest priority (1), youngest first: a-young-low (2 cpu)
+     * covers the 2 that are over */
+    assert_int_equal(kq_elastic_reclaim_once(f->e, 7000), 1);
+    assert_int_equal(f->n_calls, 1);
+    assert_string_equal(f->calls[0].uid, "a-young-low");
+    /* in flight: not evicted again, nobody else either */
+    assert_int_equal(kq_elastic_reclaim_once(f->e, 8000), 0);
+    assert_int_equal(f->n_calls, 1);
+    /* the watch reports it gone; team-b binds */
+    kq_ledger_remove(f->app.ledger, "a-young-low");
+    assert_int_equal(kq_ledger_assume(f->app.ledger, &b, why, sizeof(why)), 0);
+    assert_int_equal(kq_elastic_reclaim_once(f->e, 9000), 0);
+    /* team-b wants 4 more: A must shrink to 4 cpu, i.e. lose 2 of its 6: a-old-low (prio 1)
+     * then the mid one would be next; a-np is never chosen */
+    kq_pod_t b2 = mk("b2", "x", "root.team-b", CPU(1), NULL);
+    kq_ledger_observe(f->app.ledger, &b2);
+    kq_pod_t b3 = mk("b3", "x", "root.team-b", CPU(1), NULL);
+    kq_ledger_observe(f->app.ledger, &b3);
+    /* team-b asks 5 > min 4: team-a and team-b share what is left by weight 1:1 */
+    assert_int_equal(runtime(f, "root.team-a"), 4500);
+    assert_int_equal(kq_elastic_reclaim_once(f->e, 10000), 0);
+    f->evict_rc = KQ_ECONFLICT; /* a PDB refuses: counted as failed, the next one is tried */
+    /* over by 1.5: every evictable pod is tried in order, all refused */
+    assert_int_equal(kq_elastic_reclaim_once(f->e, 15000), 0);
+    assert_int_equal(f->n_calls, 4);
+    assert_string_equal(f->calls[1].uid, "a-old-low");
+    assert_string_equal(f->calls[2].uid, "a-mid");
+    assert_string_equal(f->calls[3].uid, "a-high");
+    unsigned long failed = 0;
+    assert_int_equal(kq_elastic_evictions(f->e, &failed), 1);
+    assert_int_equal(failed, 3);
+    f->evict_rc = 0;
+    assert_int_equal(kq_elastic_reclaim_once(f->e, 16000), 1); /* a-old-low's 2 cover 1.5 */
+    assert_int_equal(f->n_calls, 5);
+    assert_string_equal(f->calls[4].uid, "a-old-low");
+    for (size_t i = 0; i < f->n_calls; i++)
+        assert_string_not_equal(f->calls[i].uid, "a-np");
+    for (int i = 0; i < 5; i++) {
+        kq_ledger_remove(f->app.ledger, a[i].uid);
+        kq_pod_clear(&a[i]);
+    }
+    kq_ledger_remove(f->app.ledger, "b");
+    kq_ledger_remove(f->app.ledger, "b2");
+    kq_ledger_remove(f->app.ledger, "b3");
+    assert_int_equal(used(f, KQ_QTREE_ROOT), 0);
+    assert_int_equal(request(f, "root.team-a"), 0);
+    assert_int_equal(request(f, "root.team-b"), 0);
+    kq_pod_clear(&b);
+    kq_pod_clear(&b2);
+    kq_pod_clear(&b3);
+}
+
+/* The preempt verb keeps only same-group, lower-priority victims, and only nodes where
+ * the group then fits. */
+static void test_preempt(void **state)
+{
+    fx_t *f = *state;
+    nodes_total(f, "10");
+    kq_pod_t a1 = bound(f, "a1", "root.team-a", CPU(3), 1, 1, true);
+    kq_pod_t a2 = bound(f, "a2", "root.team-a", CPU(1), 20, 1, true); /* higher than the preemptor */
+    kq_pod_t b1 = bound(f, "b1", "root.team-b", CPU(3), 1, 1, true);
+    /* the preemptors are pending pods the watch has shown (the scheduler filtered them) */
+    kq_pod_t pre = mk("pre", "x", "root.team-a", CPU(6), NULL);
+    pre.priority = 10;
+    kq_ledger_observe(f->app.ledger, &pre);
+    kq_pod_t pre2 = mk("pre2", "x", "root.team-a", CPU(4), NULL);
+    pre2.priority = 10;
+    kq_ledger_observe(f->app.ledger, &pre2);
+    /* team-a asks 4 used + 10 pending; runtime 10 - team-b 3 - team-c 1 = 6 */
+    assert_int_equal(runtime(f, "root.team-a"), CPU(6));
+    /* team-a's max is 10; preemptor of team-a, priority 10, 8 cpu: used 4 + 8 > runtime */
+    const char *body =
+        "{\"Pod\":{\"metadata\":{\"name\":\"pre\",\"namespace\":\"x\",\"uid\":\"pre\","
+        "\"labels\":{\"kubequota.io/queue\":\"root.team-a\"}},"
+        "\"spec\":{\"schedulerName\":\"" OURS "\",\"priority\":10,\"containers\":[{\"name\":\"c\","
+        "\"resources\":{\"requests\":{\"cpu\":\"6\"}}}]}},"
+        "\"NodeNameToVictims\":null,\"NodeNameToMetaVictims\":{"
+        "\"n1\":{\"Pods\":[{\"UID\":\"a1\"},{\"UID\":\"b1\"},{\"UID\":\"a2\"}],\"NumPDBViolations\":0},"
+        "\"n2\":{\"Pods\":[{\"UID\":\"b1\"}],\"NumPDBViolations\":0},"
+        "\"n3\":{\"Pods\":[{\"UID\":\"a2\"}],\"NumPDBViolations\":0}}}";
+    char *out = NULL;
+    size_t len = 0;
+    /* without victims 4 + 6 > 6; with a1 (3): 1 + 6 > 6 */
+    int st = kq_extender_preempt(&f->app, body, strlen(body), &out, &len);
+    assert_int_equal(st, 200);
+    json_t *r = json_loads(out, 0, NULL);
+    free(out);
+    json_t *m = json_object_get(r, "NodeNameToMetaVictims");
+    assert_non_null(m);
+    assert_int_equal(json_object_size(m), 0); /* n1: a1 alone is not enough; n2, n3: no own victim */
+    json_decref(r);
+    /* with less asked (4 cpu): n1 with a1 only fits: 4 - 3 + 4 = 5 <= 6 */
+    const char *body2 =
+        "{\"Pod\":{\"metadata\":{\"name\":\"pre2\",\"namespace\":\"x\",\"uid\":\"pre2\","
+        "\"labels\":{\"kubequota.io/queue\":\"root.team-a\"}},"
+        "\"spec\":{\"schedulerName\":\"" OURS "\",\"priority\":10,\"containers\":[{\"name\":\"c\","
+        "\"resources\":{\"requests\":{\"cpu\":\"4\"}}}]}},"
+        "\"NodeNameToMetaVictims\":{"
+        "\"n1\":{\"Pods\":[{\"UID\":\"a1\"},{\"UID\":\"b1\"},{\"UID\":\"a2\"}],\"NumPDBViolations\":0},"
+        "\"n2\":{\"Pods\":[{\"UID\":\"b1\"}],\"NumPDBViolations\":0}}}";
+    st = kq_extender_preempt(&f->app, body2, strlen(body2), &out, &len);
+    assert_int_equal(st, 200);
+    r = json_loads(out, 0, NULL);
+    free(out);
+    m = json_object_get(r, "NodeNameToMetaVictims");
+    assert_int_equal(json_object_size(m), 1);
+    json_t *pods = json_object_get(json_object_get(m, "n1"), "Pods");
+    assert_int_equal(json_array_size(pods), 1);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(pods, 0), "UID")), "a1");
+    json_decref(r);
+    kq_ledger_remove(f->app.ledger, "a1");
+    kq_ledger_remove(f->app.ledger, "a2");
+    kq_ledger_remove(f->app.ledger, "b1");
+    kq_ledger_remove(f->app.ledger, "pre");
+    kq_ledger_remove(f->app.ledger, "pre2");
+    assert_int_equal(used(f, KQ_QTREE_ROOT), 0);
+    assert_int_equal(request(f, "root.team-a"), 0);
+    kq_pod_clear(&a1);
+    kq_pod_clear(&a2);
+    kq_pod_clear(&b1);
+    kq_pod_clear(&pre);
+    kq_pod_clear(&pre2);
+}
+
+static int admit(fx_t *f, const char *op, const char *obj, char *msg, size_t len)
+{
+    char buf[4096];
+    snprintf(buf, sizeof(buf),
+             "{\"uid\":\"u\",\"operation\":\"%s\",\"namespace\":\"ns\",\"kind\":{\"group\":"
+             "\"scheduling.sigs.k8s.io\",\"version\":\"v1alpha1\",\"kind\":\"ElasticQuota\"},"
+             "\"object\":%s,\"oldObject\":%s}",
+             op, strcmp(op, "DELETE") == 0 ? "null" : obj, strcmp(op, "CREATE") == 0 ? "null" : obj);
+    json_t *req = json_loads(buf, 0, NULL);
+    assert_non_null(req);
+    msg[0] = '\0';
+    int rc = kq_elastic_validate_admission(f->e, req, msg, len);
+    json_decref(req);
+    return rc;
+}
+
+static void test_admission(void **state)
+{
+    fx_t *f = *state;
+    char msg[1024];
+    static const char parent[] = "{\"metadata\":{\"name\":\"p\",\"namespace\":\"ns\",\"labels\":{"
+                                 "\"quota.scheduling.koordinator.sh/is-parent\":\"true\"}},"
+                                 "\"spec\":{\"min\":{\"cpu\":\"2\"},\"max\":{\"cpu\":\"4\"}}}";
+    if (admit(f, "CREATE", parent, msg, sizeof(msg)) != 0)
+        fail_msg("%s", msg);
+    assert_int_equal(admit(f, "CREATE", "{\"metadata\":{\"name\":\"x\"},\"spec\":{\"min\":{\"cpu\":\"5\"},"
+                                        "\"max\":{\"cpu\":\"4\"}}}", msg, sizeof(msg)), KQ_EDENIED);
+    assert_non_null(strstr(msg, "ns/x"));
+    assert_non_null(strstr(msg, "max"));
+    assert_int_equal(admit(f, "CREATE", "{\"metadata\":{\"name\":\"x\"},\"spec\":{\"min\":{\"cpu\":\"many\"}}}",
+                           msg, sizeof(msg)), KQ_EINVAL);
+    assert_non_null(strstr(msg, "spec.min"));
+    assert_int_equal(admit(f, "CREATE", "{\"metadata\":{\"name\":\"root.team-a\"},\"spec\":{}}", msg,
+                           sizeof(msg)), KQ_EDENIED);
+    assert_non_null(strstr(msg, "queues.yaml"));
+    /* apply the parent, then a child whose min exceeds the parent's */
+    char obj[1024];
+    snprintf(obj, sizeof(obj), "{\"apiVersion\":\"scheduling.sigs.k8s.io/v1alpha1\",%s", parent + 1);
+    eq(f, KQ_WATCH_ADDED, obj);
+    static const char child[] = "{\"metadata\":{\"name\":\"c\",\"labels\":{"
+                                "\"quota.scheduling.koordinator.sh/parent\":\"p\"}},"
+                                "\"spec\":{\"min\":{\"cpu\":\"3\"},\"max\":{\"cpu\":\"4\"}}}";
+    assert_int_equal(admit(f, "CREATE", child, msg, sizeof(msg)), KQ_EDENIED);
+    assert_non_null(strstr(msg, "min"));
+    static const char child_ok[] = "{\"metadata\":{\"name\":\"c\",\"namespace\":\"ns\",\"labels\":{"
+                                   "\"quota.scheduling.koordinator.sh/parent\":\"p\"}},"
+                                   "\"spec\":{\"min\":{\"cpu\":\"1\"},\"max\":{\"cpu\":\"4\"}}}";
+    assert_int_equal(admit(f, "CREATE", child_ok, msg, sizeof(msg)), 0);
+    snprintf(obj, sizeof(obj), "{\"apiVersion\":\"scheduling.sigs.k8s.io/v1alpha1\",%s", child_ok + 1);
+    eq(f, KQ_WATCH_ADDED, obj);
+    /* the parent cannot be deleted or become a leaf while it has a child */
+    assert_int_equal(admit(f, "DELETE", parent, msg, sizeof(msg)), KQ_EDENIED);
+    assert_non_null(strstr(msg, "child"));
+    assert_int_equal(admit(f, "UPDATE", "{\"metadata\":{\"name\":\"p\"},\"spec\":{\"min\":{\"cpu\":\"2\"}}}", msg,
+                           sizeof(msg)), KQ_EDENIED);
+    /* a child with a pod cannot become a parent */
+    kq_pod_t p = mk("cp", "ns", NULL, CPU(1), "n1");
+    p.quota_name = strdup("c");
+    kq_ledger_observe(f->app.ledger, &p);
+    assert_int_equal(used(f, "c"), CPU(1));
+    assert_int_equal(admit(f, "UPDATE", "{\"metadata\":{\"name\":\"c\",\"labels\":{"
+                                        "\"quota.scheduling.koordinator.sh/parent\":\"p\","
+                                        "\"quota.scheduling.koordinator.sh/is-parent\":\"true\"}},\"spec\":{}}",
+                           msg, sizeof(msg)), KQ_EDENIED);
+    /* deleting a leaf with pods is allowed (they fall to the default group) */
+    assert_int_equal(admit(f, "DELETE", child_ok, msg, sizeof(msg)), 0);
+    kq_ledger_remove(f->app.ledger, "cp");
+    kq_pod_clear(&p);
+}
+
+/* A config reload that drops a queue moves its pods to the default group. */
+static void test_reload(void **state)
+{
+    fx_t *f = *state;
+    kq_pod_t p = mk("p", "x", "root.team-b", CPU(2), "n1");
+    kq_ledger_observe(f->app.ledger, &p);
+    assert_int_equal(used(f, "root.team-b"), CPU(2));
+    static const char y2[] = "partitions:\n  - name: default\n    queues:\n      - name: root\n        queues:\n"
+                             "          - name: default\n          - name: team-a\n";
+    kq_config_t *c2 = NULL;
+    kq_diags_t d;
+    kq_diags_init(&d);
+    assert_int_equal(kq_config_load_buffer(y2, strlen(y2), "y2", &c2, &d), 0);
+    kq_diags_free(&d);
+    kq_elastic_apply_config(f->e, kq_config_partition(c2, "default"));
+    assert_false(kq_qtree_lookup(f->qt, "root.team-b", NULL));
+    assert_int_equal(used(f, KQ_QTREE_DEFAULT), CPU(2));
+    kq_ledger_remove(f->app.ledger, "p");
+    assert_int_equal(used(f, KQ_QTREE_DEFAULT), 0);
+    kq_config_unref(c2);
+    kq_pod_clear(&p);
+}
+
+/* Threads: pods counted, resized and released from several threads while nodes and
+ * objects change; at the end every usage is back to zero (run under TSan too). */
+typedef struct targ {
+    fx_t *f;
+    int id;
+} targ_t;
+
+static void *pod_thread(void *arg)
+{
+    targ_t *t = arg;
+    char why[512];
+    static const char *const queues[] = {"root.team-a", "root.team-b", "root.team-c", "root.org.child"};
+    for (int i = 0; i < 300; i++) {
+        char uid[32];
+        snprintf(uid, sizeof(uid), "t%d-%d", t->id, i);
+        kq_pod_t p = mk(uid, i % 5 == 0 ? "eqns" : "x", queues[(i + t->id) % 4], 100 + i % 7, NULL);
+        p.preemptible = i % 3 != 0;
+        kq_ledger_observe(t->f->app.ledger, &p);
+        if (kq_ledger_assume(t->f->app.ledger, &p, why, sizeof(why)) == 0) {
+            if (i % 4 == 0) {
+                (void)kq_ledger_forget(t->f->app.ledger, uid);
+            } else {
+                set_node(&p, "n1");
+                kq_ledger_observe(t->f->app.ledger, &p);
+                if (kq_resource_set(&p.request, "cpu", 50) != 0)
+                    abort();
+                kq_ledger_observe(t->f->app.ledger, &p);
+            }
+        }
+        kq_ledger_remove(t->f->app.ledger, uid);
+        kq_pod_clear(&p);
+    }
+    return NULL;
+}
+
+static void *churn_thread(void *arg)
+{
+    targ_t *t = arg;
+    static const char obj[] = "{\"apiVersion\":\"scheduling.x-k8s.io/v1alpha1\",\"metadata\":{\"name\":\"eq-t\","
+                              "\"namespace\":\"eqns\"},\"spec\":{\"min\":{\"cpu\":\"1\"},\"max\":{\"cpu\":\"3\"}}}";
+    for (int i = 0; i < 100; i++) {
+        node(t->f, KQ_WATCH_MODIFIED, "n1", i % 2 ? "8" : "6", false);
+        json_t *o = json_loads(obj, 0, NULL);
+        char err[256];
+        assert_int_equal(kq_elastic_quota_event(t->f->e, i % 2 ? KQ_WATCH_DELETED : KQ_WATCH_ADDED, o, NULL, err,
+                                                sizeof(err)), 0);
+        json_decref(o);
+        (void)kq_elastic_reclaim_once(t->f->e, i * 1000);
+    }
+    return NULL;
+}
+
+static void test_threads(void **state)
+{
+    fx_t *f = *state;
+    nodes_total(f, "8");
+    pthread_t th[4];
+    targ_t args[4];
+    for (int i = 0; i < 4; i++) {
+        args[i] = (targ_t){.f = f, .id = i};
+        pthread_create(&th[i], NULL, (i == 3 && !getenv("NOCHURN")) ? churn_thread : pod_thread, &args[i]);
+    }
+    for (int i = 0; i < 4; i++)
+        pthread_join(th[i], NULL);
+    assert_int_equal(kq_ledger_size(f->app.ledger, NULL), 0);
+    assert_int_equal(used(f, KQ_QTREE_ROOT), 0);
+    /* (the root's request is not 0: team-c keeps its scaled min, 800 of 8000) */
+    static const char *const leaves[] = {"root.team-a", "root.team-b", "root.team-c", "root.org.child", "root.default",
+                                         KQ_QTREE_DEFAULT};
+    for (size_t i = 0; i < sizeof(leaves) / sizeof(leaves[0]); i++) {
+        assert_int_equal(used(f, leaves[i]), 0);
+        assert_int_equal(request(f, leaves[i]), 0);
+        assert_int_equal(info(f, leaves[i]).pods, 0);
+        assert_int_equal(info(f, leaves[i]).pods_used, 0);
+    }
+    kq_qgroup_info_t r = info(f, KQ_QTREE_ROOT);
+    assert_int_equal(cpu_of(&r.used_nonpreemptible), 0);
+}
+
+int main(void)
+{
+    kq_log_set_level("error");
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_queue_groups, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_resolution, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_objects, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_nodes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_check_and_commit, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unseen_pod_and_parent, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_remove_group, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reclaim, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_preempt, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_admission, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reload, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_threads, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
