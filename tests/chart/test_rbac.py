@@ -1,0 +1,367 @@
+"""kubequota's ClusterRole grants exactly the API calls its C code makes.
+
+The calls are derived from the source, not listed by hand:
+  1. every API path literal in src/*.c ("/api/...", "/apis/...") must match PATH_TABLE,
+     which says which resource the path names (a new path fails until it is mapped);
+  2. the public request functions of src/kube.c are described in KUBE_FUNCS; the test
+     reads each one's body and checks the description (the subresource it passes to
+     pod_path, the method it sends), and fails for a public kq_kube_* function that
+     builds a request and is not described;
+  3. the calls other modules make: kq_kube_* functions from KUBE_FUNCS, the collection
+     path given to kq_kube_watch_start (list + watch), and literal paths sent through a
+     helper that calls kq_kube_request with a literal method (auth.c's post_json);
+  4. paths a module builds at run time (format strings, macros) are explained by
+     CALL_SITES entries, whose evidence must still be in the file; and every HTTP method
+     a module sends (method literals in calls of *request* functions) must be explained by
+     (3) or (4), so a new PUT or DELETE fails until it is mapped.
+The ClusterRole (and kubequota's Role) rendered with every feature on must cover this and
+grant nothing else except PLANNED permissions, each with the reason it is granted early.
+"""
+
+import glob
+import os
+import re
+import unittest
+
+import chartlib as cl
+
+SRC = os.path.join(cl.REPO, "src")
+
+# path regex (C format string as written in the source) -> (apiGroup, resource, item?)
+PATH_TABLE = [
+    (r"^/api/v1/namespaces/%s/pods/%s(%s%s)?$", ("", "pods", True)),      # kube.c pod_path()
+    (r"^/api/v1/pods$", ("", "pods", False)),
+    (r"^/api/v1/namespaces/%s/events$", ("", "events", False)),
+    (r"^/api/v1/nodes$", ("", "nodes", False)),
+    (r"^/apis/authentication\.k8s\.io/v1/tokenreviews$", ("authentication.k8s.io", "tokenreviews", False)),
+    (r"^/apis/authorization\.k8s\.io/v1/subjectaccessreviews$", ("authorization.k8s.io", "subjectaccessreviews", False)),
+    (r"^/apis/(scheduling\.x-k8s\.io|scheduling\.sigs\.k8s\.io)/v1alpha1/elasticquotas$", ("@1", "elasticquotas", False)),
+    (r"^/apis/%s/v1alpha1/(namespaces/%s/)?elasticquotas(/%s)?$", ("@eq", "elasticquotas", None)),
+    (r"^/apis/coordination\.k8s\.io/v1(/namespaces/%s/leases(/%s)?)?$", ("coordination.k8s.io", "leases", None)),
+]
+
+
+def eq_groups():
+    """The ElasticQuota API groups kubequota serves (include/kubequota/elastic.h)."""
+    text = read(os.path.join(cl.REPO, "include", "kubequota", "elastic.h"))
+    return sorted(set(re.findall(r'#define KQ_EQ_GROUP_\w+\s+"([^"]+)"', text)))
+
+
+# Requests whose path is built at run time. Each entry's evidence must all be found in
+# its file (or the entry is stale); its methods explain that file's method literals.
+def call_sites():
+    g = eq_groups()
+    return [
+        {"file": "elastic.c", "why": "ElasticQuota informer per API group: GET ?limit=1 probe, then list+watch",
+         "evidence": [r'"/apis/%s/v1alpha1/elasticquotas"', r'kq_kube_request\([^;]*"GET"',
+                      r'kq_kube_watch_start\(\s*[^,]+,\s*path\b', r'api_groups\[N_API\] = \{KQ_EQ_GROUP_'],
+         "methods": {"GET"}, "watch": True,
+         "perms": [(x, "elasticquotas", v) for x in g for v in ("list", "watch")]},
+        {"file": "elastic.c", "why": "status.used (status subresource, or the object for CRDs without one) "
+                                     "and the runtime annotation, by merge patch",
+         "evidence": [r'"/apis/%s/v1alpha1/namespaces/%s/elasticquotas/%s"', r'"%s/status"',
+                      r'kq_kube_request\([^;]*"PATCH"'],
+         "methods": {"PATCH"},
+         "perms": [(x, r, "patch") for x in g for r in ("elasticquotas", "elasticquotas/status")]},
+        {"file": "leader.c", "why": "kubequota's Lease: create (POST collection), get, renew (PUT item)",
+         "evidence": [r'#define LEASE_API "/apis/coordination\.k8s\.io/v1"', r'"/namespaces/%s/leases"',
+                      r'"/namespaces/%s/leases/%s"', r'do_request\([^;]*"POST"', r'do_request\([^;]*"PUT"',
+                      r'do_request\([^;]*"GET"'],
+         "methods": {"POST", "PUT", "GET"},
+         "perms": [("coordination.k8s.io", "leases", v) for v in ("create", "get", "update")]},
+    ]
+
+# Public request functions of src/kube.c: name -> (method, pod subresource or None, verb).
+# The test checks method and subresource against the function's body.
+KUBE_FUNCS = {
+    "kq_kube_bind": ("POST", "binding", "create"),
+    "kq_kube_evict": ("POST", "eviction", "create"),
+    "kq_kube_get_pod": ("GET", None, "get"),
+    "kq_kube_event": ("POST", "events", "create"),     # queued; event_post() sends it
+}
+# kube.c functions that take the path from their caller.
+PATH_FROM_CALLER = {"kq_kube_watch_start": ("list", "watch"), "kq_kube_request": None}
+
+# Granted before the code that uses them lands. Keep short; remove an entry when its code
+# arrives (the test fails for a planned permission the code already uses).
+PLANNED = {}
+
+# Used only when a value turns the feature on; the chart renders the rule only then.
+CONDITIONAL = {
+    ("authentication.k8s.io", "tokenreviews", "create"): ("restAuth", "kubernetes"),
+    ("authorization.k8s.io", "subjectaccessreviews", "create"): ("restAuth", "kubernetes"),
+}
+# Namespaced (kubequota's Role in the release namespace, rendered with its leader election).
+NAMESPACED = {"leases"}
+
+VERB_OF = {"GET": "get", "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
+
+
+def read(path):
+    with open(path) as f:
+        return f.read()
+
+
+def strip_comments(text):
+    text = re.sub(r"/\*.*?\*/", lambda m: " " * len(m.group(0)), text, flags=re.S)
+    return re.sub(r"//[^\n]*", "", text)
+
+
+def functions(text):
+    """name -> body of every function defined at column 0 (the project's style)."""
+    out = {}
+    for m in re.finditer(r"(?m)^[A-Za-z_][\w \*]*?\b(\w+)\(([^;{]*?)\)\s*\n\{", text):
+        end = re.search(r"(?m)^\}", text[m.end():])
+        out[m.group(1)] = text[m.end():m.end() + end.start()] if end else ""
+    return out
+
+
+def map_path(path):
+    for rx, (group, res, item) in PATH_TABLE:
+        m = re.match(rx, path)
+        if m:
+            if group == "@1":
+                group = m.group(1)
+            elif group == "@eq":
+                group = "|".join(eq_groups())
+            return group, res, item
+    return None
+
+
+def enclosing_call(text, pos):
+    """Name of the innermost call whose argument list contains text[pos]."""
+    depth = 0
+    i = pos
+    while i > 0:
+        i -= 1
+        c = text[i]
+        if c == ")":
+            depth += 1
+        elif c == "(":
+            if depth == 0:
+                m = re.search(r"(\w+)\s*$", text[:i])
+                return m.group(1) if m else None
+            depth -= 1
+        elif c in ";{}" and depth == 0:
+            return None
+    return None
+
+
+def derive():
+    """(required permissions {(group, resource, verb): [why]}, problems [str])."""
+    need, problems = {}, []
+
+    def add(perm, why):
+        need.setdefault(perm, []).append(why)
+
+    kube = strip_comments(read(os.path.join(SRC, "kube.c")))
+    kfuncs = functions(kube)
+    # (2) kube.c's public request functions match KUBE_FUNCS
+    for name, body in kfuncs.items():
+        if not name.startswith("kq_kube_") or name in PATH_FROM_CALLER:
+            continue
+        builds = "pod_path(" in body or re.search(r'"/apis?/', body) or "post_mapped(" in body
+        reach = body + "".join(b for n, b in kfuncs.items() if not n.startswith("kq_") and n in body)
+        reach += "".join(b for n, b in kfuncs.items() if not n.startswith("kq_") and n in reach)
+        if not builds and not re.search(r"\bevent_post\b|\bpost_mapped\(|pod_path\(", reach):
+            continue
+        if name not in KUBE_FUNCS:
+            problems.append("src/kube.c: %s makes an API call the test does not know: add it to KUBE_FUNCS" % name)
+            continue
+        method, sub, _ = KUBE_FUNCS[name]
+        got_method = "POST" if "post_mapped(" in reach else \
+            (re.search(r'kq_kube_request\(\s*\w+\s*,\s*"([A-Z]+)"', reach) or [None, None])[1]
+        if got_method != method:
+            problems.append("src/kube.c: %s sends %s, KUBE_FUNCS says %s" % (name, got_method, method))
+        if sub == "events":
+            if '"/api/v1/namespaces/%s/events"' not in reach:
+                problems.append("src/kube.c: %s no longer posts to namespaces/{ns}/events" % name)
+        else:
+            m = re.search(r"pod_path\([^;]*?,\s*(NULL|\"(\w+)\")\s*\)", reach)
+            got_sub = m and (m.group(2) or None)
+            if not m or got_sub != sub:
+                problems.append("src/kube.c: %s uses pod subresource %r, KUBE_FUNCS says %r"
+                                % (name, got_sub if m else "?", sub))
+    for name in KUBE_FUNCS:
+        if name not in kfuncs:
+            problems.append("KUBE_FUNCS names %s, which src/kube.c no longer defines" % name)
+
+    for path in sorted(glob.glob(os.path.join(SRC, "*.c"))):
+        fname = os.path.basename(path)
+        text = strip_comments(read(path))
+        # (1) every API path literal is mapped
+        for m in re.finditer(r'"(/apis?/[^"]*)"', text):
+            if map_path(m.group(1)) is None:
+                problems.append("src/%s: API path %s is not in PATH_TABLE" % (fname, m.group(1)))
+        if fname == "kube.c":
+            continue
+        # (3a) calls of kube.c's request functions
+        for name, (method, sub, verb) in KUBE_FUNCS.items():
+            if re.search(r"\b%s\(" % name, text):
+                res = "events" if sub == "events" else ("pods/" + sub if sub else "pods")
+                add(("", res, verb), "src/%s calls %s" % (fname, name))
+        sites = [c for c in call_sites() if c["file"] == fname]
+        for c in sites:
+            for ev in c["evidence"]:
+                if not re.search(ev, text):
+                    problems.append("CALL_SITES entry for src/%s (%s) is stale: %s not found" % (fname, c["why"], ev))
+            for perm in c["perms"]:
+                add(perm, "src/%s: %s" % (fname, c["why"]))
+        explained = set().union(*[c["methods"] for c in sites]) if sites else set()
+        # (3b) informers: kq_kube_watch_start(k, "<collection>", ...)
+        for m in re.finditer(r"\bkq_kube_watch_start\(\s*[^,]+,\s*(\"[^\"]*\"|[^,]+)\s*,", text):
+            lit = m.group(1)
+            if not lit.startswith('"'):
+                if not any(c.get("watch") for c in sites):
+                    problems.append("src/%s: kq_kube_watch_start with a computed path (%s): add CALL_SITES" % (fname, lit))
+                continue
+            mp = map_path(lit.strip('"'))
+            if mp:
+                for verb in PATH_FROM_CALLER["kq_kube_watch_start"]:
+                    add((mp[0], mp[1], verb), "src/%s informer on %s" % (fname, lit))
+        # (3c) literal paths sent by kq_kube_request, directly or through a local helper;
+        # (4) literals that only build a path must be explained by CALL_SITES
+        own = functions(text)
+        for m in re.finditer(r'"(/apis?/[^"]*)"', text):
+            call = enclosing_call(text, m.start())
+            line_start = text.rfind("\n", 0, m.start()) + 1
+            if call in ("kq_kube_watch_start",):
+                continue
+            if call in ("snprintf", "asprintf", "dup_printf") or text[line_start:].startswith("#define"):
+                if not any(re.search(ev, m.group(0)) or m.group(0) in ev.replace("\\", "")
+                           for c in sites for ev in c["evidence"]):
+                    problems.append("src/%s: path %s is built at run time: explain it in CALL_SITES" % (fname, m.group(1)))
+                continue
+            if call == "kq_kube_request":
+                seg = text[max(0, m.start() - 200):m.start()]
+                mm = re.findall(r'kq_kube_request\(\s*[^,]+,\s*"([A-Z]+)"', seg)
+                method = mm[-1] if mm else None
+            elif call in own:
+                mm = re.search(r'kq_kube_request\(\s*[^,]+,\s*"([A-Z]+)"', own[call])
+                method = mm.group(1) if mm else None
+            else:
+                method = None
+            mp = map_path(m.group(1))
+            if method is None or mp is None:
+                problems.append("src/%s: cannot tell the method of the call to %s (via %s)" % (fname, m.group(1), call))
+                continue
+            explained.add(method)
+            verb = VERB_OF[method]
+            if method == "GET" and mp[2] is False:
+                verb = "list"
+            add((mp[0], mp[1], verb), "src/%s %s %s" % (fname, method, m.group(1)))
+        # (4) every method this file sends is explained
+        for m in re.finditer(r"\b\w*request\w*\(([^;]*)", text):
+            for meth in re.findall(r'"(GET|POST|PUT|PATCH|DELETE)"', m.group(1)):
+                if meth not in explained:
+                    problems.append("src/%s sends %s on a path the test cannot attribute: extend CALL_SITES"
+                                    % (fname, meth))
+                    explained.add(meth)
+    return need, problems
+
+
+def granted(rules):
+    out = set()
+    for r in rules:
+        for g in r["apiGroups"]:
+            for res in r["resources"]:
+                for v in r["verbs"]:
+                    out.add((g, res, v))
+    return out
+
+
+class RbacFromCode(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.need, cls.problems = derive()
+
+    def test_source_is_understood(self):
+        self.assertEqual(self.problems, [])
+        # the derivation itself must see the calls that exist today
+        self.assertEqual(eq_groups(), ["scheduling.sigs.k8s.io", "scheduling.x-k8s.io"])
+        for perm in [("", "pods/binding", "create"), ("", "pods", "get"), ("", "pods", "list"),
+                     ("", "pods", "watch"), ("", "events", "create")]:
+            self.assertIn(perm, self.need, "derivation lost %s: the parser is broken" % (perm,))
+
+    def test_parser_catches_a_new_call(self):
+        """A request the test cannot attribute is reported, not silently ignored."""
+        import shutil
+        import tempfile
+        global SRC
+        with tempfile.TemporaryDirectory() as d:
+            for f in glob.glob(os.path.join(SRC, "*.c")):
+                shutil.copy(f, d)
+            with open(os.path.join(d, "sync.c"), "a") as f:
+                f.write('\nstatic int zz(kq_kube_t *k)\n{\n    kq_kube_resp_t r = {0};\n'
+                        '    return kq_kube_request(k, "DELETE", "/api/v1/namespaces/a/configmaps/b", NULL, NULL, &r);\n}\n'
+                        'static void zz2(kq_kube_t *k)\n{\n    kq_kube_evict(k, "a", "b", NULL, 0);\n}\n')
+            saved, SRC = SRC, d
+            try:
+                need, problems = derive()
+            finally:
+                SRC = saved
+        self.assertTrue(any("configmaps" in p and "PATH_TABLE" in p for p in problems), problems)
+        self.assertTrue(any("DELETE" in p for p in problems), problems)
+        self.assertIn("src/sync.c calls kq_kube_evict", need[("", "pods/eviction", "create")])
+
+    def check_role(self, name, features_on):
+        r = cl.render(name)
+        role = granted(r.one("ClusterRole", cl.fullname())["rules"])
+        kq_role = r.get("Role", cl.fullname())
+        ns_granted = granted(kq_role["rules"]) if kq_role else set()
+        for perm, whys in sorted(self.need.items()):
+            if perm[1] in NAMESPACED:
+                if cl_values(r)["kubequota"]["leaderElection"]["enabled"]:
+                    self.assertIn(perm, ns_granted, "%s: Role %s lacks %s, used by %s" % (name, cl.fullname(), perm, whys))
+                continue
+            cond = CONDITIONAL.get(perm)
+            on = cond is None or cl_values(r)["kubequota"][cond[0]] == cond[1]
+            if on:
+                self.assertIn(perm, role, "%s: ClusterRole lacks %s, used by %s" % (name, perm, whys))
+            else:
+                self.assertNotIn(perm, role, "%s: %s granted though %s is off" % (name, perm, cond))
+        extra = sorted(p for p in role if p not in self.need and p not in PLANNED)
+        self.assertEqual(extra, [], "%s: ClusterRole grants what no code uses" % name)
+        self.assertFalse([p for p in role if p[1] in NAMESPACED], "leases belong in the namespaced Role")
+        extra = sorted(p for p in ns_granted if p not in self.need)
+        self.assertEqual(extra, [], "%s: Role %s grants what no code uses" % (name, cl.fullname()))
+        stale = sorted(p for p in PLANNED if p in self.need)
+        self.assertEqual(stale, [], "now used by the code: move these out of PLANNED")
+        missing_planned = sorted(p for p in PLANNED if p not in role)
+        self.assertEqual(missing_planned, [], "PLANNED permissions the chart no longer grants: drop them")
+        if features_on:
+            self.assertTrue(all(p in role for p in CONDITIONAL))
+
+    def test_cluster_role_default(self):
+        self.check_role("default", True)
+
+    def test_cluster_role_rest_default(self):
+        self.check_role("rest-default", False)
+
+    def test_cluster_role_all_features(self):
+        self.check_role("rest-kubernetes", True)
+
+    def test_namespaced_roles(self):
+        # the scheduler's lease only; kubequota's own lease only with its leader election
+        r = cl.render("default")
+        (sched,) = [x for x in r.all("Role")]
+        self.assertEqual(granted(sched["rules"]), {("coordination.k8s.io", "leases", "get"),
+                                                   ("coordination.k8s.io", "leases", "update")})
+        self.assertEqual(sched["rules"][0]["resourceNames"], [r.scheduler_config()["leaderElection"]["resourceName"]])
+        r = cl.render("rest-kubernetes")
+        kq = r.one("Role", cl.fullname())
+        self.assertEqual(kq["rules"][1]["resourceNames"], [cl.fullname()])
+
+    def test_no_wildcards(self):
+        for name in cl.VALUE_SETS:
+            r = cl.render(name)
+            for kind in ("ClusterRole", "Role"):
+                for role in r.all(kind):
+                    for rule in role["rules"]:
+                        for k in ("apiGroups", "resources", "verbs"):
+                            self.assertNotIn("*", rule[k], "%s %s" % (name, role["metadata"]["name"]))
+
+
+def cl_values(r):
+    from test_render import values_of
+    return values_of(r)["full"]
