@@ -27,6 +27,8 @@
  * status PATCHes use copies made under the locks.
  */
 #include "kubequota/elastic.h"
+#include "kubequota/leader.h"
+#include "kubequota/metering.h"
 
 #include <pthread.h>
 #include <stdarg.h>
@@ -781,10 +783,19 @@ void kq_elastic_apply_config(kq_elastic_t *e, const kq_partition_conf_t *part)
 
 /* ================================================================== nodes ==== */
 
+/* The schedulable nodes' allocatable goes to the quota tree and to metering (utilisation
+ * for prices). node_mu held; both take only their own locks, which nest inside it. */
+static void publish_total(kq_elastic_t *e)
+{
+    kq_qtree_set_cluster_total(e->qt, &e->total);
+    if (e->app != NULL && e->app->metering != NULL)
+        kq_metering_set_nodes_allocatable(e->app->metering, &e->total);
+}
+
 static void set_total_locked(kq_elastic_t *e)
 {
     if (e->nodes_synced)
-        kq_qtree_set_cluster_total(e->qt, &e->total);
+        publish_total(e);
 }
 
 /* Replaces a node's counted allocatable; node_mu held. */
@@ -869,7 +880,7 @@ void kq_elastic_nodes_list_end(kq_elastic_t *e)
     }
     bool first = !e->nodes_synced;
     e->nodes_synced = true;
-    kq_qtree_set_cluster_total(e->qt, &e->total);
+    publish_total(e);
     size_t count = HASH_COUNT(e->nodes);
     char buf[512];
     kq_resource_format(&e->total, buf, sizeof(buf));
@@ -1422,8 +1433,12 @@ static void *timer_main(void *arg)
         if (e->o.watch_quotas && e->app->kube != NULL)
             for (int gi = 0; gi < N_API; gi++)
                 probe(e, gi, now);
-        (void)kq_elastic_reclaim_once(e, now);
-        if (now >= next_status) {
+        /* Only the leader evicts and writes status (all replicas compute the same tree). A
+         * replica that becomes leader starts the grace period afresh, never early. */
+        bool leads = kq_leader_acts(e->app->leader);
+        if (leads)
+            (void)kq_elastic_reclaim_once(e, now);
+        if (leads && now >= next_status) {
             status_once(e, now);
             next_status = now + (e->o.tick_ms < e->o.status_interval_ms ? e->o.tick_ms : e->o.status_interval_ms);
         }

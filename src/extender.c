@@ -38,6 +38,7 @@
 #include "kubequota/error.h"
 #include "kubequota/kube.h"
 #include "kubequota/ledger.h"
+#include "kubequota/metering.h"
 #include "kubequota/log.h"
 #include "kubequota/metrics.h"
 #include "kubequota/pod.h"
@@ -392,6 +393,14 @@ int kq_extender_filter(kq_app_t *app, const char *body, size_t len, char **out, 
     char reason[REASON_MAX] = "";
     bool by_tree = false;
     int rc = app->ledger ? kq_ledger_check_ex(app->ledger, &pod, reason, sizeof(reason), &by_tree) : KQ_ESTATE;
+    if (rc == 0 && app->metering != NULL && !kq_ledger_is_counted(app->ledger, pod.uid)) {
+        /* An exhausted credit budget stops new pods of its owner; running pods keep running. */
+        kq_config_t *bcfg = kq_config_holder_get(app->config);
+        const char *group =
+            kq_metering_tracked_group(bcfg ? kq_config_partition(bcfg, app->partition) : NULL, &pod);
+        rc = kq_metering_check_budget(app->metering, pod.user, group, pod.queue, reason, sizeof(reason));
+        kq_config_unref(bcfg);
+    }
     if (rc == 0) {
         kq_metrics_decision(app->metrics, KQ_VERB_FILTER, KQ_RESULT_ALLOWED);
         kq_debug("event=filter result=allowed pod=%s/%s uid=%s user=%s queue=%s", pod.ns, pod.name, pod.uid,

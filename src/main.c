@@ -20,8 +20,10 @@
 #include "kubequota/config.h"
 #include "kubequota/elastic.h"
 #include "kubequota/kube.h"
+#include "kubequota/leader.h"
 #include "kubequota/ledger.h"
 #include "kubequota/log.h"
+#include "kubequota/metering.h"
 #include "kubequota/metrics.h"
 #include "kubequota/server.h"
 #include "kubequota/sync.h"
@@ -84,7 +86,22 @@ static void usage(FILE *f)
             "  --elastic-tick MS        reclaim / status / config check period (default 1000)\n"
             "  --status-interval MS     least time between status writes of one ElasticQuota\n"
             "                           (default 10000)\n"
-            "  -h, --help               this text\n");
+            "\n"
+            "leader election (several replicas: all serve, only the leader evicts and charges):\n"
+            "  --leader-elect           elect a leader through a coordination.k8s.io/v1 Lease\n"
+            "  --lease-namespace NS     namespace of the Lease (default: the in-cluster namespace,\n"
+            "                           else kube-system)\n"
+            "  --lease-name NAME        name of the Lease (default kubequota)\n"
+            "  --lease-duration D       how long a standby waits before taking over (default 15s)\n"
+            "  --renew-deadline D       the leader steps down after this long without a renewal\n"
+            "                           (default 10s)\n"
+            "  --retry-period D         between attempts to acquire or renew (default 2s)\n"
+            "                           (durations: 15s, 1500ms, 1m30s, ...)\n"
+            "\n"
+            "metering and pricing (only the leader charges):\n"
+            "  --metering KEY=VALUE     repeatable; keys:\n"
+            "%s"
+            "  -h, --help               this text\n", kq_metering_opts_help);
 }
 
 typedef struct serve_opts {
@@ -99,6 +116,11 @@ typedef struct serve_opts {
     /* elastic flags */
     const char *system_namespaces, *default_quota_min, *default_quota_max;
     long reclaim_grace_ms, elastic_tick_ms, status_interval_ms;
+    kq_metering_opts_t metering;
+    /* leader election */
+    bool leader_elect;
+    const char *lease_namespace, *lease_name;
+    long lease_duration_ms, renew_deadline_ms, retry_period_ms;
 } serve_opts_t;
 
 /* elastic flags: a number of milliseconds >= min. */
@@ -119,7 +141,8 @@ static int parse_serve(int argc, char **argv, serve_opts_t *o)
            O_BODY, O_RELOAD, O_LOG, O_REST_AUTH, O_REST_TOKEN, O_METRICS_AUTH, O_TRUSTED_USERS,
            O_TRUSTED_GROUPS, O_CONFIG_MAP, O_EXT_LOCAL, O_THREADS,
            /* elastic flags */
-           O_SYSNS, O_DQMIN, O_DQMAX, O_GRACE, O_ETICK, O_STATUS };
+           O_SYSNS, O_DQMIN, O_DQMAX, O_GRACE, O_ETICK, O_STATUS,
+           O_METERING, O_LEADER_ELECT, O_LEASE_NS, O_LEASE_NAME, O_LEASE_DUR, O_RENEW_DEADLINE, O_RETRY_PERIOD };
     static const struct option longopts[] = {
         {"config", required_argument, NULL, O_CONFIG},
         {"kubeconfig", required_argument, NULL, O_KUBECONFIG},
@@ -149,6 +172,13 @@ static int parse_serve(int argc, char **argv, serve_opts_t *o)
         {"reclaim-grace", required_argument, NULL, O_GRACE},
         {"elastic-tick", required_argument, NULL, O_ETICK},
         {"status-interval", required_argument, NULL, O_STATUS},
+        {"metering", required_argument, NULL, O_METERING},
+        {"leader-elect", no_argument, NULL, O_LEADER_ELECT},
+        {"lease-namespace", required_argument, NULL, O_LEASE_NS},
+        {"lease-name", required_argument, NULL, O_LEASE_NAME},
+        {"lease-duration", required_argument, NULL, O_LEASE_DUR},
+        {"renew-deadline", required_argument, NULL, O_RENEW_DEADLINE},
+        {"retry-period", required_argument, NULL, O_RETRY_PERIOD},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -165,7 +195,12 @@ static int parse_serve(int argc, char **argv, serve_opts_t *o)
         .reclaim_grace_ms = 60000,
         .elastic_tick_ms = 1000,
         .status_interval_ms = 10000,
+        .lease_name = "kubequota", /* leader election: kube-scheduler's 15s / 10s / 2s */
+        .lease_duration_ms = 15000,
+        .renew_deadline_ms = 10000,
+        .retry_period_ms = 2000,
     };
+    kq_metering_opts_default(&o->metering);
     optind = 1;
     int c;
     char *end;
@@ -222,6 +257,31 @@ static int parse_serve(int argc, char **argv, serve_opts_t *o)
             if (!parse_ms("--elastic-tick", optarg, 10, &o->elastic_tick_ms))
                 return 2;
             break;
+        case O_METERING: {
+            char merr[512];
+            if (kq_metering_opts_set(&o->metering, optarg, merr, sizeof(merr)) != 0) {
+                fprintf(stderr, "kubequota: --metering %s: %s\n", optarg, merr);
+                return 2;
+            }
+            break;
+        }
+        case O_LEADER_ELECT: o->leader_elect = true; break;
+        case O_LEASE_NS: o->lease_namespace = optarg; break;
+        case O_LEASE_NAME: o->lease_name = optarg; break;
+        case O_LEASE_DUR:
+        case O_RENEW_DEADLINE:
+        case O_RETRY_PERIOD: {
+            long *dst = c == O_LEASE_DUR ? &o->lease_duration_ms
+                      : c == O_RENEW_DEADLINE ? &o->renew_deadline_ms : &o->retry_period_ms;
+            if (kq_leader_parse_duration(optarg, dst) != 0) {
+                fprintf(stderr, "kubequota: --%s %s: expected a duration such as 15s, 1500ms or 1m30s\n",
+                        c == O_LEASE_DUR ? "lease-duration" : c == O_RENEW_DEADLINE ? "renew-deadline"
+                                                                                    : "retry-period",
+                        optarg);
+                return 2;
+            }
+            break;
+        }
         case O_STATUS:
             if (!parse_ms("--status-interval", optarg, 0, &o->status_interval_ms))
                 return 2;
@@ -370,6 +430,8 @@ static int serve(int argc, char **argv)
     kq_sync_t *sync = NULL;
     kq_reloader_t *reloader = NULL;
     kq_server_t *server = NULL;
+    kq_leader_t *leader = NULL;   /* leader election: NULL when off */
+    kq_kube_t *lease_kube = NULL; /* its own client: requests bounded by the renew deadline */
     kq_auth_t *auth = NULL;
     strlist_t tusers = {0}, tgroups = {0};
     strlist_t sysns = {0}; /* elastic quota: --system-namespaces */
@@ -451,6 +513,61 @@ static int serve(int argc, char **argv)
     /* The informer and the reloader start before the server, so every member of app that a
      * handler reads is set before the first request can arrive (/readyz stays 503 until the
      * first pod list is in). */
+    if (o.leader_elect) {
+        char identity[320], lerr[256];
+        if (kq_leader_default_identity(identity, sizeof(identity)) != 0) {
+            fprintf(stderr, "kubequota: cannot make a leader election identity\n");
+            goto out;
+        }
+        kq_leader_opts_t lo;
+        kq_leader_opts_default(&lo);
+        lo.namespace = o.lease_namespace ? o.lease_namespace
+                       : (o.kubeconfig == NULL && kconf.namespace != NULL && kconf.namespace[0] != '\0')
+                           ? kconf.namespace
+                           : "kube-system";
+        lo.name = o.lease_name;
+        lo.identity = identity;
+        lo.lease_duration_ms = o.lease_duration_ms;
+        lo.renew_deadline_ms = o.renew_deadline_ms;
+        lo.retry_period_ms = o.retry_period_ms;
+        if (kq_leader_opts_check(&lo, lerr, sizeof(lerr)) != 0) {
+            fprintf(stderr, "kubequota: %s\n", lerr);
+            exit_code = 2;
+            goto out;
+        }
+        kq_kube_opts_t ko;
+        kq_kube_opts_default(&ko);
+        ko.request_timeout_ms = o.renew_deadline_ms;
+        if (ko.connect_timeout_ms > o.renew_deadline_ms)
+            ko.connect_timeout_ms = o.renew_deadline_ms;
+        lease_kube = kq_kube_new_opts(&kconf, &ko);
+        leader = lease_kube ? kq_leader_start(lease_kube, &lo) : NULL;
+        if (leader == NULL) {
+            fprintf(stderr, "kubequota: cannot start leader election\n");
+            goto out;
+        }
+        app.leader = leader;
+    }
+    { /* metering: after leader election (it charges only while leading), before the informer */
+        char merr[1024];
+        o.metering.is_leader = kq_leader_acts;
+        o.metering.leader_ud = leader;
+        app.metering = kq_metering_new(&o.metering, merr, sizeof(merr));
+        kq_diags_t md;
+        kq_diags_init(&md);
+        if (app.metering == NULL ||
+            kq_metering_set_config(app.metering, kq_config_partition(cfg, o.partition), &md) != 0 ||
+            kq_metering_start(app.metering) != 0) {
+            char *all = kq_diags_join(&md, "; ");
+            fprintf(stderr, "kubequota: metering: %s\n",
+                    app.metering ? (all && *all ? all : "cannot start") : merr);
+            free(all);
+            kq_diags_free(&md);
+            exit_code = 2;
+            goto out;
+        }
+        kq_diags_free(&md);
+    }
     sync = kq_sync_start(&app);
     reloader = kq_reloader_start(&app, o.config, (int)o.reload_ms);
     if (sync == NULL || reloader == NULL) {
@@ -549,6 +666,13 @@ out:
     kq_sync_stop(sync);
     kq_reloader_stop(reloader);
     kq_elastic_stop(app.elastic); /* ---- elastic quota: threads stop before the ledger goes */
+    kq_metering_free(app.metering); /* last checkpoint, written while this replica still leads */
+    app.metering = NULL;
+    /* leader election: after every module that acts as leader has stopped (and written its
+     * last checkpoint), release the lease so a standby takes over at once */
+    app.leader = NULL;
+    kq_leader_stop(leader);
+    kq_kube_free(lease_kube);
     kq_ledger_free(app.ledger);
     kq_elastic_free(app.elastic); /* ---- elastic quota: the tree, after the ledger borrowing it */
     strlist_free(&sysns);

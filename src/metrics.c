@@ -10,6 +10,8 @@
  * scrape time, so the metrics can never disagree with the REST view.
  */
 #include "kubequota/metrics.h"
+#include "kubequota/leader.h"
+#include "kubequota/metering.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -45,6 +47,8 @@ static const char *const endpoint_names[KQ_EP_COUNT] = {
     [KQ_EP_USAGE_GROUP] = "/ws/v1/partition/{partition}/usage/group/{group}",
     [KQ_EP_QUEUES] = "/ws/v1/partition/{partition}/queues",
     [KQ_EP_VALIDATE_CONF] = "/ws/v1/validate-conf",
+    [KQ_EP_PRICES] = "/ws/v1/partition/{partition}/prices",
+    [KQ_EP_CHARGES] = "/ws/v1/partition/{partition}/charges",
 };
 
 static const char *const verb_names[KQ_VERB_COUNT] = {"filter", "bind", "preempt", "admission"};
@@ -504,6 +508,22 @@ char *kq_metrics_render(kq_metrics_t *m, kq_app_t *app, size_t *len)
                  m ? atomic_load_explicit(&m->reload_ok, memory_order_relaxed) : 0);
         sample_u(&b, "kubequota_config_reloads_total", bad,
                  m ? atomic_load_explicit(&m->reload_failed, memory_order_relaxed) : 0);
+    }
+
+    if (app != NULL) {
+        family(&b, "kubequota_leader", "gauge",
+               "1 when this replica may evict and charge: it holds the leader lease, or leader election is off.");
+        sample_u(&b, "kubequota_leader", NULL, kq_leader_acts(app->leader) ? 1 : 0);
+    }
+
+    if (app != NULL && app->metering != NULL) {
+        /* multipliers, utilisation and charged credits (per queue, user and group) */
+        char *more = kq_metering_metrics(app->metering, true);
+        if (more != NULL)
+            buf_puts(&b, more);
+        else
+            b.oom = true;
+        free(more);
     }
 
     if (app != NULL && app->ledger != NULL) {

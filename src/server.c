@@ -63,6 +63,7 @@
 #include "kubequota/auth.h"
 #include "kubequota/extender.h"
 #include "kubequota/log.h"
+#include "kubequota/metering.h"
 #include "kubequota/metrics.h"
 #include "kubequota/rest.h"
 
@@ -115,6 +116,7 @@ typedef struct req {
     char *param[MAX_PARAMS]; /* percent-decoded path parameters */
     char *body;              /* NUL-terminated; NULL for routes without a body */
     size_t body_len;
+    const char *query;       /* the query string (after '?'), or NULL */
 } req_t;
 
 typedef struct resp {
@@ -299,6 +301,58 @@ static void h_queues(const req_t *q, resp_t *r)
     resp_take(r, st, CT_JSON, out, len);
 }
 
+/* Metering views: 404 when metering is off or the partition is not ours. */
+static bool metering_route(const req_t *q, resp_t *r)
+{
+    kq_app_t *app = q->s->app;
+    if (app->metering != NULL && strcmp(q->param[0], app->partition) == 0)
+        return true;
+    resp_error(r, 404, app->metering == NULL ? "metering is not enabled" : "no such partition");
+    return false;
+}
+
+static void resp_json(resp_t *r, json_t *v)
+{
+    char *s = v ? json_dumps(v, JSON_COMPACT) : NULL;
+    json_decref(v);
+    if (s == NULL)
+        resp_error(r, 500, "out of memory");
+    else
+        resp_take(r, 200, CT_JSON, s, strlen(s));
+}
+
+static void h_prices(const req_t *q, resp_t *r)
+{
+    if (metering_route(q, r))
+        resp_json(r, kq_metering_prices_json(q->s->app->metering));
+}
+
+/* ?user=&group=&queue=&from=YYYY-MM-DD&to=YYYY-MM-DD, all optional. */
+static void h_charges(const req_t *q, resp_t *r)
+{
+    if (!metering_route(q, r))
+        return;
+    static const char *const names[5] = {"user", "group", "queue", "from", "to"};
+    char v[5][256];
+    const char *qs = q->query ? q->query : "";
+    for (int i = 0; i < 5; i++) {
+        int n = mg_get_var(qs, strlen(qs), names[i], v[i], sizeof(v[i]));
+        if (n == -2) {
+            resp_error(r, 400, "a query parameter is too long");
+            return;
+        }
+        if (n < 0)
+            v[i][0] = '\0';
+    }
+    json_t *out = NULL;
+    char err[256] = "";
+    int rc = kq_metering_charges_json(q->s->app->metering, v[0], v[1], v[2], v[3], v[4], &out, err, sizeof(err));
+    if (rc != 0)
+        resp_error(r, rc == KQ_EINVAL ? 400 : 500, err[0] ? err : kq_strerror(rc));
+    else
+        resp_json(r, out);
+}
+
 static void h_validate_conf(const req_t *q, resp_t *r)
 {
     char *out = NULL;
@@ -368,6 +422,8 @@ static const route_t routes[] = {
     {"GET", "/ws/v1/partition/*/usage/groups", KQ_EP_USAGE_GROUPS, false, h_groups, false, GUARD_REST},
     {"GET", "/ws/v1/partition/*/usage/group/*", KQ_EP_USAGE_GROUP, false, h_group, false, GUARD_REST},
     {"GET", "/ws/v1/partition/*/queues", KQ_EP_QUEUES, false, h_queues, false, GUARD_REST},
+    {"GET", "/ws/v1/partition/*/prices", KQ_EP_PRICES, false, h_prices, false, GUARD_REST},
+    {"GET", "/ws/v1/partition/*/charges", KQ_EP_CHARGES, false, h_charges, false, GUARD_REST},
     {"POST", "/ws/v1/validate-conf", KQ_EP_VALIDATE_CONF, true, h_validate_conf, false, GUARD_REST},
     {"POST", "/admission/mutate", KQ_EP_ADMISSION, true, h_mutate, true, GUARD_OPEN},
     {"POST", "/admission/mutate-scheduler", KQ_EP_ADMISSION_SCHED, true, h_mutate_sched, true, GUARD_OPEN},
@@ -552,7 +608,7 @@ static int on_request(struct mg_connection *conn)
     const char *method = ri->request_method ? ri->request_method : "";
     const char *path = ri->local_uri ? ri->local_uri : "";
 
-    req_t q = {.s = s};
+    req_t q = {.s = s, .query = ri->query_string};
     resp_t r = {0};
     bool close = false;
     const char *allow = NULL;

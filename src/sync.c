@@ -22,6 +22,7 @@
 #include "kubequota/kube.h"
 #include "kubequota/ledger.h"
 #include "kubequota/log.h"
+#include "kubequota/metering.h"
 #include "kubequota/metrics.h"
 #include "kubequota/pod.h"
 
@@ -40,12 +41,16 @@ static void on_list_begin(void *ud)
     if (atomic_fetch_add(&s->lists, 1) > 0)
         kq_info("event=relist msg=\"pod list restarting; usage will be reconciled\"");
     kq_ledger_resync_begin(s->app->ledger);
+    if (s->app->metering)
+        kq_metering_resync_begin(s->app->metering);
 }
 
 static void on_list_end(void *ud)
 {
     kq_sync_t *s = ud;
     kq_ledger_resync_end(s->app->ledger);
+    if (s->app->metering)
+        kq_metering_resync_end(s->app->metering);
     size_t counted = 0, known = kq_ledger_size(s->app->ledger, &counted);
     if (!atomic_exchange(&s->app->ready, true))
         kq_info("event=synced pods=%zu counted=%zu msg=\"first pod list applied; ready\"", known, counted);
@@ -58,14 +63,39 @@ static const char *pod_uid(const json_t *obj)
     return json_string_value(json_object_get(json_object_get(obj, "metadata"), "uid"));
 }
 
+/* Metering follows the same pod events as usage: charged from the PodScheduled time until
+ * the pod ends, so usage and charge agree on when a pod starts. */
+static void meter(kq_app_t *app, const json_t *obj, const kq_pod_opts_t *opts, const kq_pod_t *pod)
+{
+    int rc = 0;
+    if (kq_pod_is_terminal(pod)) {
+        (void)kq_metering_pod_ended(app->metering, pod->uid, 0);
+        kq_metering_pod_pending_gone(app->metering, pod->uid);
+    } else if (pod->node != NULL) {
+        double at = 0; /* 0 = now, when the condition is missing */
+        if (kq_metering_pod_scheduled_time(obj, &at) != 0)
+            at = 0;
+        rc = kq_metering_pod_bound(app->metering, pod, kq_metering_tracked_group(opts->partition, pod), at);
+    } else {
+        rc = kq_metering_pod_pending(app->metering, pod->uid, &pod->request);
+    }
+    if (rc != 0)
+        kq_warn("event=metering_feed_failed pod=%s/%s error=\"%s\"", pod->ns, pod->name, kq_strerror(rc));
+}
+
 static void on_object(void *ud, int type, json_t *obj)
 {
     kq_sync_t *s = ud;
     kq_app_t *app = s->app;
     if (type == KQ_WATCH_DELETED) {
         const char *uid = pod_uid(obj);
-        if (uid != NULL)
+        if (uid != NULL) {
             kq_ledger_remove(app->ledger, uid);
+            if (app->metering) {
+                (void)kq_metering_pod_ended(app->metering, uid, 0);
+                kq_metering_pod_pending_gone(app->metering, uid);
+            }
+        }
         return;
     }
     kq_config_t *cfg = kq_config_holder_get(app->config);
@@ -83,6 +113,8 @@ static void on_object(void *ud, int type, json_t *obj)
                     err);
     } else {
         kq_ledger_observe(app->ledger, &pod);
+        if (app->metering)
+            meter(app, obj, &opts, &pod);
         kq_pod_clear(&pod);
     }
     kq_config_unref(cfg);
@@ -179,8 +211,12 @@ int kq_reloader_reload_now(kq_reloader_t *r)
         if (kq_diags_add(&diags, r->path, 0, 0, NULL, "partition \"%s\" is not defined", app->partition) != 0)
             rc = KQ_ENOMEM;
     }
+    if (rc == 0 && app->metering)
+        rc = kq_metering_check_config(kq_config_partition(cfg, app->partition), &diags);
     if (rc == 0)
         rc = kq_ugm_set_config(app->ugm, cfg);
+    if (rc == 0 && app->metering)
+        rc = kq_metering_set_config(app->metering, kq_config_partition(cfg, app->partition), &diags);
     if (rc == 0) {
         kq_config_holder_swap(app->config, cfg);
         char summary[256];

@@ -28,6 +28,8 @@ typedef struct kq_app {
     atomic_bool ready;            /* true once the first full pod list is in (/readyz) */
     struct kq_sync *sync;         /* may be NULL: the pod informer (watch restarts for /metrics) */
     struct kq_elastic *elastic;   /* may be NULL: elastic quota (quota tree, reclaim; elastic.h) */
+    struct kq_metering *metering; /* may be NULL: no charging, no budgets (metering.h) */
+    struct kq_leader *leader;     /* may be NULL: no leader election (this replica acts alone) */
 } kq_app_t;
 
 #endif

@@ -46,6 +46,8 @@ typedef enum kq_endpoint {
     KQ_EP_USAGE_GROUP,    /* /ws/v1/partition/{partition}/usage/group/{group} */
     KQ_EP_QUEUES,         /* /ws/v1/partition/{partition}/queues */
     KQ_EP_VALIDATE_CONF,  /* /ws/v1/validate-conf */
+    KQ_EP_PRICES,         /* /ws/v1/partition/{partition}/prices */
+    KQ_EP_CHARGES,        /* /ws/v1/partition/{partition}/charges */
     KQ_EP_COUNT
 } kq_endpoint_t;
 

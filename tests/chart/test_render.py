@@ -46,10 +46,7 @@ OTHER_NAMESPACE = {("RoleBinding", cl.fullname() + "-auth-reader"): "kube-system
 # code for them is being written (issue 6 names them). Each entry must be removed when the
 # binary gains the flag: the test fails for an entry the binary already documents.
 PENDING_FLAGS = {
-    "--leader-elect": "kubequota leader election (later)",
-    "--lease-namespace": "kubequota leader election (later)",
-    "--lease-name": "kubequota leader election (later)",
-    "--state-dir": "metering state (later)",
+    # flags the chart may render before the binary has them (none now)
 }
 
 
