@@ -216,8 +216,21 @@ static void send_response(struct mg_connection *conn, const resp_t *r, const cha
 
 /* ------------------------------------------------------------------ handlers */
 
+/* Until the first full pod list is applied kubequota does not know what is already
+ * running, so a decision could admit pods over a limit (right after a restart). The
+ * scheduler verbs answer 503 then: kube-scheduler treats it as an error and retries. */
+static bool extender_ready(const req_t *q, resp_t *r)
+{
+    if (atomic_load(&q->s->app->ready))
+        return true;
+    resp_error(r, 503, "kubequota is starting: the pod list is not loaded yet, so no quota decision can be made");
+    return false;
+}
+
 static void h_filter(const req_t *q, resp_t *r)
 {
+    if (!extender_ready(q, r))
+        return;
     char *out = NULL;
     size_t len = 0;
     int st = kq_extender_filter(q->s->app, q->body, q->body_len, &out, &len);
@@ -226,6 +239,8 @@ static void h_filter(const req_t *q, resp_t *r)
 
 static void h_bind(const req_t *q, resp_t *r)
 {
+    if (!extender_ready(q, r))
+        return;
     char *out = NULL;
     size_t len = 0;
     int st = kq_extender_bind(q->s->app, q->body, q->body_len, &out, &len);
@@ -234,6 +249,8 @@ static void h_bind(const req_t *q, resp_t *r)
 
 static void h_preempt(const req_t *q, resp_t *r)
 {
+    if (!extender_ready(q, r))
+        return;
     char *out = NULL;
     size_t len = 0;
     int st = kq_extender_preempt(q->s->app, q->body, q->body_len, &out, &len);

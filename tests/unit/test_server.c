@@ -183,7 +183,7 @@ static int use(void **state, fx_t *f)
 {
     if (f == NULL)
         return -1;
-    atomic_store(&f->app.ready, false);
+    atomic_store(&f->app.ready, true); /* tests of readiness set it back themselves */
     f->tls = f != srv_plain;
     *state = f;
     return 0;
@@ -535,11 +535,24 @@ static void test_body_limit(void **state)
 static void test_readyz(void **state)
 {
     fx_t *f = *state;
+    atomic_store(&f->app.ready, false);
     http_t h = {0};
     assert_int_equal(get(f, "/readyz", &h), 503);
+    /* before the first pod list, no quota decision: the scheduler verbs answer 503 */
+    static const char args[] = "{\"Pod\":{\"metadata\":{\"name\":\"p\",\"namespace\":\"default\",\"uid\":\"u\"},"
+                               "\"spec\":{\"schedulerName\":\"quota-scheduler\"}},\"Nodes\":null,\"NodeNames\":[\"n1\"]}";
+    http_t f1 = {0}, b1 = {0};
+    assert_int_equal(post(f, "/scheduler/filter", args, strlen(args), &f1), 503);
+    static const char bargs[] = "{\"PodName\":\"p\",\"PodNamespace\":\"default\",\"PodUID\":\"u\",\"Node\":\"n1\"}";
+    assert_int_equal(post(f, "/scheduler/bind", bargs, strlen(bargs), &b1), 503);
+    size_t counted = 1;
+    kq_ledger_size(f->app.ledger, &counted);
+    assert_int_equal(counted, 0);
     atomic_store(&f->app.ready, true);
     http_t h2 = {0};
     assert_int_equal(get(f, "/readyz", &h2), 200);
+    http_t f2 = {0};
+    assert_int_equal(post(f, "/scheduler/filter", args, strlen(args), &f2), 200);
 }
 
 static void test_rest_routes(void **state)
