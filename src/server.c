@@ -26,12 +26,22 @@
  *   kube events       (kube.c) drains the bounded event queue and POSTs Events; touches only
  *                     its queue (its own lock) and its own curl handles.
  *   config reload     (sync.c) re-reads queues.yaml off-lock, applies it whole to the ugm
- *                     (kq_ugm_set_config), swaps the holder's snapshot, counts the result in
- *                     metrics (atomics). A rejected file changes nothing.
+ *                     (kq_ugm_set_config) and metering, swaps the holder's snapshot, counts
+ *                     the result in metrics (atomics). A rejected file changes nothing.
+ *   elastic           (elastic.c) a nodes informer (cluster total -> quota tree, metering), one
+ *                     ElasticQuota informer per served API group (-> quota tree under the
+ *                     apply lock), and a timer thread: config changes, CRD probes, reclaim
+ *                     evictions and status writes (leader only; I/O on copies, no lock held),
+ *                     expiry of unconfirmed ledger entries.
+ *   leader            (leader.c) renews the Lease on its own API client; kq_leader_acts() is an
+ *                     atomic read the elastic timer and metering check before acting.
+ *   metering          (metering.c) computes prices and charges on its own thread under its own
+ *                     lock; the informer feeds it; checkpoints are written with no lock held.
  *
  * Shared state and its guard: config snapshots are immutable and reference-counted; the
- * ledger and the ugm each have private locks, always taken in the order ledger -> ugm
- * manager -> user tracker -> group tracker; metrics are atomics; app's pointers are
+ * ledger, the ugm, the quota tree, elastic and metering each have private locks, always
+ * taken in the order elastic apply -> ledger -> ugm manager -> user tracker -> group tracker
+ * -> quota tree (metering's lock nests only inside the nodes lock); metrics are atomics; app's pointers are
  * read-only while the server runs. jansson values never cross threads (each request
  * parses its own), libcurl easy handles are per call.
  *
