@@ -47,7 +47,7 @@ CW_FLAGS := -std=gnu11 $(OPT) -g $(SANFLAGS) -pthread -DOPENSSL_API_3_0 -DNO_SSL
             -DNO_CACHING -DUSE_IPV6 -DSTOP_FLAG_NEEDS_LOCK -DSOCKET_TIMEOUT_QUANTUM=200 -I$(CW_SRC)/include -w
 
 # Library modules, in dependency order. main.c only wires them together.
-CORE_MODULES    := error log resource config ugm quota_tree
+CORE_MODULES    := error log resource config ugm quota_tree jscan
 SERVICE_MODULES := pod ledger kube extender rest metrics server sync admission elastic auth leader metering
 MODULES         := $(CORE_MODULES) $(SERVICE_MODULES)
 
@@ -66,6 +66,7 @@ TEST_MODULES_admission := error log resource config admission
 TEST_MODULES_quota_tree := error log resource quota_tree
 TEST_MODULES_metering := error log resource config metering
 TEST_MODULES_leader := error log resource kube leader
+TEST_MODULES_jscan := error log jscan
 test_modules = $(if $(TEST_MODULES_$(1)),$(TEST_MODULES_$(1)),$(MODULES))
 
 UNIT_TESTS := $(patsubst tests/unit/test_%.c,%,$(wildcard tests/unit/test_*.c))
