@@ -7,6 +7,7 @@ import shutil
 import socket
 import ssl
 import subprocess
+import time
 
 import kqtest
 from kqtest import REPO, HttpClient, KQTestCase, Kubequota, certs, queues_config, tmp_root, wait_until
@@ -118,3 +119,35 @@ class ExtenderLocalOnlyTest(KQTestCase):
         self.assertIn("extender-local-only", r.json()["error"])
         # the webhooks and health stay reachable from elsewhere (the API server calls them)
         self.assertEqual(remote.get("/healthz").status, 200)
+
+
+class SlowClientTest(KQTestCase):
+    """A client that stops sending in the middle of a request (slow loris) is cut off, and
+    other clients are served meanwhile."""
+    CONFIG = queues_config({"name": "default"})
+
+    def test_stalled_body_is_cut_off(self):
+        ctx = ssl.create_default_context(cafile=certs()["ca"])
+        raw = socket.create_connection(("127.0.0.1", self.kq.port), timeout=30)
+        s = ctx.wrap_socket(raw, server_hostname="localhost")
+        s.sendall(b"POST /scheduler/filter HTTP/1.1\r\nHost: localhost\r\n"
+                  b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"Pod\":")
+        start = time.monotonic()
+        # another client is served while this one stalls
+        self.assertEqual(self.kq.get("/healthz").status, 200)
+        data = b""
+        try:
+            while True:
+                chunk = s.recv(4096)
+                if not chunk:
+                    break
+                data += chunk
+        except (ssl.SSLError, OSError):
+            pass
+        waited = time.monotonic() - start
+        s.close()
+        # the server gave up on the request (an error answer or a closed connection) well
+        # before the client's own 30 s timeout, and counted nothing
+        self.assertLess(waited, 28, "the stalled request held its connection for %.1fs" % waited)
+        self.assertFalse(data.startswith(b"HTTP/1.1 200"), data[:200])
+        self.assertTrue(self.kq.alive())
