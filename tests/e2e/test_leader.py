@@ -212,3 +212,114 @@ class LeaderElectionTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+ELASTIC_CONFIG = queues_config(
+    {"name": "default"},
+    {"name": "team-a", "resources": {"guaranteed": {"vcore": "4"}, "max": {"vcore": "8"}}},
+    {"name": "team-b", "resources": {"guaranteed": {"vcore": "4"}, "max": {"vcore": "8"}}},
+)
+EVICTED_RE = re.compile(r'^kubequota_reclaim_evictions_total\{result="evicted"\}\s+(\S+)\s*$', re.M)
+
+
+class FailoverActsOnceTest(LeaderElectionTest):
+    """Two replicas serve from the same state, but only the leader acts: reclaim evicts
+    exactly the pods it must (the standby evicts none), and the charge for a pod that ran
+    across a failover is its lifetime, neither lost nor doubled (shared metering state)."""
+
+    # the election scenarios themselves run once, in LeaderElectionTest
+    test_sigkill_of_the_leader_fails_over_after_the_lease_expires = None
+    test_sigterm_releases_the_lease_for_an_immediate_takeover = None
+
+    def replica(self, name, duration, deadline, retry, state_dir=None):
+        kq = Kubequota(self.sim, ELASTIC_CONFIG, name=name, extra_args=[
+            "--leader-elect", "--lease-namespace", LEASE_NS, "--lease-name", LEASE_NAME,
+            "--lease-duration", duration, "--renew-deadline", deadline, "--retry-period", retry,
+            "--reclaim-grace", "1500", "--elastic-tick", "100", "--status-interval", "200",
+            "--metering", "interval=0.2", "--metering", "min-runtime=1",
+            "--metering", "increment=0",  # a flat price: the charge is the lifetime alone
+            "--metering", "state-dir=%s" % state_dir])
+        kq.killed = False
+        self.addCleanup(self.stop_clean, kq)
+        return kq
+
+    def schedule(self, kq, name):
+        from kqtest import SchedulerDriver
+        return SchedulerDriver(kq, self.sim).schedule("default", name)
+
+    def pod(self, name, user, cpu, priority=0, queue=None):
+        from kqtest import pod_manifest
+        p = pod_manifest(name, user=user, cpu=str(cpu), memory="64Mi", queue=queue)
+        p["spec"]["priority"] = priority
+        return self.sim.create_pod(p)
+
+    def alive(self, name):
+        return any(p["metadata"]["name"] == name for p in self.sim.state()["pods"])
+
+    def evicted(self, kq):
+        m = EVICTED_RE.findall(kq.get("/metrics").text)
+        return int(float(m[0])) if m else 0
+
+    def charged(self, kq, user):
+        r = kq.get("/ws/v1/partition/default/charges?user=%s" % user)
+        self.assertEqual(r.status, 200, r.text)
+        users = r.json()["users"]
+        return users[0]["totalCredits"] if users else 0.0
+
+    def test_only_the_leader_evicts_and_charges(self):
+        import os
+        import tempfile
+        from kqtest import tmp_root
+        state = tempfile.mkdtemp(prefix="shared-state-", dir=tmp_root())
+        os.rmdir(state)  # metering creates it (0700)
+        self.sim.world.add_node("node-9", cpu="8", memory="64Gi")  # the only node
+        for n in ("node-1", "node-2", "node-3"):
+            self.sim.world.delete_node(n)
+        a = self.replica("kq-a", "2s", "1500ms", "250ms", state).start()
+        b = self.replica("kq-b", "2s", "1500ms", "250ms", state).start()
+        leader = wait_until(lambda: self.sole_leader([a, b]), 15, 0.1, "exactly one leader")
+        standby = b if leader is a else a
+        self.kq = leader
+
+        # a metered pod that will run across the failover (root.default, no elastic min)
+        self.pod("mia-1", "mia", "500m")
+        ok, why = self.schedule(leader, "mia-1")
+        self.assertTrue(ok, why)
+        began = time.time()
+
+        # team-a borrows team-b's idle min on the only node (8 cpu): a1..a3 at 2 cpu each
+        for name, prio in (("a1", 1), ("a2", 5), ("a3", 10)):
+            self.pod(name, "alice", 2, prio, queue="root.team-a")
+            ok, why = self.schedule(leader, name)
+            self.assertTrue(ok, "%s: %s" % (name, why))
+        # team-b's pod arrives and asks for its min back (filtered by both replicas, as a
+        # scheduler may reach either): team-a must give back exactly one pod, the lowest one
+        self.pod("b1", "bob", 2, 0, queue="root.team-b")
+        for kq in (leader, standby):
+            self.schedule(kq, "b1")
+        wait_until(lambda: not self.alive("a1"), 20, 0.1, "a1 to be evicted")
+        time.sleep(2.0)  # a few more reclaim ticks (grace 1.5 s): nothing more may go
+        self.assertTrue(self.alive("a2") and self.alive("a3"), "only a1 had to go")
+        self.assertEqual(self.sim.state()["counters"]["evictions"], 1)
+        self.assertEqual(self.evicted(leader), 1)
+        self.assertEqual(self.evicted(standby), 0, "the standby must not evict")
+
+        # failover: the leader dies; the standby takes over and continues mia's charge from
+        # the shared checkpoint
+        self.sigkill(leader)
+        self.kq = standby
+        wait_until(lambda: self.sole_leader([standby]) is standby, 10, 0.05,
+                   "the standby to take over")
+        time.sleep(0.5)
+        before = time.time()
+        self.sim.delete_pod("default", "mia-1")
+        wait_until(lambda: standby.get("/ws/v1/partition/default/prices").json()["runningPods"] ==
+                   len([p for p in self.sim.state()["pods"] if p["spec"].get("nodeName")]),
+                   10, 0.05, "mia's pod to end in metering")
+        after = time.time()
+        total = self.charged(standby, "mia")
+        # 0.5 cpu per second at multiplier 1; the lifetime lies within [before, after] of the
+        # bind (+/- slack): charged once, not lost during the takeover, not twice
+        lo, hi = 0.5 * (before - began - 1.0), 0.5 * (after - began + 1.0)
+        self.assertTrue(lo <= total <= hi, "mia was charged %.3f; expected between %.3f and %.3f"
+                        % (total, lo, hi))
