@@ -424,11 +424,11 @@ int kq_extender_filter(kq_app_t *app, const char *body, size_t len, char **out, 
     int rc = app->ledger ? kq_ledger_check_ex(app->ledger, &pod, reason, sizeof(reason), &by_tree) : KQ_ESTATE;
     if (rc == 0 && app->metering != NULL && !kq_ledger_is_counted(app->ledger, pod.uid)) {
         /* An exhausted credit budget stops new pods of its owner; running pods keep running. */
-        kq_config_t *bcfg = kq_config_holder_get(app->config);
-        const char *group =
-            kq_metering_tracked_group(bcfg ? kq_config_partition(bcfg, app->partition) : NULL, &pod);
-        rc = kq_metering_check_budget(app->metering, pod.user, group, pod.queue, reason, sizeof(reason));
-        kq_config_unref(bcfg);
+        char group[KQ_UGM_PATH_MAX];
+        if (kq_ledger_pod_group(app->ledger, &pod, group, sizeof(group)) != 0)
+            group[0] = '\0';
+        rc = kq_metering_check_budget(app->metering, pod.user, group[0] ? group : NULL, pod.queue, reason,
+                                      sizeof(reason));
     }
     if (rc == 0) {
         kq_metrics_decision(app->metrics, KQ_VERB_FILTER, KQ_RESULT_ALLOWED);

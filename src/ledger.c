@@ -770,6 +770,14 @@ int kq_ledger_lookup(kq_ledger_t *l, const char *uid, kq_pod_t *out)
     return rc;
 }
 
+int kq_ledger_pod_group(kq_ledger_t *l, const kq_pod_t *pod, char *out, size_t outlen)
+{
+    if (l == NULL || pod == NULL)
+        return KQ_EINVAL;
+    kq_user_t u = {.name = pod->user, .groups = (const char *const *)pod->groups, .n_groups = pod->n_groups};
+    return kq_ugm_group_of(l->ugm, pod->queue ? pod->queue : "root", pod->app_id, &u, out, outlen);
+}
+
 bool kq_ledger_is_counted(kq_ledger_t *l, const char *uid)
 {
     entry_t *e;

@@ -1560,45 +1560,6 @@ int kq_metering_pod_scheduled_time(const json_t *pod, double *out)
     return KQ_ENOENT;
 }
 
-const char *kq_metering_tracked_group(const kq_partition_conf_t *p, const kq_pod_t *pod)
-{
-    if (p == NULL || pod == NULL || pod->n_groups == 0)
-        return NULL;
-    const char *first = NULL;
-    for (size_t j = 0; j < pod->n_groups && first == NULL; j++)
-        if (pod->groups[j] != NULL && pod->groups[j][0] != '\0')
-            first = pod->groups[j];
-    if (first == NULL)
-        return NULL;
-    char path[KQ_UGM_PATH_MAX + 1];
-    snprintf(path, sizeof(path), "%s", pod->queue ? pod->queue : "root");
-    for (;;) {
-        const kq_queue_conf_t *q = kq_config_queue(p, path);
-        bool any = false;
-        for (size_t li = 0; q != NULL && li < q->n_limits; li++) {
-            const kq_limit_conf_t *lim = &q->limits[li];
-            if (lim->n_groups == 1 && strcmp(lim->groups[0], "*") == 0) {
-                any = true;
-                continue;
-            }
-            for (size_t j = 0; j < pod->n_groups; j++) {
-                const char *g = pod->groups[j];
-                if (g == NULL || g[0] == '\0')
-                    continue;
-                for (size_t k = 0; k < lim->n_groups; k++)
-                    if (strcmp(lim->groups[k], g) == 0)
-                        return g;
-            }
-        }
-        if (any)
-            return first;
-        char *dot = strrchr(path, '.');
-        if (dot == NULL)
-            return NULL;
-        *dot = '\0';
-    }
-}
-
 /* ------------------------------------------------------------------ budgets */
 
 static bool credits_parse(const char *s, int64_t *out)

@@ -65,7 +65,7 @@ static const char *pod_uid(const json_t *obj)
 
 /* Metering follows the same pod events as usage: charged from the PodScheduled time until
  * the pod ends, so usage and charge agree on when a pod starts. */
-static void meter(kq_app_t *app, const json_t *obj, const kq_pod_opts_t *opts, const kq_pod_t *pod)
+static void meter(kq_app_t *app, const json_t *obj, const kq_pod_t *pod)
 {
     int rc = 0;
     if (kq_pod_is_terminal(pod)) {
@@ -75,7 +75,10 @@ static void meter(kq_app_t *app, const json_t *obj, const kq_pod_opts_t *opts, c
         double at = 0; /* 0 = now, when the condition is missing */
         if (kq_metering_pod_scheduled_time(obj, &at) != 0)
             at = 0;
-        rc = kq_metering_pod_bound(app->metering, pod, kq_metering_tracked_group(opts->partition, pod), at);
+        char group[KQ_UGM_PATH_MAX]; /* the group usage is tracked against, so charges agree */
+        if (kq_ledger_pod_group(app->ledger, pod, group, sizeof(group)) != 0)
+            group[0] = '\0';
+        rc = kq_metering_pod_bound(app->metering, pod, group[0] ? group : NULL, at);
     } else {
         rc = kq_metering_pod_pending(app->metering, pod->uid, &pod->request);
     }
@@ -114,7 +117,7 @@ static void on_object(void *ud, int type, json_t *obj)
     } else {
         kq_ledger_observe(app->ledger, &pod);
         if (app->metering)
-            meter(app, obj, &opts, &pod);
+            meter(app, obj, &pod);
         kq_pod_clear(&pod);
     }
     kq_config_unref(cfg);

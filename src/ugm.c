@@ -818,6 +818,43 @@ out:
     return rc;
 }
 
+int kq_ugm_group_of(kq_ugm_t *m, const char *queue_path, const char *app_id, const kq_user_t *user, char *out,
+                    size_t outlen)
+{
+    if (out == NULL || outlen == 0)
+        return KQ_EINVAL;
+    out[0] = '\0';
+    if (m == NULL || app_id == NULL || app_id[0] == '\0' || !user_valid(user))
+        return KQ_EINVAL;
+    qpath_t path;
+    int rc = parse_path(queue_path, &path);
+    if (rc != 0)
+        return rc;
+    /* Lock order: manager -> user (the user's lock only to read its application map). */
+    mutex_lock(&m->lock);
+    const char *g = NULL;
+    bool fixed = false;
+    tracker_t *u = tracker_find(m->users, user->name);
+    if (u != NULL) {
+        mutex_lock(&u->lock);
+        cnt_t *entry = u->root != NULL ? cnt_find(u->root->apps, app_id, strlen(app_id)) : NULL;
+        if (entry != NULL) {
+            fixed = true;
+            g = entry->group != NULL ? entry->group->name : NULL;
+            if (g != NULL)
+                snprintf(out, outlen, "%s", g);
+        }
+        pthread_mutex_unlock(&u->lock);
+    }
+    if (!fixed) {
+        g = choose_group(m->limits, &path, user);
+        if (g != NULL)
+            snprintf(out, outlen, "%s", g);
+    }
+    pthread_mutex_unlock(&m->lock);
+    return 0;
+}
+
 static int do_increase(kq_ugm_t *m, const char *queue_path, const char *app_id,
                        const kq_user_t *user, const kq_resource_t *req, enum mode mode,
                        char *reason, size_t rlen)

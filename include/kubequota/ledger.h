@@ -79,6 +79,11 @@ int kq_ledger_lookup(kq_ledger_t *l, const char *uid, kq_pod_t *out) KQ_WUR;
 
 bool kq_ledger_is_counted(kq_ledger_t *l, const char *uid);
 
+/* The user group the pod's application is (or would be) tracked against, as the ugm
+ * chooses it (kq_ugm_group_of; an unresolvable queue counts at "root"). out gets "" for no
+ * group. No ledger lock is taken. */
+int kq_ledger_pod_group(kq_ledger_t *l, const kq_pod_t *pod, char *out, size_t outlen) KQ_WUR;
+
 /* ---- elastic quota ---- */
 
 /* Names the quota group of a pod in group (NUL-terminated, at most len-1 bytes). 0, or

@@ -154,7 +154,7 @@ void kq_metering_free(kq_metering_t *m);
 
 /* A bound, live pod: charged from max(bound_at, epoch). Idempotent: a pod already known is
  * confirmed (restored pods start being charged); a changed request is a resize at now.
- * group: the group the pod's application is tracked against (kq_metering_tracked_group),
+ * group: the group the pod's application is tracked against (kq_ledger_pod_group),
  * or NULL. The pod's queue NULL (unresolvable) books to "root". 0, KQ_EINVAL (no uid or
  * user), KQ_ENOMEM. */
 int kq_metering_pod_bound(kq_metering_t *m, const kq_pod_t *pod, const char *group, double bound_at) KQ_WUR;
@@ -185,12 +185,6 @@ void kq_metering_set_nodes_allocatable(kq_metering_t *m, const kq_resource_t *to
  * seconds since the epoch. KQ_ENOENT when the pod has no such condition, KQ_EPARSE when the
  * time is malformed; *out untouched on error. */
 int kq_metering_pod_scheduled_time(const json_t *pod, double *out) KQ_WUR;
-
-/* The group a pod's application is tracked against, by the rule of ugm.h: from the pod's
- * queue up to root, the first queue with a group limit naming one of the user's groups
- * (the earliest such limit) decides; a "*" group limit there matches the user's first
- * group. Borrowed from pod (or NULL: no group). */
-const char *kq_metering_tracked_group(const kq_partition_conf_t *p, const kq_pod_t *pod);
 
 /* ---- budgets ---- */
 

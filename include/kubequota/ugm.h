@@ -92,6 +92,13 @@ int kq_ugm_decrease(kq_ugm_t *m, const char *queue_path, const char *app_id, con
 
 /* Pending (requested, not yet allocated) resources per queue, for the queue view only;
  * never enforced. */
+/* The group application app_id of `user` is (or, before its first allocation, would be)
+ * tracked against at queue_path: the group fixed at its first increase, else the one the
+ * selection rule above picks with the limits in force now. Metering books charges to it, so
+ * charges and usage always name the same group. out gets "" for no group. 0, or KQ_EINVAL. */
+int kq_ugm_group_of(kq_ugm_t *m, const char *queue_path, const char *app_id, const kq_user_t *user, char *out,
+                    size_t outlen) KQ_WUR;
+
 void kq_ugm_pending_add(kq_ugm_t *m, const char *queue_path, const kq_resource_t *req);
 void kq_ugm_pending_sub(kq_ugm_t *m, const char *queue_path, const kq_resource_t *req);
 

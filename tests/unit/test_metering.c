@@ -25,6 +25,7 @@
 #include "kubequota/config.h"
 #include "kubequota/log.h"
 #include "kubequota/metering.h"
+#include "kubequota/ugm.h"
 #include "kubequota/pod.h"
 #include "kubequota/resource.h"
 
@@ -636,25 +637,52 @@ static void test_budget_exhaustion(void **state)
     kq_metering_free(m);
 }
 
+/* Charges are booked to the group the ugm tracks the application against (the same choice
+ * as usage): kq_ledger_pod_group -> kq_ugm_group_of. */
+static const char *tracked_group(kq_ugm_t *u, const kq_pod_t *pod, char *buf, size_t len)
+{
+    kq_user_t who = {.name = pod->user, .groups = (const char *const *)pod->groups, .n_groups = pod->n_groups};
+    assert_int_equal(kq_ugm_group_of(u, pod->queue, pod->app_id, &who, buf, len), 0);
+    return buf[0] ? buf : NULL;
+}
+
 static void test_tracked_group(void **state)
 {
     (void)state;
     kq_config_t *cfg = config(BUDGET_YAML);
-    const kq_partition_conf_t *p = kq_config_partition(cfg, "default");
+    kq_ugm_t *u = kq_ugm_new("default");
+    assert_non_null(u);
+    assert_int_equal(kq_ugm_set_config(u, cfg), 0);
+    char buf[256];
     char *g1[] = {"ops", "dev"};
     kq_pod_t pod = podv("u", "alice", "root.a", res(0, 0, 0));
+    pod.app_id = (char *)"app-1";
     pod.groups = g1;
     pod.n_groups = 2;
-    assert_string_equal(kq_metering_tracked_group(p, &pod), "dev"); /* named limit beats "*" */
+    assert_string_equal(tracked_group(u, &pod, buf, sizeof(buf)), "dev"); /* named limit beats "*" */
     char *g2[] = {"", "ops", "qa"};
     pod.groups = g2;
     pod.n_groups = 3;
-    assert_string_equal(kq_metering_tracked_group(p, &pod), "ops"); /* "*": first group */
+    assert_string_equal(tracked_group(u, &pod, buf, sizeof(buf)), "ops"); /* "*": first group */
     pod.queue = (char *)"root.b";
-    assert_null(kq_metering_tracked_group(p, &pod)); /* no group limit up to root */
+    assert_null(tracked_group(u, &pod, buf, sizeof(buf))); /* no group limit up to root */
     pod.queue = (char *)"root.a";
     pod.n_groups = 0;
-    assert_null(kq_metering_tracked_group(p, &pod));
+    assert_null(tracked_group(u, &pod, buf, sizeof(buf)));
+    /* once the application runs, its group is the one usage fixed at its first pod, even if a
+     * later pod of it carries other groups first */
+    pod.groups = g1;
+    pod.n_groups = 2;
+    kq_user_t who = {.name = "alice", .groups = (const char *const *)g1, .n_groups = 2};
+    kq_resource_t one = res(1000, 0, 0);
+    char reason[256];
+    assert_int_equal(kq_ugm_increase(u, "root.a", "app-1", &who, &one, reason, sizeof(reason)), 0);
+    pod.groups = g2;
+    pod.n_groups = 3;
+    assert_string_equal(tracked_group(u, &pod, buf, sizeof(buf)), "dev");
+    assert_int_equal(kq_ugm_decrease(u, "root.a", "app-1", "alice", &one), 0);
+    assert_string_equal(tracked_group(u, &pod, buf, sizeof(buf)), "ops"); /* app ended: chosen anew */
+    kq_ugm_free(u);
     kq_config_unref(cfg);
 }
 
