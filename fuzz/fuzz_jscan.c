@@ -28,6 +28,8 @@
  *   7. A top-level string decodes to jansson's bytes, and kq_jscan_str_equal agrees.
  *   8. kq_jscan_json succeeds exactly when jansson does, with a json_equal tree (same
  *      types: integer vs real, same values, last duplicate key kept).
+ *   9. kq_jscan_json_filtered with a fixed filter succeeds exactly when jansson does, and
+ *      its tree equals jansson's tree pruned by the filter (pruned here, independently).
  *
  *   make build/fuzz/fuzz_jscan && build/fuzz/fuzz_jscan -max_total_time=60 fuzz/corpus/jscan
  */
@@ -162,6 +164,34 @@ static void check_array(const char *text, size_t len, const json_t *arr)
     CHECK(all_strings ? rc == 0 : rc == KQ_EINVAL);
 }
 
+/* The filter of check 9: names that short fuzz inputs produce, nested and repeated. */
+static const kq_jfilter_t f_leaf[] = {{"a", NULL}, {"", NULL}, {NULL, NULL}};
+static const kq_jfilter_t f_mid[] = {{"b", f_leaf}, {"a", NULL}, {"\xc3\xa9", f_leaf}, {NULL, NULL}};
+static const kq_jfilter_t f_top[] = {{"a", f_mid}, {"b", NULL}, {"c", f_top}, {NULL, NULL}};
+
+/* jansson's value with what `keep` does not name removed (the reference for check 9). */
+static json_t *prune(const json_t *v, const kq_jfilter_t *keep)
+{
+    if (keep == NULL)
+        return json_deep_copy(v);
+    if (json_is_array(v)) {
+        json_t *out = json_array();
+        size_t i;
+        const json_t *e;
+        json_array_foreach(v, i, e) json_array_append_new(out, prune(e, keep));
+        return out;
+    }
+    if (!json_is_object(v))
+        return json_deep_copy(v);
+    json_t *out = json_object();
+    for (const kq_jfilter_t *f = keep; f->key != NULL; f++) {
+        const json_t *m = json_object_get(v, f->key);
+        if (m != NULL && json_object_get(out, f->key) == NULL)
+            json_object_set_new(out, f->key, prune(m, f->sub));
+    }
+    return out;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     const char *text = (const char *)data;
@@ -188,6 +218,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (rcb == 0) {
         CHECK(json_equal(built, any));
         json_decref(built);
+    }
+    json_t *filtered = NULL;
+    int rcf = kq_jscan_json_filtered(text, size, f_top, &filtered, NULL); /* 9 */
+    CHECK((rcf == 0) == (any != NULL));
+    if (rcf == 0) {
+        json_t *want = prune(any, f_top);
+        CHECK(json_equal(filtered, want));
+        json_decref(want);
+        json_decref(filtered);
     }
     if (rc != 0)
         CHECK(rc == KQ_EPARSE && err.offset <= size && err.line >= 1 && err.column >= 1 && err.text[0] != '\0');

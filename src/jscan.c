@@ -378,6 +378,16 @@ struct build {
     char *key;
     size_t key_len, key_cap;
     char inline_key[64];
+    /* kq_jscan_json_filtered: what to keep. filt[i] belongs to open[i] (NULL = all of it);
+     * `next` applies to the value that comes next (set by its member name, or inherited
+     * from the open array); `skip` counts the containers open inside a value that is not
+     * kept (nothing is built while it is nonzero); `skip_next` marks the next value as
+     * not kept (its member name was not in the filter). */
+    const kq_jfilter_t **filt;
+    const kq_jfilter_t *inline_filt[32];
+    const kq_jfilter_t *next;
+    size_t skip;
+    bool skip_next, filtered;
 };
 
 /* Decoded string contents in a buffer of the builder's (kept until the next call). */
@@ -398,14 +408,61 @@ static char *build_text(build_t *b, ptr_t p, ptr_t stop, bool escaped, size_t *l
     return b->key;
 }
 
+/* The entry of a filter list whose name equals the raw member name, or NULL. */
+static const kq_jfilter_t *filter_match(const kq_jfilter_t *f, ptr_t p, ptr_t stop, bool escaped)
+{
+    size_t n = (size_t)(stop - p);
+    for (; f->key != NULL; f++) {
+        if (!escaped) {
+            if (strlen(f->key) == n && memcmp(f->key, p, n) == 0)
+                return f;
+        } else {
+            kq_jstr_t raw = {.ptr = (const char *)p, .len = n, .escaped = true};
+            if (kq_jscan_str_equal(&raw, f->key))
+                return f;
+        }
+    }
+    return NULL;
+}
+
 static int build_key(build_t *b, ptr_t p, ptr_t stop, bool escaped)
 {
+    if (b->skip > 0)
+        return 0;
+    if (b->filtered) {
+        const kq_jfilter_t *f = b->filt[b->depth - 1];
+        if (f != NULL) {
+            const kq_jfilter_t *m = filter_match(f, p, stop, escaped);
+            if (m == NULL) {
+                b->skip_next = true;
+                return 0;
+            }
+            b->next = m->sub;
+        } else {
+            b->next = NULL;
+        }
+    }
     return build_text(b, p, stop, escaped, &b->key_len) != NULL ? 0 : KQ_ENOMEM;
 }
 
 /* A new value (containers empty, then pushed) attached to the open container. */
 static int build_value(build_t *b, kq_jtype_t t, ptr_t p, ptr_t stop, bool escaped, const num_t *num)
 {
+    if (b->skip > 0 || b->skip_next) {
+        b->skip_next = false;
+        if (t == KQ_JOBJECT || t == KQ_JARRAY)
+            b->skip++;
+        return 0;
+    }
+    const kq_jfilter_t *filt = NULL; /* what is kept of this value when it is a container */
+    if (b->filtered) {
+        if (b->depth == 0)
+            filt = b->next;
+        else if (json_is_array(b->open[b->depth - 1]))
+            filt = b->filt[b->depth - 1]; /* elements are filtered like their array */
+        else
+            filt = b->next;
+    }
     json_t *v = NULL;
     switch (t) {
     case KQ_JOBJECT: v = json_object(); break;
@@ -443,14 +500,26 @@ static int build_value(build_t *b, kq_jtype_t t, ptr_t p, ptr_t stop, bool escap
         if (b->depth == b->cap) {
             size_t cap = b->cap * 2;
             json_t **open = malloc(cap * sizeof(*open));
-            if (open == NULL)
+            const kq_jfilter_t **fl = b->filtered ? malloc(cap * sizeof(*fl)) : NULL;
+            if (open == NULL || (b->filtered && fl == NULL)) {
+                free(open);
+                free(fl);
                 return KQ_ENOMEM;
+            }
             memcpy(open, b->open, b->depth * sizeof(*open));
             if (b->open != b->inline_open)
                 free(b->open);
             b->open = open;
+            if (fl != NULL) {
+                memcpy(fl, b->filt, b->depth * sizeof(*fl));
+                if (b->filt != b->inline_filt)
+                    free(b->filt);
+                b->filt = fl;
+            }
             b->cap = cap;
         }
+        if (b->filtered)
+            b->filt[b->depth] = filt;
         b->open[b->depth++] = v;
     }
     return 0;
@@ -458,7 +527,10 @@ static int build_value(build_t *b, kq_jtype_t t, ptr_t p, ptr_t stop, bool escap
 
 static void build_close(build_t *b)
 {
-    b->depth--;
+    if (b->skip > 0)
+        b->skip--;
+    else
+        b->depth--;
 }
 
 /* ------------------------------------------------------------------ values */
@@ -710,8 +782,15 @@ int kq_jscan_object_find(const char *text, size_t len, unsigned flags, const cha
 
 int kq_jscan_json(const char *text, size_t len, json_t **out, kq_jscan_error_t *err)
 {
-    build_t b = {.cap = 32, .key_cap = sizeof(b.inline_key)};
+    return kq_jscan_json_filtered(text, len, NULL, out, err);
+}
+
+int kq_jscan_json_filtered(const char *text, size_t len, const kq_jfilter_t *keep, json_t **out,
+                           kq_jscan_error_t *err)
+{
+    build_t b = {.cap = 32, .key_cap = sizeof(b.inline_key), .filtered = keep != NULL, .next = keep};
     b.open = b.inline_open;
+    b.filt = b.inline_filt;
     b.key = b.inline_key;
     scan_t s;
     init(&s, text, len, KQ_JSCAN_JANSSON, err);
@@ -720,6 +799,8 @@ int kq_jscan_json(const char *text, size_t len, json_t **out, kq_jscan_error_t *
     int rc = scan_document(&s, &v);
     if (b.open != b.inline_open)
         free(b.open);
+    if (b.filt != b.inline_filt)
+        free(b.filt);
     if (b.key != b.inline_key)
         free(b.key);
     if (rc != 0) {

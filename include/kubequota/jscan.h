@@ -132,6 +132,22 @@ int kq_jscan_object_find(const char *text, size_t len, unsigned flags, const cha
  * set, or KQ_EPARSE / KQ_ENOMEM with err filled and *out untouched. */
 int kq_jscan_json(const char *text, size_t len, json_t **out, kq_jscan_error_t *err) KQ_WUR;
 
+/* What kq_jscan_json_filtered keeps of an object: a list of member names ended by an
+ * entry whose key is NULL. `sub` is applied to the member's value when it is an object,
+ * and to each object element when it is an array (arrays of arrays pass it down); NULL
+ * keeps the whole value. Members not named are not built (they are still validated). */
+typedef struct kq_jfilter {
+    const char *key;
+    const struct kq_jfilter *sub;
+} kq_jfilter_t;
+
+/* Like kq_jscan_json, but builds only what `keep` names (NULL: everything). The whole text
+ * is validated exactly as kq_jscan_json validates it; the tree is what kq_jscan_json
+ * builds with the members not named removed. For decoding a few fields of large objects
+ * (a pod of which the informer reads a dozen fields) without allocating the rest. */
+int kq_jscan_json_filtered(const char *text, size_t len, const kq_jfilter_t *keep, json_t **out,
+                           kq_jscan_error_t *err) KQ_WUR;
+
 /* Iterates over the elements of one JSON array (e.g. a kq_jvalue_t of type KQ_JARRAY),
  * validating as it goes, so it is safe on any text. Elements are treated as nested one
  * level deeper than the array's own text. */

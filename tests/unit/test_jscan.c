@@ -583,6 +583,73 @@ static void test_json_tree(void **state)
     json_decref(j);
 }
 
+static void test_json_filtered(void **state)
+{
+    (void)state;
+    static const kq_jfilter_t ctr[] = {{"name", NULL}, {"resources", NULL}, {NULL, NULL}};
+    static const kq_jfilter_t meta[] = {{"uid", NULL}, {"labels", NULL}, {NULL, NULL}};
+    static const kq_jfilter_t keep[] = {
+        {"metadata", meta}, {"containers", ctr}, {"n\xc3\xa9", NULL}, {"deep", ctr}, {NULL, NULL}};
+    /* dropped members hold every kind of value (and a deep one), kept ones are whole or
+     * filtered; an escaped member name matches its decoded form; arrays of objects are
+     * filtered per element, arrays of arrays pass the filter down */
+    static const char text[] =
+        "{\"metadata\":{\"uid\":\"u1\",\"managedFields\":[{\"f\":{\"g\":[1,2,{\"h\":null}]}}],"
+        "\"labels\":{\"a\":\"b\",\"c\":{\"d\":1}},\"name\":\"p\"},"
+        "\"spec\":{\"x\":[[[]]],\"y\":\"s\"},\"big\":[{},[],\"t\",1.5,true,false,null],"
+        "\"containers\":[{\"name\":\"c\",\"image\":\"i\",\"resources\":{\"requests\":{\"cpu\":\"1\"}}},"
+        "{\"env\":[{\"name\":\"E\"}]},\"scalar\",[{\"name\":\"n\",\"x\":1}]],"
+        "\"n\\u00e9\":[1,{\"z\":2}],\"deep\":[[{\"name\":\"d\",\"drop\":{}}]],\"tail\":{\"k\":[1]}}";
+    json_t *j = NULL;
+    assert_int_equal(kq_jscan_json_filtered(text, strlen(text), keep, &j, NULL), 0);
+    json_t *want = json_loads(
+        "{\"metadata\":{\"uid\":\"u1\",\"labels\":{\"a\":\"b\",\"c\":{\"d\":1}}},"
+        "\"containers\":[{\"name\":\"c\",\"resources\":{\"requests\":{\"cpu\":\"1\"}}},{},\"scalar\","
+        "[{\"name\":\"n\"}]],\"n\xc3\xa9\":[1,{\"z\":2}],\"deep\":[[{\"name\":\"d\"}]]}",
+        0, NULL);
+    assert_non_null(want);
+    assert_true(json_equal(j, want));
+    json_decref(want);
+    json_decref(j);
+
+    /* NULL keeps everything; a scalar document is built whatever the filter */
+    assert_int_equal(kq_jscan_json_filtered(text, strlen(text), NULL, &j, NULL), 0);
+    json_t *all = json_loads(text, 0, NULL);
+    assert_true(json_equal(j, all));
+    json_decref(all);
+    json_decref(j);
+    assert_int_equal(kq_jscan_json_filtered(S("7"), keep, &j, NULL), 0);
+    assert_int_equal(json_integer_value(j), 7);
+    json_decref(j);
+
+    /* an error inside a member that is not kept is still an error, *out untouched */
+    json_t *sentinel = json_true();
+    j = sentinel;
+    kq_jscan_error_t e;
+    assert_int_equal(kq_jscan_json_filtered(S("{\"spec\":{\"x\":[1,}}"), keep, &j, &e), KQ_EPARSE);
+    assert_ptr_equal(j, sentinel);
+    assert_int_equal(kq_jscan_json_filtered(S("{\"spec\":\"\\u0000\",\"metadata\":{}}"), keep, &j, &e),
+                     KQ_EPARSE);
+    assert_ptr_equal(j, sentinel);
+
+    /* deeper than the builder's first stack, inside a kept and inside a dropped member */
+    char deep[16 + 2 * 100 + 2];
+    size_t n = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        n = (size_t)sprintf(deep, "{\"%s\":", pass == 0 ? "deep" : "gone");
+        memset(deep + n, '[', 100);
+        n += 100;
+        memset(deep + n, ']', 100);
+        n += 100;
+        deep[n++] = '}';
+        assert_int_equal(kq_jscan_json_filtered(deep, n, keep, &j, NULL), 0);
+        json_t *w = pass == 0 ? json_loadb(deep, n, 0, NULL) : json_object();
+        assert_true(json_equal(j, w));
+        json_decref(w);
+        json_decref(j);
+    }
+}
+
 static void test_type_names(void **state)
 {
     (void)state;
@@ -599,7 +666,7 @@ int main(void)
         cmocka_unit_test(test_error_position), cmocka_unit_test(test_value_spans),
         cmocka_unit_test(test_object_members), cmocka_unit_test(test_object_find),
         cmocka_unit_test(test_iter_strings),  cmocka_unit_test(test_iter_values),
-        cmocka_unit_test(test_decode),        cmocka_unit_test(test_json_tree),
+        cmocka_unit_test(test_decode),        cmocka_unit_test(test_json_tree),     cmocka_unit_test(test_json_filtered),
         cmocka_unit_test(test_type_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
