@@ -687,6 +687,33 @@ static char *dup_or(const char *s, const char *dflt)
     return strdup(s != NULL ? s : dflt);
 }
 
+/* Keep in step with the reads below (member(), get_*() on the pod's objects): a field read
+ * here but missing from this list would parse as absent from the informer's pods. */
+static const kq_jfilter_t f_meta[] = {
+    {"uid", NULL},         {"name", NULL},           {"namespace", NULL},
+    {"resourceVersion", NULL}, {"labels", NULL},     {"annotations", NULL},
+    {"creationTimestamp", NULL}, {"deletionTimestamp", NULL}, {"ownerReferences", NULL},
+    {NULL, NULL},
+};
+static const kq_jfilter_t f_container[] = {
+    {"name", NULL}, {"resources", NULL}, {"restartPolicy", NULL}, {NULL, NULL},
+};
+static const kq_jfilter_t f_spec[] = {
+    {"nodeName", NULL},          {"schedulerName", NULL}, {"priority", NULL},
+    {"resources", NULL},         {"overhead", NULL},      {"containers", f_container},
+    {"initContainers", f_container}, {NULL, NULL},
+};
+static const kq_jfilter_t f_cstatus[] = {
+    {"name", NULL}, {"allocatedResources", NULL}, {"resources", NULL}, {NULL, NULL},
+};
+static const kq_jfilter_t f_status[] = {
+    {"phase", NULL}, {"resize", NULL}, {"conditions", NULL}, {"containerStatuses", f_cstatus},
+    {"initContainerStatuses", f_cstatus}, {NULL, NULL},
+};
+const kq_jfilter_t kq_pod_fields[] = {
+    {"metadata", f_meta}, {"spec", f_spec}, {"status", f_status}, {NULL, NULL},
+};
+
 int kq_pod_parse(const json_t *obj, const kq_pod_opts_t *opts, kq_pod_t *out, char *err,
                  size_t errlen)
 {

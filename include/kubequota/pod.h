@@ -37,6 +37,7 @@
 
 #include "kubequota/config.h"
 #include "kubequota/error.h"
+#include "kubequota/jscan.h"
 #include "kubequota/resource.h"
 
 typedef enum kq_pod_phase {
@@ -77,6 +78,13 @@ typedef struct kq_pod_opts {
 /* Parses and resolves a Pod object. On success *out owns new strings (clear it with
  * kq_pod_clear). On failure (not an object, no uid, bad quantity, bad user-info JSON...)
  * returns KQ_EPARSE with a reason naming the field; *out is left zeroed. */
+/* The members of a Pod that kubequota reads: kq_pod_parse, the metering's PodScheduled
+ * condition and the informer's metadata.resourceVersion. A pod decoded with
+ * kq_jscan_json_filtered(text, len, kq_pod_fields, ...) parses exactly like the whole
+ * object (tests/unit/test_pod.c and fuzz/fuzz_pod.c hold that), without allocating
+ * managedFields, env, volumes, images, probes... */
+extern const kq_jfilter_t kq_pod_fields[];
+
 int kq_pod_parse(const json_t *obj, const kq_pod_opts_t *opts, kq_pod_t *out, char *err,
                  size_t errlen) KQ_WUR;
 
