@@ -57,15 +57,15 @@ obj = $(addprefix $(BUILD)/obj/,$(addsuffix .o,$(1)))
 # never blocks another's tests. A test not listed links every module.
 TEST_MODULES_resource := error log resource
 TEST_MODULES_config   := error log resource config
-TEST_MODULES_auth     := error log resource kube auth
+TEST_MODULES_auth     := error log resource jscan kube auth
 TEST_MODULES_ugm      := error log resource config ugm
-TEST_MODULES_kube     := error log resource kube
+TEST_MODULES_kube     := error log resource jscan kube
 TEST_MODULES_pod      := error log resource config jscan pod
 TEST_MODULES_ledger   := error log resource config ugm quota_tree pod ledger
 TEST_MODULES_admission := error log resource config admission
 TEST_MODULES_quota_tree := error log resource quota_tree
 TEST_MODULES_metering := error log resource config ugm metering
-TEST_MODULES_leader := error log resource kube leader
+TEST_MODULES_leader := error log resource jscan kube leader
 TEST_MODULES_jscan := error log jscan
 test_modules = $(if $(TEST_MODULES_$(1)),$(TEST_MODULES_$(1)),$(MODULES))
 

@@ -1342,6 +1342,14 @@ static void on_node_begin(void *ud) { kq_elastic_nodes_list_begin(ud); }
 static void on_node_end(void *ud) { kq_elastic_nodes_list_end(ud); }
 static void on_node(void *ud, int type, json_t *obj) { kq_elastic_node_event(ud, type, obj); }
 
+/* What kq_elastic_node_event reads of a Node (plus the informer's resourceVersion): a
+ * node's status also carries its image list and conditions, often tens of KB. */
+static const kq_jfilter_t node_meta[] = {{"name", NULL}, {"resourceVersion", NULL}, {NULL, NULL}};
+static const kq_jfilter_t node_spec[] = {{"unschedulable", NULL}, {NULL, NULL}};
+static const kq_jfilter_t node_status[] = {{"allocatable", NULL}, {NULL, NULL}};
+static const kq_jfilter_t node_fields[] = {
+    {"metadata", node_meta}, {"spec", node_spec}, {"status", node_status}, {NULL, NULL}};
+
 static void on_eq_begin(void *ud)
 {
     struct informer_ud *i = ud;
@@ -1522,7 +1530,8 @@ int kq_elastic_start(kq_elastic_t *e)
     if (e->started)
         return 0;
     if (e->app != NULL && e->app->kube != NULL && e->o.watch_nodes) {
-        kq_watch_handler_t h = {.list_begin = on_node_begin, .object = on_node, .list_end = on_node_end, .ud = e};
+        kq_watch_handler_t h = {
+            .list_begin = on_node_begin, .object = on_node, .list_end = on_node_end, .ud = e, .keep = node_fields};
         if ((e->node_watch = kq_kube_watch_start(e->app->kube, "/api/v1/nodes", NULL, &h)) == NULL)
             return KQ_ENOMEM;
     }

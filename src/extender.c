@@ -161,7 +161,8 @@ static int filter_error(kq_app_t *app, const char *msg, char **out, size_t *out_
  * kube-scheduler may send thousands of node names (about 200 KB at 5,000). The request is
  * not turned into a jansson tree: jscan validates the whole body once (exactly what
  * json_loadb accepts, see jscan.h) and reports where Pod, Nodes and NodeNames are; only
- * the Pod becomes a jansson tree (kq_jscan_json). An allowed answer copies the NodeNames (or Nodes) text
+ * the Pod becomes a jansson tree, and of it only what kq_pod_parse reads (kq_pod_fields).
+ * An allowed answer copies the NodeNames (or Nodes) text
  * unchanged: it is validated JSON and exactly what was sent. A denial walks the names
  * once and writes each name's raw JSON text with the one reason, escaped once. */
 
@@ -398,8 +399,9 @@ int kq_extender_filter(kq_app_t *app, const char *body, size_t len, char **out, 
         goto out;
     }
     /* The Pod as a jansson tree for kq_pod_parse, built by jscan (jansson's own parser
-     * costs about 30 ns per byte); validated already, so only memory can fail here. */
-    if (kq_jscan_json(arg[ARG_POD].ptr, arg[ARG_POD].len, &pod_obj, NULL) != 0) {
+     * costs about 30 ns per byte) with only the fields it reads; validated already, so
+     * only memory can fail here. */
+    if (kq_jscan_json_filtered(arg[ARG_POD].ptr, arg[ARG_POD].len, kq_pod_fields, &pod_obj, NULL) != 0) {
         *out = NULL;
         *out_len = 0;
         status = 500;

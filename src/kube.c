@@ -26,6 +26,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* asprintf, vasprintf, strndup */
 #endif
+#include "kubequota/jscan.h"
 #include "kubequota/kube.h"
 #include "kubequota/log.h"
 
@@ -1784,15 +1785,28 @@ static int do_list(kq_watch_t *w)
             rc = status == 410 && begun ? KQ_EGONE : KQ_EHTTP;
             goto out;
         }
-        json_error_t je;
-        json_t *root = json_loadb(x.body.p ? x.body.p : "", x.body.n, 0, &je);
-        buf_free(&x.body);
-        json_t *items = json_object_get(root, "items");
-        if (!json_is_object(root) || (items != NULL && !json_is_array(items) && !json_is_null(items))) {
-            kq_warn("kube: list response is not a list path=%s error=\"%s\"", w->path,
-                    root ? "no items array" : je.text);
-            json_decref(root);
+        /* One pass validates the page and finds items and metadata; each item is then
+         * built alone, with only what the handler keeps (a 500-pod page as one jansson
+         * tree is ~75,000 allocations, most of them fields nobody reads). */
+        static const char *const list_keys[] = {"items", "metadata"};
+        kq_jvalue_t lv[2];
+        kq_jscan_error_t je;
+        int jrc = kq_jscan_object_find(x.body.p, x.body.n, KQ_JSCAN_JANSSON, list_keys, 2, lv, &je);
+        if (jrc != 0 || (lv[0].type != KQ_JNONE && lv[0].type != KQ_JARRAY && lv[0].type != KQ_JNULL)) {
+            if (jrc == KQ_EPARSE)
+                kq_warn("kube: list response is not JSON path=%s line=%d column=%d error=\"%s\"", w->path,
+                        je.line, je.column, je.text);
+            else
+                kq_warn("kube: list response is not a list path=%s error=\"%s\"", w->path,
+                        jrc != 0 ? "not an object" : "no items array");
+            buf_free(&x.body);
             rc = KQ_EPARSE;
+            goto out;
+        }
+        json_t *meta = NULL;
+        if (lv[1].type == KQ_JOBJECT && kq_jscan_json(lv[1].ptr, lv[1].len, &meta, NULL) != 0) {
+            buf_free(&x.body);
+            rc = KQ_ENOMEM;
             goto out;
         }
         if (!begun) {
@@ -1800,20 +1814,39 @@ static int do_list(kq_watch_t *w)
             if (w->h.list_begin != NULL)
                 w->h.list_begin(w->h.ud);
         }
-        size_t i;
-        json_t *it;
-        json_array_foreach(items, i, it) {
-            if (json_is_object(it) && w->h.object != NULL)
-                w->h.object(w->h.ud, KQ_WATCH_ADDED, it);
+        if (lv[0].type == KQ_JARRAY && w->h.object != NULL) {
+            kq_jscan_iter_t it;
+            kq_jvalue_t item;
+            int more_items;
+            if (kq_jscan_iter_begin(&it, lv[0].ptr, lv[0].len, KQ_JSCAN_JANSSON, NULL) != 0)
+                more_items = -1;
+            else
+                while ((more_items = kq_jscan_iter_next(&it, &item, NULL)) == 1) {
+                    if (item.type != KQ_JOBJECT)
+                        continue;
+                    json_t *obj = NULL;
+                    if (kq_jscan_json_filtered(item.ptr, item.len, w->h.keep, &obj, NULL) != 0) {
+                        more_items = -1;
+                        break;
+                    }
+                    w->h.object(w->h.ud, KQ_WATCH_ADDED, obj);
+                    json_decref(obj);
+                }
+            if (more_items != 0) { /* the page was validated: only memory can fail here */
+                json_decref(meta);
+                buf_free(&x.body);
+                rc = KQ_ENOMEM;
+                goto out;
+            }
         }
-        json_t *meta = json_object_get(root, "metadata");
+        buf_free(&x.body);
         const char *r = jstr(meta, "resourceVersion"), *c = jstr(meta, "continue");
         free(rv);
         free(cont);
         rv = dup_or_null(r);
         cont = c != NULL && c[0] != '\0' ? strdup(c) : NULL;
         bool more = c != NULL && c[0] != '\0';
-        json_decref(root);
+        json_decref(meta);
         free(url);
         url = NULL;
         if ((r != NULL && rv == NULL) || (more && cont == NULL)) {
@@ -1843,24 +1876,56 @@ out:
     return rc;
 }
 
-/* One watch event line. Nonzero ends the stream (w->outcome says why). */
+/* Whether a watch event's raw type string is `want`. */
+static bool type_is(const kq_jvalue_t *t, const char *want)
+{
+    kq_jstr_t raw = {.ptr = t->ptr + 1, .len = t->len - 2, .escaped = t->escaped};
+    return kq_jscan_str_equal(&raw, want);
+}
+
+/* One watch event line. Nonzero ends the stream (w->outcome says why). The line is
+ * validated in one pass; only the object is built, and of an ADDED/MODIFIED/DELETED
+ * object only what the handler keeps. */
 static int watch_line(void *ud, const char *line, size_t len)
 {
     kq_watch_t *w = ud;
-    json_error_t je;
-    json_t *ev = json_loadb(line, len, 0, &je);
-    const char *type = jstr(ev, "type");
-    json_t *obj = json_object_get(ev, "object");
-    int rc = 0;
-    if (type == NULL || !json_is_object(obj)) {
-        kq_warn("kube: bad watch event path=%s error=\"%s\"", w->path,
-                ev ? "no type or object" : je.text);
+    static const char *const ev_keys[] = {"type", "object"};
+    kq_jvalue_t ev[2];
+    kq_jscan_error_t je;
+    int jrc = kq_jscan_object_find(line, len, KQ_JSCAN_JANSSON, ev_keys, 2, ev, &je);
+    if (jrc != 0 || ev[0].type != KQ_JSTRING || ev[1].type != KQ_JOBJECT) {
+        if (jrc == KQ_EPARSE)
+            kq_warn("kube: bad watch event path=%s column=%d error=\"%s\"", w->path, je.column, je.text);
+        else
+            kq_warn("kube: bad watch event path=%s error=\"%s\"", w->path,
+                    jrc != 0 ? "not an object" : "no type or object");
         w->outcome = W_ERROR;
-        rc = -1;
-    } else if (strcmp(type, "BOOKMARK") == 0) {
+        return -1;
+    }
+    int t = type_is(&ev[0], "ADDED")      ? KQ_WATCH_ADDED
+            : type_is(&ev[0], "MODIFIED") ? KQ_WATCH_MODIFIED
+            : type_is(&ev[0], "DELETED")  ? KQ_WATCH_DELETED
+                                          : 0;
+    bool bookmark = t == 0 && type_is(&ev[0], "BOOKMARK"), error = t == 0 && type_is(&ev[0], "ERROR");
+    if (t == 0 && !bookmark && !error) {
+        char type[64];
+        size_t n = ev[0].len - 2 < sizeof(type) - 1 ? ev[0].len - 2 : sizeof(type) - 1;
+        memcpy(type, ev[0].ptr + 1, n);
+        type[n] = '\0';
+        kq_debug("kube: unknown watch event type ignored path=%s type=%s", w->path, type);
+        return 0;
+    }
+    json_t *obj = NULL;
+    if (kq_jscan_json_filtered(ev[1].ptr, ev[1].len, t != 0 ? w->h.keep : NULL, &obj, NULL) != 0) {
+        kq_warn("kube: out of memory decoding a watch event path=%s", w->path);
+        w->outcome = W_ERROR;
+        return -1;
+    }
+    int rc = 0;
+    if (bookmark) {
         set_rv(w, jstr(json_object_get(obj, "metadata"), "resourceVersion"));
         w->events++;
-    } else if (strcmp(type, "ERROR") == 0) {
+    } else if (error) {
         json_int_t code = json_integer_value(json_object_get(obj, "code"));
         const char *reason = jstr(obj, "reason"), *msg = jstr(obj, "message");
         bool gone = code == 410 || (reason && (!strcmp(reason, "Expired") || !strcmp(reason, "Gone")));
@@ -1870,20 +1935,38 @@ static int watch_line(void *ud, const char *line, size_t len)
         w->outcome = gone ? W_RELIST : W_ERROR;
         rc = -1;
     } else {
-        int t = !strcmp(type, "ADDED")      ? KQ_WATCH_ADDED
-                : !strcmp(type, "MODIFIED") ? KQ_WATCH_MODIFIED
-                : !strcmp(type, "DELETED")  ? KQ_WATCH_DELETED
-                                            : 0;
-        if (t == 0) {
-            kq_debug("kube: unknown watch event type ignored path=%s type=%s", w->path, type);
-        } else {
-            set_rv(w, jstr(json_object_get(obj, "metadata"), "resourceVersion"));
-            w->events++;
-            if (w->h.object != NULL)
-                w->h.object(w->h.ud, t, obj);
-        }
+        set_rv(w, jstr(json_object_get(obj, "metadata"), "resourceVersion"));
+        w->events++;
+        if (w->h.object != NULL)
+            w->h.object(w->h.ud, t, obj);
     }
-    json_decref(ev);
+    json_decref(obj);
+    return rc;
+}
+
+int kq_kube_watch_feed(const kq_watch_handler_t *h, const char *data, size_t len, const size_t *cuts,
+                       size_t ncuts, size_t max_line)
+{
+    if (h == NULL || (data == NULL && len > 0) || (cuts == NULL && ncuts > 0))
+        return KQ_EINVAL;
+    kq_watch_t w = {.path = "(feed)", .h = *h};
+    xfer_t x = {.line_fn = watch_line, .line_ud = &w, .max_line = max_line};
+    size_t at = 0;
+    int r = 0;
+    for (size_t i = 0; i <= ncuts && r == 0; i++) {
+        size_t to = i < ncuts && cuts[i] > at && cuts[i] < len ? cuts[i] : i < ncuts ? at : len;
+        r = feed_stream(&x, data + at, to - at);
+        at = to;
+    }
+    int rc = 0;
+    if (x.oom)
+        rc = KQ_ENOMEM;
+    else if (x.line_too_long || w.outcome == W_RELIST)
+        rc = KQ_EGONE;
+    else if (r != 0)
+        rc = KQ_EPARSE;
+    buf_free(&x.partial);
+    free(w.rv);
     return rc;
 }
 
@@ -1996,11 +2079,34 @@ static void *watch_main(void *arg)
     return NULL;
 }
 
+/* An informer resumes its watch from the last object's metadata.resourceVersion: a filter
+ * that drops it would make every reconnect replay history. */
+static bool keeps_resource_version(const kq_jfilter_t *keep)
+{
+    if (keep == NULL)
+        return true;
+    for (const kq_jfilter_t *f = keep; f->key != NULL; f++) {
+        if (strcmp(f->key, "metadata") != 0)
+            continue;
+        if (f->sub == NULL)
+            return true;
+        for (const kq_jfilter_t *g = f->sub; g->key != NULL; g++)
+            if (strcmp(g->key, "resourceVersion") == 0)
+                return true;
+        return false;
+    }
+    return false;
+}
+
 kq_watch_t *kq_kube_watch_start(kq_kube_t *k, const char *path, const char *query,
                                 const kq_watch_handler_t *h)
 {
     if (k == NULL || path == NULL || path[0] != '/' || h == NULL)
         return NULL;
+    if (!keeps_resource_version(h->keep)) {
+        kq_error("kube: informer filter drops metadata.resourceVersion path=%s", path);
+        return NULL;
+    }
     kq_watch_t *w = calloc(1, sizeof(*w));
     if (w == NULL)
         return NULL;

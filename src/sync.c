@@ -155,6 +155,7 @@ kq_sync_t *kq_sync_start(kq_app_t *app)
         .object = on_object,
         .list_end = on_list_end,
         .ud = s,
+        .keep = kq_pod_fields, /* only what kq_pod_parse and metering read is built */
     };
     s->watch = kq_kube_watch_start(app->kube, "/api/v1/pods", query, &h);
     if (s->watch == NULL) {

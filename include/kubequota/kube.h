@@ -18,6 +18,7 @@
 #include <jansson.h>
 
 #include "kubequota/error.h"
+#include "kubequota/jscan.h"
 
 typedef struct kq_kube_conf {
     char *server;               /* "https://host:port" (no trailing slash) */
@@ -111,6 +112,11 @@ typedef struct kq_watch_handler {
     void (*object)(void *ud, int type, json_t *obj);    /* borrowed; list items come as ADDED */
     void (*list_end)(void *ud);                         /* the list is complete: reconcile */
     void *ud;
+    /* What `object` receives of each listed or watched object (NULL: all of it), e.g.
+     * kq_pod_fields: the members not named are validated but never built. Must keep
+     * metadata.resourceVersion (the watch resumes from it; kq_kube_watch_start refuses a
+     * filter without it). */
+    const kq_jfilter_t *keep;
 } kq_watch_handler_t;
 
 typedef struct kq_watch kq_watch_t;
@@ -130,6 +136,18 @@ kq_watch_t *kq_kube_watch_start(kq_kube_t *k, const char *path, const char *quer
 
 /* Stops the thread (aborts an open watch) and frees. NULL is a no-op. */
 void kq_kube_watch_stop(kq_watch_t *w);
+
+/* Feeds raw watch-stream bytes through the informer's own line framing and event
+ * decoding, without a connection or a thread: data[0..len) arrives in chunks ending at
+ * the offsets in cuts[] (increasing; out-of-order or out-of-range ones are ignored), as
+ * curl would deliver them; each ADDED/MODIFIED/DELETED event reaches h->object (with
+ * h->keep applied) and list callbacks are never called. Returns 0 when the stream is still
+ * good (a line left unfinished at the end is kept back, as in a live stream); KQ_EGONE
+ * when it asks for a relist (an ERROR event with 410/Expired/Gone, or a line longer than
+ * max_line); KQ_EPARSE on an event that is not JSON or has no type or object, or another
+ * ERROR event; KQ_ENOMEM. For tests and the watch-stream fuzzer. */
+int kq_kube_watch_feed(const kq_watch_handler_t *h, const char *data, size_t len, const size_t *cuts,
+                       size_t ncuts, size_t max_line) KQ_WUR;
 /* True once the first full list has been delivered. */
 bool kq_watch_synced(kq_watch_t *w);
 /* Number of watch restarts (reconnects and relists) so far. */

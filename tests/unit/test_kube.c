@@ -1001,7 +1001,7 @@ static void wait_srv(srv_t *s, const char *needle, int n)
 
 static kq_watch_t *start_watch(kq_kube_t *k, rec_t *r, const char *query)
 {
-    kq_watch_handler_t h = {rec_begin, rec_object, rec_end, r};
+    kq_watch_handler_t h = {.list_begin = rec_begin, .object = rec_object, .list_end = rec_end, .ud = r};
     kq_watch_t *w = kq_kube_watch_start(k, "/api/v1/pods", query, &h);
     assert_non_null(w);
     return w;
@@ -1297,6 +1297,138 @@ static void test_watch_pagination(void **state)
 static void test_watch_continue_expired(void **state)
 {
     run_pages(true);
+}
+
+/* --- a filter builds only what the handler keeps ---------------------------------------- */
+
+static void rec_dump(void *ud, int type, json_t *obj)
+{
+    rec_t *r = ud;
+    char *s = json_dumps(obj, JSON_COMPACT | JSON_SORT_KEYS);
+    assert_non_null(s);
+    (void)type;
+    pthread_mutex_lock(&r->lock);
+    if (r->n < 128)
+        r->seq[r->n++] = s;
+    else
+        free(s);
+    pthread_mutex_unlock(&r->lock);
+}
+
+static void route_fat(srv_t *s, const rq_t *rq, resp_t *out)
+{
+    if (!is_watch(rq)) {
+        resp_body(out, 200,
+                  LIST("10", "", "{\"metadata\":{\"name\":\"a\",\"managedFields\":[{\"x\":{\"y\":[1]}}]},"
+                                 "\"spec\":{\"containers\":[{\"name\":\"c\",\"env\":[]}]}},7,"
+                                 "{\"kind\":\"Pod\",\"metadata\":{\"name\":\"b\"}}"));
+    } else if (s->state[0]++ == 0) {
+        size_t cuts[] = {0};
+        resp_split(out,
+                   "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"w\",\"resourceVersion\":\"11\","
+                   "\"labels\":{\"l\":\"v\"}},\"status\":{\"phase\":\"Running\"}}}\n"
+                   "{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"Pod\",\"metadata\":{\"resourceVersion\":\"12\"}}}\n",
+                   cuts, true);
+    } else {
+        resp_hold(out);
+    }
+}
+
+static void test_watch_filter(void **state)
+{
+    (void)state;
+    static const kq_jfilter_t meta[] = {{"name", NULL}, {"resourceVersion", NULL}, {NULL, NULL}};
+    static const kq_jfilter_t ctr[] = {{"name", NULL}, {NULL, NULL}};
+    static const kq_jfilter_t spec[] = {{"containers", ctr}, {NULL, NULL}};
+    static const kq_jfilter_t keep[] = {{"metadata", meta}, {"spec", spec}, {NULL, NULL}};
+    srv_t *s = srv_start(route_fat);
+    kq_kube_opts_t o = fast_opts();
+    kq_kube_t *k = client_for(s, &o);
+    rec_t r;
+    rec_init(&r);
+    kq_watch_handler_t h = {.list_begin = rec_begin, .object = rec_dump, .list_end = rec_end, .ud = &r, .keep = keep};
+    kq_watch_t *w = kq_kube_watch_start(k, "/api/v1/pods", NULL, &h);
+    assert_non_null(w);
+    wait_rec(&r, &r.n, 3);
+    wait_srv(s, "watch=1", 1);
+    /* list items and watch objects: only the named members; the item that is not an
+     * object is skipped; the bookmark moved the resume point (checked on the next watch) */
+    const char *want[] = {"{\"metadata\":{\"name\":\"a\"},\"spec\":{\"containers\":[{\"name\":\"c\"}]}}",
+                          "{\"metadata\":{\"name\":\"b\"}}",
+                          "{\"metadata\":{\"name\":\"w\",\"resourceVersion\":\"11\"}}", NULL};
+    rec_expect(&r, want);
+    kq_kube_watch_stop(w);
+
+    /* a filter that drops metadata.resourceVersion would replay history on every resume */
+    static const kq_jfilter_t bad_meta[] = {{"name", NULL}, {NULL, NULL}};
+    static const kq_jfilter_t bad[] = {{"metadata", bad_meta}, {NULL, NULL}};
+    static const kq_jfilter_t no_meta[] = {{"spec", NULL}, {NULL, NULL}};
+    h.keep = bad;
+    assert_null(kq_kube_watch_start(k, "/api/v1/pods", NULL, &h));
+    h.keep = no_meta;
+    assert_null(kq_kube_watch_start(k, "/api/v1/pods", NULL, &h));
+    kq_kube_free(k);
+    srv_stop(s);
+    rec_free(&r);
+}
+
+/* --- the stream decoder without a connection (kq_kube_watch_feed) ----------------------- */
+
+static void test_watch_feed(void **state)
+{
+    (void)state;
+    const char *stream = EV("ADDED", "f1", "11") "\r\n" EV("MODIFIED", "f1", "12")
+        "{\"type\":\"SOMETHING\",\"object\":{}}\n" BOOKMARK("13") EV("DELETED", "f1", "14") "{\"type\":\"ADD";
+    size_t len = strlen(stream);
+    const char *want[] = {"ADDED:f1", "MODIFIED:f1", "DELETED:f1", NULL};
+    kq_watch_handler_t h = {.object = rec_object};
+    /* every single split point, and every byte its own chunk: the same three events */
+    for (size_t cut = 0; cut <= len; cut++) {
+        rec_t r;
+        rec_init(&r);
+        h.ud = &r;
+        assert_int_equal(kq_kube_watch_feed(&h, stream, len, &cut, 1, 1 << 20), 0);
+        rec_expect(&r, want);
+        rec_free(&r);
+    }
+    size_t *all = malloc(len * sizeof(*all));
+    assert_non_null(all);
+    for (size_t i = 0; i < len; i++)
+        all[i] = i + 1;
+    rec_t r;
+    rec_init(&r);
+    h.ud = &r;
+    assert_int_equal(kq_kube_watch_feed(&h, stream, len, all, len, 1 << 20), 0);
+    rec_expect(&r, want);
+    rec_free(&r);
+    free(all);
+
+    /* what ends a stream, and what comes through before it */
+    struct {
+        const char *text;
+        size_t max_line;
+        int rc;
+        int events;
+    } cases[] = {
+        {EV("ADDED", "a", "1") ERROR_410 EV("ADDED", "b", "2"), 1 << 20, KQ_EGONE, 1},
+        {"{\"type\":\"ERROR\",\"object\":{\"code\":500,\"reason\":\"InternalError\"}}\n", 1 << 20, KQ_EPARSE, 0},
+        {EV("ADDED", "a", "1") "{\"type\":\"ADDED\",\"object\":[]}\n", 1 << 20, KQ_EPARSE, 1},
+        {"{\"type\":7,\"object\":{}}\n", 1 << 20, KQ_EPARSE, 0},
+        {"{\"type\":\"ADDED\",\"object\":{}\n", 1 << 20, KQ_EPARSE, 0},
+        {"[1]\n", 1 << 20, KQ_EPARSE, 0},
+        {"{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"\\u0000\"}}}\n", 1 << 20, KQ_EPARSE, 0},
+        {EV("ADDED", "a", "1") EV("ADDED", "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb", "2"), 140, KQ_EGONE, 1},
+        {"\n\r\n\n", 1 << 20, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        rec_init(&r);
+        h.ud = &r;
+        assert_int_equal(kq_kube_watch_feed(&h, cases[i].text, strlen(cases[i].text), NULL, 0, cases[i].max_line),
+                         cases[i].rc);
+        assert_int_equal(r.n, cases[i].events);
+        rec_free(&r);
+    }
+    assert_int_equal(kq_kube_watch_feed(NULL, "", 0, NULL, 0, 10), KQ_EINVAL);
 }
 
 /* --- a line over the limit relists ----------------------------------------------------- */
@@ -1734,6 +1866,8 @@ int main(void)
         cmocka_unit_test(test_watch_pagination),
         cmocka_unit_test(test_watch_continue_expired),
         cmocka_unit_test(test_watch_line_too_long),
+        cmocka_unit_test(test_watch_filter),
+        cmocka_unit_test(test_watch_feed),
         cmocka_unit_test(test_watch_stop_during_backoff),
         cmocka_unit_test(test_events_dedup),
         cmocka_unit_test(test_events_rate_limit),
