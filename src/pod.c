@@ -689,10 +689,19 @@ static char *dup_or(const char *s, const char *dflt)
 
 /* Keep in step with the reads below (member(), get_*() on the pod's objects): a field read
  * here but missing from this list would parse as absent from the informer's pods. */
+static const kq_jfilter_t f_labels[] = {
+    {KEY_QUEUE, NULL},         {LABEL_YK_QUEUE, NULL},   {LABEL_APP_ID, NULL},
+    {LABEL_YK_APP_ID, NULL},   {LABEL_PREEMPTIBLE, NULL}, {LABEL_QUOTA_NAME, NULL},
+    {NULL, NULL},
+};
+static const kq_jfilter_t f_annotations[] = {
+    {ANN_USER_INFO, NULL}, {ANN_YK_USER_INFO, NULL}, {KEY_QUEUE, NULL}, {ANN_YK_QUEUE, NULL}, {NULL, NULL},
+};
+static const kq_jfilter_t f_owner[] = {{"uid", NULL}, {"controller", NULL}, {NULL, NULL}};
 static const kq_jfilter_t f_meta[] = {
     {"uid", NULL},         {"name", NULL},           {"namespace", NULL},
-    {"resourceVersion", NULL}, {"labels", NULL},     {"annotations", NULL},
-    {"creationTimestamp", NULL}, {"deletionTimestamp", NULL}, {"ownerReferences", NULL},
+    {"resourceVersion", NULL}, {"labels", f_labels}, {"annotations", f_annotations},
+    {"creationTimestamp", NULL}, {"deletionTimestamp", NULL}, {"ownerReferences", f_owner},
     {NULL, NULL},
 };
 static const kq_jfilter_t f_container[] = {
@@ -706,8 +715,12 @@ static const kq_jfilter_t f_spec[] = {
 static const kq_jfilter_t f_cstatus[] = {
     {"name", NULL}, {"allocatedResources", NULL}, {"resources", NULL}, {NULL, NULL},
 };
+/* type and reason: resize conditions here; type, status, lastTransitionTime: metering */
+static const kq_jfilter_t f_condition[] = {
+    {"type", NULL}, {"status", NULL}, {"reason", NULL}, {"lastTransitionTime", NULL}, {NULL, NULL},
+};
 static const kq_jfilter_t f_status[] = {
-    {"phase", NULL}, {"resize", NULL}, {"conditions", NULL}, {"containerStatuses", f_cstatus},
+    {"phase", NULL}, {"resize", NULL}, {"conditions", f_condition}, {"containerStatuses", f_cstatus},
     {"initContainerStatuses", f_cstatus}, {NULL, NULL},
 };
 const kq_jfilter_t kq_pod_fields[] = {

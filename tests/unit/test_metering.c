@@ -24,6 +24,7 @@
 
 #include "kubequota/config.h"
 #include "kubequota/log.h"
+#include "kubequota/jscan.h"
 #include "kubequota/metering.h"
 #include "kubequota/ugm.h"
 #include "kubequota/pod.h"
@@ -943,11 +944,22 @@ static void test_leader(void **state)
 
 /* ------------------------------------------------------------------ misc */
 
+/* A pod as the informer hands it over: only kq_pod_fields built (metering reads the
+ * PodScheduled condition from that view, so the filter must keep what it needs). */
+static json_t *informer_pod(const char *text, size_t flags, json_error_t *je)
+{
+    (void)flags;
+    (void)je;
+    json_t *j = NULL;
+    assert_int_equal(kq_jscan_json_filtered(text, strlen(text), kq_pod_fields, &j, NULL), 0);
+    return j;
+}
+
 static void test_scheduled_time(void **state)
 {
     (void)state;
     json_error_t je;
-    json_t *pod = json_loads("{\"status\":{\"conditions\":["
+    json_t *pod = informer_pod("{\"status\":{\"conditions\":["
                              "{\"type\":\"Initialized\",\"status\":\"True\",\"lastTransitionTime\":\"2020-01-01T00:00:00Z\"},"
                              "{\"type\":\"PodScheduled\",\"status\":\"True\",\"lastTransitionTime\":\"2023-11-14T22:13:20Z\"}]}}",
                              0, &je);
@@ -955,14 +967,14 @@ static void test_scheduled_time(void **state)
     assert_int_equal(kq_metering_pod_scheduled_time(pod, &t), 0);
     assert_true(t == T0);
     json_decref(pod);
-    pod = json_loads("{\"status\":{\"conditions\":[{\"type\":\"PodScheduled\",\"status\":\"True\","
+    pod = informer_pod("{\"status\":{\"conditions\":[{\"type\":\"PodScheduled\",\"status\":\"True\","
                      "\"lastTransitionTime\":\"2023-11-15T00:13:20.5+02:00\"}]}}",
                      0, &je);
     assert_int_equal(kq_metering_pod_scheduled_time(pod, &t), 0);
     assert_true(t == T0 + 0.5);
     json_decref(pod);
     t = 7;
-    pod = json_loads("{\"status\":{\"conditions\":[{\"type\":\"PodScheduled\",\"status\":\"False\","
+    pod = informer_pod("{\"status\":{\"conditions\":[{\"type\":\"PodScheduled\",\"status\":\"False\","
                      "\"lastTransitionTime\":\"2023-11-14T22:13:20Z\"}]}}",
                      0, &je);
     assert_int_equal(kq_metering_pod_scheduled_time(pod, &t), KQ_ENOENT);
