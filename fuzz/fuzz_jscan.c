@@ -29,7 +29,8 @@
  *   8. kq_jscan_json succeeds exactly when jansson does, with a json_equal tree (same
  *      types: integer vs real, same values, last duplicate key kept).
  *   9. kq_jscan_json_filtered with a fixed filter succeeds exactly when jansson does, and
- *      its tree equals jansson's tree pruned by the filter (pruned here, independently).
+ *      its tree equals jansson's tree pruned by the filter (pruned here, independently);
+ *      so does each element kq_jscan_iter_next_json builds while iterating an array.
  *
  *   make build/fuzz/fuzz_jscan && build/fuzz/fuzz_jscan -max_total_time=60 fuzz/corpus/jscan
  */
@@ -136,34 +137,6 @@ static void check_object(const char *text, size_t len, const json_t *obj)
     }
 }
 
-static void check_array(const char *text, size_t len, const json_t *arr)
-{
-    kq_jscan_iter_t it;
-    kq_jvalue_t v;
-    size_t i = 0;
-    int rc;
-    CHECK(kq_jscan_iter_begin(&it, text, len, KQ_JSCAN_JANSSON, NULL) == 0);
-    while ((rc = kq_jscan_iter_next(&it, &v, NULL)) == 1) {
-        CHECK(i < json_array_size(arr));
-        check_span(&v, json_array_get(arr, i));
-        i++;
-    }
-    CHECK(rc == 0 && i == json_array_size(arr));
-
-    bool all_strings = true;
-    for (size_t j = 0; j < json_array_size(arr); j++)
-        all_strings = all_strings && json_is_string(json_array_get(arr, j));
-    kq_jstr_t s;
-    i = 0;
-    CHECK(kq_jscan_iter_begin(&it, text, len, KQ_JSCAN_JANSSON, NULL) == 0);
-    while ((rc = kq_jscan_iter_next_string(&it, &s, NULL)) == 1) {
-        const json_t *want = json_array_get(arr, i++);
-        CHECK(json_is_string(want));
-        check_string(&s, json_string_value(want), json_string_length(want));
-    }
-    CHECK(all_strings ? rc == 0 : rc == KQ_EINVAL);
-}
-
 /* The filter of check 9: names that short fuzz inputs produce, nested and repeated. */
 static const kq_jfilter_t f_leaf[] = {{"a", NULL}, {"", NULL}, {NULL, NULL}};
 static const kq_jfilter_t f_mid[] = {{"b", f_leaf}, {"a", NULL}, {"\xc3\xa9", f_leaf}, {NULL, NULL}};
@@ -190,6 +163,47 @@ static json_t *prune(const json_t *v, const kq_jfilter_t *keep)
             json_object_set_new(out, f->key, prune(m, f->sub));
     }
     return out;
+}
+
+static void check_array(const char *text, size_t len, const json_t *arr)
+{
+    kq_jscan_iter_t it;
+    kq_jvalue_t v;
+    size_t i = 0;
+    int rc;
+    CHECK(kq_jscan_iter_begin(&it, text, len, KQ_JSCAN_JANSSON, NULL) == 0);
+    while ((rc = kq_jscan_iter_next(&it, &v, NULL)) == 1) {
+        CHECK(i < json_array_size(arr));
+        check_span(&v, json_array_get(arr, i));
+        i++;
+    }
+    CHECK(rc == 0 && i == json_array_size(arr));
+    /* 9: the same elements built in the same pass, filtered */
+    json_t *b = NULL;
+    i = 0;
+    CHECK(kq_jscan_iter_begin(&it, text, len, KQ_JSCAN_JANSSON, NULL) == 0);
+    while ((rc = kq_jscan_iter_next_json(&it, f_top, &v, &b, NULL)) == 1) {
+        CHECK(i < json_array_size(arr));
+        json_t *want = prune(json_array_get(arr, i), f_top);
+        CHECK(json_equal(b, want));
+        json_decref(want);
+        json_decref(b);
+        i++;
+    }
+    CHECK(rc == 0 && i == json_array_size(arr));
+
+    bool all_strings = true;
+    for (size_t j = 0; j < json_array_size(arr); j++)
+        all_strings = all_strings && json_is_string(json_array_get(arr, j));
+    kq_jstr_t s;
+    i = 0;
+    CHECK(kq_jscan_iter_begin(&it, text, len, KQ_JSCAN_JANSSON, NULL) == 0);
+    while ((rc = kq_jscan_iter_next_string(&it, &s, NULL)) == 1) {
+        const json_t *want = json_array_get(arr, i++);
+        CHECK(json_is_string(want));
+        check_string(&s, json_string_value(want), json_string_length(want));
+    }
+    CHECK(all_strings ? rc == 0 : rc == KQ_EINVAL);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

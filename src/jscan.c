@@ -785,24 +785,35 @@ int kq_jscan_json(const char *text, size_t len, json_t **out, kq_jscan_error_t *
     return kq_jscan_json_filtered(text, len, NULL, out, err);
 }
 
+static void build_init(build_t *b, const kq_jfilter_t *keep)
+{
+    *b = (build_t){.cap = 32, .key_cap = sizeof(b->inline_key), .filtered = keep != NULL, .next = keep};
+    b->open = b->inline_open;
+    b->filt = b->inline_filt;
+    b->key = b->inline_key;
+}
+
+static void build_done(build_t *b)
+{
+    if (b->open != b->inline_open)
+        free(b->open);
+    if (b->filt != b->inline_filt)
+        free(b->filt);
+    if (b->key != b->inline_key)
+        free(b->key);
+}
+
 int kq_jscan_json_filtered(const char *text, size_t len, const kq_jfilter_t *keep, json_t **out,
                            kq_jscan_error_t *err)
 {
-    build_t b = {.cap = 32, .key_cap = sizeof(b.inline_key), .filtered = keep != NULL, .next = keep};
-    b.open = b.inline_open;
-    b.filt = b.inline_filt;
-    b.key = b.inline_key;
+    build_t b;
+    build_init(&b, keep);
     scan_t s;
     init(&s, text, len, KQ_JSCAN_JANSSON, err);
     s.b = &b;
     kq_jvalue_t v;
     int rc = scan_document(&s, &v);
-    if (b.open != b.inline_open)
-        free(b.open);
-    if (b.filt != b.inline_filt)
-        free(b.filt);
-    if (b.key != b.inline_key)
-        free(b.key);
+    build_done(&b);
     if (rc != 0) {
         json_decref(b.root);
         return rc;
@@ -887,6 +898,34 @@ int kq_jscan_iter_next(kq_jscan_iter_t *it, kq_jvalue_t *v, kq_jscan_error_t *er
     if (rc == 1)
         *v = e;
     return rc;
+}
+
+int kq_jscan_iter_next_json(kq_jscan_iter_t *it, const kq_jfilter_t *keep, kq_jvalue_t *v, json_t **out,
+                            kq_jscan_error_t *err)
+{
+    scan_t s;
+    int rc = iter_start(it, &s, err);
+    if (rc != 1)
+        return rc;
+    build_t b;
+    build_init(&b, keep);
+    s.b = &b;
+    kq_jvalue_t e;
+    ptr_t p = scan_value(&s, (ptr_t)it->p, 1, &e);
+    build_done(&b);
+    if (p == NULL) {
+        json_decref(b.root);
+        return it->state = s.rc;
+    }
+    s.b = NULL;
+    rc = iter_after(it, &s, p);
+    if (rc != 1) {
+        json_decref(b.root);
+        return rc;
+    }
+    *v = e;
+    *out = b.root;
+    return 1;
 }
 
 int kq_jscan_iter_next_string(kq_jscan_iter_t *it, kq_jstr_t *str, kq_jscan_error_t *err)

@@ -1672,6 +1672,7 @@ struct kq_watch {
     pthread_cond_t cond;
     /* watch thread only */
     char *rv;
+    kq_jfilter_t env[3];    /* what a watch line is built of: type, and object with h.keep */
     unsigned long events;   /* events (incl. bookmarks) in the current stream */
     int outcome;            /* what a stream line asked for */
     uint64_t rnd;
@@ -1821,15 +1822,10 @@ static int do_list(kq_watch_t *w)
             if (kq_jscan_iter_begin(&it, lv[0].ptr, lv[0].len, KQ_JSCAN_JANSSON, NULL) != 0)
                 more_items = -1;
             else
-                while ((more_items = kq_jscan_iter_next(&it, &item, NULL)) == 1) {
-                    if (item.type != KQ_JOBJECT)
-                        continue;
-                    json_t *obj = NULL;
-                    if (kq_jscan_json_filtered(item.ptr, item.len, w->h.keep, &obj, NULL) != 0) {
-                        more_items = -1;
-                        break;
-                    }
-                    w->h.object(w->h.ud, KQ_WATCH_ADDED, obj);
+                for (json_t *obj = NULL; (more_items = kq_jscan_iter_next_json(&it, w->h.keep, &item, &obj, NULL)) == 1;
+                     obj = NULL) {
+                    if (item.type == KQ_JOBJECT)
+                        w->h.object(w->h.ud, KQ_WATCH_ADDED, obj);
                     json_decref(obj);
                 }
             if (more_items != 0) { /* the page was validated: only memory can fail here */
@@ -1876,56 +1872,47 @@ out:
     return rc;
 }
 
-/* Whether a watch event's raw type string is `want`. */
-static bool type_is(const kq_jvalue_t *t, const char *want)
-{
-    kq_jstr_t raw = {.ptr = t->ptr + 1, .len = t->len - 2, .escaped = t->escaped};
-    return kq_jscan_str_equal(&raw, want);
-}
-
 /* One watch event line. Nonzero ends the stream (w->outcome says why). The line is
- * validated in one pass; only the object is built, and of an ADDED/MODIFIED/DELETED
- * object only what the handler keeps. */
+ * validated and built in one pass, of the object only what the handler keeps; an ERROR
+ * event's Status is rebuilt whole (rare). */
 static int watch_line(void *ud, const char *line, size_t len)
 {
     kq_watch_t *w = ud;
-    static const char *const ev_keys[] = {"type", "object"};
-    kq_jvalue_t ev[2];
+    json_t *ev = NULL;
     kq_jscan_error_t je;
-    int jrc = kq_jscan_object_find(line, len, KQ_JSCAN_JANSSON, ev_keys, 2, ev, &je);
-    if (jrc != 0 || ev[0].type != KQ_JSTRING || ev[1].type != KQ_JOBJECT) {
+    int jrc = kq_jscan_json_filtered(line, len, w->env, &ev, &je);
+    const char *type = jstr(ev, "type");
+    json_t *obj = json_object_get(ev, "object");
+    if (jrc != 0 || type == NULL || !json_is_object(obj)) {
         if (jrc == KQ_EPARSE)
             kq_warn("kube: bad watch event path=%s column=%d error=\"%s\"", w->path, je.column, je.text);
+        else if (jrc != 0)
+            kq_warn("kube: out of memory decoding a watch event path=%s", w->path);
         else
-            kq_warn("kube: bad watch event path=%s error=\"%s\"", w->path,
-                    jrc != 0 ? "not an object" : "no type or object");
+            kq_warn("kube: bad watch event path=%s error=\"no type or object\"", w->path);
+        json_decref(ev);
         w->outcome = W_ERROR;
         return -1;
     }
-    int t = type_is(&ev[0], "ADDED")      ? KQ_WATCH_ADDED
-            : type_is(&ev[0], "MODIFIED") ? KQ_WATCH_MODIFIED
-            : type_is(&ev[0], "DELETED")  ? KQ_WATCH_DELETED
-                                          : 0;
-    bool bookmark = t == 0 && type_is(&ev[0], "BOOKMARK"), error = t == 0 && type_is(&ev[0], "ERROR");
-    if (t == 0 && !bookmark && !error) {
-        char type[64];
-        size_t n = ev[0].len - 2 < sizeof(type) - 1 ? ev[0].len - 2 : sizeof(type) - 1;
-        memcpy(type, ev[0].ptr + 1, n);
-        type[n] = '\0';
-        kq_debug("kube: unknown watch event type ignored path=%s type=%s", w->path, type);
-        return 0;
-    }
-    json_t *obj = NULL;
-    if (kq_jscan_json_filtered(ev[1].ptr, ev[1].len, t != 0 ? w->h.keep : NULL, &obj, NULL) != 0) {
-        kq_warn("kube: out of memory decoding a watch event path=%s", w->path);
-        w->outcome = W_ERROR;
-        return -1;
-    }
+    int t = !strcmp(type, "ADDED")      ? KQ_WATCH_ADDED
+            : !strcmp(type, "MODIFIED") ? KQ_WATCH_MODIFIED
+            : !strcmp(type, "DELETED")  ? KQ_WATCH_DELETED
+                                        : 0;
     int rc = 0;
-    if (bookmark) {
+    if (t != 0) {
         set_rv(w, jstr(json_object_get(obj, "metadata"), "resourceVersion"));
         w->events++;
-    } else if (error) {
+        if (w->h.object != NULL)
+            w->h.object(w->h.ud, t, obj);
+    } else if (strcmp(type, "BOOKMARK") == 0) {
+        set_rv(w, jstr(json_object_get(obj, "metadata"), "resourceVersion"));
+        w->events++;
+    } else if (strcmp(type, "ERROR") == 0) {
+        /* A Status, not the watched kind: rebuild it whole (the filter is the handler's). */
+        static const kq_jfilter_t status_only[] = {{"object", NULL}, {NULL, NULL}};
+        json_t *st = NULL;
+        if (w->h.keep != NULL && kq_jscan_json_filtered(line, len, status_only, &st, NULL) == 0)
+            obj = json_object_get(st, "object");
         json_int_t code = json_integer_value(json_object_get(obj, "code"));
         const char *reason = jstr(obj, "reason"), *msg = jstr(obj, "message");
         bool gone = code == 410 || (reason && (!strcmp(reason, "Expired") || !strcmp(reason, "Gone")));
@@ -1933,15 +1920,21 @@ static int watch_line(void *ud, const char *line, size_t len)
                 w->path, (long long)code, reason ? reason : "", msg ? msg : "",
                 gone ? "relist" : "rewatch");
         w->outcome = gone ? W_RELIST : W_ERROR;
+        json_decref(st);
         rc = -1;
     } else {
-        set_rv(w, jstr(json_object_get(obj, "metadata"), "resourceVersion"));
-        w->events++;
-        if (w->h.object != NULL)
-            w->h.object(w->h.ud, t, obj);
+        kq_debug("kube: unknown watch event type ignored path=%s type=%s", w->path, type);
     }
-    json_decref(obj);
+    json_decref(ev);
     return rc;
+}
+
+/* The envelope filter of a watch line, from the handler's object filter. */
+static void set_env(kq_watch_t *w)
+{
+    w->env[0] = (kq_jfilter_t){"type", NULL};
+    w->env[1] = (kq_jfilter_t){"object", w->h.keep};
+    w->env[2] = (kq_jfilter_t){NULL, NULL};
 }
 
 int kq_kube_watch_feed(const kq_watch_handler_t *h, const char *data, size_t len, const size_t *cuts,
@@ -1950,6 +1943,7 @@ int kq_kube_watch_feed(const kq_watch_handler_t *h, const char *data, size_t len
     if (h == NULL || (data == NULL && len > 0) || (cuts == NULL && ncuts > 0))
         return KQ_EINVAL;
     kq_watch_t w = {.path = "(feed)", .h = *h};
+    set_env(&w);
     xfer_t x = {.line_fn = watch_line, .line_ud = &w, .max_line = max_line};
     size_t at = 0;
     int r = 0;
@@ -2118,6 +2112,7 @@ kq_watch_t *kq_kube_watch_start(kq_kube_t *k, const char *path, const char *quer
     pthread_mutex_init(&w->lock, NULL);
     w->k = k;
     w->h = *h;
+    set_env(w);
     w->path = strdup(path);
     w->query = dup_or_null(query);
     w->multi = curl_multi_init();

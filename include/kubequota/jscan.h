@@ -168,6 +168,12 @@ int kq_jscan_iter_begin(kq_jscan_iter_t *it, const char *text, size_t len, unsig
  * the array's text). After a failure every call fails. */
 int kq_jscan_iter_next(kq_jscan_iter_t *it, kq_jvalue_t *v, kq_jscan_error_t *err) KQ_WUR;
 
+/* Like kq_jscan_iter_next, and builds the element in the same pass as
+ * kq_jscan_json_filtered(element, keep) would: 1 with *v and *out (a new reference)
+ * filled; 0 after the last element and negative on failure, *out untouched. */
+int kq_jscan_iter_next_json(kq_jscan_iter_t *it, const kq_jfilter_t *keep, kq_jvalue_t *v, json_t **out,
+                            kq_jscan_error_t *err) KQ_WUR;
+
 /* Like kq_jscan_iter_next for an array of strings: 1 with the next string's raw contents
  * in *s, 0 after the last one, KQ_EINVAL when element it->index is a valid value but not
  * a string (err says which), or KQ_EPARSE. */

@@ -632,6 +632,35 @@ static void test_json_filtered(void **state)
                      KQ_EPARSE);
     assert_ptr_equal(j, sentinel);
 
+    /* iterating an array and building each element, filtered, in the same pass */
+    static const char list[] = " [ {\"metadata\":{\"uid\":\"a\",\"x\":1}} , 5, {\"spec\":{}} ,[{\"uid\":1}] ] ";
+    const char *want_items[] = {"{\"metadata\":{\"uid\":\"a\"}}", "5", "{}", "[{}]"};
+    kq_jscan_iter_t it;
+    kq_jvalue_t v;
+    size_t count = 0;
+    int more;
+    assert_int_equal(kq_jscan_iter_begin(&it, list, strlen(list), KQ_JSCAN_JANSSON, NULL), 0);
+    while ((more = kq_jscan_iter_next_json(&it, keep, &v, &j, NULL)) == 1) {
+        assert_true(count < 4);
+        json_t *w = json_loads(want_items[count], JSON_DECODE_ANY, NULL);
+        assert_true(json_equal(j, w));
+        assert_true(v.ptr >= list && v.ptr + v.len <= list + strlen(list));
+        json_decref(w);
+        json_decref(j);
+        count++;
+    }
+    assert_int_equal(more, 0);
+    assert_int_equal(count, 4);
+    /* a bad element fails the iteration; what was built of it is released (ASan) */
+    static const char badlist[] = "[{\"metadata\":{\"uid\":\"a\"}},{\"metadata\":{\"uid\":[1,}}]";
+    assert_int_equal(kq_jscan_iter_begin(&it, badlist, strlen(badlist), KQ_JSCAN_JANSSON, NULL), 0);
+    assert_int_equal(kq_jscan_iter_next_json(&it, keep, &v, &j, NULL), 1);
+    json_decref(j);
+    j = sentinel;
+    assert_int_equal(kq_jscan_iter_next_json(&it, keep, &v, &j, &e), KQ_EPARSE);
+    assert_ptr_equal(j, sentinel);
+    assert_int_equal(kq_jscan_iter_next_json(&it, keep, &v, &j, NULL), KQ_EPARSE);
+
     /* deeper than the builder's first stack, inside a kept and inside a dropped member */
     char deep[16 + 2 * 100 + 2];
     size_t n = 0;
