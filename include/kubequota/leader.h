@@ -10,6 +10,7 @@
  *     its holderIdentity is empty or ours, or when its record has not changed for its
  *     leaseDurationSeconds as measured on OUR monotonic clock since we first saw that record
  *     (never by comparing its renewTime with our wall clock: clocks of two nodes differ);
+ *     kq_leader_lease_decide() below is that decision, a lease it cannot read is left alone;
  *   - taking it is a PUT carrying the metadata.resourceVersion we read; a 409 means another
  *     replica wrote first: we are not leader and read the lease again at the next attempt;
  *   - taking over from another holder increments leaseTransitions and sets acquireTime;
@@ -41,6 +42,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <time.h>
+
+#include <jansson.h>
 
 #include "kubequota/error.h"
 #include "kubequota/kube.h"
@@ -118,5 +121,85 @@ int kq_leader_default_identity(char *buf, size_t len) KQ_WUR;
 /* A CLOCK_REALTIME instant as MicroTime ("2026-11-21T10:15:03.654321Z"); needs 28 bytes.
  * 0 or KQ_ERANGE. */
 int kq_leader_format_microtime(const struct timespec *ts, char *buf, size_t len) KQ_WUR;
+
+/* ---- the lease decision: pure, for the elector, tests and the fuzzer ---- */
+
+/* Largest Lease body kq_leader_lease_decide reads (etcd keeps objects under 1.5 MiB). */
+#define KQ_LEADER_LEASE_MAX_BODY (2u << 20)
+
+typedef enum kq_leader_action {
+    KQ_LEADER_RENEW,    /* the lease names us: renew it (acquireTime, leaseTransitions kept) */
+    KQ_LEADER_ACQUIRE,  /* nobody holds it (holderIdentity empty or absent): take it */
+    KQ_LEADER_TAKEOVER, /* another holder's record has not changed for its duration: take it */
+    KQ_LEADER_WAIT,     /* another holder's lease is still valid: leave it alone */
+} kq_leader_action_t;
+
+/* What the decision needs besides the body. Borrowed, read only during the call. */
+typedef struct kq_leader_lease_in {
+    const char *identity;    /* this replica's holderIdentity, required */
+    long duration_ms;        /* our lease duration, 1 ms .. 1 day: written as leaseDurationSeconds
+                              * rounded up to whole seconds, and assumed for a lease whose
+                              * leaseDurationSeconds is absent, null or <= 0 */
+    const char *now_time;    /* wall-clock now as MicroTime: the renewTime we write, and the
+                              * acquireTime when we take the lease (see format_microtime) */
+    long long now_ns;        /* monotonic now (any origin, any value) */
+    const char *prev_record; /* out->record of the previous decision on this lease, or NULL */
+    long long prev_seen_ns;  /* out->seen_ns of that decision */
+} kq_leader_lease_in_t;
+
+/* The answer; every pointer is owned by it (kq_leader_decision_free). */
+typedef struct kq_leader_decision {
+    kq_leader_action_t action;
+    char *holder;            /* holderIdentity read, "" when none */
+    char *resource_version;  /* metadata.resourceVersion read (never empty) */
+    char *record;            /* the spec in canonical form: the next call's prev_record */
+    bool changed;            /* record differs from in->prev_record (true when that is NULL) */
+    long long seen_ns;       /* monotonic instant the record was first seen: in->prev_seen_ns
+                              * when unchanged, else in->now_ns */
+    long long duration_ms;   /* leaseDurationSeconds (1 .. 2^31-1 s) in ms, or in->duration_ms */
+    long long expires_ns;    /* seen_ns + duration_ms, saturated at LLONG_MAX: another holder's
+                              * lease is respected while now_ns - seen_ns (saturated) is less
+                              * than duration_ms, i.e. until expires_ns unless it saturated */
+    long long transitions;   /* leaseTransitions read (0 when absent or negative) */
+    bool has_acquire_time, has_renew_time;
+    struct timespec acquire_time, renew_time; /* as read (the holder's wall clock: informative,
+                                               * never compared with ours) */
+    char *body;              /* the Lease to PUT (compact JSON) for RENEW, ACQUIRE and TAKEOVER;
+                              * NULL for WAIT. A copy of the object read (metadata with its
+                              * resourceVersion, unknown fields kept) whose spec names us, with
+                              * leaseDurationSeconds ours, renewTime now_time; RENEW keeps
+                              * acquireTime (now_time when it had none) and leaseTransitions;
+                              * ACQUIRE and TAKEOVER set acquireTime now_time and
+                              * leaseTransitions + 1 (saturated at 2^31-1) */
+    json_t *lease;           /* the object read (json_incref to keep it beyond the decision) */
+} kq_leader_decision_t;
+
+/* Reads a Lease body as the API server returns it (untrusted) and decides what this replica
+ * may do, without network, clock or thread: the elector calls it on every GET.
+ * The body must be a JSON object (kind "Lease" and apiVersion "coordination.k8s.io/v1" when
+ * present) with a non-empty string metadata.resourceVersion and a spec that is absent, null
+ * or an object whose holderIdentity is a string or null, leaseDurationSeconds and
+ * leaseTransitions int32 or null, acquireTime and renewTime MicroTime (as
+ * kq_leader_parse_microtime) or null; what client-go would refuse to decode is refused.
+ * A lease of another holder expires when its record (spec) has not changed for its duration
+ * on OUR monotonic clock: pass back out->record and out->seen_ns as prev_record and
+ * prev_seen_ns on the next read. Time arithmetic saturates (no overflow for any now_ns).
+ * 0 with *out filled; KQ_EINVAL (bad in), KQ_EPARSE (not a readable Lease), KQ_ETOOBIG
+ * (over KQ_LEADER_LEASE_MAX_BODY) or KQ_ENOMEM, with "lease: <why>" in err and *out
+ * untouched. */
+int kq_leader_lease_decide(const char *body, size_t len, const kq_leader_lease_in_t *in, kq_leader_decision_t *out,
+                           char *err, size_t errlen) KQ_WUR;
+
+/* Frees what a decision owns and zeroes it; NULL and a zeroed decision are no-ops. */
+void kq_leader_decision_free(kq_leader_decision_t *d);
+
+/* "renew", "acquire", "takeover", "wait" (static). */
+const char *kq_leader_action_name(kq_leader_action_t a);
+
+/* Parses a MicroTime (RFC 3339: "YYYY-MM-DDTHH:MM:SS", then optionally "." and 1 to 9
+ * digits, then "Z" or "+HH:MM"/"-HH:MM"; years 0000..9999, no leap second 60). 0 with *ts
+ * (UTC, may be before 1970; ts may be NULL to validate only); KQ_EPARSE with the reason in
+ * err, KQ_ERANGE when time_t cannot hold it; *ts untouched on failure. */
+int kq_leader_parse_microtime(const char *s, struct timespec *ts, char *err, size_t errlen) KQ_WUR;
 
 #endif

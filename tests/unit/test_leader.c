@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <limits.h>
 #include <pthread.h>
 #include <regex.h>
 #include <stdatomic.h>
@@ -893,6 +894,457 @@ static void test_malformed_leases_are_not_taken(void **state)
     fake_free(&f);
 }
 
+/* ======================================================================================
+ * the lease decision (kq_leader_lease_decide) and MicroTime
+ * ====================================================================================== */
+
+#define ME "replica-a"
+#define NOW_TIME "2026-11-27T10:15:05.000001Z"
+#define NOW_SEC 1795774505 /* NOW_TIME, from test_format_microtime's 1795774503 = 10:15:03 */
+#define SEC_NS 1000000000LL
+
+static void test_parse_microtime(void **state)
+{
+    static const struct {
+        const char *in;
+        long long sec;
+        long nsec;
+    } good[] = {
+        {"2026-11-27T10:15:03.654321Z", 1795774503, 654321000},
+        {"2026-11-27T11:15:03.654321+01:00", 1795774503, 654321000},
+        {"2026-11-27T04:45:03.654321-05:30", 1795774503, 654321000},
+        {"2026-11-27T10:15:03Z", 1795774503, 0},
+        {"2026-11-27T10:15:03.5Z", 1795774503, 500000000},
+        {"2026-11-27T10:15:03.123456789Z", 1795774503, 123456789},
+        {"1970-01-01T00:00:00.000000Z", 0, 0},
+        {"1969-12-31T23:59:59.999999Z", -1, 999999000},
+        {"2024-02-29T00:00:00Z", 1709164800, 0},
+        {"2000-02-29T00:00:00Z", 951782400, 0},
+        {"0000-01-01T00:00:00.000000Z", -62167219200LL, 0},
+        {"9999-12-31T23:59:59.999999Z", 253402300799LL, 999999000},
+        {"9999-12-31T23:59:59Z", 253402300799LL, 0},
+    };
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+        struct timespec ts = {-7, -7};
+        char err[128] = "x";
+        if (kq_leader_parse_microtime(good[i].in, &ts, err, sizeof(err)) != 0 || ts.tv_sec != good[i].sec ||
+            ts.tv_nsec != good[i].nsec)
+            fail_msg("\"%s\": expected %lld.%09ld, got %lld.%09ld (%s)", good[i].in, good[i].sec, good[i].nsec,
+                     (long long)ts.tv_sec, ts.tv_nsec, err);
+        assert_string_equal(err, "");
+    }
+    static const struct {
+        const char *in, *words;
+    } bad[] = {
+        {"2016-12-31T23:59:60.000000Z", "leap second"},
+        {"2026-11-27T10:15:03.1234567890Z", "more than 9 fractional digits"},
+        {"2026-11-27T10:15:03.Z", "no digit after the decimal point"},
+        {"2026-13-27T10:15:03.654321Z", "month"},
+        {"2026-00-27T10:15:03.654321Z", "month"},
+        {"2025-02-29T10:15:03.654321Z", "day"},
+        {"1900-02-29T10:15:03.654321Z", "day"},
+        {"2026-04-31T10:15:03.654321Z", "day"},
+        {"2026-11-00T10:15:03.654321Z", "day"},
+        {"2026-11-27T24:00:00.000000Z", "hour"},
+        {"2026-11-27T10:60:03.654321Z", "minute"},
+        {"2026-11-27T10:15:61.654321Z", "second"},
+        {"2026-11-27T10:15:03.654321+24:00", "offset"},
+        {"2026-11-27T10:15:03.654321+01:60", "offset"},
+        {"2026-11-27T10:15:03.654321", "time zone"},
+        {"2026-11-27T10:15:03.654321Zjunk", "time zone"},
+        {"2026-11-27T10:15:03.654321+0100", "time zone"},
+        {"2026-11-27t10:15:03.654321z", "RFC 3339"},
+        {"2026-11-27 10:15:03.654321Z", "RFC 3339"},
+        {"+2026-11-27T10:15:03Z", "RFC 3339"},
+        {"-001-11-27T10:15:03Z", "RFC 3339"},
+        {"10000-11-27T10:15:03Z", "RFC 3339"},
+        {"2026-11-27T10:15Z", "RFC 3339"},
+        {"", "RFC 3339"},
+        {NULL, "RFC 3339"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        struct timespec ts = {-7, -7};
+        char err[128] = "";
+        int rc = kq_leader_parse_microtime(bad[i].in, &ts, err, sizeof(err));
+        if (rc != KQ_EPARSE || ts.tv_sec != -7 || ts.tv_nsec != -7 || strstr(err, bad[i].words) == NULL)
+            fail_msg("\"%s\": rc %d, error \"%s\" (expected KQ_EPARSE mentioning \"%s\", output untouched)",
+                     bad[i].in ? bad[i].in : "(null)", rc, err, bad[i].words);
+    }
+}
+
+/* A Lease body as the API server returns it; NULL strings are left out of spec. */
+static char *lease_body(const char *holder, const char *dur, const char *acquire, const char *renew,
+                        const char *transitions)
+{
+    char spec[1024] = "", *p = spec;
+    size_t left = sizeof(spec);
+    const char *keys[] = {"holderIdentity", "leaseDurationSeconds", "acquireTime", "renewTime", "leaseTransitions"};
+    const char *vals[] = {holder, dur, acquire, renew, transitions};
+    for (size_t i = 0; i < 5; i++) {
+        if (vals[i] == NULL)
+            continue;
+        int n = snprintf(p, left, "%s\"%s\":%s", p == spec ? "" : ",", keys[i], vals[i]);
+        assert_true(n > 0 && (size_t)n < left);
+        p += n;
+        left -= (size_t)n;
+    }
+    char *out = NULL;
+    assert_true(asprintf(&out,
+                         "{\"apiVersion\":\"coordination.k8s.io/v1\",\"kind\":\"Lease\",\"metadata\":{\"name\":\"" NAME
+                         "\",\"namespace\":\"" NS "\",\"resourceVersion\":\"4242\",\"uid\":\"7e7e7e7e-1111\","
+                         "\"creationTimestamp\":\"2026-11-20T08:00:00Z\"},\"spec\":{%s}}",
+                         spec) > 0);
+    return out;
+}
+
+static int decide_at(const char *body, long long now_ns, const char *prev, long long prev_seen,
+                     kq_leader_decision_t *d, char *err, size_t errlen)
+{
+    kq_leader_lease_in_t in = {
+        .identity = ME,
+        .duration_ms = 1500, /* written as 2 s */
+        .now_time = NOW_TIME,
+        .now_ns = now_ns,
+        .prev_record = prev,
+        .prev_seen_ns = prev_seen,
+    };
+    return kq_leader_lease_decide(body, body ? strlen(body) : 0, &in, d, err, errlen);
+}
+
+/* The spec of the body a decision would PUT (new reference). */
+static json_t *put_spec(const kq_leader_decision_t *d)
+{
+    assert_non_null(d->body);
+    json_t *o = json_loads(d->body, 0, NULL);
+    assert_non_null(o);
+    assert_string_equal(json_string_value(json_object_get(o, "kind")), "Lease");
+    assert_string_equal(json_string_value(json_object_get(o, "apiVersion")), "coordination.k8s.io/v1");
+    /* the precondition and the rest of the metadata are what we read */
+    json_t *md = json_object_get(o, "metadata");
+    assert_string_equal(json_string_value(json_object_get(md, "resourceVersion")), "4242");
+    assert_string_equal(json_string_value(json_object_get(md, "name")), NAME);
+    assert_string_equal(json_string_value(json_object_get(md, "uid")), "7e7e7e7e-1111");
+    json_t *spec = json_incref(json_object_get(o, "spec"));
+    json_decref(o);
+    return spec;
+}
+
+static void assert_spec(json_t *spec, const char *holder, long long dur_s, const char *acquire, const char *renew,
+                        long long transitions)
+{
+    assert_string_equal(json_string_value(json_object_get(spec, "holderIdentity")), holder);
+    assert_int_equal(json_integer_value(json_object_get(spec, "leaseDurationSeconds")), dur_s);
+    assert_string_equal(json_string_value(json_object_get(spec, "acquireTime")), acquire);
+    assert_string_equal(json_string_value(json_object_get(spec, "renewTime")), renew);
+    assert_true(json_is_integer(json_object_get(spec, "leaseTransitions")));
+    assert_int_equal(json_integer_value(json_object_get(spec, "leaseTransitions")), transitions);
+}
+
+static void test_decide_held_by_another_and_valid(void **state)
+{
+    char *body = lease_body("\"replica-b\"", "15", "\"2026-11-27T09:00:00.123456Z\"", "\"2026-11-27T10:15:03.654321Z\"",
+                            "3");
+    kq_leader_decision_t d;
+    char err[256];
+    assert_int_equal(decide_at(body, 1000, NULL, 0, &d, err, sizeof(err)), 0);
+    assert_string_equal(err, "");
+    assert_int_equal(d.action, KQ_LEADER_WAIT);
+    assert_string_equal(kq_leader_action_name(d.action), "wait");
+    assert_null(d.body);
+    assert_string_equal(d.holder, "replica-b");
+    assert_string_equal(d.resource_version, "4242");
+    assert_true(d.changed);
+    assert_int_equal(d.seen_ns, 1000);
+    assert_int_equal(d.duration_ms, 15000); /* the lease's, not ours */
+    assert_int_equal(d.expires_ns, 1000 + 15 * SEC_NS);
+    assert_int_equal(d.transitions, 3);
+    assert_true(d.has_renew_time && d.has_acquire_time);
+    assert_int_equal(d.renew_time.tv_sec, 1795774503);
+    assert_int_equal(d.renew_time.tv_nsec, 654321000);
+    assert_non_null(d.lease);
+    /* a renewTime far in the past does not matter: only our clock does */
+    kq_leader_decision_t e;
+    assert_int_equal(decide_at(body, 1000 + 15 * SEC_NS - 1, d.record, d.seen_ns, &e, err, sizeof(err)), 0);
+    assert_int_equal(e.action, KQ_LEADER_WAIT);
+    assert_false(e.changed);
+    assert_int_equal(e.seen_ns, 1000);
+    kq_leader_decision_free(&e);
+    /* the holder renews (the record changes): the clock restarts */
+    char *renewed = lease_body("\"replica-b\"", "15", "\"2026-11-27T09:00:00.123456Z\"",
+                               "\"2026-11-27T10:15:05.654321Z\"", "3");
+    assert_int_equal(decide_at(renewed, 1000 + 20 * SEC_NS, d.record, d.seen_ns, &e, err, sizeof(err)), 0);
+    assert_int_equal(e.action, KQ_LEADER_WAIT);
+    assert_true(e.changed);
+    assert_int_equal(e.seen_ns, 1000 + 20 * SEC_NS);
+    kq_leader_decision_free(&e);
+    free(renewed);
+    kq_leader_decision_free(&d);
+    assert_null(d.holder);
+    kq_leader_decision_free(&d); /* a freed decision is zero: freeing again is a no-op */
+    kq_leader_decision_free(NULL);
+    free(body);
+}
+
+static void test_decide_expired_is_taken_over(void **state)
+{
+    char *body = lease_body("\"replica-b\"", "15", "\"2026-11-27T09:00:00.123456Z\"", "\"2026-11-27T10:15:03.654321Z\"",
+                            "3");
+    kq_leader_decision_t d, e;
+    char err[256];
+    assert_int_equal(decide_at(body, -5 * SEC_NS, NULL, 0, &d, err, sizeof(err)), 0);
+    assert_int_equal(d.action, KQ_LEADER_WAIT);
+    /* unchanged for exactly its duration (15 s, not our 1.5 s): expired */
+    assert_int_equal(decide_at(body, 10 * SEC_NS, d.record, d.seen_ns, &e, err, sizeof(err)), 0);
+    assert_int_equal(e.action, KQ_LEADER_TAKEOVER);
+    assert_string_equal(kq_leader_action_name(e.action), "takeover");
+    assert_string_equal(e.holder, "replica-b");
+    json_t *spec = put_spec(&e);
+    assert_spec(spec, ME, 2, NOW_TIME, NOW_TIME, 4);
+    json_decref(spec);
+    kq_leader_decision_free(&e);
+    kq_leader_decision_free(&d);
+    free(body);
+}
+
+static void test_decide_our_own_lease_is_renewed(void **state)
+{
+    char *body = lease_body("\"" ME "\"", "2", "\"2026-11-27T09:00:00.123456Z\"", "\"2026-11-27T10:15:03.654321Z\"",
+                            "7");
+    kq_leader_decision_t d;
+    char err[256];
+    assert_int_equal(decide_at(body, 0, NULL, 0, &d, err, sizeof(err)), 0);
+    assert_int_equal(d.action, KQ_LEADER_RENEW);
+    assert_string_equal(kq_leader_action_name(d.action), "renew");
+    json_t *spec = put_spec(&d);
+    assert_spec(spec, ME, 2, "2026-11-27T09:00:00.123456Z", NOW_TIME, 7); /* acquireTime and count kept */
+    json_decref(spec);
+    kq_leader_decision_free(&d);
+    free(body);
+    /* ours without an acquireTime: now */
+    body = lease_body("\"" ME "\"", "2", NULL, "\"2026-11-27T10:15:03.654321Z\"", NULL);
+    assert_int_equal(decide_at(body, 0, NULL, 0, &d, err, sizeof(err)), 0);
+    assert_int_equal(d.action, KQ_LEADER_RENEW);
+    assert_false(d.has_acquire_time);
+    spec = put_spec(&d);
+    assert_spec(spec, ME, 2, NOW_TIME, NOW_TIME, 0);
+    json_decref(spec);
+    kq_leader_decision_free(&d);
+    free(body);
+}
+
+static void test_decide_empty_holder_is_acquired(void **state)
+{
+    /* released (holderIdentity ""), holder null, and no record at all: free to take at once,
+     * whatever the clock */
+    char *bodies[] = {
+        lease_body("\"\"", "1", "\"2026-11-27T09:00:00.123456Z\"", "\"2026-11-27T10:15:03.654321Z\"", "5"),
+        lease_body("null", "null", "null", "null", "null"),
+        lease_body(NULL, NULL, NULL, NULL, NULL),
+        strdup("{\"metadata\":{\"resourceVersion\":\"4242\",\"name\":\"" NAME "\",\"uid\":\"7e7e7e7e-1111\"}}"),
+    };
+    const long long transitions[] = {6, 1, 1, 1};
+    for (size_t i = 0; i < sizeof(bodies) / sizeof(bodies[0]); i++) {
+        kq_leader_decision_t d;
+        char err[256];
+        assert_int_equal(decide_at(bodies[i], LLONG_MIN, NULL, 0, &d, err, sizeof(err)), 0);
+        assert_int_equal(d.action, KQ_LEADER_ACQUIRE);
+        assert_string_equal(d.holder, "");
+        json_t *spec = put_spec(&d);
+        assert_spec(spec, ME, 2, NOW_TIME, NOW_TIME, transitions[i]);
+        json_decref(spec);
+        kq_leader_decision_free(&d);
+        free(bodies[i]);
+    }
+}
+
+static void test_decide_keeps_unknown_spec_fields(void **state)
+{
+    char *body = lease_body("\"\"", "1", NULL, NULL, "\"2\",\"preferredHolder\":\"replica-c\"");
+    kq_leader_decision_t d;
+    char err[256];
+    /* leaseTransitions "2" is a string: refused, like client-go */
+    assert_int_equal(decide_at(body, 0, NULL, 0, &d, err, sizeof(err)), KQ_EPARSE);
+    free(body);
+    body = lease_body("\"\"", "1", NULL, NULL, "2,\"preferredHolder\":\"replica-c\"");
+    assert_int_equal(decide_at(body, 0, NULL, 0, &d, err, sizeof(err)), 0);
+    json_t *spec = put_spec(&d);
+    assert_string_equal(json_string_value(json_object_get(spec, "preferredHolder")), "replica-c");
+    assert_int_equal(json_integer_value(json_object_get(spec, "leaseTransitions")), 3);
+    json_decref(spec);
+    kq_leader_decision_free(&d);
+    free(body);
+}
+
+static void test_decide_malformed_microtime(void **state)
+{
+    static const struct {
+        const char *acquire, *renew, *words;
+    } cases[] = {
+        {"\"2026-11-27T09:00:00.123456Z\"", "\"2016-12-31T23:59:60.000000Z\"", "spec.renewTime"},
+        {"\"2026-11-27T09:00:00.1234567890Z\"", "\"2026-11-27T10:15:03.654321Z\"", "spec.acquireTime"},
+        {"\"2026-11-27T09:00:00.123456Z\"", "\"2025-02-29T10:15:03.654321Z\"", "day out of range"},
+        {"\"2026-11-27T09:00:00.123456Z\"", "\"2026-11-27T10:15:03.654321\"", "time zone"},
+        {"\"2026-11-27T09:00:00.123456Z\"", "\"\"", "spec.renewTime"},
+        {"1795774503", "\"2026-11-27T10:15:03.654321Z\"", "spec.acquireTime is not a string"},
+        {"\"2026-11-27T09:00:00.123456Z\"", "\"a\\\"quote\"", "spec.renewTime 'a?quote'"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char *body = lease_body("\"\"", "15", cases[i].acquire, cases[i].renew, "1");
+        kq_leader_decision_t d;
+        memset(&d, 0x5a, sizeof(d));
+        kq_leader_decision_t untouched = d;
+        char err[256] = "";
+        int rc = decide_at(body, 0, NULL, 0, &d, err, sizeof(err));
+        if (rc != KQ_EPARSE || strncmp(err, "lease: ", 7) != 0 || strstr(err, cases[i].words) == NULL)
+            fail_msg("case %zu: rc %d, error \"%s\" (expected KQ_EPARSE mentioning \"%s\")", i, rc, err,
+                     cases[i].words);
+        assert_memory_equal(&d, &untouched, sizeof(d));
+        free(body);
+    }
+}
+
+static void test_decide_huge_and_odd_durations(void **state)
+{
+    kq_leader_decision_t d, e;
+    char err[256];
+    /* the int32 maximum is respected (68 years) and the arithmetic saturates */
+    char *body = lease_body("\"replica-b\"", "2147483647", NULL, NULL, "2147483647");
+    assert_int_equal(decide_at(body, LLONG_MAX - 5, NULL, 0, &d, err, sizeof(err)), 0);
+    assert_int_equal(d.duration_ms, 2147483647000LL);
+    assert_int_equal(d.expires_ns, LLONG_MAX);
+    assert_int_equal(d.action, KQ_LEADER_WAIT); /* just seen: not expired, even at the clock's end */
+    assert_int_equal(decide_at(body, LLONG_MIN, d.record, d.seen_ns, &e, err, sizeof(err)), 0);
+    assert_int_equal(e.action, KQ_LEADER_WAIT); /* seen "in the future": elapsed < 0 */
+    kq_leader_decision_free(&e);
+    assert_int_equal(decide_at(body, LLONG_MAX, d.record, LLONG_MIN, &e, err, sizeof(err)), 0);
+    assert_int_equal(e.action, KQ_LEADER_TAKEOVER); /* elapsed saturates at LLONG_MAX */
+    json_t *spec = put_spec(&e);
+    assert_int_equal(json_integer_value(json_object_get(spec, "leaseTransitions")), 2147483647); /* saturated */
+    json_decref(spec);
+    kq_leader_decision_free(&e);
+    kq_leader_decision_free(&d);
+    free(body);
+    /* absent, null, zero or negative: our duration (1.5 s) */
+    const char *ours[] = {NULL, "null", "0", "-15", "-2147483648"};
+    for (size_t i = 0; i < sizeof(ours) / sizeof(ours[0]); i++) {
+        body = lease_body("\"replica-b\"", ours[i], NULL, NULL, "-3");
+        assert_int_equal(decide_at(body, 0, NULL, 0, &d, err, sizeof(err)), 0);
+        assert_int_equal(d.duration_ms, 1500);
+        assert_int_equal(d.transitions, 0); /* negative counts as 0 */
+        kq_leader_decision_free(&d);
+        free(body);
+    }
+    /* not an int32: refused */
+    static const struct {
+        const char *dur, *words;
+    } bad[] = {
+        {"2147483648", "out of the int32 range"},
+        {"-2147483649", "out of the int32 range"},
+        {"9223372036854775807", "out of the int32 range"},
+        {"15.0", "not an integer"},
+        {"\"15\"", "not an integer"},
+        {"true", "not an integer"},
+        {"99999999999999999999", "not JSON"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        body = lease_body("\"replica-b\"", bad[i].dur, NULL, NULL, NULL);
+        err[0] = '\0';
+        int rc = decide_at(body, 0, NULL, 0, &d, err, sizeof(err));
+        if (rc != KQ_EPARSE || strstr(err, bad[i].words) == NULL)
+            fail_msg("leaseDurationSeconds %s: rc %d, error \"%s\"", bad[i].dur, rc, err);
+        free(body);
+    }
+}
+
+static void test_decide_refuses_what_is_not_a_lease(void **state)
+{
+    static const struct {
+        const char *body, *words;
+    } cases[] = {
+        {"", "empty body"},
+        {"not json", "not JSON"},
+        {"[]", "not a JSON object"},
+        {"{\"metadata\":{\"resourceVersion\":\"7\"", "not JSON"},
+        {"{\"metadata\":{},\"spec\":{\"holderIdentity\":\"\"}}", "resourceVersion"},
+        {"{\"metadata\":{\"resourceVersion\":\"\"},\"spec\":{}}", "resourceVersion"},
+        {"{\"metadata\":{\"resourceVersion\":7},\"spec\":{}}", "resourceVersion"},
+        {"{\"metadata\":[],\"spec\":{}}", "resourceVersion"},
+        {"{\"metadata\":{\"resourceVersion\":\"7\"},\"spec\":[1,2]}", "spec is not an object"},
+        {"{\"metadata\":{\"resourceVersion\":\"7\"},\"spec\":{\"holderIdentity\":42}}", "holderIdentity"},
+        {"{\"metadata\":{\"resourceVersion\":\"7\"},\"spec\":{\"holderIdentity\":\"a\\u0000b\"}}", "not JSON"},
+        {"{\"kind\":\"Status\",\"metadata\":{\"resourceVersion\":\"7\"},\"code\":403}", "kind is 'Status'"},
+        {"{\"kind\":\"Lease\",\"apiVersion\":\"coordination.k8s.io/v1beta1\",\"metadata\":{\"resourceVersion\":\"7\"}}",
+         "apiVersion"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        kq_leader_decision_t d;
+        memset(&d, 0x5a, sizeof(d));
+        kq_leader_decision_t untouched = d;
+        char err[256] = "";
+        int rc = decide_at(cases[i].body, 0, NULL, 0, &d, err, sizeof(err));
+        if (rc != KQ_EPARSE || strncmp(err, "lease: ", 7) != 0 || strstr(err, cases[i].words) == NULL)
+            fail_msg("case %zu: rc %d, error \"%s\" (expected KQ_EPARSE mentioning \"%s\")", i, rc, err,
+                     cases[i].words);
+        assert_memory_equal(&d, &untouched, sizeof(d));
+    }
+    /* too large, before parsing */
+    size_t n = KQ_LEADER_LEASE_MAX_BODY + 1;
+    char *big = malloc(n);
+    assert_non_null(big);
+    memset(big, ' ', n);
+    kq_leader_lease_in_t in = {.identity = ME, .duration_ms = 1500, .now_time = NOW_TIME};
+    kq_leader_decision_t d;
+    char err[256] = "";
+    assert_int_equal(kq_leader_lease_decide(big, n, &in, &d, err, sizeof(err)), KQ_ETOOBIG);
+    assert_non_null(strstr(err, "more than"));
+    free(big);
+    /* bad arguments */
+    char *body = lease_body("\"\"", "1", NULL, NULL, NULL);
+    kq_leader_lease_in_t bad_in[] = {
+        {.identity = NULL, .duration_ms = 1500, .now_time = NOW_TIME},
+        {.identity = "", .duration_ms = 1500, .now_time = NOW_TIME},
+        {.identity = ME, .duration_ms = 0, .now_time = NOW_TIME},
+        {.identity = ME, .duration_ms = 86400001, .now_time = NOW_TIME},
+        {.identity = ME, .duration_ms = 1500, .now_time = NULL},
+        {.identity = ME, .duration_ms = 1500, .now_time = "yesterday"},
+    };
+    for (size_t i = 0; i < sizeof(bad_in) / sizeof(bad_in[0]); i++)
+        assert_int_equal(kq_leader_lease_decide(body, strlen(body), &bad_in[i], &d, err, sizeof(err)), KQ_EINVAL);
+    assert_int_equal(kq_leader_lease_decide(body, strlen(body), NULL, &d, err, sizeof(err)), KQ_EINVAL);
+    assert_int_equal(kq_leader_lease_decide(body, strlen(body), &in, NULL, NULL, 0), KQ_EINVAL);
+    free(body);
+}
+
+/* The body to PUT, read back as the API server would echo it: ours, renewed by us and
+ * respected by another replica. */
+static void test_decide_round_trip(void **state)
+{
+    char *body = lease_body("\"replica-b\"", "15", "\"2026-11-27T09:00:00.123456Z\"", "\"2026-11-27T10:15:03.654321Z\"",
+                            "3");
+    kq_leader_decision_t d, w, o;
+    char err[256];
+    assert_int_equal(decide_at(body, 0, NULL, 0, &d, err, sizeof(err)), 0);
+    assert_int_equal(decide_at(body, 15 * SEC_NS, d.record, d.seen_ns, &w, err, sizeof(err)), 0);
+    assert_int_equal(w.action, KQ_LEADER_TAKEOVER);
+    kq_leader_decision_t r;
+    assert_int_equal(decide_at(w.body, 0, NULL, 0, &r, err, sizeof(err)), 0);
+    assert_int_equal(r.action, KQ_LEADER_RENEW);
+    assert_int_equal(r.transitions, 4);
+    assert_int_equal(r.duration_ms, 2000);
+    assert_int_equal(r.renew_time.tv_sec, NOW_SEC);
+    assert_int_equal(r.renew_time.tv_nsec, 1000);
+    kq_leader_lease_in_t in = {.identity = "replica-b", .duration_ms = 15000, .now_time = NOW_TIME, .now_ns = 9};
+    assert_int_equal(kq_leader_lease_decide(w.body, strlen(w.body), &in, &o, err, sizeof(err)), 0);
+    assert_int_equal(o.action, KQ_LEADER_WAIT);
+    assert_string_equal(o.holder, ME);
+    assert_int_equal(o.duration_ms, 2000); /* the duration the lease says, not replica-b's */
+    kq_leader_decision_free(&o);
+    kq_leader_decision_free(&r);
+    kq_leader_decision_free(&w);
+    kq_leader_decision_free(&d);
+    free(body);
+}
+
 int main(void)
 {
     if (getenv("KQ_TEST_VERBOSE") == NULL)
@@ -916,6 +1368,16 @@ int main(void)
         cmocka_unit_test(test_release_after_a_conflict_rereads),
         cmocka_unit_test(test_two_replicas_one_leader_and_handover),
         cmocka_unit_test(test_malformed_leases_are_not_taken),
+        cmocka_unit_test(test_parse_microtime),
+        cmocka_unit_test(test_decide_held_by_another_and_valid),
+        cmocka_unit_test(test_decide_expired_is_taken_over),
+        cmocka_unit_test(test_decide_our_own_lease_is_renewed),
+        cmocka_unit_test(test_decide_empty_holder_is_acquired),
+        cmocka_unit_test(test_decide_keeps_unknown_spec_fields),
+        cmocka_unit_test(test_decide_malformed_microtime),
+        cmocka_unit_test(test_decide_huge_and_odd_durations),
+        cmocka_unit_test(test_decide_refuses_what_is_not_a_lease),
+        cmocka_unit_test(test_decide_round_trip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
