@@ -51,7 +51,9 @@
 #define KUBECONFIG_MAX    (16u << 20) /* bytes of a kubeconfig file */
 #define SMALL_FILE_MAX    (1u << 20)  /* token, namespace, CA files read here */
 #define ERROR_BODY_MAX    (1u << 20)  /* non-200 body of a watch */
-#define POOL_MAX          8
+#define POOL_MAX          64          /* idle curl handles kept, each with its open connection: binds
+                                        * run in parallel (kube-scheduler binds in goroutines); a
+                                        * handle beyond the pool costs a new TLS handshake per bind */
 #define DEDUP_MAX         8192
 #define EVENT_MSG_MAX     1024
 #define EVENT_REASON_MAX  128
