@@ -3,10 +3,11 @@
  *
  * DESIGN
  * Data. Every group (the hidden root, the system group, the default group and the
- * configured ones) is a struct group in one uthash table keyed by name. Children form a
- * doubly linked list kept sorted by name, so every computation visits them in one
- * deterministic order. Per group we keep the spec (min, max, weight, allow-lent,
- * is-parent) and the derived values:
+ * configured ones) is a struct group in one uthash table keyed by name. A parent's
+ * children are an array kept sorted by name (binary search to insert or remove), so
+ * every computation visits them in one deterministic order and an index orders them by
+ * name. Per group we keep the spec (min, max, weight, allow-lent, is-parent) and the
+ * derived values:
  *   smin     scaled min (== min unless the parent's scaled min is too small);
  *   request  leaf: exact sum of pod requests; parent: saturating sum of the children's ask;
  *   ask      what the group asks of its parent: min(request (or max(request, smin) when it
@@ -16,11 +17,12 @@
  * The root's runtime and scaled min are the cluster total (allocatable minus the system
  * group's used).
  *
- * Invariants between public calls: request/ask/smin/runtime of every group are exactly
- * what a full top-down recomputation would give; the dirty heap is empty; used and
- * used_np of a parent equal the sums of its children's. Requests of parents saturate at
- * INT64_MAX (a request that large only means "hungry"); used never saturates: an add that
- * would overflow fails and changes nothing (two phases: compute every level, then commit).
+ * Invariants between public calls outside a batch: request/ask/smin/runtime of every
+ * group are exactly what a full top-down recomputation would give; the dirty heap is
+ * empty and nothing is pending. Always: used and used_np of a parent equal the sums of
+ * its children's. Requests of parents saturate at INT64_MAX (a request that large only
+ * means "hungry"); used never saturates: an add that would overflow fails and changes
+ * nothing (two phases: compute every level, then commit).
  *
  * Incremental recomputation. A change marks the parents whose distribution inputs
  * changed (children's ask, scaled min, weight, or their own runtime) "dirty" in a min-heap
@@ -30,10 +32,26 @@
  * visited. The heap and the per-distribution scratch arrays are sized when groups are
  * added, so recomputation never allocates and never fails.
  *
- * Sharing (apportion): floor(units * w_i / W) each (128-bit products), the leftover units
- * one each by largest remainder then name, never above a child's remaining cap; capped
- * children drop out and what they could not take is shared again. Every round either
- * hands out all units or caps someone, so it ends after at most n+1 rounds.
+ * Full recomputation. A change of the cluster total rescales mins from the root
+ * (recursing only where a scaled min changed; a lending child's ask does not depend on
+ * its scaled min) and then redistributes every parent in one pre-order pass
+ * (redistribute_all: every unlimited group's default weight follows the total), not
+ * through the heap. Batches (kq_qtree_batch_begin/end) record "pending" instead of
+ * recomputing: settle() then rebuilds every scaled min, ask and request from the root and
+ * redistributes every parent once, so N changes cost one O(groups) pass. Readers call
+ * settle() first, so a read inside a batch is exact too (and outside one it is a no-op).
+ * These passes are bound by memory latency (a group is about 3 KB, 10,000 groups exceed
+ * the caches): the first loop over a parent's children prefetches the lines the next
+ * loops read, the fields every pass reads first share one cache line, and a child's
+ * runtime is rewritten in place.
+ *
+ * Sharing (apportion): floor(units * w_i / W) each (128-bit products, 64-bit when they
+ * fit), the leftover units one each by largest remainder then name, never above a
+ * child's remaining cap; capped children drop out and what they could not take is shared
+ * again. Every round either hands out all units or caps someone, so it ends after at most
+ * n+1 rounds. The leftover units go to the first `left` candidates in (remainder, name)
+ * order, found by quickselect (O(n)), not a sort; with equal weights all remainders are
+ * equal and they go to the first ones by name without any product.
  *
  * Lock: t->lock guards everything. It is the last lock in the order ledger -> user ->
  * group -> quota tree; nothing is logged, written or called back while it is held (log
@@ -57,23 +75,28 @@ static _Thread_local bool hash_oom;
 typedef unsigned __int128 u128;
 
 struct group {
-    char *name;
-    UT_hash_handle hh;
-    struct group *parent, *kids, *next, *prev; /* kids sorted by name */
+    /* what recomputation reads of every child first, in one cache line */
+    struct group **kid; /* children sorted by name */
     size_t nkids;
+    struct group *parent;
+    char *name;
     int depth;
     bool is_parent, allow_lent, system, dirty, flag;
+    bool has_max, has_weight; /* max.n > 0, weight.n > 0 */
+    size_t kidcap;
     int64_t pods, pods_used;
+    UT_hash_handle hh;
     kq_resource_t min, smin, max, weight;
-    kq_resource_t request, ask, used, used_np, runtime, next_rt;
+    kq_resource_t request, ask, used, used_np, runtime;
 };
 
 struct cand {
     u128 rem;
     int64_t share;
-    size_t i;
-    const char *name;
+    size_t i; /* index in the parent's kid[]: children are in name order */
 };
+
+enum { PEND_TOTAL = 1, PEND_ALL = 2 };
 
 struct kq_qtree {
     pthread_mutex_t lock;
@@ -82,12 +105,14 @@ struct kq_qtree {
     size_t ngroups;
     kq_resource_t alloc;
     bool have_total;
+    int pending;       /* for settle(): PEND_TOTAL or PEND_ALL, else the dirty heap */
+    unsigned batch;    /* kq_qtree_batch_begin nesting: recomputation waits for the end */
     struct group **heap;
     size_t heap_n, heap_cap;
     size_t scr_cap;
-    struct group **skid;
     int64_t *sw, *scap, *sadd, *sbase;
-    struct cand *cand;
+    int64_t *sval; /* scaled mins, KQ_RES_MAX per child */
+    struct cand *cand, *sel;
 };
 
 /* ================================================================== helpers ==== */
@@ -114,6 +139,25 @@ static int64_t rget(const kq_resource_t *r, const char *iname, bool *present)
     if (present)
         *present = false;
     return 0;
+}
+
+/* rget when the name is probably at index j (sets listing the same names in the same
+ * sorted order, e.g. every runtime and the cluster total). */
+static inline int64_t rget_at(const kq_resource_t *r, uint32_t j, const char *iname, bool *present)
+{
+    if (j < r->n && r->e[j].name == iname) {
+        if (present)
+            *present = true;
+        return r->e[j].value;
+    }
+    return rget(r, iname, present);
+}
+
+/* *dst = *src, copying only the entries in use. */
+static inline void rcopy(kq_resource_t *dst, const kq_resource_t *src)
+{
+    dst->n = src->n;
+    memcpy(dst->e, src->e, src->n * sizeof src->e[0]);
 }
 
 /* Sets an interned name. False when the set is full (the value is dropped). */
@@ -189,61 +233,141 @@ static const char *fmtq(const char *name, int64_t v, char *buf, size_t len)
 
 /* ============================================================ apportioning ==== */
 
+/* x goes before y for a leftover unit: larger remainder first, then name (children are
+ * collected in name order, so the index orders them by name). */
+static inline bool cand_before(const struct cand *x, const struct cand *y)
+{
+    return x->rem != y->rem ? x->rem > y->rem : x->i < y->i;
+}
+
 static int cand_cmp(const void *a, const void *b)
 {
     const struct cand *x = a, *y = b;
-    if (x->rem != y->rem)
-        return x->rem > y->rem ? -1 : 1;
-    return strcmp(x->name, y->name);
+    return cand_before(x, y) ? -1 : cand_before(y, x) ? 1 : 0;
+}
+
+static inline void cand_swap(struct cand *a, struct cand *b)
+{
+    struct cand x = *a;
+    *a = *b;
+    *b = x;
+}
+
+/* Reorders c[0..n) so that c[0..k) are the k first in cand_before order (in no particular
+ * order among themselves): quickselect, median-of-three pivot, a sort if it degenerates.
+ * Keys are unique (indexes are), so the chosen set does not depend on the method. */
+static void select_first(struct cand *c, size_t n, size_t k)
+{
+    size_t lo = 0, hi = n;
+    int budget = 64;
+    while (lo < k && k < hi) {
+        if (budget-- == 0) {
+            qsort(c + lo, hi - lo, sizeof *c, cand_cmp);
+            return;
+        }
+        size_t mid = lo + (hi - lo) / 2, last = hi - 1;
+        if (cand_before(&c[mid], &c[lo]))
+            cand_swap(&c[mid], &c[lo]);
+        if (cand_before(&c[last], &c[lo]))
+            cand_swap(&c[last], &c[lo]);
+        if (cand_before(&c[mid], &c[last]))
+            cand_swap(&c[mid], &c[last]); /* the median of the three is the pivot, at last */
+        size_t st = lo;
+        for (size_t j = lo; j < last; j++)
+            if (cand_before(&c[j], &c[last]))
+                cand_swap(&c[j], &c[st++]);
+        cand_swap(&c[st], &c[last]);
+        if (st < k)
+            lo = st + 1;
+        else
+            hi = st;
+    }
 }
 
 /* Hands out up to `units` among n items, item i taking at most cap[i], in proportion to
  * w[i] (w[i] == 0 takes nothing). add[i] receives each one's amount. Returns the total,
- * which is min(units, sum of caps of items with w > 0). */
+ * which is min(units, sum of caps of items with w > 0).
+ * Each round: floor shares, then the leftover units one each to the candidates with room
+ * for one more, by largest remainder then name; shares are cut to the room left. The
+ * candidates of a round are those of the previous one that still have room (add only
+ * grows), kept in index (= name) order. When all their weights are equal every share is
+ * units / m and every remainder the same, so the leftover units go to the first ones with
+ * room in name order: no products, one division. */
 static int64_t apportion(kq_qtree_t *t, size_t n, int64_t units, const int64_t *w, const int64_t *cap,
                          int64_t *add)
 {
+    struct cand *c = t->cand, *sel = t->sel;
     int64_t given = 0;
+    size_t m = 0;
+    memset(add, 0, n * sizeof *add);
     for (size_t i = 0; i < n; i++)
-        add[i] = 0;
-    while (units > 0) {
+        if (w[i] > 0 && cap[i] > 0)
+            c[m++].i = i;
+    while (units > 0 && m > 0) {
         u128 W = 0;
-        size_t m = 0;
-        for (size_t i = 0; i < n; i++)
-            if (w[i] > 0 && cap[i] - add[i] > 0) {
-                W += (u128)w[i];
-                t->cand[m].i = i;
-                t->cand[m].name = t->skid[i]->name;
-                m++;
-            }
-        if (m == 0)
-            break;
-        int64_t floors = 0;
+        int64_t wmax = 0, wmin = INT64_MAX;
         for (size_t k = 0; k < m; k++) {
-            u128 p = (u128)units * (u128)w[t->cand[k].i];
-            t->cand[k].share = (int64_t)(p / W);
-            t->cand[k].rem = p % W;
-            floors += t->cand[k].share;
+            int64_t wi = w[c[k].i];
+            W += (u128)wi;
+            wmax = wi > wmax ? wi : wmax;
+            wmin = wi < wmin ? wi : wmin;
         }
-        int64_t left = units - floors;
-        if (left > 0) {
-            qsort(t->cand, m, sizeof t->cand[0], cand_cmp);
-            for (size_t k = 0; k < m && left > 0; k++) {
-                size_t i = t->cand[k].i;
-                if (t->cand[k].share < cap[i] - add[i]) {
-                    t->cand[k].share++;
+        int64_t left;
+        if (wmin == wmax) {
+            int64_t share = units / (int64_t)m;
+            left = units % (int64_t)m;
+            for (size_t k = 0; k < m; k++) {
+                size_t i = c[k].i;
+                c[k].share = share;
+                if (left > 0 && share < cap[i] - add[i]) {
+                    c[k].share++;
                     left--;
                 }
             }
+        } else {
+            int64_t floors = 0;
+            if (W <= UINT64_MAX && (uint64_t)units <= UINT64_MAX / (uint64_t)wmax) {
+                uint64_t W64 = (uint64_t)W; /* products fit in 64 bits: no 128-bit division */
+                for (size_t k = 0; k < m; k++) {
+                    uint64_t prod = (uint64_t)units * (uint64_t)w[c[k].i];
+                    c[k].share = (int64_t)(prod / W64);
+                    c[k].rem = prod % W64;
+                    floors += c[k].share;
+                }
+            } else {
+                for (size_t k = 0; k < m; k++) {
+                    u128 prod = (u128)units * (u128)w[c[k].i];
+                    c[k].share = (int64_t)(prod / W);
+                    c[k].rem = prod % W;
+                    floors += c[k].share;
+                }
+            }
+            left = units - floors; /* < m */
+            if (left > 0) {
+                size_t e = 0; /* the candidates with room for one more; share = position */
+                for (size_t k = 0; k < m; k++)
+                    if (c[k].share < cap[c[k].i] - add[c[k].i])
+                        sel[e++] = (struct cand){.rem = c[k].rem, .share = (int64_t)k, .i = c[k].i};
+                if ((size_t)left < e)
+                    select_first(sel, e, (size_t)left);
+                else
+                    left = (int64_t)e;
+                for (size_t k = 0; k < (size_t)left; k++)
+                    c[sel[k].share].share++;
+            }
         }
         int64_t round = 0;
+        size_t still = 0;
         for (size_t k = 0; k < m; k++) {
-            size_t i = t->cand[k].i;
+            size_t i = c[k].i;
             int64_t room = cap[i] - add[i];
-            int64_t g = t->cand[k].share < room ? t->cand[k].share : room;
+            int64_t g = c[k].share < room ? c[k].share : room;
             add[i] += g;
             round += g;
+            if (g < room)
+                c[still++].i = i;
         }
+        m = still;
         units -= round;
         given += round;
         if (round == 0)
@@ -254,6 +378,11 @@ static int64_t apportion(kq_qtree_t *t, size_t n, int64_t units, const int64_t *
 
 /* ============================================================ recomputation ==== */
 
+static void scratch_free(kq_qtree_t *t)
+{
+    free(t->sw), free(t->scap), free(t->sadd), free(t->sbase), free(t->sval), free(t->cand), free(t->sel);
+}
+
 static int ensure_scratch(kq_qtree_t *t, size_t n)
 {
     if (n <= t->scr_cap)
@@ -261,16 +390,16 @@ static int ensure_scratch(kq_qtree_t *t, size_t n)
     size_t cap = t->scr_cap ? t->scr_cap : 8;
     while (cap < n)
         cap *= 2;
-    struct group **skid = malloc(cap * sizeof *skid);
     int64_t *sw = malloc(cap * sizeof *sw), *scap = malloc(cap * sizeof *scap);
     int64_t *sadd = malloc(cap * sizeof *sadd), *sbase = malloc(cap * sizeof *sbase);
-    struct cand *cand = malloc(cap * sizeof *cand);
-    if (!skid || !sw || !scap || !sadd || !sbase || !cand) {
-        free(skid), free(sw), free(scap), free(sadd), free(sbase), free(cand);
+    int64_t *sval = malloc(cap * KQ_RES_MAX * sizeof *sval);
+    struct cand *cand = malloc(cap * sizeof *cand), *sel = malloc(cap * sizeof *sel);
+    if (!sw || !scap || !sadd || !sbase || !sval || !cand || !sel) {
+        free(sw), free(scap), free(sadd), free(sbase), free(sval), free(cand), free(sel);
         return KQ_ENOMEM;
     }
-    free(t->skid), free(t->sw), free(t->scap), free(t->sadd), free(t->sbase), free(t->cand);
-    t->skid = skid, t->sw = sw, t->scap = scap, t->sadd = sadd, t->sbase = sbase, t->cand = cand;
+    scratch_free(t);
+    t->sw = sw, t->scap = scap, t->sadd = sadd, t->sbase = sbase, t->sval = sval, t->cand = cand, t->sel = sel;
     t->scr_cap = cap;
     return 0;
 }
@@ -328,43 +457,37 @@ static struct group *pop_dirty(kq_qtree_t *t)
     return top;
 }
 
-static size_t collect(kq_qtree_t *t, const struct group *p)
+/* What g asks of its parent, into *a. */
+static void ask_into(const struct group *g, kq_resource_t *a)
 {
-    size_t n = 0;
-    for (struct group *k = p->kids; k; k = k->next)
-        t->skid[n++] = k;
-    return n;
-}
-
-/* What g asks of its parent. */
-static kq_resource_t ask_of(const struct group *g)
-{
-    kq_resource_t a = g->request;
+    rcopy(a, &g->request);
     if (!g->allow_lent)
         for (uint32_t i = 0; i < g->smin.n; i++) {
             const char *d = g->smin.e[i].name;
-            int64_t v = rget(&a, d, NULL);
+            int64_t v = rget(a, d, NULL);
             if (g->smin.e[i].value > v)
-                (void)put(&a, d, g->smin.e[i].value);
+                (void)put(a, d, g->smin.e[i].value);
         }
-    for (uint32_t i = 0; i < a.n; i++) {
-        bool has;
-        int64_t mx = rget(&g->max, a.e[i].name, &has);
-        if (has && a.e[i].value > mx)
-            a.e[i].value = mx;
-    }
-    return a;
+    if (g->has_max)
+        for (uint32_t i = 0; i < a->n; i++) {
+            bool has;
+            int64_t mx = rget_at(&g->max, i, a->e[i].name, &has);
+            if (has && a->e[i].value > mx)
+                a->e[i].value = mx;
+        }
 }
 
 static void resum_request(struct group *p)
 {
     kq_resource_t r = KQ_RESOURCE_EMPTY;
-    for (struct group *k = p->kids; k; k = k->next)
+    for (size_t j = 0; j < p->nkids; j++) {
+        const struct group *k = p->kid[j];
         for (uint32_t i = 0; i < k->ask.n; i++) {
             const char *d = k->ask.e[i].name;
             (void)put(&r, d, sat_add(rget(&r, d, NULL), k->ask.e[i].value));
         }
-    p->request = r;
+    }
+    rcopy(&p->request, &r);
 }
 
 /* g's request, scaled min, max or allow-lent changed: refresh asks and requests upward,
@@ -372,9 +495,10 @@ static void resum_request(struct group *p)
 static void fix_up(kq_qtree_t *t, struct group *g)
 {
     while (g->parent != NULL) {
-        kq_resource_t a = ask_of(g);
+        kq_resource_t a;
+        ask_into(g, &a);
         bool changed = !same(&a, &g->ask);
-        g->ask = a;
+        rcopy(&g->ask, &a);
         mark_dirty(t, g->parent);
         if (!changed)
             return;
@@ -383,106 +507,175 @@ static void fix_up(kq_qtree_t *t, struct group *g)
     }
 }
 
-/* Recomputes the scaled mins of p's children from p's scaled min, recursing into the
- * children whose scaled min changed; then their asks and p's request. */
-static void smin_refresh(kq_qtree_t *t, struct group *p)
+/* The entry of iname in r (which must name it). */
+static kq_res_entry_t *slot(kq_resource_t *r, const char *iname)
 {
-    size_t n = collect(t, p);
-    if (n == 0) {
-        p->request = KQ_RESOURCE_EMPTY;
-        return;
+    for (uint32_t i = 0; i < r->n; i++)
+        if (r->e[i].name == iname)
+            return &r->e[i];
+    return NULL;
+}
+
+/* Recomputation is bound by memory latency: a group is a few KB and a parent's children
+ * are scattered, so the first pass over them prefetches what later passes read. */
+#define PF_AHEAD 4
+
+static inline void prefetch_kid(const struct group *k, bool for_runtime)
+{
+    __builtin_prefetch(k);
+    __builtin_prefetch(&k->smin);
+    if (for_runtime) {
+        __builtin_prefetch(&k->ask);
+        __builtin_prefetch(&k->max);
+        __builtin_prefetch(&k->weight);
+        __builtin_prefetch(&k->runtime);
+    } else {
+        __builtin_prefetch(&k->min);
     }
-    for (size_t i = 0; i < n; i++)
-        t->skid[i]->next_rt = t->skid[i]->min;
+}
+
+/* Recomputes the scaled mins of p's children from p's scaled min, recursing into the
+ * children whose scaled min changed, then the asks that depend on what changed and p's
+ * request; `force` (p's children or their specs changed) recomputes every child's ask;
+ * `deep` recomputes everything below p (the end of a batch). Marks p dirty. Returns
+ * whether p's request changed. */
+static bool smin_refresh(kq_qtree_t *t, struct group *p, bool force, bool deep)
+{
+    size_t n = p->nkids;
+    struct group **kid = p->kid;
+    if (n == 0) {
+        bool changed = p->request.n != 0;
+        p->request = KQ_RESOURCE_EMPTY;
+        return changed;
+    }
+    uint32_t nsc = 0; /* resources whose children's mins are scaled (else smin = min) */
+    const char *scd[KQ_RES_MAX];
     for (uint32_t j = 0; j < p->smin.n; j++) {
         const char *d = p->smin.e[j].name;
         int64_t E = p->smin.e[j].value;
         u128 S = 0;
         for (size_t i = 0; i < n; i++) {
-            t->sw[i] = t->scap[i] = rget(&t->skid[i]->min, d, NULL);
+            if (j == 0 && i + PF_AHEAD < n)
+                prefetch_kid(kid[i + PF_AHEAD], false);
+            t->sw[i] = rget(&kid[i]->min, d, NULL);
             S += (u128)t->sw[i];
         }
         if (S <= (u128)E)
             continue;
-        apportion(t, n, E, t->sw, t->scap, t->sadd);
-        for (size_t i = 0; i < n; i++) {
-            bool has;
-            rget(&t->skid[i]->min, d, &has);
-            if (has)
-                (void)put(&t->skid[i]->next_rt, d, t->sadd[i]);
-        }
+        apportion(t, n, E, t->sw, t->sw, t->sadd);
+        for (size_t i = 0; i < n; i++)
+            t->sval[i * KQ_RES_MAX + nsc] = t->sadd[i];
+        scd[nsc++] = d;
     }
     for (size_t i = 0; i < n; i++) {
-        struct group *k = t->skid[i];
-        k->flag = !same(&k->smin, &k->next_rt);
+        struct group *k = kid[i];
+        kq_resource_t want;
+        rcopy(&want, &k->min);
+        for (uint32_t c = 0; c < nsc; c++) {
+            kq_res_entry_t *e = slot(&want, scd[c]); /* a min naming the resource */
+            if (e != NULL)
+                e->value = t->sval[i * KQ_RES_MAX + c];
+        }
+        k->flag = !same(&k->smin, &want);
         if (k->flag)
-            k->smin = k->next_rt;
+            rcopy(&k->smin, &want);
     }
-    for (struct group *k = p->kids; k; k = k->next) {
-        if (k->flag && k->nkids > 0)
-            smin_refresh(t, k); /* reuses the scratch arrays: not read after this */
+    bool asks = force;
+    for (size_t i = 0; i < n; i++) {
+        struct group *k = kid[i];
+        bool kreq = false;
+        if (deep ? k->is_parent : k->flag && k->nkids > 0)
+            kreq = smin_refresh(t, k, deep, deep); /* reuses the scratch arrays: not read after this */
+        /* a lending child's ask does not depend on its scaled min */
+        if (force || kreq || (k->flag && !k->allow_lent)) {
+            kq_resource_t a;
+            ask_into(k, &a);
+            if (!same(&a, &k->ask)) {
+                rcopy(&k->ask, &a);
+                asks = true;
+            }
+        }
         k->flag = false;
-        k->ask = ask_of(k);
     }
-    resum_request(p);
     mark_dirty(t, p);
+    if (!asks)
+        return false;
+    kq_resource_t old;
+    rcopy(&old, &p->request);
+    resum_request(p);
+    return !same(&old, &p->request);
 }
 
-static int64_t weight_of(const kq_qtree_t *t, const struct group *k, const char *d)
+/* k's sharing weight of resource d, the j-th resource of the cluster total. */
+static int64_t weight_of(const kq_qtree_t *t, const struct group *k, const char *d, uint32_t j)
 {
-    bool has;
-    int64_t w = rget(&k->weight, d, &has);
+    bool has = false;
+    int64_t w = k->has_weight ? rget_at(&k->weight, j, d, &has) : 0;
     if (has)
         return w;
-    w = rget(&k->max, d, &has);
+    w = k->has_max ? rget_at(&k->max, j, d, &has) : 0;
     if (has)
         return w;
-    return rget(&t->root->runtime, d, NULL);
+    return rget_at(&t->root->runtime, j, d, NULL);
 }
 
 /* Shares p's runtime among its children, per resource the cluster total names. */
 static void redistribute(kq_qtree_t *t, struct group *p)
 {
-    size_t n = collect(t, p);
+    size_t n = p->nkids;
+    struct group **kid = p->kid;
     if (n == 0)
         return;
-    for (size_t i = 0; i < n; i++)
-        t->skid[i]->next_rt = KQ_RESOURCE_EMPTY;
     const kq_resource_t *dims = &t->root->runtime;
+    int64_t *base = t->sbase, *ask = t->scap;
+    /* Children's runtimes are rewritten in place (nothing here reads them); flag = changed. */
+    for (size_t i = 0; i < n; i++) {
+        struct group *k = kid[i];
+        if (i + PF_AHEAD < n)
+            prefetch_kid(kid[i + PF_AHEAD], true);
+        k->flag = k->runtime.n != dims->n;
+        k->runtime.n = dims->n;
+    }
     for (uint32_t j = 0; j < dims->n; j++) {
         const char *d = dims->e[j].name;
-        int64_t R = rget(&p->runtime, d, NULL);
+        int64_t R = rget_at(&p->runtime, j, d, NULL);
         u128 sum = 0;
         for (size_t i = 0; i < n; i++) {
-            struct group *k = t->skid[i];
-            int64_t a = rget(&k->ask, d, NULL), m = rget(&k->smin, d, NULL);
-            t->sbase[i] = a < m ? a : m;
-            sum += (u128)t->sbase[i];
+            const struct group *k = kid[i];
+            int64_t a = rget_at(&k->ask, j, d, NULL), m = rget_at(&k->smin, j, d, NULL);
+            ask[i] = a;
+            base[i] = a < m ? a : m;
+            sum += (u128)base[i];
         }
         if (sum > (u128)R) { /* only while mins are being scaled: share R by first shares */
-            apportion(t, n, R, t->sbase, t->sbase, t->sadd);
-            for (size_t i = 0; i < n; i++)
-                t->sbase[i] = t->sadd[i];
+            apportion(t, n, R, base, base, t->sadd);
+            memcpy(base, t->sadd, n * sizeof *base);
         } else {
             int64_t rem = R - (int64_t)sum;
-            for (size_t i = 0; i < n; i++) {
-                struct group *k = t->skid[i];
-                t->scap[i] = rget(&k->ask, d, NULL) - t->sbase[i];
-                t->sw[i] = weight_of(t, k, d);
+            if (rem > 0) {
+                for (size_t i = 0; i < n; i++) {
+                    ask[i] -= base[i]; /* the cap: what it asks beyond its first share */
+                    t->sw[i] = weight_of(t, kid[i], d, j);
+                }
+                apportion(t, n, rem, t->sw, ask, t->sadd);
+                for (size_t i = 0; i < n; i++)
+                    base[i] += t->sadd[i];
             }
-            apportion(t, n, rem, t->sw, t->scap, t->sadd);
-            for (size_t i = 0; i < n; i++)
-                t->sbase[i] += t->sadd[i];
         }
-        for (size_t i = 0; i < n; i++)
-            (void)put(&t->skid[i]->next_rt, d, t->sbase[i]);
+        for (size_t i = 0; i < n; i++) {
+            kq_res_entry_t *e = &kid[i]->runtime.e[j];
+            if (e->name != d || e->value != base[i]) {
+                e->name = d;
+                e->value = base[i];
+                kid[i]->flag = true;
+            }
+        }
     }
     for (size_t i = 0; i < n; i++) {
-        struct group *k = t->skid[i];
-        if (!same(&k->runtime, &k->next_rt)) {
-            k->runtime = k->next_rt;
+        struct group *k = kid[i];
+        if (k->flag)
             mark_dirty(t, k);
-        }
+        k->flag = false;
     }
 }
 
@@ -492,12 +685,57 @@ static void run_dirty(kq_qtree_t *t)
         redistribute(t, pop_dirty(t));
 }
 
-static void mark_all(kq_qtree_t *t, struct group *p)
+/* Redistributes p and every parent below it, each parent before its children. */
+static void redistribute_all(kq_qtree_t *t, struct group *p)
 {
-    mark_dirty(t, p);
-    for (struct group *k = p->kids; k; k = k->next)
-        if (k->nkids > 0)
-            mark_all(t, k);
+    redistribute(t, p);
+    for (size_t i = 0; i < p->nkids; i++)
+        if (p->kid[i]->nkids > 0)
+            redistribute_all(t, p->kid[i]);
+}
+
+/* Forgets the dirty marks (every parent was just redistributed). */
+static void clear_dirty(kq_qtree_t *t)
+{
+    for (size_t i = 0; i < t->heap_n; i++)
+        t->heap[i]->dirty = false;
+    t->heap_n = 0;
+}
+
+/* Completes the pending recomputation. After a change of the cluster total, the scaled
+ * mins from the root (and what depends on the changed ones); after changes in a batch,
+ * every scaled min, ask and request. Then every parent's distribution (default weights
+ * of unlimited groups follow the total), in one pass from the root instead of through
+ * the dirty heap. Otherwise only the dirty parents. Readers call it first (a no-op
+ * outside batches). */
+static void settle(kq_qtree_t *t)
+{
+    if (t->pending != 0) {
+        bool all = t->pending == PEND_ALL;
+        t->pending = 0;
+        (void)smin_refresh(t, t->root, all, all);
+        clear_dirty(t);
+        redistribute_all(t, t->root);
+        clear_dirty(t);
+    } else {
+        run_dirty(t);
+    }
+}
+
+/* After a change: recompute now, unless a batch defers it. */
+static void changed(kq_qtree_t *t)
+{
+    if (t->batch == 0)
+        settle(t);
+}
+
+/* Inside a batch a change only records that everything must be recomputed at its end. */
+static bool deferred(kq_qtree_t *t)
+{
+    if (t->batch == 0)
+        return false;
+    t->pending = PEND_ALL;
+    return true;
 }
 
 /* The cluster total is the allocatable minus the system group's used. */
@@ -514,16 +752,17 @@ static void total_refresh(kq_qtree_t *t)
         return;
     t->root->runtime = tot;
     t->root->smin = tot;
-    smin_refresh(t, t->root);
-    mark_all(t, t->root); /* default weights of unlimited groups follow the total */
-    run_dirty(t);
+    if (t->pending < PEND_TOTAL)
+        t->pending = PEND_TOTAL;
+    changed(t);
 }
 
 /* p's children or their specs changed. */
 static void refresh_parent(kq_qtree_t *t, struct group *p)
 {
-    smin_refresh(t, p);
-    mark_dirty(t, p);
+    if (deferred(t))
+        return;
+    (void)smin_refresh(t, p, true, false);
     fix_up(t, p);
 }
 
@@ -570,51 +809,64 @@ static bool has_pods(const struct group *g)
 
 /* ============================================================== tree shape ==== */
 
+/* Position of name among p's children (where it is or would be inserted). */
+static size_t kid_pos(const struct group *p, const char *name)
+{
+    size_t lo = 0, hi = p->nkids;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (strcmp(p->kid[mid]->name, name) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Room for one more child of p, so that link_kid cannot fail. */
+static int reserve_kid(struct group *p)
+{
+    if (p->nkids < p->kidcap)
+        return 0;
+    size_t cap = p->kidcap ? p->kidcap * 2 : 4;
+    struct group **v = realloc(p->kid, cap * sizeof *v);
+    if (v == NULL)
+        return KQ_ENOMEM;
+    p->kid = v;
+    p->kidcap = cap;
+    return 0;
+}
+
 static void link_kid(struct group *p, struct group *g)
 {
-    struct group *prev = NULL, *cur = p->kids;
-    while (cur && strcmp(cur->name, g->name) < 0) {
-        prev = cur;
-        cur = cur->next;
-    }
-    g->prev = prev;
-    g->next = cur;
-    if (cur)
-        cur->prev = g;
-    if (prev)
-        prev->next = g;
-    else
-        p->kids = g;
-    g->parent = p;
+    size_t i = kid_pos(p, g->name); /* capacity reserved by reserve_kid */
+    memmove(&p->kid[i + 1], &p->kid[i], (p->nkids - i) * sizeof p->kid[0]);
+    p->kid[i] = g;
     p->nkids++;
+    g->parent = p;
 }
 
 static void unlink_kid(struct group *g)
 {
     struct group *p = g->parent;
-    if (g->prev)
-        g->prev->next = g->next;
-    else
-        p->kids = g->next;
-    if (g->next)
-        g->next->prev = g->prev;
-    g->prev = g->next = NULL;
-    g->parent = NULL;
+    size_t i = kid_pos(p, g->name);
+    memmove(&p->kid[i], &p->kid[i + 1], (p->nkids - i - 1) * sizeof p->kid[0]);
     p->nkids--;
+    g->parent = NULL;
 }
 
 static void set_depth(struct group *g, int depth)
 {
     g->depth = depth;
-    for (struct group *k = g->kids; k; k = k->next)
-        set_depth(k, depth + 1);
+    for (size_t i = 0; i < g->nkids; i++)
+        set_depth(g->kid[i], depth + 1);
 }
 
 static int height(const struct group *g)
 {
     int h = 0;
-    for (const struct group *k = g->kids; k; k = k->next) {
-        int kh = height(k) + 1;
+    for (size_t i = 0; i < g->nkids; i++) {
+        int kh = height(g->kid[i]) + 1;
         if (kh > h)
             h = kh;
     }
@@ -640,6 +892,7 @@ static void group_free(struct group *g)
     if (g == NULL)
         return;
     free(g->name);
+    free(g->kid);
     free(g);
 }
 
@@ -732,8 +985,9 @@ static int validate(kq_qtree_t *t, const kq_qgroup_spec_t *s, struct group **par
     /* Its own children's mins must fit in its new min. */
     if (g != NULL && g->nkids > 0) {
         kq_resource_t sum = KQ_RESOURCE_EMPTY;
-        for (struct group *k = g->kids; k; k = k->next)
-            for (uint32_t i = 0; i < k->min.n; i++) {
+        for (size_t j = 0; j < g->nkids; j++)
+            for (uint32_t i = 0; i < g->kid[j]->min.n; i++) {
+                const struct group *k = g->kid[j];
                 const char *d = k->min.e[i].name;
                 (void)put(&sum, d, sat_add(rget(&sum, d, NULL), k->min.e[i].value));
             }
@@ -750,7 +1004,8 @@ static int validate(kq_qtree_t *t, const kq_qgroup_spec_t *s, struct group **par
     /* Below the first level its min and its new siblings' must fit in the parent's min. */
     if (p != t->root) {
         kq_resource_t sum = s->min;
-        for (struct group *k = p->kids; k; k = k->next) {
+        for (size_t j = 0; j < p->nkids; j++) {
+            const struct group *k = p->kid[j];
             if (k == g)
                 continue;
             for (uint32_t i = 0; i < k->min.n; i++) {
@@ -818,14 +1073,14 @@ kq_qtree_t *kq_qtree_new(void)
     t->def = group_new(KQ_QTREE_DEFAULT);
     if (t->root == NULL || t->sys == NULL || t->def == NULL || hash_add(t, t->root) != 0 ||
         hash_add(t, t->sys) != 0 || hash_add(t, t->def) != 0 || ensure_heap(t, 16) != 0 ||
-        ensure_scratch(t, 8) != 0) {
+        ensure_scratch(t, 8) != 0 || reserve_kid(t->root) != 0) {
         HASH_CLEAR(hh, t->by_name); /* forgets the table; the groups are freed below */
         group_free(t->root);
         group_free(t->sys);
         group_free(t->def);
         pthread_mutex_destroy(&t->lock);
         free(t->heap);
-        free(t->skid), free(t->sw), free(t->scap), free(t->sadd), free(t->sbase), free(t->cand);
+        scratch_free(t);
         free(t);
         return NULL;
     }
@@ -836,7 +1091,7 @@ kq_qtree_t *kq_qtree_new(void)
     link_kid(t->root, t->def);
     t->def->depth = 1;
     refresh_parent(t, t->root);
-    run_dirty(t);
+    changed(t);
     return t;
 }
 
@@ -851,7 +1106,7 @@ void kq_qtree_free(kq_qtree_t *t)
     }
     pthread_mutex_destroy(&t->lock);
     free(t->heap);
-    free(t->skid), free(t->sw), free(t->scap), free(t->sadd), free(t->sbase), free(t->cand);
+    scratch_free(t);
     free(t);
 }
 
@@ -869,6 +1124,8 @@ static void apply_spec(struct group *g, const kq_qgroup_spec_t *s)
     g->min = s->min;
     g->max = s->max;
     g->weight = s->shared_weight;
+    g->has_max = g->max.n > 0;
+    g->has_weight = g->weight.n > 0;
     g->allow_lent = s->allow_lent;
     g->is_parent = s->is_parent;
 }
@@ -886,6 +1143,8 @@ int kq_qtree_set_group(kq_qtree_t *t, const kq_qgroup_spec_t *spec, char *err, s
     rc = ensure_scratch(t, p->nkids + 1);
     if (rc == 0 && g == NULL)
         rc = ensure_heap(t, t->ngroups + 1);
+    if (rc == 0 && (g == NULL || g->parent != p))
+        rc = reserve_kid(p);
     if (rc != 0) {
         seterr(err, errlen, "quota group %s: out of memory", spec->name);
         goto out;
@@ -920,7 +1179,7 @@ int kq_qtree_set_group(kq_qtree_t *t, const kq_qgroup_spec_t *spec, char *err, s
         }
         refresh_parent(t, p);
     }
-    run_dirty(t);
+    changed(t);
     snprintf(name, sizeof name, "%s", g->name);
     snprintf(parent, sizeof parent, "%s", p->name);
 out:
@@ -973,14 +1232,31 @@ int kq_qtree_remove_group(kq_qtree_t *t, const char *name, char *err, size_t err
     t->ngroups--;
     snprintf(copy, sizeof copy, "%s", g->name);
     group_free(g);
-    refresh_parent(t, p);
-    fix_up(t, t->def);
-    run_dirty(t);
+    if (!deferred(t)) {
+        refresh_parent(t, p);
+        fix_up(t, t->def);
+        changed(t);
+    }
 out:
     pthread_mutex_unlock(&t->lock);
     if (rc == 0)
         kq_info("quota tree: group removed group=%s, its pods now count in %s", copy, KQ_QTREE_DEFAULT);
     return rc;
+}
+
+void kq_qtree_batch_begin(kq_qtree_t *t)
+{
+    pthread_mutex_lock(&t->lock);
+    t->batch++;
+    pthread_mutex_unlock(&t->lock);
+}
+
+void kq_qtree_batch_end(kq_qtree_t *t)
+{
+    pthread_mutex_lock(&t->lock);
+    if (t->batch > 0 && --t->batch == 0)
+        settle(t);
+    pthread_mutex_unlock(&t->lock);
 }
 
 void kq_qtree_set_cluster_total(kq_qtree_t *t, const kq_resource_t *allocatable)
@@ -1015,9 +1291,9 @@ int kq_qtree_request_add(kq_qtree_t *t, const char *group, const kq_resource_t *
         if (rc == 0) {
             g->request = r;
             g->pods++;
-            if (!g->system) {
+            if (!g->system && !deferred(t)) {
                 fix_up(t, g);
-                run_dirty(t);
+                changed(t);
             }
         }
     }
@@ -1035,9 +1311,9 @@ int kq_qtree_request_sub(kq_qtree_t *t, const char *group, const kq_resource_t *
         exact = kq_resource_sub(&g->request, req);
         if (g->pods > 0)
             g->pods--;
-        if (!g->system) {
+        if (!g->system && !deferred(t)) {
             fix_up(t, g);
-            run_dirty(t);
+            changed(t);
         }
     }
     pthread_mutex_unlock(&t->lock);
@@ -1149,6 +1425,7 @@ int kq_qtree_check(kq_qtree_t *t, const char *group, const kq_resource_t *req, b
                    size_t reasonlen)
 {
     pthread_mutex_lock(&t->lock);
+    settle(t);
     int rc = check_locked(t, group, req, NULL, nonpreemptible, reason, reasonlen);
     pthread_mutex_unlock(&t->lock);
     return rc;
@@ -1158,6 +1435,7 @@ int kq_qtree_check_preempt(kq_qtree_t *t, const char *group, const kq_resource_t
                            const kq_resource_t *victims, bool nonpreemptible, char *reason, size_t reasonlen)
 {
     pthread_mutex_lock(&t->lock);
+    settle(t);
     int rc = check_locked(t, group, req, victims, nonpreemptible, reason, reasonlen);
     pthread_mutex_unlock(&t->lock);
     return rc;
@@ -1167,6 +1445,7 @@ int kq_qtree_assume(kq_qtree_t *t, const char *group, const kq_resource_t *req, 
                     size_t reasonlen)
 {
     pthread_mutex_lock(&t->lock);
+    settle(t);
     int rc = check_locked(t, group, req, NULL, nonpreemptible, reason, reasonlen);
     if (rc == 0) {
         rc = used_add_locked(t, find(t, group), req, nonpreemptible);
@@ -1193,6 +1472,7 @@ bool kq_qtree_lookup(kq_qtree_t *t, const char *group, bool *is_parent)
 int kq_qtree_runtime(kq_qtree_t *t, const char *group, kq_resource_t *out)
 {
     pthread_mutex_lock(&t->lock);
+    settle(t);
     struct group *g = find(t, group);
     if (g != NULL)
         *out = g->runtime;
@@ -1203,6 +1483,7 @@ int kq_qtree_runtime(kq_qtree_t *t, const char *group, kq_resource_t *out)
 int kq_qtree_info(kq_qtree_t *t, const char *group, kq_qgroup_info_t *out)
 {
     pthread_mutex_lock(&t->lock);
+    settle(t);
     struct group *g = find(t, group);
     if (g != NULL) {
         memset(out, 0, sizeof *out);
@@ -1239,6 +1520,7 @@ int kq_qtree_over_runtime(kq_qtree_t *t, kq_qgroup_over_t **out, size_t *n)
     kq_qgroup_over_t *v = NULL;
     size_t cnt = 0, cap = 0;
     pthread_mutex_lock(&t->lock);
+    settle(t);
     struct group *g, *tmp;
     HASH_ITER(hh, t->by_name, g, tmp) {
         if (g->is_parent || g->system)
@@ -1302,7 +1584,7 @@ static json_t *group_json(const kq_qtree_t *t, const struct group *g)
     if (!g->system && g != t->root)
         for (uint32_t i = 0; i < t->root->runtime.n; i++) {
             const char *d = t->root->runtime.e[i].name;
-            (void)put(&w, d, weight_of(t, g, d));
+            (void)put(&w, d, weight_of(t, g, d, i));
         }
     json_t *kids = json_array();
     int rc = jset(o, "name", json_string(g->name));
@@ -1319,8 +1601,8 @@ static json_t *group_json(const kq_qtree_t *t, const struct group *g)
     rc |= jset(o, "runtimeResource", kq_resource_to_json(&g->runtime));
     rc |= jset(o, "pods", json_integer(g->pods));
     if (kids != NULL)
-        for (const struct group *k = g->kids; k; k = k->next)
-            if (json_array_append_new(kids, json_string(k->name)) != 0)
+        for (size_t i = 0; i < g->nkids; i++)
+            if (json_array_append_new(kids, json_string(g->kid[i]->name)) != 0)
                 rc = KQ_ENOMEM;
     rc |= jset(o, "children", kids);
     if (rc != 0) {
@@ -1334,8 +1616,8 @@ static int tree_json(const kq_qtree_t *t, const struct group *g, json_t *arr)
 {
     if (json_array_append_new(arr, group_json(t, g)) != 0)
         return KQ_ENOMEM;
-    for (const struct group *k = g->kids; k; k = k->next)
-        if (tree_json(t, k, arr) != 0)
+    for (size_t i = 0; i < g->nkids; i++)
+        if (tree_json(t, g->kid[i], arr) != 0)
             return KQ_ENOMEM;
     return 0;
 }
@@ -1344,6 +1626,7 @@ json_t *kq_qtree_json(kq_qtree_t *t)
 {
     json_t *o = json_object(), *arr = json_array();
     pthread_mutex_lock(&t->lock);
+    settle(t);
     int rc = (o && arr) ? 0 : KQ_ENOMEM;
     if (rc == 0)
         rc = tree_json(t, t->root, arr);

@@ -2,7 +2,9 @@
  * min scaling after node loss, max caps, parent requests, admission checks that deny with
  * a reason and change nothing, non-preemptible pods, every validation rule (accepted and
  * rejected), group removal, the system group, reclaim listing, the JSON view, randomized
- * invariants (plus incremental == rebuilt from scratch) and a multi-threaded run.
+ * invariants (plus incremental == rebuilt from scratch), a reference recomputation kept in
+ * this file that the tree must equal after every random operation (in and out of
+ * batches, and with hundreds of children under one parent), and a multi-threaded run.
  * Expected numbers are worked out by hand in the comments, never taken from the code. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -131,6 +133,45 @@ static void test_seed_example(void **state)
     /* The first pass alone, seen when B is not capped (request 100): 15+14, 10+12, 15+19. */
     req(t, "B", "cpu=80");
     assert_int_equal(rt(t, "A", "cpu"), 15);
+    assert_int_equal(rt(t, "B", "cpu"), 29);
+    assert_int_equal(rt(t, "C", "cpu"), 22);
+    assert_int_equal(rt(t, "D", "cpu"), 34);
+    kq_qtree_free(t);
+}
+
+/* The seed's example loaded inside a batch (the order an informer's LIST would give:
+ * total, groups, pods): reads inside the batch and after it give the same numbers as
+ * above, and a change after the batch is applied at once again. */
+static void test_batch_seed_example(void **state)
+{
+    (void)state;
+    kq_qtree_t *t = kq_qtree_new();
+    assert_non_null(t);
+    kq_qtree_batch_begin(t);
+    kq_qtree_batch_begin(t); /* nested: only the outer end recomputes */
+    total(t, "cpu=100");
+    grp(t, "A", NULL, "cpu=20", "", "cpu=10", true, false);
+    grp(t, "B", NULL, "cpu=15", "", "cpu=60", true, false);
+    grp(t, "C", NULL, "cpu=10", "", "cpu=50", true, false);
+    grp(t, "D", NULL, "cpu=15", "", "cpu=80", true, false);
+    req(t, "A", "cpu=15");
+    req(t, "B", "cpu=20");
+    req(t, "C", "cpu=50");
+    /* a read completes what is pending: with D asking nothing yet, B and C get all they
+     * ask (15 + 5 and 10 + 40) and A keeps 15 */
+    assert_int_equal(rt(t, "C", "cpu"), 50);
+    assert_int_equal(rt(t, "B", "cpu"), 20);
+    assert_int_equal(rt(t, "D", "cpu"), 0);
+    req(t, "D", "cpu=60");
+    kq_qtree_batch_end(t);
+    assert_int_equal(rt(t, "A", "cpu"), 15);
+    assert_int_equal(rt(t, "B", "cpu"), 20);
+    assert_int_equal(rt(t, "C", "cpu"), 25);
+    assert_int_equal(rt(t, "D", "cpu"), 40);
+    assert_int_equal(IV(t, "root", request, "cpu"), 15 + 20 + 50 + 60);
+    kq_qtree_batch_end(t);
+    kq_qtree_batch_end(t); /* unbalanced end: ignored */
+    req(t, "B", "cpu=80");
     assert_int_equal(rt(t, "B", "cpu"), 29);
     assert_int_equal(rt(t, "C", "cpu"), 22);
     assert_int_equal(rt(t, "D", "cpu"), 34);
@@ -1003,6 +1044,485 @@ static void test_random_invariants(void **state)
     }
 }
 
+/* ------------------------------------------------------------------ reference recompute */
+
+/* A from-scratch recomputation of the rules in quota_tree.h, written for clarity and kept
+ * independent of quota_tree.c: it reads only the tree's inputs (group specs, leaf
+ * requests, the system group's used) through the public API, recomputes scaled mins,
+ * requests and runtimes top-down with a plain sort for the largest remainders, and the
+ * test demands the tree's own values equal it after every operation. */
+
+#define RG_MAX 400
+static const char *RDIMS[3] = {"cpu", "memory", "nvidia.com/gpu"};
+
+struct rgroup {
+    kq_qgroup_info_t in;
+    int parent; /* index; -1 for the root */
+    int kids[RG_MAX], nk;
+    kq_resource_t smin, ask, request, runtime;
+};
+
+struct rcand {
+    int64_t share;
+    unsigned __int128 rem;
+    int k; /* index into the caller's arrays */
+    const char *name;
+};
+
+static int rcand_cmp(const void *a, const void *b)
+{
+    const struct rcand *x = a, *y = b;
+    if (x->rem != y->rem)
+        return x->rem > y->rem ? -1 : 1;
+    return strcmp(x->name, y->name);
+}
+
+/* The sharing rule: proportional to w, floor shares, leftover units one each by largest
+ * remainder then name, never above cap; capped ones drop out and the rest is shared again. */
+static void ref_apportion(int n, int64_t units, const int64_t *w, const int64_t *cap, const char *const *names,
+                          int64_t *add)
+{
+    struct rcand c[RG_MAX];
+    for (int i = 0; i < n; i++)
+        add[i] = 0;
+    while (units > 0) {
+        unsigned __int128 W = 0;
+        int m = 0;
+        for (int i = 0; i < n; i++)
+            if (w[i] > 0 && cap[i] > add[i]) {
+                W += (unsigned __int128)w[i];
+                c[m].k = i;
+                c[m].name = names[i];
+                m++;
+            }
+        if (m == 0)
+            break;
+        int64_t floors = 0;
+        for (int j = 0; j < m; j++) {
+            unsigned __int128 prod = (unsigned __int128)units * (unsigned __int128)w[c[j].k];
+            c[j].share = (int64_t)(prod / W);
+            c[j].rem = prod % W;
+            floors += c[j].share;
+        }
+        int64_t left = units - floors;
+        qsort(c, (size_t)m, sizeof c[0], rcand_cmp);
+        for (int j = 0; j < m && left > 0; j++)
+            if (c[j].share < cap[c[j].k] - add[c[j].k]) {
+                c[j].share++;
+                left--;
+            }
+        int64_t round = 0;
+        for (int j = 0; j < m; j++) {
+            int64_t room = cap[c[j].k] - add[c[j].k];
+            int64_t g = c[j].share < room ? c[j].share : room;
+            add[c[j].k] += g;
+            round += g;
+        }
+        units -= round;
+        if (round == 0)
+            break;
+    }
+}
+
+static int rkid_cmp(const void *a, const void *b, void *arg)
+{
+    const struct rgroup *g = arg;
+    return strcmp(g[*(const int *)a].in.name, g[*(const int *)b].in.name);
+}
+
+/* Same names and values, presence included. */
+static void assert_same_res(const char *what, const char *group, const kq_resource_t *want, const kq_resource_t *got)
+{
+    bool ok = want->n == got->n;
+    for (uint32_t i = 0; ok && i < want->n; i++) {
+        bool has;
+        int64_t v = val(got, want->e[i].name, &has);
+        ok = has && v == want->e[i].value;
+    }
+    if (!ok) {
+        char a[512], b[512];
+        kq_resource_format(want, a, sizeof a);
+        kq_resource_format(got, b, sizeof b);
+        fprintf(stderr, "group %s %s: reference {%s} (%u names), tree {%s} (%u names)\n", group, what, a, want->n,
+                b, got->n);
+    }
+    assert_true(ok);
+}
+
+/* Same values, absent counting as 0. */
+static void assert_same_values(const char *what, const char *group, const kq_resource_t *want,
+                               const kq_resource_t *got)
+{
+    const kq_resource_t *sets[2] = {want, got};
+    for (int s = 0; s < 2; s++)
+        for (uint32_t i = 0; i < sets[s]->n; i++) {
+            const char *d = sets[s]->e[i].name;
+            int64_t a = val(want, d, NULL), b = val(got, d, NULL);
+            if (a != b)
+                fprintf(stderr, "group %s %s %s: reference %lld, tree %lld\n", group, what, d, (long long)a,
+                        (long long)b);
+            assert_int_equal(a, b);
+        }
+}
+
+static void ref_smin(struct rgroup *g, int p)
+{
+    struct rgroup *P = &g[p];
+    int n = P->nk;
+    if (n == 0)
+        return;
+    int64_t w[RG_MAX], add[RG_MAX];
+    const char *names[RG_MAX];
+    for (int i = 0; i < n; i++) {
+        g[P->kids[i]].smin = g[P->kids[i]].in.min;
+        names[i] = g[P->kids[i]].in.name;
+    }
+    for (uint32_t j = 0; j < P->smin.n; j++) {
+        const char *d = P->smin.e[j].name;
+        int64_t E = P->smin.e[j].value, S = 0;
+        for (int i = 0; i < n; i++) {
+            w[i] = val(&g[P->kids[i]].in.min, d, NULL);
+            S += w[i];
+        }
+        if (S <= E)
+            continue;
+        ref_apportion(n, E, w, w, names, add);
+        for (int i = 0; i < n; i++) {
+            bool has;
+            val(&g[P->kids[i]].in.min, d, &has);
+            if (has)
+                assert_int_equal(kq_resource_set(&g[P->kids[i]].smin, d, add[i]), 0);
+        }
+    }
+    for (int i = 0; i < n; i++)
+        ref_smin(g, P->kids[i]);
+}
+
+static void ref_request(struct rgroup *g, int x)
+{
+    struct rgroup *X = &g[x];
+    if (X->in.is_parent || x == 0) {
+        X->request = KQ_RESOURCE_EMPTY;
+        for (int i = 0; i < X->nk; i++) {
+            struct rgroup *K = &g[X->kids[i]];
+            ref_request(g, X->kids[i]);
+            for (uint32_t j = 0; j < K->ask.n; j++) {
+                const char *d = K->ask.e[j].name;
+                int64_t s;
+                if (__builtin_add_overflow(val(&X->request, d, NULL), K->ask.e[j].value, &s))
+                    s = INT64_MAX;
+                assert_int_equal(kq_resource_set(&X->request, d, s), 0);
+            }
+        }
+    } else {
+        X->request = X->in.request;
+    }
+    /* ask: min(request, max), or min(max(request, scaled min), max) when it does not lend */
+    X->ask = X->request;
+    if (!X->in.allow_lent)
+        for (uint32_t j = 0; j < X->smin.n; j++)
+            if (X->smin.e[j].value > val(&X->ask, X->smin.e[j].name, NULL))
+                assert_int_equal(kq_resource_set(&X->ask, X->smin.e[j].name, X->smin.e[j].value), 0);
+    for (uint32_t j = 0; j < X->ask.n; j++) {
+        bool has;
+        int64_t mx = val(&X->in.max, X->ask.e[j].name, &has);
+        if (has && X->ask.e[j].value > mx)
+            X->ask.e[j].value = mx;
+    }
+}
+
+static void ref_runtime(struct rgroup *g, int p, const kq_resource_t *tot)
+{
+    struct rgroup *P = &g[p];
+    int n = P->nk;
+    if (n == 0)
+        return;
+    int64_t base[RG_MAX], w[RG_MAX], cap[RG_MAX], add[RG_MAX];
+    const char *names[RG_MAX];
+    for (int i = 0; i < n; i++) {
+        g[P->kids[i]].runtime = KQ_RESOURCE_EMPTY;
+        names[i] = g[P->kids[i]].in.name;
+    }
+    for (uint32_t j = 0; j < tot->n; j++) {
+        const char *d = tot->e[j].name;
+        int64_t R_ = val(&P->runtime, d, NULL), sum = 0;
+        for (int i = 0; i < n; i++) {
+            struct rgroup *K = &g[P->kids[i]];
+            int64_t a = val(&K->ask, d, NULL), m = val(&K->smin, d, NULL);
+            base[i] = a < m ? a : m;
+            sum += base[i]; /* each is at most a scaled min: no overflow with test values */
+        }
+        if (sum > R_) {
+            ref_apportion(n, R_, base, base, names, add);
+            for (int i = 0; i < n; i++)
+                base[i] = add[i];
+        } else {
+            for (int i = 0; i < n; i++) {
+                struct rgroup *K = &g[P->kids[i]];
+                bool has;
+                cap[i] = val(&K->ask, d, NULL) - base[i];
+                w[i] = val(&K->in.shared_weight, d, &has);
+                if (!has)
+                    w[i] = val(&K->in.max, d, &has);
+                if (!has)
+                    w[i] = val(tot, d, NULL);
+            }
+            ref_apportion(n, R_ - sum, w, cap, names, add);
+            for (int i = 0; i < n; i++)
+                base[i] += add[i];
+        }
+        for (int i = 0; i < n; i++)
+            assert_int_equal(kq_resource_set(&g[P->kids[i]].runtime, d, base[i]), 0);
+    }
+    for (int i = 0; i < n; i++)
+        ref_runtime(g, P->kids[i], tot);
+}
+
+/* Recomputes everything from the tree's inputs and compares with the tree's own values.
+ * `alloc` is the last kq_qtree_set_cluster_total argument (NULL: never set). */
+static void compare_reference(kq_qtree_t *t, const kq_resource_t *alloc)
+{
+    static struct rgroup g[RG_MAX];
+    int n = 0;
+    json_t *j = kq_qtree_json(t);
+    assert_non_null(j);
+    json_t *arr = json_object_get(j, "groups"), *it;
+    size_t ai;
+    json_array_foreach(arr, ai, it) {
+        const char *name = json_string_value(json_object_get(it, "name"));
+        if (strcmp(name, "system") == 0)
+            continue;
+        assert_true(n < RG_MAX);
+        memset(&g[n], 0, sizeof g[n]);
+        assert_int_equal(kq_qtree_info(t, name, &g[n].in), 0);
+        n++;
+    }
+    json_decref(j);
+    assert_string_equal(g[0].in.name, "root");
+    g[0].parent = -1;
+    for (int x = 1; x < n; x++) {
+        g[x].parent = -1;
+        for (int y = 0; y < n; y++)
+            if (strcmp(g[y].in.name, g[x].in.parent) == 0)
+                g[x].parent = y;
+        assert_true(g[x].parent >= 0);
+        struct rgroup *P = &g[g[x].parent];
+        P->kids[P->nk++] = x;
+    }
+    for (int x = 0; x < n; x++)
+        qsort_r(g[x].kids, (size_t)g[x].nk, sizeof(int), rkid_cmp, g);
+    /* the cluster total: allocatable minus the system group's used */
+    kq_resource_t tot = KQ_RESOURCE_EMPTY;
+    if (alloc != NULL) {
+        kq_qgroup_info_t sys = info(t, "system");
+        tot = *alloc;
+        for (uint32_t k = 0; k < tot.n; k++) {
+            int64_t u = val(&sys.used, tot.e[k].name, NULL);
+            tot.e[k].value = u >= tot.e[k].value ? 0 : tot.e[k].value - u;
+        }
+    }
+    g[0].smin = tot;
+    g[0].runtime = tot;
+    ref_smin(g, 0);
+    ref_request(g, 0);
+    ref_runtime(g, 0, &tot);
+    for (int x = 0; x < n; x++) {
+        assert_same_res("scaled min", g[x].in.name, &g[x].smin, &g[x].in.scaled_min);
+        assert_same_values("request", g[x].in.name, &g[x].request, &g[x].in.request);
+        assert_same_res("runtime", g[x].in.name, &g[x].runtime, &g[x].in.runtime);
+    }
+}
+
+/* For operations the random test expects to fail sometimes (the reference reads the result). */
+static void quiet(int rc) { (void)rc; }
+
+/* A random quantity: mostly small, sometimes large enough to need 128-bit products. */
+static int64_t rqty(int64_t small)
+{
+    switch (rnd() % 8) {
+    case 0:
+        return 0;
+    case 1:
+        return rnd_in(0, (int64_t)1 << 50);
+    default:
+        return rnd_in(0, small);
+    }
+}
+
+/* Random operations on random trees (moves, removals, spec changes, 0 and missing weights,
+ * unlimited groups, resources entering and leaving the total, the system group's used,
+ * scaled mins); after every operation the tree must equal the reference recompute, and
+ * after runs of operations inside a batch (and at reads within one). */
+static void test_reference_random(void **state)
+{
+    (void)state;
+    rng_state = 0x243f6a8885a308d3ULL;
+    char err[256];
+    for (int round = 0; round < 60; round++) {
+        kq_qtree_t *t = kq_qtree_new();
+        kq_resource_t alloc = KQ_RESOURCE_EMPTY;
+        bool have_alloc = false;
+        int pool = (int)rnd_in(4, 40);
+        int64_t scale = rnd() % 2 ? 1000 : 50;
+        if (round > 0) { /* round 0 runs without a cluster total for a while */
+            for (int d = 0; d < 3; d++)
+                if (rnd() % 4 != 0)
+                    assert_int_equal(kq_resource_set(&alloc, RDIMS[d], rnd_in(0, scale * 20)), 0);
+            kq_qtree_set_cluster_total(t, &alloc);
+            have_alloc = true;
+        }
+        compare_reference(t, have_alloc ? &alloc : NULL);
+        int batch = 0, batch_left = 0; /* runs of operations inside kq_qtree_batch_begin/end */
+        for (int op = 0; op < 250; op++) {
+            if (batch == 0 && rnd() % 25 == 0) {
+                batch = rnd() % 4 == 0 ? 2 : 1; /* sometimes nested */
+                for (int b = 0; b < batch; b++)
+                    kq_qtree_batch_begin(t);
+                batch_left = (int)rnd_in(1, 40);
+            }
+            char name[16], parent[16];
+            snprintf(name, sizeof name, "g%02d", (int)rnd_in(0, pool - 1));
+            snprintf(parent, sizeof parent, "g%02d", (int)rnd_in(0, pool - 1));
+            const char *dn = RDIMS[rnd() % 3];
+            kq_resource_t r = KQ_RESOURCE_EMPTY;
+            for (int d = 0; d < 3; d++)
+                if (rnd() % 3 != 0)
+                    assert_int_equal(kq_resource_set(&r, RDIMS[d], rnd_in(0, scale * 3)), 0);
+            int kind = (int)(rnd() % 100);
+            if (kind < 30) { /* create, update or move a group */
+                kq_qgroup_spec_t s;
+                kq_qgroup_spec_init(&s, rnd() % 20 == 0 ? "default" : name);
+                kq_qgroup_info_t pi;
+                bool first = rnd() % 3 == 0 || kq_qtree_info(t, parent, &pi) != 0 || !pi.is_parent;
+                s.parent = first ? NULL : parent;
+                bool exists;
+                bool was_parent = false;
+                exists = kq_qtree_lookup(t, s.name, &was_parent);
+                s.is_parent = exists && rnd() % 8 != 0 ? was_parent : rnd() % 3 == 0;
+                s.allow_lent = rnd() % 4 != 0;
+                for (int d = 0; d < 3; d++) {
+                    int64_t room = first ? scale * 8 : val(&pi.min, RDIMS[d], NULL) / 3;
+                    if (rnd() % 4 != 0)
+                        assert_int_equal(kq_resource_set(&s.min, RDIMS[d], room > 0 ? rnd_in(0, room) : 0), 0);
+                    int64_t mn = val(&s.min, RDIMS[d], NULL);
+                    if (rnd() % 3 == 0)
+                        assert_int_equal(kq_resource_set(&s.max, RDIMS[d], mn + rnd_in(0, scale * 6)), 0);
+                    if (rnd() % 3 == 0)
+                        assert_int_equal(kq_resource_set(&s.shared_weight, RDIMS[d], rnd() % 5 ? rqty(100) : 0),
+                                         0);
+                }
+                quiet(kq_qtree_set_group(t, &s, err, sizeof err)); /* rejections change nothing */
+            } else if (kind < 36) {
+                quiet(kq_qtree_remove_group(t, name, err, sizeof err));
+            } else if (kind < 66) {
+                quiet(kq_qtree_request_add(t, rnd() % 10 ? name : "default", &r));
+            } else if (kind < 80) {
+                quiet(kq_qtree_request_sub(t, name, &r));
+            } else if (kind < 86) {
+                quiet(kq_qtree_used_add(t, name, &r, rnd() % 2));
+            } else if (kind < 92) {
+                if (rnd() % 2)
+                    quiet(kq_qtree_used_add(t, "system", &r, false));
+                else
+                    quiet(kq_qtree_used_sub(t, "system", &r, false));
+            } else { /* nodes come and go; sometimes a resource appears or disappears */
+                if (rnd() % 5 == 0) {
+                    kq_resource_t a = KQ_RESOURCE_EMPTY;
+                    for (uint32_t k = 0; k < alloc.n; k++)
+                        if (alloc.e[k].name != kq_resource_name(dn))
+                            a.e[a.n++] = alloc.e[k];
+                    if (a.n == alloc.n)
+                        assert_int_equal(kq_resource_set(&a, dn, rnd_in(0, scale * 20)), 0);
+                    alloc = a;
+                } else {
+                    assert_int_equal(kq_resource_set(&alloc, dn, rnd() % 7 ? rnd_in(0, scale * 20) : rqty(1)), 0);
+                }
+                kq_qtree_set_cluster_total(t, &alloc);
+                have_alloc = true;
+            }
+            if (batch > 0 && --batch_left > 0) {
+                if (rnd() % 8 == 0) /* a read inside the batch sees exact values too */
+                    compare_reference(t, have_alloc ? &alloc : NULL);
+                continue;
+            }
+            while (batch > 0) {
+                kq_qtree_batch_end(t);
+                batch--;
+            }
+            compare_reference(t, have_alloc ? &alloc : NULL);
+        }
+        while (batch-- > 0)
+            kq_qtree_batch_end(t);
+        compare_reference(t, have_alloc ? &alloc : NULL);
+        kq_qtree_free(t);
+    }
+}
+
+/* One parent with hundreds of children: large candidate sets for the leftover units
+ * (mixed weights, so remainders differ), 64- and 128-bit products, caps hit in several
+ * rounds, scaled mins, resources only some children name; against the reference after
+ * every change of the total and of requests. */
+static void test_reference_wide(void **state)
+{
+    (void)state;
+    rng_state = 0x13198a2e03707344ULL;
+    char err[256];
+    for (int round = 0; round < 4; round++) {
+        kq_qtree_t *t = kq_qtree_new();
+        int n = round == 0 ? 40 : (int)rnd_in(150, 300);
+        int64_t big = round % 2 ? (int64_t)1 << 45 : 5000;
+        kq_qgroup_spec_t s;
+        kq_qgroup_spec_init(&s, "wide");
+        s.is_parent = true;
+        assert_int_equal(kq_resource_set(&s.min, "cpu", big * n / 2), 0);
+        assert_int_equal(kq_resource_set(&s.min, "memory", big * n), 0);
+        assert_int_equal(kq_qtree_set_group(t, &s, err, sizeof err), 0);
+        kq_qtree_batch_begin(t); /* built in one batch */
+        for (int k = 0; k < n; k++) {
+            char name[16];
+            snprintf(name, sizeof name, "w%03d", (int)((k * 37) % n)); /* not in name order */
+            kq_qgroup_spec_init(&s, name);
+            s.parent = "wide";
+            assert_int_equal(kq_resource_set(&s.min, "cpu", rnd_in(0, big / 2)), 0);
+            if (rnd() % 4)
+                assert_int_equal(kq_resource_set(&s.min, "memory", rnd_in(0, big)), 0);
+            if (rnd() % 2)
+                assert_int_equal(kq_resource_set(&s.max, "cpu", big / 2 + rnd_in(0, big * 2)), 0);
+            if (rnd() % 2)
+                assert_int_equal(kq_resource_set(&s.shared_weight, "cpu", rnd() % 3 ? rnd_in(1, 7) : rqty(1000)),
+                                 0);
+            if (rnd() % 3 == 0)
+                assert_int_equal(kq_resource_set(&s.shared_weight, "memory", rnd_in(0, 3)), 0);
+            s.allow_lent = rnd() % 6 != 0;
+            assert_int_equal(kq_qtree_set_group(t, &s, err, sizeof err), 0);
+            kq_resource_t r = KQ_RESOURCE_EMPTY;
+            assert_int_equal(kq_resource_set(&r, "cpu", rnd_in(0, big * 2)), 0);
+            assert_int_equal(kq_resource_set(&r, "memory", rnd_in(0, big * 2)), 0);
+            assert_int_equal(kq_qtree_request_add(t, name, &r), 0);
+        }
+        kq_resource_t alloc = KQ_RESOURCE_EMPTY;
+        assert_int_equal(kq_resource_set(&alloc, "cpu", big * n / 3), 0);
+        assert_int_equal(kq_resource_set(&alloc, "memory", big * n * 2), 0);
+        kq_qtree_set_cluster_total(t, &alloc);
+        kq_qtree_batch_end(t);
+        compare_reference(t, &alloc);
+        for (int op = 0; op < 30; op++) {
+            if (op % 3 == 0) {
+                assert_int_equal(kq_resource_set(&alloc, op % 2 ? "cpu" : "memory", rnd_in(0, big * n)), 0);
+                kq_qtree_set_cluster_total(t, &alloc);
+            } else {
+                char name[16];
+                snprintf(name, sizeof name, "w%03d", (int)rnd_in(0, n - 1));
+                kq_resource_t r = KQ_RESOURCE_EMPTY;
+                assert_int_equal(kq_resource_set(&r, "cpu", rnd_in(0, big)), 0);
+                assert_int_equal(kq_qtree_request_add(t, name, &r), 0);
+            }
+            compare_reference(t, &alloc);
+        }
+        kq_qtree_free(t);
+    }
+}
+
 /* ------------------------------------------------------------------ threads */
 
 struct worker {
@@ -1063,6 +1583,7 @@ int main(void)
     (void)kq_log_set_level("warn");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_seed_example),
+        cmocka_unit_test(test_batch_seed_example),
         cmocka_unit_test(test_three_levels),
         cmocka_unit_test(test_dimensions_independent),
         cmocka_unit_test(test_default_weight_follows_total),
@@ -1079,6 +1600,8 @@ int main(void)
         cmocka_unit_test(test_overflow_changes_nothing),
         cmocka_unit_test(test_json_view),
         cmocka_unit_test(test_random_invariants),
+        cmocka_unit_test(test_reference_random),
+        cmocka_unit_test(test_reference_wide),
         cmocka_unit_test(test_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
