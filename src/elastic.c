@@ -637,9 +637,11 @@ static void reconcile(kq_elastic_t *e)
     }
     HASH_SRT(hh, want, gent_name_cmp);
 
-    /* 2. drive the tree towards it */
+    /* 2. drive the tree towards it, recomputing runtimes once at the end (a ConfigMap or
+     * CRD resync may bring thousands of groups) */
     bool progress = true;
     char err[ERR_MAX];
+    kq_qtree_batch_begin(e->qt);
     for (int pass = 0; progress && pass < KQ_QTREE_MAX_DEPTH + 2; pass++) {
         progress = false;
         HASH_ITER(hh, want, g, tmp) {
@@ -692,6 +694,7 @@ static void reconcile(kq_elastic_t *e)
             progress = true;
         }
     }
+    kq_qtree_batch_end(e->qt);
     /* 3. what is still different: say why (once per reason) */
     HASH_ITER(hh, want, g, tmp) {
         gent_t *a;

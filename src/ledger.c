@@ -95,6 +95,7 @@ struct kq_ledger {
     uint64_t gen;
     bool resyncing;
     kq_qtree_t *qt;             /* NULL: no elastic quota */
+    kq_qtree_t *batch_qt;       /* the tree a resync batches (kq_qtree_batch_begin), or NULL */
     kq_ledger_resolve_fn resolve;
     void *resolve_ud;
 };
@@ -729,6 +730,13 @@ void kq_ledger_resync_begin(kq_ledger_t *l)
 {
     pthread_mutex_lock(&l->mu);
     l->gen++;
+    /* A (re)list re-adds every pod's request: one recomputation of the quota tree at the
+     * end instead of one per pod (reads in between still see exact values). A list that
+     * failed half way and starts over does not nest a second batch. */
+    if (!l->resyncing && l->qt != NULL) {
+        kq_qtree_batch_begin(l->qt);
+        l->batch_qt = l->qt;
+    }
     l->resyncing = true;
     pthread_mutex_unlock(&l->mu);
 }
@@ -748,6 +756,9 @@ void kq_ledger_resync_end(kq_ledger_t *l)
             n++;
         }
         l->resyncing = false;
+        if (l->batch_qt != NULL)
+            kq_qtree_batch_end(l->batch_qt);
+        l->batch_qt = NULL;
     }
     pthread_mutex_unlock(&l->mu);
     while (gone != NULL) {
