@@ -3,15 +3,27 @@
  * resource usage tracking" and "user based quota enforcement").
  *
  * Trackers. A user tracker and a group tracker each hold a sparse queue tree (root holds
- * the total) whose nodes carry the used resources of the subtree and a map application ->
- * allocations in the subtree; an application is running at a node while it has an
- * allocation under it. The user tracker's root map is also the per-(user, application)
- * allocation count and remembers the application's group (or none), chosen at its first
- * allocation and kept until its last one is released. A group tracker also counts, per
- * user, that user's applications in the group. The manager's queue tree is the same
- * structure over everybody (the queue view's allocatedResource and runningApps) plus
- * pending resources. Nodes are created on first use and pruned when empty; trackers are
- * removed when empty and unused.
+ * the total) whose nodes carry the used resources of the subtree and the number of
+ * applications running in the subtree, plus one application map for the whole tree:
+ * application -> the nodes ("places") where it has allocations, with a count per place.
+ * An application is running at a node while it has a place in the node's subtree. The
+ * user tracker's application map is also the per-(user, application) allocation count and
+ * remembers the application's group (or none), chosen at its first allocation and kept
+ * until its last one is released. A group tracker also counts, per user, that user's
+ * applications in the group. The manager's queue tree is the same structure over
+ * everybody (the queue view's allocatedResource and runningApps) plus pending resources.
+ * Nodes are created on first use and pruned when empty; trackers are removed when empty
+ * and unused.
+ *
+ * Memory layout (BENCHMARKS.md finding 5). A node stores its usage as a vector of only
+ * the resources present (16 bytes each), first in room allocated with the node, sized to
+ * the request that created it, and in its own allocation once a new resource name needs
+ * more; checks and commits work on kq_resource_t copies on the stack. Every tree has one
+ * node index keyed by full path (no hash table per node), and one application map (not
+ * one per node), both compact open-addressing sets (ptab_t: a pointer slot per entry
+ * instead of a 56-byte uthash handle and a 160-byte table); a node finds its children
+ * only in the views, which sort the index. Applications almost always have a single
+ * place, stored in the application entry.
  *
  * Limits. kq_ugm_set_config builds, off-lock, one table entry per configured queue path:
  * named user limits, the "*" user limit, named group limits (with their order in the
@@ -32,11 +44,11 @@
  * limit table pointer and its refs; it is held only for hash lookups and counters, never
  * while waiting for a tracker lock except in the cleanup step (manager -> tracker is the
  * documented order and nobody waits for m->lock while holding a tracker lock). A tracker
- * lock guards the tracker's tree and maps; m->qlock guards the queue tree. A check and
- * its commit happen while the user, group and queue locks are all held, so they are one
- * step (no thread can see or change a half-committed increase). m->qlock is the one lock
- * every increase and decrease takes (the queue tree is shared by everybody); it is held
- * for O(depth) work, and by the queue view while it renders (O(queues)).
+ * lock guards the tracker's tree, node index and maps; m->qlock guards the queue tree. A
+ * check and its commit happen while the user, group and queue locks are all held, so they
+ * are one step (no thread can see or change a half-committed increase). m->qlock is the
+ * one lock every increase and decrease takes (the queue tree is shared by everybody); it
+ * is held for O(depth) work, and by the queue view while it renders (O(queues)).
  *
  * Lifetime. tracker->refs counts the operations and views that hold the tracker (a pin,
  * taken under m->lock) plus, for a group, the user applications whose group it is (the
@@ -50,14 +62,17 @@
  *
  * A check pins only trackers that already exist and creates nothing.
  *
- * Cost. An increase, check or decrease does a constant number of hash lookups per level
- * of the queue path (limit table, tree children, application maps), one per group of the
- * user per level for group selection, and one each in the user and group tables; nothing
- * scans users, groups or applications. Only the views walk everything.
+ * Cost. An increase, check or decrease does a constant number of hash lookups per tree
+ * (application map; node index, one lookup when the path's node exists, at most one per
+ * level otherwise), plus per level one limit table lookup and, for a new application, one
+ * per group of the user for group selection, and one each in the user and group tables;
+ * the application's places are walked (one, except for an application in several queues).
+ * Nothing scans users, groups, applications or children. Only the views walk everything.
  *
- * Allocation failures: trees and maps are allocated before anything is changed, so an
- * increase that fails with KQ_ENOMEM changes nothing. uthash's own bucket growth aborts
- * on out-of-memory (uthash_fatal), as everywhere in kubequota.
+ * Allocation failures: nodes, usage vectors and map entries are allocated before anything
+ * is changed, so an increase that fails with KQ_ENOMEM changes nothing visible (a usage
+ * vector may keep extra room). uthash's own bucket growth aborts on out-of-memory
+ * (uthash_fatal), as everywhere in kubequota.
  */
 #include "kubequota/ugm.h"
 
@@ -65,13 +80,13 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Most hash tables here are tiny (an application map per tree node, a node's children):
- * start them with 4 buckets instead of uthash's 32 (uthash still doubles them when
- * chains grow). This saves about 450 bytes per table; see BENCHMARKS.md. */
+/* The uthash tables here (users, groups, a group's users, limit tables) start with 4
+ * buckets instead of uthash's 32 (uthash still doubles them when chains grow). */
 #include <uthash.h>
 #undef HASH_INITIAL_NUM_BUCKETS
 #undef HASH_INITIAL_NUM_BUCKETS_LOG2
@@ -86,34 +101,73 @@
 
 struct tracker;
 
-/* A counted key: application -> allocations, or user -> applications. */
+/* A counted key: user -> that user's applications in a group. */
 typedef struct cnt {
-    UT_hash_handle hh;
-    uint64_t n;             /* in the subtree */
-    uint64_t own;           /* application entries: counted at exactly this queue */
-    struct tracker *group; /* user tree root entries: the application's group, or NULL */
-    size_t len;
+    UT_hash_handle hh;      /* in tracker->users */
+    uint64_t n;             /* applications */
+    size_t len;             /* strlen(key) */
     char key[];
 } cnt_t;
 
+/* A queue in one tree: 44 bytes, then the path and the inline usage room. */
 typedef struct node {
-    UT_hash_handle hh;      /* in the parent's children */
-    struct node *parent;
-    struct node *children;
-    cnt_t *apps;            /* application -> allocations in this subtree */
-    kq_resource_t used;     /* of the subtree */
+    uint32_t hash;          /* key_hash(path): first member, as ptab_t requires */
+    uint16_t path_len;      /* strlen(path) (<= KQ_UGM_PATH_MAX) */
+    uint16_t name_off;      /* the last segment starts at path + name_off */
+    struct node *parent;    /* NULL at the root */
+    kq_res_entry_t *used;   /* usage of the subtree: n_used entries as a kq_resource_t keeps
+                             * them (sorted, interned names); the inline room after path, or
+                             * its own allocation once it needed more (used_inline false) */
     kq_resource_t *pending; /* queue tree only, allocated on first use; NULL = none */
-    const char *name;       /* points into path */
-    size_t name_len;
-    size_t path_len;
-    char path[];            /* full path, NUL-terminated */
+    uint32_t running;       /* applications with a place in the subtree */
+    uint32_t n_children;    /* nodes whose parent this is */
+    uint8_t depth;          /* 0 at the root: the node's index in a qpath */
+    uint8_t n_used;         /* entries in used */
+    uint8_t cap_used;       /* room in used */
+    bool used_inline;       /* used points at the room allocated with the node */
+    char path[];            /* full path, NUL-terminated; the inline usage room follows,
+                             * aligned for kq_res_entry_t */
 } node_t;
+
+/* Allocations of an application counted at exactly one node. */
+typedef struct place {
+    node_t *node;
+    uint32_t n;             /* > 0 while the place exists */
+} place_t;
+
+/* An application with allocations in a tree: 40 bytes and the id. */
+typedef struct app {
+    uint32_t hash;          /* key_hash(key): first member, as ptab_t requires */
+    uint16_t n_places;      /* >= 1 while the entry exists */
+    uint16_t cap_more;      /* room in more */
+    struct tracker *group;  /* user trees: the application's group (holds a reference), or NULL */
+    place_t *more;          /* places[1 ..]; NULL until a second place */
+    place_t first;          /* places[0] */
+    char key[];             /* application id, NUL-terminated */
+} app_t;
+
+/* A set of entries (node_t or app_t) by key: open addressing with linear probing, at most
+ * three quarters full up to 16 slots and half full above, backward-shift deletion. Each
+ * entry starts with the 32-bit hash of its key, which rehashing and probing use; the key
+ * stays in the entry. The slots are freed when the set becomes empty. */
+typedef struct ptab {
+    void **slot;            /* cap pointers, NULL = free; NULL while cap is 0 */
+    uint32_t cap;           /* 0 or a power of two */
+    uint32_t n;             /* entries */
+} ptab_t;
+
+/* A sparse queue tree and its indexes (guarded by the owner's lock). */
+typedef struct tree {
+    node_t *root;           /* NULL when empty */
+    ptab_t nodes;           /* every node, by full path */
+    ptab_t apps;            /* every application with a place, by id */
+} tree_t;
 
 typedef struct tracker {
     UT_hash_handle hh;      /* in m->users or m->groups */
     pthread_mutex_t lock;
     int refs;               /* m->lock */
-    node_t *root;           /* lock */
+    tree_t tree;            /* lock */
     cnt_t *users;           /* groups: user -> that user's applications in the group; lock */
     size_t name_len;
     char name[];
@@ -149,7 +203,7 @@ struct kq_ugm {
     tracker_t *users, *groups;
     limits_t *limits;
     pthread_mutex_t qlock;
-    node_t *qroot;
+    tree_t qtree;           /* qlock */
 };
 
 typedef struct qpath {
@@ -161,6 +215,10 @@ typedef struct qpath {
 } qpath_t;
 
 static const kq_resource_t empty_res = {.n = 0};
+
+_Static_assert(offsetof(node_t, hash) == 0 && offsetof(app_t, hash) == 0, "ptab_t entries start with their hash");
+_Static_assert(KQ_UGM_PATH_MAX <= UINT16_MAX && KQ_UGM_MAX_DEPTH <= UINT8_MAX && KQ_RES_MAX <= UINT8_MAX,
+               "node_t field widths");
 
 /* ------------------------------------------------------------------------------------ */
 /* Small helpers                                                                        */
@@ -176,14 +234,6 @@ static void mutex_lock(pthread_mutex_t *mu)
 static void mutex_unlock(pthread_mutex_t *mu)
 {
     int rc = pthread_mutex_unlock(mu);
-    assert(rc == 0);
-    (void)rc;
-}
-
-/* r += b where the caller has already proven that it cannot fail. */
-static void res_add_checked(kq_resource_t *r, const kq_resource_t *b)
-{
-    int rc = kq_resource_add(r, b);
     assert(rc == 0);
     (void)rc;
 }
@@ -242,7 +292,120 @@ static bool user_valid(const kq_user_t *user)
 }
 
 /* ------------------------------------------------------------------------------------ */
-/* Counted keys and tree nodes                                                          */
+/* Compact hash sets (ptab_t)                                                           */
+/* ------------------------------------------------------------------------------------ */
+
+/* FNV-1a with a final avalanche, so that the low bits (the slot) depend on every byte. */
+static uint32_t key_hash(const char *key, size_t len)
+{
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < len; i++) {
+        h ^= (unsigned char)key[i];
+        h *= 16777619u;
+    }
+    h ^= h >> 16;
+    h *= 0x85ebca6bu;
+    h ^= h >> 13;
+    h *= 0xc2b2ae35u;
+    h ^= h >> 16;
+    return h;
+}
+
+static uint32_t entry_hash(const void *e)
+{
+    return *(const uint32_t *)e;
+}
+
+typedef bool (*ptab_eq_fn)(const void *entry, const char *key, size_t len);
+
+static void *ptab_find(const ptab_t *t, const char *key, size_t len, ptab_eq_fn eq)
+{
+    if (t->n == 0)
+        return NULL;
+    uint32_t h = key_hash(key, len), mask = t->cap - 1;
+    for (uint32_t i = h & mask;; i = (i + 1) & mask) {
+        void *e = t->slot[i];
+        if (e == NULL)
+            return NULL;
+        if (entry_hash(e) == h && eq(e, key, len))
+            return e;
+    }
+}
+
+static void slot_put(void **slot, uint32_t cap, void *e)
+{
+    uint32_t mask = cap - 1, i = entry_hash(e) & mask;
+    while (slot[i] != NULL)
+        i = (i + 1) & mask;
+    slot[i] = e;
+}
+
+/* Room for one more entry (so that ptab_insert cannot fail). */
+static int ptab_reserve(ptab_t *t)
+{
+    uint64_t limit = t->cap <= 16 ? (uint64_t)t->cap * 3 / 4 : (uint64_t)t->cap / 2;
+    if ((uint64_t)t->n + 1 <= limit)
+        return 0;
+    if (t->cap > UINT32_MAX / 4)
+        return KQ_ERANGE;
+    uint32_t cap = t->cap == 0 ? 4 : 2 * t->cap;
+    void **slot = calloc(cap, sizeof(*slot));
+    if (slot == NULL)
+        return KQ_ENOMEM;
+    for (uint32_t i = 0; i < t->cap; i++)
+        if (t->slot[i] != NULL)
+            slot_put(slot, cap, t->slot[i]);
+    free(t->slot);
+    t->slot = slot;
+    t->cap = cap;
+    return 0;
+}
+
+static void ptab_insert(ptab_t *t, void *e)
+{
+    assert(t->cap > 0 && t->n < t->cap - 1);
+    slot_put(t->slot, t->cap, e);
+    t->n++;
+}
+
+/* Removes entry e (which is in the set). */
+static void ptab_remove(ptab_t *t, const void *e)
+{
+    uint32_t mask = t->cap - 1, i = entry_hash(e) & mask;
+    while (t->slot[i] != e)
+        i = (i + 1) & mask;
+    t->slot[i] = NULL;
+    /* Move back every later entry of the run whose home slot is not in (i, j]. */
+    for (uint32_t j = (i + 1) & mask; t->slot[j] != NULL; j = (j + 1) & mask) {
+        uint32_t home = entry_hash(t->slot[j]) & mask;
+        bool stays = i <= j ? (i < home && home <= j) : (i < home || home <= j);
+        if (!stays) {
+            t->slot[i] = t->slot[j];
+            t->slot[j] = NULL;
+            i = j;
+        }
+    }
+    if (--t->n == 0) {
+        free(t->slot);
+        t->slot = NULL;
+        t->cap = 0;
+    }
+}
+
+static bool node_eq(const void *e, const char *key, size_t len)
+{
+    const node_t *n = e;
+    return n->path_len == len && memcmp(n->path, key, len) == 0;
+}
+
+static bool app_eq(const void *e, const char *key, size_t len)
+{
+    const app_t *a = e;
+    return strncmp(a->key, key, len) == 0 && a->key[len] == '\0';
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Counted keys, usage vectors, tree nodes and application places                      */
 /* ------------------------------------------------------------------------------------ */
 
 static cnt_t *cnt_new(const char *key, size_t len)
@@ -271,97 +434,273 @@ static void cnt_free_all(cnt_t **head)
     }
 }
 
-static node_t *node_new(node_t *parent, const qpath_t *p, unsigned i)
+/* Offset of the inline usage room in a node with a path of plen bytes. */
+static size_t node_room_off(size_t plen)
+{
+    size_t a = _Alignof(kq_res_entry_t);
+    return (offsetof(node_t, path) + plen + 1 + a - 1) / a * a;
+}
+
+/* A copy of the node's usage (the empty set for NULL). */
+static void node_load(const node_t *n, kq_resource_t *r)
+{
+    r->n = n != NULL ? n->n_used : 0;
+    if (r->n > 0)
+        memcpy(r->e, n->used, r->n * sizeof(r->e[0]));
+}
+
+/* Stores r as the node's usage; the room was reserved (node_reserve). */
+static void node_store(node_t *n, const kq_resource_t *r)
+{
+    assert(r->n <= n->cap_used);
+    if (r->n > 0)
+        memcpy(n->used, r->e, r->n * sizeof(r->e[0]));
+    n->n_used = (uint8_t)r->n;
+}
+
+/* Makes room for `need` usage entries. The usage itself does not change. */
+static int node_reserve(node_t *n, uint32_t need)
+{
+    if (need <= n->cap_used)
+        return 0;
+    kq_res_entry_t *v = malloc(need * sizeof(*v));
+    if (v == NULL)
+        return KQ_ENOMEM;
+    if (n->n_used > 0)
+        memcpy(v, n->used, n->n_used * sizeof(*v));
+    if (!n->used_inline)
+        free(n->used);
+    n->used = v;
+    n->used_inline = false;
+    n->cap_used = (uint8_t)need;
+    return 0;
+}
+
+static bool node_used_zero(const node_t *n)
+{
+    for (unsigned i = 0; i < n->n_used; i++)
+        if (n->used[i].value != 0)
+            return false;
+    return true;
+}
+
+/* A node for level i of p with inline room for `room` usage entries. */
+static node_t *node_new(node_t *parent, const qpath_t *p, unsigned i, uint32_t room)
 {
     size_t plen = p->end[i];
-    node_t *n = calloc(1, sizeof(*n) + plen + 1);
+    size_t off = node_room_off(plen);
+    node_t *n = calloc(1, off + room * sizeof(kq_res_entry_t));
     if (n == NULL)
         return NULL;
     memcpy(n->path, p->s, plen);
     n->path[plen] = '\0';
-    n->path_len = plen;
-    n->name = n->path + seg_start(p, i);
-    n->name_len = plen - seg_start(p, i);
+    n->hash = key_hash(n->path, plen);
+    n->path_len = (uint16_t)plen;
+    n->name_off = (uint16_t)seg_start(p, i);
+    n->depth = (uint8_t)i;
     n->parent = parent;
+    n->used = (kq_res_entry_t *)(void *)((char *)n + off);
+    n->cap_used = (uint8_t)room;
+    n->used_inline = true;
     return n;
 }
 
-static void node_free_tree(node_t *n)
+static void node_free(node_t *n)
 {
-    if (n == NULL)
-        return;
-    node_t *c, *tmp;
-    HASH_ITER(hh, n->children, c, tmp) {
-        HASH_DEL(n->children, c);
-        node_free_tree(c);
-    }
-    cnt_free_all(&n->apps);
+    if (!n->used_inline)
+        free(n->used);
     free(n->pending);
     free(n);
 }
 
-static bool node_empty(const node_t *n)
+static place_t *place_at(app_t *a, unsigned i)
 {
-    return n->apps == NULL && n->children == NULL && (n->pending == NULL || kq_resource_is_zero(n->pending));
+    return i == 0 ? &a->first : &a->more[i - 1];
 }
 
-/* Fills out[0 .. p->n) with the nodes on the path; NULL from the first missing one. */
-static void tree_walk(node_t *root, const qpath_t *p, node_t **out)
+static place_t *app_place(app_t *a, const node_t *n)
 {
-    node_t *n = root;
-    for (unsigned i = 0; i < p->n; i++) {
-        if (n != NULL && i > 0) {
-            node_t *c = NULL;
-            size_t st = seg_start(p, i);
-            HASH_FIND(hh, n->children, p->s + st, p->end[i] - st, c);
-            n = c;
+    for (unsigned i = 0; a != NULL && n != NULL && i < a->n_places; i++) {
+        place_t *pl = place_at(a, i);
+        if (pl->node == n)
+            return pl;
+    }
+    return NULL;
+}
+
+/* Allocations of the application in the whole tree. */
+static uint64_t app_total(app_t *a)
+{
+    uint64_t t = 0;
+    for (unsigned i = 0; i < a->n_places; i++)
+        t += place_at(a, i)->n;
+    return t;
+}
+
+static app_t *app_find(const tree_t *t, const char *id, size_t len)
+{
+    return ptab_find(&t->apps, id, len, app_eq);
+}
+
+static app_t *app_new(const char *id, size_t len)
+{
+    app_t *a = calloc(1, sizeof(*a) + len + 1);
+    if (a == NULL)
+        return NULL;
+    memcpy(a->key, id, len);
+    a->hash = key_hash(id, len);
+    return a;
+}
+
+static void app_free(app_t *a)
+{
+    free(a->more);
+    free(a);
+}
+
+/* Makes room for one more place (a new entry has room for its first). */
+static int app_reserve_place(app_t *a)
+{
+    if (a->n_places == 0 || (unsigned)a->n_places <= a->cap_more)
+        return 0;
+    if (a->n_places == UINT16_MAX)
+        return KQ_ERANGE;
+    unsigned cap = a->cap_more == 0 ? 2 : 2u * a->cap_more;
+    if (cap > UINT16_MAX - 1u)
+        cap = UINT16_MAX - 1u;
+    place_t *v = realloc(a->more, cap * sizeof(*v));
+    if (v == NULL)
+        return KQ_ENOMEM;
+    a->more = v;
+    a->cap_more = (uint16_t)cap;
+    return 0;
+}
+
+/* Adds a place with no allocations yet; the room was reserved. */
+static place_t *app_add_place(app_t *a, node_t *n)
+{
+    assert(a->n_places == 0 || a->n_places <= a->cap_more);
+    place_t *pl = place_at(a, a->n_places++);
+    pl->node = n;
+    pl->n = 0;
+    return pl;
+}
+
+static void app_drop_place(app_t *a, place_t *pl)
+{
+    place_t *last = place_at(a, a->n_places - 1u);
+    *pl = *last;
+    a->n_places--;
+}
+
+/* The number of levels of the path (nodes[0 .. depth), NULL where missing) at which the
+ * application already runs: one more than the depth of the deepest node on the path that
+ * is one of its places or an ancestor of one. The levels from there down are new to it. */
+static unsigned app_shared(app_t *a, node_t *const *nodes, unsigned depth)
+{
+    unsigned shared = 0;
+    for (unsigned i = 0; a != NULL && i < a->n_places && shared < depth; i++) {
+        for (const node_t *x = place_at(a, i)->node; x != NULL; x = x->parent) {
+            if (x->depth < depth && nodes[x->depth] == x) {
+                if (x->depth + 1u > shared)
+                    shared = x->depth + 1u;
+                break;
+            }
         }
-        out[i] = n;
+    }
+    return shared;
+}
+
+static node_t *node_find(const tree_t *t, const char *path, size_t len)
+{
+    return ptab_find(&t->nodes, path, len, node_eq);
+}
+
+static void tree_free(tree_t *t)
+{
+    for (uint32_t i = 0; i < t->nodes.cap; i++)
+        if (t->nodes.slot[i] != NULL)
+            node_free(t->nodes.slot[i]);
+    for (uint32_t i = 0; i < t->apps.cap; i++)
+        if (t->apps.slot[i] != NULL)
+            app_free(t->apps.slot[i]);
+    free(t->nodes.slot);
+    free(t->apps.slot);
+    memset(t, 0, sizeof(*t));
+}
+
+static bool node_empty(const node_t *n)
+{
+    return n->running == 0 && n->n_children == 0 && (n->pending == NULL || kq_resource_is_zero(n->pending));
+}
+
+/* Fills out[0 .. p->n) with the nodes on the path; NULL from the first missing one.
+ * `a` (may be NULL) is the application the caller works for: a place of it on the path
+ * saves the lookups. Otherwise the deepest existing node is found with one lookup per
+ * missing level, and its ancestors fill the rest. */
+static void tree_walk(const tree_t *t, const qpath_t *p, app_t *a, node_t **out)
+{
+    node_t *n = NULL;
+    unsigned k = p->n;
+    for (unsigned i = 0; a != NULL && i < a->n_places && n == NULL; i++) {
+        node_t *x = place_at(a, i)->node;
+        if (x->path_len == p->len && memcmp(x->path, p->s, p->len) == 0)
+            n = x;
+    }
+    while (n == NULL && k > 0 && t->root != NULL) {
+        n = node_find(t, p->s, p->end[k - 1]);
+        if (n == NULL)
+            k--;
+    }
+    for (unsigned i = p->n; i-- > 0;) {
+        if (n != NULL && n->depth == i) {
+            out[i] = n;
+            n = n->parent;
+        } else {
+            out[i] = NULL;
+        }
     }
 }
 
 /* Removes empty nodes from n up towards the root. */
-static void tree_prune(node_t **rootp, node_t *n)
+static void tree_prune(tree_t *t, node_t *n)
 {
     while (n != NULL && node_empty(n)) {
         node_t *parent = n->parent;
-        if (!kq_resource_is_zero(&n->used))
+        if (!node_used_zero(n))
             kq_warn("ugm: usage left without allocations, dropped queue=%s", n->path);
+        ptab_remove(&t->nodes, n);
         if (parent != NULL)
-            HASH_DEL(parent->children, n);
+            parent->n_children--;
         else
-            *rootp = NULL;
-        free(n->pending);
-        free(n);
+            t->root = NULL;
+        node_free(n);
         n = parent;
     }
 }
 
-/* Makes sure every node on the path exists. On KQ_ENOMEM the nodes it created are
- * removed again and the tree is as before. */
-static int tree_ensure(node_t **rootp, const qpath_t *p, node_t **out)
+/* Makes sure every node on the path exists (new nodes get inline room for `room` usage
+ * entries); out[] as tree_walk fills it. On failure (KQ_ENOMEM, or KQ_ERANGE for an index
+ * that cannot grow) the nodes it created are removed again and the tree is as before. */
+static int tree_ensure(tree_t *t, const qpath_t *p, app_t *a, uint32_t room, node_t **out)
 {
-    node_t *n = *rootp;
-    if (n == NULL) {
-        n = node_new(NULL, p, 0);
-        if (n == NULL)
-            return KQ_ENOMEM;
-        *rootp = n;
-    }
-    out[0] = n;
-    for (unsigned i = 1; i < p->n; i++) {
-        node_t *c = NULL;
-        size_t st = seg_start(p, i);
-        HASH_FIND(hh, n->children, p->s + st, p->end[i] - st, c);
+    tree_walk(t, p, a, out);
+    for (unsigned i = 0; i < p->n; i++) {
+        if (out[i] != NULL)
+            continue;
+        node_t *parent = i > 0 ? out[i - 1] : NULL;
+        int rc = ptab_reserve(&t->nodes);
+        node_t *c = rc == 0 ? node_new(parent, p, i, room) : NULL;
         if (c == NULL) {
-            c = node_new(n, p, i);
-            if (c == NULL) {
-                tree_prune(rootp, n);
-                return KQ_ENOMEM;
-            }
-            HASH_ADD_KEYPTR(hh, n->children, c->name, c->name_len, c);
+            tree_prune(t, parent);
+            return rc != 0 ? rc : KQ_ENOMEM;
         }
-        out[i] = n = c;
+        ptab_insert(&t->nodes, c);
+        if (parent != NULL)
+            parent->n_children++;
+        else
+            t->root = c;
+        out[i] = c;
     }
     return 0;
 }
@@ -379,7 +718,7 @@ static tracker_t *tracker_find(tracker_t *head, const char *name)
 
 static void tracker_destroy(tracker_t *t)
 {
-    node_free_tree(t->root);
+    tree_free(&t->tree);
     cnt_free_all(&t->users);
     pthread_mutex_destroy(&t->lock);
     free(t);
@@ -412,7 +751,7 @@ static void tracker_release(tracker_t **head, tracker_t *t, const char *kind)
     if (--t->refs > 0)
         return;
     mutex_lock(&t->lock);
-    bool empty = t->root == NULL && t->users == NULL;
+    bool empty = t->tree.root == NULL && t->users == NULL;
     mutex_unlock(&t->lock);
     if (!empty)
         return;
@@ -617,8 +956,12 @@ typedef struct op {
     tracker_t *g;          /* the application's group tracker (gc, or the existing one) */
     const char *gname;     /* the application's group name, or NULL */
     bool new_app;          /* the application has no allocation for this user yet */
+    tree_t *trees[T_COUNT];  /* NULL: not tracked (no group, or an unknown user in a check) */
+    app_t *apps[T_COUNT];    /* the application's entry in each tree, or NULL */
+    unsigned shared[T_COUNT]; /* levels where the application already runs (app_shared) */
     node_t *nodes[T_COUNT][KQ_UGM_MAX_DEPTH];
 } op_t;
+
 
 static void limit_label(const kq_limit_conf_t *lim, bool group, bool wildcard, char *buf,
                         size_t len)
@@ -652,18 +995,20 @@ static void set_reason(char *reason, size_t rlen, const char *fmt, ...)
     va_end(ap);
 }
 
-/* Checks one user or group limit at level i. */
-static int check_limit(const op_t *op, unsigned i, bool group, const char *who,
-                       const node_t *n, char *reason, size_t rlen)
+/* Checks one user or group limit at level i; t is T_USER or T_GROUP. */
+static int check_limit(const op_t *op, unsigned i, int t, const char *who, char *reason, size_t rlen)
 {
+    bool group = t == T_GROUP;
     const level_t *lv = level_find(op->lim, op->path.s, op->path.end[i]);
     bool wildcard;
     const kq_limit_conf_t *lim = limit_for(lv, group, who, &wildcard);
     if (lim == NULL)
         return 0;
-    const kq_resource_t *used = n != NULL ? &n->used : &empty_res;
-    size_t running = n != NULL ? HASH_COUNT(n->apps) : 0;
-    bool new_here = n == NULL || cnt_find(n->apps, op->app, op->app_len) == NULL;
+    const node_t *n = op->nodes[t][i];
+    kq_resource_t used;
+    node_load(n, &used);
+    size_t running = n != NULL ? n->running : 0;
+    bool new_here = i >= op->shared[t];
     char label[256], what[256];
     const char *failed = NULL;
     if (lim->max_applications != 0 && new_here && running + 1 > lim->max_applications) {
@@ -673,9 +1018,9 @@ static int check_limit(const op_t *op, unsigned i, bool group, const char *who,
              lim->max_applications);
         return KQ_EDENIED;
     }
-    if (lim->has_max_resources && !kq_resource_fits(used, op->req, &lim->max_resources, &failed)) {
+    if (lim->has_max_resources && !kq_resource_fits(&used, op->req, &lim->max_resources, &failed)) {
         limit_label(lim, group, wildcard, label, sizeof(label));
-        overrun_text(failed, used, op->req, &lim->max_resources, what, sizeof(what));
+        overrun_text(failed, &used, op->req, &lim->max_resources, what, sizeof(what));
         set_reason(reason, rlen, "%s %s in queue %.*s: %s exceeded: %s", group ? "group" : "user", who,
              (int)op->path.end[i], op->path.s, label, what);
         return KQ_EDENIED;
@@ -683,15 +1028,17 @@ static int check_limit(const op_t *op, unsigned i, bool group, const char *who,
     return 0;
 }
 
-static int check_queue(const op_t *op, unsigned i, const node_t *n, char *reason, size_t rlen)
+static int check_queue(const op_t *op, unsigned i, char *reason, size_t rlen)
 {
     const level_t *lv = level_find(op->lim, op->path.s, op->path.end[i]);
     if (lv == NULL)
         return 0;
     const kq_queue_conf_t *q = lv->q;
-    const kq_resource_t *used = n != NULL ? &n->used : &empty_res;
-    size_t running = n != NULL ? HASH_COUNT(n->apps) : 0;
-    bool new_here = n == NULL || cnt_find(n->apps, op->app, op->app_len) == NULL;
+    const node_t *n = op->nodes[T_QUEUE][i];
+    kq_resource_t used;
+    node_load(n, &used);
+    size_t running = n != NULL ? n->running : 0;
+    bool new_here = i >= op->shared[T_QUEUE];
     const char *failed = NULL;
     char what[256];
     if (q->max_applications != 0 && new_here && running + 1 > q->max_applications) {
@@ -699,8 +1046,8 @@ static int check_queue(const op_t *op, unsigned i, const node_t *n, char *reason
              q->path, running, q->max_applications);
         return KQ_EDENIED;
     }
-    if (q->has_max && !kq_resource_fits(used, op->req, &q->max, &failed)) {
-        overrun_text(failed, used, op->req, &q->max, what, sizeof(what));
+    if (q->has_max && !kq_resource_fits(&used, op->req, &q->max, &failed)) {
+        overrun_text(failed, &used, op->req, &q->max, what, sizeof(what));
         set_reason(reason, rlen, "queue %s: resources.max exceeded: %s", q->path, what);
         return KQ_EDENIED;
     }
@@ -710,12 +1057,19 @@ static int check_queue(const op_t *op, unsigned i, const node_t *n, char *reason
 /* Overflow and (unless unchecked) limits, leaf to root; changes nothing. */
 static int check_all(const op_t *op, bool enforce, char *reason, size_t rlen)
 {
+    for (int t = 0; t < T_COUNT; t++) {
+        place_t *pl = app_place(op->apps[t], op->nodes[t][op->path.n - 1]);
+        if (pl != NULL && pl->n == UINT32_MAX) {
+            set_reason(reason, rlen, "allocation count in queue %s would overflow", op->path.s);
+            return KQ_ERANGE;
+        }
+    }
     for (unsigned i = op->path.n; i-- > 0;) {
         for (int t = 0; t < T_COUNT; t++) {
             if (t == T_GROUP && op->gname == NULL)
                 continue;
-            const node_t *n = op->nodes[t][i];
-            kq_resource_t sum = n != NULL ? n->used : empty_res;
+            kq_resource_t sum;
+            node_load(op->nodes[t][i], &sum);
             int rc = kq_resource_add(&sum, op->req);
             if (rc != 0) {
                 set_reason(reason, rlen, "usage in queue %.*s would overflow", (int)op->path.end[i], op->path.s);
@@ -724,45 +1078,60 @@ static int check_all(const op_t *op, bool enforce, char *reason, size_t rlen)
         }
         if (!enforce)
             continue;
-        int rc = check_limit(op, i, false, op->user->name, op->nodes[T_USER][i], reason, rlen);
+        int rc = check_limit(op, i, T_USER, op->user->name, reason, rlen);
         if (rc == 0 && op->gname != NULL)
-            rc = check_limit(op, i, true, op->gname, op->nodes[T_GROUP][i], reason, rlen);
+            rc = check_limit(op, i, T_GROUP, op->gname, reason, rlen);
         if (rc == 0)
-            rc = check_queue(op, i, op->nodes[T_QUEUE][i], reason, rlen);
+            rc = check_queue(op, i, reason, rlen);
         if (rc != 0)
             return rc;
     }
     return 0;
 }
 
-/* Commits the increase: allocates first (KQ_ENOMEM leaves everything as it was), then
- * adds. Every lock of the operation is held. */
+/* Commits the increase: allocates first (KQ_ENOMEM leaves everything as it was, apart
+ * from usage vectors and place arrays with more room), then adds. Every lock of the
+ * operation is held. */
 static int commit(op_t *op)
 {
-    node_t **roots[T_COUNT] = {&op->u->root, op->g != NULL ? &op->g->root : NULL, &op->m->qroot};
-    cnt_t *fresh[T_COUNT][KQ_UGM_MAX_DEPTH];
+    app_t *fresh[T_COUNT] = {NULL, NULL, NULL};
     cnt_t *user_entry = NULL;
     int ensured = 0, rc = 0;
-    memset(fresh, 0, sizeof(fresh));
+    unsigned depth = op->path.n;
 
     for (; ensured < T_COUNT; ensured++) {
-        if (roots[ensured] == NULL)
+        tree_t *t = op->trees[ensured];
+        if (t == NULL)
             continue;
-        rc = tree_ensure(roots[ensured], &op->path, op->nodes[ensured]);
+        rc = tree_ensure(t, &op->path, op->apps[ensured], op->req->n, op->nodes[ensured]);
         if (rc != 0)
             goto out;
     }
     for (int t = 0; t < T_COUNT; t++) {
-        if (roots[t] == NULL)
+        if (op->trees[t] == NULL)
             continue;
-        for (unsigned i = 0; i < op->path.n; i++) {
-            if (cnt_find(op->nodes[t][i]->apps, op->app, op->app_len) != NULL)
-                continue;
-            fresh[t][i] = cnt_new(op->app, op->app_len);
-            if (fresh[t][i] == NULL) {
+        for (unsigned i = 0; i < depth; i++) {
+            kq_resource_t sum;
+            node_load(op->nodes[t][i], &sum);
+            rc = kq_resource_add(&sum, op->req);
+            assert(rc == 0); /* check_all proved it */
+            rc = node_reserve(op->nodes[t][i], sum.n);
+            if (rc != 0)
+                goto out;
+        }
+        if (op->apps[t] == NULL) {
+            rc = ptab_reserve(&op->trees[t]->apps);
+            if (rc != 0)
+                goto out;
+            fresh[t] = app_new(op->app, op->app_len);
+            if (fresh[t] == NULL) {
                 rc = KQ_ENOMEM;
                 goto out;
             }
+        } else if (app_place(op->apps[t], op->nodes[t][depth - 1]) == NULL) {
+            rc = app_reserve_place(op->apps[t]);
+            if (rc != 0)
+                goto out;
         }
     }
     const char *uname = op->user->name;
@@ -777,24 +1146,32 @@ static int commit(op_t *op)
 
     /* Nothing below can fail. */
     for (int t = 0; t < T_COUNT; t++) {
-        if (roots[t] == NULL)
+        tree_t *tr = op->trees[t];
+        if (tr == NULL)
             continue;
-        for (unsigned i = 0; i < op->path.n; i++) {
-            node_t *n = op->nodes[t][i];
-            res_add_checked(&n->used, op->req);
-            cnt_t *c = fresh[t][i];
-            if (c != NULL) {
-                HASH_ADD_KEYPTR(hh, n->apps, c->key, c->len, c);
-                fresh[t][i] = NULL;
-            } else {
-                c = cnt_find(n->apps, op->app, op->app_len);
-            }
-            c->n++;
-            if (i == op->path.n - 1)
-                c->own++;
-            if (t == T_USER && i == 0 && c->n == 1)
-                c->group = op->g; /* the pin on g becomes the application's reference */
+        node_t **nodes = op->nodes[t];
+        for (unsigned i = 0; i < depth; i++) {
+            kq_resource_t sum;
+            node_load(nodes[i], &sum);
+            rc = kq_resource_add(&sum, op->req);
+            assert(rc == 0);
+            node_store(nodes[i], &sum);
         }
+        app_t *a = op->apps[t];
+        if (a == NULL) {
+            a = fresh[t];
+            fresh[t] = NULL;
+            ptab_insert(&tr->apps, a);
+            if (t == T_USER)
+                a->group = op->g; /* the pin on g becomes the application's reference */
+        }
+        place_t *pl = app_place(a, nodes[depth - 1]);
+        if (pl == NULL) {
+            for (unsigned i = op->shared[t]; i < depth; i++)
+                nodes[i]->running++;
+            pl = app_add_place(a, nodes[depth - 1]);
+        }
+        pl->n++;
     }
     if (op->new_app && op->g != NULL) {
         cnt_t *c = cnt_find(op->g->users, uname, ulen);
@@ -810,11 +1187,10 @@ static int commit(op_t *op)
 out:
     free(user_entry);
     for (int t = 0; t < T_COUNT; t++)
-        for (unsigned i = 0; i < KQ_UGM_MAX_DEPTH; i++)
-            free(fresh[t][i]);
+        free(fresh[t]);
     for (int t = 0; t < ensured; t++)
-        if (roots[t] != NULL)
-            tree_prune(roots[t], op->nodes[t][op->path.n - 1]);
+        if (op->trees[t] != NULL)
+            tree_prune(op->trees[t], op->nodes[t][depth - 1]);
     return rc;
 }
 
@@ -837,7 +1213,7 @@ int kq_ugm_group_of(kq_ugm_t *m, const char *queue_path, const char *app_id, con
     tracker_t *u = tracker_find(m->users, user->name);
     if (u != NULL) {
         mutex_lock(&u->lock);
-        cnt_t *entry = u->root != NULL ? cnt_find(u->root->apps, app_id, strlen(app_id)) : NULL;
+        app_t *entry = app_find(&u->tree, app_id, strlen(app_id));
         if (entry != NULL) {
             fixed = true;
             g = entry->group != NULL ? entry->group->name : NULL;
@@ -855,6 +1231,22 @@ int kq_ugm_group_of(kq_ugm_t *m, const char *queue_path, const char *app_id, con
     return 0;
 }
 
+/* Finds the application's entry and the path's nodes in tree t of the operation. */
+static void op_walk(op_t *op, int t)
+{
+    tree_t *tr = op->trees[t];
+    if (tr == NULL) {
+        op->apps[t] = NULL;
+        for (unsigned i = 0; i < op->path.n; i++)
+            op->nodes[t][i] = NULL;
+        op->shared[t] = 0;
+        return;
+    }
+    op->apps[t] = app_find(tr, op->app, op->app_len);
+    tree_walk(tr, &op->path, op->apps[t], op->nodes[t]);
+    op->shared[t] = app_shared(op->apps[t], op->nodes[t], op->path.n);
+}
+
 static int do_increase(kq_ugm_t *m, const char *queue_path, const char *app_id,
                        const kq_user_t *user, const kq_resource_t *req, enum mode mode,
                        char *reason, size_t rlen)
@@ -864,7 +1256,7 @@ static int do_increase(kq_ugm_t *m, const char *queue_path, const char *app_id,
     if (m == NULL || app_id == NULL || app_id[0] == '\0' || !user_valid(user) || req == NULL)
         return KQ_EINVAL;
     op_t op;
-    memset(&op, 0, sizeof(op));
+    memset(&op, 0, offsetof(op_t, nodes));
     int rc = parse_path(queue_path, &op.path);
     if (rc != 0) {
         set_reason(reason, rlen, "invalid queue path");
@@ -906,23 +1298,27 @@ static int do_increase(kq_ugm_t *m, const char *queue_path, const char *app_id,
     mutex_unlock(&m->lock);
 
     /* Tracker section: user -> group -> queue tree. */
-    if (op.u != NULL)
+    if (op.u != NULL) {
         mutex_lock(&op.u->lock);
-    cnt_t *entry = op.u != NULL && op.u->root != NULL ? cnt_find(op.u->root->apps, op.app, op.app_len) : NULL;
-    if (entry != NULL) {
-        op.g = entry->group;
+        op.trees[T_USER] = &op.u->tree;
+    }
+    op_walk(&op, T_USER);
+    if (op.apps[T_USER] != NULL) {
+        op.g = op.apps[T_USER]->group;
         op.gname = op.g != NULL ? op.g->name : NULL;
     } else {
         op.new_app = true;
         op.g = op.gc;
         op.gname = cand;
     }
-    if (op.g != NULL)
+    if (op.g != NULL) {
         mutex_lock(&op.g->lock);
+        op.trees[T_GROUP] = &op.g->tree;
+    }
     mutex_lock(&m->qlock);
-    tree_walk(op.u != NULL ? op.u->root : NULL, &op.path, op.nodes[T_USER]);
-    tree_walk(op.g != NULL ? op.g->root : NULL, &op.path, op.nodes[T_GROUP]);
-    tree_walk(m->qroot, &op.path, op.nodes[T_QUEUE]);
+    op.trees[T_QUEUE] = &m->qtree;
+    op_walk(&op, T_GROUP);
+    op_walk(&op, T_QUEUE);
     rc = check_all(&op, mode != MODE_UNCHECKED, reason, rlen);
     if (rc == 0 && mode != MODE_CHECK)
         rc = commit(&op);
@@ -993,7 +1389,7 @@ void kq_ugm_free(kq_ugm_t *m)
         HASH_DEL(m->groups, t);
         tracker_destroy(t);
     }
-    node_free_tree(m->qroot);
+    tree_free(&m->qtree);
     limits_free(m->limits);
     pthread_mutex_destroy(&m->qlock);
     pthread_mutex_destroy(&m->lock);
@@ -1056,24 +1452,48 @@ int kq_ugm_add_unchecked(kq_ugm_t *m, const char *queue_path, const char *app_id
     return rc;
 }
 
-/* Takes one allocation of app out of every node on the path (all must exist). */
-static bool tree_sub(node_t **nodes, unsigned depth, const char *app, size_t app_len,
+/* Takes one allocation of app at its place pl out of every node on the path (nodes[0 ..
+ * depth), all existing, pl at nodes[depth - 1]); frees the entry after its last place. */
+static bool tree_sub(tree_t *t, node_t **nodes, unsigned depth, app_t *a, place_t *pl,
                      const kq_resource_t *usage)
 {
     bool exact = true;
     for (unsigned i = 0; i < depth; i++) {
-        node_t *n = nodes[i];
-        if (!res_sub(&n->used, usage))
+        kq_resource_t r;
+        node_load(nodes[i], &r);
+        if (!res_sub(&r, usage))
             exact = false;
-        cnt_t *c = cnt_find(n->apps, app, app_len);
-        if (c != NULL && i == depth - 1 && c->own > 0)
-            c->own--;
-        if (c != NULL && --c->n == 0) {
-            HASH_DEL(n->apps, c);
-            free(c);
+        node_store(nodes[i], &r); /* never more entries than before */
+    }
+    if (--pl->n == 0) {
+        app_drop_place(a, pl);
+        for (unsigned i = app_shared(a, nodes, depth); i < depth; i++)
+            nodes[i]->running--;
+        if (a->n_places == 0) {
+            ptab_remove(&t->apps, a);
+            app_free(a);
         }
     }
     return exact;
+}
+
+/* The decrease in a group or the queue tree, which must be in step with the user tree. */
+static void tree_sub_other(tree_t *t, const qpath_t *p, const char *app, size_t app_len,
+                           const kq_resource_t *usage, const char *group)
+{
+    node_t *nodes[KQ_UGM_MAX_DEPTH];
+    app_t *a = app_find(t, app, app_len);
+    tree_walk(t, p, a, nodes);
+    place_t *pl = app_place(a, nodes[p->n - 1]);
+    if (pl == NULL) {
+        if (group != NULL)
+            kq_error("ugm: group tracker out of step group=%s queue=%s app=%s", group, p->s, app);
+        else
+            kq_error("ugm: queue tracker out of step queue=%s app=%s", p->s, app);
+        return;
+    }
+    tree_sub(t, nodes, p->n, a, pl, usage);
+    tree_prune(t, nodes[p->n - 1]);
 }
 
 int kq_ugm_decrease(kq_ugm_t *m, const char *queue_path, const char *app_id, const char *user,
@@ -1098,32 +1518,28 @@ int kq_ugm_decrease(kq_ugm_t *m, const char *queue_path, const char *app_id, con
 
     tracker_t *released_group = NULL;
     bool exact = true;
-    node_t *un[KQ_UGM_MAX_DEPTH], *gn[KQ_UGM_MAX_DEPTH], *qn[KQ_UGM_MAX_DEPTH];
+    node_t *un[KQ_UGM_MAX_DEPTH];
     mutex_lock(&u->lock);
-    tree_walk(u->root, &p, un);
-    cnt_t *here = un[p.n - 1] != NULL ? cnt_find(un[p.n - 1]->apps, app_id, app_len) : NULL;
-    if (here == NULL || here->own == 0) { /* nothing counted at exactly this queue */
+    app_t *entry = app_find(&u->tree, app_id, app_len);
+    place_t *here = NULL;
+    if (entry != NULL) {
+        tree_walk(&u->tree, &p, entry, un);
+        here = app_place(entry, un[p.n - 1]);
+    }
+    if (here == NULL) { /* nothing counted at exactly this queue */
         mutex_unlock(&u->lock);
         rc = KQ_ENOENT;
         goto release;
     }
-    cnt_t *entry = cnt_find(u->root->apps, app_id, app_len);
-    assert(entry != NULL);
     tracker_t *g = entry->group;
-    bool app_ends = entry->n == 1;
+    bool app_ends = app_total(entry) == 1;
     if (g != NULL)
         mutex_lock(&g->lock);
     mutex_lock(&m->qlock);
 
-    exact = tree_sub(un, p.n, app_id, app_len, usage);
+    exact = tree_sub(&u->tree, un, p.n, entry, here, usage); /* may free entry */
     if (g != NULL) {
-        tree_walk(g->root, &p, gn);
-        if (gn[p.n - 1] != NULL) {
-            tree_sub(gn, p.n, app_id, app_len, usage);
-            tree_prune(&g->root, gn[p.n - 1]);
-        } else {
-            kq_error("ugm: group tracker out of step group=%s queue=%s app=%s", g->name, queue_path, app_id);
-        }
+        tree_sub_other(&g->tree, &p, app_id, app_len, usage, g->name);
         if (app_ends) {
             cnt_t *c = cnt_find(g->users, user, strlen(user));
             if (c != NULL && --c->n == 0) {
@@ -1133,14 +1549,8 @@ int kq_ugm_decrease(kq_ugm_t *m, const char *queue_path, const char *app_id, con
             released_group = g; /* the application's reference comes back to us */
         }
     }
-    tree_walk(m->qroot, &p, qn);
-    if (qn[p.n - 1] != NULL) {
-        tree_sub(qn, p.n, app_id, app_len, usage);
-        tree_prune(&m->qroot, qn[p.n - 1]);
-    } else {
-        kq_error("ugm: queue tracker out of step queue=%s app=%s", queue_path, app_id);
-    }
-    tree_prune(&u->root, un[p.n - 1]);
+    tree_sub_other(&m->qtree, &p, app_id, app_len, usage, NULL);
+    tree_prune(&u->tree, un[p.n - 1]);
 
     mutex_unlock(&m->qlock);
     if (g != NULL)
@@ -1166,23 +1576,26 @@ void kq_ugm_pending_add(kq_ugm_t *m, const char *queue_path, const kq_resource_t
         return;
     node_t *qn[KQ_UGM_MAX_DEPTH];
     mutex_lock(&m->qlock);
-    int rc = tree_ensure(&m->qroot, &p, qn); /* on failure it has undone itself */
+    int rc = tree_ensure(&m->qtree, &p, NULL, 0, qn); /* on failure it has undone itself */
     for (unsigned i = 0; rc == 0 && i < p.n; i++) {
         if (qn[i]->pending == NULL && (qn[i]->pending = calloc(1, sizeof(kq_resource_t))) == NULL) {
             rc = KQ_ENOMEM; /* the zero vectors already allocated are harmless */
-            tree_prune(&m->qroot, qn[p.n - 1]);
+            tree_prune(&m->qtree, qn[p.n - 1]);
         }
     }
     for (unsigned i = 0; rc == 0 && i < p.n; i++) {
         kq_resource_t sum = *qn[i]->pending;
         rc = kq_resource_add(&sum, req);
         if (rc != 0)
-            tree_prune(&m->qroot, qn[p.n - 1]);
+            tree_prune(&m->qtree, qn[p.n - 1]);
     }
     if (rc == 0) {
-        for (unsigned i = 0; i < p.n; i++)
-            res_add_checked(qn[i]->pending, req);
-        tree_prune(&m->qroot, qn[p.n - 1]); /* an empty request leaves no node behind */
+        for (unsigned i = 0; i < p.n; i++) {
+            int arc = kq_resource_add(qn[i]->pending, req);
+            assert(arc == 0); /* proven just above */
+            (void)arc;
+        }
+        tree_prune(&m->qtree, qn[p.n - 1]); /* an empty request leaves no node behind */
     }
     mutex_unlock(&m->qlock);
     if (rc != 0)
@@ -1196,12 +1609,12 @@ void kq_ugm_pending_sub(kq_ugm_t *m, const char *queue_path, const kq_resource_t
         return;
     node_t *qn[KQ_UGM_MAX_DEPTH];
     mutex_lock(&m->qlock);
-    tree_walk(m->qroot, &p, qn);
+    tree_walk(&m->qtree, &p, NULL, qn);
     if (qn[p.n - 1] != NULL) {
         for (unsigned i = 0; i < p.n; i++)
             if (qn[i]->pending != NULL)
                 res_sub(qn[i]->pending, req);
-        tree_prune(&m->qroot, qn[p.n - 1]);
+        tree_prune(&m->qtree, qn[p.n - 1]);
     }
     mutex_unlock(&m->qlock);
 }
@@ -1246,9 +1659,19 @@ static int cmp_cnt(const void *a, const void *b)
     return strcmp((*(cnt_t *const *)a)->key, (*(cnt_t *const *)b)->key);
 }
 
+static int cmp_app(const void *a, const void *b)
+{
+    return strcmp((*(app_t *const *)a)->key, (*(app_t *const *)b)->key);
+}
+
+/* By parent, then by name: the children of a node are one run. */
 static int cmp_node(const void *a, const void *b)
 {
-    return strcmp((*(node_t *const *)a)->name, (*(node_t *const *)b)->name);
+    const node_t *x = *(node_t *const *)a, *y = *(node_t *const *)b;
+    uintptr_t px = (uintptr_t)x->parent, py = (uintptr_t)y->parent;
+    if (px != py)
+        return px < py ? -1 : 1;
+    return strcmp(x->path + x->name_off, y->path + y->name_off);
 }
 
 static int cmp_tracker(const void *a, const void *b)
@@ -1272,19 +1695,142 @@ static cnt_t **cnt_sorted(cnt_t *head, size_t *n)
     return v;
 }
 
-static node_t **children_sorted(const node_t *n, size_t *count)
+/* Sorted array of the applications of a tree; NULL on ENOMEM (or when empty). */
+static app_t **apps_sorted(const tree_t *t, size_t *n)
 {
-    *count = n != NULL ? HASH_COUNT(n->children) : 0;
-    if (*count == 0)
+    *n = t->apps.n;
+    if (*n == 0)
         return NULL;
-    node_t **v = malloc(*count * sizeof(*v));
+    app_t **v = malloc(*n * sizeof(*v));
     if (v == NULL)
         return NULL;
     size_t i = 0;
-    for (node_t *c = n->children; c != NULL; c = c->hh.next)
-        v[i++] = c;
-    qsort(v, *count, sizeof(*v), cmp_node);
+    for (uint32_t k = 0; k < t->apps.cap; k++)
+        if (t->apps.slot[k] != NULL)
+            v[i++] = t->apps.slot[k];
+    qsort(v, *n, sizeof(*v), cmp_app);
     return v;
+}
+
+/* What the views need that a tree keeps only implicitly: the children of each node (the
+ * node index sorted by parent, then name) and, for user and group trees, the running
+ * applications of each node. Built under the tree owner's lock in O(nodes log nodes +
+ * applications x places x depth). */
+typedef struct vapps {
+    UT_hash_handle hh;      /* in view->apps, keyed by the node pointer */
+    const node_t *node;
+    const app_t *last;      /* the application appended last (one with several places
+                             * under the node is listed once) */
+    json_t *ids;            /* running application ids, sorted */
+} vapps_t;
+
+typedef struct view {
+    node_t **v;             /* every node of the tree, sorted by cmp_node */
+    size_t n;
+    vapps_t *apps;          /* only the nodes with running applications */
+} view_t;
+
+static void view_free(view_t *vw)
+{
+    vapps_t *x, *tmp;
+    HASH_ITER(hh, vw->apps, x, tmp) {
+        HASH_DEL(vw->apps, x);
+        json_decref(x->ids);
+        free(x);
+    }
+    free(vw->v);
+    memset(vw, 0, sizeof(*vw));
+}
+
+/* Fills vw for tree t (with the running applications when `apps`). false on ENOMEM
+ * (vw is then empty). */
+static bool view_build(view_t *vw, const tree_t *t, bool apps)
+{
+    memset(vw, 0, sizeof(*vw));
+    size_t count = t->nodes.n;
+    if (count > 0) {
+        vw->v = malloc(count * sizeof(*vw->v));
+        if (vw->v == NULL)
+            return false;
+        for (uint32_t k = 0; k < t->nodes.cap; k++)
+            if (t->nodes.slot[k] != NULL)
+                vw->v[vw->n++] = t->nodes.slot[k];
+        qsort(vw->v, vw->n, sizeof(*vw->v), cmp_node);
+    }
+    if (!apps)
+        return true;
+    size_t na;
+    app_t **av = apps_sorted(t, &na);
+    bool ok = na == 0 || av != NULL;
+    for (size_t i = 0; ok && i < na; i++) {
+        for (unsigned k = 0; ok && k < av[i]->n_places; k++) {
+            for (const node_t *x = place_at(av[i], k)->node; ok && x != NULL; x = x->parent) {
+                vapps_t *e = NULL;
+                HASH_FIND(hh, vw->apps, &x, sizeof(x), e);
+                if (e == NULL) {
+                    e = calloc(1, sizeof(*e));
+                    if (e == NULL || (e->ids = json_array()) == NULL) {
+                        free(e);
+                        ok = false;
+                        break;
+                    }
+                    e->node = x;
+                    HASH_ADD(hh, vw->apps, node, sizeof(e->node), e);
+                }
+                if (e->last != av[i]) {
+                    e->last = av[i];
+                    ok = jappend(e->ids, json_string(av[i]->key));
+                }
+            }
+        }
+    }
+    free(av);
+    if (!ok)
+        view_free(vw);
+    return ok;
+}
+
+/* The children of n in the view, sorted by name (a run of vw->v). */
+static node_t *const *view_children(const view_t *vw, const node_t *n, size_t *count)
+{
+    size_t lo = 0, hi = vw->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if ((uintptr_t)vw->v[mid]->parent < (uintptr_t)n)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    size_t end = lo;
+    while (end < vw->n && vw->v[end]->parent == n)
+        end++;
+    *count = end - lo;
+    return vw->v + lo;
+}
+
+/* New reference to the running applications of n (an empty array when none). */
+static json_t *view_apps(const view_t *vw, const node_t *n)
+{
+    vapps_t *e = NULL;
+    HASH_FIND(hh, vw->apps, &n, sizeof(n), e);
+    return e != NULL ? json_incref(e->ids) : json_array();
+}
+
+/* ["a","b"] of the application ids of a tree; NULL on ENOMEM. */
+static json_t *app_ids_json(const tree_t *t)
+{
+    json_t *arr = json_array();
+    size_t n;
+    app_t **v = apps_sorted(t, &n);
+    bool ok = arr != NULL && (n == 0 || v != NULL);
+    for (size_t i = 0; ok && i < n; i++)
+        ok = jappend(arr, json_string(v[i]->key));
+    free(v);
+    if (!ok) {
+        json_decref(arr);
+        return NULL;
+    }
+    return arr;
 }
 
 /* ["a","b"] of the keys of a counted map; NULL on ENOMEM. */
@@ -1309,14 +1855,16 @@ static json_t *keys_json(cnt_t *head)
     return arr;
 }
 
-static json_t *usage_json(const node_t *n, const limits_t *L, bool group, const char *who)
+static json_t *usage_json(const node_t *n, const view_t *vw, const limits_t *L, bool group, const char *who)
 {
     json_t *o = json_object();
     if (o == NULL)
         return NULL;
+    kq_resource_t used;
+    node_load(n, &used);
     bool ok = jset(o, "queuename", json_stringn(n->path, n->path_len)) &&
-              jset(o, "resourceUsage", kq_resource_to_json(&n->used)) &&
-              jset(o, "runningApplications", keys_json(n->apps));
+              jset(o, "resourceUsage", kq_resource_to_json(&used)) &&
+              jset(o, "runningApplications", view_apps(vw, n));
     bool wildcard;
     const kq_limit_conf_t *lim = limit_for(level_find(L, n->path, n->path_len), group, who, &wildcard);
     if (ok && lim != NULL && lim->max_applications != 0)
@@ -1326,12 +1874,9 @@ static json_t *usage_json(const node_t *n, const limits_t *L, bool group, const 
     json_t *children = ok ? json_array() : NULL;
     ok = ok && jset(o, "children", children);
     size_t nc = 0;
-    node_t **v = ok ? children_sorted(n, &nc) : NULL;
-    if (nc > 0 && v == NULL)
-        ok = false;
+    node_t *const *v = view_children(vw, n, &nc);
     for (size_t i = 0; ok && i < nc; i++)
-        ok = jappend(children, usage_json(v[i], L, group, who));
-    free(v);
+        ok = jappend(children, usage_json(v[i], vw, L, group, who));
     if (!ok) {
         json_decref(o);
         return NULL;
@@ -1360,17 +1905,24 @@ static json_t *tracker_json(const tracker_t *t, const limits_t *L, bool group)
         return NULL;
     bool ok = jset(o, group ? "groupName" : "userName", json_stringn(t->name, t->name_len));
     if (ok && group) {
-        ok = jset(o, "users", keys_json(t->users)) &&
-             jset(o, "applications", t->root != NULL ? keys_json(t->root->apps) : json_array());
+        ok = jset(o, "users", keys_json(t->users)) && jset(o, "applications", app_ids_json(&t->tree));
     } else if (ok) {
         json_t *groups = json_object();
-        ok = jset(o, "groups", groups);
-        for (cnt_t *c = t->root != NULL ? t->root->apps : NULL; ok && c != NULL; c = c->hh.next)
-            if (c->group != NULL)
-                ok = jset(groups, c->key, json_stringn(c->group->name, c->group->name_len));
+        size_t na;
+        app_t **av = apps_sorted(&t->tree, &na); /* keys in id order, not set order */
+        ok = jset(o, "groups", groups) && (na == 0 || av != NULL);
+        for (size_t k = 0; ok && k < na; k++)
+            if (av[k]->group != NULL)
+                ok = jset(groups, av[k]->key, json_stringn(av[k]->group->name, av[k]->group->name_len));
+        free(av);
     }
-    if (ok)
-        ok = jset(o, "queues", t->root != NULL ? usage_json(t->root, L, group, t->name) : empty_usage_json());
+    if (ok && t->tree.root != NULL) {
+        view_t vw;
+        ok = view_build(&vw, &t->tree, true) && jset(o, "queues", usage_json(t->tree.root, &vw, L, group, t->name));
+        view_free(&vw);
+    } else if (ok) {
+        ok = jset(o, "queues", empty_usage_json());
+    }
     if (!ok) {
         json_decref(o);
         return NULL;
@@ -1464,12 +2016,10 @@ json_t *kq_ugm_group_json(kq_ugm_t *m, const char *group)
     return group != NULL ? trackers_json(m, true, group) : NULL;
 }
 
-static node_t *child_find(const node_t *n, const char *name)
+/* The tracked node of configured queue c below n (NULL when n is). */
+static node_t *child_find(const tree_t *t, const node_t *n, const kq_queue_conf_t *c)
 {
-    node_t *c = NULL;
-    if (n != NULL)
-        HASH_FIND(hh, n->children, name, strlen(name), c);
-    return c;
+    return n != NULL ? node_find(t, c->path, strlen(c->path)) : NULL;
 }
 
 /* Fields every queue object has; conf may be NULL (a tracked queue the configuration
@@ -1480,30 +2030,30 @@ static bool queue_common(json_t *o, const char *partition, const node_t *n, cons
     bool ok = jset(o, "queuename", json_string(path)) && jset(o, "partition", json_string(partition));
     if (ok && parent_path != NULL)
         ok = jset(o, "parent", json_string(parent_path));
+    kq_resource_t used;
+    node_load(n, &used);
     if (ok)
-        ok = jset(o, "allocatedResource", kq_resource_to_json(n != NULL ? &n->used : &empty_res)) &&
+        ok = jset(o, "allocatedResource", kq_resource_to_json(&used)) &&
              jset(o, "pendingResource", kq_resource_to_json(n != NULL && n->pending != NULL ? n->pending : &empty_res)) &&
-             jset(o, "runningApps", json_integer(n != NULL ? (json_int_t)HASH_COUNT(n->apps) : 0));
+             jset(o, "runningApps", json_integer(n != NULL ? (json_int_t)n->running : 0));
     return ok;
 }
 
-static json_t *unmanaged_queue_json(const node_t *n, const char *partition, const char *parent_path)
+static json_t *unmanaged_queue_json(const view_t *vw, const node_t *n, const char *partition,
+                                    const char *parent_path)
 {
     json_t *o = json_object();
     if (o == NULL)
         return NULL;
     bool ok = queue_common(o, partition, n, n->path, parent_path) &&
-              jset(o, "isLeaf", json_boolean(n->children == NULL)) &&
+              jset(o, "isLeaf", json_boolean(n->n_children == 0)) &&
               jset(o, "isManaged", json_false());
     json_t *children = ok ? json_array() : NULL;
     ok = ok && jset(o, "children", children);
     size_t nc = 0;
-    node_t **v = ok ? children_sorted(n, &nc) : NULL;
-    if (nc > 0 && v == NULL)
-        ok = false;
+    node_t *const *v = view_children(vw, n, &nc);
     for (size_t i = 0; ok && i < nc; i++)
-        ok = jappend(children, unmanaged_queue_json(v[i], partition, n->path));
-    free(v);
+        ok = jappend(children, unmanaged_queue_json(vw, v[i], partition, n->path));
     if (!ok) {
         json_decref(o);
         return NULL;
@@ -1511,8 +2061,8 @@ static json_t *unmanaged_queue_json(const node_t *n, const char *partition, cons
     return o;
 }
 
-static json_t *managed_queue_json(const kq_partition_conf_t *part, const kq_queue_conf_t *q,
-                                  const node_t *n, const char *partition)
+static json_t *managed_queue_json(const tree_t *t, const view_t *vw, const kq_partition_conf_t *part,
+                                  const kq_queue_conf_t *q, const node_t *n, const char *partition)
 {
     json_t *o = json_object();
     if (o == NULL)
@@ -1535,17 +2085,14 @@ static json_t *managed_queue_json(const kq_partition_conf_t *part, const kq_queu
     ok = ok && jset(o, "children", children);
     for (size_t i = 0; ok && i < q->n_children; i++) {
         const kq_queue_conf_t *c = q->children[i];
-        ok = jappend(children, managed_queue_json(part, c, child_find(n, c->name), partition));
+        ok = jappend(children, managed_queue_json(t, vw, part, c, child_find(t, n, c), partition));
     }
     /* Tracked children the configuration does not define. */
     size_t nc = 0;
-    node_t **v = ok ? children_sorted(n, &nc) : NULL;
-    if (nc > 0 && v == NULL)
-        ok = false;
+    node_t *const *v = n != NULL ? view_children(vw, n, &nc) : NULL;
     for (size_t i = 0; ok && i < nc; i++)
         if (kq_config_queue(part, v[i]->path) == NULL)
-            ok = jappend(children, unmanaged_queue_json(v[i], partition, q->path));
-    free(v);
+            ok = jappend(children, unmanaged_queue_json(vw, v[i], partition, q->path));
     if (!ok) {
         json_decref(o);
         return NULL;
@@ -1562,11 +2109,14 @@ json_t *kq_ugm_queues_json(kq_ugm_t *m)
     mutex_unlock(&m->lock);
 
     json_t *out;
+    view_t vw;
     mutex_lock(&m->qlock);
-    if (L != NULL) {
-        out = managed_queue_json(L->part, L->part->root, m->qroot, m->partition);
-    } else if (m->qroot != NULL) {
-        out = unmanaged_queue_json(m->qroot, m->partition, NULL);
+    if (!view_build(&vw, &m->qtree, false)) {
+        out = NULL;
+    } else if (L != NULL) {
+        out = managed_queue_json(&m->qtree, &vw, L->part, L->part->root, m->qtree.root, m->partition);
+    } else if (m->qtree.root != NULL) {
+        out = unmanaged_queue_json(&vw, m->qtree.root, m->partition, NULL);
     } else {
         out = json_object();
         if (out != NULL && !queue_common(out, m->partition, NULL, "root", NULL)) {
@@ -1580,6 +2130,7 @@ json_t *kq_ugm_queues_json(kq_ugm_t *m)
         }
     }
     mutex_unlock(&m->qlock);
+    view_free(&vw);
 
     mutex_lock(&m->lock);
     limits_t *dead = limits_put(L);

@@ -1,6 +1,8 @@
 /* Unit tests for ugm.c: tracking at every level, group selection, limits of users, groups
- * and queues, denials that change nothing, cleanup, configuration changes, the REST views
- * and a multi-threaded run whose totals are checked exactly. Configurations are loaded
+ * and queues, denials that change nothing, cleanup, configuration changes, the REST views,
+ * the compact storage (usage growing to 16 resource names and shrinking, applications in
+ * several queues, hundreds of applications per user) and a multi-threaded run whose totals
+ * are checked exactly. Configurations are loaded
  * from YAML text with kq_config_load_buffer; expected values are written out by hand. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -939,6 +941,275 @@ static void test_views(void **state)
     kq_ugm_free(m);
 }
 
+/* ------------------------------------------------------------------ compact storage */
+
+/* Usage of `who` at path as a JSON object (new reference), or NULL when the node is missing. */
+static json_t *usage_obj(kq_ugm_t *m, const char *who, const char *path)
+{
+    json_t *t = kq_ugm_user_json(m, who);
+    if (t == NULL)
+        return NULL;
+    json_t *n = find_usage(json_object_get(t, "queues"), path);
+    json_t *r = n != NULL ? json_incref(json_object_get(n, "resourceUsage")) : NULL;
+    json_decref(t);
+    return r;
+}
+
+static int inc_one(kq_ugm_t *m, const char *q, const char *app, const kq_user_t *u, const char *name, int64_t v)
+{
+    kq_resource_t r = KQ_RESOURCE_EMPTY;
+    assert_int_equal(kq_resource_set(&r, name, v), 0);
+    return kq_ugm_increase(m, q, app, u, &r, reason, sizeof(reason));
+}
+
+static int dec_one(kq_ugm_t *m, const char *q, const char *app, const char *user, const char *name, int64_t v)
+{
+    kq_resource_t r = KQ_RESOURCE_EMPTY;
+    assert_int_equal(kq_resource_set(&r, name, v), 0);
+    return kq_ugm_decrease(m, q, app, user, &r);
+}
+
+/* Nodes store only the resources present and grow when a new name arrives: a node made
+ * for one resource takes 15 more (names sorting before and after it), the 17th is refused
+ * without any change, and names whose usage returns to 0 disappear from the views. */
+static void test_usage_grows_to_sixteen_names(void **state)
+{
+    (void)state;
+    kq_ugm_t *m = mgr(NULL);
+    kq_user_t alice = usr("alice", NULL, 0);
+    char name[32];
+    assert_int_equal(inc_one(m, "root.a.b", "app", &alice, "memory", 5 * GI), 0);
+    for (int i = 0; i < 15; i++) {
+        snprintf(name, sizeof(name), "%s.com/r%02d", i % 2 ? "zz" : "aa", i);
+        assert_int_equal(inc_one(m, "root.a.b", "app", &alice, name, i + 1), 0);
+    }
+    const char *levels[] = {"root", "root.a", "root.a.b"};
+    for (int l = 0; l < 3; l++) {
+        json_t *u = usage_obj(m, "alice", levels[l]);
+        assert_non_null(u);
+        assert_int_equal(json_object_size(u), 16);
+        assert_int_equal(jres(u, "memory"), 5 * GI);
+        assert_int_equal(jres(u, "aa.com/r00"), 1);
+        assert_int_equal(jres(u, "zz.com/r07"), 8);
+        assert_int_equal(jres(u, "aa.com/r14"), 15);
+        json_decref(u);
+    }
+    assert_int_equal(queue_alloc(m, "root.a", "zz.com/r13"), 14);
+
+    char *before = snapshot(m);
+    assert_int_equal(inc_one(m, "root.a.b", "app", &alice, "bb.com/seventeenth", 1), KQ_ERANGE);
+    char *after = snapshot(m);
+    assert_string_equal(before, after);
+    free(before);
+    free(after);
+
+    /* a new resource in a sibling queue: its nodes are made for it, the shared ones
+     * already hold 16 names and refuse a 17th there too */
+    assert_int_equal(inc_one(m, "root.a.c", "app2", &alice, "cc.com/other", 1), KQ_ERANGE);
+    assert_int_equal(inc_one(m, "root.a.c", "app2", &alice, "aa.com/r00", 7), 0);
+    assert_int_equal(used_at(m, false, "alice", "root.a.c", "aa.com/r00"), 7);
+    assert_int_equal(used_at(m, false, "alice", "root", "aa.com/r00"), 8);
+
+    /* usage back to 0: the name leaves the views, the others stay */
+    assert_int_equal(dec_one(m, "root.a.b", "app", "alice", "memory", 5 * GI), 0);
+    json_t *u = usage_obj(m, "alice", "root.a.b");
+    assert_non_null(u);
+    assert_int_equal(json_object_size(u), 15);
+    assert_null(json_object_get(u, "memory"));
+    json_decref(u);
+    assert_int_equal(apps_at(m, false, "alice", "root.a.b"), 1); /* 15 allocations left */
+    for (int i = 0; i < 15; i++) {
+        snprintf(name, sizeof(name), "%s.com/r%02d", i % 2 ? "zz" : "aa", i);
+        assert_int_equal(dec_one(m, "root.a.b", "app", "alice", name, i + 1), 0);
+    }
+    assert_int_equal(used_at(m, false, "alice", "root.a.b", "aa.com/r00"), -1); /* pruned */
+    u = usage_obj(m, "alice", "root");
+    assert_non_null(u);
+    assert_int_equal(json_object_size(u), 1); /* app2's 7 of aa.com/r00 */
+    assert_int_equal(jres(u, "aa.com/r00"), 7);
+    json_decref(u);
+    assert_int_equal(dec_one(m, "root.a.c", "app2", "alice", "aa.com/r00", 7), 0);
+    assert_int_equal(kq_ugm_user_count(m), 0);
+    assert_int_equal(queue_alloc(m, "root", "memory"), 0);
+    assert_int_equal(queue_apps(m, "root"), 0);
+    kq_ugm_free(m);
+}
+
+/* The same usage reached in different orders (one request with both resources, or one
+ * resource at a time, the second one growing the nodes) gives the same views, and a
+ * resource requested as an explicit 0 is shown as 0 until something subtracts it. */
+static void test_views_same_for_same_usage(void **state)
+{
+    (void)state;
+    const char *dev[] = {"dev"};
+    kq_user_t alice = usr("alice", dev, 1);
+    const char *cfg = CFG_HEAD
+        "        limits:\n"
+        "          - limit: dev\n"
+        "            groups: [dev]\n"
+        "            maxapplications: 10\n";
+    kq_ugm_t *one = mgr(cfg), *two = mgr(cfg);
+    assert_int_equal(inc(one, "root.a.b", "app", &alice, 1500, 2 * GI), 0);
+    assert_int_equal(inc(two, "root.a.b", "app", &alice, 0, 2 * GI), 0);
+    assert_int_equal(inc(two, "root.a.b", "app", &alice, 1500, 0), 0);
+    char *s1 = snapshot(one), *s2 = snapshot(two);
+    assert_string_equal(s1, s2);
+    free(s1);
+    free(s2);
+    kq_ugm_free(one);
+    kq_ugm_free(two);
+
+    kq_ugm_t *m = mgr(NULL);
+    assert_int_equal(inc_one(m, "root.a", "app", &alice, "cpu", 0), 0);
+    json_t *u = usage_obj(m, "alice", "root.a");
+    assert_non_null(u);
+    assert_int_equal(json_object_size(u), 1);
+    assert_non_null(json_object_get(u, "cpu"));
+    json_decref(u);
+    assert_int_equal(dec_one(m, "root.a", "app", "alice", "cpu", 0), 0);
+    assert_int_equal(kq_ugm_user_count(m), 0);
+    kq_ugm_free(m);
+}
+
+/* An application in several queues (a parent and its leaf, two leaves) runs once at the
+ * levels they share: counts, limits and views agree, and it stops running at a level
+ * only when its last allocation below that level goes. */
+static void test_app_in_several_queues(void **state)
+{
+    (void)state;
+    kq_ugm_t *m = mgr(CFG_HEAD
+                      "        queues:\n"
+                      "          - name: p\n"
+                      "            maxapplications: 2\n"
+                      "            limits:\n"
+                      "              - limit: per-user\n"
+                      "                users: [\"*\"]\n"
+                      "                maxapplications: 1\n"
+                      "            queues:\n"
+                      "              - name: l1\n"
+                      "                maxapplications: 2\n"
+                      "              - name: l2\n"
+                      "                maxapplications: 2\n");
+    kq_user_t alice = usr("alice", NULL, 0), bob = usr("bob", NULL, 0);
+    kq_user_t carol = usr("carol", NULL, 0), dave = usr("dave", NULL, 0);
+    assert_int_equal(inc(m, "root.p.l1", "a", &alice, 100, 0), 0);
+    assert_int_equal(inc(m, "root.p.l2", "a", &alice, 200, 0), 0); /* same app: not new in root.p */
+    assert_int_equal(inc(m, "root.p", "a", &alice, 400, 0), 0);
+    assert_int_equal(inc(m, "root.p.l2", "b", &alice, 1, 0), KQ_EDENIED); /* a second app */
+    assert_int_equal(apps_at(m, false, "alice", "root.p"), 1);
+    assert_int_equal(apps_at(m, false, "alice", "root.p.l1"), 1);
+    assert_int_equal(apps_at(m, false, "alice", "root.p.l2"), 1);
+    assert_int_equal(used_at(m, false, "alice", "root.p", "cpu"), 700);
+    assert_int_equal(queue_apps(m, "root.p"), 1);
+    assert_int_equal(queue_apps(m, "root"), 1);
+
+    /* bob's application with the same id counts once in the queue tree, as before */
+    assert_int_equal(inc(m, "root.p.l1", "a", &bob, 10, 0), 0);
+    assert_int_equal(queue_apps(m, "root.p"), 1);
+    assert_int_equal(queue_apps(m, "root.p.l1"), 1);
+    assert_int_equal(inc(m, "root.p.l1", "c", &bob, 10, 0), KQ_EDENIED); /* bob's second: user limit */
+    assert_int_equal(inc(m, "root.p.l1", "c", &carol, 10, 0), 0);
+    assert_int_equal(queue_apps(m, "root.p"), 2);
+    assert_int_equal(inc(m, "root.p.l2", "d", &dave, 10, 0), KQ_EDENIED); /* queue: 2 apps */
+    assert_string_equal(reason, "queue root.p: maxapplications exceeded: applications 2 running + 1 new > 2 max");
+    assert_int_equal(inc(m, "root.p.l2", "a", &dave, 10, 0), 0); /* "a" runs there already */
+    assert_int_equal(dec(m, "root.p.l2", "a", "dave", 10, 0), 0);
+    assert_int_equal(dec(m, "root.p.l1", "c", "carol", 10, 0), 0);
+    assert_int_equal(dec(m, "root.p.l1", "a", "bob", 10, 0), 0);
+
+    /* nothing counted at exactly root.p.l1 for bob any more, nor at root for alice */
+    assert_int_equal(dec(m, "root.p.l1", "a", "bob", 10, 0), KQ_ENOENT);
+    assert_int_equal(dec(m, "root", "a", "alice", 100, 0), KQ_ENOENT);
+
+    /* alice's app leaves l1: still running in root.p and l2, no longer in l1 */
+    assert_int_equal(dec(m, "root.p.l1", "a", "alice", 100, 0), 0);
+    assert_int_equal(apps_at(m, false, "alice", "root.p.l1"), -1);
+    assert_int_equal(apps_at(m, false, "alice", "root.p"), 1);
+    assert_int_equal(queue_apps(m, "root.p.l1"), 0);
+    assert_int_equal(queue_apps(m, "root.p"), 1);
+    assert_int_equal(dec(m, "root.p", "a", "alice", 400, 0), 0);
+    assert_int_equal(apps_at(m, false, "alice", "root.p"), 1); /* via l2 */
+    assert_int_equal(used_at(m, false, "alice", "root.p", "cpu"), 200);
+    assert_int_equal(dec(m, "root.p.l2", "a", "alice", 200, 0), 0);
+    assert_int_equal(kq_ugm_user_count(m), 0);
+    assert_int_equal(queue_apps(m, "root"), 0);
+    kq_ugm_free(m);
+}
+
+/* Many applications and queues per user (the per-tracker sets grow and shrink), added
+ * and removed in a scrambled order, checked against counts kept here after every step. */
+#define MANY_Q 24
+#define MANY_A 300
+static void test_many_apps_and_queues(void **state)
+{
+    (void)state;
+    kq_ugm_t *m = mgr(NULL);
+    kq_user_t alice = usr("alice", NULL, 0);
+    static int64_t held[MANY_A][MANY_Q];
+    memset(held, 0, sizeof(held));
+    int64_t q_cpu[MANY_Q] = {0};
+    unsigned seed = 12345;
+    char app[16], q[32];
+    for (int step = 0; step < 6000; step++) {
+        seed = seed * 1103515245u + 12345u;
+        int a = (int)((seed >> 8) % MANY_A);
+        seed = seed * 1103515245u + 12345u;
+        int k = (int)((seed >> 8) % MANY_Q);
+        snprintf(app, sizeof(app), "app-%d", a);
+        snprintf(q, sizeof(q), "root.d%d.q%d", k % 4, k);
+        bool add = step < 3000 ? (seed >> 20) % 3 != 0 : (seed >> 20) % 3 == 0;
+        if (add) {
+            assert_int_equal(inc(m, q, app, &alice, a + 1, 0), 0);
+            held[a][k] += a + 1;
+            q_cpu[k] += a + 1;
+        } else if (held[a][k] > 0) {
+            assert_int_equal(dec(m, q, app, "alice", a + 1, 0), 0);
+            held[a][k] -= a + 1;
+            q_cpu[k] -= a + 1;
+        } else {
+            assert_int_equal(dec(m, q, app, "alice", a + 1, 0), KQ_ENOENT);
+        }
+        if (step % 500 != 499)
+            continue;
+        int running = 0;
+        int64_t total = 0;
+        for (int i = 0; i < MANY_A; i++) {
+            bool any = false;
+            for (int j = 0; j < MANY_Q; j++)
+                any = any || held[i][j] > 0;
+            running += any;
+        }
+        for (int j = 0; j < MANY_Q; j++) {
+            snprintf(q, sizeof(q), "root.d%d.q%d", j % 4, j);
+            int64_t want = q_cpu[j];
+            int64_t got = used_at(m, false, "alice", q, "cpu");
+            assert_int_equal(got < 0 ? 0 : got, want);
+            int apps = 0;
+            for (int i = 0; i < MANY_A; i++)
+                apps += held[i][j] > 0;
+            int gotapps = apps_at(m, false, "alice", q);
+            assert_int_equal(gotapps < 0 ? 0 : gotapps, apps);
+            assert_int_equal(queue_apps(m, q) < 0 ? 0 : queue_apps(m, q), apps);
+            total += want;
+        }
+        assert_int_equal(queue_alloc(m, "root", "cpu") < 0 ? 0 : queue_alloc(m, "root", "cpu"), total);
+        assert_int_equal(queue_apps(m, "root"), running);
+    }
+    for (int i = 0; i < MANY_A; i++) {
+        for (int j = 0; j < MANY_Q; j++) {
+            snprintf(app, sizeof(app), "app-%d", i);
+            snprintf(q, sizeof(q), "root.d%d.q%d", j % 4, j);
+            while (held[i][j] > 0) {
+                assert_int_equal(dec(m, q, app, "alice", i + 1, 0), 0);
+                held[i][j] -= i + 1;
+            }
+        }
+    }
+    assert_int_equal(kq_ugm_user_count(m), 0);
+    assert_int_equal(queue_apps(m, "root"), 0);
+    kq_ugm_free(m);
+}
+
 /* ------------------------------------------------------------------ threads */
 
 #define N_THREADS 8
@@ -1223,6 +1494,10 @@ int main(void)
         cmocka_unit_test(test_bad_arguments),
         cmocka_unit_test(test_overflow),
         cmocka_unit_test(test_views),
+        cmocka_unit_test(test_usage_grows_to_sixteen_names),
+        cmocka_unit_test(test_views_same_for_same_usage),
+        cmocka_unit_test(test_app_in_several_queues),
+        cmocka_unit_test(test_many_apps_and_queues),
         cmocka_unit_test(test_threads_release_all),
         cmocka_unit_test(test_threads_keep_some),
     };
