@@ -43,15 +43,9 @@
 
 #include "kubequota/jscan.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#include "fuzz.h"
 
-#define CHECK(cond)                                                             \
-    do {                                                                        \
-        if (!(cond)) {                                                          \
-            fprintf(stderr, "fuzz_jscan: check failed at line %d: %s\n", __LINE__, #cond); \
-            abort();                                                            \
-        }                                                                       \
-    } while (0)
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static kq_jtype_t jtype(const json_t *j)
 {

@@ -30,16 +30,10 @@
 #include "kubequota/leader.h"
 #include "kubequota/log.h"
 
+#include "fuzz.h"
+
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(cond)                                                                   \
-    do {                                                                              \
-        if (!(cond)) {                                                                \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);  \
-            abort();                                                                  \
-        }                                                                             \
-    } while (0)
 
 #define ME "kubequota-0_9b2d4c1e-0f3a-4b5c-8d6e-7f8091a2b3c4"
 #define OTHER "kubequota-1_0c1d2e3f-4a5b-4c6d-8e7f-8091a2b3c4d5"

@@ -24,16 +24,10 @@
 #include "kubequota/log.h"
 #include "kubequota/pod.h"
 
+#include "fuzz.h"
+
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(cond)                                                                          \
-    do {                                                                                     \
-        if (!(cond)) {                                                                       \
-            fprintf(stderr, "fuzz_watch: check failed at line %d: %s\n", __LINE__, #cond);   \
-            abort();                                                                         \
-        }                                                                                    \
-    } while (0)
 
 #define MAX_EVENTS 256
 
