@@ -280,7 +280,11 @@ void row_print_header(void)
 
 void row_print(const char *row, const char *what, const char *value, const char *target, const char *cmd)
 {
-    printf("%-4s | %-58s | %-34s | %-22s | %s\n", row, what, value, target ? target : "-", cmd);
+    /* a row's command says how to repeat it, allocator tuning included */
+    const char *tun = getenv("GLIBC_TUNABLES");
+    bool env = tun != NULL && tun[0] != '\0' && cmd[0] != '(' && cmd[0] != '\0';
+    printf("%-4s | %-58s | %-34s | %-22s | %s%s%s%s\n", row, what, value, target ? target : "-",
+           env ? "GLIBC_TUNABLES=" : "", env ? tun : "", env ? " " : "", cmd);
     fflush(stdout);
 }
 

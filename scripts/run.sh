@@ -104,6 +104,8 @@ if [ ! -s "$rest_token_file" ]; then
 fi
 rest_token=$(cat "$rest_token_file")
 
+# The allocator tuning the image ships (see the Dockerfile), unless the caller set one.
+GLIBC_TUNABLES=${GLIBC_TUNABLES-glibc.malloc.tcache_count=256} \
 "$bin" serve --config "$config" --kubeconfig "$kubeconfig" --listen "$listen" \
   --rest-token-file "$rest_token_file" \
   --tls-cert "$certs/server.crt" --tls-key "$certs/server.key" --scheduler-name "$sched" \
