@@ -917,6 +917,17 @@ static void rec_end(void *ud)
     pthread_mutex_unlock(&r->lock);
 }
 
+/* Records s (taken over) as the next callback seen, up to 128. */
+static void rec_push(rec_t *r, char *s)
+{
+    pthread_mutex_lock(&r->lock);
+    if (r->n < 128)
+        r->seq[r->n++] = s;
+    else
+        free(s);
+    pthread_mutex_unlock(&r->lock);
+}
+
 static void rec_object(void *ud, int type, json_t *obj)
 {
     rec_t *r = ud;
@@ -925,12 +936,7 @@ static void rec_object(void *ud, int type, json_t *obj)
                   : type == KQ_WATCH_DELETED ? "DELETED" : "?";
     char *s = NULL;
     assert_true(asprintf(&s, "%s:%s", t, name ? name : "(none)") > 0);
-    pthread_mutex_lock(&r->lock);
-    if (r->n < 128)
-        r->seq[r->n++] = s;
-    else
-        free(s);
-    pthread_mutex_unlock(&r->lock);
+    rec_push(r, s);
 }
 
 static void rec_init(rec_t *r)
@@ -1307,12 +1313,7 @@ static void rec_dump(void *ud, int type, json_t *obj)
     char *s = json_dumps(obj, JSON_COMPACT | JSON_SORT_KEYS);
     assert_non_null(s);
     (void)type;
-    pthread_mutex_lock(&r->lock);
-    if (r->n < 128)
-        r->seq[r->n++] = s;
-    else
-        free(s);
-    pthread_mutex_unlock(&r->lock);
+    rec_push(r, s);
 }
 
 static void route_fat(srv_t *s, const rq_t *rq, resp_t *out)
