@@ -26,6 +26,8 @@
 #include "kubequota/quota_tree.h"
 #include "kubequota/ugm.h"
 
+#include "testutil.h"
+
 #define OURS "kubequota"
 #define CPU(n) ((int64_t)(n) * 1000)
 
@@ -88,17 +90,8 @@ static int test_evict(void *ud, const char *ns, const char *name, const char *ui
 static int setup_yaml(void **state, const char *yaml)
 {
     fx_t *f = calloc(1, sizeof(*f));
-    kq_diags_t d;
-    kq_diags_init(&d);
-    int rc = kq_config_load_buffer(yaml, strlen(yaml), "test.yaml", &f->cfg, &d);
-    if (rc != 0) {
-        char *all = kq_diags_join(&d, "\n");
-        fprintf(stderr, "config: %s\n", all ? all : "?");
-        free(all);
-        kq_diags_free(&d);
+    if ((f->cfg = test_config(yaml)) == NULL)
         return -1;
-    }
-    kq_diags_free(&d);
     f->app.partition = "default";
     f->app.scheduler_name = OURS;
     f->app.config = kq_config_holder_new(f->cfg);

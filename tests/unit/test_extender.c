@@ -33,6 +33,8 @@
 #include "kubequota/server.h"
 #include "kubequota/ugm.h"
 
+#include "testutil.h"
+
 #define OURS "quota-scheduler" /* the fixtures' spec.schedulerName */
 #define POD_UID "3f6c2a1e-8b9d-4e2f-a1c3-5d7e9f0b1a2c"
 
@@ -102,16 +104,8 @@ typedef struct fx {
 static int setup(void **state)
 {
     fx_t *f = calloc(1, sizeof(*f));
-    kq_diags_t d;
-    kq_diags_init(&d);
-    if (kq_config_load_buffer(QUEUES_YAML, strlen(QUEUES_YAML), "test.yaml", &f->cfg, &d) != 0) {
-        char *all = kq_diags_join(&d, "\n");
-        fprintf(stderr, "config: %s\n", all ? all : "?");
-        free(all);
-        kq_diags_free(&d);
+    if ((f->cfg = test_config(QUEUES_YAML)) == NULL)
         return -1;
-    }
-    kq_diags_free(&d);
     f->app.partition = "default";
     f->app.scheduler_name = OURS;
     f->app.default_user = "nobody";

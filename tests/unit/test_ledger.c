@@ -20,6 +20,8 @@
 #include "kubequota/pod.h"
 #include "kubequota/ugm.h"
 
+#include "testutil.h"
+
 #define OURS "kubequota"
 
 static const char QUEUES_YAML[] =
@@ -44,17 +46,8 @@ typedef struct fx {
 static int setup(void **state)
 {
     fx_t *f = calloc(1, sizeof(*f));
-    kq_diags_t d;
-    kq_diags_init(&d);
-    int rc = kq_config_load_buffer(QUEUES_YAML, strlen(QUEUES_YAML), "test.yaml", &f->cfg, &d);
-    if (rc != 0) {
-        char *all = kq_diags_join(&d, "\n");
-        fprintf(stderr, "config: %s\n", all ? all : "?");
-        free(all);
-        kq_diags_free(&d);
+    if ((f->cfg = test_config(QUEUES_YAML)) == NULL)
         return -1;
-    }
-    kq_diags_free(&d);
     f->ugm = kq_ugm_new("default");
     if (f->ugm == NULL || kq_ugm_set_config(f->ugm, f->cfg) != 0)
         return -1;

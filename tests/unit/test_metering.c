@@ -30,6 +30,8 @@
 #include "kubequota/pod.h"
 #include "kubequota/resource.h"
 
+#include "testutil.h"
+
 #define T0 1700000000.0 /* 2023-11-14T22:13:20Z */
 #define GI (1LL << 30)
 #define EPS 1e-9
@@ -96,15 +98,9 @@ static void bind(kq_metering_t *m, const char *uid, const char *user, const char
 
 static kq_config_t *config(const char *yaml)
 {
-    kq_config_t *cfg = NULL;
-    kq_diags_t d;
-    kq_diags_init(&d);
-    int rc = kq_config_load_buffer(yaml, strlen(yaml), "test.yaml", &cfg, &d);
-    if (rc != 0) {
-        char *all = kq_diags_join(&d, "\n");
-        fail_msg("config: %s", all ? all : "?");
-    }
-    kq_diags_free(&d);
+    kq_config_t *cfg = test_config(yaml);
+    if (cfg == NULL)
+        fail_msg("config refused (diagnostics above)");
     return cfg;
 }
 

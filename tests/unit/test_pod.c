@@ -14,6 +14,8 @@
 #include "kubequota/config.h"
 #include "kubequota/pod.h"
 
+#include "testutil.h"
+
 #define GI (1024LL * 1024 * 1024)
 #define MI (1024LL * 1024)
 
@@ -51,17 +53,7 @@ typedef struct fx {
 
 static kq_config_t *load(const char *yaml)
 {
-    kq_diags_t d;
-    kq_diags_init(&d);
-    kq_config_t *cfg = NULL;
-    int rc = kq_config_load_buffer(yaml, strlen(yaml), "test.yaml", &cfg, &d);
-    if (rc != 0) {
-        char *all = kq_diags_join(&d, "\n");
-        fprintf(stderr, "config: %s\n", all ? all : "?");
-        free(all);
-    }
-    kq_diags_free(&d);
-    return cfg;
+    return test_config(yaml);
 }
 
 static int setup(void **state)

@@ -18,6 +18,8 @@
 #include "kubequota/rest.h"
 #include "kubequota/ugm.h"
 
+#include "testutil.h"
+
 static const char QUEUES_YAML[] =
     "partitions:\n"
     "  - name: default\n"
@@ -45,16 +47,8 @@ typedef struct fx {
 static int setup(void **state)
 {
     fx_t *f = calloc(1, sizeof(*f));
-    kq_diags_t d;
-    kq_diags_init(&d);
-    if (kq_config_load_buffer(QUEUES_YAML, strlen(QUEUES_YAML), "t.yaml", &f->cfg, &d) != 0) {
-        char *all = kq_diags_join(&d, "\n");
-        fprintf(stderr, "config: %s\n", all ? all : "?");
-        free(all);
-        kq_diags_free(&d);
+    if ((f->cfg = test_config(QUEUES_YAML)) == NULL)
         return -1;
-    }
-    kq_diags_free(&d);
     f->app.partition = "default";
     f->app.scheduler_name = "kubequota-scheduler";
     f->app.default_user = "nobody";

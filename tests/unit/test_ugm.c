@@ -20,6 +20,8 @@
 #include "kubequota/resource.h"
 #include "kubequota/ugm.h"
 
+#include "testutil.h"
+
 #define MI (INT64_C(1024) * 1024)
 #define GI (MI * 1024)
 
@@ -27,17 +29,7 @@
 
 static kq_config_t *load(const char *yaml)
 {
-    kq_config_t *cfg = NULL;
-    kq_diags_t d;
-    kq_diags_init(&d);
-    int rc = kq_config_load_buffer(yaml, strlen(yaml), "test.yaml", &cfg, &d);
-    if (rc != 0) {
-        char *all = kq_diags_join(&d, "\n");
-        fprintf(stderr, "config rejected:\n%s\n", all != NULL ? all : "?");
-        free(all);
-    }
-    kq_diags_free(&d);
-    assert_int_equal(rc, 0);
+    kq_config_t *cfg = test_config(yaml);
     assert_non_null(cfg);
     return cfg;
 }
