@@ -1950,7 +1950,9 @@ int kq_kube_watch_feed(const kq_watch_handler_t *h, const char *data, size_t len
     size_t at = 0;
     int r = 0;
     for (size_t i = 0; i <= ncuts && r == 0; i++) {
-        size_t to = i < ncuts && cuts[i] > at && cuts[i] < len ? cuts[i] : i < ncuts ? at : len;
+        size_t to = len; /* after the last cut: the rest */
+        if (i < ncuts)
+            to = cuts[i] > at && cuts[i] < len ? cuts[i] : at; /* an ignored cut: an empty chunk */
         r = feed_stream(&x, data + at, to - at);
         at = to;
     }
