@@ -31,6 +31,10 @@
  *   9. kq_jscan_json_filtered with a fixed filter succeeds exactly when jansson does, and
  *      its tree equals jansson's tree pruned by the filter (pruned here, independently);
  *      so does each element kq_jscan_iter_next_json builds while iterating an array.
+ *  10. kq_jdoc_parse, whole and filtered, succeeds exactly when jansson does; the document
+ *      is well formed and the same value as jansson's tree (pruned for the filter), into
+ *      a fresh document and into one reused from the previous input; so is each element
+ *      kq_jscan_iter_next_doc decodes.
  *
  *   make build/fuzz/fuzz_jscan && build/fuzz/fuzz_jscan -max_total_time=60 fuzz/corpus/jscan
  */
@@ -38,6 +42,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "../tests/jdoc_check.h"
 
 #include <jansson.h>
 
@@ -185,6 +191,19 @@ static void check_array(const char *text, size_t len, const json_t *arr)
         i++;
     }
     CHECK(rc == 0 && i == json_array_size(arr));
+    /* 10: the same elements decoded into a document */
+    kq_jdoc_t doc = {0};
+    i = 0;
+    CHECK(kq_jscan_iter_begin(&it, text, len, KQ_JSCAN_JANSSON, NULL) == 0);
+    while ((rc = kq_jscan_iter_next_doc(&it, f_top, &v, &doc, NULL)) == 1) {
+        CHECK(i < json_array_size(arr));
+        json_t *want = prune(json_array_get(arr, i), f_top);
+        CHECK(jdoc_shape_ok(kq_jdoc_root(&doc)) && jdoc_equal_json(kq_jdoc_root(&doc), want));
+        json_decref(want);
+        i++;
+    }
+    CHECK(rc == 0 && i == json_array_size(arr));
+    kq_jdoc_free(&doc);
 
     bool all_strings = true;
     for (size_t j = 0; j < json_array_size(arr); j++)
@@ -236,6 +255,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         json_decref(want);
         json_decref(filtered);
     }
+    /* 10: documents, fresh and reused (warm buffers from the last input) */
+    static kq_jdoc_t warm;
+    kq_jdoc_t fresh = {0};
+    int rcd = kq_jdoc_parse(&fresh, text, size, NULL, NULL);
+    int rcw = kq_jdoc_parse(&warm, text, size, f_top, NULL);
+    CHECK((rcd == 0) == (any != NULL) && (rcw == 0) == (any != NULL));
+    if (any != NULL) {
+        CHECK(jdoc_shape_ok(kq_jdoc_root(&fresh)) && jdoc_equal_json(kq_jdoc_root(&fresh), any));
+        json_t *want = prune(any, f_top);
+        CHECK(jdoc_shape_ok(kq_jdoc_root(&warm)) && jdoc_equal_json(kq_jdoc_root(&warm), want));
+        json_decref(want);
+    } else {
+        CHECK(kq_jdoc_root(&fresh) == NULL && kq_jdoc_root(&warm) == NULL);
+    }
+    kq_jdoc_free(&fresh);
     if (rc != 0)
         CHECK(rc == KQ_EPARSE && err.offset <= size && err.line >= 1 && err.column >= 1 && err.text[0] != '\0');
     int rc0 = kq_jscan_validate(text, size, 0, NULL, NULL);

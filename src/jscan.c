@@ -388,7 +388,17 @@ struct build {
     const kq_jfilter_t *next;
     size_t skip;
     bool skip_next, filtered;
+    /* kq_jdoc_parse: the document being built. Then open/root/key are unused: the open
+     * containers are doc->open (node positions) and a member name is decoded straight into
+     * doc->text at key_off, where the next string goes. */
+    kq_jdoc_t *doc;
+    size_t key_off; /* bytes of doc->text in use */
+    size_t key_pos; /* where the name of the member whose value comes next is */
 };
+
+static int doc_key(build_t *b, ptr_t p, ptr_t stop, bool escaped);
+static int doc_value(build_t *b, kq_jtype_t t, ptr_t p, ptr_t stop, bool escaped, const num_t *num);
+static void doc_close(build_t *b);
 
 /* Decoded string contents in a buffer of the builder's (kept until the next call). */
 static char *build_text(build_t *b, ptr_t p, ptr_t stop, bool escaped, size_t *len)
@@ -442,6 +452,8 @@ static int build_key(build_t *b, ptr_t p, ptr_t stop, bool escaped)
             b->next = NULL;
         }
     }
+    if (b->doc != NULL)
+        return doc_key(b, p, stop, escaped);
     return build_text(b, p, stop, escaped, &b->key_len) != NULL ? 0 : KQ_ENOMEM;
 }
 
@@ -454,6 +466,8 @@ static int build_value(build_t *b, kq_jtype_t t, ptr_t p, ptr_t stop, bool escap
             b->skip++;
         return 0;
     }
+    if (b->doc != NULL)
+        return doc_value(b, t, p, stop, escaped, num);
     const kq_jfilter_t *filt = NULL; /* what is kept of this value when it is a container */
     if (b->filtered) {
         if (b->depth == 0)
@@ -529,9 +543,212 @@ static void build_close(build_t *b)
 {
     if (b->skip > 0)
         b->skip--;
+    else if (b->doc != NULL)
+        doc_close(b);
     else
         b->depth--;
 }
+
+/* ---- the same, into a kq_jdoc_t ----
+ * Nodes refer to each other only by position; their strings point into doc->text. When
+ * doc->text has to grow, the strings built so far are moved and re-pointed (a warm
+ * document that has seen a text of this size never grows). */
+
+/* Room in doc->text for raw bytes of string contents decoded (never longer) plus a NUL. */
+static int doc_room(build_t *b, size_t raw)
+{
+    kq_jdoc_t *d = b->doc;
+    if (b->key_off + raw + 1 <= d->text_cap)
+        return 0;
+    size_t cap = d->text_cap ? d->text_cap : 4096;
+    while (cap < b->key_off + raw + 1)
+        cap *= 2;
+    char *t = malloc(cap);
+    if (t == NULL)
+        return KQ_ENOMEM;
+    if (d->text != NULL) {
+        memcpy(t, d->text, b->key_off);
+        for (size_t i = 0; i < d->n; i++) {
+            kq_jnode_t *n = &d->nodes[i];
+            if (n->key != NULL)
+                n->key = t + (n->key - d->text);
+            if (n->str != NULL)
+                n->str = t + (n->str - d->text);
+        }
+        free(d->text);
+    }
+    d->text = t;
+    d->text_cap = cap;
+    return 0;
+}
+
+static int doc_key(build_t *b, ptr_t p, ptr_t stop, bool escaped)
+{
+    kq_jstr_t raw = {.ptr = (const char *)p, .len = (size_t)(stop - p), .escaped = escaped};
+    if (doc_room(b, raw.len) != 0)
+        return KQ_ENOMEM;
+    char *out = b->doc->text + b->key_off;
+    if (escaped) {
+        b->key_len = kq_jscan_str_decode(&raw, out);
+    } else {
+        memcpy(out, raw.ptr, raw.len);
+        b->key_len = raw.len;
+    }
+    out[b->key_len] = '\0';
+    b->key_pos = b->key_off;
+    b->key_off += b->key_len + 1;
+    return 0;
+}
+
+static int doc_value(build_t *b, kq_jtype_t t, ptr_t p, ptr_t stop, bool escaped, const num_t *num)
+{
+    kq_jdoc_t *d = b->doc;
+    kq_jstr_t raw = {.ptr = (const char *)p + 1, .len = (size_t)(stop - p) - 2, .escaped = escaped};
+    if (t == KQ_JSTRING && doc_room(b, raw.len) != 0)
+        return KQ_ENOMEM;
+    if (d->n == d->cap) {
+        size_t cap = d->cap ? d->cap * 2 : 64;
+        kq_jnode_t *nodes = realloc(d->nodes, cap * sizeof(*nodes));
+        if (nodes == NULL)
+            return KQ_ENOMEM;
+        d->nodes = nodes;
+        d->cap = cap;
+    }
+    kq_jnode_t *parent = b->depth > 0 ? &d->nodes[d->open[b->depth - 1]] : NULL;
+    const kq_jfilter_t *filt = NULL; /* what is kept of this value when it is a container */
+    if (b->filtered)
+        filt = parent != NULL && parent->type == KQ_JARRAY ? b->filt[b->depth - 1] : b->next;
+    kq_jnode_t *n = &d->nodes[d->n];
+    *n = (kq_jnode_t){.type = t, .size = 1};
+    if (parent != NULL) {
+        parent->count++;
+        if (parent->type == KQ_JOBJECT) {
+            n->key = d->text + b->key_pos;
+            n->key_len = b->key_len;
+        }
+    }
+    if (t == KQ_JSTRING) {
+        char *out = d->text + b->key_off;
+        if (escaped) {
+            n->len = kq_jscan_str_decode(&raw, out);
+        } else {
+            memcpy(out, raw.ptr, raw.len);
+            n->len = raw.len;
+        }
+        out[n->len] = '\0';
+        n->str = out;
+        b->key_off += n->len + 1;
+    } else if (t == KQ_JNUMBER) {
+        n->real = num->real;
+        n->i = num->real ? 0 : num->i;
+        n->d = num->real ? num->d : (double)num->i;
+    }
+    d->n++;
+    if (t != KQ_JOBJECT && t != KQ_JARRAY)
+        return 0;
+    if (b->depth == d->open_cap) {
+        size_t cap = d->open_cap ? d->open_cap * 2 : 32;
+        uint32_t *open = realloc(d->open, cap * sizeof(*open));
+        if (open == NULL)
+            return KQ_ENOMEM;
+        d->open = open;
+        d->open_cap = cap;
+    }
+    if (b->filtered) {
+        if (b->depth == b->cap) {
+            size_t cap = b->cap * 2;
+            const kq_jfilter_t **fl = malloc(cap * sizeof(*fl));
+            if (fl == NULL)
+                return KQ_ENOMEM;
+            memcpy(fl, b->filt, b->depth * sizeof(*fl));
+            if (b->filt != b->inline_filt)
+                free(b->filt);
+            b->filt = fl;
+            b->cap = cap;
+        }
+        b->filt[b->depth] = filt;
+    }
+    d->open[b->depth++] = (uint32_t)(d->n - 1);
+    return 0;
+}
+
+static bool same_key(const kq_jnode_t *a, const kq_jnode_t *c)
+{
+    return a->key_len == c->key_len && memcmp(a->key, c->key, a->key_len) == 0;
+}
+
+/* Bottom-up merge sort of member positions by name; stable, so equal names stay in text
+ * order. Sorts v[0..m) using tmp[0..m); returns whichever of the two holds the result. */
+static uint32_t *sort_by_key(const kq_jnode_t *base, uint32_t *v, uint32_t *tmp, size_t m)
+{
+    for (size_t w = 1; w < m; w *= 2) {
+        for (size_t lo = 0; lo < m; lo += 2 * w) {
+            size_t mid = lo + w < m ? lo + w : m, hi = lo + 2 * w < m ? lo + 2 * w : m;
+            size_t i = lo, j = mid, o = lo;
+            while (i < mid && j < hi) {
+                const kq_jnode_t *x = &base[v[i]], *y = &base[v[j]];
+                size_t l = x->key_len < y->key_len ? x->key_len : y->key_len;
+                int c = memcmp(x->key, y->key, l);
+                if (c == 0)
+                    c = x->key_len < y->key_len ? -1 : x->key_len > y->key_len;
+                tmp[o++] = c <= 0 ? v[i++] : v[j++];
+            }
+            while (i < mid)
+                tmp[o++] = v[i++];
+            while (j < hi)
+                tmp[o++] = v[j++];
+        }
+        uint32_t *t = v;
+        v = tmp;
+        tmp = t;
+    }
+    return v;
+}
+
+/* Repeated member names: every member but the last of a name is shadowed. Objects of up
+ * to 16 members compare pairwise; larger ones sort their members by name (so a hostile
+ * object of many names costs n log n, not n^2). */
+static void doc_dedupe(kq_jdoc_t *d, size_t ix)
+{
+    kq_jnode_t *obj = &d->nodes[ix], *end = obj + obj->size;
+    size_t m = obj->count;
+    if (m > 16 && d->sort_cap < 2 * m) {
+        uint32_t *v = realloc(d->sort, 2 * m * sizeof(*v));
+        if (v != NULL) {
+            d->sort = v;
+            d->sort_cap = 2 * m;
+        }
+    }
+    if (m <= 16 || d->sort_cap < 2 * m) { /* (pairwise too when memory ran out) */
+        for (kq_jnode_t *a = obj + 1; a < end; a += a->size)
+            for (kq_jnode_t *c = a + a->size; c < end; c += c->size)
+                if (same_key(a, c)) {
+                    a->shadowed = true;
+                    obj->count--;
+                    break;
+                }
+        return;
+    }
+    size_t k = 0;
+    for (kq_jnode_t *a = obj + 1; a < end; a += a->size)
+        d->sort[k++] = (uint32_t)(a - d->nodes);
+    const uint32_t *v = sort_by_key(d->nodes, d->sort, d->sort + m, m);
+    for (size_t i = 0; i + 1 < m; i++)
+        if (same_key(&d->nodes[v[i]], &d->nodes[v[i + 1]])) {
+            d->nodes[v[i]].shadowed = true;
+            obj->count--;
+        }
+}
+
+static void doc_close(build_t *b)
+{
+    kq_jdoc_t *d = b->doc;
+    size_t ix = d->open[--b->depth];
+    d->nodes[ix].size = (uint32_t)(d->n - ix);
+    if (d->nodes[ix].type == KQ_JOBJECT && d->nodes[ix].count > 1)
+        doc_dedupe(d, ix);
+}
+
 
 /* ------------------------------------------------------------------ values */
 
@@ -822,6 +1039,45 @@ int kq_jscan_json_filtered(const char *text, size_t len, const kq_jfilter_t *kee
     return 0;
 }
 
+int kq_jdoc_parse(kq_jdoc_t *doc, const char *text, size_t len, const kq_jfilter_t *keep, kq_jscan_error_t *err)
+{
+    scan_t s;
+    init(&s, text, len, KQ_JSCAN_JANSSON, err);
+    doc->n = 0;
+    build_t b;
+    build_init(&b, keep);
+    b.doc = doc;
+    s.b = &b;
+    kq_jvalue_t v;
+    int rc = scan_document(&s, &v);
+    build_done(&b);
+    if (rc != 0)
+        doc->n = 0;
+    return rc;
+}
+
+void kq_jdoc_free(kq_jdoc_t *doc)
+{
+    if (doc == NULL)
+        return;
+    free(doc->nodes);
+    free(doc->text);
+    free(doc->open);
+    free(doc->sort);
+    *doc = (kq_jdoc_t){0};
+}
+
+const kq_jnode_t *kq_jnode_get(const kq_jnode_t *obj, const char *key)
+{
+    if (obj == NULL || obj->type != KQ_JOBJECT)
+        return NULL;
+    size_t klen = strlen(key);
+    for (const kq_jnode_t *c = kq_jnode_first(obj); c != NULL; c = kq_jnode_next(obj, c))
+        if (c->key_len == klen && memcmp(c->key, key, klen) == 0)
+            return c;
+    return NULL;
+}
+
 /* ------------------------------------------------------------------ iteration */
 
 int kq_jscan_iter_begin(kq_jscan_iter_t *it, const char *text, size_t len, unsigned flags, kq_jscan_error_t *err)
@@ -925,6 +1181,35 @@ int kq_jscan_iter_next_json(kq_jscan_iter_t *it, const kq_jfilter_t *keep, kq_jv
     }
     *v = e;
     *out = b.root;
+    return 1;
+}
+
+int kq_jscan_iter_next_doc(kq_jscan_iter_t *it, const kq_jfilter_t *keep, kq_jvalue_t *v, kq_jdoc_t *doc,
+                           kq_jscan_error_t *err)
+{
+    scan_t s;
+    doc->n = 0;
+    int rc = iter_start(it, &s, err);
+    if (rc != 1)
+        return rc;
+    build_t b;
+    build_init(&b, keep);
+    b.doc = doc;
+    s.b = &b;
+    kq_jvalue_t e;
+    ptr_t p = scan_value(&s, (ptr_t)it->p, 1, &e);
+    build_done(&b);
+    if (p == NULL) {
+        doc->n = 0;
+        return it->state = s.rc;
+    }
+    s.b = NULL;
+    rc = iter_after(it, &s, p);
+    if (rc != 1) {
+        doc->n = 0;
+        return rc;
+    }
+    *v = e;
     return 1;
 }
 

@@ -46,6 +46,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <jansson.h>
 
@@ -173,6 +174,97 @@ int kq_jscan_iter_next(kq_jscan_iter_t *it, kq_jvalue_t *v, kq_jscan_error_t *er
  * filled; 0 after the last element and negative on failure, *out untouched. */
 int kq_jscan_iter_next_json(kq_jscan_iter_t *it, const kq_jfilter_t *keep, kq_jvalue_t *v, json_t **out,
                             kq_jscan_error_t *err) KQ_WUR;
+
+/* ---- kq_jdoc: a decoded document in two flat, reusable buffers ----
+ * What kq_jscan_json_filtered builds as a jansson tree (a malloc per value, freed value by
+ * value), kq_jdoc_parse builds as an array of nodes in document order plus one buffer of
+ * decoded strings, both kept for the next parse: decoding a pod into a warm document
+ * allocates nothing. A node's subtree is the nodes that follow it (`size` of them,
+ * itself included), so the next sibling is `node + node->size`.
+ *
+ * Semantics are jansson's: the same texts are accepted (KQ_JSCAN_JANSSON), integers
+ * (no fraction, no exponent) and reals are told apart, and when a member name repeats in
+ * an object only the last one counts: the earlier ones are marked `shadowed`, are skipped
+ * by kq_jnode_first/kq_jnode_next and kq_jnode_get, and `count` does not include them.
+ * Members come in text order (jansson keeps a repeated name at its first position; here it
+ * is at its last). Strings are NUL-terminated; one holding \u0000 cannot be told from a
+ * shorter one by strlen (KQ_JSCAN_JANSSON rejects \u0000 anyway). */
+typedef struct kq_jnode {
+    kq_jtype_t type;
+    uint32_t size;     /* nodes in this value's subtree, itself included (1 for a scalar) */
+    uint32_t count;    /* object: members (not counting shadowed ones); array: elements */
+    bool real;         /* number: written with a fraction or an exponent (json_real) */
+    bool shadowed;     /* member: a later member of the same object has the same name */
+    const char *key;   /* member: its decoded name (NUL-terminated); else NULL */
+    size_t key_len;
+    const char *str;   /* string: decoded contents, NUL-terminated; else NULL */
+    size_t len;        /* string: bytes of str */
+    long long i;       /* integer number */
+    double d;          /* number (an integer's value as a double too) */
+} kq_jnode_t;
+
+typedef struct kq_jdoc {
+    kq_jnode_t *nodes; /* nodes[0] is the root after a successful parse */
+    size_t n, cap;
+    char *text;        /* decoded strings */
+    size_t text_cap;
+    /* internal: the open containers while building */
+    uint32_t *open;
+    size_t open_cap;
+    uint32_t *sort; /* scratch for finding repeated names in large objects */
+    size_t sort_cap;
+} kq_jdoc_t;
+
+/* Parses text[0..len) (one JSON value) into doc, keeping only what `keep` names (NULL:
+ * everything; as in kq_jscan_json_filtered). The text is validated exactly as
+ * kq_jscan_json validates it. 0 with the root in kq_jdoc_root(doc); KQ_EPARSE or
+ * KQ_ENOMEM with err filled and doc empty. doc must be zeroed before its first use and
+ * released with kq_jdoc_free; its buffers are reused by the next parse (pointers into a
+ * document are valid until then). */
+int kq_jdoc_parse(kq_jdoc_t *doc, const char *text, size_t len, const kq_jfilter_t *keep,
+                  kq_jscan_error_t *err) KQ_WUR;
+void kq_jdoc_free(kq_jdoc_t *doc);
+
+static inline const kq_jnode_t *kq_jdoc_root(const kq_jdoc_t *doc)
+{
+    return doc->n > 0 ? doc->nodes : NULL;
+}
+
+/* The first member or element of a container (shadowed members skipped), or NULL (none,
+ * or n is NULL or not a container). */
+static inline const kq_jnode_t *kq_jnode_first(const kq_jnode_t *n)
+{
+    if (n == NULL || n->size <= 1 || (n->type != KQ_JOBJECT && n->type != KQ_JARRAY))
+        return NULL;
+    const kq_jnode_t *c = n + 1, *end = n + n->size;
+    while (c < end && c->shadowed)
+        c += c->size;
+    return c < end ? c : NULL;
+}
+
+/* The member or element after c in its container parent, or NULL after the last one. */
+static inline const kq_jnode_t *kq_jnode_next(const kq_jnode_t *parent, const kq_jnode_t *c)
+{
+    const kq_jnode_t *end = parent + parent->size;
+    for (c += c->size; c < end && c->shadowed; c += c->size)
+        ;
+    return c < end ? c : NULL;
+}
+
+/* The value of member `key` of obj, or NULL (absent, or obj NULL or not an object). */
+const kq_jnode_t *kq_jnode_get(const kq_jnode_t *obj, const char *key);
+
+/* A string node's contents, or NULL when n is NULL or not a string. */
+static inline const char *kq_jnode_string(const kq_jnode_t *n)
+{
+    return n != NULL && n->type == KQ_JSTRING ? n->str : NULL;
+}
+
+/* Like kq_jscan_iter_next_json, decoding the element into doc (kq_jdoc_parse of the
+ * element with keep): 1 with *v filled and the element at kq_jdoc_root(doc); 0 after the
+ * last element; negative on failure (doc empty). */
+int kq_jscan_iter_next_doc(kq_jscan_iter_t *it, const kq_jfilter_t *keep, kq_jvalue_t *v, kq_jdoc_t *doc,
+                           kq_jscan_error_t *err) KQ_WUR;
 
 /* Like kq_jscan_iter_next for an array of strings: 1 with the next string's raw contents
  * in *s, 0 after the last one, KQ_EINVAL when element it->index is a valid value but not

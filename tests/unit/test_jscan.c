@@ -16,6 +16,8 @@
 
 #include "kubequota/jscan.h"
 
+#include "../jdoc_check.h"
+
 #define S(lit) lit, sizeof(lit) - 1
 
 /* ------------------------------------------------------------------ accept / reject */
@@ -679,6 +681,149 @@ static void test_json_filtered(void **state)
     }
 }
 
+/* Parses text into doc and requires the same value as jansson's tree of want_text. */
+static void doc_is(kq_jdoc_t *doc, const char *text, size_t len, const kq_jfilter_t *keep, const char *want_text)
+{
+    assert_int_equal(kq_jdoc_parse(doc, text, len, keep, NULL), 0);
+    json_t *want = json_loads(want_text, JSON_DECODE_ANY, NULL);
+    assert_non_null(want);
+    assert_true(jdoc_shape_ok(kq_jdoc_root(doc)));
+    assert_true(jdoc_equal_json(kq_jdoc_root(doc), want));
+    json_decref(want);
+}
+
+static void test_doc(void **state)
+{
+    (void)state;
+    kq_jdoc_t doc = {0};
+    /* scalars, integers and reals told apart, escapes decoded and NUL-terminated */
+    doc_is(&doc, S("[1,-2,1.5,1e2,true,false,null,\"a\\u00e9\\n\"]"), NULL,
+           "[1,-2,1.5,1e2,true,false,null,\"a\\u00e9\\n\"]");
+    const kq_jnode_t *r = kq_jdoc_root(&doc);
+    assert_int_equal(r->count, 8);
+    assert_int_equal(r->size, 9);
+    assert_false(r[1].real);
+    assert_int_equal(r[2].i, -2);
+    assert_true(r[4].real);
+    assert_true(r[4].d == 100.0);
+    assert_string_equal(kq_jnode_string(&r[8]), "a\xc3\xa9\n");
+    assert_int_equal(r[8].len, 4);
+    assert_null(kq_jnode_string(&r[1]));
+
+    /* nested: next sibling is node + size; lookups by name; absent and wrong-type lookups */
+    doc_is(&doc, S("{\"a\":{\"b\":[1,{\"c\":\"d\"}],\"e\":{}},\"f\":\"g\"}"), NULL,
+           "{\"a\":{\"b\":[1,{\"c\":\"d\"}],\"e\":{}},\"f\":\"g\"}");
+    r = kq_jdoc_root(&doc);
+    const kq_jnode_t *a = kq_jnode_get(r, "a");
+    assert_ptr_equal(kq_jnode_next(r, a), kq_jnode_get(r, "f"));
+    assert_string_equal(kq_jnode_string(kq_jnode_get(r, "f")), "g");
+    assert_string_equal(kq_jnode_string(kq_jnode_get(kq_jnode_next(kq_jnode_get(a, "b"),
+                                                                    kq_jnode_first(kq_jnode_get(a, "b"))),
+                                                     "c")),
+                        "d");
+    assert_null(kq_jnode_get(r, "zz"));
+    assert_null(kq_jnode_get(kq_jnode_get(r, "f"), "x"));
+    assert_null(kq_jnode_get(NULL, "x"));
+    assert_null(kq_jnode_first(kq_jnode_get(a, "e")));
+    assert_null(kq_jnode_first(kq_jnode_get(r, "f")));
+
+    /* a repeated name: the last one counts (as in jansson), in small and large objects */
+    doc_is(&doc, S("{\"x\":1,\"y\":{\"x\":5},\"x\":[2],\"z\":3,\"x\":\"last\"}"), NULL,
+           "{\"x\":\"last\",\"y\":{\"x\":5},\"z\":3}");
+    r = kq_jdoc_root(&doc);
+    assert_int_equal(r->count, 3);
+    assert_string_equal(kq_jnode_string(kq_jnode_get(r, "x")), "last");
+    size_t live = 0;
+    for (const kq_jnode_t *c = kq_jnode_first(r); c != NULL; c = kq_jnode_next(r, c))
+        live++;
+    assert_int_equal(live, 3);
+    char big[4096], want[4096];
+    size_t n = 0, w = 0;
+    n += (size_t)sprintf(big + n, "{");
+    w += (size_t)sprintf(want + w, "{");
+    for (int i = 0; i < 40; i++) /* k0..k39, then k0..k19 again with new values */
+        n += (size_t)sprintf(big + n, "%s\"k%d\":%d", i ? "," : "", i, i);
+    for (int i = 0; i < 20; i++)
+        n += (size_t)sprintf(big + n, ",\"k%d\":[%d]", i, 100 + i);
+    big[n++] = '}';
+    for (int i = 0; i < 40; i++)
+        w += (size_t)(i < 20 ? sprintf(want + w, "%s\"k%d\":[%d]", i ? "," : "", i, 100 + i)
+                             : sprintf(want + w, ",\"k%d\":%d", i, i));
+    want[w++] = '}';
+    want[w] = '\0';
+    doc_is(&doc, big, n, NULL, want);
+    assert_int_equal(kq_jdoc_root(&doc)->count, 40);
+
+    /* strings longer than the document's first buffer: names and values built before it
+     * moved still read right */
+    size_t blen = 20000;
+    char *huge = malloc(blen + 64), *hwant = malloc(blen + 64);
+    assert_non_null(huge);
+    assert_non_null(hwant);
+    n = (size_t)sprintf(huge, "{\"first\":\"v\",\"s\":\"");
+    memset(huge + n, 'q', blen);
+    n += blen;
+    n += (size_t)sprintf(huge + n, "\",\"last\":\"w\"}");
+    huge[n] = '\0';
+    memcpy(hwant, huge, n + 1);
+    kq_jdoc_t cold = {0};
+    doc_is(&cold, huge, n, NULL, hwant);
+    assert_string_equal(kq_jnode_string(kq_jnode_get(kq_jdoc_root(&cold), "first")), "v");
+    kq_jdoc_free(&cold);
+    free(huge);
+    free(hwant);
+
+    /* filtered exactly as kq_jscan_json_filtered filters */
+    static const kq_jfilter_t sub[] = {{"uid", NULL}, {NULL, NULL}};
+    static const kq_jfilter_t keep[] = {{"metadata", sub}, {"items", sub}, {NULL, NULL}};
+    doc_is(&doc, S("{\"metadata\":{\"uid\":\"u\",\"x\":[1,{}]},\"spec\":{\"a\":1},"
+                   "\"items\":[{\"uid\":1,\"y\":2},[{\"uid\":2,\"z\":[]}],7]}"),
+           keep, "{\"metadata\":{\"uid\":\"u\"},\"items\":[{\"uid\":1},[{\"uid\":2}],7]}");
+
+    /* a failure leaves the document empty; a later parse works */
+    kq_jscan_error_t e;
+    assert_int_equal(kq_jdoc_parse(&doc, S("{\"a\":[1,}"), NULL, &e), KQ_EPARSE);
+    assert_null(kq_jdoc_root(&doc));
+    assert_true(e.offset > 0 && e.text[0] != '\0');
+    assert_int_equal(kq_jdoc_parse(&doc, S("{\"a\":\"\\u0000\"}"), NULL, NULL), KQ_EPARSE);
+    doc_is(&doc, S("[]"), NULL, "[]");
+
+    /* deep nesting: 2,047 arrays are fine (jansson's limit), with no recursion */
+    char *deep = malloc(2 * 2047);
+    assert_non_null(deep);
+    memset(deep, '[', 2047);
+    memset(deep + 2047, ']', 2047);
+    assert_int_equal(kq_jdoc_parse(&doc, deep, 2 * 2047, NULL, NULL), 0);
+    assert_int_equal(kq_jdoc_root(&doc)->size, 2047);
+    assert_true(jdoc_shape_ok(kq_jdoc_root(&doc)));
+    free(deep);
+
+    /* array elements decoded one by one */
+    static const char list[] = "[{\"uid\":\"a\",\"x\":1}, 5, {\"y\":{}}]";
+    const char *want_items[] = {"{\"uid\":\"a\"}", "5", "{}"};
+    kq_jscan_iter_t it;
+    kq_jvalue_t v;
+    size_t count = 0;
+    int more;
+    assert_int_equal(kq_jscan_iter_begin(&it, list, strlen(list), KQ_JSCAN_JANSSON, NULL), 0);
+    while ((more = kq_jscan_iter_next_doc(&it, sub, &v, &doc, NULL)) == 1) {
+        assert_true(count < 3);
+        json_t *wj = json_loads(want_items[count], JSON_DECODE_ANY, NULL);
+        assert_true(jdoc_equal_json(kq_jdoc_root(&doc), wj));
+        json_decref(wj);
+        count++;
+    }
+    assert_int_equal(more, 0);
+    assert_int_equal(count, 3);
+    static const char badlist[] = "[{\"uid\":\"a\"},{\"uid\":[1,}]";
+    assert_int_equal(kq_jscan_iter_begin(&it, badlist, strlen(badlist), KQ_JSCAN_JANSSON, NULL), 0);
+    assert_int_equal(kq_jscan_iter_next_doc(&it, sub, &v, &doc, NULL), 1);
+    assert_int_equal(kq_jscan_iter_next_doc(&it, sub, &v, &doc, NULL), KQ_EPARSE);
+    assert_null(kq_jdoc_root(&doc));
+    kq_jdoc_free(&doc);
+    kq_jdoc_free(&doc); /* freeing twice is harmless */
+}
+
 static void test_type_names(void **state)
 {
     (void)state;
@@ -696,7 +841,7 @@ int main(void)
         cmocka_unit_test(test_object_members), cmocka_unit_test(test_object_find),
         cmocka_unit_test(test_iter_strings),  cmocka_unit_test(test_iter_values),
         cmocka_unit_test(test_decode),        cmocka_unit_test(test_json_tree),     cmocka_unit_test(test_json_filtered),
-        cmocka_unit_test(test_type_names),
+        cmocka_unit_test(test_doc),           cmocka_unit_test(test_type_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
