@@ -574,14 +574,11 @@ int bench_http_main(int argc, char **argv)
             snprintf(name, sizeof(name), "job-%zu", i);
             bench_pod_t p = {.uid = uid, .name = name, .ns = "team-a", .user = user, .group = group, .queue = queue};
             char *js = bench_pod_json(&p);
-            json_error_t je;
-            json_t *obj = json_loads(js, 0, &je);
             char err[256];
-            if (obj == NULL || kq_pod_parse(obj, &po, &W.pool[i], err, sizeof(err)) != 0) {
-                fprintf(bench_err(), "kqbench: pod setup failed: %s\n", obj ? err : je.text);
+            if (kq_pod_parse_text(js, strlen(js), &po, &W.pool[i], err, sizeof(err)) != 0) {
+                fprintf(bench_err(), "kqbench: pod setup failed: %s\n", err);
                 return 1;
             }
-            json_decref(obj);
             free(js);
             if (asprintf(&w.bind_bodies[i], "{\"PodName\":\"%s\",\"PodNamespace\":\"team-a\",\"PodUID\":\"%s\",\"Node\":"
                                              "\"ip-10-0-%zu-%zu.ec2.internal\"}",

@@ -1,7 +1,9 @@
-/* libFuzzer target for the pod model: the bytes are parsed as JSON and handed to
+/* libFuzzer target for the pod model: the bytes are decoded (kq_jdoc) and handed to
  * kq_pod_parse (and, for extender arguments and watch events, the embedded Pod too),
  * with a small built-in queue configuration so queue resolution runs every branch.
- * Nothing may crash, leak or trip the sanitizers whatever the JSON shape.
+ * Nothing may crash, leak or trip the sanitizers whatever the JSON shape; the informer's
+ * filtered view and the jansson entry point (kq_pod_parse_json) must parse to the same
+ * result, or fail with the same reason, as the whole document.
  *
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -Iinclude -D_GNU_SOURCE \
  *     fuzz/fuzz_pod.c src/pod.c src/config.c src/resource.c src/error.c src/log.c \
@@ -56,7 +58,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     return 0;
 }
 
-static void one(const json_t *obj)
+static void one(const kq_jnode_t *obj)
 {
     kq_pod_t p, q;
     char err[256];
@@ -72,7 +74,7 @@ static void one(const json_t *obj)
         abort(); /* failure leaves *out zeroed and says why */
     }
     kq_resource_t r;
-    (void)!kq_pod_request(json_object_get(obj, "spec"), &r, err, sizeof(err));
+    (void)!kq_pod_request(kq_jnode_get(obj, "spec"), &r, err, sizeof(err));
 }
 
 static bool same_str(const char *a, const char *b)
@@ -80,31 +82,37 @@ static bool same_str(const char *a, const char *b)
     return (a == NULL) == (b == NULL) && (a == NULL || strcmp(a, b) == 0);
 }
 
-/* The informer decodes pods with only kq_pod_fields built: a pod must parse to the same
- * result (or fail with the same reason) from that tree as from the whole object. */
-static void same_as_filtered(const json_t *whole, const json_t *filtered)
+/* Two parses must give the same result (or fail with the same reason). */
+static void same_parse(int ra, kq_pod_t *a, const char *ea, int rb, kq_pod_t *b, const char *eb)
+{
+    if (ra != rb || strcmp(ea, eb) != 0)
+        abort();
+    if (ra != 0)
+        return;
+    bool same = same_str(a->uid, b->uid) && same_str(a->ns, b->ns) && same_str(a->name, b->name) &&
+                same_str(a->node, b->node) && same_str(a->scheduler_name, b->scheduler_name) &&
+                same_str(a->user, b->user) && same_str(a->queue, b->queue) &&
+                same_str(a->queue_error, b->queue_error) && same_str(a->app_id, b->app_id) &&
+                same_str(a->quota_name, b->quota_name) && a->n_groups == b->n_groups && a->phase == b->phase &&
+                a->deleting == b->deleting && a->priority == b->priority && a->preemptible == b->preemptible &&
+                a->created == b->created && kq_resource_equal(&a->request, &b->request);
+    for (size_t i = 0; same && i < a->n_groups; i++)
+        same = same_str(a->groups[i], b->groups[i]);
+    if (!same)
+        abort();
+    kq_pod_clear(a);
+    kq_pod_clear(b);
+}
+
+/* The informer decodes pods with only kq_pod_fields: a pod must parse to the same result
+ * from that view as from the whole document. */
+static void same_as_filtered(const kq_jnode_t *whole, const kq_jnode_t *filtered)
 {
     kq_pod_t a, b;
     char ea[256] = "", eb[256] = "";
     int ra = kq_pod_parse(whole, &opts, &a, ea, sizeof(ea));
     int rb = kq_pod_parse(filtered, &opts, &b, eb, sizeof(eb));
-    if (ra != rb || strcmp(ea, eb) != 0)
-        abort();
-    if (ra != 0)
-        return;
-    bool same = same_str(a.uid, b.uid) && same_str(a.ns, b.ns) && same_str(a.name, b.name) &&
-                same_str(a.node, b.node) && same_str(a.scheduler_name, b.scheduler_name) &&
-                same_str(a.user, b.user) && same_str(a.queue, b.queue) && same_str(a.queue_error, b.queue_error) &&
-                same_str(a.app_id, b.app_id) && same_str(a.quota_name, b.quota_name) &&
-                a.n_groups == b.n_groups && a.phase == b.phase && a.deleting == b.deleting &&
-                a.priority == b.priority && a.preemptible == b.preemptible && a.created == b.created &&
-                kq_resource_equal(&a.request, &b.request);
-    for (size_t i = 0; same && i < a.n_groups; i++)
-        same = same_str(a.groups[i], b.groups[i]);
-    if (!same)
-        abort();
-    kq_pod_clear(&a);
-    kq_pod_clear(&b);
+    same_parse(ra, &a, ea, rb, &b, eb);
 }
 
 /* The Pod of extender arguments and the object of a watch event, filtered the same way. */
@@ -112,25 +120,36 @@ static const kq_jfilter_t envelope[] = {{"Pod", kq_pod_fields}, {"object", kq_po
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    json_t *j = json_loadb((const char *)data, size, JSON_DECODE_ANY, NULL);
-    if (j == NULL)
-        return 0;
-    one(j);
-    one(json_object_get(j, "Pod"));    /* extender arguments */
-    one(json_object_get(j, "object")); /* watch events */
-    json_t *f = NULL, *e = NULL;
-    if (memchr(data, '\0', size) != NULL) { /* jansson drops a NUL after a number; jscan refuses */
+    static kq_jdoc_t whole, filtered, env, scratch; /* reused, as the informer reuses its own */
+    opts.scratch = &scratch;
+    const char *text = (const char *)data;
+    json_t *j = json_loadb(text, size, JSON_DECODE_ANY, NULL);
+    int rw = kq_jdoc_parse(&whole, text, size, NULL, NULL);
+    if (memchr(data, '\0', size) == NULL && (rw == 0) != (j != NULL))
+        abort(); /* the same texts are JSON for jansson and for jscan (jansson drops a NUL after
+                  * a number; jscan refuses it) */
+    if (rw != 0) {
         json_decref(j);
         return 0;
     }
-    if (kq_jscan_json_filtered((const char *)data, size, kq_pod_fields, &f, NULL) != 0 ||
-        kq_jscan_json_filtered((const char *)data, size, envelope, &e, NULL) != 0)
-        abort(); /* jansson accepted it: so must jscan */
-    same_as_filtered(j, f);
-    same_as_filtered(json_object_get(j, "Pod"), json_object_get(e, "Pod"));
-    same_as_filtered(json_object_get(j, "object"), json_object_get(e, "object"));
-    json_decref(f);
-    json_decref(e);
+    const kq_jnode_t *root = kq_jdoc_root(&whole);
+    one(root);
+    one(kq_jnode_get(root, "Pod"));    /* extender arguments */
+    one(kq_jnode_get(root, "object")); /* watch events */
+    if (kq_jdoc_parse(&filtered, text, size, kq_pod_fields, NULL) != 0 ||
+        kq_jdoc_parse(&env, text, size, envelope, NULL) != 0)
+        abort(); /* valid whole: valid filtered */
+    same_as_filtered(root, kq_jdoc_root(&filtered));
+    same_as_filtered(kq_jnode_get(root, "Pod"), kq_jnode_get(kq_jdoc_root(&env), "Pod"));
+    same_as_filtered(kq_jnode_get(root, "object"), kq_jnode_get(kq_jdoc_root(&env), "object"));
+    /* the jansson entry point (a GET, preemption arguments) agrees too */
+    if (j != NULL && json_is_object(j)) {
+        kq_pod_t a, b;
+        char ea[256] = "", eb[256] = "";
+        int ra = kq_pod_parse(root, &opts, &a, ea, sizeof(ea));
+        int rb = kq_pod_parse_json(j, &opts, &b, eb, sizeof(eb));
+        same_parse(ra, &a, ea, rb, &b, eb);
+    }
     json_decref(j);
     return 0;
 }

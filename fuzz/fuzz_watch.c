@@ -10,6 +10,8 @@
  *      gives the same outcome and the same events, in order (type and built object).
  *   3. An event reaches the handler only as ADDED/MODIFIED/DELETED with an object that
  *      holds nothing the filter does not name.
+ *   4. A document handler (kq_watch_handler_t.doc, what the pod informer uses) sees the
+ *      same outcome and the same events as a jansson handler, chunked as in 2.
  *
  *   make build/fuzz/fuzz_watch && build/fuzz/fuzz_watch -max_total_time=60 fuzz/corpus/watch
  */
@@ -25,6 +27,7 @@
 #include "kubequota/pod.h"
 
 #include "fuzz.h"
+#include "../tests/jdoc_check.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -75,6 +78,15 @@ static void record(void *ud, int type, json_t *obj)
     s->n++;
 }
 
+static void record_doc(void *ud, int type, const kq_jnode_t *obj)
+{
+    CHECK(obj != NULL && jdoc_shape_ok(obj));
+    json_t *j = jdoc_to_json(obj);
+    CHECK(j != NULL);
+    record(ud, type, j);
+    json_decref(j);
+}
+
 static void seen_free(seen_t *s)
 {
     for (size_t i = 0; i < s->n && i < MAX_EVENTS; i++)
@@ -107,18 +119,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         cuts[ncuts++] = at;
     }
 
-    seen_t whole = {0}, chunked = {0};
+    seen_t whole = {0}, chunked = {0}, docs = {0};
     kq_watch_handler_t h = {.object = record, .keep = kq_pod_fields};
     h.ud = &whole;
     int rw = kq_kube_watch_feed(&h, text, len, NULL, 0, max_line);
     h.ud = &chunked;
     int rc = kq_kube_watch_feed(&h, text, len, cuts, ncuts, max_line);
-    CHECK(rw == rc); /* 2 */
+    kq_watch_handler_t hd = {.doc = record_doc, .keep = kq_pod_fields, .ud = &docs};
+    int rd = kq_kube_watch_feed(&hd, text, len, cuts, ncuts, max_line);
+    CHECK(rw == rc && rw == rd); /* 2, 4 */
     CHECK(rw == 0 || rw == KQ_EGONE || rw == KQ_EPARSE);
-    CHECK(whole.n == chunked.n);
+    CHECK(whole.n == chunked.n && whole.n == docs.n);
     for (size_t i = 0; i < whole.n && i < MAX_EVENTS; i++)
-        CHECK(whole.type[i] == chunked.type[i] && strcmp(whole.obj[i], chunked.obj[i]) == 0);
+        CHECK(whole.type[i] == chunked.type[i] && strcmp(whole.obj[i], chunked.obj[i]) == 0 &&
+              whole.type[i] == docs.type[i] && strcmp(whole.obj[i], docs.obj[i]) == 0);
     seen_free(&whole);
     seen_free(&chunked);
+    seen_free(&docs);
     return 0;
 }

@@ -114,9 +114,10 @@ static bool is_null_or_absent(const json_t *v)
     return v == NULL || json_is_null(v);
 }
 
-/* Resolves a Pod object against the current config snapshot. 0, or an error with the
- * reason in err (*pod left zeroed). */
-static int parse_pod(kq_app_t *app, const json_t *obj, kq_pod_t *pod, char *err, size_t errlen)
+/* Resolves a Pod against the current config snapshot: a decoded node (obj), else a jansson
+ * value (jobj). 0, or an error with the reason in err (*pod left zeroed). */
+static int parse_pod(kq_app_t *app, const kq_jnode_t *obj, const json_t *jobj, kq_pod_t *pod, char *err,
+                     size_t errlen)
 {
     kq_config_t *cfg = app->config ? kq_config_holder_get(app->config) : NULL;
     const kq_partition_conf_t *part = cfg ? kq_config_partition(cfg, app->partition) : NULL;
@@ -128,7 +129,8 @@ static int parse_pod(kq_app_t *app, const json_t *obj, kq_pod_t *pod, char *err,
     }
     kq_pod_opts_t opts = {.partition = part, .default_user = app->default_user};
     char perr[REASON_MAX] = "";
-    rc = kq_pod_parse(obj, &opts, pod, perr, sizeof(perr));
+    rc = obj != NULL ? kq_pod_parse(obj, &opts, pod, perr, sizeof(perr))
+                     : kq_pod_parse_json(jobj, &opts, pod, perr, sizeof(perr));
     if (rc != 0)
         seterr(err, errlen, "cannot read the pod: %s", perr[0] ? perr : kq_strerror(rc));
 out:
@@ -161,8 +163,8 @@ static int filter_error(kq_app_t *app, const char *msg, char **out, size_t *out_
  * kube-scheduler may send thousands of node names (about 200 KB at 5,000). The request is
  * not turned into a jansson tree: jscan validates the whole body once (exactly what
  * json_loadb accepts, see jscan.h) and reports where Pod, Nodes and NodeNames are; only
- * the Pod becomes a jansson tree, and of it only what kq_pod_parse reads (kq_pod_fields).
- * An allowed answer copies the NodeNames (or Nodes) text
+ * the Pod is decoded (a kq_jdoc, no jansson tree), and of it only what kq_pod_parse reads
+ * (kq_pod_fields). An allowed answer copies the NodeNames (or Nodes) text
  * unchanged: it is validated JSON and exactly what was sent. A denial walks the names
  * once and writes each name's raw JSON text with the one reason, escaped once. */
 
@@ -387,7 +389,7 @@ int kq_extender_filter(kq_app_t *app, const char *body, size_t len, char **out, 
     int status;
     char msg[REASON_MAX];
     kq_pod_t pod = {0};
-    json_t *pod_obj = NULL;
+    kq_jdoc_t doc = {0};
     const kq_jvalue_t *nodes = &arg[ARG_NODES], *names = &arg[ARG_NAMES];
 
     if (!nodes_valid(nodes, names, msg, sizeof(msg))) {
@@ -398,17 +400,16 @@ int kq_extender_filter(kq_app_t *app, const char *body, size_t len, char **out, 
         status = filter_error(app, "ExtenderArgs.Pod is missing or not an object", out, out_len);
         goto out;
     }
-    /* The Pod as a jansson tree for kq_pod_parse, built by jscan (jansson's own parser
-     * costs about 30 ns per byte) with only the fields it reads; validated already, so
-     * only memory can fail here. */
-    if (kq_jscan_json_filtered(arg[ARG_POD].ptr, arg[ARG_POD].len, kq_pod_fields, &pod_obj, NULL) != 0) {
+    /* The Pod decoded for kq_pod_parse, only the fields it reads (no jansson tree: a
+     * document is two buffers); validated already, so only memory can fail here. */
+    if (kq_jdoc_parse(&doc, arg[ARG_POD].ptr, arg[ARG_POD].len, kq_pod_fields, NULL) != 0) {
         *out = NULL;
         *out_len = 0;
         status = 500;
         goto out;
     }
     /* Another scheduler's pod (extenders are shared by all profiles): not ours to judge. */
-    const char *sched = str_field(json_object_get(pod_obj, "spec"), "schedulerName");
+    const char *sched = kq_jnode_string(kq_jnode_get(kq_jnode_get(kq_jdoc_root(&doc), "spec"), "schedulerName"));
     if (sched == NULL)
         sched = "default-scheduler";
     if (app->scheduler_name == NULL || strcmp(sched, app->scheduler_name) != 0) {
@@ -417,7 +418,7 @@ int kq_extender_filter(kq_app_t *app, const char *body, size_t len, char **out, 
         goto out;
     }
 
-    if (parse_pod(app, pod_obj, &pod, msg, sizeof(msg)) != 0) {
+    if (parse_pod(app, kq_jdoc_root(&doc), NULL, &pod, msg, sizeof(msg)) != 0) {
         status = filter_error(app, msg, out, out_len);
         goto out;
     }
@@ -453,7 +454,7 @@ int kq_extender_filter(kq_app_t *app, const char *body, size_t len, char **out, 
     }
 out:
     kq_pod_clear(&pod);
-    json_decref(pod_obj);
+    kq_jdoc_free(&doc);
     return status;
 }
 
@@ -488,7 +489,7 @@ static int bind_find_pod(kq_app_t *app, const char *ns, const char *name, const 
         seterr(err, errlen, "cannot get pod %s/%s from the API server: %s", ns, name, kq_strerror(rc));
         return rc;
     }
-    rc = parse_pod(app, obj, pod, err, errlen);
+    rc = parse_pod(app, NULL, obj, pod, err, errlen);
     json_decref(obj);
     if (rc != 0)
         return rc;
@@ -641,7 +642,7 @@ static int preempt_in_group(kq_app_t *app, const json_t *pod_obj, json_t *map)
         return 0;
     kq_pod_t pod = {0};
     char msg[REASON_MAX];
-    if (parse_pod(app, pod_obj, &pod, msg, sizeof(msg)) != 0) {
+    if (parse_pod(app, NULL, pod_obj, &pod, msg, sizeof(msg)) != 0) {
         kq_warn("event=preempt msg=\"cannot read the preemptor; victims unchanged: %s\"", msg);
         return 0;
     }

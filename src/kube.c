@@ -1675,6 +1675,7 @@ struct kq_watch {
     /* watch thread only */
     char *rv;
     kq_jfilter_t env[3];    /* what a watch line is built of: type, and object with h.keep */
+    kq_jdoc_t doc;          /* h.doc handlers: the current line or list item, decoded */
     unsigned long events;   /* events (incl. bookmarks) in the current stream */
     int outcome;            /* what a stream line asked for */
     uint64_t rnd;
@@ -1817,12 +1818,17 @@ static int do_list(kq_watch_t *w)
             if (w->h.list_begin != NULL)
                 w->h.list_begin(w->h.ud);
         }
-        if (lv[0].type == KQ_JARRAY && w->h.object != NULL) {
+        if (lv[0].type == KQ_JARRAY && (w->h.object != NULL || w->h.doc != NULL)) {
             kq_jscan_iter_t it;
             kq_jvalue_t item;
             int more_items;
             if (kq_jscan_iter_begin(&it, lv[0].ptr, lv[0].len, KQ_JSCAN_JANSSON, NULL) != 0)
                 more_items = -1;
+            else if (w->h.doc != NULL)
+                while ((more_items = kq_jscan_iter_next_doc(&it, w->h.keep, &item, &w->doc, NULL)) == 1) {
+                    if (item.type == KQ_JOBJECT)
+                        w->h.doc(w->h.ud, KQ_WATCH_ADDED, kq_jdoc_root(&w->doc));
+                }
             else
                 for (json_t *obj = NULL; (more_items = kq_jscan_iter_next_json(&it, w->h.keep, &item, &obj, NULL)) == 1;
                      obj = NULL) {
@@ -1875,17 +1881,35 @@ out:
 }
 
 /* One watch event line. Nonzero ends the stream (w->outcome says why). The line is
- * validated and built in one pass, of the object only what the handler keeps; an ERROR
- * event's Status is rebuilt whole (rare). */
+ * validated and decoded in one pass (into w->doc for a doc handler, else as a jansson
+ * tree), of the object only what the handler keeps; an ERROR event's Status is rebuilt
+ * whole (rare). */
 static int watch_line(void *ud, const char *line, size_t len)
 {
     kq_watch_t *w = ud;
-    json_t *ev = NULL;
+    json_t *ev = NULL, *obj = NULL;
+    const kq_jnode_t *node = NULL;
+    const char *type, *rv = NULL;
+    bool is_object;
     kq_jscan_error_t je;
-    int jrc = kq_jscan_json_filtered(line, len, w->env, &ev, &je);
-    const char *type = jstr(ev, "type");
-    json_t *obj = json_object_get(ev, "object");
-    if (jrc != 0 || type == NULL || !json_is_object(obj)) {
+    int jrc;
+    if (w->h.doc != NULL) {
+        jrc = kq_jdoc_parse(&w->doc, line, len, w->env, &je);
+        const kq_jnode_t *root = kq_jdoc_root(&w->doc);
+        type = kq_jnode_string(kq_jnode_get(root, "type"));
+        node = kq_jnode_get(root, "object");
+        is_object = node != NULL && node->type == KQ_JOBJECT;
+        if (is_object)
+            rv = kq_jnode_string(kq_jnode_get(kq_jnode_get(node, "metadata"), "resourceVersion"));
+    } else {
+        jrc = kq_jscan_json_filtered(line, len, w->env, &ev, &je);
+        type = jstr(ev, "type");
+        obj = json_object_get(ev, "object");
+        is_object = json_is_object(obj);
+        if (is_object)
+            rv = jstr(json_object_get(obj, "metadata"), "resourceVersion");
+    }
+    if (jrc != 0 || type == NULL || !is_object) {
         if (jrc == KQ_EPARSE)
             kq_warn("kube: bad watch event path=%s column=%d error=\"%s\"", w->path, je.column, je.text);
         else if (jrc != 0)
@@ -1902,18 +1926,20 @@ static int watch_line(void *ud, const char *line, size_t len)
                                         : 0;
     int rc = 0;
     if (t != 0) {
-        set_rv(w, jstr(json_object_get(obj, "metadata"), "resourceVersion"));
+        set_rv(w, rv);
         w->events++;
-        if (w->h.object != NULL)
+        if (node != NULL)
+            w->h.doc(w->h.ud, t, node);
+        else if (w->h.object != NULL)
             w->h.object(w->h.ud, t, obj);
     } else if (strcmp(type, "BOOKMARK") == 0) {
-        set_rv(w, jstr(json_object_get(obj, "metadata"), "resourceVersion"));
+        set_rv(w, rv);
         w->events++;
     } else if (strcmp(type, "ERROR") == 0) {
         /* A Status, not the watched kind: rebuild it whole (the filter is the handler's). */
         static const kq_jfilter_t status_only[] = {{"object", NULL}, {NULL, NULL}};
         json_t *st = NULL;
-        if (w->h.keep != NULL && kq_jscan_json_filtered(line, len, status_only, &st, NULL) == 0)
+        if ((w->h.keep != NULL || obj == NULL) && kq_jscan_json_filtered(line, len, status_only, &st, NULL) == 0)
             obj = json_object_get(st, "object");
         json_int_t code = json_integer_value(json_object_get(obj, "code"));
         const char *reason = jstr(obj, "reason"), *msg = jstr(obj, "message");
@@ -1965,6 +1991,7 @@ int kq_kube_watch_feed(const kq_watch_handler_t *h, const char *data, size_t len
         rc = KQ_EPARSE;
     buf_free(&x.partial);
     free(w.rv);
+    kq_jdoc_free(&w.doc);
     return rc;
 }
 
@@ -2159,6 +2186,7 @@ void kq_kube_watch_stop(kq_watch_t *w)
     pthread_mutex_destroy(&w->lock);
     pthread_cond_destroy(&w->cond);
     kq_info("kube: informer stopped path=%s restarts=%lu", w->path, atomic_load(&w->restarts));
+    kq_jdoc_free(&w->doc);
     free(w->rv);
     free(w->path);
     free(w->query);

@@ -1539,18 +1539,17 @@ static bool rfc3339_parse(const char *s, double *out)
     return true;
 }
 
-int kq_metering_pod_scheduled_time(const json_t *pod, double *out)
+int kq_metering_pod_scheduled_time(const kq_jnode_t *pod, double *out)
 {
-    const json_t *conds = json_object_get(json_object_get(pod, "status"), "conditions");
-    size_t i;
-    const json_t *c;
-    json_array_foreach(conds, i, c)
-    {
-        const char *type = json_string_value(json_object_get(c, "type"));
-        const char *status = json_string_value(json_object_get(c, "status"));
+    const kq_jnode_t *conds = kq_jnode_get(kq_jnode_get(pod, "status"), "conditions");
+    if (conds == NULL || conds->type != KQ_JARRAY)
+        return KQ_ENOENT;
+    for (const kq_jnode_t *c = kq_jnode_first(conds); c != NULL; c = kq_jnode_next(conds, c)) {
+        const char *type = kq_jnode_string(kq_jnode_get(c, "type"));
+        const char *status = kq_jnode_string(kq_jnode_get(c, "status"));
         if (type == NULL || strcmp(type, "PodScheduled") != 0 || status == NULL || strcmp(status, "True") != 0)
             continue;
-        const char *ts = json_string_value(json_object_get(c, "lastTransitionTime"));
+        const char *ts = kq_jnode_string(kq_jnode_get(c, "lastTransitionTime"));
         double t;
         if (ts == NULL || !rfc3339_parse(ts, &t))
             return KQ_EPARSE;

@@ -60,7 +60,8 @@
 typedef struct pctx {
     char *err;
     size_t errlen;
-    char prefix[384]; /* "pod ns/name: " */
+    char prefix[384];   /* "pod ns/name: " */
+    kq_jdoc_t *scratch; /* for the user-info annotation's JSON (opts->scratch), or NULL */
 } pctx_t;
 
 static int fail(pctx_t *c, int rc, const char *fmt, ...) KQ_PRINTF(3, 4);
@@ -81,51 +82,55 @@ static int fail(pctx_t *c, int rc, const char *fmt, ...)
 /* ---------------------------------------------------------------------------------- */
 /* typed member access: JSON null counts as absent                                     */
 
-static const json_t *member(const json_t *obj, const char *key)
+typedef kq_jnode_t jv_t; /* a decoded JSON value (see kq_jdoc in jscan.h) */
+
+static inline bool is(const jv_t *v, kq_jtype_t t)
 {
-    const json_t *v = json_is_object(obj) ? json_object_get(obj, key) : NULL;
-    return json_is_null(v) ? NULL : v;
+    return v != NULL && v->type == t;
 }
 
-static int get_object(pctx_t *c, const json_t *obj, const char *key, const char *path,
-                      const json_t **out)
+static const jv_t *member(const jv_t *obj, const char *key)
 {
-    const json_t *v = member(obj, key);
-    if (v != NULL && !json_is_object(v))
+    const jv_t *v = kq_jnode_get(obj, key);
+    return is(v, KQ_JNULL) ? NULL : v;
+}
+
+static int get_object(pctx_t *c, const jv_t *obj, const char *key, const char *path, const jv_t **out)
+{
+    const jv_t *v = member(obj, key);
+    if (v != NULL && !is(v, KQ_JOBJECT))
         return fail(c, KQ_EPARSE, "%s%s%s: not an object", path, *path ? "." : "", key);
     *out = v;
     return 0;
 }
 
-static int get_array(pctx_t *c, const json_t *obj, const char *key, const char *path,
-                     const json_t **out)
+static int get_array(pctx_t *c, const jv_t *obj, const char *key, const char *path, const jv_t **out)
 {
-    const json_t *v = member(obj, key);
-    if (v != NULL && !json_is_array(v))
+    const jv_t *v = member(obj, key);
+    if (v != NULL && !is(v, KQ_JARRAY))
         return fail(c, KQ_EPARSE, "%s%s%s: not an array", path, *path ? "." : "", key);
     *out = v;
     return 0;
 }
 
 /* String member; NULL when absent, null or "". */
-static int get_string(pctx_t *c, const json_t *obj, const char *key, const char *path,
-                      const char **out)
+static int get_string(pctx_t *c, const jv_t *obj, const char *key, const char *path, const char **out)
 {
-    const json_t *v = member(obj, key);
-    if (v != NULL && !json_is_string(v))
+    const jv_t *v = member(obj, key);
+    if (v != NULL && !is(v, KQ_JSTRING))
         return fail(c, KQ_EPARSE, "%s%s%s: not a string", path, *path ? "." : "", key);
-    const char *s = v ? json_string_value(v) : NULL;
+    const char *s = kq_jnode_string(v);
     *out = (s != NULL && *s != '\0') ? s : NULL;
     return 0;
 }
 
 /* A label or annotation value; NULL when absent or "". kind: "label" or "annotation". */
-static int get_kv(pctx_t *c, const json_t *map, const char *key, const char *kind, const char **out)
+static int get_kv(pctx_t *c, const jv_t *map, const char *key, const char *kind, const char **out)
 {
-    const json_t *v = member(map, key);
-    if (v != NULL && !json_is_string(v))
+    const jv_t *v = member(map, key);
+    if (v != NULL && !is(v, KQ_JSTRING))
         return fail(c, KQ_EPARSE, "%s %s: not a string", kind, key);
-    const char *s = v ? json_string_value(v) : NULL;
+    const char *s = kq_jnode_string(v);
     *out = (s != NULL && *s != '\0') ? s : NULL;
     return 0;
 }
@@ -134,38 +139,59 @@ static int get_kv(pctx_t *c, const json_t *map, const char *key, const char *kin
 /* resource lists                                                                      */
 
 /* A ResourceList ({"cpu":"500m",...}); obj NULL gives an empty set. Quantities may be
- * strings or JSON numbers (Kubernetes' Quantity accepts both). */
-static int parse_rlist(pctx_t *c, const json_t *obj, const char *path, kq_resource_t *out)
+ * strings or JSON numbers (Kubernetes' Quantity accepts both). Its path in errors is
+ * path + sub (two parts, so that nothing is formatted unless there is an error). When
+ * several entries are bad, the one with the smallest name is reported, so the reason does
+ * not depend on member order (which differs between a decoded text and a jansson object
+ * when a name repeats). */
+static int parse_rlist(pctx_t *c, const jv_t *obj, const char *path, const char *sub, kq_resource_t *out)
 {
     kq_resource_t r = KQ_RESOURCE_EMPTY;
-    if (obj != NULL && !json_is_object(obj))
-        return fail(c, KQ_EPARSE, "%s: not an object", path);
-    const char *key;
-    json_t *val;
-    json_object_foreach((json_t *)obj, key, val) {
+    if (obj != NULL && !is(obj, KQ_JOBJECT))
+        return fail(c, KQ_EPARSE, "%s%s: not an object", path, sub);
+    const char *bad = NULL; /* name of the reported bad entry */
+    bool full = false;
+    for (const jv_t *val = kq_jnode_first(obj); val != NULL; val = kq_jnode_next(obj, val)) {
+        const char *key = val->key;
+        bool report = bad == NULL || strcmp(key, bad) < 0;
         char num[64];
         const char *s;
-        if (json_is_string(val)) {
-            s = json_string_value(val);
-        } else if (json_is_integer(val)) {
-            snprintf(num, sizeof(num), "%" JSON_INTEGER_FORMAT, json_integer_value(val));
+        if (val->type == KQ_JSTRING) {
+            s = val->str;
+        } else if (val->type == KQ_JNUMBER && !val->real) {
+            snprintf(num, sizeof(num), "%lld", val->i);
             s = num;
-        } else if (json_is_real(val)) {
-            snprintf(num, sizeof(num), "%.15g", json_real_value(val));
+        } else if (val->type == KQ_JNUMBER) {
+            snprintf(num, sizeof(num), "%.15g", val->d);
             s = num;
         } else {
-            return fail(c, KQ_EPARSE, "%s.%.*s: quantity is not a string", path, KQ_RES_NAME_MAX, key);
+            if (report)
+                fail(c, KQ_EPARSE, "%s%s.%.*s: quantity is not a string", path, sub, KQ_RES_NAME_MAX, key);
+            bad = report ? key : bad;
+            continue;
         }
-        if (kq_resource_name(key) == NULL)
-            return fail(c, KQ_EPARSE, "%s: invalid resource name \"%.*s\"", path, KQ_RES_NAME_MAX, key);
+        if (kq_resource_name(key) == NULL) {
+            if (report)
+                fail(c, KQ_EPARSE, "%s%s: invalid resource name \"%.*s\"", path, sub, KQ_RES_NAME_MAX, key);
+            bad = report ? key : bad;
+            continue;
+        }
         int64_t v = 0;
         char why[160] = "";
-        if (kq_quantity_parse(key, s, &v, why, sizeof(why)) != 0)
-            return fail(c, KQ_EPARSE, "%s.%.*s: invalid quantity \"%.64s\": %s", path, KQ_RES_NAME_MAX,
-                        key, s, why);
-        if (kq_resource_set(&r, key, v) != 0)
-            return fail(c, KQ_EPARSE, "%s: more than %d resource names", path, KQ_RES_MAX);
+        if (kq_quantity_parse(key, s, &v, why, sizeof(why)) != 0) {
+            if (report)
+                fail(c, KQ_EPARSE, "%s%s.%.*s: invalid quantity \"%.64s\": %s", path, sub, KQ_RES_NAME_MAX, key,
+                     s, why);
+            bad = report ? key : bad;
+            continue;
+        }
+        if (bad == NULL && !full && kq_resource_set(&r, key, v) != 0)
+            full = true;
     }
+    if (bad != NULL)
+        return KQ_EPARSE;
+    if (full)
+        return fail(c, KQ_EPARSE, "%s%s: more than %d resource names", path, sub, KQ_RES_MAX);
     *out = r;
     return 0;
 }
@@ -202,20 +228,16 @@ typedef struct cres {
     bool restartable;
 } cres_t;
 
-static const json_t *find_status(const json_t *status, const char *name)
+static const jv_t *find_status(const jv_t *status, const char *name)
 {
     static const char *const lists[] = {"containerStatuses", "initContainerStatuses"};
     if (name == NULL)
         return NULL;
     for (size_t l = 0; l < 2; l++) {
-        const json_t *arr = member(status, lists[l]);
-        if (!json_is_array(arr))
-            continue;
-        size_t i;
-        const json_t *cs;
-        json_array_foreach(arr, i, cs) {
-            const json_t *n = member(cs, "name");
-            if (json_is_string(n) && strcmp(json_string_value(n), name) == 0)
+        const jv_t *arr = member(status, lists[l]);
+        for (const jv_t *cs = kq_jnode_first(arr); cs != NULL; cs = kq_jnode_next(arr, cs)) {
+            const char *n = kq_jnode_string(member(cs, "name"));
+            if (n != NULL && strcmp(n, name) == 0)
                 return cs;
         }
     }
@@ -223,14 +245,14 @@ static const json_t *find_status(const json_t *status, const char *name)
 }
 
 /* Status lists are checked for type before use (see check_status_lists). */
-static int parse_container(pctx_t *c, const json_t *ctr, const char *path, bool init,
-                           const json_t *status, bool infeasible, cres_t *out)
+static int parse_container(pctx_t *c, const jv_t *ctr, const char *path, bool init, const jv_t *status,
+                           bool infeasible, cres_t *out)
 {
-    char p[256], q[320];
-    if (!json_is_object(ctr))
+    char p[256];
+    if (!is(ctr, KQ_JOBJECT))
         return fail(c, KQ_EPARSE, "%s: not an object", path);
     const char *name = NULL;
-    const json_t *res = NULL;
+    const jv_t *res = NULL;
     int rc = get_string(c, ctr, "name", path, &name);
     if (rc == 0)
         rc = get_object(c, ctr, "resources", path, &res);
@@ -238,11 +260,8 @@ static int parse_container(pctx_t *c, const json_t *ctr, const char *path, bool 
         return rc;
 
     kq_resource_t req = KQ_RESOURCE_EMPTY, lim = KQ_RESOURCE_EMPTY;
-    snprintf(p, sizeof(p), "%s.resources.requests", path);
-    if ((rc = parse_rlist(c, member(res, "requests"), p, &req)) != 0)
-        return rc;
-    snprintf(p, sizeof(p), "%s.resources.limits", path);
-    if ((rc = parse_rlist(c, member(res, "limits"), p, &lim)) != 0)
+    if ((rc = parse_rlist(c, member(res, "requests"), path, ".resources.requests", &req)) != 0 ||
+        (rc = parse_rlist(c, member(res, "limits"), path, ".resources.limits", &lim)) != 0)
         return rc;
     /* Limits without requests: the request defaults to the limit. */
     for (uint32_t i = 0; i < lim.n; i++) {
@@ -261,29 +280,30 @@ static int parse_container(pctx_t *c, const json_t *ctr, const char *path, bool 
     }
 
     /* In-place resize: what the kubelet allocated and actuated. */
-    const json_t *cs = find_status(status, name);
-    const json_t *alloc_j = NULL, *act_j = NULL;
+    const jv_t *cs = find_status(status, name);
+    const jv_t *alloc_j = NULL, *act_j = NULL;
     if (cs != NULL) {
         snprintf(p, sizeof(p), "status of container \"%.64s\"", name);
-        const json_t *sres = NULL;
+        const jv_t *sres = NULL;
         if ((rc = get_object(c, cs, "allocatedResources", p, &alloc_j)) != 0 ||
             (rc = get_object(c, cs, "resources", p, &sres)) != 0)
             return rc;
-        snprintf(q, sizeof(q), "%s.resources", p);
-        if ((rc = get_object(c, sres, "requests", q, &act_j)) != 0)
-            return rc;
+        if (sres != NULL) {
+            const jv_t *v = member(sres, "requests");
+            if (v != NULL && !is(v, KQ_JOBJECT))
+                return fail(c, KQ_EPARSE, "%s.resources.requests: not an object", p);
+            act_j = v;
+        }
     }
     kq_resource_t alloc = KQ_RESOURCE_EMPTY, act = KQ_RESOURCE_EMPTY;
     if (alloc_j != NULL) {
-        snprintf(q, sizeof(q), "status of container \"%.64s\".allocatedResources", name);
-        if ((rc = parse_rlist(c, alloc_j, q, &alloc)) != 0)
+        if ((rc = parse_rlist(c, alloc_j, p, ".allocatedResources", &alloc)) != 0)
             return rc;
     } else if (!infeasible) {
         alloc = req;
     }
     if (act_j != NULL) {
-        snprintf(q, sizeof(q), "status of container \"%.64s\".resources.requests", name);
-        if ((rc = parse_rlist(c, act_j, q, &act)) != 0)
+        if ((rc = parse_rlist(c, act_j, p, ".resources.requests", &act)) != 0)
             return rc;
     } else {
         act = alloc;
@@ -325,14 +345,14 @@ range:
                 KQ_RES_MAX);
 }
 
-static int parse_container_list(pctx_t *c, const json_t *spec, const char *key, bool init,
-                                const json_t *status, bool infeasible, cres_t **out, size_t *n_out)
+static int parse_container_list(pctx_t *c, const jv_t *spec, const char *key, bool init, const jv_t *status,
+                                bool infeasible, cres_t **out, size_t *n_out)
 {
-    const json_t *arr = NULL;
+    const jv_t *arr = NULL;
     int rc = get_array(c, spec, key, "spec", &arr);
     if (rc != 0)
         return rc;
-    size_t n = arr ? json_array_size(arr) : 0;
+    size_t n = arr ? arr->count : 0;
     *out = NULL;
     *n_out = 0;
     if (n == 0)
@@ -342,10 +362,11 @@ static int parse_container_list(pctx_t *c, const json_t *spec, const char *key, 
     cres_t *v = calloc(n, sizeof(*v));
     if (v == NULL)
         return fail(c, KQ_ENOMEM, "out of memory");
-    for (size_t i = 0; i < n; i++) {
+    size_t i = 0;
+    for (const jv_t *ctr = kq_jnode_first(arr); ctr != NULL; ctr = kq_jnode_next(arr, ctr), i++) {
         char path[64];
         snprintf(path, sizeof(path), "spec.%s[%zu]", key, i);
-        rc = parse_container(c, json_array_get(arr, i), path, init, status, infeasible, &v[i]);
+        rc = parse_container(c, ctr, path, init, status, infeasible, &v[i]);
         if (rc != 0) {
             free(v);
             return rc;
@@ -356,34 +377,30 @@ static int parse_container_list(pctx_t *c, const json_t *spec, const char *key, 
     return 0;
 }
 
-static bool resize_infeasible(const json_t *status)
+static bool resize_infeasible(const jv_t *status)
 {
-    const json_t *legacy = member(status, "resize");
-    if (json_is_string(legacy) && strcmp(json_string_value(legacy), "Infeasible") == 0)
+    const char *legacy = kq_jnode_string(member(status, "resize"));
+    if (legacy != NULL && strcmp(legacy, "Infeasible") == 0)
         return true;
-    const json_t *conds = member(status, "conditions");
-    if (!json_is_array(conds))
-        return false;
-    size_t i;
-    const json_t *cd;
-    json_array_foreach(conds, i, cd) {
-        const json_t *type = member(cd, "type");
-        if (json_is_string(type) && strcmp(json_string_value(type), "PodResizePending") == 0) {
-            const json_t *reason = member(cd, "reason");
-            return json_is_string(reason) && strcmp(json_string_value(reason), "Infeasible") == 0;
+    const jv_t *conds = member(status, "conditions");
+    for (const jv_t *cd = kq_jnode_first(conds); cd != NULL; cd = kq_jnode_next(conds, cd)) {
+        const char *type = kq_jnode_string(member(cd, "type"));
+        if (type != NULL && strcmp(type, "PodResizePending") == 0) {
+            const char *reason = kq_jnode_string(member(cd, "reason"));
+            return reason != NULL && strcmp(reason, "Infeasible") == 0;
         }
     }
     return false;
 }
 
-static int compute_request(pctx_t *c, const json_t *spec, const json_t *status, kq_resource_t *out)
+static int compute_request(pctx_t *c, const jv_t *spec, const jv_t *status, kq_resource_t *out)
 {
     int rc;
     cres_t *ctrs = NULL, *inits = NULL;
     size_t n = 0, ni = 0;
-    if (spec != NULL && !json_is_object(spec))
+    if (spec != NULL && !is(spec, KQ_JOBJECT))
         return fail(c, KQ_EPARSE, "spec: not an object");
-    if (status != NULL && !json_is_object(status))
+    if (status != NULL && !is(status, KQ_JOBJECT))
         return fail(c, KQ_EPARSE, "status: not an object");
     bool infeasible = status != NULL && resize_infeasible(status);
 
@@ -405,12 +422,12 @@ static int compute_request(pctx_t *c, const json_t *spec, const json_t *status, 
     }
 
     /* Pod-level requests (cpu, memory, hugepages-*) replace the container aggregate. */
-    const json_t *pres = NULL;
+    const jv_t *pres = NULL;
     if ((rc = get_object(c, spec, "resources", "spec", &pres)) != 0)
         goto out;
     if (pres != NULL) {
         kq_resource_t podreq;
-        if ((rc = parse_rlist(c, member(pres, "requests"), "spec.resources.requests", &podreq)) != 0)
+        if ((rc = parse_rlist(c, member(pres, "requests"), "spec.resources.requests", "", &podreq)) != 0)
             goto out;
         for (uint32_t i = 0; i < podreq.n; i++) {
             if (is_pod_level_resource(podreq.e[i].name) &&
@@ -422,7 +439,7 @@ static int compute_request(pctx_t *c, const json_t *spec, const json_t *status, 
     }
 
     kq_resource_t overhead;
-    if ((rc = parse_rlist(c, member(spec, "overhead"), "spec.overhead", &overhead)) != 0)
+    if ((rc = parse_rlist(c, member(spec, "overhead"), "spec.overhead", "", &overhead)) != 0)
         goto out;
     if (kq_resource_add(&total, &overhead) != 0) {
         rc = fail(c, KQ_EPARSE, "spec.overhead: sum overflows or names more than %d resources", KQ_RES_MAX);
@@ -436,7 +453,7 @@ out:
     return rc;
 }
 
-int kq_pod_request(const json_t *spec, kq_resource_t *out, char *err, size_t errlen)
+int kq_pod_request(const kq_jnode_t *spec, kq_resource_t *out, char *err, size_t errlen)
 {
     pctx_t c = {.err = err, .errlen = errlen, .prefix = ""};
     kq_resource_t r;
@@ -514,60 +531,79 @@ static bool ident_ok(const char *s, size_t len)
     return true;
 }
 
-static int parse_user_info(pctx_t *c, const char *ann, const json_t *val, kq_pod_t *p)
+/* A repeated member name anywhere in the document (the user-info annotation is strict,
+ * as jansson's JSON_REJECT_DUPLICATES was): the first one, or NULL. */
+static const jv_t *first_repeat(const kq_jdoc_t *d)
 {
-    size_t len = json_string_length(val);
-    if (len > USER_INFO_MAX)
+    for (size_t i = 0; i < d->n; i++)
+        if (d->nodes[i].shadowed)
+            return &d->nodes[i];
+    return NULL;
+}
+
+static int parse_user_info(pctx_t *c, const char *ann, const jv_t *val, kq_pod_t *p)
+{
+    if (val->len > USER_INFO_MAX)
         return fail(c, KQ_EPARSE, "annotation %s: longer than %d bytes", ann, USER_INFO_MAX);
-    json_error_t je;
-    json_t *j = json_loadb(json_string_value(val), len, JSON_REJECT_DUPLICATES, &je);
-    int rc = 0;
-    if (j == NULL)
-        return fail(c, KQ_EPARSE, "annotation %s: not valid JSON: %s (column %d)", ann, je.text, je.column);
-    if (!json_is_object(j)) {
+    kq_jdoc_t local = {0}, *d = c->scratch != NULL ? c->scratch : &local;
+    kq_jscan_error_t je;
+    int rc = kq_jdoc_parse(d, val->str, val->len, NULL, &je);
+    if (rc == KQ_ENOMEM) {
+        rc = fail(c, KQ_ENOMEM, "out of memory");
+        goto out;
+    }
+    if (rc != 0) {
+        rc = fail(c, KQ_EPARSE, "annotation %s: not valid JSON: %s (column %d)", ann, je.text, je.column);
+        goto out;
+    }
+    const jv_t *j = kq_jdoc_root(d), *rep = first_repeat(d);
+    if (rep != NULL) {
+        rc = fail(c, KQ_EPARSE, "annotation %s: not valid JSON: duplicate object key \"%.64s\"", ann, rep->key);
+        goto out;
+    }
+    if (!is(j, KQ_JOBJECT)) {
         rc = fail(c, KQ_EPARSE, "annotation %s: not a JSON object", ann);
         goto out;
     }
-    const char *key;
-    json_t *v;
-    json_object_foreach(j, key, v) {
-        if (strcmp(key, "user") != 0 && strcmp(key, "groups") != 0) {
-            rc = fail(c, KQ_EPARSE, "annotation %s: unknown field \"%.64s\" (expected user, groups)", ann, key);
+    for (const jv_t *v = kq_jnode_first(j); v != NULL; v = kq_jnode_next(j, v)) {
+        if (strcmp(v->key, "user") != 0 && strcmp(v->key, "groups") != 0) {
+            rc = fail(c, KQ_EPARSE, "annotation %s: unknown field \"%.64s\" (expected user, groups)", ann,
+                      v->key);
             goto out;
         }
     }
-    const json_t *user = json_object_get(j, "user");
-    if (!json_is_string(user) || !ident_ok(json_string_value(user), json_string_length(user))) {
+    const jv_t *user = kq_jnode_get(j, "user");
+    if (!is(user, KQ_JSTRING) || !ident_ok(user->str, user->len)) {
         rc = fail(c, KQ_EPARSE, "annotation %s: \"user\" must be a non-empty string of at most %d "
                   "printable bytes", ann, IDENT_MAX);
         goto out;
     }
-    const json_t *groups = json_object_get(j, "groups");
-    if (groups != NULL && !json_is_null(groups) && !json_is_array(groups)) {
+    const jv_t *groups = kq_jnode_get(j, "groups");
+    if (groups != NULL && !is(groups, KQ_JNULL) && !is(groups, KQ_JARRAY)) {
         rc = fail(c, KQ_EPARSE, "annotation %s: \"groups\" must be an array of strings", ann);
         goto out;
     }
-    size_t ng = json_is_array(groups) ? json_array_size(groups) : 0;
+    size_t ng = is(groups, KQ_JARRAY) ? groups->count : 0;
     if (ng > GROUPS_MAX) {
         rc = fail(c, KQ_EPARSE, "annotation %s: more than %d groups", ann, GROUPS_MAX);
         goto out;
     }
-    for (size_t i = 0; i < ng; i++) {
-        const json_t *g = json_array_get(groups, i);
-        if (!json_is_string(g) || !ident_ok(json_string_value(g), json_string_length(g))) {
+    size_t i = 0;
+    for (const jv_t *g = ng ? kq_jnode_first(groups) : NULL; g != NULL; g = kq_jnode_next(groups, g), i++) {
+        if (!is(g, KQ_JSTRING) || !ident_ok(g->str, g->len)) {
             rc = fail(c, KQ_EPARSE, "annotation %s: groups[%zu] must be a non-empty string of at most "
                       "%d printable bytes", ann, i, IDENT_MAX);
             goto out;
         }
     }
-    p->user = strdup(json_string_value(user));
+    p->user = strdup(user->str);
     p->groups = ng ? calloc(ng, sizeof(char *)) : NULL;
     if (p->user == NULL || (ng && p->groups == NULL)) {
         rc = fail(c, KQ_ENOMEM, "out of memory");
         goto out;
     }
-    for (size_t i = 0; i < ng; i++) {
-        const char *g = json_string_value(json_array_get(groups, i));
+    for (const jv_t *gv = ng ? kq_jnode_first(groups) : NULL; gv != NULL; gv = kq_jnode_next(groups, gv)) {
+        const char *g = gv->str;
         bool dup = false;
         for (size_t k = 0; k < p->n_groups && !dup; k++)
             dup = strcmp(p->groups[k], g) == 0;
@@ -580,7 +616,7 @@ static int parse_user_info(pctx_t *c, const char *ann, const json_t *val, kq_pod
         p->n_groups++;
     }
 out:
-    json_decref(j);
+    kq_jdoc_free(&local);
     return rc;
 }
 
@@ -727,18 +763,16 @@ const kq_jfilter_t kq_pod_fields[] = {
     {"metadata", f_meta}, {"spec", f_spec}, {"status", f_status}, {NULL, NULL},
 };
 
-int kq_pod_parse(const json_t *obj, const kq_pod_opts_t *opts, kq_pod_t *out, char *err,
-                 size_t errlen)
+int kq_pod_parse(const kq_jnode_t *obj, const kq_pod_opts_t *opts, kq_pod_t *out, char *err, size_t errlen)
 {
-    pctx_t c = {.err = err, .errlen = errlen};
-    snprintf(c.prefix, sizeof(c.prefix), "pod: ");
+    pctx_t c = {.err = err, .errlen = errlen, .prefix = "pod: ", .scratch = opts ? opts->scratch : NULL};
     kq_pod_t p;
     memset(&p, 0, sizeof(p));
     int rc;
-    const json_t *meta = NULL, *labels = NULL, *anns = NULL, *spec = NULL, *status = NULL;
+    const jv_t *meta = NULL, *labels = NULL, *anns = NULL, *spec = NULL, *status = NULL;
     const char *uid = NULL, *ns = NULL, *name = NULL, *s = NULL;
 
-    if (!json_is_object(obj)) {
+    if (!is(obj, KQ_JOBJECT)) {
         rc = fail(&c, KQ_EPARSE, "not a JSON object");
         goto out;
     }
@@ -789,14 +823,13 @@ int kq_pod_parse(const json_t *obj, const kq_pod_opts_t *opts, kq_pod_t *out, ch
         goto out;
     if ((p.scheduler_name = dup_or(s, "default-scheduler")) == NULL)
         goto nomem;
-    const json_t *prio = member(spec, "priority");
+    const jv_t *prio = member(spec, "priority");
     if (prio != NULL) {
-        if (!json_is_integer(prio) || json_integer_value(prio) < INT32_MIN ||
-            json_integer_value(prio) > INT32_MAX) {
+        if (!is(prio, KQ_JNUMBER) || prio->real || prio->i < INT32_MIN || prio->i > INT32_MAX) {
             rc = fail(&c, KQ_EPARSE, "spec.priority: not a 32-bit integer");
             goto out;
         }
-        p.priority = (int32_t)json_integer_value(prio);
+        p.priority = (int32_t)prio->i;
     }
 
     /* status */
@@ -813,7 +846,7 @@ int kq_pod_parse(const json_t *obj, const kq_pod_opts_t *opts, kq_pod_t *out, ch
     else
         p.phase = KQ_POD_UNKNOWN;
     {
-        const json_t *tmp = NULL;
+        const jv_t *tmp = NULL;
         if ((rc = get_array(&c, status, "containerStatuses", "status", &tmp)) != 0 ||
             (rc = get_array(&c, status, "initContainerStatuses", "status", &tmp)) != 0 ||
             (rc = get_array(&c, status, "conditions", "status", &tmp)) != 0)
@@ -828,10 +861,10 @@ int kq_pod_parse(const json_t *obj, const kq_pod_opts_t *opts, kq_pod_t *out, ch
         static const char *const anns_ui[] = {ANN_USER_INFO, ANN_YK_USER_INFO};
         bool have = false;
         for (size_t i = 0; i < 2 && !have; i++) {
-            const json_t *v = member(anns, anns_ui[i]);
+            const jv_t *v = member(anns, anns_ui[i]);
             if (v == NULL)
                 continue;
-            if (!json_is_string(v)) {
+            if (!is(v, KQ_JSTRING)) {
                 rc = fail(&c, KQ_EPARSE, "annotation %s: not a string", anns_ui[i]);
                 goto out;
             }
@@ -849,7 +882,7 @@ int kq_pod_parse(const json_t *obj, const kq_pod_opts_t *opts, kq_pod_t *out, ch
     /* queue */
     {
         const char *q = NULL, *src = NULL;
-        struct { const json_t *map; const char *key, *kind; } srcs[] = {
+        struct { const jv_t *map; const char *key, *kind; } srcs[] = {
             {labels, KEY_QUEUE, "label"},
             {anns, KEY_QUEUE, "annotation"},
             {labels, LABEL_YK_QUEUE, "label"},
@@ -873,16 +906,13 @@ int kq_pod_parse(const json_t *obj, const kq_pod_opts_t *opts, kq_pod_t *out, ch
             (app == NULL && (rc = get_kv(&c, labels, LABEL_YK_APP_ID, "label", &app)) != 0))
             goto out;
         if (app == NULL) {
-            const json_t *owners = NULL;
+            const jv_t *owners = NULL;
             if ((rc = get_array(&c, meta, "ownerReferences", "metadata", &owners)) != 0)
                 goto out;
-            size_t i;
-            const json_t *o;
-            json_array_foreach(owners, i, o) {
-                const json_t *ctl = member(o, "controller");
-                const json_t *ouid = member(o, "uid");
-                if (json_is_true(ctl) && json_is_string(ouid) && json_string_length(ouid) > 0) {
-                    app = json_string_value(ouid);
+            for (const jv_t *o = kq_jnode_first(owners); o != NULL; o = kq_jnode_next(owners, o)) {
+                const jv_t *ouid = member(o, "uid");
+                if (is(member(o, "controller"), KQ_JTRUE) && is(ouid, KQ_JSTRING) && ouid->len > 0) {
+                    app = ouid->str;
                     break;
                 }
             }
@@ -915,6 +945,37 @@ nomem:
 out:
     kq_pod_clear(&p);
     memset(out, 0, sizeof(*out));
+    return rc;
+}
+
+int kq_pod_parse_text(const char *text, size_t len, const kq_pod_opts_t *opts, kq_pod_t *out, char *err,
+                      size_t errlen)
+{
+    kq_jdoc_t doc = {0};
+    kq_jscan_error_t je;
+    int rc = kq_jdoc_parse(&doc, text, len, kq_pod_fields, &je);
+    if (rc == 0) {
+        rc = kq_pod_parse(kq_jdoc_root(&doc), opts, out, err, errlen);
+    } else {
+        memset(out, 0, sizeof(*out));
+        if (err != NULL && errlen > 0)
+            snprintf(err, errlen, "pod: not valid JSON: %s (line %d, column %d)", je.text, je.line, je.column);
+    }
+    kq_jdoc_free(&doc);
+    return rc;
+}
+
+int kq_pod_parse_json(const json_t *obj, const kq_pod_opts_t *opts, kq_pod_t *out, char *err, size_t errlen)
+{
+    char *text = obj != NULL ? json_dumps(obj, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+    if (text == NULL) {
+        memset(out, 0, sizeof(*out));
+        if (err != NULL && errlen > 0)
+            snprintf(err, errlen, "pod: %s", obj == NULL ? "not a JSON object" : "out of memory");
+        return obj == NULL ? KQ_EPARSE : KQ_ENOMEM;
+    }
+    int rc = kq_pod_parse_text(text, strlen(text), opts, out, err, errlen);
+    free(text);
     return rc;
 }
 

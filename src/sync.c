@@ -33,6 +33,7 @@ struct kq_sync {
     kq_watch_t *watch;
     atomic_ulong bad_pods;
     atomic_ulong lists;
+    kq_jdoc_t scratch; /* the watch thread's, for kq_pod_parse (user-info annotations) */
 };
 
 static void on_list_begin(void *ud)
@@ -58,14 +59,14 @@ static void on_list_end(void *ud)
         kq_info("event=resynced pods=%zu counted=%zu", known, counted);
 }
 
-static const char *pod_uid(const json_t *obj)
+static const char *pod_uid(const kq_jnode_t *obj)
 {
-    return json_string_value(json_object_get(json_object_get(obj, "metadata"), "uid"));
+    return kq_jnode_string(kq_jnode_get(kq_jnode_get(obj, "metadata"), "uid"));
 }
 
 /* Metering follows the same pod events as usage: charged from the PodScheduled time until
  * the pod ends, so usage and charge agree on when a pod starts. */
-static void meter(kq_app_t *app, const json_t *obj, const kq_pod_t *pod)
+static void meter(kq_app_t *app, const kq_jnode_t *obj, const kq_pod_t *pod)
 {
     int rc = 0;
     if (kq_pod_is_terminal(pod)) {
@@ -86,7 +87,7 @@ static void meter(kq_app_t *app, const json_t *obj, const kq_pod_t *pod)
         kq_warn("event=metering_feed_failed pod=%s/%s error=\"%s\"", pod->ns, pod->name, kq_strerror(rc));
 }
 
-static void on_object(void *ud, int type, json_t *obj)
+static void on_object(void *ud, int type, const kq_jnode_t *obj)
 {
     kq_sync_t *s = ud;
     kq_app_t *app = s->app;
@@ -105,6 +106,7 @@ static void on_object(void *ud, int type, json_t *obj)
     kq_pod_opts_t opts = {
         .partition = cfg ? kq_config_partition(cfg, app->partition) : NULL,
         .default_user = app->default_user,
+        .scratch = &s->scratch,
     };
     kq_pod_t pod;
     char err[512];
@@ -152,7 +154,7 @@ kq_sync_t *kq_sync_start(kq_app_t *app)
     free(esc);
     kq_watch_handler_t h = {
         .list_begin = on_list_begin,
-        .object = on_object,
+        .doc = on_object,
         .list_end = on_list_end,
         .ud = s,
         .keep = kq_pod_fields, /* only what kq_pod_parse and metering read is built */
@@ -170,6 +172,7 @@ void kq_sync_stop(kq_sync_t *s)
     if (s == NULL)
         return;
     kq_kube_watch_stop(s->watch);
+    kq_jdoc_free(&s->scratch);
     free(s);
 }
 

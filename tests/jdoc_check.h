@@ -80,4 +80,30 @@ static inline bool jdoc_equal_json(const kq_jnode_t *n, const json_t *j)
     return false;
 }
 
+/* A new jansson value equal to the node (NULL for NULL), for printing and comparing. */
+static inline json_t *jdoc_to_json(const kq_jnode_t *n)
+{
+    if (n == NULL)
+        return NULL;
+    json_t *v = NULL;
+    switch (n->type) {
+    case KQ_JOBJECT:
+        v = json_object();
+        for (const kq_jnode_t *c = kq_jnode_first(n); c != NULL; c = kq_jnode_next(n, c))
+            json_object_setn_new(v, c->key, c->key_len, jdoc_to_json(c));
+        break;
+    case KQ_JARRAY:
+        v = json_array();
+        for (const kq_jnode_t *c = kq_jnode_first(n); c != NULL; c = kq_jnode_next(n, c))
+            json_array_append_new(v, jdoc_to_json(c));
+        break;
+    case KQ_JSTRING: v = json_stringn(n->str, n->len); break;
+    case KQ_JNUMBER: v = n->real ? json_real(n->d) : json_integer(n->i); break;
+    case KQ_JTRUE: v = json_true(); break;
+    case KQ_JFALSE: v = json_false(); break;
+    default: v = json_null(); break;
+    }
+    return v;
+}
+
 #endif

@@ -111,6 +111,10 @@ typedef struct kq_watch_handler {
     void (*list_begin)(void *ud);                       /* a full (re)list starts */
     void (*object)(void *ud, int type, json_t *obj);    /* borrowed; list items come as ADDED */
     void (*list_end)(void *ud);                         /* the list is complete: reconcile */
+    /* Instead of `object`, when set: the object as a decoded document's node (kq_jdoc,
+     * see jscan.h), valid only during the call. No jansson tree is built: the informer
+     * decodes each line and list item into one document it reuses. */
+    void (*doc)(void *ud, int type, const kq_jnode_t *obj);
     void *ud;
     /* What `object` receives of each listed or watched object (NULL: all of it), e.g.
      * kq_pod_fields: the members not named are validated but never built. Must keep
@@ -140,8 +144,8 @@ void kq_kube_watch_stop(kq_watch_t *w);
 /* Feeds raw watch-stream bytes through the informer's own line framing and event
  * decoding, without a connection or a thread: data[0..len) arrives in chunks ending at
  * the offsets in cuts[] (increasing; out-of-order or out-of-range ones are ignored), as
- * curl would deliver them; each ADDED/MODIFIED/DELETED event reaches h->object (with
- * h->keep applied) and list callbacks are never called. Returns 0 when the stream is still
+ * curl would deliver them; each ADDED/MODIFIED/DELETED event reaches h->doc or h->object
+ * (with h->keep applied) and list callbacks are never called. Returns 0 when the stream is still
  * good (a line left unfinished at the end is kept back, as in a live stream); KQ_EGONE
  * when it asks for a relist (an ERROR event with 410/Expired/Gone, or a line longer than
  * max_line); KQ_EPARSE on an event that is not JSON or has no type or object, or another

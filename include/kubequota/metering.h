@@ -184,7 +184,7 @@ void kq_metering_set_nodes_allocatable(kq_metering_t *m, const kq_resource_t *to
 /* status.conditions[type=PodScheduled,status=True].lastTransitionTime (RFC 3339) as
  * seconds since the epoch. KQ_ENOENT when the pod has no such condition, KQ_EPARSE when the
  * time is malformed; *out untouched on error. */
-int kq_metering_pod_scheduled_time(const json_t *pod, double *out) KQ_WUR;
+int kq_metering_pod_scheduled_time(const kq_jnode_t *pod, double *out) KQ_WUR;
 
 /* ---- budgets ---- */
 

@@ -24,7 +24,7 @@
  *    resize the larger of spec and status (allocated/actuated) counts (see src/pod.c).
  *
  * Ownership: kq_pod_t owns its strings; kq_pod_clear frees them. Parsing never keeps a
- * reference to the JSON.
+ * reference to the document.
  */
 #ifndef KUBEQUOTA_POD_H
 #define KUBEQUOTA_POD_H
@@ -73,23 +73,36 @@ typedef struct kq_pod {
 typedef struct kq_pod_opts {
     const kq_partition_conf_t *partition; /* for queue resolution; borrowed */
     const char *default_user;             /* NULL = "nobody" */
+    kq_jdoc_t *scratch; /* a document to reuse for the user-info annotation's JSON (one
+                         * thread's, e.g. the informer's); NULL: a temporary one */
 } kq_pod_opts_t;
 
-/* Parses and resolves a Pod object. On success *out owns new strings (clear it with
- * kq_pod_clear). On failure (not an object, no uid, bad quantity, bad user-info JSON...)
- * returns KQ_EPARSE with a reason naming the field; *out is left zeroed. */
 /* The members of a Pod that kubequota reads: kq_pod_parse, the metering's PodScheduled
  * condition and the informer's metadata.resourceVersion. A pod decoded with
- * kq_jscan_json_filtered(text, len, kq_pod_fields, ...) parses exactly like the whole
- * object (tests/unit/test_pod.c and fuzz/fuzz_pod.c hold that), without allocating
- * managedFields, env, volumes, images, probes... */
+ * kq_jdoc_parse(doc, text, len, kq_pod_fields, ...) parses exactly like the whole object
+ * (tests/unit/test_pod.c and fuzz/fuzz_pod.c hold that), without decoding managedFields,
+ * env, volumes, images, probes... */
 extern const kq_jfilter_t kq_pod_fields[];
 
-int kq_pod_parse(const json_t *obj, const kq_pod_opts_t *opts, kq_pod_t *out, char *err,
+/* Parses and resolves a Pod object (a decoded document's node, see kq_jdoc in jscan.h).
+ * On success *out owns new strings (clear it with kq_pod_clear). On failure (not an
+ * object, no uid, bad quantity, bad user-info JSON...) returns KQ_EPARSE with a reason
+ * naming the field; *out is left zeroed. */
+int kq_pod_parse(const kq_jnode_t *obj, const kq_pod_opts_t *opts, kq_pod_t *out, char *err,
                  size_t errlen) KQ_WUR;
 
-/* Effective request of a PodSpec JSON object (see rules above). */
-int kq_pod_request(const json_t *spec, kq_resource_t *out, char *err, size_t errlen) KQ_WUR;
+/* The same from JSON text: decodes kq_pod_fields of it into a temporary document. Text
+ * that is not JSON is KQ_EPARSE with the position in err. */
+int kq_pod_parse_text(const char *text, size_t len, const kq_pod_opts_t *opts, kq_pod_t *out, char *err,
+                      size_t errlen) KQ_WUR;
+
+/* The same from a jansson value (for callers that hold one: a GET, preemption arguments;
+ * it is written out and decoded again, so it is not for hot paths). */
+int kq_pod_parse_json(const json_t *obj, const kq_pod_opts_t *opts, kq_pod_t *out, char *err,
+                      size_t errlen) KQ_WUR;
+
+/* Effective request of a PodSpec object (see rules above). */
+int kq_pod_request(const kq_jnode_t *spec, kq_resource_t *out, char *err, size_t errlen) KQ_WUR;
 
 /* Deep copy; KQ_ENOMEM leaves dst zeroed. */
 int kq_pod_copy(kq_pod_t *dst, const kq_pod_t *src) KQ_WUR;

@@ -161,7 +161,7 @@ static void occupy(fx_t *f, const char *uid)
     kq_pod_opts_t o = {.partition = kq_config_partition(f->cfg, "default"), .default_user = "nobody"};
     kq_pod_t pod;
     char err[256];
-    assert_int_equal(kq_pod_parse(json_object_get(args, "Pod"), &o, &pod, err, sizeof(err)), 0);
+    assert_int_equal(kq_pod_parse_json(json_object_get(args, "Pod"), &o, &pod, err, sizeof(err)), 0);
     char reason[512];
     assert_int_equal(kq_ledger_assume(f->app.ledger, &pod, reason, sizeof(reason)), 0);
     kq_pod_clear(&pod);
@@ -176,7 +176,7 @@ static void observe_pending(fx_t *f, const char *uid)
     kq_pod_opts_t o = {.partition = kq_config_partition(f->cfg, "default"), .default_user = "nobody"};
     kq_pod_t pod;
     char err[256];
-    assert_int_equal(kq_pod_parse(json_object_get(args, "Pod"), &o, &pod, err, sizeof(err)), 0);
+    assert_int_equal(kq_pod_parse_json(json_object_get(args, "Pod"), &o, &pod, err, sizeof(err)), 0);
     kq_ledger_observe(f->app.ledger, &pod);
     kq_pod_clear(&pod);
     json_decref(args);

@@ -40,6 +40,8 @@
 #include <openssl/x509v3.h>
 
 #include "kubequota/kube.h"
+
+#include "../jdoc_check.h"
 #include "kubequota/log.h"
 
 /* ======================================================================================
@@ -939,6 +941,15 @@ static void rec_object(void *ud, int type, json_t *obj)
     rec_push(r, s);
 }
 
+/* The same record from a doc handler: what it receives must read the same. */
+static void rec_doc(void *ud, int type, const kq_jnode_t *obj)
+{
+    json_t *j = jdoc_to_json(obj);
+    assert_non_null(j);
+    rec_object(ud, type, j);
+    json_decref(j);
+}
+
 static void rec_init(rec_t *r)
 {
     memset(r, 0, sizeof(*r));
@@ -1335,9 +1346,17 @@ static void route_fat(srv_t *s, const rq_t *rq, resp_t *out)
     }
 }
 
-static void test_watch_filter(void **state)
+static void rec_doc_dump(void *ud, int type, const kq_jnode_t *obj)
 {
-    (void)state;
+    json_t *j = jdoc_to_json(obj);
+    assert_non_null(j);
+    rec_dump(ud, type, j);
+    json_decref(j);
+}
+
+/* With a jansson handler (doc false) or a document handler. */
+static void watch_filter(bool doc)
+{
     static const kq_jfilter_t meta[] = {{"name", NULL}, {"resourceVersion", NULL}, {NULL, NULL}};
     static const kq_jfilter_t ctr[] = {{"name", NULL}, {NULL, NULL}};
     static const kq_jfilter_t spec[] = {{"containers", ctr}, {NULL, NULL}};
@@ -1347,7 +1366,11 @@ static void test_watch_filter(void **state)
     kq_kube_t *k = client_for(s, &o);
     rec_t r;
     rec_init(&r);
-    kq_watch_handler_t h = {.list_begin = rec_begin, .object = rec_dump, .list_end = rec_end, .ud = &r, .keep = keep};
+    kq_watch_handler_t h = {.list_begin = rec_begin, .list_end = rec_end, .ud = &r, .keep = keep};
+    if (doc)
+        h.doc = rec_doc_dump;
+    else
+        h.object = rec_dump;
     kq_watch_t *w = kq_kube_watch_start(k, "/api/v1/pods", NULL, &h);
     assert_non_null(w);
     wait_rec(&r, &r.n, 3);
@@ -1373,16 +1396,23 @@ static void test_watch_filter(void **state)
     rec_free(&r);
 }
 
-/* --- the stream decoder without a connection (kq_kube_watch_feed) ----------------------- */
-
-static void test_watch_feed(void **state)
+static void test_watch_filter(void **state)
 {
     (void)state;
+    watch_filter(false);
+    watch_filter(true);
+}
+
+/* --- the stream decoder without a connection (kq_kube_watch_feed) ----------------------- */
+
+/* With a jansson handler (doc false) or a document handler. */
+static void watch_feed(bool doc)
+{
     const char *stream = EV("ADDED", "f1", "11") "\r\n" EV("MODIFIED", "f1", "12")
         "{\"type\":\"SOMETHING\",\"object\":{}}\n" BOOKMARK("13") EV("DELETED", "f1", "14") "{\"type\":\"ADD";
     size_t len = strlen(stream);
     const char *want[] = {"ADDED:f1", "MODIFIED:f1", "DELETED:f1", NULL};
-    kq_watch_handler_t h = {.object = rec_object};
+    kq_watch_handler_t h = {.object = doc ? NULL : rec_object, .doc = doc ? rec_doc : NULL};
     /* every single split point, and every byte its own chunk: the same three events */
     for (size_t cut = 0; cut <= len; cut++) {
         rec_t r;
@@ -1430,6 +1460,13 @@ static void test_watch_feed(void **state)
         rec_free(&r);
     }
     assert_int_equal(kq_kube_watch_feed(NULL, "", 0, NULL, 0, 10), KQ_EINVAL);
+}
+
+static void test_watch_feed(void **state)
+{
+    (void)state;
+    watch_feed(false);
+    watch_feed(true);
 }
 
 /* --- a line over the limit relists ----------------------------------------------------- */

@@ -576,7 +576,7 @@ static void test_parsed_pod(void **state)
     kq_pod_opts_t o = {.partition = kq_config_partition(f->cfg, "default")};
     kq_pod_t p;
     char err[256];
-    assert_int_equal(kq_pod_parse(j, &o, &p, err, sizeof(err)), 0);
+    assert_int_equal(kq_pod_parse_json(j, &o, &p, err, sizeof(err)), 0);
     json_decref(j);
     assert_string_equal(p.queue, "root.team-a");
     kq_ledger_observe(f->l, &p); /* 2 cpu in a 1-cpu queue: counted anyway */

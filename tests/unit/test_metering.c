@@ -942,49 +942,45 @@ static void test_leader(void **state)
 
 /* A pod as the informer hands it over: only kq_pod_fields built (metering reads the
  * PodScheduled condition from that view, so the filter must keep what it needs). */
-static json_t *informer_pod(const char *text, size_t flags, json_error_t *je)
+static const kq_jnode_t *informer_pod(kq_jdoc_t *doc, const char *text)
 {
-    (void)flags;
-    (void)je;
-    json_t *j = NULL;
-    assert_int_equal(kq_jscan_json_filtered(text, strlen(text), kq_pod_fields, &j, NULL), 0);
-    return j;
+    assert_int_equal(kq_jdoc_parse(doc, text, strlen(text), kq_pod_fields, NULL), 0);
+    return kq_jdoc_root(doc);
 }
 
 static void test_scheduled_time(void **state)
 {
     (void)state;
-    json_error_t je;
-    json_t *pod = informer_pod("{\"status\":{\"conditions\":["
+    kq_jdoc_t doc = {0};
+    const kq_jnode_t *pod = informer_pod(&doc, "{\"status\":{\"conditions\":["
                              "{\"type\":\"Initialized\",\"status\":\"True\",\"lastTransitionTime\":\"2020-01-01T00:00:00Z\"},"
-                             "{\"type\":\"PodScheduled\",\"status\":\"True\",\"lastTransitionTime\":\"2023-11-14T22:13:20Z\"}]}}",
-                             0, &je);
+                             "{\"type\":\"PodScheduled\",\"status\":\"True\",\"lastTransitionTime\":\"2023-11-14T22:13:20Z\"}]}}");
     double t = 0;
     assert_int_equal(kq_metering_pod_scheduled_time(pod, &t), 0);
     assert_true(t == T0);
-    json_decref(pod);
-    pod = informer_pod("{\"status\":{\"conditions\":[{\"type\":\"PodScheduled\",\"status\":\"True\","
-                     "\"lastTransitionTime\":\"2023-11-15T00:13:20.5+02:00\"}]}}",
-                     0, &je);
+    pod = informer_pod(&doc, "{\"status\":{\"conditions\":[{\"type\":\"PodScheduled\",\"status\":\"True\","
+                             "\"lastTransitionTime\":\"2023-11-15T00:13:20.5+02:00\"}]}}");
     assert_int_equal(kq_metering_pod_scheduled_time(pod, &t), 0);
     assert_true(t == T0 + 0.5);
-    json_decref(pod);
     t = 7;
-    pod = informer_pod("{\"status\":{\"conditions\":[{\"type\":\"PodScheduled\",\"status\":\"False\","
-                     "\"lastTransitionTime\":\"2023-11-14T22:13:20Z\"}]}}",
-                     0, &je);
+    pod = informer_pod(&doc, "{\"status\":{\"conditions\":[{\"type\":\"PodScheduled\",\"status\":\"False\","
+                             "\"lastTransitionTime\":\"2023-11-14T22:13:20Z\"}]}}");
     assert_int_equal(kq_metering_pod_scheduled_time(pod, &t), KQ_ENOENT);
-    json_decref(pod);
+    pod = informer_pod(&doc, "{\"status\":{\"conditions\":{\"type\":\"PodScheduled\"}}}");
+    assert_int_equal(kq_metering_pod_scheduled_time(pod, &t), KQ_ENOENT); /* not an array */
     const char *bad[] = {"2023-11-14 22:13:20Z", "2023-11-14T22:13:20", "2023-13-14T22:13:20Z",
                          "2023-11-14T22:13:20.Z", "2023-11-14T22:13:20Zjunk", "2023-02-30T00:00:00Z"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        pod = json_pack("{s:{s:[{s:s,s:s,s:s}]}}", "status", "conditions", "type", "PodScheduled", "status", "True",
-                        "lastTransitionTime", bad[i]);
-        assert_int_equal(kq_metering_pod_scheduled_time(pod, &t), KQ_EPARSE);
-        json_decref(pod);
+        char text[256];
+        snprintf(text, sizeof(text),
+                 "{\"status\":{\"conditions\":[{\"type\":\"PodScheduled\",\"status\":\"True\","
+                 "\"lastTransitionTime\":\"%s\"}]}}",
+                 bad[i]);
+        assert_int_equal(kq_metering_pod_scheduled_time(informer_pod(&doc, text), &t), KQ_EPARSE);
     }
     assert_int_equal(kq_metering_pod_scheduled_time(NULL, &t), KQ_ENOENT);
     assert_true(t == 7);
+    kq_jdoc_free(&doc);
 }
 
 static void test_options(void **state)
