@@ -3,7 +3,7 @@
  * kq_resource_from_json() on whatever jansson makes of the input.
  *
  * Checked beyond "no crash": every accepted value is >= 0, formats and parses back to
- * the same value; errors are NUL-terminated and leave the output untouched; a set read
+ * the same value; the 64-bit shortcut and the exact path agree (code, value, reason); errors are NUL-terminated and leave the output untouched; a set read
  * from JSON survives to_json -> from_json unchanged.
  *
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -Iinclude fuzz/fuzz_quantity.c \
@@ -47,6 +47,10 @@ static void fuzz_quantity(const char *s)
         memset(err, 'x', sizeof(err));
         int rc = kq_quantity_parse(names[i], s, &v, err, sizeof(err));
         CHECK(memchr(err, '\0', sizeof(err)) != NULL);
+        int64_t ve = -7;
+        char eerr[128];
+        int rce = kq_quantity_parse_exact(names[i], s, &ve, eerr, sizeof(eerr));
+        CHECK(rce == rc && ve == v && strcmp(eerr, err) == 0);
         if (rc == 0) {
             CHECK(v >= 0);
             CHECK(err[0] == '\0');

@@ -322,7 +322,69 @@ static const char *unit_words(enum unit u)
     }
 }
 
+/* The common case in 64 bits: [+]digits[.digits][suffix] with at most 18 digits and a
+ * suffix from the table (no exponent), whose value in canonical units is a whole number
+ * that fits an int64. Anything else (or any error) returns false and goes the exact way,
+ * which also words the errors; this path only ever returns values that one computes. */
+static bool quantity_fast(enum unit u, const char *s, int64_t *out)
+{
+    static const uint64_t pow10[19] = {1ull, 10ull, 100ull, 1000ull, 10000ull, 100000ull, 1000000ull,
+                                       10000000ull, 100000000ull, 1000000000ull, 10000000000ull,
+                                       100000000000ull, 1000000000000ull, 10000000000000ull,
+                                       100000000000000ull, 1000000000000000ull, 10000000000000000ull,
+                                       100000000000000000ull, 1000000000000000000ull};
+    const char *p = s;
+    if (*p == '+')
+        p++;
+    uint64_t m = 0;
+    int ndigits = 0, nfrac = 0;
+    for (; is_digit(*p); p++, ndigits++)
+        m = m * 10 + (uint64_t)(*p - '0');
+    if (*p == '.')
+        for (p++; is_digit(*p); p++, ndigits++, nfrac++)
+            m = m * 10 + (uint64_t)(*p - '0');
+    if (ndigits == 0 || ndigits > 18) /* (18 digits cannot overflow the loops above) */
+        return false;
+    int p10 = 0, p2 = 0;
+    if (*p != '\0') {
+        size_t k = 0, nsuf = sizeof(suffixes) / sizeof(suffixes[0]);
+        while (k < nsuf && strcmp(p, suffixes[k].s) != 0)
+            k++;
+        if (k == nsuf)
+            return false;
+        p10 = suffixes[k].p10;
+        p2 = suffixes[k].p2;
+    }
+    int t = p10 - nfrac + (u == UNIT_MILLI ? 3 : 0);
+    unsigned __int128 x = (unsigned __int128)m << p2; /* m < 10^18 < 2^60, p2 <= 60 */
+    if (t < 0) {
+        if (t < -18 || x % pow10[-t] != 0)
+            return false;
+        x /= pow10[-t];
+    } else {
+        if (t > 18 || x > (unsigned __int128)INT64_MAX)
+            return false;
+        x *= pow10[t]; /* < 2^63 * 10^18 < 2^127 */
+    }
+    if (x > (unsigned __int128)INT64_MAX)
+        return false;
+    *out = (int64_t)x;
+    return true;
+}
+
+static int quantity_parse(const char *name, const char *s, int64_t *out, char *err, size_t errlen, bool fast);
+
 int kq_quantity_parse(const char *name, const char *s, int64_t *out, char *err, size_t errlen)
+{
+    return quantity_parse(name, s, out, err, errlen, true);
+}
+
+int kq_quantity_parse_exact(const char *name, const char *s, int64_t *out, char *err, size_t errlen)
+{
+    return quantity_parse(name, s, out, err, errlen, false);
+}
+
+static int quantity_parse(const char *name, const char *s, int64_t *out, char *err, size_t errlen, bool fast)
 {
     if (err != NULL && errlen > 0)
         err[0] = '\0';
@@ -347,6 +409,8 @@ int kq_quantity_parse(const char *name, const char *s, int64_t *out, char *err, 
     for (size_t i = 0; i < len; i++)
         if (s[i] == ' ' || (s[i] >= '\t' && s[i] <= '\r'))
             return qerr(err, errlen, KQ_EPARSE, name, s, "whitespace is not allowed");
+    if (fast && quantity_fast(unit_of(name), s, out))
+        return 0;
 
     /* <sign><digits>[.<digits>] into an exact big integer with nfrac decimals */
     const char *p = s;
@@ -511,12 +575,11 @@ int kq_resource_set(kq_resource_t *r, const char *name, int64_t value)
 {
     if (value < 0)
         return KQ_EINVAL;
-    size_t len;
-    if (name_canonical(name, &len) == NULL)
-        return KQ_EINVAL;
     const char *iname = kq_resource_name(name);
-    if (iname == NULL)
-        return KQ_ENOMEM; /* intern table full (or malloc failed) */
+    if (iname == NULL) {
+        size_t len;
+        return name_canonical(name, &len) == NULL ? KQ_EINVAL : KQ_ENOMEM; /* bad name; table full */
+    }
     int i = find_index(r, iname);
     if (i >= 0) {
         r->e[i].value = value;
@@ -525,9 +588,13 @@ int kq_resource_set(kq_resource_t *r, const char *name, int64_t value)
     return insert_sorted(r, iname, value);
 }
 
-int kq_resource_add(kq_resource_t *r, const kq_resource_t *b)
+enum merge_op { MERGE_ADD, MERGE_MAX, MERGE_FILL };
+
+/* One pass over both sorted sets; names in both are combined by op. */
+static int merge(kq_resource_t *r, const kq_resource_t *b, enum merge_op op)
 {
-    kq_resource_t t = KQ_RESOURCE_EMPTY;
+    kq_resource_t t; /* only t.e[0..t.n) is written and copied back: no 260-byte clears */
+    t.n = 0;
     uint32_t i = 0, j = 0;
     while (i < r->n || j < b->n) {
         int c = i >= r->n ? 1 : j >= b->n ? -1 : name_cmp(r->e[i].name, b->e[j].name);
@@ -537,9 +604,13 @@ int kq_resource_add(kq_resource_t *r, const kq_resource_t *b)
         } else if (c > 0) {
             x = b->e[j++];
         } else {
-            x.name = r->e[i].name;
-            if (__builtin_add_overflow(r->e[i].value, b->e[j].value, &x.value))
-                return KQ_ERANGE;
+            x = r->e[i];
+            if (op == MERGE_ADD) {
+                if (__builtin_add_overflow(r->e[i].value, b->e[j].value, &x.value))
+                    return KQ_ERANGE;
+            } else if (op == MERGE_MAX && b->e[j].value > x.value) {
+                x.value = b->e[j].value;
+            }
             i++;
             j++;
         }
@@ -547,8 +618,24 @@ int kq_resource_add(kq_resource_t *r, const kq_resource_t *b)
             return KQ_ERANGE;
         t.e[t.n++] = x;
     }
-    *r = t;
+    memcpy(r->e, t.e, t.n * sizeof(t.e[0]));
+    r->n = t.n;
     return 0;
+}
+
+int kq_resource_add(kq_resource_t *r, const kq_resource_t *b)
+{
+    return merge(r, b, MERGE_ADD);
+}
+
+int kq_resource_max(kq_resource_t *r, const kq_resource_t *b)
+{
+    return merge(r, b, MERGE_MAX);
+}
+
+int kq_resource_fill(kq_resource_t *r, const kq_resource_t *b)
+{
+    return merge(r, b, MERGE_FILL);
 }
 
 bool kq_resource_sub(kq_resource_t *r, const kq_resource_t *b)

@@ -55,6 +55,11 @@ const char *kq_resource_name(const char *name);
  * and writes a reason to err (if non-NULL); *out is untouched. */
 int kq_quantity_parse(const char *name, const char *s, int64_t *out, char *err, size_t errlen) KQ_WUR;
 
+/* The same, always through the exact big-number path. kq_quantity_parse takes a 64-bit
+ * shortcut for plain values ("500m", "2", "1.5", "8Gi"); tests and the quantity fuzzer
+ * require the two to agree on every input. */
+int kq_quantity_parse_exact(const char *name, const char *s, int64_t *out, char *err, size_t errlen) KQ_WUR;
+
 /* Formats a canonical value for humans: cpu "1500m" or "2", memory "2Gi" when exact,
  * else the plain number. Returns the length like snprintf. */
 size_t kq_quantity_format(const char *name, int64_t value, char *buf, size_t len);
@@ -71,6 +76,13 @@ int kq_resource_set(kq_resource_t *r, const char *name, int64_t value) KQ_WUR;
 
 /* r += b per name. KQ_ERANGE on overflow or too many names; r unchanged on error. */
 int kq_resource_add(kq_resource_t *r, const kq_resource_t *b) KQ_WUR;
+
+/* r = max(r, b) per name (names only in b are added). KQ_ERANGE when the result would
+ * hold more than KQ_RES_MAX names; r unchanged on error. */
+int kq_resource_max(kq_resource_t *r, const kq_resource_t *b) KQ_WUR;
+
+/* Adds b's entries for the names r lacks (r's own values stay). KQ_ERANGE as above. */
+int kq_resource_fill(kq_resource_t *r, const kq_resource_t *b) KQ_WUR;
 
 /* r -= b per name, clamped at 0 (a name that reaches 0 stays present with 0).
  * Returns true when nothing had to be clamped. */

@@ -530,6 +530,77 @@ static void test_add(void **state)
     assert_true(val(&big, "memory", NULL) == INT64_MAX);
 }
 
+/* The 64-bit shortcut of kq_quantity_parse agrees with the exact path on a grid of the
+ * forms it takes (and the forms next to them), for each unit class. */
+static void test_quantity_fast_path(void **state)
+{
+    (void)state;
+    static const char *const names[] = {"cpu", "memory", "nvidia.com/gpu"};
+    static const char *const mants[] = {"0", "1", "+2", "007", "1.5", "0.001", ".5", "5.", "999999999999999999",
+                                        "9999999999999999999", "9223372036854775807", "922337203685477.5807",
+                                        "123456789012345678", "1.000000000000000001", "-1", "+", "1.2.3"};
+    static const char *const sufs[] = {"", "n", "u", "m", "k", "M", "G", "T", "P", "E", "Ki", "Mi", "Gi",
+                                       "Ti", "Pi", "Ei", "e3", "x", "mi"};
+    size_t checked = 0;
+    for (size_t a = 0; a < sizeof(names) / sizeof(names[0]); a++)
+        for (size_t b = 0; b < sizeof(mants) / sizeof(mants[0]); b++)
+            for (size_t c = 0; c < sizeof(sufs) / sizeof(sufs[0]); c++) {
+                char q[64], e1[160], e2[160];
+                snprintf(q, sizeof(q), "%s%s", mants[b], sufs[c]);
+                int64_t v1 = -1, v2 = -1;
+                int r1 = kq_quantity_parse(names[a], q, &v1, e1, sizeof(e1));
+                int r2 = kq_quantity_parse_exact(names[a], q, &v2, e2, sizeof(e2));
+                if (r1 != r2 || v1 != v2 || strcmp(e1, e2) != 0)
+                    fail_msg("%s \"%s\": shortcut rc=%d %lld \"%s\", exact rc=%d %lld \"%s\"", names[a], q, r1,
+                             (long long)v1, e1, r2, (long long)v2, e2);
+                checked++;
+            }
+    assert_int_equal(checked, 3 * 17 * 19);
+    /* and values the shortcut computes, worked out by hand */
+    int64_t v;
+    assert_int_equal(kq_quantity_parse("cpu", "1.5", &v, NULL, 0), 0);
+    assert_int_equal(v, 1500);
+    assert_int_equal(kq_quantity_parse("memory", "8Gi", &v, NULL, 0), 0);
+    assert_int_equal(v, 8LL << 30);
+    assert_int_equal(kq_quantity_parse("memory", "1.5Ki", &v, NULL, 0), 0);
+    assert_int_equal(v, 1536);
+    assert_int_equal(kq_quantity_parse("cpu", "250m", &v, NULL, 0), 0);
+    assert_int_equal(v, 250);
+    assert_int_equal(kq_quantity_parse("memory", "7E", &v, NULL, 0), 0);
+    assert_int_equal(v, 7000000000000000000LL);
+    assert_int_equal(kq_quantity_parse("memory", "8Ei", &v, NULL, 0), KQ_ERANGE); /* 2^63 */
+    assert_int_equal(kq_quantity_parse("cpu", "0.5m", &v, NULL, 0), KQ_ERANGE);
+}
+
+static void test_max_fill(void **state)
+{
+    (void)state;
+    kq_resource_t r = mk("memory=100 cpu=500");
+    kq_resource_t b = mk("cpu=250 memory=300 " GPU "=1");
+    kq_resource_t m = r, f = r;
+    assert_int_equal(kq_resource_max(&m, &b), 0);
+    assert_sorted(&m);
+    assert_int_equal(m.n, 3);
+    assert_int_equal(val(&m, "cpu", NULL), 500);    /* r's larger value kept */
+    assert_int_equal(val(&m, "memory", NULL), 300); /* b's larger value taken */
+    assert_int_equal(val(&m, GPU, NULL), 1);        /* only in b: added */
+    assert_int_equal(kq_resource_fill(&f, &b), 0);
+    assert_sorted(&f);
+    assert_int_equal(f.n, 3);
+    assert_int_equal(val(&f, "cpu", NULL), 500);    /* r's own values stay, larger or not */
+    assert_int_equal(val(&f, "memory", NULL), 100);
+    assert_int_equal(val(&f, GPU, NULL), 1);
+    /* more than KQ_RES_MAX names: KQ_ERANGE, unchanged */
+    kq_resource_t a = KQ_RESOURCE_EMPTY, c = KQ_RESOURCE_EMPTY;
+    fill(&a, "example.com/a", 10);
+    fill(&c, "example.com/c", 7);
+    kq_resource_t before = a;
+    assert_int_equal(kq_resource_max(&a, &c), KQ_ERANGE);
+    assert_same(&a, &before);
+    assert_int_equal(kq_resource_fill(&a, &c), KQ_ERANGE);
+    assert_same(&a, &before);
+}
+
 static void test_sub(void **state)
 {
     (void)state;
@@ -871,6 +942,8 @@ int main(void)
         cmocka_unit_test(test_set_get),
         cmocka_unit_test(test_too_many_names),
         cmocka_unit_test(test_add),
+        cmocka_unit_test(test_max_fill),
+        cmocka_unit_test(test_quantity_fast_path),
         cmocka_unit_test(test_sub),
         cmocka_unit_test(test_zero_equal),
         cmocka_unit_test(test_fits_in),
