@@ -418,13 +418,24 @@ static char *build_text(build_t *b, ptr_t p, ptr_t stop, bool escaped, size_t *l
     return b->key;
 }
 
+/* Whether the NUL-terminated k equals the n raw bytes at p, which hold no NUL (a string
+ * without escapes: raw control bytes are invalid), so the loop stops at k's end. Inline:
+ * most names differ in their first byte. */
+static inline bool key_is(const char *k, ptr_t p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (k[i] != (char)p[i])
+            return false;
+    return k[n] == '\0';
+}
+
 /* The entry of a filter list whose name equals the raw member name, or NULL. */
 static const kq_jfilter_t *filter_match(const kq_jfilter_t *f, ptr_t p, ptr_t stop, bool escaped)
 {
     size_t n = (size_t)(stop - p);
     for (; f->key != NULL; f++) {
         if (!escaped) {
-            if (strlen(f->key) == n && memcmp(f->key, p, n) == 0)
+            if (key_is(f->key, p, n))
                 return f;
         } else {
             kq_jstr_t raw = {.ptr = (const char *)p, .len = n, .escaped = true};
@@ -1071,9 +1082,10 @@ const kq_jnode_t *kq_jnode_get(const kq_jnode_t *obj, const char *key)
 {
     if (obj == NULL || obj->type != KQ_JOBJECT)
         return NULL;
-    size_t klen = strlen(key);
+    /* (no strlen: names rarely share a first byte, and the loop stops at key's end, as a
+     * decoded name holds no NUL: KQ_JSCAN_JANSSON refuses \u0000) */
     for (const kq_jnode_t *c = kq_jnode_first(obj); c != NULL; c = kq_jnode_next(obj, c))
-        if (c->key_len == klen && memcmp(c->key, key, klen) == 0)
+        if (c->key[0] == key[0] && key_is(key, (ptr_t)c->key, c->key_len))
             return c;
     return NULL;
 }
