@@ -60,7 +60,8 @@
 typedef struct pctx {
     char *err;
     size_t errlen;
-    char prefix[384];   /* "pod ns/name: " */
+    const char *ns, *name; /* for the "pod ns/name: " prefix of errors; NULL: "pod: " */
+    bool bare;             /* no prefix at all (kq_pod_request) */
     kq_jdoc_t *scratch; /* for the user-info annotation's JSON (opts->scratch), or NULL */
 } pctx_t;
 
@@ -69,7 +70,9 @@ static int fail(pctx_t *c, int rc, const char *fmt, ...)
 {
     if (c->err == NULL || c->errlen == 0)
         return rc;
-    int n = snprintf(c->err, c->errlen, "%s", c->prefix);
+    int n = c->bare         ? 0
+            : c->ns != NULL ? snprintf(c->err, c->errlen, "pod %.160s/%.160s: ", c->ns, c->name)
+                            : snprintf(c->err, c->errlen, "pod: ");
     if (n < 0 || (size_t)n >= c->errlen)
         return rc;
     va_list ap;
@@ -196,22 +199,6 @@ static int parse_rlist(pctx_t *c, const jv_t *obj, const char *path, const char 
     return 0;
 }
 
-/* a = max(a, b) per name in b. */
-static int res_max(kq_resource_t *a, const kq_resource_t *b)
-{
-    kq_resource_t r = *a;
-    for (uint32_t i = 0; i < b->n; i++) {
-        bool present = false;
-        int64_t v = kq_resource_get(&r, b->e[i].name, &present);
-        if (!present || b->e[i].value > v) {
-            if (kq_resource_set(&r, b->e[i].name, b->e[i].value) != 0)
-                return KQ_ERANGE;
-        }
-    }
-    *a = r;
-    return 0;
-}
-
 static bool is_pod_level_resource(const char *name)
 {
     return strcmp(name, "cpu") == 0 || strcmp(name, "memory") == 0 ||
@@ -264,12 +251,8 @@ static int parse_container(pctx_t *c, const jv_t *ctr, const char *path, bool in
         (rc = parse_rlist(c, member(res, "limits"), path, ".resources.limits", &lim)) != 0)
         return rc;
     /* Limits without requests: the request defaults to the limit. */
-    for (uint32_t i = 0; i < lim.n; i++) {
-        bool present = false;
-        (void)kq_resource_get(&req, lim.e[i].name, &present);
-        if (!present && kq_resource_set(&req, lim.e[i].name, lim.e[i].value) != 0)
-            return fail(c, KQ_EPARSE, "%s.resources: more than %d resource names", path, KQ_RES_MAX);
-    }
+    if (kq_resource_fill(&req, &lim) != 0)
+        return fail(c, KQ_EPARSE, "%s.resources: more than %d resource names", path, KQ_RES_MAX);
 
     out->restartable = false;
     if (init) {
@@ -333,10 +316,10 @@ static int aggregate(pctx_t *c, const cres_t *ctrs, size_t n, const cres_t *init
             if (kq_resource_add(&use, &sidecars) != 0)
                 goto range;
         }
-        if (res_max(&init, &use) != 0)
+        if (kq_resource_max(&init, &use) != 0)
             goto range;
     }
-    if (res_max(&sum, &init) != 0)
+    if (kq_resource_max(&sum, &init) != 0)
         goto range;
     *out = sum;
     return 0;
@@ -345,8 +328,37 @@ range:
                 KQ_RES_MAX);
 }
 
+/* "spec.<key>[<i>]" into buf (key is a short literal); by hand: this runs per container. */
+static void index_path(char *buf, size_t n, const char *key, size_t i)
+{
+    char digits[24];
+    size_t nd = 0;
+    do {
+        digits[nd++] = (char)('0' + i % 10);
+        i /= 10;
+    } while (i > 0);
+    size_t kl = strlen(key);
+    if (5 + kl + nd + 2 > n) {
+        snprintf(buf, n, "spec.%s[...]", key);
+        return;
+    }
+    char *p = buf;
+    memcpy(p, "spec.", 5);
+    p += 5;
+    memcpy(p, key, kl);
+    p += kl;
+    *p++ = '[';
+    while (nd > 0)
+        *p++ = digits[--nd];
+    *p++ = ']';
+    *p = '\0';
+}
+
+/* Parses the list into *out: `small` (room for SMALL_LIST) when it fits, else a new array
+ * (the caller frees *out when it is not small). */
+#define SMALL_LIST 2
 static int parse_container_list(pctx_t *c, const jv_t *spec, const char *key, bool init, const jv_t *status,
-                                bool infeasible, cres_t **out, size_t *n_out)
+                                bool infeasible, cres_t *small, cres_t **out, size_t *n_out)
 {
     const jv_t *arr = NULL;
     int rc = get_array(c, spec, key, "spec", &arr);
@@ -359,16 +371,17 @@ static int parse_container_list(pctx_t *c, const jv_t *spec, const char *key, bo
         return 0;
     if (n > CONTAINERS_MAX)
         return fail(c, KQ_EPARSE, "spec.%s: more than %d containers", key, CONTAINERS_MAX);
-    cres_t *v = calloc(n, sizeof(*v));
+    cres_t *v = n <= SMALL_LIST ? small : malloc(n * sizeof(*v));
     if (v == NULL)
         return fail(c, KQ_ENOMEM, "out of memory");
     size_t i = 0;
     for (const jv_t *ctr = kq_jnode_first(arr); ctr != NULL; ctr = kq_jnode_next(arr, ctr), i++) {
         char path[64];
-        snprintf(path, sizeof(path), "spec.%s[%zu]", key, i);
+        index_path(path, sizeof(path), key, i);
         rc = parse_container(c, ctr, path, init, status, infeasible, &v[i]);
         if (rc != 0) {
-            free(v);
+            if (v != small)
+                free(v);
             return rc;
         }
     }
@@ -397,6 +410,7 @@ static int compute_request(pctx_t *c, const jv_t *spec, const jv_t *status, kq_r
 {
     int rc;
     cres_t *ctrs = NULL, *inits = NULL;
+    cres_t small_ctrs[SMALL_LIST], small_inits[SMALL_LIST]; /* most pods: no allocation */
     size_t n = 0, ni = 0;
     if (spec != NULL && !is(spec, KQ_JOBJECT))
         return fail(c, KQ_EPARSE, "spec: not an object");
@@ -404,9 +418,10 @@ static int compute_request(pctx_t *c, const jv_t *spec, const jv_t *status, kq_r
         return fail(c, KQ_EPARSE, "status: not an object");
     bool infeasible = status != NULL && resize_infeasible(status);
 
-    if ((rc = parse_container_list(c, spec, "containers", false, status, infeasible, &ctrs, &n)) != 0)
+    if ((rc = parse_container_list(c, spec, "containers", false, status, infeasible, small_ctrs, &ctrs, &n)) != 0)
         goto out;
-    if ((rc = parse_container_list(c, spec, "initContainers", true, status, infeasible, &inits, &ni)) != 0)
+    if ((rc = parse_container_list(c, spec, "initContainers", true, status, infeasible, small_inits, &inits,
+                                   &ni)) != 0)
         goto out;
 
     kq_resource_t total = KQ_RESOURCE_EMPTY;
@@ -416,7 +431,7 @@ static int compute_request(pctx_t *c, const jv_t *spec, const jv_t *status, kq_r
             goto out;
     if (!infeasible)
         total = per[R_SPEC];
-    if (res_max(&total, &per[R_ACT]) != 0 || res_max(&total, &per[R_ALLOC]) != 0) {
+    if (kq_resource_max(&total, &per[R_ACT]) != 0 || kq_resource_max(&total, &per[R_ALLOC]) != 0) {
         rc = fail(c, KQ_EPARSE, "spec: more than %d resource names", KQ_RES_MAX);
         goto out;
     }
@@ -448,14 +463,16 @@ static int compute_request(pctx_t *c, const jv_t *spec, const jv_t *status, kq_r
     *out = total;
     rc = 0;
 out:
-    free(ctrs);
-    free(inits);
+    if (ctrs != small_ctrs)
+        free(ctrs);
+    if (inits != small_inits)
+        free(inits);
     return rc;
 }
 
 int kq_pod_request(const kq_jnode_t *spec, kq_resource_t *out, char *err, size_t errlen)
 {
-    pctx_t c = {.err = err, .errlen = errlen, .prefix = ""};
+    pctx_t c = {.err = err, .errlen = errlen, .bare = true};
     kq_resource_t r;
     int rc = compute_request(&c, spec, NULL, &r);
     if (rc == 0)
@@ -511,10 +528,15 @@ static int parse_rfc3339(const char *s, int64_t *out)
     }
     if (*p != '\0')
         return -1;
-    struct tm tm = {.tm_year = Y - 1900, .tm_mon = M - 1, .tm_mday = D, .tm_hour = h, .tm_min = m,
-                    .tm_sec = sec};
-    time_t t = timegm(&tm);
-    *out = (int64_t)t - offset;
+    /* Days since 1970-01-01 in the proleptic Gregorian calendar (linear in D, so a day past
+     * the month's end rolls over as timegm does; leap second 60 likewise). */
+    int64_t y = M <= 2 ? Y - 1 : Y;
+    int64_t era = (y >= 0 ? y : y - 399) / 400;
+    int64_t yoe = y - era * 400;
+    int64_t doy = (153 * (M > 2 ? M - 3 : M + 9) + 2) / 5 + D - 1;
+    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    int64_t days = era * 146097 + doe - 719468;
+    *out = days * 86400 + h * 3600 + m * 60 + sec - offset;
     return 0;
 }
 
@@ -670,14 +692,11 @@ static int resolve_named(const kq_partition_conf_t *part, const char *value, con
     bool full = strcasecmp(value, "root") == 0 || strncasecmp(value, "root.", 5) == 0;
     if (full || strchr(value, '.') != NULL) {
         char *path = NULL;
-        if (full)
-            path = strdup(value);
-        else if (asprintf(&path, "root.%s", value) < 0)
-            path = NULL;
-        if (path == NULL)
+        if (!full && asprintf(&path, "root.%s", value) < 0)
             return KQ_ENOMEM;
-        const kq_queue_conf_t *q = kq_config_queue(part, path);
-        int rc = q ? set_queue(p, q) : set_qerr(p, "queue \"%s\" does not exist", path);
+        const char *name = full ? value : path;
+        const kq_queue_conf_t *q = kq_config_queue(part, name);
+        int rc = q ? set_queue(p, q) : set_qerr(p, "queue \"%s\" does not exist", name);
         free(path);
         return rc;
     }
@@ -765,7 +784,7 @@ const kq_jfilter_t kq_pod_fields[] = {
 
 int kq_pod_parse(const kq_jnode_t *obj, const kq_pod_opts_t *opts, kq_pod_t *out, char *err, size_t errlen)
 {
-    pctx_t c = {.err = err, .errlen = errlen, .prefix = "pod: ", .scratch = opts ? opts->scratch : NULL};
+    pctx_t c = {.err = err, .errlen = errlen, .scratch = opts ? opts->scratch : NULL};
     kq_pod_t p;
     memset(&p, 0, sizeof(p));
     int rc;
@@ -788,7 +807,8 @@ int kq_pod_parse(const kq_jnode_t *obj, const kq_pod_opts_t *opts, kq_pod_t *out
         goto out;
     if (ns == NULL)
         ns = "default";
-    snprintf(c.prefix, sizeof(c.prefix), "pod %.160s/%.160s: ", ns, name ? name : uid ? uid : "");
+    c.ns = ns;
+    c.name = name ? name : uid ? uid : "";
     if (uid == NULL) {
         rc = fail(&c, KQ_EPARSE, "metadata.uid: missing");
         goto out;

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -730,9 +731,48 @@ static void test_request_errors(void **state)
             fail_msg("case %zu: rc %d", i, rc);
         assert_contains(err, cases[i].want);
     }
+    /* the index of a container past the ninth (paths are written by hand) */
+    char spec[2048] = "{\"initContainers\":[";
+    for (int i = 0; i < 130; i++)
+        strcat(spec, i < 129 ? "{}," : "{\"resources\":{\"limits\":{\"cpu\":\"-1\"}}}]}");
+    kq_pod_t p;
+    char err[512];
+    assert_int_equal(parse_parts(state, "team-a", NULL, NULL, spec, NULL, &p, err, sizeof(err)), KQ_EPARSE);
+    assert_contains(err, "spec.initContainers[129].resources.limits.cpu: invalid quantity \"-1\"");
 }
 
 /* ------------------------------------------------------------------- other fields -- */
+
+/* creationTimestamp in seconds agrees with libc's timegm, rollover included (a day past
+ * the month's end, a leap second), across leap years, centuries and before 1970. */
+static void test_created_dates(void **state)
+{
+    fx_t *f = *state;
+    static const int dates[][6] = {
+        {2026, 11, 21, 10, 15, 2}, {2024, 2, 29, 23, 59, 59}, {2023, 2, 29, 0, 0, 0}, {2023, 2, 31, 12, 0, 0},
+        {2000, 2, 29, 1, 2, 3},    {1900, 3, 1, 0, 0, 0},     {1970, 1, 1, 0, 0, 0},  {1969, 12, 31, 23, 59, 60},
+        {1600, 1, 1, 0, 0, 0},     {9999, 12, 31, 23, 59, 59}, {2100, 2, 28, 6, 30, 0}, {2016, 12, 31, 23, 59, 60},
+        {1, 1, 1, 0, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof(dates) / sizeof(dates[0]); i++) {
+        const int *d = dates[i];
+        for (int zone = 0; zone < 2; zone++) {
+            char text[512];
+            snprintf(text, sizeof(text),
+                     "{\"metadata\":{\"name\":\"n\",\"uid\":\"u\",\"creationTimestamp\":\"%04d-%02d-%02dT%02d:%02d:%02d%s\"}}",
+                     d[0], d[1], d[2], d[3], d[4], d[5], zone ? ".25-05:30" : "Z");
+            kq_pod_t p;
+            char err[512];
+            assert_int_equal(parse_with(&f->opts, text, &p, err, sizeof(err)), 0);
+            struct tm tm = {.tm_year = d[0] - 1900, .tm_mon = d[1] - 1, .tm_mday = d[2], .tm_hour = d[3],
+                            .tm_min = d[4], .tm_sec = d[5]};
+            int64_t want = (int64_t)timegm(&tm) + (zone ? 5 * 3600 + 30 * 60 : 0);
+            if (p.created != want)
+                fail_msg("%s: %lld, timegm says %lld", text, (long long)p.created, (long long)want);
+            kq_pod_clear(&p);
+        }
+    }
+}
 
 static void test_fields(void **state)
 {
@@ -856,6 +896,7 @@ int main(void)
         cmocka_unit_test(test_request_direct),
         cmocka_unit_test(test_request_errors),
         cmocka_unit_test(test_fields),
+        cmocka_unit_test(test_created_dates),
         cmocka_unit_test(test_bad_documents),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
