@@ -5,7 +5,7 @@
  *   kqbench all [--quick]
  *   kqbench http   --verb filter|bind --names N --conns 1,16,64 --users U --groups G ...
  *   kqbench engine --users U --groups G ...
- *   kqbench watch  --mode ingest|list --n N ...
+ *   kqbench watch  --mode ingest|list|cpu --n N ...
  *   kqbench qtree  --leaves-per-team N ...
  *
  * Progress goes to stderr; kubequota's own log lines (the in-process server logs every
@@ -55,6 +55,7 @@ static int all_main(int argc, char **argv)
         {(char *)self, "engine", "--users", "100000", "--groups", "10000", "--reps", (char *)reps, "--row", "7", NULL},
         {(char *)self, "watch", "--mode", "ingest", "--n", "100000", "--reps", (char *)reps, NULL},
         {(char *)self, "watch", "--mode", "list", "--n", "100000", "--reps", quick ? "1" : "2", NULL},
+        {(char *)self, "watch", "--mode", "cpu", "--n", "100000", "--reps", quick ? "2" : "5", NULL},
         {(char *)self, "http", "--verb", "filter", "--names", "500", "--seconds", (char *)secs, "--reps", (char *)reps,
          "--threads", "72", NULL},
         {(char *)self, "http", "--verb", "filter", "--names", "5000", "--seconds", (char *)secs, "--reps",

@@ -13,6 +13,8 @@
  *                  handler (the client's own cost: curl, line splitting, decoding the
  *                  pod's kq_pod_fields into a document, as the pod informer does) and
  *                  with the ledger.
+ *   --mode cpu     the same sequence through the informer's steps without the network (see
+ *                  cpu_stages): where a watch event's CPU goes.
  *   --mode list    LIST of 100,000 pods (60% bound and running, 40% pending) in pages of
  *                  the client's default size (500); time from start to the end of the list
  *                  (app->ready) and the client process's peak RSS (VmHWM, reset first).
@@ -150,6 +152,32 @@ static char *watch_event(const char *type, const bench_pod_t *p, size_t *len)
     return ev;
 }
 
+/* The recorded sequence (see the top): n/4 pods in blocks of 500, four events each, with
+ * room for one more event (the marker) at the end. */
+static void ingest_events(int n, feed_t *f)
+{
+    char uid[64], name[64], user[64], group[64], queue[64], node[64], rv[32];
+    bench_pod_t p;
+    int pods = n / 4;
+    f->item = calloc((size_t)pods * 4 + 1, sizeof(char *));
+    f->len = calloc((size_t)pods * 4 + 1, sizeof(size_t));
+    int e = 0;
+    for (int b = 0; b < pods; b += 500) {
+        int bn = pods - b < 500 ? pods - b : 500;
+        for (int step = 0; step < 4; step++)
+            for (int k = 0; k < bn; k++) {
+                int i = b + k;
+                snprintf(rv, sizeof(rv), "%d", 2 + e);
+                int state = step == 3 ? (i % 2 ? 3 : 4) : step;
+                make_pod(i, state, rv, &p, uid, name, user, group, queue, node);
+                const char *type = step == 0 ? "ADDED" : (step == 3 && state == 4) ? "DELETED" : "MODIFIED";
+                f->item[e] = watch_event(type, &p, &f->len[e]);
+                e++;
+            }
+    }
+    f->n = e;
+}
+
 static pid_t start_child(int mode, int n, int *port)
 {
     int pfd[2];
@@ -172,29 +200,12 @@ static pid_t start_child(int mode, int n, int *port)
     char uid[64], name[64], user[64], group[64], queue[64], node[64], rv[32];
     bench_pod_t p;
     if (mode == 0) {
-        int pods = n / 4;
-        f->n = pods * 4 + 1;
-        f->item = calloc((size_t)f->n, sizeof(char *));
-        f->len = calloc((size_t)f->n, sizeof(size_t));
-        int e = 0;
-        for (int b = 0; b < pods; b += 500) {
-            int bn = pods - b < 500 ? pods - b : 500;
-            for (int step = 0; step < 4; step++)
-                for (int k = 0; k < bn; k++) {
-                    int i = b + k;
-                    snprintf(rv, sizeof(rv), "%d", 2 + e);
-                    int state = step == 3 ? (i % 2 ? 3 : 4) : step;
-                    make_pod(i, state, rv, &p, uid, name, user, group, queue, node);
-                    const char *type = step == 0 ? "ADDED" : (step == 3 && state == 4) ? "DELETED" : "MODIFIED";
-                    f->item[e] = watch_event(type, &p, &f->len[e]);
-                    e++;
-                }
-        }
-        snprintf(rv, sizeof(rv), "%d", 2 + e);
+        ingest_events(n, f);
+        snprintf(rv, sizeof(rv), "%d", 2 + f->n);
         make_pod(99999999, 2, rv, &p, uid, name, user, group, queue, node);
         p.uid = MARKER_UID;
-        f->item[e] = watch_event("ADDED", &p, &f->len[e]);
-        f->n = e + 1;
+        f->item[f->n] = watch_event("ADDED", &p, &f->len[f->n]);
+        f->n++;
     } else {
         f->n = n;
         f->item = calloc((size_t)n, sizeof(char *));
@@ -272,7 +283,8 @@ static void app_start(app_world_t *A, int port)
     if (kq_ugm_set_config(A->app.ugm, A->cfg) != 0)
         abort();
     A->app.ledger = kq_ledger_new(A->app.ugm, BENCH_SCHED);
-    A->app.kube = client(port, &A->kc);
+    A->kc = (kq_kube_conf_t){0};
+    A->app.kube = port > 0 ? client(port, &A->kc) : NULL; /* none for --mode cpu */
 }
 
 static void app_stop(app_world_t *A)
@@ -283,6 +295,71 @@ static void app_stop(app_world_t *A)
     kq_config_holder_free(A->app.config);
     kq_config_unref(A->cfg);
     kq_kube_conf_free(&A->kc);
+}
+
+/* --mode cpu: the informer's three steps per event, called directly on the recorded
+ * sequence in one thread, without curl, TLS or the network: decoding the line
+ * (kq_jdoc_parse with the pod filter), reading the pod (kq_pod_parse), and the ledger
+ * (kq_ledger_observe, or kq_ledger_remove for DELETED), as src/sync.c does them. Each
+ * stage is timed as a whole pass over the sequence (best of reps, a fresh ledger each
+ * pass; the passes of the three stages alternate); the cost of a step is the difference
+ * between the best passes. The lines are read from memory (100,000 distinct lines, not
+ * in cache), where the informer reads each one just after it arrived. */
+static int cpu_stages(int n, int reps)
+{
+    feed_t f = {0};
+    ingest_events(n, &f);
+    static const kq_jfilter_t env[] = {{"type", NULL}, {"object", kq_pod_fields}, {NULL, NULL}};
+    double best[3] = {1e9, 1e9, 1e9};
+    for (int r = 0; r < reps; r++) {     /* (stages interleaved: a slow moment of the machine */
+        for (int stage = 0; stage < 3; stage++) { /* hits all three, not one) */
+            app_world_t A;
+            app_start(&A, -1);
+            kq_jdoc_t doc = {0}, scratch = {0};
+            kq_pod_opts_t po = {.partition = kq_config_partition(A.cfg, "default"), .default_user = "nobody",
+                                .scratch = &scratch};
+            double t0 = now_s();
+            for (int i = 0; i < f.n; i++) {
+                if (kq_jdoc_parse(&doc, f.item[i], f.len[i], env, NULL) != 0)
+                    abort();
+                if (stage == 0)
+                    continue;
+                const kq_jnode_t *root = kq_jdoc_root(&doc), *obj = kq_jnode_get(root, "object");
+                if (strcmp(kq_jnode_string(kq_jnode_get(root, "type")), "DELETED") == 0) {
+                    if (stage == 2)
+                        kq_ledger_remove(A.app.ledger,
+                                         kq_jnode_string(kq_jnode_get(kq_jnode_get(obj, "metadata"), "uid")));
+                    continue;
+                }
+                kq_pod_t pod;
+                char err[256];
+                if (kq_pod_parse(obj, &po, &pod, err, sizeof(err)) != 0) {
+                    fprintf(stderr, "kqbench watch: %s\n", err);
+                    abort();
+                }
+                if (stage == 2)
+                    kq_ledger_observe(A.app.ledger, &pod);
+                kq_pod_clear(&pod);
+            }
+            double us = (now_s() - t0) / f.n * 1e6;
+            if (us < best[stage])
+                best[stage] = us;
+            kq_jdoc_free(&doc);
+            kq_jdoc_free(&scratch);
+            app_stop(&A);
+        }
+    }
+    char what[160], val[200], cmd[256];
+    snprintf(what, sizeof(what), "  CPU per event, no network: decode; +pod parse; +ledger");
+    snprintf(val, sizeof(val), "%.2f; +%.2f; +%.2f us (%.2f us)", best[0], best[1] - best[0], best[2] - best[1],
+             best[2]);
+    snprintf(cmd, sizeof(cmd), "%s watch --mode cpu --n %d --reps %d", bench_self(), n, reps);
+    row_print("5", what, val, NULL, cmd);
+    for (int i = 0; i < f.n; i++)
+        free(f.item[i]);
+    free(f.item);
+    free(f.len);
+    return 0;
 }
 
 int bench_watch_main(int argc, char **argv)
@@ -296,7 +373,7 @@ int bench_watch_main(int argc, char **argv)
     optind = 1;
     while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
         switch (c) {
-        case 'm': mode = strcmp(optarg, "list") == 0; break;
+        case 'm': mode = strcmp(optarg, "list") == 0 ? 1 : strcmp(optarg, "cpu") == 0 ? 2 : 0; break;
         case 'n': n = atoi(optarg); break;
         case 'r': reps = atoi(optarg); break;
         default: return 2;
@@ -304,6 +381,8 @@ int bench_watch_main(int argc, char **argv)
     }
     if (reps < 1 || reps > 16 || n < 4)
         return 2;
+    if (mode == 2)
+        return cpu_stages(n, reps);
     int port = -1;
     double t_gen = now_s();
     pid_t child = start_child(mode, n, &port); /* before any thread of ours starts */
