@@ -591,22 +591,27 @@ int bench_http_main(int argc, char **argv)
         w.null_len = strlen(BIND_OK);
     }
     if (o.verb == VERB_FILTER) {
-        /* The handler alone, no HTTP: what kubequota's own work costs per request. */
-        char *buf = NULL;
-        size_t cap = 0;
+        /* The handler alone, no HTTP: what kubequota's own work costs per request (the
+         * requests are built before the clock starts). */
+        enum { NREQ = 64 };
+        char *bufs[NREQ] = {0};
+        size_t caps[NREQ] = {0}, lens[NREQ];
+        for (int i = 0; i < NREQ; i++)
+            lens[i] = build_request(&w, &bufs[i], &caps[i]);
         int calls = 0;
         double d0 = now_s();
         while (now_s() - d0 < (o.seconds < 1 ? o.seconds : 1.0)) {
-            size_t n = build_request(&w, &buf, &cap);
-            char *body = strstr(buf, "\r\n\r\n") + 4;
+            const char *buf = bufs[calls % NREQ];
+            const char *body = strstr(buf, "\r\n\r\n") + 4;
             char *out = NULL;
             size_t olen = 0;
-            (void)kq_extender_filter(&W.app, body, n - (size_t)(body - buf), &out, &olen);
+            (void)kq_extender_filter(&W.app, body, lens[calls % NREQ] - (size_t)(body - buf), &out, &olen);
             free(out);
             calls++;
         }
         double us = (now_s() - d0) / calls * 1e6;
-        free(buf);
+        for (int i = 0; i < NREQ; i++)
+            free(bufs[i]);
         char what[160], val[120], cmd[512];
         snprintf(what, sizeof(what), "  filter handler alone (kq_extender_filter, no HTTP)");
         snprintf(val, sizeof(val), "%.1f us/request", us);

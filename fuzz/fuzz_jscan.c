@@ -35,6 +35,9 @@
  *      is well formed and the same value as jansson's tree (pruned for the filter), into
  *      a fresh document and into one reused from the previous input; so is each element
  *      kq_jscan_iter_next_doc decodes.
+ *  11. kq_jscan_object_find_doc succeeds exactly when jansson finds an object, finds the
+ *      same spans as kq_jscan_object_find, and decodes member "a" as jansson's value of
+ *      "a" pruned by the filter (doc empty when "a" is absent or the text is not valid).
  *
  *   make build/fuzz/fuzz_jscan && build/fuzz/fuzz_jscan -max_total_time=60 fuzz/corpus/jscan
  */
@@ -270,6 +273,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         CHECK(kq_jdoc_root(&fresh) == NULL && kq_jdoc_root(&warm) == NULL);
     }
     kq_jdoc_free(&fresh);
+    /* 11: one pass that finds members and decodes one of them */
+    static const char *const fkeys[] = {"a", "b"};
+    kq_jvalue_t fv[2], fw[2];
+    int rf = kq_jscan_object_find(text, size, KQ_JSCAN_JANSSON, fkeys, 2, fv, NULL);
+    int rfd = kq_jscan_object_find_doc(text, size, fkeys, 2, fw, "a", f_mid, &warm, NULL);
+    CHECK(rf == rfd && (rfd == 0) == (any != NULL && json_is_object(any)));
+    if (rfd == 0) {
+        for (int i = 0; i < 2; i++)
+            CHECK(fv[i].type == fw[i].type && fv[i].ptr == fw[i].ptr && fv[i].len == fw[i].len);
+        const json_t *a = json_object_get(any, "a");
+        if (a == NULL) {
+            CHECK(kq_jdoc_root(&warm) == NULL);
+        } else {
+            json_t *want = prune(a, f_mid);
+            CHECK(jdoc_shape_ok(kq_jdoc_root(&warm)) && jdoc_equal_json(kq_jdoc_root(&warm), want));
+            json_decref(want);
+        }
+    } else {
+        CHECK(kq_jdoc_root(&warm) == NULL);
+    }
     if (rc != 0)
         CHECK(rc == KQ_EPARSE && err.offset <= size && err.line >= 1 && err.column >= 1 && err.text[0] != '\0');
     int rc0 = kq_jscan_validate(text, size, 0, NULL, NULL);

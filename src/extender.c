@@ -376,20 +376,27 @@ int kq_extender_filter(kq_app_t *app, const char *body, size_t len, char **out, 
 {
     kq_jvalue_t arg[ARG_COUNT];
     kq_jscan_error_t jerr;
-    int scan = kq_jscan_object_find(body, body ? len : 0, KQ_JSCAN_JANSSON, ARGS_KEYS, ARG_COUNT, arg, &jerr);
+    /* One pass validates the body, finds the node lists and decodes the Pod: only the
+     * fields kq_pod_parse reads (kq_pod_fields), into a document (two buffers, no
+     * jansson tree). */
+    kq_jdoc_t doc = {0};
+    int scan = kq_jscan_object_find_doc(body, body ? len : 0, ARGS_KEYS, ARG_COUNT, arg, ARGS_KEYS[ARG_POD],
+                                        kq_pod_fields, &doc, &jerr);
     if (scan == KQ_ENOMEM) {
+        kq_jdoc_free(&doc);
         *out = NULL;
         *out_len = 0;
         return 500;
     }
-    if (scan != 0)
+    if (scan != 0) {
+        kq_jdoc_free(&doc);
         return bad_request(app, KQ_VERB_FILTER, "ExtenderArgs", jerr.line, jerr.column,
                            scan == KQ_EINVAL ? NULL : jerr.text, out, out_len);
+    }
 
     int status;
     char msg[REASON_MAX];
     kq_pod_t pod = {0};
-    kq_jdoc_t doc = {0};
     const kq_jvalue_t *nodes = &arg[ARG_NODES], *names = &arg[ARG_NAMES];
 
     if (!nodes_valid(nodes, names, msg, sizeof(msg))) {
@@ -398,14 +405,6 @@ int kq_extender_filter(kq_app_t *app, const char *body, size_t len, char **out, 
     }
     if (arg[ARG_POD].type != KQ_JOBJECT) {
         status = filter_error(app, "ExtenderArgs.Pod is missing or not an object", out, out_len);
-        goto out;
-    }
-    /* The Pod decoded for kq_pod_parse, only the fields it reads (no jansson tree: a
-     * document is two buffers); validated already, so only memory can fail here. */
-    if (kq_jdoc_parse(&doc, arg[ARG_POD].ptr, arg[ARG_POD].len, kq_pod_fields, NULL) != 0) {
-        *out = NULL;
-        *out_len = 0;
-        status = 500;
         goto out;
     }
     /* Another scheduler's pod (extenders are shared by all profiles): not ours to judge. */

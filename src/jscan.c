@@ -841,6 +841,20 @@ static ptr_t scan_value(scan_t *s, ptr_t p, size_t level, kq_jvalue_t *v)
                 p = skip_ws(p + 1, end);
                 if (in_object)
                     goto member;
+                if (s->b == NULL && p < end && *p == '"') {
+                    /* A string element after the first (a list of node names): scanned
+                     * right here, then the same checks as after any value. The nesting
+                     * limit was checked for the first element, at this same depth. */
+                    bool esc;
+                    p = scan_string(s, p + 1, &esc);
+                    if (p == NULL)
+                        return NULL;
+                    if (depth == 1) {
+                        v->count++;
+                        v->elem_types |= KQ_JSTRING;
+                    }
+                    continue;
+                }
                 break;
             }
             if (p < end && *p == (in_object ? '}' : ']')) {
@@ -923,8 +937,27 @@ int kq_jscan_validate(const char *text, size_t len, unsigned flags, kq_jvalue_t 
     return rc;
 }
 
+/* What kq_jscan_object_find_doc decodes while the object is scanned. */
+typedef struct member_doc {
+    const char *key;
+    const kq_jfilter_t *keep;
+    kq_jdoc_t *doc;
+    bool seen;
+} member_doc_t;
+
+static int scan_object(const char *text, size_t len, unsigned flags, kq_jscan_member_fn fn, void *ctx,
+                       member_doc_t *md, kq_jscan_error_t *err);
+static void build_init(build_t *b, const kq_jfilter_t *keep);
+static void build_done(build_t *b);
+
 int kq_jscan_object(const char *text, size_t len, unsigned flags, kq_jscan_member_fn fn, void *ctx,
                     kq_jscan_error_t *err)
+{
+    return scan_object(text, len, flags, fn, ctx, NULL, err);
+}
+
+static int scan_object(const char *text, size_t len, unsigned flags, kq_jscan_member_fn fn, void *ctx,
+                       member_doc_t *md, kq_jscan_error_t *err)
 {
     scan_t s;
     init(&s, text, len, flags, err);
@@ -951,7 +984,20 @@ int kq_jscan_object(const char *text, size_t len, unsigned flags, kq_jscan_membe
             fail_unexpected(&s, p, "':' after a member name");
             return s.rc;
         }
-        p = scan_value(&s, skip_ws(p + 1, end), 1, &m.value);
+        if (md != NULL && kq_jscan_str_equal(&m.key, md->key)) {
+            /* decoded in the same pass (a repeated name: the last one, as in jansson) */
+            build_t b;
+            build_init(&b, md->keep);
+            b.doc = md->doc;
+            md->doc->n = 0;
+            s.b = &b;
+            p = scan_value(&s, skip_ws(p + 1, end), 1, &m.value);
+            s.b = NULL;
+            build_done(&b);
+            md->seen = true;
+        } else {
+            p = scan_value(&s, skip_ws(p + 1, end), 1, &m.value);
+        }
         if (p == NULL)
             return s.rc;
         if (fn != NULL) {
@@ -1003,6 +1049,31 @@ int kq_jscan_object_find(const char *text, size_t len, unsigned flags, const cha
         found[i] = (kq_jvalue_t){0};
     find_t f = {.keys = keys, .nkeys = nkeys, .found = found};
     int rc = kq_jscan_object(text, len, flags, find_member, &f, err);
+    if (rc == 0)
+        memcpy(values, found, nkeys * sizeof(*values));
+    return rc;
+}
+
+int kq_jscan_object_find_doc(const char *text, size_t len, const char *const *keys, size_t nkeys,
+                             kq_jvalue_t *values, const char *doc_key, const kq_jfilter_t *keep, kq_jdoc_t *doc,
+                             kq_jscan_error_t *err)
+{
+    kq_jvalue_t found[FIND_MAX];
+    doc->n = 0;
+    if (nkeys > FIND_MAX || (nkeys > 0 && (keys == NULL || values == NULL)) || doc_key == NULL) {
+        if (err != NULL) {
+            *err = (kq_jscan_error_t){.line = 1, .column = 1};
+            snprintf(err->text, sizeof(err->text), "at most %d member names can be looked up at once", FIND_MAX);
+        }
+        return KQ_EINVAL;
+    }
+    for (size_t i = 0; i < nkeys; i++)
+        found[i] = (kq_jvalue_t){0};
+    find_t f = {.keys = keys, .nkeys = nkeys, .found = found};
+    member_doc_t md = {.key = doc_key, .keep = keep, .doc = doc};
+    int rc = scan_object(text, len, KQ_JSCAN_JANSSON, find_member, &f, &md, err);
+    if (rc != 0 || !md.seen)
+        doc->n = 0;
     if (rc == 0)
         memcpy(values, found, nkeys * sizeof(*values));
     return rc;

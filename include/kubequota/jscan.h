@@ -260,6 +260,15 @@ static inline const char *kq_jnode_string(const kq_jnode_t *n)
     return n != NULL && n->type == KQ_JSTRING ? n->str : NULL;
 }
 
+/* Like kq_jscan_object_find (with KQ_JSCAN_JANSSON), and in the same pass decodes the value
+ * of member doc_key into doc as kq_jdoc_parse of that value with keep would (the last one
+ * when the name repeats): a request body is scanned once, and only the part a caller reads
+ * is decoded. 0 with values[] filled and the member at kq_jdoc_root(doc) (doc empty when
+ * the member is absent); on failure values[] is untouched and doc empty. */
+int kq_jscan_object_find_doc(const char *text, size_t len, const char *const *keys, size_t nkeys,
+                             kq_jvalue_t *values, const char *doc_key, const kq_jfilter_t *keep, kq_jdoc_t *doc,
+                             kq_jscan_error_t *err) KQ_WUR;
+
 /* Like kq_jscan_iter_next_json, decoding the element into doc (kq_jdoc_parse of the
  * element with keep): 1 with *v filled and the element at kq_jdoc_root(doc); 0 after the
  * last element; negative on failure (doc empty). */

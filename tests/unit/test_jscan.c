@@ -824,6 +824,54 @@ static void test_doc(void **state)
     kq_jdoc_free(&doc); /* freeing twice is harmless */
 }
 
+static void test_object_find_doc(void **state)
+{
+    (void)state;
+    static const char *const keys[] = {"Nodes", "NodeNames"};
+    static const kq_jfilter_t meta[] = {{"uid", NULL}, {NULL, NULL}};
+    static const kq_jfilter_t keep[] = {{"metadata", meta}, {NULL, NULL}};
+    kq_jdoc_t doc = {0};
+    kq_jvalue_t v[2], w[2];
+    /* the spans are kq_jscan_object_find's; the Pod is decoded as kq_jdoc_parse decodes it */
+    static const char body[] = "{\"Pod\":{\"metadata\":{\"uid\":\"u1\",\"name\":\"p\"},\"spec\":{}},"
+                               "\"Nodes\":null,\"NodeNames\":[\"a\",\"b\"]}";
+    assert_int_equal(kq_jscan_object_find_doc(S(body), keys, 2, v, "Pod", keep, &doc, NULL), 0);
+    assert_int_equal(kq_jscan_object_find(S(body), KQ_JSCAN_JANSSON, keys, 2, w, NULL), 0);
+    for (int i = 0; i < 2; i++) {
+        assert_ptr_equal(v[i].ptr, w[i].ptr);
+        assert_int_equal(v[i].len, w[i].len);
+        assert_int_equal(v[i].type, w[i].type);
+    }
+    assert_int_equal(v[1].count, 2);
+    json_t *want = json_loads("{\"metadata\":{\"uid\":\"u1\"}}", 0, NULL);
+    assert_true(jdoc_equal_json(kq_jdoc_root(&doc), want));
+    json_decref(want);
+    /* a repeated member: the last one is decoded */
+    static const char twice[] = "{\"Pod\":{\"metadata\":{\"uid\":\"old\"}},\"Pod\":{\"metadata\":{\"uid\":\"new\"}}}";
+    assert_int_equal(kq_jscan_object_find_doc(S(twice), keys, 2, v, "Pod", keep, &doc, NULL), 0);
+    assert_string_equal(kq_jnode_string(kq_jnode_get(kq_jnode_get(kq_jdoc_root(&doc), "metadata"), "uid")), "new");
+    /* absent: an empty document */
+    assert_int_equal(kq_jscan_object_find_doc(S("{\"NodeNames\":[]}"), keys, 2, v, "Pod", keep, &doc, NULL), 0);
+    assert_null(kq_jdoc_root(&doc));
+    assert_int_equal(v[1].type, KQ_JARRAY);
+    /* an error after the Pod, or inside it: failure, an empty document, values untouched */
+    kq_jvalue_t sentinel = {.type = KQ_JNULL};
+    v[0] = v[1] = sentinel;
+    kq_jscan_error_t e;
+    assert_int_equal(kq_jscan_object_find_doc(S("{\"Pod\":{\"metadata\":{}},\"NodeNames\":[1,]}"), keys, 2, v,
+                                              "Pod", keep, &doc, &e),
+                     KQ_EPARSE);
+    assert_null(kq_jdoc_root(&doc));
+    assert_int_equal(v[0].type, KQ_JNULL);
+    assert_int_equal(kq_jscan_object_find_doc(S("{\"Pod\":{\"metadata\":{\"uid\":\"\\u0000\"}}}"), keys, 2, v,
+                                              "Pod", keep, &doc, &e),
+                     KQ_EPARSE);
+    assert_null(kq_jdoc_root(&doc));
+    /* not an object */
+    assert_int_equal(kq_jscan_object_find_doc(S("[1]"), keys, 2, v, "Pod", keep, &doc, &e), KQ_EINVAL);
+    kq_jdoc_free(&doc);
+}
+
 static void test_type_names(void **state)
 {
     (void)state;
@@ -841,7 +889,8 @@ int main(void)
         cmocka_unit_test(test_object_members), cmocka_unit_test(test_object_find),
         cmocka_unit_test(test_iter_strings),  cmocka_unit_test(test_iter_values),
         cmocka_unit_test(test_decode),        cmocka_unit_test(test_json_tree),     cmocka_unit_test(test_json_filtered),
-        cmocka_unit_test(test_doc),           cmocka_unit_test(test_type_names),
+        cmocka_unit_test(test_doc),           cmocka_unit_test(test_object_find_doc),
+        cmocka_unit_test(test_type_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
