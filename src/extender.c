@@ -19,8 +19,9 @@
  *
  * DESIGN: stateless; every request owns its parsed JSON and its kq_pod_t. The hot path
  * (filter) builds no JSON tree of the body: jscan (jscan.h) validates it in one pass with
- * jansson's exact rules and reports the spans of Pod, Nodes and NodeNames; only the Pod
- * (a few KB) becomes a jansson tree, built by jscan. An allowed or passed-through answer copies the
+ * jansson's exact rules, reports the spans of Nodes and NodeNames and, in the same pass,
+ * decodes the fields of the Pod that kq_pod_parse reads into a per-request kq_jdoc (two
+ * buffers, no tree). An allowed or passed-through answer copies the
  * NodeNames (or Nodes) text as it came (validated, and exactly the nodes sent); a denial
  * walks the names once, writing each name's raw JSON text with the one reason, escaped
  * once. So the cost per node is a scan and a memcpy (no malloc, no escaping), and work

@@ -20,8 +20,9 @@
  *                     /readyz: app->ready (atomic).
  *                     The response is written (mg_write) after the handler returned, so no
  *                     lock is ever held across network I/O.
- *   pod informer      (sync.c, via kube's watch thread) LIST/WATCH pods -> kq_pod_parse with
- *                     a config snapshot -> ledger observe/remove/resync (ledger -> ugm);
+ *   pod informer      (sync.c, via kube's watch thread) LIST/WATCH pods -> one kq_jdoc per
+ *                     informer, reused per event -> kq_pod_parse with a config snapshot ->
+ *                     ledger observe/remove/resync (ledger -> ugm);
  *                     sets app->ready after the first full list.
  *   kube events       (kube.c) drains the bounded event queue and POSTs Events; touches only
  *                     its queue (its own lock) and its own curl handles.

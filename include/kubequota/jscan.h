@@ -31,8 +31,9 @@
  * quotes, escapes not decoded; `escaped` says whether any backslash occurs. Written back
  * between quotes, raw contents are the same JSON string.
  *
- * kq_jscan_json is the one function that builds something: a jansson tree, for the few
- * values a caller needs as one (the Pod of a filter request).
+ * Two kinds of function build something: kq_jscan_json* build a jansson tree (for objects
+ * a caller handles as jansson values: ElasticQuotas, nodes, Status bodies), and kq_jdoc_*
+ * decode into a flat, reusable document (pods: the informer and the filter request).
  *
  * Errors: KQ_EPARSE (not valid JSON, or rejected by a flag), KQ_EINVAL (valid JSON of the
  * wrong type where an object or array was required), KQ_ENOMEM (only with
