@@ -451,6 +451,65 @@ static void world_stop(world_t *W)
     free(W->pool);
 }
 
+/* ---- the floor of a bind: the API server's binding POST alone ----
+ * conns threads call kq_kube_bind (the same client and pool kubequota's binds use) in a
+ * closed loop against the same responder, with no extender request in front: what every
+ * bind must spend whatever kubequota does besides. */
+typedef struct post_arg {
+    world_t *W;
+    pthread_barrier_t *ready;
+    double seconds;
+    int id;
+    lat_t lat;
+    unsigned long errors;
+} post_arg_t;
+
+static void *post_main(void *p)
+{
+    post_arg_t *a = p;
+    char name[64], err[256];
+    pthread_barrier_wait(a->ready);
+    double end = now_s() + a->seconds;
+    for (unsigned long i = 0; now_s() < end; i++) {
+        snprintf(name, sizeof(name), "floor-%d-%lu", a->id, i);
+        double t0 = now_s();
+        if (kq_kube_bind(a->W->app.kube, "team-a", name, "00000000-0000-4000-8000-000000000000", "node-1", err,
+                         sizeof(err)) != 0)
+            a->errors++;
+        lat_add(&a->lat, now_s() - t0);
+    }
+    return NULL;
+}
+
+/* Requests/s and the merged latencies of one closed-loop run of the binding POST alone. */
+static double post_floor(world_t *W, int conns, double seconds, lat_t *all, unsigned long *errors)
+{
+    pthread_barrier_t ready;
+    pthread_barrier_init(&ready, NULL, (unsigned)conns + 1);
+    post_arg_t *a = calloc((size_t)conns, sizeof(*a));
+    pthread_t *th = calloc((size_t)conns, sizeof(*th));
+    for (int i = 0; i < conns; i++) {
+        a[i] = (post_arg_t){.W = W, .ready = &ready, .seconds = seconds, .id = i};
+        pthread_create(&th[i], NULL, post_main, &a[i]);
+    }
+    pthread_barrier_wait(&ready);
+    double t0 = now_s();
+    for (int i = 0; i < conns; i++)
+        pthread_join(th[i], NULL);
+    double t = now_s() - t0;
+    size_t n = 0;
+    for (int i = 0; i < conns; i++) {
+        n += a[i].lat.n;
+        *errors += a[i].errors;
+        lat_merge(all, &a[i].lat);
+        lat_free(&a[i].lat);
+    }
+    pthread_barrier_destroy(&ready);
+    free(a);
+    free(th);
+    return (double)n / t;
+}
+
 /* Node names like a cloud provider's: ip-10-0-<a>-<b>.ec2.internal. */
 static char *names_json(int n, size_t *len)
 {
@@ -678,6 +737,24 @@ int bench_http_main(int argc, char **argv)
         snprintf(val, sizeof(val), "%.2fx; %.2fx; %.2fx", mk > 0 ? mn / mk : 0, n50 > 0 ? k50 / n50 : 0,
                  n99 > 0 ? k99 / n99 : 0);
         row_print("3", what3, val, "<=1.5x", "(same run)");
+        if (o.verb == VERB_BIND) {
+            double fr[16];
+            unsigned long ferr = 0;
+            lat_t fl = {0};
+            for (int rep = 0; rep < reps; rep++)
+                fr[rep] = post_floor(&W, conns, o.seconds, &fl, &ferr);
+            lat_sort(&fl);
+            double mf = median(fr, (size_t)reps);
+            snprintf(what3, sizeof(what3), "  binding POST alone (kq_kube_bind, same client and responder)");
+            snprintf(val, sizeof(val), "%.0f/s p50 %.2f p99 %.2f ms%s", mf, lat_pct(&fl, 50) * 1e3,
+                     lat_pct(&fl, 99) * 1e3, ferr ? " (ERRORS)" : "");
+            row_print("2", what3, val, NULL, "(same run)");
+            snprintf(what3, sizeof(what3), "  kubequota bind / binding POST alone (time per request)");
+            snprintf(val, sizeof(val), "%.2fx", mk > 0 ? mf / mk : 0);
+            row_print("2", what3, val, NULL, "(same run)");
+            lat_free(&fl);
+            errs += ferr;
+        }
         if (errs > 0) {
             snprintf(val, sizeof(val), "%lu errors: %.200s", errs, first_error);
             row_print("!", "  ERRORS in this row", val, NULL, "");
