@@ -26,6 +26,7 @@
 #include "kubequota/quota_tree.h"
 #include "kubequota/ugm.h"
 
+#include "testapp.h"
 #include "testutil.h"
 
 #define OURS "kubequota"
@@ -92,13 +93,9 @@ static int setup_yaml(void **state, const char *yaml)
     fx_t *f = calloc(1, sizeof(*f));
     if ((f->cfg = test_config(yaml)) == NULL)
         return -1;
-    f->app.partition = "default";
-    f->app.scheduler_name = OURS;
-    f->app.config = kq_config_holder_new(f->cfg);
-    f->app.ugm = kq_ugm_new("default");
-    if (f->app.ugm == NULL || kq_ugm_set_config(f->app.ugm, f->cfg) != 0)
+    *state = f;
+    if (test_app_start(&f->app, f->cfg, OURS, TEST_APP_HOLDER | TEST_APP_LEDGER) != 0)
         return -1;
-    f->app.ledger = kq_ledger_new(f->app.ugm, OURS);
     kq_elastic_opts_t o;
     kq_elastic_opts_default(&o);
     o.watch_nodes = o.watch_quotas = false;
@@ -108,7 +105,6 @@ static int setup_yaml(void **state, const char *yaml)
     f->e = kq_elastic_new(&f->app, &o);
     f->app.elastic = f->e;
     f->qt = kq_elastic_qtree(f->e);
-    *state = f;
     return f->e ? 0 : -1;
 }
 
@@ -121,10 +117,10 @@ static int teardown(void **state)
 {
     fx_t *f = *state;
     kq_elastic_stop(f->e);
-    kq_ledger_free(f->app.ledger);
+    kq_ledger_free(f->app.ledger); /* (before the quota tree it may point into) */
+    f->app.ledger = NULL;
     kq_elastic_free(f->e);
-    kq_ugm_free(f->app.ugm);
-    kq_config_holder_free(f->app.config);
+    test_app_stop(&f->app);
     kq_config_unref(f->cfg);
     free(f);
     return 0;

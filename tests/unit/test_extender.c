@@ -33,6 +33,7 @@
 #include "kubequota/server.h"
 #include "kubequota/ugm.h"
 
+#include "testapp.h"
 #include "testutil.h"
 
 #define OURS "quota-scheduler" /* the fixtures' spec.schedulerName */
@@ -106,28 +107,14 @@ static int setup(void **state)
     fx_t *f = calloc(1, sizeof(*f));
     if ((f->cfg = test_config(QUEUES_YAML)) == NULL)
         return -1;
-    f->app.partition = "default";
-    f->app.scheduler_name = OURS;
-    f->app.default_user = "nobody";
-    f->app.config = kq_config_holder_new(f->cfg);
-    f->app.ugm = kq_ugm_new("default");
-    if (f->app.ugm == NULL || kq_ugm_set_config(f->app.ugm, f->cfg) != 0)
-        return -1;
-    f->app.ledger = kq_ledger_new(f->app.ugm, OURS);
-    f->app.metrics = kq_metrics_new();
-    atomic_init(&f->app.ready, true);
     *state = f;
-    return f->app.ledger && f->app.metrics && f->app.config ? 0 : -1;
+    return test_app_start(&f->app, f->cfg, OURS, TEST_APP_HOLDER | TEST_APP_LEDGER | TEST_APP_METRICS);
 }
 
 static int teardown(void **state)
 {
     fx_t *f = *state;
-    kq_kube_free(f->app.kube);
-    kq_ledger_free(f->app.ledger);
-    kq_ugm_free(f->app.ugm);
-    kq_metrics_free(f->app.metrics);
-    kq_config_holder_free(f->app.config);
+    test_app_stop(&f->app);
     kq_config_unref(f->cfg);
     free(f);
     return 0;

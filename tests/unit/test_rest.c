@@ -18,6 +18,7 @@
 #include "kubequota/rest.h"
 #include "kubequota/ugm.h"
 
+#include "testapp.h"
 #include "testutil.h"
 
 static const char QUEUES_YAML[] =
@@ -49,21 +50,14 @@ static int setup(void **state)
     fx_t *f = calloc(1, sizeof(*f));
     if ((f->cfg = test_config(QUEUES_YAML)) == NULL)
         return -1;
-    f->app.partition = "default";
-    f->app.scheduler_name = "kubequota-scheduler";
-    f->app.default_user = "nobody";
-    atomic_init(&f->app.ready, true);
-    f->app.ugm = kq_ugm_new("default");
-    if (f->app.ugm == NULL || kq_ugm_set_config(f->app.ugm, f->cfg) != 0)
-        return -1;
     *state = f;
-    return 0;
+    return test_app_start(&f->app, f->cfg, "kubequota-scheduler", 0);
 }
 
 static int teardown(void **state)
 {
     fx_t *f = *state;
-    kq_ugm_free(f->app.ugm);
+    test_app_stop(&f->app);
     kq_config_unref(f->cfg);
     free(f);
     return 0;
