@@ -1149,6 +1149,14 @@ void kq_jdoc_free(kq_jdoc_t *doc)
     *doc = (kq_jdoc_t){0};
 }
 
+void kq_jdoc_trim(kq_jdoc_t *doc, size_t keep)
+{
+    if (doc != NULL && doc->cap * sizeof(kq_jnode_t) + doc->text_cap + doc->open_cap * sizeof(uint32_t) +
+                               doc->sort_cap * sizeof(uint32_t) >
+                           keep)
+        kq_jdoc_free(doc);
+}
+
 const kq_jnode_t *kq_jnode_get(const kq_jnode_t *obj, const char *key)
 {
     if (obj == NULL || obj->type != KQ_JOBJECT)

@@ -51,6 +51,8 @@
 #define KUBECONFIG_MAX    (16u << 20) /* bytes of a kubeconfig file */
 #define SMALL_FILE_MAX    (1u << 20)  /* token, namespace, CA files read here */
 #define ERROR_BODY_MAX    (1u << 20)  /* non-200 body of a watch */
+#define DOC_KEEP_MAX      (1u << 20)  /* an informer's reused document is dropped above this
+                                       * (a typical pod takes about 8 KB of it) */
 #define POOL_MAX          64          /* idle curl handles kept, each with its open connection: binds
                                         * run in parallel (kube-scheduler binds in goroutines); a
                                         * handle beyond the pool costs a new TLS handshake per bind */
@@ -1836,6 +1838,7 @@ static int do_list(kq_watch_t *w)
                 while ((more_items = kq_jscan_iter_next_doc(&it, w->h.keep, &item, &w->doc, NULL)) == 1) {
                     if (item.type == KQ_JOBJECT)
                         w->h.doc(w->h.ud, KQ_WATCH_ADDED, kq_jdoc_root(&w->doc));
+                    kq_jdoc_trim(&w->doc, DOC_KEEP_MAX);
                 }
             else
                 for (json_t *obj = NULL; (more_items = kq_jscan_iter_next_json(&it, w->h.keep, &item, &obj, NULL)) == 1;
@@ -1962,6 +1965,7 @@ static int watch_line(void *ud, const char *line, size_t len)
         kq_debug("kube: unknown watch event type ignored path=%s type=%s", w->path, type);
     }
     json_decref(ev);
+    kq_jdoc_trim(&w->doc, DOC_KEEP_MAX);
     return rc;
 }
 

@@ -225,6 +225,9 @@ typedef struct kq_jdoc {
 int kq_jdoc_parse(kq_jdoc_t *doc, const char *text, size_t len, const kq_jfilter_t *keep,
                   kq_jscan_error_t *err) KQ_WUR;
 void kq_jdoc_free(kq_jdoc_t *doc);
+/* Frees doc's buffers when together they hold more than keep bytes (a rare huge document
+ * should not pin its memory for the life of a reused document); doc stays usable. */
+void kq_jdoc_trim(kq_jdoc_t *doc, size_t keep);
 
 static inline const kq_jnode_t *kq_jdoc_root(const kq_jdoc_t *doc)
 {

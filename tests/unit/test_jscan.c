@@ -769,6 +769,13 @@ static void test_doc(void **state)
     kq_jdoc_t cold = {0};
     doc_is(&cold, huge, n, NULL, hwant);
     assert_string_equal(kq_jnode_string(kq_jnode_get(kq_jdoc_root(&cold), "first")), "v");
+    /* trimming: kept while small, released when large, usable either way */
+    kq_jdoc_trim(&cold, 1u << 20);
+    assert_non_null(cold.text);
+    kq_jdoc_trim(&cold, 1024);
+    assert_null(cold.text);
+    assert_null(cold.nodes);
+    doc_is(&cold, S("{\"a\":[1]}"), NULL, "{\"a\":[1]}");
     kq_jdoc_free(&cold);
     free(huge);
     free(hwant);
