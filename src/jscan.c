@@ -1034,8 +1034,9 @@ static int find_member(void *ctx, const kq_jmember_t *m)
 
 #define FIND_MAX 16
 
-int kq_jscan_object_find(const char *text, size_t len, unsigned flags, const char *const *keys, size_t nkeys,
-                         kq_jvalue_t *values, kq_jscan_error_t *err)
+/* kq_jscan_object_find, and with md kq_jscan_object_find_doc. */
+static int object_find(const char *text, size_t len, unsigned flags, const char *const *keys, size_t nkeys,
+                       kq_jvalue_t *values, member_doc_t *md, kq_jscan_error_t *err)
 {
     kq_jvalue_t found[FIND_MAX];
     if (nkeys > FIND_MAX || (nkeys > 0 && (keys == NULL || values == NULL))) {
@@ -1048,34 +1049,34 @@ int kq_jscan_object_find(const char *text, size_t len, unsigned flags, const cha
     for (size_t i = 0; i < nkeys; i++)
         found[i] = (kq_jvalue_t){0};
     find_t f = {.keys = keys, .nkeys = nkeys, .found = found};
-    int rc = kq_jscan_object(text, len, flags, find_member, &f, err);
+    int rc = scan_object(text, len, flags, find_member, &f, md, err);
     if (rc == 0)
         memcpy(values, found, nkeys * sizeof(*values));
     return rc;
+}
+
+int kq_jscan_object_find(const char *text, size_t len, unsigned flags, const char *const *keys, size_t nkeys,
+                         kq_jvalue_t *values, kq_jscan_error_t *err)
+{
+    return object_find(text, len, flags, keys, nkeys, values, NULL, err);
 }
 
 int kq_jscan_object_find_doc(const char *text, size_t len, const char *const *keys, size_t nkeys,
                              kq_jvalue_t *values, const char *doc_key, const kq_jfilter_t *keep, kq_jdoc_t *doc,
                              kq_jscan_error_t *err)
 {
-    kq_jvalue_t found[FIND_MAX];
     doc->n = 0;
-    if (nkeys > FIND_MAX || (nkeys > 0 && (keys == NULL || values == NULL)) || doc_key == NULL) {
+    if (doc_key == NULL) {
         if (err != NULL) {
             *err = (kq_jscan_error_t){.line = 1, .column = 1};
-            snprintf(err->text, sizeof(err->text), "at most %d member names can be looked up at once", FIND_MAX);
+            snprintf(err->text, sizeof(err->text), "no member name to decode");
         }
         return KQ_EINVAL;
     }
-    for (size_t i = 0; i < nkeys; i++)
-        found[i] = (kq_jvalue_t){0};
-    find_t f = {.keys = keys, .nkeys = nkeys, .found = found};
     member_doc_t md = {.key = doc_key, .keep = keep, .doc = doc};
-    int rc = scan_object(text, len, KQ_JSCAN_JANSSON, find_member, &f, &md, err);
+    int rc = object_find(text, len, KQ_JSCAN_JANSSON, keys, nkeys, values, &md, err);
     if (rc != 0 || !md.seen)
         doc->n = 0;
-    if (rc == 0)
-        memcpy(values, found, nkeys * sizeof(*values));
     return rc;
 }
 
