@@ -593,21 +593,28 @@ static int doc_room(build_t *b, size_t raw)
     return 0;
 }
 
+/* Appends raw's decoded contents and a NUL to doc->text (room made by doc_room first);
+ * returns where they start and their length in *len. */
+static char *doc_put(build_t *b, const kq_jstr_t *raw, size_t *len)
+{
+    char *out = b->doc->text + b->key_off;
+    if (raw->escaped) {
+        *len = kq_jscan_str_decode(raw, out);
+    } else {
+        memcpy(out, raw->ptr, raw->len);
+        *len = raw->len;
+    }
+    out[*len] = '\0';
+    b->key_off += *len + 1;
+    return out;
+}
+
 static int doc_key(build_t *b, ptr_t p, ptr_t stop, bool escaped)
 {
     kq_jstr_t raw = {.ptr = (const char *)p, .len = (size_t)(stop - p), .escaped = escaped};
     if (doc_room(b, raw.len) != 0)
         return KQ_ENOMEM;
-    char *out = b->doc->text + b->key_off;
-    if (escaped) {
-        b->key_len = kq_jscan_str_decode(&raw, out);
-    } else {
-        memcpy(out, raw.ptr, raw.len);
-        b->key_len = raw.len;
-    }
-    out[b->key_len] = '\0';
-    b->key_pos = b->key_off;
-    b->key_off += b->key_len + 1;
+    b->key_pos = (size_t)(doc_put(b, &raw, &b->key_len) - b->doc->text);
     return 0;
 }
 
@@ -639,16 +646,7 @@ static int doc_value(build_t *b, kq_jtype_t t, ptr_t p, ptr_t stop, bool escaped
         }
     }
     if (t == KQ_JSTRING) {
-        char *out = d->text + b->key_off;
-        if (escaped) {
-            n->len = kq_jscan_str_decode(&raw, out);
-        } else {
-            memcpy(out, raw.ptr, raw.len);
-            n->len = raw.len;
-        }
-        out[n->len] = '\0';
-        n->str = out;
-        b->key_off += n->len + 1;
+        n->str = doc_put(b, &raw, &n->len);
     } else if (t == KQ_JNUMBER) {
         n->real = num->real;
         n->i = num->real ? 0 : num->i;
