@@ -89,6 +89,7 @@ typedef struct eqobj {
     uint64_t seq;       /* arrival order */
     uint64_t list_gen;
     bool conflict;      /* logged as conflicting */
+    bool ns_conflict;   /* logged: a namespace it binds is bound to an earlier object */
     /* status bookkeeping (timer thread, under apply_mu) */
     bool st_written;
     kq_resource_t st_used, st_runtime;
@@ -398,13 +399,31 @@ static int eq_parse(const json_t *obj, const char *hint, const char *ns_hint, eq
         o->key = NULL;
     if (!o->api_group || !o->ns || !o->name || !o->key)
         goto nomem;
+    const json_t *labels = json_object_get(meta, "labels");
+    const json_t *anns = json_object_get(meta, "annotations");
+    const json_t *spec = json_object_get(obj, "spec");
+    char what[256];
+    o->s.allow_lent = true;
+    if (strcmp(grp, KQ_EQ_GROUP_UPSTREAM) == 0) {
+        /* scheduler-plugins: one flat quota per namespace, named "namespace/name" so that
+         * objects of the same name in two namespaces are two groups; Koordinator's labels
+         * and annotations mean nothing there (kq_elastic_quota_event warns about them) */
+        if (strlen(ns) + 1 + strlen(name) > KQ_QTREE_NAME_MAX) {
+            seterr(err, len, "ElasticQuota %.64s/%.64s: namespace/name longer than %d bytes", ns, name,
+                   KQ_QTREE_NAME_MAX);
+            goto out;
+        }
+        if (asprintf(&o->s.name, "%s/%s", ns, name) < 0) {
+            o->s.name = NULL;
+            goto nomem;
+        }
+        goto limits;
+    }
     o->ignored = strcmp(name, KOORD_ROOT) == 0 || strcmp(name, KOORD_SYSTEM) == 0;
     o->s.name = strdup(strcmp(name, KOORD_DEFAULT) == 0 ? KQ_QTREE_DEFAULT : name);
     if (o->s.name == NULL)
         goto nomem;
 
-    const json_t *labels = json_object_get(meta, "labels");
-    const json_t *anns = json_object_get(meta, "annotations");
     const char *parent = kv(labels, LABEL_PARENT);
     if (parent != NULL && strcmp(parent, KOORD_ROOT) != 0 && strcmp(parent, KQ_QTREE_ROOT) != 0) {
         if (strlen(parent) > KQ_QTREE_NAME_MAX) {
@@ -418,16 +437,6 @@ static int eq_parse(const json_t *obj, const char *hint, const char *ns_hint, eq
     o->s.is_parent = isp != NULL && strcmp(isp, "true") == 0;
     const char *lent = kv(labels, LABEL_ALLOW_LENT);
     o->s.allow_lent = !(lent != NULL && strcmp(lent, "false") == 0);
-
-    const json_t *spec = json_object_get(obj, "spec");
-    char what[256];
-    snprintf(what, sizeof(what), "ElasticQuota %.50s/%.50s spec.min", ns, name);
-    if ((rc = rlist(json_object_get(spec, "min"), what, &o->s.min, err, len)) != 0)
-        goto out;
-    snprintf(what, sizeof(what), "ElasticQuota %.50s/%.50s spec.max", ns, name);
-    if ((rc = rlist(json_object_get(spec, "max"), what, &o->s.max, err, len)) != 0)
-        goto out;
-    rc = KQ_EPARSE;
     const char *sw = kv(anns, ANN_SHARED_WEIGHT);
     if (sw != NULL) {
         json_error_t je;
@@ -475,6 +484,13 @@ static int eq_parse(const json_t *obj, const char *hint, const char *ns_hint, eq
         if (bad)
             goto nomem;
     }
+limits:
+    snprintf(what, sizeof(what), "ElasticQuota %.50s/%.50s spec.min", ns, name);
+    if ((rc = rlist(json_object_get(spec, "min"), what, &o->s.min, err, len)) != 0)
+        goto out;
+    snprintf(what, sizeof(what), "ElasticQuota %.50s/%.50s spec.max", ns, name);
+    if ((rc = rlist(json_object_get(spec, "max"), what, &o->s.max, err, len)) != 0)
+        goto out;
     *out = o;
     return 0;
 nomem:
@@ -544,6 +560,9 @@ static int desired_add(gent_t **d, const gspec_t *s, const char *owner)
     return 0;
 }
 
+/* The namespace -> group map (elastic.h, resolution step 3). Objects are visited in
+ * arrival order (reconcile sorts them), so of two objects binding a namespace at the same
+ * rank the earlier one keeps it and the later one is logged once. apply_mu held. */
 static void rebuild_nsmap(kq_elastic_t *e)
 {
     nsmap_t *m = NULL;
@@ -554,13 +573,33 @@ static void rebuild_nsmap(kq_elastic_t *e)
         if (o->ignored || a == NULL || strcmp(a->owner, o->key) != 0 || a->s.is_parent ||
             strcmp(o->s.name, KQ_QTREE_DEFAULT) == 0)
             continue;
+        bool upstream = strcmp(o->api_group, KQ_EQ_GROUP_UPSTREAM) == 0;
+        bool lost = false;
+        char lost_ns[254] = "", lost_to[KQ_QTREE_NAME_MAX + 1] = "";
         for (size_t i = 0; i <= o->n_nss; i++) {
-            const char *ns = i == 0 ? o->ns : o->nss[i - 1];
-            int prio = i == 0 ? (strcmp(o->name, o->ns) == 0 ? 0 : 1) : 2;
+            const char *ns;
+            int prio;
+            if (i == 0 && upstream) {
+                ns = o->ns, prio = 2;          /* scheduler-plugins: the quota of its namespace */
+            } else if (i == 0) {
+                if (strcmp(o->name, o->ns) != 0)
+                    continue;                  /* Koordinator: only a quota named like it */
+                ns = o->ns, prio = 0;
+            } else {
+                if (upstream)
+                    break;
+                ns = o->nss[i - 1], prio = 1;  /* Koordinator's namespaces annotation */
+            }
             nsmap_t *x;
             HASH_FIND_STR(m, ns, x);
-            if (x != NULL && (x->prio < prio || (x->prio == prio && strcmp(x->group, o->s.name) <= 0)))
+            if (x != NULL && x->prio <= prio) {
+                if (x->prio == prio && strcmp(x->group, o->s.name) != 0 && !lost) {
+                    lost = true;
+                    snprintf(lost_ns, sizeof(lost_ns), "%s", ns);
+                    snprintf(lost_to, sizeof(lost_to), "%s", x->group);
+                }
                 continue;
+            }
             char *g = strdup(o->s.name);
             if (g == NULL)
                 continue;
@@ -576,6 +615,10 @@ static void rebuild_nsmap(kq_elastic_t *e)
             x->group = g;
             x->prio = prio;
         }
+        if (lost && !o->ns_conflict)
+            kq_warn("event=namespace_bound_twice object=%s namespace=%s group=%s msg=\"the namespace is already "
+                    "bound to quota group %s (the earlier object wins)\"", o->key, lost_ns, o->s.name, lost_to);
+        o->ns_conflict = lost;
     }
     pthread_rwlock_wrlock(&e->map_mu);
     nsmap_t *old = e->nsmap;
@@ -893,6 +936,23 @@ void kq_elastic_nodes_list_end(kq_elastic_t *e)
 
 /* ================================================================== objects ==== */
 
+/* The first Koordinator label or annotation key (quota.scheduling.koordinator.sh/...) on
+ * an object, or NULL. */
+static const char *koord_key_of(const json_t *obj)
+{
+    const json_t *meta = json_object_get(obj, "metadata");
+    static const char *const maps[] = {"labels", "annotations"};
+    for (size_t i = 0; i < 2; i++) {
+        const char *k;
+        const json_t *v;
+        json_object_foreach((json_t *)json_object_get(meta, maps[i]), k, v) {
+            if (strncmp(k, KQ_EQ_LABEL_PREFIX, strlen(KQ_EQ_LABEL_PREFIX)) == 0 && strcmp(k, KQ_EQ_ANN_RUNTIME) != 0)
+                return k;
+        }
+    }
+    return NULL;
+}
+
 int kq_elastic_quota_event(kq_elastic_t *e, int type, const json_t *obj, const char *api_group, char *err,
                            size_t errlen)
 {
@@ -921,6 +981,7 @@ int kq_elastic_quota_event(kq_elastic_t *e, int type, const json_t *obj, const c
             /* keep arrival order and status bookkeeping */
             o->seq = cur->seq;
             o->conflict = cur->conflict;
+            o->ns_conflict = cur->ns_conflict;
             o->st_written = cur->st_written;
             o->st_used = cur->st_used;
             o->st_runtime = cur->st_runtime;
@@ -934,6 +995,11 @@ int kq_elastic_quota_event(kq_elastic_t *e, int type, const json_t *obj, const c
             o->seq = ++e->seq;
             HASH_ADD_KEYPTR(hh, e->objs, o->key, strlen(o->key), o);
             kq_info("event=elasticquota_added object=%s group=%s", o->key, o->s.name);
+            const char *koord_key = strcmp(o->api_group, KQ_EQ_GROUP_UPSTREAM) == 0 ? koord_key_of(obj) : NULL;
+            if (koord_key != NULL)
+                kq_warn("event=elasticquota_key_ignored object=%s key=%s msg=\"scheduler-plugins ElasticQuota "
+                        "objects are flat, one per namespace; Koordinator's labels and annotations apply to %s "
+                        "objects only\"", o->key, koord_key, KQ_EQ_GROUP_KOORD);
             reconcile(e);
         }
     }
@@ -989,13 +1055,12 @@ int kq_elastic_resolve(void *ud, const kq_pod_t *pod, char *group, size_t len)
         pick = KQ_QTREE_SYSTEM;
         goto out;
     }
-    if (pod->quota_name != NULL && strcmp(pod->quota_name, KQ_QTREE_SYSTEM) != 0) {
-        if (strcmp(pod->quota_name, KOORD_DEFAULT) == 0)
-            goto out;
-        if (kq_qtree_lookup(e->qt, pod->quota_name, &parent)) {
+    if (pod->quota_name != NULL) {
+        /* Koordinator: a label naming no quota (or a reserved one) means the default group */
+        if (strcmp(pod->quota_name, KQ_QTREE_SYSTEM) != 0 && strcmp(pod->quota_name, KQ_QTREE_ROOT) != 0 &&
+            kq_qtree_lookup(e->qt, pod->quota_name, &parent))
             pick = pod->quota_name;
-            goto out;
-        }
+        goto out;
     }
     found[0] = '\0';
     pthread_rwlock_rdlock(&e->map_mu);

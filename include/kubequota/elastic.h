@@ -11,8 +11,11 @@
  *    properties kubequota.io/shared-weight ("cpu=4,memory=8Gi"; default: max) and
  *    kubequota.io/allow-lent ("true"/"false"; default true). A queue with children, or
  *    "parent: true", is a parent group. Reapplied on every config reload.
- *  - ElasticQuota objects of both API groups, scheduling.x-k8s.io/v1alpha1
- *    (scheduler-plugins) and scheduling.sigs.k8s.io/v1alpha1 (Koordinator): the group is
+ *  - ElasticQuota objects of scheduler-plugins (scheduling.x-k8s.io/v1alpha1): one flat
+ *    first-level group per object named "namespace/name" (objects of the same name in two
+ *    namespaces are two groups), spec.min / spec.max; Koordinator's labels and
+ *    annotations on them are ignored with a warning.
+ *  - ElasticQuota objects of Koordinator (scheduling.sigs.k8s.io/v1alpha1): the group is
  *    metadata.name; spec.min / spec.max; labels quota.scheduling.koordinator.sh/parent
  *    (default and "koordinator-root-quota": first level; may name a queue group such as
  *    "root.team-a"), .../is-parent ("true"), .../allow-lent-resource (lending unless
@@ -29,12 +32,15 @@
  *
  * A pod's quota group (kq_elastic_resolve), first match wins:
  *   1. the pod's namespace is a system namespace -> KQ_QTREE_SYSTEM;
- *   2. label quota.scheduling.koordinator.sh/name naming an existing group (a parent
- *      group too: the pod is then denied, "only leaf groups run pods");
- *      "koordinator-default-quota" -> the default group; an unknown name is ignored;
- *   3. an ElasticQuota in the pod's namespace (scheduler-plugins): the one named like
- *      the namespace, else the first by name; then an object whose annotation
- *      quota.scheduling.koordinator.sh/namespaces lists the namespace;
+ *   2. label quota.scheduling.koordinator.sh/name: the group it names (a parent group
+ *      too: the pod is then denied, "only leaf groups run pods"); a name that is no
+ *      group ("koordinator-default-quota", "koordinator-system-quota", unknown names)
+ *      -> the default group, as Koordinator does (a label never reaches the system group);
+ *   3. the namespace's quota, in this order: the Koordinator object named like the
+ *      namespace in that namespace; the Koordinator object whose annotation
+ *      quota.scheduling.koordinator.sh/namespaces lists it; the scheduler-plugins object
+ *      in the namespace. Never "the first object of the namespace": of two objects at the
+ *      same rank the one seen first binds the namespace and the other is logged;
  *   4. the quota group of the pod's queue (kubequota.io/queue or the namespace queue,
  *      see pod.h), when that group exists and is a leaf;
  *   5. KQ_QTREE_DEFAULT.

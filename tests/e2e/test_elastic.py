@@ -207,8 +207,8 @@ class ElasticQuotaObjectTest(ElasticBase):
         with self.sim.world.cond:
             self.sim.world.crds = {koord, upstream}
         self.create_eq(upstream, "web", "web-quota", {"cpu": "1"}, {"cpu": "2"})
-        wait_until(lambda: group(self.tree(), "web-quota") is not None, 20, 0.1,
-                   "group web-quota in the tree")
+        wait_until(lambda: group(self.tree(), "web/web-quota") is not None, 20, 0.1,
+                   "group web/web-quota in the tree")
         self.pod("w1", 1, 0, ns="web")
         self.assert_bound("w1", "web")
 
@@ -220,8 +220,8 @@ class ElasticQuotaObjectTest(ElasticBase):
         # deleting the object removes the group; its pod falls to the default group
         r = self.sim.http.request("DELETE", eq_path(upstream, "web", "web-quota"))
         self.assertEqual(r.status, 200, r.text)
-        wait_until(lambda: group(self.tree(), "web-quota") is None, 15, 0.05,
-                   "group web-quota removed")
+        wait_until(lambda: group(self.tree(), "web/web-quota") is None, 15, 0.05,
+                   "group web/web-quota removed")
         self.assertEqual(group(self.tree(), "default")["allocatedResource"].get("cpu"), 1000)
         self.sim.delete_pod("web", "w1")
         wait_until(lambda: group(self.tree(), "default")["allocatedResource"].get("cpu", 0) == 0,

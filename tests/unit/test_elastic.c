@@ -260,7 +260,7 @@ static void test_queue_groups(void **state)
 }
 
 /* Resolution order: system namespace, label, ElasticQuota of the namespace, queue group,
- * default. */
+ * default. A scheduler-plugins object is the group "namespace/name". */
 static void test_resolution(void **state)
 {
     fx_t *f = *state;
@@ -272,21 +272,88 @@ static void test_resolution(void **state)
     eq(f, KQ_WATCH_ADDED, "{\"apiVersion\":\"scheduling.x-k8s.io/v1alpha1\",\"kind\":\"ElasticQuota\","
                           "\"metadata\":{\"name\":\"eq-x\",\"namespace\":\"team-x\"},"
                           "\"spec\":{\"min\":{\"cpu\":1},\"max\":{\"cpu\":\"2\"}}}");
-    resolve(f, &p, "eq-x");                         /* 3: the namespace's object */
+    resolve(f, &p, "team-x/eq-x");                  /* 3: the namespace's object */
     p.quota_name = strdup("root.team-b");
     resolve(f, &p, "root.team-b");                  /* 2: the label */
     free(p.quota_name);
-    p.quota_name = strdup("no-such-group");         /* unknown label: ignored */
-    resolve(f, &p, "eq-x");
+    p.quota_name = strdup("no-such-group");         /* unknown label: Koordinator's default group */
+    resolve(f, &p, KQ_QTREE_DEFAULT);
     free(p.quota_name);
     p.quota_name = strdup(KQ_QTREE_SYSTEM);         /* nobody labels into the system group */
-    resolve(f, &p, "eq-x");
+    resolve(f, &p, KQ_QTREE_DEFAULT);
+    free(p.quota_name);
+    p.quota_name = strdup("koordinator-system-quota");
+    resolve(f, &p, KQ_QTREE_DEFAULT);
     free(p.ns);
     p.ns = strdup("kube-system");
     resolve(f, &p, KQ_QTREE_SYSTEM);                /* 1: system namespace */
     kq_pod_clear(&p);
     /* "cpu: 1" as a JSON number is one core, not one millicore */
-    assert_int_equal(min_of(f, "eq-x"), CPU(1));
+    assert_int_equal(min_of(f, "team-x/eq-x"), CPU(1));
+}
+
+/* scheduler-plugins objects are per namespace: the same name in two namespaces is two
+ * quotas, each bounding its own namespace (scheduler-plugins keys its ElasticQuotaInfos by
+ * namespace: kubernetes-sigs/scheduler-plugins pkg/capacityscheduling/capacity_scheduling.go). */
+static void test_upstream_per_namespace(void **state)
+{
+    fx_t *f = *state;
+    eq(f, KQ_WATCH_ADDED, "{\"apiVersion\":\"scheduling.x-k8s.io/v1alpha1\",\"metadata\":{\"name\":\"quota\","
+                          "\"namespace\":\"ns1\"},\"spec\":{\"min\":{\"cpu\":\"1\"},\"max\":{\"cpu\":\"2\"}}}");
+    eq(f, KQ_WATCH_ADDED, "{\"apiVersion\":\"scheduling.x-k8s.io/v1alpha1\",\"metadata\":{\"name\":\"quota\","
+                          "\"namespace\":\"ns2\"},\"spec\":{\"min\":{\"cpu\":\"3\"},\"max\":{\"cpu\":\"4\"}}}");
+    /* a second object in ns1: the earlier one keeps the namespace */
+    eq(f, KQ_WATCH_ADDED, "{\"apiVersion\":\"scheduling.x-k8s.io/v1alpha1\",\"metadata\":{\"name\":\"a-first\","
+                          "\"namespace\":\"ns1\"},\"spec\":{\"max\":{\"cpu\":\"9\"}}}");
+    assert_int_equal(max_of(f, "ns1/quota"), CPU(2));
+    assert_int_equal(max_of(f, "ns2/quota"), CPU(4));
+    assert_int_equal(min_of(f, "ns2/quota"), CPU(3));
+    kq_pod_t p1 = mk("p1", "ns1", NULL, CPU(1), NULL), p2 = mk("p2", "ns2", NULL, CPU(1), NULL);
+    resolve(f, &p1, "ns1/quota");
+    resolve(f, &p2, "ns2/quota");
+    /* Koordinator's labels mean nothing on a scheduler-plugins object: still flat */
+    eq(f, KQ_WATCH_ADDED, "{\"apiVersion\":\"scheduling.x-k8s.io/v1alpha1\",\"metadata\":{\"name\":\"q\","
+                          "\"namespace\":\"ns3\",\"labels\":{\"quota.scheduling.koordinator.sh/parent\":\"x\"}},"
+                          "\"spec\":{\"max\":{\"cpu\":\"1\"}}}");
+    assert_string_equal(info(f, "ns3/q").parent, KQ_QTREE_ROOT);
+    /* deleting ns1's quota leaves ns1 to the later object, ns2 untouched */
+    eq(f, KQ_WATCH_DELETED, "{\"apiVersion\":\"scheduling.x-k8s.io/v1alpha1\",\"metadata\":{\"name\":\"quota\","
+                            "\"namespace\":\"ns1\"}}");
+    resolve(f, &p1, "ns1/a-first");
+    resolve(f, &p2, "ns2/quota");
+    kq_pod_clear(&p1);
+    kq_pod_clear(&p2);
+}
+
+/* Koordinator's namespace rules (koordinator-sh/koordinator
+ * pkg/scheduler/plugins/elasticquota/plugin_helper.go, GetQuotaName): the quota named like
+ * the namespace, in it; else the quota whose namespaces annotation lists it; never "the
+ * first quota of the namespace". */
+static void test_koord_namespaces(void **state)
+{
+    fx_t *f = *state;
+    /* in namespace dev but not named dev: binds nothing by itself */
+    eq(f, KQ_WATCH_ADDED, "{\"apiVersion\":\"scheduling.sigs.k8s.io/v1alpha1\",\"metadata\":{\"name\":\"aaa\","
+                          "\"namespace\":\"dev\"},\"spec\":{\"max\":{\"cpu\":\"1\"}}}");
+    kq_pod_t p = mk("p", "dev", NULL, CPU(1), NULL);
+    resolve(f, &p, KQ_QTREE_DEFAULT);
+    /* listed in two quotas' namespaces annotation: the first one seen binds it */
+    eq(f, KQ_WATCH_ADDED, "{\"apiVersion\":\"scheduling.sigs.k8s.io/v1alpha1\",\"metadata\":{\"name\":\"zzz\","
+                          "\"namespace\":\"other\",\"annotations\":{\"quota.scheduling.koordinator.sh/namespaces\":"
+                          "\"[\\\"dev\\\"]\"}},\"spec\":{\"max\":{\"cpu\":\"1\"}}}");
+    eq(f, KQ_WATCH_ADDED, "{\"apiVersion\":\"scheduling.sigs.k8s.io/v1alpha1\",\"metadata\":{\"name\":\"bbb\","
+                          "\"namespace\":\"other\",\"annotations\":{\"quota.scheduling.koordinator.sh/namespaces\":"
+                          "\"[\\\"dev\\\"]\"}},\"spec\":{\"max\":{\"cpu\":\"1\"}}}");
+    resolve(f, &p, "zzz");
+    /* a scheduler-plugins object in dev ranks below Koordinator's annotation */
+    eq(f, KQ_WATCH_ADDED, "{\"apiVersion\":\"scheduling.x-k8s.io/v1alpha1\",\"metadata\":{\"name\":\"up\","
+                          "\"namespace\":\"dev\"},\"spec\":{\"max\":{\"cpu\":\"1\"}}}");
+    resolve(f, &p, "zzz");
+    /* the quota named like the namespace, in it, ranks first */
+    eq(f, KQ_WATCH_ADDED, "{\"apiVersion\":\"scheduling.sigs.k8s.io/v1alpha1\",\"metadata\":{\"name\":\"dev\","
+                          "\"namespace\":\"dev\"},\"spec\":{\"max\":{\"cpu\":\"1\"}}}");
+    resolve(f, &p, "dev");
+    kq_pod_clear(&p);
 }
 
 /* Koordinator objects: a child before its parent, deletion order, conflicts, the default
@@ -481,19 +548,19 @@ static void test_remove_group(void **state)
     kq_ledger_observe(f->app.ledger, &p);
     kq_pod_t w = mk("w", "r", "root.default", CPU(1), NULL); /* pending */
     kq_ledger_observe(f->app.ledger, &w);
-    assert_int_equal(used(f, "eq-r"), CPU(2));
-    assert_int_equal(request(f, "eq-r"), CPU(3));
+    assert_int_equal(used(f, "r/eq-r"), CPU(2));
+    assert_int_equal(request(f, "r/eq-r"), CPU(3));
     eq(f, KQ_WATCH_DELETED, obj);
-    assert_false(kq_qtree_lookup(f->qt, "eq-r", NULL));
+    assert_false(kq_qtree_lookup(f->qt, "r/eq-r", NULL));
     assert_int_equal(used(f, KQ_QTREE_DEFAULT), CPU(2));
     assert_int_equal(request(f, KQ_QTREE_DEFAULT), CPU(3));
     eq(f, KQ_WATCH_ADDED, obj); /* back, empty */
-    assert_int_equal(used(f, "eq-r"), 0);
+    assert_int_equal(used(f, "r/eq-r"), 0);
     kq_ledger_remove(f->app.ledger, "p");
     kq_ledger_remove(f->app.ledger, "w");
     assert_int_equal(used(f, KQ_QTREE_DEFAULT), 0);
     assert_int_equal(request(f, KQ_QTREE_DEFAULT), 0);
-    assert_int_equal(used(f, "eq-r"), 0);
+    assert_int_equal(used(f, "r/eq-r"), 0);
     kq_pod_clear(&p);
     kq_pod_clear(&w);
 }
@@ -836,6 +903,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_queue_groups, setup, teardown),
         cmocka_unit_test_setup_teardown(test_resolution, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_upstream_per_namespace, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_koord_namespaces, setup, teardown),
         cmocka_unit_test_setup_teardown(test_objects, setup, teardown),
         cmocka_unit_test_setup_teardown(test_nodes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_check_and_commit, setup, teardown),

@@ -1,0 +1,152 @@
+"""Koordinator and scheduler-plugins ElasticQuota objects as their users write them, end to
+end against the API simulator: per-namespace scheduler-plugins quotas, namespace mapping,
+and the upstream documented examples. Expected numbers are worked out in the comments from
+the upstream documents, not from kubequota's code. Waits are condition-based."""
+
+import json
+
+from kqtest import (KQTestCase, pod_manifest, queues_config, wait_until)
+from test_elastic import eq_path, group
+
+KOORD = "scheduling.sigs.k8s.io"
+UPSTREAM = "scheduling.x-k8s.io"
+FAST = ("--reclaim-grace", "1500", "--elastic-tick", "100", "--status-interval", "200")
+
+
+class QuotaObjectBase(KQTestCase):
+    CONFIG = queues_config({"name": "default"})
+    NODES = ()
+    EXTRA_ARGS = FAST
+    START = False
+    NODE_CPU = "8"
+
+    def setUp(self):
+        super().setUp()
+        self.sim.world.add_node("node-1", cpu=self.NODE_CPU, memory="64Gi")
+        with self.sim.world.cond:
+            self.sim.world.crds = {KOORD, UPSTREAM}
+        self.kq.start()
+        want = int(self.NODE_CPU) * 1000
+        wait_until(lambda: self.tree()["clusterTotal"].get("cpu") == want, 15, 0.05,
+                   "cluster total cpu %d" % want)
+
+    def tree(self):
+        return self.kq.queues()["quotaTree"]
+
+    def g(self, name):
+        return group(self.tree(), name) or {}
+
+    def create_eq(self, api_group, ns, name, min_, max_, labels=None, annotations=None):
+        body = {"apiVersion": api_group + "/v1alpha1", "kind": "ElasticQuota",
+                "metadata": {"name": name, "namespace": ns, "labels": labels or {},
+                             "annotations": annotations or {}},
+                "spec": {"min": min_, "max": max_}}
+        r = self.sim.http.post(eq_path(api_group, ns), body)
+        self.assertEqual(r.status, 201, r.text)
+
+    def get_eq(self, api_group, ns, name):
+        r = self.sim.http.get(eq_path(api_group, ns, name))
+        self.assertEqual(r.status, 200, r.text)
+        return r.json()
+
+    def wait_group(self, name):
+        wait_until(lambda: group(self.tree(), name) is not None, 20, 0.05,
+                   "group %s in the tree" % name)
+
+    def pod(self, name, ns, cpu, priority=0, labels=None, memory="64Mi"):
+        p = pod_manifest(name, ns=ns, user="alice", cpu=str(cpu), memory=memory, labels=labels)
+        p["spec"]["priority"] = priority
+        return self.sim.create_pod(p)
+
+    def alive(self, ns):
+        return sorted(p["metadata"]["name"] for p in self.sim.state()["pods"]
+                      if p["metadata"]["namespace"] == ns)
+
+    def bound(self, ns):
+        return sorted(p["metadata"]["name"] for p in self.sim.state()["pods"]
+                      if p["metadata"]["namespace"] == ns and p["spec"].get("nodeName"))
+
+
+class UpstreamDemoTest(QuotaObjectBase):
+    """kubernetes-sigs/scheduler-plugins pkg/capacityscheduling/README.md, "Demo": two
+    quotas min cpu 4 / max cpu 6 in namespaces quota1 and quota2, 8 cpus in the cluster.
+    Here both objects carry the same name ("quota") to show that scheduler-plugins quotas
+    are per namespace: two objects, two groups."""
+
+    def test_demo_with_the_same_name_in_two_namespaces(self):
+        for ns in ("quota1", "quota2"):
+            self.create_eq(UPSTREAM, ns, "quota", {"cpu": 4}, {"cpu": 6})
+        self.wait_group("quota1/quota")
+        self.wait_group("quota2/quota")
+        self.assertEqual(self.g("quota1/quota")["maxResource"]["cpu"], 6000)
+        self.assertEqual(self.g("quota2/quota")["minResource"]["cpu"], 4000)
+        # app1: 4 replicas of 2 cpu in quota1; three run (6 = max), one stays pending
+        for i in range(4):
+            self.pod("app1-%d" % i, "quota1", 2)
+        for i in range(3):
+            self.assert_bound("app1-%d" % i, "quota1")
+        # (runtime = min(request 8, max 6) = 6: the reason may name either)
+        self.assert_denied("app1-3", "quota1", "quota1/quota", "used 6 + request 2")
+        # app2: 2 replicas of 2 cpu in quota2. The first takes the 2 free cpus.
+        self.pod("app2-0", "quota2", 2)
+        self.pod("app2-1", "quota2", 2)
+        self.assert_bound("app2-0", "quota2")
+        # The second is within quota2's min (2 + 2 <= 4) but the cluster is full (8 used):
+        # quota1 uses 6, above what is left to it (8 - quota2's min 4 = 4), so one of its
+        # pods goes ("a cost of preempting one pod in quota1").
+        self.assert_denied("app2-1", "quota2")
+        wait_until(lambda: len(self.alive("quota1")) == 3, 20, 0.1,
+                   "one pod of quota1 to be evicted")
+        self.assertEqual(self.sim.state()["counters"]["evictions"], 1)
+
+        def bound_app2():
+            if not self.sim.get_pod("quota2", "app2-1")["spec"].get("nodeName"):
+                self.schedule("app2-1", "quota2")
+            return self.sim.get_pod("quota2", "app2-1")["spec"].get("nodeName")
+        wait_until(bound_app2, 15, 0.2, "app2-1 to bind")
+        # end state: quota1 runs 2 pods (4 cpu) with one pending, quota2 runs 2 (4 cpu)
+        self.assertEqual(len(self.bound("quota1")), 2)
+        self.assertEqual(len(self.bound("quota2")), 2)
+        wait_until(lambda: self.g("quota1/quota").get("allocatedResource", {}).get("cpu") == 4000
+                   and self.g("quota2/quota").get("allocatedResource", {}).get("cpu") == 4000,
+                   10, 0.05, "both quotas at 4 cpu used")
+
+        # each object gets its own status (the status subresource of scheduler-plugins' CRD)
+        def statuses():
+            return all((self.get_eq(UPSTREAM, ns, "quota").get("status") or {}).get(
+                "used", {}).get("cpu") == "4" for ns in ("quota1", "quota2"))
+        wait_until(statuses, 15, 0.1, "status.used cpu 4 on both objects")
+
+
+class KoordNamespaceTest(QuotaObjectBase):
+    """Koordinator's namespace rules (koordinator-sh/koordinator
+    pkg/scheduler/plugins/elasticquota/plugin_helper.go GetQuotaName; the namespaces
+    annotation apis/extension/elastic_quota.go AnnotationQuotaNamespaces): the quota named
+    like the namespace, then the one listing it; never the first quota of the namespace."""
+
+    def test_namespace_mapping(self):
+        # "aaa" lives in namespace team but is not named like it: binds nothing
+        self.create_eq(KOORD, "team", "aaa", {"cpu": "1"}, {"cpu": "1"})
+        self.create_eq(KOORD, "other", "lister", {"cpu": "2"}, {"cpu": "2"},
+                       annotations={"quota.scheduling.koordinator.sh/namespaces": '["team"]'})
+        self.wait_group("aaa")
+        self.wait_group("lister")
+        self.pod("p1", "team", 2)
+        self.assert_bound("p1", "team")   # lister (max 2), not aaa (max 1)
+        wait_until(lambda: self.g("lister").get("allocatedResource", {}).get("cpu") == 2000,
+                   10, 0.05, "p1 counted in lister")
+        self.assertEqual(self.g("aaa").get("allocatedResource", {}).get("cpu", 0), 0)
+        # the quota named like the namespace wins over the annotation
+        self.create_eq(KOORD, "team", "team", {"cpu": "1"}, {"cpu": "3"})
+        self.wait_group("team")
+        self.pod("p2", "team", 3)
+        self.assert_bound("p2", "team")
+        wait_until(lambda: self.g("team").get("allocatedResource", {}).get("cpu") == 3000,
+                   10, 0.05, "p2 counted in team")
+        self.pod("p3", "team", 1)
+        self.assert_denied("p3", "team", "quota group team")
+        # a label naming no quota: Koordinator's default group, not the namespace's quota
+        self.pod("p4", "team", 1, labels={"quota.scheduling.koordinator.sh/name": "nope"})
+        self.assert_bound("p4", "team")
+        wait_until(lambda: self.g("default").get("allocatedResource", {}).get("cpu") == 1000,
+                   10, 0.05, "p4 counted in the default group")
