@@ -67,6 +67,9 @@ static void usage(FILE *f)
             "  --metrics-auth           /metrics follows the usage view's access rules\n"
             "  --extender-local-only    /scheduler/* answers only callers on this host (kube-scheduler\n"
             "                           running beside kubequota in the same pod)\n"
+            "                           default: callers on this host and callers with a client\n"
+            "                           certificate signed by --client-ca\n"
+            "  --extender-open          /scheduler/* answers anyone who reaches the port (unsafe)\n"
             "\n"
             "admission webhooks (/admission/mutate, /admission/mutate-scheduler, /admission/validate):\n"
             "  --trusted-users LIST     comma-separated users whose pods and workloads keep the\n"
@@ -108,7 +111,7 @@ typedef struct serve_opts {
     const char *config, *kubeconfig, *listen, *tls_cert, *tls_key, *client_ca;
     const char *scheduler_name, *partition, *default_user, *log_level;
     const char *rest_auth, *rest_token_file, *trusted_users, *trusted_groups, *config_map;
-    bool metrics_auth, extender_local_only;
+    bool metrics_auth, extender_local_only, extender_open;
     bool plain_http;
     long long max_body;
     long reload_ms;
@@ -139,7 +142,7 @@ static int parse_serve(int argc, char **argv, serve_opts_t *o)
 {
     enum { O_CONFIG = 256, O_KUBECONFIG, O_LISTEN, O_CERT, O_KEY, O_CA, O_PLAIN, O_SCHED, O_PART, O_USER,
            O_BODY, O_RELOAD, O_LOG, O_REST_AUTH, O_REST_TOKEN, O_METRICS_AUTH, O_TRUSTED_USERS,
-           O_TRUSTED_GROUPS, O_CONFIG_MAP, O_EXT_LOCAL, O_THREADS,
+           O_TRUSTED_GROUPS, O_CONFIG_MAP, O_EXT_LOCAL, O_EXT_OPEN, O_THREADS,
            /* elastic flags */
            O_SYSNS, O_DQMIN, O_DQMAX, O_GRACE, O_ETICK, O_STATUS,
            O_METERING, O_LEADER_ELECT, O_LEASE_NS, O_LEASE_NAME, O_LEASE_DUR, O_RENEW_DEADLINE, O_RETRY_PERIOD };
@@ -164,6 +167,7 @@ static int parse_serve(int argc, char **argv, serve_opts_t *o)
         {"trusted-groups", required_argument, NULL, O_TRUSTED_GROUPS},
         {"config-map", required_argument, NULL, O_CONFIG_MAP},
         {"extender-local-only", no_argument, NULL, O_EXT_LOCAL},
+        {"extender-open", no_argument, NULL, O_EXT_OPEN},
         {"threads", required_argument, NULL, O_THREADS},
         /* elastic flags */
         {"system-namespaces", required_argument, NULL, O_SYSNS},
@@ -224,6 +228,7 @@ static int parse_serve(int argc, char **argv, serve_opts_t *o)
         case O_TRUSTED_GROUPS: o->trusted_groups = optarg; break;
         case O_CONFIG_MAP: o->config_map = optarg; break;
         case O_EXT_LOCAL: o->extender_local_only = true; break;
+        case O_EXT_OPEN: o->extender_open = true; break;
         case O_THREADS:
             o->threads = strtol(optarg, &end, 10);
             if (*optarg == '\0' || *end != '\0' || o->threads < 1 || o->threads > 1024) {
@@ -305,6 +310,10 @@ static int parse_serve(int argc, char **argv, serve_opts_t *o)
     if (!o->plain_http && (o->tls_cert == NULL || o->tls_key == NULL)) {
         fprintf(stderr, "kubequota serve: --tls-cert and --tls-key are required (or --insecure-plain-http "
                         "for local tests)\n");
+        return 2;
+    }
+    if (o->extender_open && o->extender_local_only) {
+        fprintf(stderr, "kubequota serve: --extender-open and --extender-local-only contradict each other\n");
         return 2;
     }
     if (o->plain_http && (o->tls_cert || o->tls_key || o->client_ca)) {
@@ -627,6 +636,7 @@ static int serve(int argc, char **argv)
         .auth = auth,
         .metrics_auth = o.metrics_auth,
         .extender_local_only = o.extender_local_only,
+        .extender_open = o.extender_open,
         .threads = (int)o.threads,
         .listen = o.listen,
         .tls_cert = o.tls_cert,

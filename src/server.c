@@ -107,6 +107,7 @@ struct kq_server {
     kq_auth_t *auth;                   /* borrowed; NULL = everything open */
     bool metrics_auth;                 /* /metrics follows the usage view's rules */
     bool extender_local_only;          /* scheduler verbs only from loopback (sidecar) */
+    bool extender_open;                /* scheduler verbs from anyone (explicitly opened) */
     kq_admission_opts_t adm, adm_sched; /* copies; adm_sched sets spec.schedulerName */
     char *cert, *key, *ca;
     char tls_err[512]; /* written by init_ssl during kq_server_start (caller's thread) */
@@ -620,6 +621,19 @@ static bool is_loopback(const char *addr)
     return strncmp(addr, "127.", 4) == 0 || strcmp(addr, "::1") == 0;
 }
 
+/* Who may call the scheduler verbs (they count pods, bind them anywhere and post
+ * events): loopback peers (kube-scheduler beside us), and callers that presented a
+ * client certificate the TLS layer verified against --client-ca; everyone only when
+ * explicitly opened; loopback only with --extender-local-only. */
+static bool extender_allowed(const kq_server_t *s, const struct mg_request_info *ri)
+{
+    if (is_loopback(ri->remote_addr))
+        return true;
+    if (s->extender_local_only)
+        return false;
+    return s->extender_open || (s->ca != NULL && ri->client_cert != NULL);
+}
+
 static double elapsed(const struct timespec *t0)
 {
     struct timespec t1;
@@ -688,8 +702,11 @@ static int on_request(struct mg_connection *conn)
         }
     }
 
-    if (rt->guard == GUARD_EXTENDER && s->extender_local_only && !is_loopback(ri->remote_addr)) {
-        resp_error(&r, 403, "the scheduler extender only answers the scheduler on this host (--extender-local-only)");
+    if (rt->guard == GUARD_EXTENDER && !extender_allowed(s, ri)) {
+        resp_error(&r, 403, s->extender_local_only
+                                ? "the scheduler extender only answers the scheduler on this host (--extender-local-only)"
+                                : "the scheduler extender answers only callers on this host or with a client "
+                                  "certificate signed by --client-ca (--extender-open opens it to everyone)");
         kq_warn("event=extender_refused remote=%s path=\"%s\"", ri->remote_addr, printable(path, qpath, 192));
         goto send;
     }
@@ -1012,6 +1029,7 @@ kq_server_t *kq_server_start(const kq_server_opts_t *o, kq_app_t *app, char *err
     s->auth = o->auth;
     s->metrics_auth = o->metrics_auth;
     s->extender_local_only = o->extender_local_only;
+    s->extender_open = o->extender_open && !o->extender_local_only;
     if (o->admission != NULL) {
         /* Shallow copies: the strings and arrays they point to are borrowed, like app. */
         s->admission = true;

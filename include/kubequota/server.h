@@ -11,6 +11,9 @@
  *   POST /admission/mutate | /admission/mutate-scheduler | /admission/validate
  *        (admission.h; only when opts.admission is set, else 404). mutate-scheduler is
  *        mutate with set_scheduler_name forced on.
+ * The scheduler verbs answer loopback peers and callers with a client certificate verified
+ * against client_ca; others get 403 unless extender_open (loopback only with
+ * extender_local_only).
  * Path parameters are percent-decoded. Error bodies are JSON {"error":"..."}.
  * Bodies: a Content-Length above max_body is answered 413 without reading the body; a
  * chunked body is read up to max_body and then answered 413. The connection is closed
@@ -42,6 +45,8 @@ typedef struct kq_server_opts {
     struct kq_auth *auth;   /* access rules of the usage view (borrowed); NULL = open */
     bool metrics_auth;      /* /metrics follows the usage view's access rules */
     bool extender_local_only; /* the /scheduler/ verbs answer only loopback peers (sidecar) */
+    bool extender_open;     /* the /scheduler/ verbs answer anyone; default (false): loopback
+                             * peers and callers with a verified client certificate only */
 } kq_server_opts_t;
 
 typedef struct kq_server kq_server_t;
