@@ -105,6 +105,51 @@ static int bad_request(kq_app_t *app, kq_verb_t verb, const char *what, int line
     return reply(v ? json_pack("{s:o}", "error", v) : NULL, 400, out, out_len);
 }
 
+/* Kubernetes object names, checked as the API server does (IsDNS1123Subdomain and
+ * IsDNS1123Label in kubernetes/apimachinery pkg/util/validation/validation.go): pod and
+ * node names are DNS subdomains (at most 253 bytes of [a-z0-9.-], alphanumeric at both
+ * ends), namespaces DNS labels (at most 63, no dots). A name the API server could never
+ * have accepted is refused before it reaches a URL, a log line or an event. */
+static bool dns_name_ok(const char *s, size_t max, bool dots)
+{
+    size_t n = 0;
+    for (; s[n] != '\0'; n++) {
+        char c = s[n];
+        if (n >= max)
+            return false;
+        bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+        if (!alnum && c != '-' && !(dots && c == '.'))
+            return false;
+    }
+    if (n == 0)
+        return false;
+    char a = s[0], z = s[n - 1];
+    return ((a >= 'a' && a <= 'z') || (a >= '0' && a <= '9')) && ((z >= 'a' && z <= 'z') || (z >= '0' && z <= '9'));
+}
+
+#define UID_MAX 128
+
+static bool uid_ok(const char *s)
+{
+    size_t n = 0;
+    for (; s[n] != '\0'; n++)
+        if (n >= UID_MAX || (unsigned char)s[n] <= 0x20 || (unsigned char)s[n] >= 0x7f)
+            return false;
+    return n > 0;
+}
+
+/* NULL when ns/name/uid (uid may be NULL) could name a real pod; else which one is bad. */
+static const char *bad_pod_ref(const char *ns, const char *name, const char *uid)
+{
+    if (!dns_name_ok(ns, 63, false))
+        return "namespace";
+    if (!dns_name_ok(name, 253, true))
+        return "name";
+    if (uid != NULL && !uid_ok(uid))
+        return "uid";
+    return NULL;
+}
+
 static const char *str_field(const json_t *obj, const char *key)
 {
     return json_string_value(json_object_get(obj, key));
@@ -146,6 +191,18 @@ static void post_denial_event(kq_app_t *app, const kq_pod_t *pod, const char *re
 }
 
 /* ------------------------------------------------------------------ filter */
+
+/* True when the API server has the pod, with the same uid (one GET). */
+static bool pod_exists(kq_app_t *app, const kq_pod_t *pod)
+{
+    json_t *obj = NULL;
+    if (kq_kube_get_pod(app->kube, pod->ns, pod->name, &obj) != 0)
+        return false;
+    const char *uid = str_field(json_object_get(obj, "metadata"), "uid");
+    bool same = uid != NULL && strcmp(uid, pod->uid) == 0;
+    json_decref(obj);
+    return same;
+}
 
 /* ExtenderFilterResult for a failure: no node, only Error (the shape of kube-scheduler's
  * own error results). */
@@ -422,6 +479,20 @@ int kq_extender_filter(kq_app_t *app, const char *body, size_t len, char **out, 
         status = filter_error(app, msg, out, out_len);
         goto out;
     }
+    const char *bad = bad_pod_ref(pod.ns, pod.name, pod.uid);
+    if (bad != NULL) {
+        seterr(msg, sizeof(msg), "ExtenderArgs.Pod has a %s that is not a valid Kubernetes %s", bad,
+               strcmp(bad, "uid") == 0 ? "uid (at most 128 printable bytes)" : "name");
+        status = filter_error(app, msg, out, out_len);
+        goto out;
+    }
+    /* With a quota tree a group's runtime depends on its request: a pod the watch has not
+     * shown yet (our watch lags the scheduler's) enters its group's request first, but
+     * only once the API server confirms it exists with this uid, so that a forged filter
+     * leaves nothing behind (issue 20). */
+    if (app->ledger != NULL && app->kube != NULL && kq_ledger_has_qtree(app->ledger) &&
+        !kq_ledger_is_observed(app->ledger, pod.uid) && pod_exists(app, &pod))
+        kq_ledger_note_pending(app->ledger, &pod);
     char reason[REASON_MAX] = "";
     bool by_tree = false;
     int rc = app->ledger ? kq_ledger_check_ex(app->ledger, &pod, reason, sizeof(reason), &by_tree) : KQ_ESTATE;
@@ -445,7 +516,12 @@ int kq_extender_filter(kq_app_t *app, const char *body, size_t len, char **out, 
         kq_metrics_decision(app->metrics, KQ_VERB_FILTER, KQ_RESULT_DENIED);
         kq_debug("event=filter result=denied pod=%s/%s uid=%s user=%s queue=%s reason=\"%s\"", pod.ns, pod.name,
                  pod.uid, pod.user, pod.queue ? pod.queue : "-", reason);
-        post_denial_event(app, &pod, reason);
+        /* A pod the watch has not shown yet may be a forged filter request's: its event
+         * is posted only once the API server confirms the pod (on the events thread). */
+        if (app->ledger != NULL && kq_ledger_is_observed(app->ledger, pod.uid))
+            post_denial_event(app, &pod, reason);
+        else if (app->kube != NULL)
+            kq_kube_event_confirmed(app->kube, pod.ns, pod.name, pod.uid, "Warning", "QuotaExceeded", reason);
         status = filter_deny(nodes, names, reason, by_tree, out, out_len);
     } else {
         seterr(msg, sizeof(msg), "quota check for pod %s/%s failed: %s", pod.ns, pod.name,
@@ -527,6 +603,21 @@ int kq_extender_bind(kq_app_t *app, const char *body, size_t len, char **out, si
                                             : NULL;
     if (missing != NULL) {
         seterr(msg, sizeof(msg), "ExtenderBindingArgs.%s is missing or empty", missing);
+        status = bind_error(app, KQ_RESULT_ERROR, msg, out, out_len);
+        goto out;
+    }
+    const char *bad = bad_pod_ref(ns, name, uid);
+    if (bad == NULL && !dns_name_ok(node, 253, true))
+        bad = "node";
+    if (bad != NULL) {
+        seterr(msg, sizeof(msg),
+               "ExtenderBindingArgs.%s is not a valid Kubernetes %s", strcmp(bad, "namespace") == 0 ? "PodNamespace"
+                                                                       : strcmp(bad, "name") == 0   ? "PodName"
+                                                                       : strcmp(bad, "uid") == 0    ? "PodUID"
+                                                                                                    : "Node",
+               strcmp(bad, "uid") == 0 ? "uid (at most 128 printable bytes)"
+               : strcmp(bad, "namespace") == 0 ? "namespace (a DNS label of at most 63 characters)"
+                                               : "name (a DNS subdomain of at most 253 characters)");
         status = bind_error(app, KQ_RESULT_ERROR, msg, out, out_len);
         goto out;
     }

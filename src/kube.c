@@ -872,6 +872,8 @@ out:
 typedef struct ev_item {
     char *ns, *pod, *uid, *type, *reason, *message;
     time_t when;
+    bool confirm; /* GET the pod first; post only if the API server has it with this uid */
+    char *dkey;   /* with confirm: its dedup key, forgotten when the pod is not confirmed */
 } ev_item_t;
 
 typedef struct dedup {
@@ -1462,6 +1464,7 @@ static void ev_item_free(ev_item_t *e)
     free(e->type);
     free(e->reason);
     free(e->message);
+    free(e->dkey);
     free(e);
 }
 
@@ -1477,8 +1480,31 @@ static char *dup_cut(const char *s, size_t max)
     return strndup(s, n);
 }
 
-static void event_post(kq_kube_t *k, const chan_t *ch, const ev_item_t *e, unsigned long seq)
+/* True when the API server has the pod e names, with e's uid. */
+static bool event_pod_exists(kq_kube_t *k, const chan_t *ch, const ev_item_t *e)
 {
+    char *path = pod_path(e->ns, e->pod, NULL);
+    kq_kube_resp_t r = {0};
+    bool ok = false;
+    if (path != NULL && request_on(k, ch, "GET", path, NULL, NULL, &r, NULL, 0) == 0 && r.status == 200) {
+        json_t *j = json_loadb(r.body, r.len, 0, NULL);
+        const char *uid = json_string_value(json_object_get(json_object_get(j, "metadata"), "uid"));
+        ok = uid != NULL && (e->uid == NULL || strcmp(uid, e->uid) == 0);
+        json_decref(j);
+    }
+    kq_kube_resp_free(&r);
+    free(path);
+    return ok;
+}
+
+/* false when the event was dropped because the API server does not have its pod */
+static bool event_post(kq_kube_t *k, const chan_t *ch, const ev_item_t *e, unsigned long seq)
+{
+    if (e->confirm && !event_pod_exists(k, ch, e)) {
+        kq_debug("kube: event not posted pod=%s/%s reason=%s msg=\"the API server has no such pod\"", e->ns,
+                 e->pod, e->reason);
+        return false;
+    }
     char ts[32], name[320], err[256] = "";
     struct tm tm;
     gmtime_r(&e->when, &tm);
@@ -1515,6 +1541,7 @@ static void event_post(kq_kube_t *k, const chan_t *ch, const ev_item_t *e, unsig
     json_decref(body);
     free(path);
     free(ens);
+    return true;
 }
 
 static void *event_main(void *arg)
@@ -1533,7 +1560,22 @@ static void *event_main(void *arg)
         k->ring_count--;
         unsigned long seq = ++k->seq;
         pthread_mutex_unlock(&k->ev_lock);
-        event_post(k, &ch, e, seq);
+        bool posted = event_post(k, &ch, e, seq);
+        pthread_mutex_lock(&k->ev_lock);
+        if (!posted) {
+            /* not about a real pod: counted as dropped, and its dedup entry goes so that it
+             * cannot hide a real pod's event */
+            k->suppressed++;
+            dedup_t *d = NULL;
+            if (e->dkey != NULL)
+                HASH_FIND_STR(k->dedup, e->dkey, d);
+            if (d != NULL) {
+                HASH_DEL(k->dedup, d);
+                k->ndedup--;
+                free(d);
+            }
+        }
+        pthread_mutex_unlock(&k->ev_lock);
         ev_item_free(e);
         pthread_mutex_lock(&k->ev_lock);
     }
@@ -1554,8 +1596,23 @@ static void dedup_prune(kq_kube_t *k, double now)
     }
 }
 
+static void event_queue(kq_kube_t *k, const char *ns, const char *pod_name, const char *pod_uid,
+                        const char *type, const char *reason, const char *message, bool confirm);
+
 void kq_kube_event(kq_kube_t *k, const char *ns, const char *pod_name, const char *pod_uid,
                    const char *type, const char *reason, const char *message)
+{
+    event_queue(k, ns, pod_name, pod_uid, type, reason, message, false);
+}
+
+void kq_kube_event_confirmed(kq_kube_t *k, const char *ns, const char *pod_name, const char *pod_uid,
+                             const char *type, const char *reason, const char *message)
+{
+    event_queue(k, ns, pod_name, pod_uid, type, reason, message, true);
+}
+
+static void event_queue(kq_kube_t *k, const char *ns, const char *pod_name, const char *pod_uid,
+                        const char *type, const char *reason, const char *message, bool confirm)
 {
     if (k == NULL || pod_name == NULL || reason == NULL)
         return;
@@ -1573,6 +1630,9 @@ void kq_kube_event(kq_kube_t *k, const char *ns, const char *pod_name, const cha
         goto fail;
     snprintf(d->key, klen, "%s\x1f%s\x1f%s", id, reason, message);
     e->when = time(NULL);
+    e->confirm = confirm;
+    if (confirm && (e->dkey = strdup(d->key)) == NULL)
+        goto fail;
     if ((e->ns = strdup(ns)) == NULL || (e->pod = strdup(pod_name)) == NULL ||
         !dup_field(&e->uid, pod_uid) || (e->type = strdup(type)) == NULL ||
         (e->reason = dup_cut(reason, EVENT_REASON_MAX)) == NULL ||

@@ -466,17 +466,19 @@ static void set_reason(char *reason, size_t len, const char *fmt, const char *ar
         snprintf(reason, len, fmt, arg);
 }
 
-/* Filter with a quota tree: a pod the ledger does not know yet becomes a pending entry
- * (its request enters its group's request). No lock held on entry. */
-static void remember_pending(kq_ledger_t *l, const kq_pod_t *pod, const char *group)
+void kq_ledger_note_pending(kq_ledger_t *l, const kq_pod_t *pod)
 {
-    if (!is_ours(l, pod) || pod->node != NULL || kq_pod_is_terminal(pod))
+    if (pod == NULL || pod->uid == NULL || !is_ours(l, pod) || pod->node != NULL || kq_pod_is_terminal(pod))
         return;
     entry_t *e;
     pthread_mutex_lock(&l->mu);
     HASH_FIND_STR(l->table, pod->uid, e);
+    kq_qtree_t *qt = l->qt;
+    kq_ledger_resolve_fn resolve = l->resolve;
+    void *resolve_ud = l->resolve_ud;
     pthread_mutex_unlock(&l->mu);
-    if (e != NULL)
+    char group[KQ_QTREE_NAME_MAX + 1];
+    if (e != NULL || qt == NULL || resolve == NULL || resolve(resolve_ud, pod, group, sizeof(group)) != 0)
         return;
     entry_t *fresh = entry_new(pod->uid);
     if (fresh == NULL || kq_pod_copy(&fresh->pod, pod) != 0) {
@@ -497,6 +499,14 @@ static void remember_pending(kq_ledger_t *l, const kq_pod_t *pod, const char *gr
     }
     pthread_mutex_unlock(&l->mu);
     entry_free(fresh);
+}
+
+bool kq_ledger_has_qtree(kq_ledger_t *l)
+{
+    pthread_mutex_lock(&l->mu);
+    bool has = l->qt != NULL;
+    pthread_mutex_unlock(&l->mu);
+    return has;
 }
 
 int kq_ledger_check_ex(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reason_len, bool *by_tree)
@@ -521,8 +531,6 @@ int kq_ledger_check_ex(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t
     }
     char group[KQ_QTREE_NAME_MAX + 1];
     bool in_tree = qt != NULL && resolve != NULL && resolve(resolve_ud, pod, group, sizeof(group)) == 0;
-    if (in_tree && e == NULL)
-        remember_pending(l, pod, group);
     kq_user_t u = {.name = pod->user, .groups = (const char *const *)pod->groups, .n_groups = pod->n_groups};
     int rc = kq_ugm_check(l->ugm, pod->queue, pod->app_id, &u, &pod->request, reason, reason_len);
     if (rc != 0 || !in_tree)
@@ -797,6 +805,16 @@ bool kq_ledger_is_counted(kq_ledger_t *l, const char *uid)
     bool counted = e != NULL && e->state != ST_PENDING;
     pthread_mutex_unlock(&l->mu);
     return counted;
+}
+
+bool kq_ledger_is_observed(kq_ledger_t *l, const char *uid)
+{
+    entry_t *e;
+    pthread_mutex_lock(&l->mu);
+    HASH_FIND_STR(l->table, uid, e);
+    bool seen = e != NULL && e->observed;
+    pthread_mutex_unlock(&l->mu);
+    return seen;
 }
 
 size_t kq_ledger_size(kq_ledger_t *l, size_t *counted)

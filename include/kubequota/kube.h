@@ -101,6 +101,11 @@ int kq_kube_evict(kq_kube_t *k, const char *ns, const char *name, char *err, siz
  * message) within a window and rate-limited; never blocks, never fails the caller. */
 void kq_kube_event(kq_kube_t *k, const char *ns, const char *pod_name, const char *pod_uid,
                    const char *type, const char *reason, const char *message);
+/* kq_kube_event for a pod named by an untrusted request: the event thread first GETs the
+ * pod and posts only if the API server has it with pod_uid (no event about pods that do
+ * not exist, in namespaces a caller picked). */
+void kq_kube_event_confirmed(kq_kube_t *k, const char *ns, const char *pod_name, const char *pod_uid,
+                             const char *type, const char *reason, const char *message);
 /* Events actually posted / dropped by dedup or rate limit (for tests and metrics). */
 void kq_kube_event_stats(kq_kube_t *k, unsigned long *posted, unsigned long *suppressed);
 

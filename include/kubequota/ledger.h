@@ -48,8 +48,9 @@ kq_ledger_t *kq_ledger_new(kq_ugm_t *ugm, const char *scheduler_name);
 void kq_ledger_free(kq_ledger_t *l);
 
 /* Filter: would the pod fit? 0 when already counted or when it fits; KQ_EDENIED with the
- * reason (also for an unresolvable queue). Changes no usage (with a quota tree, an unknown
- * pod becomes a pending entry: see kq_ledger_check_ex). */
+ * reason (also for an unresolvable queue). Changes nothing: a filter request may name a pod
+ * the API server does not know (anyone who reaches the port can send one), so it leaves
+ * no state behind; the watch makes pods known. */
 int kq_ledger_check(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reason_len) KQ_WUR;
 
 /* Bind: check and count the pod (enforced). 0 when counted now or already counted;
@@ -79,6 +80,9 @@ int kq_ledger_lookup(kq_ledger_t *l, const char *uid, kq_pod_t *out) KQ_WUR;
 
 bool kq_ledger_is_counted(kq_ledger_t *l, const char *uid);
 
+/* True when the watch (or a relist) has shown the pod: the API server knows it. */
+bool kq_ledger_is_observed(kq_ledger_t *l, const char *uid);
+
 /* The user group the pod's application is (or would be) tracked against, as the ugm
  * chooses it (kq_ugm_group_of; an unresolvable queue counts at "root"). out gets "" for no
  * group. No ledger lock is taken. */
@@ -97,12 +101,20 @@ void kq_ledger_set_qtree(kq_ledger_t *l, kq_qtree_t *t, kq_ledger_resolve_fn res
 
 /* kq_ledger_check that also says whether a denial came from the quota tree (*by_tree;
  * preemption inside the group may then help) rather than from a user/group/queue limit.
- * With a quota tree, a pod the ledger does not know yet is remembered as pending (its
- * request enters its group's request, as the watch would do a moment later): a group's
- * runtime depends on its request. Such an entry that the watch never confirms is dropped
- * by kq_ledger_expire_unobserved or the next relist. */
+ * Like kq_ledger_check it changes nothing: a pod the watch has not shown yet does not
+ * enter its group's request here (a forged filter could otherwise raise any group's
+ * request and cut another group's runtime); the watch adds it a moment later. */
 int kq_ledger_check_ex(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reason_len,
                        bool *by_tree) KQ_WUR;
+
+/* With a quota tree: remembers a pod of our scheduler the ledger does not know yet as
+ * pending (its request enters its group's request, as the watch would do a moment
+ * later; a group's runtime depends on its request). The caller has confirmed with the API
+ * server that the pod exists (filter GETs it): a forged filter must leave nothing. An
+ * entry the watch never confirms is dropped by kq_ledger_expire_unobserved or the next
+ * relist. No-op without a quota tree or for a known pod. */
+void kq_ledger_note_pending(kq_ledger_t *l, const kq_pod_t *pod);
+bool kq_ledger_has_qtree(kq_ledger_t *l);
 
 /* Removes the quota group `group` from the tree (kq_qtree_remove_group) and, in the same
  * step under the ledger lock, makes every pod counted or pending in it belong to

@@ -513,16 +513,26 @@ static void test_check_and_commit(void **state)
     kq_pod_clear(&q);
 }
 
-/* A filter of a pod the watch has not shown yet puts its request in (a group's runtime
- * depends on its request); a pod naming a parent group is denied with that reason. */
+/* A check of a pod the watch has not shown yet leaves nothing behind (a forged filter
+ * must not raise a group's request and so cut another group's runtime: issue 20); once
+ * confirmed (kq_ledger_note_pending) its request enters its group's; a pod naming a
+ * parent group is denied with that reason. */
 static void test_unseen_pod_and_parent(void **state)
 {
     fx_t *f = *state;
     nodes_total(f, "8");
     kq_pod_t a = mk("a", "x", "root.team-a", CPU(5), NULL);
     char why[512];
-    assert_int_equal(kq_ledger_check(f->app.ledger, &a, why, sizeof(why)), 0);
+    assert_int_equal(kq_ledger_check(f->app.ledger, &a, why, sizeof(why)), KQ_EDENIED);
+    assert_int_equal(request(f, "root.team-a"), 0);
+    size_t counted = 1;
+    assert_int_equal(kq_ledger_size(f->app.ledger, &counted), 0);
+    assert_int_equal(counted, 0);
+    assert_int_equal(kq_ledger_expire_unobserved(f->app.ledger, 0), 0);
+    /* once the caller has confirmed the pod exists, it enters its group's request */
+    kq_ledger_note_pending(f->app.ledger, &a);
     assert_int_equal(request(f, "root.team-a"), CPU(5));
+    assert_int_equal(kq_ledger_check(f->app.ledger, &a, why, sizeof(why)), 0);
     assert_int_equal(kq_ledger_expire_unobserved(f->app.ledger, 3600), 0);
     assert_int_equal(kq_ledger_expire_unobserved(f->app.ledger, 0), 1);
     assert_int_equal(request(f, "root.team-a"), 0);

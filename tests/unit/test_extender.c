@@ -775,6 +775,8 @@ static void test_bind_race_one_wins(void **state)
 }
 
 /* A filter denial is posted as a Warning event QuotaExceeded. */
+/* A denial of a pod the watch has not shown yet is posted only once the API server has
+ * confirmed the pod (GET, same uid): a forged filter request posts nothing (issue 20). */
 static void test_filter_denial_posts_event(void **state)
 {
     fx_t *f = *state;
@@ -782,6 +784,23 @@ static void test_filter_denial_posts_event(void **state)
     json_t *args = fixture("extender-filter-args.nodecachecapable-true.json");
     set_pod(args, POD_UID, "alice");
     json_t *res;
+    /* the API server does not know the pod (GET answers 404): no event */
+    assert_int_equal(call(f, kq_extender_filter, args, &res), 200);
+    assert_int_equal(json_array_size(json_object_get(res, "NodeNames")), 0);
+    json_decref(res);
+    unsigned long posted = 0, dropped = 0;
+    for (int i = 0; i < 500 && dropped == 0; i++) {
+        usleep(10000);
+        kq_kube_event_stats(f->app.kube, &posted, &dropped);
+    }
+    assert_int_equal(dropped, 1);
+    assert_int_equal(posted, 0);
+    assert_int_equal(atomic_load(&fake.event_posts), 0);
+    /* the same pod, now known to the API server: posted (the dropped one left no dedup
+     * entry behind) */
+    pthread_mutex_lock(&fake.mu);
+    fake.pod_json = dump(json_object_get(args, "Pod"));
+    pthread_mutex_unlock(&fake.mu);
     assert_int_equal(call(f, kq_extender_filter, args, &res), 200);
     assert_int_equal(json_array_size(json_object_get(res, "NodeNames")), 0);
     for (int i = 0; i < 500 && atomic_load(&fake.quota_events) == 0; i++)

@@ -1,0 +1,159 @@
+"""Tenant isolation and hostile clients (issue 20): callers that reach kubequota's port but
+are not the scheduler, forged scheduler requests, and names no API server would accept.
+Hostile clients run on this host only, bounded in count and time."""
+
+import json
+import os
+
+from kqtest import (HttpClient, KQTestCase, Kubequota, certs, pod_manifest, queues_config,
+                    wait_until)
+from test_elastic import CONFIG as ELASTIC_CONFIG, FAST, group
+from test_tls import non_loopback_address
+
+FILTER_OTHER = {"Pod": {"metadata": {"name": "p", "namespace": "default", "uid": "u1"},
+                        "spec": {"schedulerName": "other"}}, "Nodes": None, "NodeNames": ["n1"]}
+
+
+def listen_everywhere(kq):
+    args = kq.argv
+
+    def argv():
+        a = args()
+        a[a.index("--listen") + 1] = "0.0.0.0:%d" % kq.port
+        return a
+    kq.argv = argv
+
+
+class ExtenderClosedByDefaultTest(KQTestCase):
+    """Without any flag the scheduler verbs answer only this host and callers with a
+    verified client certificate; --extender-open is the explicit way to open them."""
+    CONFIG = queues_config({"name": "default"})
+    START = False
+
+    def remote(self, addr, cert=False):
+        c = certs()
+        r = HttpClient("https://%s:%d" % (addr, self.kq.port), ca=c["ca"],
+                       cert=c["client"] if cert else None, key=c["client_key"] if cert else None)
+        r.ctx.check_hostname = False
+        return r
+
+    def start_with(self, *extra):
+        self.kq = Kubequota(self.sim, self.CONFIG, extra_args=extra)
+        if "--client-ca" in extra:  # every connection then needs a certificate
+            c = certs()
+            self.kq.http = HttpClient(self.kq.url, ca=c["ca"], cert=c["client"], key=c["client_key"],
+                                      token=self.kq.rest_token)
+        listen_everywhere(self.kq)
+        self.kq.start()
+
+    def test_remote_caller_refused_by_default(self):
+        addr = non_loopback_address()
+        if addr is None:
+            self.skipTest("this host has no non-loopback address to call from")
+        self.start_with()
+        self.assertEqual(self.kq.http.post("/scheduler/filter", FILTER_OTHER).status, 200)
+        remote = self.remote(addr)
+        for verb in ("filter", "bind", "preempt"):
+            r = remote.post("/scheduler/" + verb, FILTER_OTHER)
+            self.assertEqual(r.status, 403, "%s: %s" % (verb, r.text))
+            self.assertIn("client certificate", r.json()["error"])
+        # the webhooks' and probes' port stays reachable
+        self.assertEqual(remote.get("/healthz").status, 200)
+
+    def test_explicitly_opened(self):
+        addr = non_loopback_address()
+        if addr is None:
+            self.skipTest("this host has no non-loopback address to call from")
+        self.start_with("--extender-open")
+        r = self.remote(addr).post("/scheduler/filter", FILTER_OTHER)
+        self.assertEqual(r.status, 200, r.text)
+
+    def test_client_certificate_admits_remote_scheduler(self):
+        addr = non_loopback_address()
+        if addr is None:
+            self.skipTest("this host has no non-loopback address to call from")
+        self.start_with("--client-ca", certs()["ca"])
+        r = self.remote(addr, cert=True).post("/scheduler/filter", FILTER_OTHER)
+        self.assertEqual(r.status, 200, r.text)
+
+    def test_open_and_local_only_contradict(self):
+        self.kq = Kubequota(self.sim, self.CONFIG,
+                            extra_args=("--extender-open", "--extender-local-only"))
+        self.kq.start(wait=False)
+        self.assertEqual(self.kq.proc.wait(10), 2)
+        self.assertIn("contradict", self.kq.logs())
+
+
+class ForgedFilterTest(KQTestCase):
+    """A filter request naming a pod the API server does not have leaves nothing behind:
+    no event in the namespace it names, no pending entry, no raised group request."""
+    CONFIG = ELASTIC_CONFIG
+    NODES = ()
+    EXTRA_ARGS = FAST
+    START = False
+
+    def setUp(self):
+        super().setUp()
+        self.sim.world.add_node("node-1", cpu="8", memory="64Gi")
+        self.kq.start()
+
+    def metric(self, name, labels):
+        for line in self.kq.get("/metrics").text.splitlines():
+            if line.startswith(name + "{") and all('%s="%s"' % kv in line for kv in labels.items()):
+                return float(line.rsplit(" ", 1)[1])
+        return None
+
+    def test_forged_pods_leave_no_state(self):
+        wait_until(lambda: self.kq.queues()["quotaTree"]["clusterTotal"].get("cpu") == 8000,
+                   15, 0.05, "cluster total")
+        # forged pods of team-b asking for far more than its min: denied, and forgotten
+        for i in range(20):
+            fake = pod_manifest("ghost-%d" % i, ns="victims", user="mallory", cpu="6",
+                                queue="root.team-b")
+            fake["metadata"]["uid"] = "forged-uid-%d" % i
+            res = self.sched.filter(fake, ["node-1"])
+            self.assertIsNotNone(res)
+        # a real pod: known to the API server, so it does enter its group's request
+        self.create("real", user="alice", cpu="1", queue="root.team-a")
+        self.assert_bound("real")
+        wait_until(lambda: (group(self.kq.queues()["quotaTree"], "root.team-a") or {})
+                   .get("allocatedResource", {}).get("cpu") == 1000, 10, 0.05, "real pod counted")
+        tree = self.kq.queues()["quotaTree"]
+        self.assertFalse((group(tree, "root.team-b") or {}).get("requestResource", {}).get("cpu"),
+                         "forged filters raised team-b's request: %s" % group(tree, "root.team-b"))
+        self.assertEqual(self.metric("kubequota_pods_tracked", {"state": "pending"}) or 0, 0)
+        self.assertFalse([e for e in self.sim.events() if
+                          (e.get("involvedObject") or {}).get("name", "").startswith("ghost-")])
+        self.assertFalse([e for e in self.sim.events("victims")])
+
+
+class PodNamesTest(KQTestCase):
+    """Names the API server would refuse are refused before they reach a URL or a log line
+    (kubernetes/apimachinery pkg/util/validation/validation.go: IsDNS1123Subdomain)."""
+    CONFIG = queues_config({"name": "default"})
+
+    def test_huge_pod_name_in_bind(self):
+        before = os.path.getsize(self.kq.log_path)
+        name = "a" * (10 << 20)
+        r = self.kq.post("/scheduler/bind", {"PodName": name, "PodNamespace": "default",
+                                             "PodUID": "u-1", "Node": "node-1"})
+        self.assertEqual(r.status, 200, r.text[:200])
+        err = r.json()["Error"]
+        self.assertIn("PodName", err)
+        self.assertLess(len(err), 1000)
+        grown = os.path.getsize(self.kq.log_path) - before
+        self.assertLess(grown, 64 << 10, "the log grew by %d bytes" % grown)
+        self.assertEqual(self.sim.world.counters["bindings"], 0)
+
+    def test_invalid_names_refused(self):
+        cases = [("PodName", "UPPER"), ("PodName", "a/../../x"), ("PodNamespace", "a.b"),
+                 ("PodNamespace", "n" * 64), ("Node", "node_1"), ("PodUID", "u" * 200)]
+        for field, value in cases:
+            body = {"PodName": "p", "PodNamespace": "default", "PodUID": "u-1", "Node": "node-1"}
+            body[field] = value
+            res = self.kq.post("/scheduler/bind", body).json()
+            self.assertIn(field, res.get("Error", ""), "%s=%r: %s" % (field, value[:20], res))
+        fake = pod_manifest("p" * 300)
+        fake["metadata"]["uid"] = "u-2"
+        res = self.sched.filter(fake, ["node-1"])
+        self.assertIn("name", res.get("Error") or "", res)
