@@ -9,8 +9,9 @@ ElasticQuota custom resources of scheduling.x-k8s.io/v1alpha1 (status subresourc
 scheduling.sigs.k8s.io/v1alpha1 (Koordinator's CRD: no status subresource); which of the
 two the cluster serves is configurable (POST /_sim/config {"crds": [...]}). Errors use
 the Kubernetes Status shape. A plain-JSON control API under /_sim/ lets tests reset the
-world, add nodes, change pod phases, compact the history, drop watch connections, inject
-faults and read the whole state.
+world, add nodes, change pod phases, compact the history, drop watch connections or stall
+them (silent, open), inject faults (status, delay, hold, close, or lose_answer: carry the
+request out and drop the answer) and read the whole state.
 
 DESIGN: one lock (a Condition) guards the whole world: objects, the event history, the
 resourceVersion counter and the fault list. Every change takes one new resourceVersion from
@@ -31,6 +32,7 @@ import bisect
 import copy
 import datetime
 import http.server
+import io
 import json
 import os
 import re
@@ -217,6 +219,9 @@ class Fault:
         self.delay = float(spec.get("delay") or 0)
         self.hold = bool(spec.get("hold"))
         self.close = bool(spec.get("close"))  # close the connection without answering
+        # carry the request out, then close the connection without answering: the client
+        # cannot tell whether it happened (a timeout after the server committed)
+        self.lose_answer = bool(spec.get("lose_answer"))
         self.count = spec.get("count", 1)     # None/-1 = until cleared
         if self.count is not None and self.count < 0:
             self.count = None
@@ -226,7 +231,7 @@ class Fault:
     def describe(self):
         return {"id": self.id, "method": self.method, "path": self.path.pattern,
                 "status": self.status, "delay": self.delay, "hold": self.hold,
-                "close": self.close, "count": self.count, "hits": self.hits}
+                "close": self.close, "lose_answer": self.lose_answer, "count": self.count, "hits": self.hits}
 
 
 class World:
@@ -313,6 +318,20 @@ class World:
             self.snapshots = {k: v for k, v in self.snapshots.items() if v[0] >= self.floor}
             self.cond.notify_all()
             return self.floor
+
+    def stall_watches(self, resource=None):
+        """The open watches (of resource, or all) go silent for good: no events, no
+        bookmarks, the connection stays open (a stalled proxy or API server). Watches
+        opened later are not affected."""
+        with self.cond:
+            n = 0
+            for w in list(self.watchers):
+                if resource and w.resource != resource:
+                    continue
+                w.stalled = True
+                n += 1
+            self.cond.notify_all()
+            return n
 
     def drop_watches(self, mode="close", resource=None):
         """Ends open watches abruptly: mode "close" (no terminating chunk) or "partial"
@@ -741,6 +760,7 @@ class Watcher:
         Watcher._seq += 1
         self.id = Watcher._seq
         self.resource = resource
+        self.stalled = False
 
 
 # ---------------------------------------------------------------------------------------
@@ -855,6 +875,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     self.close_connection = True
                     self.abort()
                     return
+                if fault.lose_answer:
+                    self.wfile = io.BytesIO()  # the answer goes nowhere; dispatch_once aborts
+                    self.answer_lost = True
                 if fault.status:
                     self.read_body_quietly()
                     return self.send_error_status(ApiError(int(fault.status), fault.reason,
@@ -937,7 +960,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
         except OSError:
             pass
 
-    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = lambda self: self.dispatch()
+    def dispatch_once(self):
+        self.answer_lost = False
+        self.dispatch()
+        if self.answer_lost:
+            self.close_connection = True
+            self.abort()
+
+    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = lambda self: self.dispatch_once()
 
     # ---- Kubernetes API ----
     def api(self, ns, res, name, sub, q, is_apis):
@@ -1089,6 +1119,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
                         drop = w.drop_requests.pop(watcher.id, None)
                         if drop:
                             break
+                        if watcher.stalled:
+                            w.cond.wait(0.5)
+                            continue
                         if pos < w.floor:
                             expired = True
                             break
@@ -1189,6 +1222,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if parts == ["drop-watches"] and method == "POST":
             n = w.drop_watches(body.get("mode", "close"), body.get("resource"))
             return self.send_json(200, {"dropped": n})
+        if parts == ["stall-watches"] and method == "POST":
+            return self.send_json(200, {"stalled": w.stall_watches(body.get("resource"))})
         if parts == ["faults"]:
             if method == "POST":
                 return self.send_json(201, w.add_fault(body))

@@ -249,6 +249,9 @@ class Sim:
     def drop_watches(self, mode="close", resource=None):
         return self.world.drop_watches(mode, resource)
 
+    def stall_watches(self, resource=None):
+        return self.world.stall_watches(resource)
+
     def fault(self, **spec):
         return self.world.add_fault(spec)
 
