@@ -7,7 +7,9 @@
  *         help a quota denial, hence "unresolvable"). Error is only for real failures.
  * bind    counts the pod with kq_ledger_assume (check and commit in one step, so of two
  *         racing pods only the one that fits is counted), then POSTs the Binding with no
- *         lock held; a failed POST releases the count again.
+ *         lock held; a failed POST releases the count again only once a GET shows the
+ *         pod unbound (or gone): a POST that timed out may have committed, and a 409
+ *         "already assigned" means it is bound (bind_outcome).
  * preempt with elastic quota (app->elastic set, the preemptor is ours): keeps only victims
  *         counted in the preemptor's own leaf quota group with a lower priority, and only
  *         nodes where the group's used minus those victims plus the preemptor fits its
@@ -578,6 +580,40 @@ static int bind_find_pod(kq_app_t *app, const char *ns, const char *name, const 
     return 0;
 }
 
+typedef enum { OUTCOME_NOT_BOUND, OUTCOME_BOUND, OUTCOME_UNKNOWN } bind_outcome_t;
+
+/* After a failed binding POST: is the pod bound after all? One GET. BOUND (node in
+ * bound_to) when the API server shows this uid with a node; NOT_BOUND when the pod is
+ * gone, replaced, or unbound after a definite answer (an HTTP status); UNKNOWN when the
+ * GET fails, or when the POST got no answer (timeout, dropped connection) and the pod is
+ * still unbound: the POST may yet commit. Only NOT_BOUND releases the count; an
+ * UNKNOWN pod stays assumed until the watch shows it bound or deleted, or a retried
+ * bind settles it (kube-scheduler retries unbound pods). */
+static bind_outcome_t bind_outcome(kq_app_t *app, const char *ns, const char *name, const char *uid, int post_rc,
+                                   char *bound_to, size_t len)
+{
+    json_t *obj = NULL;
+    int rc = kq_kube_get_pod(app->kube, ns, name, &obj);
+    if (rc == KQ_ENOENT)
+        return OUTCOME_NOT_BOUND;
+    if (rc != 0)
+        return OUTCOME_UNKNOWN;
+    bind_outcome_t oc;
+    const char *got = str_field(json_object_get(obj, "metadata"), "uid");
+    const char *node = str_field(json_object_get(obj, "spec"), "nodeName");
+    if (got == NULL || strcmp(got, uid) != 0) {
+        oc = OUTCOME_NOT_BOUND;
+    } else if (node != NULL && node[0] != '\0') {
+        snprintf(bound_to, len, "%s", node);
+        oc = OUTCOME_BOUND;
+    } else {
+        bool answered = post_rc == KQ_ECONFLICT || post_rc == KQ_EHTTP || post_rc == KQ_ENOENT;
+        oc = answered ? OUTCOME_NOT_BOUND : OUTCOME_UNKNOWN;
+    }
+    json_decref(obj);
+    return oc;
+}
+
 int kq_extender_bind(kq_app_t *app, const char *body, size_t len, char **out, size_t *out_len)
 {
     json_error_t jerr;
@@ -658,15 +694,37 @@ int kq_extender_bind(kq_app_t *app, const char *body, size_t len, char **out, si
     if (app->kube != NULL)
         rc = kq_kube_bind(app->kube, ns, name, uid, node, berr, sizeof(berr));
     if (rc != 0) {
-        if (ours)
+        /* Before releasing anything, ask the API server what happened: a POST that timed
+         * out may have committed, and a 409 "already assigned" means the pod is bound. */
+        char bound_to[256] = "";
+        bind_outcome_t oc = ours && app->kube != NULL ? bind_outcome(app, ns, name, uid, rc, bound_to,
+                                                                     sizeof(bound_to))
+                                                      : OUTCOME_NOT_BOUND;
+        if (ours && oc == OUTCOME_NOT_BOUND)
             (void)kq_ledger_forget(app->ledger, uid);
+        if (oc == OUTCOME_BOUND && strcmp(bound_to, node) == 0) {
+            kq_metrics_decision(app->metrics, KQ_VERB_BIND, KQ_RESULT_ALLOWED);
+            kq_info("event=bind result=bound pod=%s/%s uid=%s node=%s user=%s queue=%s counted=yes "
+                    "msg=\"the binding POST failed (%s) but the API server shows the pod bound there\"",
+                    ns, name, uid, node, pod.user ? pod.user : "-", pod.queue ? pod.queue : "-",
+                    berr[0] ? berr : kq_strerror(rc));
+            status = bind_result("", out, out_len);
+            goto out;
+        }
         if (app->kube == NULL)
             seterr(msg, sizeof(msg), "no API server client configured");
+        else if (oc == OUTCOME_BOUND)
+            seterr(msg, sizeof(msg), "binding pod %s/%s to node %s failed: %s; the pod is bound to node %s and "
+                   "stays counted", ns, name, node, berr[0] ? berr : kq_strerror(rc), bound_to);
+        else if (oc == OUTCOME_UNKNOWN)
+            seterr(msg, sizeof(msg), "binding pod %s/%s to node %s failed: %s; the outcome is unknown, so the "
+                   "pod stays counted until the API server shows it bound, unbound or deleted", ns, name, node,
+                   berr[0] ? berr : kq_strerror(rc));
         else
             seterr(msg, sizeof(msg), "binding pod %s/%s to node %s failed: %s", ns, name, node,
                    berr[0] ? berr : kq_strerror(rc));
         kq_warn("event=bind result=error pod=%s/%s uid=%s node=%s released=%s msg=\"%s\"", ns, name, uid, node,
-                ours ? "yes" : "n/a", msg);
+                !ours ? "n/a" : oc == OUTCOME_NOT_BOUND ? "yes" : "no", msg);
         status = bind_error(app, KQ_RESULT_ERROR, msg, out, out_len);
         goto out;
     }

@@ -6,7 +6,7 @@ import json
 import os
 
 from kqtest import (HttpClient, KQTestCase, Kubequota, certs, pod_manifest, queues_config,
-                    wait_until)
+                    user_usage, wait_until)
 from test_elastic import CONFIG as ELASTIC_CONFIG, FAST, group
 from test_tls import non_loopback_address
 
@@ -157,3 +157,44 @@ class PodNamesTest(KQTestCase):
         fake["metadata"]["uid"] = "u-2"
         res = self.sched.filter(fake, ["node-1"])
         self.assertIn("name", res.get("Error") or "", res)
+
+
+DEV_LIMITS = [{"limit": "everyone in dev", "users": ["*"], "maxresources": {"cpu": "1"}}]
+
+
+def tracked(kq, state):
+    for line in kq.get("/metrics").text.splitlines():
+        if line.startswith('kubequota_pods_tracked{state="%s"}' % state):
+            return int(float(line.rsplit(" ", 1)[1]))
+    return None
+
+
+class AmbiguousBindTest(KQTestCase):
+    """A binding POST whose answer is lost (it committed; the client saw a dropped
+    connection, as after a client-side timeout) and a retried bind answered 409 "already
+    assigned" must not release the pod: kubequota asks the API server first. The pod watch
+    is stalled so that only the bind path can count the pod."""
+    CONFIG = queues_config({"name": "default"}, {"name": "dev", "limits": DEV_LIMITS})
+
+    def bob_cpu(self):
+        return user_usage(self.kq, "bob", "root.dev").get("cpu", 0)
+
+    def test_lost_answer_and_conflict_keep_the_count(self):
+        self.create("p1", user="bob", queue="root.dev", cpu="1")
+        wait_until(lambda: tracked(self.kq, "pending") == 1, 10, 0.05, "p1 seen by the watch")
+        self.assertEqual(self.sim.stall_watches("pods"), 1)
+        self.sim.fault(method="POST", path="/pods/p1/binding", lose_answer=True)
+        pod = self.sim.get_pod("default", "p1")
+        res = self.sched.filter(pod, ["node-1"])
+        self.assertEqual(res["NodeNames"], ["node-1"])
+        ok, why = self.sched.bind(pod, "node-1")
+        self.assertEqual(self.sim.get_pod("default", "p1")["spec"].get("nodeName"), "node-1")
+        self.assertTrue(ok, "the pod is bound; the bind should say so: %s" % why)
+        self.assertEqual(self.bob_cpu(), 1000, "p1 was released although it is bound")
+        # kube-scheduler retries (it did not see the answer): 409 already assigned
+        ok, why = self.sched.bind(pod, "node-1")
+        self.assertGreaterEqual(self.sim.world.counters["binding_conflicts"], 1)
+        self.assertEqual(self.bob_cpu(), 1000, "a 409 released p1: %s" % why)
+        # so a second 1-cpu pod does not fit bob's 1-cpu limit
+        self.create("p2", user="bob", queue="root.dev", cpu="1")
+        self.assert_denied("p2", "default", "bob")

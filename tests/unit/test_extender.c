@@ -687,6 +687,39 @@ static void test_bind_conflict_rolls_back(void **state)
     json_decref(args);
 }
 
+/* A 409 whose pod the API server shows bound (an earlier bind committed although its
+ * answer was lost): the pod stays counted and, bound where asked, the bind succeeds; to
+ * another node, it fails but still stays counted (issue 20). */
+static void test_bind_conflict_but_bound(void **state)
+{
+    fx_t *f = *state;
+    observe_pending(f, POD_UID);
+    atomic_store(&fake.bind_status, 409);
+    json_t *args = bind_args(POD_UID);
+    json_t *pod = fixture("extender-filter-args.nodecachecapable-true.json");
+    set_pod(pod, POD_UID, "alice");
+    json_object_set_new(json_object_get(json_object_get(pod, "Pod"), "spec"), "nodeName",
+                        json_string(json_string_value(json_object_get(args, "Node"))));
+    pthread_mutex_lock(&fake.mu);
+    fake.pod_json = dump(json_object_get(pod, "Pod"));
+    pthread_mutex_unlock(&fake.mu);
+    json_t *res;
+    assert_int_equal(call(f, kq_extender_bind, args, &res), 200);
+    assert_string_equal(json_string_value(json_object_get(res, "Error")), "");
+    assert_true(kq_ledger_is_counted(f->app.ledger, POD_UID));
+    assert_int_equal(alice_gpus(f), 1);
+    json_decref(res);
+    /* the same again, but asked for another node */
+    json_object_set_new(args, "Node", json_string("some-other-node"));
+    assert_int_equal(call(f, kq_extender_bind, args, &res), 200);
+    assert_contains(json_string_value(json_object_get(res, "Error")), "stays counted");
+    assert_true(kq_ledger_is_counted(f->app.ledger, POD_UID));
+    assert_int_equal(alice_gpus(f), 1);
+    json_decref(res);
+    json_decref(pod);
+    json_decref(args);
+}
+
 /* Not in the ledger: the pod is fetched from the API server; its UID must match. */
 static void test_bind_fetches_pod(void **state)
 {
@@ -876,6 +909,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_bind_success, fake_setup, fake_teardown),
         cmocka_unit_test_setup_teardown(test_bind_denied, fake_setup, fake_teardown),
         cmocka_unit_test_setup_teardown(test_bind_conflict_rolls_back, fake_setup, fake_teardown),
+        cmocka_unit_test_setup_teardown(test_bind_conflict_but_bound, fake_setup, fake_teardown),
         cmocka_unit_test_setup_teardown(test_bind_fetches_pod, fake_setup, fake_teardown),
         cmocka_unit_test_setup_teardown(test_bind_race_one_wins, fake_setup, fake_teardown),
         cmocka_unit_test_setup_teardown(test_filter_denial_posts_event, fake_setup, fake_teardown),
