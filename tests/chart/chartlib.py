@@ -13,6 +13,7 @@ namespace NAMESPACE with release RELEASE.
 """
 
 import functools
+import json
 import os
 import re
 import subprocess
@@ -27,6 +28,8 @@ VALUES_DIR = os.path.join(HERE, "values")
 RELEASE = "kq"
 NAMESPACE = "kubequota-system"
 KUBE_VERSION = "1.29.0"
+# kubequota.image.repository has no default (no image is published); every rendering names one.
+IMAGE_REPOSITORY = "registry.example.com/kubequota"
 
 
 def binary():
@@ -127,7 +130,8 @@ def fullname():
 
 
 def template_args(extra=(), include_crds=True):
-    a = ["template", RELEASE, CHART, "--namespace", NAMESPACE, "--kube-version", KUBE_VERSION]
+    a = ["template", RELEASE, CHART, "--namespace", NAMESPACE, "--kube-version", KUBE_VERSION,
+         "--set", "kubequota.image.repository=" + IMAGE_REPOSITORY]
     if include_crds:
         a.append("--include-crds")
     return a + list(extra)
@@ -186,3 +190,31 @@ def labels(obj):
 
 def eprint(*a):
     print(*a, file=sys.stderr, flush=True)
+
+
+@functools.lru_cache(maxsize=None)
+def models_dir():
+    """The folder scripts/kube-models.sh installs kubernetes-models and @bufbuild/cel into."""
+    r = subprocess.run(["bash", os.path.join(REPO, "scripts", "kube-models.sh")], capture_output=True,
+                       text=True)
+    if r.returncode != 0:
+        raise RuntimeError("scripts/kube-models.sh failed:\n" + r.stderr)
+    return r.stdout.strip().splitlines()[-1]
+
+
+def _node(script, payload):
+    r = subprocess.run(["node", os.path.join(HERE, script), models_dir()], input=json.dumps(payload),
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        raise AssertionError("node %s failed (%d): %s" % (script, r.returncode, r.stderr))
+    return json.loads(r.stdout)
+
+
+def validate_objects(docs):
+    """Per object: None when kubernetes-models' validate() accepts it, else the message."""
+    return _node("validate_models.mjs", list(docs))
+
+
+def cel_eval(cases):
+    """Per {expression, object, oldObject, request}: True, False or {"error": ...}."""
+    return _node("cel_eval.mjs", list(cases))

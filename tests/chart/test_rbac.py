@@ -311,7 +311,8 @@ class RbacFromCode(unittest.TestCase):
         ns_granted = granted(kq_role["rules"]) if kq_role else set()
         for perm, whys in sorted(self.need.items()):
             if perm[1] in NAMESPACED:
-                if cl_values(r)["kubequota"]["leaderElection"]["enabled"]:
+                v = cl_values(r)
+                if v["kubequota"]["leaderElection"]["enabled"] or int(v["replicaCount"]) > 1:
                     self.assertIn(perm, ns_granted, "%s: Role %s lacks %s, used by %s" % (name, cl.fullname(), perm, whys))
                 continue
             cond = CONDITIONAL.get(perm)
@@ -342,15 +343,22 @@ class RbacFromCode(unittest.TestCase):
         self.check_role("rest-kubernetes", True)
 
     def test_namespaced_roles(self):
-        # the scheduler's lease only; kubequota's own lease only with its leader election
-        r = cl.render("default")
+        # the scheduler's lease only; kubequota's own lease only with its leader election,
+        # which more than one replica (the default: 2) turns on
+        res = cl.render_with("--set", "replicaCount=1")
+        self.assertEqual(res.returncode, 0, res.stderr)
+        r = cl.Rendered("one-replica", [], res.stdout)
         (sched,) = [x for x in r.all("Role")]
         self.assertEqual(granted(sched["rules"]), {("coordination.k8s.io", "leases", "get"),
                                                    ("coordination.k8s.io", "leases", "update")})
         self.assertEqual(sched["rules"][0]["resourceNames"], [r.scheduler_config()["leaderElection"]["resourceName"]])
-        r = cl.render("rest-kubernetes")
-        kq = r.one("Role", cl.fullname())
-        self.assertEqual(kq["rules"][1]["resourceNames"], [cl.fullname()])
+        self.assertIsNone(r.arg("--leader-elect"))
+        for name in ("default", "rest-kubernetes"):
+            r = cl.render(name)
+            self.assertEqual(len(r.all("Role")), 2, name)
+            kq = r.one("Role", cl.fullname())
+            self.assertEqual(kq["rules"][1]["resourceNames"], [cl.fullname()])
+            self.assertEqual(r.arg("--lease-name"), cl.fullname())
 
     def test_no_wildcards(self):
         for name in cl.VALUE_SETS:

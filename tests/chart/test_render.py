@@ -103,7 +103,8 @@ class RenderChecks:
 
     def test_lint_strict(self):
         r = cl.helm("lint", "--strict", cl.CHART, "--namespace", cl.NAMESPACE,
-                    "--kube-version", cl.KUBE_VERSION, *self.r.values_args, check=False)
+                    "--kube-version", cl.KUBE_VERSION, "--set", "kubequota.image.repository=" + cl.IMAGE_REPOSITORY,
+                    *self.r.values_args, check=False)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertIn("0 chart(s) failed", r.stdout)
 
@@ -317,10 +318,24 @@ class RenderChecks:
         for g in ("scheduling.x-k8s.io", "scheduling.sigs.k8s.io"):
             for op in ("CREATE", "UPDATE", "DELETE"):
                 self.assertIn((g, "elasticquotas", op), validate)
+        wh = self.v["full"]["webhooks"]
         sched_hook = [w for _, w in hooks if w["clientConfig"]["service"]["path"] == "/admission/mutate-scheduler"][0]
-        self.assertEqual(sched_hook["namespaceSelector"]["matchLabels"], {"kubequota.io/enabled": "true"})
-        main = [w for _, w in hooks if w["clientConfig"]["service"]["path"] == "/admission/mutate"][0]
-        self.assertEqual(main["failurePolicy"], self.v["full"]["webhooks"]["failurePolicy"])
+        self.assertIn({"key": "kubequota.io/enabled", "operator": "In", "values": ["true"]},
+                      sched_hook["namespaceSelector"]["matchExpressions"])
+        self.assertEqual(sched_hook["failurePolicy"], wh["setSchedulerName"]["failurePolicy"])
+        for w in [w for _, w in hooks if w["clientConfig"]["service"]["path"] == "/admission/mutate"]:
+            self.assertEqual(w["failurePolicy"], wh["identity"]["failurePolicy"], w["name"])
+        # the scheduler webhook runs before the identity webhooks (the API server calls a
+        # configuration's webhooks in order), so a renamed pod is stamped in the same request
+        order = [w["name"] for _, w in hooks]
+        self.assertLess(order.index("scheduler.kubequota.io"), order.index("identity.kubequota.io"))
+        # matchConditions are GA in 1.30 (beta, on by default, in 1.28-1.29): the chart
+        # needs at least 1.28
+        self.assertTrue(any(w.get("matchConditions") for _, w in hooks))
+        for _, w in hooks:
+            pol = w["failurePolicy"]
+            if "DELETE" in {op for rule in w["rules"] for op in rule["operations"]}:
+                self.assertEqual(pol, "Ignore", "%s: a DELETE must stay possible while kubequota is down" % w["name"])
 
     def check_ca_bundle(self, cfg, w):
         cc = w["clientConfig"]
@@ -553,3 +568,53 @@ class ValuesBehaviour(unittest.TestCase):
             r = cl.render_with(*args)
             self.assertNotEqual(r.returncode, 0, "helm accepted %s" % args)
             self.assertIn(word, r.stderr, args)
+
+
+class HighAvailabilityTest(unittest.TestCase):
+    """Issue 14: more than one replica means one acting leader, spread replicas and a PDB;
+    one replica never gets a PDB (minAvailable 1 of 1 blocks every node drain)."""
+
+    def rendered(self, *args):
+        res = cl.render_with(*args)
+        self.assertEqual(res.returncode, 0, res.stderr)
+        return cl.Rendered("adhoc", list(args), res.stdout)
+
+    def test_default_is_two_replicas_with_leader_election(self):
+        r = cl.render("default")
+        self.assertEqual(r.deployment()["spec"]["replicas"], 2)
+        self.assertIn(("--leader-elect", None), r.kubequota_args())
+        self.assertEqual(r.arg("--lease-namespace"), cl.NAMESPACE)
+        pod = r.deployment()["spec"]["template"]["spec"]
+        self.assertEqual(pod["priorityClassName"], "system-cluster-critical")
+        term = pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]["podAffinityTerm"]
+        self.assertEqual(term["topologyKey"], "kubernetes.io/hostname")
+        sel = r.deployment()["spec"]["selector"]["matchLabels"]
+        self.assertEqual(term["labelSelector"]["matchLabels"], sel)
+        (spread,) = pod["topologySpreadConstraints"]
+        self.assertEqual((spread["topologyKey"], spread["whenUnsatisfiable"]), ("topology.kubernetes.io/zone", "ScheduleAnyway"))
+        self.assertEqual(spread["labelSelector"]["matchLabels"], sel)
+        pdb = r.one("PodDisruptionBudget")
+        self.assertEqual(pdb["spec"]["selector"]["matchLabels"], sel)
+
+    def test_replicas_force_leader_election(self):
+        for n in ("2", "3"):
+            r = self.rendered("--set", "replicaCount=" + n, "--set", "kubequota.leaderElection.enabled=false")
+            self.assertIn(("--leader-elect", None), r.kubequota_args(), n)
+            self.assertIsNotNone(r.get("Role", cl.fullname()), "the lease Role comes with it")
+
+    def test_one_replica_no_pdb_no_election(self):
+        r = self.rendered("--set", "replicaCount=1")
+        self.assertEqual(r.all("PodDisruptionBudget"), [])
+        self.assertNotIn(("--leader-elect", None), r.kubequota_args())
+        r = self.rendered("--set", "replicaCount=1", "--set", "kubequota.leaderElection.enabled=true")
+        self.assertIn(("--leader-elect", None), r.kubequota_args())
+        self.assertEqual(r.all("PodDisruptionBudget"), [])
+
+    def test_image_repository_required(self):
+        res = cl.helm("template", cl.RELEASE, cl.CHART, "--namespace", cl.NAMESPACE,
+                      "--kube-version", cl.KUBE_VERSION, check=False)
+        self.assertNotEqual(res.returncode, 0)
+        self.assertIn("kubequota.image.repository is required", res.stderr)
+        self.assertIn("make image", res.stderr)
+        self.assertEqual(cl.render("default").container("kubequota")["image"],
+                         cl.IMAGE_REPOSITORY + ":" + yaml.safe_load(open(os.path.join(cl.CHART, "Chart.yaml")))["appVersion"])

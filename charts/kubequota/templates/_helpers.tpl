@@ -56,6 +56,12 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- default .Values.schedulerName .Values.scheduler.leaseName }}
 {{- end }}
 
+{{/* kubequota's own leader election: asked for, or forced by more than one replica (two
+acting leaders would both evict, write ElasticQuota status and charge). "true" or "". */}}
+{{- define "kubequota.leaderElect" -}}
+{{- if or .Values.kubequota.leaderElection.enabled (gt (int .Values.replicaCount) 1) }}true{{ end }}
+{{- end }}
+
 {{- define "kubequota.kqLeaseName" -}}
 {{- default (include "kubequota.fullname" .) .Values.kubequota.leaderElection.leaseName }}
 {{- end }}
@@ -91,8 +97,12 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- concat $names .Values.tls.extraDnsNames | toJson }}
 {{- end }}
 
+{{/* No image of kubequota is published: the repository must name the one you built and
+pushed (README.md, "Install"), so a forgotten value fails the install instead of leaving
+pods in ImagePullBackOff. */}}
 {{- define "kubequota.image" -}}
-{{- printf "%s:%s" .Values.kubequota.image.repository (default .Chart.AppVersion .Values.kubequota.image.tag) }}
+{{- $repo := required "kubequota.image.repository is required: build the image (make image IMAGE=REGISTRY/kubequota:TAG), push it, and pass --set kubequota.image.repository=REGISTRY/kubequota (README.md, Install)" .Values.kubequota.image.repository }}
+{{- printf "%s:%s" $repo (default .Chart.AppVersion .Values.kubequota.image.tag) }}
 {{- end }}
 
 {{/* kube-scheduler image; the default tag is the cluster's version without vendor suffixes. */}}
