@@ -7,7 +7,10 @@
 # kubequota-tls (so no key material is ever written here: certs/README.md shows how to
 # make it), in namespace kubequota-system with release name kubequota, rendered for
 # Kubernetes $KUBE_VERSION (which also sets the kube-scheduler image tag: edit it to your
-# cluster's version). tests/chart/test_manifests.py fails when OUTDIR is stale.
+# cluster's version). kubequota's image is rendered as kubequota:<appVersion>, which no
+# registry serves: replace it with the image you built and pushed (README.md, "Install";
+# KQ_MANIFEST_IMAGE_REPOSITORY overrides the repository when rendering).
+# tests/chart/test_manifests.py fails when OUTDIR is stale.
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -46,7 +49,8 @@ NS
 {
   header "templates/, tls.existingSecret=kubequota-tls"
   "$helm" template "$release" "$chart" --namespace "$ns" --kube-version "$kube_version" \
-    --set tls.existingSecret=kubequota-tls
+    --set tls.existingSecret=kubequota-tls \
+    --set kubequota.image.repository="${KQ_MANIFEST_IMAGE_REPOSITORY:-kubequota}"
 } >"$tmp/02-kubequota.yaml"
 
 if grep -q 'PRIVATE KEY' "$tmp"/*.yaml; then
