@@ -913,6 +913,7 @@ void kq_kube_opts_default(kq_kube_opts_t *o)
     o->connect_timeout_ms = 5000;
     o->request_timeout_ms = 30000;
     o->watch_timeout_s = 300;
+    o->watch_progress_ms = 150000;
     o->list_page_size = 500;
     o->backoff_min_ms = 200;
     o->backoff_max_ms = 10000;
@@ -1018,6 +1019,9 @@ typedef struct xfer {
     int mode; /* 0 unknown, 1 stream lines, 2 collect body */
     const atomic_bool *stop;
     bool bulk; /* a LIST page: large body, read in large pieces */
+    long idle_max_ms;  /* > 0: a transfer that receives nothing for this long is stalled */
+    double last_data;  /* mono_now() of the last bytes received (or of the start) */
+    bool stalled;      /* ended because of idle_max_ms */
 } xfer_t;
 
 static int feed_line(xfer_t *x, const char *p, size_t n)
@@ -1073,6 +1077,8 @@ static size_t on_data(char *p, size_t sz, size_t nm, void *ud)
     size_t n = sz * nm;
     if (x->stop != NULL && atomic_load(x->stop))
         return 0;
+    if (x->idle_max_ms > 0)
+        x->last_data = mono_now();
     if (x->mode == 0) {
         long status = 0;
         curl_easy_getinfo(x->h, CURLINFO_RESPONSE_CODE, &status);
@@ -1236,6 +1242,7 @@ static int perform(kq_kube_t *k, CURL *h, CURLM *multi, const char *method, cons
             goto out;
         }
         int running = 1;
+        x->last_data = mono_now();
         for (;;) {
             if (curl_multi_perform(multi, &running) != CURLM_OK) {
                 res = CURLE_FAILED_INIT;
@@ -1245,6 +1252,10 @@ static int perform(kq_kube_t *k, CURL *h, CURLM *multi, const char *method, cons
                 break;
             if (x->stop != NULL && atomic_load(x->stop)) {
                 stopped = true;
+                break;
+            }
+            if (x->idle_max_ms > 0 && (mono_now() - x->last_data) * 1000.0 >= (double)x->idle_max_ms) {
+                x->stalled = true;
                 break;
             }
             if (curl_multi_poll(multi, NULL, 0, 1000, NULL) != CURLM_OK) {
@@ -1262,6 +1273,8 @@ static int perform(kq_kube_t *k, CURL *h, CURLM *multi, const char *method, cons
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
     if (stopped || (x->stop != NULL && atomic_load(x->stop)))
         rc = KQ_ESTATE;
+    else if (x->stalled)
+        rc = KQ_ETIMEDOUT;
     else if (x->oom)
         rc = KQ_ENOMEM;
     else if (x->too_big || res == CURLE_FILESIZE_EXCEEDED)
@@ -2082,7 +2095,7 @@ static int do_watch(kq_watch_t *w)
     if ((url = build_url(w, extra)) == NULL)
         goto out;
     xfer_t x = {.max = ERROR_BODY_MAX, .stop = &w->stop, .line_fn = watch_line, .line_ud = w,
-                .max_line = k->opts.max_watch_line};
+                .max_line = k->opts.max_watch_line, .idle_max_ms = k->opts.watch_progress_ms};
     long status = 0;
     w->events = 0;
     w->outcome = 0;
@@ -2091,6 +2104,12 @@ static int do_watch(kq_watch_t *w)
     int rc = perform(k, w->easy, w->multi, "GET", url, NULL, NULL, timeout_ms, &x, &status, errbuf);
     if (rc == KQ_ESTATE) {
         outcome = W_STOP;
+    } else if (x.stalled) {
+        /* Silent: no event and no bookmark (the API server sends one about every minute)
+         * while the connection stays open. Events may have been lost: relist. */
+        kq_warn("kube: watch stalled: nothing received for %ld ms, relisting path=%s", k->opts.watch_progress_ms,
+                w->path);
+        outcome = W_RELIST;
     } else if (x.line_too_long) {
         kq_warn("kube: watch event line longer than %zu bytes, relisting path=%s",
                 k->opts.max_watch_line, w->path);

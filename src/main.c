@@ -54,6 +54,8 @@ static void usage(FILE *f)
             "  --default-user NAME      user of pods without identity (default nobody)\n"
             "  --max-body BYTES         largest accepted request body (default 67108864)\n"
             "  --reload-interval MS     how often the config file is checked (default 2000)\n"
+            "  --watch-progress-deadline D  a watch that receives nothing (no event, no bookmark)\n"
+            "                           for this long is stalled and relisted (default 150s; 0 off)\n"
             "  --threads N              HTTP worker threads; each open keep-alive connection holds\n"
             "                           one (default 64)\n"
             "  --log-level LEVEL        error, warn, info or debug (default info)\n"
@@ -124,6 +126,7 @@ typedef struct serve_opts {
     bool leader_elect;
     const char *lease_namespace, *lease_name;
     long lease_duration_ms, renew_deadline_ms, retry_period_ms;
+    long watch_progress_ms; /* -1 = the kube client's default */
 } serve_opts_t;
 
 /* elastic flags: a number of milliseconds >= min. */
@@ -142,7 +145,7 @@ static int parse_serve(int argc, char **argv, serve_opts_t *o)
 {
     enum { O_CONFIG = 256, O_KUBECONFIG, O_LISTEN, O_CERT, O_KEY, O_CA, O_PLAIN, O_SCHED, O_PART, O_USER,
            O_BODY, O_RELOAD, O_LOG, O_REST_AUTH, O_REST_TOKEN, O_METRICS_AUTH, O_TRUSTED_USERS,
-           O_TRUSTED_GROUPS, O_CONFIG_MAP, O_EXT_LOCAL, O_EXT_OPEN, O_THREADS,
+           O_TRUSTED_GROUPS, O_CONFIG_MAP, O_EXT_LOCAL, O_EXT_OPEN, O_WATCH_PROGRESS, O_THREADS,
            /* elastic flags */
            O_SYSNS, O_DQMIN, O_DQMAX, O_GRACE, O_ETICK, O_STATUS,
            O_METERING, O_LEADER_ELECT, O_LEASE_NS, O_LEASE_NAME, O_LEASE_DUR, O_RENEW_DEADLINE, O_RETRY_PERIOD };
@@ -168,6 +171,7 @@ static int parse_serve(int argc, char **argv, serve_opts_t *o)
         {"config-map", required_argument, NULL, O_CONFIG_MAP},
         {"extender-local-only", no_argument, NULL, O_EXT_LOCAL},
         {"extender-open", no_argument, NULL, O_EXT_OPEN},
+        {"watch-progress-deadline", required_argument, NULL, O_WATCH_PROGRESS},
         {"threads", required_argument, NULL, O_THREADS},
         /* elastic flags */
         {"system-namespaces", required_argument, NULL, O_SYSNS},
@@ -201,6 +205,7 @@ static int parse_serve(int argc, char **argv, serve_opts_t *o)
         .status_interval_ms = 10000,
         .lease_name = "kubequota", /* leader election: kube-scheduler's 15s / 10s / 2s */
         .lease_duration_ms = 15000,
+        .watch_progress_ms = -1,
         .renew_deadline_ms = 10000,
         .retry_period_ms = 2000,
     };
@@ -229,6 +234,15 @@ static int parse_serve(int argc, char **argv, serve_opts_t *o)
         case O_CONFIG_MAP: o->config_map = optarg; break;
         case O_EXT_LOCAL: o->extender_local_only = true; break;
         case O_EXT_OPEN: o->extender_open = true; break;
+        case O_WATCH_PROGRESS:
+            if (strcmp(optarg, "0") == 0)
+                o->watch_progress_ms = 0;
+            else if (kq_leader_parse_duration(optarg, &o->watch_progress_ms) != 0) {
+                fprintf(stderr, "kubequota: --watch-progress-deadline %s: expected a duration such as 150s or 0 "
+                                "(off)\n", optarg);
+                return 2;
+            }
+            break;
         case O_THREADS:
             o->threads = strtol(optarg, &end, 10);
             if (*optarg == '\0' || *end != '\0' || o->threads < 1 || o->threads > 1024) {
@@ -477,7 +491,13 @@ static int serve(int argc, char **argv)
     app.config = kq_config_holder_new(cfg);
     app.ugm = kq_ugm_new(o.partition);
     app.metrics = kq_metrics_new();
-    app.kube = kq_kube_new(&kconf);
+    {
+        kq_kube_opts_t ko;
+        kq_kube_opts_default(&ko);
+        if (o.watch_progress_ms >= 0)
+            ko.watch_progress_ms = o.watch_progress_ms;
+        app.kube = kq_kube_new_opts(&kconf, &ko);
+    }
     if (app.config == NULL || app.ugm == NULL || app.metrics == NULL || app.kube == NULL) {
         fprintf(stderr, "kubequota: out of memory\n");
         goto out;

@@ -54,6 +54,12 @@ typedef struct kq_kube_opts {
     long connect_timeout_ms;   /* 5000 */
     long request_timeout_ms;   /* whole request, except watches: 30000 */
     int watch_timeout_s;       /* timeoutSeconds of a watch: 300 */
+    long watch_progress_ms;    /* a watch that receives nothing (no event, no bookmark) for this
+                                * long is stalled and the informer relists: 150000 (the API
+                                * server's watch cache sends a bookmark about every minute:
+                                * defaultBookmarkFrequency in kubernetes
+                                * staging/src/k8s.io/apiserver/pkg/storage/cacher/cacher.go);
+                                * 0 = off */
     int list_page_size;        /* limit= of a LIST page: 500 */
     long backoff_min_ms;       /* first reconnect delay after an error: 200 */
     long backoff_max_ms;       /* cap of the exponential backoff: 10000 */

@@ -198,3 +198,26 @@ class AmbiguousBindTest(KQTestCase):
         # so a second 1-cpu pod does not fit bob's 1-cpu limit
         self.create("p2", user="bob", queue="root.dev", cpu="1")
         self.assert_denied("p2", "default", "bob")
+
+
+class StalledWatchTest(KQTestCase):
+    """A pod watch that goes silent (no events, no bookmarks, connection open) is noticed
+    after the progress deadline and the informer relists, so a deletion it missed is
+    released. The simulator sends a bookmark every second; the deadline here is 2 s."""
+    CONFIG = queues_config({"name": "default"}, {"name": "dev", "limits": DEV_LIMITS})
+    EXTRA_ARGS = ("--watch-progress-deadline", "2s")
+
+    def test_stalled_watch_relists(self):
+        self.create("p1", user="bob", queue="root.dev", cpu="1")
+        self.assert_bound("p1")
+        self.wait_usage()
+        self.assertEqual(user_usage(self.kq, "bob", "root.dev").get("cpu"), 1000)
+        self.assertEqual(self.sim.stall_watches("pods"), 1)
+        self.sim.delete_pod("default", "p1")
+        self.wait_usage(timeout=20)
+        self.assertEqual(user_usage(self.kq, "bob", "root.dev").get("cpu", 0), 0)
+        self.assertIn("watch stalled", self.kq.logs())
+        # and the fresh watch works: a new pod is seen and counted
+        self.create("p2", user="bob", queue="root.dev", cpu="1")
+        self.assert_bound("p2")
+        self.wait_usage()
