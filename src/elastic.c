@@ -151,6 +151,7 @@ struct kq_elastic {
 
     pthread_rwlock_t map_mu;
     nsmap_t *nsmap;
+    nsmap_t *qbound; /* queue groups that bound something (ns = group name) */
 
     pthread_mutex_t node_mu;
     node_t *nodes;
@@ -620,11 +621,36 @@ static void rebuild_nsmap(kq_elastic_t *e)
                     "bound to quota group %s (the earlier object wins)\"", o->key, lost_ns, o->s.name, lost_to);
         o->ns_conflict = lost;
     }
+    /* queue groups with a min or a max of their own or of an ancestor queue: a queue that
+     * bounds nothing is no quota, and its pods belong to the default group (resolution
+     * step 4) */
+    nsmap_t *qb = NULL;
+    gent_t *g, *gtmp;
+    HASH_ITER(hh, e->qsrc, g, gtmp) {
+        bool bounded = false;
+        for (const gent_t *x = g; x != NULL && !bounded;) {
+            bounded = x->s.min.n > 0 || x->s.max.n > 0;
+            const char *par = x->s.parent;
+            x = NULL;
+            if (par != NULL)
+                HASH_FIND_STR(e->qsrc, par, x);
+        }
+        nsmap_t *y;
+        if (!bounded || (y = calloc(1, sizeof(*y))) == NULL)
+            continue;
+        if ((y->ns = strdup(g->s.name)) == NULL) {
+            free(y);
+            continue;
+        }
+        HASH_ADD_KEYPTR(hh, qb, y->ns, strlen(y->ns), y);
+    }
     pthread_rwlock_wrlock(&e->map_mu);
-    nsmap_t *old = e->nsmap;
+    nsmap_t *old = e->nsmap, *oldq = e->qbound;
     e->nsmap = m;
+    e->qbound = qb;
     pthread_rwlock_unlock(&e->map_mu);
     nsmap_free(old);
+    nsmap_free(oldq);
 }
 
 static int remove_group(kq_elastic_t *e, const char *name, char *err, size_t len)
@@ -1069,12 +1095,18 @@ int kq_elastic_resolve(void *ud, const kq_pod_t *pod, char *group, size_t len)
         HASH_FIND_STR(e->nsmap, pod->ns, m);
     if (m != NULL && kq_qtree_lookup(e->qt, m->group, &parent) && !parent)
         snprintf(found, sizeof(found), "%s", m->group);
+    bool qbounded = false;
+    if (found[0] == '\0' && pod->queue != NULL) {
+        nsmap_t *q;
+        HASH_FIND_STR(e->qbound, pod->queue, q);
+        qbounded = q != NULL;
+    }
     pthread_rwlock_unlock(&e->map_mu);
     if (found[0] != '\0') {
         pick = found;
         goto out;
     }
-    if (pod->queue != NULL && kq_qtree_lookup(e->qt, pod->queue, &parent) && !parent)
+    if (qbounded && kq_qtree_lookup(e->qt, pod->queue, &parent) && !parent)
         pick = pod->queue;
 out:
     snprintf(group, len, "%s", pick);
@@ -1369,7 +1401,7 @@ static void status_once(kq_elastic_t *e, int64_t now)
             continue;
         }
         if (o->st_written && kq_resource_equal(&o->st_used, &info->used) && o->st_used.n == info->used.n &&
-            kq_resource_equal(&o->st_runtime, &info->runtime) && o->st_runtime.n == info->runtime.n) {
+            kq_resource_equal(&o->st_runtime, &info->limit) && o->st_runtime.n == info->limit.n) {
             free(info);
             continue;
         }
@@ -1379,7 +1411,7 @@ static void status_once(kq_elastic_t *e, int64_t now)
         x->ns = strdup(o->ns);
         x->name = strdup(o->name);
         x->used = info->used;
-        x->runtime = info->runtime;
+        x->runtime = info->limit; /* only the keys its max names, as Koordinator writes it */
         free(info);
         o->st_last_ms = now; /* rate bound even when the write fails */
         nw++;
@@ -1652,6 +1684,7 @@ void kq_elastic_free(kq_elastic_t *e)
         free(f);
     }
     nsmap_free(e->nsmap);
+    nsmap_free(e->qbound);
     node_t *n, *ntmp;
     HASH_ITER(hh, e->nodes, n, ntmp) {
         HASH_DEL(e->nodes, n);

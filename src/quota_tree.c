@@ -81,7 +81,7 @@ struct group {
     struct group *parent;
     char *name;
     int depth;
-    bool is_parent, allow_lent, system, dirty, flag;
+    bool is_parent, allow_lent, system, deflt, dirty, flag;
     bool has_max, has_weight; /* max.n > 0, weight.n > 0 */
     size_t kidcap;
     int64_t pods, pods_used;
@@ -457,10 +457,22 @@ static struct group *pop_dirty(kq_qtree_t *t)
     return top;
 }
 
-/* What g asks of its parent, into *a. */
+/* Whether g's max names the interned resource d (a group without any max names every
+ * resource: it is governed by runtime in all of them). */
+static inline bool governs(const struct group *g, const char *d)
+{
+    if (!g->has_max)
+        return true;
+    bool has = false;
+    (void)rget(&g->max, d, &has);
+    return has;
+}
+
+/* What g asks of its parent, into *a: its request (the default group: its used, which it
+ * takes first, see redistribute) masked to the resources its max names, capped by max. */
 static void ask_into(const struct group *g, kq_resource_t *a)
 {
-    rcopy(a, &g->request);
+    rcopy(a, g->deflt ? &g->used : &g->request);
     if (!g->allow_lent)
         for (uint32_t i = 0; i < g->smin.n; i++) {
             const char *d = g->smin.e[i].name;
@@ -468,13 +480,20 @@ static void ask_into(const struct group *g, kq_resource_t *a)
             if (g->smin.e[i].value > v)
                 (void)put(a, d, g->smin.e[i].value);
         }
-    if (g->has_max)
+    if (g->has_max) {
+        uint32_t n = 0;
         for (uint32_t i = 0; i < a->n; i++) {
             bool has;
-            int64_t mx = rget_at(&g->max, i, a->e[i].name, &has);
-            if (has && a->e[i].value > mx)
-                a->e[i].value = mx;
+            int64_t mx = rget(&g->max, a->e[i].name, &has);
+            if (!has)
+                continue; /* not limited by g: asks none of it */
+            a->e[n] = a->e[i];
+            if (a->e[n].value > mx)
+                a->e[n].value = mx;
+            n++;
         }
+        a->n = n;
+    }
 }
 
 static void resum_request(struct group *p)
@@ -644,12 +663,26 @@ static void redistribute(kq_qtree_t *t, struct group *p)
             const struct group *k = kid[i];
             int64_t a = rget_at(&k->ask, j, d, NULL), m = rget_at(&k->smin, j, d, NULL);
             ask[i] = a;
-            base[i] = a < m ? a : m;
+            base[i] = a < m || k->deflt ? a : m; /* the default group first takes what it uses */
             sum += (u128)base[i];
         }
-        if (sum > (u128)R) { /* only while mins are being scaled: share R by first shares */
-            apportion(t, n, R, base, base, t->sadd);
+        if (sum > (u128)R) {
+            /* only while mins are being scaled, or when the default group uses what the
+             * others' mins would need: the default group keeps what it uses (up to R), the
+             * rest of R is shared by first shares */
+            size_t dp = n;
+            for (size_t i = 0; i < n && p == t->root; i++)
+                if (kid[i]->deflt)
+                    dp = i;
+            int64_t db = 0;
+            if (dp < n) {
+                db = base[dp] < R ? base[dp] : R;
+                base[dp] = 0;
+            }
+            apportion(t, n, R - db, base, base, t->sadd);
             memcpy(base, t->sadd, n * sizeof *base);
+            if (dp < n)
+                base[dp] = db;
         } else {
             int64_t rem = R - (int64_t)sum;
             if (rem > 0) {
@@ -1088,6 +1121,7 @@ kq_qtree_t *kq_qtree_new(void)
     t->root->is_parent = true;
     t->sys->system = true;
     t->sys->depth = 1;
+    t->def->deflt = true;
     link_kid(t->root, t->def);
     t->def->depth = 1;
     refresh_parent(t, t->root);
@@ -1322,6 +1356,15 @@ int kq_qtree_request_sub(kq_qtree_t *t, const char *group, const kq_resource_t *
     return rc;
 }
 
+/* The default group asks its used: a change of it redistributes from its parent. */
+static void def_used_changed(kq_qtree_t *t)
+{
+    if (deferred(t))
+        return;
+    fix_up(t, t->def);
+    changed(t);
+}
+
 static int used_add_locked(kq_qtree_t *t, struct group *g, const kq_resource_t *res, bool np)
 {
     int rc = path_add(g, res, np ? res : NULL);
@@ -1330,6 +1373,8 @@ static int used_add_locked(kq_qtree_t *t, struct group *g, const kq_resource_t *
     g->pods_used++;
     if (g->system)
         total_refresh(t);
+    else if (g->deflt)
+        def_used_changed(t);
     return 0;
 }
 
@@ -1356,6 +1401,8 @@ int kq_qtree_used_sub(kq_qtree_t *t, const char *group, const kq_resource_t *res
             g->pods_used--;
         if (g->system)
             total_refresh(t);
+        else if (g->deflt)
+            def_used_changed(t);
     }
     pthread_mutex_unlock(&t->lock);
     if (!exact)
@@ -1383,8 +1430,8 @@ static int check_locked(kq_qtree_t *t, const char *name, const kq_resource_t *re
         for (uint32_t i = 0; i < req->n; i++) {
             const char *d = req->e[i].name;
             int64_t r = req->e[i].value;
-            if (r == 0)
-                continue;
+            if (r == 0 || !governs(x, d))
+                continue; /* a resource x's max does not name is not limited by x */
             int64_t used = rget(&x->used, d, NULL);
             if (victims != NULL) {
                 int64_t v = rget(victims, d, NULL);
@@ -1393,7 +1440,7 @@ static int check_locked(kq_qtree_t *t, const char *name, const kq_resource_t *re
             u128 sum = (u128)used + (u128)r;
             bool has;
             int64_t rt = rget(&x->runtime, d, &has);
-            if (has && sum > (u128)rt) {
+            if (has && !x->deflt && sum > (u128)rt) { /* the default group: only its max */
                 seterr(reason, len, "quota group %s: %s used %s + request %s would exceed runtime %s", x->name, d,
                        fmtq(d, used, b1, sizeof b1), fmtq(d, r, b2, sizeof b2), fmtq(d, rt, b3, sizeof b3));
                 return KQ_EDENIED;
@@ -1469,6 +1516,24 @@ bool kq_qtree_lookup(kq_qtree_t *t, const char *group, bool *is_parent)
     return g != NULL;
 }
 
+/* The runtime a reader sees: the resources g's max names (all when it has none); for
+ * the default group its max (it is bounded by its max alone). */
+static void shown_runtime(const struct group *g, kq_resource_t *out)
+{
+    if (g->deflt) {
+        rcopy(out, &g->max);
+        return;
+    }
+    rcopy(out, &g->runtime);
+    if (!g->has_max)
+        return;
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < out->n; i++)
+        if (governs(g, out->e[i].name))
+            out->e[n++] = out->e[i];
+    out->n = n;
+}
+
 int kq_qtree_runtime(kq_qtree_t *t, const char *group, kq_resource_t *out)
 {
     pthread_mutex_lock(&t->lock);
@@ -1504,6 +1569,7 @@ int kq_qtree_info(kq_qtree_t *t, const char *group, kq_qgroup_info_t *out)
         out->used = g->used;
         out->used_nonpreemptible = g->used_np;
         out->runtime = g->runtime;
+        shown_runtime(g, &out->limit);
     }
     pthread_mutex_unlock(&t->lock);
     return g != NULL ? 0 : KQ_ENOENT;
@@ -1523,11 +1589,13 @@ int kq_qtree_over_runtime(kq_qtree_t *t, kq_qgroup_over_t **out, size_t *n)
     settle(t);
     struct group *g, *tmp;
     HASH_ITER(hh, t->by_name, g, tmp) {
-        if (g->is_parent || g->system)
-            continue;
+        if (g->is_parent || g->system || g->deflt)
+            continue; /* the default group is never reclaimed */
         kq_resource_t over = KQ_RESOURCE_EMPTY;
         for (uint32_t i = 0; i < g->used.n; i++) {
             const char *d = g->used.e[i].name;
+            if (!governs(g, d))
+                continue;
             bool hr, hm;
             int64_t rt = rget(&g->runtime, d, &hr), mx = rget(&g->max, d, &hm);
             int64_t lim = INT64_MAX;
@@ -1598,7 +1666,9 @@ static json_t *group_json(const kq_qtree_t *t, const struct group *g)
     rc |= jset(o, "requestResource", kq_resource_to_json(&g->request));
     rc |= jset(o, "allocatedResource", kq_resource_to_json(&g->used));
     rc |= jset(o, "nonPreemptibleAllocated", kq_resource_to_json(&g->used_np));
-    rc |= jset(o, "runtimeResource", kq_resource_to_json(&g->runtime));
+    kq_resource_t rt;
+    shown_runtime(g, &rt);
+    rc |= jset(o, "runtimeResource", kq_resource_to_json(&rt));
     rc |= jset(o, "pods", json_integer(g->pods));
     if (kids != NULL)
         for (size_t i = 0; i < g->nkids; i++)

@@ -42,7 +42,9 @@
  *      in the namespace. Never "the first object of the namespace": of two objects at the
  *      same rank the one seen first binds the namespace and the other is logged;
  *   4. the quota group of the pod's queue (kubequota.io/queue or the namespace queue,
- *      see pod.h), when that group exists and is a leaf;
+ *      see pod.h), when that group exists, is a leaf and bounds something (the queue or
+ *      one of its parents has guaranteed or max resources: a queue without any is no
+ *      quota, so Koordinator's default-quota rules apply to its pods);
  *   5. KQ_QTREE_DEFAULT.
  * A pod keeps the group it was counted in until it ends (the ledger remembers it).
  *

@@ -9,7 +9,11 @@
  *     admitted and its used is subtracted from the cluster total;
  *   - KQ_QTREE_DEFAULT: a first-level leaf (min 0, max unlimited at start); its min, max,
  *     weight and allow-lent are changed with kq_qtree_set_group like any group, but it
- *     must stay a first-level leaf.
+ *     must stay a first-level leaf. As Koordinator's default quota it is bounded by its
+ *     max alone: it asks its root for what it uses (not what its pods request), takes that
+ *     first, before any other group's share, so pending requests elsewhere never starve
+ *     it, and it is never over its runtime (never reclaimed). Its pods are checked against
+ *     its max and the cluster total.
  * KQ_QTREE_ROOT names the hidden root: as a parent name it means "first level" (like
  * NULL or ""); no group may be called "root" or "system".
  *
@@ -27,9 +31,15 @@
  * it is the issue's "first-level mins scaled down when nodes are lost". Otherwise the
  * scaled min is the min.
  *
+ * Masking (Koordinator's). A group whose max names some resources is not limited by it in
+ * the others: it asks none of them, its runtime does not bound them (only its ancestors
+ * and the cluster total do) and they are never "over" for reclaim; kq_qgroup_info_t.limit
+ * and the JSON runtime carry only the named ones. A group with no max at all is governed
+ * by runtime in every resource of the cluster total.
+ *
  * Request. A leaf's request is the sum of the requests of its pods (pending and running:
  * kq_qtree_request_add/sub, one call per pod). What a group asks of its parent is
- * min(request, max) per resource; for a group with allow-lent false it is
+ * min(request, max) per resource its max names (see Masking); for a group with allow-lent false it is
  * min(max(request, scaled min), max), because such a group keeps its whole min and its
  * parent must ask for it (the issue's "parent request = sum of min(child request, child
  * max)" for lending children). A parent's request is the sum of what its children ask.
@@ -48,8 +58,9 @@
  * the runtime is apportioned in proportion to those shares instead.
  *
  * Enforcement (kq_qtree_check / kq_qtree_assume): a pod of group G with request R is
- * admitted when, at G and every ancestor including the root, used + R <= runtime (for
- * resources runtime governs) and used + R <= max; a non-preemptible pod also needs
+ * admitted when, at G and every ancestor including the root, for the resources that
+ * level's max names (all, for a level without max), used + R <= runtime (for resources
+ * runtime governs; not at the default group) and used + R <= max; a non-preemptible pod also needs
  * used of non-preemptible pods + R <= scaled min at each of those levels, for the
  * resources whose min that level names (the root's is the cluster total; a group without
  * a min for a resource guarantees nothing and is not checked for it). A pod naming a
@@ -117,6 +128,9 @@ typedef struct kq_qgroup_info {
     kq_resource_t min, scaled_min, max, shared_weight;
     kq_resource_t request;              /* leaf: sum of pod requests; parent: sum of asks */
     kq_resource_t used, used_nonpreemptible, runtime;
+    kq_resource_t limit;                /* runtime as it limits the group: only the resources
+                                         * its max names (all, when it has no max); the
+                                         * default group: its max; {} = unlimited */
 } kq_qgroup_info_t;
 
 /* A leaf group whose used exceeds its runtime or max (for reclaim). */
@@ -217,7 +231,7 @@ int kq_qtree_over_runtime(kq_qtree_t *t, kq_qgroup_over_t **out, size_t *n) KQ_W
  * (null for root and system), "isParent", "minResource", "scaledMinResource",
  * "maxResource", "sharedWeight" (effective, per resource), "allowLent",
  * "requestResource", "allocatedResource", "nonPreemptibleAllocated", "runtimeResource"
- * ({} = unlimited), "pods", "children": [names] }, ... ]}, groups in depth-first order
+ * (kq_qgroup_info_t.limit; {} = unlimited), "pods", "children": [names] }, ... ]}, groups in depth-first order
  * from the root with children by name, the system group last. New reference; NULL on
  * ENOMEM. */
 json_t *kq_qtree_json(kq_qtree_t *t);

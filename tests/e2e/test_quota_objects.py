@@ -150,3 +150,71 @@ class KoordNamespaceTest(QuotaObjectBase):
         self.assert_bound("p4", "team")
         wait_until(lambda: self.g("default").get("allocatedResource", {}).get("cpu") == 1000,
                    10, 0.05, "p4 counted in the default group")
+
+
+class MaskTest(QuotaObjectBase):
+    """Resources a quota's max does not name are not limited by that quota: Koordinator
+    masks a quota's request and runtime to its max's keys (koordinator-sh/koordinator
+    pkg/scheduler/plugins/elasticquota/core/quota_info.go, quotav1.Mask with the max's
+    resource names), and the runtime annotation carries only those keys."""
+
+    def test_unnamed_resources_are_not_limited(self):
+        # cpuonly names only cpu; other wants all the memory (64Gi) and has min 32Gi
+        self.create_eq(KOORD, "cpuonly", "cpuonly", {"cpu": "2"}, {"cpu": "4"})
+        self.create_eq(KOORD, "other", "other", {"cpu": "4", "memory": "32Gi"},
+                       {"cpu": "8", "memory": "64Gi"})
+        self.wait_group("cpuonly")
+        self.wait_group("other")
+        self.pod("hog", "other", 1, memory="64Gi")  # pending: asks all the memory
+        wait_until(lambda: self.g("other").get("requestResource", {}).get("memory")
+                   == 64 * 2 ** 30, 10, 0.05, "other's request")
+        # Were memory shared with cpuonly, other would keep its min 32Gi and the rest would
+        # be split: cpuonly could never hold 40Gi. Masked, cpuonly's memory is bounded
+        # only by the cluster (64Gi): 40Gi fits.
+        self.pod("big", "cpuonly", 1, memory="40Gi")
+        self.assert_bound("big", "cpuonly")
+        # its cpu is still limited by its max (4): 1 + 4 > 4
+        self.pod("cpu5", "cpuonly", 4)
+        self.assert_denied("cpu5", "cpuonly", "quota group cpuonly", "cpu")
+        self.assertEqual(sorted(self.g("cpuonly")["runtimeResource"]), ["cpu"])
+
+        def annotated():
+            o = self.get_eq(KOORD, "cpuonly", "cpuonly")
+            ann = (o["metadata"].get("annotations") or {}).get(
+                "quota.scheduling.koordinator.sh/runtime")
+            return ann is not None and json.loads(ann)
+        rt = wait_until(annotated, 15, 0.1, "the runtime annotation of cpuonly")
+        self.assertEqual(sorted(rt), ["cpu"])
+
+
+class DefaultQuotaTest(QuotaObjectBase):
+    """Koordinator's default quota (koordinator-sh/koordinator apis/extension/elastic_quota.go
+    DefaultQuotaName; core/group_quota_manager.go: the default and system quotas' used is
+    taken off the total the other quotas share, and their runtime is their max): pods with
+    no quota are bounded by koordinator-default-quota's max only, never starved by other
+    quotas' pending requests."""
+
+    def test_default_group_is_not_starved(self):
+        # team wants the whole cluster: min 8, four pending pods of 2 cpu
+        self.create_eq(KOORD, "team", "team", {"cpu": "8"}, {"cpu": "8"})
+        self.wait_group("team")
+        for i in range(4):
+            self.pod("t%d" % i, "team", 2)
+        wait_until(lambda: self.g("team").get("requestResource", {}).get("cpu") == 8000,
+                   10, 0.05, "team's request 8")
+        # a pod with no quota still runs on the free cluster (8 free): the default group
+        # takes what it uses first; team's runtime becomes 8 - 2 = 6
+        self.pod("d1", "misc", 2)
+        self.assert_bound("d1", "misc")
+        wait_until(lambda: self.g("team").get("runtimeResource", {}).get("cpu") == 6000,
+                   10, 0.05, "team's runtime 6")
+        self.assertEqual(self.g("default").get("runtimeResource"), {})  # its max: none
+        for i in range(3):
+            self.assert_bound("t%d" % i, "team")
+        self.assert_denied("t3", "team", "quota group team")
+        # koordinator-default-quota bounds it: max 3 cpu, 2 used + 2 > 3
+        self.create_eq(KOORD, "kube-system", "koordinator-default-quota", {}, {"cpu": "3"})
+        wait_until(lambda: self.g("default").get("maxResource", {}).get("cpu") == 3000,
+                   10, 0.05, "the default group's max from koordinator-default-quota")
+        self.pod("d2", "misc", 2)
+        self.assert_denied("d2", "misc", "quota group default", "max")

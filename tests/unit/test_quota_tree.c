@@ -404,14 +404,42 @@ static void test_max_caps(void **state)
      * both capped, 20 stay idle because nobody else is hungry. */
     assert_int_equal(rt(t, "A", "cpu"), 30);
     assert_int_equal(rt(t, "B", "cpu"), 50);
-    /* The default group asked nothing. With a request (no max: it weighs the total, 100) it
-     * competes for all 100 units with A and B: 100*30/180 = 16.67, 100*50/180 = 27.78,
-     * 100*100/180 = 55.56 -> floors 16/27/55, the 2 leftover units by remainder go to B then
-     * A -> A 17, B 28, default 55; nobody reaches a cap. */
+    /* The default group (Koordinator's default quota) asks what it uses, not what its pods
+     * request: a pending request of 500 takes nothing from A and B ... */
     req(t, "default", "cpu=500");
-    assert_int_equal(rt(t, "A", "cpu"), 17);
-    assert_int_equal(rt(t, "B", "cpu"), 28);
-    assert_int_equal(rt(t, "default", "cpu"), 55);
+    assert_int_equal(rt(t, "A", "cpu"), 30);
+    assert_int_equal(rt(t, "B", "cpu"), 50);
+    /* ... and what it uses comes off the top: used 60 leaves 40, shared 30:50 by A and B's
+     * weights (their max) = 15 / 25. It is bounded by its max only (none: unlimited). */
+    kq_resource_t du = R("cpu=60");
+    assert_int_equal(kq_qtree_used_add(t, "default", &du, false), 0);
+    assert_int_equal(rt(t, "A", "cpu"), 15);
+    assert_int_equal(rt(t, "B", "cpu"), 25);
+    assert_int_equal(info(t, "default").limit.n, 0);
+    char why[256];
+    kq_resource_t more = R("cpu=40"); /* root: 60 used + 40 = 100, fits */
+    assert_int_equal(kq_qtree_check(t, "default", &more, false, why, sizeof why), 0);
+    more = R("cpu=41");
+    assert_int_equal(kq_qtree_check(t, "default", &more, false, why, sizeof why), KQ_EDENIED);
+    assert_string_equal(why, "quota group root: cpu used 60m + request 41m would exceed runtime 100m");
+    /* never reclaimed: over nobody's runtime list even when it uses more than its share */
+    kq_qgroup_over_t *ov = NULL;
+    size_t nov = 0;
+    assert_int_equal(kq_qtree_over_runtime(t, &ov, &nov), 0);
+    assert_int_equal(nov, 0);
+    free(ov);
+    assert_int_equal(kq_qtree_used_sub(t, "default", &du, false), 0);
+    assert_int_equal(rt(t, "A", "cpu"), 30);
+    /* when the others' mins want the whole cluster, the default group still keeps what it
+     * uses: C min 100 asks 100, default uses 30 -> C gets 100 - 30 = 70 (not 100*100/130) */
+    grp(t, "C", NULL, "cpu=100", "", "", true, false);
+    req(t, "C", "cpu=100");
+    du = R("cpu=30");
+    assert_int_equal(kq_qtree_used_add(t, "default", &du, false), 0);
+    assert_int_equal(rt(t, "C", "cpu"), 70);
+    assert_int_equal(rt(t, "A", "cpu"), 0);
+    assert_int_equal(kq_qtree_used_sub(t, "default", &du, false), 0);
+    assert_int_equal(rt(t, "C", "cpu"), 100);
 
     /* max also bounds resources runtime does not govern */
     grp(t, "G", NULL, "", "nvidia.com/gpu=2", "", true, false);
@@ -435,10 +463,20 @@ static void test_parent_request(void **state)
     req(t, "K1", "cpu=20,memory=40");
     req(t, "K1", "cpu=5");
     req(t, "K2", "cpu=7,memory=3");
-    /* min(25, 10) + min(7, unlimited) = 17 cpu; 40 + 3 memory */
+    /* min(25, 10) + min(7, unlimited) = 17 cpu; memory: K1's max names only cpu, so K1
+     * asks no memory (Koordinator masks a quota's request to its max's keys): 3 */
     kq_qgroup_info_t i = info(t, "P");
     assert_int_equal(val(&i.request, "cpu", NULL), 17);
-    assert_int_equal(val(&i.request, "memory", NULL), 43);
+    assert_int_equal(val(&i.request, "memory", NULL), 3);
+    /* and memory is not limited by K1: a request far above the cluster passes K1, and is
+     * stopped only where a level governs memory (P, no max: runtime 3; the root: 1000) */
+    char why[256];
+    kq_resource_t big = R("memory=900");
+    assert_int_equal(kq_qtree_check(t, "K1", &big, false, why, sizeof why), KQ_EDENIED);
+    assert_string_equal(why, "quota group P: memory used 0 + request 900 would exceed runtime 3");
+    kq_qgroup_info_t k1 = info(t, "K1");
+    assert_int_equal(k1.limit.n, 1); /* only cpu */
+    assert_int_equal(val(&k1.limit, "cpu", NULL), 10);
     assert_int_equal(info(t, "K1").pods, 2);
     assert_int_equal(rt(t, "P", "cpu"), 17);
     assert_int_equal(rt(t, "K1", "cpu"), 10);
@@ -734,7 +772,9 @@ static void test_remove_moves_usage_to_default(void **state)
     assert_int_equal(d.pods_used, 1);
     assert_int_equal(IV(t, "p", used, "cpu"), 0);
     assert_int_equal(IV(t, "root", used, "cpu"), 20);
-    assert_int_equal(rt(t, "default", "cpu"), 30);
+    /* the default group takes what it uses (20), bounded by its max only */
+    assert_int_equal(rt(t, "default", "cpu"), 20);
+    assert_int_equal(info(t, "default").limit.n, 0);
     assert_int_equal(rt(t, "p", "cpu"), 0);
     /* releases now go to default */
     assert_int_equal(kq_qtree_used_sub(t, "default", &u, true), 0);
@@ -858,7 +898,12 @@ static kq_qgroup_spec_t mspec(const struct mgroup *m, const struct mgroup *all)
 
 static int64_t ask_of(const kq_qgroup_info_t *i, const char *d)
 {
-    int64_t a = val(&i->request, d, NULL), sm = val(&i->scaled_min, d, NULL);
+    bool named;
+    (void)val(&i->max, d, &named);
+    if (i->max.n > 0 && !named)
+        return 0; /* a resource its max does not name: asks none */
+    bool deflt = strcmp(i->name, "default") == 0;
+    int64_t a = val(deflt ? &i->used : &i->request, d, NULL), sm = val(&i->scaled_min, d, NULL);
     if (!i->allow_lent && sm > a)
         a = sm;
     bool has;
@@ -1217,18 +1262,23 @@ static void ref_request(struct rgroup *g, int x)
     } else {
         X->request = X->in.request;
     }
-    /* ask: min(request, max), or min(max(request, scaled min), max) when it does not lend */
-    X->ask = X->request;
+    /* ask: min(request, max), or min(max(request, scaled min), max) when it does not lend;
+     * the default group asks what it uses; only the resources max names (if it names any) */
+    X->ask = strcmp(X->in.name, "default") == 0 ? X->in.used : X->request;
     if (!X->in.allow_lent)
         for (uint32_t j = 0; j < X->smin.n; j++)
             if (X->smin.e[j].value > val(&X->ask, X->smin.e[j].name, NULL))
                 assert_int_equal(kq_resource_set(&X->ask, X->smin.e[j].name, X->smin.e[j].value), 0);
+    kq_resource_t masked = KQ_RESOURCE_EMPTY;
     for (uint32_t j = 0; j < X->ask.n; j++) {
         bool has;
         int64_t mx = val(&X->in.max, X->ask.e[j].name, &has);
-        if (has && X->ask.e[j].value > mx)
-            X->ask.e[j].value = mx;
+        if (X->in.max.n > 0 && !has)
+            continue;
+        assert_int_equal(kq_resource_set(&masked, X->ask.e[j].name,
+                                         has && X->ask.e[j].value > mx ? mx : X->ask.e[j].value), 0);
     }
+    X->ask = masked;
 }
 
 static void ref_runtime(struct rgroup *g, int p, const kq_resource_t *tot)
@@ -1249,13 +1299,24 @@ static void ref_runtime(struct rgroup *g, int p, const kq_resource_t *tot)
         for (int i = 0; i < n; i++) {
             struct rgroup *K = &g[P->kids[i]];
             int64_t a = val(&K->ask, d, NULL), m = val(&K->smin, d, NULL);
-            base[i] = a < m ? a : m;
+            base[i] = a < m || strcmp(K->in.name, "default") == 0 ? a : m; /* default: all it uses */
             sum += base[i]; /* each is at most a scaled min: no overflow with test values */
         }
         if (sum > R_) {
-            ref_apportion(n, R_, base, base, names, add);
+            /* the default group keeps what it uses (at most R), the others share the rest by
+             * their first shares */
+            int dk = -1;
+            for (int i = 0; i < n; i++)
+                if (p == 0 && strcmp(g[P->kids[i]].in.name, "default") == 0)
+                    dk = i;
+            int64_t db = dk >= 0 ? (base[dk] < R_ ? base[dk] : R_) : 0;
+            if (dk >= 0)
+                base[dk] = 0;
+            ref_apportion(n, R_ - db, base, base, names, add);
             for (int i = 0; i < n; i++)
                 base[i] = add[i];
+            if (dk >= 0)
+                base[dk] = db;
         } else {
             for (int i = 0; i < n; i++) {
                 struct rgroup *K = &g[P->kids[i]];
