@@ -52,6 +52,9 @@
 #define LABEL_ALLOW_LENT KQ_EQ_LABEL_PREFIX "allow-lent-resource"
 #define ANN_SHARED_WEIGHT KQ_EQ_LABEL_PREFIX "shared-weight"
 #define ANN_NAMESPACES KQ_EQ_LABEL_PREFIX "namespaces"
+#define ANN_REQUEST KQ_EQ_LABEL_PREFIX "request"
+#define ANN_CHILD_REQUEST KQ_EQ_LABEL_PREFIX "child-request"
+#define ANN_NP_USED KQ_EQ_LABEL_PREFIX "non-preemptible-used"
 #define EVICT_RETRY_MS 60000
 #define PROBE_MIN_MS 1000
 #define PROBE_MAX_MS 60000
@@ -78,6 +81,11 @@ typedef struct gent {
     UT_hash_handle hh;
 } gent_t;
 
+/* What the status of an object says (status.used and Koordinator's annotations). */
+typedef struct stvals {
+    kq_resource_t used, runtime, request, child_request, np_used;
+} stvals_t;
+
 typedef struct eqobj {
     char *key; /* apiGroup/ns/name */
     UT_hash_handle hh;
@@ -92,7 +100,7 @@ typedef struct eqobj {
     bool ns_conflict;   /* logged: a namespace it binds is bound to an earlier object */
     /* status bookkeeping (timer thread, under apply_mu) */
     bool st_written;
-    kq_resource_t st_used, st_runtime;
+    stvals_t st;
     int64_t st_last_ms;
 } eqobj_t;
 
@@ -1009,8 +1017,7 @@ int kq_elastic_quota_event(kq_elastic_t *e, int type, const json_t *obj, const c
             o->conflict = cur->conflict;
             o->ns_conflict = cur->ns_conflict;
             o->st_written = cur->st_written;
-            o->st_used = cur->st_used;
-            o->st_runtime = cur->st_runtime;
+            o->st = cur->st;
             o->st_last_ms = cur->st_last_ms;
             HASH_DEL(e->objs, cur);
             eqobj_free(cur);
@@ -1281,11 +1288,6 @@ unsigned long kq_elastic_status_writes(kq_elastic_t *e, unsigned long *failed)
 
 /* ================================================================== status ==== */
 
-typedef struct stwork {
-    char *key, *api_group, *ns, *name;
-    kq_resource_t used, runtime;
-} stwork_t;
-
 static json_t *quantities(const kq_resource_t *r)
 {
     json_t *o = json_object();
@@ -1298,6 +1300,31 @@ static json_t *quantities(const kq_resource_t *r)
         }
     }
     return o;
+}
+
+typedef struct stwork {
+    char *key, *api_group, *ns, *name;
+    stvals_t v;
+} stwork_t;
+
+static bool res_same(const kq_resource_t *a, const kq_resource_t *b)
+{
+    return a->n == b->n && kq_resource_equal(a, b);
+}
+
+static bool stvals_same(const stvals_t *a, const stvals_t *b)
+{
+    return res_same(&a->used, &b->used) && res_same(&a->runtime, &b->runtime) && res_same(&a->request, &b->request) &&
+           res_same(&a->child_request, &b->child_request) && res_same(&a->np_used, &b->np_used);
+}
+
+/* A ResourceList as the compact JSON text of an annotation; NULL on ENOMEM. */
+static char *ann_text(const kq_resource_t *r)
+{
+    json_t *j = quantities(r);
+    char *t = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    json_decref(j);
+    return t;
 }
 
 static bool name_safe(const char *s)
@@ -1328,12 +1355,12 @@ static int write_status(kq_elastic_t *e, const stwork_t *w)
 {
     char base[1024];
     snprintf(base, sizeof(base), "/apis/%s/v1alpha1/namespaces/%s/elasticquotas/%s", w->api_group, w->ns, w->name);
-    json_t *used = quantities(&w->used), *rt = quantities(&w->runtime);
-    char *rt_text = rt ? json_dumps(rt, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
-    json_decref(rt);
+    json_t *used = quantities(&w->v.used);
+    char *rt_text = ann_text(&w->v.runtime), *req_text = ann_text(&w->v.request);
+    char *creq_text = ann_text(&w->v.child_request), *np_text = ann_text(&w->v.np_used);
     int rc = KQ_ENOMEM;
     long st = 0;
-    if (used == NULL || rt_text == NULL)
+    if (used == NULL || rt_text == NULL || req_text == NULL || creq_text == NULL || np_text == NULL)
         goto out;
     /* status.used on the status subresource; where there is none (Koordinator's CRD),
      * the status goes with the annotation in the object itself */
@@ -1351,7 +1378,8 @@ static int write_status(kq_elastic_t *e, const stwork_t *w)
             goto out;
         }
     }
-    json_t *mb = json_pack("{s:{s:{s:s}}}", "metadata", "annotations", KQ_EQ_ANN_RUNTIME, rt_text);
+    json_t *mb = json_pack("{s:{s:{s:s,s:s,s:s,s:s}}}", "metadata", "annotations", KQ_EQ_ANN_RUNTIME, rt_text,
+                           ANN_REQUEST, req_text, ANN_CHILD_REQUEST, creq_text, ANN_NP_USED, np_text);
     if (mb != NULL && status_in_main)
         json_object_set_new(mb, "status", json_pack("{s:O}", "used", used));
     rc = mb ? patch(e, base, mb, &st) : KQ_ENOMEM;
@@ -1372,6 +1400,9 @@ out:
     }
     json_decref(used);
     free(rt_text);
+    free(req_text);
+    free(creq_text);
+    free(np_text);
     return rc;
 }
 
@@ -1400,8 +1431,14 @@ static void status_once(kq_elastic_t *e, int64_t now)
             free(info);
             continue;
         }
-        if (o->st_written && kq_resource_equal(&o->st_used, &info->used) && o->st_used.n == info->used.n &&
-            kq_resource_equal(&o->st_runtime, &info->limit) && o->st_runtime.n == info->limit.n) {
+        stvals_t v = {
+            .used = info->used,
+            .runtime = info->limit, /* only the keys its max names, as Koordinator writes it */
+            .request = info->ask,
+            .child_request = info->request,
+            .np_used = info->used_nonpreemptible,
+        };
+        if (o->st_written && stvals_same(&o->st, &v)) {
             free(info);
             continue;
         }
@@ -1410,8 +1447,7 @@ static void status_once(kq_elastic_t *e, int64_t now)
         x->api_group = strdup(o->api_group);
         x->ns = strdup(o->ns);
         x->name = strdup(o->name);
-        x->used = info->used;
-        x->runtime = info->limit; /* only the keys its max names, as Koordinator writes it */
+        x->v = v;
         free(info);
         o->st_last_ms = now; /* rate bound even when the write fails */
         nw++;
@@ -1423,8 +1459,7 @@ static void status_once(kq_elastic_t *e, int64_t now)
             HASH_FIND_STR(e->objs, w[i].key, o);
             if (o != NULL) {
                 o->st_written = true;
-                o->st_used = w[i].used;
-                o->st_runtime = w[i].runtime;
+                o->st = w[i].v;
             }
             pthread_mutex_unlock(&e->apply_mu);
         }

@@ -1569,6 +1569,7 @@ int kq_qtree_info(kq_qtree_t *t, const char *group, kq_qgroup_info_t *out)
         out->used = g->used;
         out->used_nonpreemptible = g->used_np;
         out->runtime = g->runtime;
+        out->ask = g->ask;
         shown_runtime(g, &out->limit);
     }
     pthread_mutex_unlock(&t->lock);

@@ -66,8 +66,10 @@
  * Status: at most every status_interval_ms per object and at most status_burst writes
  * per tick, each applied ElasticQuota whose group's used or runtime changed gets a
  * merge PATCH of status.used (on the status subresource; where that is 404, in the main
- * object) and of the annotation quota.scheduling.koordinator.sh/runtime (JSON
- * ResourceList) on the object.
+ * object) and of Koordinator's annotations (JSON ResourceLists) on the object:
+ * quota.scheduling.koordinator.sh/runtime (the keys its max names; the default group: its
+ * max), .../request (what the group asks of its parent), .../child-request (its pods'
+ * requests, or its children's asks) and .../non-preemptible-used.
  *
  * Threads and locks: informer threads (nodes, one per served ElasticQuota API group) and
  * one timer thread (config changes, CRD probes, reclaim, status, ledger expiry). All

@@ -127,6 +127,7 @@ typedef struct kq_qgroup_info {
     int64_t pods_used;                  /* used_add minus used_sub calls */
     kq_resource_t min, scaled_min, max, shared_weight;
     kq_resource_t request;              /* leaf: sum of pod requests; parent: sum of asks */
+    kq_resource_t ask;                  /* what it asks of its parent (see Request) */
     kq_resource_t used, used_nonpreemptible, runtime;
     kq_resource_t limit;                /* runtime as it limits the group: only the resources
                                          * its max names (all, when it has no max); the

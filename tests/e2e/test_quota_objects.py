@@ -218,3 +218,47 @@ class DefaultQuotaTest(QuotaObjectBase):
                    10, 0.05, "the default group's max from koordinator-default-quota")
         self.pod("d2", "misc", 2)
         self.assert_denied("d2", "misc", "quota group default", "max")
+
+
+class StatusAnnotationTest(QuotaObjectBase):
+    """The annotations Koordinator's quota controller writes on every ElasticQuota
+    (koordinator-sh/koordinator pkg/scheduler/plugins/elasticquota/controller.go:
+    runtime, request, child-request; apis/extension/elastic_quota.go names them, with
+    non-preemptible-used), so Koordinator's tooling reads kubequota's groups."""
+
+    def ann(self, ns, name):
+        a = self.get_eq(KOORD, ns, name)["metadata"].get("annotations") or {}
+        keys = ("runtime", "request", "child-request", "non-preemptible-used")
+        full = {k: a.get("quota.scheduling.koordinator.sh/" + k) for k in keys}
+        if any(v is None for v in full.values()):
+            return None
+        return {k: json.loads(v) for k, v in full.items()}
+
+    def test_request_child_request_non_preemptible(self):
+        self.create_eq(KOORD, "kube-system", "org", {"cpu": "4"}, {"cpu": "8"},
+                       labels={"quota.scheduling.koordinator.sh/is-parent": "true"})
+        self.create_eq(KOORD, "ml", "ml", {"cpu": "2"}, {"cpu": "3"},
+                       labels={"quota.scheduling.koordinator.sh/parent": "org"})
+        self.wait_group("ml")
+        self.pod("a", "ml", 1)
+        self.assert_bound("a", "ml")
+        self.pod("np", "ml", 1, labels={"quota.scheduling.koordinator.sh/preemptible": "false"})
+        self.assert_bound("np", "ml")
+        self.pod("big", "ml", 4)                 # pending
+        # ml: its pods request 1 + 1 + 4 = 6 cpu (child-request); it asks its parent
+        # min(6, max 3) = 3 (request); 1 cpu is non-preemptible; runtime 3 (org asks 3 of
+        # the 8, within its min 4). org: its child asks 3 (child-request), it asks 3.
+        want_ml = {"runtime": "3", "request": "3", "child-request": "6", "non-preemptible-used": "1"}
+        want_org = {"runtime": "3", "request": "3", "child-request": "3", "non-preemptible-used": "1"}
+
+        def cpu_of(ns, name):
+            a = self.ann(ns, name)
+            return a and {k: v.get("cpu") for k, v in a.items()}
+        wait_until(lambda: cpu_of("ml", "ml") == want_ml, 15, 0.1,
+                   "ml's annotations %s" % want_ml)
+        wait_until(lambda: cpu_of("kube-system", "org") == want_org, 15, 0.1,
+                   "org's annotations %s" % want_org)
+        # masked to the max's keys: only cpu in request and runtime
+        a = self.ann("ml", "ml")
+        self.assertEqual(sorted(a["runtime"]), ["cpu"])
+        self.assertEqual(sorted(a["request"]), ["cpu"])
