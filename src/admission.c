@@ -505,7 +505,7 @@ static const char *const *workload_template(const char *group, const char *kind,
         const char *group, *kind;
     } kinds[] = {
         {"apps", "Deployment"}, {"apps", "ReplicaSet"}, {"apps", "StatefulSet"},
-        {"apps", "DaemonSet"},  {"batch", "Job"},
+        {"apps", "DaemonSet"},  {"batch", "Job"},       {"", "ReplicationController"},
     };
     if (strcmp(group, "batch") == 0 && strcmp(kind, "CronJob") == 0) {
         *n = 4;
@@ -521,6 +521,42 @@ static const char *const *workload_template(const char *group, const char *kind,
 }
 
 /* ------------------------------------------------------------------ mutate */
+
+/* The labels and annotations that place a pod (its queue, application and quota group:
+ * pod.c reads them). The ledger counts a pod where it was admitted and releases it from
+ * there, but a restart counts it where its labels say: a change would move it to a queue
+ * it was never admitted to, so they cannot change after creation. */
+static const struct {
+    const char *map, *key;
+} placement_keys[] = {
+    {"labels", "kubequota.io/queue"},
+    {"annotations", "kubequota.io/queue"},
+    {"labels", "queue"},
+    {"annotations", "yunikorn.apache.org/queue"},
+    {"labels", "kubequota.io/app-id"},
+    {"labels", "applicationId"},
+    {"labels", "quota.scheduling.koordinator.sh/name"},
+    {"labels", "quota.scheduling.koordinator.sh/preemptible"},
+};
+
+/* Pod UPDATE: denies a change of any placement key (added, removed or changed). */
+static bool placement_changed(ctx_t *c)
+{
+    for (size_t i = 0; i < sizeof(placement_keys) / sizeof(placement_keys[0]); i++) {
+        const char *segs[3] = {"metadata", placement_keys[i].map, placement_keys[i].key};
+        const json_t *was = get_path(c->old, segs, 3), *now = get_path(c->obj, segs, 3);
+        if (was == NULL && now == NULL)
+            continue;
+        if (was != NULL && now != NULL && json_equal((json_t *)was, (json_t *)now))
+            continue;
+        deny(c, 403,
+             "%s %s of a pod cannot change after creation (it decides the queue, application or quota group "
+             "the pod is counted in); delete and recreate the pod instead",
+             strcmp(placement_keys[i].map, "labels") == 0 ? "label" : "annotation", placement_keys[i].key);
+        return true;
+    }
+    return false;
+}
 
 static void mutate(ctx_t *c)
 {
@@ -544,6 +580,8 @@ static void mutate(ctx_t *c)
         return;
     bool trusted = is_trusted(c);
 
+    if (pod && update && placement_changed(c))
+        return;
     if (pod) {
         if (!trusted && (create ? stamp(c, pod_base, 2) : restore(c, pod_base, 2)) != 0)
             return;

@@ -8,8 +8,14 @@
  *    request.userInfo (groups in request order), replacing whatever the requester wrote.
  *    A missing annotations map (or metadata) is created by the patch.
  *  - Pod UPDATE: the two annotations are put back to their values in oldObject (or removed
- *    when oldObject had none), so an identity cannot be changed after creation.
- *  - Deployment, ReplicaSet, StatefulSet, DaemonSet, Job (spec.template) and CronJob
+ *    when oldObject had none), so an identity cannot be changed after creation. A change
+ *    of a placement label or annotation (kubequota.io/queue, queue,
+ *    yunikorn.apache.org/queue, kubequota.io/app-id, applicationId,
+ *    quota.scheduling.koordinator.sh/name and /preemptible) is denied (403), for every
+ *    requester: the ledger counts a pod where it was admitted, and a restart must count it
+ *    in the same place.
+ *  - Deployment, ReplicaSet, StatefulSet, DaemonSet, Job, ReplicationController
+ *    (spec.template) and CronJob
  *    (spec.jobTemplate.spec.template) CREATE: the pod template's annotations are stamped
  *    the same way, so the pods controllers create later carry the creator's identity.
  *    Missing template metadata/annotations maps are created.

@@ -231,8 +231,14 @@ class ScopeChecks:
         relabelled["metadata"]["labels"]["extra"] = "1"
         changed_tmpl = workload("CronJob", self.sched)
         changed_tmpl["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["image"] = "busybox:2"
+        requeued = copy.deepcopy(old_pod)
+        requeued["metadata"]["labels"]["kubequota.io/queue"] = "root.other"  # refused: issue 20
+        regrouped = copy.deepcopy(old_pod)
+        regrouped["metadata"]["labels"]["quota.scheduling.koordinator.sh/name"] = "team-b"
         cases = [
             (request("UPDATE", TEAM, relabelled, old_pod), False),
+            (request("UPDATE", TEAM, requeued, old_pod), True),
+            (request("UPDATE", TEAM, regrouped, old_pod), True),
             (request("UPDATE", TEAM, pod(self.sched, annotations=forged), old_pod), True),
             (request("UPDATE", TEAM, pod(self.sched), old_pod), True),       # identity removed
             (request("UPDATE", TEAM, workload("Deployment", self.sched, 5), workload("Deployment", self.sched, 1)), False),

@@ -2,6 +2,8 @@
 are not the scheduler, forged scheduler requests, and names no API server would accept.
 Hostile clients run on this host only, bounded in count and time."""
 
+import base64
+import copy
 import json
 import os
 
@@ -221,3 +223,93 @@ class StalledWatchTest(KQTestCase):
         self.create("p2", user="bob", queue="root.dev", cpu="1")
         self.assert_bound("p2")
         self.wait_usage()
+
+
+def admission_review(obj, username, groups, operation="CREATE", old=None, kind="Pod", group="",
+                     resource="pods", sub=None):
+    req = {"uid": "7a1c-0001", "kind": {"group": group, "version": "v1", "kind": kind},
+           "resource": {"group": group, "version": "v1", "resource": resource},
+           "namespace": obj["metadata"].get("namespace", "default"), "operation": operation,
+           "userInfo": {"username": username, "groups": list(groups)},
+           "object": obj, "oldObject": old, "dryRun": False}
+    if sub:
+        req["subResource"] = sub
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": req}
+
+
+def mutate(kq, obj, username, groups=("system:authenticated",), **kw):
+    """(allowed, patched object, response) as the API server would see them."""
+    from test_identity import apply_patch
+    r = kq.post("/admission/mutate", admission_review(obj, username, groups, **kw))
+    if r.status != 200:
+        raise AssertionError("mutate: HTTP %d %s" % (r.status, r.text[:300]))
+    resp = r.json()["response"]
+    if not resp["allowed"]:
+        return False, obj, resp
+    if "patch" in resp:
+        obj = apply_patch(obj, json.loads(base64.b64decode(resp["patch"])))
+    return True, obj, resp
+
+
+RC_CONTROLLER = "system:serviceaccount:kube-system:replication-controller"
+
+
+class TenantEscapeTest(KQTestCase):
+    """Ways around a limit through the webhooks, called as the API server calls them."""
+    CONFIG = queues_config({"name": "default"}, {"name": "dev", "limits": DEV_LIMITS},
+                           {"name": "other"})
+
+    def test_replication_controller_pods_charge_their_creator(self):
+        # alice writes bob's identity into a ReplicationController's template
+        tmpl = pod_manifest("ignored", user="bob", cpu="1", queue="root.other")
+        rc = {"apiVersion": "v1", "kind": "ReplicationController",
+              "metadata": {"name": "rc1", "namespace": "default"},
+              "spec": {"replicas": 1, "selector": {"app": "rc1"},
+                       "template": {"metadata": dict(tmpl["metadata"], labels={"app": "rc1"}),
+                                    "spec": tmpl["spec"]}}}
+        del rc["spec"]["template"]["metadata"]["name"]
+        ok, rc, _ = mutate(self.kq, rc, "alice", kind="ReplicationController",
+                           resource="replicationcontrollers")
+        self.assertTrue(ok)
+        ident = json.loads(rc["spec"]["template"]["metadata"]["annotations"]["kubequota.io/user-info"])
+        self.assertEqual(ident["user"], "alice", "the RC template kept bob's identity")
+        # the (trusted) controller makes a pod from the template; kubequota keeps its identity
+        pod = {"apiVersion": "v1", "kind": "Pod",
+               "metadata": dict(copy.deepcopy(rc["spec"]["template"]["metadata"]), name="rc1-x",
+                                namespace="default"),
+               "spec": copy.deepcopy(rc["spec"]["template"]["spec"])}
+        ok, pod, _ = mutate(self.kq, pod, RC_CONTROLLER, ("system:serviceaccounts:kube-system",))
+        self.assertTrue(ok)
+        self.sim.create_pod(pod)
+        self.assert_bound("rc1-x")
+        self.wait_usage()
+        self.assertEqual(user_usage(self.kq, "alice", "root").get("cpu"), 1000)
+        self.assertEqual(user_usage(self.kq, "bob", "root"), {})
+
+    def test_placement_labels_are_immutable_and_restart_agrees(self):
+        p = self.create("p1", user="bob", queue="root.dev", cpu="1")
+        self.assert_bound("p1")
+        self.wait_usage()
+        for key, value in (("kubequota.io/queue", "root.other"), ("kubequota.io/app-id", "x"),
+                           ("quota.scheduling.koordinator.sh/name", "team-b")):
+            cur = self.sim.get_pod("default", "p1")
+            new = copy.deepcopy(cur)
+            new["metadata"]["labels"][key] = value
+            ok, _, resp = mutate(self.kq, new, "bob", operation="UPDATE", old=cur)
+            if ok:  # the API server would store it
+                self.sim.world.update("pods", "default", "p1", new)
+            self.assertFalse(ok, "relabelling %s was allowed" % key)
+            self.assertEqual(resp["status"]["code"], 403)
+            self.assertIn(key, resp["status"]["message"])
+        # a label that places nothing may change
+        cur = self.sim.get_pod("default", "p1")
+        new = copy.deepcopy(cur)
+        new["metadata"]["labels"]["team"] = "blue"
+        self.assertTrue(mutate(self.kq, new, "bob", operation="UPDATE", old=cur)[0])
+        # the live process and a restarted one count p1 in the same queue
+        self.assertEqual(user_usage(self.kq, "bob", "root.dev").get("cpu"), 1000)
+        self.kq.restart()
+        self.wait_usage()
+        self.assertEqual(user_usage(self.kq, "bob", "root.dev").get("cpu"), 1000)
+        self.assertEqual(user_usage(self.kq, "bob", "root.other"), {})
+        self.assertTrue(p)

@@ -516,6 +516,45 @@ static void test_pod_update_restores_identity(void **state)
     result_free(&r);
 }
 
+/* A pod's placement labels and annotations cannot change (issue 20): every requester,
+ * trusted or not, is refused with 403 naming the key; other labels may change. */
+static void test_pod_placement_immutable(void **state)
+{
+    kq_admission_opts_t o = kq_admission_opts_default();
+    static const char *const cases[][2] = {
+        {"labels", "kubequota.io/queue"},       {"annotations", "kubequota.io/queue"},
+        {"labels", "queue"},                    {"annotations", "yunikorn.apache.org/queue"},
+        {"labels", "kubequota.io/app-id"},      {"labels", "applicationId"},
+        {"labels", "quota.scheduling.koordinator.sh/name"},
+        {"labels", "quota.scheduling.koordinator.sh/preemptible"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        for (int how = 0; how < 3; how++) { /* changed, added, removed */
+            json_t *old = J("{'metadata':{'labels':{'a':'1'},'annotations':{'b':'1'}}}");
+            json_t *now = J("{'metadata':{'labels':{'a':'1'},'annotations':{'b':'1'}}}");
+            json_t *om = json_object_get(json_object_get(old, "metadata"), cases[i][0]);
+            json_t *nm = json_object_get(json_object_get(now, "metadata"), cases[i][0]);
+            if (how != 1)
+                json_object_set_new(om, cases[i][1], json_string("old"));
+            if (how != 2)
+                json_object_set_new(nm, cases[i][1], json_string("new"));
+            result_t r;
+            run(kq_admission_mutate, &o, alice_review("UPDATE", "", "Pod", now, old), &r);
+            assert_false(allowed(&r));
+            assert_int_equal(status_code(&r), 403);
+            assert_contains(message(&r), cases[i][1]);
+            result_free(&r);
+        }
+    }
+    /* unchanged placement, other labels changed: allowed */
+    json_t *old = J("{'metadata':{'labels':{'kubequota.io/queue':'root.a','x':'1'}}}");
+    json_t *now = J("{'metadata':{'labels':{'kubequota.io/queue':'root.a','x':'2'}}}");
+    result_t r;
+    run(kq_admission_mutate, &o, alice_review("UPDATE", "", "Pod", now, old), &r);
+    assert_true(allowed(&r));
+    result_free(&r);
+}
+
 /* ------------------------------------------------------------------ workloads */
 
 static void test_workload_kinds_stamped(void **state)
@@ -524,7 +563,7 @@ static void test_workload_kinds_stamped(void **state)
     static const struct {
         const char *group, *kind;
     } kinds[] = {{"apps", "Deployment"}, {"apps", "ReplicaSet"}, {"apps", "StatefulSet"},
-                 {"apps", "DaemonSet"},  {"batch", "Job"}};
+                 {"apps", "DaemonSet"},  {"batch", "Job"},       {"", "ReplicationController"}};
     for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
         for (int update = 0; update < 2; update++) {
             json_t *obj = J("{'metadata':{'name':'w'},'spec':{'replicas':2,'template':{'metadata':{'labels':"
@@ -1085,6 +1124,7 @@ int main(void)
     kq_log_set_level("error");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fixture_trusted_controller_no_patch),
+        cmocka_unit_test(test_pod_placement_immutable),
         cmocka_unit_test(test_fixture_user_stamped),
         cmocka_unit_test(test_spoofed_annotations_replaced),
         cmocka_unit_test(test_only_yunikorn_spoofed),
