@@ -48,7 +48,7 @@ CW_FLAGS := -std=gnu11 $(OPT) -g $(SANFLAGS) -pthread -DOPENSSL_API_3_0 -DNO_SSL
             -DNO_CACHING -DUSE_IPV6 -DSTOP_FLAG_NEEDS_LOCK -DSOCKET_TIMEOUT_QUANTUM=200 -I$(CW_SRC)/include -w
 
 # Library modules, in dependency order. main.c only wires them together.
-CORE_MODULES    := error log resource config ugm quota_tree jscan
+CORE_MODULES    := error log duration resource config ugm quota_tree jscan
 SERVICE_MODULES := pod ledger kube extender rest metrics server sync admission elastic auth leader metering
 MODULES         := $(CORE_MODULES) $(SERVICE_MODULES)
 
@@ -65,9 +65,11 @@ TEST_MODULES_pod      := error log resource config jscan pod
 TEST_MODULES_ledger   := error log resource config ugm quota_tree jscan pod ledger
 TEST_MODULES_admission := error log resource config admission
 TEST_MODULES_quota_tree := error log resource quota_tree
-TEST_MODULES_metering := error log resource config ugm jscan pod metering
+TEST_MODULES_metering := error log duration resource config ugm jscan pod metering
 TEST_MODULES_leader := error log resource jscan kube leader
 TEST_MODULES_jscan := error log jscan
+TEST_MODULES_log := error log duration
+TEST_MODULES_duration := error duration
 test_modules = $(if $(TEST_MODULES_$(1)),$(TEST_MODULES_$(1)),$(MODULES))
 
 UNIT_TESTS := $(patsubst tests/unit/test_%.c,%,$(wildcard tests/unit/test_*.c))
@@ -102,6 +104,19 @@ $(BUILD)/obj/%.o: src/%.c | $(DEPS_OK)
 $(BUILD)/tests/%.o: tests/unit/%.c | $(DEPS_OK)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+# --version and kubequota_build_info: the commit and its date (a reproducible build date;
+# override with KQ_COMMIT=... KQ_BUILD_DATE=...). main.o is rebuilt when they change.
+KQ_COMMIT     ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)$(shell git diff --quiet HEAD -- src include 2>/dev/null || echo -dirty)
+KQ_BUILD_DATE ?= $(shell TZ=UTC git log -1 --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ 2>/dev/null || echo unknown)
+VERSION_STAMP := $(BUILD)/version.stamp
+$(VERSION_STAMP): FORCE
+	@mkdir -p $(dir $@)
+	@echo '$(KQ_COMMIT) $(KQ_BUILD_DATE)' | cmp -s - $@ || echo '$(KQ_COMMIT) $(KQ_BUILD_DATE)' > $@
+$(BUILD)/obj/main.o: $(VERSION_STAMP)
+$(BUILD)/obj/main.o: CPPFLAGS += -DKQ_COMMIT='"$(KQ_COMMIT)"' -DKQ_BUILD_DATE='"$(KQ_BUILD_DATE)"'
+.PHONY: FORCE
+FORCE:
 
 $(BIN): $(call obj,$(MODULES) main civetweb)
 	@mkdir -p $(dir $@)

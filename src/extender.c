@@ -32,6 +32,7 @@
  */
 #include "kubequota/extender.h"
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -184,6 +185,32 @@ static int parse_pod(kq_app_t *app, const kq_jnode_t *obj, const json_t *jobj, k
 out:
     kq_config_unref(cfg); /* the pod owns copies of everything it needs */
     return rc;
+}
+
+/* Denials are logged at info, at most once per pod and reason a minute and 20 a second
+ * overall (burst 50), so kube-scheduler retrying a waiting pod every second, or a flood of
+ * new pods, cannot flood the log; lines held back are counted in suppressed=. */
+static kq_log_limiter_t *denial_limiter;
+static pthread_once_t denial_once = PTHREAD_ONCE_INIT;
+
+static void denial_limiter_init(void)
+{
+    denial_limiter = kq_log_limiter_new(60, 20, 50);
+}
+
+static void log_denial(const char *verb, const kq_pod_t *pod, const char *reason)
+{
+    if (kq_log_level_current < KQ_LOG_INFO)
+        return;
+    pthread_once(&denial_once, denial_limiter_init);
+    char key[512];
+    snprintf(key, sizeof(key), "%s|%s", pod->uid ? pod->uid : "", reason);
+    unsigned long suppressed = 0;
+    if (denial_limiter != NULL && !kq_log_limiter_allow(denial_limiter, key, NULL, &suppressed))
+        return;
+    kq_info("event=%s result=denied pod=%s/%s uid=%s user=%s queue=%s reason=\"%s\" suppressed=%lu "
+            "msg=\"pod denied by quota\"",
+            verb, pod->ns, pod->name, pod->uid, pod->user, pod->queue ? pod->queue : "-", reason, suppressed);
 }
 
 static void post_denial_event(kq_app_t *app, const kq_pod_t *pod, const char *reason)
@@ -516,8 +543,7 @@ int kq_extender_filter(kq_app_t *app, const char *body, size_t len, char **out, 
             seterr(reason, sizeof(reason), "quota exceeded for user %s in queue %s", pod.user,
                    pod.queue ? pod.queue : "-");
         kq_metrics_decision(app->metrics, KQ_VERB_FILTER, KQ_RESULT_DENIED);
-        kq_debug("event=filter result=denied pod=%s/%s uid=%s user=%s queue=%s reason=\"%s\"", pod.ns, pod.name,
-                 pod.uid, pod.user, pod.queue ? pod.queue : "-", reason);
+        log_denial("filter", &pod, reason);
         /* A pod the watch has not shown yet may be a forged filter request's: its event
          * is posted only once the API server confirms the pod (on the events thread). */
         if (app->ledger != NULL && kq_ledger_is_observed(app->ledger, pod.uid))
@@ -673,8 +699,7 @@ int kq_extender_bind(kq_app_t *app, const char *body, size_t len, char **out, si
             if (reason[0] == '\0')
                 seterr(reason, sizeof(reason), "quota exceeded for user %s in queue %s", pod.user,
                        pod.queue ? pod.queue : "-");
-            kq_info("event=bind result=denied pod=%s/%s uid=%s node=%s user=%s queue=%s reason=\"%s\"", ns, name,
-                    uid, node, pod.user, pod.queue ? pod.queue : "-", reason);
+            log_denial("bind", &pod, reason);
             post_denial_event(app, &pod, reason);
             status = bind_error(app, KQ_RESULT_DENIED, reason, out, out_len);
             goto out;

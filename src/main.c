@@ -6,9 +6,12 @@
  *                       the config reloader and the HTTPS server, and wait for SIGINT/SIGTERM.
  */
 #include <curl/curl.h>
+#include <errno.h>
 #include <getopt.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +21,7 @@
 #include "kubequota/app.h"
 #include "kubequota/auth.h"
 #include "kubequota/config.h"
+#include "kubequota/duration.h"
 #include "kubequota/elastic.h"
 #include "kubequota/kube.h"
 #include "kubequota/leader.h"
@@ -29,95 +33,203 @@
 #include "kubequota/sync.h"
 #include "kubequota/ugm.h"
 
+#ifndef KQ_VERSION
 #define KQ_VERSION "0.1.0"
+#endif
+#ifndef KQ_COMMIT
+#define KQ_COMMIT "unknown"
+#endif
+#ifndef KQ_BUILD_DATE
+#define KQ_BUILD_DATE "unknown"
+#endif
 
-static void usage(FILE *f)
+/* ------------------------------------------------------------------ command line
+ *
+ * Every flag of serve is one row of serve_flags: its name, argument, help text and, for a
+ * renamed flag, the old name kept as an alias. --help is generated from the table, and
+ * docs/cli.md must list every name (tests/docs/test_docs.py checks). Durations take Go's
+ * syntax (duration.h); flags whose old syntax was a bare number keep reading it in the old
+ * unit. Names follow kube-scheduler where the meaning is the same. */
+
+enum {
+    O_CONFIG = 256, O_KUBECONFIG, O_LISTEN, O_CERT, O_KEY, O_CA, O_PLAIN, O_SCHED, O_PART, O_USER, O_BODY,
+    O_RELOAD, O_LOG, O_LOG_FORMAT, O_VERBOSITY, O_REST_AUTH, O_REST_TOKEN, O_METRICS_AUTH, O_TRUSTED_USERS,
+    O_TRUSTED_GROUPS, O_CONFIG_MAP, O_EXT_LOCAL, O_EXT_OPEN, O_WATCH_PROGRESS, O_THREADS, O_METRICS_MAX_USERS,
+    /* elastic flags */
+    O_SYSNS, O_DQMIN, O_DQMAX, O_GRACE, O_ETICK, O_STATUS,
+    O_METERING, O_LEADER_ELECT, O_LEASE_NS, O_LEASE_NAME, O_LEASE_DUR, O_RENEW_DEADLINE, O_RETRY_PERIOD,
+    O_HELP = 'h',
+};
+
+typedef struct flag {
+    const char *name;  /* NULL: a section heading (help) */
+    int has_arg;
+    int id;
+    const char *arg;   /* placeholder in --help */
+    const char *help;  /* "\n" continues on the next line */
+    const char *alias; /* an older name still accepted */
+} flag_t;
+
+static const flag_t serve_flags[] = {
+    {"config", 1, O_CONFIG, "FILE", "queues.yaml (YuniKorn format); reloaded when it changes (required)", NULL},
+    {"kubeconfig", 1, O_KUBECONFIG, "FILE", "kubeconfig to reach the API server (default: in-cluster\n"
+                                            "service account: KUBERNETES_SERVICE_HOST/PORT, token, CA)", NULL},
+    {"listen", 1, O_LISTEN, "HOST:PORT", "address to serve HTTPS on (default 0.0.0.0:8443)", NULL},
+    {"tls-cert", 1, O_CERT, "FILE", "serving certificate (PEM, chain allowed)", NULL},
+    {"tls-key", 1, O_KEY, "FILE", "serving private key (PEM)", NULL},
+    {"client-ca", 1, O_CA, "FILE", "require client certificates signed by this CA", NULL},
+    {"insecure-plain-http", 0, O_PLAIN, NULL, "serve plain HTTP instead of TLS (local tests only)", NULL},
+    {"scheduler-name", 1, O_SCHED, "NAME", "pods with this spec.schedulerName are managed\n"
+                                           "(default kubequota-scheduler)", NULL},
+    {"partition", 1, O_PART, "NAME", "partition of queues.yaml to enforce (default default)", NULL},
+    {"default-user", 1, O_USER, "NAME", "user of pods without identity (default nobody)", NULL},
+    {"max-body", 1, O_BODY, "BYTES", "largest accepted request body (default 67108864)", NULL},
+    {"reload-interval", 1, O_RELOAD, "DURATION", "how often the config file is checked (default 2s;\n"
+                                                 "a bare number is milliseconds)", NULL},
+    {"watch-progress-deadline", 1, O_WATCH_PROGRESS, "DURATION", "a watch that receives nothing (no event, no\n"
+                                                                 "bookmark) for this long is stalled and relisted\n"
+                                                                 "(default 150s; 0 off)", NULL},
+    {"threads", 1, O_THREADS, "N", "HTTP worker threads; each open keep-alive connection holds\n"
+                                   "one (default 64)", NULL},
+    {NULL, 0, 0, NULL, "logging (docs/logging.md)", NULL},
+    {"logging-format", 1, O_LOG_FORMAT, "FORMAT", "text (klog lines) or json (one object per line)\n"
+                                                  "(default text)", NULL},
+    {"v", 1, O_VERBOSITY, "N", "verbosity, 0 to 10: 0 info, 4 debug (default 0); also -v=N", NULL},
+    {"log-level", 1, O_LOG, "LEVEL", "error, warn, info or debug (debug is -v=4; default info)", NULL},
+    {NULL, 0, 0, NULL, "access to the usage view (/ws/v1/...) and /metrics", NULL},
+    {"rest-auth", 1, O_REST_AUTH, "MODE", "default: a client certificate (--client-ca) or the bearer\n"
+                                          "token of --rest-token-file; kubernetes: also Kubernetes\n"
+                                          "tokens that TokenReview accepts and SubjectAccessReview\n"
+                                          "allows for get on usage.kubequota.io; none: open", NULL},
+    {"rest-token-file", 1, O_REST_TOKEN, "FILE", "bearer token accepted by the usage view (re-read on change)",
+     NULL},
+    {"metrics-auth", 0, O_METRICS_AUTH, NULL, "/metrics follows the usage view's access rules", NULL},
+    {"metrics-max-users", 1, O_METRICS_MAX_USERS, "N", "at most N users get per-user series on /metrics, the\n"
+                                                       "ones using most; 0: none (default 100)", NULL},
+    {"extender-local-only", 0, O_EXT_LOCAL, NULL, "/scheduler/* answers only callers on this host\n"
+                                                  "(kube-scheduler beside kubequota in the same pod);\n"
+                                                  "default: callers on this host and callers with a client\n"
+                                                  "certificate signed by --client-ca", NULL},
+    {"extender-open", 0, O_EXT_OPEN, NULL, "/scheduler/* answers anyone who reaches the port (unsafe)", NULL},
+    {NULL, 0, 0, NULL, "admission webhooks (/admission/...)", NULL},
+    {"trusted-users", 1, O_TRUSTED_USERS, "LIST", "comma-separated users whose pods and workloads keep the\n"
+                                                  "identity already on them ('prefix*' allowed; default\n"
+                                                  "system:serviceaccount:kube-system:*,system:kube-controller-manager)",
+     NULL},
+    {"trusted-groups", 1, O_TRUSTED_GROUPS, "LIST", "likewise for groups (default system:serviceaccounts:kube-system)",
+     NULL},
+    {"config-map", 1, O_CONFIG_MAP, "NS/NAME[:KEY]", "the ConfigMap holding queues.yaml, guarded by\n"
+                                                     "/admission/validate (default kube-system/kubequota-config,\n"
+                                                     "key queues.yaml)", NULL},
+    {NULL, 0, 0, NULL, "elastic quota (docs/elastic-quota.md)", NULL},
+    {"system-namespaces", 1, O_SYSNS, "LIST", "comma-separated namespaces whose pods form the system\n"
+                                              "quota group (default kube-system)", NULL},
+    {"default-quota-min", 1, O_DQMIN, "RES", "min of the default quota group, e.g. cpu=4,memory=8Gi", NULL},
+    {"default-quota-max", 1, O_DQMAX, "RES", "max of the default quota group (default unlimited)", NULL},
+    {"reclaim-grace", 1, O_GRACE, "DURATION", "how long a group may use more than its runtime before\n"
+                                              "its pods are evicted (default 1m)", NULL},
+    {"elastic-tick", 1, O_ETICK, "DURATION", "reclaim / status / config check period (default 1s)", NULL},
+    {"status-interval", 1, O_STATUS, "DURATION", "least time between status writes of one ElasticQuota\n"
+                                                 "(default 10s)", NULL},
+    {NULL, 0, 0, NULL, "leader election (several replicas: all serve, only the leader evicts and charges)", NULL},
+    {"leader-elect", 0, O_LEADER_ELECT, NULL, "elect a leader through a coordination.k8s.io/v1 Lease", NULL},
+    {"leader-elect-resource-namespace", 1, O_LEASE_NS, "NS", "namespace of the Lease (default: the in-cluster\n"
+                                                             "namespace, else kube-system)", "lease-namespace"},
+    {"leader-elect-resource-name", 1, O_LEASE_NAME, "NAME", "name of the Lease (default kubequota)", "lease-name"},
+    {"leader-elect-lease-duration", 1, O_LEASE_DUR, "DURATION", "how long a standby waits before taking over\n"
+                                                                "(default 15s)", "lease-duration"},
+    {"leader-elect-renew-deadline", 1, O_RENEW_DEADLINE, "DURATION", "the leader steps down after this long\n"
+                                                                     "without a renewal (default 10s)",
+     "renew-deadline"},
+    {"leader-elect-retry-period", 1, O_RETRY_PERIOD, "DURATION", "between attempts to acquire or renew\n"
+                                                                 "(default 2s)", "retry-period"},
+    {NULL, 0, 0, NULL, "metering and pricing (only the leader charges)", NULL},
+    {"metering", 1, O_METERING, "KEY=VALUE", "repeatable; keys below", NULL},
+    {"help", 0, O_HELP, NULL, "this text", NULL},
+};
+#define N_SERVE_FLAGS (sizeof(serve_flags) / sizeof(serve_flags[0]))
+
+static void print_flags(FILE *f, const flag_t *flags, size_t n)
 {
-    fprintf(f,
-            "Usage:\n"
-            "  kubequota serve --config FILE [options]\n"
-            "  kubequota check-config FILE\n"
-            "  kubequota --version\n"
-            "\n"
-            "serve options:\n"
-            "  --config FILE            queues.yaml (YuniKorn format); reloaded when it changes\n"
-            "  --kubeconfig FILE        kubeconfig to reach the API server (default: in-cluster\n"
-            "                           service account: KUBERNETES_SERVICE_HOST/PORT, token, CA)\n"
-            "  --listen HOST:PORT       address to serve HTTPS on (default 0.0.0.0:8443)\n"
-            "  --tls-cert FILE          serving certificate (PEM, chain allowed)\n"
-            "  --tls-key FILE           serving private key (PEM)\n"
-            "  --client-ca FILE         require client certificates signed by this CA\n"
-            "  --insecure-plain-http    serve plain HTTP instead of TLS (local tests only)\n"
-            "  --scheduler-name NAME    pods with this spec.schedulerName are managed\n"
-            "                           (default kubequota-scheduler)\n"
-            "  --partition NAME         partition of queues.yaml to enforce (default default)\n"
-            "  --default-user NAME      user of pods without identity (default nobody)\n"
-            "  --max-body BYTES         largest accepted request body (default 67108864)\n"
-            "  --reload-interval MS     how often the config file is checked (default 2000)\n"
-            "  --watch-progress-deadline D  a watch that receives nothing (no event, no bookmark)\n"
-            "                           for this long is stalled and relisted (default 150s; 0 off)\n"
-            "  --threads N              HTTP worker threads; each open keep-alive connection holds\n"
-            "                           one (default 64)\n"
-            "  --log-level LEVEL        error, warn, info or debug (default info)\n"
-            "\n"
-            "access to the usage view (/ws/v1/...):\n"
-            "  --rest-auth MODE         default: a client certificate (--client-ca) or the bearer\n"
-            "                           token of --rest-token-file; kubernetes: also Kubernetes\n"
-            "                           tokens that TokenReview accepts and SubjectAccessReview\n"
-            "                           allows for get on usage.kubequota.io; none: open\n"
-            "  --rest-token-file FILE   bearer token accepted by the usage view (re-read on change)\n"
-            "  --metrics-auth           /metrics follows the usage view's access rules\n"
-            "  --extender-local-only    /scheduler/* answers only callers on this host (kube-scheduler\n"
-            "                           running beside kubequota in the same pod)\n"
-            "                           default: callers on this host and callers with a client\n"
-            "                           certificate signed by --client-ca\n"
-            "  --extender-open          /scheduler/* answers anyone who reaches the port (unsafe)\n"
-            "\n"
-            "admission webhooks (/admission/mutate, /admission/mutate-scheduler, /admission/validate):\n"
-            "  --trusted-users LIST     comma-separated users whose pods and workloads keep the\n"
-            "                           identity already on them ('prefix*' allowed; default\n"
-            "                           system:serviceaccount:kube-system:*,system:kube-controller-manager)\n"
-            "  --trusted-groups LIST    likewise for groups (default system:serviceaccounts:kube-system)\n"
-            "  --config-map NS/NAME     the ConfigMap holding queues.yaml, guarded by /admission/validate\n"
-            "                           (default kube-system/kubequota-config, key queues.yaml)\n"
-            "\n"
-            "elastic quota (include/kubequota/elastic.h):\n"
-            "  --system-namespaces LIST comma-separated namespaces whose pods form the system\n"
-            "                           quota group (default kube-system)\n"
-            "  --default-quota-min RES  min of the default quota group, e.g. cpu=4,memory=8Gi\n"
-            "  --default-quota-max RES  max of the default quota group (default unlimited)\n"
-            "  --reclaim-grace MS       how long a group may use more than its runtime before\n"
-            "                           its pods are evicted (default 60000)\n"
-            "  --elastic-tick MS        reclaim / status / config check period (default 1000)\n"
-            "  --status-interval MS     least time between status writes of one ElasticQuota\n"
-            "                           (default 10000)\n"
-            "\n"
-            "leader election (several replicas: all serve, only the leader evicts and charges):\n"
-            "  --leader-elect           elect a leader through a coordination.k8s.io/v1 Lease\n"
-            "  --lease-namespace NS     namespace of the Lease (default: the in-cluster namespace,\n"
-            "                           else kube-system)\n"
-            "  --lease-name NAME        name of the Lease (default kubequota)\n"
-            "  --lease-duration D       how long a standby waits before taking over (default 15s)\n"
-            "  --renew-deadline D       the leader steps down after this long without a renewal\n"
-            "                           (default 10s)\n"
-            "  --retry-period D         between attempts to acquire or renew (default 2s)\n"
-            "                           (durations: 15s, 1500ms, 1m30s, ...)\n"
-            "\n"
-            "metering and pricing (only the leader charges):\n"
-            "  --metering KEY=VALUE     repeatable; keys:\n"
-            "%s"
-            "  -h, --help               this text\n", kq_metering_opts_help);
+    for (size_t i = 0; i < n; i++) {
+        const flag_t *fl = &flags[i];
+        if (fl->name == NULL) {
+            fprintf(f, "\n%s:\n", fl->help);
+            continue;
+        }
+        char head[96];
+        snprintf(head, sizeof(head), "%s--%s%s%s", fl->id == O_HELP ? "-h, " : fl->id == O_VERBOSITY ? "-v, " : "",
+                 fl->name, fl->arg ? " " : "", fl->arg ? fl->arg : "");
+        bool wide = strlen(head) > 30;
+        fprintf(f, "  %-30s", head);
+        if (wide)
+            fprintf(f, "\n  %-30s", "");
+        for (const char *p = fl->help; *p; p++) {
+            fputc(*p, f);
+            if (*p == '\n')
+                fprintf(f, "  %-30s", "");
+        }
+        if (fl->alias)
+            fprintf(f, "\n  %-30s(old name --%s still accepted)", "", fl->alias);
+        fputc('\n', f);
+    }
+}
+
+static void usage_main(FILE *f)
+{
+    fprintf(f, "kubequota: per-user, per-group and hierarchical quotas for Kubernetes pod scheduling\n"
+               "\n"
+               "Usage:\n"
+               "  kubequota serve --config FILE [flags]   run the scheduler extender, webhooks and views\n"
+               "  kubequota check-config FILE             validate a queues.yaml\n"
+               "  kubequota --version                     version, commit and build date\n"
+               "\n"
+               "'kubequota COMMAND --help' shows the flags of a command. Reference: docs/.\n");
+}
+
+static void usage_serve(FILE *f)
+{
+    fprintf(f, "Usage: kubequota serve --config FILE [flags]\n\n"
+               "Runs the scheduler extender, the admission webhooks, the usage view and /metrics.\n"
+               "Durations use Go's syntax: 500ms, 15s, 2m, 1h30m. Reference: docs/cli.md.\n\n"
+               "Flags:\n");
+    print_flags(f, serve_flags, N_SERVE_FLAGS);
+    fprintf(f, "\nmetering keys (--metering KEY=VALUE):\n%s", kq_metering_opts_help);
+}
+
+static void usage_check_config(FILE *f)
+{
+    fprintf(f, "Usage: kubequota check-config FILE\n\n"
+               "Validates a queues.yaml as serve would load it: one error per line (file:line:column).\n"
+               "Exit status: 0 valid, 1 invalid, 2 unreadable or bad usage.\n\n"
+               "Flags:\n"
+               "  -h, --help                    this text\n");
+}
+
+/* One line for a bad command line, pointing at the help (not the whole usage). */
+static int bad_usage(const char *cmd, const char *fmt, ...) KQ_PRINTF(2, 3);
+static int bad_usage(const char *cmd, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "kubequota %s: %s; see 'kubequota %s --help'\n", cmd, msg, cmd);
+    return 2;
 }
 
 typedef struct serve_opts {
     const char *config, *kubeconfig, *listen, *tls_cert, *tls_key, *client_ca;
-    const char *scheduler_name, *partition, *default_user, *log_level;
+    const char *scheduler_name, *partition, *default_user, *log_level, *log_format;
     const char *rest_auth, *rest_token_file, *trusted_users, *trusted_groups, *config_map;
     bool metrics_auth, extender_local_only, extender_open;
     bool plain_http;
     long long max_body;
     long reload_ms;
     long threads;
+    long verbosity; /* -1: not given */
+    long metrics_max_users;
     /* elastic flags */
     const char *system_namespaces, *default_quota_min, *default_quota_max;
     long reclaim_grace_ms, elastic_tick_ms, status_interval_ms;
@@ -129,73 +241,92 @@ typedef struct serve_opts {
     long watch_progress_ms; /* -1 = the kube client's default */
 } serve_opts_t;
 
-/* elastic flags: a number of milliseconds >= min. */
-static bool parse_ms(const char *flag, const char *arg, long min, long *out)
+static const flag_t *flag_by_id(int id)
 {
-    char *end;
-    *out = strtol(arg, &end, 10);
-    if (*arg == '\0' || *end != '\0' || *out < min) {
-        fprintf(stderr, "kubequota: %s %s: expected milliseconds >= %ld\n", flag, arg, min);
+    for (size_t i = 0; i < N_SERVE_FLAGS; i++)
+        if (serve_flags[i].name != NULL && serve_flags[i].id == id)
+            return &serve_flags[i];
+    return NULL;
+}
+
+/* A duration flag: Go syntax; legacy_unit_ms > 0 also reads a bare number in that unit. */
+static bool parse_duration_flag(int id, const char *arg, long legacy_unit_ms, long min_ms, long *out)
+{
+    char err[256];
+    long ms = 0;
+    const flag_t *fl = flag_by_id(id);
+    if (kq_duration_parse(arg, legacy_unit_ms, &ms, err, sizeof(err)) != 0) {
+        bad_usage("serve", "--%s: %s", fl->name, err);
         return false;
     }
+    if (ms < min_ms) {
+        char a[32];
+        bad_usage("serve", "--%s %s: must be at least %s", fl->name, arg, kq_duration_format(min_ms, a, sizeof(a)));
+        return false;
+    }
+    *out = ms;
     return true;
+}
+
+static bool parse_long_flag(const char *name, const char *arg, long long min, long long max, long long *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(arg, &end, 10);
+    if (*arg == '\0' || *end != '\0' || errno != 0 || v < min || v > max) {
+        bad_usage("serve", "--%s %s: expected a whole number from %lld to %lld", name, arg, min, max);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+/* Files named on the command line are read once here, before any thread starts, so a
+ * typo fails at once with the cause instead of after the informers have started. */
+static int check_files(const serve_opts_t *o)
+{
+    const struct {
+        const char *flag, *path;
+    } files[] = {
+        {"--config", o->config},         {"--kubeconfig", o->kubeconfig},          {"--tls-cert", o->tls_cert},
+        {"--tls-key", o->tls_key},       {"--client-ca", o->client_ca},            {"--rest-token-file", o->rest_token_file},
+    };
+    for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+        if (files[i].path == NULL)
+            continue;
+        FILE *f = fopen(files[i].path, "r");
+        if (f == NULL) {
+            fprintf(stderr, "kubequota serve: %s %s: %s\n", files[i].flag, files[i].path, strerror(errno));
+            return 2;
+        }
+        fclose(f);
+    }
+    return 0;
 }
 
 static int parse_serve(int argc, char **argv, serve_opts_t *o)
 {
-    enum { O_CONFIG = 256, O_KUBECONFIG, O_LISTEN, O_CERT, O_KEY, O_CA, O_PLAIN, O_SCHED, O_PART, O_USER,
-           O_BODY, O_RELOAD, O_LOG, O_REST_AUTH, O_REST_TOKEN, O_METRICS_AUTH, O_TRUSTED_USERS,
-           O_TRUSTED_GROUPS, O_CONFIG_MAP, O_EXT_LOCAL, O_EXT_OPEN, O_WATCH_PROGRESS, O_THREADS,
-           /* elastic flags */
-           O_SYSNS, O_DQMIN, O_DQMAX, O_GRACE, O_ETICK, O_STATUS,
-           O_METERING, O_LEADER_ELECT, O_LEASE_NS, O_LEASE_NAME, O_LEASE_DUR, O_RENEW_DEADLINE, O_RETRY_PERIOD };
-    static const struct option longopts[] = {
-        {"config", required_argument, NULL, O_CONFIG},
-        {"kubeconfig", required_argument, NULL, O_KUBECONFIG},
-        {"listen", required_argument, NULL, O_LISTEN},
-        {"tls-cert", required_argument, NULL, O_CERT},
-        {"tls-key", required_argument, NULL, O_KEY},
-        {"client-ca", required_argument, NULL, O_CA},
-        {"insecure-plain-http", no_argument, NULL, O_PLAIN},
-        {"scheduler-name", required_argument, NULL, O_SCHED},
-        {"partition", required_argument, NULL, O_PART},
-        {"default-user", required_argument, NULL, O_USER},
-        {"max-body", required_argument, NULL, O_BODY},
-        {"reload-interval", required_argument, NULL, O_RELOAD},
-        {"log-level", required_argument, NULL, O_LOG},
-        {"rest-auth", required_argument, NULL, O_REST_AUTH},
-        {"rest-token-file", required_argument, NULL, O_REST_TOKEN},
-        {"metrics-auth", no_argument, NULL, O_METRICS_AUTH},
-        {"trusted-users", required_argument, NULL, O_TRUSTED_USERS},
-        {"trusted-groups", required_argument, NULL, O_TRUSTED_GROUPS},
-        {"config-map", required_argument, NULL, O_CONFIG_MAP},
-        {"extender-local-only", no_argument, NULL, O_EXT_LOCAL},
-        {"extender-open", no_argument, NULL, O_EXT_OPEN},
-        {"watch-progress-deadline", required_argument, NULL, O_WATCH_PROGRESS},
-        {"threads", required_argument, NULL, O_THREADS},
-        /* elastic flags */
-        {"system-namespaces", required_argument, NULL, O_SYSNS},
-        {"default-quota-min", required_argument, NULL, O_DQMIN},
-        {"default-quota-max", required_argument, NULL, O_DQMAX},
-        {"reclaim-grace", required_argument, NULL, O_GRACE},
-        {"elastic-tick", required_argument, NULL, O_ETICK},
-        {"status-interval", required_argument, NULL, O_STATUS},
-        {"metering", required_argument, NULL, O_METERING},
-        {"leader-elect", no_argument, NULL, O_LEADER_ELECT},
-        {"lease-namespace", required_argument, NULL, O_LEASE_NS},
-        {"lease-name", required_argument, NULL, O_LEASE_NAME},
-        {"lease-duration", required_argument, NULL, O_LEASE_DUR},
-        {"renew-deadline", required_argument, NULL, O_RENEW_DEADLINE},
-        {"retry-period", required_argument, NULL, O_RETRY_PERIOD},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
+    /* getopt's table from serve_flags, aliases included */
+    struct option longopts[2 * N_SERVE_FLAGS + 1];
+    size_t nl = 0;
+    for (size_t i = 0; i < N_SERVE_FLAGS; i++) {
+        const flag_t *fl = &serve_flags[i];
+        if (fl->name == NULL)
+            continue;
+        longopts[nl++] = (struct option){fl->name, fl->has_arg ? required_argument : no_argument, NULL, fl->id};
+        if (fl->alias != NULL)
+            longopts[nl++] = (struct option){fl->alias, fl->has_arg ? required_argument : no_argument, NULL, fl->id};
+    }
+    longopts[nl] = (struct option){NULL, 0, NULL, 0};
     *o = (serve_opts_t){
         .listen = "0.0.0.0:8443",
         .scheduler_name = "kubequota-scheduler",
         .partition = "default",
         .default_user = "nobody",
-        .log_level = "info",
+        .log_level = NULL,
+        .log_format = "text",
+        .verbosity = -1,
+        .metrics_max_users = 100,
         .rest_auth = "default",
         .max_body = 64LL << 20,
         .reload_ms = 2000,
@@ -211,9 +342,10 @@ static int parse_serve(int argc, char **argv, serve_opts_t *o)
     };
     kq_metering_opts_default(&o->metering);
     optind = 1;
+    opterr = 0; /* errors are reported below, in one line */
     int c;
-    char *end;
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    long long n;
+    while ((c = getopt_long(argc, argv, ":hv:", longopts, NULL)) != -1) {
         switch (c) {
         case O_CONFIG: o->config = optarg; break;
         case O_KUBECONFIG: o->kubeconfig = optarg; break;
@@ -226,126 +358,122 @@ static int parse_serve(int argc, char **argv, serve_opts_t *o)
         case O_PART: o->partition = optarg; break;
         case O_USER: o->default_user = optarg; break;
         case O_LOG: o->log_level = optarg; break;
+        case O_LOG_FORMAT: o->log_format = optarg; break;
+        case 'v':
+        case O_VERBOSITY:
+            if (!parse_long_flag("v", optarg[0] == '=' ? optarg + 1 : optarg, 0, 10, &n))
+                return 2;
+            o->verbosity = (long)n;
+            break;
         case O_REST_AUTH: o->rest_auth = optarg; break;
         case O_REST_TOKEN: o->rest_token_file = optarg; break;
         case O_METRICS_AUTH: o->metrics_auth = true; break;
+        case O_METRICS_MAX_USERS:
+            if (!parse_long_flag("metrics-max-users", optarg, 0, 100000, &n))
+                return 2;
+            o->metrics_max_users = (long)n;
+            break;
         case O_TRUSTED_USERS: o->trusted_users = optarg; break;
         case O_TRUSTED_GROUPS: o->trusted_groups = optarg; break;
         case O_CONFIG_MAP: o->config_map = optarg; break;
         case O_EXT_LOCAL: o->extender_local_only = true; break;
         case O_EXT_OPEN: o->extender_open = true; break;
         case O_WATCH_PROGRESS:
-            if (strcmp(optarg, "0") == 0)
-                o->watch_progress_ms = 0;
-            else if (kq_leader_parse_duration(optarg, &o->watch_progress_ms) != 0) {
-                fprintf(stderr, "kubequota: --watch-progress-deadline %s: expected a duration such as 150s or 0 "
-                                "(off)\n", optarg);
+            if (!parse_duration_flag(c, optarg, 0, 0, &o->watch_progress_ms))
                 return 2;
-            }
             break;
         case O_THREADS:
-            o->threads = strtol(optarg, &end, 10);
-            if (*optarg == '\0' || *end != '\0' || o->threads < 1 || o->threads > 1024) {
-                fprintf(stderr, "kubequota: --threads %s: expected a number from 1 to 1024\n", optarg);
+            if (!parse_long_flag("threads", optarg, 1, 1024, &n))
                 return 2;
-            }
+            o->threads = (long)n;
             break;
         case O_BODY:
-            o->max_body = strtoll(optarg, &end, 10);
-            if (*optarg == '\0' || *end != '\0' || o->max_body < 1024) {
-                fprintf(stderr, "kubequota: --max-body %s: expected a number of bytes >= 1024\n", optarg);
+            if (!parse_long_flag("max-body", optarg, 1024, 1LL << 40, &n))
                 return 2;
-            }
+            o->max_body = n;
             break;
         case O_RELOAD:
-            o->reload_ms = strtol(optarg, &end, 10);
-            if (*optarg == '\0' || *end != '\0' || o->reload_ms < 10) {
-                fprintf(stderr, "kubequota: --reload-interval %s: expected milliseconds >= 10\n", optarg);
+            if (!parse_duration_flag(c, optarg, 1, 10, &o->reload_ms))
                 return 2;
-            }
             break;
         /* elastic flags */
         case O_SYSNS: o->system_namespaces = optarg; break;
         case O_DQMIN: o->default_quota_min = optarg; break;
         case O_DQMAX: o->default_quota_max = optarg; break;
         case O_GRACE:
-            if (!parse_ms("--reclaim-grace", optarg, 0, &o->reclaim_grace_ms))
+            if (!parse_duration_flag(c, optarg, 1, 0, &o->reclaim_grace_ms))
                 return 2;
             break;
         case O_ETICK:
-            if (!parse_ms("--elastic-tick", optarg, 10, &o->elastic_tick_ms))
+            if (!parse_duration_flag(c, optarg, 1, 10, &o->elastic_tick_ms))
+                return 2;
+            break;
+        case O_STATUS:
+            if (!parse_duration_flag(c, optarg, 1, 0, &o->status_interval_ms))
                 return 2;
             break;
         case O_METERING: {
             char merr[512];
-            if (kq_metering_opts_set(&o->metering, optarg, merr, sizeof(merr)) != 0) {
-                fprintf(stderr, "kubequota: --metering %s: %s\n", optarg, merr);
-                return 2;
-            }
+            if (kq_metering_opts_set(&o->metering, optarg, merr, sizeof(merr)) != 0)
+                return bad_usage("serve", "--metering %s: %s", optarg, merr);
             break;
         }
         case O_LEADER_ELECT: o->leader_elect = true; break;
         case O_LEASE_NS: o->lease_namespace = optarg; break;
         case O_LEASE_NAME: o->lease_name = optarg; break;
         case O_LEASE_DUR:
+            if (!parse_duration_flag(c, optarg, 0, 1, &o->lease_duration_ms))
+                return 2;
+            break;
         case O_RENEW_DEADLINE:
-        case O_RETRY_PERIOD: {
-            long *dst = c == O_LEASE_DUR ? &o->lease_duration_ms
-                      : c == O_RENEW_DEADLINE ? &o->renew_deadline_ms : &o->retry_period_ms;
-            if (kq_leader_parse_duration(optarg, dst) != 0) {
-                fprintf(stderr, "kubequota: --%s %s: expected a duration such as 15s, 1500ms or 1m30s\n",
-                        c == O_LEASE_DUR ? "lease-duration" : c == O_RENEW_DEADLINE ? "renew-deadline"
-                                                                                    : "retry-period",
-                        optarg);
-                return 2;
-            }
-            break;
-        }
-        case O_STATUS:
-            if (!parse_ms("--status-interval", optarg, 0, &o->status_interval_ms))
+            if (!parse_duration_flag(c, optarg, 0, 1, &o->renew_deadline_ms))
                 return 2;
             break;
-        case 'h': usage(stdout); exit(0);
-        default: usage(stderr); return 2;
+        case O_RETRY_PERIOD:
+            if (!parse_duration_flag(c, optarg, 0, 1, &o->retry_period_ms))
+                return 2;
+            break;
+        case 'h': usage_serve(stdout); exit(0);
+        case ':':
+            return bad_usage("serve", "%s needs a value", argv[optind - 1]);
+        default: {
+            const char *bad = argv[optind - 1];
+            if (optopt != 0 && optopt < 256)
+                return bad_usage("serve", "unknown flag -%c", optopt);
+            /* "--name=value": name the flag only */
+            char name[128];
+            snprintf(name, sizeof(name), "%s", bad);
+            char *eq = strchr(name, '=');
+            if (eq != NULL)
+                *eq = '\0';
+            return bad_usage("serve", "unknown flag %s", name);
+        }
         }
     }
-    if (optind < argc) {
-        fprintf(stderr, "kubequota serve: unexpected argument '%s'\n", argv[optind]);
-        return 2;
-    }
-    if (o->config == NULL) {
-        fprintf(stderr, "kubequota serve: --config FILE is required\n");
-        return 2;
-    }
-    if (kq_log_set_level(o->log_level) != 0) {
-        fprintf(stderr, "kubequota serve: --log-level %s: expected error, warn, info or debug\n", o->log_level);
-        return 2;
-    }
-    if (!o->plain_http && (o->tls_cert == NULL || o->tls_key == NULL)) {
-        fprintf(stderr, "kubequota serve: --tls-cert and --tls-key are required (or --insecure-plain-http "
-                        "for local tests)\n");
-        return 2;
-    }
-    if (o->extender_open && o->extender_local_only) {
-        fprintf(stderr, "kubequota serve: --extender-open and --extender-local-only contradict each other\n");
-        return 2;
-    }
-    if (o->plain_http && (o->tls_cert || o->tls_key || o->client_ca)) {
-        fprintf(stderr, "kubequota serve: --insecure-plain-http cannot be combined with TLS options\n");
-        return 2;
-    }
+    if (optind < argc)
+        return bad_usage("serve", "unexpected argument '%s'", argv[optind]);
+    if (o->config == NULL)
+        return bad_usage("serve", "--config FILE is required");
+    if (kq_log_set_format(o->log_format) != 0)
+        return bad_usage("serve", "--logging-format %s: expected text or json", o->log_format);
+    if (o->log_level != NULL && kq_log_set_level(o->log_level) != 0)
+        return bad_usage("serve", "--log-level %s: expected error, warn, info or debug", o->log_level);
+    if (o->verbosity >= 0 && kq_log_set_verbosity((int)o->verbosity) != 0)
+        return bad_usage("serve", "-v %ld: expected 0 to 10", o->verbosity);
+    if (!o->plain_http && (o->tls_cert == NULL || o->tls_key == NULL))
+        return bad_usage("serve", "--tls-cert and --tls-key are required (or --insecure-plain-http for local tests)");
+    if (o->extender_open && o->extender_local_only)
+        return bad_usage("serve", "--extender-open and --extender-local-only contradict each other");
+    if (o->plain_http && (o->tls_cert || o->tls_key || o->client_ca))
+        return bad_usage("serve", "--insecure-plain-http cannot be combined with TLS options");
     kq_auth_mode_t mode;
-    if (kq_auth_mode_parse(o->rest_auth, &mode) != 0) {
-        fprintf(stderr, "kubequota serve: --rest-auth %s: expected default, kubernetes or none\n", o->rest_auth);
-        return 2;
-    }
+    if (kq_auth_mode_parse(o->rest_auth, &mode) != 0)
+        return bad_usage("serve", "--rest-auth %s: expected default, kubernetes or none", o->rest_auth);
     if (o->config_map != NULL) {
         const char *slash = strchr(o->config_map, '/');
         if (slash == NULL || slash == o->config_map || slash[1] == '\0' || slash[1] == ':' ||
-            strchr(slash + 1, '/') != NULL) {
-            fprintf(stderr, "kubequota serve: --config-map %s: expected NAMESPACE/NAME[:KEY]\n", o->config_map);
-            return 2;
-        }
+            strchr(slash + 1, '/') != NULL)
+            return bad_usage("serve", "--config-map %s: expected NAMESPACE/NAME[:KEY]", o->config_map);
     }
     /* elastic flags */
     {
@@ -354,16 +482,12 @@ static int parse_serve(int argc, char **argv, serve_opts_t *o)
         const char *flags[] = {"--default-quota-min", "--default-quota-max"};
         const char *vals[] = {o->default_quota_min, o->default_quota_max};
         for (int i = 0; i < 2; i++)
-            if (vals[i] != NULL && kq_config_parse_resource_list(vals[i], &r, why, sizeof(why)) != 0) {
-                fprintf(stderr, "kubequota serve: %s %s: %s\n", flags[i], vals[i], why);
-                return 2;
-            }
+            if (vals[i] != NULL && kq_config_parse_resource_list(vals[i], &r, why, sizeof(why)) != 0)
+                return bad_usage("serve", "%s %s: %s", flags[i], vals[i], why);
     }
-    if (*o->scheduler_name == '\0' || *o->partition == '\0' || *o->default_user == '\0') {
-        fprintf(stderr, "kubequota serve: --scheduler-name, --partition and --default-user must not be empty\n");
-        return 2;
-    }
-    return 0;
+    if (*o->scheduler_name == '\0' || *o->partition == '\0' || *o->default_user == '\0')
+        return bad_usage("serve", "--scheduler-name, --partition and --default-user must not be empty");
+    return check_files(o);
 }
 
 /* A comma-separated list, split in place into a copy; empty items are skipped. */
@@ -673,9 +797,9 @@ static int serve(int argc, char **argv)
     }
     char summary[256];
     kq_config_summary(cfg, summary, sizeof(summary));
-    kq_info("event=started version=%s listen=%s tls=%s client_ca=%s scheduler=%s partition=%s api=%s config=%s "
+    kq_info("event=started version=%s commit=%s listen=%s tls=%s client_ca=%s scheduler=%s partition=%s api=%s config=%s "
             "summary=\"%s\"",
-            KQ_VERSION, o.listen, o.plain_http ? "off" : "on", o.client_ca ? "required" : "off", o.scheduler_name,
+            KQ_VERSION, KQ_COMMIT, o.listen, o.plain_http ? "off" : "on", o.client_ca ? "required" : "off", o.scheduler_name,
             o.partition, kconf.server ? kconf.server : "?", o.config, summary);
 
     int sig = 0;
@@ -717,26 +841,41 @@ out:
     return exit_code;
 }
 
+static void print_version(void)
+{
+    printf("kubequota %s (commit %s, built %s)\n", KQ_VERSION, KQ_COMMIT, KQ_BUILD_DATE);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        usage(stderr);
+        usage_main(stderr);
         return 2;
     }
     const char *cmd = argv[1];
     if (strcmp(cmd, "serve") == 0)
         return serve(argc - 1, argv + 1);
-    if (strcmp(cmd, "check-config") == 0)
+    if (strcmp(cmd, "check-config") == 0) {
+        for (int i = 2; i < argc; i++) {
+            if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+                usage_check_config(stdout);
+                return 0;
+            }
+            if (argv[i][0] == '-' && argv[i][1] != '\0')
+                return bad_usage("check-config", "unknown flag %s", argv[i]);
+        }
+        if (argc != 3)
+            return bad_usage("check-config", "expected exactly one FILE");
         return kq_config_check_main(argc - 1, argv + 1);
+    }
     if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "version") == 0) {
-        printf("kubequota %s\n", KQ_VERSION);
+        print_version();
         return 0;
     }
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
-        usage(stdout);
+        usage_main(stdout);
         return 0;
     }
-    fprintf(stderr, "kubequota: unknown command '%s'\n", cmd);
-    usage(stderr);
+    fprintf(stderr, "kubequota: unknown command '%s'; see 'kubequota --help'\n", cmd);
     return 2;
 }

@@ -24,6 +24,8 @@
  */
 #include "kubequota/metering.h"
 
+#include "kubequota/duration.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -241,7 +243,7 @@ static char *xstrdup(const char *s)
 /* ------------------------------------------------------------------ options */
 
 const char kq_metering_opts_help[] =
-    "  interval=SECONDS           how often prices are computed and pods charged (10)\n"
+    "  interval=DURATION          how often prices are computed and pods charged (10s)\n"
     "  tipping-point=F            general utilisation above which prices rise (0.2)\n"
     "  increment=F                general multiplier added per unit of utilisation above it (1)\n"
     "  gpu-tipping-point=F        the same for GPUs (0.2)\n"
@@ -249,7 +251,7 @@ const char kq_metering_opts_help[] =
     "  price-cpu=F price-memory=F price-gpu=F  credits per unit-second at multiplier 1 (1)\n"
     "  unit-cpu=Q unit-memory=Q unit-gpu=Q     unit sizes as quantities (1, 1Gi, 1)\n"
     "  gpu-resources=a,b          resource names counted as GPUs (nvidia.com/gpu)\n"
-    "  min-runtime=SECONDS        a pod is charged at least this long (10)\n"
+    "  min-runtime=DURATION       a pod is charged at least this long (10s)\n"
     "  state-dir=DIR              checkpoint folder (none)\n";
 
 void kq_metering_opts_default(kq_metering_opts_t *o)
@@ -311,7 +313,7 @@ int kq_metering_opts_set(kq_metering_opts_t *o, const char *kv, char *err, size_
         {"tipping-point", &n.tipping_point, false}, {"gpu-tipping-point", &n.gpu_tipping_point, false},
         {"increment", &n.increment, false},         {"gpu-increment", &n.gpu_increment, false},
         {"price-cpu", &n.price_cpu, false},         {"price-memory", &n.price_memory, false},
-        {"price-gpu", &n.price_gpu, false},         {"min-runtime", &n.min_runtime_s, false},
+        {"price-gpu", &n.price_gpu, false},
     };
     for (size_t i = 0; i < sizeof(reals) / sizeof(reals[0]); i++) {
         if (strcmp(key, reals[i].key) != 0)
@@ -324,13 +326,27 @@ int kq_metering_opts_set(kq_metering_opts_t *o, const char *kv, char *err, size_
         *o = n;
         return 0;
     }
-    if (strcmp(key, "interval") == 0) {
-        if (!parse_double(val, &d) || d < 0.001 || d > 86400) {
-            seterr(err, errlen, "metering option interval: \"%s\" is not a number of seconds in [0.001, 86400]",
-                   val);
+    if (strcmp(key, "interval") == 0 || strcmp(key, "min-runtime") == 0) {
+        /* Go-style durations (15s, 1m30s); a bare number is the old syntax, in seconds */
+        long ms = 0;
+        char derr[160] = "";
+        bool interval = key[0] == 'i';
+        if (kq_duration_parse(val, 1000, &ms, derr, sizeof(derr)) != 0) {
+            if (parse_double(val, &d) && d >= 0 && d <= 86400) /* old syntax: fractional seconds */
+                ms = (long)llround(d * 1000);
+            else {
+                seterr(err, errlen, "metering option %s: %s", key, derr);
+                return KQ_EINVAL;
+            }
+        }
+        if (interval && (ms < 1 || ms > 86400000L)) {
+            seterr(err, errlen, "metering option interval: \"%s\" must be between 1ms and 24h", val);
             return KQ_EINVAL;
         }
-        n.interval_ms = (int)llround(d * 1000);
+        if (interval)
+            n.interval_ms = (int)ms;
+        else
+            n.min_runtime_s = (double)ms / 1000.0;
     } else if (strcmp(key, "unit-cpu") == 0 || strcmp(key, "unit-memory") == 0 || strcmp(key, "unit-gpu") == 0) {
         const char *res = key[5] == 'c' ? "cpu" : key[5] == 'm' ? "memory" : "nvidia.com/gpu";
         int64_t v = 0;

@@ -1022,14 +1022,18 @@ class Soak:
         for marker in kqtest.SANITIZER_MARKERS:
             if marker in text:
                 raise Failure("sanitizer report in kubequota's log:\n%s" % self.kq.log_tail(80))
-        for m in re.finditer(r"level=(warn|error) ([^\n]*)", text):
-            toks = m.group(2).split()
+        # klog text lines: "W1124 14:26:20.555123  pid file.c:12] "message" key=value ..."
+        for m in re.finditer(r"^([WE])\d{4} \S+ +\d+ \S+\] \"((?:[^\"\\]|\\.)*)\"([^\n]*)", text, re.M):
+            level = "warn" if m.group(1) == "W" else "error"
+            toks = m.group(3).split()
+            if not toks or not toks[0].startswith("event="):
+                toks = m.group(2).split() + toks
             if toks and toks[0].startswith("event="):
                 key = " ".join(toks[:2] if len(toks) > 1 and toks[1].startswith("result=")
                                else toks[:1])
             else:
                 key = " ".join(t for t in toks[:4] if "=" not in t)
-            self.log_levels["%s %s" % (m.group(1), key)] += 1
+            self.log_levels["%s %s" % (level, key)] += 1
 
     def run_round(self):
         self.trim()

@@ -1,0 +1,196 @@
+"""Operable like a Kubernetes component: structured logs (klog text and JSON), the command
+line (help per command, one-line errors, --version, durations, kube-scheduler flag names),
+startup errors that name their cause.
+
+Log formats as Kubernetes documents them for its components
+(kubernetes/website content/en/docs/concepts/cluster-administration/system-logs.md):
+JSON lines carry "ts" (seconds since the epoch), "v" and "msg" plus structured keys."""
+
+import json
+import os
+import re
+import socket
+import subprocess
+
+from kqtest import (KQTestCase, Kubequota, Sim, binary, certs, have_binary, queues_config,
+                    wait_until)
+import unittest
+
+CONFIG = queues_config({"name": "default"}, {"name": "dev", "limits": [
+    {"limit": "one core", "users": ["*"], "maxresources": {"cpu": "1"}}]})
+
+KLOG = re.compile(r'^[IWE]\d{4} \d\d:\d\d:\d\d\.\d{6} +\d+ [\w.]+:\d+\] "(?:[^"\\]|\\.)*"( [\w.-]+=\S.*)?$')
+
+
+def run(*args, timeout=10):
+    return subprocess.run([binary()] + list(args), capture_output=True, text=True, timeout=timeout)
+
+
+def kq_lines(text):
+    """kubequota's own lines (the harness writes '---- start' markers into the same file)."""
+    return [line for line in text.splitlines() if line and not line.startswith("---- start")]
+
+
+class JsonLogTest(KQTestCase):
+    CONFIG = CONFIG
+    EXTRA_ARGS = ("--logging-format", "json", "-v=4")
+
+    def test_every_line_is_an_object_and_denials_are_logged(self):
+        self.create("p1", user="alice", queue="root.dev", cpu="1")
+        self.assert_bound("p1")
+        self.create("p2", user="alice", queue="root.dev", cpu="1")
+        self.assert_denied("p2")
+        for _ in range(5):  # kube-scheduler retrying: logged once per pod and reason a minute
+            self.schedule("p2")
+        wait_until(lambda: '"result":"denied"' in self.kq.logs(), 10, 0.05,
+                   msg="no denial line in the log")
+        objs = []
+        for line in kq_lines(self.kq.logs()):
+            try:
+                o = json.loads(line)
+            except ValueError:
+                self.fail("log line is not JSON: %r" % line)
+            self.assertIsInstance(o, dict, line)
+            self.assertIsInstance(o.get("ts"), (int, float), line)
+            self.assertIsInstance(o.get("msg"), str, line)
+            self.assertTrue(o["msg"], "empty message: %r" % line)
+            self.assertTrue("v" in o or o.get("level") == "error", line)
+            objs.append(o)
+        started = [o for o in objs if o.get("event") == "started"]
+        self.assertEqual(len(started), 1)
+        self.assertIn("commit", started[0])
+        denials = [o for o in objs if o.get("result") == "denied"]
+        self.assertEqual(len(denials), 1, "a retried denial is logged once: %r" % denials)
+        d = denials[0]
+        self.assertEqual(d["v"], 0)  # info, not debug
+        self.assertEqual(d["pod"], "default/p2")
+        self.assertEqual(d["user"], "alice")
+        self.assertEqual(d["queue"], "root.dev")
+        self.assertIn("cpu", d["reason"])
+        # debug lines (-v=4) carry their verbosity
+        self.assertTrue(any(o.get("v") == 4 for o in objs))
+
+    def test_rejected_config_map_edit_names_the_user(self):
+        body = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                "request": {"uid": "cm-1", "kind": {"group": "", "version": "v1", "kind": "ConfigMap"},
+                            "resource": {"group": "", "version": "v1", "resource": "configmaps"},
+                            "namespace": "kube-system", "name": "kubequota-config",
+                            "operation": "UPDATE",
+                            "userInfo": {"username": "mallory@example.com", "groups": ["ops"]},
+                            "object": {"apiVersion": "v1", "kind": "ConfigMap",
+                                       "metadata": {"name": "kubequota-config",
+                                                    "namespace": "kube-system"},
+                                       "data": {"queues.yaml": "partitions: [{name: x, queues: 7}]"}}}}
+        r = self.kq.post("/admission/validate", body)
+        self.assertEqual(r.status, 200)
+        self.assertFalse(r.json()["response"]["allowed"])
+        wait_until(lambda: "admission_denied" in self.kq.logs(), 10, 0.05)
+        lines = [json.loads(line) for line in kq_lines(self.kq.logs())]
+        denied = [o for o in lines if o.get("event") == "admission_denied"]
+        self.assertEqual(len(denied), 1)
+        self.assertEqual(denied[0]["user"], "mallory@example.com")
+        self.assertEqual(denied[0]["name"], "kubequota-config")
+        self.assertIn("invalid", denied[0]["msg"])
+
+
+class TextLogTest(KQTestCase):
+    CONFIG = CONFIG
+
+    def test_klog_text_lines(self):
+        self.create("p1", user="bob", queue="root.dev", cpu="2")
+        self.assert_denied("p1")
+        wait_until(lambda: "result=denied" in self.kq.logs(), 10, 0.05)
+        for line in kq_lines(self.kq.logs()):
+            self.assertRegex(line, KLOG)
+        self.assertRegex(self.kq.logs(), r'(?m)^I\d{4} .*\] "pod denied by quota" event=filter '
+                                         r'result=denied pod=default/p1 .*user=bob queue=root.dev ')
+
+
+class CommandLineTest(unittest.TestCase):
+    def setUp(self):
+        if not have_binary():
+            self.skipTest("%s not built" % binary())
+
+    def test_help_per_command(self):
+        for cmd, words in ((["serve", "--help"], ["--leader-elect-lease-duration", "--logging-format",
+                                                  "interval=DURATION"]),
+                           (["serve", "-h"], ["Usage: kubequota serve"]),
+                           (["check-config", "--help"], ["Usage: kubequota check-config FILE"]),
+                           (["check-config", "-h"], ["Exit status"]),
+                           (["--help"], ["serve", "check-config", "--version"])):
+            r = run(*cmd)
+            self.assertEqual(r.returncode, 0, "%s: %s" % (cmd, r.stderr))
+            for w in words:
+                self.assertIn(w, r.stdout, cmd)
+            self.assertEqual(r.stderr, "", cmd)
+
+    def test_errors_are_one_line_and_point_at_help(self):
+        for cmd, text in ((["serve", "--no-such-flag"], "unknown flag --no-such-flag"),
+                          (["serve", "--no-such-flag=3"], "unknown flag --no-such-flag"),
+                          (["serve", "-q"], "unknown flag -q"),
+                          (["serve", "--config"], "--config needs a value"),
+                          (["check-config", "--strict", "x.yaml"], "unknown flag --strict"),
+                          (["check-config"], "expected exactly one FILE"),
+                          (["serve", "--config", "x", "--reload-interval", "2 minutes"],
+                           '"2 minutes" is not a duration'),
+                          (["serve", "--config", "x", "--leader-elect-lease-duration", "15"],
+                           "missing unit"),
+                          (["serve", "--config", "x", "--logging-format", "xml"],
+                           "expected text or json")):
+            r = run(*cmd)
+            self.assertEqual(r.returncode, 2, cmd)
+            self.assertEqual(r.stdout, "", cmd)
+            lines = r.stderr.splitlines()
+            self.assertEqual(len(lines), 1, "%s: %r" % (cmd, r.stderr))
+            self.assertIn(text, lines[0], cmd)
+            self.assertIn("--help", lines[0], cmd)
+        r = run("frobnicate")
+        self.assertEqual(r.returncode, 2)
+        self.assertEqual(len(r.stderr.splitlines()), 1)
+        self.assertIn("see 'kubequota --help'", r.stderr)
+
+    def test_version_names_commit_and_date(self):
+        r = run("--version")
+        self.assertEqual(r.returncode, 0)
+        self.assertRegex(r.stdout, r"^kubequota \d+\.\d+\.\d+ \(commit ([0-9a-f]{7,40}(-dirty)?|unknown), "
+                                   r"built (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ|unknown)\)\n$")
+
+    def test_missing_file_is_named_before_anything_starts(self):
+        c = certs()
+        r = run("serve", "--config", "/nonexistent/queues.yaml", "--tls-cert", c["server"],
+                "--tls-key", c["server_key"])
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--config /nonexistent/queues.yaml: No such file or directory", r.stderr)
+        r = run("serve", "--config", os.path.join(os.path.dirname(__file__), "..", "..", "examples",
+                                                  "queues.yaml"),
+                "--tls-cert", "/nonexistent/tls.crt", "--tls-key", c["server_key"])
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--tls-cert /nonexistent/tls.crt: No such file or directory", r.stderr)
+
+
+class StartupErrorTest(unittest.TestCase):
+    def setUp(self):
+        if not have_binary():
+            self.skipTest("%s not built" % binary())
+        self.sim = Sim(nodes=("n1",))
+        self.addCleanup(self.sim.stop)
+
+    def test_address_in_use_and_old_flag_names(self):
+        busy = socket.socket()
+        busy.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        self.addCleanup(busy.close)
+        # old leader election names stay accepted as aliases, with Go durations
+        kq = Kubequota(self.sim, CONFIG, extra_args=[
+            "--lease-duration", "15s", "--renew-deadline", "10s", "--retry-period", "2s",
+            "--leader-elect-resource-name", "x", "--reclaim-grace", "1m", "--elastic-tick", "500ms",
+            "--status-interval", "10s", "--reload-interval", "2000"])
+        kq.port = busy.getsockname()[1]
+        kq.start(wait=False)
+        try:
+            rc = kq.proc.wait(20)
+        finally:
+            kq.kill()
+        self.assertEqual(rc, 2, kq.log_tail())
+        self.assertRegex(kq.logs(), r"(?i)address already in use")
