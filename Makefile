@@ -48,7 +48,7 @@ CW_FLAGS := -std=gnu11 $(OPT) -g $(SANFLAGS) -pthread -DOPENSSL_API_3_0 -DNO_SSL
             -DNO_CACHING -DUSE_IPV6 -DSTOP_FLAG_NEEDS_LOCK -DSOCKET_TIMEOUT_QUANTUM=200 -I$(CW_SRC)/include -w
 
 # Library modules, in dependency order. main.c only wires them together.
-CORE_MODULES    := error log duration resource config ugm quota_tree jscan
+CORE_MODULES    := error log duration resource config placement ugm quota_tree jscan
 SERVICE_MODULES := pod ledger kube extender rest metrics server sync admission elastic auth leader metering
 MODULES         := $(CORE_MODULES) $(SERVICE_MODULES)
 
@@ -61,15 +61,16 @@ TEST_MODULES_config   := error log resource config
 TEST_MODULES_auth     := error log resource jscan kube auth
 TEST_MODULES_ugm      := error log resource config ugm
 TEST_MODULES_kube     := error log resource jscan kube
-TEST_MODULES_pod      := error log resource config jscan pod
-TEST_MODULES_ledger   := error log resource config ugm quota_tree jscan pod ledger
+TEST_MODULES_pod      := error log resource config placement jscan pod
+TEST_MODULES_ledger   := error log resource config placement ugm quota_tree jscan pod ledger
 TEST_MODULES_admission := error log resource config admission
 TEST_MODULES_quota_tree := error log resource quota_tree
-TEST_MODULES_metering := error log duration resource config ugm jscan pod metering
+TEST_MODULES_metering := error log duration resource config placement ugm jscan pod metering
 TEST_MODULES_leader := error log resource jscan kube leader
 TEST_MODULES_jscan := error log jscan
 TEST_MODULES_log := error log duration
 TEST_MODULES_duration := error duration
+TEST_MODULES_placement := error log resource config placement
 test_modules = $(if $(TEST_MODULES_$(1)),$(TEST_MODULES_$(1)),$(MODULES))
 
 UNIT_TESTS := $(patsubst tests/unit/test_%.c,%,$(wildcard tests/unit/test_*.c))

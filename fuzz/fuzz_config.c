@@ -7,9 +7,11 @@
  */
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "kubequota/config.h"
 #include "kubequota/log.h"
+#include "kubequota/placement.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -44,6 +46,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             const kq_partition_conf_t *p = kq_config_partition_at(cfg, i);
             if (p->root != NULL)
                 walk(p, p->root);
+            /* an accepted rule set must run (filters, regexps, parents) without trouble */
+            static const char *const groups[] = {"dev", "system:masters"};
+            kq_tag_t tags[] = {{"namespace", "team-a"}, {"namespace.parentqueue", "root.dev"}};
+            kq_place_in_t in = {.user = "alice.b", .groups = groups, .n_groups = 2, .provided = "q.x",
+                                .tags = tags, .n_tags = 2};
+            char *q = NULL, why[256];
+            if (kq_placement_place(p, &in, &q, why, sizeof(why)) == 0) {
+                if (q == NULL || strncmp(q, "root", 4) != 0)
+                    abort();
+                (void)kq_placement_template(p, q);
+            }
+            free(q);
+            for (size_t w = 0; w < kq_config_warning_count(cfg); w++)
+                if (kq_config_warning_at(cfg, w) == NULL)
+                    abort();
         }
         char buf[128];
         kq_config_summary(cfg, buf, sizeof(buf));

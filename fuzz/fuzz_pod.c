@@ -12,6 +12,7 @@
  */
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,8 +41,50 @@ static const char QUEUES[] =
     "            queues:\n"
     "              - name: shared\n";
 
-static kq_config_t *cfg;
-static kq_pod_opts_t opts;
+/* the same queues with YuniKorn placement rules (placement.h): every rule kind, a parent
+ * chain, a regexp filter and a child template */
+static const char PLACED[] =
+    "partitions:\n"
+    "  - name: default\n"
+    "    placementrules:\n"
+    "      - name: provided\n"
+    "        create: true\n"
+    "        parent:\n"
+    "          name: tag\n"
+    "          value: namespace.parentqueue\n"
+    "      - name: user\n"
+    "        create: true\n"
+    "        filter:\n"
+    "          type: deny\n"
+    "          groups: ['^sys.*$']\n"
+    "        parent:\n"
+    "          name: fixed\n"
+    "          value: dev\n"
+    "      - name: tag\n"
+    "        value: namespace\n"
+    "        create: true\n"
+    "    queues:\n"
+    "      - name: root\n"
+    "        childtemplate:\n"
+    "          maxapplications: 3\n"
+    "        queues:\n"
+    "          - name: default\n"
+    "          - name: dev\n"
+    "            parent: true\n"
+    "            queues:\n"
+    "              - name: alice\n";
+
+static kq_config_t *cfg, *cfg_placed;
+static kq_pod_opts_t opts, opts_placed;
+
+static bool parent_of_ns(void *arg, const char *ns, char *buf, size_t len)
+{
+    (void)arg;
+    if (ns[0] == '\0' || ns[0] == 'x')
+        return false;
+    snprintf(buf, len, "%s", ns[0] == 'p' ? "root.dev" : ns);
+    return true;
+}
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
@@ -55,14 +98,22 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     kq_diags_free(&d);
     opts.partition = kq_config_partition(cfg, "default");
     opts.default_user = "nobody";
+    kq_diags_init(&d);
+    if (kq_config_load_buffer(PLACED, strlen(PLACED), "fuzz.yaml", &cfg_placed, &d) != 0)
+        abort();
+    kq_diags_free(&d);
+    opts_placed = opts;
+    opts_placed.partition = kq_config_partition(cfg_placed, "default");
+    opts_placed.ns_parent_queue = parent_of_ns;
+    opts_placed.app_id_fallback = KQ_APPID_YUNIKORN_UNIQUE;
     return 0;
 }
 
-static void one(const kq_jnode_t *obj)
+static void one_with(const kq_jnode_t *obj, const kq_pod_opts_t *o)
 {
     kq_pod_t p, q;
     char err[256];
-    if (kq_pod_parse(obj, &opts, &p, err, sizeof(err)) == 0) {
+    if (kq_pod_parse(obj, o, &p, err, sizeof(err)) == 0) {
         /* invariants of a parsed pod */
         if (p.uid == NULL || p.ns == NULL || p.name == NULL || p.user == NULL || p.app_id == NULL ||
             p.scheduler_name == NULL || (p.queue == NULL) == (p.queue_error == NULL))
@@ -75,6 +126,13 @@ static void one(const kq_jnode_t *obj)
     }
     kq_resource_t r;
     (void)!kq_pod_request(kq_jnode_get(obj, "spec"), &r, err, sizeof(err));
+}
+
+static void one(const kq_jnode_t *obj)
+{
+    one_with(obj, &opts);
+    opts_placed.scratch = opts.scratch;
+    one_with(obj, &opts_placed);
 }
 
 static bool same_str(const char *a, const char *b)

@@ -158,10 +158,17 @@ struct llist {
     size_t n;
 };
 
+struct tnode {
+    bool present;
+    struct rawres g, m;
+    kq_child_template_t pub;
+};
+
 struct qnode {
     kq_queue_conf_t pub; /* first: public pointers point here */
     bool parent_flag;    /* "parent: true" as written (root: true) */
     struct rawres g, m;
+    struct tnode tmpl;   /* childtemplate as written */
     struct llist limits;
     const struct llist *eff_limits;
     struct qnode **kids;
@@ -176,6 +183,7 @@ struct rule {
     struct strlist fusers, fgroups;
     struct rule *parent;
     struct mark at;
+    kq_rule_conf_t pub;
 };
 
 struct pnode {
@@ -196,6 +204,10 @@ struct kq_config {
     size_t nparts;
     size_t n_queues, n_limits;
     const char *checksum;
+    char **warns;            /* arena strings; the array is malloc'ed */
+    size_t nwarns;
+    regex_t **regexes;       /* placement filters (arena structs, regfree'd here) */
+    size_t nregexes;
 };
 
 struct ctx {
@@ -206,6 +218,8 @@ struct ctx {
     size_t visits, queues;
     size_t nerr;
     bool oom, budget_hit;
+    char **warns;            /* settings accepted but not acted on (see warn_at) */
+    size_t nwarns, capwarns;
 };
 
 static const char *const kq_wildcard = "*";
@@ -225,6 +239,39 @@ static void err_at(struct ctx *c, struct mark at, const char *where, const char 
     c->nerr++;
     if (kq_diags_add(c->diags, c->file, at.line, at.col, where, "%s", buf) != 0)
         c->oom = true;
+}
+
+#define CONFIG_MAX_WARNINGS 256
+
+/* A setting that YuniKorn accepts and kubequota does not act on: never dropped silently. */
+KQ_PRINTF(4, 5)
+static void warn_at(struct ctx *c, struct mark at, const char *where, const char *fmt, ...)
+{
+    if (c->nwarns >= CONFIG_MAX_WARNINGS)
+        return;
+    if (c->nwarns == c->capwarns) {
+        size_t cap = c->capwarns ? c->capwarns * 2 : 8;
+        char **v = realloc(c->warns, cap * sizeof(*v));
+        if (v == NULL) {
+            c->oom = true;
+            return;
+        }
+        c->warns = v;
+        c->capwarns = cap;
+    }
+    char text[1024], line[1400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    snprintf(line, sizeof(line), "%s:%d:%d: %s%s%s", c->file ? c->file : "config", at.line, at.col,
+             where ? where : "", where ? ": " : "", text);
+    char *w = arena_strdup(c->ar, line);
+    if (w == NULL) {
+        c->oom = true;
+        return;
+    }
+    c->warns[c->nwarns++] = w;
 }
 
 static struct mark mark_of(const yaml_node_t *n)
@@ -858,44 +905,55 @@ static void decode_resources(struct ctx *c, yaml_node_t *n, const char *where,
     }
 }
 
-static void decode_child_template(struct ctx *c, yaml_node_t *n, const char *where)
+/* childtemplate: YuniKorn checks the quantities only when a dynamic queue is created
+ * from it; kubequota checks them at load, so a bad template is reported where it is
+ * written instead of failing placements later. */
+static void decode_child_template(struct ctx *c, yaml_node_t *n, const char *where, struct tnode *t)
 {
+    if (is_null(n))
+        return;
     if (!check_map(c, n, where, "childtemplate"))
         return;
+    t->present = true;
+    t->g.ok = t->m.ok = true;
+    t->pub.line = mark_of(n).line;
+    t->pub.column = mark_of(n).col;
     MAP_FOREACH(c, n, key, v)
     {
         if (strcmp(key, "maxapplications") == 0) {
-            uint64_t x;
-            (void)get_u64(c, v, where, "childtemplate.maxapplications", &x);
+            (void)get_u64(c, v, where, "childtemplate.maxapplications", &t->pub.max_applications);
         } else if (strcmp(key, "properties") == 0) {
-            kq_property_t *p;
-            size_t np;
-            (void)get_props(c, v, where, &p, &np);
+            kq_property_t *p = NULL;
+            (void)get_props(c, v, where, &p, &t->pub.n_properties);
+            t->pub.properties = p;
         } else if (strcmp(key, "resources") == 0) {
-            /* YuniKorn checks only the shape here; quantities are checked when a
-             * child is created from the template. */
-            if (!check_map(c, v, where, "childtemplate.resources"))
+            if (is_null(v) || !check_map(c, v, where, "childtemplate.resources"))
                 continue;
             MAP_FOREACH(c, v, rk, rv)
             {
-                if (strcmp(rk, "guaranteed") != 0 && strcmp(rk, "max") != 0) {
+                if (strcmp(rk, "guaranteed") == 0)
+                    (void)get_res(c, rv, where, "childtemplate.resources.guaranteed", &t->g);
+                else if (strcmp(rk, "max") == 0)
+                    (void)get_res(c, rv, where, "childtemplate.resources.max", &t->m);
+                else
                     unknown_key(c, v, rk, where, "childtemplate.resources", "guaranteed, max");
-                    continue;
-                }
-                if (!check_map(c, rv, where, rk))
-                    continue;
-                MAP_FOREACH(c, rv, qk, qv)
-                {
-                    const char *s;
-                    (void)qk;
-                    (void)get_str(c, qv, where, rk, &s);
-                }
             }
         } else {
             unknown_key(c, n, key, where, "childtemplate",
                         "maxapplications, properties, resources");
         }
     }
+    t->pub.has_guaranteed = t->g.ok && t->g.present && t->g.n > 0;
+    t->pub.guaranteed = t->g.res;
+    t->pub.has_max = t->m.ok && t->m.present && t->m.n > 0;
+    t->pub.max = t->m.res;
+    if (t->pub.has_guaranteed)
+        warn_at(c, mark_of(n), where,
+                "childtemplate.resources.guaranteed is not used by kubequota: dynamic queues get "
+                "the template's max and maxapplications only");
+    for (size_t i = 0; i < t->pub.n_properties; i++)
+        warn_at(c, mark_of(n), where, "childtemplate.properties.%s is not used by kubequota",
+                t->pub.properties[i].key);
 }
 
 static struct qnode *decode_queue(struct ctx *c, yaml_node_t *n, struct qnode *up,
@@ -989,7 +1047,7 @@ static struct qnode *decode_queue(struct ctx *c, yaml_node_t *n, struct qnode *u
         } else if (strcmp(key, "submitacl") == 0) {
             (void)get_str(c, v, where, key, &q->pub.submit_acl);
         } else if (strcmp(key, "childtemplate") == 0) {
-            decode_child_template(c, v, where);
+            decode_child_template(c, v, where, &q->tmpl);
         } else if (strcmp(key, "queues") == 0) {
             queues = v;
         } else if (strcmp(key, "limits") == 0) {
@@ -1126,6 +1184,8 @@ static void decode_partition(struct ctx *c, yaml_node_t *n, struct pnode *p, siz
         } else if (strcmp(key, "nodesortpolicy") == 0) {
             if (!check_map(c, v, where, "nodesortpolicy"))
                 continue;
+            warn_at(c, mark_of(v), where, "nodesortpolicy is not used by kubequota (kube-scheduler "
+                    "chooses nodes)");
             MAP_FOREACH(c, v, pk, pv)
             {
                 if (strcmp(pk, "type") == 0) {
@@ -1151,6 +1211,8 @@ static void decode_partition(struct ctx *c, yaml_node_t *n, struct pnode *p, siz
         } else if (strcmp(key, "usergroupresolver") == 0) {
             if (!check_map(c, v, where, "usergroupresolver"))
                 continue;
+            warn_at(c, mark_of(v), where, "usergroupresolver is not used by kubequota (groups come "
+                    "from the pod's user-info annotation)");
             MAP_FOREACH(c, v, pk, pv)
             {
                 const char *t;
@@ -1714,6 +1776,31 @@ static void check_rule_syntax(struct ctx *c, const struct rule *r, const char *w
     if (!ident_ok(r->name, "_", false))
         err_at(c, r->at, where, "invalid placement rule name '%s': must be an identifier",
                r->name);
+    /* the checks of YuniKorn's rule initialise (pkg/scheduler/placement/rule.go newRule,
+     * fixed_rule.go, tag_rule.go): YuniKorn's placement manager refuses such a rule set */
+    else if (strcasecmp(r->name, "recovery") == 0)
+        err_at(c, r->at, where, "the recovery rule is implicit and cannot be configured");
+    else if (strcasecmp(r->name, "provided") != 0 && strcasecmp(r->name, "user") != 0 &&
+             strcasecmp(r->name, "fixed") != 0 && strcasecmp(r->name, "tag") != 0)
+        err_at(c, r->at, where, "unknown placement rule '%s' (use provided, user, fixed or tag)",
+               r->name);
+    else if ((strcasecmp(r->name, "fixed") == 0 || strcasecmp(r->name, "tag") == 0) &&
+             r->value[0] == '\0')
+        err_at(c, r->at, where, "a %s rule needs a value (%s)", r->name,
+               strcasecmp(r->name, "fixed") == 0 ? "the queue" : "the tag name");
+    else if (strcasecmp(r->name, "fixed") == 0) {
+        char v[PATH_MAX_LEN];
+        snprintf(v, sizeof(v), "%s", r->value);
+        lower(v);
+        bool ok = true;
+        for (char *sp = v, *tok; ok && (tok = strsep(&sp, ".")) != NULL;)
+            ok = queue_name_ok(tok);
+        if (!ok)
+            err_at(c, r->at, where, "fixed rule value '%s' is not a valid queue path", r->value);
+        else if (strncasecmp(r->value, "root", 4) == 0 && r->parent != NULL)
+            err_at(c, r->at, where, "a fixed rule with a fully qualified queue ('%s') cannot have a "
+                   "parent rule", r->value);
+    }
     if (r->parent != NULL)
         check_rule_syntax(c, r->parent, where);
     if (r->ftype[0] != '\0' && strcasecmp(r->ftype, "allow") != 0 &&
@@ -1902,9 +1989,21 @@ static const kq_limit_conf_t *build_limits(struct ctx *c, const struct llist *ls
     return v;
 }
 
-static size_t finalize_queue(struct ctx *c, struct qnode *q)
+static size_t finalize_queue(struct ctx *c, struct qnode *q, const kq_child_template_t *inherited)
 {
     q->pub.is_parent = q->parent_flag || q->nkids > 0;
+    struct mark qat = {q->pub.line, q->pub.column};
+    if (q->tmpl.present && !q->pub.is_parent)
+        warn_at(c, qat, q->pub.path, "childtemplate on a leaf queue has no effect (no dynamic "
+                "queue can be created below a leaf)");
+    if (q->pub.is_parent)
+        q->pub.child_template = q->tmpl.present ? &q->tmpl.pub : inherited;
+    for (size_t i = 0; i < q->pub.n_properties; i++) {
+        const char *k = q->pub.properties[i].key;
+        if (strcmp(k, KQ_PROP_SHARED_WEIGHT) != 0 && strcmp(k, KQ_PROP_ALLOW_LENT) != 0)
+            warn_at(c, qat, q->pub.path, "properties.%s is not used by kubequota (shown in the "
+                    "queue view only)", k);
+    }
     q->pub.has_guaranteed = q->g.present && q->g.n > 0;
     q->pub.guaranteed = q->g.res;
     q->pub.has_max = q->m.present && q->m.n > 0;
@@ -1916,11 +2015,66 @@ static size_t finalize_queue(struct ctx *c, struct qnode *q)
     size_t count = 1;
     for (size_t i = 0; i < q->nkids; i++) {
         kids[i] = &q->kids[i]->pub;
-        count += finalize_queue(c, q->kids[i]);
+        count += finalize_queue(c, q->kids[i], q->pub.child_template);
     }
     q->pub.children = kids;
     q->pub.n_children = q->nkids;
     return count;
+}
+
+static const regex_t *compile_filter(struct ctx *c, kq_config_t *cfg, const struct strlist *l)
+{
+    if (l->n != 1 || !has_regex_special(l->v[0]))
+        return NULL;
+    regex_t *re = xalloc(c, sizeof(*re));
+    if (re == NULL)
+        return NULL;
+    /* YuniKorn ignores an entry that does not compile (the loader already reported it) */
+    if (regcomp(re, l->v[0], REG_EXTENDED | REG_NOSUB) != 0)
+        return NULL;
+    regex_t **v = realloc(cfg->regexes, (cfg->nregexes + 1) * sizeof(*v));
+    if (v == NULL) {
+        regfree(re);
+        c->oom = true;
+        return NULL;
+    }
+    cfg->regexes = v;
+    cfg->regexes[cfg->nregexes++] = re;
+    return re;
+}
+
+static const kq_rule_conf_t *finalize_rule(struct ctx *c, kq_config_t *cfg, struct rule *r)
+{
+    kq_rule_conf_t *o = &r->pub;
+    char *name = (char *)xstrdup(c, r->name), *value = (char *)xstrdup(c, r->value);
+    lower(name);
+    lower(value);
+    o->name = name;
+    o->value = value;
+    o->create = r->create;
+    o->filter_deny = strcasecmp(r->ftype, "deny") == 0;
+    o->filter_set = r->fusers.n > 0 || r->fgroups.n > 0;
+    o->filter_users = r->fusers.v;
+    o->n_filter_users = r->fusers.n;
+    o->filter_groups = r->fgroups.v;
+    o->n_filter_groups = r->fgroups.n;
+    o->filter_user_re = compile_filter(c, cfg, &r->fusers);
+    o->filter_group_re = compile_filter(c, cfg, &r->fgroups);
+    o->parent = r->parent ? finalize_rule(c, cfg, r->parent) : NULL;
+    o->line = r->at.line;
+    o->column = r->at.col;
+    return o;
+}
+
+static void finalize_rules(struct ctx *c, kq_config_t *cfg, struct pnode *p)
+{
+    const kq_rule_conf_t **v = xalloc(c, (p->nrules + 1) * sizeof(*v));
+    if (v == NULL)
+        return;
+    for (size_t i = 0; i < p->nrules; i++)
+        v[i] = finalize_rule(c, cfg, p->rules[i]);
+    p->pub.rules = v;
+    p->pub.n_rules = p->nrules;
 }
 
 static size_t count_written_limits(const struct qnode *q)
@@ -1939,6 +2093,10 @@ static void config_free(kq_config_t *cfg)
 {
     for (size_t i = 0; i < cfg->nparts; i++)
         HASH_CLEAR(hh, cfg->parts[i]->by_path);
+    for (size_t i = 0; i < cfg->nregexes; i++)
+        regfree(cfg->regexes[i]);
+    free(cfg->regexes);
+    free(cfg->warns);
     arena_free(&cfg->arena);
     free(cfg);
 }
@@ -2138,7 +2296,8 @@ int kq_config_load_buffer(const char *buf, size_t len, const char *name, kq_conf
     for (size_t i = 0; i < cfg->nparts; i++) {
         struct pnode *p = cfg->parts[i];
         p->pub.root = &p->root->pub;
-        p->pub.n_queues = finalize_queue(&c, p->root);
+        p->pub.n_queues = finalize_queue(&c, p->root, NULL);
+        finalize_rules(&c, cfg, p);
         p->pub.limits = build_limits(&c, &p->limits, &p->pub.n_limits);
         cfg->n_queues += p->pub.n_queues;
         cfg->n_limits += p->limits.n + count_written_limits(p->root);
@@ -2147,10 +2306,14 @@ int kq_config_load_buffer(const char *buf, size_t len, const char *name, kq_conf
         rc = KQ_ENOMEM;
         goto out;
     }
+    cfg->warns = c.warns;
+    cfg->nwarns = c.nwarns;
+    c.warns = NULL;
     *out = cfg;
     cfg = NULL;
     rc = 0;
 out:
+    free(c.warns);
     if (doc_init)
         yaml_document_delete(&doc);
     if (parser_init)
@@ -2256,6 +2419,16 @@ const kq_queue_conf_t *kq_config_queue(const kq_partition_conf_t *p, const char 
     return q ? &q->pub : NULL;
 }
 
+size_t kq_config_warning_count(const kq_config_t *cfg)
+{
+    return cfg ? cfg->nwarns : 0;
+}
+
+const char *kq_config_warning_at(const kq_config_t *cfg, size_t i)
+{
+    return cfg && i < cfg->nwarns ? cfg->warns[i] : NULL;
+}
+
 size_t kq_config_summary(const kq_config_t *cfg, char *buf, size_t len)
 {
     int n = snprintf(buf, len, "%zu partition(s), %zu queue(s), %zu limit(s)",
@@ -2330,6 +2503,9 @@ int kq_config_check_main(int argc, char **argv)
     if (rc == 0) {
         char sum[256];
         kq_config_summary(cfg, sum, sizeof(sum));
+        for (size_t i = 0; i < kq_config_warning_count(cfg); i++)
+            fprintf(stderr, "warning: %s\n", kq_config_warning_at(cfg, i));
+        fflush(stderr);
         printf("%s: valid: %s\n", argv[1], sum);
         fflush(stdout);
         kq_config_unref(cfg);

@@ -176,7 +176,13 @@ static int parse_pod(kq_app_t *app, const kq_jnode_t *obj, const json_t *jobj, k
         rc = KQ_ESTATE;
         goto out;
     }
-    kq_pod_opts_t opts = {.partition = part, .default_user = app->default_user};
+    kq_pod_opts_t opts = {
+        .partition = part,
+        .default_user = app->default_user,
+        .app_id_fallback = (kq_app_id_fallback_t)app->app_id_fallback,
+        .dynamic_kind = kq_ugm_queue_kind_hook,
+        .hook_arg = app->ugm,
+    };
     char perr[REASON_MAX] = "";
     rc = obj != NULL ? kq_pod_parse(obj, &opts, pod, perr, sizeof(perr))
                      : kq_pod_parse_json(jobj, &opts, pod, perr, sizeof(perr));

@@ -58,6 +58,7 @@ enum {
     /* elastic flags */
     O_SYSNS, O_DQMIN, O_DQMAX, O_GRACE, O_ETICK, O_STATUS,
     O_METERING, O_LEADER_ELECT, O_LEASE_NS, O_LEASE_NAME, O_LEASE_DUR, O_RENEW_DEADLINE, O_RETRY_PERIOD,
+    O_APPID_FALLBACK,
     O_HELP = 'h',
 };
 
@@ -83,6 +84,10 @@ static const flag_t serve_flags[] = {
                                            "(default kubequota-scheduler)", NULL},
     {"partition", 1, O_PART, "NAME", "partition of queues.yaml to enforce (default default)", NULL},
     {"default-user", 1, O_USER, "NAME", "user of pods without identity (default nobody)", NULL},
+    {"app-id-fallback", 1, O_APPID_FALLBACK, "MODE", "application of pods without an app id label: owner (the\n"
+                                                     "controller's UID, else the pod's; default), yunikorn\n"
+                                                     "(yunikorn-<namespace>-autogen) or yunikorn-unique\n"
+                                                     "(<namespace>-<pod uid>, YuniKorn's generateUniqueAppId)", NULL},
     {"max-body", 1, O_BODY, "BYTES", "largest accepted request body (default 67108864)", NULL},
     {"reload-interval", 1, O_RELOAD, "DURATION", "how often the config file is checked (default 2s;\n"
                                                  "a bare number is milliseconds)", NULL},
@@ -222,6 +227,7 @@ static int bad_usage(const char *cmd, const char *fmt, ...)
 typedef struct serve_opts {
     const char *config, *kubeconfig, *listen, *tls_cert, *tls_key, *client_ca;
     const char *scheduler_name, *partition, *default_user, *log_level, *log_format;
+    int app_id_fallback;
     const char *rest_auth, *rest_token_file, *trusted_users, *trusted_groups, *config_map;
     bool metrics_auth, extender_local_only, extender_open;
     bool plain_http;
@@ -357,6 +363,16 @@ static int parse_serve(int argc, char **argv, serve_opts_t *o)
         case O_SCHED: o->scheduler_name = optarg; break;
         case O_PART: o->partition = optarg; break;
         case O_USER: o->default_user = optarg; break;
+        case O_APPID_FALLBACK:
+            if (strcmp(optarg, "owner") == 0)
+                o->app_id_fallback = KQ_APPID_OWNER;
+            else if (strcmp(optarg, "yunikorn") == 0)
+                o->app_id_fallback = KQ_APPID_YUNIKORN;
+            else if (strcmp(optarg, "yunikorn-unique") == 0)
+                o->app_id_fallback = KQ_APPID_YUNIKORN_UNIQUE;
+            else
+                return bad_usage("serve", "--app-id-fallback %s: use owner, yunikorn or yunikorn-unique", optarg);
+            break;
         case O_LOG: o->log_level = optarg; break;
         case O_LOG_FORMAT: o->log_format = optarg; break;
         case 'v':
@@ -572,6 +588,7 @@ static int serve(int argc, char **argv)
         .partition = o.partition,
         .scheduler_name = o.scheduler_name,
         .default_user = o.default_user,
+        .app_id_fallback = o.app_id_fallback,
     };
     atomic_init(&app.ready, false);
     kq_sync_t *sync = NULL;
@@ -597,6 +614,8 @@ static int serve(int argc, char **argv)
         exit_code = 2;
         goto out;
     }
+    for (size_t i = 0; i < kq_config_warning_count(cfg); i++)
+        kq_warn("event=config_unsupported_key msg=\"%s\"", kq_config_warning_at(cfg, i));
     if (kq_config_partition(cfg, o.partition) == NULL) {
         fprintf(stderr, "kubequota: %s: partition \"%s\" is not defined\n", o.config, o.partition);
         exit_code = 2;

@@ -42,9 +42,12 @@
 #define ANN_YK_USER_INFO "yunikorn.apache.org/user.info"
 #define KEY_QUEUE "kubequota.io/queue"
 #define LABEL_YK_QUEUE "queue"
-#define ANN_YK_QUEUE "yunikorn.apache.org/queue"
+#define ANN_YK_QUEUE "yunikorn.apache.org/queue"     /* also the canonical label */
 #define LABEL_APP_ID "kubequota.io/app-id"
 #define LABEL_YK_APP_ID "applicationId"
+#define KEY_YK_APP_ID "yunikorn.apache.org/app-id"   /* canonical label and annotation */
+#define LABEL_SPARK_APP_ID "spark-app-selector"
+#define YK_UNIQUE_AUTOGEN "-uniqueautogen"
 #define LABEL_PREEMPTIBLE "quota.scheduling.koordinator.sh/preemptible"
 #define LABEL_QUOTA_NAME "quota.scheduling.koordinator.sh/name"
 
@@ -734,6 +737,39 @@ static int resolve_default(const kq_partition_conf_t *part, const char *ns, kq_p
     return rc;
 }
 
+/* YuniKorn's placement rules (placement.h): the named queue is "provided", the tags are
+ * the namespace and the namespace's parent queue annotation; a bound pod is forced. */
+static int resolve_placed(const kq_partition_conf_t *part, const kq_pod_opts_t *opts, const char *named,
+                          const char *source, kq_pod_t *p)
+{
+    if (named != NULL && strlen(named) > QUEUE_VALUE_MAX)
+        return set_qerr(p, "%s: queue name longer than %d bytes", source, QUEUE_VALUE_MAX);
+    char parent[QUEUE_VALUE_MAX + 1];
+    kq_tag_t tags[2] = {{"namespace", p->ns}, {"namespace.parentqueue", NULL}};
+    size_t ntags = 1;
+    if (opts->ns_parent_queue != NULL && opts->ns_parent_queue(opts->ns_arg, p->ns, parent, sizeof(parent)))
+        tags[ntags++].value = parent;
+    kq_place_in_t in = {
+        .user = p->user,
+        .groups = (const char *const *)p->groups,
+        .n_groups = p->n_groups,
+        .provided = named,
+        .tags = tags,
+        .n_tags = ntags,
+        .forced = p->node != NULL,
+        .dynamic_kind = opts->dynamic_kind,
+        .may_submit = opts->may_submit,
+        .arg = opts->hook_arg,
+    };
+    char reason[1024];
+    int rc = kq_placement_place(part, &in, &p->queue, reason, sizeof(reason));
+    if (rc == KQ_ENOMEM)
+        return rc;
+    if (rc != 0)
+        return set_qerr(p, "%s", reason);
+    return 0;
+}
+
 /* ---------------------------------------------------------------------------------- */
 /* public API                                                                          */
 
@@ -747,10 +783,12 @@ static char *dup_or(const char *s, const char *dflt)
 static const kq_jfilter_t f_labels[] = {
     {KEY_QUEUE, NULL},         {LABEL_YK_QUEUE, NULL},   {LABEL_APP_ID, NULL},
     {LABEL_YK_APP_ID, NULL},   {LABEL_PREEMPTIBLE, NULL}, {LABEL_QUOTA_NAME, NULL},
+    {ANN_YK_QUEUE, NULL},      {KEY_YK_APP_ID, NULL},    {LABEL_SPARK_APP_ID, NULL},
     {NULL, NULL},
 };
 static const kq_jfilter_t f_annotations[] = {
-    {ANN_USER_INFO, NULL}, {ANN_YK_USER_INFO, NULL}, {KEY_QUEUE, NULL}, {ANN_YK_QUEUE, NULL}, {NULL, NULL},
+    {ANN_USER_INFO, NULL}, {ANN_YK_USER_INFO, NULL}, {KEY_QUEUE, NULL}, {ANN_YK_QUEUE, NULL},
+    {KEY_YK_APP_ID, NULL}, {NULL, NULL},
 };
 static const kq_jfilter_t f_owner[] = {{"uid", NULL}, {"controller", NULL}, {NULL, NULL}};
 static const kq_jfilter_t f_meta[] = {
@@ -905,8 +943,9 @@ int kq_pod_parse(const kq_jnode_t *obj, const kq_pod_opts_t *opts, kq_pod_t *out
         struct { const jv_t *map; const char *key, *kind; } srcs[] = {
             {labels, KEY_QUEUE, "label"},
             {anns, KEY_QUEUE, "annotation"},
-            {labels, LABEL_YK_QUEUE, "label"},
+            {labels, ANN_YK_QUEUE, "label"},
             {anns, ANN_YK_QUEUE, "annotation"},
+            {labels, LABEL_YK_QUEUE, "label"},
         };
         for (size_t i = 0; i < sizeof(srcs) / sizeof(srcs[0]) && q == NULL; i++) {
             if ((rc = get_kv(&c, srcs[i].map, srcs[i].key, srcs[i].kind, &q)) != 0)
@@ -914,7 +953,10 @@ int kq_pod_parse(const kq_jnode_t *obj, const kq_pod_opts_t *opts, kq_pod_t *out
             src = srcs[i].key;
         }
         const kq_partition_conf_t *part = opts ? opts->partition : NULL;
-        rc = q ? resolve_named(part, q, src, &p) : resolve_default(part, ns, &p);
+        if (part != NULL && part->n_rules > 0)
+            rc = resolve_placed(part, opts, q, src, &p);
+        else
+            rc = q ? resolve_named(part, q, src, &p) : resolve_default(part, ns, &p);
         if (rc != 0)
             goto nomem;
     }
@@ -922,10 +964,37 @@ int kq_pod_parse(const kq_jnode_t *obj, const kq_pod_opts_t *opts, kq_pod_t *out
     /* application */
     {
         const char *app = NULL;
-        if ((rc = get_kv(&c, labels, LABEL_APP_ID, "label", &app)) != 0 ||
-            (app == NULL && (rc = get_kv(&c, labels, LABEL_YK_APP_ID, "label", &app)) != 0))
-            goto out;
-        if (app == NULL) {
+        struct { const jv_t *map; const char *key, *kind; } srcs[] = {
+            {labels, LABEL_APP_ID, "label"},
+            {labels, KEY_YK_APP_ID, "label"},
+            {anns, KEY_YK_APP_ID, "annotation"},
+            {labels, LABEL_YK_APP_ID, "label"},
+            {labels, LABEL_SPARK_APP_ID, "label"},
+        };
+        for (size_t i = 0; i < sizeof(srcs) / sizeof(srcs[0]) && app == NULL; i++)
+            if ((rc = get_kv(&c, srcs[i].map, srcs[i].key, srcs[i].kind, &app)) != 0)
+                goto out;
+        kq_app_id_fallback_t fb = opts ? opts->app_id_fallback : KQ_APPID_OWNER;
+        size_t al = app ? strlen(app) : 0, sl = strlen(YK_UNIQUE_AUTOGEN);
+        if (app != NULL && al > sl && strcmp(app + al - sl, YK_UNIQUE_AUTOGEN) == 0) {
+            /* YuniKorn's admission controller writes "<ns>-uniqueautogen" before the pod has a
+             * UID; the shim reads it as "<ns>-<uid>" (utils.go GetApplicationIDFromPod) */
+            if (asprintf(&p.app_id, "%.*s-%s", (int)(al - sl), app, p.uid) < 0) {
+                p.app_id = NULL;
+                goto nomem;
+            }
+        } else if (app == NULL && fb != KQ_APPID_OWNER) {
+            /* utils.go GenerateApplicationID: cut at 63 bytes (a label value's maximum) */
+            char gen[128];
+            if (fb == KQ_APPID_YUNIKORN)
+                snprintf(gen, sizeof(gen), "yunikorn-%s-autogen", ns);
+            else
+                snprintf(gen, sizeof(gen), "%.26s-%s", ns, p.uid);
+            gen[63] = '\0';
+            if ((p.app_id = strdup(gen)) == NULL)
+                goto nomem;
+        }
+        if (p.app_id == NULL && app == NULL) {
             const jv_t *owners = NULL;
             if ((rc = get_array(&c, meta, "ownerReferences", "metadata", &owners)) != 0)
                 goto out;
@@ -937,7 +1006,7 @@ int kq_pod_parse(const kq_jnode_t *obj, const kq_pod_opts_t *opts, kq_pod_t *out
                 }
             }
         }
-        if ((p.app_id = dup_or(app, p.uid)) == NULL)
+        if (p.app_id == NULL && (p.app_id = dup_or(app, p.uid)) == NULL)
             goto nomem;
     }
 

@@ -107,6 +107,9 @@ static void on_object(void *ud, int type, const kq_jnode_t *obj)
         .partition = cfg ? kq_config_partition(cfg, app->partition) : NULL,
         .default_user = app->default_user,
         .scratch = &s->scratch,
+        .app_id_fallback = (kq_app_id_fallback_t)app->app_id_fallback,
+        .dynamic_kind = kq_ugm_queue_kind_hook,
+        .hook_arg = app->ugm,
     };
     kq_pod_t pod;
     char err[512];
@@ -229,6 +232,8 @@ int kq_reloader_reload_now(kq_reloader_t *r)
         char summary[256];
         kq_config_summary(cfg, summary, sizeof(summary));
         kq_info("event=config_reloaded file=%s summary=\"%s\"", r->path, summary);
+        for (size_t i = 0; i < kq_config_warning_count(cfg); i++)
+            kq_warn("event=config_unsupported_key msg=\"%s\"", kq_config_warning_at(cfg, i));
     } else {
         char *all = kq_diags_join(&diags, "; ");
         kq_error("event=config_rejected file=%s msg=\"config rejected, keeping the old one\" errors=\"%s\"",

@@ -1028,11 +1028,13 @@ static int check_limit(const op_t *op, unsigned i, int t, const char *who, char 
     return 0;
 }
 
+static int check_dynamic_queue(const op_t *op, unsigned i, char *reason, size_t rlen);
+
 static int check_queue(const op_t *op, unsigned i, char *reason, size_t rlen)
 {
     const level_t *lv = level_find(op->lim, op->path.s, op->path.end[i]);
     if (lv == NULL)
-        return 0;
+        return check_dynamic_queue(op, i, reason, rlen);
     const kq_queue_conf_t *q = lv->q;
     const node_t *n = op->nodes[T_QUEUE][i];
     kq_resource_t used;
@@ -2137,4 +2139,75 @@ json_t *kq_ugm_queues_json(kq_ugm_t *m)
     mutex_unlock(&m->lock);
     limits_free(dead);
     return out;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Dynamic queues (placement rules with create: true)                                   */
+/* ------------------------------------------------------------------------------------ */
+
+/* A dynamic queue exists while the queue tree has a node for it (something counted or
+ * pending there) and is removed with that node when it empties (tree_prune); nothing else
+ * is kept. Its limits come from the child template in force at its nearest configured
+ * ancestor (YuniKorn: a parent without a template inherits its parent's; only leaves get
+ * the template's values, apache/yunikorn-site docs/user_guide/queue_config.md "Child
+ * Template"). */
+static const kq_child_template_t *dynamic_template(const op_t *op, unsigned i)
+{
+    if (i + 1 != op->path.n || op->lim == NULL)
+        return NULL; /* only the pod's own (leaf) queue takes the template */
+    for (unsigned k = i; k-- > 0;) {
+        const level_t *lv = level_find(op->lim, op->path.s, op->path.end[k]);
+        if (lv != NULL)
+            return lv->q->is_parent ? lv->q->child_template : NULL;
+    }
+    return NULL;
+}
+
+static int check_dynamic_queue(const op_t *op, unsigned i, char *reason, size_t rlen)
+{
+    const kq_child_template_t *t = dynamic_template(op, i);
+    if (t == NULL)
+        return 0;
+    const node_t *n = op->nodes[T_QUEUE][i];
+    kq_resource_t used;
+    node_load(n, &used);
+    size_t running = n != NULL ? n->running : 0;
+    bool new_here = i >= op->shared[T_QUEUE];
+    const char *failed = NULL;
+    char what[256];
+    if (t->max_applications != 0 && new_here && running + 1 > t->max_applications) {
+        set_reason(reason, rlen, "queue %.*s: maxapplications (child template) exceeded: applications %zu "
+                   "running + 1 new > %" PRIu64 " max", (int)op->path.end[i], op->path.s, running,
+                   t->max_applications);
+        return KQ_EDENIED;
+    }
+    if (t->has_max && !kq_resource_fits(&used, op->req, &t->max, &failed)) {
+        overrun_text(failed, &used, op->req, &t->max, what, sizeof(what));
+        set_reason(reason, rlen, "queue %.*s: resources.max (child template) exceeded: %s",
+                   (int)op->path.end[i], op->path.s, what);
+        return KQ_EDENIED;
+    }
+    return 0;
+}
+
+kq_qkind_t kq_ugm_queue_kind(kq_ugm_t *m, const char *queue_path)
+{
+    if (m == NULL || queue_path == NULL)
+        return KQ_QKIND_NONE;
+    size_t len = strlen(queue_path);
+    if (len > KQ_UGM_PATH_MAX)
+        return KQ_QKIND_NONE;
+    char key[KQ_UGM_PATH_MAX + 1];
+    for (size_t i = 0; i <= len; i++)
+        key[i] = queue_path[i] >= 'A' && queue_path[i] <= 'Z' ? (char)(queue_path[i] - 'A' + 'a') : queue_path[i];
+    mutex_lock(&m->qlock);
+    const node_t *n = m->qtree.root != NULL ? node_find(&m->qtree, key, len) : NULL;
+    kq_qkind_t k = n == NULL ? KQ_QKIND_NONE : n->n_children > 0 ? KQ_QKIND_PARENT : KQ_QKIND_LEAF;
+    mutex_unlock(&m->qlock);
+    return k;
+}
+
+kq_qkind_t kq_ugm_queue_kind_hook(void *ugm, const char *queue_path)
+{
+    return kq_ugm_queue_kind(ugm, queue_path);
 }

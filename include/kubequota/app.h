@@ -20,6 +20,7 @@ typedef struct kq_app {
     const char *partition;        /* "default" */
     const char *scheduler_name;   /* "kubequota-scheduler": pods with another schedulerName pass filter untouched */
     const char *default_user;     /* user for pods without identity ("nobody") */
+    int app_id_fallback;          /* kq_app_id_fallback_t (pod.h): id of pods without one */
     kq_config_holder_t *config;   /* current queues.yaml snapshot */
     kq_ugm_t *ugm;
     kq_ledger_t *ledger;

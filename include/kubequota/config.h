@@ -22,6 +22,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <regex.h>
+
 #include "kubequota/error.h"
 #include "kubequota/resource.h"
 
@@ -40,6 +42,41 @@ typedef struct kq_limit_conf {
 typedef struct kq_property {
     const char *key, *value;
 } kq_property_t;
+
+/* A parent queue's childtemplate: settings for the dynamic leaf queues created below it
+ * by placement rules (YuniKorn: a parent without one inherits its nearest ancestor's). */
+typedef struct kq_child_template {
+    bool has_guaranteed;
+    kq_resource_t guaranteed;
+    bool has_max;
+    kq_resource_t max;
+    uint64_t max_applications;      /* 0 = not limited */
+    const kq_property_t *properties;
+    size_t n_properties;
+    int line, column;
+} kq_child_template_t;
+
+/* One placement rule (YuniKorn's PlacementRule), names and values lowercased like
+ * YuniKorn normalises them. The loader rejects unknown names, a fixed/tag rule without a
+ * value, a fully qualified fixed rule with a parent, and "recovery" (implicit). */
+typedef struct kq_rule_conf kq_rule_conf_t;
+struct kq_rule_conf {
+    const char *name;               /* "provided", "user", "fixed" or "tag" */
+    const char *value;              /* fixed: queue; tag: tag name; "" otherwise */
+    bool create;
+    bool filter_deny;               /* filter type "deny" (default allow) */
+    bool filter_set;                /* users or groups given */
+    const char *const *filter_users;  /* list, or one entry that may be a regexp */
+    size_t n_filter_users;
+    const char *const *filter_groups;
+    size_t n_filter_groups;
+    /* a single users/groups entry with a regexp character ^$*+?()[{}| is a POSIX extended
+     * regexp (unanchored search), compiled here; NULL otherwise. regexec on it is
+     * thread-safe. */
+    const regex_t *filter_user_re, *filter_group_re;
+    const kq_rule_conf_t *parent;   /* NULL when none */
+    int line, column;
+};
 
 typedef struct kq_queue_conf kq_queue_conf_t;
 struct kq_queue_conf {
@@ -61,6 +98,9 @@ struct kq_queue_conf {
     const kq_limit_conf_t *limits;  /* in file order; see the partition note above */
     size_t n_limits;
     int line, column;
+    /* the child template in force for dynamic children: the queue's own, else the nearest
+     * ancestor's; NULL when none (always NULL for a leaf) */
+    const kq_child_template_t *child_template;
 };
 
 typedef struct kq_partition_conf {
@@ -69,6 +109,8 @@ typedef struct kq_partition_conf {
     const kq_limit_conf_t *limits;  /* partition-level limits, file order */
     size_t n_limits;
     size_t n_queues;
+    const kq_rule_conf_t *const *rules; /* placementrules, in file order (see placement.h) */
+    size_t n_rules;
 } kq_partition_conf_t;
 
 typedef struct kq_config kq_config_t;
@@ -95,6 +137,12 @@ const kq_partition_conf_t *kq_config_partition(const kq_config_t *cfg, const cha
 
 /* Queue by full path ("root.a.b"), or NULL. Constant time (hash lookup). Borrowed. */
 const kq_queue_conf_t *kq_config_queue(const kq_partition_conf_t *p, const char *path);
+
+/* Settings the file gives that kubequota accepts but does not act on, one text per
+ * setting naming the key ("file:line:column: partition 'default': nodesortpolicy is not
+ * used by kubequota ..."). Logged at load and printed by check-config. Borrowed. */
+size_t kq_config_warning_count(const kq_config_t *cfg);
+const char *kq_config_warning_at(const kq_config_t *cfg, size_t i);
 
 /* One-line summary for check-config: "N partition(s), M queue(s), L limit(s)". */
 size_t kq_config_summary(const kq_config_t *cfg, char *buf, size_t len);

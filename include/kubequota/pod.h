@@ -5,8 +5,14 @@
  *  - user/groups: annotation kubequota.io/user-info = {"user":"alice","groups":["dev"]},
  *    else YuniKorn's yunikorn.apache.org/user.info (same shape); neither: the default user
  *    (opts->default_user, "nobody") with no groups.
- *  - queue: label or annotation kubequota.io/queue (full path "root.a.b" or a leaf name),
- *    else YuniKorn's "queue" label (or yunikorn.apache.org/queue annotation); neither:
+ *  - queue named by the pod: label or annotation kubequota.io/queue, else YuniKorn's keys in
+ *    YuniKorn's order (apache/yunikorn-k8shim pkg/common/utils/utils.go GetQueueNameFromPod):
+ *    label yunikorn.apache.org/queue, annotation yunikorn.apache.org/queue, label queue.
+ *  - queue with placement rules in the partition: YuniKorn's rules (placement.h) with the
+ *    named queue as "provided" and the tags namespace (and namespace.parentqueue from the
+ *    namespace's yunikorn.apache.org/parentqueue annotation, via opts->ns_lookup); a bound
+ *    pod is "forced" (recovery queue). The result may be a dynamic queue.
+ *  - queue without placement rules (kubequota's own resolution): the named queue, else
  *    root.<namespace> when that is a leaf queue, else root.default. A value with a dot
  *    but no "root." prefix is a path below root (YuniKorn); a plain name must name exactly
  *    one configured queue. A queue that does not exist, is ambiguous or is a parent queue
@@ -14,8 +20,14 @@
  *  - quota group (elastic quota, see elastic.h): kq_pod_parse only records the label
  *    quota.scheduling.koordinator.sh/name in quota_name; the group itself (quota_group)
  *    is resolved against the live quota tree by the pod ledger's resolver.
- *  - application: label kubequota.io/app-id, then YuniKorn's applicationId, then the
- *    controller ownerReference UID, then the pod's own UID.
+ *  - application: label kubequota.io/app-id, then YuniKorn's keys in YuniKorn's order
+ *    (utils.go GetApplicationIDFromPod): label yunikorn.apache.org/app-id, annotation
+ *    yunikorn.apache.org/app-id, label applicationId, label spark-app-selector (an id ending
+ *    in "-uniqueautogen" has that suffix replaced by "-<pod uid>"); then, by
+ *    opts->app_id_fallback: the controller ownerReference UID, then the pod's own UID
+ *    (KQ_APPID_OWNER, the default); or YuniKorn's generated id "yunikorn-<namespace>-autogen"
+ *    (KQ_APPID_YUNIKORN) or "<namespace, at most 26 bytes>-<pod uid>" (KQ_APPID_YUNIKORN_UNIQUE,
+ *    YuniKorn's generateUniqueAppId), both cut at 63 bytes (utils.go GenerateApplicationID).
  *  - request: max(sum of regular containers + restartable (sidecar) init containers,
  *    the largest regular init container plus the sidecars started before it), plus
  *    spec.overhead — the way Kubernetes computes a pod's effective request. A container
@@ -38,6 +50,7 @@
 #include "kubequota/config.h"
 #include "kubequota/error.h"
 #include "kubequota/jscan.h"
+#include "kubequota/placement.h"
 #include "kubequota/resource.h"
 
 typedef enum kq_pod_phase {
@@ -70,11 +83,28 @@ typedef struct kq_pod {
                            * see elastic.h); NULL when not resolved / no quota tree */
 } kq_pod_t;
 
+typedef enum kq_app_id_fallback {
+    KQ_APPID_OWNER = 0,
+    KQ_APPID_YUNIKORN,
+    KQ_APPID_YUNIKORN_UNIQUE,
+} kq_app_id_fallback_t;
+
 typedef struct kq_pod_opts {
     const kq_partition_conf_t *partition; /* for queue resolution; borrowed */
     const char *default_user;             /* NULL = "nobody" */
     kq_jdoc_t *scratch; /* a document to reuse for the user-info annotation's JSON (one
                          * thread's, e.g. the informer's); NULL: a temporary one */
+    kq_app_id_fallback_t app_id_fallback;
+    /* placement hooks, each may be NULL (see kq_place_in_t): dynamic queues in use and the
+     * submit ACL, both called with hook_arg */
+    kq_qkind_t (*dynamic_kind)(void *arg, const char *path);
+    bool (*may_submit)(void *arg, const kq_queue_conf_t *q, const char *user, const char *const *groups,
+                       size_t n_groups);
+    void *hook_arg;
+    /* copies the namespace's parent queue annotation into buf (NUL-terminated); false when
+     * there is none or the namespace is unknown */
+    bool (*ns_parent_queue)(void *arg, const char *ns, char *buf, size_t len);
+    void *ns_arg;
 } kq_pod_opts_t;
 
 /* The members of a Pod that kubequota reads: kq_pod_parse, the metering's PodScheduled

@@ -39,6 +39,7 @@
 
 #include "kubequota/config.h"
 #include "kubequota/error.h"
+#include "kubequota/placement.h"
 #include "kubequota/resource.h"
 
 typedef struct kq_ugm kq_ugm_t;
@@ -122,6 +123,14 @@ json_t *kq_ugm_user_json(kq_ugm_t *m, const char *user);
 json_t *kq_ugm_groups_json(kq_ugm_t *m);
 json_t *kq_ugm_group_json(kq_ugm_t *m, const char *group);
 json_t *kq_ugm_queues_json(kq_ugm_t *m);
+
+/* Dynamic queues (placement.h): what the queue tree holds at queue_path right now
+ * (KQ_QKIND_NONE when nothing is tracked there). Configured queues are the caller's to
+ * look up. A dynamic leaf queue is checked against the child template in force at its
+ * nearest configured ancestor (resources.max, maxapplications). The _hook form takes the
+ * manager as void * (kq_place_in_t.dynamic_kind). Takes the queue tree lock only. */
+kq_qkind_t kq_ugm_queue_kind(kq_ugm_t *m, const char *queue_path);
+kq_qkind_t kq_ugm_queue_kind_hook(void *ugm, const char *queue_path);
 
 /* Counts for tests and metrics. */
 size_t kq_ugm_user_count(kq_ugm_t *m);

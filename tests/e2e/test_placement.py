@@ -1,0 +1,236 @@
+"""YuniKorn placement rules and pod metadata, end to end: filter + bind through kubequota
+against the API simulator. Expected queues come from YuniKorn's documentation
+(apache/yunikorn-site docs/user_guide/placement_rules.md, resource_quota_mgmt.md,
+queue_config.md) and the shim's metadata rules (apache/yunikorn-k8shim
+pkg/common/utils/utils.go GetQueueNameFromPod, GetApplicationIDFromPod,
+GenerateApplicationID), not from kubequota's code."""
+
+from kqtest import KQTestCase, PARTITION, pod_manifest, wait_until
+
+# YuniKorn's default configuration (resource_quota_mgmt.md "Namespace to queue mapping";
+# the same as the Helm chart's default queues.yaml)
+YK_DEFAULT = """
+partitions:
+  - name: default
+    placementrules:
+      - name: tag
+        value: namespace
+        create: true
+    queues:
+      - name: root
+        submitacl: '*'
+"""
+
+
+def queue_view(kq):
+    return kq.get_json("/ws/v1/partition/%s/queues" % PARTITION)
+
+
+def find_queue(node, path):
+    name = node.get("queuePath") or node.get("queuename") or node.get("queueName")
+    if name == path:
+        return node
+    for c in node.get("children") or []:
+        got = find_queue(c, path)
+        if got is not None:
+            return got
+    return None
+
+
+def user_queues(kq, user):
+    """{queue path: cpu} of a user's usage tree."""
+    u = kq.get_json("/ws/v1/partition/%s/usage/user/%s" % (PARTITION, user))
+    out = {}
+
+    def walk(n):
+        name = n.get("queuePath") or n.get("queuename")
+        out[name] = (n.get("resourceUsage") or {}).get("cpu") or (n.get("resourceUsage") or {}).get("vcore")
+        for c in n.get("children") or []:
+            walk(c)
+    walk(u["queues"])
+    return out
+
+
+class DefaultConfigTest(KQTestCase):
+    CONFIG = YK_DEFAULT
+
+    def test_fresh_namespace_gets_its_queue(self):
+        # a pod from a namespace nobody configured runs in root.<namespace>
+        self.create("p1", ns="team-fresh", user="alice", cpu="1")
+        self.assert_bound("p1", "team-fresh")
+        wait_until(lambda: user_queues(self.kq, "alice").get("root.team-fresh") == 1000,
+                   msg="alice's usage in root.team-fresh")
+        q = find_queue(queue_view(self.kq), "root.team-fresh")
+        self.assertIsNotNone(q, "the dynamic queue is in the queue view")
+        self.assertFalse(q.get("isManaged"), "a queue created by a rule is not managed")
+        # when its last pod goes, the dynamic queue goes too
+        self.sim.delete_pod("team-fresh", "p1")
+        wait_until(lambda: find_queue(queue_view(self.kq), "root.team-fresh") is None,
+                   msg="the empty dynamic queue to be removed")
+
+
+TEMPLATE_CONFIG = """
+partitions:
+  - name: default
+    placementrules:
+      - name: provided
+        create: true
+      - name: user
+        create: true
+        filter:
+          type: deny
+          users: [admin]
+        parent:
+          name: fixed
+          value: users
+      - name: fixed
+        value: root.default
+    queues:
+      - name: root
+        submitacl: '*'
+        queues:
+          - name: default
+          - name: users
+            parent: true
+            childtemplate:
+              maxapplications: 2
+              resources:
+                max:
+                  vcore: 1500m
+                  memory: 4G
+"""
+
+
+class RuleChainTest(KQTestCase):
+    CONFIG = TEMPLATE_CONFIG
+
+    def test_provided_user_fixed_chain(self):
+        # provided: the YuniKorn label names the queue; create: true makes it
+        self.create("a1", ns="ns1", user="alice", cpu="500m",
+                    labels={"yunikorn.apache.org/queue": "root.adhoc"})
+        self.assert_bound("a1", "ns1")
+        # no queue named: the user rule below root.users (parent rule fixed, not qualified)
+        self.create("b1", ns="ns1", user="bob", cpu="500m")
+        self.assert_bound("b1", "ns1")
+        # the filter denies admin the user rule: the last rule, root.default
+        self.create("c1", ns="ns1", user="admin", cpu="500m")
+        self.assert_bound("c1", "ns1")
+        wait_until(lambda: user_queues(self.kq, "alice").get("root.adhoc") == 500, msg="alice in root.adhoc")
+        wait_until(lambda: user_queues(self.kq, "bob").get("root.users.bob") == 500, msg="bob in root.users.bob")
+        wait_until(lambda: user_queues(self.kq, "admin").get("root.default") == 500, msg="admin in root.default")
+
+    def test_child_template_limits_dynamic_queue(self):
+        # root.users' template: max 1500m cpu, 2 applications per dynamic queue
+        self.create("b1", ns="ns1", user="bob", cpu="1", app="app-1")
+        self.assert_bound("b1", "ns1")
+        self.create("b2", ns="ns1", user="bob", cpu="1", app="app-1")
+        self.assert_denied("b2", "ns1", "root.users.bob", "child template", "cpu")
+        self.create("b3", ns="ns1", user="bob", cpu="100m", app="app-2")
+        self.assert_bound("b3", "ns1")
+        self.create("b4", ns="ns1", user="bob", cpu="100m", app="app-3")
+        self.assert_denied("b4", "ns1", "root.users.bob", "maxapplications")
+        # another user's dynamic queue has its own copy of the template
+        self.create("d1", ns="ns1", user="dave", cpu="1", app="app-4")
+        self.assert_bound("d1", "ns1")
+
+
+class NoMatchTest(KQTestCase):
+    CONFIG = """
+partitions:
+  - name: default
+    placementrules:
+      - name: provided
+        create: false
+    queues:
+      - name: root
+        queues:
+          - name: a
+"""
+
+    def test_rejected_with_reason(self):
+        # root.nope does not exist and create is false; no root.default: rejected
+        self.create("x1", ns="ns1", user="alice", cpu="100m", labels={"queue": "nope"})
+        why = self.assert_denied("x1", "ns1", "no placement rule matched", "root.nope")
+        self.assertIn("create is false", why)
+        self.create("x2", ns="ns1", user="alice", cpu="100m", labels={"queue": "a"})
+        self.assert_bound("x2", "ns1")
+
+
+class PodMetadataTest(KQTestCase):
+    CONFIG = """
+partitions:
+  - name: default
+    placementrules:
+      - name: provided
+    queues:
+      - name: root
+        submitacl: '*'
+        queues:
+          - name: default
+            maxapplications: 2
+          - name: q1
+          - name: q2
+          - name: q3
+"""
+    EXTRA_ARGS = ("--app-id-fallback", "yunikorn")
+
+    def test_queue_keys_in_yunikorn_order(self):
+        # canonical label beats the annotation, which beats the legacy "queue" label
+        p = pod_manifest("m1", ns="ns1", user="u", cpu="100m",
+                         labels={"yunikorn.apache.org/queue": "root.q1", "queue": "root.q3"})
+        p["metadata"]["annotations"]["yunikorn.apache.org/queue"] = "root.q2"
+        self.sim.create_pod(p)
+        self.assert_bound("m1", "ns1")
+        p = pod_manifest("m2", ns="ns1", user="v", cpu="100m", labels={"queue": "root.q3"})
+        p["metadata"]["annotations"]["yunikorn.apache.org/queue"] = "root.q2"
+        self.sim.create_pod(p)
+        self.assert_bound("m2", "ns1")
+        self.create("m3", ns="ns1", user="w", cpu="100m", labels={"queue": "root.q3"})
+        self.assert_bound("m3", "ns1")
+        wait_until(lambda: user_queues(self.kq, "u").get("root.q1") == 100, msg="u in root.q1")
+        wait_until(lambda: user_queues(self.kq, "v").get("root.q2") == 100, msg="v in root.q2")
+        wait_until(lambda: user_queues(self.kq, "w").get("root.q3") == 100, msg="w in root.q3")
+
+    def test_autogen_app_id_groups_a_namespace(self):
+        # pods without an app id are one application per namespace
+        # (yunikorn-<namespace>-autogen), so root.default's maxapplications 2 counts namespaces
+        for i, ns in enumerate(("ns1", "ns1", "ns2")):
+            self.create("g%d" % i, ns=ns, user="u", cpu="100m")
+            self.assert_bound("g%d" % i, ns)
+        self.create("g9", ns="ns3", user="u", cpu="100m")
+        self.assert_denied("g9", "ns3", "maxapplications")
+        # an explicit app id in any of YuniKorn's keys is its own application
+        self.create("s1", ns="ns1", user="u", cpu="100m", labels={"spark-app-selector": "spark-1"})
+        self.assert_denied("s1", "ns1", "maxapplications")
+        # ... and the same id as the namespace's autogen application joins it
+        self.create("s2", ns="ns3", user="u", cpu="100m",
+                    labels={"yunikorn.apache.org/app-id": "yunikorn-ns1-autogen"})
+        self.assert_bound("s2", "ns3")
+        u = self.kq.get_json("/ws/v1/partition/%s/usage/user/u" % PARTITION)
+        apps = set()
+
+        def walk(n):
+            apps.update(n.get("runningApplications") or [])
+            for c in n.get("children") or []:
+                walk(c)
+        walk(u["queues"])
+        self.assertEqual(apps, {"yunikorn-ns1-autogen", "yunikorn-ns2-autogen"})
+
+
+class WarningsTest(KQTestCase):
+    CONFIG = """
+partitions:
+  - name: default
+    nodesortpolicy:
+      type: binpacking
+    queues:
+      - name: root
+        properties:
+          application.sort.policy: fifo
+"""
+
+    def test_unsupported_keys_logged(self):
+        log = self.kq.logs()
+        self.assertIn("nodesortpolicy is not used by kubequota", log)
+        self.assertIn("properties.application.sort.policy is not used by kubequota", log)
+
