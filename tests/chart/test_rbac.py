@@ -358,7 +358,7 @@ class RbacFromCode(unittest.TestCase):
             self.assertEqual(len(r.all("Role")), 2, name)
             kq = r.one("Role", cl.fullname())
             self.assertEqual(kq["rules"][1]["resourceNames"], [cl.fullname()])
-            self.assertEqual(r.arg("--lease-name"), cl.fullname())
+            self.assertEqual(r.arg("--leader-elect-resource-name"), cl.fullname())
 
     def test_no_wildcards(self):
         for name in cl.VALUE_SETS:

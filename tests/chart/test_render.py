@@ -583,7 +583,7 @@ class HighAvailabilityTest(unittest.TestCase):
         r = cl.render("default")
         self.assertEqual(r.deployment()["spec"]["replicas"], 2)
         self.assertIn(("--leader-elect", None), r.kubequota_args())
-        self.assertEqual(r.arg("--lease-namespace"), cl.NAMESPACE)
+        self.assertEqual(r.arg("--leader-elect-resource-namespace"), cl.NAMESPACE)
         pod = r.deployment()["spec"]["template"]["spec"]
         self.assertEqual(pod["priorityClassName"], "system-cluster-critical")
         term = pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]["podAffinityTerm"]
