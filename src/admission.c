@@ -558,6 +558,25 @@ static bool placement_changed(ctx_t *c)
     return false;
 }
 
+/* A pod of kubequota's scheduler? */
+static bool managed(const ctx_t *c, const json_t *pod)
+{
+    static const char *const sched[] = {"spec", "schedulerName"};
+    const char *name = json_string_value(get_path(pod, sched, 2));
+    return name != NULL && c->o->scheduler_name != NULL && strcmp(name, c->o->scheduler_name) == 0;
+}
+
+/* Runs opts->check_pod (see admission.h); denies on a refusal or a failed check. */
+static void check_limits(ctx_t *c, const json_t *old)
+{
+    char msg[KQ_ADMISSION_MAX_MESSAGE];
+    msg[0] = '\0';
+    int rc = c->o->check_pod(c->o->check_pod_ud, c->obj, old, msg, sizeof(msg));
+    msg[sizeof(msg) - 1] = '\0';
+    if (rc != 0)
+        deny(c, rc == KQ_EDENIED ? 403 : 500, "%s", *msg != '\0' ? msg : kq_strerror(rc));
+}
+
 static void mutate(ctx_t *c)
 {
     static const char *const pod_base[] = {"metadata", "annotations"};
@@ -565,6 +584,17 @@ static void mutate(ctx_t *c)
     bool pod = strcmp(c->group, "") == 0 && strcmp(c->kind, "Pod") == 0;
     size_t ntmpl = 0;
     const char *const *tmpl = workload_template(c->group, c->kind, &ntmpl);
+
+    /* An in-place resize changes what a counted pod uses: checked like a new request. */
+    if (pod && update && strcmp(c->sub, "resize") == 0 && c->o->check_pod != NULL) {
+        if (c->obj == NULL || c->old == NULL) {
+            deny(c, 400, "request.object and request.oldObject are required in a pods/resize UPDATE");
+            return;
+        }
+        if (managed(c, c->obj))
+            check_limits(c, c->old);
+        return;
+    }
 
     if (*c->sub != '\0' || (!pod && tmpl == NULL) || (!create && !update))
         return;
@@ -592,6 +622,12 @@ static void mutate(ctx_t *c)
             if (cur == NULL || strcmp(cur, c->o->scheduler_name) != 0)
                 (void)put(c, sched, 2, json_string(c->o->scheduler_name));
         }
+        /* spec.nodeName at creation skips the scheduler, and so filter and bind. */
+        static const char *const node[] = {"spec", "nodeName"};
+        const char *on = json_string_value(get_path(c->obj, node, 2));
+        if (create && !trusted && on != NULL && *on != '\0' && c->o->check_pod != NULL && !c->nomem &&
+            managed(c, c->obj))
+            check_limits(c, NULL);
         return;
     }
 

@@ -933,3 +933,61 @@ out:
     json_decref(args);
     return status;
 }
+
+/* ------------------------------------------------------------------ admission */
+
+int kq_extender_admission_check(void *ud, const json_t *pod_obj, const json_t *old, char *msg, size_t len)
+{
+    kq_app_t *app = ud;
+    kq_pod_t pod = {0};
+    char err[REASON_MAX] = "";
+    if (app == NULL || app->ledger == NULL) {
+        seterr(msg, len, "kubequota has no pod ledger to check the pod against");
+        return KQ_ESTATE;
+    }
+    if (!atomic_load(&app->ready)) {
+        seterr(msg, len, "kubequota is starting: the pod list is not loaded yet, so the pod's limits cannot be "
+               "checked; retry");
+        return KQ_ESTATE;
+    }
+    /* At CREATE the API server has not assigned a uid yet (nor a name, with
+     * generateName): a copy gets stand-ins, used only for this check. */
+    json_t *copy = json_deep_copy(pod_obj);
+    json_t *meta = json_object_get(copy, "metadata");
+    if (copy == NULL || !json_is_object(meta)) {
+        json_decref(copy);
+        seterr(msg, len, "the pod has no metadata");
+        return KQ_EINVAL;
+    }
+    if (str_field(meta, "uid") == NULL)
+        json_object_set_new(meta, "uid", json_string("admission-check"));
+    if (str_field(meta, "name") == NULL || str_field(meta, "name")[0] == '\0')
+        json_object_set_new(meta, "name", json_string("new-pod"));
+    int rc = parse_pod(app, NULL, copy, &pod, err, sizeof(err));
+    json_decref(copy);
+    if (rc != 0) {
+        seterr(msg, len, "%s", err);
+        return rc;
+    }
+    char reason[REASON_MAX] = "";
+    if (old == NULL) {
+        rc = kq_ledger_check(app->ledger, &pod, reason, sizeof(reason));
+        if (rc == KQ_EDENIED)
+            seterr(msg, len, "pod %s/%s names node %s and so skips the scheduler, but does not fit its limits: %s",
+                   pod.ns ? pod.ns : "-", pod.name ? pod.name : "-", pod.node ? pod.node : "-",
+                   reason[0] ? reason : "quota exceeded");
+    } else {
+        rc = kq_ledger_check_resize(app->ledger, &pod, reason, sizeof(reason));
+        if (rc == KQ_EDENIED)
+            seterr(msg, len, "resizing pod %s/%s would exceed its limits: %s", pod.ns ? pod.ns : "-",
+                   pod.name ? pod.name : "-", reason[0] ? reason : "quota exceeded");
+    }
+    if (rc != 0 && rc != KQ_EDENIED)
+        seterr(msg, len, "checking pod %s/%s against its limits failed: %s", pod.ns ? pod.ns : "-",
+               pod.name ? pod.name : "-", kq_strerror(rc));
+    kq_info("event=admission_pod_check pod=%s/%s kind=%s user=%s queue=%s result=%s", pod.ns ? pod.ns : "-",
+            pod.name ? pod.name : "-", old == NULL ? "create-on-node" : "resize", pod.user ? pod.user : "-",
+            pod.queue ? pod.queue : "-", rc == 0 ? "allowed" : rc == KQ_EDENIED ? "denied" : "error");
+    kq_pod_clear(&pod);
+    return rc;
+}

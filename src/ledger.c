@@ -501,6 +501,32 @@ void kq_ledger_note_pending(kq_ledger_t *l, const kq_pod_t *pod)
     entry_free(fresh);
 }
 
+int kq_ledger_check_resize(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reason_len)
+{
+    if (pod == NULL || pod->uid == NULL)
+        return KQ_EINVAL;
+    int rc = 0;
+    entry_t *e;
+    pthread_mutex_lock(&l->mu);
+    HASH_FIND_STR(l->table, pod->uid, e);
+    if (e != NULL && e->state != ST_PENDING) {
+        /* only what grows needs room: the counted request is already in */
+        kq_resource_t delta = pod->request;
+        (void)kq_resource_sub(&delta, &e->c.req);
+        if (!kq_resource_is_zero(&delta)) {
+            kq_user_t u = counted_user(&e->c);
+            rc = kq_ugm_check(l->ugm, e->c.queue, e->c.app, &u, &delta, reason, reason_len);
+            if (rc == 0 && l->qt != NULL && e->c.group != NULL) {
+                rc = kq_qtree_check(l->qt, e->c.group, &delta, e->c.np, reason, reason_len);
+                if (rc == KQ_ENOENT)
+                    rc = 0; /* the group is gone: the pod is being moved to the default group */
+            }
+        }
+    }
+    pthread_mutex_unlock(&l->mu);
+    return rc;
+}
+
 bool kq_ledger_has_qtree(kq_ledger_t *l)
 {
     pthread_mutex_lock(&l->mu);

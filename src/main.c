@@ -23,6 +23,7 @@
 #include "kubequota/config.h"
 #include "kubequota/duration.h"
 #include "kubequota/elastic.h"
+#include "kubequota/extender.h"
 #include "kubequota/kube.h"
 #include "kubequota/leader.h"
 #include "kubequota/ledger.h"
@@ -752,6 +753,8 @@ static int serve(int argc, char **argv)
     adm.scheduler_name = o.scheduler_name;
     adm.validate_elasticquota = kq_elastic_validate_admission; /* the quota tree's rules */
     adm.elasticquota_ud = app.elastic;
+    adm.check_pod = kq_extender_admission_check; /* nodeName at creation, pods/resize */
+    adm.check_pod_ud = &app;
     if ((o.trusted_users && split_list(o.trusted_users, &tusers) != 0) ||
         (o.trusted_groups && split_list(o.trusted_groups, &tgroups) != 0) ||
         (o.config_map && (cm_buf = strdup(o.config_map)) == NULL)) {

@@ -37,6 +37,10 @@
  *    chart registers this behaviour as a second webhook on POST /admission/mutate-scheduler
  *    with namespaceSelector kubequota.io/enabled=true; it repeats the identity stamping,
  *    which is idempotent.
+ *  - With opts->check_pod: a managed pod (spec.schedulerName is opts->scheduler_name)
+ *    created with spec.nodeName by an untrusted requester bypasses the scheduler, so it is
+ *    checked against its limits here (after stamping), as ResourceQuota does; a
+ *    pods/resize UPDATE of a managed pod is checked too (every requester). Denied: 403.
  *  - Subresources (pods/status, deployments/scale, ...), other kinds and other
  *    operations (DELETE, CONNECT) are allowed without a patch.
  *
@@ -89,6 +93,14 @@
  * KQ_EDENIED, 422 otherwise). msg is NUL-terminated text of at most len-1 bytes. */
 typedef int (*kq_admission_eq_hook_t)(void *ud, const json_t *request, char *msg, size_t len);
 
+/* Hook that checks a managed pod against its limits at admission (issue 20): a pod
+ * created with spec.nodeName by a requester who is not trusted (it skips the scheduler:
+ * old NULL), or a pods/resize of a pod (old: the pod before). pod is the object as it
+ * will be stored (identity stamped). 0 allows; KQ_EDENIED denies (403) with msg; other
+ * negative codes deny with 500 and msg (the check could not be made: fail closed, as the
+ * scheduler would). */
+typedef int (*kq_admission_pod_hook_t)(void *ud, const json_t *pod, const json_t *old, char *msg, size_t len);
+
 typedef struct kq_admission_opts {
     const char *scheduler_name;          /* "kubequota-scheduler" */
     bool set_scheduler_name;             /* stamp spec.schedulerName on Pod CREATE */
@@ -103,6 +115,8 @@ typedef struct kq_admission_opts {
     const char *config_map_key;          /* "queues.yaml" */
     kq_admission_eq_hook_t validate_elasticquota; /* NULL: allow with a warning */
     void *elasticquota_ud;
+    kq_admission_pod_hook_t check_pod;   /* NULL: such pods are not checked */
+    void *check_pod_ud;
 } kq_admission_opts_t;
 
 /* The defaults listed above; the arrays are static and never freed. */

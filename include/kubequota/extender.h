@@ -23,6 +23,8 @@
 
 #include <stddef.h>
 
+#include <jansson.h>
+
 #include "kubequota/app.h"
 
 /* ExtenderArgs -> ExtenderFilterResult. Pods whose spec.schedulerName is not
@@ -44,5 +46,10 @@ int kq_extender_bind(kq_app_t *app, const char *body, size_t len, char **out, si
  * dropped is dropped. Otherwise the victims unchanged. Always in the meta form ({"NodeNameToMetaVictims":{node:{"Pods":[{"UID":..}],"NumPDBViolations":n}}}),
  * built from either NodeNameToVictims (full pods) or NodeNameToMetaVictims. */
 int kq_extender_preempt(kq_app_t *app, const char *body, size_t len, char **out, size_t *out_len);
+
+/* kq_admission_pod_hook_t (admission.h) with ud = the kq_app_t: a pod created with
+ * spec.nodeName is checked like a filter (kq_ledger_check); a resize (old set) with
+ * kq_ledger_check_resize. Refuses (KQ_ESTATE) until the first pod list is loaded. */
+int kq_extender_admission_check(void *ud, const json_t *pod, const json_t *old, char *msg, size_t len);
 
 #endif

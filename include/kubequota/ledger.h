@@ -116,6 +116,12 @@ int kq_ledger_check_ex(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t
 void kq_ledger_note_pending(kq_ledger_t *l, const kq_pod_t *pod);
 bool kq_ledger_has_qtree(kq_ledger_t *l);
 
+/* Admission of an in-place resize: would the pod, counted with its old request, fit with
+ * pod->request? Only the growth is checked, against the queue, application, user and
+ * quota group the pod is counted in. 0 (also for a pod not counted: its bind checks the
+ * new request), or KQ_EDENIED with the reason. Changes nothing. */
+int kq_ledger_check_resize(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reason_len) KQ_WUR;
+
 /* Removes the quota group `group` from the tree (kq_qtree_remove_group) and, in the same
  * step under the ledger lock, makes every pod counted or pending in it belong to
  * KQ_QTREE_DEFAULT, so each is still released exactly once. Errors as

@@ -58,11 +58,11 @@ def selector_matches(sel, labels):
 
 def rule_matches(rule, req):
     res = req["resource"]
-    if req.get("subResource"):
-        return False  # no rule of the chart names a subresource
+    # a subresource matches only a rule naming it ("pods/resize"), as in the API server
+    name = res["resource"] + ("/" + req["subResource"] if req.get("subResource") else "")
     return ((req["operation"] in rule["operations"] or "*" in rule["operations"]) and
             (res["group"] in rule["apiGroups"] or "*" in rule["apiGroups"]) and
-            (res["resource"] in rule["resources"] or "*" in rule["resources"]))
+            (name in rule["resources"] or "*" in rule["resources"]))
 
 
 def pod(scheduler="default-scheduler", annotations=None, labels=None):
@@ -247,6 +247,10 @@ class ScopeChecks:
             (request("UPDATE", TEAM, changed_tmpl, workload("CronJob", self.sched)), True),
             (request("UPDATE", TEAM, workload("CronJob", self.sched), workload("CronJob", self.sched)), False),
             (request("CREATE", TEAM, pod(self.sched), None, sub="binding"), False),
+            # in-place resizes of managed pods are checked against limits (issue 20)
+            (request("UPDATE", TEAM, pod(self.sched, annotations=ann), old_pod, sub="resize"), True),
+            (request("UPDATE", TEAM, pod(annotations=ann), pod(annotations=ann), sub="resize"), False),
+            (request("UPDATE", TEAM, pod(self.sched, annotations=ann), old_pod, sub="status"), False),
         ]
         for ((req, _, _), want), hit in zip(cases, self.d.called([c for c, _ in cases])):
             got = any(self.path(n) == "/admission/mutate" and v is True for n, v in hit.items())

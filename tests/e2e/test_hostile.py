@@ -313,3 +313,53 @@ class TenantEscapeTest(KQTestCase):
         self.assertEqual(user_usage(self.kq, "bob", "root.dev").get("cpu"), 1000)
         self.assertEqual(user_usage(self.kq, "bob", "root.other"), {})
         self.assertTrue(p)
+
+
+class AdmissionLimitsTest(KQTestCase):
+    """A managed pod that skips the scheduler (spec.nodeName at creation) and an in-place
+    resize are checked against limits at admission, as ResourceQuota checks at creation
+    (kubernetes plugin/pkg/admission/resourcequota). Limit: 1 cpu per user in root.dev."""
+    CONFIG = queues_config({"name": "default"}, {"name": "dev", "limits": DEV_LIMITS})
+
+    def test_pod_created_on_a_node_is_checked(self):
+        pods = []
+        for i in range(3):
+            p = pod_manifest("direct-%d" % i, queue="root.dev", cpu="500m", node="node-1")
+            ok, p, resp = mutate(self.kq, p, "carol")
+            if not ok:
+                self.assertEqual(resp["status"]["code"], 403)
+                self.assertIn("carol", resp["status"]["message"])
+                break
+            self.sim.create_pod(p)
+            pods.append(p)
+            self.wait_usage()
+        self.assertEqual(len(pods), 2, "carol ran %d x 500m against a 1-cpu limit" % len(pods))
+        self.assertEqual(user_usage(self.kq, "carol", "root.dev").get("cpu"), 1000)
+        # a trusted controller (the DaemonSet controller) is not stopped
+        p = pod_manifest("ds-pod", queue="root.dev", cpu="500m", node="node-2")
+        ok, _, _ = mutate(self.kq, p, "system:serviceaccount:kube-system:daemon-set-controller",
+                          ("system:serviceaccounts:kube-system",))
+        self.assertTrue(ok)
+
+    def test_resize_is_checked(self):
+        self.create("r1", user="dave", queue="root.dev", cpu="500m")
+        self.assert_bound("r1")
+        self.wait_usage()
+
+        def resize(cpu):
+            cur = self.sim.get_pod("default", "r1")
+            new = copy.deepcopy(cur)
+            res = new["spec"]["containers"][0]["resources"]
+            res["requests"]["cpu"] = res["limits"]["cpu"] = cpu
+            ok, new, resp = mutate(self.kq, new, "dave", operation="UPDATE", old=cur, sub="resize")
+            if ok:  # the API server stores the resize
+                self.sim.world.update("pods", "default", "r1", new)
+            return ok, resp
+        ok, resp = resize("16")
+        self.assertFalse(ok, "a 500m pod resized to 16 cpu against a 1-cpu limit was allowed")
+        self.assertEqual(resp["status"]["code"], 403)
+        self.assertIn("resiz", resp["status"]["message"])
+        ok, _ = resize("1")  # within the limit
+        self.assertTrue(ok)
+        self.wait_usage()
+        self.assertEqual(user_usage(self.kq, "dave", "root.dev").get("cpu"), 1000)

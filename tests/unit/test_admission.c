@@ -555,6 +555,79 @@ static void test_pod_placement_immutable(void **state)
     result_free(&r);
 }
 
+/* The pod-limits hook (issue 20): called for a managed pod created on a node by an
+ * untrusted requester (after stamping: it sees the requester's identity) and for every
+ * pods/resize of a managed pod; its refusal is a 403; a failed check a 500. */
+static int hook_calls, hook_rc;
+static char hook_user[64];
+static bool hook_had_old;
+static int pod_hook(void *ud, const json_t *pod, const json_t *old, char *msg, size_t len)
+{
+    (void)ud;
+    hook_calls++;
+    hook_had_old = old != NULL;
+    const char *ident = json_string_value(
+        json_object_get(json_object_get(json_object_get(pod, "metadata"), "annotations"), ANN));
+    snprintf(hook_user, sizeof(hook_user), "%s", ident != NULL && strstr(ident, "alice") ? "alice" : "?");
+    if (hook_rc != 0)
+        snprintf(msg, len, "over the limit");
+    return hook_rc;
+}
+
+static void test_pod_limits_hook(void **state)
+{
+    kq_admission_opts_t o = kq_admission_opts_default();
+    o.check_pod = pod_hook;
+    const char *on_node = "{'metadata':{'name':'p'},'spec':{'schedulerName':'kubequota-scheduler','nodeName':'n1'}}";
+    result_t r;
+    hook_calls = 0;
+    hook_rc = KQ_EDENIED;
+    run(kq_admission_mutate, &o, alice_review("CREATE", "", "Pod", J(on_node), NULL), &r);
+    assert_false(allowed(&r));
+    assert_int_equal(status_code(&r), 403);
+    assert_contains(message(&r), "over the limit");
+    assert_int_equal(hook_calls, 1);
+    assert_false(hook_had_old);
+    assert_string_equal(hook_user, "alice");
+    result_free(&r);
+    /* a failed check fails closed */
+    hook_rc = KQ_ESTATE;
+    run(kq_admission_mutate, &o, alice_review("CREATE", "", "Pod", J(on_node), NULL), &r);
+    assert_false(allowed(&r));
+    assert_int_equal(status_code(&r), 500);
+    result_free(&r);
+    /* not called: no node, another scheduler, a trusted requester */
+    hook_calls = 0;
+    run(kq_admission_mutate, &o,
+        alice_review("CREATE", "", "Pod", J("{'metadata':{'name':'p'},'spec':{'schedulerName':'kubequota-scheduler'}}"),
+                     NULL), &r);
+    assert_true(allowed(&r));
+    result_free(&r);
+    run(kq_admission_mutate, &o,
+        alice_review("CREATE", "", "Pod", J("{'metadata':{'name':'p'},'spec':{'schedulerName':'x','nodeName':'n'}}"), NULL),
+        &r);
+    assert_true(allowed(&r));
+    result_free(&r);
+    static const char *const ks[] = {"system:serviceaccounts:kube-system"};
+    run(kq_admission_mutate, &o,
+        review("CREATE", "", "Pod", "system:serviceaccount:kube-system:daemon-set-controller", ks, 1, J(on_node), NULL),
+        &r);
+    assert_true(allowed(&r));
+    result_free(&r);
+    assert_int_equal(hook_calls, 0);
+    /* pods/resize: called with the old pod, for trusted requesters too */
+    hook_rc = KQ_EDENIED;
+    json_t *rev = review("UPDATE", "", "Pod", "system:serviceaccount:kube-system:vpa", ks, 1, J(on_node), J(on_node));
+    json_object_set_new(json_object_get(rev, "request"), "subResource", json_string("resize"));
+    run(kq_admission_mutate, &o, rev, &r);
+    assert_false(allowed(&r));
+    assert_int_equal(status_code(&r), 403);
+    assert_int_equal(hook_calls, 1);
+    assert_true(hook_had_old);
+    result_free(&r);
+    hook_rc = 0;
+}
+
 /* ------------------------------------------------------------------ workloads */
 
 static void test_workload_kinds_stamped(void **state)
@@ -1125,6 +1198,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fixture_trusted_controller_no_patch),
         cmocka_unit_test(test_pod_placement_immutable),
+        cmocka_unit_test(test_pod_limits_hook),
         cmocka_unit_test(test_fixture_user_stamped),
         cmocka_unit_test(test_spoofed_annotations_replaced),
         cmocka_unit_test(test_only_yunikorn_spoofed),
