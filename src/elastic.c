@@ -1744,6 +1744,25 @@ void kq_elastic_free(kq_elastic_t *e)
     free(e);
 }
 
+int kq_elastic_node_allocatable(kq_elastic_t *e, const char *node, kq_resource_t *out)
+{
+    int rc = KQ_ENOENT;
+    pthread_mutex_lock(&e->node_mu);
+    node_t *n;
+    HASH_FIND_STR(e->nodes, node, n);
+    if (n != NULL) {
+        *out = n->alloc;
+        rc = 0;
+    }
+    pthread_mutex_unlock(&e->node_mu);
+    return rc;
+}
+
+bool kq_elastic_preempt_default(const kq_elastic_t *e)
+{
+    return e != NULL && e->o.preempt_default;
+}
+
 kq_qtree_t *kq_elastic_qtree(kq_elastic_t *e)
 {
     return e ? e->qt : NULL;

@@ -11,10 +11,14 @@
  *         pod unbound (or gone): a POST that timed out may have committed, and a 409
  *         "already assigned" means it is bound (bind_outcome).
  * preempt with elastic quota (app->elastic set, the preemptor is ours): keeps only victims
- *         counted in the preemptor's own leaf quota group with a lower priority, and only
+ *         counted on that node in the preemptor's own leaf quota group with a lower
+ *         priority, that are preemptible (quota.scheduling.koordinator.sh/preemptible is not
+ *         "false") and, unless --preempt-default-group, not of the default group; and only
  *         nodes where the group's used minus those victims plus the preemptor fits its
- *         runtime (and every ancestor's): preemption never crosses groups. A node whose
- *         victims were all dropped is dropped too (evicting nothing there cannot help).
+ *         runtime (and every ancestor's) and the preemptor fits the node's allocatable
+ *         beside the other pods kubequota counts there (a node the nodes informer has
+ *         not shown is dropped): preemption never crosses groups. A node whose victims
+ *         were all dropped is dropped too (evicting nothing there cannot help).
  *         Otherwise the victims are echoed in the meta form.
  * filter  denials by the quota tree go to FailedNodes (preemption inside the group may
  *         help); denials by user/group/queue limits to FailedAndUnresolvableNodes.
@@ -833,34 +837,68 @@ static int preempt_in_group(kq_app_t *app, const json_t *pod_obj, json_t *map)
     size_t kept_nodes = 0, dropped_nodes = 0, dropped_victims = 0;
     const char *node;
     json_t *v, *tmp;
+    bool def_ok = kq_elastic_preempt_default(app->elastic);
     json_object_foreach_safe(map, tmp, node, v) {
         json_t *pods = json_object_get(v, "Pods");
         json_t *keep = json_array();
-        if (keep == NULL) {
+        kq_ledger_victim_t *on = NULL; /* the counted pods on this node */
+        size_t n_on = 0;
+        if (keep == NULL || kq_ledger_node_pods(app->ledger, node, &on, &n_on) != 0) {
+            json_decref(keep);
             rc = KQ_ENOMEM;
             break;
         }
         kq_resource_t freed = KQ_RESOURCE_EMPTY;
-        size_t i, had = json_array_size(pods);
+        size_t i, had = json_array_size(pods), kept = 0;
         json_t *p;
         json_array_foreach(pods, i, p) {
             const char *uid = str_field(p, "UID");
-            char vg[KQ_QTREE_NAME_MAX + 1];
-            kq_resource_t req;
-            int32_t prio = 0;
-            if (uid != NULL && kq_ledger_counted_group(app->ledger, uid, vg, sizeof(vg), &req, &prio) == 0 &&
-                strcmp(vg, group) == 0 && prio < pod.priority && kq_resource_add(&freed, &req) == 0) {
+            const kq_ledger_victim_t *x = NULL;
+            for (size_t k = 0; uid != NULL && k < n_on && x == NULL; k++)
+                if (strcmp(on[k].uid, uid) == 0)
+                    x = &on[k];
+            /* a victim: counted on this node in the preemptor's own group, lower priority,
+             * preemptible, and not of the default group unless configured */
+            if (x != NULL && x->group != NULL && strcmp(x->group, group) == 0 && x->priority < pod.priority &&
+                x->preemptible && (def_ok || strcmp(group, KQ_QTREE_DEFAULT) != 0) &&
+                kq_resource_add(&freed, &x->req) == 0) {
                 if (json_array_append(keep, p) != 0) {
                     rc = KQ_ENOMEM;
                     break;
                 }
+                kept++;
             } else {
                 dropped_victims++;
             }
         }
         char why[REASON_MAX] = "";
-        bool ok = rc == 0 && !(had > 0 && json_array_size(keep) == 0) &&
+        bool ok = rc == 0 && !(had > 0 && kept == 0) &&
                   kq_qtree_check_preempt(qt, group, &pod.request, &freed, !pod.preemptible, why, sizeof(why)) == 0;
+        /* the preemptor must fit on the node once its victims are gone: the node's
+         * allocatable against the pods kubequota counts there */
+        if (ok) {
+            kq_resource_t alloc, on_node = KQ_RESOURCE_EMPTY;
+            ok = kq_elastic_node_allocatable(app->elastic, node, &alloc) == 0;
+            for (size_t k = 0; ok && k < n_on; k++)
+                ok = kq_resource_add(&on_node, &on[k].req) == 0;
+            (void)kq_resource_sub(&on_node, &freed);
+            for (uint32_t k = 0; ok && k < pod.request.n; k++) {
+                const char *d = pod.request.e[k].name;
+                int64_t r = pod.request.e[k].value;
+                bool has;
+                int64_t av = kq_resource_get(&alloc, d, &has);
+                if (r > 0 && (!has || kq_resource_get(&on_node, d, NULL) > av - r))
+                    ok = false;
+            }
+            bool hasp;
+            int64_t maxpods = kq_resource_get(&alloc, "pods", &hasp);
+            if (ok && hasp && (int64_t)(n_on - kept) + 1 > maxpods)
+                ok = false;
+        }
+        kq_ledger_victims_free(on, n_on);
+        if (!ok)
+            kq_debug("event=preempt_node_dropped pod=%s/%s node=%s reason=\"%s\"", pod.ns, pod.name, node,
+                     why[0] ? why : "no victim of its own group, or it does not fit the node");
         if (ok && json_object_set_new(v, "Pods", keep) == 0) {
             kept_nodes++;
         } else {

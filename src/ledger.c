@@ -918,23 +918,24 @@ void kq_ledger_victims_free(kq_ledger_victim_t *v, size_t n)
         free(v[i].uid);
         free(v[i].ns);
         free(v[i].name);
+        free(v[i].group);
     }
     free(v);
 }
 
-int kq_ledger_group_pods(kq_ledger_t *l, const char *group, kq_ledger_victim_t **out, size_t *n)
+/* Counted pods of `group` (when non-NULL) bound to `node` (when non-NULL). */
+static int collect_pods(kq_ledger_t *l, const char *group, const char *node, kq_ledger_victim_t **out, size_t *n)
 {
     *out = NULL;
     *n = 0;
-    if (group == NULL)
-        return 0;
     int rc = 0;
     size_t cap = 0, k = 0;
     kq_ledger_victim_t *v = NULL;
     entry_t *e, *tmp;
     pthread_mutex_lock(&l->mu);
     HASH_ITER(hh, l->table, e, tmp) {
-        if (e->state == ST_PENDING || e->c.group == NULL || strcmp(e->c.group, group) != 0)
+        if (e->state == ST_PENDING || (group != NULL && (e->c.group == NULL || strcmp(e->c.group, group) != 0)) ||
+            (node != NULL && (e->pod.node == NULL || strcmp(e->pod.node, node) != 0)))
             continue;
         if (k == cap) {
             size_t nc = cap ? cap * 2 : 16;
@@ -951,8 +952,9 @@ int kq_ledger_group_pods(kq_ledger_t *l, const char *group, kq_ledger_victim_t *
         x->uid = strdup(e->uid);
         x->ns = strdup(e->pod.ns ? e->pod.ns : "default");
         x->name = strdup(e->pod.name ? e->pod.name : "");
+        x->group = e->c.group ? strdup(e->c.group) : NULL;
         k++;
-        if (!x->uid || !x->ns || !x->name) {
+        if (!x->uid || !x->ns || !x->name || (e->c.group && !x->group)) {
             rc = KQ_ENOMEM;
             break;
         }
@@ -973,6 +975,26 @@ int kq_ledger_group_pods(kq_ledger_t *l, const char *group, kq_ledger_victim_t *
     *out = v;
     *n = k;
     return 0;
+}
+
+int kq_ledger_group_pods(kq_ledger_t *l, const char *group, kq_ledger_victim_t **out, size_t *n)
+{
+    if (group == NULL) {
+        *out = NULL;
+        *n = 0;
+        return 0;
+    }
+    return collect_pods(l, group, NULL, out, n);
+}
+
+int kq_ledger_node_pods(kq_ledger_t *l, const char *node, kq_ledger_victim_t **out, size_t *n)
+{
+    if (node == NULL) {
+        *out = NULL;
+        *n = 0;
+        return 0;
+    }
+    return collect_pods(l, NULL, node, out, n);
 }
 
 int kq_ledger_counted_group(kq_ledger_t *l, const char *uid, char *group, size_t glen, kq_resource_t *req,

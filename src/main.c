@@ -57,7 +57,7 @@ enum {
     O_RELOAD, O_LOG, O_LOG_FORMAT, O_VERBOSITY, O_REST_AUTH, O_REST_TOKEN, O_METRICS_AUTH, O_TRUSTED_USERS,
     O_TRUSTED_GROUPS, O_CONFIG_MAP, O_EXT_LOCAL, O_EXT_OPEN, O_WATCH_PROGRESS, O_THREADS, O_METRICS_MAX_USERS,
     /* elastic flags */
-    O_SYSNS, O_DQMIN, O_DQMAX, O_GRACE, O_ETICK, O_STATUS,
+    O_SYSNS, O_DQMIN, O_DQMAX, O_GRACE, O_ETICK, O_STATUS, O_MINRUN, O_PREEMPT_DEF,
     O_METERING, O_LEADER_ELECT, O_LEASE_NS, O_LEASE_NAME, O_LEASE_DUR, O_RENEW_DEADLINE, O_RETRY_PERIOD,
     O_APPID_FALLBACK,
     O_HELP = 'h',
@@ -134,6 +134,10 @@ static const flag_t serve_flags[] = {
     {"default-quota-max", 1, O_DQMAX, "RES", "max of the default quota group (default unlimited)", NULL},
     {"reclaim-grace", 1, O_GRACE, "DURATION", "how long a group may use more than its runtime before\n"
                                               "its pods are evicted (default 1m)", NULL},
+    {"reclaim-min-runtime", 1, O_MINRUN, "DURATION", "a pod running for less than this is not evicted by\n"
+                                                     "reclaim (default 0)", NULL},
+    {"preempt-default-group", 0, O_PREEMPT_DEF, NULL, "pods of the default quota group may be preemption\n"
+                                                      "victims (default: never, as in Koordinator)", NULL},
     {"elastic-tick", 1, O_ETICK, "DURATION", "reclaim / status / config check period (default 1s)", NULL},
     {"status-interval", 1, O_STATUS, "DURATION", "least time between status writes of one ElasticQuota\n"
                                                  "(default 10s)", NULL},
@@ -239,7 +243,8 @@ typedef struct serve_opts {
     long metrics_max_users;
     /* elastic flags */
     const char *system_namespaces, *default_quota_min, *default_quota_max;
-    long reclaim_grace_ms, elastic_tick_ms, status_interval_ms;
+    long reclaim_grace_ms, elastic_tick_ms, status_interval_ms, reclaim_min_runtime_ms;
+    bool preempt_default;
     kq_metering_opts_t metering;
     /* leader election */
     bool leader_elect;
@@ -421,6 +426,11 @@ static int parse_serve(int argc, char **argv, serve_opts_t *o)
             if (!parse_duration_flag(c, optarg, 1, 0, &o->reclaim_grace_ms))
                 return 2;
             break;
+        case O_MINRUN:
+            if (!parse_duration_flag(c, optarg, 1, 0, &o->reclaim_min_runtime_ms))
+                return 2;
+            break;
+        case O_PREEMPT_DEF: o->preempt_default = true; break;
         case O_ETICK:
             if (!parse_duration_flag(c, optarg, 1, 10, &o->elastic_tick_ms))
                 return 2;
@@ -674,6 +684,8 @@ static int serve(int argc, char **argv)
              kq_config_parse_resource_list(o.default_quota_max, &eo.default_max, NULL, 0) != 0))
             goto out;
         eo.reclaim_grace_ms = o.reclaim_grace_ms;
+        eo.reclaim_min_runtime_ms = o.reclaim_min_runtime_ms;
+        eo.preempt_default = o.preempt_default;
         eo.tick_ms = o.elastic_tick_ms;
         eo.status_interval_ms = o.status_interval_ms;
         if ((app.elastic = kq_elastic_new(&app, &eo)) == NULL || kq_elastic_start(app.elastic) != 0) {

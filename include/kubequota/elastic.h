@@ -112,11 +112,14 @@ typedef struct kq_elastic_opts {
     kq_resource_t default_min;            /* default group's min (empty) */
     kq_resource_t default_max;            /* default group's max (empty = unlimited) */
     long reclaim_grace_ms;                /* 60000 */
+    long reclaim_min_runtime_ms;          /* 0: reclaim skips pods running for less */
     long tick_ms;                         /* 1000 */
     long status_interval_ms;              /* 10000 */
     int status_burst;                     /* 20 */
     bool watch_nodes;                     /* true: nodes informer sets the cluster total */
     bool watch_quotas;                    /* true: ElasticQuota informers */
+    bool preempt_default;                 /* false: default-group pods are never preemption
+                                           * victims (Koordinator's default) */
     kq_elastic_evict_fn evict;            /* NULL = kq_kube_evict */
     void *evict_ud;
 } kq_elastic_opts_t;
@@ -135,6 +138,12 @@ void kq_elastic_stop(kq_elastic_t *e);
 /* Stops and frees. The tree is freed too: free the ledger first, or unwire nothing else
  * uses it. NULL is a no-op. */
 void kq_elastic_free(kq_elastic_t *e);
+
+/* A node's counted allocatable (empty when unschedulable). KQ_ENOENT for a node the
+ * nodes informer has not shown. */
+int kq_elastic_node_allocatable(kq_elastic_t *e, const char *node, kq_resource_t *out) KQ_WUR;
+/* Whether pods of the default group may be preemption victims (opts.preempt_default). */
+bool kq_elastic_preempt_default(const kq_elastic_t *e);
 
 /* The tree (borrowed, lives as long as the module). */
 kq_qtree_t *kq_elastic_qtree(kq_elastic_t *e);

@@ -131,6 +131,7 @@ int kq_ledger_remove_group(kq_ledger_t *l, const char *group, char *err, size_t 
 /* A counted pod of a quota group, for reclaim (copies; free with kq_ledger_victims_free). */
 typedef struct kq_ledger_victim {
     char *uid, *ns, *name;
+    char *group;          /* its quota group; NULL: not in the tree */
     int32_t priority;
     int64_t created;      /* seconds since epoch, 0 unknown */
     bool preemptible;
@@ -140,6 +141,9 @@ typedef struct kq_ledger_victim {
 /* Every counted pod of `group` (a scan of the ledger: for the reclaim timer, never for
  * filter or bind). *out NULL when *n is 0. 0 or KQ_ENOMEM. */
 int kq_ledger_group_pods(kq_ledger_t *l, const char *group, kq_ledger_victim_t **out, size_t *n) KQ_WUR;
+/* Every counted pod bound to `node` (a scan of the ledger: for preemption, never for
+ * filter or bind; a pod whose bind is still in flight has no node yet). */
+int kq_ledger_node_pods(kq_ledger_t *l, const char *node, kq_ledger_victim_t **out, size_t *n) KQ_WUR;
 void kq_ledger_victims_free(kq_ledger_victim_t *v, size_t n);
 
 /* The quota group and request a counted pod is counted with, and its priority. KQ_ENOENT

@@ -262,3 +262,47 @@ class StatusAnnotationTest(QuotaObjectBase):
         a = self.ann("ml", "ml")
         self.assertEqual(sorted(a["runtime"]), ["cpu"])
         self.assertEqual(sorted(a["request"]), ["cpu"])
+
+
+class PreemptRulesTest(QuotaObjectBase):
+    """Preemption inside a quota (koordinator-sh/koordinator
+    pkg/scheduler/plugins/elasticquota/preempt.go): a pod labelled
+    quota.scheduling.koordinator.sh/preemptible=false is never a victim, and a node is
+    returned only when the preemptor fits it once its victims are gone."""
+    EXTRA_ARGS = ("--reclaim-grace", "600000", "--elastic-tick", "100")
+
+    def uids(self):
+        return {p["metadata"]["name"]: p["metadata"]["uid"] for p in self.sim.state()["pods"]}
+
+    def preempt(self, pre, victims):
+        u = self.uids()
+        args = {"Pod": self.sched.cached(pre), "NodeNameToVictims": None, "NodeNameToMetaVictims": {
+            "node-1": {"Pods": [{"UID": u[v]} for v in victims], "NumPDBViolations": 0}}}
+        r = self.kq.post("/scheduler/preempt", args)
+        self.assertEqual(r.status, 200, r.text)
+        return r.json()["NodeNameToMetaVictims"]
+
+    def test_non_preemptible_and_node_fit(self):
+        self.create_eq(KOORD, "team", "team", {"cpu": "6"}, {"cpu": "8"})
+        self.create_eq(KOORD, "other", "other", {"cpu": "2"}, {"cpu": "8"})
+        self.wait_group("team")
+        self.wait_group("other")
+        self.pod("np", "team", 2, priority=1,
+                 labels={"quota.scheduling.koordinator.sh/preemptible": "false"})
+        self.assert_bound("np", "team")
+        self.pod("lo", "team", 1, priority=1)
+        self.assert_bound("lo", "team")
+        self.pod("o1", "other", 4, priority=1)
+        self.assert_bound("o1", "other")
+        # node-1 (8 cpu) holds 2 + 1 + 4 = 7
+        pre3 = self.pod("pre3", "team", 3, priority=10)
+        pre2 = self.pod("pre2", "team", 2, priority=10)
+        # team asks 3 used + 5 pending = 8 (its max): first its min 6, other its min 2:
+        # runtime 6 for team
+        wait_until(lambda: self.g("team").get("runtimeResource", {}).get("cpu") == 6000,
+                   10, 0.05, "team's runtime 6")
+        # 3 cpu: team 3 - 1 (lo) + 3 = 5 <= 6, but node-1 7 - 1 + 3 = 9 > 8: no node
+        self.assertEqual(self.preempt(pre3, ["np", "lo"]), {})
+        # 2 cpu: team 3 - 1 + 2 = 4 <= 6 and node-1 7 - 1 + 2 = 8 <= 8; np is never a victim
+        got = self.preempt(pre2, ["np", "lo"])
+        self.assertEqual([p["UID"] for p in got["node-1"]["Pods"]], [self.uids()["lo"]])

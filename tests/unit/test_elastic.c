@@ -586,6 +586,88 @@ static kq_pod_t bound(fx_t *f, const char *uid, const char *queue, int64_t cpu, 
     return p;
 }
 
+/* The preempt verb's node list after narrowing: kept node names and the victims of one. */
+static json_t *preempt(fx_t *f, const char *pre_uid, const char *queue, int cpu, int prio, const char *victims_json)
+{
+    char body[2048];
+    snprintf(body, sizeof body,
+             "{\"Pod\":{\"metadata\":{\"name\":\"%s\",\"namespace\":\"x\",\"uid\":\"%s\",\"labels\":{%s%s%s}},"
+             "\"spec\":{\"schedulerName\":\"" OURS "\",\"priority\":%d,\"containers\":[{\"name\":\"c\","
+             "\"resources\":{\"requests\":{\"cpu\":\"%d\"}}}]}},\"NodeNameToMetaVictims\":%s}",
+             pre_uid, pre_uid, queue ? "\"kubequota.io/queue\":\"" : "", queue ? queue : "", queue ? "\"" : "",
+             prio, cpu, victims_json);
+    char *out = NULL;
+    size_t len = 0;
+    assert_int_equal(kq_extender_preempt(&f->app, body, strlen(body), &out, &len), 200);
+    json_t *r = json_loads(out, 0, NULL);
+    free(out);
+    json_t *m = json_incref(json_object_get(r, "NodeNameToMetaVictims"));
+    json_decref(r);
+    assert_non_null(m);
+    return m;
+}
+
+/* Koordinator's preemption rules (koordinator-sh/koordinator
+ * pkg/scheduler/plugins/elasticquota/preempt.go: a non-preemptible pod is no victim; the
+ * node must fit the preemptor once its victims go). Nodes n1 and n2: 10 cpu each. */
+static void test_preempt_rules(void **state)
+{
+    fx_t *f = *state;
+    nodes_total(f, "10");
+    node(f, KQ_WATCH_ADDED, "n2", "10", false);
+    kq_pod_t np = bound(f, "np", "root.team-a", CPU(3), 1, 1, false); /* non-preemptible */
+    kq_pod_t lo = bound(f, "lo", "root.team-a", CPU(1), 1, 1, true);
+    kq_pod_t b = bound(f, "b", "root.team-b", CPU(4), 1, 1, true);
+    /* on n1: 3 + 1 + 4 = 8 of 10 cpu; team-a used 4 */
+    kq_pod_t pre = mk("pre", "x", "root.team-a", CPU(3), NULL);
+    pre.priority = 10;
+    kq_ledger_observe(f->app.ledger, &pre);
+    /* team-a asks 4 + 3 = 7: first 4 (min), team-b 4, team-c 1 (keeps its min); of the 11
+     * left team-a takes its 3 more: runtime 7 */
+    assert_int_equal(runtime(f, "root.team-a"), CPU(7));
+    /* 1. np is never a victim; lo alone frees 1 cpu. A 4-cpu preemptor fits team-a
+     * (4 - 1 + 4 = 7 <= 7) but not n1 (8 - 1 + 4 = 11 > 10): n1 is not returned */
+    json_t *m = preempt(f, "pre", "root.team-a", 4, 10,
+                        "{\"n1\":{\"Pods\":[{\"UID\":\"np\"},{\"UID\":\"lo\"}],\"NumPDBViolations\":0}}");
+    assert_int_equal(json_object_size(m), 0);
+    json_decref(m);
+    /* 2. a 3-cpu preemptor fits both once lo goes: n1 8 - 1 + 3 = 10 <= 10; only lo kept */
+    m = preempt(f, "pre", "root.team-a", 3, 10,
+                "{\"n1\":{\"Pods\":[{\"UID\":\"np\"},{\"UID\":\"lo\"}],\"NumPDBViolations\":0}}");
+    assert_int_equal(json_object_size(m), 1);
+    json_t *pods = json_object_get(json_object_get(m, "n1"), "Pods");
+    assert_int_equal(json_array_size(pods), 1);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(pods, 0), "UID")), "lo");
+    json_decref(m);
+    /* 3. a node kubequota does not know is never returned; a pod counted on another node
+     * is no victim on this one */
+    m = preempt(f, "pre", "root.team-a", 2, 10, "{\"n9\":{\"Pods\":[{\"UID\":\"lo\"}],\"NumPDBViolations\":0}}");
+    assert_int_equal(json_object_size(m), 0);
+    json_decref(m);
+    /* 4. default-group pods are no victims (unless --preempt-default-group) */
+    kq_pod_t d = mk("d", "misc", NULL, CPU(1), "n1");
+    d.priority = 1;
+    kq_ledger_observe(f->app.ledger, &d);
+    kq_pod_t dpre = mk("dpre", "misc", NULL, CPU(1), NULL);
+    dpre.priority = 10;
+    kq_ledger_observe(f->app.ledger, &dpre);
+    char g[KQ_QTREE_NAME_MAX + 1];
+    assert_int_equal(kq_elastic_resolve(f->e, &d, g, sizeof g), 0);
+    assert_string_equal(g, KQ_QTREE_DEFAULT);
+    m = preempt(f, "dpre", NULL, 1, 10, "{\"n1\":{\"Pods\":[{\"UID\":\"d\"}],\"NumPDBViolations\":0}}");
+    assert_int_equal(json_object_size(m), 0);
+    json_decref(m);
+    const char *ids[] = {"np", "lo", "b", "pre", "d", "dpre"};
+    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++)
+        kq_ledger_remove(f->app.ledger, ids[i]);
+    kq_pod_clear(&np);
+    kq_pod_clear(&lo);
+    kq_pod_clear(&b);
+    kq_pod_clear(&pre);
+    kq_pod_clear(&d);
+    kq_pod_clear(&dpre);
+}
+
 /* A borrows B's idle min; B's pods arrive; A's runtime drops; after the grace period A's
  * pods are evicted, lowest priority first, then youngest; never a non-preemptible one. */
 static void test_reclaim(void **state)
@@ -909,7 +991,7 @@ static void test_threads(void **state)
 
 int main(void)
 {
-    kq_log_set_level("error");
+    kq_log_set_level(getenv("KQ_LOG") ? getenv("KQ_LOG") : "error");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_queue_groups, setup, teardown),
         cmocka_unit_test_setup_teardown(test_resolution, setup, teardown),
@@ -922,6 +1004,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_remove_group, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reclaim, setup, teardown),
         cmocka_unit_test_setup_teardown(test_preempt, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_preempt_rules, setup, teardown),
         cmocka_unit_test_setup_teardown(test_admission, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reload, setup, teardown),
         cmocka_unit_test_setup_teardown(test_threads, setup, teardown),
