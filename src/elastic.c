@@ -130,8 +130,9 @@ typedef struct overg { /* reclaim: since when a group is over */
     UT_hash_handle hh;
 } overg_t;
 
-typedef struct inflight {
+typedef struct inflight { /* an eviction done (until the pod is gone) or refused (until until_ms) */
     char *uid;
+    bool evicted;
     int64_t until_ms;
     kq_resource_t req;
     char *group;
@@ -1150,19 +1151,76 @@ static void inflight_drop(kq_elastic_t *e, inflight_t *f)
     free(f);
 }
 
-/* Evicts pods of one over group until the excess is covered. Returns evictions done. */
+/* Per resource of ov->over: what the planned evictions remove minus the excess (>= 0 for
+ * every resource: the group is back within its runtime). */
+typedef struct slack {
+    uint32_t n;
+    const char *name[KQ_RES_MAX];
+    int64_t v[KQ_RES_MAX];
+} slack_t;
+
+static bool slack_ok(const slack_t *sl)
+{
+    for (uint32_t k = 0; k < sl->n; k++)
+        if (sl->v[k] < 0)
+            return false;
+    return true;
+}
+
+static void slack_add(slack_t *sl, const kq_resource_t *req, int sign)
+{
+    for (uint32_t k = 0; k < sl->n; k++) {
+        int64_t r = kq_resource_get(req, sl->name[k], NULL);
+        sl->v[k] = sign > 0 ? (sl->v[k] > INT64_MAX - r ? INT64_MAX : sl->v[k] + r) : sl->v[k] - r;
+    }
+}
+
+static bool slack_fits_back(const slack_t *sl, const kq_resource_t *req)
+{
+    for (uint32_t k = 0; k < sl->n; k++)
+        if (sl->v[k] - kq_resource_get(req, sl->name[k], NULL) < 0)
+            return false;
+    return true;
+}
+
+/* May reclaim evict this pod now? (timer thread) */
+static bool evictable(kq_elastic_t *e, const kq_ledger_victim_t *v, int64_t now, int64_t wall_s)
+{
+    if (!v->preemptible)
+        return false;
+    inflight_t *f;
+    HASH_FIND_STR(e->inflight, v->uid, f);
+    if (f != NULL)
+        return false; /* evicted already (never twice), or refused a moment ago */
+    if (e->o.reclaim_min_runtime_ms > 0 && v->created > 0 && wall_s - v->created < e->o.reclaim_min_runtime_ms / 1000)
+        return false; /* too young */
+    (void)now;
+    return true;
+}
+
+/* Evicts the smallest set of pods of one over group that brings its used back within its
+ * runtime, as Koordinator's over-use revoke does (koordinator-sh/koordinator
+ * pkg/scheduler/plugins/elasticquota/quota_overuse_revoke.go): take pods lowest priority
+ * first (then youngest) until the excess is covered, then give back, highest priority
+ * first, every taken pod the group can keep without going over again. A refused eviction
+ * (a PodDisruptionBudget's 429) sets that pod aside for EVICT_RETRY_MS and the plan is made
+ * again without it. Returns evictions done. */
 static size_t reclaim_group(kq_elastic_t *e, const kq_qgroup_over_t *ov, int64_t now)
 {
     if (e->app == NULL || e->app->ledger == NULL)
         return 0;
-    kq_resource_t left = ov->over;
+    slack_t base = {0};
+    for (uint32_t k = 0; k < ov->over.n && base.n < KQ_RES_MAX; k++) {
+        base.name[base.n] = ov->over.e[k].name;
+        base.v[base.n++] = -ov->over.e[k].value;
+    }
     /* evictions still in flight for this group already cover part of it */
     inflight_t *f, *ftmp;
     HASH_ITER(hh, e->inflight, f, ftmp) {
-        if (strcmp(f->group, ov->name) == 0)
-            (void)kq_resource_sub(&left, &f->req);
+        if (f->evicted && strcmp(f->group, ov->name) == 0)
+            slack_add(&base, &f->req, +1);
     }
-    if (kq_resource_is_zero(&left))
+    if (slack_ok(&base))
         return 0;
     kq_ledger_victim_t *v = NULL;
     size_t n = 0;
@@ -1171,54 +1229,87 @@ static size_t reclaim_group(kq_elastic_t *e, const kq_qgroup_over_t *ov, int64_t
         return 0;
     }
     qsort(v, n, sizeof(*v), victim_cmp);
+    size_t *pick = n ? malloc(n * sizeof(*pick)) : NULL;
+    if (n > 0 && pick == NULL) {
+        kq_ledger_victims_free(v, n);
+        return 0;
+    }
+    int64_t wall_s = (int64_t)time(NULL);
     size_t done = 0;
     char over_s[256];
     kq_resource_format(&ov->over, over_s, sizeof(over_s));
-    for (size_t i = 0; i < n && !kq_resource_is_zero(&left); i++) {
-        if (!v[i].preemptible)
-            continue;
-        HASH_FIND_STR(e->inflight, v[i].uid, f);
-        if (f != NULL)
-            continue;
-        /* only pods that hold some of what is over */
-        bool helps = false;
-        for (uint32_t k = 0; k < left.n && !helps; k++)
-            helps = left.e[k].value > 0 && kq_resource_get(&v[i].req, left.e[k].name, NULL) > 0;
-        if (!helps)
-            continue;
-        char err[512] = "";
-        int rc = e->o.evict(e->o.evict_ud, v[i].ns, v[i].name, v[i].uid, err, sizeof(err));
-        if (rc != 0 && rc != KQ_ENOENT) {
-            atomic_fetch_add(&e->evict_failed, 1);
-            kq_warn("event=reclaim_evict_failed pod=%s/%s uid=%s group=%s error=\"%s\" detail=\"%s\"", v[i].ns,
-                    v[i].name, v[i].uid, ov->name, kq_strerror(rc), err);
-            continue;
+    for (int round = 0; round < 8; round++) {
+        /* plan: take until covered, then give back from the highest priority */
+        slack_t sl = base;
+        size_t np = 0;
+        for (size_t i = 0; i < n && !slack_ok(&sl); i++) {
+            if (!evictable(e, &v[i], now, wall_s))
+                continue;
+            bool helps = false; /* only pods that hold some of what is over */
+            for (uint32_t k = 0; k < sl.n && !helps; k++)
+                helps = sl.v[k] < 0 && kq_resource_get(&v[i].req, sl.name[k], NULL) > 0;
+            if (!helps)
+                continue;
+            slack_add(&sl, &v[i].req, +1);
+            pick[np++] = i;
         }
-        (void)kq_resource_sub(&left, &v[i].req);
-        if (rc == KQ_ENOENT)
-            continue; /* already gone: the watch will release it */
-        atomic_fetch_add(&e->evicted, 1);
-        done++;
-        char req_s[256], msg[1024];
-        kq_resource_format(&v[i].req, req_s, sizeof(req_s));
-        kq_info("event=reclaimed pod=%s/%s uid=%s group=%s priority=%d request=\"%s\" over=\"%s\" msg=\"evicted: "
-                "the group uses more than its runtime after the grace period\"", v[i].ns, v[i].name, v[i].uid,
-                ov->name, v[i].priority, req_s, over_s);
-        snprintf(msg, sizeof(msg),
-                 "evicted by kubequota: quota group %s uses more than its runtime (over by %s) and lent "
-                 "resources are wanted back", ov->name, over_s);
-        if (e->app->kube != NULL)
-            kq_kube_event(e->app->kube, v[i].ns, v[i].name, v[i].uid, "Warning", "Reclaimed", msg);
-        inflight_t *nf = calloc(1, sizeof(*nf));
-        if (nf != NULL && (nf->uid = strdup(v[i].uid)) != NULL && (nf->group = strdup(ov->name)) != NULL) {
-            nf->until_ms = now + EVICT_RETRY_MS;
-            nf->req = v[i].req;
-            HASH_ADD_KEYPTR(hh, e->inflight, nf->uid, strlen(nf->uid), nf);
-        } else if (nf != NULL) {
-            free(nf->uid);
-            free(nf);
+        if (slack_ok(&sl)) {
+            size_t kept = 0;
+            for (size_t j = np; j-- > 0;) {
+                if (slack_fits_back(&sl, &v[pick[j]].req)) {
+                    slack_add(&sl, &v[pick[j]].req, -1);
+                    pick[j] = SIZE_MAX; /* given back */
+                } else {
+                    kept++;
+                }
+            }
+            (void)kept;
         }
+        bool refused = false;
+        for (size_t j = 0; j < np; j++) {
+            if (pick[j] == SIZE_MAX)
+                continue;
+            kq_ledger_victim_t *x = &v[pick[j]];
+            char err[512] = "";
+            int rc = e->o.evict(e->o.evict_ud, x->ns, x->name, x->uid, err, sizeof(err));
+            inflight_t *nf = calloc(1, sizeof(*nf));
+            if (nf != NULL && (nf->uid = strdup(x->uid)) != NULL && (nf->group = strdup(ov->name)) != NULL) {
+                nf->evicted = rc == 0 || rc == KQ_ENOENT;
+                nf->until_ms = nf->evicted ? INT64_MAX : now + EVICT_RETRY_MS;
+                nf->req = x->req;
+                HASH_ADD_KEYPTR(hh, e->inflight, nf->uid, strlen(nf->uid), nf);
+            } else if (nf != NULL) {
+                free(nf->uid);
+                free(nf);
+            }
+            if (rc != 0 && rc != KQ_ENOENT) {
+                atomic_fetch_add(&e->evict_failed, 1);
+                kq_warn("event=reclaim_evict_failed pod=%s/%s uid=%s group=%s error=\"%s\" detail=\"%s\" "
+                        "msg=\"set aside; another pod is chosen\"", x->ns, x->name, x->uid, ov->name,
+                        kq_strerror(rc), err);
+                refused = true;
+                break; /* plan again without it */
+            }
+            slack_add(&base, &x->req, +1);
+            if (rc == KQ_ENOENT)
+                continue; /* already gone: the watch will release it */
+            atomic_fetch_add(&e->evicted, 1);
+            done++;
+            char req_s[256], msg[1024];
+            kq_resource_format(&x->req, req_s, sizeof(req_s));
+            kq_info("event=reclaimed pod=%s/%s uid=%s group=%s priority=%d request=\"%s\" over=\"%s\" "
+                    "msg=\"evicted: the group uses more than its runtime after the grace period\"", x->ns, x->name,
+                    x->uid, ov->name, x->priority, req_s, over_s);
+            snprintf(msg, sizeof(msg),
+                     "evicted by kubequota: quota group %s uses more than its runtime (over by %s) and lent "
+                     "resources are wanted back", ov->name, over_s);
+            if (e->app->kube != NULL)
+                kq_kube_event(e->app->kube, x->ns, x->name, x->uid, "Warning", "Reclaimed", msg);
+        }
+        if (!refused)
+            break;
     }
+    free(pick);
     kq_ledger_victims_free(v, n);
     return done;
 }
@@ -1228,7 +1319,8 @@ size_t kq_elastic_reclaim_once(kq_elastic_t *e, int64_t now)
     /* forget evictions that finished (pod released) or timed out */
     inflight_t *f, *ftmp;
     HASH_ITER(hh, e->inflight, f, ftmp) {
-        if (now >= f->until_ms || (e->app && e->app->ledger && !kq_ledger_is_counted(e->app->ledger, f->uid)))
+        if ((!f->evicted && now >= f->until_ms) ||
+            (e->app && e->app->ledger && !kq_ledger_is_counted(e->app->ledger, f->uid)))
             inflight_drop(e, f);
     }
     kq_qgroup_over_t *ov = NULL;

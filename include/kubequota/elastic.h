@@ -56,12 +56,17 @@
  * later, with the delay doubling from 1s up to 60s.
  *
  * Reclaim: a timer (every tick_ms) lists the leaf groups whose used exceeds min(runtime,
- * max). A group over for at least reclaim_grace_ms loses pods through the Eviction API,
- * lowest priority first, then youngest first, until what is being evicted covers the
- * excess; non-preemptible pods (quota.scheduling.koordinator.sh/preemptible: "false")
- * are never evicted. An eviction in flight is not repeated for 60s. Every eviction is
- * logged, counted (kq_elastic_evictions) and recorded as a Warning Event "Reclaimed" on
- * the pod.
+ * max) in a resource their max names (never the default group). A group over for at
+ * least reclaim_grace_ms loses the smallest set of pods that brings it back (Koordinator's
+ * assign-back): pods are taken lowest priority first, then youngest, until the excess is
+ * covered, then every taken pod that can stay without going over again is given back,
+ * highest priority first; the rest are evicted through the Eviction API. Never evicted:
+ * non-preemptible pods (quota.scheduling.koordinator.sh/preemptible: "false"), pods whose
+ * creationTimestamp is younger than reclaim_min_runtime_ms, a pod evicted already (never
+ * twice, until it is gone), a pod whose eviction was refused (a PodDisruptionBudget's
+ * 429, or any error) in the last 60s: the plan is made again without it, so another pod
+ * is chosen and the refused one is not asked at every tick. Every eviction is logged,
+ * counted (kq_elastic_evictions) and recorded as a Warning Event "Reclaimed" on the pod.
  *
  * Status: at most every status_interval_ms per object and at most status_burst writes
  * per tick, each applied ElasticQuota whose group's used or runtime changed gets a

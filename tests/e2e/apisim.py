@@ -246,6 +246,7 @@ class World:
         self.bookmark_interval = bookmark_interval
         self.auto_run = True          # binding also marks the pod Running (the kubelet)
         self.eviction_status = None   # e.g. 429: every eviction is refused like a PDB would
+        self.eviction_refused = set()  # "ns/name": evictions of these pods are refused (429)
         self.crds = set(EQ_GROUPS)    # ElasticQuota API groups served
         self.stopping = False
         self.generation = 0           # bumped by reset/drop: watchers of older generations end
@@ -546,9 +547,9 @@ class World:
         with self.cond:
             if self.key(ns, name) not in self.objs["pods"]:
                 raise not_found("pods", name)
-            if self.eviction_status:
+            if self.eviction_status or self.key(ns, name) in self.eviction_refused:
                 self.counters["evictions_refused"] += 1
-                raise ApiError(int(self.eviction_status), "TooManyRequests",
+                raise ApiError(int(self.eviction_status or 429), "TooManyRequests",
                                "Cannot evict pod as it would violate the pod's disruption budget.",
                                {"causes": [{"reason": "DisruptionBudget",
                                             "message": "The disruption budget sim-pdb needs 1 "

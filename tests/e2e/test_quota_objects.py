@@ -306,3 +306,49 @@ class PreemptRulesTest(QuotaObjectBase):
         # 2 cpu: team 3 - 1 + 2 = 4 <= 6 and node-1 7 - 1 + 2 = 8 <= 8; np is never a victim
         got = self.preempt(pre2, ["np", "lo"])
         self.assertEqual([p["UID"] for p in got["node-1"]["Pods"]], [self.uids()["lo"]])
+
+
+class ReclaimRulesTest(QuotaObjectBase):
+    """Reclaim (koordinator-sh/koordinator
+    pkg/scheduler/plugins/elasticquota/quota_overuse_revoke.go): lowest priority first, the
+    smallest set that brings used back to runtime; an eviction a PodDisruptionBudget refuses
+    (429) makes reclaim choose another pod, and the refused pod is not asked again at every
+    tick."""
+
+    def test_pdb_refusal_picks_another_victim(self):
+        self.create_eq(KOORD, "team", "team", {"cpu": "2"}, {"cpu": "8"})
+        self.create_eq(KOORD, "other", "other", {"cpu": "6"}, {"cpu": "8"})
+        self.wait_group("team")
+        self.wait_group("other")
+        with self.sim.world.cond:
+            self.sim.world.eviction_refused.add("team/t-pdb")
+        # team borrows: 6 cpu used of min 2
+        for name, prio in (("t-pdb", 1), ("t-lo", 2), ("t-hi", 10)):
+            self.pod(name, "team", 2, priority=prio)
+            self.assert_bound(name, "team")
+        # other wants its min back: 3 pods of 2 cpu pending; team's runtime drops to 2:
+        # over by 4. Plan: t-pdb + t-lo (lowest priorities) cover it; t-pdb is refused;
+        # planned again without it: t-lo + t-hi.
+        for i in range(3):
+            self.pod("o%d" % i, "other", 2)
+        wait_until(lambda: self.g("team").get("runtimeResource", {}).get("cpu") == 2000,
+                   10, 0.05, "team's runtime 2")
+        wait_until(lambda: "t-lo" not in self.alive("team") and "t-hi" not in self.alive("team"),
+                   20, 0.1, "t-lo and t-hi evicted")
+        self.assertEqual(self.alive("team"), ["t-pdb"])
+        counters = self.sim.state()["counters"]
+        self.assertEqual(counters["evictions"], 2)
+        self.assertEqual(counters["evictions_refused"], 1)
+
+        def bound_other():
+            for i in range(3):
+                if not self.sim.get_pod("other", "o%d" % i)["spec"].get("nodeName"):
+                    self.schedule("o%d" % i, "other")
+            return all(self.sim.get_pod("other", "o%d" % i)["spec"].get("nodeName") for i in range(3))
+        wait_until(bound_other, 15, 0.2, "other's pods to bind")
+        # team is back within its runtime (2 used = 2): nothing more is evicted, and the
+        # refused pod was asked exactly once
+        wait_until(lambda: self.g("team").get("allocatedResource", {}).get("cpu") == 2000,
+                   10, 0.05, "team used 2")
+        self.assertEqual(self.sim.state()["counters"]["evictions_refused"], 1)
+        self.assertEqual(self.sim.state()["counters"]["evictions"], 2)

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <pthread.h>
 
@@ -88,6 +89,8 @@ static int test_evict(void *ud, const char *ns, const char *name, const char *ui
     return f->evict_rc;
 }
 
+static long g_min_runtime_ms; /* opts.reclaim_min_runtime_ms of the next fixture */
+
 static int setup_yaml(void **state, const char *yaml)
 {
     fx_t *f = calloc(1, sizeof(*f));
@@ -100,6 +103,7 @@ static int setup_yaml(void **state, const char *yaml)
     kq_elastic_opts_default(&o);
     o.watch_nodes = o.watch_quotas = false;
     o.reclaim_grace_ms = 5000;
+    o.reclaim_min_runtime_ms = g_min_runtime_ms;
     o.evict = test_evict;
     o.evict_ud = f;
     f->e = kq_elastic_new(&f->app, &o);
@@ -110,6 +114,13 @@ static int setup_yaml(void **state, const char *yaml)
 
 static int setup(void **state)
 {
+    g_min_runtime_ms = 0;
+    return setup_yaml(state, QUEUES_YAML);
+}
+
+static int setup_minrun(void **state)
+{
+    g_min_runtime_ms = 3600 * 1000;
     return setup_yaml(state, QUEUES_YAML);
 }
 
@@ -586,6 +597,40 @@ static kq_pod_t bound(fx_t *f, const char *uid, const char *queue, int64_t cpu, 
     return p;
 }
 
+/* Reclaim evicts the smallest set (Koordinator's assign-back, koordinator-sh/koordinator
+ * pkg/scheduler/plugins/elasticquota/quota_overuse_revoke.go getToRevokePodList), and
+ * skips pods younger than --reclaim-min-runtime (this fixture: one hour). */
+static void test_reclaim_smallest_set(void **state)
+{
+    fx_t *f = *state;
+    nodes_total(f, "10");
+    int64_t now_s = (int64_t)time(NULL);
+    kq_pod_t a[5];
+    a[0] = bound(f, "np", "root.team-a", CPU(3), 0, 100, false);
+    a[1] = bound(f, "p1", "root.team-a", CPU(1), 1, 100, true);
+    a[2] = bound(f, "p2", "root.team-a", CPU(1), 2, 100, true);
+    a[3] = bound(f, "p3", "root.team-a", CPU(3), 3, 100, true);
+    a[4] = bound(f, "young", "root.team-a", CPU(1), 0, now_s - 10, true); /* 10 s old */
+    kq_pod_t b = mk("b", "x", "root.team-b", CPU(4), NULL);
+    kq_ledger_observe(f->app.ledger, &b);
+    /* team-a uses 3+1+1+3+1 = 9; runtime 10 - team-b 4 - team-c 1 = 5: over by 4 */
+    assert_int_equal(runtime(f, "root.team-a"), CPU(5));
+    assert_int_equal(kq_elastic_reclaim_once(f->e, 1000), 0);
+    /* Lowest priority first: young (prio 0) is too young, np never; p1, p2, p3 are taken
+     * (1 + 1 + 3 = 5 >= 4, 1 spare); given back from the highest: p3 (3) cannot go back
+     * (spare 1), p2 (1) can (spare 0), p1 then cannot: p1 and p3 are evicted, not p2. */
+    assert_int_equal(kq_elastic_reclaim_once(f->e, 7000), 2);
+    assert_int_equal(f->n_calls, 2);
+    assert_string_equal(f->calls[0].uid, "p1");
+    assert_string_equal(f->calls[1].uid, "p3");
+    for (int i = 0; i < 5; i++) {
+        kq_ledger_remove(f->app.ledger, a[i].uid);
+        kq_pod_clear(&a[i]);
+    }
+    kq_ledger_remove(f->app.ledger, "b");
+    kq_pod_clear(&b);
+}
+
 /* The preempt verb's node list after narrowing: kept node names and the victims of one. */
 static json_t *preempt(fx_t *f, const char *pre_uid, const char *queue, int cpu, int prio, const char *victims_json)
 {
@@ -714,20 +759,33 @@ static void test_reclaim(void **state)
     /* team-b asks 5 > min 4: team-a and team-b share what is left by weight 1:1 */
     assert_int_equal(runtime(f, "root.team-a"), 4500);
     assert_int_equal(kq_elastic_reclaim_once(f->e, 10000), 0);
-    f->evict_rc = KQ_ECONFLICT; /* a PDB refuses: counted as failed, the next one is tried */
-    /* over by 1.5: every evictable pod is tried in order, all refused */
+    f->evict_rc = KQ_ECONFLICT; /* a PDB refuses (429): that pod is set aside, another is chosen */
+    /* over by 1.5: the plan is a-old-low (prio 1, 2 cpu, covers it): refused. Planned again
+     * without it: a-mid (prio 5, 1 cpu) then a-high (prio 10, 2) are taken to cover 1.5;
+     * giving back from the highest priority, a-high must go (2 taken back would leave 1.5
+     * uncovered) but a-mid can stay (3 - 1.5 = 1.5 spare >= its 1): the smallest set is
+     * a-high alone: refused. Planned again: a-mid alone cannot cover it, so it is evicted
+     * as far as it goes (Koordinator evicts all it took then): refused. Each pod is asked
+     * once: no loop. */
     assert_int_equal(kq_elastic_reclaim_once(f->e, 15000), 0);
     assert_int_equal(f->n_calls, 4);
     assert_string_equal(f->calls[1].uid, "a-old-low");
-    assert_string_equal(f->calls[2].uid, "a-mid");
-    assert_string_equal(f->calls[3].uid, "a-high");
+    assert_string_equal(f->calls[2].uid, "a-high");
+    assert_string_equal(f->calls[3].uid, "a-mid");
     unsigned long failed = 0;
     assert_int_equal(kq_elastic_evictions(f->e, &failed), 1);
     assert_int_equal(failed, 3);
     f->evict_rc = 0;
-    assert_int_equal(kq_elastic_reclaim_once(f->e, 16000), 1); /* a-old-low's 2 cover 1.5 */
+    /* refused pods are not asked again for 60 s: nothing to do, and no call */
+    assert_int_equal(kq_elastic_reclaim_once(f->e, 16000), 0);
+    assert_int_equal(f->n_calls, 4);
+    /* then the plan is made afresh: a-old-low's 2 cover 1.5 */
+    assert_int_equal(kq_elastic_reclaim_once(f->e, 75000), 1);
     assert_int_equal(f->n_calls, 5);
     assert_string_equal(f->calls[4].uid, "a-old-low");
+    /* evicted once, never twice, however long its pod takes to go */
+    assert_int_equal(kq_elastic_reclaim_once(f->e, 500000), 0);
+    assert_int_equal(f->n_calls, 5);
     for (size_t i = 0; i < f->n_calls; i++)
         assert_string_not_equal(f->calls[i].uid, "a-np");
     for (int i = 0; i < 5; i++) {
@@ -1004,6 +1062,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_remove_group, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reclaim, setup, teardown),
         cmocka_unit_test_setup_teardown(test_preempt, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reclaim_smallest_set, setup_minrun, teardown),
         cmocka_unit_test_setup_teardown(test_preempt_rules, setup, teardown),
         cmocka_unit_test_setup_teardown(test_admission, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reload, setup, teardown),
