@@ -58,6 +58,8 @@ kq_admission_opts_t kq_admission_opts_default(void)
         .config_map_key = "queues.yaml",
         .validate_elasticquota = NULL,
         .elasticquota_ud = NULL,
+        .check_config = NULL,
+        .check_config_ud = NULL,
     };
 }
 
@@ -689,8 +691,10 @@ static void validate_config_map(ctx_t *c)
     kq_diags_init(&diags);
     kq_config_t *cfg = NULL;
     int rc = kq_config_load_buffer(json_string_value(v), json_string_length(v), key, &cfg, &diags);
+    if (rc == 0)
+        rc = o->check_config != NULL ? o->check_config(o->check_config_ud, cfg, key, &diags)
+                                     : kq_config_check_partition(cfg, "default", key, &diags);
     if (rc == 0) {
-        kq_config_unref(cfg);
         kq_info("event=config_map_accepted ns=%s name=%s user=%s", c->ns, name,
                 or_dash(json_string_value(get_path(c->req, (const char *const[]){"userInfo", "username"}, 2))));
     } else if (rc == KQ_ENOMEM) {
@@ -704,6 +708,7 @@ static void validate_config_map(ctx_t *c)
                  "queues: %s", c->ns, name, key, *all != '\0' ? all : kq_strerror(rc));
         free(all);
     }
+    kq_config_unref(cfg);
     kq_diags_free(&diags);
 }
 

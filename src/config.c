@@ -2403,6 +2403,25 @@ const kq_partition_conf_t *kq_config_partition(const kq_config_t *cfg, const cha
     return NULL;
 }
 
+int kq_config_check_partition(const kq_config_t *cfg, const char *partition, const char *file,
+                              kq_diags_t *diags)
+{
+    if (partition == NULL || *partition == '\0')
+        partition = "default";
+    if (kq_config_partition(cfg, partition) != NULL)
+        return 0;
+    int rc;
+    if (cfg == NULL || cfg->nparts == 0)
+        rc = kq_diags_add(diags, file, 0, 0, NULL,
+                          "no partition is defined (the file is empty or holds only comments); "
+                          "kubequota enforces partition \"%s\"", partition);
+    else
+        rc = kq_diags_add(diags, file, 0, 0, NULL,
+                          "partition \"%s\" is not defined (kubequota enforces it: --partition)",
+                          partition);
+    return rc != 0 ? KQ_ENOMEM : KQ_EPARSE;
+}
+
 const kq_queue_conf_t *kq_config_queue(const kq_partition_conf_t *p, const char *path)
 {
     if (p == NULL || path == NULL)
@@ -2491,14 +2510,29 @@ void kq_config_holder_swap(kq_config_holder_t *h, kq_config_t *next)
 
 int kq_config_check_main(int argc, char **argv)
 {
-    if (argc != 2 || argv[1] == NULL || argv[1][0] == '\0') {
-        fprintf(stderr, "usage: kubequota check-config FILE\n");
+    /* [--partition NAME | --partition=NAME] FILE: the partition serve would enforce */
+    const char *partition = "default";
+    if (argc == 4 && argv[1] != NULL && strcmp(argv[1], "--partition") == 0) {
+        partition = argv[2];
+        argv += 2;
+        argc -= 2;
+    } else if (argc == 3 && argv[1] != NULL && strncmp(argv[1], "--partition=", 12) == 0) {
+        partition = argv[1] + 12;
+        argv++;
+        argc--;
+    }
+    if (argc != 2 || argv[1] == NULL || argv[1][0] == '\0' || partition == NULL || *partition == '\0') {
+        fprintf(stderr, "usage: kubequota check-config [--partition NAME] FILE\n");
         return 2;
     }
     kq_diags_t d;
     kq_diags_init(&d);
     kq_config_t *cfg = NULL;
     int rc = kq_config_load_file(argv[1], &cfg, &d);
+    if (rc == 0 && (rc = kq_config_check_partition(cfg, partition, argv[1], &d)) != 0) {
+        kq_config_unref(cfg);
+        cfg = NULL;
+    }
     int status;
     if (rc == 0) {
         char sum[256];

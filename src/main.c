@@ -191,7 +191,7 @@ static void usage_main(FILE *f)
                "\n"
                "Usage:\n"
                "  kubequota serve --config FILE [flags]   run the scheduler extender, webhooks and views\n"
-               "  kubequota check-config FILE             validate a queues.yaml\n"
+               "  kubequota check-config [--partition NAME] FILE   refuse what serve would refuse\n"
                "  kubequota --version                     version, commit and build date\n"
                "\n"
                "'kubequota COMMAND --help' shows the flags of a command. Reference: docs/.\n");
@@ -209,10 +209,11 @@ static void usage_serve(FILE *f)
 
 static void usage_check_config(FILE *f)
 {
-    fprintf(f, "Usage: kubequota check-config FILE\n\n"
+    fprintf(f, "Usage: kubequota check-config [--partition NAME] FILE\n\n"
                "Validates a queues.yaml as serve would load it: one error per line (file:line:column).\n"
                "Exit status: 0 valid, 1 invalid, 2 unreadable or bad usage.\n\n"
                "Flags:\n"
+               "  --partition NAME              the partition serve enforces must be defined (default default)\n"
                "  -h, --help                    this text\n");
 }
 
@@ -627,8 +628,10 @@ static int serve(int argc, char **argv)
     }
     for (size_t i = 0; i < kq_config_warning_count(cfg); i++)
         kq_warn("event=config_unsupported_key msg=\"%s\"", kq_config_warning_at(cfg, i));
-    if (kq_config_partition(cfg, o.partition) == NULL) {
-        fprintf(stderr, "kubequota: %s: partition \"%s\" is not defined\n", o.config, o.partition);
+    rc = kq_config_check_partition(cfg, o.partition, o.config, &diags);
+    if (rc != 0) {
+        print_diags(&diags);
+        fprintf(stderr, "kubequota: %s: configuration rejected (%s)\n", o.config, kq_strerror(rc));
         exit_code = 2;
         goto out;
     }
@@ -767,6 +770,8 @@ static int serve(int argc, char **argv)
     adm.elasticquota_ud = app.elastic;
     adm.check_pod = kq_extender_admission_check; /* nodeName at creation, pods/resize */
     adm.check_pod_ud = &app;
+    adm.check_config = kq_app_check_config; /* the ConfigMap webhook refuses what a reload would */
+    adm.check_config_ud = &app;
     if ((o.trusted_users && split_list(o.trusted_users, &tusers) != 0) ||
         (o.trusted_groups && split_list(o.trusted_groups, &tgroups) != 0) ||
         (o.config_map && (cm_buf = strdup(o.config_map)) == NULL)) {
@@ -890,15 +895,24 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "serve") == 0)
         return serve(argc - 1, argv + 1);
     if (strcmp(cmd, "check-config") == 0) {
+        int files = 0;
         for (int i = 2; i < argc; i++) {
             if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
                 usage_check_config(stdout);
                 return 0;
             }
+            if (strcmp(argv[i], "--partition") == 0) { /* its value is not a FILE */
+                if (++i >= argc)
+                    return bad_usage("check-config", "--partition needs a NAME");
+                continue;
+            }
+            if (strncmp(argv[i], "--partition=", 12) == 0)
+                continue;
             if (argv[i][0] == '-' && argv[i][1] != '\0')
                 return bad_usage("check-config", "unknown flag %s", argv[i]);
+            files++;
         }
-        if (argc != 3)
+        if (files != 1)
             return bad_usage("check-config", "expected exactly one FILE");
         return kq_config_check_main(argc - 1, argv + 1);
     }

@@ -23,6 +23,7 @@
 #include "kubequota/config.h"
 #include "kubequota/elastic.h"
 #include "kubequota/error.h"
+#include "kubequota/sync.h"
 #include "kubequota/ugm.h"
 
 /* ------------------------------------------------------------------ helpers */
@@ -192,12 +193,14 @@ int kq_rest_group(kq_app_t *app, const char *partition, const char *group, char 
     return reply_json(v, 200, body, len);
 }
 
-int kq_rest_validate_conf(const char *yaml, size_t yaml_len, char **body, size_t *len)
+int kq_rest_validate_conf(kq_app_t *app, const char *yaml, size_t yaml_len, char **body, size_t *len)
 {
     kq_diags_t diags;
     kq_diags_init(&diags);
     kq_config_t *cfg = NULL;
     int rc = kq_config_load_buffer(yaml ? yaml : "", yaml ? yaml_len : 0, "queues.yaml", &cfg, &diags);
+    if (rc == 0 && app != NULL) /* what the running serve would refuse at reload */
+        rc = kq_app_check_config(app, cfg, "queues.yaml", &diags);
     kq_config_unref(cfg);
     json_t *o;
     if (rc == 0) {

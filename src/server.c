@@ -386,7 +386,7 @@ static void h_validate_conf(const req_t *q, resp_t *r)
 {
     char *out = NULL;
     size_t len = 0;
-    int st = kq_rest_validate_conf(q->body, q->body_len, &out, &len);
+    int st = kq_rest_validate_conf(q->s->app, q->body, q->body_len, &out, &len);
     resp_take(r, st, CT_JSON, out, len);
 }
 

@@ -209,6 +209,15 @@ static bool same_file(const struct stat *a, const struct stat *b)
            a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
 }
 
+int kq_app_check_config(void *appv, const kq_config_t *cfg, const char *file, kq_diags_t *diags)
+{
+    const kq_app_t *app = appv;
+    int rc = kq_config_check_partition(cfg, app->partition, file, diags);
+    if (rc == 0 && app->metering)
+        rc = kq_metering_check_config(kq_config_partition(cfg, app->partition), diags);
+    return rc;
+}
+
 int kq_reloader_reload_now(kq_reloader_t *r)
 {
     kq_app_t *app = r->app;
@@ -216,13 +225,8 @@ int kq_reloader_reload_now(kq_reloader_t *r)
     kq_diags_init(&diags);
     kq_config_t *cfg = NULL;
     int rc = kq_config_load_file(r->path, &cfg, &diags);
-    if (rc == 0 && kq_config_partition(cfg, app->partition) == NULL) {
-        rc = KQ_ENOENT;
-        if (kq_diags_add(&diags, r->path, 0, 0, NULL, "partition \"%s\" is not defined", app->partition) != 0)
-            rc = KQ_ENOMEM;
-    }
-    if (rc == 0 && app->metering)
-        rc = kq_metering_check_config(kq_config_partition(cfg, app->partition), &diags);
+    if (rc == 0)
+        rc = kq_app_check_config(app, cfg, r->path, &diags);
     if (rc == 0)
         rc = kq_ugm_set_config(app->ugm, cfg);
     if (rc == 0 && app->metering)

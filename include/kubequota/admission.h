@@ -75,6 +75,7 @@
 
 #include <jansson.h>
 
+#include "kubequota/config.h"
 #include "kubequota/error.h"
 
 #define KQ_ADMISSION_ANN_USER_INFO    "kubequota.io/user-info"
@@ -117,6 +118,11 @@ typedef struct kq_admission_opts {
     void *elasticquota_ud;
     kq_admission_pod_hook_t check_pod;   /* NULL: such pods are not checked */
     void *check_pod_ud;
+    /* The queues ConfigMap, after it loads: what the running serve requires beyond the
+     * loader (kq_app_check_config: its partition, metering budgets), so the webhook refuses
+     * exactly what a reload would. NULL: only kq_config_check_partition(cfg, "default"). */
+    int (*check_config)(void *ud, const kq_config_t *cfg, const char *file, kq_diags_t *diags);
+    void *check_config_ud;
 } kq_admission_opts_t;
 
 /* The defaults listed above; the arrays are static and never freed. */

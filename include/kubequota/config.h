@@ -135,6 +135,15 @@ const kq_partition_conf_t *kq_config_partition_at(const kq_config_t *cfg, size_t
 /* Partition by name, or NULL. Borrowed. */
 const kq_partition_conf_t *kq_config_partition(const kq_config_t *cfg, const char *name);
 
+/* What `kubequota serve` requires of a loaded configuration beyond kq_config_load_*: the
+ * partition it enforces exists (an empty or comment-only file defines none). 0 when it
+ * does; else adds one diagnostic for `file` and returns KQ_EPARSE (KQ_ENOMEM if the
+ * diagnostic cannot be stored). check-config, the ConfigMap webhook, validate-conf, serve's
+ * start-up and its reload all call this, so they refuse the same files with the same
+ * message. */
+int kq_config_check_partition(const kq_config_t *cfg, const char *partition, const char *file,
+                              kq_diags_t *diags) KQ_WUR;
+
 /* Queue by full path ("root.a.b"), or NULL. Constant time (hash lookup). Borrowed. */
 const kq_queue_conf_t *kq_config_queue(const kq_partition_conf_t *p, const char *path);
 

@@ -28,8 +28,10 @@ int kq_rest_queues(kq_app_t *app, const char *partition, char **body, size_t *le
 
 /* POST /ws/v1/validate-conf: yaml is a queues.yaml. Always 200 (like YuniKorn) with
  * {"allowed":true,"reason":""} or {"allowed":false,"reason":"<every diagnostic, joined
- * with \"; \">"}. Nothing is applied. */
-int kq_rest_validate_conf(const char *yaml, size_t yaml_len, char **body, size_t *len);
+ * with \"; \">"}. Nothing is applied. With app, the file is also judged as the running
+ * serve's reload would judge it (kq_app_check_config: its partition, its metering);
+ * NULL: the loader's rules only. */
+int kq_rest_validate_conf(kq_app_t *app, const char *yaml, size_t yaml_len, char **body, size_t *len);
 
 /* {"error":"<message>"} as a new malloc'ed string (*len its length); NULL on ENOMEM. */
 char *kq_rest_error_body(const char *message, size_t *len);

@@ -36,4 +36,12 @@ void kq_reloader_stop(kq_reloader_t *r);
 /* Loads `path` now and applies it if valid; 0, or the load error (diagnostics logged). */
 int kq_reloader_reload_now(kq_reloader_t *r);
 
+/* Everything a running serve requires of a loaded configuration before it applies it:
+ * the partition it enforces exists (kq_config_check_partition), and with metering on, the
+ * partition's budget properties parse. `app` is the kq_app_t (void * so that this can be
+ * the admission webhook's check_config hook). The reload, the ConfigMap webhook and
+ * /ws/v1/validate-conf all call it, so they refuse the same files with the same first
+ * message. 0, or KQ_EPARSE / KQ_ENOMEM with diagnostics for `file` added to diags. */
+int kq_app_check_config(void *app, const kq_config_t *cfg, const char *file, kq_diags_t *diags);
+
 #endif

@@ -105,6 +105,63 @@ static void test_valid_files(void **state)
     assert_int_equal(failed, 0);
 }
 
+/* Files the loader accepts and serve refuses (serve-refuses/): kq_config_check_partition
+ * names the file and says why; the default partition is "default". */
+static void test_serve_refuses_files(void **state)
+{
+    (void)state;
+    char dir[512];
+    snprintf(dir, sizeof(dir), "%s/config/serve-refuses", data_dir());
+    char **files;
+    size_t n = list_yaml(dir, &files);
+    assert_true(n >= 3);
+    for (size_t i = 0; i < n; i++) {
+        char *text = slurp(files[i]);
+        assert_non_null(text);
+        const char *e = strstr(text, "# expect: ");
+        char expect[256] = "no partition is defined";
+        if (e != NULL) {
+            e += strlen("# expect: ");
+            size_t el = strcspn(e, "\n");
+            assert_true(el > 0 && el < sizeof(expect));
+            memcpy(expect, e, el);
+            expect[el] = '\0';
+        }
+        kq_diags_t d;
+        kq_diags_init(&d);
+        kq_config_t *cfg = NULL;
+        assert_int_equal(kq_config_load_file(files[i], &cfg, &d), 0);
+        assert_int_equal(kq_config_check_partition(cfg, NULL, files[i], &d), KQ_EPARSE);
+        assert_int_equal(d.n, 1);
+        char buf[1024];
+        kq_diag_format(&d.v[0], buf, sizeof(buf));
+        if (strstr(buf, expect) == NULL || strncmp(buf, files[i], strlen(files[i])) != 0)
+            fail_msg("%s: got '%s', expected '%s'", files[i], buf, expect);
+        kq_config_unref(cfg);
+        kq_diags_free(&d);
+        free(text);
+        free(files[i]);
+    }
+    free(files);
+
+    /* the partition in use, not only "default"; found case-insensitively like lookups */
+    kq_diags_t d;
+    kq_diags_init(&d);
+    kq_config_t *cfg = NULL;
+    const char *two = "partitions:\n  - name: default\n    queues: [{name: root}]\n"
+                      "  - name: Batch\n    queues: [{name: root}]\n";
+    assert_int_equal(kq_config_load_buffer(two, strlen(two), "q.yaml", &cfg, &d), 0);
+    assert_int_equal(kq_config_check_partition(cfg, "default", "q.yaml", &d), 0);
+    assert_int_equal(kq_config_check_partition(cfg, "batch", "q.yaml", &d), 0);
+    assert_int_equal(d.n, 0);
+    assert_int_equal(kq_config_check_partition(cfg, "gpu", "q.yaml", &d), KQ_EPARSE);
+    char buf[512];
+    kq_diag_format(&d.v[0], buf, sizeof(buf));
+    assert_string_equal(buf, "q.yaml: partition \"gpu\" is not defined (kubequota enforces it: --partition)");
+    kq_config_unref(cfg);
+    kq_diags_free(&d);
+}
+
 static void test_invalid_files(void **state)
 {
     (void)state;
@@ -570,6 +627,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_valid_files),
         cmocka_unit_test(test_invalid_files),
+        cmocka_unit_test(test_serve_refuses_files),
         cmocka_unit_test(test_tree_and_lookup),
         cmocka_unit_test(test_partition_limits_on_root),
         cmocka_unit_test(test_root_inserted),

@@ -206,7 +206,7 @@ static void test_validate_conf(void **state)
     (void)state;
     char *b;
     size_t n;
-    json_t *j = parsed(kq_rest_validate_conf(QUEUES_YAML, strlen(QUEUES_YAML), &b, &n), 200, &b, &n);
+    json_t *j = parsed(kq_rest_validate_conf(NULL, QUEUES_YAML, strlen(QUEUES_YAML), &b, &n), 200, &b, &n);
     assert_true(json_is_true(json_object_get(j, "allowed")));
     assert_string_equal(json_string_value(json_object_get(j, "reason")), "");
     json_decref(j);
@@ -223,7 +223,7 @@ static void test_validate_conf(void **state)
         "              max:\n"
         "                vcore: lots\n"
         "          - name: a\n";
-    j = parsed(kq_rest_validate_conf(bad, strlen(bad), &b, &n), 200, &b, &n);
+    j = parsed(kq_rest_validate_conf(NULL, bad, strlen(bad), &b, &n), 200, &b, &n);
     assert_true(json_is_false(json_object_get(j, "allowed")));
     const char *reason = json_string_value(json_object_get(j, "reason"));
     assert_non_null(reason);
@@ -233,7 +233,7 @@ static void test_validate_conf(void **state)
 
     static const char *const garbage[] = {":::\n- [", "partitions: 7\n", "- just\n- a list\n", "a: \xff\n"};
     for (size_t i = 0; i < sizeof(garbage) / sizeof(garbage[0]); i++) {
-        j = parsed(kq_rest_validate_conf(garbage[i], strlen(garbage[i]), &b, &n), 200, &b, &n);
+        j = parsed(kq_rest_validate_conf(NULL, garbage[i], strlen(garbage[i]), &b, &n), 200, &b, &n);
         assert_true(json_is_false(json_object_get(j, "allowed")));
         assert_true(strlen(json_string_value(json_object_get(j, "reason"))) > 0);
         json_decref(j);
