@@ -64,6 +64,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         char buf[128];
         kq_config_summary(cfg, buf, sizeof(buf));
+        /* serve's own rule: refused exactly when the partition is missing, with a reason */
+        size_t before = d.n;
+        int prc = kq_config_check_partition(cfg, "default", "fuzz.yaml", &d);
+        if ((prc == 0) != (kq_config_partition(cfg, "default") != NULL) ||
+            (prc == KQ_EPARSE && d.n != before + 1))
+            abort();
         kq_config_unref(cfg);
     }
     char *all = kq_diags_join(&d, "\n");
