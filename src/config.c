@@ -2510,26 +2510,28 @@ void kq_config_holder_swap(kq_config_holder_t *h, kq_config_t *next)
 
 int kq_config_check_main(int argc, char **argv)
 {
-    /* [--partition NAME | --partition=NAME] FILE: the partition serve would enforce */
-    const char *partition = "default";
-    if (argc == 4 && argv[1] != NULL && strcmp(argv[1], "--partition") == 0) {
-        partition = argv[2];
-        argv += 2;
-        argc -= 2;
-    } else if (argc == 3 && argv[1] != NULL && strncmp(argv[1], "--partition=", 12) == 0) {
-        partition = argv[1] + 12;
-        argv++;
-        argc--;
+    /* FILE and --partition NAME / --partition=NAME in any order: the partition serve enforces */
+    const char *partition = "default", *file = NULL;
+    int nfiles = 0;
+    for (int i = 1; i < argc; i++) {
+        if (argv[i] != NULL && strcmp(argv[i], "--partition") == 0 && i + 1 < argc)
+            partition = argv[++i];
+        else if (argv[i] != NULL && strncmp(argv[i], "--partition=", 12) == 0)
+            partition = argv[i] + 12;
+        else {
+            file = argv[i];
+            nfiles++;
+        }
     }
-    if (argc != 2 || argv[1] == NULL || argv[1][0] == '\0' || partition == NULL || *partition == '\0') {
+    if (nfiles != 1 || file == NULL || *file == '\0' || partition == NULL || *partition == '\0') {
         fprintf(stderr, "usage: kubequota check-config [--partition NAME] FILE\n");
         return 2;
     }
     kq_diags_t d;
     kq_diags_init(&d);
     kq_config_t *cfg = NULL;
-    int rc = kq_config_load_file(argv[1], &cfg, &d);
-    if (rc == 0 && (rc = kq_config_check_partition(cfg, partition, argv[1], &d)) != 0) {
+    int rc = kq_config_load_file(file, &cfg, &d);
+    if (rc == 0 && (rc = kq_config_check_partition(cfg, partition, file, &d)) != 0) {
         kq_config_unref(cfg);
         cfg = NULL;
     }
@@ -2540,7 +2542,7 @@ int kq_config_check_main(int argc, char **argv)
         for (size_t i = 0; i < kq_config_warning_count(cfg); i++)
             fprintf(stderr, "warning: %s\n", kq_config_warning_at(cfg, i));
         fflush(stderr);
-        printf("%s: valid: %s\n", argv[1], sum);
+        printf("%s: valid: %s\n", file, sum);
         fflush(stdout);
         kq_config_unref(cfg);
         status = 0;
@@ -2559,7 +2561,7 @@ int kq_config_check_main(int argc, char **argv)
             }
         }
         if (d.n == 0)
-            fprintf(stderr, "%s: %s\n", argv[1], kq_strerror(rc));
+            fprintf(stderr, "%s: %s\n", file, kq_strerror(rc));
         fflush(stderr);
         status = rc == KQ_EPARSE ? 1 : 2;
     }
