@@ -54,6 +54,7 @@
 #include "kubequota/log.h"
 #include "kubequota/metrics.h"
 #include "kubequota/pod.h"
+#include "kubequota/sync.h"
 
 #define REASON_MAX 1024
 
@@ -185,7 +186,11 @@ static int parse_pod(kq_app_t *app, const kq_jnode_t *obj, const json_t *jobj, k
         .default_user = app->default_user,
         .app_id_fallback = (kq_app_id_fallback_t)app->app_id_fallback,
         .dynamic_kind = kq_ugm_queue_kind_hook,
+        .set_dynamic_limits = kq_ugm_set_dynamic_limits_hook,
         .hook_arg = app->ugm,
+        .ns_parent_queue = app->sync ? kq_sync_ns_parent_queue : NULL,
+        .ns_limits = app->sync ? kq_sync_ns_limits : NULL,
+        .ns_arg = app->sync,
     };
     char perr[REASON_MAX] = "";
     rc = obj != NULL ? kq_pod_parse(obj, &opts, pod, perr, sizeof(perr))

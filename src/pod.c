@@ -767,6 +767,16 @@ static int resolve_placed(const kq_partition_conf_t *part, const kq_pod_opts_t *
         return rc;
     if (rc != 0)
         return set_qerr(p, "%s", reason);
+    /* a dynamic queue takes its limits from the namespace of the pods placed in it
+     * (YuniKorn: set on an unmanaged queue when an application is added) */
+    if (opts->set_dynamic_limits != NULL && opts->ns_limits != NULL && kq_config_queue(part, p->queue) == NULL &&
+        strcmp(p->queue, KQ_PLACEMENT_RECOVERY_QUEUE) != 0) {
+        kq_resource_t max;
+        bool has_max = false;
+        uint64_t max_apps = 0;
+        if (opts->ns_limits(opts->ns_arg, p->ns, &max, &has_max, &max_apps))
+            opts->set_dynamic_limits(opts->hook_arg, p->queue, has_max ? &max : NULL, max_apps);
+    }
     return 0;
 }
 

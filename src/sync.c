@@ -25,12 +25,23 @@
 #include "kubequota/metering.h"
 #include "kubequota/metrics.h"
 #include "kubequota/pod.h"
+#include "kubequota/resource.h"
+
+#include <stdio.h>
+#include <uthash.h>
 
 /* ------------------------------------------------------------------ pod informer */
+
+typedef struct nsinfo nsinfo_t;
 
 struct kq_sync {
     kq_app_t *app;
     kq_watch_t *watch;
+    kq_watch_t *ns_watch;  /* namespace informer (YuniKorn's namespace annotations) */
+    pthread_mutex_t ns_mu; /* guards ns (never held across a call out) */
+    nsinfo_t *ns;          /* namespace name -> its YuniKorn annotations */
+    nsinfo_t *ns_seen;     /* relist: entries seen since list_begin (ns thread only) */
+    bool ns_relisting;
     atomic_ulong bad_pods;
     atomic_ulong lists;
     kq_jdoc_t scratch; /* the watch thread's, for kq_pod_parse (user-info annotations) */
@@ -109,7 +120,11 @@ static void on_object(void *ud, int type, const kq_jnode_t *obj)
         .scratch = &s->scratch,
         .app_id_fallback = (kq_app_id_fallback_t)app->app_id_fallback,
         .dynamic_kind = kq_ugm_queue_kind_hook,
+        .set_dynamic_limits = kq_ugm_set_dynamic_limits_hook,
         .hook_arg = app->ugm,
+        .ns_parent_queue = kq_sync_ns_parent_queue,
+        .ns_limits = kq_sync_ns_limits,
+        .ns_arg = s,
     };
     kq_pod_t pod;
     char err[512];
@@ -128,19 +143,257 @@ static void on_object(void *ud, int type, const kq_jnode_t *obj)
     kq_config_unref(cfg);
 }
 
+/* ------------------------------------------------------------------ namespaces */
+
+/* YuniKorn's namespace annotations (apache/yunikorn-k8shim pkg/common/constants,
+ * pkg/common/utils/utils.go GetNamespaceQuotaFromAnnotation, pkg/cache/context.go
+ * updateApplicationTags): parentqueue becomes the tag namespace.parentqueue; namespace.quota
+ * (a JSON map of Kubernetes quantities; else the deprecated namespace.max.cpu/.memory) and
+ * namespace.maxApps become the max and maxapplications of the namespace's dynamic queue.
+ * namespace.guaranteed is read and reported as not used. A bad value is logged and ignored,
+ * as the shim does. */
+#define ANN_NS_PARENT "yunikorn.apache.org/parentqueue"
+#define ANN_NS_QUOTA "yunikorn.apache.org/namespace.quota"
+#define ANN_NS_MAXCPU "yunikorn.apache.org/namespace.max.cpu"
+#define ANN_NS_MAXMEM "yunikorn.apache.org/namespace.max.memory"
+#define ANN_NS_MAXAPPS "yunikorn.apache.org/namespace.maxApps"
+#define ANN_NS_GUARANTEED "yunikorn.apache.org/namespace.guaranteed"
+#define NS_VALUE_MAX 1024
+
+struct nsinfo {
+    UT_hash_handle hh;
+    char *parent;          /* NULL when not annotated */
+    bool has_max;
+    kq_resource_t max;
+    uint64_t max_apps;
+    char name[];
+};
+
+static const kq_jfilter_t ns_ann_keys[] = {
+    {ANN_NS_PARENT, NULL}, {ANN_NS_QUOTA, NULL}, {ANN_NS_MAXCPU, NULL}, {ANN_NS_MAXMEM, NULL},
+    {ANN_NS_MAXAPPS, NULL}, {ANN_NS_GUARANTEED, NULL}, {NULL, NULL},
+};
+static const kq_jfilter_t ns_meta_keys[] = {
+    {"name", NULL}, {"resourceVersion", NULL}, {"annotations", ns_ann_keys}, {NULL, NULL},
+};
+static const kq_jfilter_t ns_fields[] = {{"metadata", ns_meta_keys}, {NULL, NULL}};
+
+static void nsinfo_free(nsinfo_t *n)
+{
+    if (n != NULL)
+        free(n->parent);
+    free(n);
+}
+
+static bool ns_quantity(const char *ns, const char *key, const char *name, const char *val, kq_resource_t *r)
+{
+    char why[128];
+    int64_t v = 0;
+    if (kq_quantity_parse(name, val, &v, why, sizeof(why)) != 0 || v < 0 || kq_resource_set(r, name, v) != 0) {
+        kq_warn("event=namespace_annotation_ignored namespace=%s key=%s msg=\"%s: bad quantity '%.64s'\"", ns, key,
+                name, val);
+        return false;
+    }
+    return true;
+}
+
+/* Builds the entry of one namespace object; NULL when it has none of the annotations. */
+static nsinfo_t *nsinfo_parse(const kq_jnode_t *obj, const char *name)
+{
+    const kq_jnode_t *anns = kq_jnode_get(kq_jnode_get(obj, "metadata"), "annotations");
+    const char *parent = kq_jnode_string(kq_jnode_get(anns, ANN_NS_PARENT));
+    const char *quota = kq_jnode_string(kq_jnode_get(anns, ANN_NS_QUOTA));
+    const char *mcpu = kq_jnode_string(kq_jnode_get(anns, ANN_NS_MAXCPU));
+    const char *mmem = kq_jnode_string(kq_jnode_get(anns, ANN_NS_MAXMEM));
+    const char *mapps = kq_jnode_string(kq_jnode_get(anns, ANN_NS_MAXAPPS));
+    if (kq_jnode_string(kq_jnode_get(anns, ANN_NS_GUARANTEED)) != NULL)
+        kq_warn("event=namespace_annotation_unsupported namespace=%s key=%s msg=\"guaranteed resources are not "
+                "used by kubequota\"", name, ANN_NS_GUARANTEED);
+    size_t nl = strlen(name);
+    nsinfo_t *n = calloc(1, sizeof(*n) + nl + 1);
+    if (n == NULL)
+        return NULL;
+    memcpy(n->name, name, nl + 1);
+    if (parent != NULL && parent[0] != '\0' && strlen(parent) < NS_VALUE_MAX && (n->parent = strdup(parent)) == NULL) {
+        free(n);
+        return NULL;
+    }
+    kq_resource_t r = KQ_RESOURCE_EMPTY;
+    bool ok = true;
+    if (quota != NULL && quota[0] != '\0') {
+        kq_jdoc_t doc = {0};
+        kq_jscan_error_t je;
+        const kq_jnode_t *root = NULL;
+        if (strlen(quota) > NS_VALUE_MAX || kq_jdoc_parse(&doc, quota, strlen(quota), NULL, &je) != 0 ||
+            (root = kq_jdoc_root(&doc))->type != KQ_JOBJECT) {
+            kq_warn("event=namespace_annotation_ignored namespace=%s key=%s msg=\"not a JSON object of "
+                    "quantities\"", name, ANN_NS_QUOTA);
+            ok = false;
+        } else {
+            for (const kq_jnode_t *v = kq_jnode_first(root); v != NULL && ok; v = kq_jnode_next(root, v)) {
+                const char *q = kq_jnode_string(v);
+                ok = q != NULL && ns_quantity(name, ANN_NS_QUOTA, v->key, q, &r);
+                if (q == NULL)
+                    kq_warn("event=namespace_annotation_ignored namespace=%s key=%s msg=\"%s: not a string\"",
+                            name, ANN_NS_QUOTA, v->key);
+            }
+        }
+        kq_jdoc_free(&doc);
+    } else if ((mcpu != NULL && mcpu[0] != '\0') || (mmem != NULL && mmem[0] != '\0')) {
+        if (mcpu != NULL && mcpu[0] != '\0')
+            ok = ns_quantity(name, ANN_NS_MAXCPU, "cpu", mcpu, &r);
+        if (ok && mmem != NULL && mmem[0] != '\0')
+            ok = ns_quantity(name, ANN_NS_MAXMEM, "memory", mmem, &r);
+    }
+    if (ok && r.n > 0) {
+        n->has_max = true;
+        n->max = r;
+    }
+    if (mapps != NULL && mapps[0] != '\0') {
+        char *end = NULL;
+        errno = 0;
+        unsigned long long v = strtoull(mapps, &end, 10);
+        if (errno != 0 || end == mapps || *end != '\0' || mapps[0] == '-')
+            kq_warn("event=namespace_annotation_ignored namespace=%s key=%s msg=\"not a whole number: '%.32s'\"",
+                    name, ANN_NS_MAXAPPS, mapps);
+        else
+            n->max_apps = v;
+    }
+    if (n->parent == NULL && !n->has_max && n->max_apps == 0) {
+        nsinfo_free(n);
+        return NULL;
+    }
+    return n;
+}
+
+/* Replaces (or removes, n NULL) the entry of namespace `name`. */
+static void ns_put(kq_sync_t *s, const char *name, nsinfo_t *n)
+{
+    nsinfo_t *old = NULL;
+    pthread_mutex_lock(&s->ns_mu);
+    HASH_FIND_STR(s->ns, name, old);
+    if (old != NULL)
+        HASH_DEL(s->ns, old);
+    if (n != NULL)
+        HASH_ADD_STR(s->ns, name, n);
+    pthread_mutex_unlock(&s->ns_mu);
+    nsinfo_free(old);
+}
+
+static void on_ns_list_begin(void *ud)
+{
+    kq_sync_t *s = ud;
+    s->ns_relisting = true;
+}
+
+/* After a relist: namespaces not listed are forgotten. */
+static void on_ns_list_end(void *ud)
+{
+    kq_sync_t *s = ud;
+    nsinfo_t *n, *tmp;
+    pthread_mutex_lock(&s->ns_mu);
+    HASH_ITER(hh, s->ns, n, tmp) {
+        nsinfo_t *seen = NULL;
+        HASH_FIND_STR(s->ns_seen, n->name, seen);
+        if (seen == NULL) {
+            HASH_DEL(s->ns, n);
+            nsinfo_free(n);
+        }
+    }
+    pthread_mutex_unlock(&s->ns_mu);
+    HASH_ITER(hh, s->ns_seen, n, tmp) {
+        HASH_DEL(s->ns_seen, n);
+        free(n);
+    }
+    s->ns_relisting = false;
+}
+
+static void on_ns_object(void *ud, int type, const kq_jnode_t *obj)
+{
+    kq_sync_t *s = ud;
+    const char *name = kq_jnode_string(kq_jnode_get(kq_jnode_get(obj, "metadata"), "name"));
+    if (name == NULL || name[0] == '\0' || strlen(name) > 253)
+        return;
+    if (s->ns_relisting) {
+        nsinfo_t *seen = NULL;
+        HASH_FIND_STR(s->ns_seen, name, seen);
+        size_t nl = strlen(name);
+        if (seen == NULL && (seen = calloc(1, sizeof(*seen) + nl + 1)) != NULL) {
+            memcpy(seen->name, name, nl + 1);
+            HASH_ADD_STR(s->ns_seen, name, seen);
+        }
+    }
+    ns_put(s, name, type == KQ_WATCH_DELETED ? NULL : nsinfo_parse(obj, name));
+}
+
+bool kq_sync_ns_parent_queue(void *sync, const char *ns, char *buf, size_t len)
+{
+    kq_sync_t *s = sync;
+    bool found = false;
+    if (s == NULL || ns == NULL)
+        return false;
+    pthread_mutex_lock(&s->ns_mu);
+    nsinfo_t *n = NULL;
+    HASH_FIND_STR(s->ns, ns, n);
+    if (n != NULL && n->parent != NULL && strlen(n->parent) < len) {
+        memcpy(buf, n->parent, strlen(n->parent) + 1);
+        found = true;
+    }
+    pthread_mutex_unlock(&s->ns_mu);
+    return found;
+}
+
+bool kq_sync_ns_limits(void *sync, const char *ns, kq_resource_t *max, bool *has_max, uint64_t *max_apps)
+{
+    kq_sync_t *s = sync;
+    bool found = false;
+    *has_max = false;
+    *max_apps = 0;
+    if (s == NULL || ns == NULL)
+        return false;
+    pthread_mutex_lock(&s->ns_mu);
+    nsinfo_t *n = NULL;
+    HASH_FIND_STR(s->ns, ns, n);
+    if (n != NULL && (n->has_max || n->max_apps != 0)) {
+        *has_max = n->has_max;
+        if (n->has_max)
+            *max = n->max;
+        *max_apps = n->max_apps;
+        found = true;
+    }
+    pthread_mutex_unlock(&s->ns_mu);
+    return found;
+}
+
 kq_sync_t *kq_sync_start(kq_app_t *app)
 {
     kq_sync_t *s = calloc(1, sizeof(*s));
     if (s == NULL)
         return NULL;
     s->app = app;
+    if (pthread_mutex_init(&s->ns_mu, NULL) != 0) {
+        free(s);
+        return NULL;
+    }
+    /* Namespaces first, so that the first pod list is placed with their annotations; a
+     * namespace list that does not complete soon (e.g. no RBAC) does not hold pods up. */
+    kq_watch_handler_t nh = {
+        .list_begin = on_ns_list_begin,
+        .doc = on_ns_object,
+        .list_end = on_ns_list_end,
+        .ud = s,
+        .keep = ns_fields,
+    };
+    s->ns_watch = kq_kube_watch_start(app->kube, "/api/v1/namespaces", NULL, &nh);
+    for (int i = 0; i < 100 && s->ns_watch != NULL && !kq_watch_synced(s->ns_watch); i++)
+        nanosleep(&(struct timespec){.tv_nsec = 50 * 1000000L}, NULL);
     char query[512];
     char *esc = NULL;
     /* Only our scheduler's pods: spec.schedulerName=<name>, URL-escaped. */
     size_t n = strlen(app->scheduler_name);
     esc = malloc(n * 3 + 1);
     if (esc == NULL) {
-        free(s);
+        kq_sync_stop(s);
         return NULL;
     }
     char *p = esc;
@@ -164,7 +417,7 @@ kq_sync_t *kq_sync_start(kq_app_t *app)
     };
     s->watch = kq_kube_watch_start(app->kube, "/api/v1/pods", query, &h);
     if (s->watch == NULL) {
-        free(s);
+        kq_sync_stop(s);
         return NULL;
     }
     return s;
@@ -175,6 +428,17 @@ void kq_sync_stop(kq_sync_t *s)
     if (s == NULL)
         return;
     kq_kube_watch_stop(s->watch);
+    kq_kube_watch_stop(s->ns_watch);
+    nsinfo_t *n, *tmp;
+    HASH_ITER(hh, s->ns, n, tmp) {
+        HASH_DEL(s->ns, n);
+        nsinfo_free(n);
+    }
+    HASH_ITER(hh, s->ns_seen, n, tmp) {
+        HASH_DEL(s->ns_seen, n);
+        free(n);
+    }
+    pthread_mutex_destroy(&s->ns_mu);
     kq_jdoc_free(&s->scratch);
     free(s);
 }

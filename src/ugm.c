@@ -204,6 +204,7 @@ struct kq_ugm {
     limits_t *limits;
     pthread_mutex_t qlock;
     tree_t qtree;           /* qlock */
+    struct dynlim *dynlims; /* qlock: namespace limits of dynamic queues (see the end) */
 };
 
 typedef struct qpath {
@@ -1029,6 +1030,7 @@ static int check_limit(const op_t *op, unsigned i, int t, const char *who, char 
 }
 
 static int check_dynamic_queue(const op_t *op, unsigned i, char *reason, size_t rlen);
+static void dynlims_free(kq_ugm_t *m);
 
 static int check_queue(const op_t *op, unsigned i, char *reason, size_t rlen)
 {
@@ -1392,6 +1394,7 @@ void kq_ugm_free(kq_ugm_t *m)
         tracker_destroy(t);
     }
     tree_free(&m->qtree);
+    dynlims_free(m);
     limits_free(m->limits);
     pthread_mutex_destroy(&m->qlock);
     pthread_mutex_destroy(&m->lock);
@@ -2163,9 +2166,67 @@ static const kq_child_template_t *dynamic_template(const op_t *op, unsigned i)
     return NULL;
 }
 
+/* Limits a namespace's annotations set on a dynamic queue (YuniKorn: the shim's
+ * namespace.quota / namespace.maxApps tags, applied by the core to an unmanaged queue when
+ * an application is added to it; apache/yunikorn-core pkg/scheduler/partition.go
+ * addApplication). They replace the child template's values. qlock guards the table. */
+typedef struct dynlim {
+    UT_hash_handle hh;
+    kq_child_template_t lim; /* has_max, max, max_applications */
+    char path[];
+} dynlim_t;
+
+static void dynlims_free(kq_ugm_t *m)
+{
+    dynlim_t *d, *tmp;
+    HASH_ITER(hh, m->dynlims, d, tmp) {
+        HASH_DEL(m->dynlims, d);
+        free(d);
+    }
+}
+
+int kq_ugm_set_dynamic_limits(kq_ugm_t *m, const char *queue_path, const kq_resource_t *max, uint64_t max_apps)
+{
+    if (m == NULL || queue_path == NULL)
+        return KQ_EINVAL;
+    size_t len = strlen(queue_path);
+    if (len > KQ_UGM_PATH_MAX)
+        return KQ_EINVAL;
+    dynlim_t *fresh = NULL;
+    if (max != NULL || max_apps != 0) {
+        fresh = calloc(1, sizeof(*fresh) + len + 1);
+        if (fresh == NULL)
+            return KQ_ENOMEM;
+        memcpy(fresh->path, queue_path, len + 1);
+        fresh->lim.has_max = max != NULL;
+        if (max != NULL)
+            fresh->lim.max = *max;
+        fresh->lim.max_applications = max_apps;
+    }
+    dynlim_t *old = NULL;
+    mutex_lock(&m->qlock);
+    HASH_FIND(hh, m->dynlims, queue_path, len, old);
+    if (old != NULL)
+        HASH_DEL(m->dynlims, old);
+    if (fresh != NULL)
+        HASH_ADD(hh, m->dynlims, path[0], len, fresh);
+    mutex_unlock(&m->qlock);
+    free(old);
+    return 0;
+}
+
 static int check_dynamic_queue(const op_t *op, unsigned i, char *reason, size_t rlen)
 {
     const kq_child_template_t *t = dynamic_template(op, i);
+    const char *from = "child template";
+    if (i + 1 == op->path.n && op->m->dynlims != NULL) {
+        dynlim_t *d = NULL;
+        HASH_FIND(hh, op->m->dynlims, op->path.s, op->path.end[i], d);
+        if (d != NULL) {
+            t = &d->lim;
+            from = "namespace annotation";
+        }
+    }
     if (t == NULL)
         return 0;
     const node_t *n = op->nodes[T_QUEUE][i];
@@ -2176,15 +2237,15 @@ static int check_dynamic_queue(const op_t *op, unsigned i, char *reason, size_t 
     const char *failed = NULL;
     char what[256];
     if (t->max_applications != 0 && new_here && running + 1 > t->max_applications) {
-        set_reason(reason, rlen, "queue %.*s: maxapplications (child template) exceeded: applications %zu "
-                   "running + 1 new > %" PRIu64 " max", (int)op->path.end[i], op->path.s, running,
+        set_reason(reason, rlen, "queue %.*s: maxapplications (%s) exceeded: applications %zu "
+                   "running + 1 new > %" PRIu64 " max", (int)op->path.end[i], op->path.s, from, running,
                    t->max_applications);
         return KQ_EDENIED;
     }
     if (t->has_max && !kq_resource_fits(&used, op->req, &t->max, &failed)) {
         overrun_text(failed, &used, op->req, &t->max, what, sizeof(what));
-        set_reason(reason, rlen, "queue %.*s: resources.max (child template) exceeded: %s",
-                   (int)op->path.end[i], op->path.s, what);
+        set_reason(reason, rlen, "queue %.*s: resources.max (%s) exceeded: %s",
+                   (int)op->path.end[i], op->path.s, from, what);
         return KQ_EDENIED;
     }
     return 0;
@@ -2205,6 +2266,13 @@ kq_qkind_t kq_ugm_queue_kind(kq_ugm_t *m, const char *queue_path)
     kq_qkind_t k = n == NULL ? KQ_QKIND_NONE : n->n_children > 0 ? KQ_QKIND_PARENT : KQ_QKIND_LEAF;
     mutex_unlock(&m->qlock);
     return k;
+}
+
+void kq_ugm_set_dynamic_limits_hook(void *ugm, const char *queue_path, const kq_resource_t *max, uint64_t max_apps)
+{
+    int rc = kq_ugm_set_dynamic_limits(ugm, queue_path, max, max_apps);
+    if (rc != 0)
+        kq_warn("ugm: dynamic queue limits not set queue=%s error=\"%s\"", queue_path, kq_strerror(rc));
 }
 
 kq_qkind_t kq_ugm_queue_kind_hook(void *ugm, const char *queue_path)

@@ -100,10 +100,15 @@ typedef struct kq_pod_opts {
     kq_qkind_t (*dynamic_kind)(void *arg, const char *path);
     bool (*may_submit)(void *arg, const kq_queue_conf_t *q, const char *user, const char *const *groups,
                        size_t n_groups);
+    /* a pod placed in a dynamic queue hands it its namespace's limits (ns_limits below);
+     * max NULL and max_apps 0 clear them (kq_ugm_set_dynamic_limits) */
+    void (*set_dynamic_limits)(void *arg, const char *path, const kq_resource_t *max, uint64_t max_apps);
     void *hook_arg;
     /* copies the namespace's parent queue annotation into buf (NUL-terminated); false when
      * there is none or the namespace is unknown */
     bool (*ns_parent_queue)(void *arg, const char *ns, char *buf, size_t len);
+    /* the namespace's queue limits (namespace.quota / namespace.maxApps); false: none */
+    bool (*ns_limits)(void *arg, const char *ns, kq_resource_t *max, bool *has_max, uint64_t *max_apps);
     void *ns_arg;
 } kq_pod_opts_t;
 

@@ -14,6 +14,10 @@
 
 #include "kubequota/app.h"
 #include "kubequota/error.h"
+#include "kubequota/resource.h"
+
+#include <stdbool.h>
+#include <stdint.h>
 
 typedef struct kq_sync kq_sync_t;
 
@@ -25,6 +29,14 @@ void kq_sync_stop(kq_sync_t *s);
 unsigned long kq_sync_bad_pods(kq_sync_t *s);
 /* Watch restarts (reconnects and relists) of the pod informer. */
 unsigned long kq_sync_watch_restarts(kq_sync_t *s);
+
+/* Namespaces: the informer also watches namespaces (started first, waited for up to 5 s)
+ * and keeps YuniKorn's annotations of each (parentqueue, namespace.quota or the
+ * deprecated namespace.max.cpu/.memory, namespace.maxApps; namespace.guaranteed is logged
+ * as not used). Pod placement reads them through these hooks (kq_pod_opts_t ns_*; `sync`
+ * is the kq_sync_t). Thread-safe (a private mutex, held only to copy). */
+bool kq_sync_ns_parent_queue(void *sync, const char *ns, char *buf, size_t len);
+bool kq_sync_ns_limits(void *sync, const char *ns, kq_resource_t *max, bool *has_max, uint64_t *max_apps);
 
 /* Config reload: a thread that checks `path` every interval_ms (a mounted ConfigMap is
  * replaced by a symlink swap, so the file's identity and mtime are compared, not just its

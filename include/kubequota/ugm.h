@@ -34,6 +34,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <jansson.h>
 
@@ -130,6 +131,11 @@ json_t *kq_ugm_queues_json(kq_ugm_t *m);
  * nearest configured ancestor (resources.max, maxapplications). The _hook form takes the
  * manager as void * (kq_place_in_t.dynamic_kind). Takes the queue tree lock only. */
 kq_qkind_t kq_ugm_queue_kind(kq_ugm_t *m, const char *queue_path);
+/* Limits from a namespace's annotations (yunikorn.apache.org/namespace.quota, .maxApps)
+ * for the dynamic queue at queue_path (lowercase): they replace its child template's. max
+ * NULL and max_apps 0 clear them. 0, KQ_EINVAL or KQ_ENOMEM. Takes the queue tree lock. */
+int kq_ugm_set_dynamic_limits(kq_ugm_t *m, const char *queue_path, const kq_resource_t *max, uint64_t max_apps);
+void kq_ugm_set_dynamic_limits_hook(void *ugm, const char *queue_path, const kq_resource_t *max, uint64_t max_apps);
 kq_qkind_t kq_ugm_queue_kind_hook(void *ugm, const char *queue_path);
 
 /* Counts for tests and metrics. */

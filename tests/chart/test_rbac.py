@@ -33,6 +33,7 @@ PATH_TABLE = [
     (r"^/api/v1/pods$", ("", "pods", False)),
     (r"^/api/v1/namespaces/%s/events$", ("", "events", False)),
     (r"^/api/v1/nodes$", ("", "nodes", False)),
+    (r"^/api/v1/namespaces$", ("", "namespaces", False)),
     (r"^/apis/authentication\.k8s\.io/v1/tokenreviews$", ("authentication.k8s.io", "tokenreviews", False)),
     (r"^/apis/authorization\.k8s\.io/v1/subjectaccessreviews$", ("authorization.k8s.io", "subjectaccessreviews", False)),
     (r"^/apis/(scheduling\.x-k8s\.io|scheduling\.sigs\.k8s\.io)/v1alpha1/elasticquotas$", ("@1", "elasticquotas", False)),

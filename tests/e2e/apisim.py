@@ -237,7 +237,7 @@ class Fault:
 class World:
     """All simulated state, guarded by self.cond."""
 
-    RESOURCES = ("pods", "nodes", "events", "leases") + tuple(EQ_RESOURCES)
+    RESOURCES = ("pods", "nodes", "events", "leases", "namespaces") + tuple(EQ_RESOURCES)
 
     def __init__(self, bookmark_interval=2.0):
         self.cond = threading.Condition()
@@ -733,6 +733,7 @@ class World:
 
 
 KINDS = {"pods": ("Pod", "v1"), "nodes": ("Node", "v1"), "events": ("Event", "v1"),
+         "namespaces": ("Namespace", "v1"),
          "leases": ("Lease", "coordination.k8s.io/v1")}
 KINDS.update({r: ("ElasticQuota", g + "/v1alpha1") for r, g in EQ_RESOURCES.items()})
 
@@ -771,7 +772,7 @@ class Watcher:
 API_RE = re.compile(
     r"^/(?:api/v1|apis/coordination\.k8s\.io/v1)"
     r"(?:/namespaces/(?P<ns>[^/]+))?"
-    r"/(?P<res>pods|nodes|events|leases)"
+    r"/(?P<res>pods|nodes|events|leases|namespaces)"
     r"(?:/(?P<name>[^/]+))?"
     r"(?:/(?P<sub>binding|eviction|status))?/?$")
 
@@ -979,7 +980,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             ns = urllib.parse.unquote(ns)
         if name is not None:
             name = urllib.parse.unquote(name)
-        cluster_scoped = res == "nodes"
+        cluster_scoped = res in ("nodes", "namespaces")
         if cluster_scoped and ns is not None:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         method = self.command

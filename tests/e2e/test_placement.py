@@ -5,6 +5,8 @@ queue_config.md) and the shim's metadata rules (apache/yunikorn-k8shim
 pkg/common/utils/utils.go GetQueueNameFromPod, GetApplicationIDFromPod,
 GenerateApplicationID), not from kubequota's code."""
 
+import json
+
 from kqtest import KQTestCase, PARTITION, pod_manifest, wait_until
 
 # YuniKorn's default configuration (resource_quota_mgmt.md "Namespace to queue mapping";
@@ -234,3 +236,99 @@ partitions:
         self.assertIn("nodesortpolicy is not used by kubequota", log)
         self.assertIn("properties.application.sort.policy is not used by kubequota", log)
 
+
+
+NS_CONFIG = """
+partitions:
+  - name: default
+    placementrules:
+      - name: tag
+        value: namespace
+        create: true
+        parent:
+          name: tag
+          value: namespace.parentqueue
+      - name: tag
+        value: namespace
+        create: true
+    queues:
+      - name: root
+        submitacl: '*'
+        queues:
+          - name: production
+            parent: true
+          - name: development
+            parent: true
+"""
+
+
+class NamespaceAnnotationTest(KQTestCase):
+    """resource_quota_mgmt.md "Namespace quota" and "Parent queue mapping for namespaces"."""
+    CONFIG = NS_CONFIG
+    START = False
+
+    def namespace(self, name, annotations):
+        self.sim.world.create_simple("namespaces", None,
+                                     {"metadata": {"name": name, "annotations": annotations}})
+
+    def test_parent_queue_quota_and_max_apps(self):
+        self.namespace("finance", {"yunikorn.apache.org/parentqueue": "root.production",
+                                   "yunikorn.apache.org/namespace.quota":
+                                       json.dumps({"cpu": "1", "memory": "2Gi"})})
+        self.namespace("dev", {"yunikorn.apache.org/parentqueue": "development",
+                               "yunikorn.apache.org/namespace.maxApps": "1"})
+        self.namespace("legacy", {"yunikorn.apache.org/namespace.max.cpu": "500m"})
+        self.namespace("plain", {})
+        self.kq.start()
+        # finance: root.production.finance, at most 1 cpu
+        self.create("f1", ns="finance", user="u", cpu="600m", memory="1Gi")
+        self.assert_bound("f1", "finance")
+        self.create("f2", ns="finance", user="u", cpu="600m", memory="1Gi")
+        self.assert_denied("f2", "finance", "root.production.finance", "namespace annotation", "cpu")
+        # dev: "development" is qualified to root.development; one application
+        self.create("d1", ns="dev", user="u", cpu="100m", app="one")
+        self.assert_bound("d1", "dev")
+        self.create("d2", ns="dev", user="u", cpu="100m", app="two")
+        self.assert_denied("d2", "dev", "root.development.dev", "maxapplications")
+        # the deprecated max.cpu annotation; no parent annotation: the second rule
+        self.create("l1", ns="legacy", user="u", cpu="600m")
+        self.assert_denied("l1", "legacy", "root.legacy", "cpu")
+        self.create("p1", ns="plain", user="u", cpu="3")
+        self.assert_bound("p1", "plain")
+        wait_until(lambda: user_queues(self.kq, "u").get("root.production.finance") == 600,
+                   msg="u in root.production.finance")
+        wait_until(lambda: user_queues(self.kq, "u").get("root.plain") == 3000, msg="u in root.plain")
+
+
+class NamespaceWatchTest(KQTestCase):
+    """A namespace annotated while kubequota runs: its pods are placed once the informer has
+    seen it (before, the only rule has no parent and rejects them)."""
+    CONFIG = NS_CONFIG.replace("""      - name: tag
+        value: namespace
+        create: true
+    queues:""", """    queues:""")
+
+    def attempt(self, prefix):
+        """Creates a new pod and schedules it: a pod is placed when the pod informer first
+        sees it (as YuniKorn places an application once), and the namespace informer runs on
+        its own thread, so each try is a new pod."""
+        self.tries = getattr(self, "tries", 0) + 1
+        name = "%s%d" % (prefix, self.tries)
+        self.create(name, ns="sales", user="u", cpu="100m")
+        ok, why = self.schedule(name, "sales")
+        return ok, why or ""
+
+    def test_live_namespace(self):
+        ok, why = self.attempt("a")
+        self.assertFalse(ok)
+        self.assertIn("no placement rule matched", why)
+        self.sim.world.create_simple("namespaces", None, {"metadata": {
+            "name": "sales", "annotations": {"yunikorn.apache.org/parentqueue": "root.production"}}})
+        wait_until(lambda: self.attempt("b")[0], msg="a pod of the annotated namespace to be placed")
+        wait_until(lambda: user_queues(self.kq, "u").get("root.production.sales") == 100,
+                   msg="u in root.production.sales")
+        # the annotation removed: new pods of the namespace are rejected again
+        self.sim.world.update("namespaces", None, "sales", {"metadata": {"annotations": {
+            "yunikorn.apache.org/parentqueue": None}}}, patch=True)
+        wait_until(lambda: "no placement rule matched" in self.attempt("c")[1],
+                   msg="a new pod to be rejected once the annotation is gone")

@@ -506,6 +506,59 @@ static void test_app_id(void **state)
     expect_app(state, "{\"metadata\":{\"uid\":\"u1\"}}", "u1");
 }
 
+/* YuniKorn's application id keys and generated ids (apache/yunikorn-k8shim
+ * pkg/common/utils/utils.go GetApplicationIDFromPod, GenerateApplicationID; constants.go
+ * AutoGenAppPrefix "yunikorn", AutoGenAppSuffix "autogen"). */
+static void test_app_id_yunikorn(void **state)
+{
+    fx_t *f = *state;
+    /* the shim's order: canonical label, annotation, applicationId, spark-app-selector */
+    expect_app(state, "{\"metadata\":{\"uid\":\"u1\",\"labels\":{\"yunikorn.apache.org/app-id\":\"c\","
+               "\"applicationId\":\"l\",\"spark-app-selector\":\"s\"},"
+               "\"annotations\":{\"yunikorn.apache.org/app-id\":\"a\"}}}", "c");
+    expect_app(state, "{\"metadata\":{\"uid\":\"u1\",\"labels\":{\"applicationId\":\"l\","
+               "\"spark-app-selector\":\"s\"},\"annotations\":{\"yunikorn.apache.org/app-id\":\"a\"}}}", "a");
+    expect_app(state, "{\"metadata\":{\"uid\":\"u1\",\"labels\":{\"applicationId\":\"l\","
+               "\"spark-app-selector\":\"s\"}}}", "l");
+    expect_app(state, "{\"metadata\":{\"uid\":\"u1\",\"labels\":{\"spark-app-selector\":\"s\"}}}", "s");
+    /* kubequota's own label first */
+    expect_app(state, "{\"metadata\":{\"uid\":\"u1\",\"labels\":{\"kubequota.io/app-id\":\"k\","
+               "\"yunikorn.apache.org/app-id\":\"c\"}}}", "k");
+    /* the admission controller's placeholder for a unique id: "<ns>-uniqueautogen" */
+    expect_app(state, "{\"metadata\":{\"uid\":\"u1\",\"labels\":{\"applicationId\":"
+               "\"team-uniqueautogen\"}}}", "team-u1");
+
+    /* generated ids for pods without one */
+    kq_pod_opts_t o = f->opts;
+    kq_pod_t p;
+    char err[512];
+    o.app_id_fallback = KQ_APPID_YUNIKORN;
+    assert_int_equal(parse_with(&o, "{\"metadata\":{\"uid\":\"u1\",\"namespace\":\"team-a\"}}", &p, err,
+                                sizeof(err)), 0);
+    assert_string_equal(p.app_id, "yunikorn-team-a-autogen");
+    kq_pod_clear(&p);
+    /* cut at 63 bytes: "yunikorn-" (9) + 54 bytes of a 60-byte namespace */
+    char ns[61], text[256], want[64];
+    memset(ns, 'n', 60);
+    ns[60] = '\0';
+    snprintf(text, sizeof(text), "{\"metadata\":{\"uid\":\"u1\",\"namespace\":\"%s\"}}", ns);
+    assert_int_equal(parse_with(&o, text, &p, err, sizeof(err)), 0);
+    snprintf(want, sizeof(want), "yunikorn-%.54s", ns);
+    assert_string_equal(p.app_id, want);
+    kq_pod_clear(&p);
+    /* generateUniqueAppId: the namespace cut at 26 bytes, then the pod's UID */
+    o.app_id_fallback = KQ_APPID_YUNIKORN_UNIQUE;
+    assert_int_equal(parse_with(&o, text, &p, err, sizeof(err)), 0);
+    snprintf(want, sizeof(want), "%.26s-u1", ns);
+    assert_string_equal(p.app_id, want);
+    kq_pod_clear(&p);
+    /* an owner does not matter then */
+    assert_int_equal(parse_with(&o, "{\"metadata\":{\"uid\":\"u2\",\"namespace\":\"x\",\"ownerReferences\":"
+                                "[{\"uid\":\"job\",\"controller\":true}]}}", &p, err, sizeof(err)), 0);
+    assert_string_equal(p.app_id, "x-u2");
+    kq_pod_clear(&p);
+}
+
 /* ------------------------------------------------------------------------- request -- */
 
 static kq_resource_t request_of(void **state, const char *spec, const char *status)
@@ -888,6 +941,7 @@ int main(void)
         cmocka_unit_test(test_queue_errors),
         cmocka_unit_test(test_queue_default),
         cmocka_unit_test(test_app_id),
+        cmocka_unit_test(test_app_id_yunikorn),
         cmocka_unit_test(test_request_containers_sum),
         cmocka_unit_test(test_request_init_wins),
         cmocka_unit_test(test_request_sidecars),
