@@ -6,22 +6,22 @@ pkg/common/utils/utils.go GetQueueNameFromPod, GetApplicationIDFromPod,
 GenerateApplicationID), not from kubequota's code."""
 
 import json
+import os
 
 from kqtest import KQTestCase, PARTITION, pod_manifest, wait_until
 
-# YuniKorn's default configuration (resource_quota_mgmt.md "Namespace to queue mapping";
-# the same as the Helm chart's default queues.yaml)
-YK_DEFAULT = """
-partitions:
-  - name: default
-    placementrules:
-      - name: tag
-        value: namespace
-        create: true
-    queues:
-      - name: root
-        submitacl: '*'
-"""
+EXAMPLES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples", "yunikorn")
+
+
+def example(name):
+    """A real configuration from YuniKorn's code or documentation (each file cites its source)."""
+    with open(os.path.join(EXAMPLES, name)) as f:
+        return f.read()
+
+
+# YuniKorn's default configuration (apache/yunikorn-core pkg/common/configs/config.go
+# DefaultSchedulerConfig)
+YK_DEFAULT = example("default.yaml")
 
 
 def queue_view(kq):
@@ -332,3 +332,88 @@ class NamespaceWatchTest(KQTestCase):
             "yunikorn.apache.org/parentqueue": None}}}, patch=True)
         wait_until(lambda: "no placement rule matched" in self.attempt("c")[1],
                    msg="a new pod to be rejected once the annotation is gone")
+
+
+class ExampleNamespaceParentTest(KQTestCase):
+    """examples/yunikorn/namespace-parent.yaml (resource_quota_mgmt.md): "Applications in the
+    finance namespace will run in the root.production.finance queue"."""
+    CONFIG = example("namespace-parent.yaml")
+    START = False
+
+    def test_workload(self):
+        for name, parent in (("finance", "root.production"), ("sales", "root.production"),
+                             ("dev", "root.development"), ("test", "development")):
+            self.sim.world.create_simple("namespaces", None, {"metadata": {
+                "name": name, "annotations": {"yunikorn.apache.org/parentqueue": parent}}})
+        self.sim.world.create_simple("namespaces", None, {"metadata": {"name": "other"}})
+        self.kq.start()
+        for ns in ("finance", "sales", "dev", "test"):
+            self.create("w-" + ns, ns=ns, user="u-" + ns, cpu="200m")
+            self.assert_bound("w-" + ns, ns)
+        # no parent annotation: the only rule's parent does not match; no root.default
+        self.create("w-other", ns="other", user="u-other", cpu="200m")
+        self.assert_denied("w-other", "other", "no placement rule matched")
+        for ns, q in (("finance", "root.production.finance"), ("sales", "root.production.sales"),
+                      ("dev", "root.development.dev"), ("test", "root.development.test")):
+            wait_until(lambda: user_queues(self.kq, "u-" + ns).get(q) == 200, msg="u-%s in %s" % (ns, q))
+
+
+class ExampleChildTemplateTest(KQTestCase):
+    """examples/yunikorn/child-template.yaml (queue_config.md "Child Template")."""
+    CONFIG = example("child-template.yaml")
+
+    def test_workload(self):
+        # root.parent.sales: root.parent's template, max 21 vcore
+        self.create("p1", ns="ns1", user="u", cpu="20", labels={"yunikorn.apache.org/queue": "root.parent.sales"})
+        self.assert_bound("p1", "ns1")
+        self.create("p2", ns="ns1", user="u", cpu="1", labels={"yunikorn.apache.org/queue": "root.parent.sales"})
+        self.assert_bound("p2", "ns1")
+        self.create("p3", ns="ns1", user="u", cpu="100m", labels={"yunikorn.apache.org/queue": "root.parent.sales"})
+        self.assert_denied("p3", "ns1", "root.parent.sales", "child template", "cpu")
+        # root.notemplate.sales: root's template, inherited, max 20 vcore
+        self.create("n1", ns="ns1", user="u", cpu="20", labels={"yunikorn.apache.org/queue": "root.notemplate.sales"})
+        self.assert_bound("n1", "ns1")
+        self.create("n2", ns="ns1", user="u", cpu="100m", labels={"yunikorn.apache.org/queue": "root.notemplate.sales"})
+        self.assert_denied("n2", "ns1", "root.notemplate.sales", "child template", "cpu")
+        # root.sales (directly below root): root's template, 10 applications
+        for i in range(10):
+            self.create("a%d" % i, ns="ns1", user="u", cpu="10m", app="app-%d" % i,
+                        labels={"yunikorn.apache.org/queue": "sales"})
+            self.assert_bound("a%d" % i, "ns1")
+        self.create("a10", ns="ns1", user="u", cpu="10m", app="app-10", labels={"yunikorn.apache.org/queue": "sales"})
+        self.assert_denied("a10", "ns1", "root.sales", "maxapplications")
+        # the template's guaranteed resources and sort policy are reported at load
+        self.assertIn("childtemplate.resources.guaranteed is not used by kubequota", self.kq.logs())
+
+
+class ExamplePlacementUseCaseTest(KQTestCase):
+    """examples/yunikorn/placement-use-case.yaml (use_case.md "Placement of different
+    users", its Testing table)."""
+    CONFIG = example("placement-use-case.yaml")
+
+    def test_workload(self):
+        self.create("admin-1", ns="default", user="admin", groups=["admin"], cpu="100m",
+                    labels={"yunikorn.apache.org/queue": "root.system.high-priority"})
+        self.assert_bound("admin-1")
+        self.create("admin-2", ns="default", user="admin", groups=["admin"], cpu="100m",
+                    labels={"yunikorn.apache.org/queue": "root.system.low-priority"})
+        self.assert_bound("admin-2")
+        self.create("sue-1", ns="default", user="sue", groups=["group-a"], cpu="100m")
+        self.assert_bound("sue-1")
+        self.create("kim-1", ns="dev", user="kim", groups=["group-b"], cpu="100m")
+        self.assert_bound("kim-1", "dev")
+        self.create("kim-2", ns="test", user="kim", groups=["group-b"], cpu="200m")
+        self.assert_bound("kim-2", "test")
+        wait_until(lambda: user_queues(self.kq, "admin").get("root.system.high-priority") == 100,
+                   msg="admin in root.system.high-priority")
+        wait_until(lambda: user_queues(self.kq, "admin").get("root.system.low-priority") == 100,
+                   msg="admin in root.system.low-priority")
+        wait_until(lambda: user_queues(self.kq, "sue").get("root.tenants.group-a.sue") == 100,
+                   msg="sue in root.tenants.group-a.sue")
+        wait_until(lambda: user_queues(self.kq, "kim").get("root.tenants.group-b.dev") == 100,
+                   msg="kim in root.tenants.group-b.dev")
+        wait_until(lambda: user_queues(self.kq, "kim").get("root.tenants.group-b.test") == 200,
+                   msg="kim in root.tenants.group-b.test")
+        # anyone else names no queue and matches no filter: rejected (no root.default)
+        self.create("anon-1", ns="default", user="anonymous", groups=["anonymous"], cpu="100m")
+        self.assert_denied("anon-1", "default", "no placement rule matched")

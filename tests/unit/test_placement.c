@@ -421,6 +421,30 @@ static void test_bad_rules(void **state)
     }
 }
 
+/* every real YuniKorn configuration in examples/yunikorn loads (each file cites its source) */
+static void test_examples_load(void **state)
+{
+    (void)state;
+    static const char *const files[] = {"default.yaml", "namespace-parent.yaml", "child-template.yaml",
+                                         "placement-use-case.yaml"};
+    const char *d = getenv("KQ_TEST_DATA");
+    for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+        char path[512];
+        snprintf(path, sizeof(path), "%s/../../examples/yunikorn/%s", d && *d ? d : "tests/data", files[i]);
+        kq_config_t *cfg = NULL;
+        kq_diags_t dg;
+        kq_diags_init(&dg);
+        int rc = kq_config_load_file(path, &cfg, &dg);
+        if (rc != 0) {
+            char *all = kq_diags_join(&dg, "\n");
+            fail_msg("%s: %s", path, all ? all : "?");
+        }
+        assert_true(kq_config_partition(cfg, "default")->n_rules > 0);
+        kq_config_unref(cfg);
+        kq_diags_free(&dg);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -434,6 +458,7 @@ int main(void)
         cmocka_unit_test(test_filters),
         cmocka_unit_test(test_child_template),
         cmocka_unit_test(test_bad_rules),
+        cmocka_unit_test(test_examples_load),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
