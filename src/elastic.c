@@ -72,6 +72,7 @@ typedef struct gspec {
     char *parent; /* NULL: first level */
     kq_resource_t min, max, weight;
     bool allow_lent, is_parent;
+    bool sum_of_mins; /* scheduler-plugins' admission rule */
 } gspec_t;
 
 /* A desired group from a queue, or an applied group. */
@@ -236,7 +237,7 @@ static bool gspec_same(const gspec_t *a, const gspec_t *b)
 {
     return str_eq(a->name, b->name) && str_eq(a->parent, b->parent) && kq_resource_equal(&a->min, &b->min) &&
            kq_resource_equal(&a->weight, &b->weight) && a->allow_lent == b->allow_lent &&
-           a->is_parent == b->is_parent && a->max.n == b->max.n &&
+           a->is_parent == b->is_parent && a->sum_of_mins == b->sum_of_mins && a->max.n == b->max.n &&
            (a->max.n == 0 || memcmp(a->max.e, b->max.e, a->max.n * sizeof(a->max.e[0])) == 0);
 }
 
@@ -249,6 +250,7 @@ static void to_qspec(const gspec_t *s, kq_qgroup_spec_t *q)
     q->shared_weight = s->weight;
     q->allow_lent = s->allow_lent;
     q->is_parent = s->is_parent;
+    q->sum_of_mins = s->sum_of_mins;
 }
 
 static void gent_free(gent_t *g)
@@ -427,6 +429,7 @@ static int eq_parse(const json_t *obj, const char *hint, const char *ns_hint, eq
             o->s.name = NULL;
             goto nomem;
         }
+        o->s.sum_of_mins = true;
         goto limits;
     }
     o->ignored = strcmp(name, KOORD_ROOT) == 0 || strcmp(name, KOORD_SYSTEM) == 0;

@@ -82,6 +82,7 @@ struct group {
     char *name;
     int depth;
     bool is_parent, allow_lent, system, deflt, dirty, flag;
+    bool summin;              /* scheduler-plugins' rule (kq_qgroup_spec_t.sum_of_mins) */
     bool has_max, has_weight; /* max.n > 0, weight.n > 0 */
     size_t kidcap;
     int64_t pods, pods_used;
@@ -105,6 +106,7 @@ struct kq_qtree {
     size_t ngroups;
     kq_resource_t alloc;
     bool have_total;
+    kq_resource_t sp_min, sp_used; /* sums over the groups with summin */
     int pending;       /* for settle(): PEND_TOTAL or PEND_ALL, else the dirty heap */
     unsigned batch;    /* kq_qtree_batch_begin nesting: recomputation waits for the end */
     struct group **heap;
@@ -1153,8 +1155,25 @@ int kq_qtree_validate_group(kq_qtree_t *t, const kq_qgroup_spec_t *spec, char *e
     return rc;
 }
 
+/* g's min and used enter (sign > 0) or leave the scheduler-plugins sums. Sums saturate
+ * rather than fail (a sum that large bounds nothing). */
+static void sp_account(kq_qtree_t *t, const struct group *g, int sign)
+{
+    if (!g->summin)
+        return;
+    const kq_resource_t *src[2] = {&g->min, &g->used};
+    kq_resource_t *dst[2] = {&t->sp_min, &t->sp_used};
+    for (int k = 0; k < 2; k++)
+        for (uint32_t i = 0; i < src[k]->n; i++) {
+            const char *d = src[k]->e[i].name;
+            int64_t cur = rget(dst[k], d, NULL), v = src[k]->e[i].value;
+            (void)put(dst[k], d, sign > 0 ? sat_add(cur, v) : (cur > v ? cur - v : 0));
+        }
+}
+
 static void apply_spec(struct group *g, const kq_qgroup_spec_t *s)
 {
+    g->summin = s->sum_of_mins;
     g->min = s->min;
     g->max = s->max;
     g->weight = s->shared_weight;
@@ -1194,13 +1213,16 @@ int kq_qtree_set_group(kq_qtree_t *t, const kq_qgroup_spec_t *spec, char *err, s
         t->ngroups++;
         g = fresh;
         apply_spec(g, spec);
+        sp_account(t, g, +1);
         link_kid(p, g);
         set_depth(g, p->depth + 1);
         created = true;
         refresh_parent(t, p);
     } else {
         struct group *op = g->parent;
+        sp_account(t, g, -1);
         apply_spec(g, spec);
+        sp_account(t, g, +1);
         if (op != p) {
             moved = true;
             path_sub(op, &g->used, &g->used_np);
@@ -1254,6 +1276,7 @@ int kq_qtree_remove_group(kq_qtree_t *t, const char *name, char *err, size_t err
         goto out;
     }
     struct group *p = g->parent;
+    sp_account(t, g, -1);
     kq_resource_t used = g->used, used_np = g->used_np; /* path_sub starts at g itself */
     path_sub(g, &used, &used_np);
     if (path_add(t->def, &used, &used_np) != 0) /* checked above; root got back what it lost */
@@ -1356,6 +1379,16 @@ int kq_qtree_request_sub(kq_qtree_t *t, const char *group, const kq_resource_t *
     return rc;
 }
 
+/* A pod's resources enter or leave the scheduler-plugins used sum. */
+static void sp_used_add(kq_qtree_t *t, const kq_resource_t *res, int sign)
+{
+    for (uint32_t i = 0; i < res->n; i++) {
+        const char *d = res->e[i].name;
+        int64_t cur = rget(&t->sp_used, d, NULL), v = res->e[i].value;
+        (void)put(&t->sp_used, d, sign > 0 ? sat_add(cur, v) : (cur > v ? cur - v : 0));
+    }
+}
+
 /* The default group asks its used: a change of it redistributes from its parent. */
 static void def_used_changed(kq_qtree_t *t)
 {
@@ -1371,6 +1404,8 @@ static int used_add_locked(kq_qtree_t *t, struct group *g, const kq_resource_t *
     if (rc != 0)
         return rc;
     g->pods_used++;
+    if (g->summin)
+        sp_used_add(t, res, +1);
     if (g->system)
         total_refresh(t);
     else if (g->deflt)
@@ -1399,6 +1434,8 @@ int kq_qtree_used_sub(kq_qtree_t *t, const char *group, const kq_resource_t *res
         exact = path_sub(g, res, nonpreemptible ? res : NULL);
         if (g->pods_used > 0)
             g->pods_used--;
+        if (g->summin)
+            sp_used_add(t, res, -1);
         if (g->system)
             total_refresh(t);
         else if (g->deflt)
@@ -1408,6 +1445,33 @@ int kq_qtree_used_sub(kq_qtree_t *t, const char *group, const kq_resource_t *res
     if (!exact)
         kq_warn("quota tree: release larger than the used, clamped at 0 group=%s", group);
     return rc;
+}
+
+/* scheduler-plugins' rule for a sum_of_mins group g: what all such groups use plus req
+ * stays within the sum of their mins. */
+static int sum_rule_locked(const kq_qtree_t *t, const struct group *g, const kq_resource_t *req,
+                           const kq_resource_t *victims, char *reason, size_t len)
+{
+    char b1[64], b2[64], b3[64];
+    for (uint32_t i = 0; i < req->n; i++) {
+        const char *d = req->e[i].name;
+        int64_t r = req->e[i].value, m;
+        bool has;
+        if (r == 0 || !governs(g, d) || ((m = rget(&t->sp_min, d, &has)), !has))
+            continue;
+        int64_t used = rget(&t->sp_used, d, NULL);
+        if (victims != NULL) {
+            int64_t v = rget(victims, d, NULL);
+            used = v >= used ? 0 : used - v;
+        }
+        if ((u128)used + (u128)r > (u128)m) {
+            seterr(reason, len, "quota group %s: %s used by all scheduler-plugins quotas %s + request %s would "
+                   "exceed the sum of their mins %s", g->name, d, fmtq(d, used, b1, sizeof b1),
+                   fmtq(d, r, b2, sizeof b2), fmtq(d, m, b3, sizeof b3));
+            return KQ_EDENIED;
+        }
+    }
+    return 0;
 }
 
 /* The admission rule, at g and every ancestor. */
@@ -1440,7 +1504,9 @@ static int check_locked(kq_qtree_t *t, const char *name, const kq_resource_t *re
             u128 sum = (u128)used + (u128)r;
             bool has;
             int64_t rt = rget(&x->runtime, d, &has);
-            if (has && !x->deflt && sum > (u128)rt) { /* the default group: only its max */
+            /* the default group: only its max; a scheduler-plugins group: its max and the
+             * sum of mins (below) */
+            if (has && !x->deflt && !x->summin && sum > (u128)rt) {
                 seterr(reason, len, "quota group %s: %s used %s + request %s would exceed runtime %s", x->name, d,
                        fmtq(d, used, b1, sizeof b1), fmtq(d, r, b2, sizeof b2), fmtq(d, rt, b3, sizeof b3));
                 return KQ_EDENIED;
@@ -1464,6 +1530,10 @@ static int check_locked(kq_qtree_t *t, const char *name, const kq_resource_t *re
                 }
             }
         }
+        /* scheduler-plugins: its max first, then the sum of mins, then the ancestors */
+        int rc;
+        if (x == g && g->summin && (rc = sum_rule_locked(t, g, req, victims, reason, len)) != 0)
+            return rc;
     }
     return 0;
 }

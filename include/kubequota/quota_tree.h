@@ -64,7 +64,13 @@
  * used of non-preemptible pods + R <= scaled min at each of those levels, for the
  * resources whose min that level names (the root's is the cluster total; a group without
  * a min for a resource guarantees nothing and is not checked for it). A pod naming a
- * parent group is denied. Pods of the system group are always admitted.
+ * parent group is denied. A group with sum_of_mins (scheduler-plugins' CapacityScheduling,
+ * kubernetes-sigs/scheduler-plugins pkg/capacityscheduling) is not held to its own runtime
+ * but to its max and to the sum rule instead: what all sum_of_mins groups use plus R must
+ * stay within the sum of their mins, for the resources some of their mins name (and its
+ * max names); its ancestors (the root) are checked as usual. Its runtime is still
+ * computed and reclaim still uses it (kubequota's stand-in for scheduler-plugins'
+ * cross-namespace preemption of quotas above their min). Pods of the system group are always admitted.
  *
  * Cost. kq_qtree_check and kq_qtree_assume, used_add/sub: O(depth x resources), reading
  * runtimes computed earlier; nothing is recomputed on a check. A request change
@@ -112,6 +118,7 @@ typedef struct kq_qgroup_spec {
     kq_resource_t shared_weight; /* missing names default to max, else the cluster total */
     bool allow_lent;             /* default true */
     bool is_parent;              /* default false */
+    bool sum_of_mins;            /* scheduler-plugins' admission rule (see Enforcement) */
 } kq_qgroup_spec_t;
 
 /* Fills *spec with the defaults: no min, max or weight, allow_lent true, leaf, first level. */

@@ -352,3 +352,76 @@ class ReclaimRulesTest(QuotaObjectBase):
                    10, 0.05, "team used 2")
         self.assertEqual(self.sim.state()["counters"]["evictions_refused"], 1)
         self.assertEqual(self.sim.state()["counters"]["evictions"], 2)
+
+
+class UpstreamKepStoryTest(QuotaObjectBase):
+    """kubernetes-sigs/scheduler-plugins kep/9-capacity-scheduling/README.md, Story 1:
+    QuotaA (min 4, max 6 GPUs) and QuotaB (min 6, max 8), 10 GPUs in the cluster. A pod
+    may use only what the sum of all mins (10) leaves free; A borrows B's idle min up to
+    its max, and gives it back when B wants it."""
+
+    def setUp(self):
+        super().setUp()
+        self.sim.world.add_node("gpu-1", cpu="64", memory="256Gi", extra={"status": {"allocatable": {"nvidia.com/gpu": "10"}, "capacity": {"nvidia.com/gpu": "10"}}})
+        wait_until(lambda: self.tree()["clusterTotal"].get("nvidia.com/gpu") == 10, 15, 0.05,
+                   "10 GPUs in the cluster")
+
+    def gpod(self, name, ns, gpus, priority=0):
+        p = pod_manifest(name, ns=ns, user="alice", cpu="100m", memory="64Mi",
+                         extra_requests={"nvidia.com/gpu": str(gpus)})
+        p["spec"]["priority"] = priority
+        return self.sim.create_pod(p)
+
+    def test_story_1(self):
+        self.create_eq(UPSTREAM, "qa", "quota-a", {"nvidia.com/gpu": 4}, {"nvidia.com/gpu": 6})
+        self.create_eq(UPSTREAM, "qb", "quota-b", {"nvidia.com/gpu": 6}, {"nvidia.com/gpu": 8})
+        self.wait_group("qa/quota-a")
+        self.wait_group("qb/quota-b")
+        # UserA consumes 2 GPUs, UserB 3: both within min
+        self.gpod("a1", "qa", 2)
+        self.assert_bound("a1", "qa")
+        for i in range(3):
+            self.gpod("b%d" % i, "qb", 1)
+            self.assert_bound("b%d" % i, "qb")
+        # A reaches its min (4), then borrows up to its max (6): 6 + 3 = 9 <= 10
+        self.gpod("a2", "qa", 2)
+        self.assert_bound("a2", "qa")
+        self.gpod("a3", "qa", 2)
+        self.assert_bound("a3", "qa")
+        self.gpod("a4", "qa", 2)
+        self.assert_denied("a4", "qa", "qa/quota-a", "max")        # 6 + 2 > 6
+        self.sim.delete_pod("qa", "a4")
+        # B demands 3 more: one fits (9 + 1 = 10), the next exceeds the sum of mins
+        for i in range(3, 6):
+            self.gpod("b%d" % i, "qb", 1)
+        self.assert_bound("b3", "qb")
+        self.assert_denied("b4", "qb", "sum of their mins")
+        # B's min is borrowed: one 2-GPU pod of A is taken back (A from 6 to 4)
+        wait_until(lambda: len(self.bound("qa")) == 2, 20, 0.1, "one pod of QuotaA evicted")
+
+        def bound_b():
+            for i in (4, 5):
+                if not self.sim.get_pod("qb", "b%d" % i)["spec"].get("nodeName"):
+                    self.schedule("b%d" % i, "qb")
+            return all(self.sim.get_pod("qb", "b%d" % i)["spec"].get("nodeName") for i in (4, 5))
+        wait_until(bound_b, 15, 0.2, "B's pods to bind")
+        # "In the end, UserA consumes 4 GPUs and UserB consumes 6 GPUs"
+        wait_until(lambda: self.g("qa/quota-a").get("allocatedResource", {}).get("nvidia.com/gpu") == 4
+                   and self.g("qb/quota-b").get("allocatedResource", {}).get("nvidia.com/gpu") == 6,
+                   10, 0.05, "A 4 GPUs, B 6 GPUs")
+        # "if UserB requests 1 or 2 more GPUs, it won't succeed": 10 + 1 > 10
+        self.gpod("b6", "qb", 1)
+        self.assert_denied("b6", "qb", "sum of their mins")
+
+    def test_cross_namespace_example(self):
+        """The KEP's "Cross-namespace vs. single-namespace preemption" example: quota1 and
+        quota2 (min 0, max 2 cpu), quota3 (min 1, max 2). quota1's 1-cpu pod runs by
+        borrowing quota3's free min; quota2's pod, even of higher priority, cannot run: the
+        quotas' used (1) + 1 exceeds the sum of their mins (1)."""
+        for ns, mn in (("quota1", 0), ("quota2", 0), ("quota3", 1)):
+            self.create_eq(UPSTREAM, ns, ns, {"cpu": mn}, {"cpu": 2})
+            self.wait_group("%s/%s" % (ns, ns))
+        self.pod("nginx", "quota1", 1)
+        self.assert_bound("nginx", "quota1")
+        self.pod("nginx", "quota2", 1, priority=1000000)
+        self.assert_denied("nginx", "quota2", "quota2/quota2", "sum of their mins")

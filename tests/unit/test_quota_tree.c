@@ -631,6 +631,62 @@ static void test_nonpreemptible_within_min(void **state)
     kq_qtree_free(t);
 }
 
+/* scheduler-plugins' rule (kubernetes-sigs/scheduler-plugins kep/9-capacity-scheduling,
+ * "Known Limitations"/cross-namespace example; pkg/capacityscheduling elasticquota.go
+ * aggregatedUsedOverMinWith): quota1 (min 0, max 2), quota2 (min 0, max 2), quota3 (min
+ * 1, max 2), cpu. quota1's 1-cpu pod borrows quota3's free min (0 + 1 <= 0 + 0 + 1); a pod
+ * of quota2 then exceeds the sum of mins (1 + 1 > 1), whatever the cluster. */
+static void test_sum_of_mins(void **state)
+{
+    (void)state;
+    kq_qtree_t *t = kq_qtree_new();
+    total(t, "cpu=100");
+    const char *names[3] = {"q1", "q2", "q3"};
+    const char *mins[3] = {"cpu=0", "cpu=0", "cpu=1"};
+    for (int i = 0; i < 3; i++) {
+        kq_qgroup_spec_t s;
+        kq_qgroup_spec_init(&s, names[i]);
+        s.min = R(mins[i]);
+        s.max = R("cpu=2");
+        s.sum_of_mins = true;
+        char err[256];
+        assert_int_equal(kq_qtree_set_group(t, &s, err, sizeof err), 0);
+    }
+    char why[256];
+    kq_resource_t one = R("cpu=1");
+    req(t, "q1", "cpu=1");
+    assert_int_equal(kq_qtree_assume(t, "q1", &one, false, why, sizeof why), 0);
+    req(t, "q2", "cpu=1");
+    assert_int_equal(kq_qtree_check(t, "q2", &one, false, why, sizeof why), KQ_EDENIED);
+    assert_string_equal(why, "quota group q2: cpu used by all scheduler-plugins quotas 1m + request 1m would "
+                             "exceed the sum of their mins 1m");
+    /* the same group without the rule is held to its runtime instead: it fits */
+    kq_qgroup_spec_t s;
+    kq_qgroup_spec_init(&s, "k");
+    s.max = R("cpu=2");
+    char err[256];
+    assert_int_equal(kq_qtree_set_group(t, &s, err, sizeof err), 0);
+    req(t, "k", "cpu=1");
+    assert_int_equal(kq_qtree_check(t, "k", &one, false, why, sizeof why), 0);
+    /* q1's pod leaves: q2 fits; a min raised by an update raises the sum */
+    assert_int_equal(kq_qtree_used_sub(t, "q1", &one, false), 0);
+    assert_int_equal(kq_qtree_check(t, "q2", &one, false, why, sizeof why), 0);
+    assert_int_equal(kq_qtree_assume(t, "q2", &one, false, why, sizeof why), 0);
+    kq_resource_t two = R("cpu=2");
+    assert_int_equal(kq_qtree_check(t, "q3", &one, false, why, sizeof why), KQ_EDENIED); /* 1 + 1 > 1 */
+    kq_qgroup_spec_init(&s, "q3");
+    s.min = R("cpu=2");
+    s.max = R("cpu=2");
+    s.sum_of_mins = true;
+    assert_int_equal(kq_qtree_set_group(t, &s, err, sizeof err), 0);
+    assert_int_equal(kq_qtree_check(t, "q3", &one, false, why, sizeof why), 0);   /* 1 + 1 <= 2 */
+    assert_int_equal(kq_qtree_check(t, "q3", &two, false, why, sizeof why), KQ_EDENIED);
+    /* removing q2 takes its min and used out of the sums (its pod moves to default) */
+    assert_int_equal(kq_qtree_remove_group(t, "q2", err, sizeof err), 0);
+    assert_int_equal(kq_qtree_check(t, "q3", &two, false, why, sizeof why), 0);    /* 0 + 2 <= 2 */
+    kq_qtree_free(t);
+}
+
 /* ------------------------------------------------------------------ validation */
 
 static int try_set(kq_qtree_t *t, const char *name, const char *parent, const char *min, const char *max,
@@ -1655,6 +1711,7 @@ int main(void)
         cmocka_unit_test(test_check_denies_and_changes_nothing),
         cmocka_unit_test(test_ancestor_denies),
         cmocka_unit_test(test_nonpreemptible_within_min),
+        cmocka_unit_test(test_sum_of_mins),
         cmocka_unit_test(test_validation),
         cmocka_unit_test(test_remove_moves_usage_to_default),
         cmocka_unit_test(test_system_group),
