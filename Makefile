@@ -70,7 +70,7 @@ TEST_MODULES_leader := error log resource jscan kube leader
 TEST_MODULES_jscan := error log jscan
 TEST_MODULES_log := error log duration
 TEST_MODULES_duration := error duration
-TEST_MODULES_placement := error log resource config placement
+TEST_MODULES_placement := error log resource config placement ugm
 test_modules = $(if $(TEST_MODULES_$(1)),$(TEST_MODULES_$(1)),$(MODULES))
 
 UNIT_TESTS := $(patsubst tests/unit/test_%.c,%,$(wildcard tests/unit/test_*.c))

@@ -776,6 +776,10 @@ static int resolve_placed(const kq_partition_conf_t *part, const kq_pod_opts_t *
         uint64_t max_apps = 0;
         if (opts->ns_limits(opts->ns_arg, p->ns, &max, &has_max, &max_apps))
             opts->set_dynamic_limits(opts->hook_arg, p->queue, has_max ? &max : NULL, max_apps);
+        else if (opts->dynamic_kind != NULL && opts->dynamic_kind(opts->hook_arg, p->queue) == KQ_QKIND_NONE)
+            /* the queue is created anew (YuniKorn removed it when it emptied): limits a
+             * namespace gave an earlier queue of that name do not carry over */
+            opts->set_dynamic_limits(opts->hook_arg, p->queue, NULL, 0);
     }
     return 0;
 }

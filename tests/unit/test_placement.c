@@ -20,6 +20,7 @@
 
 #include "kubequota/config.h"
 #include "kubequota/placement.h"
+#include "kubequota/ugm.h"
 #include "testutil.h"
 
 typedef struct world {
@@ -445,6 +446,75 @@ static void test_examples_load(void **state)
     }
 }
 
+/* Dynamic queues in the ugm: one exists while something is counted there and goes when
+ * it empties; a dynamic leaf is held to the child template in force (queue_config.md
+ * "Child Template") or, when set, to its namespace's limits (resource_quota_mgmt.md
+ * "Namespace quota"), which replace the template's. */
+static void test_ugm_dynamic_queues(void **state)
+{
+    (void)state;
+    kq_config_t *cfg = test_config("partitions:\n"
+                                   "  - name: default\n"
+                                   "    placementrules:\n"
+                                   "      - name: provided\n"
+                                   "        create: true\n"
+                                   "    queues:\n"
+                                   "      - name: root\n"
+                                   "        childtemplate:\n"
+                                   "          maxapplications: 2\n"
+                                   "          resources:\n"
+                                   "            max: {vcore: 2}\n"
+                                   "        queues:\n"
+                                   "          - name: p\n"
+                                   "            parent: true\n");
+    assert_non_null(cfg);
+    kq_ugm_t *m = kq_ugm_new("default");
+    assert_non_null(m);
+    assert_int_equal(kq_ugm_set_config(m, cfg), 0);
+    kq_user_t u = {.name = "alice"};
+    kq_resource_t one = KQ_RESOURCE_EMPTY, half = KQ_RESOURCE_EMPTY;
+    assert_int_equal(kq_resource_set(&one, "cpu", 1000), 0);
+    assert_int_equal(kq_resource_set(&half, "cpu", 500), 0);
+    char why[512];
+
+    assert_int_equal(kq_ugm_queue_kind(m, "root.p.x"), KQ_QKIND_NONE);
+    assert_int_equal(kq_ugm_increase(m, "root.p.x", "a1", &u, &one, why, sizeof(why)), 0);
+    assert_int_equal(kq_ugm_queue_kind(m, "root.p.x"), KQ_QKIND_LEAF);
+    assert_int_equal(kq_ugm_queue_kind(m, "ROOT.P.X"), KQ_QKIND_LEAF); /* names are case-insensitive */
+    assert_int_equal(kq_ugm_queue_kind(m, "root.p"), KQ_QKIND_PARENT);
+    /* root's template, inherited through root.p: 2 vcore, 2 applications */
+    assert_int_equal(kq_ugm_increase(m, "root.p.x", "a2", &u, &one, why, sizeof(why)), 0);
+    assert_int_equal(kq_ugm_increase(m, "root.p.x", "a2", &u, &half, why, sizeof(why)), KQ_EDENIED);
+    assert_non_null(strstr(why, "child template"));
+    assert_int_equal(kq_ugm_decrease(m, "root.p.x", "a2", "alice", &one), 0);
+    assert_int_equal(kq_ugm_increase(m, "root.p.x", "a3", &u, &half, why, sizeof(why)), 0);
+    assert_int_equal(kq_ugm_increase(m, "root.p.x", "a4", &u, &half, why, sizeof(why)), KQ_EDENIED);
+    assert_non_null(strstr(why, "maxapplications"));
+    /* the namespace's limits replace the template's */
+    kq_resource_t three = KQ_RESOURCE_EMPTY;
+    assert_int_equal(kq_resource_set(&three, "cpu", 3000), 0);
+    assert_int_equal(kq_ugm_set_dynamic_limits(m, "root.p.x", &three, 5), 0);
+    assert_int_equal(kq_ugm_increase(m, "root.p.x", "a4", &u, &one, why, sizeof(why)), 0);
+    assert_int_equal(kq_ugm_increase(m, "root.p.x", "a5", &u, &one, why, sizeof(why)), KQ_EDENIED);
+    assert_non_null(strstr(why, "namespace annotation"));
+    assert_int_equal(kq_ugm_set_dynamic_limits(m, "root.p.x", NULL, 0), 0); /* cleared: template again */
+    assert_int_equal(kq_ugm_increase(m, "root.p.x", "a4", &u, &half, why, sizeof(why)), KQ_EDENIED);
+    /* a dynamic leaf deeper down takes the template of its nearest configured ancestor */
+    assert_int_equal(kq_ugm_increase(m, "root.p.q.y", "b1", &u, &three, why, sizeof(why)), KQ_EDENIED);
+    assert_non_null(strstr(why, "root.p.q.y"));
+    /* a configured queue is not dynamic: no template */
+    assert_int_equal(kq_ugm_increase(m, "root.p", "b1", &u, &three, why, sizeof(why)), 0);
+    assert_int_equal(kq_ugm_decrease(m, "root.p", "b1", "alice", &three), 0);
+    /* emptied: the dynamic queue goes */
+    assert_int_equal(kq_ugm_decrease(m, "root.p.x", "a1", "alice", &one), 0);
+    assert_int_equal(kq_ugm_decrease(m, "root.p.x", "a3", "alice", &half), 0);
+    assert_int_equal(kq_ugm_decrease(m, "root.p.x", "a4", "alice", &one), 0);
+    assert_int_equal(kq_ugm_queue_kind(m, "root.p.x"), KQ_QKIND_NONE);
+    assert_int_equal(kq_ugm_queue_kind(m, "root.p"), KQ_QKIND_NONE);
+    kq_ugm_free(m);
+    kq_config_unref(cfg);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -459,6 +529,7 @@ int main(void)
         cmocka_unit_test(test_child_template),
         cmocka_unit_test(test_bad_rules),
         cmocka_unit_test(test_examples_load),
+        cmocka_unit_test(test_ugm_dynamic_queues),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
