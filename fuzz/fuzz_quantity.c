@@ -3,13 +3,18 @@
  * kq_resource_from_json() on whatever jansson makes of the input.
  *
  * Checked beyond "no crash": every accepted value is >= 0, formats and parses back to
- * the same value; the 64-bit shortcut and the exact path agree (code, value, reason); errors are NUL-terminated and leave the output untouched; a set read
- * from JSON survives to_json -> from_json unchanged.
+ * the same value; the 64-bit shortcut and the exact path agree (code, value, reason);
+ * both agree with an independent reference of Kubernetes' rounding (ref_parse below);
+ * a whole number with a tiny fraction added reads one unit more; errors are
+ * NUL-terminated and leave the output untouched; a set read from JSON survives
+ * to_json -> from_json unchanged.
  *
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -Iinclude fuzz/fuzz_quantity.c \
  *     src/resource.c src/error.c src/log.c -ljansson -o /tmp/fuzz_quantity
  *   /tmp/fuzz_quantity -max_total_time=60 fuzz/corpus/quantity
  */
+#include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,18 +44,203 @@ static void check_round_trip(const char *name, int64_t v)
     }
 }
 
+/* ------------------------------------------------------------------------------
+ * An independent reference of how Kubernetes reads a quantity (ParseQuantity, then
+ * Value() for bytes and counts, MilliValue() for cpu), written from
+ * kubernetes/apimachinery pkg/api/resource/quantity.go and suffix.go with plain
+ * decimal-digit arithmetic: the digits are doubled p2 times for a binary suffix, the
+ * decimal point moved by the exponent, and the integer part compared with INT64_MAX as
+ * a string. It shares nothing with src/resource.c but the answer. */
+
+enum ref_kind { REF_SKIP, REF_OK, REF_ERR, REF_NEG, REF_BIG };
+
+static enum ref_kind ref_parse(const char *name, const char *in, int64_t *out)
+{
+    bool milli = strcmp(name, "cpu") == 0 || strcmp(name, "vcore") == 0;
+    size_t len = strlen(in);
+    for (size_t i = 0; i < len; i++)
+        if ((unsigned char)in[i] >= 0x80)
+            return REF_SKIP; /* (Unicode white space is left to the unit tests) */
+    const char *ws = " \t\n\v\f\r";
+    while (len > 0 && strchr(ws, in[len - 1]) != NULL)
+        len--;
+    size_t b = strspn(in, ws);
+    if (b >= len)
+        return REF_ERR;
+    char s[512];
+    if (len - b >= sizeof(s))
+        return REF_SKIP;
+    memcpy(s, in + b, len - b);
+    s[len - b] = '\0';
+
+    const char *digits = "0123456789", *p = s;
+    bool neg = *p == '-';
+    if (*p == '-' || *p == '+')
+        p++;
+    const char *ip = p;
+    size_t ni = strspn(p, digits), nf = 0;
+    p += ni;
+    const char *fp = p;
+    if (*p == '.') {
+        fp = ++p;
+        nf = strspn(p, digits);
+        p += nf;
+    }
+    const char *suf = p;
+    p += strspn(p, "eEinumkKMGTP");
+    if (*p == '+' || *p == '-')
+        p++;
+    p += strspn(p, digits);
+    if (*p != '\0')
+        return REF_ERR;
+
+    static const struct {
+        const char *s;
+        int p10, p2;
+    } tab[] = {{"", 0, 0},    {"n", -9, 0},  {"u", -6, 0},  {"m", -3, 0},  {"k", 3, 0},   {"M", 6, 0},
+               {"G", 9, 0},   {"T", 12, 0},  {"P", 15, 0},  {"E", 18, 0},  {"Ki", 0, 10}, {"Mi", 0, 20},
+               {"Gi", 0, 30}, {"Ti", 0, 40}, {"Pi", 0, 50}, {"Ei", 0, 60}};
+    long long p10 = 0;
+    int p2 = -1;
+    bool expo = false;
+    for (size_t k = 0; k < sizeof(tab) / sizeof(tab[0]); k++)
+        if (strcmp(suf, tab[k].s) == 0) {
+            p10 = tab[k].p10;
+            p2 = tab[k].p2;
+        }
+    if (p2 < 0) {
+        if ((suf[0] != 'e' && suf[0] != 'E') || suf[1] == '\0')
+            return REF_ERR;
+        const char *x = suf + 1;
+        if (*x == '+' || *x == '-')
+            x++;
+        if (*x == '\0' || strspn(x, digits) != strlen(x))
+            return REF_ERR;
+        errno = 0;
+        long long e = strtoll(suf + 1, NULL, 10);
+        if (errno == ERANGE)
+            return REF_ERR;
+        p10 = (int32_t)(uint32_t)(unsigned long long)e; /* Kubernetes keeps an int32 */
+        p2 = 0;
+        expo = true;
+    }
+    if (ni == 0 && nf == 0) {
+        if (expo && p10 < -9)
+            return REF_ERR;
+        *out = 0;
+        return REF_OK;
+    }
+    if (p10 > 400 || p10 < -400)
+        return REF_SKIP;
+
+    /* the digit string D, most significant first, with room to double it 60 times */
+    static char d[512 + 64];
+    size_t n = 0;
+    for (size_t k = 0; k < ni; k++)
+        d[n++] = (char)(ip[k] - '0');
+    for (size_t k = 0; k < nf; k++)
+        d[n++] = (char)(fp[k] - '0');
+    bool zero = true;
+    for (size_t k = 0; k < n; k++)
+        zero = zero && d[k] == 0;
+    if (zero) {
+        *out = 0;
+        return REF_OK;
+    }
+    if (neg)
+        return REF_NEG;
+    for (int k = 0; k < p2; k++) { /* D *= 2 */
+        int c = 0;
+        for (size_t j = n; j-- > 0;) {
+            int v = d[j] * 2 + c;
+            d[j] = (char)(v % 10);
+            c = v / 10;
+        }
+        if (c) {
+            memmove(d + 1, d, n);
+            d[0] = (char)c;
+            n++;
+        }
+    }
+    /* value = D * 10^t: the integer part is the first n + t digits */
+    long long t = p10 - (long long)nf + (milli ? 3 : 0);
+    long long nint = (long long)n + t;
+    bool frac = false;
+    for (long long k = nint < 0 ? 0 : nint; k < (long long)n; k++)
+        frac = frac || d[k] != 0;
+    char ints[1024];
+    size_t m = 0;
+    for (long long k = 0; k < nint; k++) {
+        char c = k < (long long)n ? (char)('0' + d[k]) : '0';
+        if (m == 0 && c == '0')
+            continue;
+        if (m + 1 >= sizeof(ints))
+            return REF_SKIP;
+        ints[m++] = c;
+    }
+    ints[m] = '\0';
+    const char *max = "9223372036854775807";
+    bool big = m > 19 || (m == 19 && strcmp(ints, max) > 0) || (m == 19 && frac && strcmp(ints, max) == 0);
+    if (big) {
+        if (suf[0] != '\0' && suf[1] == 'i' && !milli) { /* BinarySI: capped at 2^63-1 */
+            *out = INT64_MAX;
+            return REF_OK;
+        }
+        return REF_BIG;
+    }
+    *out = (m == 0 ? 0 : strtoll(ints, NULL, 10)) + (frac ? 1 : 0);
+    return REF_OK;
+}
+
+static void check_reference(const char *name, const char *s, int rc, int64_t v, const char *err)
+{
+    int64_t want = -1;
+    enum ref_kind k = ref_parse(name, s, &want);
+    bool ok;
+    switch (k) {
+    case REF_SKIP:
+        return;
+    case REF_OK:
+        ok = rc == 0 && v == want;
+        break;
+    case REF_NEG:
+        ok = rc == KQ_ERANGE && strstr(err, "negative") != NULL;
+        break;
+    case REF_BIG:
+        ok = rc == KQ_ERANGE && strstr(err, "too large") != NULL;
+        break;
+    default:
+        ok = rc == KQ_EPARSE;
+        break;
+    }
+    if (!ok) {
+        fprintf(stderr, "%s \"%s\": rc=%d v=%lld (%s), reference kind %d value %lld\n", name, s, rc,
+                (long long)v, err, (int)k, (long long)want);
+        abort();
+    }
+}
+
 static void fuzz_quantity(const char *s)
 {
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         int64_t v = -7;
-        char err[128];
+        char err[256];
         memset(err, 'x', sizeof(err));
         int rc = kq_quantity_parse(names[i], s, &v, err, sizeof(err));
         CHECK(memchr(err, '\0', sizeof(err)) != NULL);
         int64_t ve = -7;
-        char eerr[128];
+        char eerr[256];
         int rce = kq_quantity_parse_exact(names[i], s, &ve, eerr, sizeof(eerr));
         CHECK(rce == rc && ve == v && strcmp(eerr, err) == 0);
+        check_reference(names[i], s, rc, v, err);
+        /* rounding: a value read with a tiny fraction added rounds up by one unit */
+        if (rc == 0 && v < INT64_MAX - 1 && strlen(s) < 200 && strspn(s, "0123456789") == strlen(s) && s[0] != '\0') {
+            char up[256];
+            snprintf(up, sizeof(up), "%s.000000000000000000001", s);
+            int64_t vu = -1, vs = -1;
+            CHECK(kq_quantity_parse(names[i], up, &vu, NULL, 0) == 0);
+            CHECK(kq_quantity_parse(names[i], s, &vs, NULL, 0) == 0 && vu == vs + 1);
+        }
         if (rc == 0) {
             CHECK(v >= 0);
             CHECK(err[0] == '\0');

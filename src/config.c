@@ -711,7 +711,7 @@ static int parse_conf_quantity(const char *name, const char *raw, int64_t *out, 
     char norm[64];
     snprintf(norm, sizeof(norm), "%.*s%.*s", (int)(d - s), s, (int)sl, sfx);
     char rwhy[128] = "";
-    int rc = kq_quantity_parse(name, norm, out, rwhy, sizeof(rwhy));
+    int rc = kq_quantity_parse_whole(name, norm, out, rwhy, sizeof(rwhy));
     if (rc != 0)
         snprintf(why, whylen, "%s", rwhy[0] ? rwhy : kq_strerror(rc));
     return rc;

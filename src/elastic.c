@@ -327,13 +327,14 @@ static int rlist(const json_t *obj, const char *what, kq_resource_t *out, char *
     const char *k;
     const json_t *v;
     json_object_foreach((json_t *)obj, k, v) {
-        char q[KQ_QUANTITY_MAX + 1], why[256] = "";
+        char num[64], why[256] = "";
+        const char *q = num;
         if (json_is_string(v))
-            snprintf(q, sizeof(q), "%s", json_string_value(v));
+            q = json_string_value(v); /* any length: Kubernetes has no limit */
         else if (json_is_integer(v))
-            snprintf(q, sizeof(q), "%lld", (long long)json_integer_value(v));
+            snprintf(num, sizeof(num), "%lld", (long long)json_integer_value(v));
         else if (json_is_real(v))
-            snprintf(q, sizeof(q), "%.15g", json_real_value(v));
+            snprintf(num, sizeof(num), "%.15g", json_real_value(v));
         else {
             seterr(err, len, "%s.%.64s: expected a quantity", what, k);
             return KQ_EPARSE;

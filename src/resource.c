@@ -1,15 +1,19 @@
 /* Resources: Kubernetes quantity strings parsed into canonical integers, interned
  * resource names, and small sorted resource sets with the arithmetic quota checks need.
  *
- * Quantities follow the grammar of Kubernetes' resource.Quantity: an optional sign, a
- * decimal number ("1", "1.5", "1.", ".5"), then a suffix: binary Ki..Ei, decimal
- * n u m k M G T P E (or none), or a decimal exponent e/E with a signed integer. The
- * value is computed exactly with a small fixed-size big integer (never a double) and
- * must come out as a whole, non-negative int64 in the resource's canonical unit
- * (millicores, bytes or a count). Unlike Kubernetes we never round or cap: "0.5m" of
- * cpu, "8Ei" bytes and "1.5" GPUs are errors, not 1m, 2^63-1 and 2. Kubernetes' scanner
- * also takes a quantity with no digits at all ("", "+", ".", "Ki") as zero; its own
- * documented grammar does not, and neither do we.
+ * Quantities are read as a Kubernetes component reads them: the scanner and suffixes of
+ * kubernetes/apimachinery pkg/api/resource (ParseQuantity: an optional sign, digits with
+ * an optional decimal point, digits optional throughout, then Ki..Ei, n u m k M G T P E
+ * or a decimal exponent e/E whose value is truncated to int32), surrounding white space
+ * dropped as Quantity.UnmarshalJSON drops it, and the value rounded UP to the canonical
+ * unit (millicores, bytes or a count) as Value() and MilliValue() round. A binary
+ * quantity of bytes or counts above 2^63-1 is capped there as ParseQuantity caps it;
+ * other values beyond int64 are errors (Kubernetes' own accessors overflow there), as
+ * are negative values, and exponents where Kubernetes' int32 scale arithmetic wraps
+ * (exponent - fraction digits below -(2^31-1)). The value is computed exactly, one
+ * decimal digit of D * 2^p2 at a time (no double, no big-number buffer, no length
+ * limit). kq_quantity_parse_whole keeps the strict reading (no rounding, no cap) for
+ * formats with their own rules (YuniKorn's queues.yaml).
  *
  * DESIGN
  * Interned names: an insert-only open-addressing hash table of NAMES_SLOTS atomic
@@ -243,60 +247,6 @@ static int qerr(char *err, size_t errlen, int rc, const char *name, const char *
     return rc;
 }
 
-/* ================================================================ big number ==== */
-
-/* Unsigned integer of BIG_LIMBS 32-bit limbs, least significant first. Large enough
- * for 64 decimal digits times 10^18 times 2^60 (< 2^333). */
-#define BIG_LIMBS 12
-
-typedef struct {
-    uint32_t d[BIG_LIMBS];
-} big_t;
-
-/* b = b * m + a; false when the result does not fit. */
-static bool big_mul_add(big_t *b, uint32_t m, uint32_t a)
-{
-    uint64_t carry = a;
-    for (int i = 0; i < BIG_LIMBS; i++) {
-        uint64_t x = (uint64_t)b->d[i] * m + carry;
-        b->d[i] = (uint32_t)x;
-        carry = x >> 32;
-    }
-    return carry == 0;
-}
-
-/* b = b / v; returns the remainder. */
-static uint32_t big_div(big_t *b, uint32_t v)
-{
-    uint64_t rem = 0;
-    for (int i = BIG_LIMBS - 1; i >= 0; i--) {
-        uint64_t x = (rem << 32) | b->d[i];
-        b->d[i] = (uint32_t)(x / v);
-        rem = x % v;
-    }
-    return (uint32_t)rem;
-}
-
-static bool big_is_zero(const big_t *b)
-{
-    for (int i = 0; i < BIG_LIMBS; i++)
-        if (b->d[i] != 0)
-            return false;
-    return true;
-}
-
-static bool big_to_i64(const big_t *b, int64_t *out)
-{
-    for (int i = 2; i < BIG_LIMBS; i++)
-        if (b->d[i] != 0)
-            return false;
-    uint64_t v = ((uint64_t)b->d[1] << 32) | b->d[0];
-    if (v > (uint64_t)INT64_MAX)
-        return false;
-    *out = (int64_t)v;
-    return true;
-}
-
 /* ================================================================ quantities ==== */
 
 static const struct {
@@ -307,32 +257,23 @@ static const struct {
     {"T", 12, 0},  {"P", 15, 0},  {"E", 18, 0},  {"Ki", 0, 10}, {"Mi", 0, 20}, {"Gi", 0, 30},
     {"Ti", 0, 40}, {"Pi", 0, 50}, {"Ei", 0, 60},
 };
+#define NSUFFIXES (sizeof(suffixes) / sizeof(suffixes[0]))
 
 static bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
-static const char *unit_words(enum unit u)
-{
-    switch (u) {
-    case UNIT_MILLI:
-        return "millicores (1m = 0.001 cpu)";
-    case UNIT_BYTES:
-        return "bytes";
-    default:
-        return "units";
-    }
-}
-
-/* The common case in 64 bits: [+]digits[.digits][suffix] with at most 18 digits and a
- * suffix from the table (no exponent), whose value in canonical units is a whole number
- * that fits an int64. Anything else (or any error) returns false and goes the exact way,
- * which also words the errors; this path only ever returns values that one computes. */
-static bool quantity_fast(enum unit u, const char *s, int64_t *out)
-{
-    static const uint64_t pow10[19] = {1ull, 10ull, 100ull, 1000ull, 10000ull, 100000ull, 1000000ull,
+static const uint64_t pow10_u64[20] = {1ull, 10ull, 100ull, 1000ull, 10000ull, 100000ull, 1000000ull,
                                        10000000ull, 100000000ull, 1000000000ull, 10000000000ull,
                                        100000000000ull, 1000000000000ull, 10000000000000ull,
                                        100000000000000ull, 1000000000000000ull, 10000000000000000ull,
-                                       100000000000000000ull, 1000000000000000000ull};
+                                       100000000000000000ull, 1000000000000000000ull,
+                                       10000000000000000000ull};
+
+/* The common case in 64 bits: [+]digits[.digits][suffix] with 1..18 digits and a suffix
+ * from the table (no exponent), whose value in canonical units, rounded up, fits an
+ * int64. Anything else (or any error) returns false and goes the exact way, which also
+ * words the errors; this path only ever returns values that one computes. */
+static bool quantity_fast(enum unit u, const char *s, bool round, int64_t *out)
+{
     const char *p = s;
     if (*p == '+')
         p++;
@@ -347,10 +288,10 @@ static bool quantity_fast(enum unit u, const char *s, int64_t *out)
         return false;
     int p10 = 0, p2 = 0;
     if (*p != '\0') {
-        size_t k = 0, nsuf = sizeof(suffixes) / sizeof(suffixes[0]);
-        while (k < nsuf && strcmp(p, suffixes[k].s) != 0)
+        size_t k = 0;
+        while (k < NSUFFIXES && strcmp(p, suffixes[k].s) != 0)
             k++;
-        if (k == nsuf)
+        if (k == NSUFFIXES)
             return false;
         p10 = suffixes[k].p10;
         p2 = suffixes[k].p2;
@@ -358,13 +299,16 @@ static bool quantity_fast(enum unit u, const char *s, int64_t *out)
     int t = p10 - nfrac + (u == UNIT_MILLI ? 3 : 0);
     unsigned __int128 x = (unsigned __int128)m << p2; /* m < 10^18 < 2^60, p2 <= 60 */
     if (t < 0) {
-        if (t < -18 || x % pow10[-t] != 0)
+        if (t < -18)
             return false;
-        x /= pow10[-t];
+        bool frac = x % pow10_u64[-t] != 0;
+        if (frac && !round)
+            return false;
+        x = x / pow10_u64[-t] + (frac ? 1 : 0); /* Kubernetes rounds up */
     } else {
         if (t > 18 || x > (unsigned __int128)INT64_MAX)
             return false;
-        x *= pow10[t]; /* < 2^63 * 10^18 < 2^127 */
+        x *= pow10_u64[t]; /* < 2^63 * 10^18 < 2^127 */
     }
     if (x > (unsigned __int128)INT64_MAX)
         return false;
@@ -372,19 +316,87 @@ static bool quantity_fast(enum unit u, const char *s, int64_t *out)
     return true;
 }
 
-static int quantity_parse(const char *name, const char *s, int64_t *out, char *err, size_t errlen, bool fast);
+/* Length of the white space (Go's unicode.IsSpace, which strings.TrimSpace uses) that
+ * starts at p (< e), or 0. */
+static size_t space_at(const unsigned char *p, const unsigned char *e)
+{
+    size_t n = (size_t)(e - p);
+    if (*p == ' ' || (*p >= '\t' && *p <= '\r'))
+        return 1;
+    if (n >= 2 && p[0] == 0xc2 && (p[1] == 0x85 || p[1] == 0xa0)) /* U+0085, U+00A0 */
+        return 2;
+    if (n < 3)
+        return 0;
+    if (p[0] == 0xe1 && p[1] == 0x9a && p[2] == 0x80) /* U+1680 */
+        return 3;
+    if (p[0] == 0xe2 && p[1] == 0x80 && (p[2] <= 0x8a || p[2] == 0xa8 || p[2] == 0xa9 || p[2] == 0xaf) &&
+        p[2] >= 0x80) /* U+2000..U+200A, U+2028, U+2029, U+202F */
+        return 3;
+    if (p[0] == 0xe2 && p[1] == 0x81 && p[2] == 0x9f) /* U+205F */
+        return 3;
+    if (p[0] == 0xe3 && p[1] == 0x80 && p[2] == 0x80) /* U+3000 */
+        return 3;
+    return 0;
+}
+
+/* Same, for white space that ends at e (> b). */
+static size_t space_before(const unsigned char *b, const unsigned char *e)
+{
+    for (size_t k = 1; k <= 3 && k <= (size_t)(e - b); k++)
+        if (space_at(e - k, e) == k)
+            return k;
+    return 0;
+}
+
+/* Adds decimal digit d at position pos (10^pos) of a value being rounded up to an
+ * integer: a fraction below position 0, an overflow above 18. */
+static void put_digit(unsigned d, int64_t pos, uint64_t *acc, bool *frac, bool *over, bool *nonzero)
+{
+    if (d == 0)
+        return;
+    *nonzero = true;
+    if (pos < 0)
+        *frac = true;
+    else if (pos > 18)
+        *over = true;
+    else
+        *acc += d * pow10_u64[pos];
+}
+
+/* How a quantity is read: as Kubernetes reads it, the same without the 64-bit
+ * shortcut, or as a whole number of canonical units (no rounding, no cap). */
+enum qmode { Q_KUBE, Q_KUBE_EXACT, Q_WHOLE };
+
+static int quantity_parse(const char *name, const char *s, int64_t *out, char *err, size_t errlen, enum qmode mode);
 
 int kq_quantity_parse(const char *name, const char *s, int64_t *out, char *err, size_t errlen)
 {
-    return quantity_parse(name, s, out, err, errlen, true);
+    return quantity_parse(name, s, out, err, errlen, Q_KUBE);
 }
 
 int kq_quantity_parse_exact(const char *name, const char *s, int64_t *out, char *err, size_t errlen)
 {
-    return quantity_parse(name, s, out, err, errlen, false);
+    return quantity_parse(name, s, out, err, errlen, Q_KUBE_EXACT);
 }
 
-static int quantity_parse(const char *name, const char *s, int64_t *out, char *err, size_t errlen, bool fast)
+int kq_quantity_parse_whole(const char *name, const char *s, int64_t *out, char *err, size_t errlen)
+{
+    return quantity_parse(name, s, out, err, errlen, Q_WHOLE);
+}
+
+static const char *unit_words(enum unit u)
+{
+    switch (u) {
+    case UNIT_MILLI:
+        return "millicores (1m = 0.001 cpu)";
+    case UNIT_BYTES:
+        return "bytes";
+    default:
+        return "units";
+    }
+}
+
+static int quantity_parse(const char *name, const char *s, int64_t *out, char *err, size_t errlen, enum qmode mode)
 {
     if (err != NULL && errlen > 0)
         err[0] = '\0';
@@ -400,134 +412,194 @@ static int quantity_parse(const char *name, const char *s, int64_t *out, char *e
         seterr(err, errlen, "missing quantity for %s", name);
         return KQ_EPARSE;
     }
-    size_t len = strnlen(s, KQ_QUANTITY_MAX + 1);
-    if (len == 0)
-        return qerr(err, errlen, KQ_EPARSE, name, s, "empty");
-    if (len > KQ_QUANTITY_MAX)
-        return qerr(err, errlen, KQ_EPARSE, name, s, "too long (more than %d characters)",
-                    KQ_QUANTITY_MAX);
-    for (size_t i = 0; i < len; i++)
-        if (s[i] == ' ' || (s[i] >= '\t' && s[i] <= '\r'))
-            return qerr(err, errlen, KQ_EPARSE, name, s, "whitespace is not allowed");
-    if (fast && quantity_fast(unit_of(name), s, out))
+    enum unit u = unit_of(name);
+    if (mode != Q_KUBE_EXACT && quantity_fast(u, s, mode == Q_KUBE, out))
         return 0;
 
-    /* <sign><digits>[.<digits>] into an exact big integer with nfrac decimals */
-    const char *p = s;
+    const unsigned char *b = (const unsigned char *)s, *e = b + strlen(s);
+    if (mode == Q_WHOLE) {
+        for (const unsigned char *q = b; q < e; q++)
+            if (space_at(q, e) > 0)
+                return qerr(err, errlen, KQ_EPARSE, name, s, "whitespace is not allowed");
+    }
+    /* Like Quantity.UnmarshalJSON: white space around the quantity is dropped. */
+    for (size_t k; b < e && (k = space_at(b, e)) > 0;)
+        b += k;
+    for (size_t k; e > b && (k = space_before(b, e)) > 0;)
+        e -= k;
+    if (b == e)
+        return qerr(err, errlen, KQ_EPARSE, name, s, "empty");
+
+    /* The scanner of Kubernetes' parseQuantityString: [sign] digits [. digits] then a
+     * suffix of letters from "eEinumkKMGTP", an optional sign and digits. Digits are
+     * optional everywhere ("." and "Ki" are zero). */
+    const char *p = (const char *)b, *end = (const char *)e;
     bool negative = false;
     if (*p == '+' || *p == '-')
         negative = *p++ == '-';
-    big_t mant = {{0}};
-    int ndigits = 0, nfrac = 0;
-    for (; is_digit(*p); p++, ndigits++)
-        (void)big_mul_add(&mant, 10, (uint32_t)(*p - '0')); /* <= 64 digits: fits */
-    if (*p == '.') {
-        for (p++; is_digit(*p); p++, ndigits++, nfrac++)
-            (void)big_mul_add(&mant, 10, (uint32_t)(*p - '0'));
+    const char *int_b = p;
+    while (p < end && is_digit(*p))
+        p++;
+    const char *int_e = p, *frac_b = p, *frac_e = p;
+    if (p < end && *p == '.') {
+        frac_b = ++p;
+        while (p < end && is_digit(*p))
+            p++;
+        frac_e = p;
     }
-    if (ndigits == 0)
-        return qerr(err, errlen, KQ_EPARSE, name, s, "expected a number such as 500m, 2, 1.5 or 2Gi");
+    const char *suf = p;
+    while (p < end && strchr("eEinumkKMGTP", *p) != NULL)
+        p++;
+    if (p < end && (*p == '+' || *p == '-'))
+        p++;
+    while (p < end && is_digit(*p))
+        p++;
+    size_t suflen = (size_t)(end - suf);
+    char qsuf[QUOTE_BUF];
+    if (p != end) {
+        quote(qsuf, sizeof(qsuf), suf, suflen < 40 ? suflen : 40);
+        return qerr(err, errlen, KQ_EPARSE, name, s,
+                    "unknown suffix %s (expected Ki Mi Gi Ti Pi Ei, n u m k M G T P E, or e<exponent>)",
+                    qsuf);
+    }
 
-    /* suffix */
+    /* The suffix, as Kubernetes' suffixer interprets it. */
     int64_t p10 = 0;
     int p2 = 0;
-    if (*p != '\0') {
-        size_t k = 0, nsuf = sizeof(suffixes) / sizeof(suffixes[0]);
-        while (k < nsuf && strcmp(p, suffixes[k].s) != 0)
+    bool exponent = false;
+    if (suflen > 0) {
+        size_t k = 0;
+        while (k < NSUFFIXES && !(strlen(suffixes[k].s) == suflen && memcmp(suf, suffixes[k].s, suflen) == 0))
             k++;
-        if (k < nsuf) {
+        if (k < NSUFFIXES) {
             p10 = suffixes[k].p10;
             p2 = suffixes[k].p2;
-        } else if ((p[0] == 'e' || p[0] == 'E') && p[1] != '\0') {
-            const char *q = p + 1;
+        } else if ((suf[0] == 'e' || suf[0] == 'E') && suflen > 1) {
+            /* strconv.ParseInt(rest, 10, 64), then truncated to int32 as Kubernetes does
+             * ("1e4294967296" is 1) */
+            const char *q = suf + 1;
             bool eneg = false;
             if (*q == '+' || *q == '-')
                 eneg = *q++ == '-';
-            if (!is_digit(*q)) {
-                char qsuf[QUOTE_BUF];
-                quote(qsuf, sizeof(qsuf), p, 40);
+            if (q == end || !is_digit(*q)) {
+                quote(qsuf, sizeof(qsuf), suf, suflen < 40 ? suflen : 40);
                 return qerr(err, errlen, KQ_EPARSE, name, s, "malformed exponent %s", qsuf);
             }
-            /* like Kubernetes, the exponent must fit an int64 */
             uint64_t ev = 0, limit = (uint64_t)INT64_MAX + (eneg ? 1u : 0u);
-            for (; is_digit(*q); q++) {
+            for (; q < end && is_digit(*q); q++) {
                 uint64_t d = (uint64_t)(*q - '0');
                 if (ev > (limit - d) / 10)
                     return qerr(err, errlen, KQ_EPARSE, name, s, "exponent out of range");
                 ev = ev * 10 + d;
             }
-            if (*q != '\0') {
-                char qsuf[QUOTE_BUF];
-                quote(qsuf, sizeof(qsuf), p, 40);
+            if (q != end) {
+                quote(qsuf, sizeof(qsuf), suf, suflen < 40 ? suflen : 40);
                 return qerr(err, errlen, KQ_EPARSE, name, s, "malformed exponent %s", qsuf);
             }
-            /* Clamping keeps every outcome: with <= 64 mantissa digits, 10^1000 is far
-             * past int64 and 10^-1000 leaves a fraction. */
-            p10 = ev > 1000 ? 1000 : (int64_t)ev;
-            if (eneg)
-                p10 = -p10;
+            uint64_t bits = eneg ? (uint64_t)0 - ev : ev;
+            p10 = (int32_t)(uint32_t)bits;
+            exponent = true;
         } else {
-            char qsuf[QUOTE_BUF];
-            quote(qsuf, sizeof(qsuf), p, 40);
+            quote(qsuf, sizeof(qsuf), suf, suflen < 40 ? suflen : 40);
             return qerr(err, errlen, KQ_EPARSE, name, s,
                         "unknown suffix %s (expected Ki Mi Gi Ti Pi Ei, n u m k M G T P E, or e<exponent>)",
                         qsuf);
         }
     }
 
-    if (big_is_zero(&mant)) { /* "0", "-0", "0.0Gi", "0e9": zero whatever the sign */
+    int64_t nfrac = (int64_t)(frac_e - frac_b);
+    if (int_b == int_e && frac_b == frac_e) {
+        /* No digits at all. Kubernetes reads zero, except below its nano scale, where it
+         * re-reads the number with a decimal parser that wants a digit. */
+        if (mode == Q_WHOLE || (exponent && p10 < -9))
+            return qerr(err, errlen, KQ_EPARSE, name, s, "expected a number such as 500m, 2, 1.5 or 2Gi");
+        *out = 0;
+        return 0;
+    }
+
+    /* The value is D * 2^p2 * 10^t for the digit string D; Kubernetes rounds it up to
+     * the canonical unit (Value(), MilliValue()). D * 2^p2 is produced one decimal digit
+     * at a time from the right (digit * 2^p2 + carry stays below 10 * 2^60 < 2^64); digit
+     * i lands at position i + t: below 0 it is a fraction, above 18 an overflow. */
+    int64_t t = p10 - nfrac + (u == UNIT_MILLI ? 3 : 0);
+    uint64_t acc = 0, carry = 0;
+    bool frac = false, over = false, nonzero = false;
+    int64_t pos = t;
+    for (const char *q = frac_e; q-- > int_b;) {
+        if (*q == '.')
+            continue;
+        uint64_t x = ((uint64_t)(*q - '0') << p2) + carry;
+        carry = x / 10;
+        put_digit((unsigned)(x % 10), pos++, &acc, &frac, &over, &nonzero);
+    }
+    for (; carry != 0; carry /= 10)
+        put_digit((unsigned)(carry % 10), pos++, &acc, &frac, &over, &nonzero);
+    if (!nonzero) { /* "0", "-0", "0.0Gi", "0e9": zero whatever the sign */
         *out = 0;
         return 0;
     }
     if (negative)
         return qerr(err, errlen, KQ_ERANGE, name, s, "negative quantities are not allowed");
-
-    enum unit u = unit_of(name);
-    int64_t t = p10 - nfrac + (u == UNIT_MILLI ? 3 : 0);
-    bool fits = true;
-    for (int i = 0; i < p2; i += 10)
-        fits = fits && big_mul_add(&mant, 1024, 0);
-    if (t >= 19) /* mantissa >= 1, so >= 10^19 > INT64_MAX */
-        fits = false;
-    for (int64_t i = 0; fits && i < t; i++)
-        fits = big_mul_add(&mant, 10, 0);
-    for (int64_t i = 0; fits && i < -t; i++) {
-        if (big_div(&mant, 10) != 0)
-            return qerr(err, errlen, KQ_ERANGE, name, s, "not a whole number of %s", unit_words(u));
+    if (p10 - nfrac < -(int64_t)INT32_MAX) /* Kubernetes' int32 scale arithmetic wraps there */
+        return qerr(err, errlen, KQ_EPARSE, name, s, "exponent out of range");
+    if (frac && mode == Q_WHOLE && !over)
+        return qerr(err, errlen, KQ_ERANGE, name, s, "not a whole number of %s", unit_words(u));
+    if (!over && acc <= (uint64_t)INT64_MAX - (frac ? 1 : 0)) {
+        *out = (int64_t)acc + (frac ? 1 : 0);
+        return 0;
     }
-    int64_t v;
-    if (!fits || !big_to_i64(&mant, &v))
-        return qerr(err, errlen, KQ_ERANGE, name, s, "too large (at most %lld%s)", (long long)INT64_MAX,
-                    u == UNIT_MILLI ? "m" : u == UNIT_BYTES ? " bytes" : "");
-    *out = v;
-    return 0;
+    /* Kubernetes caps a binary-suffixed quantity at 2^63-1 of its base unit ("8Ei" bytes
+     * is 2^63-1); beyond int64 everything else only overflows there. */
+    if (p2 > 0 && u != UNIT_MILLI && mode != Q_WHOLE) {
+        *out = INT64_MAX;
+        return 0;
+    }
+    return qerr(err, errlen, KQ_ERANGE, name, s, "too large (at most %lld%s)", (long long)INT64_MAX,
+                u == UNIT_MILLI ? "m" : u == UNIT_BYTES ? " bytes" : "");
+}
+
+/* Kubernetes' canonical form of a DecimalSI quantity m * 10^exp: the mantissa without
+ * trailing zeros, the exponent lowered to a multiple of 3 and written as a suffix. */
+static int format_decimal_si(int64_t m, int exp, char *buf, size_t len)
+{
+    static const char *const sfx[] = {"n", "u", "m", "", "k", "M", "G", "T", "P", "E"};
+    if (m == 0)
+        return snprintf(buf, len, "0");
+    while (m % 10 == 0) {
+        m /= 10;
+        exp++;
+    }
+    while (((exp % 3) + 3) % 3 != 0) { /* fewer factors than were removed: no overflow */
+        m *= 10;
+        exp--;
+    }
+    if (exp < -9 || exp > 18) /* not reachable from an int64 of millis, bytes or units */
+        return snprintf(buf, len, "%llde%d", (long long)m, exp);
+    return snprintf(buf, len, "%lld%s", (long long)m, sfx[(exp + 9) / 3]);
 }
 
 size_t kq_quantity_format(const char *name, int64_t value, char *buf, size_t len)
 {
-    static const char *const bin[] = {"Ki", "Mi", "Gi", "Ti", "Pi", "Ei"};
+    static const char *const bin[] = {"", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"};
     int n;
     switch (unit_of(name)) {
     case UNIT_MILLI:
-        if (value % 1000 == 0)
-            n = snprintf(buf, len, "%lld", (long long)(value / 1000));
-        else
-            n = snprintf(buf, len, "%lldm", (long long)value);
+        n = format_decimal_si(value, -3, buf, len);
         break;
     case UNIT_BYTES:
-        if (value > 0) {
-            for (int k = 6; k >= 1; k--) {
-                int64_t unit = (int64_t)1 << (10 * k);
-                if (value % unit == 0) {
-                    n = snprintf(buf, len, "%lld%s", (long long)(value / unit), bin[k - 1]);
-                    return n < 0 ? 0 : (size_t)n;
-                }
+        if (value > -1024 && value < 1024) { /* BinarySI below 1Ki is written as DecimalSI */
+            n = format_decimal_si(value, 0, buf, len);
+        } else {
+            int k = 0;
+            while (value % 1024 == 0) {
+                value /= 1024;
+                k++;
             }
+            n = snprintf(buf, len, "%lld%s", (long long)value, bin[k]);
         }
-        n = snprintf(buf, len, "%lld", (long long)value);
         break;
     default:
-        n = snprintf(buf, len, "%lld", (long long)value);
+        n = format_decimal_si(value, 0, buf, len);
         break;
     }
     return n < 0 ? 0 : (size_t)n;

@@ -29,7 +29,7 @@
 #define KQ_RES_MAX 16
 #define KQ_RES_NAME_MAX 317 /* DNS-1123 subdomain prefix (253) + '/' + name (63) */
 #define KQ_RES_NAMES_MAX 4096 /* distinct interned names; kq_resource_name() returns NULL beyond */
-#define KQ_QUANTITY_MAX 64     /* longest quantity string kq_quantity_parse() accepts */
+#define KQ_QUANTITY_MAX 64     /* longest quantity in kq_config_parse_resource_list()'s option lists */
 
 typedef struct kq_res_entry {
     const char *name; /* interned */
@@ -48,20 +48,33 @@ typedef struct kq_resource {
  * characters) or the intern table is full. */
 const char *kq_resource_name(const char *name);
 
-/* Parses a Kubernetes quantity string for resource `name` into canonical units.
- * Accepts what Kubernetes accepts ("500m", "2", "1.5", "2Gi", "1G", "1e3", "100Ki", "+1").
- * Rejects negative values, junk, overflow, and fractions of the canonical unit
- * ("0.5m" cpu, "1.5" for a count, "0.5" bytes). On error returns KQ_EPARSE or KQ_ERANGE
- * and writes a reason to err (if non-NULL); *out is untouched. */
+/* Parses a Kubernetes quantity string for resource `name` into canonical units, as a
+ * Kubernetes component reads it (Quantity.UnmarshalJSON, then Value() for bytes and
+ * counts, MilliValue() for cpu): every string resource.ParseQuantity accepts, of any
+ * length, with surrounding white space dropped, rounded UP to the canonical unit
+ * ("1181116006400m" memory is 1181116007 bytes, "100500u" cpu is 101m, "0.5" of a GPU
+ * is 1). A binary-suffixed byte or count quantity above 2^63-1 is capped there, as
+ * Kubernetes caps it ("8Ei" memory). Rejects negative values, junk, and values that do
+ * not fit an int64 in canonical units (where Kubernetes' own int64 accessors overflow).
+ * On error returns KQ_EPARSE or KQ_ERANGE and writes a reason to err (if non-NULL);
+ * *out is untouched. */
 int kq_quantity_parse(const char *name, const char *s, int64_t *out, char *err, size_t errlen) KQ_WUR;
+
+/* The same grammar read as a whole number of canonical units, for configuration formats
+ * with their own rules (YuniKorn's queues.yaml): no white space, no rounding (a fraction
+ * of the canonical unit is KQ_ERANGE "not a whole number"), no cap (KQ_ERANGE "too
+ * large"), and at least one digit. */
+int kq_quantity_parse_whole(const char *name, const char *s, int64_t *out, char *err, size_t errlen) KQ_WUR;
 
 /* The same, always through the exact big-number path. kq_quantity_parse takes a 64-bit
  * shortcut for plain values ("500m", "2", "1.5", "8Gi"); tests and the quantity fuzzer
  * require the two to agree on every input. */
 int kq_quantity_parse_exact(const char *name, const char *s, int64_t *out, char *err, size_t errlen) KQ_WUR;
 
-/* Formats a canonical value for humans: cpu "1500m" or "2", memory "2Gi" when exact,
- * else the plain number. Returns the length like snprintf. */
+/* Formats a canonical value in Kubernetes' canonical form, as Quantity.String() writes
+ * it: cpu as a DecimalSI quantity of millicores ("1500m", "2", "1k"), counts as DecimalSI
+ * ("8", "1k"), bytes as BinarySI ("2Gi", "1536"; below 1Ki as DecimalSI: "1k", "512").
+ * Kubernetes parses the result back to the same value. Returns the length like snprintf. */
 size_t kq_quantity_format(const char *name, int64_t value, char *buf, size_t len);
 
 static inline void kq_resource_clear(kq_resource_t *r) { r->n = 0; }

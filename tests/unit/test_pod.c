@@ -746,6 +746,29 @@ static void test_request_direct(void **state)
     kq_jdoc_free(&spec);
 }
 
+/* Quantities that are not whole canonical units, as the API server stores them, are
+ * rounded up as Kubernetes rounds them (Value() for bytes, MilliValue() for cpu): memory
+ * 1.1Gi is stored as 1181116006400m (1181116006.4 bytes, so 1181116007), cpu 100500u is
+ * 100.5m (so 101m), in containers, init containers and overhead alike. */
+static void test_request_rounds_up(void **state)
+{
+    (void)state;
+    kq_jdoc_t spec = {0};
+    static const char s[] =
+        "{\"containers\":[{\"resources\":{\"requests\":{\"cpu\":\"100500u\",\"memory\":\"1181116006400m\","
+        "\"example.com/dev\":\"0.5\"}}}],"
+        "\"initContainers\":[{\"resources\":{\"requests\":{\"cpu\":\"0.2505\"}}}],"
+        "\"overhead\":{\"memory\":\"0.5Ki\",\"cpu\":\"1n\"}}";
+    assert_int_equal(kq_jdoc_parse(&spec, s, strlen(s), NULL, NULL), 0);
+    kq_resource_t r;
+    char err[256] = "";
+    assert_int_equal(kq_pod_request(kq_jdoc_root(&spec), &r, err, sizeof(err)), 0);
+    assert_res(&r, "cpu", 252);              /* max(101, ceil(250.5)) + ceil(0.000001) */
+    assert_res(&r, "memory", 1181116007 + 512);
+    assert_res(&r, "example.com/dev", 1);
+    kq_jdoc_free(&spec);
+}
+
 static void test_request_errors(void **state)
 {
     static const struct {
@@ -762,7 +785,7 @@ static void test_request_errors(void **state)
          "spec.containers[0].resources.requests: invalid resource name \"bad name!\""},
         {"{\"containers\":{}}", "spec.containers: not an array"},
         {"{\"containers\":[5]}", "spec.containers[0]: not an object"},
-        {"{\"initContainers\":[{\"resources\":{\"requests\":{\"cpu\":\"0.1m\"}}}]}",
+        {"{\"initContainers\":[{\"resources\":{\"requests\":{\"cpu\":\"0.1mi\"}}}]}",
          "spec.initContainers[0].resources.requests.cpu: invalid quantity"},
         {"{\"overhead\":{\"memory\":\"lots\"}}", "spec.overhead.memory: invalid quantity \"lots\""},
         {"{\"priority\":\"high\"}", "spec.priority: not a 32-bit integer"},
@@ -948,6 +971,7 @@ int main(void)
         cmocka_unit_test(test_request_overhead_and_limits),
         cmocka_unit_test(test_request_resize),
         cmocka_unit_test(test_request_direct),
+        cmocka_unit_test(test_request_rounds_up),
         cmocka_unit_test(test_request_errors),
         cmocka_unit_test(test_fields),
         cmocka_unit_test(test_created_dates),
