@@ -51,15 +51,19 @@ class QuantityRoundingTest(KQTestCase):
         self.assertEqual(group(self.tree(), "root")["allocatedResource"]["memory"], 1181116007)
         self.wait_usage()
 
-        # an ElasticQuota whose max is 19660.8Mi (20615843020.8 bytes -> 20615843021) and
-        # 1.0005 cpu (1000.5m -> 1001m), min 100500u (101m): accepted whole, not ignored
-        self.create_eq("ml", "ml-quota", {"cpu": "100500u"}, {"cpu": "1.0005", "memory": "19660.8Mi"})
-        wait_until(lambda: group(self.tree(), "ml-quota") is not None, 15, 0.05, "group ml-quota")
-        g = group(self.tree(), "ml-quota")
-        self.assertEqual(g["minResource"]["cpu"], 101)
-        self.assertEqual(g["maxResource"]["cpu"], 1001)
+        # a scheduler-plugins ElasticQuota with min cpu 1.0005 (1000.5m -> 1001m) and memory
+        # 19660.8Mi (20615843020.8 bytes -> 20615843021), max cpu 2.0000001 (2000.0001m ->
+        # 2001m): accepted whole, not ignored
+        self.create_eq("ml", "ml-quota", {"cpu": "1.0005", "memory": "19660.8Mi"},
+                       {"cpu": "2.0000001", "memory": "19660.8Mi"})
+        wait_until(lambda: group(self.tree(), "ml/ml-quota") is not None, 15, 0.05, "group ml/ml-quota")
+        g = group(self.tree(), "ml/ml-quota")
+        self.assertEqual(g["minResource"]["cpu"], 1001)
+        self.assertEqual(g["minResource"]["memory"], 20615843021)
+        self.assertEqual(g["maxResource"]["cpu"], 2001)
         self.assertEqual(g["maxResource"]["memory"], 20615843021)
-        # 1 cpu fits under 1001m; 2m more does not (1002 > 1001), 1m more does (1001)
+        # scheduler-plugins lets its quotas use at most the sum of their mins, 1001m here:
+        # 1 cpu fits; 1500u more does not (1000 + 2 > 1001), 500u more does (1000 + 1)
         self.sim.create_pod(pod_manifest("m1", ns="ml", user="alice", cpu="1", memory="1Mi"))
         self.assert_bound("m1", "ml")
         self.sim.create_pod(pod_manifest("m2", ns="ml", user="alice", cpu="1500u", memory="1Mi"))
