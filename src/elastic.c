@@ -50,6 +50,9 @@
 #define LABEL_PARENT KQ_EQ_LABEL_PREFIX "parent"
 #define LABEL_IS_PARENT KQ_EQ_LABEL_PREFIX "is-parent"
 #define LABEL_ALLOW_LENT KQ_EQ_LABEL_PREFIX "allow-lent-resource"
+#define LABEL_FORCE KQ_EQ_LABEL_PREFIX "allow-force-update"
+#define LABEL_TREE_ID KQ_EQ_LABEL_PREFIX "tree-id"
+#define ANN_STRICT_KEYS KQ_EQ_LABEL_PREFIX "max-strict-check-resource-keys"
 #define ANN_SHARED_WEIGHT KQ_EQ_LABEL_PREFIX "shared-weight"
 #define ANN_NAMESPACES KQ_EQ_LABEL_PREFIX "namespaces"
 #define ANN_REQUEST KQ_EQ_LABEL_PREFIX "request"
@@ -73,6 +76,7 @@ typedef struct gspec {
     kq_resource_t min, max, weight;
     bool allow_lent, is_parent;
     bool sum_of_mins; /* scheduler-plugins' admission rule */
+    bool force;       /* Koordinator's allow-force-update label */
 } gspec_t;
 
 /* A desired group from a queue, or an applied group. */
@@ -94,6 +98,7 @@ typedef struct eqobj {
     gspec_t s;          /* s.name: the group (metadata.name, or "default") */
     char **nss;         /* namespaces annotation */
     size_t n_nss;
+    char *tree_id;      /* label quota.scheduling.koordinator.sh/tree-id, NULL none */
     bool ignored;       /* koordinator root/system quota */
     uint64_t seq;       /* arrival order */
     uint64_t list_gen;
@@ -237,7 +242,8 @@ static bool gspec_same(const gspec_t *a, const gspec_t *b)
 {
     return str_eq(a->name, b->name) && str_eq(a->parent, b->parent) && kq_resource_equal(&a->min, &b->min) &&
            kq_resource_equal(&a->weight, &b->weight) && a->allow_lent == b->allow_lent &&
-           a->is_parent == b->is_parent && a->sum_of_mins == b->sum_of_mins && a->max.n == b->max.n &&
+           a->is_parent == b->is_parent && a->sum_of_mins == b->sum_of_mins && a->force == b->force &&
+           a->max.n == b->max.n &&
            (a->max.n == 0 || memcmp(a->max.e, b->max.e, a->max.n * sizeof(a->max.e[0])) == 0);
 }
 
@@ -251,6 +257,7 @@ static void to_qspec(const gspec_t *s, kq_qgroup_spec_t *q)
     q->allow_lent = s->allow_lent;
     q->is_parent = s->is_parent;
     q->sum_of_mins = s->sum_of_mins;
+    q->allow_force_update = s->force;
 }
 
 static void gent_free(gent_t *g)
@@ -291,6 +298,7 @@ static void eqobj_free(eqobj_t *o)
     free(o->api_group);
     free(o->ns);
     free(o->name);
+    free(o->tree_id);
     gspec_clear(&o->s);
     for (size_t i = 0; i < o->n_nss; i++)
         free(o->nss[i]);
@@ -451,6 +459,11 @@ static int eq_parse(const json_t *obj, const char *hint, const char *ns_hint, eq
     o->s.is_parent = isp != NULL && strcmp(isp, "true") == 0;
     const char *lent = kv(labels, LABEL_ALLOW_LENT);
     o->s.allow_lent = !(lent != NULL && strcmp(lent, "false") == 0);
+    const char *force = kv(labels, LABEL_FORCE);
+    o->s.force = force != NULL && strcmp(force, "true") == 0;
+    const char *tid = kv(labels, LABEL_TREE_ID);
+    if (tid != NULL && (o->tree_id = strdup(tid)) == NULL)
+        goto nomem;
     const char *sw = kv(anns, ANN_SHARED_WEIGHT);
     if (sw != NULL) {
         json_error_t je;
@@ -1866,6 +1879,150 @@ kq_qtree_t *kq_elastic_qtree(kq_elastic_t *e)
 
 /* ================================================================== admission ==== */
 
+/* Every name of sub is in sup. */
+static bool keys_in(const kq_resource_t *sub, const kq_resource_t *sup)
+{
+    for (uint32_t i = 0; i < sub->n; i++) {
+        bool has = false;
+        (void)kq_resource_get(sup, sub->e[i].name, &has);
+        if (!has)
+            return false;
+    }
+    return true;
+}
+
+static const char *str_or(const char *s, const char *dflt)
+{
+    return s != NULL ? s : dflt;
+}
+
+/* Koordinator's webhook rules for a CREATE/UPDATE of a Koordinator object o (old: the
+ * object before an UPDATE, else NULL), beyond the tree's own (koordinator-sh/koordinator
+ * pkg/webhook/elasticquota/quota_topology_check.go). 0, or KQ_EDENIED with msg. */
+static int koord_rules(kq_elastic_t *e, const eqobj_t *o, const eqobj_t *old, const json_t *obj, char *msg,
+                       size_t len)
+{
+    char what[600];
+    snprintf(what, sizeof(what), "ElasticQuota %s/%s", o->ns, o->name);
+    /* min's keys are max's keys */
+    for (uint32_t i = 0; i < o->s.min.n; i++) {
+        bool has = false;
+        (void)kq_resource_get(&o->s.max, o->s.min.e[i].name, &has);
+        if (!has) {
+            seterr(msg, len, "%s: resource %s is in spec.min but not in spec.max", what, o->s.min.e[i].name);
+            return KQ_EDENIED;
+        }
+    }
+    /* max-strict-check-resource-keys: for those keys max must cover what is used */
+    const json_t *meta = json_object_get(obj, "metadata");
+    const char *sk = kv(json_object_get(meta, "annotations"), ANN_STRICT_KEYS);
+    if (sk != NULL) {
+        json_t *keys = json_loads(sk, 0, NULL);
+        if (!json_is_array(keys)) {
+            json_decref(keys);
+            seterr(msg, len, "%s: annotation %s: expected a JSON array of resource names", what, ANN_STRICT_KEYS);
+            return KQ_EDENIED;
+        }
+        kq_resource_t used = KQ_RESOURCE_EMPTY;
+        char err[256] = "";
+        const json_t *su = json_object_get(json_object_get(obj, "status"), "used");
+        int rc = rlist(su, "status.used", &used, err, sizeof(err));
+        size_t i;
+        json_t *k;
+        json_array_foreach(keys, i, k) {
+            const char *name = json_string_value(k) ? kq_resource_name(json_string_value(k)) : NULL;
+            if (rc != 0 || name == NULL)
+                break;
+            bool hu = false, hm = false;
+            int64_t u = kq_resource_get(&used, name, &hu), m = kq_resource_get(&o->s.max, name, &hm);
+            if (!hu)
+                continue; /* never used: nothing to check */
+            if (!hm || m < u) {
+                char ub[64], mb[64];
+                kq_quantity_format(name, u, ub, sizeof(ub));
+                kq_quantity_format(name, m, mb, sizeof(mb));
+                seterr(msg, len, "%s: %s is in %s and used (%s): spec.max must name it and be at least that%s%s",
+                       what, name, ANN_STRICT_KEYS, ub, hm ? ", not " : "", hm ? mb : "");
+                json_decref(keys);
+                return KQ_EDENIED;
+            }
+        }
+        json_decref(keys);
+        if (rc != 0) {
+            seterr(msg, len, "%s: %s", what, err);
+            return KQ_EDENIED;
+        }
+    }
+    int rc = 0;
+    pthread_mutex_lock(&e->apply_mu);
+    /* tree id: never changed, the same as the parent's and the children's */
+    if (old != NULL && !str_eq(old->tree_id, o->tree_id)) {
+        seterr(msg, len, "%s: label %s cannot change (%s -> %s)", what, LABEL_TREE_ID, str_or(old->tree_id, "none"),
+               str_or(o->tree_id, "none"));
+        rc = KQ_EDENIED;
+        goto out;
+    }
+    gent_t *pa = NULL;
+    if (o->s.parent != NULL)
+        HASH_FIND_STR(e->applied, o->s.parent, pa);
+    if (pa != NULL) {
+        eqobj_t *po = NULL;
+        HASH_FIND_STR(e->objs, pa->owner, po);
+        if (po != NULL && !str_eq(po->tree_id, o->tree_id)) {
+            seterr(msg, len, "%s: tree id %s differs from its parent %s's (%s)", what, str_or(o->tree_id, "none"),
+                   o->s.parent, str_or(po->tree_id, "none"));
+            rc = KQ_EDENIED;
+            goto out;
+        }
+        /* max keys the same as the parent's, min keys among the parent's */
+        if (!(keys_in(&o->s.max, &pa->s.max) && keys_in(&pa->s.max, &o->s.max))) {
+            seterr(msg, len, "%s: spec.max must name the same resources as its parent %s's", what, o->s.parent);
+            rc = KQ_EDENIED;
+            goto out;
+        }
+        if (!keys_in(&o->s.min, &pa->s.min)) {
+            seterr(msg, len, "%s: spec.min names a resource its parent %s's min does not", what, o->s.parent);
+            rc = KQ_EDENIED;
+            goto out;
+        }
+    }
+    gent_t *g, *gtmp;
+    HASH_ITER(hh, e->applied, g, gtmp) {
+        if (g->s.parent == NULL || strcmp(g->s.parent, o->s.name) != 0)
+            continue;
+        eqobj_t *co = NULL;
+        HASH_FIND_STR(e->objs, g->owner, co);
+        if (co != NULL && !str_eq(co->tree_id, o->tree_id)) {
+            seterr(msg, len, "%s: tree id %s differs from its child %s's (%s)", what, str_or(o->tree_id, "none"),
+                   g->s.name, str_or(co->tree_id, "none"));
+            rc = KQ_EDENIED;
+            goto out;
+        }
+        if (!(keys_in(&o->s.max, &g->s.max) && keys_in(&g->s.max, &o->s.max)) || !keys_in(&g->s.min, &o->s.min)) {
+            seterr(msg, len, "%s: its child %s's max must name the same resources and its min only resources of "
+                   "this min", what, g->s.name);
+            rc = KQ_EDENIED;
+            goto out;
+        }
+    }
+out:
+    pthread_mutex_unlock(&e->apply_mu);
+    if (rc != 0)
+        return rc;
+    /* one namespace, one quota */
+    pthread_rwlock_rdlock(&e->map_mu);
+    for (size_t i = 0; i < o->n_nss && rc == 0; i++) {
+        nsmap_t *m;
+        HASH_FIND_STR(e->nsmap, o->nss[i], m);
+        if (m != NULL && m->prio <= 1 && strcmp(m->group, o->s.name) != 0) {
+            seterr(msg, len, "%s: namespace %s is already bound to quota %s", what, o->nss[i], m->group);
+            rc = KQ_EDENIED;
+        }
+    }
+    pthread_rwlock_unlock(&e->map_mu);
+    return rc;
+}
+
 int kq_elastic_validate_admission(void *ud, const json_t *request, char *msg, size_t len)
 {
     kq_elastic_t *e = ud;
@@ -1889,11 +2046,18 @@ int kq_elastic_validate_admission(void *ud, const json_t *request, char *msg, si
         seterr(msg, len, "%s", err);
         return rc == KQ_ENOMEM ? KQ_ENOMEM : KQ_EINVAL;
     }
-    if (o->ignored) {
-        seterr(msg, len, "ElasticQuota %s is not used by kubequota (the tree's root and system group are built in)",
+    if (o->ignored) { /* Koordinator forbids changing them too (IsForbiddenModify) */
+        seterr(msg, len, "ElasticQuota %s/%s: %s is built into kubequota (the tree's root and the system group) "
+               "and cannot be created, changed or deleted", o->ns, o->name, o->name);
+        eqobj_free(o);
+        return KQ_EDENIED;
+    }
+    bool koord = strcmp(o->api_group, KQ_EQ_GROUP_KOORD) == 0;
+    if (koord && strcmp(op, "DELETE") == 0 && strcmp(o->s.name, KQ_QTREE_DEFAULT) == 0) {
+        seterr(msg, len, "ElasticQuota %s/%s: the default quota cannot be deleted (change its max instead)", o->ns,
                o->name);
         eqobj_free(o);
-        return 0;
+        return KQ_EDENIED;
     }
     pthread_mutex_lock(&e->apply_mu);
     gent_t *a;
@@ -1909,6 +2073,11 @@ int kq_elastic_validate_admission(void *ud, const json_t *request, char *msg, si
         if (!owned_by_other && info != NULL && kq_qtree_info(e->qt, o->s.name, info) == 0 && info->n_children > 0) {
             seterr(msg, len, "ElasticQuota %s/%s: quota group %s still has %zu child group(s); delete or move them "
                    "first", o->ns, o->name, o->s.name, info->n_children);
+            rc = KQ_EDENIED;
+        } else if (!owned_by_other && info != NULL && kq_qtree_info(e->qt, o->s.name, info) == 0 &&
+                   (info->pods > 0 || info->pods_used > 0)) {
+            seterr(msg, len, "ElasticQuota %s/%s: quota group %s still has %lld pod(s); delete them first", o->ns,
+                   o->name, o->s.name, (long long)(info->pods > info->pods_used ? info->pods : info->pods_used));
             rc = KQ_EDENIED;
         }
         free(info);
@@ -1926,6 +2095,12 @@ int kq_elastic_validate_admission(void *ud, const json_t *request, char *msg, si
         if (rc != 0) {
             seterr(msg, len, "ElasticQuota %s/%s: %s", o->ns, o->name, err[0] ? err : kq_strerror(rc));
             rc = rc == KQ_ENOMEM ? KQ_ENOMEM : KQ_EDENIED;
+        } else if (koord) {
+            eqobj_t *prev = NULL;
+            if (strcmp(op, "UPDATE") == 0 && old != NULL && eq_parse(old, rgroup, rns, &prev, err, sizeof(err)) != 0)
+                prev = NULL;
+            rc = koord_rules(e, o, prev, obj, msg, len);
+            eqobj_free(prev);
         }
     }
     eqobj_free(o);

@@ -1018,7 +1018,7 @@ static int validate(kq_qtree_t *t, const kq_qgroup_spec_t *s, struct group **par
         return KQ_ESTATE;
     }
     /* Its own children's mins must fit in its new min. */
-    if (g != NULL && g->nkids > 0) {
+    if (g != NULL && g->nkids > 0 && !s->allow_force_update) {
         kq_resource_t sum = KQ_RESOURCE_EMPTY;
         for (size_t j = 0; j < g->nkids; j++)
             for (uint32_t i = 0; i < g->kid[j]->min.n; i++) {
@@ -1037,7 +1037,7 @@ static int validate(kq_qtree_t *t, const kq_qgroup_spec_t *s, struct group **par
         }
     }
     /* Below the first level its min and its new siblings' must fit in the parent's min. */
-    if (p != t->root) {
+    if (p != t->root && !s->allow_force_update) {
         kq_resource_t sum = s->min;
         for (size_t j = 0; j < p->nkids; j++) {
             const struct group *k = p->kid[j];

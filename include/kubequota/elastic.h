@@ -188,7 +188,15 @@ unsigned long kq_elastic_status_writes(kq_elastic_t *e, unsigned long *failed);
  * tree (min <= max, children's min within the parent's min below the first level, the
  * parent exists and is a parent group, children/pods versus is-parent, moves), plus the
  * object's own syntax and name conflicts with queue groups; DELETE is denied while the
- * group has children. Denials say why. */
+ * group has children or pods. Koordinator objects also get Koordinator's webhook rules:
+ * spec.min names only resources of spec.max; for the keys of the annotation
+ * .../max-strict-check-resource-keys, max covers status.used; the label .../tree-id never
+ * changes and equals the parent's and the children's; max names the same resources as
+ * the parent's (and the children's), min only resources of the parent's min; the label
+ * .../allow-force-update "true" skips the children's-min-sum checks; a namespace listed
+ * in .../namespaces must not be bound to another quota; koordinator-root-quota and
+ * koordinator-system-quota cannot be created, changed or deleted, and
+ * koordinator-default-quota not deleted. Denials say why. */
 int kq_elastic_validate_admission(void *ud, const json_t *request, char *msg, size_t len);
 
 #endif

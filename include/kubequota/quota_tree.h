@@ -119,6 +119,8 @@ typedef struct kq_qgroup_spec {
     bool allow_lent;             /* default true */
     bool is_parent;              /* default false */
     bool sum_of_mins;            /* scheduler-plugins' admission rule (see Enforcement) */
+    bool allow_force_update;     /* skip the children's-min-sum checks (Koordinator's
+                                  * allow-force-update; scaled mins absorb the excess) */
 } kq_qgroup_spec_t;
 
 /* Fills *spec with the defaults: no min, max or weight, allow_lent true, leaf, first level. */

@@ -425,3 +425,93 @@ class UpstreamKepStoryTest(QuotaObjectBase):
         self.assert_bound("nginx", "quota1")
         self.pod("nginx", "quota2", 1, priority=1000000)
         self.assert_denied("nginx", "quota2", "quota2/quota2", "sum of their mins")
+
+
+class WebhookTest(QuotaObjectBase):
+    """/admission/validate-elasticquota with Koordinator's webhook rules
+    (koordinator-sh/koordinator pkg/webhook/elasticquota/quota_topology_check.go and its
+    tests quota_topology_test.go: min keys not in max, tree id, the parent's max keys,
+    min sums with allow-force-update; deleting a quota with pods; the built-in quotas;
+    one namespace, one quota)."""
+
+    def review(self, op, obj, old=None):
+        req = {"uid": "r-1", "kind": {"group": KOORD, "version": "v1alpha1", "kind": "ElasticQuota"},
+               "resource": {"group": KOORD, "version": "v1alpha1", "resource": "elasticquotas"},
+               "namespace": obj["metadata"]["namespace"], "name": obj["metadata"]["name"],
+               "operation": op, "userInfo": {"username": "admin"},
+               "object": None if op == "DELETE" else obj,
+               "oldObject": (old or obj) if op != "CREATE" else None}
+        r = self.kq.post("/admission/validate-elasticquota",
+                         {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": req})
+        self.assertEqual(r.status, 200, r.text)
+        resp = r.json()["response"]
+        return resp["allowed"], (resp.get("status") or {}).get("message", "")
+
+    @staticmethod
+    def obj(name, ns, min_, max_, labels=None, annotations=None):
+        return {"apiVersion": KOORD + "/v1alpha1", "kind": "ElasticQuota",
+                "metadata": {"name": name, "namespace": ns, "labels": labels or {},
+                             "annotations": annotations or {}},
+                "spec": {"min": min_, "max": max_}}
+
+    def test_rules(self):
+        ok, why = self.review("CREATE", self.obj("a", "a", {"cpu": "1", "memory": "1Gi"}, {"cpu": "2"}))
+        self.assertFalse(ok)
+        self.assertIn("memory is in spec.min but not in spec.max", why)
+        ok, why = self.review("CREATE", self.obj("koordinator-root-quota", "kube-system", {}, {}))
+        self.assertFalse(ok)
+        ok, why = self.review("DELETE", self.obj("koordinator-default-quota", "kube-system", {}, {}))
+        self.assertFalse(ok)
+        # a parent (tree t1) and a child with pods
+        par = self.obj("org", "kube-system", {"cpu": "4"}, {"cpu": "8"},
+                       labels={"quota.scheduling.koordinator.sh/is-parent": "true",
+                               "quota.scheduling.koordinator.sh/tree-id": "t1"})
+        self.create_eq(KOORD, "kube-system", "org", par["spec"]["min"], par["spec"]["max"],
+                       labels=par["metadata"]["labels"])
+        self.wait_group("org")
+        kid_labels = {"quota.scheduling.koordinator.sh/parent": "org",
+                      "quota.scheduling.koordinator.sh/tree-id": "t1"}
+        ok, why = self.review("CREATE", self.obj("ml", "ml", {"cpu": "1"}, {"cpu": "8"},
+                                                 labels=dict(kid_labels, **{
+                                                     "quota.scheduling.koordinator.sh/tree-id": "t2"})))
+        self.assertFalse(ok)
+        self.assertIn("tree id", why)
+        ok, why = self.review("CREATE", self.obj("ml", "ml", {"cpu": "1"}, {"cpu": "8", "memory": "1Gi"},
+                                                 labels=kid_labels))
+        self.assertFalse(ok)
+        self.assertIn("same resources", why)
+        kid = self.obj("ml", "ml", {"cpu": "3"}, {"cpu": "8"}, labels=kid_labels,
+                       annotations={"quota.scheduling.koordinator.sh/namespaces": '["ml-dev"]'})
+        ok, why = self.review("CREATE", kid)
+        self.assertTrue(ok, why)
+        self.create_eq(KOORD, "ml", "ml", kid["spec"]["min"], kid["spec"]["max"], labels=kid_labels,
+                       annotations=kid["metadata"]["annotations"])
+        self.wait_group("ml")
+        # a sibling overflowing org's min (3 + 2 > 4) needs allow-force-update
+        sib = self.obj("cv", "cv", {"cpu": "2"}, {"cpu": "8"}, labels=kid_labels)
+        ok, why = self.review("CREATE", sib)
+        self.assertFalse(ok)
+        sib["metadata"]["labels"]["quota.scheduling.koordinator.sh/allow-force-update"] = "true"
+        ok, why = self.review("CREATE", sib)
+        self.assertTrue(ok, why)
+        # ml-dev is bound to ml already
+        ok, why = self.review("CREATE", self.obj("other", "other", {}, {"cpu": "1"}, annotations={
+            "quota.scheduling.koordinator.sh/namespaces": '["ml-dev"]'}))
+        self.assertFalse(ok)
+        self.assertIn("namespace ml-dev is already bound to quota ml", why)
+        # tree id cannot change
+        moved = json.loads(json.dumps(kid))
+        moved["metadata"]["labels"]["quota.scheduling.koordinator.sh/tree-id"] = "t9"
+        ok, why = self.review("UPDATE", moved, old=kid)
+        self.assertFalse(ok)
+        # a quota with a pod cannot be deleted; without it, it can
+        self.pod("p", "ml", 1)
+        self.assert_bound("p", "ml")
+        wait_until(lambda: self.g("ml").get("pods", 0) == 1, 10, 0.05, "ml's pod counted")
+        ok, why = self.review("DELETE", kid)
+        self.assertFalse(ok)
+        self.assertIn("pod", why)
+        self.sim.delete_pod("ml", "p")
+        wait_until(lambda: self.g("ml").get("pods", 0) == 0, 10, 0.05, "ml's pod gone")
+        ok, why = self.review("DELETE", kid)
+        self.assertTrue(ok, why)

@@ -939,10 +939,104 @@ static void test_admission(void **state)
                                         "\"quota.scheduling.koordinator.sh/parent\":\"p\","
                                         "\"quota.scheduling.koordinator.sh/is-parent\":\"true\"}},\"spec\":{}}",
                            msg, sizeof(msg)), KQ_EDENIED);
-    /* deleting a leaf with pods is allowed (they fall to the default group) */
-    assert_int_equal(admit(f, "DELETE", child_ok, msg, sizeof(msg)), 0);
+    /* deleting a quota that still has pods is denied (Koordinator's webhook); once they
+     * are gone it is allowed */
+    assert_int_equal(admit(f, "DELETE", child_ok, msg, sizeof(msg)), KQ_EDENIED);
+    assert_non_null(strstr(msg, "pod"));
     kq_ledger_remove(f->app.ledger, "cp");
     kq_pod_clear(&p);
+    assert_int_equal(admit(f, "DELETE", child_ok, msg, sizeof(msg)), 0);
+}
+
+static int admit2(fx_t *f, const char *obj, const char *old, char *msg, size_t len)
+{
+    char buf[4096];
+    snprintf(buf, sizeof(buf),
+             "{\"uid\":\"u\",\"operation\":\"UPDATE\",\"namespace\":\"ns\",\"kind\":{\"group\":"
+             "\"scheduling.sigs.k8s.io\",\"version\":\"v1alpha1\",\"kind\":\"ElasticQuota\"},"
+             "\"object\":%s,\"oldObject\":%s}", obj, old);
+    json_t *req = json_loads(buf, 0, NULL);
+    assert_non_null(req);
+    msg[0] = '\0';
+    int rc = kq_elastic_validate_admission(f->e, req, msg, len);
+    json_decref(req);
+    return rc;
+}
+
+#define KOORD_OBJ(name, ns, labels, anns, spec)                                                          \
+    "{\"apiVersion\":\"scheduling.sigs.k8s.io/v1alpha1\",\"metadata\":{\"name\":\"" name "\",\"namespace\":\"" ns \
+    "\",\"labels\":{" labels "},\"annotations\":{" anns "}},\"spec\":" spec "}"
+#define L_PARENT(p) "\"quota.scheduling.koordinator.sh/parent\":\"" p "\""
+#define L_ISPARENT "\"quota.scheduling.koordinator.sh/is-parent\":\"true\""
+#define L_TREE(t) "\"quota.scheduling.koordinator.sh/tree-id\":\"" t "\""
+
+/* Koordinator's webhook rules (koordinator-sh/koordinator
+ * pkg/webhook/elasticquota/quota_topology_check.go, validateQuotaSelfItem,
+ * checkTreeID, checkSubAndParentGroupQuotaKey, checkMinQuotaValidate with
+ * allow-force-update; apis/extension/elastic_quota.go IsForbiddenModify). */
+static void test_admission_koord(void **state)
+{
+    fx_t *f = *state;
+    char msg[1024];
+    /* min keys must be max keys */
+    assert_int_equal(admit(f, "CREATE", KOORD_OBJ("a", "ns", "", "", "{\"min\":{\"cpu\":\"1\",\"memory\":\"1Gi\"},"
+                                                  "\"max\":{\"cpu\":\"2\"}}"), msg, sizeof msg), KQ_EDENIED);
+    assert_non_null(strstr(msg, "memory is in spec.min but not in spec.max"));
+    /* max-strict-check-resource-keys: max must cover what is used of those keys */
+    assert_int_equal(admit(f, "CREATE",
+                           "{\"metadata\":{\"name\":\"s\",\"namespace\":\"ns\",\"annotations\":{"
+                           "\"quota.scheduling.koordinator.sh/max-strict-check-resource-keys\":\"[\\\"cpu\\\"]\"}},"
+                           "\"spec\":{\"max\":{\"cpu\":\"2\"}},\"status\":{\"used\":{\"cpu\":\"3\"}}}",
+                           msg, sizeof msg), KQ_EDENIED);
+    assert_non_null(strstr(msg, "max-strict-check-resource-keys"));
+    /* the built-in quotas cannot be created, changed or deleted; the default one not deleted */
+    assert_int_equal(admit(f, "CREATE", KOORD_OBJ("koordinator-system-quota", "kube-system", "", "", "{}"), msg,
+                           sizeof msg), KQ_EDENIED);
+    assert_int_equal(admit(f, "DELETE", KOORD_OBJ("koordinator-root-quota", "kube-system", "", "", "{}"), msg,
+                           sizeof msg), KQ_EDENIED);
+    assert_int_equal(admit(f, "DELETE", KOORD_OBJ("koordinator-default-quota", "kube-system", "", "", "{}"), msg,
+                           sizeof msg), KQ_EDENIED);
+    assert_int_equal(admit(f, "UPDATE", KOORD_OBJ("koordinator-default-quota", "kube-system", "", "",
+                                                  "{\"max\":{\"cpu\":\"5\"}}"), msg, sizeof msg), 0);
+    /* a tree: parent t (tree-id t1, max cpu+memory), child c */
+    eq(f, KQ_WATCH_ADDED, KOORD_OBJ("t", "kube-system", L_ISPARENT "," L_TREE("t1"), "",
+                                    "{\"min\":{\"cpu\":\"4\",\"memory\":\"4Gi\"},\"max\":{\"cpu\":\"8\","
+                                    "\"memory\":\"8Gi\"}}"));
+    /* tree id differs from the parent's */
+    assert_int_equal(admit(f, "CREATE", KOORD_OBJ("c", "ns", L_PARENT("t") "," L_TREE("t2"), "",
+                                                  "{\"min\":{\"cpu\":\"1\"},\"max\":{\"cpu\":\"8\",\"memory\":\"8Gi\"}}"),
+                           msg, sizeof msg), KQ_EDENIED);
+    assert_non_null(strstr(msg, "tree id"));
+    /* max keys differ from the parent's */
+    assert_int_equal(admit(f, "CREATE", KOORD_OBJ("c", "ns", L_PARENT("t") "," L_TREE("t1"), "",
+                                                  "{\"min\":{\"cpu\":\"1\"},\"max\":{\"cpu\":\"8\"}}"),
+                           msg, sizeof msg), KQ_EDENIED);
+    assert_non_null(strstr(msg, "same resources"));
+    static const char c_ok[] = KOORD_OBJ("c", "ns", L_PARENT("t") "," L_TREE("t1"),
+                                         "\"quota.scheduling.koordinator.sh/namespaces\":\"[\\\"dev\\\"]\"",
+                                         "{\"min\":{\"cpu\":\"3\"},\"max\":{\"cpu\":\"8\",\"memory\":\"8Gi\"}}");
+    assert_int_equal(admit(f, "CREATE", c_ok, msg, sizeof msg), 0);
+    eq(f, KQ_WATCH_ADDED, c_ok);
+    /* tree id cannot change */
+    static const char c_t2[] = KOORD_OBJ("c", "ns", L_PARENT("t") "," L_TREE("t2"), "",
+                                         "{\"min\":{\"cpu\":\"1\"},\"max\":{\"cpu\":\"8\",\"memory\":\"8Gi\"}}");
+    assert_int_equal(admit2(f, c_t2, c_ok, msg, sizeof msg), KQ_EDENIED);
+    assert_non_null(strstr(msg, "cannot change"));
+    /* a second quota binding namespace dev */
+    assert_int_equal(admit(f, "CREATE", KOORD_OBJ("d", "ns", "", "\"quota.scheduling.koordinator.sh/namespaces\":"
+                                                  "\"[\\\"dev\\\"]\"", "{\"max\":{\"cpu\":\"1\"}}"),
+                           msg, sizeof msg), KQ_EDENIED);
+    assert_non_null(strstr(msg, "namespace dev is already bound to quota c"));
+    /* a sibling whose min overflows the parent's min (3 + 2 > 4) is denied, unless forced */
+    static const char sib[] = KOORD_OBJ("c2", "ns", L_PARENT("t") "," L_TREE("t1"), "",
+                                        "{\"min\":{\"cpu\":\"2\"},\"max\":{\"cpu\":\"8\",\"memory\":\"8Gi\"}}");
+    assert_int_equal(admit(f, "CREATE", sib, msg, sizeof msg), KQ_EDENIED);
+    static const char sib_forced[] =
+        KOORD_OBJ("c2", "ns", L_PARENT("t") "," L_TREE("t1") ",\"quota.scheduling.koordinator.sh/allow-force-update\":"
+                  "\"true\"", "", "{\"min\":{\"cpu\":\"2\"},\"max\":{\"cpu\":\"8\",\"memory\":\"8Gi\"}}");
+    assert_int_equal(admit(f, "CREATE", sib_forced, msg, sizeof msg), 0);
+    eq(f, KQ_WATCH_ADDED, sib_forced);
+    assert_true(kq_qtree_lookup(f->qt, "c2", NULL)); /* applied: scaled mins absorb it */
 }
 
 /* A config reload that drops a queue moves its pods to the default group. */
@@ -1065,6 +1159,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_reclaim_smallest_set, setup_minrun, teardown),
         cmocka_unit_test_setup_teardown(test_preempt_rules, setup, teardown),
         cmocka_unit_test_setup_teardown(test_admission, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_admission_koord, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reload, setup, teardown),
         cmocka_unit_test_setup_teardown(test_threads, setup, teardown),
     };
