@@ -9,6 +9,7 @@
  */
 #include "kubequota/auth.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +28,11 @@
 #define TOKEN_MAX 16384     /* longest token accepted in a file or a header */
 #define CACHE_MAX 4096      /* cached reviews; the cache is emptied when full */
 #define DENY_CACHE_SECONDS 10
+/* TokenReviews of tokens not in the cache: at most REVIEW_BURST at once, then
+ * REVIEW_RATE per second (a flood of random tokens must not turn into a flood of reviews
+ * against the API server, nor hold every worker waiting for one). */
+#define REVIEW_RATE 10.0
+#define REVIEW_BURST 20.0
 
 typedef struct review {
     unsigned char key[SHA256_DIGEST_LENGTH];
@@ -48,7 +54,16 @@ struct kq_auth {
     size_t token_len;
     struct stat token_st;
     review_t *cache;
+    double review_tokens;  /* token bucket of uncached reviews */
+    double review_refill;  /* monotonic seconds of the last refill */
 };
+
+static double mono_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
 
 int kq_auth_mode_parse(const char *s, kq_auth_mode_t *out)
 {
@@ -116,6 +131,8 @@ kq_auth_t *kq_auth_new(const kq_auth_opts_t *o, char *err, size_t errlen)
     a->client_certs = o->client_certs;
     a->kube = o->kube;
     a->cache_seconds = o->cache_seconds > 0 ? o->cache_seconds : 60;
+    a->review_tokens = REVIEW_BURST;
+    a->review_refill = mono_seconds();
     pthread_mutex_init(&a->mu, NULL);
     if (o->mode == KQ_AUTH_KUBERNETES && o->kube == NULL) {
         snprintf(err, errlen, "--rest-auth=kubernetes needs an API server client");
@@ -161,8 +178,20 @@ bool kq_auth_closed(const kq_auth_t *a)
 static void refresh_token(kq_auth_t *a)
 {
     struct stat st;
-    if (stat(a->token_file, &st) != 0)
+    if (stat(a->token_file, &st) != 0) {
+        /* Deleted: the token it held no longer opens anything (a file that comes back is
+         * read again: token_st no longer matches). Other errors keep the last token. */
+        if (errno == ENOENT && a->token != NULL) {
+            OPENSSL_cleanse(a->token, a->token_len);
+            free(a->token);
+            a->token = NULL;
+            a->token_len = 0;
+            memset(&a->token_st, 0, sizeof(a->token_st));
+            kq_warn("event=rest_token_revoked file=%s msg=\"the token file was deleted: its token is no longer "
+                    "accepted\"", a->token_file);
+        }
         return;
+    }
     if (st.st_ino == a->token_st.st_ino && st.st_dev == a->token_st.st_dev &&
         st.st_mtim.tv_sec == a->token_st.st_mtim.tv_sec && st.st_mtim.tv_nsec == a->token_st.st_mtim.tv_nsec &&
         st.st_size == a->token_st.st_size)
@@ -279,7 +308,7 @@ int kq_auth_check(kq_auth_t *a, bool has_client_cert, const char *authorization,
     if (a->token_file != NULL && tok != NULL) {
         pthread_mutex_lock(&a->mu);
         refresh_token(a);
-        bool ok = len == a->token_len && CRYPTO_memcmp(tok, a->token, len) == 0;
+        bool ok = a->token != NULL && len == a->token_len && CRYPTO_memcmp(tok, a->token, len) == 0;
         pthread_mutex_unlock(&a->mu);
         if (ok) {
             snprintf(why, whylen, "ok");
@@ -299,7 +328,19 @@ int kq_auth_check(kq_auth_t *a, bool has_client_cert, const char *authorization,
             pthread_mutex_unlock(&a->mu);
             return st;
         }
+        double t = mono_seconds();
+        a->review_tokens += (t - a->review_refill) * REVIEW_RATE;
+        if (a->review_tokens > REVIEW_BURST)
+            a->review_tokens = REVIEW_BURST;
+        a->review_refill = t;
+        bool may_review = a->review_tokens >= 1.0;
+        if (may_review)
+            a->review_tokens -= 1.0;
         pthread_mutex_unlock(&a->mu);
+        if (!may_review) {
+            snprintf(why, whylen, "too many unknown bearer tokens to review; retry in a second");
+            return 429;
+        }
 
         int st = kube_review(a, tok, len, why, whylen);
         if (st == 503)

@@ -462,6 +462,11 @@ static void render_trackers(buf_t *b, json_t *view, const char *name_field, cons
 
 char *kq_metrics_render(kq_metrics_t *m, kq_app_t *app, size_t *len)
 {
+    return kq_metrics_render_ex(m, app, true, len);
+}
+
+char *kq_metrics_render_ex(kq_metrics_t *m, kq_app_t *app, bool identities, size_t *len)
+{
     buf_t b = {0};
     char num[64];
 
@@ -518,7 +523,7 @@ char *kq_metrics_render(kq_metrics_t *m, kq_app_t *app, size_t *len)
 
     if (app != NULL && app->metering != NULL) {
         /* multipliers, utilisation and charged credits (per queue, user and group) */
-        char *more = kq_metering_metrics(app->metering, true);
+        char *more = kq_metering_metrics(app->metering, identities);
         if (more != NULL)
             buf_puts(&b, more);
         else
@@ -537,19 +542,21 @@ char *kq_metrics_render(kq_metrics_t *m, kq_app_t *app, size_t *len)
     }
 
     if (app != NULL && app->ugm != NULL) {
-        json_t *users = kq_ugm_users_json(app->ugm);
-        family(&b, "kubequota_user_resource_used", "gauge",
-               "Resources used per user and queue (cpu in millicores, memory in bytes, others counts).");
-        render_trackers(&b, users, "userName", "user", "kubequota_user_resource_used", NULL);
-        family(&b, "kubequota_user_running_applications", "gauge", "Running applications per user and queue.");
-        render_trackers(&b, users, "userName", "user", NULL, "kubequota_user_running_applications");
-        json_decref(users);
+        if (identities) { /* who uses what: only for callers the usage view would let in */
+            json_t *users = kq_ugm_users_json(app->ugm);
+            family(&b, "kubequota_user_resource_used", "gauge",
+                   "Resources used per user and queue (cpu in millicores, memory in bytes, others counts).");
+            render_trackers(&b, users, "userName", "user", "kubequota_user_resource_used", NULL);
+            family(&b, "kubequota_user_running_applications", "gauge", "Running applications per user and queue.");
+            render_trackers(&b, users, "userName", "user", NULL, "kubequota_user_running_applications");
+            json_decref(users);
 
-        json_t *groups = kq_ugm_groups_json(app->ugm);
-        family(&b, "kubequota_group_resource_used", "gauge",
-               "Resources used per group and queue (cpu in millicores, memory in bytes, others counts).");
-        render_trackers(&b, groups, "groupName", "group", "kubequota_group_resource_used", NULL);
-        json_decref(groups);
+            json_t *groups = kq_ugm_groups_json(app->ugm);
+            family(&b, "kubequota_group_resource_used", "gauge",
+                   "Resources used per group and queue (cpu in millicores, memory in bytes, others counts).");
+            render_trackers(&b, groups, "groupName", "group", "kubequota_group_resource_used", NULL);
+            json_decref(groups);
+        }
 
         json_t *queues = kq_ugm_queues_json(app->ugm);
         usage_walk_t qw = {

@@ -129,6 +129,7 @@ typedef struct req {
     char *body;              /* NUL-terminated; NULL for routes without a body */
     size_t body_len;
     const char *query;       /* the query string (after '?'), or NULL */
+    bool identities;         /* /metrics: the caller may see per-user and per-group series */
 } req_t;
 
 typedef struct resp {
@@ -286,7 +287,7 @@ static void h_readyz(const req_t *q, resp_t *r)
 static void h_metrics(const req_t *q, resp_t *r)
 {
     size_t len = 0;
-    char *out = kq_metrics_render(q->s->app->metrics, q->s->app, &len);
+    char *out = kq_metrics_render_ex(q->s->app->metrics, q->s->app, q->identities, &len);
     resp_take(r, 200, KQ_METRICS_CONTENT_TYPE, out, len);
 }
 
@@ -709,6 +710,14 @@ static int on_request(struct mg_connection *conn)
                                   "certificate signed by --client-ca (--extender-open opens it to everyone)");
         kq_warn("event=extender_refused remote=%s path=\"%s\"", ri->remote_addr, printable(path, qpath, 192));
         goto send;
+    }
+    /* Open /metrics (no --metrics-auth) keeps its counters for anyone, but who uses what
+     * (per-user and per-group series) only for callers the usage view lets in. */
+    q.identities = true;
+    if (s->auth != NULL && rt->guard == GUARD_METRICS && !s->metrics_auth) {
+        char why[512];
+        q.identities = kq_auth_check(s->auth, ri->client_cert != NULL, mg_get_header(conn, "Authorization"), why,
+                                     sizeof(why)) == 200;
     }
     if (s->auth != NULL && (rt->guard == GUARD_REST || (rt->guard == GUARD_METRICS && s->metrics_auth))) {
         char why[512];

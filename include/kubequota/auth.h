@@ -4,7 +4,7 @@
  *   - presented a client certificate the TLS layer verified against --client-ca, or
  *   - sends "Authorization: Bearer <t>" where <t> is the token in --rest-token-file
  *     (compared in constant time; the file is re-read when it changes, so it can be
- *     rotated), or
+ *     rotated; deleting it revokes the token), or
  *   - with --rest-auth=kubernetes, sends a Kubernetes bearer token that TokenReview
  *     authenticates and SubjectAccessReview allows for verb "get" on the virtual resource
  *     "usage" in API group "kubequota.io" (grant it with a ClusterRole rule:
@@ -13,7 +13,10 @@
  * it is closed, and says how to open it.
  *
  * Kubernetes answers are cached for a short time, keyed by a SHA-256 digest of the token
- * (tokens themselves are never stored or logged).
+ * (tokens themselves are never stored or logged): an allowed token for cache_seconds (60),
+ * so a revoked token keeps working at most that long; a refused one for 10 s. Tokens not
+ * in the cache are reviewed at most 20 at once and then 10 per second; beyond that the
+ * answer is 429 (cached tokens are unaffected).
  *
  * Threads: kq_auth_check is called from civetweb workers; a private mutex guards the token
  * and the cache, and is never held during a request to the API server.
@@ -55,8 +58,9 @@ bool kq_auth_closed(const kq_auth_t *a);
 
 /* Decides one request. has_client_cert: the connection presented a verified client
  * certificate. authorization: the Authorization header or NULL. Returns 200 (allowed),
- * 401 (no or unknown credentials), 403 (authenticated but not allowed) or 503 (the API
- * server could not be asked); why[] says why for the error body. */
+ * 401 (no or unknown credentials), 403 (authenticated but not allowed), 429 (too many
+ * unknown tokens to review now) or 503 (the API server could not be asked); why[] says
+ * why for the error body. */
 int kq_auth_check(kq_auth_t *a, bool has_client_cert, const char *authorization, char *why, size_t whylen);
 
 #endif

@@ -86,6 +86,9 @@ unsigned long kq_metrics_latency_count(kq_metrics_t *m, kq_endpoint_t ep);
  * non-NULL) is its length. app may be NULL (then only the counters and histograms); its
  * ledger and ugm, when set, give the gauges. NULL on ENOMEM. */
 char *kq_metrics_render(kq_metrics_t *m, struct kq_app *app, size_t *len);
+/* The same; identities false leaves out the per-user and per-group series (who uses
+ * what), for callers the usage view would not let in. */
+char *kq_metrics_render_ex(kq_metrics_t *m, struct kq_app *app, bool identities, size_t *len);
 
 /* Content-Type of the exposition. */
 #define KQ_METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"

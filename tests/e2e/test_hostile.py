@@ -6,6 +6,7 @@ import base64
 import copy
 import json
 import os
+import time
 
 from kqtest import (HttpClient, KQTestCase, Kubequota, certs, pod_manifest, queues_config,
                     user_usage, wait_until)
@@ -363,3 +364,71 @@ class AdmissionLimitsTest(KQTestCase):
         self.assertTrue(ok)
         self.wait_usage()
         self.assertEqual(user_usage(self.kq, "dave", "root.dev").get("cpu"), 1000)
+
+
+class MetricsAndTokensTest(KQTestCase):
+    """/metrics stays open for its counters, but who uses what only for callers the usage
+    view lets in; deleting the token file revokes its token."""
+    CONFIG = queues_config({"name": "default"}, {"name": "dev", "limits": DEV_LIMITS})
+
+    def test_metrics_hide_identities_without_auth(self):
+        self.create("m1", user="zelda", groups=["secret-team"], queue="root.dev", cpu="1")
+        self.assert_bound("m1")
+        self.wait_usage()
+        anon = HttpClient(self.kq.url, ca=certs()["ca"])
+        text = anon.get("/metrics").text
+        self.assertIn("kubequota_decisions_total", text)
+        self.assertIn("kubequota_queue_resource_used", text)
+        self.assertNotIn("zelda", text)
+        self.assertNotIn("secret-team", text)
+        self.assertNotIn("kubequota_user_resource_used{", text)
+        text = self.kq.get("/metrics").text  # with the usage view's token
+        self.assertIn('kubequota_user_resource_used{user="zelda"', text)
+
+    def test_deleting_the_token_file_revokes(self):
+        self.assertEqual(self.kq.get("/ws/v1/partition/default/usage/users").status, 200)
+        os.unlink(self.kq.rest_token_path)
+        r = self.kq.get("/ws/v1/partition/default/usage/users")
+        self.assertEqual(r.status, 401, r.text)
+        self.assertIn("rest_token_revoked", self.kq.logs())
+        # a new file is read again
+        with open(self.kq.rest_token_path, "w") as f:
+            f.write(self.kq.rest_token + "\n")
+        wait_until(lambda: self.kq.get("/ws/v1/partition/default/usage/users").status == 200, 5, 0.1,
+                   "the recreated token file to be accepted")
+
+
+class TokenReviewFloodTest(KQTestCase):
+    """--rest-auth=kubernetes: random bearer tokens do not become one TokenReview each
+    without bound (20 at once, then 10 per second), a refused token is cached, and
+    callers with a known-good token keep working."""
+    CONFIG = queues_config({"name": "default"})
+    EXTRA_ARGS = ("--rest-auth", "kubernetes")
+
+    def test_random_tokens_are_rate_limited(self):
+        self.sim.sim.review_tokens = {"good-token": {"username": "viewer"}}
+        self.sim.sim.review_allowed = {"viewer"}
+        good = HttpClient(self.kq.url, ca=certs()["ca"], token="good-token")
+        self.assertEqual(good.get("/ws/v1/partition/default/usage/users").status, 200)
+        counters = self.sim.world.counters
+        before = counters.get("tokenreviews", 0)
+        start = time.monotonic()
+        statuses = []
+        for i in range(60):
+            c = HttpClient(self.kq.url, ca=certs()["ca"], token="random-%d-%s" % (i, os.urandom(4).hex()))
+            statuses.append(c.get("/ws/v1/partition/default/usage/users").status)
+        elapsed = time.monotonic() - start
+        reviews = counters.get("tokenreviews", 0) - before
+        self.assertLessEqual(reviews, 20 + 10 * elapsed + 1,
+                             "%d reviews for 60 random tokens in %.1fs" % (reviews, elapsed))
+        self.assertTrue(set(statuses) <= {401, 429}, statuses)
+        # the cached good token still works during the flood
+        self.assertEqual(good.get("/ws/v1/partition/default/usage/users").status, 200)
+        # one refused token asked five times is reviewed once (negative cache)
+        wait_until(lambda: HttpClient(self.kq.url, ca=certs()["ca"], token="bad-once")
+                   .get("/ws/v1/partition/default/usage/users").status == 401, 5, 0.2, "a review slot")
+        n = counters.get("tokenreviews", 0)
+        bad = HttpClient(self.kq.url, ca=certs()["ca"], token="bad-once")
+        for _ in range(5):
+            self.assertEqual(bad.get("/ws/v1/partition/default/usage/users").status, 401)
+        self.assertEqual(counters.get("tokenreviews", 0), n)
