@@ -18,8 +18,8 @@ import time
 import unittest
 
 import apisim
-from kqtest import (SANITIZER_MARKERS, Kubequota, Sim, binary, have_binary, queues_config,
-                    wait_until)
+from kqtest import (SANITIZER_MARKERS, Kubequota, SchedulerDriver, Sim, binary, have_binary,
+                    queues_config, wait_until)
 
 CONFIG = queues_config({"name": "default"})
 LEASE_NS = "kube-system"
@@ -220,12 +220,18 @@ ELASTIC_CONFIG = queues_config(
     {"name": "team-b", "resources": {"guaranteed": {"vcore": "4"}, "max": {"vcore": "8"}}},
 )
 EVICTED_RE = re.compile(r'^kubequota_reclaim_evictions_total\{result="evicted"\}\s+(\S+)\s*$', re.M)
+STATUS_WRITES_RE = re.compile(
+    r'^kubequota_elasticquota_status_writes_total\{result="(success|failure)"\}\s+(\S+)\s*$', re.M)
+EQ_GROUP = "scheduling.x-k8s.io"  # scheduler-plugins' API group: status is a subresource
 
 
 class FailoverActsOnceTest(LeaderElectionTest):
     """Two replicas serve from the same state, but only the leader acts: reclaim evicts
-    exactly the pods it must (the standby evicts none), and the charge for a pod that ran
-    across a failover is its lifetime, neither lost nor doubled (shared metering state)."""
+    exactly the pods it must (the standby evicts none), only the leader writes ElasticQuota
+    status (the standby's write counters stay at zero; after the failover the new leader
+    writes), and the charge for a pod that ran across a failover is its lifetime, neither
+    lost nor doubled (shared metering state). These are the flags the chart renders for
+    replicaCount > 1 (--leader-elect, --lease-namespace, --lease-name)."""
 
     # the election scenarios themselves run once, in LeaderElectionTest
     test_sigkill_of_the_leader_fails_over_after_the_lease_expires = None
@@ -244,7 +250,6 @@ class FailoverActsOnceTest(LeaderElectionTest):
         return kq
 
     def schedule(self, kq, name):
-        from kqtest import SchedulerDriver
         return SchedulerDriver(kq, self.sim).schedule("default", name)
 
     def pod(self, name, user, cpu, priority=0, queue=None):
@@ -259,6 +264,15 @@ class FailoverActsOnceTest(LeaderElectionTest):
     def evicted(self, kq):
         m = EVICTED_RE.findall(kq.get("/metrics").text)
         return int(float(m[0])) if m else 0
+
+    def status_writes(self, kq):
+        """Status writes a replica attempted (success + failure)."""
+        return sum(int(float(v)) for _, v in STATUS_WRITES_RE.findall(kq.get("/metrics").text))
+
+    def eq_used_cpu(self, ns, name):
+        r = self.sim.http.get("/apis/%s/v1alpha1/namespaces/%s/elasticquotas/%s" % (EQ_GROUP, ns, name))
+        self.assertEqual(r.status, 200, r.text)
+        return ((r.json().get("status") or {}).get("used") or {}).get("cpu")
 
     def charged(self, kq, user):
         r = kq.get("/ws/v1/partition/default/charges?user=%s" % user)
@@ -304,6 +318,24 @@ class FailoverActsOnceTest(LeaderElectionTest):
         self.assertEqual(self.evicted(leader), 1)
         self.assertEqual(self.evicted(standby), 0, "the standby must not evict")
 
+        # ElasticQuota status: an object with a pod in its namespace gets status.used, written
+        # by the leader alone (both replicas watch the object and see the pod)
+        body = {"apiVersion": EQ_GROUP + "/v1alpha1", "kind": "ElasticQuota",
+                "metadata": {"name": "web-quota", "namespace": "web"},
+                "spec": {"min": {"cpu": "1"}, "max": {"cpu": "2"}}}
+        r = self.sim.http.post("/apis/%s/v1alpha1/namespaces/web/elasticquotas" % EQ_GROUP, body)
+        self.assertEqual(r.status, 201, r.text)
+        from kqtest import pod_manifest
+        w = pod_manifest("w1", ns="web", user="wendy", cpu="1", memory="64Mi")
+        self.sim.create_pod(w)
+        ok, why = SchedulerDriver(leader, self.sim).schedule("web", "w1")
+        self.assertTrue(ok, why)
+        wait_until(lambda: self.eq_used_cpu("web", "web-quota") == "1", 15, 0.1,
+                   "status.used of web-quota")
+        time.sleep(1.0)  # several status intervals (200 ms) on both replicas
+        self.assertGreater(self.status_writes(leader), 0)
+        self.assertEqual(self.status_writes(standby), 0, "the standby must not write ElasticQuota status")
+
         # failover: the leader dies; the standby takes over and continues mia's charge from
         # the shared checkpoint
         self.sigkill(leader)
@@ -317,6 +349,11 @@ class FailoverActsOnceTest(LeaderElectionTest):
                    len([p for p in self.sim.state()["pods"] if p["spec"].get("nodeName")]),
                    10, 0.05, "mia's pod to end in metering")
         after = time.time()
+        # the new leader keeps status current: w1 goes, web-quota's used drops to 0
+        self.sim.delete_pod("web", "w1")
+        wait_until(lambda: self.eq_used_cpu("web", "web-quota") in ("0", None), 15, 0.1,
+                   "the new leader to write web-quota's status")
+        self.assertGreater(self.status_writes(standby), 0)
         total = self.charged(standby, "mia")
         # 0.5 cpu per second at multiplier 1; the lifetime lies within [before, after] of the
         # bind (+/- slack): charged once, not lost during the takeover, not twice
