@@ -154,7 +154,7 @@ static const flag_t serve_flags[] = {
     {"leader-elect-retry-period", 1, O_RETRY_PERIOD, "DURATION", "between attempts to acquire or renew\n"
                                                                  "(default 2s)", "retry-period"},
     {NULL, 0, 0, NULL, "metering and pricing (only the leader charges)", NULL},
-    {"metering", 1, O_METERING, "KEY=VALUE", "repeatable; keys below", NULL},
+    {"metering", 1, O_METERING, "KEY=VALUE", "repeatable; keys below; off unless given at least once", NULL},
     {"help", 0, O_HELP, NULL, "this text", NULL},
 };
 #define N_SERVE_FLAGS (sizeof(serve_flags) / sizeof(serve_flags[0]))
@@ -247,6 +247,7 @@ typedef struct serve_opts {
     long reclaim_grace_ms, elastic_tick_ms, status_interval_ms, reclaim_min_runtime_ms;
     bool preempt_default;
     kq_metering_opts_t metering;
+    bool metering_on; /* any --metering flag: metering (prices, charges, budgets) runs */
     /* leader election */
     bool leader_elect;
     const char *lease_namespace, *lease_name;
@@ -444,6 +445,7 @@ static int parse_serve(int argc, char **argv, serve_opts_t *o)
             char merr[512];
             if (kq_metering_opts_set(&o->metering, optarg, merr, sizeof(merr)) != 0)
                 return bad_usage("serve", "--metering %s: %s", optarg, merr);
+            o->metering_on = true;
             break;
         }
         case O_LEADER_ELECT: o->leader_elect = true; break;
@@ -736,7 +738,10 @@ static int serve(int argc, char **argv)
         }
         app.leader = leader;
     }
-    { /* metering: after leader election (it charges only while leading), before the informer */
+    if (!o.metering_on) {
+        /* off unless asked: nobody is charged, budgets are not enforced */
+        kq_info("event=metering_off msg=\"no --metering flag: no prices, charges or budgets\"");
+    } else { /* metering: after leader election (it charges only while leading), before the informer */
         char merr[1024];
         o.metering.is_leader = kq_leader_acts;
         o.metering.leader_ud = leader;

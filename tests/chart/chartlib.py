@@ -70,6 +70,7 @@ VALUE_SETS = {
     "rest-kubernetes": ["-f", os.path.join(VALUES_DIR, "rest-kubernetes.yaml")],
     "rest-default": ["-f", os.path.join(VALUES_DIR, "rest-default.yaml")],
     "minimal": ["-f", os.path.join(VALUES_DIR, "minimal.yaml")],
+    "metrics-scraper": ["-f", os.path.join(VALUES_DIR, "metrics-scraper.yaml")],
 }
 
 

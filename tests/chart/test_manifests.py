@@ -29,12 +29,35 @@ class Manifests(unittest.TestCase):
             r = subprocess.run(["bash", os.path.join(cl.REPO, "scripts", "render-manifests.sh"), d],
                                capture_output=True, text=True, env=dict(os.environ, KQ_HELM=cl.helm_path()))
             self.assertEqual(r.returncode, 0, r.stderr)
-            fresh = sorted(f for f in os.listdir(d) if f.endswith(".yaml"))
-            have = sorted(f for f in os.listdir(MANIFESTS) if f.endswith(".yaml"))
+            fresh = sorted(f for f in os.listdir(d) if f.endswith(".yaml") or f == "README.md")
+            have = sorted(f for f in os.listdir(MANIFESTS) if f.endswith(".yaml") or f == "README.md")
             self.assertEqual(have, fresh, "manifests/ files differ: run `make manifests`")
             for f in fresh:
                 with open(os.path.join(d, f)) as a, open(os.path.join(MANIFESTS, f)) as b:
                     self.assertTrue(a.read() == b.read(), "manifests/%s is stale: run `make manifests`" % f)
+
+    def test_scheduler_versions_documented(self):
+        """README.md names the kube-scheduler image 02-kubequota.yaml runs and the API server
+        versions it serves (no newer than the API server, at most one minor older), and the
+        supported versions start at the chart's kubeVersion floor."""
+        import re
+        with open(os.path.join(MANIFESTS, "README.md")) as f:
+            readme = f.read()
+        dep = [d for _, d in load_all() if d["kind"] == "Deployment"][0]
+        (img,) = [c["image"] for c in dep["spec"]["template"]["spec"]["containers"] if c["name"] == "kube-scheduler"]
+        tag = img.rsplit(":", 1)[1]
+        self.assertIn("**%s**" % img, readme)
+        major, minor = map(int, tag.lstrip("v").split(".")[:2])
+        self.assertIn("**%d.%d** (or %d.%d:" % (major, minor, major, minor + 1), readme)
+        rows = re.findall(r"^\| (\d+\.\d+) \| registry\.k8s\.io/kube-scheduler:v(\d+\.\d+)\.\d+ ", readme, re.M)
+        self.assertTrue(rows)
+        for api, sched in rows:
+            self.assertEqual(api, sched, "a scheduler of the API server's own minor")
+        self.assertIn("%d.%d" % (major, minor), [a for a, _ in rows])
+        with open(os.path.join(cl.CHART, "Chart.yaml")) as f:
+            floor = re.search(r">=(\d+\.\d+)", yaml.safe_load(f)["kubeVersion"]).group(1)
+        self.assertEqual(rows[0][0], floor, "the oldest supported version is the chart's floor")
+        self.assertIn("deployment/%s " % dep["metadata"]["name"], readme)
 
     def test_contents(self):
         docs = load_all()

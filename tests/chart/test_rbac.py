@@ -79,6 +79,7 @@ KUBE_FUNCS = {
     "kq_kube_evict": ("POST", "eviction", "create"),
     "kq_kube_get_pod": ("GET", None, "get"),
     "kq_kube_event": ("POST", "events", "create"),     # queued; event_post() sends it
+    "kq_kube_event_confirmed": ("POST", "events", "create"),  # the same queue
 }
 # kube.c functions that take the path from their caller.
 PATH_FROM_CALLER = {"kq_kube_watch_start": ("list", "watch"), "kq_kube_request": None}
@@ -162,8 +163,16 @@ def derive():
         if not name.startswith("kq_kube_") or name in PATH_FROM_CALLER:
             continue
         builds = "pod_path(" in body or re.search(r'"/apis?/', body) or "post_mapped(" in body
-        reach = body + "".join(b for n, b in kfuncs.items() if not n.startswith("kq_") and n in body)
-        reach += "".join(b for n, b in kfuncs.items() if not n.startswith("kq_") and n in reach)
+        # the static helpers it calls (a name followed by "(", not a field of the same name),
+        # three calls deep
+        reach, seen = body, set()
+        for _ in range(3):
+            called = [n for n in kfuncs if not n.startswith("kq_") and n not in seen
+                      and re.search(r"\b%s\s*\(" % re.escape(n), reach)]
+            seen.update(called)
+            reach += "".join(kfuncs[n] for n in called)
+        if KUBE_FUNCS.get(name, (None, None))[1] == "events" and "ev_" in reach:
+            reach += kfuncs.get("event_post", "")  # queued: the event thread's event_post() sends it
         if not builds and not re.search(r"\bevent_post\b|\bpost_mapped\(|pod_path\(", reach):
             continue
         if name not in KUBE_FUNCS:

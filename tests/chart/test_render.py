@@ -28,6 +28,7 @@ SERVED = {
     ("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration"),
     ("policy/v1", "PodDisruptionBudget"),
     ("apiextensions.k8s.io/v1", "CustomResourceDefinition"),
+    ("v1", "PersistentVolumeClaim"),
 }
 # Served once their operator's CRDs are installed; rendered only when the values ask.
 FROM_CRDS = {
@@ -453,7 +454,7 @@ class RenderChecks:
             self.assertIn("cpu", req)
             self.assertIn("memory", req)
             for m in c.get("volumeMounts", []):
-                if m["name"] not in ("tmp", "state"):
+                if m["name"] not in ("tmp", "metering"):
                     self.assertTrue(m.get("readOnly"), "%s mounts %s writable" % (c["name"], m["name"]))
 
     def test_scheduler_image_version(self):
@@ -483,7 +484,8 @@ class RenderChecks:
             p = os.path.join(d, "queues.yaml")
             with open(p, "w") as f:
                 f.write(text)
-            r = subprocess.run([cl.binary(), "check-config", p], capture_output=True, text=True)
+            r = subprocess.run([cl.binary(), "check-config", "--partition", self.r.arg("--partition"), p],
+                               capture_output=True, text=True)
         self.assertEqual(r.returncode, 0, "rendered queues.yaml rejected:\n%s%s" % (r.stdout, r.stderr))
         parts = [p["name"] for p in yaml.safe_load(text)["partitions"]]
         self.assertIn(self.r.arg("--partition"), parts, "--partition names a partition of queues.yaml")
@@ -618,3 +620,82 @@ class HighAvailabilityTest(unittest.TestCase):
         self.assertIn("make image", res.stderr)
         self.assertEqual(cl.render("default").container("kubequota")["image"],
                          cl.IMAGE_REPOSITORY + ":" + yaml.safe_load(open(os.path.join(cl.CHART, "Chart.yaml")))["appVersion"])
+
+
+class ChartHygieneTest(unittest.TestCase):
+    """ServiceMonitor credentials under --metrics-auth, metering off unless configured and
+    its checkpoint on a claim every replica shares (issue 14)."""
+
+    def rendered(self, *args):
+        res = cl.render_with(*args)
+        self.assertEqual(res.returncode, 0, res.stderr)
+        return cl.Rendered("adhoc", list(args), res.stdout)
+
+    def endpoint(self, r):
+        return r.one("ServiceMonitor")["spec"]["endpoints"][0]
+
+    def test_scraper_credential_and_rbac_with_kubernetes_tokens(self):
+        r = cl.render("metrics-scraper")
+        self.assertIn(("--metrics-auth", None), r.kubequota_args())
+        scraper = cl.fullname() + "-metrics-scraper"
+        auth = self.endpoint(r)["authorization"]
+        self.assertEqual(auth["type"], "Bearer")
+        self.assertEqual(auth["credentials"], {"name": scraper, "key": "token"})
+        secret = r.one("Secret", scraper)
+        self.assertEqual(secret["type"], "kubernetes.io/service-account-token")
+        self.assertEqual(secret["metadata"]["annotations"]["kubernetes.io/service-account.name"], scraper)
+        self.assertEqual(secret["metadata"]["namespace"], r.one("ServiceMonitor")["metadata"]["namespace"])
+        r.one("ServiceAccount", scraper)
+        # kubequota asks SubjectAccessReview for get usage.kubequota.io: the binding grants it
+        crb = r.one("ClusterRoleBinding", scraper)
+        self.assertEqual(crb["subjects"], [{"kind": "ServiceAccount", "name": scraper, "namespace": cl.NAMESPACE}])
+        role = r.one("ClusterRole", crb["roleRef"]["name"])
+        self.assertIn({"apiGroups": ["kubequota.io"], "resources": ["usage"], "verbs": ["get"]}, role["rules"])
+        # and kubequota may ask (tokenreviews, subjectaccessreviews)
+        kq_rules = r.one("ClusterRole", cl.fullname())["rules"]
+        self.assertTrue(any("subjectaccessreviews" in x["resources"] for x in kq_rules))
+
+    def test_static_token_credential(self):
+        r = cl.render("rest-kubernetes")
+        self.assertEqual(self.endpoint(r)["authorization"]["credentials"],
+                         {"name": "kubequota-usage-token", "key": "token"})
+        self.assertIsNone(r.get("ServiceAccount", cl.fullname() + "-metrics-scraper"))
+
+    def test_open_metrics_need_no_credential(self):
+        r = cl.render("two-replicas")
+        self.assertNotIn(("--metrics-auth", None), r.kubequota_args())
+        self.assertNotIn("authorization", self.endpoint(r))
+        self.assertEqual(cl.render("default").all("ServiceMonitor"), [], "only when asked")
+
+    def test_metering_off_by_default(self):
+        r = cl.render("default")
+        self.assertEqual([a for a in r.kubequota_args() if a[0] == "--metering"], [])
+        self.assertEqual(r.all("PersistentVolumeClaim"), [])
+
+    def test_metering_checkpoint_on_a_shared_claim(self):
+        r = cl.render("rest-kubernetes")
+        metering = [v for f, v in r.kubequota_args() if f == "--metering"]
+        state = [m.partition("=")[2] for m in metering if m.startswith("state-dir=")]
+        self.assertEqual(len(state), 1)
+        self.assertIn("interval=30s", metering)
+        self.assertIn("price-cpu=2", metering)
+        pod = r.deployment()["spec"]["template"]["spec"]
+        (mount,) = [m for m in r.container("kubequota")["volumeMounts"] if state[0].startswith(m["mountPath"] + "/")]
+        (vol,) = [v for v in pod["volumes"] if v["name"] == mount["name"]]
+        pvc = r.one("PersistentVolumeClaim", vol["persistentVolumeClaim"]["claimName"])
+        self.assertNotIn("emptyDir", vol)
+        self.assertEqual(pvc["spec"]["accessModes"], ["ReadWriteMany"], "two replicas on two nodes share it")
+        self.assertEqual(pvc["metadata"]["annotations"]["helm.sh/resource-policy"], "keep")
+        self.assertEqual(r.deployment()["spec"]["strategy"]["type"], "RollingUpdate")
+
+    def test_metering_read_write_once(self):
+        r = cl.render("metrics-scraper")
+        self.assertEqual(r.deployment()["spec"]["strategy"], {"type": "Recreate"})
+        self.assertEqual(r.one("PersistentVolumeClaim")["spec"]["storageClassName"], "standard")
+        res = cl.render_with("--set", "metering.enabled=true", "--set", "metering.persistence.accessMode=ReadWriteOnce")
+        self.assertNotEqual(res.returncode, 0)
+        self.assertIn("ReadWriteMany", res.stderr)
+        r = self.rendered("--set", "metering.enabled=true", "--set", "metering.persistence.existingClaim=mine")
+        self.assertEqual(r.all("PersistentVolumeClaim"), [])
+        vols = r.deployment()["spec"]["template"]["spec"]["volumes"]
+        self.assertIn({"name": "metering", "persistentVolumeClaim": {"claimName": "mine"}}, vols)

@@ -206,3 +206,21 @@ class ConfigParityTest(KQTestCase):
         self.assertEqual(self.webhook(read(only_default)), (False, serve_first))
         self.assertEqual(self.validate_conf(read(both)), (True, None))
         self.assertEqual(self.webhook(read(both)), (True, None))
+
+
+class MeteringOffByDefaultTest(KQTestCase):
+    """Issue 14: metering runs only when asked (a --metering flag). Without one, nothing is
+    priced or charged and the metering views answer 404; with one, they answer."""
+    CONFIG = GOOD
+
+    def test_metering_off_without_flags(self):
+        self.assertEqual(self.kq.get("/ws/v1/partition/default/prices").status, 404)
+        self.assertEqual(self.kq.get("/ws/v1/partition/default/charges?user=alice").status, 404)
+        self.assertIn("event=metering_off", self.kq.logs())
+
+    def test_metering_on_when_asked(self):
+        self.kq.stop()
+        self.kq.extra_args += ["--metering", "interval=0.2"]
+        self.kq.start()
+        self.assertEqual(self.kq.get("/ws/v1/partition/default/prices").status, 200)
+        self.assertNotIn("event=metering_off", self.kq.logs().split("---- start #2")[-1])

@@ -126,3 +126,7 @@ pods in ImagePullBackOff. */}}
 {{- define "kubequota.clientDir" -}}/etc/kubequota/client{{- end }}
 {{- define "kubequota.schedulerConfigDir" -}}/etc/kubernetes/kubequota{{- end }}
 {{- define "kubequota.restTokenDir" -}}/etc/kubequota/rest-token{{- end }}
+{{- define "kubequota.meteringDir" -}}/var/lib/kubequota{{- end }}
+{{- define "kubequota.meteringClaim" -}}
+{{- default (printf "%s-metering" (include "kubequota.fullname" .)) .Values.metering.persistence.existingClaim }}
+{{- end }}
