@@ -986,6 +986,44 @@ void kq_elastic_nodes_list_end(kq_elastic_t *e)
     kq_info("event=%s nodes=%zu cluster_total=\"%s\"", first ? "nodes_synced" : "nodes_resynced", count, buf);
 }
 
+typedef struct node_row {
+    char *name;
+    kq_resource_t alloc;
+} node_row_t;
+
+static int cmp_node_row(const void *a, const void *b)
+{
+    return strcmp(((const node_row_t *)a)->name, ((const node_row_t *)b)->name);
+}
+
+json_t *kq_elastic_nodes_json(kq_elastic_t *e)
+{
+    pthread_mutex_lock(&e->node_mu);
+    size_t n = HASH_COUNT(e->nodes), k = 0;
+    node_row_t *v = n > 0 ? calloc(n, sizeof(*v)) : NULL;
+    bool ok = n == 0 || v != NULL;
+    for (node_t *x = e->nodes; ok && x != NULL; x = x->hh.next) {
+        v[k].name = strdup(x->name);
+        v[k].alloc = x->alloc;
+        ok = v[k++].name != NULL;
+    }
+    pthread_mutex_unlock(&e->node_mu);
+    if (ok && k > 1)
+        qsort(v, k, sizeof(*v), cmp_node_row);
+    json_t *out = ok ? json_array() : NULL;
+    for (size_t i = 0; out != NULL && i < k; i++) {
+        json_t *o = json_pack("{s:s,s:o}", "name", v[i].name, "allocatable", kq_resource_to_json(&v[i].alloc));
+        if (o == NULL || json_array_append_new(out, o) != 0) {
+            json_decref(out);
+            out = NULL;
+        }
+    }
+    for (size_t i = 0; i < k; i++)
+        free(v[i].name);
+    free(v);
+    return out;
+}
+
 /* ================================================================== objects ==== */
 
 /* The first Koordinator label or annotation key (quota.scheduling.koordinator.sh/...) on

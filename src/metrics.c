@@ -49,6 +49,14 @@ static const char *const endpoint_names[KQ_EP_COUNT] = {
     [KQ_EP_VALIDATE_CONF] = "/ws/v1/validate-conf",
     [KQ_EP_PRICES] = "/ws/v1/partition/{partition}/prices",
     [KQ_EP_CHARGES] = "/ws/v1/partition/{partition}/charges",
+    [KQ_EP_PARTITIONS] = "/ws/v1/partitions",
+    [KQ_EP_QUEUE] = "/ws/v1/partition/{partition}/queue/{queue}",
+    [KQ_EP_QUEUE_APPS] = "/ws/v1/partition/{partition}/queue/{queue}/applications",
+    [KQ_EP_APPS] = "/ws/v1/partition/{partition}/applications",
+    [KQ_EP_NODES] = "/ws/v1/partition/{partition}/nodes",
+    [KQ_EP_CLUSTERS] = "/ws/v1/clusters",
+    [KQ_EP_HEALTHCHECK] = "/ws/v1/scheduler/healthcheck",
+    [KQ_EP_CONFIG] = "/ws/v1/config",
 };
 
 static const char *const verb_names[KQ_VERB_COUNT] = {"filter", "bind", "preempt", "admission"};
@@ -400,7 +408,7 @@ static void walk_queue(const usage_walk_t *w, const json_t *node, const char *pa
         if (!json_is_integer(val))
             continue;
         labels[nl] = "resource";
-        labels[nl + 1] = rname;
+        labels[nl + 1] = strcmp(rname, "vcore") == 0 ? "cpu" : rname; /* the views use YuniKorn's name */
         labels[nl + 2] = NULL;
         char num[32];
         snprintf(num, sizeof(num), "%lld", (long long)json_integer_value(val));

@@ -138,6 +138,9 @@ typedef struct resp {
     char *body; /* malloc'ed, or NULL with static_body */
     const char *static_body;
     size_t len;
+    const char *cors_methods; /* /ws/v1 answers: the CORS headers, with these methods */
+    bool yapi;                /* /ws/v1 answers: errors as YuniKorn's {"status_code",
+                               * "message","description"}; elsewhere {"error": "..."} */
 } resp_t;
 
 static void resp_static(resp_t *r, int status, const char *ctype, const char *text)
@@ -153,9 +156,18 @@ static void resp_static(resp_t *r, int status, const char *ctype, const char *te
 static void resp_error(resp_t *r, int status, const char *message)
 {
     size_t len = 0;
-    char *b = kq_rest_error_body(message, &len);
+    char *b = NULL;
+    if (r->yapi) {
+        b = kq_rest_error_body(status, message, NULL, &len);
+    } else {
+        json_t *o = json_pack("{s:s}", "error", message != NULL ? message : "");
+        b = o != NULL ? json_dumps(o, JSON_COMPACT) : NULL;
+        json_decref(o);
+        len = b != NULL ? strlen(b) : 0;
+    }
     if (b == NULL) {
-        resp_static(r, status, CT_JSON, "{\"error\":\"request failed\"}");
+        resp_static(r, status, CT_JSON,
+                    r->yapi ? "{\"status_code\":500,\"message\":\"request failed\"}" : "{\"error\":\"request failed\"}");
         return;
     }
     r->status = status;
@@ -169,7 +181,8 @@ static void resp_error(resp_t *r, int status, const char *message)
 static void resp_take(resp_t *r, int status, const char *ctype, char *body, size_t len)
 {
     if (body == NULL) {
-        resp_static(r, 500, CT_JSON, "{\"error\":\"out of memory\"}");
+        resp_static(r, 500, CT_JSON,
+                    r->yapi ? "{\"status_code\":500,\"message\":\"out of memory\"}" : "{\"error\":\"out of memory\"}");
         return;
     }
     r->status = status;
@@ -194,17 +207,27 @@ static const char *printable(const char *in, char *out, size_t outlen)
 static void send_response(struct mg_connection *conn, const resp_t *r, const char *allow, bool close,
                           bool head_only)
 {
-    char head[512];
+    char head[1024], cors[256] = "";
+    /* CORS as YuniKorn's webservice sends it (apache/yunikorn-core pkg/webservice/handlers.go
+     * writeHeaders), plus Authorization: the view needs a token. Any origin may read what a
+     * token-bearing request returns; cookies and client certificates are not credentials a
+     * "*" origin may use, so nothing is exposed to pages that hold no token. */
+    if (r->cors_methods != NULL)
+        snprintf(cors, sizeof(cors),
+                 "Access-Control-Allow-Origin: *\r\n"
+                 "Access-Control-Allow-Methods: %s\r\n"
+                 "Access-Control-Allow-Headers: X-Requested-With,Content-Type,Accept,Origin,Authorization\r\n",
+                 r->cors_methods);
     int n = snprintf(head, sizeof(head),
                      "HTTP/1.1 %d %s\r\n"
                      "Content-Type: %s\r\n"
                      "Content-Length: %zu\r\n"
                      "Cache-Control: no-store\r\n"
                      "X-Content-Type-Options: nosniff\r\n"
-                     "%s%s%s%s\r\n",
+                     "%s%s%s%s%s\r\n",
                      r->status, mg_get_response_code_text(conn, r->status), r->ctype, r->len,
                      allow ? "Allow: " : "", allow ? allow : "", allow ? "\r\n" : "",
-                     close ? "Connection: close\r\n" : "");
+                     close ? "Connection: close\r\n" : "", cors);
     if (n <= 0 || (size_t)n >= sizeof(head))
         return;
     const char *body = r->body ? r->body : r->static_body;
@@ -383,6 +406,74 @@ static void h_charges(const req_t *q, resp_t *r)
         resp_json(r, out);
 }
 
+static void h_queue(const req_t *q, resp_t *r)
+{
+    char *out = NULL;
+    size_t len = 0;
+    const char *qs = q->query ? q->query : "";
+    char v[8];
+    bool subtree = mg_get_var(qs, strlen(qs), "subtree", v, sizeof(v)) >= 0 || strcmp(qs, "subtree") == 0 ||
+                   strncmp(qs, "subtree&", 8) == 0 || strstr(qs, "&subtree") != NULL;
+    int st = kq_rest_queue(q->s->app, q->param[0], q->param[1], subtree, &out, &len);
+    resp_take(r, st, CT_JSON, out, len);
+}
+
+static void h_queue_apps(const req_t *q, resp_t *r)
+{
+    char *out = NULL;
+    size_t len = 0;
+    int st = kq_rest_queue_apps(q->s->app, q->param[0], q->param[1], &out, &len);
+    resp_take(r, st, CT_JSON, out, len);
+}
+
+static void h_apps(const req_t *q, resp_t *r)
+{
+    char *out = NULL;
+    size_t len = 0;
+    int st = kq_rest_apps(q->s->app, q->param[0], q->param[1], &out, &len);
+    resp_take(r, st, CT_JSON, out, len);
+}
+
+static void h_nodes(const req_t *q, resp_t *r)
+{
+    char *out = NULL;
+    size_t len = 0;
+    int st = kq_rest_nodes(q->s->app, q->param[0], &out, &len);
+    resp_take(r, st, CT_JSON, out, len);
+}
+
+static void h_partitions(const req_t *q, resp_t *r)
+{
+    char *out = NULL;
+    size_t len = 0;
+    int st = kq_rest_partitions(q->s->app, &out, &len);
+    resp_take(r, st, CT_JSON, out, len);
+}
+
+static void h_clusters(const req_t *q, resp_t *r)
+{
+    char *out = NULL;
+    size_t len = 0;
+    int st = kq_rest_clusters(q->s->app, &out, &len);
+    resp_take(r, st, CT_JSON, out, len);
+}
+
+static void h_healthcheck(const req_t *q, resp_t *r)
+{
+    char *out = NULL;
+    size_t len = 0;
+    int st = kq_rest_healthcheck(q->s->app, &out, &len);
+    resp_take(r, st, CT_JSON, out, len);
+}
+
+static void h_config(const req_t *q, resp_t *r)
+{
+    char *out = NULL;
+    size_t len = 0;
+    int st = kq_rest_config(q->s->app, &out, &len);
+    resp_take(r, st, CT_JSON, out, len);
+}
+
 static void h_validate_conf(const req_t *q, resp_t *r)
 {
     char *out = NULL;
@@ -455,6 +546,15 @@ static const route_t routes[] = {
     {"GET", "/ws/v1/partition/*/prices", KQ_EP_PRICES, false, h_prices, false, GUARD_REST},
     {"GET", "/ws/v1/partition/*/charges", KQ_EP_CHARGES, false, h_charges, false, GUARD_REST},
     {"POST", "/ws/v1/validate-conf", KQ_EP_VALIDATE_CONF, true, h_validate_conf, false, GUARD_REST},
+    {"GET", "/ws/v1/partitions", KQ_EP_PARTITIONS, false, h_partitions, false, GUARD_REST},
+    {"GET", "/ws/v1/partition/*/queue/*", KQ_EP_QUEUE, false, h_queue, false, GUARD_REST},
+    {"GET", "/ws/v1/partition/*/queue/*/applications", KQ_EP_QUEUE_APPS, false, h_queue_apps, false, GUARD_REST},
+    {"GET", "/ws/v1/partition/*/applications", KQ_EP_APPS, false, h_apps, false, GUARD_REST},
+    {"GET", "/ws/v1/partition/*/applications/*", KQ_EP_APPS, false, h_apps, false, GUARD_REST},
+    {"GET", "/ws/v1/partition/*/nodes", KQ_EP_NODES, false, h_nodes, false, GUARD_REST},
+    {"GET", "/ws/v1/clusters", KQ_EP_CLUSTERS, false, h_clusters, false, GUARD_REST},
+    {"GET", "/ws/v1/scheduler/healthcheck", KQ_EP_HEALTHCHECK, false, h_healthcheck, false, GUARD_REST},
+    {"GET", "/ws/v1/config", KQ_EP_CONFIG, false, h_config, false, GUARD_REST},
     {"POST", "/admission/mutate", KQ_EP_ADMISSION, true, h_mutate, true, GUARD_OPEN},
     {"POST", "/admission/mutate-scheduler", KQ_EP_ADMISSION_SCHED, true, h_mutate_sched, true, GUARD_OPEN},
     {"POST", "/admission/validate", KQ_EP_ADMISSION_VALIDATE, true, h_validate, true, GUARD_OPEN},
@@ -653,6 +753,8 @@ static int on_request(struct mg_connection *conn)
 
     req_t q = {.s = s, .query = ri->query_string};
     resp_t r = {0};
+    bool ws = strncmp(path, "/ws/v1/", 7) == 0; /* YuniKorn's view: CORS headers, its error body */
+    r.yapi = ws;
     bool close = false;
     const char *allow = NULL;
     char allow_buf[64] = "";
@@ -678,6 +780,14 @@ static int on_request(struct mg_connection *conn)
         }
     }
 
+    if (rt == NULL && ws && strcmp(method, "OPTIONS") == 0 && allow_buf[0] != '\0') {
+        /* A browser's CORS preflight: answered without authentication, with no data. */
+        r.cors_methods = strstr(allow_buf, "POST") != NULL ? "OPTIONS, POST" : "GET, OPTIONS";
+        snprintf(allow_buf + strlen(allow_buf), sizeof(allow_buf) - strlen(allow_buf), ", OPTIONS");
+        allow = allow_buf;
+        resp_static(&r, 200, CT_JSON, "");
+        goto send;
+    }
     if (rt == NULL) {
         if (allow_buf[0] != '\0') {
             allow = allow_buf;
@@ -748,6 +858,8 @@ static int on_request(struct mg_connection *conn)
     rt->fn(&q, &r);
 
 send:
+    if (ws && r.cors_methods == NULL)
+        r.cors_methods = strcmp(method, "POST") == 0 ? "OPTIONS, POST" : "GET, OPTIONS";
     if (!close && (!rt || !rt->has_body)) {
         /* A body we did not read: civetweb would read it all to keep the connection. */
         long long cl = ri->content_length;

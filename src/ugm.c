@@ -180,6 +180,19 @@ typedef struct named_limit {
     unsigned order;         /* position in the queue's limits, for group selection */
 } named_limit_t;
 
+/* A name in an access control list. */
+typedef struct acl_name {
+    UT_hash_handle hh;
+    char name[];
+} acl_name_t;
+
+/* One submitacl or adminacl as YuniKorn reads it ("users groups", split at the first
+ * space; "*" for everybody; an empty list allows nobody). */
+typedef struct acl {
+    bool all;
+    acl_name_t *users, *groups;
+} acl_t;
+
 typedef struct level {
     UT_hash_handle hh;
     const char *path;       /* borrowed from the configuration */
@@ -187,6 +200,7 @@ typedef struct level {
     const kq_queue_conf_t *q;
     named_limit_t *users, *groups;
     const kq_limit_conf_t *user_any, *group_any;
+    acl_t submit, admin;    /* an unset ACL allows nobody (it is empty) */
 } level_t;
 
 typedef struct limits {
@@ -195,12 +209,28 @@ typedef struct limits {
     const kq_partition_conf_t *part;
     level_t *levels;
     size_t n_levels, n_limits;
+    bool acls;              /* some queue of the partition sets submitacl or adminacl: ACLs
+                             * are enforced; without any, everybody may submit */
 } limits_t;
+
+/* The user an application is charged to: the user of its first allocation (YuniKorn
+ * charges an application to the user that submitted it), with that user's groups. Lives
+ * while the application has allocations or an operation holds it (n counts both). */
+typedef struct owner {
+    UT_hash_handle hh;      /* in m->owners, keyed by application id */
+    uint64_t n;             /* m->lock */
+    uint64_t pods;          /* allocations (m->lock) */
+    kq_resource_t used;     /* the application's usage (m->lock; for the applications view) */
+    kq_user_t user;         /* strings and group array in the same allocation */
+    const char *app;
+    const char *queue;      /* the queue of its first allocation */
+} owner_t;
 
 struct kq_ugm {
     pthread_mutex_t lock;
     char *partition;
     tracker_t *users, *groups;
+    owner_t *owners;        /* application -> the user it is charged to */
     limits_t *limits;
     pthread_mutex_t qlock;
     tree_t qtree;           /* qlock */
@@ -774,6 +804,93 @@ static void named_free_all(named_limit_t **head)
     }
 }
 
+static void acl_names_free(acl_name_t **head)
+{
+    acl_name_t *e, *tmp;
+    HASH_ITER(hh, *head, e, tmp) {
+        HASH_DEL(*head, e);
+        free(e);
+    }
+}
+
+static void acl_free(acl_t *a)
+{
+    acl_names_free(&a->users);
+    acl_names_free(&a->groups);
+}
+
+/* Adds the comma-separated names of s[0 .. len) to *head ("" entries are skipped). A
+ * list that is exactly "*" sets *all instead. */
+static int acl_list(const char *s, size_t len, acl_name_t **head, bool *all)
+{
+    if (len == 1 && s[0] == '*') {
+        *all = true;
+        return 0;
+    }
+    size_t start = 0;
+    for (size_t i = 0; i <= len; i++) {
+        if (i < len && s[i] != ',')
+            continue;
+        size_t n = i - start;
+        const char *name = s + start;
+        start = i + 1;
+        acl_name_t *e = NULL;
+        if (n == 0)
+            continue;
+        HASH_FIND(hh, *head, name, n, e);
+        if (e != NULL)
+            continue;
+        e = malloc(sizeof(*e) + n + 1);
+        if (e == NULL)
+            return KQ_ENOMEM;
+        memcpy(e->name, name, n);
+        e->name[n] = '\0';
+        HASH_ADD(hh, *head, name[0], n, e);
+    }
+    return 0;
+}
+
+/* Parses an ACL like YuniKorn's security.NewACL: NULL or "" allows nobody; "*" (the
+ * whole text, spaces trimmed) everybody; else "users" or "users groups" split at the
+ * first space, each a comma-separated list or "*". */
+static int acl_parse(acl_t *a, const char *text)
+{
+    memset(a, 0, sizeof(*a));
+    if (text == NULL || text[0] == '\0')
+        return 0;
+    const char *b = text, *e = text + strlen(text);
+    while (b < e && (*b == ' ' || *b == '\t'))
+        b++;
+    while (e > b && (e[-1] == ' ' || e[-1] == '\t'))
+        e--;
+    if (e - b == 1 && *b == '*') {
+        a->all = true;
+        return 0;
+    }
+    const char *sp = strchr(text, ' ');
+    size_t ulen = sp != NULL ? (size_t)(sp - text) : strlen(text);
+    int rc = acl_list(text, ulen, &a->users, &a->all);
+    if (rc == 0 && sp != NULL && !a->all)
+        rc = acl_list(sp + 1, strlen(sp + 1), &a->groups, &a->all);
+    if (a->all) {
+        acl_free(a);
+        a->all = true;
+    }
+    return rc;
+}
+
+static bool acl_allows(const acl_t *a, const kq_user_t *user)
+{
+    if (a->all)
+        return true;
+    acl_name_t *e = NULL;
+    HASH_FIND(hh, a->users, user->name, strlen(user->name), e);
+    for (size_t j = 0; e == NULL && j < user->n_groups; j++)
+        if (user->groups[j] != NULL)
+            HASH_FIND(hh, a->groups, user->groups[j], strlen(user->groups[j]), e);
+    return e != NULL;
+}
+
 static void limits_free(limits_t *L)
 {
     if (L == NULL)
@@ -783,6 +900,8 @@ static void limits_free(limits_t *L)
         HASH_DEL(L->levels, lv);
         named_free_all(&lv->users);
         named_free_all(&lv->groups);
+        acl_free(&lv->submit);
+        acl_free(&lv->admin);
         free(lv);
     }
     kq_config_unref(L->cfg);
@@ -819,6 +938,10 @@ static int limits_add_queue(limits_t *L, const kq_queue_conf_t *q, unsigned dept
     lv->q = q;
     HASH_ADD_KEYPTR(hh, L->levels, lv->path, lv->path_len, lv);
     L->n_levels++;
+    if (q->submit_acl != NULL || q->admin_acl != NULL)
+        L->acls = true;
+    if (acl_parse(&lv->submit, q->submit_acl) != 0 || acl_parse(&lv->admin, q->admin_acl) != 0)
+        return KQ_ENOMEM;
     unsigned order = 0;
     for (size_t i = 0; i < q->n_limits; i++) {
         const kq_limit_conf_t *lim = &q->limits[i];
@@ -881,7 +1004,11 @@ static const kq_limit_conf_t *limit_for(const level_t *lv, bool group, const cha
 /* The group an application of `user` starting in path is tracked against: walking from
  * the leaf up, the first queue with a group limit the user matches decides; among the
  * named groups there, the one listed first in the configuration wins; a "*" group limit
- * matches the user's first group. NULL: no group. */
+ * matches every user with at least one group that no named group limit at that queue
+ * matches, and the application is tracked against the group "*" itself, whose limit is
+ * thereby cumulative for all those users (YuniKorn: apache/yunikorn-core
+ * pkg/scheduler/ugm/manager.go ensureGroupInternal returns common.Wildcard). NULL: no
+ * group. */
 static const char *choose_group(const limits_t *L, const qpath_t *p, const kq_user_t *user)
 {
     if (L == NULL || user->n_groups == 0)
@@ -914,7 +1041,7 @@ static const char *choose_group(const limits_t *L, const qpath_t *p, const kq_us
         if (best != NULL)
             return best_name;
         if (lv->group_any != NULL)
-            return first;
+            return KQ_UGM_WILDCARD;
     }
     return NULL;
 }
@@ -937,6 +1064,69 @@ static limits_t *limits_put(limits_t *L)
 }
 
 /* ------------------------------------------------------------------------------------ */
+/* Application owners (callers hold m->lock)                                            */
+/* ------------------------------------------------------------------------------------ */
+
+static owner_t *owner_find(kq_ugm_t *m, const char *app, size_t len)
+{
+    owner_t *o = NULL;
+    HASH_FIND(hh, m->owners, app, len, o);
+    return o;
+}
+
+/* A new owner entry (n = 0) for app: a copy of user's name and groups. */
+static owner_t *owner_new(const char *app, size_t app_len, const kq_user_t *user, const qpath_t *queue)
+{
+    size_t ng = 0, bytes = app_len + 1 + strlen(user->name) + 1 + queue->len + 1;
+    for (size_t j = 0; j < user->n_groups; j++) {
+        if (user->groups[j] != NULL) {
+            ng++;
+            bytes += strlen(user->groups[j]) + 1;
+        }
+    }
+    owner_t *o = malloc(sizeof(*o) + ng * sizeof(char *) + bytes);
+    if (o == NULL)
+        return NULL;
+    memset(o, 0, sizeof(*o));
+    const char **groups = (const char **)(void *)(o + 1);
+    char *p = (char *)(groups + ng);
+    memcpy(p, app, app_len);
+    p[app_len] = '\0';
+    o->app = p;
+    p += app_len + 1;
+    memcpy(p, queue->s, queue->len + 1);
+    o->queue = p;
+    p += queue->len + 1;
+    size_t len = strlen(user->name);
+    memcpy(p, user->name, len + 1);
+    o->user.name = p;
+    p += len + 1;
+    size_t k = 0;
+    for (size_t j = 0; j < user->n_groups; j++) {
+        if (user->groups[j] == NULL)
+            continue;
+        len = strlen(user->groups[j]);
+        memcpy(p, user->groups[j], len + 1);
+        groups[k++] = p;
+        p += len + 1;
+    }
+    o->user.groups = groups;
+    o->user.n_groups = ng;
+    return o;
+}
+
+/* Drops `k` counts of the owner; frees it at 0. */
+static void owner_put(kq_ugm_t *m, owner_t *o, uint64_t k)
+{
+    assert(o->n >= k);
+    o->n -= k;
+    if (o->n == 0) {
+        HASH_DEL(m->owners, o);
+        free(o);
+    }
+}
+
+/* ------------------------------------------------------------------------------------ */
 /* Check and commit                                                                     */
 /* ------------------------------------------------------------------------------------ */
 
@@ -950,7 +1140,10 @@ typedef struct op {
     const char *app;
     size_t app_len;
     const kq_user_t *user;
-    const kq_resource_t *req;
+    const kq_resource_t *req;   /* &req_pod */
+    kq_resource_t req_pod;      /* the request with pods: 1 */
+    owner_t *own;               /* the application's owner entry (pinned), or NULL in a check
+                                 * of an application nobody owns yet */
     limits_t *lim;
     tracker_t *u;          /* pinned; NULL in a check for an unknown user */
     tracker_t *gc;         /* pinned candidate group tracker for a new application */
@@ -994,6 +1187,15 @@ static void set_reason(char *reason, size_t rlen, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(reason, rlen, fmt, ap);
     va_end(ap);
+}
+
+/* *out = req with pods: 1. Every increase and decrease is one pod, and YuniKorn's shim
+ * puts "pods": 1 into every pod's resource (apache/yunikorn-k8shim pkg/common/resource.go
+ * GetPodResource), so a "pods" entry in a limit or a queue's max counts pods. */
+static int with_pod(const kq_resource_t *req, kq_resource_t *out)
+{
+    *out = *req;
+    return kq_resource_set(out, "pods", 1);
 }
 
 /* Checks one user or group limit at level i; t is T_USER or T_GROUP. */
@@ -1058,6 +1260,36 @@ static int check_queue(const op_t *op, unsigned i, char *reason, size_t rlen)
     return 0;
 }
 
+/* A new application may start in the queue when the submitacl or adminacl of the queue
+ * or of one of its parents allows its user or one of the user's groups (YuniKorn:
+ * apache/yunikorn-core pkg/scheduler/objects/queue.go CheckSubmitAccess). Queues the
+ * configuration does not define have no ACL of their own. Without any ACL in the
+ * partition everybody may submit (README, "Coming from YuniKorn"). */
+static int check_acl(const op_t *op, char *reason, size_t rlen)
+{
+    if (op->lim == NULL || !op->lim->acls || !op->new_app)
+        return 0;
+    for (unsigned i = op->path.n; i-- > 0;) {
+        const level_t *lv = level_find(op->lim, op->path.s, op->path.end[i]);
+        if (lv != NULL && (acl_allows(&lv->submit, op->user) || acl_allows(&lv->admin, op->user)))
+            return 0;
+    }
+    char groups[256] = "";
+    size_t used = 0;
+    for (size_t j = 0; j < op->user->n_groups && used + 1 < sizeof(groups); j++) {
+        int w = snprintf(groups + used, sizeof(groups) - used, "%s%s", j > 0 ? "," : "",
+                         op->user->groups[j] != NULL ? op->user->groups[j] : "");
+        if (w < 0)
+            break;
+        used += (size_t)w < sizeof(groups) - used ? (size_t)w : sizeof(groups) - used - 1;
+    }
+    set_reason(reason, rlen,
+               "user %s (groups: %s) may not submit to queue %s: neither the submitacl nor the adminacl of the "
+               "queue or of a parent queue allows the user or one of its groups",
+               op->user->name, used > 0 ? groups : "none", op->path.s);
+    return KQ_EDENIED;
+}
+
 /* Overflow and (unless unchecked) limits, leaf to root; changes nothing. */
 static int check_all(const op_t *op, bool enforce, char *reason, size_t rlen)
 {
@@ -1067,6 +1299,11 @@ static int check_all(const op_t *op, bool enforce, char *reason, size_t rlen)
             set_reason(reason, rlen, "allocation count in queue %s would overflow", op->path.s);
             return KQ_ERANGE;
         }
+    }
+    if (enforce) {
+        int rc = check_acl(op, reason, rlen);
+        if (rc != 0)
+            return rc;
     }
     for (unsigned i = op->path.n; i-- > 0;) {
         for (int t = 0; t < T_COUNT; t++) {
@@ -1214,6 +1451,9 @@ int kq_ugm_group_of(kq_ugm_t *m, const char *queue_path, const char *app_id, con
     mutex_lock(&m->lock);
     const char *g = NULL;
     bool fixed = false;
+    owner_t *own = owner_find(m, app_id, strlen(app_id));
+    if (own != NULL)
+        user = &own->user;
     tracker_t *u = tracker_find(m->users, user->name);
     if (u != NULL) {
         mutex_lock(&u->lock);
@@ -1269,25 +1509,49 @@ static int do_increase(kq_ugm_t *m, const char *queue_path, const char *app_id,
     op.m = m;
     op.app = app_id;
     op.app_len = strlen(app_id);
-    op.user = user;
-    op.req = req;
+    rc = with_pod(req, &op.req_pod);
+    if (rc != 0) {
+        set_reason(reason, rlen, "the request names too many resources to count the pod");
+        return rc;
+    }
+    op.req = &op.req_pod;
 
-    /* Manager section: pin the user and the candidate group, take the limit table. */
+    /* Manager section: find (or make) the application's owner, pin the owner's user
+     * tracker and the candidate group, take the limit table. */
     const char *cand;
     mutex_lock(&m->lock);
     op.lim = limits_get(m);
+    op.own = owner_find(m, app_id, op.app_len);
+    bool oom = false;
+    if (op.own == NULL && mode != MODE_CHECK) {
+        op.own = owner_new(app_id, op.app_len, user, &op.path);
+        if (op.own != NULL)
+            HASH_ADD_KEYPTR(hh, m->owners, op.own->app, op.app_len, op.own);
+        else
+            oom = true;
+    }
+    if (op.own != NULL) {
+        op.own->n++;
+        if (strcmp(op.own->user.name, user->name) != 0)
+            kq_debug("ugm: application charged to its first user app=%s user=%s owner=%s", app_id, user->name,
+                     op.own->user.name);
+        user = &op.own->user;
+    }
+    op.user = user;
     cand = choose_group(op.lim, &op.path, user);
     if (mode == MODE_CHECK) {
         op.u = tracker_find(m->users, user->name);
         op.gc = cand != NULL ? tracker_find(m->groups, cand) : NULL;
     } else {
-        op.u = tracker_get(&m->users, user->name, "user");
+        op.u = oom ? NULL : tracker_get(&m->users, user->name, "user");
         op.gc = op.u != NULL && cand != NULL ? tracker_get(&m->groups, cand, "group") : NULL;
         if (op.u == NULL || (cand != NULL && op.gc == NULL)) {
             if (op.u != NULL) {
                 op.u->refs++;
                 tracker_release(&m->users, op.u, "user");
             }
+            if (op.own != NULL)
+                owner_put(m, op.own, 1);
             limits_t *dead = limits_put(op.lim);
             mutex_unlock(&m->lock);
             limits_free(dead);
@@ -1345,6 +1609,13 @@ static int do_increase(kq_ugm_t *m, const char *queue_path, const char *app_id,
         tracker_release(&m->groups, op.gc, "group");
     if (op.u != NULL)
         tracker_release(&m->users, op.u, "user");
+    if (op.own != NULL && !(rc == 0 && mode != MODE_CHECK)) {
+        owner_put(m, op.own, 1);
+    } else if (op.own != NULL) { /* the pin is the new allocation's count */
+        op.own->pods++;
+        if (kq_resource_add(&op.own->used, op.req) != 0)
+            kq_debug("ugm: application usage not shown in full app=%s", app_id);
+    }
     limits_t *dead = limits_put(op.lim);
     mutex_unlock(&m->lock);
     limits_free(dead);
@@ -1393,6 +1664,11 @@ void kq_ugm_free(kq_ugm_t *m)
         HASH_DEL(m->groups, t);
         tracker_destroy(t);
     }
+    owner_t *o, *otmp;
+    HASH_ITER(hh, m->owners, o, otmp) {
+        HASH_DEL(m->owners, o);
+        free(o);
+    }
     tree_free(&m->qtree);
     dynlims_free(m);
     limits_free(m->limits);
@@ -1430,6 +1706,10 @@ int kq_ugm_set_config(kq_ugm_t *m, kq_config_t *cfg)
     limits_free(dead);
     kq_info("ugm: limits applied partition=%s queues=%zu limits=%zu", m->partition, L->n_levels,
             L->n_limits);
+    if (!L->acls)
+        kq_warn("ugm: no submitacl or adminacl in partition=%s: every user may submit to every queue "
+                "(YuniKorn would deny all; its default configuration sets submitacl '*' on root)",
+                m->partition);
     return 0;
 }
 
@@ -1512,11 +1792,23 @@ int kq_ugm_decrease(kq_ugm_t *m, const char *queue_path, const char *app_id, con
     if (rc != 0)
         return rc;
     size_t app_len = strlen(app_id);
+    kq_resource_t usage_pod;
+    if (with_pod(usage, &usage_pod) != 0)
+        return KQ_ERANGE;
+    usage = &usage_pod;
 
+    /* The application's allocations are counted for its owner (the user of its first). */
     mutex_lock(&m->lock);
+    owner_t *own = owner_find(m, app_id, app_len);
+    if (own != NULL) {
+        own->n++;
+        user = own->user.name;
+    }
     tracker_t *u = tracker_find(m->users, user);
     if (u != NULL)
         u->refs++;
+    else if (own != NULL)
+        owner_put(m, own, 1);
     mutex_unlock(&m->lock);
     if (u == NULL)
         return KQ_ENOENT;
@@ -1570,6 +1862,12 @@ release:
     if (released_group != NULL)
         tracker_release(&m->groups, released_group, "group");
     tracker_release(&m->users, u, "user");
+    if (own != NULL && rc == 0) {
+        own->pods--;
+        res_sub(&own->used, usage);
+    }
+    if (own != NULL)
+        owner_put(m, own, rc == 0 ? 2 : 1); /* our pin, and the released allocation */
     mutex_unlock(&m->lock);
     return rc;
 }
@@ -1577,8 +1875,10 @@ release:
 void kq_ugm_pending_add(kq_ugm_t *m, const char *queue_path, const kq_resource_t *req)
 {
     qpath_t p;
-    if (m == NULL || req == NULL || parse_path(queue_path, &p) != 0)
+    kq_resource_t req_pod;
+    if (m == NULL || req == NULL || parse_path(queue_path, &p) != 0 || with_pod(req, &req_pod) != 0)
         return;
+    req = &req_pod;
     node_t *qn[KQ_UGM_MAX_DEPTH];
     mutex_lock(&m->qlock);
     int rc = tree_ensure(&m->qtree, &p, NULL, 0, qn); /* on failure it has undone itself */
@@ -1610,8 +1910,10 @@ void kq_ugm_pending_add(kq_ugm_t *m, const char *queue_path, const kq_resource_t
 void kq_ugm_pending_sub(kq_ugm_t *m, const char *queue_path, const kq_resource_t *req)
 {
     qpath_t p;
-    if (m == NULL || req == NULL || parse_path(queue_path, &p) != 0)
+    kq_resource_t req_pod;
+    if (m == NULL || req == NULL || parse_path(queue_path, &p) != 0 || with_pod(req, &req_pod) != 0)
         return;
+    req = &req_pod;
     node_t *qn[KQ_UGM_MAX_DEPTH];
     mutex_lock(&m->qlock);
     tree_walk(&m->qtree, &p, NULL, qn);
@@ -1657,6 +1959,28 @@ static bool jset(json_t *obj, const char *key, json_t *value)
 static bool jappend(json_t *arr, json_t *value)
 {
     return value != NULL && json_array_append_new(arr, value) == 0;
+}
+
+/* A resource map as YuniKorn's REST DAOs show it: the shim's names ("vcore" in
+ * millicores for cpu, "memory" in bytes, "pods", other resources by their Kubernetes
+ * name; apache/yunikorn-k8shim pkg/common/resource.go). New reference; NULL on ENOMEM. */
+static json_t *dao_res(const kq_resource_t *r)
+{
+    json_t *o = json_object();
+    for (uint32_t i = 0; o != NULL && i < r->n; i++) {
+        const char *name = strcmp(r->e[i].name, "cpu") == 0 ? "vcore" : r->e[i].name;
+        if (!jset(o, name, json_integer((json_int_t)r->e[i].value))) {
+            json_decref(o);
+            o = NULL;
+        }
+    }
+    return o;
+}
+
+/* Sets key to dao_res(r) unless r is empty (the DAOs' omitempty). */
+static bool jset_res(json_t *o, const char *key, const kq_resource_t *r)
+{
+    return r->n == 0 || jset(o, key, dao_res(r));
 }
 
 static int cmp_cnt(const void *a, const void *b)
@@ -1860,6 +2184,20 @@ static json_t *keys_json(cnt_t *head)
     return arr;
 }
 
+/* maxApplications and maxResources of the limit in force for who at the queue (omitted
+ * when none). */
+static bool usage_limits(json_t *o, const limits_t *L, const char *path, size_t len, bool group, const char *who)
+{
+    bool wildcard;
+    const kq_limit_conf_t *lim = limit_for(level_find(L, path, len), group, who, &wildcard);
+    bool ok = true;
+    if (lim != NULL && lim->max_applications != 0 && json_object_get(o, "maxApplications") == NULL)
+        ok = jset(o, "maxApplications", json_integer((json_int_t)lim->max_applications));
+    if (ok && lim != NULL && lim->has_max_resources && json_object_get(o, "maxResources") == NULL)
+        ok = jset(o, "maxResources", dao_res(&lim->max_resources));
+    return ok;
+}
+
 static json_t *usage_json(const node_t *n, const view_t *vw, const limits_t *L, bool group, const char *who)
 {
     json_t *o = json_object();
@@ -1867,19 +2205,18 @@ static json_t *usage_json(const node_t *n, const view_t *vw, const limits_t *L, 
         return NULL;
     kq_resource_t used;
     node_load(n, &used);
-    bool ok = jset(o, "queuename", json_stringn(n->path, n->path_len)) &&
-              jset(o, "resourceUsage", kq_resource_to_json(&used)) &&
-              jset(o, "runningApplications", view_apps(vw, n));
-    bool wildcard;
-    const kq_limit_conf_t *lim = limit_for(level_find(L, n->path, n->path_len), group, who, &wildcard);
-    if (ok && lim != NULL && lim->max_applications != 0)
-        ok = jset(o, "maxApplications", json_integer((json_int_t)lim->max_applications));
-    if (ok && lim != NULL && lim->has_max_resources)
-        ok = jset(o, "maxResources", kq_resource_to_json(&lim->max_resources));
-    json_t *children = ok ? json_array() : NULL;
-    ok = ok && jset(o, "children", children);
+    json_t *apps = view_apps(vw, n);
+    bool ok = jset(o, "queuePath", json_stringn(n->path, n->path_len)) && jset_res(o, "resourceUsage", &used) &&
+              apps != NULL;
+    if (ok && json_array_size(apps) > 0)
+        ok = jset(o, "runningApplications", json_incref(apps));
+    json_decref(apps);
+    ok = ok && usage_limits(o, L, n->path, n->path_len, group, who);
     size_t nc = 0;
     node_t *const *v = view_children(vw, n, &nc);
+    json_t *children = ok && nc > 0 ? json_array() : NULL;
+    if (nc > 0)
+        ok = ok && jset(o, "children", children);
     for (size_t i = 0; ok && i < nc; i++)
         ok = jappend(children, usage_json(v[i], vw, L, group, who));
     if (!ok) {
@@ -1889,45 +2226,141 @@ static json_t *usage_json(const node_t *n, const view_t *vw, const limits_t *L, 
     return o;
 }
 
-static json_t *empty_usage_json(void)
+static json_t *usage_node_json(const char *path, size_t len, const limits_t *L, bool group, const char *who)
 {
     json_t *o = json_object();
-    if (o == NULL)
-        return NULL;
-    if (!jset(o, "queuename", json_string("root")) || !jset(o, "resourceUsage", json_object()) ||
-        !jset(o, "runningApplications", json_array()) || !jset(o, "children", json_array())) {
+    if (o != NULL && (!jset(o, "queuePath", json_stringn(path, len)) || !usage_limits(o, L, path, len, group, who))) {
         json_decref(o);
         return NULL;
     }
     return o;
 }
 
-/* One user or group; the tracker's lock is held. */
-static json_t *tracker_json(const tracker_t *t, const limits_t *L, bool group)
+/* The limit naming `who` itself at a level (for groups also the "*" limit of the group
+ * "*"); wildcard limits of users are not theirs until they use the queue. */
+static const kq_limit_conf_t *named_limit(const level_t *lv, bool group, const char *who)
+{
+    named_limit_t *e = NULL;
+    HASH_FIND(hh, group ? lv->groups : lv->users, who, strlen(who), e);
+    if (e != NULL)
+        return e->lim;
+    if (group && strcmp(who, KQ_UGM_WILDCARD) == 0)
+        return lv->group_any;
+    return NULL;
+}
+
+/* The node for path in the usage tree under root (created, with its limits, when
+ * missing; children kept sorted). NULL on ENOMEM. */
+static json_t *usage_ensure(json_t *root, const char *path, size_t len, const limits_t *L, bool group,
+                            const char *who)
+{
+    json_t *n = root;
+    size_t at = 4; /* "root" */
+    while (n != NULL && at < len) {
+        size_t end = at + 1;
+        while (end < len && path[end] != '.')
+            end++;
+        json_t *children = json_object_get(n, "children");
+        if (children == NULL) {
+            children = json_array();
+            if (!jset(n, "children", children))
+                return NULL;
+        }
+        json_t *found = NULL;
+        size_t i, pos = json_array_size(children);
+        json_t *c;
+        json_array_foreach(children, i, c) {
+            const char *cp = json_string_value(json_object_get(c, "queuePath"));
+            int cmp = cp != NULL ? strncmp(cp, path, end) : 1;
+            if (cmp == 0 && cp[end] == '\0') {
+                found = c;
+                break;
+            }
+            if ((cmp > 0 || (cmp == 0 && cp[end] != '\0')) && pos == json_array_size(children))
+                pos = i;
+        }
+        if (found == NULL) {
+            found = usage_node_json(path, end, L, group, who);
+            if (found == NULL || json_array_insert_new(children, pos, found) != 0)
+                return NULL;
+        }
+        n = found;
+        at = end;
+    }
+    return n;
+}
+
+/* Adds every queue where a configured limit names `who` to its usage tree, so that the
+ * limits show before any use (YuniKorn creates the trackers of the users and groups
+ * named in limits at configuration load: apache/yunikorn-core
+ * pkg/scheduler/ugm/manager.go setUserLimits/setGroupLimits). */
+static bool usage_add_configured(json_t *root, const limits_t *L, bool group, const char *who)
+{
+    if (L == NULL)
+        return true;
+    for (const level_t *lv = L->levels; lv != NULL; lv = lv->hh.next) {
+        if (named_limit(lv, group, who) == NULL)
+            continue;
+        if (usage_ensure(root, lv->path, lv->path_len, L, group, who) == NULL)
+            return false;
+    }
+    return true;
+}
+
+/* Whether a configured limit names `who` (see named_limit). */
+static bool configured(const limits_t *L, bool group, const char *who)
+{
+    for (const level_t *lv = L != NULL ? L->levels : NULL; lv != NULL; lv = lv->hh.next)
+        if (named_limit(lv, group, who) != NULL)
+            return true;
+    return false;
+}
+
+/* One user or group: its tracker (may be NULL: only configured), the limits. Takes and
+ * releases the tracker's lock. */
+static json_t *tracker_json(const char *name, tracker_t *t, const limits_t *L, bool group)
 {
     json_t *o = json_object();
     if (o == NULL)
         return NULL;
-    bool ok = jset(o, group ? "groupName" : "userName", json_stringn(t->name, t->name_len));
-    if (ok && group) {
-        ok = jset(o, "users", keys_json(t->users)) && jset(o, "applications", app_ids_json(&t->tree));
-    } else if (ok) {
+    bool ok = jset(o, group ? "groupName" : "userName", json_string(name));
+    json_t *queues = NULL;
+    if (t != NULL)
+        mutex_lock(&t->lock);
+    if (ok && t != NULL && group) {
+        json_t *apps = app_ids_json(&t->tree);
+        ok = apps != NULL && jset(o, "users", keys_json(t->users)); /* kubequota's addition */
+        if (ok && json_array_size(apps) > 0)
+            ok = jset(o, "applications", json_incref(apps));
+        json_decref(apps);
+    } else if (ok && t != NULL) {
         json_t *groups = json_object();
         size_t na;
         app_t **av = apps_sorted(&t->tree, &na); /* keys in id order, not set order */
-        ok = jset(o, "groups", groups) && (na == 0 || av != NULL);
+        ok = groups != NULL && (na == 0 || av != NULL);
         for (size_t k = 0; ok && k < na; k++)
             if (av[k]->group != NULL)
                 ok = jset(groups, av[k]->key, json_stringn(av[k]->group->name, av[k]->group->name_len));
         free(av);
+        if (ok && json_object_size(groups) > 0)
+            ok = jset(o, "groups", json_incref(groups));
+        json_decref(groups);
     }
-    if (ok && t->tree.root != NULL) {
+    if (ok && t != NULL && t->tree.root != NULL) {
         view_t vw;
-        ok = view_build(&vw, &t->tree, true) && jset(o, "queues", usage_json(t->tree.root, &vw, L, group, t->name));
+        ok = view_build(&vw, &t->tree, true);
+        if (ok) {
+            queues = usage_json(t->tree.root, &vw, L, group, name);
+            ok = queues != NULL;
+        }
         view_free(&vw);
-    } else if (ok) {
-        ok = jset(o, "queues", empty_usage_json());
     }
+    if (t != NULL)
+        mutex_unlock(&t->lock);
+    if (ok && queues == NULL)
+        ok = (queues = usage_node_json("root", 4, L, group, name)) != NULL;
+    ok = ok && usage_add_configured(queues, L, group, name) && jset(o, "queues", json_incref(queues));
+    json_decref(queues);
     if (!ok) {
         json_decref(o);
         return NULL;
@@ -1975,6 +2408,48 @@ static void view_unpin(kq_ugm_t *m, bool group, tracker_t **v, size_t n, limits_
     free(v);
 }
 
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Every tracked name and every name a configured limit names (users: not "*"), sorted,
+ * with its tracker or NULL. */
+static json_t *trackers_all_json(tracker_t **v, size_t n, const limits_t *L, bool group)
+{
+    json_t *set = json_object(), *out = json_array();
+    bool ok = set != NULL && out != NULL;
+    for (size_t i = 0; ok && i < n; i++)
+        ok = jset(set, v[i]->name, json_integer((json_int_t)i));
+    for (const level_t *lv = L != NULL ? L->levels : NULL; ok && lv != NULL; lv = lv->hh.next) {
+        for (const named_limit_t *e = group ? lv->groups : lv->users; ok && e != NULL; e = e->hh.next)
+            if (json_object_get(set, e->name) == NULL)
+                ok = jset(set, e->name, json_integer(-1));
+        if (ok && group && lv->group_any != NULL && json_object_get(set, KQ_UGM_WILDCARD) == NULL)
+            ok = jset(set, KQ_UGM_WILDCARD, json_integer(-1));
+    }
+    size_t count = ok ? json_object_size(set) : 0, k = 0;
+    const char **names = count > 0 ? malloc(count * sizeof(*names)) : NULL;
+    ok = ok && (count == 0 || names != NULL);
+    const char *key;
+    json_t *val;
+    if (ok)
+        json_object_foreach(set, key, val) names[k++] = key;
+    if (ok && count > 1)
+        qsort(names, count, sizeof(*names), cmp_str);
+    for (size_t i = 0; ok && i < count; i++) {
+        json_int_t idx = json_integer_value(json_object_get(set, names[i]));
+        ok = jappend(out, tracker_json(names[i], idx >= 0 ? v[idx] : NULL, L, group));
+    }
+    free(names);
+    json_decref(set);
+    if (!ok) {
+        json_decref(out);
+        return NULL;
+    }
+    return out;
+}
+
 static json_t *trackers_json(kq_ugm_t *m, bool group, const char *name)
 {
     if (m == NULL)
@@ -1982,17 +2457,12 @@ static json_t *trackers_json(kq_ugm_t *m, bool group, const char *name)
     size_t n;
     limits_t *L;
     tracker_t **v = view_pin(m, group, name, &n, &L);
-    json_t *out = name != NULL ? NULL : json_array();
-    bool ok = name != NULL || out != NULL;
-    for (size_t i = 0; ok && i < n; i++) {
-        mutex_lock(&v[i]->lock);
-        json_t *one = tracker_json(v[i], L, group);
-        mutex_unlock(&v[i]->lock);
-        if (name != NULL)
-            out = one;
-        else
-            ok = jappend(out, one);
-    }
+    json_t *out = NULL;
+    bool ok = true;
+    if (name == NULL)
+        ok = (out = trackers_all_json(v, n, L, group)) != NULL;
+    else if (n == 1 || configured(L, group, name))
+        out = tracker_json(name, n == 1 ? v[0] : NULL, L, group);
     view_unpin(m, group, v, n, L);
     if (!ok) {
         json_decref(out);
@@ -2032,15 +2502,20 @@ static node_t *child_find(const tree_t *t, const node_t *n, const kq_queue_conf_
 static bool queue_common(json_t *o, const char *partition, const node_t *n, const char *path,
                          const char *parent_path)
 {
-    bool ok = jset(o, "queuename", json_string(path)) && jset(o, "partition", json_string(partition));
+    bool ok = jset(o, "queuename", json_string(path)) && jset(o, "status", json_string("Active")) &&
+              jset(o, "partition", json_string(partition));
     if (ok && parent_path != NULL)
         ok = jset(o, "parent", json_string(parent_path));
-    kq_resource_t used;
+    kq_resource_t used, pending = n != NULL && n->pending != NULL ? *n->pending : empty_res;
     node_load(n, &used);
-    if (ok)
-        ok = jset(o, "allocatedResource", kq_resource_to_json(&used)) &&
-             jset(o, "pendingResource", kq_resource_to_json(n != NULL && n->pending != NULL ? n->pending : &empty_res)) &&
-             jset(o, "runningApps", json_integer(n != NULL ? (json_int_t)n->running : 0));
+    ok = ok && jset_res(o, "allocatedResource", &used) && jset_res(o, "pendingResource", &pending);
+    if (ok && n != NULL && n->running > 0)
+        ok = jset(o, "runningApps", json_integer((json_int_t)n->running));
+    /* Fields YuniKorn always sends (no omitempty); kubequota has no priorities and no
+     * preemption between queues. */
+    ok = ok && jset(o, "currentPriority", json_integer(0)) && jset(o, "prioritySorting", json_false()) &&
+         jset(o, "preemptionEnabled", json_false()) && jset(o, "isPreemptionFence", json_false()) &&
+         jset(o, "isPriorityFence", json_false());
     return ok;
 }
 
@@ -2053,12 +2528,14 @@ static json_t *unmanaged_queue_json(const view_t *vw, const node_t *n, const cha
     bool ok = queue_common(o, partition, n, n->path, parent_path) &&
               jset(o, "isLeaf", json_boolean(n->n_children == 0)) &&
               jset(o, "isManaged", json_false());
-    json_t *children = ok ? json_array() : NULL;
-    ok = ok && jset(o, "children", children);
     size_t nc = 0;
     node_t *const *v = view_children(vw, n, &nc);
+    json_t *children = ok && nc > 0 ? json_array() : NULL, *names = ok && nc > 0 ? json_array() : NULL;
+    if (nc > 0)
+        ok = ok && jset(o, "children", children) && jset(o, "childNames", names);
     for (size_t i = 0; ok && i < nc; i++)
-        ok = jappend(children, unmanaged_queue_json(vw, v[i], partition, n->path));
+        ok = jappend(children, unmanaged_queue_json(vw, v[i], partition, n->path)) &&
+             jappend(names, json_string(v[i]->path));
     if (!ok) {
         json_decref(o);
         return NULL;
@@ -2075,9 +2552,9 @@ static json_t *managed_queue_json(const tree_t *t, const view_t *vw, const kq_pa
     bool ok = queue_common(o, partition, n, q->path, q->parent != NULL ? q->parent->path : NULL) &&
               jset(o, "isLeaf", json_boolean(!q->is_parent)) && jset(o, "isManaged", json_true());
     if (ok && q->has_max)
-        ok = jset(o, "maxResource", kq_resource_to_json(&q->max));
+        ok = jset_res(o, "maxResource", &q->max);
     if (ok && q->has_guaranteed)
-        ok = jset(o, "guaranteedResource", kq_resource_to_json(&q->guaranteed));
+        ok = jset_res(o, "guaranteedResource", &q->guaranteed);
     if (ok && q->max_applications != 0)
         ok = jset(o, "maxRunningApps", json_integer((json_int_t)q->max_applications));
     if (ok && q->n_properties > 0) {
@@ -2086,18 +2563,24 @@ static json_t *managed_queue_json(const tree_t *t, const view_t *vw, const kq_pa
         for (size_t i = 0; ok && i < q->n_properties; i++)
             ok = jset(props, q->properties[i].key, json_string(q->properties[i].value));
     }
-    json_t *children = ok ? json_array() : NULL;
-    ok = ok && jset(o, "children", children);
+    json_t *children = ok ? json_array() : NULL, *names = ok ? json_array() : NULL;
+    ok = ok && children != NULL && names != NULL;
     for (size_t i = 0; ok && i < q->n_children; i++) {
         const kq_queue_conf_t *c = q->children[i];
-        ok = jappend(children, managed_queue_json(t, vw, part, c, child_find(t, n, c), partition));
+        ok = jappend(children, managed_queue_json(t, vw, part, c, child_find(t, n, c), partition)) &&
+             jappend(names, json_string(c->path));
     }
     /* Tracked children the configuration does not define. */
     size_t nc = 0;
     node_t *const *v = n != NULL ? view_children(vw, n, &nc) : NULL;
     for (size_t i = 0; ok && i < nc; i++)
         if (kq_config_queue(part, v[i]->path) == NULL)
-            ok = jappend(children, unmanaged_queue_json(vw, v[i], partition, q->path));
+            ok = jappend(children, unmanaged_queue_json(vw, v[i], partition, q->path)) &&
+                 jappend(names, json_string(v[i]->path));
+    if (ok && json_array_size(children) > 0)
+        ok = jset(o, "children", json_incref(children)) && jset(o, "childNames", json_incref(names));
+    json_decref(children);
+    json_decref(names);
     if (!ok) {
         json_decref(o);
         return NULL;
@@ -2128,8 +2611,7 @@ json_t *kq_ugm_queues_json(kq_ugm_t *m)
             json_decref(out);
             out = NULL;
         }
-        if (out != NULL && (!jset(out, "isLeaf", json_false()) || !jset(out, "isManaged", json_false()) ||
-                            !jset(out, "children", json_array()))) {
+        if (out != NULL && (!jset(out, "isLeaf", json_false()) || !jset(out, "isManaged", json_false()))) {
             json_decref(out);
             out = NULL;
         }
@@ -2278,4 +2760,113 @@ void kq_ugm_set_dynamic_limits_hook(void *ugm, const char *queue_path, const kq_
 kq_qkind_t kq_ugm_queue_kind_hook(void *ugm, const char *queue_path)
 {
     return kq_ugm_queue_kind(ugm, queue_path);
+}
+
+/* Applications: a copy of each owner entry taken under m->lock, rendered after it. */
+typedef struct app_row {
+    char *id, *user, *queue;
+    char **groups;
+    size_t n_groups;
+    uint64_t pods;
+    kq_resource_t used;
+} app_row_t;
+
+static int cmp_row(const void *a, const void *b)
+{
+    return strcmp(((const app_row_t *)a)->id, ((const app_row_t *)b)->id);
+}
+
+static void rows_free(app_row_t *v, size_t n)
+{
+    for (size_t i = 0; v != NULL && i < n; i++) {
+        free(v[i].id);
+        free(v[i].user);
+        free(v[i].queue);
+        for (size_t j = 0; j < v[i].n_groups; j++)
+            free(v[i].groups[j]);
+        free(v[i].groups);
+    }
+    free(v);
+}
+
+json_t *kq_ugm_apps_json(kq_ugm_t *m, const char *queue_path)
+{
+    if (m == NULL)
+        return NULL;
+    qpath_t q;
+    if (queue_path != NULL && parse_path(queue_path, &q) != 0)
+        return json_array(); /* no such queue: no applications */
+    bool ok = true;
+    size_t n = 0;
+    mutex_lock(&m->lock);
+    size_t cap = HASH_COUNT(m->owners);
+    app_row_t *v = cap > 0 ? calloc(cap, sizeof(*v)) : NULL;
+    ok = cap == 0 || v != NULL;
+    for (owner_t *o = m->owners; ok && o != NULL; o = o->hh.next) {
+        if (o->pods == 0 || (queue_path != NULL && strcmp(o->queue, q.s) != 0))
+            continue;
+        app_row_t *r = &v[n++];
+        r->id = strdup(o->app);
+        r->user = strdup(o->user.name);
+        r->queue = strdup(o->queue);
+        r->groups = o->user.n_groups > 0 ? calloc(o->user.n_groups, sizeof(char *)) : NULL;
+        ok = r->id != NULL && r->user != NULL && r->queue != NULL && (o->user.n_groups == 0 || r->groups != NULL);
+        for (size_t j = 0; ok && j < o->user.n_groups; j++) {
+            r->groups[j] = strdup(o->user.groups[j]);
+            ok = r->groups[j] != NULL;
+            r->n_groups = j + 1;
+        }
+        r->pods = o->pods;
+        r->used = o->used;
+    }
+    mutex_unlock(&m->lock);
+    json_t *out = ok ? json_array() : NULL;
+    ok = out != NULL;
+    if (ok && n > 1)
+        qsort(v, n, sizeof(*v), cmp_row);
+    for (size_t i = 0; ok && i < n; i++) {
+        json_t *a = json_object(), *groups = json_array();
+        if (a != NULL && groups == NULL) {
+            json_decref(a);
+            a = NULL;
+        }
+        ok = a != NULL && jappend(out, a) && jset(a, "applicationID", json_string(v[i].id)) &&
+             jset_res(a, "usedResource", &v[i].used) && jset(a, "partition", json_string(m->partition)) &&
+             jset(a, "queueName", json_string(v[i].queue)) && jset(a, "applicationState", json_string("Running")) &&
+             jset(a, "user", json_string(v[i].user));
+        for (size_t j = 0; ok && j < v[i].n_groups; j++)
+            ok = jappend(groups, json_string(v[i].groups[j]));
+        if (ok && v[i].n_groups > 0)
+            ok = jset(a, "groups", json_incref(groups));
+        json_decref(groups);
+    }
+    rows_free(v, n);
+    if (!ok) {
+        json_decref(out);
+        return NULL;
+    }
+    return out;
+}
+
+int kq_ugm_totals(kq_ugm_t *m, kq_resource_t *used, size_t *apps, size_t *pods)
+{
+    if (m == NULL || used == NULL)
+        return KQ_EINVAL;
+    size_t na = 0, np = 0;
+    mutex_lock(&m->lock);
+    for (owner_t *o = m->owners; o != NULL; o = o->hh.next) {
+        if (o->pods > 0) {
+            na++;
+            np += o->pods;
+        }
+    }
+    mutex_unlock(&m->lock);
+    mutex_lock(&m->qlock);
+    node_load(m->qtree.root, used);
+    mutex_unlock(&m->qlock);
+    if (apps != NULL)
+        *apps = na;
+    if (pods != NULL)
+        *pods = np;
+    return 0;
 }

@@ -153,6 +153,10 @@ bool kq_elastic_preempt_default(const kq_elastic_t *e);
 /* The tree (borrowed, lives as long as the module). */
 kq_qtree_t *kq_elastic_qtree(kq_elastic_t *e);
 
+/* The nodes seen by the nodes informer, sorted by name: [{"name", "allocatable" (canonical
+ * resource map; {} for an unschedulable node)}]. New reference; NULL on ENOMEM. */
+json_t *kq_elastic_nodes_json(kq_elastic_t *e);
+
 /* The pod's quota group (rules above) in group; 0. KQ_ENOENT never: every pod has one.
  * Matches kq_ledger_resolve_fn (ud = the module). */
 int kq_elastic_resolve(void *ud, const kq_pod_t *pod, char *group, size_t len);

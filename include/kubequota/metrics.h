@@ -48,6 +48,14 @@ typedef enum kq_endpoint {
     KQ_EP_VALIDATE_CONF,  /* /ws/v1/validate-conf */
     KQ_EP_PRICES,         /* /ws/v1/partition/{partition}/prices */
     KQ_EP_CHARGES,        /* /ws/v1/partition/{partition}/charges */
+    KQ_EP_PARTITIONS,     /* /ws/v1/partitions */
+    KQ_EP_QUEUE,          /* /ws/v1/partition/{partition}/queue/{queue} */
+    KQ_EP_QUEUE_APPS,     /* /ws/v1/partition/{partition}/queue/{queue}/applications */
+    KQ_EP_APPS,           /* /ws/v1/partition/{partition}/applications[/{state}] */
+    KQ_EP_NODES,          /* /ws/v1/partition/{partition}/nodes */
+    KQ_EP_CLUSTERS,       /* /ws/v1/clusters */
+    KQ_EP_HEALTHCHECK,    /* /ws/v1/scheduler/healthcheck */
+    KQ_EP_CONFIG,         /* /ws/v1/config */
     KQ_EP_COUNT
 } kq_endpoint_t;
 

@@ -1,16 +1,22 @@
-/* REST usage view (YuniKorn's paths and shapes): users, groups and queues of a partition,
- * and validation of a queues.yaml.
+/* REST usage view (YuniKorn's paths and shapes, apache/yunikorn-core pkg/webservice):
+ * users, groups, queues, applications and nodes of a partition, partitions, clusters,
+ * scheduler health, the configuration, and validation of a queues.yaml.
  *
  * Each function returns the HTTP status and sets *body to a new malloc'ed, NUL-terminated
  * JSON text (caller frees with free()) and *len to its length. On ENOMEM it returns 500
- * and *body is NULL. Errors have the body {"error":"..."}. An unknown partition (anything
- * but app->partition) is 404, as is an unknown user or group.
+ * and *body is NULL. Errors have YuniKorn's body {"status_code":N,"message":"...",
+ * "description":"..."} (dao.YAPIError): message is YuniKorn's fixed text ("Partition not
+ * found", "User not found", "Group not found", "Queue not found"), description says more.
+ * An unknown partition (anything but app->partition) is 404, as is an unknown user or
+ * group (users and groups named in a configured limit are known) and an unknown queue; a
+ * malformed queue path is 400.
  *
  * Threads: any; the data comes from the ugm's JSON views (which take the ugm's locks).
  */
 #ifndef KUBEQUOTA_REST_H
 #define KUBEQUOTA_REST_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "kubequota/app.h"
@@ -26,6 +32,32 @@ int kq_rest_group(kq_app_t *app, const char *partition, const char *group, char 
 /* GET /ws/v1/partition/{partition}/queues */
 int kq_rest_queues(kq_app_t *app, const char *partition, char **body, size_t *len);
 
+/* GET /ws/v1/partition/{partition}/queue/{queue}[?subtree]: one queue of the queues view,
+ * with its children only when subtree is set (childNames always). */
+int kq_rest_queue(kq_app_t *app, const char *partition, const char *queue, bool subtree, char **body,
+                  size_t *len);
+/* GET /ws/v1/partition/{partition}/queue/{queue}/applications: the running applications
+ * whose first pod went to that queue (kq_ugm_apps_json). */
+int kq_rest_queue_apps(kq_app_t *app, const char *partition, const char *queue, char **body, size_t *len);
+/* GET /ws/v1/partition/{partition}/applications[/{state}]: state NULL or "active": the
+ * running applications; "rejected", "completed": [] (no history kept); else 400. */
+int kq_rest_apps(kq_app_t *app, const char *partition, const char *state, char **body, size_t *len);
+/* GET /ws/v1/partition/{partition}/nodes: [{"nodeID","hostName","capacity" (allocatable),
+ * "schedulable","isReserved"}] from the nodes informer ([] without elastic quota). */
+int kq_rest_nodes(kq_app_t *app, const char *partition, char **body, size_t *len);
+/* GET /ws/v1/partitions: [dao.PartitionInfo] for the one partition served. */
+int kq_rest_partitions(kq_app_t *app, char **body, size_t *len);
+/* GET /ws/v1/clusters: [dao.ClusterDAOInfo]. */
+int kq_rest_clusters(kq_app_t *app, char **body, size_t *len);
+/* GET /ws/v1/scheduler/healthcheck: dao.SchedulerHealthDAOInfo ({"Healthy",
+ * "HealthChecks":[...]}); healthy once the first pod list is in. */
+int kq_rest_healthcheck(kq_app_t *app, char **body, size_t *len);
+/* GET /ws/v1/config: the configuration in force, in queues.yaml's key names (JSON, which
+ * is also YAML); quantities as strings, cpu as "vcore". */
+int kq_rest_config(kq_app_t *app, char **body, size_t *len);
+/* Records the process start time (the clusters and partitions views); call once early. */
+void kq_rest_init(void);
+
 /* POST /ws/v1/validate-conf: yaml is a queues.yaml. Always 200 (like YuniKorn) with
  * {"allowed":true,"reason":""} or {"allowed":false,"reason":"<every diagnostic, joined
  * with \"; \">"}. Nothing is applied. With app, the file is also judged as the running
@@ -33,7 +65,8 @@ int kq_rest_queues(kq_app_t *app, const char *partition, char **body, size_t *le
  * NULL: the loader's rules only. */
 int kq_rest_validate_conf(kq_app_t *app, const char *yaml, size_t yaml_len, char **body, size_t *len);
 
-/* {"error":"<message>"} as a new malloc'ed string (*len its length); NULL on ENOMEM. */
-char *kq_rest_error_body(const char *message, size_t *len);
+/* {"status_code":status,"message":message,"description":description (message when NULL)}
+ * as a new malloc'ed string (*len its length); NULL on ENOMEM. */
+char *kq_rest_error_body(int status, const char *message, const char *description, size_t *len);
 
 #endif

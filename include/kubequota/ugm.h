@@ -51,6 +51,9 @@ typedef struct kq_ugm kq_ugm_t;
 #define KQ_UGM_MAX_DEPTH 65
 #define KQ_UGM_PATH_MAX 4352
 
+/* The group that applications matched by a "*" group limit are tracked against. */
+#define KQ_UGM_WILDCARD "*"
+
 typedef struct kq_user {
     const char *name;
     const char *const *groups; /* in the order the API server gave them */
@@ -137,6 +140,17 @@ kq_qkind_t kq_ugm_queue_kind(kq_ugm_t *m, const char *queue_path);
 int kq_ugm_set_dynamic_limits(kq_ugm_t *m, const char *queue_path, const kq_resource_t *max, uint64_t max_apps);
 void kq_ugm_set_dynamic_limits_hook(void *ugm, const char *queue_path, const kq_resource_t *max, uint64_t max_apps);
 kq_qkind_t kq_ugm_queue_kind_hook(void *ugm, const char *queue_path);
+
+/* Running applications (those with allocations), sorted by id, as YuniKorn's
+ * ApplicationDAOInfo (dao/application_info.go): {"applicationID","usedResource",
+ * "partition","queueName" (the queue of its first allocation),"applicationState":
+ * "Running","user","groups"} (user and groups: the user of its first pod). Only those in
+ * queue_path when it is not NULL. New reference; NULL on ENOMEM. */
+json_t *kq_ugm_apps_json(kq_ugm_t *m, const char *queue_path);
+
+/* The partition's total usage (the root queue's), running applications and counted pods.
+ * 0 or KQ_EINVAL. */
+int kq_ugm_totals(kq_ugm_t *m, kq_resource_t *used, size_t *apps, size_t *pods) KQ_WUR;
 
 /* Counts for tests and metrics. */
 size_t kq_ugm_user_count(kq_ugm_t *m);

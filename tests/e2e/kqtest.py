@@ -669,7 +669,7 @@ def pod_identity(pod, queues):
 def tracked_group(queues, path, groups):
     """The group an application is tracked against (see include/kubequota/ugm.h): walk the
     limits from the leaf up to root; the first group limit naming one of the user's groups
-    wins; a "*" group limit matches the user's first group."""
+    wins; a "*" group limit tracks it against the group "*" (cumulative, as YuniKorn)."""
     parts = path.split(".")
     for i in range(len(parts), 0, -1):
         q = queues.get(".".join(parts[:i])) or {}
@@ -681,7 +681,7 @@ def tracked_group(queues, path, groups):
                 if g in lg:
                     return g
             if "*" in lg and groups:
-                return groups[0]
+                return "*"
     return None
 
 
@@ -721,7 +721,9 @@ def expected_usage(state, config):
 
 
 def _clean(res):
-    return {k: v for k, v in (res or {}).items() if k != "pods" and v}
+    """Without pods (every pod counts pods: 1); cpu as kubequota's view names it ("vcore",
+    as YuniKorn's shim does) or as the pods name it."""
+    return {("cpu" if k == "vcore" else k): v for k, v in (res or {}).items() if k != "pods" and v}
 
 
 def _flatten(node, parent, out, key="resourceUsage"):

@@ -214,7 +214,7 @@ class ConfigReloadTest(KQTestCase):
         u = self.kq.get_json("/ws/v1/partition/%s/usage/user/alice" % PARTITION)
         for c in u["queues"].get("children") or []:
             if c.get("queuePath", c.get("queuename")) in ("root.dev", "dev"):
-                return (c.get("maxResources") or {}).get("cpu")
+                return (c.get("maxResources") or {}).get("vcore")  # YuniKorn's shim name for cpu
 
     def test_reload_applies_new_limits_and_keeps_old_on_error(self):
         self.create("a1", user="alice", queue="root.dev", cpu="1")

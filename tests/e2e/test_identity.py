@@ -71,7 +71,7 @@ class IdentityTest(KQTestCase):
                            if any(u["userName"] == "mallory" for u in self.kq.get_json(USERS)) else None,
                            msg="mallory's usage to appear")
         self.assertNotIn("bob", users)
-        self.assertEqual(users["mallory"]["queues"]["resourceUsage"]["cpu"], 1000)
+        self.assertEqual(users["mallory"]["queues"]["resourceUsage"]["vcore"], 1000)
 
     def test_pod_without_identity_gets_the_requester(self):
         bare = pod_manifest("p2", cpu="500m")
@@ -102,7 +102,7 @@ class RestTokenTest(KQTestCase):
         anon = HttpClient(self.kq.url, ca=certs()["ca"])
         r = anon.get(USERS)
         self.assertEqual(r.status, 401, r.text)
-        self.assertIn("error", r.json())
+        self.assertEqual(r.json()["status_code"], 401)  # YuniKorn's error body (dao.YAPIError)
         wrong = HttpClient(self.kq.url, ca=certs()["ca"], token="not-the-token")
         self.assertEqual(wrong.get(USERS).status, 401)
         self.assertEqual(wrong.post("/ws/v1/validate-conf", raw="partitions: []").status, 401)
@@ -140,7 +140,7 @@ class KubernetesAuthTest(KQTestCase):
         self.assertEqual(self.client("tok-alice").get(USERS).status, 200)
         r = self.client("tok-eve").get(USERS)
         self.assertEqual(r.status, 403, r.text)
-        self.assertIn("eve", r.json()["error"])
+        self.assertIn("eve", r.json()["description"])
         self.assertEqual(self.client("tok-unknown").get(USERS).status, 401)
         self.assertEqual(self.client(None).get(USERS).status, 401)
         # --metrics-auth: /metrics follows the same rules

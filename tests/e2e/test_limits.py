@@ -30,7 +30,7 @@ class UserLimitTest(KQTestCase):
         u = self.kq.get_json("/ws/v1/partition/%s/usage/user/alice" % PARTITION)
         self.assertEqual(u["userName"], "alice")
         root = u["queues"]
-        self.assertEqual(root["resourceUsage"]["cpu"], 2000)
+        self.assertEqual(root["resourceUsage"]["vcore"], 2000)
         self.assertEqual(root["resourceUsage"]["memory"], 2 * 2**30)
         # memory is the binding resource for a small-cpu, large-memory pod
         self.create("a4", user="alice", groups=["dev"], queue="root.dev", cpu=None,
@@ -67,7 +67,7 @@ class UserLimitTest(KQTestCase):
         self.assert_bound("n3", "web")
         self.wait_usage()
         exp = self.kq.get_json("/ws/v1/partition/%s/usage/user/bob" % PARTITION)
-        self.assertEqual(exp["queues"]["resourceUsage"]["cpu"], 3000)
+        self.assertEqual(exp["queues"]["resourceUsage"]["vcore"], 3000)
 
 
 class GroupLimitTest(KQTestCase):
@@ -91,7 +91,7 @@ class GroupLimitTest(KQTestCase):
         self.wait_usage()
         g = self.kq.get_json("/ws/v1/partition/%s/usage/group/dev" % PARTITION)
         self.assertEqual(g["groupName"], "dev")
-        self.assertEqual(g["queues"]["resourceUsage"]["cpu"], 2000)
+        self.assertEqual(g["queues"]["resourceUsage"]["vcore"], 2000)
         self.assertEqual(sorted(g.get("users") or []), ["dave", "erin"])
 
     def test_group_selection_uses_a_configured_group(self):
@@ -105,8 +105,8 @@ class GroupLimitTest(KQTestCase):
         self.assert_bound("i1")
         self.wait_usage()
         groups = {g["groupName"]: g for g in self.kq.groups()}
-        self.assertEqual(groups["qa"]["queues"]["resourceUsage"]["cpu"], 1000)
-        self.assertEqual(groups["dev"]["queues"]["resourceUsage"]["cpu"], 1500)
+        self.assertEqual(groups["qa"]["queues"]["resourceUsage"]["vcore"], 1000)
+        self.assertEqual(groups["dev"]["queues"]["resourceUsage"]["vcore"], 1500)
         self.assertNotIn("misc", groups)
 
 

@@ -313,13 +313,18 @@ static void test_filter_denied_nodes(void **state)
     json_decref(args);
 }
 
-/* Another user (bob) has no limit: allowed even while alice is full. */
+/* Another user (bob) has no limit: his own application is allowed even while alice is
+ * full. (A pod of alice's application would be charged to alice, whoever submits it.) */
 static void test_filter_other_user_allowed(void **state)
 {
     fx_t *f = *state;
     occupy(f, "other-pod-uid");
     json_t *args = fixture("extender-filter-args.nodecachecapable-true.json");
     set_pod(args, POD_UID, "bob");
+    json_t *meta = json_object_get(json_object_get(args, "Pod"), "metadata");
+    if (json_object_get(meta, "labels") == NULL)
+        json_object_set_new(meta, "labels", json_object());
+    json_object_set_new(json_object_get(meta, "labels"), "kubequota.io/app-id", json_string("bob-app"));
     json_t *res;
     assert_int_equal(call(f, kq_extender_filter, args, &res), 200);
     assert_true(json_equal(json_object_get(res, "NodeNames"), json_object_get(args, "NodeNames")));

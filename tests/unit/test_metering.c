@@ -660,7 +660,7 @@ static void test_tracked_group(void **state)
     char *g2[] = {"", "ops", "qa"};
     pod.groups = g2;
     pod.n_groups = 3;
-    assert_string_equal(tracked_group(u, &pod, buf, sizeof(buf)), "ops"); /* "*": first group */
+    assert_string_equal(tracked_group(u, &pod, buf, sizeof(buf)), "*"); /* "*": the wildcard group itself */
     pod.queue = (char *)"root.b";
     assert_null(tracked_group(u, &pod, buf, sizeof(buf))); /* no group limit up to root */
     pod.queue = (char *)"root.a";
@@ -678,7 +678,7 @@ static void test_tracked_group(void **state)
     pod.n_groups = 3;
     assert_string_equal(tracked_group(u, &pod, buf, sizeof(buf)), "dev");
     assert_int_equal(kq_ugm_decrease(u, "root.a", "app-1", "alice", &one), 0);
-    assert_string_equal(tracked_group(u, &pod, buf, sizeof(buf)), "ops"); /* app ended: chosen anew */
+    assert_string_equal(tracked_group(u, &pod, buf, sizeof(buf)), "*"); /* app ended: chosen anew */
     kq_ugm_free(u);
     kq_config_unref(cfg);
 }

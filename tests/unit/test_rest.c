@@ -51,7 +51,7 @@ static int setup(void **state)
     if ((f->cfg = test_config(QUEUES_YAML)) == NULL)
         return -1;
     *state = f;
-    return test_app_start(&f->app, f->cfg, "kubequota-scheduler", 0);
+    return test_app_start(&f->app, f->cfg, "kubequota-scheduler", TEST_APP_HOLDER);
 }
 
 static int teardown(void **state)
@@ -79,7 +79,8 @@ static json_t *parsed(int status, int want, char **bodyp, size_t *lenp)
 {
     char *body = *bodyp;
     size_t len = *lenp;
-    assert_int_equal(status, want);
+    if (status != want)
+        fail_msg("status %d, want %d: %s", status, want, body != NULL ? body : "(no body)");
     assert_non_null(body);
     assert_int_equal(len, strlen(body));
     json_error_t e;
@@ -90,9 +91,20 @@ static json_t *parsed(int status, int want, char **bodyp, size_t *lenp)
     return j;
 }
 
+/* YuniKorn's error body (apache/yunikorn-core pkg/webservice/dao/error_info.go YAPIError):
+ * {"status_code": int, "message": string, "description": string}. */
+static void assert_yapi_error(const json_t *j, int status, const char *message)
+{
+    assert_int_equal(json_object_size(j), 3);
+    assert_true(json_is_integer(json_object_get(j, "status_code")));
+    assert_int_equal(json_integer_value(json_object_get(j, "status_code")), status);
+    assert_string_equal(json_string_value(json_object_get(j, "message")), message);
+    assert_true(json_is_string(json_object_get(j, "description")));
+}
+
 static void assert_error_mentions(const json_t *j, const char *needle)
 {
-    const char *msg = json_string_value(json_object_get(j, "error"));
+    const char *msg = json_string_value(json_object_get(j, "description"));
     assert_non_null(msg);
     if (strstr(msg, needle) == NULL)
         fail_msg("error \"%s\" does not mention \"%s\"", msg, needle);
@@ -114,9 +126,11 @@ static void test_users_and_user(void **state)
     fx_t *f = *state;
     char *b;
     size_t n;
+    /* alice is named in a limit: shown with it before any use */
     json_t *j = parsed(kq_rest_users(&f->app, "default", &b, &n), 200, &b, &n);
     assert_true(json_is_array(j));
-    assert_int_equal(json_array_size(j), 0);
+    assert_int_equal(json_array_size(j), 1);
+    assert_null(json_object_get(json_object_get(json_array_get(j, 0), "queues"), "resourceUsage"));
     json_decref(j);
 
     add_usage(f);
@@ -128,14 +142,15 @@ static void test_users_and_user(void **state)
     j = parsed(kq_rest_user(&f->app, "default", "alice", &b, &n), 200, &b, &n);
     assert_string_equal(json_string_value(json_object_get(j, "userName")), "alice");
     const json_t *root = json_object_get(j, "queues");
-    const json_t *team = child_named(root, "queuename", "root.team-a");
+    const json_t *team = child_named(root, "queuePath", "root.team-a");
     assert_non_null(team);
-    assert_int_equal(json_integer_value(json_object_get(json_object_get(team, "resourceUsage"), "cpu")) +
-                         json_integer_value(json_object_get(json_object_get(team, "resourceUsage"), "vcore")),
-                     1500);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(team, "resourceUsage"), "vcore")), 1500);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(team, "resourceUsage"), "pods")), 1);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(team, "maxResources"), "vcore")), 4000);
     json_decref(j);
 
     j = parsed(kq_rest_user(&f->app, "default", "bob", &b, &n), 404, &b, &n);
+    assert_yapi_error(j, 404, "User not found");
     assert_error_mentions(j, "bob");
     json_decref(j);
 
@@ -161,6 +176,7 @@ static void test_groups_and_group(void **state)
     json_decref(j);
 
     j = parsed(kq_rest_group(&f->app, "default", "ops", &b, &n), 404, &b, &n);
+    assert_yapi_error(j, 404, "Group not found");
     assert_error_mentions(j, "ops");
     json_decref(j);
 }
@@ -188,6 +204,7 @@ static void test_unknown_partition(void **state)
     char *b;
     size_t n;
     json_t *j = parsed(kq_rest_users(&f->app, "other", &b, &n), 404, &b, &n);
+    assert_yapi_error(j, 404, "Partition not found");
     assert_error_mentions(j, "other");
     json_decref(j);
     j = parsed(kq_rest_groups(&f->app, "other", &b, &n), 404, &b, &n);
@@ -244,12 +261,108 @@ static void test_error_body(void **state)
 {
     (void)state;
     size_t n = 0;
-    char *b = kq_rest_error_body("a \"quoted\" thing", &n);
+    char *b = kq_rest_error_body(418, "a \"quoted\" thing", NULL, &n);
     json_t *j = json_loads(b, 0, NULL);
-    assert_string_equal(json_string_value(json_object_get(j, "error")), "a \"quoted\" thing");
+    assert_yapi_error(j, 418, "a \"quoted\" thing");
+    assert_string_equal(json_string_value(json_object_get(j, "description")), "a \"quoted\" thing");
     assert_int_equal(n, strlen(b));
     json_decref(j);
     free(b);
+}
+
+/* The queue, applications, partitions, clusters, health and config views (shapes of
+ * apache/yunikorn-core pkg/webservice/dao: queue_info.go, application_info.go,
+ * partition_info.go, cluster_info.go, scheduler_health.go; errors as handlers.go). */
+static void test_more_views(void **state)
+{
+    fx_t *f = *state;
+    add_usage(f);
+    char *b;
+    size_t n;
+    /* one queue: no children without ?subtree, childNames always */
+    json_t *j = parsed(kq_rest_queue(&f->app, "default", "root", false, &b, &n), 200, &b, &n);
+    assert_string_equal(json_string_value(json_object_get(j, "queuename")), "root");
+    assert_null(json_object_get(j, "children"));
+    assert_string_equal(json_string_value(json_array_get(json_object_get(j, "childNames"), 0)), "root.team-a");
+    json_decref(j);
+    j = parsed(kq_rest_queue(&f->app, "default", "ROOT.team-a", true, &b, &n), 200, &b, &n);
+    assert_string_equal(json_string_value(json_object_get(j, "queuename")), "root.team-a");
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "maxResource"), "vcore")), 8000);
+    json_decref(j);
+    j = parsed(kq_rest_queue(&f->app, "default", "root.nope", false, &b, &n), 404, &b, &n);
+    assert_yapi_error(j, 404, "Queue not found");
+    json_decref(j);
+    j = parsed(kq_rest_queue(&f->app, "default", "root..x", false, &b, &n), 400, &b, &n);
+    assert_yapi_error(j, 400, "\"root..x\" is not a valid queue path");
+    json_decref(j);
+    j = parsed(kq_rest_queue(&f->app, "other", "root", false, &b, &n), 404, &b, &n);
+    assert_yapi_error(j, 404, "Partition not found");
+    json_decref(j);
+
+    /* applications: app-1 of alice (group dev) in root.team-a */
+    j = parsed(kq_rest_queue_apps(&f->app, "default", "root.team-a", &b, &n), 200, &b, &n);
+    assert_int_equal(json_array_size(j), 1);
+    const json_t *a = json_array_get(j, 0);
+    assert_string_equal(json_string_value(json_object_get(a, "applicationID")), "app-1");
+    assert_string_equal(json_string_value(json_object_get(a, "queueName")), "root.team-a");
+    assert_string_equal(json_string_value(json_object_get(a, "partition")), "default");
+    assert_string_equal(json_string_value(json_object_get(a, "user")), "alice");
+    assert_string_equal(json_string_value(json_array_get(json_object_get(a, "groups"), 0)), "dev");
+    assert_string_equal(json_string_value(json_object_get(a, "applicationState")), "Running");
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(a, "usedResource"), "vcore")), 1500);
+    json_decref(j);
+    j = parsed(kq_rest_queue_apps(&f->app, "default", "root", &b, &n), 200, &b, &n);
+    assert_int_equal(json_array_size(j), 0); /* the application's queue is the leaf */
+    json_decref(j);
+    j = parsed(kq_rest_apps(&f->app, "default", NULL, &b, &n), 200, &b, &n);
+    assert_int_equal(json_array_size(j), 1);
+    json_decref(j);
+    j = parsed(kq_rest_apps(&f->app, "default", "completed", &b, &n), 200, &b, &n);
+    assert_int_equal(json_array_size(j), 0);
+    json_decref(j);
+    j = parsed(kq_rest_apps(&f->app, "default", "sleeping", &b, &n), 400, &b, &n);
+    json_decref(j);
+
+    /* partitions: one, with its usage and application count */
+    j = parsed(kq_rest_partitions(&f->app, &b, &n), 200, &b, &n);
+    assert_int_equal(json_array_size(j), 1);
+    const json_t *p = json_array_get(j, 0);
+    assert_string_equal(json_string_value(json_object_get(p, "name")), "default");
+    assert_true(json_is_string(json_object_get(p, "clusterId")));
+    assert_true(json_is_boolean(json_object_get(p, "preemptionEnabled")));
+    assert_true(json_is_boolean(json_object_get(p, "quotaPreemptionEnabled")));
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(json_object_get(p, "capacity"), "usedCapacity"),
+                                                        "vcore")),
+                     1500);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(p, "applications"), "total")), 1);
+    assert_int_equal(json_integer_value(json_object_get(p, "totalContainers")), 1);
+    json_decref(j);
+
+    j = parsed(kq_rest_clusters(&f->app, &b, &n), 200, &b, &n);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(j, 0), "partition")), "default");
+    assert_string_equal(json_string_value(json_object_get(json_array_get(j, 0), "clusterName")), "kubernetes");
+    json_decref(j);
+
+    j = parsed(kq_rest_healthcheck(&f->app, &b, &n), 200, &b, &n);
+    assert_true(json_is_boolean(json_object_get(j, "Healthy")));
+    assert_true(json_is_array(json_object_get(j, "HealthChecks")));
+    json_decref(j);
+
+    /* the configuration in force, reloadable as a queues.yaml */
+    j = parsed(kq_rest_config(&f->app, &b, &n), 200, &b, &n);
+    char *text = json_dumps(j, JSON_COMPACT);
+    assert_non_null(strstr(text, "\"vcore\":\"8\""));
+    assert_non_null(strstr(text, "\"limit\":\"alice\""));
+    size_t tlen = strlen(text);
+    json_t *v = parsed(kq_rest_validate_conf(text, tlen, &b, &n), 200, &b, &n);
+    assert_true(json_is_true(json_object_get(v, "allowed")));
+    json_decref(v);
+    free(text);
+    json_decref(j);
+
+    j = parsed(kq_rest_nodes(&f->app, "default", &b, &n), 200, &b, &n);
+    assert_true(json_is_array(j));
+    json_decref(j);
 }
 
 int main(void)
@@ -262,6 +375,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_unknown_partition, setup, teardown),
         cmocka_unit_test(test_validate_conf),
         cmocka_unit_test(test_error_body),
+        cmocka_unit_test_setup_teardown(test_more_views, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

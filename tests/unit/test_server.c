@@ -355,6 +355,12 @@ static void assert_json_error(const http_t *h, const char *needle)
 {
     json_t *j = json_body(h);
     const char *msg = json_string_value(json_object_get(j, "error"));
+    if (json_object_get(j, "status_code") != NULL) {
+        /* /ws/v1: YuniKorn's YAPIError body {"status_code","message","description"} */
+        assert_int_equal(json_integer_value(json_object_get(j, "status_code")), h->status);
+        assert_non_null(json_string_value(json_object_get(j, "message")));
+        msg = json_string_value(json_object_get(j, "description"));
+    }
     assert_non_null(msg);
     if (needle != NULL && strstr(msg, needle) == NULL)
         fail_msg("error \"%s\" does not mention \"%s\"", msg, needle);

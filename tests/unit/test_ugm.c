@@ -86,12 +86,12 @@ static int dec(kq_ugm_t *m, const char *q, const char *app, const char *user, in
     return kq_ugm_decrease(m, q, app, user, &r);
 }
 
-/* The Usage node with queuename == path inside a Usage tree, or NULL. */
+/* The Usage node with queuePath == path inside a Usage tree, or NULL. */
 static json_t *find_usage(json_t *u, const char *path)
 {
     if (u == NULL)
         return NULL;
-    const char *p = json_string_value(json_object_get(u, "queuename"));
+    const char *p = json_string_value(json_object_get(u, "queuePath"));
     if (p != NULL && strcmp(p, path) == 0)
         return u;
     size_t i;
@@ -122,9 +122,10 @@ static json_t *find_queue(json_t *q, const char *path)
     return NULL;
 }
 
+/* The views name cpu "vcore", as YuniKorn's shim does. */
 static int64_t jres(json_t *map, const char *name)
 {
-    json_t *v = json_object_get(map, name);
+    json_t *v = json_object_get(map, strcmp(name, "cpu") == 0 ? "vcore" : name);
     return v != NULL ? (int64_t)json_integer_value(v) : 0;
 }
 
@@ -335,24 +336,34 @@ static void test_group_selection(void **state)
     assert_int_equal(inc(m, "root.a.c", "e1", &erin, 100, 0), 0);
     assert_app_group(m, "erin", "e1", "eng");
 
-    /* only the wildcard matches: the user's first group */
+    /* only the wildcard matches: the application is tracked against the group "*" itself
+     * (apache/yunikorn-core pkg/scheduler/ugm/manager.go ensureGroupInternal) */
     const char *fg[] = {"zeta", "yotta"};
     kq_user_t frank = usr("frank", fg, 2);
     assert_int_equal(inc(m, "root.a.b", "f1", &frank, 100, 0), 0);
-    assert_app_group(m, "frank", "f1", "zeta");
+    assert_app_group(m, "frank", "f1", "*");
 
     /* no groups: no group */
     kq_user_t gina = usr("gina", NULL, 0);
     assert_int_equal(inc(m, "root.a.b", "g1", &gina, 100, 0), 0);
     assert_app_group(m, "gina", "g1", NULL);
 
-    assert_int_equal(kq_ugm_group_count(m), 5); /* dev ops eng g2 zeta */
+    assert_int_equal(kq_ugm_group_count(m), 5); /* dev ops eng g2 * */
     assert_int_equal(used_at(m, true, "eng", "root", "cpu"), 200);
     assert_int_equal(used_at(m, true, "eng", "root.e", "cpu"), 100);
     assert_int_equal(used_at(m, true, "dev", "root.a.b", "cpu"), 100);
-    assert_int_equal(used_at(m, true, "zeta", "root.a.b", "cpu"), 100);
-    assert_null(kq_ugm_group_json(m, "g1"));
+    assert_int_equal(used_at(m, true, "*", "root.a.b", "cpu"), 100);
+    assert_null(kq_ugm_group_json(m, "zeta"));
     assert_null(kq_ugm_group_json(m, "yotta"));
+    /* g1 is named in a limit: shown with its limit before any use */
+    json_t *g1 = kq_ugm_group_json(m, "g1");
+    assert_non_null(g1);
+    assert_null(json_object_get(g1, "applications"));
+    json_t *g1d = find_usage(json_object_get(g1, "queues"), "root.a.d");
+    assert_non_null(g1d);
+    assert_int_equal(json_integer_value(json_object_get(g1d, "maxApplications")), 10);
+    assert_null(json_object_get(g1d, "resourceUsage"));
+    json_decref(g1);
 
     /* the group view lists users and applications */
     json_t *eng = kq_ugm_group_json(m, "eng");
@@ -411,7 +422,8 @@ static void test_group_fixed_for_app_life(void **state)
     assert_int_equal(inc(m, "root.a", "app1", &hank, 100, 0), 0);
     assert_app_group(m, "hank", "app1", "dev");
     assert_int_equal(used_at(m, true, "dev", "root.a", "cpu"), 200);
-    assert_null(kq_ugm_group_json(m, "ops"));
+    /* ops, named by the new limit, is shown with it (no usage) */
+    assert_int_equal(used_at(m, true, "ops", "root.a", "cpu"), 0);
     /* dev's removed limit is no longer shown */
     json_t *dev = kq_ugm_group_json(m, "dev");
     json_t *n = find_usage(json_object_get(dev, "queues"), "root.a");
@@ -568,7 +580,7 @@ static void test_max_applications_user(void **state)
     assert_int_equal(inc(m, "root.u", "app3", &alice, 100, 0), KQ_EDENIED);
     assert_string_equal(reason, "user alice in queue root.u: limit \"alice-apps\" exceeded: "
                                 "applications 2 running + 1 new > 2 max");
-    assert_int_equal(inc(m, "root.u", "app3", &bob, 100, 0), 0); /* bob has no limit */
+    assert_int_equal(inc(m, "root.u", "bob-app", &bob, 100, 0), 0); /* bob has no limit */
     /* app1 runs until its last allocation is released */
     assert_int_equal(dec(m, "root.u", "app1", "alice", 100, 0), 0);
     assert_int_equal(inc(m, "root.u", "app3", &alice, 100, 0), KQ_EDENIED);
@@ -681,8 +693,11 @@ static void test_cleanup(void **state)
 
     assert_int_equal(dec(m, "root.a.b", "c1", "carol", 100, 0), 0);
     assert_int_equal(dec(m, "root.a.b", "c1", "carol", 200, 0), 0);
-    assert_int_equal(kq_ugm_group_count(m), 2); /* dev went with c1 */
-    assert_null(kq_ugm_group_json(m, "dev"));
+    assert_int_equal(kq_ugm_group_count(m), 2); /* dev's tracker went with c1 */
+    json_t *devj = kq_ugm_group_json(m, "dev"); /* still shown: named in a limit */
+    assert_non_null(devj);
+    assert_null(json_object_get(devj, "applications"));
+    json_decref(devj);
     assert_int_equal(dec(m, "root.a.c", "c2", "carol", 300, 0), 0);
     assert_int_equal(kq_ugm_user_count(m), 1);
     assert_null(kq_ugm_user_json(m, "carol"));
@@ -690,9 +705,16 @@ static void test_cleanup(void **state)
     assert_int_equal(kq_ugm_user_count(m), 0);
     assert_int_equal(kq_ugm_group_count(m), 0);
 
+    /* no user is named in a limit; the groups named in limits (and "*") stay, unused */
     json_t *users = kq_ugm_users_json(m), *groups = kq_ugm_groups_json(m);
     assert_int_equal(json_array_size(users), 0);
-    assert_int_equal(json_array_size(groups), 0);
+    char *gs = json_dumps(groups, JSON_SORT_KEYS | JSON_COMPACT);
+    assert_non_null(gs);
+    assert_null(strstr(gs, "applications"));
+    assert_null(strstr(gs, "resourceUsage"));
+    free(gs);
+    assert_int_equal(json_array_size(groups), 7); /* * dev eng g1 g2 ops other */
+    assert_string_equal(json_string_value(json_object_get(json_array_get(groups, 0), "groupName")), "*");
     json_decref(users);
     json_decref(groups);
     assert_int_equal(queue_alloc(m, "root", "cpu"), 0);
@@ -790,7 +812,7 @@ static void test_decrease_unknown(void **state)
     kq_user_t alice = usr("alice", NULL, 0);
     assert_int_equal(inc(m, "root.a.b", "app", &alice, 100, 0), 0);
     char *before = snapshot(m);
-    assert_int_equal(dec(m, "root.a.b", "app", "bob", 100, 0), KQ_ENOENT);
+    assert_int_equal(dec(m, "root.a.b", "other", "bob", 100, 0), KQ_ENOENT);
     assert_int_equal(dec(m, "root.a.b", "other", "alice", 100, 0), KQ_ENOENT);
     assert_int_equal(dec(m, "root.a.c", "app", "alice", 100, 0), KQ_ENOENT);
     assert_int_equal(dec(m, "root.a.b.c", "app", "alice", 100, 0), KQ_ENOENT);
@@ -873,20 +895,22 @@ static void test_views(void **state)
     kq_resource_t p = res(300, 0);
     kq_ugm_pending_add(m, "root.a", &p);
 
+    /* YuniKorn's DAO shapes (apache/yunikorn-core pkg/webservice/dao/ugm_info.go,
+     * queue_info.go): queuePath, omitempty maps and lists, vcore/memory/pods named as the
+     * shim names them; every pod counts pods: 1. */
     json_t *users = kq_ugm_users_json(m);
     char *s = json_dumps(users, JSON_SORT_KEYS | JSON_COMPACT);
     assert_string_equal(s,
         "[{\"groups\":{\"app-1\":\"dev\",\"app-2\":\"dev\"},"
-        "\"queues\":{\"children\":[{\"children\":[],\"queuename\":\"root.a\","
-        "\"resourceUsage\":{\"cpu\":750,\"memory\":1073741824},"
+        "\"queues\":{\"children\":[{\"queuePath\":\"root.a\","
+        "\"resourceUsage\":{\"memory\":1073741824,\"pods\":2,\"vcore\":750},"
         "\"runningApplications\":[\"app-1\",\"app-2\"]}],"
-        "\"queuename\":\"root\",\"resourceUsage\":{\"cpu\":750,\"memory\":1073741824},"
+        "\"queuePath\":\"root\",\"resourceUsage\":{\"memory\":1073741824,\"pods\":2,\"vcore\":750},"
         "\"runningApplications\":[\"app-1\",\"app-2\"]},\"userName\":\"alice\"},"
-        "{\"groups\":{},"
-        "\"queues\":{\"children\":[{\"children\":[{\"children\":[],\"queuename\":\"root.dyn.x\","
-        "\"resourceUsage\":{\"cpu\":100},\"runningApplications\":[\"bapp\"]}],"
-        "\"queuename\":\"root.dyn\",\"resourceUsage\":{\"cpu\":100},\"runningApplications\":[\"bapp\"]}],"
-        "\"queuename\":\"root\",\"resourceUsage\":{\"cpu\":100},\"runningApplications\":[\"bapp\"]},"
+        "{\"queues\":{\"children\":[{\"children\":[{\"queuePath\":\"root.dyn.x\","
+        "\"resourceUsage\":{\"pods\":1,\"vcore\":100},\"runningApplications\":[\"bapp\"]}],"
+        "\"queuePath\":\"root.dyn\",\"resourceUsage\":{\"pods\":1,\"vcore\":100},\"runningApplications\":[\"bapp\"]}],"
+        "\"queuePath\":\"root\",\"resourceUsage\":{\"pods\":1,\"vcore\":100},\"runningApplications\":[\"bapp\"]},"
         "\"userName\":\"bob\"}]");
     free(s);
     json_decref(users);
@@ -895,32 +919,39 @@ static void test_views(void **state)
     s = json_dumps(groups, JSON_SORT_KEYS | JSON_COMPACT);
     assert_string_equal(s,
         "[{\"applications\":[\"app-1\",\"app-2\"],\"groupName\":\"dev\","
-        "\"queues\":{\"children\":[{\"children\":[],\"maxApplications\":5,"
-        "\"maxResources\":{\"cpu\":4000,\"memory\":8589934592},\"queuename\":\"root.a\","
-        "\"resourceUsage\":{\"cpu\":750,\"memory\":1073741824},"
+        "\"queues\":{\"children\":[{\"maxApplications\":5,"
+        "\"maxResources\":{\"memory\":8589934592,\"vcore\":4000},\"queuePath\":\"root.a\","
+        "\"resourceUsage\":{\"memory\":1073741824,\"pods\":2,\"vcore\":750},"
         "\"runningApplications\":[\"app-1\",\"app-2\"]}],"
-        "\"queuename\":\"root\",\"resourceUsage\":{\"cpu\":750,\"memory\":1073741824},"
+        "\"queuePath\":\"root\",\"resourceUsage\":{\"memory\":1073741824,\"pods\":2,\"vcore\":750},"
         "\"runningApplications\":[\"app-1\",\"app-2\"]},\"users\":[\"alice\"]}]");
     free(s);
     json_decref(groups);
 
+#define ALWAYS "\"currentPriority\":0,"
+#define FENCES "\"isPreemptionFence\":false,\"isPriorityFence\":false,"
+#define FLAGS "\"preemptionEnabled\":false,\"prioritySorting\":false,"
     json_t *q = kq_ugm_queues_json(m);
     s = json_dumps(q, JSON_SORT_KEYS | JSON_COMPACT);
     assert_string_equal(s,
-        "{\"allocatedResource\":{\"cpu\":850,\"memory\":1073741824},"
-        "\"children\":["
-        "{\"allocatedResource\":{\"cpu\":750,\"memory\":1073741824},\"children\":[],"
-        "\"isLeaf\":true,\"isManaged\":true,\"maxRunningApps\":7,\"parent\":\"root\","
-        "\"partition\":\"default\",\"pendingResource\":{\"cpu\":300},\"queuename\":\"root.a\","
-        "\"runningApps\":2},"
-        "{\"allocatedResource\":{\"cpu\":100},\"children\":["
-        "{\"allocatedResource\":{\"cpu\":100},\"children\":[],\"isLeaf\":true,\"isManaged\":false,"
-        "\"parent\":\"root.dyn\",\"partition\":\"default\",\"pendingResource\":{},"
-        "\"queuename\":\"root.dyn.x\",\"runningApps\":1}],"
-        "\"isLeaf\":false,\"isManaged\":false,\"parent\":\"root\",\"partition\":\"default\","
-        "\"pendingResource\":{},\"queuename\":\"root.dyn\",\"runningApps\":1}],"
-        "\"isLeaf\":false,\"isManaged\":true,\"partition\":\"default\","
-        "\"pendingResource\":{\"cpu\":300},\"queuename\":\"root\",\"runningApps\":3}");
+        "{\"allocatedResource\":{\"memory\":1073741824,\"pods\":3,\"vcore\":850},"
+        "\"childNames\":[\"root.a\",\"root.dyn\"],\"children\":["
+        "{\"allocatedResource\":{\"memory\":1073741824,\"pods\":2,\"vcore\":750}," ALWAYS
+        "\"isLeaf\":true,\"isManaged\":true," FENCES "\"maxRunningApps\":7,\"parent\":\"root\","
+        "\"partition\":\"default\",\"pendingResource\":{\"pods\":1,\"vcore\":300}," FLAGS
+        "\"queuename\":\"root.a\",\"runningApps\":2,\"status\":\"Active\"},"
+        "{\"allocatedResource\":{\"pods\":1,\"vcore\":100},\"childNames\":[\"root.dyn.x\"],\"children\":["
+        "{\"allocatedResource\":{\"pods\":1,\"vcore\":100}," ALWAYS "\"isLeaf\":true,\"isManaged\":false," FENCES
+        "\"parent\":\"root.dyn\",\"partition\":\"default\"," FLAGS
+        "\"queuename\":\"root.dyn.x\",\"runningApps\":1,\"status\":\"Active\"}]," ALWAYS
+        "\"isLeaf\":false,\"isManaged\":false," FENCES "\"parent\":\"root\",\"partition\":\"default\"," FLAGS
+        "\"queuename\":\"root.dyn\",\"runningApps\":1,\"status\":\"Active\"}]," ALWAYS
+        "\"isLeaf\":false,\"isManaged\":true," FENCES "\"partition\":\"default\","
+        "\"pendingResource\":{\"pods\":1,\"vcore\":300}," FLAGS "\"queuename\":\"root\",\"runningApps\":3,"
+        "\"status\":\"Active\"}");
+#undef ALWAYS
+#undef FENCES
+#undef FLAGS
     free(s);
     json_decref(q);
 
@@ -970,8 +1001,9 @@ static void test_usage_grows_to_sixteen_names(void **state)
     kq_ugm_t *m = mgr(NULL);
     kq_user_t alice = usr("alice", NULL, 0);
     char name[32];
+    /* memory, 14 more names and "pods" (every pod counts pods: 1) */
     assert_int_equal(inc_one(m, "root.a.b", "app", &alice, "memory", 5 * GI), 0);
-    for (int i = 0; i < 15; i++) {
+    for (int i = 0; i < 14; i++) {
         snprintf(name, sizeof(name), "%s.com/r%02d", i % 2 ? "zz" : "aa", i);
         assert_int_equal(inc_one(m, "root.a.b", "app", &alice, name, i + 1), 0);
     }
@@ -983,7 +1015,8 @@ static void test_usage_grows_to_sixteen_names(void **state)
         assert_int_equal(jres(u, "memory"), 5 * GI);
         assert_int_equal(jres(u, "aa.com/r00"), 1);
         assert_int_equal(jres(u, "zz.com/r07"), 8);
-        assert_int_equal(jres(u, "aa.com/r14"), 15);
+        assert_int_equal(jres(u, "zz.com/r13"), 14);
+        assert_int_equal(jres(u, "pods"), 15);
         json_decref(u);
     }
     assert_int_equal(queue_alloc(m, "root.a", "zz.com/r13"), 14);
@@ -1009,15 +1042,15 @@ static void test_usage_grows_to_sixteen_names(void **state)
     assert_int_equal(json_object_size(u), 15);
     assert_null(json_object_get(u, "memory"));
     json_decref(u);
-    assert_int_equal(apps_at(m, false, "alice", "root.a.b"), 1); /* 15 allocations left */
-    for (int i = 0; i < 15; i++) {
+    assert_int_equal(apps_at(m, false, "alice", "root.a.b"), 1); /* 14 allocations left */
+    for (int i = 0; i < 14; i++) {
         snprintf(name, sizeof(name), "%s.com/r%02d", i % 2 ? "zz" : "aa", i);
         assert_int_equal(dec_one(m, "root.a.b", "app", "alice", name, i + 1), 0);
     }
     assert_int_equal(used_at(m, false, "alice", "root.a.b", "aa.com/r00"), -1); /* pruned */
     u = usage_obj(m, "alice", "root");
     assert_non_null(u);
-    assert_int_equal(json_object_size(u), 1); /* app2's 7 of aa.com/r00 */
+    assert_int_equal(json_object_size(u), 2); /* app2's 7 of aa.com/r00 and its pod */
     assert_int_equal(jres(u, "aa.com/r00"), 7);
     json_decref(u);
     assert_int_equal(dec_one(m, "root.a.c", "app2", "alice", "aa.com/r00", 7), 0);
@@ -1041,7 +1074,8 @@ static void test_views_same_for_same_usage(void **state)
         "            groups: [dev]\n"
         "            maxapplications: 10\n";
     kq_ugm_t *one = mgr(cfg), *two = mgr(cfg);
-    assert_int_equal(inc(one, "root.a.b", "app", &alice, 1500, 2 * GI), 0);
+    assert_int_equal(inc(one, "root.a.b", "app", &alice, 1000, 2 * GI), 0);
+    assert_int_equal(inc(one, "root.a.b", "app", &alice, 500, 0), 0);
     assert_int_equal(inc(two, "root.a.b", "app", &alice, 0, 2 * GI), 0);
     assert_int_equal(inc(two, "root.a.b", "app", &alice, 1500, 0), 0);
     char *s1 = snapshot(one), *s2 = snapshot(two);
@@ -1055,8 +1089,8 @@ static void test_views_same_for_same_usage(void **state)
     assert_int_equal(inc_one(m, "root.a", "app", &alice, "cpu", 0), 0);
     json_t *u = usage_obj(m, "alice", "root.a");
     assert_non_null(u);
-    assert_int_equal(json_object_size(u), 1);
-    assert_non_null(json_object_get(u, "cpu"));
+    assert_int_equal(json_object_size(u), 2); /* vcore 0 and pods 1 */
+    assert_non_null(json_object_get(u, "vcore"));
     json_decref(u);
     assert_int_equal(dec_one(m, "root.a", "app", "alice", "cpu", 0), 0);
     assert_int_equal(kq_ugm_user_count(m), 0);
@@ -1095,11 +1129,12 @@ static void test_app_in_several_queues(void **state)
     assert_int_equal(queue_apps(m, "root.p"), 1);
     assert_int_equal(queue_apps(m, "root"), 1);
 
-    /* bob's application with the same id counts once in the queue tree, as before */
+    /* bob's pod of application "a" is charged to alice, the user of its first pod */
     assert_int_equal(inc(m, "root.p.l1", "a", &bob, 10, 0), 0);
+    assert_int_equal(used_at(m, false, "alice", "root.p.l1", "cpu"), 110);
+    assert_null(kq_ugm_user_json(m, "bob"));
     assert_int_equal(queue_apps(m, "root.p"), 1);
     assert_int_equal(queue_apps(m, "root.p.l1"), 1);
-    assert_int_equal(inc(m, "root.p.l1", "c", &bob, 10, 0), KQ_EDENIED); /* bob's second: user limit */
     assert_int_equal(inc(m, "root.p.l1", "c", &carol, 10, 0), 0);
     assert_int_equal(queue_apps(m, "root.p"), 2);
     assert_int_equal(inc(m, "root.p.l2", "d", &dave, 10, 0), KQ_EDENIED); /* queue: 2 apps */
@@ -1107,10 +1142,10 @@ static void test_app_in_several_queues(void **state)
     assert_int_equal(inc(m, "root.p.l2", "a", &dave, 10, 0), 0); /* "a" runs there already */
     assert_int_equal(dec(m, "root.p.l2", "a", "dave", 10, 0), 0);
     assert_int_equal(dec(m, "root.p.l1", "c", "carol", 10, 0), 0);
-    assert_int_equal(dec(m, "root.p.l1", "a", "bob", 10, 0), 0);
+    assert_int_equal(dec(m, "root.p.l1", "a", "bob", 10, 0), 0); /* released from alice */
+    assert_int_equal(used_at(m, false, "alice", "root.p.l1", "cpu"), 100);
 
-    /* nothing counted at exactly root.p.l1 for bob any more, nor at root for alice */
-    assert_int_equal(dec(m, "root.p.l1", "a", "bob", 10, 0), KQ_ENOENT);
+    /* nothing counted at exactly root for alice */
     assert_int_equal(dec(m, "root", "a", "alice", 100, 0), KQ_ENOENT);
 
     /* alice's app leaves l1: still running in root.p and l2, no longer in l1 */
@@ -1289,8 +1324,8 @@ static void *worker_main(void *arg)
             held_t h = {.user = rand_r(&w->seed) % N_USERS, .app = rand_r(&w->seed) % N_APPS,
                         .queue = rand_r(&w->seed) % (int)N_QUEUES, .cpu = t_cpu[rand_r(&w->seed) % 4]};
             kq_user_t u = {.name = t_users[h.user], .groups = t_groups[h.user % 2], .n_groups = 1};
-            char app[16];
-            snprintf(app, sizeof(app), "app%d", h.app);
+            char app[32]; /* per user: an application is charged to the user of its first pod */;
+            snprintf(app, sizeof(app), "u%d-app%d", h.user, h.app);
             kq_resource_t r = KQ_RESOURCE_EMPTY;
             if (kq_resource_set(&r, "cpu", h.cpu) != 0)
                 w->failures++;
@@ -1306,8 +1341,8 @@ static void *worker_main(void *arg)
             int k = rand_r(&w->seed) % w->n_held;
             held_t h = w->held[k];
             w->held[k] = w->held[--w->n_held];
-            char app[16];
-            snprintf(app, sizeof(app), "app%d", h.app);
+            char app[32];
+            snprintf(app, sizeof(app), "u%d-app%d", h.user, h.app);
             kq_resource_t r = KQ_RESOURCE_EMPTY;
             if (kq_resource_set(&r, "cpu", h.cpu) != 0)
                 w->failures++;
@@ -1317,8 +1352,8 @@ static void *worker_main(void *arg)
     }
     while (!w->keep && w->n_held > 0) {
         held_t h = w->held[--w->n_held];
-        char app[16];
-        snprintf(app, sizeof(app), "app%d", h.app);
+        char app[32];
+        snprintf(app, sizeof(app), "u%d-app%d", h.user, h.app);
         kq_resource_t r = KQ_RESOURCE_EMPTY;
         if (kq_resource_set(&r, "cpu", h.cpu) != 0)
             w->failures++;
@@ -1442,14 +1477,240 @@ static void run_threads(bool keep)
     for (int i = 0; i < N_THREADS; i++) {
         for (int k = 0; k < w[i].n_held; k++) {
             held_t *h = &w[i].held[k];
-            char app[16];
-            snprintf(app, sizeof(app), "app%d", h->app);
+            char app[32];
+            snprintf(app, sizeof(app), "u%d-app%d", h->user, h->app);
             assert_int_equal(dec(m, t_queues[h->queue], app, t_users[h->user], h->cpu, 0), 0);
         }
     }
     assert_int_equal(kq_ugm_user_count(m), 0);
     assert_int_equal(kq_ugm_group_count(m), 0);
     assert_int_equal(queue_alloc(m, "root", "cpu"), 0);
+    kq_ugm_free(m);
+}
+
+/* ------------------------------------------------------------------ YuniKorn semantics */
+
+/* "Specifying a wildcard for the group limit sets a cumulative limit for all users in
+ * that queue" (apache/yunikorn-site docs/design/user_group_resource_usage_enforcement.md,
+ * "Group"; apache/yunikorn-core pkg/scheduler/ugm/manager.go ensureGroupInternal tracks
+ * such applications against the group "*"): users of different unnamed groups share the
+ * "*" limit, a named group keeps its own. */
+static void test_wildcard_group_cumulative(void **state)
+{
+    (void)state;
+    kq_ugm_t *m = mgr(CFG_HEAD
+                      "        queues:\n"
+                      "          - name: q\n"
+                      "            limits:\n"
+                      "              - limit: dev\n"
+                      "                groups: [dev]\n"
+                      "                maxresources: {vcore: \"10\"}\n"
+                      "              - limit: everybody-else\n"
+                      "                groups: [\"*\"]\n"
+                      "                maxresources: {vcore: \"2\"}\n");
+    const char *ga[] = {"a"}, *gb[] = {"b"}, *gc[] = {"c"}, *gd[] = {"dev"};
+    kq_user_t u1 = usr("u1", ga, 1), u2 = usr("u2", gb, 1), u3 = usr("u3", gc, 1), d = usr("d", gd, 1);
+    assert_int_equal(inc(m, "root.q", "app1", &u1, 1000, 0), 0);
+    assert_int_equal(inc(m, "root.q", "app2", &u2, 1000, 0), 0);
+    /* 1 + 1 of the 2 cores are used by two different groups: a third group is denied */
+    assert_int_equal(inc(m, "root.q", "app3", &u3, 1000, 0), KQ_EDENIED);
+    assert_string_equal(reason, "group * in queue root.q: limit \"everybody-else\" (group *) exceeded: "
+                                "cpu 2 used + 1 requested > 2 max");
+    assert_int_equal(used_at(m, true, "*", "root.q", "cpu"), 2000);
+    assert_null(kq_ugm_group_json(m, "a"));
+    /* the named group is not part of the wildcard's total */
+    assert_int_equal(inc(m, "root.q", "app4", &d, 5000, 0), 0);
+    assert_int_equal(used_at(m, true, "dev", "root.q", "cpu"), 5000);
+    /* releasing one wildcard user's pod makes room for another's */
+    assert_int_equal(dec(m, "root.q", "app1", "u1", 1000, 0), 0);
+    assert_int_equal(inc(m, "root.q", "app3", &u3, 1000, 0), 0);
+    kq_ugm_free(m);
+}
+
+/* An application's usage is charged to the user of its first pod: YuniKorn tracks every
+ * allocation of an application with the application's user (apache/yunikorn-core
+ * pkg/scheduler/objects/application.go calls IncreaseTrackedResource with sa.user). */
+static void test_app_charged_to_first_user(void **state)
+{
+    (void)state;
+    kq_ugm_t *m = mgr(CFG_HEAD
+                      "        queues:\n"
+                      "          - name: q\n"
+                      "            limits:\n"
+                      "              - limit: alice\n"
+                      "                users: [alice]\n"
+                      "                maxresources: {vcore: \"2\"}\n");
+    const char *dev[] = {"dev"};
+    kq_user_t alice = usr("alice", NULL, 0), bob = usr("bob", dev, 1);
+    assert_int_equal(inc(m, "root.q", "spark-1", &alice, 1000, 0), 0);
+    /* bob's pod of alice's application: alice's usage and alice's limit */
+    assert_int_equal(inc(m, "root.q", "spark-1", &bob, 1000, 0), 0);
+    assert_int_equal(used_at(m, false, "alice", "root.q", "cpu"), 2000);
+    assert_int_equal(used_at(m, false, "alice", "root.q", "pods"), 2);
+    assert_null(kq_ugm_user_json(m, "bob"));
+    assert_int_equal(inc(m, "root.q", "spark-1", &bob, 1000, 0), KQ_EDENIED);
+    assert_string_equal(reason, "user alice in queue root.q: limit \"alice\" exceeded: cpu 2 used + 1 requested > 2 max");
+    char g[64];
+    assert_int_equal(kq_ugm_group_of(m, "root.q", "spark-1", &bob, g, sizeof(g)), 0);
+    assert_string_equal(g, ""); /* alice's (none), not bob's */
+    /* released in any order, whoever's pod it was; then the application is gone and a new
+     * first pod makes bob its owner */
+    assert_int_equal(dec(m, "root.q", "spark-1", "alice", 1000, 0), 0);
+    assert_int_equal(dec(m, "root.q", "spark-1", "bob", 1000, 0), 0);
+    assert_int_equal(kq_ugm_user_count(m), 0); /* nothing tracked (alice is still shown: named in a limit) */
+    assert_int_equal(dec(m, "root.q", "spark-1", "bob", 1000, 0), KQ_ENOENT);
+    assert_int_equal(inc(m, "root.q", "spark-1", &bob, 1000, 0), 0);
+    assert_int_equal(used_at(m, false, "bob", "root.q", "cpu"), 1000);
+    assert_int_equal(used_at(m, false, "alice", "root.q", "cpu"), 0);
+    assert_int_equal(dec(m, "root.q", "spark-1", "bob", 1000, 0), 0);
+    assert_int_equal(kq_ugm_user_count(m), 0);
+    kq_ugm_free(m);
+}
+
+/* "pods" in a limit or a queue's max counts pods: YuniKorn's shim adds pods: 1 to every
+ * pod's resource (apache/yunikorn-k8shim pkg/common/resource.go GetPodResource). */
+static void test_pods_enforced(void **state)
+{
+    (void)state;
+    kq_ugm_t *m = mgr(CFG_HEAD
+                      "        queues:\n"
+                      "          - name: q\n"
+                      "            resources:\n"
+                      "              max: {pods: 3}\n"
+                      "            limits:\n"
+                      "              - limit: one-pod-each\n"
+                      "                users: [\"*\"]\n"
+                      "                maxresources: {pods: 2}\n");
+    kq_user_t alice = usr("alice", NULL, 0), bob = usr("bob", NULL, 0);
+    assert_int_equal(inc(m, "root.q", "a", &alice, 100, 0), 0);
+    assert_int_equal(inc(m, "root.q", "a", &alice, 100, 0), 0);
+    assert_int_equal(inc(m, "root.q", "a", &alice, 100, 0), KQ_EDENIED);
+    assert_string_equal(reason, "user alice in queue root.q: limit \"one-pod-each\" (user *) exceeded: "
+                                "pods 2 used + 1 requested > 2 max");
+    assert_int_equal(inc(m, "root.q", "b", &bob, 100, 0), 0);
+    assert_int_equal(inc(m, "root.q", "b", &bob, 100, 0), KQ_EDENIED);
+    assert_string_equal(reason, "queue root.q: resources.max exceeded: pods 3 used + 1 requested > 3 max");
+    assert_int_equal(queue_alloc(m, "root.q", "pods"), 3);
+    /* a pod without any request still counts */
+    kq_resource_t none = KQ_RESOURCE_EMPTY;
+    assert_int_equal(kq_ugm_check(m, "root.q", "c", &bob, &none, reason, sizeof(reason)), KQ_EDENIED);
+    assert_int_equal(dec(m, "root.q", "a", "alice", 100, 0), 0);
+    assert_int_equal(kq_ugm_check(m, "root.q", "c", &bob, &none, reason, sizeof(reason)), 0);
+    kq_ugm_free(m);
+}
+
+/* submitacl/adminacl as YuniKorn reads and checks them: the cases of apache/yunikorn-core
+ * pkg/common/security/acl_test.go TestACLAccess (those with a user name), and the
+ * recursion of pkg/scheduler/objects/queue.go CheckSubmitAccess (a parent's ACL allows
+ * its children, the adminacl allows submitting). */
+static void test_acls(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *acl, *user;
+        const char *groups[2];
+        size_t n;
+        bool allowed;
+    } cases[] = {
+        {"user1,user2 group1,group2", "user1", {NULL}, 0, true},
+        {"user1,user2 group1,group2", "user3", {"group1"}, 1, true},
+        {"user1,user2 group1,group2", "user3", {"group3", "group1"}, 2, true},
+        {"user1,user2 group1,group2", "user3", {"group3"}, 1, false},
+        {"*", "user1", {"group1"}, 1, true},
+        {"", "user1", {"group1"}, 1, false},
+        {" ", "user1", {"group1"}, 1, false},
+        {" group1", "user1", {"group1"}, 1, true},
+        {"user1", "user2", {"group1"}, 1, false},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char yaml[512];
+        snprintf(yaml, sizeof(yaml), CFG_HEAD "        queues:\n          - name: q\n            submitacl: '%s'\n",
+                 cases[i].acl);
+        kq_ugm_t *m = mgr(yaml);
+        kq_user_t u = usr(cases[i].user, cases[i].groups, cases[i].n);
+        kq_resource_t r = res(100, 0);
+        int rc = kq_ugm_increase(m, "root.q", "app", &u, &r, reason, sizeof(reason));
+        if (rc != (cases[i].allowed ? 0 : KQ_EDENIED))
+            fail_msg("acl '%s' user %s: rc %d reason %s", cases[i].acl, cases[i].user, rc, reason);
+        kq_ugm_free(m);
+    }
+
+    kq_ugm_t *m = mgr(CFG_HEAD
+                      "        adminacl: admin\n"
+                      "        queues:\n"
+                      "          - name: p\n"
+                      "            submitacl: alice\n"
+                      "            queues:\n"
+                      "              - name: c\n"
+                      "          - name: open\n"
+                      "            submitacl: '*'\n");
+    const char *dev[] = {"dev", "ops"};
+    kq_user_t alice = usr("alice", NULL, 0), bob = usr("bob", dev, 2), admin = usr("admin", NULL, 0);
+    assert_int_equal(inc(m, "root.p.c", "a1", &alice, 100, 0), 0);      /* the parent's ACL */
+    assert_int_equal(inc(m, "root.p.c.dyn", "a2", &alice, 100, 0), 0);  /* an unconfigured child */
+    assert_int_equal(inc(m, "root.p.c", "a3", &admin, 100, 0), 0);      /* root's adminacl */
+    assert_int_equal(inc(m, "root.open", "b1", &bob, 100, 0), 0);
+    char *before = snapshot(m);
+    assert_int_equal(inc(m, "root.p.c", "b2", &bob, 100, 0), KQ_EDENIED);
+    assert_string_equal(reason, "user bob (groups: dev,ops) may not submit to queue root.p.c: neither the submitacl "
+                                "nor the adminacl of the queue or of a parent queue allows the user or one of its groups");
+    assert_int_equal(kq_ugm_check(m, "root.p", "b2", &bob, &(kq_resource_t){.n = 0}, reason, sizeof(reason)),
+                     KQ_EDENIED);
+    char *after = snapshot(m);
+    assert_string_equal(before, after);
+    free(before);
+    free(after);
+    /* reality is counted, never refused */
+    kq_resource_t r = res(100, 0);
+    assert_int_equal(kq_ugm_add_unchecked(m, "root.p.c", "b3", &bob, &r), 0);
+    kq_ugm_free(m);
+}
+
+/* The users and groups named in limits are shown with their limits before any use (YuniKorn
+ * creates their trackers at configuration load: apache/yunikorn-core
+ * pkg/scheduler/ugm/manager.go internalProcessConfig -> setUserLimits/setGroupLimits). */
+static void test_configured_trackers_visible(void **state)
+{
+    (void)state;
+    kq_ugm_t *m = mgr(CFG_HEAD
+                      "        queues:\n"
+                      "          - name: a\n"
+                      "            queues:\n"
+                      "              - name: b\n"
+                      "                limits:\n"
+                      "                  - limit: bob\n"
+                      "                    users: [bob]\n"
+                      "                    maxresources: {vcore: 2, memory: 1Gi}\n"
+                      "                    maxapplications: 3\n"
+                      "                  - limit: teams\n"
+                      "                    groups: [team]\n"
+                      "                    maxapplications: 4\n"
+                      "                  - limit: rest\n"
+                      "                    groups: [\"*\"]\n"
+                      "                    maxapplications: 1\n");
+    json_t *bob = kq_ugm_user_json(m, "bob");
+    assert_non_null(bob);
+    char *s = json_dumps(bob, JSON_SORT_KEYS | JSON_COMPACT);
+    assert_string_equal(s, "{\"queues\":{\"children\":[{\"children\":[{\"maxApplications\":3,"
+                           "\"maxResources\":{\"memory\":1073741824,\"vcore\":2000},\"queuePath\":\"root.a.b\"}],"
+                           "\"queuePath\":\"root.a\"}],\"queuePath\":\"root\"},\"userName\":\"bob\"}");
+    free(s);
+    json_decref(bob);
+    assert_null(kq_ugm_user_json(m, "carol"));
+    json_t *groups = kq_ugm_groups_json(m);
+    assert_int_equal(json_array_size(groups), 2);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(groups, 0), "groupName")), "*");
+    json_t *wb = find_usage(json_object_get(json_array_get(groups, 0), "queues"), "root.a.b");
+    assert_int_equal(json_integer_value(json_object_get(wb, "maxApplications")), 1);
+    json_decref(groups);
+    /* with usage the configured queue and the used one both show */
+    kq_user_t b = usr("bob", NULL, 0);
+    assert_int_equal(inc(m, "root.x", "app", &b, 100, 0), 0);
+    assert_int_equal(used_at(m, false, "bob", "root.x", "cpu"), 100);
+    assert_int_equal(used_at(m, false, "bob", "root.a.b", "cpu"), 0);
+    json_t *users = kq_ugm_users_json(m);
+    assert_int_equal(json_array_size(users), 1);
+    json_decref(users);
     kq_ugm_free(m);
 }
 
@@ -1492,6 +1753,11 @@ int main(void)
         cmocka_unit_test(test_many_apps_and_queues),
         cmocka_unit_test(test_threads_release_all),
         cmocka_unit_test(test_threads_keep_some),
+        cmocka_unit_test(test_wildcard_group_cumulative),
+        cmocka_unit_test(test_app_charged_to_first_user),
+        cmocka_unit_test(test_pods_enforced),
+        cmocka_unit_test(test_acls),
+        cmocka_unit_test(test_configured_trackers_visible),
     };
     if (kq_log_set_level("warn") != 0)
         return 1;
