@@ -178,16 +178,18 @@ partitions:
 
     def test_queue_keys_in_yunikorn_order(self):
         # canonical label beats the annotation, which beats the legacy "queue" label
-        p = pod_manifest("m1", ns="ns1", user="u", cpu="100m",
+        # (each pod its own application: pods of one application are charged to the user
+        # of its first pod, as YuniKorn does)
+        p = pod_manifest("m1", ns="ns1", user="u", cpu="100m", app="m1",
                          labels={"yunikorn.apache.org/queue": "root.q1", "queue": "root.q3"})
         p["metadata"]["annotations"]["yunikorn.apache.org/queue"] = "root.q2"
         self.sim.create_pod(p)
         self.assert_bound("m1", "ns1")
-        p = pod_manifest("m2", ns="ns1", user="v", cpu="100m", labels={"queue": "root.q3"})
+        p = pod_manifest("m2", ns="ns1", user="v", cpu="100m", app="m2", labels={"queue": "root.q3"})
         p["metadata"]["annotations"]["yunikorn.apache.org/queue"] = "root.q2"
         self.sim.create_pod(p)
         self.assert_bound("m2", "ns1")
-        self.create("m3", ns="ns1", user="w", cpu="100m", labels={"queue": "root.q3"})
+        self.create("m3", ns="ns1", user="w", cpu="100m", app="m3", labels={"queue": "root.q3"})
         self.assert_bound("m3", "ns1")
         wait_until(lambda: user_queues(self.kq, "u").get("root.q1") == 100, msg="u in root.q1")
         wait_until(lambda: user_queues(self.kq, "v").get("root.q2") == 100, msg="v in root.q2")
