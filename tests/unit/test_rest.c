@@ -354,7 +354,7 @@ static void test_more_views(void **state)
     assert_non_null(strstr(text, "\"vcore\":\"8\""));
     assert_non_null(strstr(text, "\"limit\":\"alice\""));
     size_t tlen = strlen(text);
-    json_t *v = parsed(kq_rest_validate_conf(text, tlen, &b, &n), 200, &b, &n);
+    json_t *v = parsed(kq_rest_validate_conf(&f->app, text, tlen, &b, &n), 200, &b, &n);
     assert_true(json_is_true(json_object_get(v, "allowed")));
     json_decref(v);
     free(text);
