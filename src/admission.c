@@ -614,6 +614,14 @@ static void mutate(ctx_t *c)
 
     if (pod && update && placement_changed(c))
         return;
+    if (pod && c->o->check_pod_quota != NULL) {
+        char m[512] = "";
+        int rc = c->o->check_pod_quota(c->o->pod_quota_ud, c->obj, update ? c->old : NULL, m, sizeof m);
+        if (rc != 0) {
+            deny(c, rc == KQ_EDENIED ? 403 : 500, "%s", m[0] ? m : kq_strerror(rc));
+            return;
+        }
+    }
     if (pod) {
         if (!trusted && (create ? stamp(c, pod_base, 2) : restore(c, pod_base, 2)) != 0)
             return;

@@ -2144,3 +2144,31 @@ int kq_elastic_validate_admission(void *ud, const json_t *request, char *msg, si
     eqobj_free(o);
     return rc;
 }
+
+int kq_elastic_check_pod(void *ud, const json_t *pod, const json_t *old, char *msg, size_t len)
+{
+    kq_elastic_t *e = ud;
+    const json_t *meta = json_object_get(pod, "metadata");
+    const json_t *labels = json_object_get(meta, "labels");
+    const char *ns = str_or(json_string_value(json_object_get(meta, "namespace")), "-");
+    const char *name = str_or(json_string_value(json_object_get(meta, "name")),
+                              str_or(json_string_value(json_object_get(meta, "generateName")), "-"));
+    const char *q = kv(labels, KQ_EQ_LABEL_PREFIX "name");
+    bool parent = false;
+    if (e != NULL && q != NULL && kq_qtree_lookup(e->qt, q, &parent) && parent) {
+        seterr(msg, len, "pod %s/%s: label %sname names quota %s, a parent quota; pods can only be linked to leaf "
+               "quotas", ns, name, KQ_EQ_LABEL_PREFIX, q);
+        return KQ_EDENIED;
+    }
+    if (old != NULL) {
+        const char *a = json_string_value(json_object_get(json_object_get(json_object_get(old, "metadata"), "labels"),
+                                                          KQ_EQ_LABEL_PREFIX "preemptible"));
+        const char *b = json_string_value(json_object_get(labels, KQ_EQ_LABEL_PREFIX "preemptible"));
+        if (!str_eq(a, b)) {
+            seterr(msg, len, "pod %s/%s: label %spreemptible cannot be changed (%s -> %s)", ns, name,
+                   KQ_EQ_LABEL_PREFIX, str_or(a, "unset"), str_or(b, "unset"));
+            return KQ_EDENIED;
+        }
+    }
+    return 0;
+}

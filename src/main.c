@@ -773,6 +773,8 @@ static int serve(int argc, char **argv)
     adm.scheduler_name = o.scheduler_name;
     adm.validate_elasticquota = kq_elastic_validate_admission; /* the quota tree's rules */
     adm.elasticquota_ud = app.elastic;
+    adm.check_pod_quota = kq_elastic_check_pod; /* Koordinator's pod rules */
+    adm.pod_quota_ud = app.elastic;
     adm.check_pod = kq_extender_admission_check; /* nodeName at creation, pods/resize */
     adm.check_pod_ud = &app;
     adm.check_config = kq_app_check_config; /* the ConfigMap webhook refuses what a reload would */

@@ -118,6 +118,10 @@ typedef struct kq_admission_opts {
     void *elasticquota_ud;
     kq_admission_pod_hook_t check_pod;   /* NULL: such pods are not checked */
     void *check_pod_ud;
+    /* Every Pod CREATE/UPDATE (trusted requesters too): the elastic quota's pod rules
+     * (kq_elastic_check_pod); old is NULL on CREATE. NULL: not checked. */
+    kq_admission_pod_hook_t check_pod_quota;
+    void *pod_quota_ud;
     /* The queues ConfigMap, after it loads: what the running serve requires beyond the
      * loader (kq_app_check_config: its partition, metering budgets), so the webhook refuses
      * exactly what a reload would. NULL: only kq_config_check_partition(cfg, "default"). */

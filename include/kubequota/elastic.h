@@ -203,4 +203,12 @@ unsigned long kq_elastic_status_writes(kq_elastic_t *e, unsigned long *failed);
  * koordinator-default-quota not deleted. Denials say why. */
 int kq_elastic_validate_admission(void *ud, const json_t *request, char *msg, size_t len);
 
+/* kq_admission_pod_hook_t for kq_admission_opts_t.check_pod_quota (ud = the module),
+ * Koordinator's pod rules (koordinator-sh/koordinator pkg/webhook/elasticquota/pod_check.go):
+ * a pod whose label quota.scheduling.koordinator.sh/name names a parent quota group is
+ * denied (CREATE and UPDATE); an UPDATE may not change the label
+ * quota.scheduling.koordinator.sh/preemptible (whether the pod counts within min). 0 or
+ * KQ_EDENIED with msg. */
+int kq_elastic_check_pod(void *ud, const json_t *pod, const json_t *old, char *msg, size_t len);
+
 #endif

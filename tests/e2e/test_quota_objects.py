@@ -515,3 +515,42 @@ class WebhookTest(QuotaObjectBase):
         wait_until(lambda: self.g("ml").get("pods", 0) == 0, 10, 0.05, "ml's pod gone")
         ok, why = self.review("DELETE", kid)
         self.assertTrue(ok, why)
+
+
+class PodWebhookTest(QuotaObjectBase):
+    """Koordinator's pod rules at admission (koordinator-sh/koordinator
+    pkg/webhook/elasticquota/pod_check.go ValidateAddPod/ValidateUpdatePod): a pod cannot be
+    linked to a parent quota; and the preemptible label cannot change on an update."""
+
+    def review(self, pod, op="CREATE", old=None):
+        body = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                "request": {"uid": "p-1", "kind": {"group": "", "version": "v1", "kind": "Pod"},
+                            "resource": {"group": "", "version": "v1", "resource": "pods"},
+                            "namespace": pod["metadata"]["namespace"], "operation": op,
+                            "userInfo": {"username": "alice", "groups": []},
+                            "object": pod, "oldObject": old, "dryRun": False}}
+        r = self.kq.post("/admission/mutate", body)
+        self.assertEqual(r.status, 200, r.text)
+        resp = r.json()["response"]
+        return resp["allowed"], (resp.get("status") or {}).get("message", "")
+
+    def test_parent_label_and_preemptible_change(self):
+        self.create_eq(KOORD, "kube-system", "org", {"cpu": "4"}, {"cpu": "8"},
+                       labels={"quota.scheduling.koordinator.sh/is-parent": "true"})
+        self.create_eq(KOORD, "ml", "ml", {"cpu": "1"}, {"cpu": "8"},
+                       labels={"quota.scheduling.koordinator.sh/parent": "org"})
+        self.wait_group("ml")
+        bad = pod_manifest("p", ns="ml", user="alice", cpu="1",
+                           labels={"quota.scheduling.koordinator.sh/name": "org"})
+        ok, why = self.review(bad)
+        self.assertFalse(ok)
+        self.assertIn("parent quota", why)
+        good = pod_manifest("p", ns="ml", user="alice", cpu="1",
+                            labels={"quota.scheduling.koordinator.sh/name": "ml"})
+        ok, why = self.review(good)
+        self.assertTrue(ok, why)
+        changed = json.loads(json.dumps(good))
+        changed["metadata"]["labels"]["quota.scheduling.koordinator.sh/preemptible"] = "false"
+        ok, why = self.review(changed, "UPDATE", old=good)
+        self.assertFalse(ok)
+        self.assertIn("preemptible", why)

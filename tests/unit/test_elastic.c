@@ -1037,6 +1037,22 @@ static void test_admission_koord(void **state)
     assert_int_equal(admit(f, "CREATE", sib_forced, msg, sizeof msg), 0);
     eq(f, KQ_WATCH_ADDED, sib_forced);
     assert_true(kq_qtree_lookup(f->qt, "c2", NULL)); /* applied: scaled mins absorb it */
+    /* pods (pkg/webhook/elasticquota/pod_check.go): not linked to a parent quota; the
+     * preemptible label does not change on an update */
+    json_t *pod = json_loads("{\"metadata\":{\"name\":\"p\",\"namespace\":\"ns\",\"labels\":{"
+                             "\"quota.scheduling.koordinator.sh/name\":\"t\"}}}", 0, NULL);
+    assert_int_equal(kq_elastic_check_pod(f->e, pod, NULL, msg, sizeof msg), KQ_EDENIED);
+    assert_non_null(strstr(msg, "parent quota"));
+    json_object_set_new(json_object_get(json_object_get(pod, "metadata"), "labels"),
+                        "quota.scheduling.koordinator.sh/name", json_string("c"));
+    assert_int_equal(kq_elastic_check_pod(f->e, pod, NULL, msg, sizeof msg), 0);
+    json_t *np = json_deep_copy(pod);
+    json_object_set_new(json_object_get(json_object_get(np, "metadata"), "labels"),
+                        "quota.scheduling.koordinator.sh/preemptible", json_string("false"));
+    assert_int_equal(kq_elastic_check_pod(f->e, np, pod, msg, sizeof msg), KQ_EDENIED);
+    assert_int_equal(kq_elastic_check_pod(f->e, np, np, msg, sizeof msg), 0);
+    json_decref(np);
+    json_decref(pod);
 }
 
 /* A config reload that drops a queue moves its pods to the default group. */
