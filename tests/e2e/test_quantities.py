@@ -24,16 +24,17 @@ class QuantityRoundingTest(KQTestCase):
         # micro-cores, as a kubelet or an admission plugin might leave them
         self.sim.world.add_node("node-1", cpu="8000000u", memory="68719476736000m")
         with self.sim.world.cond:
-            self.sim.world.crds = {"scheduling.x-k8s.io"}
+            self.sim.world.crds = {"scheduling.x-k8s.io", "scheduling.sigs.k8s.io"}
         self.kq.start()
 
     def tree(self):
         return self.kq.queues()["quotaTree"]
 
-    def create_eq(self, ns, name, min_, max_):
-        body = {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "ElasticQuota",
-                "metadata": {"name": name, "namespace": ns}, "spec": {"min": min_, "max": max_}}
-        r = self.sim.http.post(eq_path("scheduling.x-k8s.io", ns), body)
+    def create_eq(self, ns, name, min_, max_, api_group="scheduling.x-k8s.io", annotations=None):
+        body = {"apiVersion": api_group + "/v1alpha1", "kind": "ElasticQuota",
+                "metadata": {"name": name, "namespace": ns, "annotations": annotations or {}},
+                "spec": {"min": min_, "max": max_}}
+        r = self.sim.http.post(eq_path(api_group, ns), body)
         self.assertEqual(r.status, 201, r.text)
 
     def test_fractional_quantities_round_up(self):
@@ -77,3 +78,19 @@ class QuantityRoundingTest(KQTestCase):
             return (o.get("status") or {}).get("used")
         wait_until(lambda: status() == {"cpu": "1001m", "memory": "2Mi"}, 15, 0.1,
                    "status.used of ml-quota in canonical form, got %s" % json.dumps(status()))
+
+    def test_koordinator_quota_and_shared_weight_round_up(self):
+        # a Koordinator quota: min 0.5 GPU-like count (0.5 -> 1), max memory 1.5Ki (1536),
+        # cpu 2.5m (-> 3m); shared-weight annotation cpu 1.0005 (1000.5m -> 1001m) and
+        # memory 1181116006400m (-> 1181116007)
+        self.create_eq("team", "team", {"example.com/dev": "0.5"},
+                       {"example.com/dev": "2", "memory": "1.5Ki", "cpu": "2.5m"},
+                       api_group="scheduling.sigs.k8s.io",
+                       annotations={"quota.scheduling.koordinator.sh/shared-weight":
+                                    '{"cpu":"1.0005","memory":"1181116006400m"}'})
+        wait_until(lambda: group(self.tree(), "team") is not None, 15, 0.05, "group team")
+        g = group(self.tree(), "team")
+        self.assertEqual(g["minResource"]["example.com/dev"], 1)
+        self.assertEqual(g["maxResource"], {"example.com/dev": 2, "memory": 1536, "cpu": 3})
+        self.assertEqual(g["sharedWeight"]["cpu"], 1001)
+        self.assertEqual(g["sharedWeight"]["memory"], 1181116007)
