@@ -55,7 +55,7 @@
 enum {
     O_CONFIG = 256, O_KUBECONFIG, O_LISTEN, O_CERT, O_KEY, O_CA, O_PLAIN, O_SCHED, O_PART, O_USER, O_BODY,
     O_RELOAD, O_LOG, O_LOG_FORMAT, O_VERBOSITY, O_REST_AUTH, O_REST_TOKEN, O_METRICS_AUTH, O_TRUSTED_USERS,
-    O_TRUSTED_GROUPS, O_CONFIG_MAP, O_EXT_LOCAL, O_EXT_OPEN, O_WATCH_PROGRESS, O_THREADS, O_METRICS_MAX_USERS,
+    O_TRUSTED_GROUPS, O_CONFIG_MAP, O_EXT_LOCAL, O_EXT_OPEN, O_WATCH_PROGRESS, O_SCHED_LISTEN, O_SCHED_THREADS, O_THREADS, O_METRICS_MAX_USERS,
     /* elastic flags */
     O_SYSNS, O_DQMIN, O_DQMAX, O_GRACE, O_ETICK, O_STATUS, O_MINRUN, O_PREEMPT_DEF,
     O_METERING, O_LEADER_ELECT, O_LEASE_NS, O_LEASE_NAME, O_LEASE_DUR, O_RENEW_DEADLINE, O_RETRY_PERIOD,
@@ -117,6 +117,10 @@ static const flag_t serve_flags[] = {
                                                   "default: callers on this host and callers with a client\n"
                                                   "certificate signed by --client-ca", NULL},
     {"extender-open", 0, O_EXT_OPEN, NULL, "/scheduler/* answers anyone who reaches the port (unsafe)", NULL},
+    {"scheduler-listen", 1, O_SCHED_LISTEN, "HOST:PORT", "also serve /scheduler/* (and the probes) over plain HTTP\n"
+                                                         "on this loopback address, with its own workers, so\n"
+                                                         "load on the main port never delays the scheduler", NULL},
+    {"scheduler-threads", 1, O_SCHED_THREADS, "N", "workers of --scheduler-listen (default 8)", NULL},
     {NULL, 0, 0, NULL, "admission webhooks (/admission/...)", NULL},
     {"trusted-users", 1, O_TRUSTED_USERS, "LIST", "comma-separated users whose pods and workloads keep the\n"
                                                   "identity already on them ('prefix*' allowed; default\n"
@@ -236,6 +240,8 @@ typedef struct serve_opts {
     int app_id_fallback;
     const char *rest_auth, *rest_token_file, *trusted_users, *trusted_groups, *config_map;
     bool metrics_auth, extender_local_only, extender_open;
+    const char *scheduler_listen;
+    long scheduler_threads;
     bool plain_http;
     long long max_body;
     long reload_ms;
@@ -402,6 +408,12 @@ static int parse_serve(int argc, char **argv, serve_opts_t *o)
         case O_CONFIG_MAP: o->config_map = optarg; break;
         case O_EXT_LOCAL: o->extender_local_only = true; break;
         case O_EXT_OPEN: o->extender_open = true; break;
+        case O_SCHED_LISTEN: o->scheduler_listen = optarg; break;
+        case O_SCHED_THREADS:
+            if (!parse_long_flag("scheduler-threads", optarg, 1, 256, &n))
+                return 2;
+            o->scheduler_threads = (long)n;
+            break;
         case O_WATCH_PROGRESS:
             if (!parse_duration_flag(c, optarg, 0, 0, &o->watch_progress_ms))
                 return 2;
@@ -827,6 +839,8 @@ static int serve(int argc, char **argv)
         .metrics_auth = o.metrics_auth,
         .extender_local_only = o.extender_local_only,
         .extender_open = o.extender_open,
+        .scheduler_listen = o.scheduler_listen,
+        .scheduler_threads = (int)o.scheduler_threads,
         .threads = (int)o.threads,
         .listen = o.listen,
         .tls_cert = o.tls_cert,

@@ -84,6 +84,11 @@
 #define SINGLE_WRITE_MAX ((size_t)1 << 20)
 #define DRAIN_MAX ((long long)256 << 10) /* bytes of a refused body we still read, to close cleanly */
 #define IGNORED_BODY_MAX ((long long)64 << 10)
+#define BODY_DEADLINE_S 10.0 /* a whole request body must arrive within this (slow bodies) */
+#define BODY_BUDGET ((size_t)128 << 20) /* request bodies held in memory at once, all requests */
+#define DEFAULT_SCHED_THREADS 8
+#define READ_PIECE_MAX ((size_t)256 << 10) /* largest single body read */
+#define READ_SLOW_S 0.5                    /* a read slower than this restarts at one byte */
 #define MAX_PARAMS 2
 #define CT_JSON "application/json"
 #define CT_TEXT "text/plain; charset=utf-8"
@@ -93,6 +98,13 @@
     "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:"                \
     "ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305"
 
+
+/* What a listener's civetweb context carries as user data. */
+typedef struct port {
+    struct kq_server *s;
+    bool scheduler; /* the loopback scheduler listener: scheduler verbs and probes only */
+} port_t;
+
 typedef struct tls_id {
     X509 *leaf;
     STACK_OF(X509) *chain;
@@ -101,6 +113,9 @@ typedef struct tls_id {
 
 struct kq_server {
     struct mg_context *ctx;
+    struct mg_context *sched_ctx; /* --scheduler-listen, or NULL */
+    port_t main_port, sched_port; /* user data of the two contexts */
+    atomic_size_t body_bytes;     /* request body bytes held now (BODY_BUDGET) */
     kq_app_t *app;
     size_t max_body;
     bool admission;                    /* webhook routes enabled */
@@ -130,6 +145,7 @@ typedef struct req {
     size_t body_len;
     const char *query;       /* the query string (after '?'), or NULL */
     bool identities;         /* /metrics: the caller may see per-user and per-group series */
+    size_t budget;           /* body budget bytes taken for this request */
 } req_t;
 
 typedef struct resp {
@@ -633,7 +649,29 @@ static char *percent_decode(span_t in, bool *bad)
 
 /* Reads the whole body (Content-Length or chunked) up to max bytes into q->body.
  * 0, or an HTTP status: 413 too large, 400 read error, 500 ENOMEM, 417 bad Expect. */
-static int read_body(struct mg_connection *conn, size_t max, req_t *q, bool *close)
+/* Takes n bytes of the shared body budget; false when that would exceed it. */
+static bool budget_take(kq_server_t *s, size_t n)
+{
+    size_t cur = atomic_load(&s->body_bytes);
+    do {
+        if (n > BODY_BUDGET || cur > BODY_BUDGET - n)
+            return false;
+    } while (!atomic_compare_exchange_weak(&s->body_bytes, &cur, cur + n));
+    return true;
+}
+
+static void budget_give(kq_server_t *s, size_t n)
+{
+    atomic_fetch_sub(&s->body_bytes, n);
+}
+
+static double elapsed(const struct timespec *t0);
+
+/* Reads the whole body (Content-Length or chunked) up to max bytes into q->body, within
+ * BODY_DEADLINE_S of t0 and within the shared budget (the bytes taken are in
+ * q->budget; the caller gives them back). 0, or an HTTP status: 413 too large, 400 read
+ * error, 408 too slow, 503 budget exhausted, 500 ENOMEM, 417 bad Expect. */
+static int read_body(struct mg_connection *conn, size_t max, req_t *q, bool *close, const struct timespec *t0)
 {
     const struct mg_request_info *ri = mg_get_request_info(conn);
     long long cl = ri->content_length;
@@ -653,7 +691,12 @@ static int read_body(struct mg_connection *conn, size_t max, req_t *q, bool *clo
     /* Known length: exactly that (plus the NUL). Chunked: grow up to max + 1 bytes, one
      * more than allowed, which is how an oversized chunked body is recognised. */
     size_t cap = cl >= 0 ? (size_t)cl + 1 : (max + 2 < 16384 ? max + 2 : 16384);
-    size_t len = 0;
+    size_t len = 0, piece = 1;
+    if (!budget_take(q->s, cap)) {
+        *close = true;
+        return 503;
+    }
+    q->budget = cap;
     char *buf = malloc(cap);
     if (buf == NULL)
         return 500;
@@ -664,6 +707,12 @@ static int read_body(struct mg_connection *conn, size_t max, req_t *q, bool *clo
             if (len > max)
                 break;
             size_t ncap = cap > (max + 2) / 2 ? max + 2 : cap * 2;
+            if (!budget_take(q->s, ncap - cap)) {
+                free(buf);
+                *close = true;
+                return 503;
+            }
+            q->budget += ncap - cap;
             char *nb = realloc(buf, ncap);
             if (nb == NULL) {
                 free(buf);
@@ -672,7 +721,20 @@ static int read_body(struct mg_connection *conn, size_t max, req_t *q, bool *clo
             buf = nb;
             cap = ncap;
         }
-        int n = mg_read(conn, buf + len, cap - 1 - len);
+        if (elapsed(t0) > BODY_DEADLINE_S) {
+            free(buf);
+            *close = true;
+            return 408;
+        }
+        /* civetweb's mg_read returns only when it has all it was asked for (or a single
+         * wait times out), so a body trickled in byte by byte would never reach the
+         * deadline check. Ask for a piece that doubles while reads are quick and drops
+         * back to one byte when one was slow: a slow client is read a byte at a time,
+         * with the deadline checked between bytes. (A client that first sends fast and
+         * then trickles can overrun the deadline by one piece; see README.) */
+        size_t want = cap - 1 - len < piece ? cap - 1 - len : piece;
+        double before = elapsed(t0);
+        int n = mg_read(conn, buf + len, want);
         if (n == 0)
             break;
         if (n < 0) {
@@ -681,6 +743,10 @@ static int read_body(struct mg_connection *conn, size_t max, req_t *q, bool *clo
             return 400;
         }
         len += (size_t)n;
+        if (elapsed(t0) - before > READ_SLOW_S)
+            piece = 1;
+        else if (piece < READ_PIECE_MAX)
+            piece *= 2;
     }
     if (len > max || (cl >= 0 && len != (size_t)cl)) {
         free(buf);
@@ -746,7 +812,8 @@ static int on_request(struct mg_connection *conn)
 {
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    kq_server_t *s = mg_get_user_data(mg_get_context(conn));
+    const port_t *port = mg_get_user_data(mg_get_context(conn));
+    kq_server_t *s = port->s;
     const struct mg_request_info *ri = mg_get_request_info(conn);
     const char *method = ri->request_method ? ri->request_method : "";
     const char *path = ri->local_uri ? ri->local_uri : "";
@@ -767,6 +834,10 @@ static int on_request(struct mg_connection *conn)
         int n;
         span_t p[MAX_PARAMS];
         if ((routes[i].admission && !s->admission) || !match(routes[i].pattern, path, p, &n))
+            continue;
+        /* the scheduler's own listener serves its verbs and the probes, nothing else */
+        if (port->scheduler && routes[i].guard != GUARD_EXTENDER && routes[i].ep != KQ_EP_HEALTHZ &&
+            routes[i].ep != KQ_EP_READYZ)
             continue;
         if (strcmp(routes[i].method, method) == 0) {
             rt = &routes[i];
@@ -841,10 +912,17 @@ static int on_request(struct mg_connection *conn)
     }
 
     if (rt->has_body) {
-        int st = read_body(conn, s->max_body, &q, &close);
+        /* Webhook reviews are capped lower than max_body: refused by Content-Length before
+         * a byte of the body is read. */
+        size_t limit = rt->admission && s->max_body > KQ_ADMISSION_MAX_BODY ? KQ_ADMISSION_MAX_BODY : s->max_body;
+        int st = read_body(conn, limit, &q, &close, &t0);
         if (st != 0) {
             if (st == 413)
-                snprintf(msg, sizeof(msg), "request body larger than the limit of %zu bytes", s->max_body);
+                snprintf(msg, sizeof(msg), "request body larger than the limit of %zu bytes", limit);
+            else if (st == 408)
+                snprintf(msg, sizeof(msg), "the request body did not arrive within %.0f s", BODY_DEADLINE_S);
+            else if (st == 503)
+                snprintf(msg, sizeof(msg), "too many large request bodies in flight; retry");
             else if (st == 417)
                 snprintf(msg, sizeof(msg), "unsupported Expect header");
             else if (st == 400)
@@ -880,6 +958,8 @@ send:
     int status = r.status;
     free(r.body);
     free(q.body);
+    if (q.budget > 0)
+        budget_give(s, q.budget);
     for (int i = 0; i < MAX_PARAMS; i++)
         free(q.param[i]);
     return status;
@@ -1006,7 +1086,7 @@ static int on_tls_cert(SSL *ssl, void *arg)
 /* civetweb's init_ssl: we configure the whole SSL_CTX (return 1 = done). */
 static int on_init_ssl(void *ssl_ctx, void *user_data)
 {
-    kq_server_t *s = user_data;
+    kq_server_t *s = ((port_t *)user_data)->s;
     SSL_CTX *ctx = ssl_ctx;
     ERR_clear_error();
     if (SSL_CTX_use_certificate_chain_file(ctx, s->cert) != 1) {
@@ -1062,6 +1142,8 @@ static int on_init_ssl(void *ssl_ctx, void *user_data)
 }
 
 /* ------------------------------------------------------------------ public API */
+
+static int start_scheduler_listener(kq_server_t *s, const kq_server_opts_t *o, char *err, size_t errlen);
 
 static pthread_once_t global_once = PTHREAD_ONCE_INIT;
 
@@ -1188,7 +1270,9 @@ kq_server_t *kq_server_start(const kq_server_opts_t *o, kq_app_t *app, char *err
     cb.log_message = on_log_message;
     if (!o->plain_http)
         cb.init_ssl = on_init_ssl;
-    struct mg_init_data init = {.callbacks = &cb, .user_data = s, .configuration_options = options};
+    s->main_port = (port_t){.s = s, .scheduler = false};
+    s->sched_port = (port_t){.s = s, .scheduler = true};
+    struct mg_init_data init = {.callbacks = &cb, .user_data = &s->main_port, .configuration_options = options};
     char mgerr[256] = "";
     unsigned code = 0;
     struct mg_error_data ed = {.code = &code, .text = mgerr, .text_buffer_size = sizeof(mgerr)};
@@ -1202,16 +1286,76 @@ kq_server_t *kq_server_start(const kq_server_opts_t *o, kq_app_t *app, char *err
     }
     kq_info("event=http_listening listen=%s port=%d tls=%s client_certs=%s max_body=%zu threads=%s", listen,
             kq_server_port(s), o->plain_http ? "off" : "on", s->ca ? "required" : "off", s->max_body, threads);
+    if (o->scheduler_listen != NULL && start_scheduler_listener(s, o, err, errlen) != 0) {
+        mg_stop(s->ctx);
+        s->ctx = NULL;
+        goto fail;
+    }
     return s;
 fail:
     server_free(s);
     return NULL;
 }
 
+/* True for "127.x.y.z:PORT" and "[::1]:PORT". */
+static bool loopback_listen(const char *l)
+{
+    return strncmp(l, "127.", 4) == 0 || strncmp(l, "[::1]:", 6) == 0;
+}
+
+/* The scheduler's own listener: plain HTTP on loopback (kube-scheduler beside us), its
+ * own workers, serving only the scheduler verbs and the probes, so that no load on the
+ * webhook and REST port (slow bodies, idle TLS connections, handshake floods) can make
+ * a filter wait for a worker. */
+static int start_scheduler_listener(kq_server_t *s, const kq_server_opts_t *o, char *err, size_t errlen)
+{
+    const char *l = o->scheduler_listen;
+    size_t ll = strlen(l);
+    if (ll > 200 || !loopback_listen(l) || strchr(l, ',') != NULL || l[ll - 1] < '0' || l[ll - 1] > '9') {
+        seterr(err, errlen, "scheduler listen address \"%s\" must be a loopback HOST:PORT (127.0.0.1:PORT or "
+               "[::1]:PORT): it serves plain HTTP to the scheduler on this host", l);
+        return KQ_EINVAL;
+    }
+    if (o->scheduler_threads < 0 || o->scheduler_threads > 256) {
+        seterr(err, errlen, "scheduler threads must be between 1 and 256");
+        return KQ_EINVAL;
+    }
+    char threads[16];
+    snprintf(threads, sizeof(threads), "%d", o->scheduler_threads > 0 ? o->scheduler_threads : DEFAULT_SCHED_THREADS);
+    const char *options[] = {
+        "listening_ports", l,
+        "num_threads", threads,
+        "enable_keep_alive", "yes",
+        "tcp_nodelay", "1",
+        "keep_alive_timeout_ms", "30000",
+        "request_timeout_ms", "10000",
+        "decode_url", "no",
+        NULL,
+    };
+    struct mg_callbacks cb;
+    memset(&cb, 0, sizeof(cb));
+    cb.begin_request = on_request;
+    cb.log_message = on_log_message;
+    struct mg_init_data init = {.callbacks = &cb, .user_data = &s->sched_port, .configuration_options = options};
+    char mgerr[256] = "";
+    unsigned code = 0;
+    struct mg_error_data ed = {.code = &code, .text = mgerr, .text_buffer_size = sizeof(mgerr)};
+    s->sched_ctx = mg_start2(&init, &ed);
+    if (s->sched_ctx == NULL) {
+        seterr(err, errlen, "scheduler listener %s: %s", l, mgerr[0] ? mgerr : "cannot start");
+        return KQ_EIO;
+    }
+    kq_info("event=http_listening listen=%s port=%d tls=off role=scheduler threads=%s", l,
+            kq_server_scheduler_port(s), threads);
+    return 0;
+}
+
 void kq_server_stop(kq_server_t *s)
 {
     if (s == NULL)
         return;
+    if (s->sched_ctx != NULL)
+        mg_stop(s->sched_ctx);
     if (s->ctx != NULL)
         mg_stop(s->ctx);
     server_free(s);
@@ -1223,5 +1367,14 @@ int kq_server_port(const kq_server_t *s)
         return -1;
     struct mg_server_port ports[4];
     int n = mg_get_server_ports(s->ctx, 4, ports);
+    return n > 0 ? ports[0].port : -1;
+}
+
+int kq_server_scheduler_port(const kq_server_t *s)
+{
+    if (s == NULL || s->sched_ctx == NULL)
+        return -1;
+    struct mg_server_port ports[2];
+    int n = mg_get_server_ports(s->sched_ctx, 2, ports);
     return n > 0 ? ports[0].port : -1;
 }

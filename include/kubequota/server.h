@@ -15,9 +15,13 @@
  * against client_ca; others get 403 unless extender_open (loopback only with
  * extender_local_only).
  * Path parameters are percent-decoded. Error bodies are JSON {"error":"..."}.
- * Bodies: a Content-Length above max_body is answered 413 without reading the body; a
- * chunked body is read up to max_body and then answered 413. The connection is closed
- * after a 413.
+ * Bodies: a Content-Length above max_body (KQ_ADMISSION_MAX_BODY for the webhooks) is
+ * answered 413 without reading the body; a chunked body is read up to the limit and then
+ * answered 413. The connection is closed after a 413. A body must arrive within 10 s of
+ * the request's headers (else 408), and all bodies held at once share a 128 MiB budget
+ * (else 503: a few huge bodies cannot exhaust memory).
+ * With scheduler_listen a second, plain-HTTP loopback listener with its own workers
+ * serves the scheduler verbs and the probes only.
  *
  * TLS: TLS 1.2 minimum, forward-secret AEAD cipher suites only for TLS 1.2 (TLS 1.3 suites
  * are all strong); certificate chain and key from separate PEM files; with client_ca, a
@@ -47,6 +51,10 @@ typedef struct kq_server_opts {
     bool extender_local_only; /* the /scheduler/ verbs answer only loopback peers (sidecar) */
     bool extender_open;     /* the /scheduler/ verbs answer anyone; default (false): loopback
                              * peers and callers with a verified client certificate only */
+    const char *scheduler_listen; /* loopback HOST:PORT of the scheduler's own plain-HTTP
+                                   * listener (its own workers; scheduler verbs and probes
+                                   * only), or NULL */
+    int scheduler_threads;  /* its workers; 0 = 8 */
 } kq_server_opts_t;
 
 typedef struct kq_server kq_server_t;
@@ -65,5 +73,7 @@ void kq_server_stop(kq_server_t *s);
 
 /* The bound port (useful with port 0), or -1. */
 int kq_server_port(const kq_server_t *s);
+/* The scheduler listener's bound port, or -1 when there is none. */
+int kq_server_scheduler_port(const kq_server_t *s);
 
 #endif

@@ -6,10 +6,13 @@ import base64
 import copy
 import json
 import os
+import socket
+import ssl
+import threading
 import time
 
-from kqtest import (HttpClient, KQTestCase, Kubequota, certs, pod_manifest, queues_config,
-                    user_usage, wait_until)
+from kqtest import (HttpClient, KQTestCase, Kubequota, SchedulerDriver, certs, free_port, pod_manifest,
+                    queues_config, user_usage, wait_until)
 from test_elastic import CONFIG as ELASTIC_CONFIG, FAST, group
 from test_tls import non_loopback_address
 
@@ -432,3 +435,110 @@ class TokenReviewFloodTest(KQTestCase):
         for _ in range(5):
             self.assertEqual(bad.get("/ws/v1/partition/default/usage/users").status, 401)
         self.assertEqual(counters.get("tokenreviews", 0), n)
+
+
+def still_open(sock):
+    """True when the server has not closed sock (nothing to read yet, no EOF)."""
+    sock.setblocking(False)
+    try:
+        return sock.recv(1, socket.MSG_PEEK) != b""
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        sock.setblocking(True)
+
+
+class SchedulerListenerTest(KQTestCase):
+    """--scheduler-listen: the scheduler's own loopback listener with its own workers keeps
+    answering while every worker of the main port is held by idle connections that never
+    start TLS (bounded: 6 connections, held for at most a few seconds)."""
+    CONFIG = queues_config({"name": "default"})
+    START = False
+
+    def test_filter_answers_while_main_port_is_saturated(self):
+        sport = free_port()
+        self.kq = Kubequota(self.sim, self.CONFIG, extra_args=(
+            "--threads", "2", "--scheduler-listen", "127.0.0.1:%d" % sport))
+        self.sched = SchedulerDriver(self.kq, self.sim)
+        self.kq.start()
+        sched = HttpClient("http://127.0.0.1:%d" % sport, timeout=30)
+        self.assertEqual(sched.get("/healthz").status, 200)
+        self.assertEqual(sched.get("/ws/v1/partition/default/usage/users").status, 404)
+        self.assertEqual(sched.post("/admission/mutate", {}).status, 404)
+        idle = [socket.create_connection(("127.0.0.1", self.kq.port)) for _ in range(6)]
+        try:
+            self.create("p1", cpu="100m")
+            pod = self.sim.get_pod("default", "p1")
+            r = sched.post("/scheduler/filter", {"Pod": SchedulerDriver.cached(pod), "Nodes": None,
+                                                 "NodeNames": ["node-1"]})
+            self.assertEqual(r.status, 200, r.text)
+            self.assertEqual(r.json()["NodeNames"], ["node-1"])
+            # the answer came while the main port's workers were still held
+            self.assertTrue(all(still_open(s) for s in idle[:2]),
+                            "the idle connections were closed before the filter was answered")
+        finally:
+            for s in idle:
+                s.close()
+
+    def test_non_loopback_scheduler_listen_refused(self):
+        self.kq = Kubequota(self.sim, self.CONFIG, extra_args=("--scheduler-listen", "0.0.0.0:%d" % free_port()))
+        self.kq.start(wait=False)
+        self.assertEqual(self.kq.proc.wait(10), 2)
+        self.assertIn("loopback", self.kq.logs())
+
+
+class BodyLimitsTest(KQTestCase):
+    """A webhook body above the admission cap is refused by its Content-Length before a
+    byte is read; a body trickled in (one byte every 2 s, each read within civetweb's
+    per-read timeout) is cut off by the overall body deadline."""
+    CONFIG = queues_config({"name": "default"})
+
+    def tls(self):
+        ctx = ssl.create_default_context(cafile=certs()["ca"])
+        raw = socket.create_connection(("127.0.0.1", self.kq.port), timeout=30)
+        return ctx.wrap_socket(raw, server_hostname="localhost")
+
+    @staticmethod
+    def answer(s):
+        data = b""
+        try:
+            while b"\r\n\r\n" not in data:
+                chunk = s.recv(4096)
+                if not chunk:
+                    break
+                data += chunk
+        except (ssl.SSLError, OSError):
+            pass
+        return data
+
+    def test_admission_body_refused_by_length(self):
+        s = self.tls()
+        s.sendall(b"POST /admission/mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: %d\r\n\r\n" % (20 << 20))
+        data = self.answer(s)
+        s.close()
+        self.assertTrue(data.startswith(b"HTTP/1.1 413"), data[:200])
+
+    def test_trickled_body_hits_the_deadline(self):
+        s = self.tls()
+        s.sendall(b"POST /admission/mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: 1000\r\n\r\n{")
+        result = {}
+
+        def reader():
+            result["data"] = self.answer(s)
+        t = threading.Thread(target=reader)
+        t.start()
+        for _ in range(14):  # at most 28 s of trickling, far more than the deadline
+            if not t.is_alive():
+                break
+            try:
+                s.sendall(b" ")
+            except (ssl.SSLError, OSError):
+                break
+            t.join(2)
+        t.join(5)
+        s.close()
+        self.assertTrue(result.get("data", b"").startswith(b"HTTP/1.1 408"), result.get("data", b"")[:200])
