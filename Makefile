@@ -6,6 +6,7 @@
 #   make chart-test Helm chart, manifests/, RBAC-vs-code, Dockerfile and install checks
 #   make manifests  regenerate manifests/ from charts/kubequota
 #   make image      container image [IMAGE=repo/kubequota:tag]: docker, else buildah (scripts/image.sh)
+#   make image-smoke  build the image and smoke-test it from the inside (CI)
 #   make run        dev certificates + local API simulator + kubequota + a sample workload
 #   make asan       ASan+UBSan build of everything, runs the unit tests
 #   make tsan       ThreadSanitizer build, runs the unit tests
@@ -81,7 +82,7 @@ ifneq ($(SANITIZER),)
   BIN := $(BUILD)/kubequota
 endif
 
-.PHONY: all deps test unit e2e chart-test manifests image soak soak-short run asan tsan e2e-asan e2e-tsan bench clean
+.PHONY: all deps test unit e2e chart-test manifests image image-smoke soak soak-short run asan tsan e2e-asan e2e-tsan bench clean
 .DEFAULT_GOAL := all
 
 all: $(BIN)
@@ -165,6 +166,11 @@ chart-test: $(BIN)
 IMAGE ?=
 image:
 	bash scripts/image.sh $(IMAGE)
+
+# Builds the image and runs it: --version, check-config of the example, serve against the
+# local API simulator until /readyz (CI runs this; the image is removed afterwards).
+image-smoke:
+	bash scripts/image-smoke.sh $(IMAGE)
 
 # Regenerates manifests/ from charts/kubequota (chart-test fails while it is stale).
 manifests:
