@@ -365,3 +365,116 @@ const kq_child_template_t *kq_placement_template(const kq_partition_conf_t *part
     }
     return NULL;
 }
+
+/* ---------------------------------------------------------------------------------- */
+/* REST view (dao.RuleDAO)                                                             */
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* YuniKorn keeps only list entries that are valid names (filter.go newFilter); a single
+ * entry with a regexp character is the expression instead. */
+static json_t *name_list(const char *const *v, size_t n, bool group)
+{
+    const char **tmp = calloc(n ? n : 1, sizeof(*tmp));
+    json_t *arr = json_array();
+    if (tmp == NULL || arr == NULL) {
+        free(tmp);
+        json_decref(arr);
+        return NULL;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *e = v[i];
+        bool ok = e != NULL && (isalpha((unsigned char)e[0]) || e[0] == '_');
+        for (const char *c = e; ok && *c; c++)
+            ok = isalnum((unsigned char)*c) || strchr(group ? "_:.-" : "_:#/.@-$", *c) != NULL;
+        bool dup = false;
+        for (size_t j = 0; ok && j < k && !dup; j++)
+            dup = strcmp(tmp[j], e) == 0;
+        if (ok && !dup)
+            tmp[k++] = e;
+    }
+    qsort(tmp, k, sizeof(*tmp), cmp_str);
+    for (size_t i = 0; i < k; i++)
+        json_array_append_new(arr, json_string(tmp[i]));
+    free(tmp);
+    return arr;
+}
+
+static json_t *rule_json(const kq_rule_conf_t *r)
+{
+    json_t *o = json_object(), *params = json_object();
+    if (o == NULL || params == NULL) {
+        json_decref(o);
+        json_decref(params);
+        return NULL;
+    }
+    json_object_set_new(o, "name", json_string(r->name));
+    json_object_set_new(params, "create", json_string(r->create ? "true" : "false"));
+    if (strcmp(r->name, "fixed") == 0) {
+        json_object_set_new(params, "queue", json_string(r->value));
+        json_object_set_new(params, "qualified", json_string(strncmp(r->value, "root", 4) == 0 ? "true" : "false"));
+    } else if (strcmp(r->name, "tag") == 0) {
+        json_object_set_new(params, "tagName", json_string(r->value));
+    }
+    json_object_set_new(o, "parameters", params);
+    if (r->filter_set) {
+        json_t *f = json_object();
+        if (f != NULL) {
+            json_object_set_new(f, "type", json_string(r->filter_deny ? "deny" : "allow"));
+            if (r->filter_user_re != NULL) {
+                json_object_set_new(f, "userExp", json_string(r->filter_users[0]));
+            } else if (r->n_filter_users > 0) {
+                json_t *l = name_list(r->filter_users, r->n_filter_users, false);
+                if (l != NULL && json_array_size(l) > 0)
+                    json_object_set_new(f, "userList", l);
+                else
+                    json_decref(l);
+            }
+            if (r->filter_group_re != NULL) {
+                json_object_set_new(f, "groupExp", json_string(r->filter_groups[0]));
+            } else if (r->n_filter_groups > 0) {
+                json_t *l = name_list(r->filter_groups, r->n_filter_groups, true);
+                if (l != NULL && json_array_size(l) > 0)
+                    json_object_set_new(f, "groupList", l);
+                else
+                    json_decref(l);
+            }
+            json_object_set_new(o, "filter", f);
+        }
+    }
+    if (r->parent != NULL) {
+        json_t *p = rule_json(r->parent);
+        if (p == NULL) {
+            json_decref(o);
+            return NULL;
+        }
+        json_object_set_new(o, "parentRule", p);
+    }
+    return o;
+}
+
+json_t *kq_placement_rules_json(const kq_partition_conf_t *part)
+{
+    json_t *arr = json_array();
+    if (arr == NULL)
+        return NULL;
+    bool ok = true;
+    if (part == NULL || part->n_rules == 0) {
+        /* placement.go buildRules: no rules configured is one provided rule */
+        kq_rule_conf_t implicit = {.name = "provided", .value = ""};
+        ok = json_array_append_new(arr, rule_json(&implicit)) == 0;
+    }
+    for (size_t i = 0; ok && part != NULL && i < part->n_rules; i++)
+        ok = json_array_append_new(arr, rule_json(part->rules[i])) == 0;
+    json_t *rec = ok ? json_pack("{s:s, s:{s:s}}", "name", "recovery", "parameters", "queue",
+                                 KQ_PLACEMENT_RECOVERY_QUEUE) : NULL;
+    if (rec == NULL || json_array_append_new(arr, rec) != 0) {
+        json_decref(arr);
+        return NULL;
+    }
+    return arr;
+}

@@ -36,6 +36,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include <jansson.h>
+
 #include "kubequota/config.h"
 #include "kubequota/error.h"
 
@@ -81,5 +83,14 @@ const kq_child_template_t *kq_placement_template(const kq_partition_conf_t *part
 /* True when the filter of rule r lets the user through (no filter: true). */
 bool kq_placement_filter_allows(const kq_rule_conf_t *r, const char *user, const char *const *groups,
                                 size_t n_groups);
+
+/* The partition's rules as YuniKorn's REST API shows them (GET
+ * /ws/v1/partition/{p}/placementrules: an array of dao.RuleDAO, apache/yunikorn-core
+ * pkg/webservice/dao/rule_info.go, built by each rule's ruleDAO()): {"name", "parameters"
+ * (strings: create; fixed: queue, qualified; tag: tagName; recovery: queue), "filter"
+ * ({"type","userList","groupList","userExp","groupExp"}, omitted when the rule has none),
+ * "parentRule"}, the implicit recovery rule last; no rules configured: YuniKorn's implicit
+ * provided rule (create false). Lists are sorted. New reference; NULL on ENOMEM. */
+json_t *kq_placement_rules_json(const kq_partition_conf_t *part);
 
 #endif

@@ -515,6 +515,58 @@ static void test_ugm_dynamic_queues(void **state)
     kq_config_unref(cfg);
 }
 
+/* GET /ws/v1/partition/{p}/placementrules: dao.RuleDAO as each rule's ruleDAO() builds it
+ * (apache/yunikorn-core pkg/scheduler/placement/ {fixed,tag,user,provided}_rule.go ruleDAO, filter.go filterDAO,
+ * recovery_rule.go; pkg/webservice/dao/rule_info.go) */
+static void test_rules_json(void **state)
+{
+    (void)state;
+    kq_config_t *cfg = test_config("partitions:\n"
+                                   "  - name: default\n"
+                                   "    placementrules:\n"
+                                   "      - name: User\n"
+                                   "        create: true\n"
+                                   "        filter:\n"
+                                   "          type: deny\n"
+                                   "          users: [bob, alice]\n"
+                                   "          groups: ['dev*']\n"
+                                   "        parent:\n"
+                                   "          name: tag\n"
+                                   "          value: Namespace\n"
+                                   "      - name: fixed\n"
+                                   "        value: root.default\n"
+                                   "    queues:\n"
+                                   "      - name: root\n"
+                                   "        queues:\n"
+                                   "          - name: default\n");
+    assert_non_null(cfg);
+    json_t *got = kq_placement_rules_json(kq_config_partition(cfg, "default"));
+    json_error_t je;
+    json_t *want = json_loads(
+        "[{\"name\":\"user\",\"parameters\":{\"create\":\"true\"},"
+        "  \"filter\":{\"type\":\"deny\",\"userList\":[\"alice\",\"bob\"],\"groupExp\":\"dev*\"},"
+        "  \"parentRule\":{\"name\":\"tag\",\"parameters\":{\"tagName\":\"namespace\",\"create\":\"false\"}}},"
+        " {\"name\":\"fixed\",\"parameters\":{\"queue\":\"root.default\",\"create\":\"false\",\"qualified\":\"true\"}},"
+        " {\"name\":\"recovery\",\"parameters\":{\"queue\":\"root.@recovery@\"}}]", 0, &je);
+    assert_non_null(want);
+    if (!json_equal(got, want)) {
+        char *g = json_dumps(got, JSON_SORT_KEYS);
+        fail_msg("got %s", g ? g : "NULL");
+    }
+    json_decref(got);
+    json_decref(want);
+    kq_config_unref(cfg);
+    /* no rules: YuniKorn's implicit provided rule, then recovery */
+    cfg = test_config("partitions:\n  - name: default\n    queues:\n      - name: root\n");
+    got = kq_placement_rules_json(kq_config_partition(cfg, "default"));
+    want = json_loads("[{\"name\":\"provided\",\"parameters\":{\"create\":\"false\"}},"
+                      "{\"name\":\"recovery\",\"parameters\":{\"queue\":\"root.@recovery@\"}}]", 0, &je);
+    assert_true(json_equal(got, want));
+    json_decref(got);
+    json_decref(want);
+    kq_config_unref(cfg);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -530,6 +582,7 @@ int main(void)
         cmocka_unit_test(test_bad_rules),
         cmocka_unit_test(test_examples_load),
         cmocka_unit_test(test_ugm_dynamic_queues),
+        cmocka_unit_test(test_rules_json),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
