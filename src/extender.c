@@ -187,6 +187,7 @@ static int parse_pod(kq_app_t *app, const kq_jnode_t *obj, const json_t *jobj, k
         .app_id_fallback = (kq_app_id_fallback_t)app->app_id_fallback,
         .dynamic_kind = kq_ugm_queue_kind_hook,
         .set_dynamic_limits = kq_ugm_set_dynamic_limits_hook,
+        .may_submit = kq_ugm_may_submit_hook,
         .hook_arg = app->ugm,
         .ns_parent_queue = app->sync ? kq_sync_ns_parent_queue : NULL,
         .ns_limits = app->sync ? kq_sync_ns_limits : NULL,

@@ -57,6 +57,7 @@ static const char *const endpoint_names[KQ_EP_COUNT] = {
     [KQ_EP_CLUSTERS] = "/ws/v1/clusters",
     [KQ_EP_HEALTHCHECK] = "/ws/v1/scheduler/healthcheck",
     [KQ_EP_CONFIG] = "/ws/v1/config",
+    [KQ_EP_PLACEMENT_RULES] = "/ws/v1/partition/{partition}/placementrules",
 };
 
 static const char *const verb_names[KQ_VERB_COUNT] = {"filter", "bind", "preempt", "admission"};

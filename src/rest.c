@@ -32,6 +32,7 @@
 #include "kubequota/config.h"
 #include "kubequota/elastic.h"
 #include "kubequota/error.h"
+#include "kubequota/placement.h"
 #include "kubequota/sync.h"
 #include "kubequota/ugm.h"
 
@@ -625,4 +626,15 @@ int kq_rest_config(kq_app_t *app, char **body, size_t *len)
     if (doc == NULL && !ok)
         json_decref(parts);
     return reply_json(doc, 200, body, len);
+}
+
+int kq_rest_placement_rules(kq_app_t *app, const char *partition, char **body, size_t *len)
+{
+    int st = check_partition(app, partition, body, len);
+    if (st != 0)
+        return st;
+    kq_config_t *cfg = app->config ? kq_config_holder_get(app->config) : NULL;
+    json_t *view = kq_placement_rules_json(cfg ? kq_config_partition(cfg, app->partition) : NULL);
+    kq_config_unref(cfg); /* the view holds copies */
+    return reply_json(view, 200, body, len);
 }

@@ -458,6 +458,14 @@ static void h_nodes(const req_t *q, resp_t *r)
     resp_take(r, st, CT_JSON, out, len);
 }
 
+static void h_placement_rules(const req_t *q, resp_t *r)
+{
+    char *out = NULL;
+    size_t len = 0;
+    int st = kq_rest_placement_rules(q->s->app, q->param[0], &out, &len);
+    resp_take(r, st, CT_JSON, out, len);
+}
+
 static void h_partitions(const req_t *q, resp_t *r)
 {
     char *out = NULL;
@@ -571,6 +579,7 @@ static const route_t routes[] = {
     {"GET", "/ws/v1/clusters", KQ_EP_CLUSTERS, false, h_clusters, false, GUARD_REST},
     {"GET", "/ws/v1/scheduler/healthcheck", KQ_EP_HEALTHCHECK, false, h_healthcheck, false, GUARD_REST},
     {"GET", "/ws/v1/config", KQ_EP_CONFIG, false, h_config, false, GUARD_REST},
+    {"GET", "/ws/v1/partition/*/placementrules", KQ_EP_PLACEMENT_RULES, false, h_placement_rules, false, GUARD_REST},
     {"POST", "/admission/mutate", KQ_EP_ADMISSION, true, h_mutate, true, GUARD_OPEN},
     {"POST", "/admission/mutate-scheduler", KQ_EP_ADMISSION_SCHED, true, h_mutate_sched, true, GUARD_OPEN},
     {"POST", "/admission/validate", KQ_EP_ADMISSION_VALIDATE, true, h_validate, true, GUARD_OPEN},

@@ -121,6 +121,7 @@ static void on_object(void *ud, int type, const kq_jnode_t *obj)
         .app_id_fallback = (kq_app_id_fallback_t)app->app_id_fallback,
         .dynamic_kind = kq_ugm_queue_kind_hook,
         .set_dynamic_limits = kq_ugm_set_dynamic_limits_hook,
+        .may_submit = kq_ugm_may_submit_hook,
         .hook_arg = app->ugm,
         .ns_parent_queue = kq_sync_ns_parent_queue,
         .ns_limits = kq_sync_ns_limits,

@@ -2757,6 +2757,32 @@ void kq_ugm_set_dynamic_limits_hook(void *ugm, const char *queue_path, const kq_
         kq_warn("ugm: dynamic queue limits not set queue=%s error=\"%s\"", queue_path, kq_strerror(rc));
 }
 
+/* Placement's submit check (kq_place_in_t.may_submit): the same ACL rule as an increase
+ * (check_acl: the queue's or a parent's submitacl or adminacl allows the user or one of its
+ * groups; no ACL anywhere in the partition: everybody), for the configured queue q. Takes
+ * the manager lock only to pin the limit tables. */
+bool kq_ugm_may_submit_hook(void *ugm, const kq_queue_conf_t *q, const char *user, const char *const *groups,
+                            size_t n_groups)
+{
+    kq_ugm_t *m = ugm;
+    if (m == NULL || q == NULL || user == NULL)
+        return true;
+    mutex_lock(&m->lock);
+    limits_t *L = limits_get(m);
+    mutex_unlock(&m->lock);
+    bool ok = L == NULL || !L->acls;
+    kq_user_t u = {.name = user, .groups = groups, .n_groups = n_groups};
+    for (const kq_queue_conf_t *x = q; !ok && x != NULL; x = x->parent) {
+        const level_t *lv = level_find(L, x->path, strlen(x->path));
+        ok = lv != NULL && (acl_allows(&lv->submit, &u) || acl_allows(&lv->admin, &u));
+    }
+    mutex_lock(&m->lock);
+    limits_t *dead = limits_put(L);
+    mutex_unlock(&m->lock);
+    limits_free(dead);
+    return ok;
+}
+
 kq_qkind_t kq_ugm_queue_kind_hook(void *ugm, const char *queue_path)
 {
     return kq_ugm_queue_kind(ugm, queue_path);

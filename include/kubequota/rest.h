@@ -55,6 +55,9 @@ int kq_rest_healthcheck(kq_app_t *app, char **body, size_t *len);
 /* GET /ws/v1/config: the configuration in force, in queues.yaml's key names (JSON, which
  * is also YAML); quantities as strings, cpu as "vcore". */
 int kq_rest_config(kq_app_t *app, char **body, size_t *len);
+/* GET /ws/v1/partition/{p}/placementrules: the rules in force, as YuniKorn's dao.RuleDAO
+ * list (kq_placement_rules_json). */
+int kq_rest_placement_rules(kq_app_t *app, const char *partition, char **body, size_t *len);
 /* Records the process start time (the clusters and partitions views); call once early. */
 void kq_rest_init(void);
 

@@ -140,6 +140,10 @@ kq_qkind_t kq_ugm_queue_kind(kq_ugm_t *m, const char *queue_path);
 int kq_ugm_set_dynamic_limits(kq_ugm_t *m, const char *queue_path, const kq_resource_t *max, uint64_t max_apps);
 void kq_ugm_set_dynamic_limits_hook(void *ugm, const char *queue_path, const kq_resource_t *max, uint64_t max_apps);
 kq_qkind_t kq_ugm_queue_kind_hook(void *ugm, const char *queue_path);
+/* Placement's submit ACL hook (kq_place_in_t.may_submit, ugm as void *): may the user
+ * submit to configured queue q, by the ACL rule increases enforce? */
+bool kq_ugm_may_submit_hook(void *ugm, const kq_queue_conf_t *q, const char *user, const char *const *groups,
+                            size_t n_groups);
 
 /* Running applications (those with allocations), sorted by id, as YuniKorn's
  * ApplicationDAOInfo (dao/application_info.go): {"applicationID","usedResource",

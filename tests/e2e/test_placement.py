@@ -416,6 +416,27 @@ class ExamplePlacementUseCaseTest(KQTestCase):
                    msg="kim in root.tenants.group-b.dev")
         wait_until(lambda: user_queues(self.kq, "kim").get("root.tenants.group-b.test") == 200,
                    msg="kim in root.tenants.group-b.test")
+        # the adminacl of root.system admits only group admin: for sue the provided rule does
+        # not match (placement_rules.md "Access Control List"), her user rule does
+        self.create("sue-2", ns="default", user="sue", groups=["group-a"], cpu="300m",
+                    labels={"yunikorn.apache.org/queue": "root.system.high-priority"})
+        self.assert_bound("sue-2")
+        wait_until(lambda: user_queues(self.kq, "sue").get("root.tenants.group-a.sue") == 400,
+                   msg="sue-2 in root.tenants.group-a.sue")
+        # kim names a group-a queue: its adminacl admits group-a only; the tag rule places her
+        self.create("kim-3", ns="dev", user="kim", groups=["group-b"], cpu="50m",
+                    labels={"yunikorn.apache.org/queue": "root.tenants.group-a.x"})
+        self.assert_bound("kim-3", "dev")
+        wait_until(lambda: user_queues(self.kq, "kim").get("root.tenants.group-b.dev") == 150,
+                   msg="kim-3 in root.tenants.group-b.dev")
+        # the rules as YuniKorn's REST API shows them (dao.RuleDAO; recovery last)
+        rules = self.kq.get_json("/ws/v1/partition/%s/placementrules" % PARTITION)
+        self.assertEqual([r["name"] for r in rules], ["provided", "user", "tag", "recovery"])
+        self.assertEqual(rules[0]["parentRule"], {
+            "name": "fixed", "parameters": {"queue": "root.system", "create": "false", "qualified": "true"},
+            "filter": {"type": "allow", "userList": ["admin"], "groupList": ["admin"]}})
+        self.assertEqual(rules[2]["parameters"], {"tagName": "namespace", "create": "true"})
+        self.assertEqual(rules[3], {"name": "recovery", "parameters": {"queue": "root.@recovery@"}})
         # anyone else names no queue and matches no filter: rejected (no root.default)
         self.create("anon-1", ns="default", user="anonymous", groups=["anonymous"], cpu="100m")
         self.assert_denied("anon-1", "default", "no placement rule matched")
