@@ -500,10 +500,16 @@ int kq_rest_clusters(kq_app_t *app, char **body, size_t *len)
 int kq_rest_healthcheck(kq_app_t *app, char **body, size_t *len)
 {
     bool ready = atomic_load(&app->ready);
-    json_t *o = json_pack("{s:b,s:[{s:s,s:b,s:s,s:s}]}", "Healthy", ready, "HealthChecks", "Name", "Pod list loaded",
+    json_t *o = json_pack("{s:b,s:[{s:s,s:b,s:s}]}", "Healthy", ready, "HealthChecks", "Name", "Pod list loaded",
                           "Succeeded", ready, "Description",
-                          "The first full pod list is applied, so usage counts what already runs",
-                          "DiagnosisMessage", ready ? "" : "waiting for the first pod list from the API server");
+                          "The first full pod list is applied, so usage counts what already runs");
+    json_t *check = json_array_get(json_object_get(o, "HealthChecks"), 0);
+    if (check != NULL && !ready && /* omitempty, as the DAO */
+        json_object_set_new(check, "DiagnosisMessage",
+                            json_string("waiting for the first pod list from the API server")) != 0) {
+        json_decref(o);
+        o = NULL;
+    }
     return reply_json(o, 200, body, len);
 }
 
