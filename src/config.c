@@ -1175,8 +1175,13 @@ static void decode_partition(struct ctx *c, yaml_node_t *n, struct pnode *p, siz
             MAP_FOREACH(c, v, pk, pv)
             {
                 bool b;
-                if (strcmp(pk, "enabled") == 0 || strcmp(pk, "quotapreemptionenabled") == 0)
-                    (void)get_bool(c, pv, where, pk, &b);
+                if (strcmp(pk, "enabled") == 0 || strcmp(pk, "quotapreemptionenabled") == 0) {
+                    if (get_bool(c, pv, where, pk, &b) && b && strcmp(pk, "quotapreemptionenabled") == 0)
+                        warn_at(c, mark_of(pv), where,
+                                "preemption.quotapreemptionenabled is not used by kubequota: a queue using more "
+                                "than its resources.max loses pods after --reclaim-grace (elastic quota reclaim) "
+                                "whether it is set or not, and quota.preemption.delay is not read");
+                }
                 else
                     unknown_key(c, v, pk, where, "preemption",
                                 "enabled, quotapreemptionenabled");
