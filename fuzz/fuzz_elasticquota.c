@@ -101,7 +101,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (review != NULL) {
         char msg[512];
         (void)kq_elastic_validate_admission(el, json_object_get(review, "request"), msg, sizeof(msg));
+        /* the same as an UPDATE of itself (Koordinator's rules compare with oldObject) */
+        json_t *req = json_object_get(review, "request");
+        if (json_object_set_new(req, "operation", json_string("UPDATE")) == 0 &&
+            json_object_set(req, "oldObject", obj) == 0)
+            (void)kq_elastic_validate_admission(el, req, msg, sizeof(msg));
         json_decref(review);
+        /* read as a Pod: the pod rules of the admission webhook */
+        (void)kq_elastic_check_pod(el, obj, obj, msg, sizeof(msg));
+        (void)kq_elastic_check_pod(el, obj, NULL, msg, sizeof(msg));
     }
     json_decref(obj);
     char *now = tree_text();
