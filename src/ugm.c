@@ -1233,6 +1233,7 @@ static int check_limit(const op_t *op, unsigned i, int t, const char *who, char 
 
 static int check_dynamic_queue(const op_t *op, unsigned i, char *reason, size_t rlen);
 static void dynlims_free(kq_ugm_t *m);
+static bool dynamic_view_limits(kq_ugm_t *m, const kq_partition_conf_t *part, json_t *q);
 
 static int check_queue(const op_t *op, unsigned i, char *reason, size_t rlen)
 {
@@ -2603,6 +2604,10 @@ json_t *kq_ugm_queues_json(kq_ugm_t *m)
         out = NULL;
     } else if (L != NULL) {
         out = managed_queue_json(&m->qtree, &vw, L->part, L->part->root, m->qtree.root, m->partition);
+        if (out != NULL && !dynamic_view_limits(m, L->part, out)) {
+            json_decref(out);
+            out = NULL;
+        }
     } else if (m->qtree.root != NULL) {
         out = unmanaged_queue_json(&vw, m->qtree.root, m->partition, NULL);
     } else {
@@ -2731,6 +2736,49 @@ static int check_dynamic_queue(const op_t *op, unsigned i, char *reason, size_t 
         return KQ_EDENIED;
     }
     return 0;
+}
+
+/* The queue view: a dynamic leaf shows the limits it is held to (namespace limits, else the
+ * child template in force) as maxResource / maxRunningApps, like YuniKorn's queue DAO of a
+ * queue built from a template. m->qlock is held. false on ENOMEM. */
+static bool dynamic_view_limits(kq_ugm_t *m, const kq_partition_conf_t *part, json_t *q)
+{
+    json_t *children = json_object_get(q, "children");
+    size_t i;
+    json_t *c;
+    json_array_foreach(children, i, c) {
+        if (!dynamic_view_limits(m, part, c))
+            return false;
+    }
+    if (json_is_true(json_object_get(q, "isManaged")) || !json_is_true(json_object_get(q, "isLeaf")))
+        return true;
+    const char *path = json_string_value(json_object_get(q, "queuename"));
+    if (path == NULL)
+        return true;
+    const kq_child_template_t *t = NULL;
+    dynlim_t *d = NULL;
+    HASH_FIND(hh, m->dynlims, path, strlen(path), d);
+    if (d != NULL) {
+        t = &d->lim;
+    } else {
+        char buf[KQ_UGM_PATH_MAX + 1];
+        snprintf(buf, sizeof(buf), "%s", path);
+        for (char *dot = strrchr(buf, '.'); dot != NULL && t == NULL; dot = strrchr(buf, '.')) {
+            *dot = '\0';
+            const kq_queue_conf_t *a = kq_config_queue(part, buf);
+            if (a != NULL) {
+                t = a->is_parent ? a->child_template : NULL;
+                break;
+            }
+        }
+    }
+    if (t == NULL)
+        return true;
+    if (t->has_max && !jset_res(q, "maxResource", &t->max))
+        return false;
+    if (t->max_applications != 0 && !jset(q, "maxRunningApps", json_integer((json_int_t)t->max_applications)))
+        return false;
+    return true;
 }
 
 kq_qkind_t kq_ugm_queue_kind(kq_ugm_t *m, const char *queue_path)

@@ -134,6 +134,12 @@ class RuleChainTest(KQTestCase):
         # another user's dynamic queue has its own copy of the template
         self.create("d1", ns="ns1", user="dave", cpu="1", app="app-4")
         self.assert_bound("d1", "ns1")
+        # the queue view shows the limits a dynamic leaf is held to
+        q = find_queue(queue_view(self.kq), "root.users.bob")
+        self.assertIsNotNone(q)
+        mr = q.get("maxResource") or {}
+        self.assertEqual(mr.get("vcore", mr.get("cpu")), 1500)
+        self.assertEqual(q.get("maxRunningApps"), 2)
 
 
 class NoMatchTest(KQTestCase):
