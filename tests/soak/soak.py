@@ -9,7 +9,11 @@ kube-scheduler does (filter, then bind, from a few threads at once), binds some 
 another scheduler would, completes and deletes some, and injects faults at random: 500, 503
 and 429 answers and slow or cut answers on POST .../binding and on the pod LIST, failing and
 slow watch requests, watch connections dropped (closed, or cut in the middle of an event),
-history compaction (410 on resume), and kubequota killed with SIGKILL (at rest, while binds
+history compaction (410 on resume), bindings that commit while their answer is lost
+(ambiguous outcomes: kubequota must look the pod up, and a retry meets 409), pod watches
+that go silent with the connection open (stalled: kubequota must notice and relist),
+attempts to relabel a bound pod's queue through the webhook (refused) followed by a
+restart (the restarted process must count every pod where the live one did), and kubequota killed with SIGKILL (at rest, while binds
 are in flight, in the middle of one bind held by the simulator, or, with
 --unready-requests, restarted at once so that requests reach it while it starts), or stopped
 with SIGTERM (it must exit 0) and restarted.
@@ -301,7 +305,9 @@ class Soak:
     # ---- setup ---------------------------------------------------------------------------
     def start(self):
         self.sim = kqtest.Sim(nodes=("node-1", "node-2", "node-3"))
-        self.kq = kqtest.Kubequota(self.sim, CONFIG, name="kq-soak")
+        # a stalled watch (the stall-watch fault) is noticed after 3 s instead of 150 s
+        self.kq = kqtest.Kubequota(self.sim, CONFIG, name="kq-soak",
+                                   extra_args=("--watch-progress-deadline", "3s"))
         self.sched = kqtest.SchedulerDriver(self.kq, self.sim)
         self.nodes = self.sched.node_names()
         self.kq.start(timeout=30)
@@ -633,6 +639,11 @@ class Soak:
                        delay=round(rng.uniform(0.2, 1.5), 2), count=n)
         elif kind == "bind-cut":
             self.fault("bind-cut", method="POST", path=P_BINDING, close=True, count=1)
+        elif kind == "bind-lost":   # commits, the answer is lost: an ambiguous outcome
+            self.fault("bind-lost", method="POST", path=P_BINDING, lose_answer=True, count=n)
+        elif kind == "stall-watch":  # silent: no events, no bookmarks, connection open
+            self.sim.stall_watches("pods")
+            self.bump("stall-watch", self.faults)
         elif kind == "list-status":
             st = rng.choice([500, 503, 429])
             self.fault("list-%d" % st, method="GET", path=P_LIST, status=st, count=n)
@@ -660,7 +671,40 @@ class Soak:
 
     FAULT_KINDS = [("bind-status", 4), ("bind-slow", 2), ("bind-cut", 1), ("list-status", 2),
                    ("list-slow", 1), ("watch-status", 2), ("watch-slow", 1),
-                   ("drop-close", 2), ("drop-partial", 2), ("compact", 1), ("compact-drop", 2)]
+                   ("drop-close", 2), ("drop-partial", 2), ("compact", 1), ("compact-drop", 2),
+                   ("bind-lost", 2), ("stall-watch", 1)]
+
+    def relabel_restart(self):
+        """A tenant tries to move a bound pod to another queue (label) through the webhook,
+        as the API server would ask it; it must be refused. Then kubequota restarts: the
+        quiescence check proves the restarted process counts every pod where the live one
+        did."""
+        snap = self.snapshot()
+        bound = [p for p in self.live(snap, bound=True) if p["metadata"]["uid"] in self.recs]
+        if bound:
+            cur = self.rng.choice(bound)
+            new = copy.deepcopy(cur)
+            labels = new["metadata"].setdefault("labels", {})
+            old_q = labels.get(kqtest.LABEL_QUEUE)
+            labels[kqtest.LABEL_QUEUE] = self.rng.choice([q for q, _ in LEAVES if q != old_q])
+            review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                      "request": {"uid": "soak-relabel", "kind": {"group": "", "version": "v1", "kind": "Pod"},
+                                  "resource": {"group": "", "version": "v1", "resource": "pods"},
+                                  "namespace": cur["metadata"]["namespace"], "operation": "UPDATE",
+                                  "userInfo": {"username": "mallory", "groups": ["system:authenticated"]},
+                                  "object": new, "oldObject": cur}}
+            r = self.kq.post("/admission/mutate", review)
+            allowed = r.status == 200 and r.json()["response"]["allowed"]
+            self.bump("relabel_refused" if not allowed else "relabel_allowed")
+            if allowed:
+                raise Failure("the webhook let pod %s/%s change queue %r -> %r"
+                              % (cur["metadata"]["namespace"], cur["metadata"]["name"], old_q,
+                                 labels[kqtest.LABEL_QUEUE]))
+        rc = self.kq.stop()
+        if rc != 0:
+            raise Failure("kubequota exited %s after SIGTERM:\n%s" % (rc, self.kq.log_tail(40)))
+        self.bump("relabel-restart", self.faults)
+        self.restart()
 
     # ---- kills ---------------------------------------------------------------------------
     def sigkill(self, kind):
@@ -960,6 +1004,8 @@ class Soak:
             middle.append(("delete", lambda n=rng.randint(1, 3): self.delete(n)))
         if rng.random() < self.args.kill_rate * 0.6:
             middle.append(("kill mid-bind", self.kill_mid_bind))
+        if rng.random() < self.args.kill_rate * 0.4:
+            middle.append(("relabel then restart", self.relabel_restart))
         if rng.random() < self.args.kill_rate * 0.5:
             def at_rest(behind=rng.randint(0, 3), graceful=rng.random() < 0.25):
                 if graceful:
