@@ -7,7 +7,8 @@ set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 third="$top/build/third_party"
 pkgs=(build-essential pkg-config libjansson-dev libyaml-dev libcurl4-openssl-dev libssl-dev
-      libcmocka-dev uthash-dev dpkg-dev openssl python3 python3-yaml clang)
+      libcmocka-dev uthash-dev dpkg-dev openssl python3 python3-yaml clang
+      prometheus)  # promtool: `promtool check metrics` in the e2e suite
 
 as_root() {
   if [ "$(id -u)" = 0 ]; then "$@"

@@ -229,10 +229,51 @@ static void log_denial(const char *verb, const kq_pod_t *pod, const char *reason
             verb, pod->ns, pod->name, pod->uid, pod->user, pod->queue ? pod->queue : "-", reason, suppressed);
 }
 
+/* What kind of denial a reason describes: the Event reason (kubectl describe pod) and the
+ * reason label of kubequota_admission_attempts_total. The engines word every denial the
+ * same way (docs/events.md), so the kind follows from fixed phrases. */
+typedef struct denial_kind {
+    const char *event_reason; /* Event .reason */
+    const char *label;        /* metric label */
+} denial_kind_t;
+
+static const denial_kind_t *classify(const char *reason)
+{
+    static const denial_kind_t never = {"QuotaNeverFits", "never_fits"}, budget = {"BudgetExhausted", "budget"},
+                               qleaf = {"QueueNotLeaf", "queue_not_leaf"},
+                               gleaf = {"QuotaGroupNotLeaf", "queue_not_leaf"},
+                               qmiss = {"QueueNotFound", "queue_missing"},
+                               gmiss = {"QuotaGroupNotFound", "queue_missing"}, acl = {"QueueACLDenied", "acl"},
+                               runtime = {"QuotaRuntimeExceeded", "over_runtime"},
+                               over = {"QuotaExceeded", "over_limit"};
+    bool group = strncmp(reason, "quota group ", 12) == 0;
+    if (strstr(reason, "the pod can never fit") != NULL)
+        return &never;
+    if (strstr(reason, "credit budget exhausted") != NULL)
+        return &budget;
+    if (strstr(reason, "is a parent group") != NULL)
+        return &gleaf;
+    if (strstr(reason, "is a parent queue") != NULL || strstr(reason, "is a leaf") != NULL)
+        return &qleaf;
+    if (strstr(reason, "does not exist") != NULL || strncmp(reason, "no queue", 8) == 0 ||
+        strstr(reason, "has no queue") != NULL)
+        return group ? &gmiss : &qmiss;
+    if (strstr(reason, "ACL") != NULL)
+        return &acl;
+    if (group && strstr(reason, " runtime") != NULL)
+        return &runtime;
+    return &over;
+}
+
+const char *kq_extender_denial_reason(const char *reason)
+{
+    return classify(reason != NULL ? reason : "")->event_reason;
+}
+
 static void post_denial_event(kq_app_t *app, const kq_pod_t *pod, const char *reason)
 {
     if (app->kube != NULL)
-        kq_kube_event(app->kube, pod->ns, pod->name, pod->uid, "Warning", "QuotaExceeded", reason);
+        kq_kube_event(app->kube, pod->ns, pod->name, pod->uid, "Warning", classify(reason)->event_reason, reason);
 }
 
 /* ------------------------------------------------------------------ filter */
@@ -551,6 +592,7 @@ int kq_extender_filter(kq_app_t *app, const char *body, size_t len, char **out, 
     }
     if (rc == 0) {
         kq_metrics_decision(app->metrics, KQ_VERB_FILTER, KQ_RESULT_ALLOWED);
+        kq_metrics_attempt(app->metrics, pod.queue, "admitted", "");
         kq_debug("event=filter result=allowed pod=%s/%s uid=%s user=%s queue=%s", pod.ns, pod.name, pod.uid,
                  pod.user, pod.queue ? pod.queue : "-");
         status = filter_pass(nodes, names, out, out_len);
@@ -565,7 +607,9 @@ int kq_extender_filter(kq_app_t *app, const char *body, size_t len, char **out, 
         if (app->ledger != NULL && kq_ledger_is_observed(app->ledger, pod.uid))
             post_denial_event(app, &pod, reason);
         else if (app->kube != NULL)
-            kq_kube_event_confirmed(app->kube, pod.ns, pod.name, pod.uid, "Warning", "QuotaExceeded", reason);
+            kq_kube_event_confirmed(app->kube, pod.ns, pod.name, pod.uid, "Warning", classify(reason)->event_reason,
+                                    reason);
+        kq_metrics_attempt(app->metrics, pod.queue, "denied", classify(reason)->label);
         status = filter_deny(nodes, names, reason, by_tree, out, out_len);
     } else {
         seterr(msg, sizeof(msg), "quota check for pod %s/%s failed: %s", pod.ns, pod.name,
@@ -717,6 +761,7 @@ int kq_extender_bind(kq_app_t *app, const char *body, size_t len, char **out, si
                        pod.queue ? pod.queue : "-");
             log_denial("bind", &pod, reason);
             post_denial_event(app, &pod, reason);
+            kq_metrics_attempt(app->metrics, pod.queue, "denied", classify(reason)->label);
             status = bind_error(app, KQ_RESULT_DENIED, reason, out, out_len);
             goto out;
         }
@@ -770,6 +815,9 @@ int kq_extender_bind(kq_app_t *app, const char *body, size_t len, char **out, si
         goto out;
     }
     kq_metrics_decision(app->metrics, KQ_VERB_BIND, ours ? KQ_RESULT_ALLOWED : KQ_RESULT_SKIPPED);
+    if (ours && app->kube != NULL) /* a pod that waited (it got a denial event) hears that it is in */
+        kq_kube_event_admitted(app->kube, ns, name, uid, "QuotaAdmitted",
+                               "admitted: the pod now fits its quotas and is bound; it waited for quota before");
     kq_info("event=bind result=bound pod=%s/%s uid=%s node=%s user=%s queue=%s counted=%s", ns, name, uid, node,
             pod.user ? pod.user : "-", pod.queue ? pod.queue : "-", ours ? "yes" : "no");
     status = bind_result("", out, out_len);

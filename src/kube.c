@@ -869,18 +869,38 @@ out:
  * client and requests
  * ====================================================================================== */
 
+/* One write of an Event series: create it, or PATCH its count (events section). */
 typedef struct ev_item {
-    char *ns, *pod, *uid, *type, *reason, *message;
-    time_t when;
-    bool confirm; /* GET the pod first; post only if the API server has it with this uid */
-    char *dkey;   /* with confirm: its dedup key, forgotten when the pod is not confirmed */
+    char *ns, *pod, *uid, *type, *reason, *message, *key, *name;
+    time_t first, when;
+    unsigned long count;
+    bool patch;
+    bool confirm; /* GET the pod first; create only if the API server has it with this uid */
 } ev_item_t;
 
+/* An Event series: one Event object per (pod uid, reason, message), its count rising. */
 typedef struct dedup {
     UT_hash_handle hh;
-    double at;
+    double at;             /* monotonic time of the last write queued */
+    double seen;           /* monotonic time of the last occurrence */
+    time_t first;          /* wall time of the first occurrence (firstTimestamp) */
+    unsigned long count;   /* occurrences */
+    unsigned long written; /* count the API server has (0: not created yet) */
+    bool queued;           /* a write of this series is in the ring or in flight */
+    char name[320];        /* the Event's metadata.name */
+    char *ns, *pod, *uid, *type, *reason, *message;
     char key[]; /* uid \x1f reason \x1f message */
 } dedup_t;
+
+/* A pod that got a Warning event: when it is admitted later, a Normal event says so. */
+typedef struct warned {
+    UT_hash_handle hh;
+    double at;
+    char uid[];
+} warned_t;
+
+static void *event_main(void *arg);
+static void warned_note(kq_kube_t *k, const char *uid, double now);
 
 struct kq_kube {
     kq_kube_conf_t conf;
@@ -896,6 +916,8 @@ struct kq_kube {
     size_t ring_head, ring_count;
     dedup_t *dedup;
     size_t ndedup;
+    warned_t *warned; /* pods with a Warning event, insertion order */
+    size_t nwarned;
     double tokens, refill_at;
     bool ev_started, ev_stop;
     pthread_t ev_thread;
@@ -1363,10 +1385,11 @@ static char *pod_path(const char *ns, const char *name, const char *sub)
     return out;
 }
 
-/* POSTs body to path and maps the answer: 2xx -> 0, 404 -> ENOENT, conflict_status ->
- * ECONFLICT, others -> EHTTP; err gets the Status message. */
-static int post_mapped(kq_kube_t *k, const chan_t *ch, const char *path, json_t *body,
-                       long conflict_status, const char *what, char *err, size_t errlen)
+/* Sends body (method, content type) to path and maps the answer: 2xx -> 0, 404 -> ENOENT,
+ * conflict_status -> ECONFLICT, others -> EHTTP; err gets the Status message. */
+static int send_mapped(kq_kube_t *k, const chan_t *ch, const char *method, const char *path,
+                       const char *content_type, json_t *body, long conflict_status, const char *what,
+                       char *err, size_t errlen)
 {
     kq_kube_resp_t r = {0};
     char *text = json_dumps(body, JSON_COMPACT);
@@ -1375,7 +1398,7 @@ static int post_mapped(kq_kube_t *k, const chan_t *ch, const char *path, json_t 
         return KQ_ENOMEM;
     }
     char detail[CURL_ERROR_SIZE + 64] = "";
-    int rc = request_on(k, ch, "POST", path, "application/json", text, &r, detail, sizeof(detail));
+    int rc = request_on(k, ch, method, path, content_type, text, &r, detail, sizeof(detail));
     free(text);
     if (rc != 0) {
         set_err(err, errlen, "%s: %s", what, detail[0] ? detail : kq_strerror(rc));
@@ -1389,6 +1412,12 @@ static int post_mapped(kq_kube_t *k, const chan_t *ch, const char *path, json_t 
     }
     kq_kube_resp_free(&r);
     return rc;
+}
+
+static int post_mapped(kq_kube_t *k, const chan_t *ch, const char *path, json_t *body,
+                       long conflict_status, const char *what, char *err, size_t errlen)
+{
+    return send_mapped(k, ch, "POST", path, "application/json", body, conflict_status, what, err, errlen);
 }
 
 int kq_kube_bind(kq_kube_t *k, const char *ns, const char *name, const char *uid, const char *node,
@@ -1465,7 +1494,18 @@ int kq_kube_get_pod(kq_kube_t *k, const char *ns, const char *name, json_t **out
 
 /* ======================================================================================
  * events
+ *
+ * Aggregated like client-go's recorder (k8s.io/client-go tools/record/events_cache.go):
+ * one Event object per series, i.e. per (pod uid, reason, message); a repeat raises the
+ * series' count and is written as a PATCH of count and lastTimestamp on the same object,
+ * at most once per event_dedup_s per series (repeats in between are counted and written
+ * with the next write, or by the poster thread's periodic flush). A PATCH answered 404
+ * (the Event expired, its TTL is an hour) creates the object again with the count so far.
+ * Series unseen for SERIES_TTL_S are forgotten (oldest first: a repeat moves its series to
+ * the tail of the insertion-ordered hash).
  * ====================================================================================== */
+
+#define SERIES_TTL_S 600
 
 static void ev_item_free(ev_item_t *e)
 {
@@ -1477,7 +1517,7 @@ static void ev_item_free(ev_item_t *e)
     free(e->type);
     free(e->reason);
     free(e->message);
-    free(e->dkey);
+    free(e->key);
     free(e);
 }
 
@@ -1491,6 +1531,80 @@ static char *dup_cut(const char *s, size_t max)
             n--;
     }
     return strndup(s, n);
+}
+
+static void series_free(dedup_t *d)
+{
+    if (d == NULL)
+        return;
+    free(d->ns);
+    free(d->pod);
+    free(d->uid);
+    free(d->type);
+    free(d->reason);
+    free(d->message);
+    free(d);
+}
+
+/* Least time between two writes of one series, in seconds. */
+static double series_window(const kq_kube_t *k)
+{
+    return k->opts.event_update_ms > 0 ? (double)k->opts.event_update_ms / 1000.0 : (double)k->opts.event_dedup_s;
+}
+
+static void fmt_ts(time_t t, char *ts, size_t len)
+{
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(ts, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+/* PATCH (merge) of count and lastTimestamp; 0, KQ_ENOENT when the Event is gone. */
+static int event_patch(kq_kube_t *k, const chan_t *ch, const ev_item_t *e, char *err, size_t errlen)
+{
+    char last[32];
+    fmt_ts(e->when, last, sizeof(last));
+    json_t *body = json_pack("{s:I, s:s}", "count", (json_int_t)e->count, "lastTimestamp", last);
+    char *path = NULL, *ens = url_escape(e->ns), *ename = url_escape(e->name);
+    if (ens != NULL && ename != NULL && asprintf(&path, "/api/v1/namespaces/%s/events/%s", ens, ename) < 0)
+        path = NULL;
+    int rc = KQ_ENOMEM;
+    if (body != NULL && path != NULL)
+        rc = send_mapped(k, ch, "PATCH", path, "application/merge-patch+json", body, 409, "event", err, errlen);
+    json_decref(body);
+    free(path);
+    free(ens);
+    free(ename);
+    return rc;
+}
+
+static int event_create(kq_kube_t *k, const chan_t *ch, const ev_item_t *e, char *err, size_t errlen)
+{
+    char first[32], last[32];
+    fmt_ts(e->first, first, sizeof(first));
+    fmt_ts(e->when, last, sizeof(last));
+    bool use_name = strlen(e->name) <= 253;
+    json_t *body = json_pack(
+        "{s:s, s:s, s:{s:s, s:s}, s:{s:s, s:s, s:s, s:s, s:s*}, s:s, s:s, s:s, s:{s:s}, s:s, s:s,"
+        " s:I, s:s}",
+        "apiVersion", "v1", "kind", "Event", "metadata", use_name ? "name" : "generateName",
+        use_name ? e->name : "kubequota-", "namespace", e->ns, "involvedObject", "kind", "Pod",
+        "apiVersion", "v1", "name", e->pod, "namespace", e->ns, "uid", e->uid, "reason", e->reason,
+        "message", e->message, "type", e->type, "source", "component", "kubequota",
+        "firstTimestamp", first, "lastTimestamp", last, "count", (json_int_t)e->count, "reportingComponent",
+        "kubequota");
+    char *path = NULL, *ens = url_escape(e->ns);
+    if (ens != NULL && asprintf(&path, "/api/v1/namespaces/%s/events", ens) < 0)
+        path = NULL;
+    int rc = KQ_ENOMEM;
+    if (body != NULL && path != NULL)
+        rc = send_mapped(k, ch, "POST", path, "application/json", body, 409, "event", err, errlen);
+    if (rc == KQ_ECONFLICT) /* already there (a retried create): the series exists */
+        rc = 0;
+    json_decref(body);
+    free(path);
+    free(ens);
+    return rc;
 }
 
 /* True when the API server has the pod e names, with e's uid. */
@@ -1510,51 +1624,104 @@ static bool event_pod_exists(kq_kube_t *k, const chan_t *ch, const ev_item_t *e)
     return ok;
 }
 
-/* false when the event was dropped because the API server does not have its pod */
-static bool event_post(kq_kube_t *k, const chan_t *ch, const ev_item_t *e, unsigned long seq)
+static void event_post(kq_kube_t *k, const chan_t *ch, const ev_item_t *e)
 {
-    if (e->confirm && !event_pod_exists(k, ch, e)) {
+    char err[256] = "";
+    if (e->confirm && !e->patch && !event_pod_exists(k, ch, e)) {
+        /* not about a real pod: counted as dropped, and its series goes so that it cannot
+         * hide a real pod's event */
         kq_debug("kube: event not posted pod=%s/%s reason=%s msg=\"the API server has no such pod\"", e->ns,
                  e->pod, e->reason);
-        return false;
+        pthread_mutex_lock(&k->ev_lock);
+        k->suppressed++;
+        dedup_t *d = NULL;
+        HASH_FIND_STR(k->dedup, e->key, d);
+        if (d != NULL) {
+            HASH_DEL(k->dedup, d);
+            k->ndedup--;
+            series_free(d);
+        }
+        pthread_mutex_unlock(&k->ev_lock);
+        return;
     }
-    char ts[32], name[320], err[256] = "";
-    struct tm tm;
-    gmtime_r(&e->when, &tm);
-    strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
-    struct timespec now;
-    clock_gettime(CLOCK_REALTIME, &now);
-    unsigned long long id = (unsigned long long)now.tv_sec * 1000000000ull + (unsigned long long)now.tv_nsec + seq;
-    bool use_name = strlen(e->pod) + 17 <= 253;
-    snprintf(name, sizeof(name), "%s.%llx", e->pod, id);
-    json_t *body = json_pack(
-        "{s:s, s:s, s:{s:s, s:s}, s:{s:s, s:s, s:s, s:s, s:s*}, s:s, s:s, s:s, s:{s:s}, s:s, s:s,"
-        " s:i, s:s}",
-        "apiVersion", "v1", "kind", "Event", "metadata", use_name ? "name" : "generateName",
-        use_name ? name : "kubequota-", "namespace", e->ns, "involvedObject", "kind", "Pod",
-        "apiVersion", "v1", "name", e->pod, "namespace", e->ns, "uid", e->uid, "reason", e->reason,
-        "message", e->message, "type", e->type, "source", "component", "kubequota",
-        "firstTimestamp", ts, "lastTimestamp", ts, "count", 1, "reportingComponent", "kubequota");
-    char *path = NULL, *ens = url_escape(e->ns);
-    if (ens != NULL && asprintf(&path, "/api/v1/namespaces/%s/events", ens) < 0)
-        path = NULL;
-    int rc = KQ_ENOMEM;
-    if (body != NULL && path != NULL)
-        rc = post_mapped(k, ch, path, body, 409, "event", err, sizeof(err));
+    int rc = e->patch ? event_patch(k, ch, e, err, sizeof(err)) : event_create(k, ch, e, err, sizeof(err));
+    if (rc == KQ_ENOENT && e->patch)
+        rc = event_create(k, ch, e, err, sizeof(err));
     pthread_mutex_lock(&k->ev_lock);
     if (rc == 0)
         k->posted++;
     else if (rc != KQ_ESTATE)
         k->failed++;
     unsigned long failed = k->failed;
+    dedup_t *d = NULL;
+    HASH_FIND_STR(k->dedup, e->key, d);
+    if (d != NULL) {
+        d->queued = false;
+        if (rc == 0 && e->count > d->written)
+            d->written = e->count;
+    }
     pthread_mutex_unlock(&k->ev_lock);
     if (rc != 0 && rc != KQ_ESTATE && (failed < 10 || failed % 100 == 0)) /* a failing API server: don't flood */
         kq_warn("kube: event not posted pod=%s/%s reason=%s error=\"%s\" failures=%lu", e->ns,
                 e->pod, e->reason, err[0] ? err : kq_strerror(rc), failed);
-    json_decref(body);
-    free(path);
-    free(ens);
+}
+
+/* An item for series d (ev_lock held). NULL on ENOMEM. */
+static ev_item_t *series_item(const dedup_t *d, bool patch, bool confirm, time_t when)
+{
+    ev_item_t *e = calloc(1, sizeof(*e));
+    if (e == NULL)
+        return NULL;
+    e->patch = patch;
+    e->confirm = confirm;
+    e->count = d->count;
+    e->first = d->first;
+    e->when = when;
+    if ((e->ns = strdup(d->ns)) == NULL || (e->pod = strdup(d->pod)) == NULL ||
+        (d->uid != NULL && (e->uid = strdup(d->uid)) == NULL) || (e->type = strdup(d->type)) == NULL ||
+        (e->reason = strdup(d->reason)) == NULL || (e->message = strdup(d->message)) == NULL ||
+        (e->key = strdup(d->key)) == NULL || (e->name = strdup(d->name)) == NULL) {
+        ev_item_free(e);
+        return NULL;
+    }
+    return e;
+}
+
+/* Queues a write of series d if the bucket and the ring allow (ev_lock held). */
+static bool series_queue(kq_kube_t *k, dedup_t *d, bool patch, bool confirm, double now)
+{
+    k->tokens += (now - k->refill_at) * k->opts.event_rate;
+    if (k->tokens > k->opts.event_burst)
+        k->tokens = k->opts.event_burst;
+    k->refill_at = now;
+    if (k->tokens < 1.0 || k->ring_count >= k->opts.event_queue || k->ev_stop)
+        return false;
+    if (!k->ev_started && k->ev_easy != NULL && k->ev_multi != NULL &&
+        pthread_create(&k->ev_thread, NULL, event_main, k) == 0)
+        k->ev_started = true;
+    if (!k->ev_started)
+        return false;
+    ev_item_t *e = series_item(d, patch, confirm, time(NULL));
+    if (e == NULL)
+        return false;
+    k->tokens -= 1.0;
+    k->ring[(k->ring_head + k->ring_count) % k->opts.event_queue] = e;
+    k->ring_count++;
+    d->queued = true;
+    d->at = now;
+    pthread_cond_signal(&k->ev_cond);
     return true;
+}
+
+/* Writes the counts of series that rose since their last write and whose window has passed
+ * (ev_lock held; poster thread, about once a second). */
+static void series_flush(kq_kube_t *k, double now)
+{
+    dedup_t *d, *tmp;
+    HASH_ITER(hh, k->dedup, d, tmp) {
+        if (d->count > d->written && !d->queued && d->written > 0 && now - d->at >= series_window(k))
+            (void)series_queue(k, d, true, false, now);
+    }
 }
 
 static void *event_main(void *arg)
@@ -1564,31 +1731,19 @@ static void *event_main(void *arg)
     pthread_mutex_lock(&k->ev_lock);
     while (!k->ev_stop) {
         if (k->ring_count == 0) {
-            pthread_cond_wait(&k->ev_cond, &k->ev_lock);
+            struct timespec until;
+            clock_gettime(CLOCK_REALTIME, &until);
+            until.tv_sec += 1;
+            if (pthread_cond_timedwait(&k->ev_cond, &k->ev_lock, &until) == ETIMEDOUT)
+                series_flush(k, mono_now());
             continue;
         }
         ev_item_t *e = k->ring[k->ring_head];
         k->ring[k->ring_head] = NULL;
         k->ring_head = (k->ring_head + 1) % k->opts.event_queue;
         k->ring_count--;
-        unsigned long seq = ++k->seq;
         pthread_mutex_unlock(&k->ev_lock);
-        bool posted = event_post(k, &ch, e, seq);
-        pthread_mutex_lock(&k->ev_lock);
-        if (!posted) {
-            /* not about a real pod: counted as dropped, and its dedup entry goes so that it
-             * cannot hide a real pod's event */
-            k->suppressed++;
-            dedup_t *d = NULL;
-            if (e->dkey != NULL)
-                HASH_FIND_STR(k->dedup, e->dkey, d);
-            if (d != NULL) {
-                HASH_DEL(k->dedup, d);
-                k->ndedup--;
-                free(d);
-            }
-        }
-        pthread_mutex_unlock(&k->ev_lock);
+        event_post(k, &ch, e);
         ev_item_free(e);
         pthread_mutex_lock(&k->ev_lock);
     }
@@ -1596,16 +1751,18 @@ static void *event_main(void *arg)
     return NULL;
 }
 
-/* Drops dedup entries older than the window (they sit at the head, oldest first). */
+
+/* Forgets series unseen for SERIES_TTL_S (the least recently seen sit at the head), and
+ * the oldest beyond DEDUP_MAX. */
 static void dedup_prune(kq_kube_t *k, double now)
 {
     dedup_t *d, *tmp;
     HASH_ITER(hh, k->dedup, d, tmp) {
-        if (now - d->at < k->opts.event_dedup_s && k->ndedup <= DEDUP_MAX)
+        if ((now - d->seen < SERIES_TTL_S && k->ndedup <= DEDUP_MAX) || d->queued)
             break;
         HASH_DEL(k->dedup, d);
         k->ndedup--;
-        free(d);
+        series_free(d);
     }
 }
 
@@ -1637,60 +1794,125 @@ static void event_queue(kq_kube_t *k, const char *ns, const char *pod_name, cons
         message = "";
     const char *id = pod_uid != NULL ? pod_uid : pod_name;
     size_t klen = strlen(id) + strlen(reason) + strlen(message) + 3;
-    dedup_t *d = malloc(sizeof(*d) + klen);
-    ev_item_t *e = calloc(1, sizeof(*e));
-    if (d == NULL || e == NULL)
+    char *key = malloc(klen);
+    if (key == NULL)
         goto fail;
-    snprintf(d->key, klen, "%s\x1f%s\x1f%s", id, reason, message);
-    e->when = time(NULL);
-    e->confirm = confirm;
-    if (confirm && (e->dkey = strdup(d->key)) == NULL)
-        goto fail;
-    if ((e->ns = strdup(ns)) == NULL || (e->pod = strdup(pod_name)) == NULL ||
-        !dup_field(&e->uid, pod_uid) || (e->type = strdup(type)) == NULL ||
-        (e->reason = dup_cut(reason, EVENT_REASON_MAX)) == NULL ||
-        (e->message = dup_cut(message, EVENT_MSG_MAX)) == NULL)
-        goto fail;
+    snprintf(key, klen, "%s\x1f%s\x1f%s", id, reason, message);
 
     pthread_mutex_lock(&k->ev_lock);
     double now = mono_now();
-    dedup_t *old = NULL;
     dedup_prune(k, now);
-    HASH_FIND_STR(k->dedup, d->key, old);
-    k->tokens += (now - k->refill_at) * k->opts.event_rate;
-    if (k->tokens > k->opts.event_burst)
-        k->tokens = k->opts.event_burst;
-    k->refill_at = now;
+    dedup_t *d = NULL;
+    HASH_FIND_STR(k->dedup, key, d);
+    if (d != NULL) { /* a repeat: count it, move it to the tail, write when the window allows */
+        d->count++;
+        d->seen = now;
+        HASH_DEL(k->dedup, d);
+        HASH_ADD_STR(k->dedup, key, d);
+        bool queued = !d->queued && d->written > 0 && now - d->at >= series_window(k) &&
+                      series_queue(k, d, true, false, now);
+        if (!queued)
+            k->suppressed++;
+        pthread_mutex_unlock(&k->ev_lock);
+        free(key);
+        return;
+    }
+    pthread_mutex_unlock(&k->ev_lock);
+
+    /* a new series: built outside the lock */
+    d = calloc(1, sizeof(*d) + klen);
+    if (d == NULL)
+        goto fail;
+    memcpy(d->key, key, klen);
+    free(key);
+    key = NULL;
+    struct timespec rt;
+    clock_gettime(CLOCK_REALTIME, &rt);
+    d->first = rt.tv_sec;
+    d->count = 1;
+    snprintf(d->name, sizeof(d->name), "%.235s.%llx", pod_name,
+             (unsigned long long)rt.tv_sec * 1000000000ull + (unsigned long long)rt.tv_nsec);
+    if ((d->ns = strdup(ns)) == NULL || (d->pod = strdup(pod_name)) == NULL || !dup_field(&d->uid, pod_uid) ||
+        (d->type = strdup(type)) == NULL || (d->reason = dup_cut(reason, EVENT_REASON_MAX)) == NULL ||
+        (d->message = dup_cut(message, EVENT_MSG_MAX)) == NULL) {
+        series_free(d);
+        goto fail;
+    }
+    pthread_mutex_lock(&k->ev_lock);
+    now = mono_now();
+    dedup_t *raced = NULL;
+    HASH_FIND_STR(k->dedup, d->key, raced);
     bool queued = false;
-    if (old == NULL && k->tokens >= 1.0 && k->ring_count < k->opts.event_queue && !k->ev_stop) {
-        if (!k->ev_started && k->ev_easy != NULL && k->ev_multi != NULL &&
-            pthread_create(&k->ev_thread, NULL, event_main, k) == 0)
-            k->ev_started = true;
-        if (k->ev_started) {
-            k->tokens -= 1.0;
-            k->ring[(k->ring_head + k->ring_count) % k->opts.event_queue] = e;
-            k->ring_count++;
-            d->at = now;
-            HASH_ADD_STR(k->dedup, key, d);
-            k->ndedup++;
-            queued = true;
-            pthread_cond_signal(&k->ev_cond);
-        }
+    if (raced == NULL && series_queue(k, d, false, confirm, now)) {
+        if (pod_uid != NULL && strcmp(type, "Warning") == 0)
+            warned_note(k, pod_uid, now);
+        d->seen = now;
+        d->written = 0; /* set by the poster once created */
+        HASH_ADD_STR(k->dedup, key, d);
+        k->ndedup++;
+        queued = true;
+    } else if (raced != NULL) {
+        raced->count++;
+        raced->seen = now;
     }
     if (!queued)
         k->suppressed++;
     pthread_mutex_unlock(&k->ev_lock);
-    if (queued)
-        return;
-    free(d);
-    ev_item_free(e);
+    if (!queued)
+        series_free(d);
     return;
 fail:
-    free(d);
-    ev_item_free(e);
+    free(key);
     pthread_mutex_lock(&k->ev_lock);
     k->suppressed++;
     pthread_mutex_unlock(&k->ev_lock);
+}
+
+/* Remembers that pod uid got a Warning (ev_lock held); the oldest beyond DEDUP_MAX or
+ * older than SERIES_TTL_S are forgotten. */
+static void warned_note(kq_kube_t *k, const char *uid, double now)
+{
+    warned_t *w, *tmp;
+    HASH_ITER(hh, k->warned, w, tmp) {
+        if (now - w->at < SERIES_TTL_S && k->nwarned < DEDUP_MAX)
+            break;
+        HASH_DEL(k->warned, w);
+        k->nwarned--;
+        free(w);
+    }
+    HASH_FIND_STR(k->warned, uid, w);
+    if (w != NULL) {
+        HASH_DEL(k->warned, w);
+        w->at = now;
+        HASH_ADD_STR(k->warned, uid, w);
+        return;
+    }
+    size_t n = strlen(uid) + 1;
+    if ((w = malloc(sizeof(*w) + n)) == NULL)
+        return;
+    memcpy(w->uid, uid, n);
+    w->at = now;
+    HASH_ADD_STR(k->warned, uid, w);
+    k->nwarned++;
+}
+
+void kq_kube_event_admitted(kq_kube_t *k, const char *ns, const char *pod_name, const char *pod_uid,
+                            const char *reason, const char *message)
+{
+    if (k == NULL || pod_uid == NULL)
+        return;
+    pthread_mutex_lock(&k->ev_lock);
+    warned_t *w = NULL;
+    HASH_FIND_STR(k->warned, pod_uid, w);
+    if (w != NULL) {
+        HASH_DEL(k->warned, w);
+        k->nwarned--;
+    }
+    pthread_mutex_unlock(&k->ev_lock);
+    if (w == NULL)
+        return;
+    free(w);
+    event_queue(k, ns, pod_name, pod_uid, "Normal", reason, message, false);
 }
 
 void kq_kube_event_stats(kq_kube_t *k, unsigned long *posted, unsigned long *suppressed)
@@ -1729,7 +1951,12 @@ void kq_kube_free(kq_kube_t *k)
     dedup_t *d, *tmp;
     HASH_ITER(hh, k->dedup, d, tmp) {
         HASH_DEL(k->dedup, d);
-        free(d);
+        series_free(d);
+    }
+    warned_t *w, *wtmp;
+    HASH_ITER(hh, k->warned, w, wtmp) {
+        HASH_DEL(k->warned, w);
+        free(w);
     }
     for (int i = 0; i < k->npool; i++)
         curl_easy_cleanup(k->pool[i]);

@@ -55,7 +55,8 @@
 enum {
     O_CONFIG = 256, O_KUBECONFIG, O_LISTEN, O_CERT, O_KEY, O_CA, O_PLAIN, O_SCHED, O_PART, O_USER, O_BODY,
     O_RELOAD, O_LOG, O_LOG_FORMAT, O_VERBOSITY, O_REST_AUTH, O_REST_TOKEN, O_METRICS_AUTH, O_TRUSTED_USERS,
-    O_TRUSTED_GROUPS, O_CONFIG_MAP, O_EXT_LOCAL, O_EXT_OPEN, O_WATCH_PROGRESS, O_SCHED_LISTEN, O_SCHED_THREADS, O_THREADS, O_METRICS_MAX_USERS,
+    O_TRUSTED_GROUPS, O_CONFIG_MAP, O_EXT_LOCAL, O_EXT_OPEN, O_WATCH_PROGRESS, O_EVENT_UPDATE, O_SCHED_LISTEN,
+    O_SCHED_THREADS, O_THREADS, O_METRICS_MAX_USERS,
     /* elastic flags */
     O_SYSNS, O_DQMIN, O_DQMAX, O_GRACE, O_ETICK, O_STATUS, O_MINRUN, O_PREEMPT_DEF,
     O_METERING, O_LEADER_ELECT, O_LEASE_NS, O_LEASE_NAME, O_LEASE_DUR, O_RENEW_DEADLINE, O_RETRY_PERIOD,
@@ -97,6 +98,9 @@ static const flag_t serve_flags[] = {
                                                                  "(default 150s; 0 off)", NULL},
     {"threads", 1, O_THREADS, "N", "HTTP worker threads; each open keep-alive connection holds\n"
                                    "one (default 64)", NULL},
+    {"event-update-interval", 1, O_EVENT_UPDATE, "DURATION", "least time between two updates of one Event\n"
+                                                             "(its count) while a pod keeps being denied\n"
+                                                             "(default 1m; docs/events.md)", NULL},
     {NULL, 0, 0, NULL, "logging (docs/logging.md)", NULL},
     {"logging-format", 1, O_LOG_FORMAT, "FORMAT", "text (klog lines) or json (one object per line)\n"
                                                   "(default text)", NULL},
@@ -259,6 +263,7 @@ typedef struct serve_opts {
     const char *lease_namespace, *lease_name;
     long lease_duration_ms, renew_deadline_ms, retry_period_ms;
     long watch_progress_ms; /* -1 = the kube client's default */
+    long event_update_ms;   /* -1 = the kube client's default */
 } serve_opts_t;
 
 static const flag_t *flag_by_id(int id)
@@ -357,6 +362,7 @@ static int parse_serve(int argc, char **argv, serve_opts_t *o)
         .lease_name = "kubequota", /* leader election: kube-scheduler's 15s / 10s / 2s */
         .lease_duration_ms = 15000,
         .watch_progress_ms = -1,
+        .event_update_ms = -1,
         .renew_deadline_ms = 10000,
         .retry_period_ms = 2000,
     };
@@ -413,6 +419,10 @@ static int parse_serve(int argc, char **argv, serve_opts_t *o)
             if (!parse_long_flag("scheduler-threads", optarg, 1, 256, &n))
                 return 2;
             o->scheduler_threads = (long)n;
+            break;
+        case O_EVENT_UPDATE:
+            if (!parse_duration_flag(c, optarg, 0, 1, &o->event_update_ms))
+                return 2;
             break;
         case O_WATCH_PROGRESS:
             if (!parse_duration_flag(c, optarg, 0, 0, &o->watch_progress_ms))
@@ -667,8 +677,12 @@ static int serve(int argc, char **argv)
         kq_kube_opts_default(&ko);
         if (o.watch_progress_ms >= 0)
             ko.watch_progress_ms = o.watch_progress_ms;
+        if (o.event_update_ms > 0)
+            ko.event_update_ms = o.event_update_ms;
         app.kube = kq_kube_new_opts(&kconf, &ko);
     }
+    kq_metrics_set_build_info(app.metrics, KQ_VERSION, KQ_COMMIT, KQ_BUILD_DATE);
+    kq_metrics_set_max_users(app.metrics, o.metrics_max_users);
     if (app.config == NULL || app.ugm == NULL || app.metrics == NULL || app.kube == NULL) {
         fprintf(stderr, "kubequota: out of memory\n");
         goto out;

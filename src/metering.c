@@ -2004,20 +2004,20 @@ char *kq_metering_metrics(kq_metering_t *m, bool per_owner)
                   "kubequota_price_multiplier{type=\"general\"} %.9g\n"
                   "kubequota_price_multiplier{type=\"gpu\"} %.9g\n",
               m->mult_gen, m->mult_gpu);
-    sb_printf(&b, "# HELP kubequota_cluster_utilisation Utilisation the multipliers were computed from (pending "
+    sb_printf(&b, "# HELP kubequota_cluster_utilisation_ratio Utilisation the multipliers were computed from (pending "
                   "counts as used for cpu and memory).\n"
-                  "# TYPE kubequota_cluster_utilisation gauge\n"
-                  "kubequota_cluster_utilisation{resource=\"cpu\"} %.9g\n"
-                  "kubequota_cluster_utilisation{resource=\"memory\"} %.9g\n"
-                  "kubequota_cluster_utilisation{resource=\"general\"} %.9g\n"
-                  "kubequota_cluster_utilisation{resource=\"gpu\"} %.9g\n",
+                  "# TYPE kubequota_cluster_utilisation_ratio gauge\n"
+                  "kubequota_cluster_utilisation_ratio{resource=\"cpu\"} %.9g\n"
+                  "kubequota_cluster_utilisation_ratio{resource=\"memory\"} %.9g\n"
+                  "kubequota_cluster_utilisation_ratio{resource=\"general\"} %.9g\n"
+                  "kubequota_cluster_utilisation_ratio{resource=\"gpu\"} %.9g\n",
               m->util_cpu, m->util_mem, m->util_gen, m->util_gpu);
     sb_owners(&b, m->owners[K_QUEUE], "kubequota_queue_charged_credits_total", "queue",
               "Credits charged to a queue and its children.");
     if (per_owner) {
         sb_owners(&b, m->owners[K_USER], "kubequota_user_charged_credits_total", "user", "Credits charged to a user.");
-        sb_owners(&b, m->owners[K_GROUP], "kubequota_group_charged_credits_total", "group",
-                  "Credits charged to a group.");
+        sb_owners(&b, m->owners[K_GROUP], "kubequota_user_group_charged_credits_total", "user_group",
+                  "Credits charged to a user group (not a quota group).");
     }
     sb_printf(&b, "# HELP kubequota_metering_running_pods Pods being charged.\n"
                   "# TYPE kubequota_metering_running_pods gauge\n"

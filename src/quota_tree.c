@@ -1447,12 +1447,34 @@ int kq_qtree_used_sub(kq_qtree_t *t, const char *group, const kq_resource_t *res
     return rc;
 }
 
+/* The one wording of every denial (as the ugm's; docs/events.md): "quota group G: cpu 2
+ * used + 1 requested > 2 runtime (...); needs 1 more cpu", or, when the request alone is
+ * over a max or min, that the pod can never fit. "runtime" is explained in plain words. */
+static void overrun(char *reason, size_t len, const char *group, const char *kind, const char *d, int64_t used,
+                    const char *used_by, int64_t r, int64_t limit, const char *what)
+{
+    char b1[64], b2[64], b3[64], b4[64];
+    const char *why = strcmp(what, "runtime") == 0
+                          ? " (runtime = what the group may use now: its min plus what it can borrow)"
+                          : "";
+    if (r > limit && strcmp(what, "runtime") != 0) {
+        seterr(reason, len, "quota group %s: %s%s %s used%s + %s requested > %s %s; %s requested alone is over the "
+               "%s: the pod can never fit", group, kind, d, fmtq(d, used, b1, sizeof b1), used_by,
+               fmtq(d, r, b2, sizeof b2), fmtq(d, limit, b3, sizeof b3), what, b2, what);
+        return;
+    }
+    /* used + r > limit here; computed without overflow */
+    int64_t need = r > limit ? used + (r - limit) : used - (limit - r);
+    seterr(reason, len, "quota group %s: %s%s %s used%s + %s requested > %s %s%s; needs %s more %s", group, kind, d,
+           fmtq(d, used, b1, sizeof b1), used_by, fmtq(d, r, b2, sizeof b2), fmtq(d, limit, b3, sizeof b3), what,
+           why, fmtq(d, need, b4, sizeof b4), d);
+}
+
 /* scheduler-plugins' rule for a sum_of_mins group g: what all such groups use plus req
  * stays within the sum of their mins. */
 static int sum_rule_locked(const kq_qtree_t *t, const struct group *g, const kq_resource_t *req,
                            const kq_resource_t *victims, char *reason, size_t len)
 {
-    char b1[64], b2[64], b3[64];
     for (uint32_t i = 0; i < req->n; i++) {
         const char *d = req->e[i].name;
         int64_t r = req->e[i].value, m;
@@ -1465,9 +1487,7 @@ static int sum_rule_locked(const kq_qtree_t *t, const struct group *g, const kq_
             used = v >= used ? 0 : used - v;
         }
         if ((u128)used + (u128)r > (u128)m) {
-            seterr(reason, len, "quota group %s: %s used by all scheduler-plugins quotas %s + request %s would "
-                   "exceed the sum of their mins %s", g->name, d, fmtq(d, used, b1, sizeof b1),
-                   fmtq(d, r, b2, sizeof b2), fmtq(d, m, b3, sizeof b3));
+            overrun(reason, len, g->name, "", d, used, " by all scheduler-plugins quotas", r, m, "sum of their mins");
             return KQ_EDENIED;
         }
     }
@@ -1478,7 +1498,6 @@ static int sum_rule_locked(const kq_qtree_t *t, const struct group *g, const kq_
 static int check_locked(kq_qtree_t *t, const char *name, const kq_resource_t *req, const kq_resource_t *victims,
                         bool np, char *reason, size_t len)
 {
-    char b1[64], b2[64], b3[64];
     struct group *g = find(t, name);
     if (g == NULL) {
         seterr(reason, len, "quota group %s does not exist", name != NULL && name_ok(name) ? name : "(invalid)");
@@ -1507,14 +1526,12 @@ static int check_locked(kq_qtree_t *t, const char *name, const kq_resource_t *re
             /* the default group: only its max; a scheduler-plugins group: its max and the
              * sum of mins (below) */
             if (has && !x->deflt && !x->summin && sum > (u128)rt) {
-                seterr(reason, len, "quota group %s: %s used %s + request %s would exceed runtime %s", x->name, d,
-                       fmtq(d, used, b1, sizeof b1), fmtq(d, r, b2, sizeof b2), fmtq(d, rt, b3, sizeof b3));
+                overrun(reason, len, x->name, "", d, used, "", r, rt, "runtime");
                 return KQ_EDENIED;
             }
             int64_t mx = rget(&x->max, d, &has);
             if (has && sum > (u128)mx) {
-                seterr(reason, len, "quota group %s: %s used %s + request %s would exceed max %s", x->name, d,
-                       fmtq(d, used, b1, sizeof b1), fmtq(d, r, b2, sizeof b2), fmtq(d, mx, b3, sizeof b3));
+                overrun(reason, len, x->name, "", d, used, "", r, mx, "max");
                 return KQ_EDENIED;
             }
             if (np) {
@@ -1523,9 +1540,7 @@ static int check_locked(kq_qtree_t *t, const char *name, const kq_resource_t *re
                 bool has_min;
                 int64_t nu = rget(&x->used_np, d, NULL), m = rget(&x->smin, d, &has_min);
                 if (has_min && (u128)nu + (u128)r > (u128)m) {
-                    seterr(reason, len,
-                           "quota group %s: non-preemptible %s used %s + request %s would exceed min %s", x->name,
-                           d, fmtq(d, nu, b1, sizeof b1), fmtq(d, r, b2, sizeof b2), fmtq(d, m, b3, sizeof b3));
+                    overrun(reason, len, x->name, "non-preemptible ", d, nu, "", r, m, "min");
                     return KQ_EDENIED;
                 }
             }

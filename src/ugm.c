@@ -1167,15 +1167,28 @@ static void limit_label(const kq_limit_conf_t *lim, bool group, bool wildcard, c
         snprintf(buf, len, "limit at line %d%s", lim->line, star);
 }
 
-/* "cpu 1500m used + 1 requested > 2 max" for the first resource that does not fit. */
+/* "cpu 1500m used + 1 requested > 2 max; needs 500m more cpu" for the first resource that
+ * does not fit, or "...; 3 requested alone is over the max: the pod can never fit" (the one
+ * wording of every denial: docs/events.md). */
 static void overrun_text(const char *name, const kq_resource_t *used, const kq_resource_t *req,
                          const kq_resource_t *max, char *buf, size_t len)
 {
-    char u[64], r[64], x[64];
-    kq_quantity_format(name, kq_resource_get(used, name, NULL), u, sizeof(u));
-    kq_quantity_format(name, kq_resource_get(req, name, NULL), r, sizeof(r));
-    kq_quantity_format(name, kq_resource_get(max, name, NULL), x, sizeof(x));
-    snprintf(buf, len, "%s %s used + %s requested > %s max", name, u, r, x);
+    char u[64], r[64], x[64], d[64];
+    int64_t uv = kq_resource_get(used, name, NULL), rv = kq_resource_get(req, name, NULL);
+    int64_t xv = kq_resource_get(max, name, NULL);
+    kq_quantity_format(name, uv, u, sizeof(u));
+    kq_quantity_format(name, rv, r, sizeof(r));
+    kq_quantity_format(name, xv, x, sizeof(x));
+    if (rv > xv) {
+        if (snprintf(buf, len, "%s %s used + %s requested > %s max; %s requested alone is over the max: the pod "
+                     "can never fit", name, u, r, x, r) < 0)
+            buf[0] = '\0';
+        return;
+    }
+    /* uv + rv > xv >= rv, so the difference neither overflows nor is negative */
+    kq_quantity_format(name, uv - (xv - rv), d, sizeof(d));
+    if (snprintf(buf, len, "%s %s used + %s requested > %s max; needs %s more %s", name, u, r, x, d, name) < 0)
+        buf[0] = '\0';
 }
 
 static void set_reason(char *reason, size_t rlen, const char *fmt, ...) KQ_PRINTF(3, 4);
@@ -1212,7 +1225,7 @@ static int check_limit(const op_t *op, unsigned i, int t, const char *who, char 
     node_load(n, &used);
     size_t running = n != NULL ? n->running : 0;
     bool new_here = i >= op->shared[t];
-    char label[256], what[256];
+    char label[256], what[512];
     const char *failed = NULL;
     if (lim->max_applications != 0 && new_here && running + 1 > lim->max_applications) {
         limit_label(lim, group, wildcard, label, sizeof(label));
@@ -1247,7 +1260,7 @@ static int check_queue(const op_t *op, unsigned i, char *reason, size_t rlen)
     size_t running = n != NULL ? n->running : 0;
     bool new_here = i >= op->shared[T_QUEUE];
     const char *failed = NULL;
-    char what[256];
+    char what[512];
     if (q->max_applications != 0 && new_here && running + 1 > q->max_applications) {
         set_reason(reason, rlen, "queue %s: maxapplications exceeded: applications %zu running + 1 new > %" PRIu64 " max",
              q->path, running, q->max_applications);
@@ -2722,7 +2735,7 @@ static int check_dynamic_queue(const op_t *op, unsigned i, char *reason, size_t 
     size_t running = n != NULL ? n->running : 0;
     bool new_here = i >= op->shared[T_QUEUE];
     const char *failed = NULL;
-    char what[256];
+    char what[512];
     if (t->max_applications != 0 && new_here && running + 1 > t->max_applications) {
         set_reason(reason, rlen, "queue %.*s: maxapplications (%s) exceeded: applications %zu "
                    "running + 1 new > %" PRIu64 " max", (int)op->path.end[i], op->path.s, from, running,

@@ -52,4 +52,10 @@ int kq_extender_preempt(kq_app_t *app, const char *body, size_t len, char **out,
  * kq_ledger_check_resize. Refuses (KQ_ESTATE) until the first pod list is loaded. */
 int kq_extender_admission_check(void *ud, const json_t *pod, const json_t *old, char *msg, size_t len);
 
+/* The Event reason of a denial reason text: QuotaExceeded (over a limit now: fits later),
+ * QuotaRuntimeExceeded (over what an elastic group may use now), QuotaNeverFits (the request
+ * alone is over a max), QueueNotFound / QuotaGroupNotFound, QueueNotLeaf /
+ * QuotaGroupNotLeaf, QueueACLDenied, BudgetExhausted. Static string. docs/events.md. */
+const char *kq_extender_denial_reason(const char *reason);
+
 #endif

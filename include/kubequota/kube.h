@@ -65,7 +65,8 @@ typedef struct kq_kube_opts {
     long backoff_max_ms;       /* cap of the exponential backoff: 10000 */
     double event_rate;         /* events per second (token bucket refill): 10 */
     double event_burst;        /* token bucket size: 50 */
-    int event_dedup_s;         /* same (uid, reason, message) within this window is dropped: 60 */
+    int event_dedup_s;         /* least time between two writes of one Event series: 60 */
+    long event_update_ms;      /* the same in milliseconds when > 0 (--event-update-interval): 0 */
     size_t event_queue;        /* bounded queue of events waiting to be posted: 1024 */
 } kq_kube_opts_t;
 void kq_kube_opts_default(kq_kube_opts_t *o);
@@ -103,8 +104,10 @@ int kq_kube_get_pod(kq_kube_t *k, const char *ns, const char *name, json_t **out
 /* POST a policy/v1 Eviction. 0 on 200/201; KQ_ECONFLICT on 429 (PDB), KQ_ENOENT on 404. */
 int kq_kube_evict(kq_kube_t *k, const char *ns, const char *name, char *err, size_t errlen) KQ_WUR;
 
-/* Queue an Event about a pod (type "Warning"/"Normal"). Deduplicated per (pod uid, reason,
- * message) within a window and rate-limited; never blocks, never fails the caller. */
+/* Queue an Event about a pod (type "Warning"/"Normal"). Aggregated like client-go's
+ * recorder: one Event object per (pod uid, reason, message) whose count rises with each
+ * repeat (written as a PATCH at most every event_dedup_s); rate-limited; never blocks,
+ * never fails the caller. */
 void kq_kube_event(kq_kube_t *k, const char *ns, const char *pod_name, const char *pod_uid,
                    const char *type, const char *reason, const char *message);
 /* kq_kube_event for a pod named by an untrusted request: the event thread first GETs the
@@ -112,6 +115,10 @@ void kq_kube_event(kq_kube_t *k, const char *ns, const char *pod_name, const cha
  * not exist, in namespaces a caller picked). */
 void kq_kube_event_confirmed(kq_kube_t *k, const char *ns, const char *pod_name, const char *pod_uid,
                              const char *type, const char *reason, const char *message);
+/* A pod that got a Warning event from this client (a denial) is admitted now: queues one
+ * Normal event (reason, message). Nothing for a pod that never got a Warning. O(1). */
+void kq_kube_event_admitted(kq_kube_t *k, const char *ns, const char *pod_name, const char *pod_uid,
+                            const char *reason, const char *message);
 /* Events actually posted / dropped by dedup or rate limit (for tests and metrics). */
 void kq_kube_event_stats(kq_kube_t *k, unsigned long *posted, unsigned long *suppressed);
 

@@ -87,7 +87,17 @@ void kq_metrics_latency(kq_metrics_t *m, kq_endpoint_t ep, double seconds);
 void kq_metrics_config_reload(kq_metrics_t *m, bool ok);
 void kq_metrics_watch_restart(kq_metrics_t *m);
 
+/* One quota decision on a pod of ours: kubequota_admission_attempts_total{queue,result,
+ * reason}; result "admitted" or "denied", reason a fixed word for denials ("" when
+ * admitted). Lock-free after a key's first use. */
+void kq_metrics_attempt(kq_metrics_t *m, const char *queue, const char *result, const char *reason);
+/* kubequota_build_info's labels (static strings, kept by pointer). */
+void kq_metrics_set_build_info(kq_metrics_t *m, const char *version, const char *commit, const char *build_date);
+/* --metrics-max-users: at most n users get per-user series (default 100; 0: none). */
+void kq_metrics_set_max_users(kq_metrics_t *m, long n);
+
 /* Reads for tests. */
+unsigned long kq_metrics_attempt_count(kq_metrics_t *m, const char *queue, const char *result, const char *reason);
 unsigned long kq_metrics_decision_count(kq_metrics_t *m, kq_verb_t verb, kq_result_t result);
 unsigned long kq_metrics_latency_count(kq_metrics_t *m, kq_endpoint_t ep);
 

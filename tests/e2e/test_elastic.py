@@ -100,7 +100,7 @@ class ReclaimTest(ElasticBase):
             "allocatedResource", {}).get("cpu") == 4000, 10, 0.05, "team-b used 4 cpu")
         m = self.kq.get("/metrics").text
         self.assertIn('kubequota_reclaim_evictions_total{result="evicted"} 2', m)
-        self.assertIn('kubequota_quota_runtime{group="root.team-a",resource="cpu"} 4000', m)
+        self.assertIn('kubequota_quota_runtime{quota_group="root.team-a",resource="cpu"} 4\n', m)
         # the queues view carries the elastic numbers per queue
         q = self.kq.queues()
         a = [c for c in q["children"] if c["queuename"] == "root.team-a"][0]

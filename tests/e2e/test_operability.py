@@ -9,6 +9,7 @@ JSON lines carry "ts" (seconds since the epoch), "v" and "msg" plus structured k
 import json
 import os
 import re
+import shutil
 import socket
 import subprocess
 
@@ -194,3 +195,182 @@ class StartupErrorTest(unittest.TestCase):
             kq.kill()
         self.assertEqual(rc, 2, kq.log_tail())
         self.assertRegex(kq.logs(), r"(?i)address already in use")
+
+
+# ---------------------------------------------------------------------------------------
+# Events
+# ---------------------------------------------------------------------------------------
+
+EV_CONFIG = queues_config(
+    {"name": "default"},
+    {"name": "dev", "resources": {"max": {"cpu": "4"}},
+     "limits": [{"limit": "one core", "users": ["*"], "maxresources": {"cpu": "1"}},
+                {"limit": "dev group", "groups": ["dev"], "maxresources": {"cpu": "3"}}]},
+    {"name": "org", "queues": [{"name": "team"}]})
+
+
+def pod_events(sim, name, ns="default"):
+    return [e for e in sim.events(ns) if (e.get("involvedObject") or {}).get("name") == name]
+
+
+class EventTest(KQTestCase):
+    """What `kubectl describe pod` shows: one Event per pod and reason with a rising count
+    (client-go's recorder: k8s.io/client-go tools/record/events_cache.go), a reason per
+    situation, messages that say how much must be freed."""
+    CONFIG = EV_CONFIG
+    EXTRA_ARGS = ("--event-update-interval", "100ms")
+
+    def test_one_event_with_rising_count(self):
+        self.create("p1", user="alice", queue="root.dev", cpu="700m")
+        self.assert_bound("p1")
+        self.create("p2", user="alice", queue="root.dev", cpu="800m")
+        for _ in range(5):
+            self.assert_denied("p2")
+
+        def counted():
+            evs = [e for e in pod_events(self.sim, "p2") if e.get("reason") == "QuotaExceeded"]
+            return evs if evs and evs[0].get("count") == 5 else None
+        evs = wait_until(counted, 15, 0.1, "one QuotaExceeded event for p2 with count 5")
+        self.assertEqual(len(evs), 1, evs)
+        e = evs[0]
+        self.assertEqual(e["type"], "Warning")
+        # 700m used + 800m requested > 1 max: 500m must be freed (computed here: 0.7 + 0.8 - 1)
+        self.assertIn("cpu 700m used + 800m requested > 1 max; needs 500m more cpu", e["message"])
+        self.assertIn("alice", e["message"])
+        self.assertLessEqual(e["firstTimestamp"], e["lastTimestamp"])
+
+    def test_admitted_after_waiting_gets_a_normal_event(self):
+        self.create("p1", user="bob", queue="root.dev", cpu="1")
+        self.assert_bound("p1")
+        self.create("p2", user="bob", queue="root.dev", cpu="1")
+        self.assert_denied("p2")
+        wait_until(lambda: [e for e in pod_events(self.sim, "p2") if e.get("type") == "Warning"], 10, 0.1)
+        self.sim.delete_pod("default", "p1")
+        wait_until(lambda: self.schedule("p2")[0], 15, 0.2, "p2 admitted once p1 is gone")
+        ev = wait_until(lambda: [e for e in pod_events(self.sim, "p2") if e.get("reason") == "QuotaAdmitted"],
+                        10, 0.1, "a QuotaAdmitted event for p2")
+        self.assertEqual(ev[0]["type"], "Normal")
+        self.assertEqual(len(ev), 1)
+        # a pod that never waited gets none
+        self.assertFalse([e for e in pod_events(self.sim, "p1") if e.get("reason") == "QuotaAdmitted"])
+
+    def test_distinct_reasons(self):
+        # the request alone is over the max: it can never fit
+        self.create("huge", user="carol", queue="root.dev", cpu="5")
+        self.assert_denied("huge")
+        # a queue that does not exist
+        self.create("lost", user="carol", queue="root.nowhere", cpu="100m")
+        self.assert_denied("lost")
+        # a parent queue
+        self.create("parent", user="carol", queue="root.org", cpu="100m")
+        self.assert_denied("parent")
+
+        def reasons():
+            got = {}
+            for name in ("huge", "lost", "parent"):
+                for e in pod_events(self.sim, name):
+                    got[name] = (e.get("reason"), e.get("message", ""))
+            return got if len(got) == 3 else None
+        got = wait_until(reasons, 15, 0.1, "events for huge, lost and parent")
+        self.assertEqual(got["huge"][0], "QuotaNeverFits", got)
+        self.assertIn("can never fit", got["huge"][1])
+        self.assertEqual(got["lost"][0], "QueueNotFound", got)
+        self.assertEqual(got["parent"][0], "QueueNotLeaf", got)
+
+
+# ---------------------------------------------------------------------------------------
+# Metrics
+# ---------------------------------------------------------------------------------------
+
+GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "metrics_golden.txt")
+
+
+def parse_metrics(text):
+    """{family: (type, set of label names)} and the samples, read independently of the code."""
+    types, labels, samples = {}, {}, []
+    for line in text.splitlines():
+        if line.startswith("# TYPE "):
+            _, _, name, typ = line.split(" ", 3)
+            types[name] = typ
+            labels.setdefault(name, set())
+        elif line and not line.startswith("#"):
+            m = re.match(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (\S+)$', line)
+            assert m, "bad sample line %r" % line
+            name, lbl = m.group(1), m.group(3) or ""
+            names = set(re.findall(r'([a-zA-Z_][a-zA-Z0-9_]*)="(?:[^"\\]|\\.)*"', lbl))
+            fam = name
+            for suffix in ("_bucket", "_sum", "_count"):
+                if name.endswith(suffix) and name[:-len(suffix)] in types:
+                    fam = name[:-len(suffix)]
+            names.discard("le")
+            labels.setdefault(fam, set()).update(names)
+            samples.append((name, lbl, float(m.group(4))))
+    return types, labels, samples
+
+
+class MetricsTest(KQTestCase):
+    CONFIG = EV_CONFIG
+    EXTRA_ARGS = ("--rest-auth", "none", "--metering", "interval=1s")
+
+    def scrape(self):
+        r = self.kq.get("/metrics")
+        self.assertEqual(r.status, 200)
+        return r.text
+
+    def test_golden_names_units_labels(self):
+        self.create("p1", user="alice", groups=("dev",), queue="root.dev", cpu="700m")
+        self.assert_bound("p1")
+        self.create("p2", user="alice", queue="root.dev", cpu="800m")
+        self.assert_denied("p2")
+        text = self.scrape()
+        types, labels, samples = parse_metrics(text)
+        want = {}
+        with open(GOLDEN) as f:
+            for line in f:
+                line = line.split("#", 1)[0].strip()
+                if not line:
+                    continue
+                name, typ, lbls = (line.split(None, 2) + [""])[:3]
+                want[name] = (typ, set(x for x in lbls.split(",") if x))
+        got = {n: (types[n], labels.get(n, set())) for n in types}
+        missing = sorted(set(want) - set(got))
+        extra = sorted(set(got) - set(want))
+        self.assertEqual(missing, [], "families in %s but not on /metrics" % GOLDEN)
+        self.assertEqual(extra, [], "families on /metrics but not in %s (add them there and to "
+                                    "docs/metrics.md)" % GOLDEN)
+        for name, (typ, lbls) in want.items():
+            self.assertEqual(got[name][0], typ, name)
+            # a family without samples now shows no labels; those it shows must be the golden ones
+            self.assertTrue(got[name][1] <= lbls, "%s labels %s, golden %s" % (name, got[name][1], lbls))
+        # base units: 700m cpu is 0.7 cores; a user group and a quota group have their own labels
+        self.assertIn('kubequota_user_resource_used{user="alice",queue="root.dev",resource="cpu"} 0.7\n', text)
+        self.assertIn('kubequota_user_resource_limit{user="alice",queue="root.dev",resource="cpu"} 1\n', text)
+        self.assertIn('kubequota_user_group_resource_used{user_group="dev",queue="root.dev",resource="cpu"} 0.7\n',
+                      text)
+        self.assertIn('kubequota_user_group_resource_limit{user_group="dev",queue="root.dev",resource="cpu"} 3\n',
+                      text)
+        self.assertIn('kubequota_queue_resource_max{queue="root.dev",resource="cpu"} 4\n', text)
+        self.assertIn('kubequota_admission_attempts_total{queue="root.dev",result="denied",reason="over_limit"} 1\n',
+                      text)
+        self.assertIn('kubequota_admission_attempts_total{queue="root.dev",result="admitted",reason=""} 1\n', text)
+        self.assertIn('kubequota_config_last_reload_successful 1\n', text)
+        self.assertRegex(text, r'kubequota_build_info\{version="[^"]+",commit="[^"]+",build_date="[^"]+"\} 1\n')
+        self.assertRegex(text, r'(?m)^process_resident_memory_bytes [1-9]')
+        # histogram buckets reach the extender timeout (10s in the chart)
+        self.assertIn('kubequota_request_duration_seconds_bucket{endpoint="/scheduler/filter",le="10"}', text)
+
+    def test_promtool_accepts_the_exposition(self):
+        promtool = shutil.which("promtool")
+        if promtool is None:
+            self.skipTest("promtool not installed (Debian package prometheus; scripts/deps.sh installs it)")
+        self.create("p1", user="alice", queue="root.dev", cpu="700m")
+        self.assert_bound("p1")
+        r = subprocess.run([promtool, "check", "metrics"], input=self.scrape(), capture_output=True, text=True,
+                           timeout=60)
+        self.assertEqual(r.returncode, 0, "promtool check metrics:\n%s%s" % (r.stdout, r.stderr))
+        self.assertEqual((r.stdout + r.stderr).strip(), "", "promtool found lint problems")
+
+    def test_failed_reload_sets_the_gauge(self):
+        self.kq.write_config("partitions: [{name: default, queues: 7}]\n")
+        wait_until(lambda: "kubequota_config_last_reload_successful 0\n" in self.scrape(), 15, 0.1,
+                   "the gauge drops to 0 after a rejected edit")

@@ -86,7 +86,7 @@ class UpstreamDemoTest(QuotaObjectBase):
         for i in range(3):
             self.assert_bound("app1-%d" % i, "quota1")
         # (runtime = min(request 8, max 6) = 6: the reason may name either)
-        self.assert_denied("app1-3", "quota1", "quota1/quota", "used 6 + request 2")
+        self.assert_denied("app1-3", "quota1", "quota1/quota", "6 used + 2 requested")
         # app2: 2 replicas of 2 cpu in quota2. The first takes the 2 free cpus.
         self.pod("app2-0", "quota2", 2)
         self.pod("app2-1", "quota2", 2)

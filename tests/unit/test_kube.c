@@ -1611,6 +1611,91 @@ static void test_events_dedup(void **state)
     srv_stop(s);
 }
 
+/* Aggregation as client-go's recorder does it (k8s.io/client-go tools/record/events_cache.go,
+ * EventCorrelator: a repeat of the same event updates the existing object's count and
+ * lastTimestamp with a PATCH instead of creating another object). The first PATCH gets a
+ * 404 here (the Event expired): the series is created again, with the count so far. */
+static int agg_patches;
+
+static void route_events_agg(srv_t *s, const rq_t *rq, resp_t *out)
+{
+    if (strcmp(rq->method, "PATCH") == 0 && agg_patches++ == 0) {
+        resp_body(out, 404, "{\"kind\":\"Status\",\"code\":404,\"reason\":\"NotFound\"}");
+        return;
+    }
+    resp_body(out, strcmp(rq->method, "POST") == 0 ? 201 : 200, "{\"kind\":\"Event\"}");
+}
+
+typedef struct nreq_wait {
+    srv_t *s;
+    int n;
+} nreq_wait_t;
+
+static bool nreq_reached(void *arg)
+{
+    nreq_wait_t *w = arg;
+    pthread_mutex_lock(&w->s->lock);
+    int n = w->s->nlog;
+    pthread_mutex_unlock(&w->s->lock);
+    return n >= w->n;
+}
+
+static void test_events_aggregate_into_one_series(void **state)
+{
+    agg_patches = 0;
+    srv_t *s = srv_start(route_events_agg);
+    kq_kube_opts_t o;
+    kq_kube_opts_default(&o);
+    o.event_dedup_s = 0; /* every repeat may be written at once */
+    kq_kube_t *k = client_for(s, &o);
+    kq_kube_event(k, "team-a", "p1", "uid-1", "Warning", "QuotaExceeded", "over cpu");
+    posted_wait_t pw = {k, 1};
+    assert_true(wait_until(posted_reached, &pw)); /* created */
+    kq_kube_event(k, "team-a", "p1", "uid-1", "Warning", "QuotaExceeded", "over cpu"); /* PATCH -> 404 -> POST */
+    nreq_wait_t nw = {s, 3};
+    assert_true(wait_until(nreq_reached, &nw));
+    pw.n = 2;
+    assert_true(wait_until(posted_reached, &pw));
+    kq_kube_event(k, "team-a", "p1", "uid-1", "Warning", "QuotaExceeded", "over cpu"); /* PATCH count 3 */
+    nw.n = 4;
+    assert_true(wait_until(nreq_reached, &nw));
+    pw.n = 3;
+    assert_true(wait_until(posted_reached, &pw));
+
+    pthread_mutex_lock(&s->lock);
+    assert_int_equal(s->nlog, 4);
+    assert_string_equal(s->log[0].method, "POST");
+    json_t *create = json_loads(s->log[0].body, 0, NULL);
+    const char *name = json_string_value(json_object_get(json_object_get(create, "metadata"), "name"));
+    assert_non_null(name);
+    assert_int_equal(json_integer_value(json_object_get(create, "count")), 1);
+    char path[400];
+    snprintf(path, sizeof(path), "/api/v1/namespaces/team-a/events/%s", name);
+    assert_string_equal(s->log[1].method, "PATCH");
+    assert_string_equal(s->log[1].target, path);
+    json_t *p1 = json_loads(s->log[1].body, 0, NULL);
+    assert_int_equal(json_integer_value(json_object_get(p1, "count")), 2);
+    assert_non_null(json_object_get(p1, "lastTimestamp"));
+    /* after the 404: created again under the same name with the count so far */
+    assert_string_equal(s->log[2].method, "POST");
+    json_t *again = json_loads(s->log[2].body, 0, NULL);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(again, "metadata"), "name")), name);
+    assert_int_equal(json_integer_value(json_object_get(again, "count")), 2);
+    assert_string_equal(json_string_value(json_object_get(again, "firstTimestamp")),
+                        json_string_value(json_object_get(create, "firstTimestamp")));
+    assert_string_equal(s->log[3].method, "PATCH");
+    assert_string_equal(s->log[3].target, path);
+    json_t *p2 = json_loads(s->log[3].body, 0, NULL);
+    assert_int_equal(json_integer_value(json_object_get(p2, "count")), 3);
+    pthread_mutex_unlock(&s->lock);
+    json_decref(create);
+    json_decref(p1);
+    json_decref(again);
+    json_decref(p2);
+    kq_kube_free(k);
+    srv_stop(s);
+}
+
 static void test_events_rate_limit(void **state)
 {
     srv_t *s = srv_start(route_events);
@@ -1908,6 +1993,7 @@ int main(void)
         cmocka_unit_test(test_watch_feed),
         cmocka_unit_test(test_watch_stop_during_backoff),
         cmocka_unit_test(test_events_dedup),
+        cmocka_unit_test(test_events_aggregate_into_one_series),
         cmocka_unit_test(test_events_rate_limit),
         cmocka_unit_test(test_events_queue_bound),
         cmocka_unit_test(test_tls),

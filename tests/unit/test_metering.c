@@ -1047,7 +1047,7 @@ static void test_metrics_text(void **state)
     free(t);
     t = kq_metering_metrics(m, true);
     assert_non_null(strstr(t, "kubequota_user_charged_credits_total{user=\"al\\\"ice\"} 12.500000\n"));
-    assert_non_null(strstr(t, "kubequota_group_charged_credits_total{group=\"dev\"} 12.500000\n"));
+    assert_non_null(strstr(t, "kubequota_user_group_charged_credits_total{user_group=\"dev\"} 12.500000\n"));
     free(t);
     kq_metering_free(m);
 }

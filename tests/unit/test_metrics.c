@@ -244,7 +244,8 @@ static void test_histogram(void **state)
     kq_metrics_latency(m, KQ_EP_FILTER, 0.00001);  /* <= 5e-05 */
     kq_metrics_latency(m, KQ_EP_FILTER, 0.00005);  /* exactly the first bound: <= 5e-05 */
     kq_metrics_latency(m, KQ_EP_FILTER, 0.0003);   /* <= 0.0005 */
-    kq_metrics_latency(m, KQ_EP_FILTER, 2.0);      /* only +Inf */
+    kq_metrics_latency(m, KQ_EP_FILTER, 2.0);      /* <= 2.5 */
+    kq_metrics_latency(m, KQ_EP_FILTER, 11.0);     /* over the 10s extender timeout: only +Inf */
     kq_metrics_latency(m, KQ_EP_FILTER, -1.0);     /* clamped to 0 */
     kq_metrics_latency(m, KQ_EP_BIND, 0.7);        /* <= 1 */
     char *t = render(m, NULL);
@@ -256,13 +257,15 @@ static void test_histogram(void **state)
     assert_true(find(&e, B, "endpoint", ep, "le", "0.00025", NULL) == 3);
     assert_true(find(&e, B, "endpoint", ep, "le", "0.0005", NULL) == 4);
     assert_true(find(&e, B, "endpoint", ep, "le", "1", NULL) == 4);
-    assert_true(find(&e, B, "endpoint", ep, "le", "+Inf", NULL) == 5);
-    assert_true(find(&e, "kubequota_request_duration_seconds_count", "endpoint", ep, NULL) == 5);
+    assert_true(find(&e, B, "endpoint", ep, "le", "2.5", NULL) == 5);
+    assert_true(find(&e, B, "endpoint", ep, "le", "10", NULL) == 5);
+    assert_true(find(&e, B, "endpoint", ep, "le", "+Inf", NULL) == 6);
+    assert_true(find(&e, "kubequota_request_duration_seconds_count", "endpoint", ep, NULL) == 6);
     double sum = find(&e, "kubequota_request_duration_seconds_sum", "endpoint", ep, NULL);
-    assert_true(fabs(sum - 2.00036) < 1e-6);
+    assert_true(fabs(sum - 13.00036) < 1e-6);
     assert_true(find(&e, B, "endpoint", "/scheduler/bind", "le", "0.5", NULL) == 0);
     assert_true(find(&e, B, "endpoint", "/scheduler/bind", "le", "1", NULL) == 1);
-    assert_int_equal(kq_metrics_latency_count(m, KQ_EP_FILTER), 5);
+    assert_int_equal(kq_metrics_latency_count(m, KQ_EP_FILTER), 6);
 
     /* for every endpoint: buckets ascend in le and in count, +Inf last and equal to _count */
     for (int k = 0; k < KQ_EP_COUNT; k++) {
@@ -281,7 +284,7 @@ static void test_histogram(void **state)
             last_count = s->value;
             buckets++;
         }
-        assert_int_equal(buckets, 15);
+        assert_int_equal(buckets, 18); /* 17 bounds up to 10s, then +Inf */
         assert_true(isinf(last_le));
         assert_true(find(&e, "kubequota_request_duration_seconds_count", "endpoint", name, NULL) == last_count);
         assert_true(find(&e, B, "endpoint", name, "le", "5e-05", NULL) >= 0);
@@ -387,14 +390,16 @@ static void test_usage_gauges_and_escaping(void **state)
     expo_t e;
     parse(t, &e);
     const char *U = "kubequota_user_resource_used";
-    assert_true(find(&e, U, "user", weird, "queue", "root.team-a", "resource", "cpu", NULL) == 1500);
+    /* cpu in cores (1500m = 1.5), memory in bytes */
+    assert_true(find(&e, U, "user", weird, "queue", "root.team-a", "resource", "cpu", NULL) == 1.5);
     assert_true(find(&e, U, "user", weird, "queue", "root", "resource", "memory", NULL) == 1024);
-    assert_true(find(&e, U, "user", "alice", "queue", "root.team-a", "resource", "cpu", NULL) == 3000);
+    assert_true(find(&e, U, "user", "alice", "queue", "root.team-a", "resource", "cpu", NULL) == 3);
     assert_true(find(&e, "kubequota_user_running_applications", "user", "alice", "queue", "root.team-a", NULL) == 1);
-    assert_true(find(&e, "kubequota_group_resource_used", "group", "dev", "queue", "root.team-a", "resource", "cpu",
-                     NULL) == 4500);
-    assert_true(find(&e, "kubequota_queue_resource_used", "queue", "root.team-a", "resource", "cpu", NULL) == 4500);
-    assert_true(find(&e, "kubequota_queue_resource_used", "queue", "root", "resource", "cpu", NULL) == 4500);
+    /* a user group has its own label, never confused with a quota group */
+    assert_true(find(&e, "kubequota_user_group_resource_used", "user_group", "dev", "queue", "root.team-a", "resource",
+                     "cpu", NULL) == 4.5);
+    assert_true(find(&e, "kubequota_queue_resource_used", "queue", "root.team-a", "resource", "cpu", NULL) == 4.5);
+    assert_true(find(&e, "kubequota_queue_resource_used", "queue", "root", "resource", "cpu", NULL) == 4.5);
     assert_true(find(&e, "kubequota_queue_running_applications", "queue", "root.team-a", NULL) == 2);
     assert_true(find(&e, "kubequota_pods_tracked", "state", "counted", NULL) == 0);
     /* the escaped form is in the raw text */
@@ -405,7 +410,7 @@ static void test_usage_gauges_and_escaping(void **state)
     assert_int_equal(kq_ugm_decrease(app.ugm, "root.team-a", "app-1", weird, &r), 0);
     t = render(app.metrics, &app);
     parse(t, &e);
-    assert_true(find(&e, "kubequota_queue_resource_used", "queue", "root.team-a", "resource", "cpu", NULL) == 3000);
+    assert_true(find(&e, "kubequota_queue_resource_used", "queue", "root.team-a", "resource", "cpu", NULL) == 3);
     assert_true(find(&e, U, "user", weird, "queue", "root.team-a", "resource", "cpu", NULL) <= 0);
     free(e.s);
     free(t);

@@ -363,7 +363,7 @@ static void test_min_scaling(void **state)
     char reason[256];
     kq_resource_t r = R("cpu=18");
     assert_int_equal(kq_qtree_check(t, "A2", &r, false, reason, sizeof reason), KQ_EDENIED);
-    assert_string_equal(reason, "quota group A2: cpu used 0 + request 18m would exceed runtime 17m");
+    assert_string_equal(reason, "quota group A2: cpu 0 used + 18m requested > 17m runtime (runtime = what the group may use now: its min plus what it can borrow); needs 1m more cpu");
     /* ... A1's pods leave: A's 43 go to A2 (17 first, 26 more), and a non-preemptible pod is
      * still held to the scaled min 17 while a preemptible one fits. */
     kq_resource_t a1 = R("cpu=1000");
@@ -371,7 +371,7 @@ static void test_min_scaling(void **state)
     assert_int_equal(rt(t, "A2", "cpu"), 43);
     assert_int_equal(kq_qtree_check(t, "A2", &r, false, reason, sizeof reason), 0);
     assert_int_equal(kq_qtree_check(t, "A2", &r, true, reason, sizeof reason), KQ_EDENIED);
-    assert_string_equal(reason, "quota group A2: non-preemptible cpu used 0 + request 18m would exceed min 17m");
+    assert_string_equal(reason, "quota group A2: non-preemptible cpu 0 used + 18m requested > 17m min; 18m requested alone is over the min: the pod can never fit");
     r = R("cpu=17");
     assert_int_equal(kq_qtree_check(t, "A2", &r, true, reason, sizeof reason), 0);
 
@@ -421,7 +421,7 @@ static void test_max_caps(void **state)
     assert_int_equal(kq_qtree_check(t, "default", &more, false, why, sizeof why), 0);
     more = R("cpu=41");
     assert_int_equal(kq_qtree_check(t, "default", &more, false, why, sizeof why), KQ_EDENIED);
-    assert_string_equal(why, "quota group root: cpu used 60m + request 41m would exceed runtime 100m");
+    assert_string_equal(why, "quota group root: cpu 60m used + 41m requested > 100m runtime (runtime = what the group may use now: its min plus what it can borrow); needs 1m more cpu");
     /* never reclaimed: over nobody's runtime list even when it uses more than its share */
     kq_qgroup_over_t *ov = NULL;
     size_t nov = 0;
@@ -446,7 +446,7 @@ static void test_max_caps(void **state)
     char reason[256];
     kq_resource_t r = R("nvidia.com/gpu=3");
     assert_int_equal(kq_qtree_check(t, "G", &r, false, reason, sizeof reason), KQ_EDENIED);
-    assert_string_equal(reason, "quota group G: nvidia.com/gpu used 0 + request 3 would exceed max 2");
+    assert_string_equal(reason, "quota group G: nvidia.com/gpu 0 used + 3 requested > 2 max; 3 requested alone is over the max: the pod can never fit");
     r = R("nvidia.com/gpu=2");
     assert_int_equal(kq_qtree_check(t, "G", &r, false, reason, sizeof reason), 0);
     kq_qtree_free(t);
@@ -473,7 +473,7 @@ static void test_parent_request(void **state)
     char why[256];
     kq_resource_t big = R("memory=900");
     assert_int_equal(kq_qtree_check(t, "K1", &big, false, why, sizeof why), KQ_EDENIED);
-    assert_string_equal(why, "quota group P: memory used 0 + request 900 would exceed runtime 3");
+    assert_string_equal(why, "quota group P: memory 0 used + 900 requested > 3 runtime (runtime = what the group may use now: its min plus what it can borrow); needs 897 more memory");
     kq_qgroup_info_t k1 = info(t, "K1");
     assert_int_equal(k1.limit.n, 1); /* only cpu */
     assert_int_equal(val(&k1.limit, "cpu", NULL), 10);
@@ -506,7 +506,7 @@ static void test_check_denies_and_changes_nothing(void **state)
     json_t *before = kq_qtree_json(t);
     assert_non_null(before);
     assert_int_equal(kq_qtree_assume(t, "team-a", &r2, false, reason, sizeof reason), KQ_EDENIED);
-    assert_string_equal(reason, "quota group team-a: cpu used 2 + request 2 would exceed runtime 3");
+    assert_string_equal(reason, "quota group team-a: cpu 2 used + 2 requested > 3 runtime (runtime = what the group may use now: its min plus what it can borrow); needs 1 more cpu");
     assert_int_equal(kq_qtree_check(t, "team-a", &r2, false, reason, sizeof reason), KQ_EDENIED);
     json_t *after = kq_qtree_json(t);
     assert_true(json_equal(before, after));
@@ -525,12 +525,12 @@ static void test_check_denies_and_changes_nothing(void **state)
     assert_int_equal(kq_qtree_check(t, "team-a", &r1, false, reason, sizeof reason), 0);
     kq_resource_t r15 = R("cpu=1500");
     assert_int_equal(kq_qtree_check(t, "team-a", &r15, false, reason, sizeof reason), KQ_EDENIED);
-    assert_string_equal(reason, "quota group team-a: cpu used 2 + request 1500m would exceed runtime 3");
+    assert_string_equal(reason, "quota group team-a: cpu 2 used + 1500m requested > 3 runtime (runtime = what the group may use now: its min plus what it can borrow); needs 500m more cpu");
     grp(t, "team-a", "org", "cpu=2000", "", "", true, false);
     req(t, "team-a", "cpu=5000");
     /* team-a asks 10000, org asks min(10000, 3000): org runtime 3000 -> team-a 3000 */
     assert_int_equal(kq_qtree_check(t, "team-a", &r15, false, reason, sizeof reason), KQ_EDENIED);
-    assert_string_equal(reason, "quota group team-a: cpu used 2 + request 1500m would exceed runtime 3");
+    assert_string_equal(reason, "quota group team-a: cpu 2 used + 1500m requested > 3 runtime (runtime = what the group may use now: its min plus what it can borrow); needs 500m more cpu");
     /* a pod of a parent group */
     assert_int_equal(kq_qtree_check(t, "org", &r1, false, reason, sizeof reason), KQ_EDENIED);
     assert_string_equal(reason, "quota group org is a parent group; only leaf groups run pods");
@@ -572,7 +572,7 @@ static void test_ancestor_denies(void **state)
     assert_int_equal(kq_qtree_used_sub(t, "a", &sub, false), 0);
     assert_int_equal(kq_qtree_used_add(t, "b", &sub, false), 0); /* b over its runtime (3000 > 1500) */
     assert_int_equal(kq_qtree_check(t, "a", &small, false, reason, sizeof reason), KQ_EDENIED);
-    assert_string_equal(reason, "quota group org: cpu used 3 + request 1m would exceed runtime 3");
+    assert_string_equal(reason, "quota group org: cpu 3 used + 1m requested > 3 runtime (runtime = what the group may use now: its min plus what it can borrow); needs 1m more cpu");
     /* reclaim sees b over by 1500m */
     kq_qgroup_over_t *over = NULL;
     size_t n = 0;
@@ -595,7 +595,7 @@ static void test_nonpreemptible_within_min(void **state)
     kq_resource_t r = R("cpu=600");
     assert_int_equal(kq_qtree_assume(t, "g", &r, true, reason, sizeof reason), 0);
     assert_int_equal(kq_qtree_assume(t, "g", &r, true, reason, sizeof reason), KQ_EDENIED);
-    assert_string_equal(reason, "quota group g: non-preemptible cpu used 600m + request 600m would exceed min 1");
+    assert_string_equal(reason, "quota group g: non-preemptible cpu 600m used + 600m requested > 1 min; needs 200m more cpu");
     /* a preemptible pod of the same size fits in the runtime (4000) */
     assert_int_equal(kq_qtree_assume(t, "g", &r, false, reason, sizeof reason), 0);
     kq_qgroup_info_t i = info(t, "g");
@@ -658,8 +658,8 @@ static void test_sum_of_mins(void **state)
     assert_int_equal(kq_qtree_assume(t, "q1", &one, false, why, sizeof why), 0);
     req(t, "q2", "cpu=1");
     assert_int_equal(kq_qtree_check(t, "q2", &one, false, why, sizeof why), KQ_EDENIED);
-    assert_string_equal(why, "quota group q2: cpu used by all scheduler-plugins quotas 1m + request 1m would "
-                             "exceed the sum of their mins 1m");
+    assert_string_equal(why, "quota group q2: cpu 1m used by all scheduler-plugins quotas + 1m requested > 1m "
+                             "sum of their mins; needs 1m more cpu");
     /* the same group without the rule is held to its runtime instead: it fits */
     kq_qgroup_spec_t s;
     kq_qgroup_spec_init(&s, "k");

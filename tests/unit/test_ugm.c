@@ -470,17 +470,17 @@ static void test_named_user_beats_wildcard(void **state)
     assert_int_equal(inc(m, "root.a", "a1", &alice, 500, 0), 0);
     assert_int_equal(inc(m, "root.a", "a1", &alice, 500, 0), KQ_EDENIED);
     assert_string_equal(reason, "user alice in queue root.a: limit \"alice-limit\" exceeded: "
-                                "cpu 1 used + 500m requested > 1 max");
+                                "cpu 1 used + 500m requested > 1 max; needs 500m more cpu");
     for (int i = 0; i < 4; i++)
         assert_int_equal(inc(m, "root.a", "b1", &bob, 1000, 0), 0);
     assert_int_equal(inc(m, "root.a", "b1", &bob, 1000, 0), KQ_EDENIED);
     assert_string_equal(reason, "user bob in queue root.a: limit \"everyone\" (user *) exceeded: "
-                                "cpu 4 used + 1 requested > 4 max");
+                                "cpu 4 used + 1 requested > 4 max; needs 1 more cpu");
     /* alice's named limit at root.a does not lift the wildcard limit at root */
     assert_int_equal(inc(m, "root.b", "a2", &alice, 5000, 0), 0);
     assert_int_equal(inc(m, "root.b", "a2", &alice, 500, 0), KQ_EDENIED);
     assert_string_equal(reason, "user alice in queue root: limit \"root-everyone\" (user *) exceeded: "
-                                "cpu 6 used + 500m requested > 6 max");
+                                "cpu 6 used + 500m requested > 6 max; needs 500m more cpu");
     /* a request without cpu is not held back by a cpu limit */
     assert_int_equal(inc(m, "root.b", "a2", &alice, 0, 1 * GI), 0);
 
@@ -523,7 +523,7 @@ static void test_denied_increase_changes_nothing(void **state)
     /* a new user, application and group level: denied at root by the group limit */
     assert_int_equal(inc(m, "root.a.b", "b1", &bob, 1000, 0), KQ_EDENIED);
     assert_string_equal(reason, "group dev in queue root: limit \"dev-limit\" exceeded: "
-                                "cpu 1500m used + 1 requested > 2 max");
+                                "cpu 1500m used + 1 requested > 2 max; needs 500m more cpu");
     char *after = snapshot(m);
     assert_string_equal(before, after);
     free(after);
@@ -542,7 +542,7 @@ static void test_denied_increase_changes_nothing(void **state)
     r = res(501, 0);
     assert_int_equal(kq_ugm_check(m, "root.a.b", "b1", &bob, &r, reason, sizeof(reason)), KQ_EDENIED);
     assert_string_equal(reason, "group dev in queue root: limit \"dev-limit\" exceeded: "
-                                "cpu 1500m used + 501m requested > 2 max");
+                                "cpu 1500m used + 501m requested > 2 max; needs 1m more cpu");
     after = snapshot(m);
     assert_string_equal(before, after);
     free(after);
@@ -645,10 +645,10 @@ static void test_queue_max_resources(void **state)
     kq_user_t alice = usr("alice", NULL, 0), bob = usr("bob", NULL, 0);
     assert_int_equal(inc(m, "root.a.b", "a1", &alice, 1500, 1 * GI), 0);
     assert_int_equal(inc(m, "root.a.b", "b1", &bob, 1000, 0), KQ_EDENIED);
-    assert_string_equal(reason, "queue root.a: resources.max exceeded: cpu 1500m used + 1 requested > 2 max");
+    assert_string_equal(reason, "queue root.a: resources.max exceeded: cpu 1500m used + 1 requested > 2 max; needs 500m more cpu");
     assert_int_equal(inc(m, "root.a.b", "b1", &bob, 0, 3 * GI), 0);
     assert_int_equal(inc(m, "root.a", "b2", &bob, 0, 1), KQ_EDENIED);
-    assert_string_equal(reason, "queue root.a: resources.max exceeded: memory 4Gi used + 1 requested > 4Gi max");
+    assert_string_equal(reason, "queue root.a: resources.max exceeded: memory 4Gi used + 1 requested > 4Gi max; needs 1 more memory");
     assert_int_equal(inc(m, "root.a", "b2", &bob, 500, 0), 0);
     assert_int_equal(queue_alloc(m, "root.a", "cpu"), 2000);
     assert_int_equal(queue_alloc(m, "root.a.b", "cpu"), 1500);
@@ -765,7 +765,7 @@ static void test_config_change(void **state)
     assert_int_equal(used_at(m, false, "alice", "root.a.team-a", "cpu"), 1500);
     assert_int_equal(inc(m, "root.a.team-a", "app", &alice, 1000, 0), KQ_EDENIED);
     assert_string_equal(reason, "user alice in queue root.a.team-a: limit \"alice-limit\" exceeded: "
-                                "cpu 1500m used + 1 requested > 2 max");
+                                "cpu 1500m used + 1 requested > 2 max; needs 500m more cpu");
     u = kq_ugm_user_json(m, "alice");
     n = find_usage(json_object_get(u, "queues"), "root.a.team-a");
     assert_int_equal(jres(json_object_get(n, "maxResources"), "cpu"), 2000);
