@@ -123,6 +123,10 @@ static bool is_key(const char *s, size_t *klen)
 static bool closes(const char *s)
 {
     size_t klen;
+    if (*s == '\0')
+        return true;
+    if (*s != ' ') /* "a "b=c" d": the quote before b opens a quotation inside the value */
+        return false;
     while (*s == ' ')
         s++;
     return *s == '\0' || is_key(s, &klen);

@@ -116,7 +116,7 @@ class CommandLineTest(unittest.TestCase):
         for cmd, words in ((["serve", "--help"], ["--leader-elect-lease-duration", "--logging-format",
                                                   "interval=DURATION"]),
                            (["serve", "-h"], ["Usage: kubequota serve"]),
-                           (["check-config", "--help"], ["Usage: kubequota check-config FILE"]),
+                           (["check-config", "--help"], ["Usage: kubequota check-config", "FILE"]),
                            (["check-config", "-h"], ["Exit status"]),
                            (["--help"], ["serve", "check-config", "--version"])):
             r = run(*cmd)

@@ -67,6 +67,11 @@ static void test_json_fields(void **state)
     assert_string_equal(json_string_value(json_object_get(j, "user")), "bob");
     assert_string_equal(json_string_value(json_object_get(j, "msg")), "say \"hi\"");
     json_decref(j);
+    /* a quotation inside a value that looks like key=value */
+    j = render_json(KQ_LOG_INFO, 0, "event=config_rejected errors=\"bad (expected e.g. \"cpu=4,memory=8Gi\")\" n=1");
+    assert_string_equal(json_string_value(json_object_get(j, "errors")), "bad (expected e.g. \"cpu=4,memory=8Gi\")");
+    assert_int_equal(json_integer_value(json_object_get(j, "n")), 1);
+    json_decref(j);
 }
 
 static void test_json_message_sources(void **state)
