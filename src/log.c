@@ -97,6 +97,8 @@ typedef struct parsed {
     bool has_msg;
     span_t event;
     bool has_event;
+    const char *body;      /* the body parsed */
+    const char *prose_end; /* words came after a key: the message is the body up to here */
 } parsed_t;
 
 static bool key_char(char c, bool first)
@@ -135,6 +137,7 @@ static bool closes(const char *s)
 static void parse_body(const char *s, parsed_t *p)
 {
     memset(p, 0, sizeof(*p));
+    p->body = s;
     while (*s) {
         while (*s == ' ')
             s++;
@@ -178,6 +181,8 @@ static void parse_body(const char *s, parsed_t *p)
         const char *start = s;
         while (*s && *s != ' ')
             s++;
+        if (p->n > 0 || p->has_msg) /* prose around a key=value: keep the sentence whole */
+            p->prose_end = s;
         if (p->nwords < MAX_KEYS)
             p->words[p->nwords++] = (span_t){start, (size_t)(s - start), false};
     }
@@ -281,6 +286,10 @@ static void put_text_value(out_t *o, span_t s)
  * string (klog quotes the message in text format too). */
 static void put_message(out_t *o, const parsed_t *p)
 {
+    if (p->prose_end != NULL && !p->has_msg) {
+        put_json_str(o, (span_t){p->body, (size_t)(p->prose_end - p->body), false});
+        return;
+    }
     if (p->has_msg && p->nwords == 0) {
         put_json_str(o, p->msg);
         return;

@@ -84,8 +84,10 @@ static void test_json_message_sources(void **state)
     assert_string_equal(json_string_value(json_object_get(j, "event")), "config_rejected");
     json_decref(j);
     /* leading words form the message; words after keys join it too */
+    /* prose around a key=value stays one sentence; the keys are still extracted */
     j = render_json(KQ_LOG_ERROR, 0, "ugm: limits applied partition=default queues=3, for now");
-    assert_string_equal(json_string_value(json_object_get(j, "msg")), "ugm: limits applied for now");
+    assert_string_equal(json_string_value(json_object_get(j, "msg")),
+                        "ugm: limits applied partition=default queues=3, for now");
     assert_string_equal(json_string_value(json_object_get(j, "partition")), "default");
     assert_string_equal(json_string_value(json_object_get(j, "queues")), "3,");
     assert_string_equal(json_string_value(json_object_get(j, "level")), "error");

@@ -1515,7 +1515,7 @@ static void test_wildcard_group_cumulative(void **state)
     /* 1 + 1 of the 2 cores are used by two different groups: a third group is denied */
     assert_int_equal(inc(m, "root.q", "app3", &u3, 1000, 0), KQ_EDENIED);
     assert_string_equal(reason, "group * in queue root.q: limit \"everybody-else\" (group *) exceeded: "
-                                "cpu 2 used + 1 requested > 2 max");
+                                "cpu 2 used + 1 requested > 2 max; needs 1 more cpu");
     assert_int_equal(used_at(m, true, "*", "root.q", "cpu"), 2000);
     assert_null(kq_ugm_group_json(m, "a"));
     /* the named group is not part of the wildcard's total */
@@ -1549,7 +1549,8 @@ static void test_app_charged_to_first_user(void **state)
     assert_int_equal(used_at(m, false, "alice", "root.q", "pods"), 2);
     assert_null(kq_ugm_user_json(m, "bob"));
     assert_int_equal(inc(m, "root.q", "spark-1", &bob, 1000, 0), KQ_EDENIED);
-    assert_string_equal(reason, "user alice in queue root.q: limit \"alice\" exceeded: cpu 2 used + 1 requested > 2 max");
+    assert_string_equal(reason, "user alice in queue root.q: limit \"alice\" exceeded: cpu 2 used + 1 requested > 2 max; "
+                                "needs 1 more cpu");
     char g[64];
     assert_int_equal(kq_ugm_group_of(m, "root.q", "spark-1", &bob, g, sizeof(g)), 0);
     assert_string_equal(g, ""); /* alice's (none), not bob's */
@@ -1586,10 +1587,10 @@ static void test_pods_enforced(void **state)
     assert_int_equal(inc(m, "root.q", "a", &alice, 100, 0), 0);
     assert_int_equal(inc(m, "root.q", "a", &alice, 100, 0), KQ_EDENIED);
     assert_string_equal(reason, "user alice in queue root.q: limit \"one-pod-each\" (user *) exceeded: "
-                                "pods 2 used + 1 requested > 2 max");
+                                "pods 2 used + 1 requested > 2 max; needs 1 more pods");
     assert_int_equal(inc(m, "root.q", "b", &bob, 100, 0), 0);
     assert_int_equal(inc(m, "root.q", "b", &bob, 100, 0), KQ_EDENIED);
-    assert_string_equal(reason, "queue root.q: resources.max exceeded: pods 3 used + 1 requested > 3 max");
+    assert_string_equal(reason, "queue root.q: resources.max exceeded: pods 3 used + 1 requested > 3 max; needs 1 more pods");
     assert_int_equal(queue_alloc(m, "root.q", "pods"), 3);
     /* a pod without any request still counts */
     kq_resource_t none = KQ_RESOURCE_EMPTY;
