@@ -1210,8 +1210,8 @@ static void inflight_drop(kq_elastic_t *e, inflight_t *f)
  * every resource: the group is back within its runtime). */
 typedef struct slack {
     uint32_t n;
-    const char *name[KQ_RES_MAX];
-    int64_t v[KQ_RES_MAX];
+    const char **name; /* ov->over's names (n of them) */
+    int64_t *v;
 } slack_t;
 
 static bool slack_ok(const slack_t *sl)
@@ -1264,11 +1264,25 @@ static size_t reclaim_group(kq_elastic_t *e, const kq_qgroup_over_t *ov, int64_t
 {
     if (e->app == NULL || e->app->ledger == NULL)
         return 0;
-    slack_t base = {0};
-    for (uint32_t k = 0; k < ov->over.n && base.n < KQ_RES_MAX; k++) {
-        base.name[base.n] = ov->over.e[k].name;
-        base.v[base.n++] = -ov->over.e[k].value;
+    uint32_t nr = ov->over.n;
+    const char **names = malloc((nr ? nr : 1) * sizeof(*names));
+    int64_t *bv = malloc((nr ? nr : 1) * sizeof(*bv)), *pv = malloc((nr ? nr : 1) * sizeof(*pv));
+    if (names == NULL || bv == NULL || pv == NULL) {
+        free(names);
+        free(bv);
+        free(pv);
+        kq_error("event=reclaim_failed group=%s error=\"out of memory\"", ov->name);
+        return 0;
     }
+    slack_t base = {.n = nr, .name = names, .v = bv};
+    for (uint32_t k = 0; k < nr; k++) {
+        names[k] = ov->over.e[k].name;
+        bv[k] = -ov->over.e[k].value;
+    }
+    size_t done = 0;
+    kq_ledger_victim_t *v = NULL;
+    size_t n = 0;
+    size_t *pick = NULL;
     /* evictions still in flight for this group already cover part of it */
     inflight_t *f, *ftmp;
     HASH_ITER(hh, e->inflight, f, ftmp) {
@@ -1276,26 +1290,22 @@ static size_t reclaim_group(kq_elastic_t *e, const kq_qgroup_over_t *ov, int64_t
             slack_add(&base, &f->req, +1);
     }
     if (slack_ok(&base))
-        return 0;
-    kq_ledger_victim_t *v = NULL;
-    size_t n = 0;
+        goto out;
     if (kq_ledger_group_pods(e->app->ledger, ov->name, &v, &n) != 0) {
         kq_error("event=reclaim_failed group=%s error=\"out of memory\"", ov->name);
-        return 0;
+        goto out;
     }
     qsort(v, n, sizeof(*v), victim_cmp);
-    size_t *pick = n ? malloc(n * sizeof(*pick)) : NULL;
-    if (n > 0 && pick == NULL) {
-        kq_ledger_victims_free(v, n);
-        return 0;
-    }
+    pick = n ? malloc(n * sizeof(*pick)) : NULL;
+    if (n > 0 && pick == NULL)
+        goto out;
     int64_t wall_s = (int64_t)time(NULL);
-    size_t done = 0;
     char over_s[256];
     kq_resource_format(&ov->over, over_s, sizeof(over_s));
     for (int round = 0; round < 8; round++) {
         /* plan: take until covered, then give back from the highest priority */
-        slack_t sl = base;
+        slack_t sl = {.n = nr, .name = names, .v = pv};
+        memcpy(pv, bv, nr * sizeof(*pv));
         size_t np = 0;
         for (size_t i = 0; i < n && !slack_ok(&sl); i++) {
             if (!evictable(e, &v[i], now, wall_s))
@@ -1364,8 +1374,12 @@ static size_t reclaim_group(kq_elastic_t *e, const kq_qgroup_over_t *ov, int64_t
         if (!refused)
             break;
     }
+out:
     free(pick);
     kq_ledger_victims_free(v, n);
+    free(names);
+    free(bv);
+    free(pv);
     return done;
 }
 
