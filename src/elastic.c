@@ -1318,6 +1318,10 @@ static size_t reclaim_group(kq_elastic_t *e, const kq_qgroup_over_t *ov, int64_t
             slack_add(&sl, &v[i].req, +1);
             pick[np++] = i;
         }
+        if (np == 0 && round == 0)
+            kq_debug("event=reclaim_no_victim group=%s over=\"%s\" msg=\"no pod may be evicted now: "
+                     "non-preemptible, younger than --reclaim-min-runtime, evicted already or refused\"",
+                     ov->name, over_s);
         if (slack_ok(&sl)) {
             size_t kept = 0;
             for (size_t j = np; j-- > 0;) {
