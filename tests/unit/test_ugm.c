@@ -1715,6 +1715,57 @@ static void test_configured_trackers_visible(void **state)
     kq_ugm_free(m);
 }
 
+/* Threads sharing one application id under different users: every pod is charged to the
+ * application's owner, whichever thread's user started it, and releasing everything leaves
+ * nothing (the owner entry lives exactly as long as the application's pods). */
+typedef struct shared_worker {
+    kq_ugm_t *m;
+    const char *user;
+    long failures;
+} shared_worker_t;
+
+static void *shared_main(void *arg)
+{
+    shared_worker_t *w = arg;
+    kq_user_t u = {.name = w->user, .groups = NULL, .n_groups = 0};
+    kq_resource_t r = KQ_RESOURCE_EMPTY;
+    if (kq_resource_set(&r, "cpu", 10) != 0)
+        w->failures++;
+    char why[256];
+    for (int round = 0; round < 200; round++) {
+        for (int k = 0; k < 5; k++)
+            if (kq_ugm_increase(w->m, "root.s", "shared-app", &u, &r, why, sizeof(why)) != 0)
+                w->failures++;
+        for (int k = 0; k < 5; k++)
+            if (kq_ugm_decrease(w->m, "root.s", "shared-app", w->user, &r) != 0)
+                w->failures++;
+    }
+    return NULL;
+}
+
+static void test_threads_shared_application(void **state)
+{
+    (void)state;
+    kq_ugm_t *m = mgr(NULL);
+    static const char *const names[] = {"t1", "t2", "t3", "t4"};
+    shared_worker_t w[4];
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++) {
+        w[i] = (shared_worker_t){.m = m, .user = names[i]};
+        assert_int_equal(pthread_create(&th[i], NULL, shared_main, &w[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(pthread_join(th[i], NULL), 0);
+        assert_int_equal(w[i].failures, 0);
+    }
+    assert_int_equal(kq_ugm_user_count(m), 0);
+    assert_int_equal(queue_alloc(m, "root", "cpu"), 0); /* nothing left */
+    json_t *apps = kq_ugm_apps_json(m, NULL);
+    assert_int_equal(json_array_size(apps), 0);
+    json_decref(apps);
+    kq_ugm_free(m);
+}
+
 static void test_threads_release_all(void **state)
 {
     (void)state;
@@ -1754,6 +1805,7 @@ int main(void)
         cmocka_unit_test(test_many_apps_and_queues),
         cmocka_unit_test(test_threads_release_all),
         cmocka_unit_test(test_threads_keep_some),
+        cmocka_unit_test(test_threads_shared_application),
         cmocka_unit_test(test_wildcard_group_cumulative),
         cmocka_unit_test(test_app_charged_to_first_user),
         cmocka_unit_test(test_pods_enforced),
