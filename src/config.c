@@ -1175,12 +1175,11 @@ static void decode_partition(struct ctx *c, yaml_node_t *n, struct pnode *p, siz
             MAP_FOREACH(c, v, pk, pv)
             {
                 bool b;
-                if (strcmp(pk, "enabled") == 0 || strcmp(pk, "quotapreemptionenabled") == 0) {
-                    if (get_bool(c, pv, where, pk, &b) && b && strcmp(pk, "quotapreemptionenabled") == 0)
-                        warn_at(c, mark_of(pv), where,
-                                "preemption.quotapreemptionenabled is not used by kubequota: a queue using more "
-                                "than its resources.max loses pods after --reclaim-grace (elastic quota reclaim) "
-                                "whether it is set or not, and quota.preemption.delay is not read");
+                if (strcmp(pk, "enabled") == 0) {
+                    (void)get_bool(c, pv, where, pk, &b);
+                } else if (strcmp(pk, "quotapreemptionenabled") == 0) {
+                    if (get_bool(c, pv, where, pk, &b))
+                        p->pub.quota_preemption_enabled = b;
                 }
                 else
                     unknown_key(c, v, pk, where, "preemption",
@@ -2005,7 +2004,8 @@ static size_t finalize_queue(struct ctx *c, struct qnode *q, const kq_child_temp
         q->pub.child_template = q->tmpl.present ? &q->tmpl.pub : inherited;
     for (size_t i = 0; i < q->pub.n_properties; i++) {
         const char *k = q->pub.properties[i].key;
-        if (strcmp(k, KQ_PROP_SHARED_WEIGHT) != 0 && strcmp(k, KQ_PROP_ALLOW_LENT) != 0)
+        if (strcmp(k, KQ_PROP_SHARED_WEIGHT) != 0 && strcmp(k, KQ_PROP_ALLOW_LENT) != 0 &&
+            strcmp(k, "quota.preemption.delay") != 0) /* read by elastic.c's reclaim */
             warn_at(c, qat, q->pub.path, "properties.%s is not used by kubequota (shown in the "
                     "queue view only)", k);
     }

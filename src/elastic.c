@@ -27,6 +27,7 @@
  * status PATCHes use copies made under the locks.
  */
 #include "kubequota/elastic.h"
+#include "kubequota/duration.h"
 #include "kubequota/leader.h"
 #include "kubequota/metering.h"
 
@@ -1387,6 +1388,70 @@ out:
     return done;
 }
 
+/* YuniKorn's quota preemption (apache/yunikorn-core pkg/scheduler/objects/queue.go
+ * setPreemptionTime; configs: partition preemption.quotapreemptionenabled, queue property
+ * quota.preemption.delay, default 0 = never): a queue using more than its resources.max
+ * (a lowered max) loses pods only when the partition enables quota preemption and the
+ * queue has a delay, once it has been over for that delay. Returns the delay in ms for
+ * queue group `name` (0: no quota preemption for it). */
+static long quota_preemption_delay(const kq_elastic_t *e, const char *name)
+{
+    const kq_partition_conf_t *part =
+        e->cfg != NULL && e->app != NULL ? kq_config_partition(e->cfg, e->app->partition) : NULL;
+    if (part == NULL || !part->quota_preemption_enabled)
+        return 0;
+    for (const kq_queue_conf_t *q = kq_config_queue(part, name); q != NULL; q = NULL) {
+        for (size_t i = 0; i < q->n_properties; i++) {
+            if (strcmp(q->properties[i].key, "quota.preemption.delay") != 0)
+                continue;
+            long ms = 0;
+            char err[128];
+            if (kq_duration_parse(q->properties[i].value, 0, &ms, err, sizeof(err)) != 0) {
+                kq_warn("event=quota_preemption_delay_invalid queue=%s value=\"%s\" error=\"%s\"", name,
+                        q->properties[i].value, err);
+                return 0;
+            }
+            return ms;
+        }
+    }
+    return 0;
+}
+
+/* Splits a queue group's over into the part above its resources.max (where the max, not
+ * the runtime, is what binds) and the rest (lent resources wanted back). The part above max
+ * is dropped unless quota preemption applies (*delay_ms > 0). True when something is left. */
+static bool queue_over_filter(kq_elastic_t *e, kq_qgroup_over_t *ov, long *delay_ms, bool *max_only)
+{
+    *delay_ms = 0;
+    *max_only = false;
+    if (strcmp(ov->name, "root") != 0 && strncmp(ov->name, "root.", 5) != 0)
+        return true; /* not a queue: ElasticQuota groups keep Koordinator's reclaim */
+    kq_qgroup_info_t info;
+    if (kq_qtree_info(e->qt, ov->name, &info) != 0)
+        return true;
+    long delay = quota_preemption_delay(e, ov->name);
+    uint32_t j = 0;
+    bool any_max = false, any_rest = false;
+    for (uint32_t k = 0; k < ov->over.n; k++) {
+        bool has_max = false;
+        int64_t mx = kq_resource_get(&info.max, ov->over.e[k].name, &has_max);
+        int64_t rt = kq_resource_get(&info.runtime, ov->over.e[k].name, NULL);
+        bool by_max = has_max && mx <= rt;
+        if (by_max && delay <= 0)
+            continue;
+        any_max |= by_max;
+        any_rest |= !by_max;
+        ov->over.e[j++] = ov->over.e[k];
+    }
+    if (j < ov->over.n && j == 0)
+        kq_debug("event=quota_group_over_max group=%s msg=\"over its resources.max: no eviction without "
+                 "preemption.quotapreemptionenabled and quota.preemption.delay\"", ov->name);
+    ov->over.n = j;
+    *delay_ms = delay;
+    *max_only = any_max && !any_rest;
+    return j > 0;
+}
+
 size_t kq_elastic_reclaim_once(kq_elastic_t *e, int64_t now)
 {
     /* forget evictions that finished (pod released) or timed out */
@@ -1402,6 +1467,21 @@ size_t kq_elastic_reclaim_once(kq_elastic_t *e, int64_t now)
         kq_error("event=reclaim_failed error=\"out of memory\"");
         return 0;
     }
+    long *grace = n > 0 ? malloc(n * sizeof(*grace)) : NULL;
+    if (n > 0 && grace == NULL) {
+        free(ov);
+        return 0;
+    }
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++) {
+        long delay;
+        bool max_only;
+        if (!queue_over_filter(e, &ov[i], &delay, &max_only))
+            continue;
+        grace[kept] = max_only ? delay : e->o.reclaim_grace_ms;
+        ov[kept++] = ov[i];
+    }
+    n = kept;
     /* groups no longer over start their grace period again */
     overg_t *g, *gtmp;
     HASH_ITER(hh, e->over, g, gtmp) {
@@ -1429,10 +1509,11 @@ size_t kq_elastic_reclaim_once(kq_elastic_t *e, int64_t now)
             kq_info("event=quota_group_over group=%s over=\"%s\" grace_ms=%ld", ov[i].name, buf,
                     e->o.reclaim_grace_ms);
         }
-        if (now - g->since_ms < e->o.reclaim_grace_ms)
+        if (now - g->since_ms < grace[i])
             continue;
         done += reclaim_group(e, &ov[i], now);
     }
+    free(grace);
     free(ov);
     return done;
 }

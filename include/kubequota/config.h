@@ -111,6 +111,7 @@ typedef struct kq_partition_conf {
     size_t n_queues;
     const kq_rule_conf_t *const *rules; /* placementrules, in file order (see placement.h) */
     size_t n_rules;
+    bool quota_preemption_enabled;  /* preemption.quotapreemptionenabled (elastic.c reclaim) */
 } kq_partition_conf_t;
 
 typedef struct kq_config kq_config_t;

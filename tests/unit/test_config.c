@@ -508,25 +508,27 @@ static void write_file(const char *path, const char *text)
     fclose(f);
 }
 
-/* preemption.quotapreemptionenabled is accepted (YuniKorn's partition key) but not acted on:
- * a warning naming it, as for every such key (issue 16). Off: no warning. */
-static void test_quota_preemption_warned(void **state)
+/* preemption.quotapreemptionenabled and the queue property quota.preemption.delay are read
+ * (elastic.c's reclaim acts on them, issue 16): kept in the partition, no "not used" warning. */
+static void test_quota_preemption_read(void **state)
 {
     (void)state;
     static const char on[] = "partitions:\n  - name: default\n    preemption:\n      quotapreemptionenabled: true\n"
-                             "    queues:\n      - name: root\n";
+                             "    queues:\n      - name: root\n        properties:\n"
+                             "          quota.preemption.delay: 30s\n";
     static const char off[] = "partitions:\n  - name: default\n    preemption:\n      quotapreemptionenabled: false\n"
                               "    queues:\n      - name: root\n";
     kq_diags_t d;
     kq_diags_init(&d);
     kq_config_t *cfg = NULL;
     assert_int_equal(kq_config_load_buffer(on, strlen(on), "q.yaml", &cfg, &d), 0);
-    assert_int_equal(kq_config_warning_count(cfg), 1);
-    assert_non_null(strstr(kq_config_warning_at(cfg, 0), "preemption.quotapreemptionenabled is not used"));
+    assert_int_equal(kq_config_warning_count(cfg), 0);
+    assert_true(kq_config_partition(cfg, "default")->quota_preemption_enabled);
     kq_config_unref(cfg);
     cfg = NULL;
     assert_int_equal(kq_config_load_buffer(off, strlen(off), "q.yaml", &cfg, &d), 0);
     assert_int_equal(kq_config_warning_count(cfg), 0);
+    assert_false(kq_config_partition(cfg, "default")->quota_preemption_enabled);
     kq_config_unref(cfg);
     kq_diags_free(&d);
 }
@@ -658,7 +660,7 @@ int main(void)
         cmocka_unit_test(test_empty_and_example),
         cmocka_unit_test(test_refcount_and_holder),
         cmocka_unit_test(test_check_config),
-        cmocka_unit_test(test_quota_preemption_warned),
+        cmocka_unit_test(test_quota_preemption_read),
         cmocka_unit_test(test_size_and_garbage),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -631,6 +631,48 @@ static void test_reclaim_smallest_set(void **state)
     kq_pod_clear(&b);
 }
 
+/* A queue using more than its resources.max (a lowered max) is never evicted unless the
+ * partition enables quota preemption and the queue has a delay, and then only after that
+ * delay (YuniKorn: apache/yunikorn-core pkg/scheduler/objects/queue.go setPreemptionTime;
+ * configs/configvalidator.go: quota.preemption.delay, default 0 = no quota preemption). */
+static size_t over_max_evictions(const char *preemption, const char *delay, int64_t at_ms)
+{
+    char yaml[1024];
+    snprintf(yaml, sizeof(yaml),
+             "partitions:\n  - name: default\n%s    queues:\n      - name: root\n        queues:\n"
+             "          - name: q\n            resources:\n              max: {vcore: 2}\n%s",
+             preemption, delay);
+    void *state = NULL;
+    assert_int_equal(setup_yaml(&state, yaml), 0);
+    fx_t *f = state;
+    nodes_total(f, "10");
+    kq_pod_t a = bound(f, "qa", "root.q", CPU(2), 0, 100, true);
+    kq_pod_t b = bound(f, "qb", "root.q", CPU(2), 1, 100, true); /* 4 used, max 2: over by 2 */
+    size_t done = kq_elastic_reclaim_once(f->e, 1000);
+    done += kq_elastic_reclaim_once(f->e, at_ms - 1);
+    assert_int_equal(done, 0); /* never before the delay */
+    done += kq_elastic_reclaim_once(f->e, at_ms);
+    kq_ledger_remove(f->app.ledger, "qa");
+    kq_ledger_remove(f->app.ledger, "qb");
+    kq_pod_clear(&a);
+    kq_pod_clear(&b);
+    teardown(&state);
+    return done;
+}
+
+static void test_lowered_max_needs_quota_preemption(void **state)
+{
+    (void)state;
+    static const char delay30[] = "            properties:\n              quota.preemption.delay: 30s\n";
+    static const char on[] = "    preemption:\n      quotapreemptionenabled: true\n";
+    /* off (the default): never, however long (the reclaim grace is 5 s) */
+    assert_int_equal(over_max_evictions("", delay30, 1000000), 0);
+    /* on, but no delay on the queue: YuniKorn's default delay 0 means no quota preemption */
+    assert_int_equal(over_max_evictions(on, "", 1000000), 0);
+    /* on with a 30 s delay: nothing at 30 999 ms (over since 1000), one pod at 31 000 */
+    assert_int_equal(over_max_evictions(on, delay30, 31000), 1);
+}
+
 /* The preempt verb's node list after narrowing: kept node names and the victims of one. */
 static json_t *preempt(fx_t *f, const char *pre_uid, const char *queue, int cpu, int prio, const char *victims_json)
 {
@@ -1172,6 +1214,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_remove_group, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reclaim, setup, teardown),
         cmocka_unit_test_setup_teardown(test_preempt, setup, teardown),
+        cmocka_unit_test(test_lowered_max_needs_quota_preemption),
         cmocka_unit_test_setup_teardown(test_reclaim_smallest_set, setup_minrun, teardown),
         cmocka_unit_test_setup_teardown(test_preempt_rules, setup, teardown),
         cmocka_unit_test_setup_teardown(test_admission, setup, teardown),
