@@ -5,11 +5,12 @@ The API server's webhook dispatch is replayed here for a list of admission reque
 (operation, group, resource, no subresource), namespaceSelector and objectSelector (label
 selectors over the namespace's and the object's labels), then matchConditions, which are
 evaluated by a real CEL evaluator (npm @bufbuild/cel) with the API server's variables
-`object`, `oldObject` and `request`. The rules and order follow Kubernetes'
-staging/src/k8s.io/apiserver/pkg/admission/plugin/webhook/generic/webhook.go
-(ShouldCallHook: rules, then namespace and object selectors, then matchConditions; a
-condition that errors applies the webhook's failurePolicy) and
-.../webhook/predicates/rules/rules.go (subresources must be named to match).
+`object`, `oldObject` and `request`. The rules and order follow Kubernetes (kubernetes/kubernetes):
+staging/src/k8s.io/apiserver/pkg/admission/plugin/webhook/generic/webhook.go (ShouldCallHook:
+rules, then namespace and object selectors), .../webhook/matchconditions/matcher.go (all
+conditions true: call; any false: skip, even beside an error; otherwise an error applies the
+webhook's failurePolicy) and .../webhook/predicates/rules/rules.go (a subresource must be
+named to match).
 
 Expectations are written per request from the issue's rules, not from the chart: a pod
 or workload kubequota does not manage (another scheduler, not in an opted-in namespace)
