@@ -178,7 +178,7 @@ static void print_flags(FILE *f, const flag_t *flags, size_t n)
         char head[96];
         snprintf(head, sizeof(head), "%s--%s%s%s", fl->id == O_HELP ? "-h, " : fl->id == O_VERBOSITY ? "-v, " : "",
                  fl->name, fl->arg ? " " : "", fl->arg ? fl->arg : "");
-        bool wide = strlen(head) > 30;
+        bool wide = strlen(head) >= 30;
         fprintf(f, "  %-30s", head);
         if (wide)
             fprintf(f, "\n  %-30s", "");
