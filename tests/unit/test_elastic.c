@@ -90,6 +90,7 @@ static int test_evict(void *ud, const char *ns, const char *name, const char *ui
 }
 
 static long g_min_runtime_ms; /* opts.reclaim_min_runtime_ms of the next fixture */
+static bool g_preempt_default; /* opts.preempt_default of the next fixture */
 
 static int setup_yaml(void **state, const char *yaml)
 {
@@ -104,6 +105,7 @@ static int setup_yaml(void **state, const char *yaml)
     o.watch_nodes = o.watch_quotas = false;
     o.reclaim_grace_ms = 5000;
     o.reclaim_min_runtime_ms = g_min_runtime_ms;
+    o.preempt_default = g_preempt_default;
     o.evict = test_evict;
     o.evict_ud = f;
     f->e = kq_elastic_new(&f->app, &o);
@@ -115,12 +117,21 @@ static int setup_yaml(void **state, const char *yaml)
 static int setup(void **state)
 {
     g_min_runtime_ms = 0;
+    g_preempt_default = false;
+    return setup_yaml(state, QUEUES_YAML);
+}
+
+static int setup_preempt_default(void **state)
+{
+    g_min_runtime_ms = 0;
+    g_preempt_default = true;
     return setup_yaml(state, QUEUES_YAML);
 }
 
 static int setup_minrun(void **state)
 {
     g_min_runtime_ms = 3600 * 1000;
+    g_preempt_default = false;
     return setup_yaml(state, QUEUES_YAML);
 }
 
@@ -755,6 +766,27 @@ static void test_preempt_rules(void **state)
     kq_pod_clear(&dpre);
 }
 
+/* --preempt-default-group: default-group pods may then be victims of a default-group
+ * preemptor of higher priority (the node has room once the victim goes). */
+static void test_preempt_default_configured(void **state)
+{
+    fx_t *f = *state;
+    nodes_total(f, "10");
+    kq_pod_t d = mk("d", "misc", NULL, CPU(1), "n1");
+    d.priority = 1;
+    kq_ledger_observe(f->app.ledger, &d);
+    kq_pod_t dpre = mk("dpre", "misc", NULL, CPU(1), NULL);
+    dpre.priority = 10;
+    kq_ledger_observe(f->app.ledger, &dpre);
+    json_t *m = preempt(f, "dpre", NULL, 1, 10, "{\"n1\":{\"Pods\":[{\"UID\":\"d\"}],\"NumPDBViolations\":0}}");
+    assert_int_equal(json_object_size(m), 1);
+    json_decref(m);
+    kq_ledger_remove(f->app.ledger, "d");
+    kq_ledger_remove(f->app.ledger, "dpre");
+    kq_pod_clear(&d);
+    kq_pod_clear(&dpre);
+}
+
 /* A borrows B's idle min; B's pods arrive; A's runtime drops; after the grace period A's
  * pods are evicted, lowest priority first, then youngest; never a non-preemptible one. */
 static void test_reclaim(void **state)
@@ -1216,6 +1248,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_preempt, setup, teardown),
         cmocka_unit_test(test_lowered_max_needs_quota_preemption),
         cmocka_unit_test_setup_teardown(test_reclaim_smallest_set, setup_minrun, teardown),
+        cmocka_unit_test_setup_teardown(test_preempt_default_configured, setup_preempt_default, teardown),
         cmocka_unit_test_setup_teardown(test_preempt_rules, setup, teardown),
         cmocka_unit_test_setup_teardown(test_admission, setup, teardown),
         cmocka_unit_test_setup_teardown(test_admission_koord, setup, teardown),
