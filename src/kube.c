@@ -1518,6 +1518,7 @@ static void ev_item_free(ev_item_t *e)
     free(e->reason);
     free(e->message);
     free(e->key);
+    free(e->name);
     free(e);
 }
 
