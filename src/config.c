@@ -220,6 +220,10 @@ struct ctx {
     bool oom, budget_hit;
     char **warns;            /* settings accepted but not acted on (see warn_at) */
     size_t nwarns, capwarns;
+    /* unknown_key: where the last search in uk_map ended (keys are reported in map order,
+     * so resuming there keeps 40,000 unknown keys linear, not quadratic) */
+    yaml_node_t *uk_map;
+    yaml_node_pair_t *uk_next;
 };
 
 static const char *const kq_wildcard = "*";
@@ -227,6 +231,10 @@ static const char *const kq_wildcard = "*";
 /* ------------------------------------------------------------------------------------
  * Diagnostics
  * ---------------------------------------------------------------------------------- */
+
+/* Errors reported one by one; beyond this a file with 200,000 unknown keys gets one line
+ * saying how many more there are (the validate endpoints answer with every message). */
+#define CONFIG_MAX_ERRORS 200
 
 KQ_PRINTF(4, 5)
 static void err_at(struct ctx *c, struct mark at, const char *where, const char *fmt, ...)
@@ -237,6 +245,8 @@ static void err_at(struct ctx *c, struct mark at, const char *where, const char 
     vsnprintf(buf, sizeof(buf), fmt, ap);
     va_end(ap);
     c->nerr++;
+    if (c->nerr > CONFIG_MAX_ERRORS) /* counted; reported as one line at the end */
+        return;
     if (kq_diags_add(c->diags, c->file, at.line, at.col, where, "%s", buf) != 0)
         c->oom = true;
 }
@@ -568,13 +578,21 @@ static void unknown_key(struct ctx *c, yaml_node_t *map, const char *key, const 
                         const char *what, const char *known)
 {
     struct mark at = mark_of(map);
-    /* point at the key itself */
-    for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top;
-         p++) {
-        yaml_node_t *k = yaml_document_get_node(c->doc, p->key);
-        if (k != NULL && k->type == YAML_SCALAR_NODE && strcmp(sval(k), key) == 0) {
-            at = mark_of(k);
-            break;
+    /* point at the key itself: search on from where the last search in this map ended
+     * (callers report keys in map order), then from the start */
+    yaml_node_pair_t *start = map->data.mapping.pairs.start, *top = map->data.mapping.pairs.top;
+    yaml_node_pair_t *from = c->uk_map == map && c->uk_next >= start && c->uk_next <= top ? c->uk_next : start;
+    for (int pass = 0; pass < 2; pass++) {
+        yaml_node_pair_t *p = pass == 0 ? from : start, *end = pass == 0 ? top : from;
+        for (; p < end; p++) {
+            yaml_node_t *k = yaml_document_get_node(c->doc, p->key);
+            if (k != NULL && k->type == YAML_SCALAR_NODE && strcmp(sval(k), key) == 0) {
+                at = mark_of(k);
+                c->uk_map = map;
+                c->uk_next = p + 1;
+                pass = 2;
+                break;
+            }
         }
     }
     err_at(c, at, where, "unknown key '%s' in %s (known keys: %s)", key, what, known);
@@ -2292,6 +2310,12 @@ int kq_config_load_buffer(const char *buf, size_t len, const char *name, kq_conf
         }
     }
     if (c.oom) {
+        rc = KQ_ENOMEM;
+        goto out;
+    }
+    if (c.nerr > CONFIG_MAX_ERRORS &&
+        kq_diags_add(diags, name, 0, 0, NULL, "%zu more errors not shown (only the first %d are listed)",
+                     c.nerr - CONFIG_MAX_ERRORS, CONFIG_MAX_ERRORS) != 0) {
         rc = KQ_ENOMEM;
         goto out;
     }

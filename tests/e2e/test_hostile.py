@@ -542,3 +542,23 @@ class BodyLimitsTest(KQTestCase):
         t.join(5)
         s.close()
         self.assertTrue(result.get("data", b"").startswith(b"HTTP/1.1 408"), result.get("data", b"")[:200])
+
+
+class ConfigFloodTest(KQTestCase):
+    """A queues.yaml with 40,000 unknown keys sent to the validator: one answer listing the
+    first 200 errors and how many more there are (before: every error, found by a search
+    per key that made validation quadratic)."""
+    CONFIG = queues_config({"name": "default"})
+
+    def test_many_unknown_keys(self):
+        lines = ["partitions:", "  - name: default", "    queues:", "      - name: root",
+                 '        submitacl: "*"'] + ["        unknown%d: x" % i for i in range(40000)]
+        r = self.kq.http.request("POST", "/ws/v1/validate-conf", raw=("\n".join(lines) + "\n").encode(),
+                                 timeout=60)
+        self.assertEqual(r.status, 200, r.text[:300])
+        res = r.json()
+        self.assertFalse(res["allowed"])
+        self.assertIn("unknown0'", res["reason"])
+        self.assertIn("39800 more errors not shown", res["reason"])
+        self.assertLess(len(r.body), 200 << 10)
+        self.assertTrue(self.kq.alive())

@@ -679,6 +679,7 @@ class Soak:
         as the API server would ask it; it must be refused. Then kubequota restarts: the
         quiescence check proves the restarted process counts every pod where the live one
         did."""
+        self.ensure_up()  # an earlier step may have left it down or starting
         snap = self.snapshot()
         bound = [p for p in self.live(snap, bound=True) if p["metadata"]["uid"] in self.recs]
         if bound:
