@@ -84,7 +84,8 @@
 #define SINGLE_WRITE_MAX ((size_t)1 << 20)
 #define DRAIN_MAX ((long long)256 << 10) /* bytes of a refused body we still read, to close cleanly */
 #define IGNORED_BODY_MAX ((long long)64 << 10)
-#define BODY_DEADLINE_S 10.0 /* a whole request body must arrive within this (slow bodies) */
+#define BODY_DEADLINE_S 8.0 /* a whole request body must arrive within this (slow bodies);
+                               * below civetweb's request_timeout_ms (10 s) so that ours is met first */
 #define BODY_BUDGET ((size_t)128 << 20) /* request bodies held in memory at once, all requests */
 #define DEFAULT_SCHED_THREADS 8
 #define READ_PIECE_MAX ((size_t)256 << 10) /* largest single body read */
@@ -744,6 +745,11 @@ static int read_body(struct mg_connection *conn, size_t max, req_t *q, bool *clo
         size_t want = cap - 1 - len < piece ? cap - 1 - len : piece;
         double before = elapsed(t0);
         int n = mg_read(conn, buf + len, want);
+        if (n <= 0 && elapsed(t0) > BODY_DEADLINE_S) { /* civetweb gave up on a slow client */
+            free(buf);
+            *close = true;
+            return 408;
+        }
         if (n == 0)
             break;
         if (n < 0) {

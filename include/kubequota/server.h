@@ -17,7 +17,7 @@
  * Path parameters are percent-decoded. Error bodies are JSON {"error":"..."}.
  * Bodies: a Content-Length above max_body (KQ_ADMISSION_MAX_BODY for the webhooks) is
  * answered 413 without reading the body; a chunked body is read up to the limit and then
- * answered 413. The connection is closed after a 413. A body must arrive within 10 s of
+ * answered 413. The connection is closed after a 413. A body must arrive within 8 s of
  * the request's headers (else 408), and all bodies held at once share a 128 MiB budget
  * (else 503: a few huge bodies cannot exhaust memory).
  * With scheduler_listen a second, plain-HTTP loopback listener with its own workers
