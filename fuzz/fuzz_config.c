@@ -58,6 +58,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 (void)kq_placement_template(p, q);
             }
             free(q);
+            json_decref(kq_placement_rules_json(p));
             for (size_t w = 0; w < kq_config_warning_count(cfg); w++)
                 if (kq_config_warning_at(cfg, w) == NULL)
                     abort();

@@ -415,7 +415,7 @@ static long long start_ns(void)
         clock_gettime(CLOCK_REALTIME, &ts);
         long long now = (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
         long long zero = 0;
-        if (!__atomic_compare_exchange_n(&t0, &zero, now, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+        if (!atomic_compare_exchange_strong(&t0, &zero, now))
             now = zero;
         v = now;
     }
