@@ -1,7 +1,8 @@
 /* libFuzzer target for the queue configuration parser and validator: any bytes are loaded
  * as a queues.yaml. Nothing may crash, leak or trip the sanitizers; a rejected file must
  * come with at least one diagnostic, and an accepted one must answer lookups of its own
- * queues.
+ * queues, and its limits and ACLs must apply to a usage tracker that then counts, checks,
+ * releases and renders without trouble.
  *
  *   make fuzz FUZZ_SECONDS=60     (runs every target; this one seeds from fuzz/corpus/config)
  */
@@ -12,6 +13,7 @@
 #include "kubequota/config.h"
 #include "kubequota/log.h"
 #include "kubequota/placement.h"
+#include "kubequota/ugm.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -63,6 +65,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 if (kq_config_warning_at(cfg, w) == NULL)
                     abort();
         }
+        /* the limits and submitacl/adminacl strings, as the ugm parses and applies them */
+        kq_ugm_t *m = kq_ugm_new("default");
+        if (m != NULL && kq_ugm_set_config(m, cfg) == 0) {
+            static const char *const ug[] = {"dev", "*"};
+            kq_user_t u = {.name = "alice", .groups = ug, .n_groups = 2};
+            kq_resource_t r = KQ_RESOURCE_EMPTY;
+            char why[512];
+            if (kq_resource_set(&r, "cpu", 100) != 0)
+                abort();
+            (void)kq_ugm_check(m, "root.a", "app", &u, &r, why, sizeof(why));
+            if (kq_ugm_increase(m, "root.a", "app", &u, &r, why, sizeof(why)) == 0 &&
+                kq_ugm_decrease(m, "root.a", "app", "bob", &r) != 0)
+                abort(); /* released from the application's owner, whoever's pod it was */
+            json_decref(kq_ugm_users_json(m));
+            json_decref(kq_ugm_groups_json(m));
+            json_decref(kq_ugm_queues_json(m));
+            if (kq_ugm_user_count(m) != 0)
+                abort();
+        }
+        kq_ugm_free(m);
         char buf[128];
         kq_config_summary(cfg, buf, sizeof(buf));
         /* serve's own rule: refused exactly when the partition is missing, with a reason */

@@ -22,6 +22,7 @@
  */
 #include "kubequota/rest.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -416,7 +417,7 @@ static long long start_ns(void)
         long long now = (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
         long long zero = 0;
         if (!atomic_compare_exchange_strong(&t0, &zero, now))
-            now = zero;
+            now = zero; /* another thread was first: its time */
         v = now;
     }
     return v;

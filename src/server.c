@@ -1170,6 +1170,7 @@ static void global_init_once(void)
 
 void kq_server_global_init(void)
 {
+    kq_rest_init(); /* the start time of /ws/v1/clusters and /partitions */
     pthread_once(&global_once, global_init_once);
 }
 
