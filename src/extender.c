@@ -258,7 +258,7 @@ static const denial_kind_t *classify(const char *reason)
     if (strstr(reason, "does not exist") != NULL || strncmp(reason, "no queue", 8) == 0 ||
         strstr(reason, "has no queue") != NULL)
         return group ? &gmiss : &qmiss;
-    if (strstr(reason, "ACL") != NULL)
+    if (strstr(reason, "may not submit to queue") != NULL) /* the ugm's submitacl/adminacl denial */
         return &acl;
     if (group && strstr(reason, " runtime") != NULL)
         return &runtime;

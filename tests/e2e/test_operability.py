@@ -278,6 +278,22 @@ class EventTest(KQTestCase):
         self.assertEqual(got["parent"][0], "QueueNotLeaf", got)
 
 
+class AclEventTest(KQTestCase):
+    """A submitacl denial is its own reason (YuniKorn's ACL rules; the root has no '*')."""
+    CONFIG = {"partitions": [{"name": "default", "queues": [{"name": "root", "queues": [
+        {"name": "default", "submitacl": "*"},
+        {"name": "locked", "submitacl": "alice"}]}]}]}
+
+    def test_acl_denial(self):
+        self.create("p", user="mallory", queue="root.locked", cpu="100m")
+        why = self.assert_denied("p", "default", "may not submit")
+        ev = wait_until(lambda: [e for e in pod_events(self.sim, "p") if e.get("type") == "Warning"], 10, 0.1,
+                        "a Warning event for p")
+        self.assertEqual(ev[0]["reason"], "QueueACLDenied", (ev, why))
+        self.create("q", user="alice", queue="root.locked", cpu="100m")
+        self.assert_bound("q")
+
+
 # ---------------------------------------------------------------------------------------
 # Metrics
 # ---------------------------------------------------------------------------------------
