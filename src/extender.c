@@ -41,6 +41,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <jansson.h>
 
@@ -672,11 +673,34 @@ typedef enum { OUTCOME_NOT_BOUND, OUTCOME_BOUND, OUTCOME_UNKNOWN } bind_outcome_
  * bound_to) when the API server shows this uid with a node; NOT_BOUND when the pod is
  * gone, replaced, or unbound after a definite answer (an HTTP status); UNKNOWN when the
  * GET fails, or when the POST got no answer (timeout, dropped connection) and the pod is
- * still unbound: the POST may yet commit. Only NOT_BOUND releases the count; an
- * UNKNOWN pod stays assumed until the watch shows it bound or deleted, or a retried
- * bind settles it (kube-scheduler retries unbound pods). */
+ * still unbound: the POST may yet commit (bind_outcome looks again). Only NOT_BOUND
+ * releases the count. */
+static bind_outcome_t bind_outcome_once(kq_app_t *app, const char *ns, const char *name, const char *uid,
+                                        int post_rc, char *bound_to, size_t len);
+
+/* An unanswered POST whose pod is still unbound is looked at again after UNANSWERED_WAIT_MS
+ * (twice): the POST has ended on our side, and an API server that got it commits within
+ * moments. Still unbound then, it is released: a count kept for a pod that never binds
+ * (and that kube-scheduler may never retry, if it no longer fits anywhere) would stay
+ * forever; a bind that commits even later is counted by the watch when it shows the pod
+ * bound. Only a failed GET keeps the pod counted (the watch or a retried bind settles it). */
+#define UNANSWERED_WAIT_MS 1000
+#define UNANSWERED_LOOKS 2
+
 static bind_outcome_t bind_outcome(kq_app_t *app, const char *ns, const char *name, const char *uid, int post_rc,
                                    char *bound_to, size_t len)
+{
+    bind_outcome_t oc = bind_outcome_once(app, ns, name, uid, post_rc, bound_to, len);
+    for (int i = 0; i < UNANSWERED_LOOKS && oc == OUTCOME_UNKNOWN; i++) {
+        struct timespec ts = {.tv_sec = UNANSWERED_WAIT_MS / 1000, .tv_nsec = (UNANSWERED_WAIT_MS % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+        oc = bind_outcome_once(app, ns, name, uid, KQ_EHTTP, bound_to, len); /* unbound now: released */
+    }
+    return oc;
+}
+
+static bind_outcome_t bind_outcome_once(kq_app_t *app, const char *ns, const char *name, const char *uid,
+                                        int post_rc, char *bound_to, size_t len)
 {
     json_t *obj = NULL;
     int rc = kq_kube_get_pod(app->kube, ns, name, &obj);
