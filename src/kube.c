@@ -2064,9 +2064,14 @@ static int do_list(kq_watch_t *w)
     char errbuf[CURL_ERROR_SIZE];
     bool begun = false;
     int rc = 0;
+    /* A page larger than max_response (pods of ~1.4 MB each are allowed by etcd: 190 of
+     * them overflow 256 MiB) is asked for again with half the limit, down to one object,
+     * and the limit grows back by doubling after each page that fit: the memory of a page
+     * stays bounded and the list always completes. */
+    int limit = k->opts.list_page_size > 0 ? k->opts.list_page_size : 500;
     for (;;) {
         char *econt = cont ? url_escape(cont) : NULL;
-        if ((cont && !econt) || asprintf(&extra, "limit=%d%s%s", k->opts.list_page_size,
+        if ((cont && !econt) || asprintf(&extra, "limit=%d%s%s", limit,
                                          cont ? "&continue=" : "", cont ? econt : "") < 0) {
             extra = NULL;
             free(econt);
@@ -2085,6 +2090,15 @@ static int do_list(kq_watch_t *w)
         long status = 0;
         rc = perform(k, w->easy, w->multi, "GET", url, NULL, NULL, k->opts.request_timeout_ms, &x,
                      &status, errbuf);
+        if (rc == KQ_ETOOBIG && limit > 1) {
+            buf_free(&x.body);
+            free(url);
+            url = NULL;
+            limit = limit / 2;
+            kq_warn("kube: list page larger than %zu bytes, asking again for %d objects path=%s",
+                    k->opts.max_response, limit, w->path);
+            continue;
+        }
         if (rc != 0) {
             if (rc != KQ_ESTATE)
                 kq_warn("kube: list failed path=%s error=\"%s\" detail=\"%s\"", w->path,
@@ -2171,6 +2185,8 @@ static int do_list(kq_watch_t *w)
         }
         if (!more)
             break;
+        if (limit < k->opts.list_page_size) /* it fit: grow back towards the configured size */
+            limit = limit * 2 < k->opts.list_page_size ? limit * 2 : k->opts.list_page_size;
         if (atomic_load(&w->stop)) {
             rc = KQ_ESTATE;
             goto out;

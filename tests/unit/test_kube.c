@@ -1316,6 +1316,61 @@ static void test_watch_continue_expired(void **state)
     run_pages(true);
 }
 
+/* Pages too large for max_response (issue 20: 190 pods of 1.4 MB overflow 256 MiB in one
+ * page of 500) are asked for again with half the limit; the list completes. The server
+ * serves `limit` of 8 fat items from the offset in the continue token. */
+#define FAT_PAD 900
+static void route_sized(srv_t *s, const rq_t *rq, resp_t *out)
+{
+    (void)s;
+    if (is_watch(rq)) {
+        resp_hold(out);
+        return;
+    }
+    const char *l = strstr(rq->target, "limit="), *c = strstr(rq->target, "continue=o");
+    int limit = l ? atoi(l + 6) : 500, off = c ? atoi(c + 10) : 0;
+    static char pad[FAT_PAD + 1];
+    memset(pad, 'x', FAT_PAD);
+    char *body = NULL;
+    size_t blen = 0;
+    FILE *f = open_memstream(&body, &blen);
+    fprintf(f, "{\"kind\":\"PodList\",\"apiVersion\":\"v1\",\"metadata\":{\"resourceVersion\":\"40\"");
+    if (off + limit < 8)
+        fprintf(f, ",\"continue\":\"o%d\"", off + limit);
+    fprintf(f, "},\"items\":[");
+    for (int i = off; i < off + limit && i < 8; i++)
+        fprintf(f, "%s{\"metadata\":{\"name\":\"p%d\",\"namespace\":\"ns\",\"annotations\":{\"pad\":\"%s\"}}}",
+                i > off ? "," : "", i, pad);
+    fprintf(f, "]}");
+    fclose(f);
+    resp_body(out, 200, body);
+    free(body);
+}
+
+static void test_list_page_too_large_is_halved(void **state)
+{
+    srv_t *s = srv_start(route_sized);
+    kq_kube_opts_t o = fast_opts();
+    o.max_response = 3 * (FAT_PAD + 100); /* about two items */
+    kq_kube_t *k = client_for(s, &o);
+    rec_t r;
+    rec_init(&r);
+    kq_watch_t *w = start_watch(k, &r, NULL);
+    wait_srv(s, "watch=1", 1);
+    assert_true(kq_watch_synced(w));
+    const char *want[] = {"ADDED:p0", "ADDED:p1", "ADDED:p2", "ADDED:p3",
+                          "ADDED:p4", "ADDED:p5", "ADDED:p6", "ADDED:p7", NULL};
+    rec_expect(&r, want);
+    assert_int_equal(rec_get(&r, &r.begins), 1);
+    assert_int_equal(kq_watch_restarts(w), 0);
+    assert_true(srv_count(s, "limit=500") >= 1); /* tried whole first */
+    assert_true(srv_count(s, "limit=2") >= 1);   /* then halved down to what fits */
+    kq_kube_watch_stop(w);
+    kq_kube_free(k);
+    srv_stop(s);
+    rec_free(&r);
+}
+
 /* --- a filter builds only what the handler keeps ---------------------------------------- */
 
 static void rec_dump(void *ud, int type, json_t *obj)
@@ -1988,6 +2043,7 @@ int main(void)
         cmocka_unit_test(test_watch_eof_rewatches_from_last_rv),
         cmocka_unit_test(test_watch_pagination),
         cmocka_unit_test(test_watch_continue_expired),
+        cmocka_unit_test(test_list_page_too_large_is_halved),
         cmocka_unit_test(test_watch_line_too_long),
         cmocka_unit_test(test_watch_filter),
         cmocka_unit_test(test_watch_feed),
