@@ -37,6 +37,7 @@
 #include "kubequota/extender.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,6 +56,7 @@
 #include "kubequota/log.h"
 #include "kubequota/metrics.h"
 #include "kubequota/pod.h"
+#include "kubequota/rest.h"
 #include "kubequota/sync.h"
 
 #define REASON_MAX 1024
@@ -278,6 +280,22 @@ static void post_denial_event(kq_app_t *app, const kq_pod_t *pod, const char *re
 }
 
 /* ------------------------------------------------------------------ filter */
+
+/* The filter's verdict on a resolved pod, changing nothing: the ledger's check (limits,
+ * ACLs, quota tree), then the owner's credit budget for a pod not counted yet. 0 fits,
+ * KQ_EDENIED with the reason, or an error. Shared by filter and explain. */
+static int decide(kq_app_t *app, const kq_pod_t *pod, char *reason, size_t rlen, bool *by_tree)
+{
+    int rc = app->ledger ? kq_ledger_check_ex(app->ledger, pod, reason, rlen, by_tree) : KQ_ESTATE;
+    if (rc == 0 && app->metering != NULL && !kq_ledger_is_counted(app->ledger, pod->uid)) {
+        /* An exhausted credit budget stops new pods of its owner; running pods keep running. */
+        char group[KQ_UGM_PATH_MAX];
+        if (kq_ledger_pod_group(app->ledger, pod, group, sizeof(group)) != 0)
+            group[0] = '\0';
+        rc = kq_metering_check_budget(app->metering, pod->user, group[0] ? group : NULL, pod->queue, reason, rlen);
+    }
+    return rc;
+}
 
 /* True when the API server has the pod, with the same uid (one GET). */
 static bool pod_exists(kq_app_t *app, const kq_pod_t *pod)
@@ -582,15 +600,7 @@ int kq_extender_filter(kq_app_t *app, const char *body, size_t len, char **out, 
         kq_ledger_note_pending(app->ledger, &pod);
     char reason[REASON_MAX] = "";
     bool by_tree = false;
-    int rc = app->ledger ? kq_ledger_check_ex(app->ledger, &pod, reason, sizeof(reason), &by_tree) : KQ_ESTATE;
-    if (rc == 0 && app->metering != NULL && !kq_ledger_is_counted(app->ledger, pod.uid)) {
-        /* An exhausted credit budget stops new pods of its owner; running pods keep running. */
-        char group[KQ_UGM_PATH_MAX];
-        if (kq_ledger_pod_group(app->ledger, &pod, group, sizeof(group)) != 0)
-            group[0] = '\0';
-        rc = kq_metering_check_budget(app->metering, pod.user, group[0] ? group : NULL, pod.queue, reason,
-                                      sizeof(reason));
-    }
+    int rc = decide(app, &pod, reason, sizeof(reason), &by_tree);
     if (rc == 0) {
         kq_metrics_decision(app->metrics, KQ_VERB_FILTER, KQ_RESULT_ALLOWED);
         kq_metrics_attempt(app->metrics, pod.queue, "admitted", "");
@@ -1106,4 +1116,352 @@ int kq_extender_admission_check(void *ud, const json_t *pod_obj, const json_t *o
             pod.queue ? pod.queue : "-", rc == 0 ? "allowed" : rc == KQ_EDENIED ? "denied" : "error");
     kq_pod_clear(&pod);
     return rc;
+}
+
+/* ------------------------------------------------------------------ explain (what-if) */
+
+#define EXPLAIN_MAX_PODS 1000
+
+static int explain_error(int status, const char *msg, char **out, size_t *out_len)
+{
+    *out = kq_rest_error_body(status, msg, NULL, out_len);
+    return *out != NULL ? status : 500;
+}
+
+/* Copies the text between s and e (exclusive) into a new JSON string; NULL when empty. */
+static json_t *span_string(const char *s, const char *e)
+{
+    if (s == NULL || e == NULL || e <= s)
+        return NULL;
+    return json_stringn(s, (size_t)(e - s));
+}
+
+/* One blocker object from a denial reason (docs/events.md "Wording": "<scope>: <limit>
+ * exceeded: <resource> <used> used + <req> requested > <max> <kind>; ..."; or the
+ * applications form "applications <n> running + 1 new > <max> max"). The message is the
+ * reason itself, exactly as the denial event words it. */
+static json_t *blocker_from_reason(const kq_pod_t *pod, const char *reason)
+{
+    const denial_kind_t *k = classify(reason);
+    const char *kind = "queue";
+    json_t *name = NULL;
+    const char *colon = strchr(reason, ':');
+    if (strcmp(k->event_reason, "BudgetExhausted") == 0) {
+        kind = "budget";
+        const char *q1 = strchr(reason, '"'), *q2 = q1 ? strchr(q1 + 1, '"') : NULL;
+        name = span_string(q1 ? q1 + 1 : NULL, q2);
+    } else if (strcmp(k->event_reason, "QueueACLDenied") == 0) {
+        kind = "acl";
+        name = pod->queue ? json_string(pod->queue) : NULL;
+    } else if (strcmp(k->event_reason, "QueueNotFound") == 0 || strcmp(k->event_reason, "QuotaGroupNotFound") == 0) {
+        kind = "queue-missing";
+        name = json_string(pod->queue ? pod->queue : pod->quota_name ? pod->quota_name : "");
+    } else if (strncmp(reason, "quota group ", 12) == 0) {
+        kind = "quota-group";
+        name = span_string(reason + 12, colon);
+    } else if (strncmp(reason, "user ", 5) == 0 || strncmp(reason, "group ", 6) == 0) {
+        bool user = reason[0] == 'u';
+        kind = user ? "user" : "group";
+        const char *s = reason + (user ? 5 : 6), *e = strstr(s, " in queue ");
+        name = span_string(s, e != NULL && (colon == NULL || e < colon) ? e : colon);
+    } else if (strncmp(reason, "queue ", 6) == 0) {
+        const char *e = colon, *sp = strchr(reason + 6, ' ');
+        if (sp != NULL && (e == NULL || sp < e))
+            e = sp;
+        name = span_string(reason + 6, e);
+    } else {
+        name = pod->queue ? json_string(pod->queue) : NULL;
+    }
+    json_t *b = json_pack("{s:s,s:o,s:s,s:s}", "kind", kind, "name", name ? name : json_null(), "reason",
+                          k->event_reason, "message", reason);
+    if (b == NULL)
+        return NULL;
+    /* The numbers: "<resource> <used> used + <req> requested > <max> " or
+     * "applications <n> running + 1 new > <max> ". */
+    const char *mark = strstr(reason, " used + ");
+    const char *after = mark ? mark + 8 : NULL;
+    bool apps = false;
+    if (mark == NULL && (mark = strstr(reason, " running + ")) != NULL) {
+        after = mark + 11;
+        apps = true;
+    }
+    if (mark != NULL) {
+        const char *u = mark;
+        while (u > reason && u[-1] != ' ')
+            u--;
+        const char *r = u - 1;
+        while (r > reason && r[-1] != ' ')
+            r--;
+        char req[64] = "", max[64] = "";
+        if (r > reason && u > r &&
+            sscanf(after, apps ? "%63s new > %63s" : "%63s requested > %63s", req, max) == 2) {
+            json_object_set_new(b, "resource", span_string(r, u - 1));
+            json_object_set_new(b, "used", span_string(u, mark));
+            json_object_set_new(b, "request", json_string(req));
+            json_object_set_new(b, "max", json_string(max));
+        }
+    }
+    return b;
+}
+
+/* A pod of an explain request as filter would resolve it. A pod without a uid (one not
+ * created yet) gets a placeholder uid that no real pod has, and one without a name a
+ * placeholder name; the JSON is copied, never changed. */
+static int explain_parse(kq_app_t *app, const json_t *obj, size_t index, kq_pod_t *pod, char *err, size_t errlen)
+{
+    if (!json_is_object(obj)) {
+        seterr(err, errlen, "pod %zu of the request is not a JSON object", index);
+        return KQ_EINVAL;
+    }
+    json_t *copy = json_deep_copy(obj);
+    if (copy == NULL)
+        return KQ_ENOMEM;
+    json_t *md = json_object_get(copy, "metadata");
+    if (md == NULL) {
+        md = json_object();
+        json_object_set_new(copy, "metadata", md);
+    }
+    char buf[96];
+    int rc = KQ_ENOMEM;
+    if (!json_is_object(md)) {
+        seterr(err, errlen, "pod %zu: metadata is not an object", index);
+        rc = KQ_EINVAL;
+        goto out;
+    }
+    if (!json_is_string(json_object_get(md, "uid"))) {
+        snprintf(buf, sizeof(buf), "kubequota-explain-%zu", index);
+        json_object_set_new(md, "uid", json_string(buf));
+    }
+    if (!json_is_string(json_object_get(md, "name"))) {
+        snprintf(buf, sizeof(buf), "explain-%zu", index);
+        json_object_set_new(md, "name", json_string(buf));
+    }
+    rc = parse_pod(app, NULL, copy, pod, err, errlen);
+out:
+    json_decref(copy);
+    return rc;
+}
+
+static bool same_str(const char *a, const char *b)
+{
+    return (a == NULL && b == NULL) || (a != NULL && b != NULL && strcmp(a, b) == 0);
+}
+
+/* Pods of one what-if job: the same owner, queue, application and quota group, so that
+ * "pod k assumes pods 1..k-1 admitted" is the check of their summed request. */
+static bool same_job(const kq_pod_t *a, const kq_pod_t *b)
+{
+    if (!same_str(a->user, b->user) || !same_str(a->queue, b->queue) || !same_str(a->app_id, b->app_id) ||
+        !same_str(a->ns, b->ns) || !same_str(a->quota_name, b->quota_name) || a->preemptible != b->preemptible ||
+        a->n_groups != b->n_groups)
+        return false;
+    for (size_t i = 0; i < a->n_groups; i++)
+        if (!same_str(a->groups[i], b->groups[i]))
+            return false;
+    return true;
+}
+
+/* The answer for pods[0..n): each checked with the filter's decision, pod k with the
+ * requests of the earlier pods that fit (not counted yet) added to its own. */
+static int explain_pods(kq_app_t *app, kq_pod_t *pods, size_t n, bool list, char **out, size_t *out_len)
+{
+    json_t *items = json_array(), *first_blockers = NULL;
+    kq_resource_t sum;
+    kq_resource_clear(&sum);
+    size_t fit = 0;
+    bool all_fit = true, any_never = false;
+    char reason[REASON_MAX], msg[REASON_MAX];
+    if (items == NULL)
+        return 500;
+    for (size_t i = 0; i < n; i++) {
+        kq_pod_t *pod = &pods[i];
+        json_t *blockers = json_array(), *item = NULL;
+        bool managed = app->scheduler_name != NULL && pod->scheduler_name != NULL &&
+                       strcmp(pod->scheduler_name, app->scheduler_name) == 0;
+        bool fits = true, never = false, cumulative = false;
+        if (managed) {
+            reason[0] = '\0';
+            bool by_tree = false;
+            int rc = decide(app, pod, reason, sizeof(reason), &by_tree);
+            if (rc == 0 && !kq_resource_is_zero(&sum) && !kq_ledger_is_counted(app->ledger, pod->uid)) {
+                kq_pod_t job = *pod; /* shallow: borrowed strings, own request */
+                job.request = sum;
+                if (kq_resource_add(&job.request, &pod->request) != 0) {
+                    json_decref(blockers);
+                    json_decref(items);
+                    return 500;
+                }
+                rc = decide(app, &job, reason, sizeof(reason), &by_tree);
+                cumulative = rc == KQ_EDENIED;
+            }
+            if (rc == KQ_EDENIED) {
+                if (reason[0] == '\0')
+                    seterr(reason, sizeof(reason), "quota exceeded for user %s in queue %s", pod->user,
+                           pod->queue ? pod->queue : "-");
+                fits = false;
+                if (cumulative) {
+                    /* Over only with the earlier pods: "alone is over the max" is about the
+                     * sum, not this pod; say what was assumed instead. */
+                    char *cut = strstr(reason, " requested alone is over the max");
+                    while (cut != NULL && cut > reason && cut[-1] != ';')
+                        cut--;
+                    if (cut != NULL && cut > reason)
+                        cut[-1] = '\0';
+                    size_t rl = strlen(reason);
+                    snprintf(reason + rl, sizeof(reason) - rl, "; with the earlier pods of the list admitted");
+                }
+                never = !cumulative && (strcmp(classify(reason)->event_reason, "QuotaNeverFits") == 0 ||
+                        strcmp(classify(reason)->event_reason, "QueueNotFound") == 0 ||
+                        strcmp(classify(reason)->event_reason, "QueueNotLeaf") == 0 ||
+                        strcmp(classify(reason)->event_reason, "QuotaGroupNotFound") == 0 ||
+                        strcmp(classify(reason)->event_reason, "QuotaGroupNotLeaf") == 0);
+                json_array_append_new(blockers, blocker_from_reason(pod, reason));
+            } else if (rc != 0) {
+                seterr(msg, sizeof(msg), "quota check for pod %s/%s failed: %s", pod->ns, pod->name,
+                       app->ledger ? kq_strerror(rc) : "no pod ledger configured");
+                json_decref(blockers);
+                json_decref(items);
+                return explain_error(rc == KQ_ESTATE ? 503 : 500, msg, out, out_len);
+            } else if (!kq_ledger_is_counted(app->ledger, pod->uid) && kq_resource_add(&sum, &pod->request) != 0) {
+                json_decref(blockers);
+                json_decref(items);
+                return 500;
+            }
+        }
+        fit += fits;
+        all_fit = all_fit && fits;
+        any_never = any_never || never;
+        if (!fits && first_blockers == NULL)
+            first_blockers = json_incref(blockers);
+        item = json_pack("{s:s,s:s,s:b,s:b,s:b,s:o}", "namespace", pod->ns, "name", pod->name, "fits", fits,
+                         "neverFits", never, "managed", managed, "blockers", blockers);
+        if (item != NULL && pod->queue != NULL)
+            json_object_set_new(item, "queue", json_string(pod->queue));
+        if (item != NULL && pod->user != NULL)
+            json_object_set_new(item, "user", json_string(pod->user));
+        json_array_append_new(items, item);
+    }
+    json_t *res;
+    if (!list) {
+        res = json_incref(json_array_get(items, 0));
+        json_decref(first_blockers);
+    } else {
+        res = json_pack("{s:b,s:b,s:I,s:I,s:o,s:o}", "fits", all_fit, "neverFits", any_never, "fitCount",
+                        (json_int_t)fit, "podCount", (json_int_t)n, "blockers",
+                        first_blockers ? first_blockers : json_array(), "pods", json_incref(items));
+    }
+    json_decref(items);
+    return reply(res, 200, out, out_len);
+}
+
+static int explain_partition(kq_app_t *app, const char *partition, char **out, size_t *out_len)
+{
+    if (partition != NULL && app->partition != NULL && strcmp(partition, app->partition) == 0)
+        return 0;
+    char msg[300];
+    seterr(msg, sizeof(msg), "partition \"%.100s\" not found (this scheduler serves partition \"%.100s\")",
+           partition ? partition : "", app->partition ? app->partition : "");
+    return explain_error(404, msg, out, out_len);
+}
+
+int kq_extender_explain(kq_app_t *app, const char *partition, const char *body, size_t len, char **out,
+                        size_t *out_len)
+{
+    *out = NULL;
+    *out_len = 0;
+    int st = explain_partition(app, partition, out, out_len);
+    if (st != 0)
+        return st;
+    if (!atomic_load(&app->ready))
+        return explain_error(503, "kubequota is starting: the pod list is not loaded yet", out, out_len);
+    json_error_t jerr;
+    json_t *root = json_loadb(body ? body : "", body ? len : 0, JSON_REJECT_DUPLICATES, &jerr);
+    char msg[REASON_MAX];
+    if (root == NULL) {
+        seterr(msg, sizeof(msg), "the body is not JSON: %s (line %d, column %d)", jerr.text, jerr.line,
+               jerr.column);
+        return explain_error(400, msg, out, out_len);
+    }
+    /* A Pod, a JSON array of pods, or a {"kind":"List","items":[...]}. */
+    const json_t *arr = NULL;
+    bool list = false;
+    if (json_is_array(root)) {
+        arr = root;
+        list = true;
+    } else if (json_is_object(root) && json_is_array(json_object_get(root, "items"))) {
+        arr = json_object_get(root, "items");
+        list = true;
+    } else if (!json_is_object(root)) {
+        json_decref(root);
+        return explain_error(400, "the body must be a Pod, a JSON array of pods or a List with items", out,
+                             out_len);
+    }
+    size_t n = list ? json_array_size(arr) : 1;
+    if (n == 0 || n > EXPLAIN_MAX_PODS) {
+        json_decref(root);
+        seterr(msg, sizeof(msg), "the list has %zu pods: between 1 and %d may be explained at once", n,
+               EXPLAIN_MAX_PODS);
+        return explain_error(400, msg, out, out_len);
+    }
+    kq_pod_t *pods = calloc(n, sizeof(*pods));
+    if (pods == NULL) {
+        json_decref(root);
+        return 500;
+    }
+    size_t parsed = 0;
+    st = 0;
+    for (; parsed < n; parsed++) {
+        int rc = explain_parse(app, list ? json_array_get(arr, parsed) : root, parsed, &pods[parsed], msg,
+                               sizeof(msg));
+        if (rc == 0 && parsed > 0 && !same_job(&pods[0], &pods[parsed])) {
+            kq_pod_clear(&pods[parsed]);
+            seterr(msg, sizeof(msg),
+                   "pod %zu is not of the same job as pod 0: a list must share namespace, user, groups, queue, "
+                   "application and quota group (explain them one by one instead)",
+                   parsed);
+            rc = KQ_EINVAL;
+        }
+        if (rc != 0) {
+            st = explain_error(rc == KQ_ENOMEM ? 500 : rc == KQ_ESTATE ? 503 : 400, msg, out, out_len);
+            break;
+        }
+    }
+    if (st == 0)
+        st = explain_pods(app, pods, n, list, out, out_len);
+    for (size_t i = 0; i < parsed; i++)
+        kq_pod_clear(&pods[i]);
+    free(pods);
+    json_decref(root);
+    return st;
+}
+
+int kq_extender_explain_pod(kq_app_t *app, const char *partition, const char *ns, const char *name, char **out,
+                            size_t *out_len)
+{
+    *out = NULL;
+    *out_len = 0;
+    int st = explain_partition(app, partition, out, out_len);
+    if (st != 0)
+        return st;
+    if (!atomic_load(&app->ready))
+        return explain_error(503, "kubequota is starting: the pod list is not loaded yet", out, out_len);
+    if (!dns_name_ok(ns, 63, false) || !dns_name_ok(name, 253, true))
+        return explain_error(400, "the namespace or pod name is not a valid Kubernetes name", out, out_len);
+    if (app->kube == NULL)
+        return explain_error(503, "no API server client is configured", out, out_len);
+    char msg[REASON_MAX];
+    json_t *obj = NULL;
+    int rc = kq_kube_get_pod(app->kube, ns, name, &obj); /* a read: explain writes nothing */
+    if (rc != 0) {
+        seterr(msg, sizeof(msg), "cannot get pod %s/%s from the API server: %s", ns, name, kq_strerror(rc));
+        return explain_error(rc == KQ_ENOENT ? 404 : 502, msg, out, out_len);
+    }
+    kq_pod_t pod = {0};
+    rc = parse_pod(app, NULL, obj, &pod, msg, sizeof(msg));
+    json_decref(obj);
+    if (rc != 0)
+        return explain_error(rc == KQ_ENOMEM ? 500 : 400, msg, out, out_len);
+    st = explain_pods(app, &pod, 1, false, out, out_len);
+    kq_pod_clear(&pod);
+    return st;
 }

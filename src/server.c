@@ -90,7 +90,7 @@
 #define DEFAULT_SCHED_THREADS 8
 #define READ_PIECE_MAX ((size_t)256 << 10) /* largest single body read */
 #define READ_SLOW_S 0.5                    /* a read slower than this restarts at one byte */
-#define MAX_PARAMS 2
+#define MAX_PARAMS 3
 #define CT_JSON "application/json"
 #define CT_TEXT "text/plain; charset=utf-8"
 
@@ -371,6 +371,23 @@ static void h_queues(const req_t *q, resp_t *r)
     resp_take(r, st, CT_JSON, out, len);
 }
 
+/* Explain / what-if: the filter's decision, changing nothing (extender.h). */
+static void h_explain(const req_t *q, resp_t *r)
+{
+    char *out = NULL;
+    size_t len = 0;
+    int st = kq_extender_explain(q->s->app, q->param[0], q->body, q->body_len, &out, &len);
+    resp_take(r, st, CT_JSON, out, len);
+}
+
+static void h_explain_pod(const req_t *q, resp_t *r)
+{
+    char *out = NULL;
+    size_t len = 0;
+    int st = kq_extender_explain_pod(q->s->app, q->param[0], q->param[1], q->param[2], &out, &len);
+    resp_take(r, st, CT_JSON, out, len);
+}
+
 /* Metering views: 404 when metering is off or the partition is not ours. */
 static bool metering_route(const req_t *q, resp_t *r)
 {
@@ -581,6 +598,8 @@ static const route_t routes[] = {
     {"GET", "/ws/v1/scheduler/healthcheck", KQ_EP_HEALTHCHECK, false, h_healthcheck, false, GUARD_REST},
     {"GET", "/ws/v1/config", KQ_EP_CONFIG, false, h_config, false, GUARD_REST},
     {"GET", "/ws/v1/partition/*/placementrules", KQ_EP_PLACEMENT_RULES, false, h_placement_rules, false, GUARD_REST},
+    {"POST", "/ws/v1/partition/*/explain", KQ_EP_EXPLAIN, true, h_explain, false, GUARD_REST},
+    {"GET", "/ws/v1/partition/*/explain/*/*", KQ_EP_EXPLAIN_POD, false, h_explain_pod, false, GUARD_REST},
     {"POST", "/admission/mutate", KQ_EP_ADMISSION, true, h_mutate, true, GUARD_OPEN},
     {"POST", "/admission/mutate-scheduler", KQ_EP_ADMISSION_SCHED, true, h_mutate_sched, true, GUARD_OPEN},
     {"POST", "/admission/validate", KQ_EP_ADMISSION_VALIDATE, true, h_validate, true, GUARD_OPEN},

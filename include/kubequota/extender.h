@@ -58,4 +58,22 @@ int kq_extender_admission_check(void *ud, const json_t *pod, const json_t *old, 
  * QuotaGroupNotLeaf, QueueACLDenied, BudgetExhausted. Static string. docs/events.md. */
 const char *kq_extender_denial_reason(const char *reason);
 
+/* Explain / what-if (GET|POST /ws/v1/partition/{p}/explain...): the filter's own decision
+ * (the same function: ledger check, then credit budget), changing nothing: no usage, no
+ * pending entry, no event, no metric, no API server write. Body: a Pod, a JSON array of
+ * pods or {"kind":"List","items":[...]} (one job: at most 1000 pods sharing namespace,
+ * user, groups, queue, application and quota group; pod k is checked with the requests of
+ * the earlier pods that fit added, i.e. as if they had been admitted). A pod without a uid
+ * or name gets a placeholder. A single pod answers {"namespace","name","fits","neverFits",
+ * "managed","blockers":[{"kind","name","reason","message","resource","used","request",
+ * "max"}],"queue","user"}; a list {"fits","neverFits","fitCount","podCount","blockers"
+ * (the first denied pod's),"pods":[...]}. "managed" false: the pod is another scheduler's
+ * (filter passes it). Only the first blocker (the one filter reports) is listed. Errors:
+ * 404 other partition, 400 bad body, 503 not ready; bodies in YuniKorn's error shape. */
+int kq_extender_explain(kq_app_t *app, const char *partition, const char *body, size_t len, char **out,
+                        size_t *out_len);
+/* The same for an existing pod, read from the API server (GET only). 404 when absent. */
+int kq_extender_explain_pod(kq_app_t *app, const char *partition, const char *ns, const char *name, char **out,
+                            size_t *out_len);
+
 #endif

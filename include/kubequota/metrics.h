@@ -57,6 +57,8 @@ typedef enum kq_endpoint {
     KQ_EP_HEALTHCHECK,    /* /ws/v1/scheduler/healthcheck */
     KQ_EP_CONFIG,         /* /ws/v1/config */
     KQ_EP_PLACEMENT_RULES, /* /ws/v1/partition/{partition}/placementrules */
+    KQ_EP_EXPLAIN,        /* /ws/v1/partition/{partition}/explain */
+    KQ_EP_EXPLAIN_POD,    /* /ws/v1/partition/{partition}/explain/{namespace}/{pod} */
     KQ_EP_COUNT
 } kq_endpoint_t;
 

@@ -264,7 +264,8 @@ class World:
         self.counters = {"bindings": 0, "binding_conflicts": 0, "evictions": 0,
                          "evictions_refused": 0, "lists": {}, "watches": {},
                          "watch_expired": 0, "continue_expired": 0, "requests": 0,
-                         "faults_hit": 0, "events_posted": 0}
+                         "faults_hit": 0, "events_posted": 0,
+                         "writes": 0, "writes_but_events": 0, "write_log": []}
         self.watchers = set()
         self.drop_requests = {}  # watcher id -> mode
 
@@ -861,6 +862,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
         try:
             if path.startswith("/_sim/"):
                 return self.control(path, q)
+            if self.command not in ("GET", "HEAD"):  # the write log (explain must add nothing)
+                with self.world.cond:
+                    self.world.counters["writes"] += 1
+                    if "/events" not in path:
+                        self.world.counters["writes_but_events"] += 1
+                    self.world.counters["write_log"].append("%s %s" % (self.command, path))
+                    del self.world.counters["write_log"][:-200]
             fault = self.world.match_fault(self.command, self.path)
             if fault is not None:
                 if fault.hold:
