@@ -16,7 +16,10 @@ RUN apt-get update \
 WORKDIR /src
 COPY . .
 RUN make deps
-RUN make
+# The context has no .git: scripts/image.sh passes the commit and its date (--version).
+ARG KQ_COMMIT=unknown
+ARG KQ_BUILD_DATE=unknown
+RUN make KQ_COMMIT="$KQ_COMMIT" KQ_BUILD_DATE="$KQ_BUILD_DATE"
 
 FROM debian:bookworm-slim
 RUN apt-get update \

@@ -109,7 +109,8 @@ $(BUILD)/tests/%.o: tests/unit/%.c | $(DEPS_OK)
 
 # --version and kubequota_build_info: the commit and its date (a reproducible build date;
 # override with KQ_COMMIT=... KQ_BUILD_DATE=...). main.o is rebuilt when they change.
-KQ_COMMIT     ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)$(shell git diff --quiet HEAD -- src include 2>/dev/null || echo -dirty)
+KQ_COMMIT     ?= $(shell c=$$(git rev-parse --short=12 HEAD 2>/dev/null) || c=unknown; \
+                   [ $$c = unknown ] || git diff --quiet HEAD -- src include || c=$$c-dirty; echo $$c)
 KQ_BUILD_DATE ?= $(shell TZ=UTC git log -1 --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ 2>/dev/null || echo unknown)
 VERSION_STAMP := $(BUILD)/version.stamp
 $(VERSION_STAMP): FORCE

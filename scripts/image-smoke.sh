@@ -86,9 +86,13 @@ version_ok() {
   local out
   out=$(in_image --version 2>&1) || { echo "$out"; return 1; }
   echo "image-smoke: --version: $(echo "$out" | head -n 1)"
-  echo "$out" | head -n 1 | grep -q "^kubequota $want_version\b"
+  echo "$out" | head -n 1 | grep -q "^kubequota $want_version\b" || return 1
+  # The image is built from a context without .git: the commit must still come through.
+  local want_commit
+  want_commit=$(git -C "$top" rev-parse --short=12 HEAD 2>/dev/null) || return 0
+  echo "$out" | head -n 1 | grep -q "commit $want_commit"
 }
-check "--version prints $want_version" version_ok
+check "--version prints $want_version and the commit" version_ok
 
 cp examples/queues.yaml "$work/queues.yaml"
 bash certs/gen-certs.sh "$work/certs" >/dev/null

@@ -45,9 +45,13 @@ if [ -z "$builder" ]; then
   fi
 fi
 
+# The build context has no .git (.dockerignore): hand the commit and its date to make.
+version_args=(--build-arg "KQ_COMMIT=$(git -C "$top" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)"
+              --build-arg "KQ_BUILD_DATE=$(TZ=UTC git -C "$top" log -1 --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ 2>/dev/null || echo unknown)")
+
 if [ "$builder" = docker ]; then
   say "building $image with docker"
-  exec docker build -t "$image" "$top"
+  exec docker build "${version_args[@]}" -t "$image" "$top"
 fi
 [ "$builder" = buildah ] || die "KQ_IMAGE_BUILDER=$builder: expected docker or buildah"
 
@@ -123,5 +127,5 @@ fi
 
 say "building $image with buildah (isolation chroot, vfs storage)"
 # --pull=never: the bases are local now (pulled or bootstrapped); never reach for a registry.
-bah bud --isolation chroot --pull=never --layers=false -f Dockerfile -t "$image" "$top"
+bah bud --isolation chroot --pull=never --layers=false "${version_args[@]}" -f Dockerfile -t "$image" "$top"
 say "built $image (buildah images --storage-driver vfs; buildah push $image [DESTINATION])"
