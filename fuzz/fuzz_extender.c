@@ -1,11 +1,12 @@
 /* libFuzzer target for the scheduler extender's request decoding: the first byte picks the
- * verb (filter, bind, preempt), the rest is the request body. With no API server client no
+ * verb (filter, bind, preempt, explain), the rest is the request body. With no API server client no
  * bind can complete, so whatever arrives, nothing may stay counted: every reply must be a
  * valid JSON document of the length reported, and the ledger must hold no counted pod
  * afterwards ("nothing is counted on bad input").
  *
  *   make fuzz FUZZ_SECONDS=60     (seeds: fuzz/corpus/extender, from the shared fixtures)
  */
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,6 +60,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     if (app.ugm == NULL || kq_ugm_set_config(app.ugm, cfg) != 0)
         abort();
     app.ledger = kq_ledger_new(app.ugm, app.scheduler_name);
+    atomic_store(&app.ready, true); /* explain answers 503 before the first pod list */
     kq_config_unref(cfg);
     kq_diags_free(&d);
     return 0;
@@ -73,12 +75,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char *out = NULL;
     size_t out_len = 0;
     int st;
-    switch (data[0] % 3) {
+    switch (data[0] % 4) {
     case 0: st = kq_extender_filter(&app, body, len, &out, &out_len); break;
     case 1: st = kq_extender_bind(&app, body, len, &out, &out_len); break;
-    default: st = kq_extender_preempt(&app, body, len, &out, &out_len); break;
+    case 2: st = kq_extender_preempt(&app, body, len, &out, &out_len); break;
+    default: st = kq_extender_explain(&app, "default", body, len, &out, &out_len); break;
     }
-    if (st != 200 && st != 400 && st != 500)
+    if (st != 200 && st != 400 && st != 500 && !(data[0] % 4 == 3 && st == 503))
         abort();
     if (out != NULL) {
         json_error_t e;

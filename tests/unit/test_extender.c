@@ -210,6 +210,101 @@ static bool empty_map(const json_t *v)
     return json_is_null(v) || (json_is_object(v) && json_object_size(v) == 0);
 }
 
+/* ------------------------------------------------------------------ explain */
+
+static int explain_call(fx_t *f, const char *partition, const json_t *body, json_t **res)
+{
+    char *text = json_dumps(body, JSON_COMPACT | JSON_ENCODE_ANY);
+    assert_non_null(text);
+    char *out = NULL;
+    size_t out_len = 0;
+    int st = kq_extender_explain(&f->app, partition, text, strlen(text), &out, &out_len);
+    free(text);
+    assert_non_null(out);
+    *res = json_loads(out, 0, NULL);
+    if (*res == NULL)
+        fail_msg("reply is not JSON: %s", out);
+    free(out);
+    return st;
+}
+
+/* Explain says what filter says (the same reason, word for word) and changes nothing:
+ * no usage, no count, no decision metric. */
+static void test_explain_matches_filter_and_changes_nothing(void **state)
+{
+    fx_t *f = *state;
+    occupy(f, "other-pod-uid");
+    json_t *args = fixture("extender-filter-args.nodecachecapable-true.json");
+    set_pod(args, POD_UID, "alice");
+    json_t *res;
+    assert_int_equal(explain_call(f, "default", json_object_get(args, "Pod"), &res), 200);
+    assert_false(json_is_true(json_object_get(res, "fits")));
+    assert_false(json_is_true(json_object_get(res, "neverFits")));
+    const json_t *b = json_array_get(json_object_get(res, "blockers"), 0);
+    assert_string_equal(json_string_value(json_object_get(b, "kind")), "user");
+    assert_string_equal(json_string_value(json_object_get(b, "name")), "alice");
+    assert_string_equal(json_string_value(json_object_get(b, "resource")), "nvidia.com/gpu");
+    assert_string_equal(json_string_value(json_object_get(b, "used")), "1");
+    assert_string_equal(json_string_value(json_object_get(b, "max")), "1");
+    assert_string_equal(json_string_value(json_object_get(b, "reason")), "QuotaExceeded");
+    char *msg = strdup(json_string_value(json_object_get(b, "message")));
+    json_decref(res);
+    assert_int_equal(alice_gpus(f), 1);
+    assert_false(kq_ledger_is_counted(f->app.ledger, POD_UID));
+    assert_int_equal(kq_metrics_decision_count(f->app.metrics, KQ_VERB_FILTER, KQ_RESULT_DENIED), 0);
+    /* the filter's reason is the same text */
+    assert_int_equal(call(f, kq_extender_filter, args, &res), 200);
+    const json_t *failed = json_object_get(res, "FailedAndUnresolvableNodes");
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)failed, k, v) assert_string_equal(json_string_value(v), msg);
+    assert_true(json_object_size(failed) > 0);
+    free(msg);
+    json_decref(res);
+    json_decref(args);
+}
+
+/* A job of two one-GPU pods with alice's limit of one: the first fits, the second only
+ * with the first assumed, which is said; nothing is assumed in the ledger. */
+static void test_explain_list_cumulative(void **state)
+{
+    fx_t *f = *state;
+    json_t *args = fixture("extender-filter-args.nodecachecapable-true.json");
+    set_pod(args, POD_UID, "alice");
+    json_t *pod = json_object_get(args, "Pod");
+    json_t *second = json_deep_copy(pod);
+    json_object_del(json_object_get(second, "metadata"), "uid"); /* not created yet */
+    json_t *list = json_pack("{s:s,s:[O,o]}", "kind", "List", "items", pod, second);
+    json_t *res;
+    assert_int_equal(explain_call(f, "default", list, &res), 200);
+    assert_int_equal(json_integer_value(json_object_get(res, "fitCount")), 1);
+    assert_int_equal(json_integer_value(json_object_get(res, "podCount")), 2);
+    assert_false(json_is_true(json_object_get(res, "fits")));
+    assert_false(json_is_true(json_object_get(res, "neverFits")));
+    const json_t *b = json_array_get(json_object_get(res, "blockers"), 0);
+    assert_string_equal(json_string_value(json_object_get(b, "request")), "2");
+    assert_contains(json_string_value(json_object_get(b, "message")), "with the earlier pods of the list admitted");
+    assert_null(strstr(json_string_value(json_object_get(b, "message")), "never fit"));
+    json_decref(res);
+    assert_int_equal(alice_gpus(f), 0);
+    /* another user's pod in the list: refused, not guessed */
+    json_t *bob = json_deep_copy(pod);
+    json_object_set_new(json_object_get(json_object_get(bob, "metadata"), "annotations"), "kubequota.io/user-info",
+                        json_string("{\"user\":\"bob\"}"));
+    json_t *mixed = json_pack("[O,o]", pod, bob);
+    assert_int_equal(explain_call(f, "default", mixed, &res), 400);
+    json_decref(res);
+    assert_int_equal(explain_call(f, "other", pod, &res), 404);
+    json_decref(res);
+    json_t *num = json_integer(3);
+    assert_int_equal(explain_call(f, "default", num, &res), 400);
+    json_decref(res);
+    json_decref(num);
+    json_decref(mixed);
+    json_decref(list);
+    json_decref(args);
+}
+
 /* ------------------------------------------------------------------ filter */
 
 static void test_filter_node_names_allowed(void **state)
@@ -918,6 +1013,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_bind_fetches_pod, fake_setup, fake_teardown),
         cmocka_unit_test_setup_teardown(test_bind_race_one_wins, fake_setup, fake_teardown),
         cmocka_unit_test_setup_teardown(test_filter_denial_posts_event, fake_setup, fake_teardown),
+        cmocka_unit_test_setup_teardown(test_explain_matches_filter_and_changes_nothing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_explain_list_cumulative, setup, teardown),
         cmocka_unit_test_setup_teardown(test_preempt_meta_echo, setup, teardown),
         cmocka_unit_test_setup_teardown(test_preempt_full_victims, setup, teardown),
     };
