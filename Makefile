@@ -48,6 +48,15 @@ LDLIBS   := -ljansson -lyaml -lcurl -lssl -lcrypto -lm
 CW_FLAGS := -std=gnu11 $(OPT) -g $(SANFLAGS) -pthread -DOPENSSL_API_3_0 -DNO_SSL_DL -DNO_CGI \
             -DNO_CACHING -DUSE_IPV6 -DSTOP_FLAG_NEEDS_LOCK -DSOCKET_TIMEOUT_QUANTUM=200 -I$(CW_SRC)/include -w
 
+# Sources sit in one folder per layer (base, engine, kube, control, serve; docs/layout.md);
+# objects stay flat in $(BUILD)/obj, so module names are unique across layers.
+SRC_DIRS := src/base src/engine src/kube src/control src/serve src
+vpath %.c $(SRC_DIRS)
+src_of = $(foreach m,$(1),$(firstword $(wildcard $(addsuffix /$(m).c,$(SRC_DIRS)))))
+# Dependency files of a build from before the layer folders name src/X.c: let make skip them.
+$(foreach m,error log duration resource config placement ugm quota_tree jscan pod ledger kube \
+  extender rest metrics server sync admission elastic auth leader metering,$(eval src/$(m).c:))
+
 # Library modules, in dependency order. main.c only wires them together.
 CORE_MODULES    := error log duration resource config placement ugm quota_tree jscan
 SERVICE_MODULES := pod ledger kube extender rest metrics server sync admission elastic auth leader metering
@@ -99,7 +108,7 @@ $(BUILD)/obj/civetweb.o: $(CW_SRC)/src/civetweb.c | $(DEPS_OK)
 	@mkdir -p $(dir $@)
 	$(CC) $(CW_FLAGS) -c $< -o $@
 
-$(BUILD)/obj/%.o: src/%.c | $(DEPS_OK)
+$(BUILD)/obj/%.o: %.c | $(DEPS_OK)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
@@ -213,7 +222,7 @@ FUZZ_TARGETS := $(patsubst fuzz/%.c,%,$(wildcard fuzz/fuzz_*.c))
 FUZZ_CFLAGS  := -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
                 -Iinclude -D_GNU_SOURCE -pthread
 
-build/fuzz/%: fuzz/%.c $(addprefix src/,$(addsuffix .c,$(FUZZ_MODULES))) | $(DEPS_OK)
+build/fuzz/%: fuzz/%.c $(call src_of,$(FUZZ_MODULES)) | $(DEPS_OK)
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) -o $@ $^ $(LDLIBS)
 

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "kubequota/error.h"
+#include "kubequota/base/error.h"
 
 double now_s(void)
 {

@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "kubequota/config.h"
+#include "kubequota/engine/config.h"
 
 #define BENCH_SCHED "kubequota-scheduler"
 

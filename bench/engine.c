@@ -19,8 +19,8 @@
 #include <string.h>
 
 #include "common.h"
-#include "kubequota/log.h"
-#include "kubequota/ugm.h"
+#include "kubequota/base/log.h"
+#include "kubequota/engine/ugm.h"
 
 typedef struct eng {
     kq_ugm_t *ugm;

@@ -41,13 +41,13 @@
 #include "common.h"
 #include "tlsserv.h"
 #include "kubequota/app.h"
-#include "kubequota/extender.h"
-#include "kubequota/ledger.h"
-#include "kubequota/log.h"
-#include "kubequota/metrics.h"
-#include "kubequota/pod.h"
-#include "kubequota/server.h"
-#include "kubequota/ugm.h"
+#include "kubequota/serve/extender.h"
+#include "kubequota/control/ledger.h"
+#include "kubequota/base/log.h"
+#include "kubequota/serve/metrics.h"
+#include "kubequota/kube/pod.h"
+#include "kubequota/serve/server.h"
+#include "kubequota/engine/ugm.h"
 
 enum { VERB_FILTER, VERB_BIND };
 

@@ -15,8 +15,8 @@
 #include <string.h>
 
 #include "common.h"
-#include "kubequota/log.h"
-#include "kubequota/quota_tree.h"
+#include "kubequota/base/log.h"
+#include "kubequota/engine/quota_tree.h"
 
 static void res2(kq_resource_t *r, int64_t cpu, int64_t mem)
 {

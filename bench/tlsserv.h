@@ -1,6 +1,6 @@
 /* Minimal civetweb TLS servers for the benchmarks: the null extender endpoint, the API
  * server's binding responder and the LIST/WATCH responder. TLS is set up exactly as
- * src/server.c sets up kubequota's (TLS 1.2 minimum, the same TLS 1.2 suites, no
+ * src/serve/server.c sets up kubequota's (TLS 1.2 minimum, the same TLS 1.2 suites, no
  * compression, server preference, no renegotiation), so a kubequota/null ratio compares
  * handlers, not TLS settings. */
 #ifndef KQBENCH_TLSSERV_H

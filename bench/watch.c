@@ -36,13 +36,13 @@
 #include "common.h"
 #include "tlsserv.h"
 #include "kubequota/app.h"
-#include "kubequota/kube.h"
-#include "kubequota/ledger.h"
-#include "kubequota/log.h"
-#include "kubequota/pod.h"
-#include "kubequota/server.h"
-#include "kubequota/sync.h"
-#include "kubequota/ugm.h"
+#include "kubequota/kube/kube.h"
+#include "kubequota/control/ledger.h"
+#include "kubequota/base/log.h"
+#include "kubequota/kube/pod.h"
+#include "kubequota/serve/server.h"
+#include "kubequota/control/sync.h"
+#include "kubequota/engine/ugm.h"
 
 #define MARKER_UID "ffffffff-ffff-4fff-8fff-ffffffffffff"
 
@@ -300,7 +300,7 @@ static void app_stop(app_world_t *A)
 /* --mode cpu: the informer's three steps per event, called directly on the recorded
  * sequence in one thread, without curl, TLS or the network: decoding the line
  * (kq_jdoc_parse with the pod filter), reading the pod (kq_pod_parse), and the ledger
- * (kq_ledger_observe, or kq_ledger_remove for DELETED), as src/sync.c does them. Each
+ * (kq_ledger_observe, or kq_ledger_remove for DELETED), as src/control/sync.c does them. Each
  * stage is timed as a whole pass over the sequence (best of reps, a fresh ledger each
  * pass; the passes of the three stages alternate); the cost of a step is the difference
  * between the best passes. The lines are read from memory (100,000 distinct lines, not

@@ -9,7 +9,7 @@
  * order, to request.object (every parent exists, replace/remove find their member).
  *
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -Iinclude fuzz/fuzz_admission.c \
- *     src/admission.c src/config.c src/resource.c src/error.c src/log.c \
+ *     src/serve/admission.c src/engine/config.c src/engine/resource.c src/base/error.c src/base/log.c \
  *     -ljansson -lyaml -lssl -lcrypto -lpthread -o /tmp/fuzz_admission
  *   /tmp/fuzz_admission -max_total_time=60 fuzz/corpus/admission
  */
@@ -21,8 +21,8 @@
 #include <jansson.h>
 #include <openssl/evp.h>
 
-#include "kubequota/admission.h"
-#include "kubequota/log.h"
+#include "kubequota/serve/admission.h"
+#include "kubequota/base/log.h"
 
 #include "fuzz.h"
 

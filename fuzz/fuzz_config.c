@@ -10,10 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kubequota/config.h"
-#include "kubequota/log.h"
-#include "kubequota/placement.h"
-#include "kubequota/ugm.h"
+#include "kubequota/engine/config.h"
+#include "kubequota/base/log.h"
+#include "kubequota/engine/placement.h"
+#include "kubequota/engine/ugm.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

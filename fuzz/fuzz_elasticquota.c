@@ -14,13 +14,13 @@
 #include <jansson.h>
 
 #include "kubequota/app.h"
-#include "kubequota/config.h"
-#include "kubequota/elastic.h"
-#include "kubequota/kube.h"
-#include "kubequota/ledger.h"
-#include "kubequota/log.h"
-#include "kubequota/quota_tree.h"
-#include "kubequota/ugm.h"
+#include "kubequota/engine/config.h"
+#include "kubequota/control/elastic.h"
+#include "kubequota/kube/kube.h"
+#include "kubequota/control/ledger.h"
+#include "kubequota/base/log.h"
+#include "kubequota/engine/quota_tree.h"
+#include "kubequota/engine/ugm.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -14,12 +14,12 @@
 #include <jansson.h>
 
 #include "kubequota/app.h"
-#include "kubequota/config.h"
-#include "kubequota/extender.h"
-#include "kubequota/ledger.h"
-#include "kubequota/log.h"
-#include "kubequota/metrics.h"
-#include "kubequota/ugm.h"
+#include "kubequota/engine/config.h"
+#include "kubequota/serve/extender.h"
+#include "kubequota/control/ledger.h"
+#include "kubequota/base/log.h"
+#include "kubequota/serve/metrics.h"
+#include "kubequota/engine/ugm.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -1,4 +1,4 @@
-/* libFuzzer target for jscan (src/jscan.c), the validating JSON scanner that the
+/* libFuzzer target for jscan (src/kube/jscan.c), the validating JSON scanner that the
  * extender's filter trusts instead of jansson: it must never crash, and it must accept
  * exactly what jansson accepts. The input is the JSON text, as is.
  *
@@ -50,7 +50,7 @@
 
 #include <jansson.h>
 
-#include "kubequota/jscan.h"
+#include "kubequota/kube/jscan.h"
 
 #include "fuzz.h"
 

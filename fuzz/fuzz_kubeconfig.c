@@ -3,14 +3,14 @@
  * fail with at least one diagnostic.
  *
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -Iinclude fuzz/fuzz_kubeconfig.c \
- *     src/kube.c src/error.c src/log.c -ljansson -lyaml -lcurl -lssl -lcrypto -lpthread \
+ *     src/kube/kube.c src/base/error.c src/base/log.c -ljansson -lyaml -lcurl -lssl -lcrypto -lpthread \
  *     -o /tmp/fk && /tmp/fk -max_total_time=60 fuzz/corpus/kubeconfig
  */
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "kubequota/kube.h"
-#include "kubequota/log.h"
+#include "kubequota/kube/kube.h"
+#include "kubequota/base/log.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -27,8 +27,8 @@
 
 #include <jansson.h>
 
-#include "kubequota/leader.h"
-#include "kubequota/log.h"
+#include "kubequota/kube/leader.h"
+#include "kubequota/base/log.h"
 
 #include "fuzz.h"
 

@@ -16,8 +16,8 @@
 
 #include <jansson.h>
 
-#include "kubequota/duration.h"
-#include "kubequota/log.h"
+#include "kubequota/base/duration.h"
+#include "kubequota/base/log.h"
 
 #include "fuzz.h"
 

@@ -6,7 +6,7 @@
  * result, or fail with the same reason, as the whole document.
  *
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -Iinclude -D_GNU_SOURCE \
- *     fuzz/fuzz_pod.c src/pod.c src/config.c src/resource.c src/error.c src/log.c \
+ *     fuzz/fuzz_pod.c src/kube/pod.c src/engine/config.c src/engine/resource.c src/base/error.c src/base/log.c \
  *     -ljansson -lyaml -o build/fuzz_pod
  *   build/fuzz_pod -max_total_time=60 fuzz/corpus/pod
  */
@@ -18,9 +18,9 @@
 
 #include <jansson.h>
 
-#include "kubequota/config.h"
-#include "kubequota/log.h"
-#include "kubequota/pod.h"
+#include "kubequota/engine/config.h"
+#include "kubequota/base/log.h"
+#include "kubequota/kube/pod.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -10,7 +10,7 @@
  * to_json -> from_json unchanged.
  *
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -Iinclude fuzz/fuzz_quantity.c \
- *     src/resource.c src/error.c src/log.c -ljansson -o /tmp/fuzz_quantity
+ *     src/engine/resource.c src/base/error.c src/base/log.c -ljansson -o /tmp/fuzz_quantity
  *   /tmp/fuzz_quantity -max_total_time=60 fuzz/corpus/quantity
  */
 #include <errno.h>
@@ -20,8 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kubequota/log.h"
-#include "kubequota/resource.h"
+#include "kubequota/base/log.h"
+#include "kubequota/engine/resource.h"
 
 #include "fuzz.h"
 
@@ -50,7 +50,7 @@ static void check_round_trip(const char *name, int64_t v)
  * kubernetes/apimachinery pkg/api/resource/quantity.go and suffix.go with plain
  * decimal-digit arithmetic: the digits are doubled p2 times for a binary suffix, the
  * decimal point moved by the exponent, and the integer part compared with INT64_MAX as
- * a string. It shares nothing with src/resource.c but the answer. */
+ * a string. It shares nothing with src/engine/resource.c but the answer. */
 
 enum ref_kind { REF_SKIP, REF_OK, REF_ERR, REF_NEG, REF_BIG };
 

@@ -1,4 +1,4 @@
-/* libFuzzer target for the informer's watch stream decoding (src/kube.c): line framing
+/* libFuzzer target for the informer's watch stream decoding (src/kube/kube.c): line framing
  * over arbitrary chunk boundaries, then each line as an event envelope ({"type", "object"})
  * with the object built through the pod filter (kq_pod_fields), the way the pod informer
  * reads a live stream. Input: byte 0 seeds where the stream is cut into chunks, byte 1
@@ -22,9 +22,9 @@
 
 #include <jansson.h>
 
-#include "kubequota/kube.h"
-#include "kubequota/log.h"
-#include "kubequota/pod.h"
+#include "kubequota/kube/kube.h"
+#include "kubequota/base/log.h"
+#include "kubequota/kube/pod.h"
 
 #include "fuzz.h"
 #include "../tests/jdoc_check.h"

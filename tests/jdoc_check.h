@@ -8,7 +8,7 @@
 
 #include <jansson.h>
 
-#include "kubequota/jscan.h"
+#include "kubequota/kube/jscan.h"
 
 /* The node's subtree is well formed: sizes add up, member names only in objects, counts
  * match the (non-shadowed) children. */

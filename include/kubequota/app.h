@@ -9,10 +9,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "kubequota/config.h"
-#include "kubequota/kube.h"
-#include "kubequota/ledger.h"
-#include "kubequota/ugm.h"
+#include "kubequota/engine/config.h"
+#include "kubequota/kube/kube.h"
+#include "kubequota/control/ledger.h"
+#include "kubequota/engine/ugm.h"
 
 typedef struct kq_metrics kq_metrics_t;
 

@@ -4,7 +4,7 @@
   render(name)           `helm template` of the chart with one named value set (cached):
                          a Rendered with .docs (parsed objects), .text, .values_args
   VALUE_SETS             the value sets every rendering check runs over
-  routes()               kubequota's real HTTP routes, read from src/server.c's table
+  routes()               kubequota's real HTTP routes, read from src/serve/server.c's table
   serve_flags()          the flags `bin/kubequota serve --help` documents
   binary()               bin/kubequota (KQ_BINARY overrides)
 
@@ -151,14 +151,14 @@ def render_with(*args):
 
 @functools.lru_cache(maxsize=None)
 def routes():
-    """(method, path) pairs of kubequota's routing table in src/server.c."""
-    src = open(os.path.join(REPO, "src", "server.c")).read()
+    """(method, path) pairs of kubequota's routing table in src/serve/server.c."""
+    src = open(os.path.join(REPO, "src", "serve", "server.c")).read()
     m = re.search(r"static const route_t routes\[\] = \{(.*?)\n\};", src, re.S)
     if not m:
-        raise AssertionError("src/server.c: routing table `static const route_t routes[]` not found")
+        raise AssertionError("src/serve/server.c: routing table `static const route_t routes[]` not found")
     found = re.findall(r'\{\s*"([A-Z]+)"\s*,\s*"([^"]+)"', m.group(1))
     if not found:
-        raise AssertionError("src/server.c: routing table has no entries the test can read")
+        raise AssertionError("src/serve/server.c: routing table has no entries the test can read")
     return frozenset(found)
 
 

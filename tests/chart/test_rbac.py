@@ -3,7 +3,7 @@
 The calls are derived from the source, not listed by hand:
   1. every API path literal in src/*.c ("/api/...", "/apis/...") must match PATH_TABLE,
      which says which resource the path names (a new path fails until it is mapped);
-  2. the public request functions of src/kube.c are described in KUBE_FUNCS; the test
+  2. the public request functions of src/kube/kube.c are described in KUBE_FUNCS; the test
      reads each one's body and checks the description (the subresource it passes to
      pod_path, the method it sends), and fails for a public kq_kube_* function that
      builds a request and is not described;
@@ -44,8 +44,8 @@ PATH_TABLE = [
 
 
 def eq_groups():
-    """The ElasticQuota API groups kubequota serves (include/kubequota/elastic.h)."""
-    text = read(os.path.join(cl.REPO, "include", "kubequota", "elastic.h"))
+    """The ElasticQuota API groups kubequota serves (include/kubequota/control/elastic.h)."""
+    text = read(os.path.join(cl.REPO, "include", "kubequota", "control", "elastic.h"))
     return sorted(set(re.findall(r'#define KQ_EQ_GROUP_\w+\s+"([^"]+)"', text)))
 
 
@@ -73,7 +73,7 @@ def call_sites():
          "perms": [("coordination.k8s.io", "leases", v) for v in ("create", "get", "update")]},
     ]
 
-# Public request functions of src/kube.c: name -> (method, pod subresource or None, verb).
+# Public request functions of src/kube/kube.c: name -> (method, pod subresource or None, verb).
 # The test checks method and subresource against the function's body.
 KUBE_FUNCS = {
     "kq_kube_bind": ("POST", "binding", "create"),
@@ -159,7 +159,7 @@ def derive():
     def add(perm, why):
         need.setdefault(perm, []).append(why)
 
-    kube = strip_comments(read(os.path.join(SRC, "kube.c")))
+    kube = strip_comments(read(os.path.join(SRC, "kube", "kube.c")))
     kfuncs = functions(kube)
     # (2) kube.c's public request functions match KUBE_FUNCS
     for name, body in kfuncs.items():
@@ -179,33 +179,34 @@ def derive():
         if not builds and not re.search(r"\bevent_post\b|\bpost_mapped\(|pod_path\(", reach):
             continue
         if name not in KUBE_FUNCS:
-            problems.append("src/kube.c: %s makes an API call the test does not know: add it to KUBE_FUNCS" % name)
+            problems.append("src/kube/kube.c: %s makes an API call the test does not know: add it to KUBE_FUNCS" % name)
             continue
         method, sub, _ = KUBE_FUNCS[name]
         got_method = "POST" if "post_mapped(" in reach else \
             (re.search(r'kq_kube_request\(\s*\w+\s*,\s*"([A-Z]+)"', reach) or [None, None])[1]
         if got_method != method:
-            problems.append("src/kube.c: %s sends %s, KUBE_FUNCS says %s" % (name, got_method, method))
+            problems.append("src/kube/kube.c: %s sends %s, KUBE_FUNCS says %s" % (name, got_method, method))
         if sub == "events":
             if '"/api/v1/namespaces/%s/events"' not in reach:
-                problems.append("src/kube.c: %s no longer posts to namespaces/{ns}/events" % name)
+                problems.append("src/kube/kube.c: %s no longer posts to namespaces/{ns}/events" % name)
         else:
             m = re.search(r"pod_path\([^;]*?,\s*(NULL|\"(\w+)\")\s*\)", reach)
             got_sub = m and (m.group(2) or None)
             if not m or got_sub != sub:
-                problems.append("src/kube.c: %s uses pod subresource %r, KUBE_FUNCS says %r"
+                problems.append("src/kube/kube.c: %s uses pod subresource %r, KUBE_FUNCS says %r"
                                 % (name, got_sub if m else "?", sub))
     for name in KUBE_FUNCS:
         if name not in kfuncs:
-            problems.append("KUBE_FUNCS names %s, which src/kube.c no longer defines" % name)
+            problems.append("KUBE_FUNCS names %s, which src/kube/kube.c no longer defines" % name)
 
-    for path in sorted(glob.glob(os.path.join(SRC, "*.c"))):
+    for path in sorted(glob.glob(os.path.join(SRC, "**", "*.c"), recursive=True)):
         fname = os.path.basename(path)
+        rel = os.path.relpath(path, SRC)
         text = strip_comments(read(path))
         # (1) every API path literal is mapped
         for m in re.finditer(r'"(/apis?/[^"]*)"', text):
             if map_path(m.group(1)) is None:
-                problems.append("src/%s: API path %s is not in PATH_TABLE" % (fname, m.group(1)))
+                problems.append("src/%s: API path %s is not in PATH_TABLE" % (rel, m.group(1)))
         if fname == "kube.c":
             continue
         # (3a) calls of kube.c's request functions
@@ -213,26 +214,26 @@ def derive():
             if re.search(r"\b%s\(" % name, text):
                 res = "events" if sub == "events" else ("pods/" + sub if sub else "pods")
                 for v in (verb if isinstance(verb, tuple) else (verb,)):
-                    add(("", res, v), "src/%s calls %s" % (fname, name))
+                    add(("", res, v), "src/%s calls %s" % (rel, name))
         sites = [c for c in call_sites() if c["file"] == fname]
         for c in sites:
             for ev in c["evidence"]:
                 if not re.search(ev, text):
                     problems.append("CALL_SITES entry for src/%s (%s) is stale: %s not found" % (fname, c["why"], ev))
             for perm in c["perms"]:
-                add(perm, "src/%s: %s" % (fname, c["why"]))
+                add(perm, "src/%s: %s" % (rel, c["why"]))
         explained = set().union(*[c["methods"] for c in sites]) if sites else set()
         # (3b) informers: kq_kube_watch_start(k, "<collection>", ...)
         for m in re.finditer(r"\bkq_kube_watch_start\(\s*[^,]+,\s*(\"[^\"]*\"|[^,]+)\s*,", text):
             lit = m.group(1)
             if not lit.startswith('"'):
                 if not any(c.get("watch") for c in sites):
-                    problems.append("src/%s: kq_kube_watch_start with a computed path (%s): add CALL_SITES" % (fname, lit))
+                    problems.append("src/%s: kq_kube_watch_start with a computed path (%s): add CALL_SITES" % (rel, lit))
                 continue
             mp = map_path(lit.strip('"'))
             if mp:
                 for verb in PATH_FROM_CALLER["kq_kube_watch_start"]:
-                    add((mp[0], mp[1], verb), "src/%s informer on %s" % (fname, lit))
+                    add((mp[0], mp[1], verb), "src/%s informer on %s" % (rel, lit))
         # (3c) literal paths sent by kq_kube_request, directly or through a local helper;
         # (4) literals that only build a path must be explained by CALL_SITES
         own = functions(text)
@@ -244,7 +245,7 @@ def derive():
             if call in ("snprintf", "asprintf", "dup_printf") or text[line_start:].startswith("#define"):
                 if not any(re.search(ev, m.group(0)) or m.group(0) in ev.replace("\\", "")
                            for c in sites for ev in c["evidence"]):
-                    problems.append("src/%s: path %s is built at run time: explain it in CALL_SITES" % (fname, m.group(1)))
+                    problems.append("src/%s: path %s is built at run time: explain it in CALL_SITES" % (rel, m.group(1)))
                 continue
             if call == "kq_kube_request":
                 seg = text[max(0, m.start() - 200):m.start()]
@@ -257,13 +258,13 @@ def derive():
                 method = None
             mp = map_path(m.group(1))
             if method is None or mp is None:
-                problems.append("src/%s: cannot tell the method of the call to %s (via %s)" % (fname, m.group(1), call))
+                problems.append("src/%s: cannot tell the method of the call to %s (via %s)" % (rel, m.group(1), call))
                 continue
             explained.add(method)
             verb = VERB_OF[method]
             if method == "GET" and mp[2] is False:
                 verb = "list"
-            add((mp[0], mp[1], verb), "src/%s %s %s" % (fname, method, m.group(1)))
+            add((mp[0], mp[1], verb), "src/%s %s %s" % (rel, method, m.group(1)))
         # (4) every method this file sends is explained
         for m in re.finditer(r"\b\w*request\w*\(([^;]*)", text):
             for meth in re.findall(r'"(GET|POST|PUT|PATCH|DELETE)"', m.group(1)):
@@ -303,9 +304,8 @@ class RbacFromCode(unittest.TestCase):
         import tempfile
         global SRC
         with tempfile.TemporaryDirectory() as d:
-            for f in glob.glob(os.path.join(SRC, "*.c")):
-                shutil.copy(f, d)
-            with open(os.path.join(d, "sync.c"), "a") as f:
+            shutil.copytree(SRC, d, dirs_exist_ok=True)
+            with open(os.path.join(d, "control", "sync.c"), "a") as f:
                 f.write('\nstatic int zz(kq_kube_t *k)\n{\n    kq_kube_resp_t r = {0};\n'
                         '    return kq_kube_request(k, "DELETE", "/api/v1/namespaces/a/configmaps/b", NULL, NULL, &r);\n}\n'
                         'static void zz2(kq_kube_t *k)\n{\n    kq_kube_evict(k, "a", "b", NULL, 0);\n}\n')
@@ -316,7 +316,7 @@ class RbacFromCode(unittest.TestCase):
                 SRC = saved
         self.assertTrue(any("configmaps" in p and "PATH_TABLE" in p for p in problems), problems)
         self.assertTrue(any("DELETE" in p for p in problems), problems)
-        self.assertIn("src/sync.c calls kq_kube_evict", need[("", "pods/eviction", "create")])
+        self.assertIn("src/control/sync.c calls kq_kube_evict", need[("", "pods/eviction", "create")])
 
     def check_role(self, name, features_on):
         r = cl.render(name)

@@ -280,7 +280,7 @@ class RenderChecks:
             self.assertEqual((s["name"], s["namespace"]), (svc["metadata"]["name"], cl.NAMESPACE))
             self.assertIn(s["port"], svc_ports)
             self.assertTrue(cl.route_matches("POST", s["path"]),
-                            "%s: path %s is not a POST route of src/server.c" % (name, s["path"]))
+                            "%s: path %s is not a POST route of src/serve/server.c" % (name, s["path"]))
             self.assertTrue(s["path"].startswith("/admission/"), s["path"])
             paths.add(s["path"])
             ns_sel = w["namespaceSelector"]
@@ -301,7 +301,7 @@ class RenderChecks:
                 self.assertFalse(w["objectSelector"]["matchLabels"].items() <= cl.labels(other).items())
             self.check_ca_bundle(cfg, w)
         self.assertEqual(paths, {p for m, p in cl.routes() if p.startswith("/admission/")},
-                         "every admission endpoint of src/server.c is registered, and only those")
+                         "every admission endpoint of src/serve/server.c is registered, and only those")
         by_path = {}
         for _, w in hooks:
             for rule in w["rules"]:
@@ -373,7 +373,7 @@ class RenderChecks:
         self.assertIn(port, kq_ports)
         for verb in ("filterVerb", "bindVerb", "preemptVerb"):
             self.assertTrue(cl.route_matches("POST", prefix + "/" + ext[verb]),
-                            "%s %s/%s is not a POST route of src/server.c" % (verb, prefix, ext[verb]))
+                            "%s %s/%s is not a POST route of src/serve/server.c" % (verb, prefix, ext[verb]))
         self.assertNotIn("prioritizeVerb", ext)
         self.assertIs(ext["nodeCacheCapable"], True)
         self.assertIs(ext["enableHTTPS"], True)

@@ -200,7 +200,7 @@ class ConfigParityTest(KQTestCase):
             self.assertEqual(ok, serve_ok, "%s: the live reload %s it" % (name, "accepts" if ok else "refuses"))
             if not serve_ok:
                 want = self.kq.config_path + serve_first
-                # src/log.c may end the logged value early: at 2 KiB, or at an inner '"' that
+                # src/base/log.c may end the logged value early: at 2 KiB, or at an inner '"' that
                 # is followed by key=-like text (it re-parses the line as logfmt); then what
                 # was logged is a prefix of the message, cut there
                 cut = not errors.startswith(want) and want.startswith(errors) and \

@@ -3,10 +3,10 @@ Event reason that exists in the code must be documented there. Each failure name
 the page (and table) to add it to, so whoever adds a flag, a route or a metric knows what to do.
 
 The lists are read from the code itself, not from a copy: flags from `kubequota serve --help` and
-`check-config --help` (generated from main.c's flag table), routes from src/server.c's routing
+`check-config --help` (generated from main.c's flag table), routes from src/serve/server.c's routing
 table, metrics from the golden list that tests/e2e/test_operability.py checks against /metrics and
 from the metric names in src/*.c, environment variables from scripts/*.sh, the Makefile and getenv()
-calls, Event reasons from src/extender.c and src/elastic.c."""
+calls, Event reasons from src/serve/extender.c and src/control/elastic.c."""
 
 import glob
 import os
@@ -62,7 +62,7 @@ class DocsTest(unittest.TestCase):
             line = line.split("#", 1)[0].strip()
             if line:
                 names.add(line.split()[0])
-        for path in glob.glob(os.path.join(REPO, "src", "*.c")):
+        for path in glob.glob(os.path.join(REPO, "src", "**", "*.c"), recursive=True):
             with open(path, encoding="utf-8") as f:
                 for n in re.findall(r'"(?:# (?:HELP|TYPE) )?((?:kubequota|process)_[a-z0-9_]+)', f.read()):
                     for suffix in ("_bucket", "_sum", "_count"):
@@ -76,9 +76,9 @@ class DocsTest(unittest.TestCase):
                                    "the family to tests/e2e/metrics_golden.txt")
 
     def test_every_endpoint_is_in_endpoints_md(self):
-        src = read("src", "server.c")
+        src = read("src", "serve", "server.c")
         m = re.search(r"static const route_t routes\[\] = \{(.*?)\n\};", src, re.S)
-        self.assertIsNotNone(m, "src/server.c: routing table `static const route_t routes[]` not found")
+        self.assertIsNotNone(m, "src/serve/server.c: routing table `static const route_t routes[]` not found")
         routes = set(re.findall(r'\{\s*"([A-Z]+)"\s*,\s*"([^"]+)"', m.group(1)))
         self.assertGreater(len(routes), 20)
         text = read("docs", "endpoints.md")
@@ -88,7 +88,7 @@ class DocsTest(unittest.TestCase):
                                                    for seg in path.split("/")) + r"[`\s?]"
             if not re.search(rx, text):
                 gone.append("%s %s" % (method, path))
-        self.assertEqual(gone, [], "routes in src/server.c but not in docs/endpoints.md: add a row "
+        self.assertEqual(gone, [], "routes in src/serve/server.c but not in docs/endpoints.md: add a row "
                                    "(`METHOD /path/{param}` | what) to its section (a * segment is written "
                                    "as {name})")
 
@@ -98,7 +98,7 @@ class DocsTest(unittest.TestCase):
             with open(path, encoding="utf-8") as f:
                 names |= set(re.findall(r"\$\{?(KQ_[A-Z0-9_]+)", f.read()))
         names |= set(re.findall(r"(?m)^(KQ_[A-Z0-9_]+)\s*\?=", read("Makefile")))
-        for path in glob.glob(os.path.join(REPO, "src", "*.c")):
+        for path in glob.glob(os.path.join(REPO, "src", "**", "*.c"), recursive=True):
             with open(path, encoding="utf-8") as f:
                 names |= set(re.findall(r'getenv\("([A-Z0-9_]+)"\)', f.read()))
         self.assertIn("KQ_LISTEN", names)
@@ -107,9 +107,9 @@ class DocsTest(unittest.TestCase):
                                    "docs/cli.md: add a row to its 'Environment variables' table")
 
     def test_every_event_reason_is_in_events_md(self):
-        reasons = set(re.findall(r'\{"([A-Z][A-Za-z]+)", "[a-z_]+"\}', read("src", "extender.c")))
-        reasons |= set(re.findall(r'"(?:Warning|Normal)",\s*"([A-Z][A-Za-z]+)"', read("src", "extender.c")))
-        reasons |= set(re.findall(r'"(QuotaAdmitted|Reclaimed)"', read("src", "extender.c") + read("src", "elastic.c")))
+        reasons = set(re.findall(r'\{"([A-Z][A-Za-z]+)", "[a-z_]+"\}', read("src", "serve", "extender.c")))
+        reasons |= set(re.findall(r'"(?:Warning|Normal)",\s*"([A-Z][A-Za-z]+)"', read("src", "serve", "extender.c")))
+        reasons |= set(re.findall(r'"(QuotaAdmitted|Reclaimed)"', read("src", "serve", "extender.c") + read("src", "control", "elastic.c")))
         self.assertGreater(len(reasons), 6)
         gone = missing(reasons, "events.md", lambda n, t: "`%s`" % n in t)
         self.assertEqual(gone, [], "Event reasons the code posts but not in docs/events.md: add a row to "

@@ -2,7 +2,7 @@
 """Independent reference for how Kubernetes reads a quantity string, written from
 kubernetes/apimachinery pkg/api/resource/quantity.go and suffix.go (ParseQuantity, the
 suffixer, Value(), MilliValue()), with exact rational arithmetic (fractions.Fraction).
-It shares no code with src/resource.c; tests/unit/test_resource.c's k8s_grid was
+It shares no code with src/engine/resource.c; tests/unit/test_resource.c's k8s_grid was
 computed with it.
 
   python3 tests/unit/quantity_ref.py grid  # the grid, from a quantity_test.go on stdin

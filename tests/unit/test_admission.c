@@ -14,8 +14,8 @@
 #include <jansson.h>
 #include <openssl/evp.h>
 
-#include "kubequota/admission.h"
-#include "kubequota/log.h"
+#include "kubequota/serve/admission.h"
+#include "kubequota/base/log.h"
 
 #define UID "3c1f0e2a-uid-under-test"
 #define ANN KQ_ADMISSION_ANN_USER_INFO

@@ -14,8 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "kubequota/auth.h"
-#include "kubequota/log.h"
+#include "kubequota/serve/auth.h"
+#include "kubequota/base/log.h"
 
 static char dir[64];
 static char path[128];

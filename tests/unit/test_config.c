@@ -17,7 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "kubequota/config.h"
+#include "kubequota/engine/config.h"
 
 static const char *data_dir(void)
 {

@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "kubequota/duration.h"
+#include "kubequota/base/duration.h"
 
 static void test_table(void **state)
 {

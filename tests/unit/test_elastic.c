@@ -1,4 +1,4 @@
-/* Unit tests for the elastic quota wiring (src/elastic.c) and the pod ledger's quota tree
+/* Unit tests for the elastic quota wiring (src/control/elastic.c) and the pod ledger's quota tree
  * accounting: groups from queues.yaml and ElasticQuota objects, the cluster total from
  * nodes, pod -> group resolution, check-and-commit across ugm and tree, exact release,
  * group removal, reclaim order, the preempt verb and the admission hook. Every expected
@@ -17,15 +17,15 @@
 #include <cmocka.h>
 
 #include "kubequota/app.h"
-#include "kubequota/config.h"
-#include "kubequota/elastic.h"
-#include "kubequota/extender.h"
-#include "kubequota/kube.h"
-#include "kubequota/ledger.h"
-#include "kubequota/log.h"
-#include "kubequota/pod.h"
-#include "kubequota/quota_tree.h"
-#include "kubequota/ugm.h"
+#include "kubequota/engine/config.h"
+#include "kubequota/control/elastic.h"
+#include "kubequota/serve/extender.h"
+#include "kubequota/kube/kube.h"
+#include "kubequota/control/ledger.h"
+#include "kubequota/base/log.h"
+#include "kubequota/kube/pod.h"
+#include "kubequota/engine/quota_tree.h"
+#include "kubequota/engine/ugm.h"
 
 #include "testapp.h"
 #include "testutil.h"

@@ -14,7 +14,7 @@
 #include <cmocka.h>
 #include <jansson.h>
 
-#include "kubequota/jscan.h"
+#include "kubequota/kube/jscan.h"
 
 #include "../jdoc_check.h"
 

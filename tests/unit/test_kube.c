@@ -39,10 +39,10 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
-#include "kubequota/kube.h"
+#include "kubequota/kube/kube.h"
 
 #include "../jdoc_check.h"
-#include "kubequota/log.h"
+#include "kubequota/base/log.h"
 
 /* ======================================================================================
  * helpers

@@ -26,8 +26,8 @@
 
 #include <jansson.h>
 
-#include "kubequota/leader.h"
-#include "kubequota/log.h"
+#include "kubequota/kube/leader.h"
+#include "kubequota/base/log.h"
 
 #define NS "kube-system"
 #define NAME "kubequota"

@@ -14,11 +14,11 @@
 
 #include <cmocka.h>
 
-#include "kubequota/config.h"
-#include "kubequota/ledger.h"
-#include "kubequota/log.h"
-#include "kubequota/pod.h"
-#include "kubequota/ugm.h"
+#include "kubequota/engine/config.h"
+#include "kubequota/control/ledger.h"
+#include "kubequota/base/log.h"
+#include "kubequota/kube/pod.h"
+#include "kubequota/engine/ugm.h"
 
 #include "testutil.h"
 

@@ -20,14 +20,14 @@
 #include <cmocka.h>
 #include <jansson.h>
 
-#include "kubequota/log.h"
+#include "kubequota/base/log.h"
 
 static const struct timespec T0 = {1732458380, 555123456}; /* 2024-11-24T14:26:20.555123456Z */
 
 static json_t *render_json(int level, int v, const char *body)
 {
     char buf[8192];
-    size_t n = kq_log_render(buf, sizeof(buf), KQ_LOG_JSON, level, v, &T0, "src/extender.c", 583, body);
+    size_t n = kq_log_render(buf, sizeof(buf), KQ_LOG_JSON, level, v, &T0, "src/serve/extender.c", 583, body);
     assert_true(n > 0);
     assert_int_equal(buf[n - 1], '\n');
     assert_null(memchr(buf, '\n', n - 1)); /* one line */
@@ -145,7 +145,7 @@ static void test_text_format(void **state)
 {
     (void)state;
     char buf[4096];
-    kq_log_render(buf, sizeof(buf), KQ_LOG_TEXT, KQ_LOG_WARN, 0, &T0, "src/kube.c", 77,
+    kq_log_render(buf, sizeof(buf), KQ_LOG_TEXT, KQ_LOG_WARN, 0, &T0, "src/kube/kube.c", 77,
                   "event=leader_lost lease=kube-system/kq reason=\"renew failed\" msg=\"stepping down\"");
     /* klog header: severity letter, mmdd, time with microseconds, pid, file:line] */
     char pid[16];

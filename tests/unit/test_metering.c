@@ -22,13 +22,13 @@
 
 #include <jansson.h>
 
-#include "kubequota/config.h"
-#include "kubequota/log.h"
-#include "kubequota/jscan.h"
-#include "kubequota/metering.h"
-#include "kubequota/ugm.h"
-#include "kubequota/pod.h"
-#include "kubequota/resource.h"
+#include "kubequota/engine/config.h"
+#include "kubequota/base/log.h"
+#include "kubequota/kube/jscan.h"
+#include "kubequota/control/metering.h"
+#include "kubequota/engine/ugm.h"
+#include "kubequota/kube/pod.h"
+#include "kubequota/engine/resource.h"
 
 #include "testutil.h"
 

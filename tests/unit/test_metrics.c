@@ -17,11 +17,11 @@
 #include <cmocka.h>
 
 #include "kubequota/app.h"
-#include "kubequota/config.h"
-#include "kubequota/ledger.h"
-#include "kubequota/log.h"
-#include "kubequota/metrics.h"
-#include "kubequota/ugm.h"
+#include "kubequota/engine/config.h"
+#include "kubequota/control/ledger.h"
+#include "kubequota/base/log.h"
+#include "kubequota/serve/metrics.h"
+#include "kubequota/engine/ugm.h"
 
 /* ------------------------------------------------------------------ exposition parser */
 

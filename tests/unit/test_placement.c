@@ -18,9 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kubequota/config.h"
-#include "kubequota/placement.h"
-#include "kubequota/ugm.h"
+#include "kubequota/engine/config.h"
+#include "kubequota/engine/placement.h"
+#include "kubequota/engine/ugm.h"
 #include "testutil.h"
 
 typedef struct world {

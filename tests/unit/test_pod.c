@@ -12,8 +12,8 @@
 
 #include <cmocka.h>
 
-#include "kubequota/config.h"
-#include "kubequota/pod.h"
+#include "kubequota/engine/config.h"
+#include "kubequota/kube/pod.h"
 
 #include "testutil.h"
 

@@ -17,9 +17,9 @@
 #include <cmocka.h>
 #include <pthread.h>
 
-#include "kubequota/log.h"
-#include "kubequota/quota_tree.h"
-#include "kubequota/resource.h"
+#include "kubequota/base/log.h"
+#include "kubequota/engine/quota_tree.h"
+#include "kubequota/engine/resource.h"
 
 /* ------------------------------------------------------------------ helpers */
 

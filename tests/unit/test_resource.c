@@ -13,7 +13,7 @@
 #include <cmocka.h>
 #include <pthread.h>
 
-#include "kubequota/resource.h"
+#include "kubequota/engine/resource.h"
 
 #define GPU "nvidia.com/gpu"
 #define KI INT64_C(1024)

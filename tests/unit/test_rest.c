@@ -13,10 +13,10 @@
 #include <jansson.h>
 
 #include "kubequota/app.h"
-#include "kubequota/config.h"
-#include "kubequota/log.h"
-#include "kubequota/rest.h"
-#include "kubequota/ugm.h"
+#include "kubequota/engine/config.h"
+#include "kubequota/base/log.h"
+#include "kubequota/serve/rest.h"
+#include "kubequota/engine/ugm.h"
 
 #include "testapp.h"
 #include "testutil.h"

@@ -27,14 +27,14 @@
 #include <jansson.h>
 #include <openssl/evp.h>
 
-#include "kubequota/admission.h"
+#include "kubequota/serve/admission.h"
 #include "kubequota/app.h"
-#include "kubequota/config.h"
-#include "kubequota/ledger.h"
-#include "kubequota/log.h"
-#include "kubequota/metrics.h"
-#include "kubequota/server.h"
-#include "kubequota/ugm.h"
+#include "kubequota/engine/config.h"
+#include "kubequota/control/ledger.h"
+#include "kubequota/base/log.h"
+#include "kubequota/serve/metrics.h"
+#include "kubequota/serve/server.h"
+#include "kubequota/engine/ugm.h"
 
 #define MAX_BODY 4096
 

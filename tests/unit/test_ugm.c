@@ -15,10 +15,10 @@
 #include <cmocka.h>
 #include <pthread.h>
 
-#include "kubequota/config.h"
-#include "kubequota/log.h"
-#include "kubequota/resource.h"
-#include "kubequota/ugm.h"
+#include "kubequota/engine/config.h"
+#include "kubequota/base/log.h"
+#include "kubequota/engine/resource.h"
+#include "kubequota/engine/ugm.h"
 
 #include "testutil.h"
 

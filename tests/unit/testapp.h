@@ -7,11 +7,11 @@
 #include <stdatomic.h>
 
 #include "kubequota/app.h"
-#include "kubequota/config.h"
-#include "kubequota/kube.h"
-#include "kubequota/ledger.h"
-#include "kubequota/metrics.h"
-#include "kubequota/ugm.h"
+#include "kubequota/engine/config.h"
+#include "kubequota/kube/kube.h"
+#include "kubequota/control/ledger.h"
+#include "kubequota/serve/metrics.h"
+#include "kubequota/engine/ugm.h"
 
 enum {
     TEST_APP_HOLDER = 1u << 0,  /* app->config: a holder of cfg */

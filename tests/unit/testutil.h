@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kubequota/config.h"
+#include "kubequota/engine/config.h"
 
 /* A configuration from YAML text (named "test.yaml" in diagnostics); NULL after printing
  * every diagnostic to stderr when the text is refused. */

@@ -1,0 +1,214 @@
+/* Elastic quota wiring: fills the quota tree (quota_tree.h) from queues.yaml and from
+ * ElasticQuota objects, keeps its cluster total in step with the nodes, reclaims lent
+ * resources by eviction, writes ElasticQuota status, names the quota group of each pod
+ * for the pod ledger, and validates ElasticQuota objects for the admission webhook.
+ *
+ * Groups.
+ *  - queues.yaml: every queue below root is a quota group named by its full path
+ *    ("root.team-a"; the root queue is the tree's hidden root). min = resources.guaranteed
+ *    (a parent queue without a guaranteed value for a resource guarantees the sum of its
+ *    children's, as YuniKorn accounts it), max = resources.max (missing = unlimited),
+ *    properties kubequota.io/shared-weight ("cpu=4,memory=8Gi"; default: max) and
+ *    kubequota.io/allow-lent ("true"/"false"; default true). A queue with children, or
+ *    "parent: true", is a parent group. Reapplied on every config reload.
+ *  - ElasticQuota objects of scheduler-plugins (scheduling.x-k8s.io/v1alpha1): one flat
+ *    first-level group per object named "namespace/name" (objects of the same name in two
+ *    namespaces are two groups), spec.min / spec.max; Koordinator's labels and
+ *    annotations on them are ignored with a warning.
+ *  - ElasticQuota objects of Koordinator (scheduling.sigs.k8s.io/v1alpha1): the group is
+ *    metadata.name; spec.min / spec.max; labels quota.scheduling.koordinator.sh/parent
+ *    (default and "koordinator-root-quota": first level; may name a queue group such as
+ *    "root.team-a"), .../is-parent ("true"), .../allow-lent-resource (lending unless
+ *    "false"); annotation .../shared-weight (JSON ResourceList; default: max). An object
+ *    named "koordinator-default-quota" sets the default group; "koordinator-root-quota"
+ *    and "koordinator-system-quota" are ignored. When two sources name the same group, a
+ *    queue wins over an object and the first object seen wins over later ones (the loser
+ *    is logged and ignored until the winner goes away). A group the tree refuses (its
+ *    parent does not exist yet, rule broken) is retried after every change and logged.
+ *    Removing an object removes the group; its pods fall to the default group
+ *    (kq_ledger_remove_group).
+ *  - The system group (pods of the system namespaces, --system-namespaces, default
+ *    kube-system) and the default group (--default-quota-min/max) exist from the start.
+ *
+ * A pod's quota group (kq_elastic_resolve), first match wins:
+ *   1. the pod's namespace is a system namespace -> KQ_QTREE_SYSTEM;
+ *   2. label quota.scheduling.koordinator.sh/name: the group it names (a parent group
+ *      too: the pod is then denied, "only leaf groups run pods"); a name that is no
+ *      group ("koordinator-default-quota", "koordinator-system-quota", unknown names)
+ *      -> the default group, as Koordinator does (a label never reaches the system group);
+ *   3. the namespace's quota, in this order: the Koordinator object named like the
+ *      namespace in that namespace; the Koordinator object whose annotation
+ *      quota.scheduling.koordinator.sh/namespaces lists it; the scheduler-plugins object
+ *      in the namespace. Never "the first object of the namespace": of two objects at the
+ *      same rank the one seen first binds the namespace and the other is logged;
+ *   4. the quota group of the pod's queue (kubequota.io/queue or the namespace queue,
+ *      see pod.h), when that group exists, is a leaf and bounds something (the queue or
+ *      one of its parents has guaranteed or max resources: a queue without any is no
+ *      quota, so Koordinator's default-quota rules apply to its pods);
+ *   5. KQ_QTREE_DEFAULT.
+ * A pod keeps the group it was counted in until it ends (the ledger remembers it).
+ *
+ * Cluster total: the sum of status.allocatable of nodes without spec.unschedulable, set
+ * after the first full node list (before it, runtime bounds nothing).
+ *
+ * ElasticQuota informers: each API group's path is probed (GET ?limit=1) before its
+ * informer starts; a 404 means the cluster does not serve that CRD: it is probed again
+ * later, with the delay doubling from 1s up to 60s.
+ *
+ * Reclaim: a timer (every tick_ms) lists the leaf groups whose used exceeds min(runtime,
+ * max) in a resource their max names (never the default group). A group over for at
+ * least reclaim_grace_ms loses the smallest set of pods that brings it back (Koordinator's
+ * assign-back): pods are taken lowest priority first, then youngest, until the excess is
+ * covered, then every taken pod that can stay without going over again is given back,
+ * highest priority first; the rest are evicted through the Eviction API. Never evicted:
+ * non-preemptible pods (quota.scheduling.koordinator.sh/preemptible: "false"), pods whose
+ * creationTimestamp is younger than reclaim_min_runtime_ms, a pod evicted already (never
+ * twice, until it is gone), a pod whose eviction was refused (a PodDisruptionBudget's
+ * 429, or any error) in the last 60s: the plan is made again without it, so another pod
+ * is chosen and the refused one is not asked at every tick. Every eviction is logged,
+ * counted (kq_elastic_evictions) and recorded as a Warning Event "Reclaimed" on the pod.
+ *
+ * Status: at most every status_interval_ms per object and at most status_burst writes
+ * per tick, each applied ElasticQuota whose group's used or runtime changed gets a
+ * merge PATCH of status.used (on the status subresource; where that is 404, in the main
+ * object) and of Koordinator's annotations (JSON ResourceLists) on the object:
+ * quota.scheduling.koordinator.sh/runtime (the keys its max names; the default group: its
+ * max), .../request (what the group asks of its parent), .../child-request (its pods'
+ * requests, or its children's asks) and .../non-preemptible-used.
+ *
+ * Threads and locks: informer threads (nodes, one per served ElasticQuota API group) and
+ * one timer thread (config changes, CRD probes, reclaim, status, ledger expiry). All
+ * changes to the tree's groups are serialised by a private apply lock; the resolver's
+ * namespace map has its own lock. Lock order: apply -> ledger -> ugm -> quota tree, and
+ * map -> quota tree. No I/O under any lock: evictions, events and status writes work on
+ * copies taken under the locks.
+ */
+#ifndef KUBEQUOTA_ELASTIC_H
+#define KUBEQUOTA_ELASTIC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "kubequota/app.h"
+#include "kubequota/engine/config.h"
+#include "kubequota/base/error.h"
+#include "kubequota/kube/pod.h"
+#include "kubequota/engine/quota_tree.h"
+#include "kubequota/engine/resource.h"
+
+#define KQ_EQ_GROUP_UPSTREAM "scheduling.x-k8s.io"
+#define KQ_EQ_GROUP_KOORD    "scheduling.sigs.k8s.io"
+#define KQ_EQ_LABEL_PREFIX   "quota.scheduling.koordinator.sh/"
+#define KQ_EQ_ANN_RUNTIME    "quota.scheduling.koordinator.sh/runtime"
+
+typedef struct kq_elastic kq_elastic_t;
+
+/* Evicts a pod (default: kq_kube_evict on app->kube). 0, KQ_ECONFLICT (refused, e.g. a
+ * PodDisruptionBudget), KQ_ENOENT (gone) or another error with err set. */
+typedef int (*kq_elastic_evict_fn)(void *ud, const char *ns, const char *name, const char *uid, char *err,
+                                   size_t errlen);
+
+typedef struct kq_elastic_opts {
+    const char *const *system_namespaces; /* borrowed; NULL = {"kube-system"} */
+    size_t n_system_namespaces;
+    kq_resource_t default_min;            /* default group's min (empty) */
+    kq_resource_t default_max;            /* default group's max (empty = unlimited) */
+    long reclaim_grace_ms;                /* 60000 */
+    long reclaim_min_runtime_ms;          /* 0: reclaim skips pods running for less */
+    long tick_ms;                         /* 1000 */
+    long status_interval_ms;              /* 10000 */
+    int status_burst;                     /* 20 */
+    bool watch_nodes;                     /* true: nodes informer sets the cluster total */
+    bool watch_quotas;                    /* true: ElasticQuota informers */
+    bool preempt_default;                 /* false: default-group pods are never preemption
+                                           * victims (Koordinator's default) */
+    kq_elastic_evict_fn evict;            /* NULL = kq_kube_evict */
+    void *evict_ud;
+} kq_elastic_opts_t;
+
+void kq_elastic_opts_default(kq_elastic_opts_t *o);
+
+/* New module with a new quota tree: the queues of app->config's partition app->partition
+ * become groups, and app->ledger (when set) is wired to the tree with kq_elastic_resolve
+ * (kq_ledger_set_qtree): call before any pod reaches the ledger. app is borrowed and must
+ * outlive the module; opts is copied (system_namespaces stays borrowed). NULL on ENOMEM. */
+kq_elastic_t *kq_elastic_new(kq_app_t *app, const kq_elastic_opts_t *opts);
+/* Starts the informers (when app->kube is set) and the timer thread. 0 or KQ_ENOMEM. */
+int kq_elastic_start(kq_elastic_t *e) KQ_WUR;
+/* Stops the threads (idempotent). */
+void kq_elastic_stop(kq_elastic_t *e);
+/* Stops and frees. The tree is freed too: free the ledger first, or unwire nothing else
+ * uses it. NULL is a no-op. */
+void kq_elastic_free(kq_elastic_t *e);
+
+/* A node's counted allocatable (empty when unschedulable). KQ_ENOENT for a node the
+ * nodes informer has not shown. */
+int kq_elastic_node_allocatable(kq_elastic_t *e, const char *node, kq_resource_t *out) KQ_WUR;
+/* Whether pods of the default group may be preemption victims (opts.preempt_default). */
+bool kq_elastic_preempt_default(const kq_elastic_t *e);
+
+/* The tree (borrowed, lives as long as the module). */
+kq_qtree_t *kq_elastic_qtree(kq_elastic_t *e);
+
+/* The nodes seen by the nodes informer, sorted by name: [{"name", "allocatable" (canonical
+ * resource map; {} for an unschedulable node)}]. New reference; NULL on ENOMEM. */
+json_t *kq_elastic_nodes_json(kq_elastic_t *e);
+
+/* The pod's quota group (rules above) in group; 0. KQ_ENOENT never: every pod has one.
+ * Matches kq_ledger_resolve_fn (ud = the module). */
+int kq_elastic_resolve(void *ud, const kq_pod_t *pod, char *group, size_t len);
+
+/* ---- inputs (the informers and the timer call these; public for tests) ---- */
+
+/* Rebuilds the queue groups from a partition (NULL: no queue groups). */
+void kq_elastic_apply_config(kq_elastic_t *e, const kq_partition_conf_t *part);
+/* A Node object (ADDED/MODIFIED/DELETED, kube.h's KQ_WATCH_*), and list boundaries. */
+void kq_elastic_node_event(kq_elastic_t *e, int type, const json_t *node);
+void kq_elastic_nodes_list_begin(kq_elastic_t *e);
+void kq_elastic_nodes_list_end(kq_elastic_t *e);
+/* An ElasticQuota object of either API group (apiVersion says which; a list item without
+ * apiVersion needs api_group). 0, or KQ_EPARSE with the reason in err (nothing changed). */
+int kq_elastic_quota_event(kq_elastic_t *e, int type, const json_t *obj, const char *api_group, char *err,
+                           size_t errlen) KQ_WUR;
+/* A full list of one API group starts / ends (objects not listed are removed). */
+void kq_elastic_quotas_list_begin(kq_elastic_t *e, const char *api_group);
+void kq_elastic_quotas_list_end(kq_elastic_t *e, const char *api_group);
+
+/* One reclaim pass at monotonic time now_ms (the timer passes its clock). Returns the
+ * number of evictions that succeeded. */
+size_t kq_elastic_reclaim_once(kq_elastic_t *e, int64_t now_ms);
+
+/* Evictions done / refused or failed so far. */
+unsigned long kq_elastic_evictions(kq_elastic_t *e, unsigned long *failed);
+/* Status writes done / failed so far. */
+unsigned long kq_elastic_status_writes(kq_elastic_t *e, unsigned long *failed);
+
+/* ---- admission ----
+ * kq_admission_eq_hook_t for kq_admission_opts_t.validate_elasticquota (ud = the
+ * module): CREATE/UPDATE are checked with kq_qtree_validate_group against the current
+ * tree (min <= max, children's min within the parent's min below the first level, the
+ * parent exists and is a parent group, children/pods versus is-parent, moves), plus the
+ * object's own syntax and name conflicts with queue groups; DELETE is denied while the
+ * group has children or pods. Koordinator objects also get Koordinator's webhook rules:
+ * spec.min names only resources of spec.max; for the keys of the annotation
+ * .../max-strict-check-resource-keys, max covers status.used; the label .../tree-id never
+ * changes and equals the parent's and the children's; max names the same resources as
+ * the parent's (and the children's), min only resources of the parent's min; the label
+ * .../allow-force-update "true" skips the children's-min-sum checks; a namespace listed
+ * in .../namespaces must not be bound to another quota; koordinator-root-quota and
+ * koordinator-system-quota cannot be created, changed or deleted, and
+ * koordinator-default-quota not deleted. Denials say why. */
+int kq_elastic_validate_admission(void *ud, const json_t *request, char *msg, size_t len);
+
+/* kq_admission_pod_hook_t for kq_admission_opts_t.check_pod_quota (ud = the module),
+ * Koordinator's pod rules (koordinator-sh/koordinator pkg/webhook/elasticquota/pod_check.go):
+ * a pod whose label quota.scheduling.koordinator.sh/name names a parent quota group is
+ * denied (CREATE and UPDATE); an UPDATE may not change the label
+ * quota.scheduling.koordinator.sh/preemptible (whether the pod counts within min). 0 or
+ * KQ_EDENIED with msg. */
+int kq_elastic_check_pod(void *ud, const json_t *pod, const json_t *old, char *msg, size_t len);
+
+#endif

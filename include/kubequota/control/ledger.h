@@ -1,0 +1,160 @@
+/* Pod ledger: the only place that turns pod events into quota engine increases and
+ * decreases. Keyed by pod UID; each pod is counted at most once and released exactly
+ * once, whichever path (bind, watch, relist) sees it first.
+ *
+ * States of a known pod:
+ *   PENDING  known (from the watch or a filter/bind lookup), not counted
+ *   ASSUMED  counted by kq_ledger_assume at bind time, not yet seen bound by the watch
+ *   BOUND    counted, and the watch has shown it bound to a node
+ * A pod that is deleted or terminal is released (if counted) and forgotten.
+ * The ledger remembers exactly what it counted (queue, application, user, request) and
+ * releases that, even if the pod's labels change later. A bound pod without a valid queue
+ * is counted against "root" (and a warning logged). An in-place resize of a bound pod
+ * releases the old request and counts the new one.
+ *
+ * Relist (after a 410 or at start): kq_ledger_resync_begin, kq_ledger_observe for each
+ * listed pod, kq_ledger_resync_end: pods not listed are released, except pods assumed
+ * after the resync began (their bind may be in flight).
+ *
+ * Elastic quota (kq_ledger_set_qtree): each pod is also accounted in the quota tree, in
+ * the quota group the resolver names for it (see elastic.h): its request while it is a
+ * pending pod of our scheduler or counted (kq_qtree_request_add/sub), and its request as
+ * used while counted (kq_qtree_used_add/sub; non-preemptible pods also as non-preemptible
+ * used). Like the queue, the group a pod is counted in is remembered and released
+ * verbatim. Enforcement at bind is check-and-commit across the ugm AND the quota tree:
+ * both are committed or neither. A bound pod whose group is gone or is a parent is
+ * counted in KQ_QTREE_DEFAULT. Without a quota tree the ledger behaves as before.
+ *
+ * DESIGN: one mutex guards the UID table; engine calls are made under it (lock order:
+ * ledger -> ugm -> quota tree). No I/O under the lock: bind POSTs happen in the caller,
+ * between assume and forget. The resolver is called with no ledger lock held.
+ */
+#ifndef KUBEQUOTA_LEDGER_H
+#define KUBEQUOTA_LEDGER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "kubequota/base/error.h"
+#include "kubequota/kube/pod.h"
+#include "kubequota/engine/quota_tree.h"
+#include "kubequota/engine/ugm.h"
+
+typedef struct kq_ledger kq_ledger_t;
+
+/* The ledger borrows ugm (it must outlive the ledger). scheduler_name: pods with this
+ * spec.schedulerName are "ours" (pending resources are shown for them). */
+kq_ledger_t *kq_ledger_new(kq_ugm_t *ugm, const char *scheduler_name);
+void kq_ledger_free(kq_ledger_t *l);
+
+/* Filter: would the pod fit? 0 when already counted or when it fits; KQ_EDENIED with the
+ * reason (also for an unresolvable queue). Changes nothing: a filter request may name a pod
+ * the API server does not know (anyone who reaches the port can send one), so it leaves
+ * no state behind; the watch makes pods known. */
+int kq_ledger_check(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reason_len) KQ_WUR;
+
+/* Bind: check and count the pod (enforced). 0 when counted now or already counted;
+ * KQ_EDENIED with the reason, no usage changed. With a quota tree: ugm and tree are both
+ * committed or neither; a pod not known yet is first remembered as pending (its request
+ * enters its group's request, which its group's runtime depends on) and stays so when
+ * denied. */
+int kq_ledger_assume(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reason_len) KQ_WUR;
+
+/* Bind failed: release what kq_ledger_assume counted, unless the watch has confirmed the
+ * pod bound meanwhile. KQ_ENOENT when the pod is not assumed. */
+int kq_ledger_forget(kq_ledger_t *l, const char *uid);
+
+/* Watch ADDED/MODIFIED (and relist items): bound and alive -> counted (unchecked: reality
+ * is never refused); terminal or deleted -> released; unassigned -> pending. */
+void kq_ledger_observe(kq_ledger_t *l, const kq_pod_t *pod);
+
+/* Watch DELETED: release if counted, forget. */
+void kq_ledger_remove(kq_ledger_t *l, const char *uid);
+
+void kq_ledger_resync_begin(kq_ledger_t *l);
+void kq_ledger_resync_end(kq_ledger_t *l);
+
+/* Copy of what the ledger knows of a pod (for bind, which only gets name/namespace/uid).
+ * 0 or KQ_ENOENT. */
+int kq_ledger_lookup(kq_ledger_t *l, const char *uid, kq_pod_t *out) KQ_WUR;
+
+bool kq_ledger_is_counted(kq_ledger_t *l, const char *uid);
+
+/* True when the watch (or a relist) has shown the pod: the API server knows it. */
+bool kq_ledger_is_observed(kq_ledger_t *l, const char *uid);
+
+/* The user group the pod's application is (or would be) tracked against, as the ugm
+ * chooses it (kq_ugm_group_of; an unresolvable queue counts at "root"). out gets "" for no
+ * group. No ledger lock is taken. */
+int kq_ledger_pod_group(kq_ledger_t *l, const kq_pod_t *pod, char *out, size_t outlen) KQ_WUR;
+
+/* ---- elastic quota ---- */
+
+/* Names the quota group of a pod in group (NUL-terminated, at most len-1 bytes). 0, or
+ * KQ_ENOENT when the pod is not subject to the quota tree. Called with no ledger lock
+ * held; it may take its own locks and the quota tree's. */
+typedef int (*kq_ledger_resolve_fn)(void *ud, const kq_pod_t *pod, char *group, size_t len);
+
+/* Wires the quota tree (borrowed; must outlive the ledger) and the group resolver. Call
+ * once, before any pod is known to the ledger. */
+void kq_ledger_set_qtree(kq_ledger_t *l, kq_qtree_t *t, kq_ledger_resolve_fn resolve, void *ud);
+
+/* kq_ledger_check that also says whether a denial came from the quota tree (*by_tree;
+ * preemption inside the group may then help) rather than from a user/group/queue limit.
+ * Like kq_ledger_check it changes nothing: a pod the watch has not shown yet does not
+ * enter its group's request here (a forged filter could otherwise raise any group's
+ * request and cut another group's runtime); the watch adds it a moment later. */
+int kq_ledger_check_ex(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reason_len,
+                       bool *by_tree) KQ_WUR;
+
+/* With a quota tree: remembers a pod of our scheduler the ledger does not know yet as
+ * pending (its request enters its group's request, as the watch would do a moment
+ * later; a group's runtime depends on its request). The caller has confirmed with the API
+ * server that the pod exists (filter GETs it): a forged filter must leave nothing. An
+ * entry the watch never confirms is dropped by kq_ledger_expire_unobserved or the next
+ * relist. No-op without a quota tree or for a known pod. */
+void kq_ledger_note_pending(kq_ledger_t *l, const kq_pod_t *pod);
+bool kq_ledger_has_qtree(kq_ledger_t *l);
+
+/* Admission of an in-place resize: would the pod, counted with its old request, fit with
+ * pod->request? Only the growth is checked, against the queue, application, user and
+ * quota group the pod is counted in. 0 (also for a pod not counted: its bind checks the
+ * new request), or KQ_EDENIED with the reason. Changes nothing. */
+int kq_ledger_check_resize(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reason_len) KQ_WUR;
+
+/* Removes the quota group `group` from the tree (kq_qtree_remove_group) and, in the same
+ * step under the ledger lock, makes every pod counted or pending in it belong to
+ * KQ_QTREE_DEFAULT, so each is still released exactly once. Errors as
+ * kq_qtree_remove_group; KQ_ESTATE when no quota tree is wired. */
+int kq_ledger_remove_group(kq_ledger_t *l, const char *group, char *err, size_t errlen) KQ_WUR;
+
+/* A counted pod of a quota group, for reclaim (copies; free with kq_ledger_victims_free). */
+typedef struct kq_ledger_victim {
+    char *uid, *ns, *name;
+    char *group;          /* its quota group; NULL: not in the tree */
+    int32_t priority;
+    int64_t created;      /* seconds since epoch, 0 unknown */
+    bool preemptible;
+    kq_resource_t req;    /* what it is counted with */
+} kq_ledger_victim_t;
+
+/* Every counted pod of `group` (a scan of the ledger: for the reclaim timer, never for
+ * filter or bind). *out NULL when *n is 0. 0 or KQ_ENOMEM. */
+int kq_ledger_group_pods(kq_ledger_t *l, const char *group, kq_ledger_victim_t **out, size_t *n) KQ_WUR;
+/* Every counted pod bound to `node` (a scan of the ledger: for preemption, never for
+ * filter or bind; a pod whose bind is still in flight has no node yet). */
+int kq_ledger_node_pods(kq_ledger_t *l, const char *node, kq_ledger_victim_t **out, size_t *n) KQ_WUR;
+void kq_ledger_victims_free(kq_ledger_victim_t *v, size_t n);
+
+/* The quota group and request a counted pod is counted with, and its priority. KQ_ENOENT
+ * when the pod is not counted or not in the quota tree. */
+int kq_ledger_counted_group(kq_ledger_t *l, const char *uid, char *group, size_t glen, kq_resource_t *req,
+                            int32_t *priority) KQ_WUR;
+
+/* Forgets pending entries known only from filter/bind (never seen by the watch) that are
+ * older than max_age_s seconds. Returns how many were dropped. */
+size_t kq_ledger_expire_unobserved(kq_ledger_t *l, int64_t max_age_s);
+/* Number of known pods, and of counted ones. */
+size_t kq_ledger_size(kq_ledger_t *l, size_t *counted);
+
+#endif

@@ -1,0 +1,153 @@
+/* Pod model: turns a Kubernetes Pod (JSON) into the facts the quota engine needs: who
+ * (user, groups), where (queue path), which application, and what (requested resources).
+ *
+ * Resolution rules:
+ *  - user/groups: annotation kubequota.io/user-info = {"user":"alice","groups":["dev"]},
+ *    else YuniKorn's yunikorn.apache.org/user.info (same shape); neither: the default user
+ *    (opts->default_user, "nobody") with no groups.
+ *  - queue named by the pod: label or annotation kubequota.io/queue, else YuniKorn's keys in
+ *    YuniKorn's order (apache/yunikorn-k8shim pkg/common/utils/utils.go GetQueueNameFromPod):
+ *    label yunikorn.apache.org/queue, annotation yunikorn.apache.org/queue, label queue.
+ *  - queue with placement rules in the partition: YuniKorn's rules (placement.h) with the
+ *    named queue as "provided" and the tags namespace (and namespace.parentqueue from the
+ *    namespace's yunikorn.apache.org/parentqueue annotation, via opts->ns_lookup); a bound
+ *    pod is "forced" (recovery queue). The result may be a dynamic queue.
+ *  - queue without placement rules (kubequota's own resolution): the named queue, else
+ *    root.<namespace> when that is a leaf queue, else root.default. A value with a dot
+ *    but no "root." prefix is a path below root (YuniKorn); a plain name must name exactly
+ *    one configured queue. A queue that does not exist, is ambiguous or is a parent queue
+ *    leaves queue NULL and queue_error set; such a pod is denied by filter/bind.
+ *  - quota group (elastic quota, see elastic.h): kq_pod_parse only records the label
+ *    quota.scheduling.koordinator.sh/name in quota_name; the group itself (quota_group)
+ *    is resolved against the live quota tree by the pod ledger's resolver.
+ *  - application: label kubequota.io/app-id, then YuniKorn's keys in YuniKorn's order
+ *    (utils.go GetApplicationIDFromPod): label yunikorn.apache.org/app-id, annotation
+ *    yunikorn.apache.org/app-id, label applicationId, label spark-app-selector (an id ending
+ *    in "-uniqueautogen" has that suffix replaced by "-<pod uid>"); then, by
+ *    opts->app_id_fallback: the controller ownerReference UID, then the pod's own UID
+ *    (KQ_APPID_OWNER, the default); or YuniKorn's generated id "yunikorn-<namespace>-autogen"
+ *    (KQ_APPID_YUNIKORN) or "<namespace, at most 26 bytes>-<pod uid>" (KQ_APPID_YUNIKORN_UNIQUE,
+ *    YuniKorn's generateUniqueAppId), both cut at 63 bytes (utils.go GenerateApplicationID).
+ *  - request: max(sum of regular containers + restartable (sidecar) init containers,
+ *    the largest regular init container plus the sidecars started before it), plus
+ *    spec.overhead — the way Kubernetes computes a pod's effective request. A container
+ *    resource with a limit and no request requests its limit (API server defaulting);
+ *    pod-level spec.resources.requests replace cpu/memory/hugepages; during an in-place
+ *    resize the larger of spec and status (allocated/actuated) counts (see src/kube/pod.c).
+ *
+ * Ownership: kq_pod_t owns its strings; kq_pod_clear frees them. Parsing never keeps a
+ * reference to the document.
+ */
+#ifndef KUBEQUOTA_POD_H
+#define KUBEQUOTA_POD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "kubequota/engine/config.h"
+#include "kubequota/base/error.h"
+#include "kubequota/kube/jscan.h"
+#include "kubequota/engine/placement.h"
+#include "kubequota/engine/resource.h"
+
+typedef enum kq_pod_phase {
+    KQ_POD_PENDING = 0,
+    KQ_POD_RUNNING,
+    KQ_POD_SUCCEEDED,
+    KQ_POD_FAILED,
+    KQ_POD_UNKNOWN,
+} kq_pod_phase_t;
+
+typedef struct kq_pod {
+    char *uid;            /* metadata.uid (required) */
+    char *ns, *name;      /* metadata.namespace (default "default"), metadata.name */
+    char *node;           /* spec.nodeName, NULL when unassigned */
+    char *scheduler_name; /* spec.schedulerName, "default-scheduler" when absent */
+    kq_pod_phase_t phase;
+    bool deleting;        /* metadata.deletionTimestamp set */
+    char *user;
+    char **groups;
+    size_t n_groups;
+    char *queue;          /* resolved full path, or NULL (then queue_error says why) */
+    char *queue_error;
+    char *app_id;
+    kq_resource_t request;
+    int32_t priority;     /* spec.priority, 0 when absent */
+    bool preemptible;     /* false when label quota.scheduling.koordinator.sh/preemptible="false" */
+    int64_t created;      /* metadata.creationTimestamp, seconds since epoch (0 unknown) */
+    char *quota_name;     /* label quota.scheduling.koordinator.sh/name, NULL when absent */
+    char *quota_group;    /* resolved elastic quota group (set by the pod ledger's resolver,
+                           * see elastic.h); NULL when not resolved / no quota tree */
+} kq_pod_t;
+
+typedef enum kq_app_id_fallback {
+    KQ_APPID_OWNER = 0,
+    KQ_APPID_YUNIKORN,
+    KQ_APPID_YUNIKORN_UNIQUE,
+} kq_app_id_fallback_t;
+
+typedef struct kq_pod_opts {
+    const kq_partition_conf_t *partition; /* for queue resolution; borrowed */
+    const char *default_user;             /* NULL = "nobody" */
+    kq_jdoc_t *scratch; /* a document to reuse for the user-info annotation's JSON (one
+                         * thread's, e.g. the informer's); NULL: a temporary one */
+    kq_app_id_fallback_t app_id_fallback;
+    /* placement hooks, each may be NULL (see kq_place_in_t): dynamic queues in use and the
+     * submit ACL, both called with hook_arg */
+    kq_qkind_t (*dynamic_kind)(void *arg, const char *path);
+    bool (*may_submit)(void *arg, const kq_queue_conf_t *q, const char *user, const char *const *groups,
+                       size_t n_groups);
+    /* a pod placed in a dynamic queue hands it its namespace's limits (ns_limits below);
+     * max NULL and max_apps 0 clear them (kq_ugm_set_dynamic_limits) */
+    void (*set_dynamic_limits)(void *arg, const char *path, const kq_resource_t *max, uint64_t max_apps);
+    void *hook_arg;
+    /* copies the namespace's parent queue annotation into buf (NUL-terminated); false when
+     * there is none or the namespace is unknown */
+    bool (*ns_parent_queue)(void *arg, const char *ns, char *buf, size_t len);
+    /* the namespace's queue limits (namespace.quota / namespace.maxApps); false: none */
+    bool (*ns_limits)(void *arg, const char *ns, kq_resource_t *max, bool *has_max, uint64_t *max_apps);
+    void *ns_arg;
+} kq_pod_opts_t;
+
+/* The members of a Pod that kubequota reads: kq_pod_parse, the metering's PodScheduled
+ * condition and the informer's metadata.resourceVersion. A pod decoded with
+ * kq_jdoc_parse(doc, text, len, kq_pod_fields, ...) parses exactly like the whole object
+ * (tests/unit/test_pod.c and fuzz/fuzz_pod.c hold that), without decoding managedFields,
+ * env, volumes, images, probes... */
+extern const kq_jfilter_t kq_pod_fields[];
+
+/* Parses and resolves a Pod object (a decoded document's node, see kq_jdoc in jscan.h).
+ * On success *out owns new strings (clear it with kq_pod_clear). On failure (not an
+ * object, no uid, bad quantity, bad user-info JSON...) returns KQ_EPARSE with a reason
+ * naming the field; *out is left zeroed. */
+int kq_pod_parse(const kq_jnode_t *obj, const kq_pod_opts_t *opts, kq_pod_t *out, char *err,
+                 size_t errlen) KQ_WUR;
+
+/* The same from JSON text: decodes kq_pod_fields of it into a temporary document. Text
+ * that is not JSON is KQ_EPARSE with the position in err. */
+int kq_pod_parse_text(const char *text, size_t len, const kq_pod_opts_t *opts, kq_pod_t *out, char *err,
+                      size_t errlen) KQ_WUR;
+
+/* The same from a jansson value (for callers that hold one: a GET, preemption arguments;
+ * it is written out and decoded again, so it is not for hot paths). */
+int kq_pod_parse_json(const json_t *obj, const kq_pod_opts_t *opts, kq_pod_t *out, char *err,
+                      size_t errlen) KQ_WUR;
+
+/* Effective request of a PodSpec object (see rules above). */
+int kq_pod_request(const kq_jnode_t *spec, kq_resource_t *out, char *err, size_t errlen) KQ_WUR;
+
+/* Deep copy; KQ_ENOMEM leaves dst zeroed. */
+int kq_pod_copy(kq_pod_t *dst, const kq_pod_t *src) KQ_WUR;
+/* Frees the strings and zeroes the struct. NULL is a no-op. */
+void kq_pod_clear(kq_pod_t *p);
+
+/* Succeeded or Failed: holds nothing any more. */
+static inline bool kq_pod_is_terminal(const kq_pod_t *p)
+{
+    return p->phase == KQ_POD_SUCCEEDED || p->phase == KQ_POD_FAILED;
+}
+
+#endif

@@ -1,0 +1,147 @@
+/* Admission webhooks (AdmissionReview admission.k8s.io/v1): the API server asks kubequota
+ * before it stores an object, so that the identity kubequota counts a pod against is the
+ * identity the API server authenticated, never one the requester wrote.
+ *
+ * Mutating (POST /admission/mutate, and /admission/mutate-scheduler, see below):
+ *  - Pod CREATE: metadata.annotations["kubequota.io/user-info"] and
+ *    ["yunikorn.apache.org/user.info"] are both set to {"user":U,"groups":[G...]} from
+ *    request.userInfo (groups in request order), replacing whatever the requester wrote.
+ *    A missing annotations map (or metadata) is created by the patch.
+ *  - Pod UPDATE: the two annotations are put back to their values in oldObject (or removed
+ *    when oldObject had none), so an identity cannot be changed after creation. A change
+ *    of a placement label or annotation (kubequota.io/queue, queue,
+ *    yunikorn.apache.org/queue, kubequota.io/app-id, applicationId,
+ *    quota.scheduling.koordinator.sh/name and /preemptible) is denied (403), for every
+ *    requester: the ledger counts a pod where it was admitted, and a restart must count it
+ *    in the same place.
+ *  - Deployment, ReplicaSet, StatefulSet, DaemonSet, Job, ReplicationController
+ *    (spec.template) and CronJob
+ *    (spec.jobTemplate.spec.template) CREATE: the pod template's annotations are stamped
+ *    the same way, so the pods controllers create later carry the creator's identity.
+ *    Missing template metadata/annotations maps are created.
+ *  - Workload UPDATE: when the pod template changed (ignoring the two identity
+ *    annotations) the template is stamped with the updater's identity: the identity is
+ *    the person who last changed the template. When only other fields changed (replicas,
+ *    labels, a re-apply of the same manifest by someone else), the template's identity is
+ *    restored from oldObject instead, so such an update never rolls the workload's pods.
+ *  - Requests from trusted requesters (trusted_users / trusted_groups) are never given an
+ *    identity: a trusted controller keeps whatever identity the object already carries
+ *    (a pod a controller creates without one is counted against the default user).
+ *    Default: every service account in kube-system (the built-in controllers;
+ *    "system:serviceaccount:kube-system:*" and group "system:serviceaccounts:kube-system")
+ *    and "system:kube-controller-manager" (the controller manager's own identity when it
+ *    runs without --use-service-account-credentials).
+ *  - With opts->set_scheduler_name, Pod CREATE also sets spec.schedulerName to
+ *    opts->scheduler_name, whatever the pod asked for (a pod in an enabled namespace
+ *    cannot opt out of quota). An AdmissionReview carries no namespace labels, so the
+ *    chart registers this behaviour as a second webhook on POST /admission/mutate-scheduler
+ *    with namespaceSelector kubequota.io/enabled=true; it repeats the identity stamping,
+ *    which is idempotent.
+ *  - With opts->check_pod: a managed pod (spec.schedulerName is opts->scheduler_name)
+ *    created with spec.nodeName by an untrusted requester bypasses the scheduler, so it is
+ *    checked against its limits here (after stamping), as ResourceQuota does; a
+ *    pods/resize UPDATE of a managed pod is checked too (every requester). Denied: 403.
+ *  - Subresources (pods/status, deployments/scale, ...), other kinds and other
+ *    operations (DELETE, CONNECT) are allowed without a patch.
+ *
+ * Validating (POST /admission/validate):
+ *  - The ConfigMap opts->config_map_namespace/opts->config_map_name, CREATE or UPDATE:
+ *    data[opts->config_map_key] must load with kq_config_load_buffer; otherwise the
+ *    request is denied (status.code 422) with the validator's diagnostics joined by "; ".
+ *    A missing or non-string key is denied too. Other ConfigMaps are allowed.
+ *  - ElasticQuota (scheduling.x-k8s.io or scheduling.sigs.k8s.io): passed to
+ *    opts->validate_elasticquota when set; until the quota tree fills that hook, CREATE
+ *    and UPDATE are allowed with a warning saying the tree rules were not checked.
+ *
+ * Failure handling: a body that is not JSON, not an object or has no "request" object is
+ * not an AdmissionReview and gets HTTP 400 {"error": "..."}. A review kubequota cannot act
+ * on (wrong apiVersion/kind, no request.uid, no request.kind/operation, no userInfo where
+ * an identity is needed, malformed object) is answered 200 with allowed=false and a
+ * status message, echoing request.uid when there is one. The webhook configurations
+ * should use failurePolicy: Fail, so an unreachable kubequota does not fail open either.
+ *
+ * Patches are RFC 6902 JSON Patch arrays (add/replace/remove; "/" in keys escaped as
+ * "~1", "~" as "~0"), base64-encoded in response.patch with patchType "JSONPatch".
+ *
+ * Threads: every function here is pure over its arguments (no shared state), so civetweb
+ * workers may call them concurrently. opts and everything it points to are borrowed and
+ * read-only during a call.
+ */
+#ifndef KUBEQUOTA_ADMISSION_H
+#define KUBEQUOTA_ADMISSION_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <jansson.h>
+
+#include "kubequota/engine/config.h"
+#include "kubequota/base/error.h"
+
+#define KQ_ADMISSION_ANN_USER_INFO    "kubequota.io/user-info"
+#define KQ_ADMISSION_ANN_YK_USER_INFO "yunikorn.apache.org/user.info"
+/* The namespace label the chart's namespaceSelector uses for /admission/mutate-scheduler. */
+#define KQ_ADMISSION_ENABLE_LABEL     "kubequota.io/enabled"
+/* Largest body accepted (an AdmissionReview carries object and oldObject, each up to the
+ * API server's ~3 MiB object limit). Larger bodies get HTTP 413. */
+#define KQ_ADMISSION_MAX_BODY         (16u * 1024u * 1024u)
+/* Longest status.message / warning kubequota writes (bytes; longer text is cut, "..."). */
+#define KQ_ADMISSION_MAX_MESSAGE      4096u
+
+/* Hook for ElasticQuota validation. `request` is the AdmissionReview's "request" object
+ * (borrowed, read-only). Return 0 to allow (a non-empty msg is then sent as a warning) or
+ * a negative KQ_E* code to deny with msg as status.message (status.code 403 for
+ * KQ_EDENIED, 422 otherwise). msg is NUL-terminated text of at most len-1 bytes. */
+typedef int (*kq_admission_eq_hook_t)(void *ud, const json_t *request, char *msg, size_t len);
+
+/* Hook that checks a managed pod against its limits at admission (issue 20): a pod
+ * created with spec.nodeName by a requester who is not trusted (it skips the scheduler:
+ * old NULL), or a pods/resize of a pod (old: the pod before). pod is the object as it
+ * will be stored (identity stamped). 0 allows; KQ_EDENIED denies (403) with msg; other
+ * negative codes deny with 500 and msg (the check could not be made: fail closed, as the
+ * scheduler would). */
+typedef int (*kq_admission_pod_hook_t)(void *ud, const json_t *pod, const json_t *old, char *msg, size_t len);
+
+typedef struct kq_admission_opts {
+    const char *scheduler_name;          /* "kubequota-scheduler" */
+    bool set_scheduler_name;             /* stamp spec.schedulerName on Pod CREATE */
+    /* Trusted requesters. A user entry ending in '*' matches every username starting with
+     * what precedes the '*'; other entries match exactly. Group entries match exactly. */
+    const char *const *trusted_users;
+    size_t n_trusted_users;
+    const char *const *trusted_groups;
+    size_t n_trusted_groups;
+    const char *config_map_namespace;    /* "kube-system" */
+    const char *config_map_name;         /* "kubequota-config" */
+    const char *config_map_key;          /* "queues.yaml" */
+    kq_admission_eq_hook_t validate_elasticquota; /* NULL: allow with a warning */
+    void *elasticquota_ud;
+    kq_admission_pod_hook_t check_pod;   /* NULL: such pods are not checked */
+    void *check_pod_ud;
+    /* Every Pod CREATE/UPDATE (trusted requesters too): the elastic quota's pod rules
+     * (kq_elastic_check_pod); old is NULL on CREATE. NULL: not checked. */
+    kq_admission_pod_hook_t check_pod_quota;
+    void *pod_quota_ud;
+    /* The queues ConfigMap, after it loads: what the running serve requires beyond the
+     * loader (kq_app_check_config: its partition, metering budgets), so the webhook refuses
+     * exactly what a reload would. NULL: only kq_config_check_partition(cfg, "default"). */
+    int (*check_config)(void *ud, const kq_config_t *cfg, const char *file, kq_diags_t *diags);
+    void *check_config_ud;
+} kq_admission_opts_t;
+
+/* The defaults listed above; the arrays are static and never freed. */
+kq_admission_opts_t kq_admission_opts_default(void);
+
+/* The mutating webhook. `body` (len bytes, need not be NUL-terminated) is the request
+ * body. Returns the HTTP status to answer, 200 (AdmissionReview response), 400 (not an
+ * AdmissionReview) or 413 (body larger than KQ_ADMISSION_MAX_BODY), with *out a new
+ * malloc'ed JSON body of *out_len bytes (NUL-terminated; the caller frees it). Returns
+ * KQ_EINVAL (NULL arguments) or KQ_ENOMEM with *out and *out_len untouched. */
+int kq_admission_mutate(const kq_admission_opts_t *o, const char *body, size_t len, char **out,
+                        size_t *out_len) KQ_WUR;
+
+/* The validating webhook; same contract as kq_admission_mutate. */
+int kq_admission_validate(const kq_admission_opts_t *o, const char *body, size_t len, char **out,
+                          size_t *out_len) KQ_WUR;
+
+#endif

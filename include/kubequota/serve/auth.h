@@ -1,0 +1,66 @@
+/* Access to the usage view (REST) and, by a flag, /metrics.
+ *
+ * A caller is let in when it
+ *   - presented a client certificate the TLS layer verified against --client-ca, or
+ *   - sends "Authorization: Bearer <t>" where <t> is the token in --rest-token-file
+ *     (compared in constant time; the file is re-read when it changes, so it can be
+ *     rotated; deleting it revokes the token), or
+ *   - with --rest-auth=kubernetes, sends a Kubernetes bearer token that TokenReview
+ *     authenticates and SubjectAccessReview allows for verb "get" on the virtual resource
+ *     "usage" in API group "kubequota.io" (grant it with a ClusterRole rule:
+ *     apiGroups ["kubequota.io"], resources ["usage"], verbs ["get"]).
+ * With --rest-auth=none the view is open (for local tests); with no mechanism configured
+ * it is closed, and says how to open it.
+ *
+ * Kubernetes answers are cached for a short time, keyed by a SHA-256 digest of the token
+ * (tokens themselves are never stored or logged): an allowed token for cache_seconds (60),
+ * so a revoked token keeps working at most that long; a refused one for 10 s. Tokens not
+ * in the cache are reviewed at most 20 at once and then 10 per second; beyond that the
+ * answer is 429 (cached tokens are unaffected).
+ *
+ * Threads: kq_auth_check is called from civetweb workers; a private mutex guards the token
+ * and the cache, and is never held during a request to the API server.
+ */
+#ifndef KUBEQUOTA_AUTH_H
+#define KUBEQUOTA_AUTH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "kubequota/base/error.h"
+#include "kubequota/kube/kube.h"
+
+typedef enum kq_auth_mode {
+    KQ_AUTH_DEFAULT = 0, /* client certificate or token file */
+    KQ_AUTH_NONE,        /* open */
+    KQ_AUTH_KUBERNETES,  /* client certificate, token file, or TokenReview + SubjectAccessReview */
+} kq_auth_mode_t;
+
+typedef struct kq_auth_opts {
+    kq_auth_mode_t mode;
+    bool client_certs;      /* the server requires and verifies client certificates */
+    const char *token_file; /* NULL = none */
+    kq_kube_t *kube;        /* for KQ_AUTH_KUBERNETES; borrowed */
+    int cache_seconds;      /* how long an allowed answer is cached (0 = 60; denials 10 s) */
+} kq_auth_opts_t;
+
+typedef struct kq_auth kq_auth_t;
+
+/* Parses "none", "kubernetes" or "default". 0 or KQ_EINVAL. */
+int kq_auth_mode_parse(const char *s, kq_auth_mode_t *out) KQ_WUR;
+
+/* NULL with a reason in err when the token file cannot be read or is empty. */
+kq_auth_t *kq_auth_new(const kq_auth_opts_t *o, char *err, size_t errlen);
+void kq_auth_free(kq_auth_t *a);
+
+/* True when no mechanism could ever let a caller in (the view is closed). */
+bool kq_auth_closed(const kq_auth_t *a);
+
+/* Decides one request. has_client_cert: the connection presented a verified client
+ * certificate. authorization: the Authorization header or NULL. Returns 200 (allowed),
+ * 401 (no or unknown credentials), 403 (authenticated but not allowed), 429 (too many
+ * unknown tokens to review now) or 503 (the API server could not be asked); why[] says
+ * why for the error body. */
+int kq_auth_check(kq_auth_t *a, bool has_client_cert, const char *authorization, char *why, size_t whylen);
+
+#endif

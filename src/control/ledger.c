@@ -1,0 +1,1044 @@
+/* Pod ledger: the only place that turns pod events (bind, watch, relist) into quota
+ * engine increases and decreases, keyed by pod UID, so that each pod is counted at most
+ * once and released exactly once. See include/kubequota/ledger.h for the states.
+ *
+ * What is counted is remembered: an entry that counts a pod keeps its own copy of the
+ * queue, application, user (and groups) and request it gave the engine, and releases
+ * exactly that, whatever the pod's labels say later. A label change on a counted pod
+ * therefore does not move its usage; an in-place resize (the request changes) adds the
+ * new request and then releases the old one under the same identity, so the application
+ * never stops running in between.
+ *
+ * A bound pod whose queue cannot be resolved (queue NULL: no such queue, parent queue)
+ * is still counted — reality is never refused — against "root", and a warning is logged
+ * once for that pod. The same fallback is used when the engine rejects the pod's queue
+ * path (a configuration reload removed it).
+ *
+ * Pending resources: for pods of our scheduler that are known and unassigned, the pod's
+ * request is added to its queue's pending resources (kq_ugm_pending_add); the entry
+ * remembers the queue and amount and subtracts exactly that when the pod is counted,
+ * changes, or goes away.
+ *
+ * Resync uses generations: resync_begin increments the generation; observe stamps the
+ * entry with it; assume stamps the assumption with it. resync_end forgets (and releases)
+ * every entry not observed in the current generation, except those assumed in it.
+ * The relist must include unassigned pods of our scheduler, or pods assumed before the
+ * relist whose bind has not reached the API server would be released.
+ *
+ * Elastic quota. With a quota tree wired, every entry also keeps the tree in step:
+ * tree_sync() compares what the entry contributes to its group's request (rq_group,
+ * rq_req) with what it should (counted: the counted group and request; a pending pod of
+ * ours: its resolved group and request; otherwise nothing) and moves the difference. Used
+ * is added with the count (counted_t.group, .np) and subtracted with the release. A
+ * bound pod whose group is gone or a parent is counted in KQ_QTREE_DEFAULT. Removing a
+ * group goes through kq_ledger_remove_group, which renames the entries' groups to the
+ * default group under the ledger lock in the same step as the tree moves the usage.
+ *
+ * DESIGN: one mutex guards the UID table (uthash) and the counters. Engine calls that
+ * change usage are made under it, so the table and the engine never disagree (lock
+ * order: ledger -> ugm -> quota tree, never the reverse). kq_ledger_check calls the engine after
+ * dropping the ledger lock: it changes nothing, and filter must not serialise on the
+ * ledger. No I/O under the lock: bind POSTs happen in the caller between assume and
+ * forget. Entries and pod copies for kq_ledger_assume are allocated before the lock is
+ * taken, so a successful engine increase can never be lost to an allocation failure.
+ */
+#include "kubequota/control/ledger.h"
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <uthash.h>
+
+#include "kubequota/base/log.h"
+
+typedef enum { ST_PENDING = 0, ST_ASSUMED, ST_BOUND } state_t;
+
+static const char *const state_names[] = {"pending", "assumed", "bound"};
+
+/* What was given to the engine, released verbatim. */
+typedef struct counted {
+    char *queue, *app, *user;
+    char **groups;
+    size_t n_groups;
+    kq_resource_t req;
+    char *group; /* quota tree group the used was added to; NULL: not in the tree */
+    bool np;     /* counted as non-preemptible used */
+} counted_t;
+
+typedef struct entry {
+    char *uid; /* key */
+    UT_hash_handle hh;
+    state_t state;
+    kq_pod_t pod;         /* latest facts (watch, or the bind's pod) */
+    bool observed;        /* seen by the watch or a relist at least once */
+    counted_t c;          /* valid when state != ST_PENDING */
+    bool pending;         /* pending resources added for p_queue/p_req */
+    char *p_queue;
+    kq_resource_t p_req;
+    uint64_t seen_gen;    /* generation of the last observe */
+    uint64_t assumed_gen; /* generation of the assume that counted it */
+    char *rq_group;       /* quota tree: group whose request holds rq_req; NULL none */
+    kq_resource_t rq_req;
+    int64_t born;         /* monotonic seconds when the entry was made */
+} entry_t;
+
+struct kq_ledger {
+    pthread_mutex_t mu;
+    kq_ugm_t *ugm;
+    char *scheduler_name;
+    entry_t *table;
+    size_t n_counted;
+    uint64_t gen;
+    bool resyncing;
+    kq_qtree_t *qt;             /* NULL: no elastic quota */
+    kq_qtree_t *batch_qt;       /* the tree a resync batches (kq_qtree_batch_begin), or NULL */
+    kq_ledger_resolve_fn resolve;
+    void *resolve_ud;
+};
+
+static int64_t mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec;
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* helpers (all called with the ledger lock held, unless said otherwise)               */
+
+static void counted_clear(counted_t *c)
+{
+    free(c->queue);
+    free(c->app);
+    free(c->user);
+    free(c->group);
+    for (size_t i = 0; i < c->n_groups; i++)
+        free(c->groups[i]);
+    free(c->groups);
+    memset(c, 0, sizeof(*c));
+}
+
+/* Copy of the identity the pod is counted with; queue NULL becomes "root". No lock. */
+static int counted_from_pod(counted_t *c, const kq_pod_t *pod)
+{
+    memset(c, 0, sizeof(*c));
+    c->queue = strdup(pod->queue ? pod->queue : "root");
+    c->app = strdup(pod->app_id ? pod->app_id : pod->uid);
+    c->user = strdup(pod->user ? pod->user : "nobody");
+    if (!c->queue || !c->app || !c->user)
+        goto nomem;
+    if (pod->n_groups > 0) {
+        if ((c->groups = calloc(pod->n_groups, sizeof(char *))) == NULL)
+            goto nomem;
+        for (; c->n_groups < pod->n_groups; c->n_groups++)
+            if ((c->groups[c->n_groups] = strdup(pod->groups[c->n_groups])) == NULL)
+                goto nomem;
+    }
+    c->req = pod->request;
+    if (pod->quota_group != NULL && (c->group = strdup(pod->quota_group)) == NULL)
+        goto nomem;
+    c->np = !pod->preemptible;
+    return 0;
+nomem:
+    counted_clear(c);
+    return KQ_ENOMEM;
+}
+
+static kq_user_t counted_user(const counted_t *c)
+{
+    return (kq_user_t){.name = c->user, .groups = (const char *const *)c->groups, .n_groups = c->n_groups};
+}
+
+static void entry_free(entry_t *e)
+{
+    if (e == NULL)
+        return;
+    free(e->uid);
+    kq_pod_clear(&e->pod);
+    counted_clear(&e->c);
+    free(e->p_queue);
+    free(e->rq_group);
+    free(e);
+}
+
+static bool is_ours(const kq_ledger_t *l, const kq_pod_t *pod)
+{
+    return l->scheduler_name != NULL && pod->scheduler_name != NULL &&
+           strcmp(l->scheduler_name, pod->scheduler_name) == 0;
+}
+
+/* ---- quota tree (lock held) ---- */
+
+/* What the entry should contribute to a group's request. */
+static const char *rq_want(const kq_ledger_t *l, const entry_t *e, const kq_resource_t **req)
+{
+    if (e->state != ST_PENDING) {
+        *req = &e->c.req;
+        return e->c.group;
+    }
+    if (!is_ours(l, &e->pod) || e->pod.quota_group == NULL || kq_pod_is_terminal(&e->pod) ||
+        kq_resource_is_zero(&e->pod.request))
+        return NULL;
+    *req = &e->pod.request;
+    return e->pod.quota_group;
+}
+
+/* Makes the entry's contribution to the tree's requests what it should be. */
+static void tree_sync(kq_ledger_t *l, entry_t *e, bool gone)
+{
+    if (l->qt == NULL)
+        return;
+    const kq_resource_t *req = NULL;
+    const char *want = gone ? NULL : rq_want(l, e, &req);
+    if (e->rq_group != NULL && want != NULL && strcmp(e->rq_group, want) == 0 &&
+        kq_resource_equal(&e->rq_req, req))
+        return;
+    if (e->rq_group != NULL) {
+        int rc = kq_qtree_request_sub(l->qt, e->rq_group, &e->rq_req);
+        if (rc != 0)
+            kq_error("event=quota_request_release_failed uid=%s group=%s error=\"%s\"", e->uid, e->rq_group,
+                     kq_strerror(rc));
+        free(e->rq_group);
+        e->rq_group = NULL;
+    }
+    if (want == NULL)
+        return;
+    char *g = strdup(want);
+    if (g == NULL) {
+        kq_error("event=quota_request_failed uid=%s group=%s error=\"out of memory\"", e->uid, want);
+        return;
+    }
+    int rc = kq_qtree_request_add(l->qt, g, req);
+    if (rc != 0) {
+        /* a parent group (denied at filter/bind) or a group removed meanwhile */
+        kq_debug("event=quota_request_skipped uid=%s group=%s error=\"%s\"", e->uid, g, kq_strerror(rc));
+        free(g);
+        return;
+    }
+    e->rq_group = g;
+    e->rq_req = *req;
+}
+
+/* Adds the counted pod's used to its group (unchecked); a group that is gone or a parent
+ * falls back to the default group; failing that, the pod stays out of the tree. */
+static void tree_count(kq_ledger_t *l, entry_t *e, counted_t *c, const kq_pod_t *pod)
+{
+    if (l->qt == NULL || c->group == NULL)
+        return;
+    int rc = kq_qtree_used_add(l->qt, c->group, &c->req, c->np);
+    if ((rc == KQ_ENOENT || rc == KQ_EINVAL) && strcmp(c->group, KQ_QTREE_DEFAULT) != 0) {
+        kq_warn("event=count_in_default_group pod=%s/%s uid=%s group=%s msg=\"quota group %s; counting the "
+                "bound pod in the default group\"", pod->ns, pod->name, pod->uid, c->group,
+                rc == KQ_ENOENT ? "does not exist" : "is a parent group");
+        char *d = strdup(KQ_QTREE_DEFAULT);
+        if (d != NULL) {
+            free(c->group);
+            c->group = d;
+            rc = kq_qtree_used_add(l->qt, c->group, &c->req, c->np);
+        }
+    }
+    if (rc != 0) {
+        kq_error("event=quota_count_failed pod=%s/%s uid=%s group=%s error=\"%s\"", pod->ns, pod->name, pod->uid,
+                 c->group, kq_strerror(rc));
+        free(c->group);
+        c->group = NULL;
+    }
+    (void)e;
+}
+
+static void tree_release(kq_ledger_t *l, entry_t *e)
+{
+    if (l->qt == NULL || e->c.group == NULL)
+        return;
+    int rc = kq_qtree_used_sub(l->qt, e->c.group, &e->c.req, e->c.np);
+    if (rc != 0)
+        kq_error("event=quota_release_failed uid=%s group=%s error=\"%s\"", e->uid, e->c.group, kq_strerror(rc));
+}
+
+
+static void pending_drop(kq_ledger_t *l, entry_t *e)
+{
+    if (!e->pending)
+        return;
+    kq_ugm_pending_sub(l->ugm, e->p_queue, &e->p_req);
+    free(e->p_queue);
+    e->p_queue = NULL;
+    e->pending = false;
+}
+
+/* Makes the pending resources of an unassigned pod match `pod`. */
+static void pending_set(kq_ledger_t *l, entry_t *e, const kq_pod_t *pod)
+{
+    bool want = is_ours(l, pod) && pod->queue != NULL && !kq_resource_is_zero(&pod->request);
+    if (e->pending && want && strcmp(e->p_queue, pod->queue) == 0 &&
+        kq_resource_equal(&e->p_req, &pod->request))
+        return;
+    pending_drop(l, e);
+    if (!want)
+        return;
+    char *q = strdup(pod->queue);
+    if (q == NULL) {
+        kq_error("event=pending_add_failed pod=%s/%s uid=%s error=\"out of memory\"", pod->ns, pod->name,
+                 pod->uid);
+        return;
+    }
+    kq_ugm_pending_add(l->ugm, q, &pod->request);
+    e->p_queue = q;
+    e->p_req = pod->request;
+    e->pending = true;
+}
+
+/* Releases what the entry counted; the entry becomes PENDING (not counted). */
+static void release(kq_ledger_t *l, entry_t *e)
+{
+    if (e->state == ST_PENDING)
+        return;
+    int rc = kq_ugm_decrease(l->ugm, e->c.queue, e->c.app, e->c.user, &e->c.req);
+    if (rc != 0)
+        kq_error("event=release_failed uid=%s queue=%s app=%s user=%s error=\"%s\"", e->uid, e->c.queue,
+                 e->c.app, e->c.user, kq_strerror(rc));
+    tree_release(l, e);
+    counted_clear(&e->c);
+    e->state = ST_PENDING;
+    l->n_counted--;
+}
+
+/* Releases everything and removes the entry from the table (not freed). */
+static void unlink_entry(kq_ledger_t *l, entry_t *e)
+{
+    release(l, e);
+    pending_drop(l, e);
+    tree_sync(l, e, true);
+    HASH_DEL(l->table, e);
+}
+
+/* Counts a pod the API server shows bound (unchecked). On failure the entry stays
+ * PENDING and the next event retries. */
+static void count_bound(kq_ledger_t *l, entry_t *e, const kq_pod_t *pod)
+{
+    counted_t c;
+    if (counted_from_pod(&c, pod) != 0) {
+        kq_error("event=count_failed pod=%s/%s uid=%s error=\"out of memory\"", pod->ns, pod->name, pod->uid);
+        return;
+    }
+    if (pod->queue == NULL)
+        kq_warn("event=count_in_root pod=%s/%s uid=%s node=%s reason=\"%s\" msg=\"bound pod has no valid "
+                "queue; counting it against root\"", pod->ns, pod->name, pod->uid, pod->node,
+                pod->queue_error ? pod->queue_error : "no queue");
+    kq_user_t u = counted_user(&c);
+    int rc = kq_ugm_add_unchecked(l->ugm, c.queue, c.app, &u, &c.req);
+    if (rc == KQ_EINVAL && strcmp(c.queue, "root") != 0) {
+        kq_warn("event=count_in_root pod=%s/%s uid=%s queue=%s msg=\"engine rejected the queue; counting "
+                "the bound pod against root\"", pod->ns, pod->name, pod->uid, c.queue);
+        char *root = strdup("root");
+        if (root != NULL) {
+            free(c.queue);
+            c.queue = root;
+            rc = kq_ugm_add_unchecked(l->ugm, c.queue, c.app, &u, &c.req);
+        }
+    }
+    if (rc != 0) {
+        kq_error("event=count_failed pod=%s/%s uid=%s queue=%s error=\"%s\"", pod->ns, pod->name, pod->uid,
+                 c.queue, kq_strerror(rc));
+        counted_clear(&c);
+        return;
+    }
+    tree_count(l, e, &c, pod);
+    pending_drop(l, e);
+    e->c = c;
+    e->state = ST_BOUND;
+    l->n_counted++;
+    kq_debug("event=counted pod=%s/%s uid=%s queue=%s user=%s by=watch", pod->ns, pod->name, pod->uid,
+             e->c.queue, e->c.user);
+}
+
+/* In-place resize of a counted pod: count the new request, then release the old one,
+ * under the identity it was counted with. */
+static void resize(kq_ledger_t *l, entry_t *e, const kq_pod_t *pod)
+{
+    if (kq_resource_equal(&e->c.req, &pod->request))
+        return;
+    bool tree = l->qt != NULL && e->c.group != NULL;
+    int rc;
+    if (tree && (rc = kq_qtree_used_add(l->qt, e->c.group, &pod->request, e->c.np)) != 0) {
+        kq_error("event=resize_failed pod=%s/%s uid=%s group=%s error=\"%s\"", pod->ns, pod->name, pod->uid,
+                 e->c.group, kq_strerror(rc));
+        return;
+    }
+    kq_user_t u = counted_user(&e->c);
+    rc = kq_ugm_add_unchecked(l->ugm, e->c.queue, e->c.app, &u, &pod->request);
+    if (rc != 0) {
+        kq_error("event=resize_failed pod=%s/%s uid=%s error=\"%s\"", pod->ns, pod->name, pod->uid,
+                 kq_strerror(rc));
+        if (tree && kq_qtree_used_sub(l->qt, e->c.group, &pod->request, e->c.np) != 0)
+            kq_error("event=resize_undo_failed pod=%s/%s uid=%s", pod->ns, pod->name, pod->uid);
+        return;
+    }
+    rc = kq_ugm_decrease(l->ugm, e->c.queue, e->c.app, e->c.user, &e->c.req);
+    if (rc != 0)
+        kq_error("event=resize_release_failed pod=%s/%s uid=%s error=\"%s\"", pod->ns, pod->name, pod->uid,
+                 kq_strerror(rc));
+    if (tree)
+        tree_release(l, e);
+    e->c.req = pod->request;
+    kq_debug("event=resized pod=%s/%s uid=%s", pod->ns, pod->name, pod->uid);
+}
+
+static entry_t *entry_new(const char *uid)
+{
+    entry_t *e = calloc(1, sizeof(*e));
+    if (e == NULL || (e->uid = strdup(uid)) == NULL) {
+        free(e);
+        return NULL;
+    }
+    e->born = mono_s();
+    return e;
+}
+
+/* The pod's quota group from the resolver, as a new string in copy->quota_group (no lock
+ * held). Nothing when no tree is wired or the pod is not in the tree. */
+static int resolve_into(kq_ledger_t *l, const kq_pod_t *pod, kq_pod_t *copy)
+{
+    free(copy->quota_group);
+    copy->quota_group = NULL;
+    if (l->qt == NULL || l->resolve == NULL)
+        return 0;
+    char g[KQ_QTREE_NAME_MAX + 1];
+    if (l->resolve(l->resolve_ud, pod, g, sizeof(g)) != 0)
+        return 0;
+    copy->quota_group = strdup(g);
+    return copy->quota_group ? 0 : KQ_ENOMEM;
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* public API                                                                          */
+
+kq_ledger_t *kq_ledger_new(kq_ugm_t *ugm, const char *scheduler_name)
+{
+    kq_ledger_t *l = calloc(1, sizeof(*l));
+    if (l == NULL)
+        return NULL;
+    if (scheduler_name != NULL && (l->scheduler_name = strdup(scheduler_name)) == NULL) {
+        free(l);
+        return NULL;
+    }
+    if (pthread_mutex_init(&l->mu, NULL) != 0) {
+        free(l->scheduler_name);
+        free(l);
+        return NULL;
+    }
+    l->ugm = ugm;
+    l->gen = 1;
+    return l;
+}
+
+/* Frees the table. The engine is not touched: usage stays as counted. */
+void kq_ledger_free(kq_ledger_t *l)
+{
+    if (l == NULL)
+        return;
+    entry_t *e, *tmp;
+    HASH_ITER(hh, l->table, e, tmp) {
+        HASH_DEL(l->table, e);
+        entry_free(e);
+    }
+    pthread_mutex_destroy(&l->mu);
+    free(l->scheduler_name);
+    free(l);
+}
+
+void kq_ledger_set_qtree(kq_ledger_t *l, kq_qtree_t *t, kq_ledger_resolve_fn resolve, void *ud)
+{
+    pthread_mutex_lock(&l->mu);
+    l->qt = t;
+    l->resolve = resolve;
+    l->resolve_ud = ud;
+    pthread_mutex_unlock(&l->mu);
+}
+
+static void set_reason(char *reason, size_t len, const char *fmt, const char *arg)
+{
+    if (reason != NULL && len > 0)
+        snprintf(reason, len, fmt, arg);
+}
+
+void kq_ledger_note_pending(kq_ledger_t *l, const kq_pod_t *pod)
+{
+    if (pod == NULL || pod->uid == NULL || !is_ours(l, pod) || pod->node != NULL || kq_pod_is_terminal(pod))
+        return;
+    entry_t *e;
+    pthread_mutex_lock(&l->mu);
+    HASH_FIND_STR(l->table, pod->uid, e);
+    kq_qtree_t *qt = l->qt;
+    kq_ledger_resolve_fn resolve = l->resolve;
+    void *resolve_ud = l->resolve_ud;
+    pthread_mutex_unlock(&l->mu);
+    char group[KQ_QTREE_NAME_MAX + 1];
+    if (e != NULL || qt == NULL || resolve == NULL || resolve(resolve_ud, pod, group, sizeof(group)) != 0)
+        return;
+    entry_t *fresh = entry_new(pod->uid);
+    if (fresh == NULL || kq_pod_copy(&fresh->pod, pod) != 0) {
+        entry_free(fresh);
+        return;
+    }
+    free(fresh->pod.quota_group);
+    if ((fresh->pod.quota_group = strdup(group)) == NULL) {
+        entry_free(fresh);
+        return;
+    }
+    pthread_mutex_lock(&l->mu);
+    HASH_FIND_STR(l->table, pod->uid, e);
+    if (e == NULL) {
+        HASH_ADD_KEYPTR(hh, l->table, fresh->uid, strlen(fresh->uid), fresh);
+        tree_sync(l, fresh, false);
+        fresh = NULL;
+    }
+    pthread_mutex_unlock(&l->mu);
+    entry_free(fresh);
+}
+
+int kq_ledger_check_resize(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reason_len)
+{
+    if (pod == NULL || pod->uid == NULL)
+        return KQ_EINVAL;
+    int rc = 0;
+    entry_t *e;
+    pthread_mutex_lock(&l->mu);
+    HASH_FIND_STR(l->table, pod->uid, e);
+    if (e != NULL && e->state != ST_PENDING) {
+        /* only what grows needs room: the counted request is already in */
+        kq_resource_t delta = pod->request;
+        (void)kq_resource_sub(&delta, &e->c.req);
+        if (!kq_resource_is_zero(&delta)) {
+            kq_user_t u = counted_user(&e->c);
+            rc = kq_ugm_check(l->ugm, e->c.queue, e->c.app, &u, &delta, reason, reason_len);
+            if (rc == 0 && l->qt != NULL && e->c.group != NULL) {
+                rc = kq_qtree_check(l->qt, e->c.group, &delta, e->c.np, reason, reason_len);
+                if (rc == KQ_ENOENT)
+                    rc = 0; /* the group is gone: the pod is being moved to the default group */
+            }
+        }
+    }
+    pthread_mutex_unlock(&l->mu);
+    return rc;
+}
+
+bool kq_ledger_has_qtree(kq_ledger_t *l)
+{
+    pthread_mutex_lock(&l->mu);
+    bool has = l->qt != NULL;
+    pthread_mutex_unlock(&l->mu);
+    return has;
+}
+
+int kq_ledger_check_ex(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reason_len, bool *by_tree)
+{
+    if (by_tree != NULL)
+        *by_tree = false;
+    if (pod == NULL || pod->uid == NULL)
+        return KQ_EINVAL;
+    entry_t *e;
+    pthread_mutex_lock(&l->mu);
+    HASH_FIND_STR(l->table, pod->uid, e);
+    bool counted = e != NULL && e->state != ST_PENDING;
+    kq_qtree_t *qt = l->qt;
+    kq_ledger_resolve_fn resolve = l->resolve;
+    void *resolve_ud = l->resolve_ud;
+    pthread_mutex_unlock(&l->mu);
+    if (counted)
+        return 0;
+    if (pod->queue == NULL) {
+        set_reason(reason, reason_len, "%s", pod->queue_error ? pod->queue_error : "pod has no queue");
+        return KQ_EDENIED;
+    }
+    char group[KQ_QTREE_NAME_MAX + 1];
+    bool in_tree = qt != NULL && resolve != NULL && resolve(resolve_ud, pod, group, sizeof(group)) == 0;
+    kq_user_t u = {.name = pod->user, .groups = (const char *const *)pod->groups, .n_groups = pod->n_groups};
+    int rc = kq_ugm_check(l->ugm, pod->queue, pod->app_id, &u, &pod->request, reason, reason_len);
+    if (rc != 0 || !in_tree)
+        return rc;
+    rc = kq_qtree_check(qt, group, &pod->request, !pod->preemptible, reason, reason_len);
+    if (rc == KQ_ENOENT) /* removed since it was resolved: the next resolution says default */
+        rc = kq_qtree_check(qt, KQ_QTREE_DEFAULT, &pod->request, !pod->preemptible, reason, reason_len);
+    if (rc == KQ_EDENIED && by_tree != NULL)
+        *by_tree = true;
+    return rc;
+}
+
+int kq_ledger_check(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reason_len)
+{
+    return kq_ledger_check_ex(l, pod, reason, reason_len, NULL);
+}
+
+int kq_ledger_assume(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reason_len)
+{
+    if (pod == NULL || pod->uid == NULL)
+        return KQ_EINVAL;
+    if (pod->queue == NULL) {
+        set_reason(reason, reason_len, "%s", pod->queue_error ? pod->queue_error : "pod has no queue");
+        return KQ_EDENIED;
+    }
+    /* Everything that may fail to allocate, before the engine commits. */
+    counted_t c;
+    entry_t *fresh = entry_new(pod->uid);
+    if (fresh == NULL || kq_pod_copy(&fresh->pod, pod) != 0 || resolve_into(l, pod, &fresh->pod) != 0) {
+        entry_free(fresh);
+        return KQ_ENOMEM;
+    }
+    if (counted_from_pod(&c, &fresh->pod) != 0) {
+        entry_free(fresh);
+        return KQ_ENOMEM;
+    }
+
+    int rc;
+    entry_t *e;
+    pthread_mutex_lock(&l->mu);
+    HASH_FIND_STR(l->table, pod->uid, e);
+    if (e != NULL && e->state != ST_PENDING) {
+        rc = 0; /* already counted: idempotent */
+        goto out;
+    }
+    /* A group's runtime depends on its request: a pod the watch has not shown yet enters
+     * its group's request first, as a pending entry (kept if the bind is denied). */
+    if (l->qt != NULL && e == NULL && is_ours(l, &fresh->pod)) {
+        e = fresh;
+        fresh = NULL;
+        HASH_ADD_KEYPTR(hh, l->table, e->uid, strlen(e->uid), e);
+        tree_sync(l, e, false);
+    }
+    /* Quota tree first (cheap, and most denials end here), then the ugm (check and
+     * commit), then the tree's check and commit; a tree denial undoes the ugm commit.
+     * Every commit happens under the ledger lock, so nothing changes used in between. */
+    if (l->qt != NULL && c.group != NULL) {
+        rc = kq_qtree_check(l->qt, c.group, &c.req, c.np, reason, reason_len);
+        if (rc != 0)
+            goto denied;
+    }
+    kq_user_t u = counted_user(&c);
+    rc = kq_ugm_increase(l->ugm, c.queue, c.app, &u, &c.req, reason, reason_len);
+    if (rc != 0)
+        goto out;
+    if (l->qt != NULL && c.group != NULL) {
+        rc = kq_qtree_assume(l->qt, c.group, &c.req, c.np, reason, reason_len);
+        if (rc != 0) {
+            if (kq_ugm_decrease(l->ugm, c.queue, c.app, c.user, &c.req) != 0)
+                kq_error("event=assume_undo_failed pod=%s/%s uid=%s queue=%s", pod->ns, pod->name, pod->uid,
+                         c.queue);
+            goto denied;
+        }
+    }
+    if (e == NULL) {
+        e = fresh;
+        fresh = NULL;
+        HASH_ADD_KEYPTR(hh, l->table, e->uid, strlen(e->uid), e);
+    } else if (!e->observed && fresh != NULL) {
+        kq_pod_t old = e->pod;
+        e->pod = fresh->pod;
+        fresh->pod = old;
+    }
+    pending_drop(l, e);
+    e->c = c;
+    memset(&c, 0, sizeof(c));
+    e->state = ST_ASSUMED;
+    e->assumed_gen = l->gen;
+    l->n_counted++;
+    tree_sync(l, e, false);
+    goto out;
+denied:
+    if (rc == KQ_ENOENT) { /* the group was removed since it was resolved: retry resolves again */
+        set_reason(reason, reason_len, "quota group %s was removed; retry", c.group);
+        rc = KQ_EDENIED;
+    }
+out:
+    pthread_mutex_unlock(&l->mu);
+    if (rc == 0)
+        kq_debug("event=assumed pod=%s/%s uid=%s queue=%s user=%s", pod->ns, pod->name, pod->uid, pod->queue,
+                 pod->user);
+    counted_clear(&c);
+    entry_free(fresh);
+    return rc;
+}
+
+int kq_ledger_forget(kq_ledger_t *l, const char *uid)
+{
+    entry_t *e, *gone = NULL;
+    int rc = 0;
+    pthread_mutex_lock(&l->mu);
+    HASH_FIND_STR(l->table, uid, e);
+    if (e == NULL || e->state != ST_ASSUMED) {
+        rc = KQ_ENOENT;
+        goto out;
+    }
+    release(l, e);
+    if (!e->observed) {
+        /* Known only from the bind: the watch will report it again if it exists. */
+        unlink_entry(l, e);
+        gone = e;
+    } else {
+        pending_set(l, e, &e->pod);
+        tree_sync(l, e, false);
+    }
+out:
+    pthread_mutex_unlock(&l->mu);
+    entry_free(gone);
+    return rc;
+}
+
+void kq_ledger_observe(kq_ledger_t *l, const kq_pod_t *pod)
+{
+    if (pod == NULL || pod->uid == NULL)
+        return;
+    bool terminal = kq_pod_is_terminal(pod);
+    kq_pod_t copy;
+    memset(&copy, 0, sizeof(copy));
+    if (!terminal && (kq_pod_copy(&copy, pod) != 0 || resolve_into(l, pod, &copy) != 0)) {
+        kq_pod_clear(&copy);
+        kq_error("event=observe_failed pod=%s/%s uid=%s error=\"out of memory\"", pod->ns, pod->name, pod->uid);
+        return;
+    }
+
+    entry_t *e, *gone = NULL;
+    pthread_mutex_lock(&l->mu);
+    HASH_FIND_STR(l->table, pod->uid, e);
+    if (terminal) {
+        if (e != NULL) {
+            kq_debug("event=released pod=%s/%s uid=%s reason=terminal state=%s", pod->ns, pod->name, pod->uid,
+                     state_names[e->state]);
+            unlink_entry(l, e);
+            gone = e;
+        }
+        goto out;
+    }
+    if (e == NULL) {
+        if ((e = entry_new(pod->uid)) == NULL) {
+            kq_error("event=observe_failed pod=%s/%s uid=%s error=\"out of memory\"", pod->ns, pod->name,
+                     pod->uid);
+            goto out;
+        }
+        HASH_ADD_KEYPTR(hh, l->table, e->uid, strlen(e->uid), e);
+    }
+    e->observed = true;
+    e->seen_gen = l->gen;
+    {
+        kq_pod_t old = e->pod;
+        e->pod = copy;
+        copy = old; /* freed after unlock */
+    }
+    if (pod->node != NULL) {
+        if (e->state == ST_PENDING) {
+            count_bound(l, e, &e->pod);
+        } else {
+            e->state = ST_BOUND;
+            resize(l, e, pod);
+        }
+    } else if (e->state == ST_PENDING) {
+        pending_set(l, e, pod);
+    }
+    /* else ASSUMED without a node: the bind is in flight and the watch lags; keep it.
+     * (BOUND without a node cannot happen: spec.nodeName never goes back to empty.) */
+    tree_sync(l, e, false);
+out:
+    pthread_mutex_unlock(&l->mu);
+    kq_pod_clear(&copy);
+    entry_free(gone);
+}
+
+void kq_ledger_remove(kq_ledger_t *l, const char *uid)
+{
+    entry_t *e;
+    pthread_mutex_lock(&l->mu);
+    HASH_FIND_STR(l->table, uid, e);
+    if (e != NULL)
+        unlink_entry(l, e);
+    pthread_mutex_unlock(&l->mu);
+    if (e != NULL)
+        kq_debug("event=released uid=%s reason=deleted", uid);
+    entry_free(e);
+}
+
+void kq_ledger_resync_begin(kq_ledger_t *l)
+{
+    pthread_mutex_lock(&l->mu);
+    l->gen++;
+    /* A (re)list re-adds every pod's request: one recomputation of the quota tree at the
+     * end instead of one per pod (reads in between still see exact values). A list that
+     * failed half way and starts over does not nest a second batch. */
+    if (!l->resyncing && l->qt != NULL) {
+        kq_qtree_batch_begin(l->qt);
+        l->batch_qt = l->qt;
+    }
+    l->resyncing = true;
+    pthread_mutex_unlock(&l->mu);
+}
+
+void kq_ledger_resync_end(kq_ledger_t *l)
+{
+    entry_t *e, *tmp, *gone = NULL;
+    size_t n = 0;
+    pthread_mutex_lock(&l->mu);
+    if (l->resyncing) {
+        HASH_ITER(hh, l->table, e, tmp) {
+            if (e->seen_gen == l->gen || (e->state == ST_ASSUMED && e->assumed_gen == l->gen))
+                continue;
+            unlink_entry(l, e);
+            e->hh.next = gone; /* reuse the handle as a free list */
+            gone = e;
+            n++;
+        }
+        l->resyncing = false;
+        if (l->batch_qt != NULL)
+            kq_qtree_batch_end(l->batch_qt);
+        l->batch_qt = NULL;
+    }
+    pthread_mutex_unlock(&l->mu);
+    while (gone != NULL) {
+        e = gone;
+        gone = e->hh.next;
+        entry_free(e);
+    }
+    if (n > 0)
+        kq_info("event=resync_released pods=%zu msg=\"pods missing from the relist were released\"", n);
+}
+
+int kq_ledger_lookup(kq_ledger_t *l, const char *uid, kq_pod_t *out)
+{
+    entry_t *e;
+    int rc;
+    pthread_mutex_lock(&l->mu);
+    HASH_FIND_STR(l->table, uid, e);
+    rc = e ? kq_pod_copy(out, &e->pod) : KQ_ENOENT;
+    pthread_mutex_unlock(&l->mu);
+    return rc;
+}
+
+int kq_ledger_pod_group(kq_ledger_t *l, const kq_pod_t *pod, char *out, size_t outlen)
+{
+    if (l == NULL || pod == NULL)
+        return KQ_EINVAL;
+    kq_user_t u = {.name = pod->user, .groups = (const char *const *)pod->groups, .n_groups = pod->n_groups};
+    return kq_ugm_group_of(l->ugm, pod->queue ? pod->queue : "root", pod->app_id, &u, out, outlen);
+}
+
+bool kq_ledger_is_counted(kq_ledger_t *l, const char *uid)
+{
+    entry_t *e;
+    pthread_mutex_lock(&l->mu);
+    HASH_FIND_STR(l->table, uid, e);
+    bool counted = e != NULL && e->state != ST_PENDING;
+    pthread_mutex_unlock(&l->mu);
+    return counted;
+}
+
+bool kq_ledger_is_observed(kq_ledger_t *l, const char *uid)
+{
+    entry_t *e;
+    pthread_mutex_lock(&l->mu);
+    HASH_FIND_STR(l->table, uid, e);
+    bool seen = e != NULL && e->observed;
+    pthread_mutex_unlock(&l->mu);
+    return seen;
+}
+
+size_t kq_ledger_size(kq_ledger_t *l, size_t *counted)
+{
+    pthread_mutex_lock(&l->mu);
+    size_t n = HASH_COUNT(l->table);
+    if (counted != NULL)
+        *counted = l->n_counted;
+    pthread_mutex_unlock(&l->mu);
+    return n;
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* elastic quota                                                                       */
+
+static int rename_group(char **slot, const char *from, char *to_spare)
+{
+    if (*slot == NULL || strcmp(*slot, from) != 0)
+        return 0;
+    free(*slot);
+    *slot = to_spare;
+    return 1;
+}
+
+int kq_ledger_remove_group(kq_ledger_t *l, const char *group, char *err, size_t errlen)
+{
+    if (group == NULL)
+        return KQ_EINVAL;
+    pthread_mutex_lock(&l->mu);
+    if (l->qt == NULL) {
+        pthread_mutex_unlock(&l->mu);
+        set_reason(err, errlen, "%s", "no quota tree");
+        return KQ_ESTATE;
+    }
+    /* Spare strings for every rename, allocated before the tree changes. */
+    size_t need = 0;
+    entry_t *e, *tmp;
+    HASH_ITER(hh, l->table, e, tmp) {
+        need += (e->c.group && strcmp(e->c.group, group) == 0) + (e->rq_group && strcmp(e->rq_group, group) == 0) +
+                (e->pod.quota_group && strcmp(e->pod.quota_group, group) == 0);
+    }
+    char **spare = need ? calloc(need, sizeof(char *)) : NULL;
+    int rc = 0;
+    if (need > 0 && spare == NULL)
+        rc = KQ_ENOMEM;
+    for (size_t i = 0; rc == 0 && i < need; i++)
+        if ((spare[i] = strdup(KQ_QTREE_DEFAULT)) == NULL)
+            rc = KQ_ENOMEM;
+    if (rc == 0)
+        rc = kq_qtree_remove_group(l->qt, group, err, errlen);
+    if (rc == 0) {
+        size_t i = 0;
+        HASH_ITER(hh, l->table, e, tmp) {
+            if (i < need)
+                i += rename_group(&e->c.group, group, spare[i]);
+            if (i < need)
+                i += rename_group(&e->rq_group, group, spare[i]);
+            if (i < need)
+                i += rename_group(&e->pod.quota_group, group, spare[i]);
+        }
+        need = 0; /* all used */
+    } else if (rc == KQ_ENOMEM) {
+        set_reason(err, errlen, "%s", "out of memory");
+    }
+    pthread_mutex_unlock(&l->mu);
+    for (size_t i = 0; spare != NULL && i < need; i++)
+        free(spare[i]);
+    free(spare);
+    return rc;
+}
+
+void kq_ledger_victims_free(kq_ledger_victim_t *v, size_t n)
+{
+    for (size_t i = 0; v != NULL && i < n; i++) {
+        free(v[i].uid);
+        free(v[i].ns);
+        free(v[i].name);
+        free(v[i].group);
+    }
+    free(v);
+}
+
+/* Counted pods of `group` (when non-NULL) bound to `node` (when non-NULL). */
+static int collect_pods(kq_ledger_t *l, const char *group, const char *node, kq_ledger_victim_t **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    int rc = 0;
+    size_t cap = 0, k = 0;
+    kq_ledger_victim_t *v = NULL;
+    entry_t *e, *tmp;
+    pthread_mutex_lock(&l->mu);
+    HASH_ITER(hh, l->table, e, tmp) {
+        if (e->state == ST_PENDING || (group != NULL && (e->c.group == NULL || strcmp(e->c.group, group) != 0)) ||
+            (node != NULL && (e->pod.node == NULL || strcmp(e->pod.node, node) != 0)))
+            continue;
+        if (k == cap) {
+            size_t nc = cap ? cap * 2 : 16;
+            kq_ledger_victim_t *nv = realloc(v, nc * sizeof(*v));
+            if (nv == NULL) {
+                rc = KQ_ENOMEM;
+                break;
+            }
+            v = nv;
+            cap = nc;
+        }
+        kq_ledger_victim_t *x = &v[k];
+        memset(x, 0, sizeof(*x));
+        x->uid = strdup(e->uid);
+        x->ns = strdup(e->pod.ns ? e->pod.ns : "default");
+        x->name = strdup(e->pod.name ? e->pod.name : "");
+        x->group = e->c.group ? strdup(e->c.group) : NULL;
+        k++;
+        if (!x->uid || !x->ns || !x->name || (e->c.group && !x->group)) {
+            rc = KQ_ENOMEM;
+            break;
+        }
+        x->priority = e->pod.priority;
+        x->created = e->pod.created;
+        x->preemptible = !e->c.np;
+        x->req = e->c.req;
+    }
+    pthread_mutex_unlock(&l->mu);
+    if (rc != 0) {
+        kq_ledger_victims_free(v, k);
+        return rc;
+    }
+    if (k == 0) {
+        free(v);
+        v = NULL;
+    }
+    *out = v;
+    *n = k;
+    return 0;
+}
+
+int kq_ledger_group_pods(kq_ledger_t *l, const char *group, kq_ledger_victim_t **out, size_t *n)
+{
+    if (group == NULL) {
+        *out = NULL;
+        *n = 0;
+        return 0;
+    }
+    return collect_pods(l, group, NULL, out, n);
+}
+
+int kq_ledger_node_pods(kq_ledger_t *l, const char *node, kq_ledger_victim_t **out, size_t *n)
+{
+    if (node == NULL) {
+        *out = NULL;
+        *n = 0;
+        return 0;
+    }
+    return collect_pods(l, NULL, node, out, n);
+}
+
+int kq_ledger_counted_group(kq_ledger_t *l, const char *uid, char *group, size_t glen, kq_resource_t *req,
+                            int32_t *priority)
+{
+    entry_t *e;
+    int rc = KQ_ENOENT;
+    pthread_mutex_lock(&l->mu);
+    HASH_FIND_STR(l->table, uid, e);
+    if (e != NULL && e->state != ST_PENDING && e->c.group != NULL) {
+        if (group != NULL && glen > 0)
+            snprintf(group, glen, "%s", e->c.group);
+        if (req != NULL)
+            *req = e->c.req;
+        if (priority != NULL)
+            *priority = e->pod.priority;
+        rc = 0;
+    }
+    pthread_mutex_unlock(&l->mu);
+    return rc;
+}
+
+size_t kq_ledger_expire_unobserved(kq_ledger_t *l, int64_t max_age_s)
+{
+    entry_t *e, *tmp, *gone = NULL;
+    size_t n = 0;
+    int64_t now = mono_s();
+    pthread_mutex_lock(&l->mu);
+    HASH_ITER(hh, l->table, e, tmp) {
+        if (e->state != ST_PENDING || e->observed || now - e->born < max_age_s)
+            continue;
+        unlink_entry(l, e);
+        e->hh.next = gone;
+        gone = e;
+        n++;
+    }
+    pthread_mutex_unlock(&l->mu);
+    while (gone != NULL) {
+        e = gone;
+        gone = e->hh.next;
+        entry_free(e);
+    }
+    if (n > 0)
+        kq_info("event=expired_unobserved pods=%zu msg=\"pending pods known only from filter/bind that the "
+                "watch never showed were forgotten\"", n);
+    return n;
+}

@@ -1,0 +1,1803 @@
+/* Quota tree: hierarchical elastic quota groups and their runtime (what each group may use
+ * now), with the admission checks filter and bind need. The rules are in quota_tree.h.
+ *
+ * DESIGN
+ * Data. Every group (the hidden root, the system group, the default group and the
+ * configured ones) is a struct group in one uthash table keyed by name. A parent's
+ * children are an array kept sorted by name (binary search to insert or remove), so
+ * every computation visits them in one deterministic order and an index orders them by
+ * name. Per group we keep the spec (min, max, weight, allow-lent, is-parent) and the
+ * derived values:
+ *   smin     scaled min (== min unless the parent's scaled min is too small);
+ *   request  leaf: exact sum of pod requests; parent: saturating sum of the children's ask;
+ *   ask      what the group asks of its parent: min(request (or max(request, smin) when it
+ *            does not lend), max);
+ *   used, used_np   exact sums over the subtree (a leaf's pods; parents add children);
+ *   runtime  computed at the parent, per resource the cluster total names.
+ * The root's runtime and scaled min are the cluster total (allocatable minus the system
+ * group's used).
+ *
+ * Invariants between public calls outside a batch: request/ask/smin/runtime of every
+ * group are exactly what a full top-down recomputation would give; the dirty heap is
+ * empty and nothing is pending. Always: used and used_np of a parent equal the sums of
+ * its children's. Requests of parents saturate at INT64_MAX (a request that large only
+ * means "hungry"); used never saturates: an add that would overflow fails and changes
+ * nothing (two phases: compute every level, then commit).
+ *
+ * Incremental recomputation. A change marks the parents whose distribution inputs
+ * changed (children's ask, scaled min, weight, or their own runtime) "dirty" in a min-heap
+ * keyed by depth. run_dirty() pops the shallowest parent, redistributes its runtime among
+ * its children, and pushes only children that are parents and whose runtime changed, so a
+ * parent is always redistributed after its ancestors and untouched subtrees are never
+ * visited. The heap and the per-distribution scratch arrays are sized when groups are
+ * added, so recomputation never allocates and never fails.
+ *
+ * Full recomputation. A change of the cluster total rescales mins from the root
+ * (recursing only where a scaled min changed; a lending child's ask does not depend on
+ * its scaled min) and then redistributes every parent in one pre-order pass
+ * (redistribute_all: every unlimited group's default weight follows the total), not
+ * through the heap. Batches (kq_qtree_batch_begin/end) record "pending" instead of
+ * recomputing: settle() then rebuilds every scaled min, ask and request from the root and
+ * redistributes every parent once, so N changes cost one O(groups) pass. Readers call
+ * settle() first, so a read inside a batch is exact too (and outside one it is a no-op).
+ * These passes are bound by memory latency (a group is about 3 KB, 10,000 groups exceed
+ * the caches): the first loop over a parent's children prefetches the lines the next
+ * loops read, the fields every pass reads first share one cache line, and a child's
+ * runtime is rewritten in place.
+ *
+ * Sharing (apportion): floor(units * w_i / W) each (128-bit products, 64-bit when they
+ * fit), the leftover units one each by largest remainder then name, never above a
+ * child's remaining cap; capped children drop out and what they could not take is shared
+ * again. Every round either hands out all units or caps someone, so it ends after at most
+ * n+1 rounds. The leftover units go to the first `left` candidates in (remainder, name)
+ * order, found by quickselect (O(n)), not a sort; with equal weights all remainders are
+ * equal and they go to the first ones by name without any product.
+ *
+ * Lock: t->lock guards everything. It is the last lock in the order ledger -> user ->
+ * group -> quota tree; nothing is logged, written or called back while it is held (log
+ * lines are formatted into locals and written after unlock).
+ */
+#include "kubequota/engine/quota_tree.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kubequota/base/log.h"
+
+static _Thread_local bool hash_oom;
+#define HASH_NONFATAL_OOM 1
+#define uthash_nonfatal_oom(obj) (hash_oom = true)
+#include <uthash.h>
+
+typedef unsigned __int128 u128;
+
+struct group {
+    /* what recomputation reads of every child first, in one cache line */
+    struct group **kid; /* children sorted by name */
+    size_t nkids;
+    struct group *parent;
+    char *name;
+    int depth;
+    bool is_parent, allow_lent, system, deflt, dirty, flag;
+    bool summin;              /* scheduler-plugins' rule (kq_qgroup_spec_t.sum_of_mins) */
+    bool has_max, has_weight; /* max.n > 0, weight.n > 0 */
+    size_t kidcap;
+    int64_t pods, pods_used;
+    UT_hash_handle hh;
+    kq_resource_t min, smin, max, weight;
+    kq_resource_t request, ask, used, used_np, runtime;
+};
+
+struct cand {
+    u128 rem;
+    int64_t share;
+    size_t i; /* index in the parent's kid[]: children are in name order */
+};
+
+enum { PEND_TOTAL = 1, PEND_ALL = 2 };
+
+struct kq_qtree {
+    pthread_mutex_t lock;
+    struct group *by_name;
+    struct group *root, *sys, *def;
+    size_t ngroups;
+    kq_resource_t alloc;
+    bool have_total;
+    kq_resource_t sp_min, sp_used; /* sums over the groups with summin */
+    int pending;       /* for settle(): PEND_TOTAL or PEND_ALL, else the dirty heap */
+    unsigned batch;    /* kq_qtree_batch_begin nesting: recomputation waits for the end */
+    struct group **heap;
+    size_t heap_n, heap_cap;
+    size_t scr_cap;
+    int64_t *sw, *scap, *sadd, *sbase;
+    int64_t *sval; /* scaled mins, KQ_RES_MAX per child */
+    struct cand *cand, *sel;
+};
+
+/* ================================================================== helpers ==== */
+
+static void seterr(char *err, size_t errlen, const char *fmt, ...) KQ_PRINTF(3, 4);
+static void seterr(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err == NULL || errlen == 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+static int64_t rget(const kq_resource_t *r, const char *iname, bool *present)
+{
+    for (uint32_t i = 0; i < r->n; i++)
+        if (r->e[i].name == iname) {
+            if (present)
+                *present = true;
+            return r->e[i].value;
+        }
+    if (present)
+        *present = false;
+    return 0;
+}
+
+/* rget when the name is probably at index j (sets listing the same names in the same
+ * sorted order, e.g. every runtime and the cluster total). */
+static inline int64_t rget_at(const kq_resource_t *r, uint32_t j, const char *iname, bool *present)
+{
+    if (j < r->n && r->e[j].name == iname) {
+        if (present)
+            *present = true;
+        return r->e[j].value;
+    }
+    return rget(r, iname, present);
+}
+
+/* *dst = *src, copying only the entries in use. */
+static inline void rcopy(kq_resource_t *dst, const kq_resource_t *src)
+{
+    dst->n = src->n;
+    memcpy(dst->e, src->e, src->n * sizeof src->e[0]);
+}
+
+/* Sets an interned name. False when the set is full (the value is dropped). */
+static bool put(kq_resource_t *r, const char *iname, int64_t v)
+{
+    for (uint32_t i = 0; i < r->n; i++)
+        if (r->e[i].name == iname) {
+            r->e[i].value = v;
+            return true;
+        }
+    if (r->n >= KQ_RES_MAX)
+        return false;
+    uint32_t i = r->n;
+    while (i > 0 && strcmp(r->e[i - 1].name, iname) > 0) {
+        r->e[i] = r->e[i - 1];
+        i--;
+    }
+    r->e[i].name = iname;
+    r->e[i].value = v;
+    r->n++;
+    return true;
+}
+
+/* Exactly the same entries (a present 0 differs from absent: absent runtime = unlimited). */
+static bool same(const kq_resource_t *a, const kq_resource_t *b)
+{
+    if (a->n != b->n)
+        return false;
+    for (uint32_t i = 0; i < a->n; i++)
+        if (a->e[i].name != b->e[i].name || a->e[i].value != b->e[i].value)
+            return false;
+    return true;
+}
+
+static int64_t sat_add(int64_t a, int64_t b)
+{
+    int64_t r;
+    return __builtin_add_overflow(a, b, &r) ? INT64_MAX : r;
+}
+
+static bool name_ok(const char *s)
+{
+    if (s == NULL)
+        return false;
+    size_t n = strlen(s);
+    if (n == 0 || n > KQ_QTREE_NAME_MAX)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+              c == '_' || c == ':' || c == '/' || c == '-' || c == '#' || c == '@'))
+            return false;
+    }
+    return true;
+}
+
+static bool is_root_name(const char *p) { return p == NULL || *p == '\0' || strcmp(p, KQ_QTREE_ROOT) == 0; }
+
+static struct group *find(const kq_qtree_t *t, const char *name)
+{
+    if (name == NULL)
+        return NULL;
+    struct group *g = NULL;
+    HASH_FIND_STR(t->by_name, name, g);
+    return g;
+}
+
+static const char *fmtq(const char *name, int64_t v, char *buf, size_t len)
+{
+    kq_quantity_format(name, v, buf, len);
+    return buf;
+}
+
+/* ============================================================ apportioning ==== */
+
+/* x goes before y for a leftover unit: larger remainder first, then name (children are
+ * collected in name order, so the index orders them by name). */
+static inline bool cand_before(const struct cand *x, const struct cand *y)
+{
+    return x->rem != y->rem ? x->rem > y->rem : x->i < y->i;
+}
+
+static int cand_cmp(const void *a, const void *b)
+{
+    const struct cand *x = a, *y = b;
+    return cand_before(x, y) ? -1 : cand_before(y, x) ? 1 : 0;
+}
+
+static inline void cand_swap(struct cand *a, struct cand *b)
+{
+    struct cand x = *a;
+    *a = *b;
+    *b = x;
+}
+
+/* Reorders c[0..n) so that c[0..k) are the k first in cand_before order (in no particular
+ * order among themselves): quickselect, median-of-three pivot, a sort if it degenerates.
+ * Keys are unique (indexes are), so the chosen set does not depend on the method. */
+static void select_first(struct cand *c, size_t n, size_t k)
+{
+    size_t lo = 0, hi = n;
+    int budget = 64;
+    while (lo < k && k < hi) {
+        if (budget-- == 0) {
+            qsort(c + lo, hi - lo, sizeof *c, cand_cmp);
+            return;
+        }
+        size_t mid = lo + (hi - lo) / 2, last = hi - 1;
+        if (cand_before(&c[mid], &c[lo]))
+            cand_swap(&c[mid], &c[lo]);
+        if (cand_before(&c[last], &c[lo]))
+            cand_swap(&c[last], &c[lo]);
+        if (cand_before(&c[mid], &c[last]))
+            cand_swap(&c[mid], &c[last]); /* the median of the three is the pivot, at last */
+        size_t st = lo;
+        for (size_t j = lo; j < last; j++)
+            if (cand_before(&c[j], &c[last]))
+                cand_swap(&c[j], &c[st++]);
+        cand_swap(&c[st], &c[last]);
+        if (st < k)
+            lo = st + 1;
+        else
+            hi = st;
+    }
+}
+
+/* Hands out up to `units` among n items, item i taking at most cap[i], in proportion to
+ * w[i] (w[i] == 0 takes nothing). add[i] receives each one's amount. Returns the total,
+ * which is min(units, sum of caps of items with w > 0).
+ * Each round: floor shares, then the leftover units one each to the candidates with room
+ * for one more, by largest remainder then name; shares are cut to the room left. The
+ * candidates of a round are those of the previous one that still have room (add only
+ * grows), kept in index (= name) order. When all their weights are equal every share is
+ * units / m and every remainder the same, so the leftover units go to the first ones with
+ * room in name order: no products, one division. */
+static int64_t apportion(kq_qtree_t *t, size_t n, int64_t units, const int64_t *w, const int64_t *cap,
+                         int64_t *add)
+{
+    struct cand *c = t->cand, *sel = t->sel;
+    int64_t given = 0;
+    size_t m = 0;
+    memset(add, 0, n * sizeof *add);
+    for (size_t i = 0; i < n; i++)
+        if (w[i] > 0 && cap[i] > 0)
+            c[m++].i = i;
+    while (units > 0 && m > 0) {
+        u128 W = 0;
+        int64_t wmax = 0, wmin = INT64_MAX;
+        for (size_t k = 0; k < m; k++) {
+            int64_t wi = w[c[k].i];
+            W += (u128)wi;
+            wmax = wi > wmax ? wi : wmax;
+            wmin = wi < wmin ? wi : wmin;
+        }
+        int64_t left;
+        if (wmin == wmax) {
+            int64_t share = units / (int64_t)m;
+            left = units % (int64_t)m;
+            for (size_t k = 0; k < m; k++) {
+                size_t i = c[k].i;
+                c[k].share = share;
+                if (left > 0 && share < cap[i] - add[i]) {
+                    c[k].share++;
+                    left--;
+                }
+            }
+        } else {
+            int64_t floors = 0;
+            if (W <= UINT64_MAX && (uint64_t)units <= UINT64_MAX / (uint64_t)wmax) {
+                uint64_t W64 = (uint64_t)W; /* products fit in 64 bits: no 128-bit division */
+                for (size_t k = 0; k < m; k++) {
+                    uint64_t prod = (uint64_t)units * (uint64_t)w[c[k].i];
+                    c[k].share = (int64_t)(prod / W64);
+                    c[k].rem = prod % W64;
+                    floors += c[k].share;
+                }
+            } else {
+                for (size_t k = 0; k < m; k++) {
+                    u128 prod = (u128)units * (u128)w[c[k].i];
+                    c[k].share = (int64_t)(prod / W);
+                    c[k].rem = prod % W;
+                    floors += c[k].share;
+                }
+            }
+            left = units - floors; /* < m */
+            if (left > 0) {
+                size_t e = 0; /* the candidates with room for one more; share = position */
+                for (size_t k = 0; k < m; k++)
+                    if (c[k].share < cap[c[k].i] - add[c[k].i])
+                        sel[e++] = (struct cand){.rem = c[k].rem, .share = (int64_t)k, .i = c[k].i};
+                if ((size_t)left < e)
+                    select_first(sel, e, (size_t)left);
+                else
+                    left = (int64_t)e;
+                for (size_t k = 0; k < (size_t)left; k++)
+                    c[sel[k].share].share++;
+            }
+        }
+        int64_t round = 0;
+        size_t still = 0;
+        for (size_t k = 0; k < m; k++) {
+            size_t i = c[k].i;
+            int64_t room = cap[i] - add[i];
+            int64_t g = c[k].share < room ? c[k].share : room;
+            add[i] += g;
+            round += g;
+            if (g < room)
+                c[still++].i = i;
+        }
+        m = still;
+        units -= round;
+        given += round;
+        if (round == 0)
+            break;
+    }
+    return given;
+}
+
+/* ============================================================ recomputation ==== */
+
+static void scratch_free(kq_qtree_t *t)
+{
+    free(t->sw), free(t->scap), free(t->sadd), free(t->sbase), free(t->sval), free(t->cand), free(t->sel);
+}
+
+static int ensure_scratch(kq_qtree_t *t, size_t n)
+{
+    if (n <= t->scr_cap)
+        return 0;
+    size_t cap = t->scr_cap ? t->scr_cap : 8;
+    while (cap < n)
+        cap *= 2;
+    int64_t *sw = malloc(cap * sizeof *sw), *scap = malloc(cap * sizeof *scap);
+    int64_t *sadd = malloc(cap * sizeof *sadd), *sbase = malloc(cap * sizeof *sbase);
+    int64_t *sval = malloc(cap * KQ_RES_MAX * sizeof *sval);
+    struct cand *cand = malloc(cap * sizeof *cand), *sel = malloc(cap * sizeof *sel);
+    if (!sw || !scap || !sadd || !sbase || !sval || !cand || !sel) {
+        free(sw), free(scap), free(sadd), free(sbase), free(sval), free(cand), free(sel);
+        return KQ_ENOMEM;
+    }
+    scratch_free(t);
+    t->sw = sw, t->scap = scap, t->sadd = sadd, t->sbase = sbase, t->sval = sval, t->cand = cand, t->sel = sel;
+    t->scr_cap = cap;
+    return 0;
+}
+
+static int ensure_heap(kq_qtree_t *t, size_t n)
+{
+    if (n <= t->heap_cap)
+        return 0;
+    size_t cap = t->heap_cap ? t->heap_cap * 2 : 16;
+    while (cap < n)
+        cap *= 2;
+    struct group **h = realloc(t->heap, cap * sizeof *h);
+    if (h == NULL)
+        return KQ_ENOMEM;
+    t->heap = h;
+    t->heap_cap = cap;
+    return 0;
+}
+
+static void mark_dirty(kq_qtree_t *t, struct group *p)
+{
+    if (p == NULL || p->nkids == 0 || p->dirty)
+        return;
+    p->dirty = true;
+    size_t i = t->heap_n++; /* capacity >= number of groups */
+    while (i > 0) {
+        size_t up = (i - 1) / 2;
+        if (t->heap[up]->depth <= p->depth)
+            break;
+        t->heap[i] = t->heap[up];
+        i = up;
+    }
+    t->heap[i] = p;
+}
+
+static struct group *pop_dirty(kq_qtree_t *t)
+{
+    struct group *top = t->heap[0];
+    struct group *last = t->heap[--t->heap_n];
+    size_t i = 0, n = t->heap_n;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= n)
+            break;
+        if (c + 1 < n && t->heap[c + 1]->depth < t->heap[c]->depth)
+            c++;
+        if (t->heap[c]->depth >= last->depth)
+            break;
+        t->heap[i] = t->heap[c];
+        i = c;
+    }
+    if (n > 0)
+        t->heap[i] = last;
+    top->dirty = false;
+    return top;
+}
+
+/* Whether g's max names the interned resource d (a group without any max names every
+ * resource: it is governed by runtime in all of them). */
+static inline bool governs(const struct group *g, const char *d)
+{
+    if (!g->has_max)
+        return true;
+    bool has = false;
+    (void)rget(&g->max, d, &has);
+    return has;
+}
+
+/* What g asks of its parent, into *a: its request (the default group: its used, which it
+ * takes first, see redistribute) masked to the resources its max names, capped by max. */
+static void ask_into(const struct group *g, kq_resource_t *a)
+{
+    rcopy(a, g->deflt ? &g->used : &g->request);
+    if (!g->allow_lent)
+        for (uint32_t i = 0; i < g->smin.n; i++) {
+            const char *d = g->smin.e[i].name;
+            int64_t v = rget(a, d, NULL);
+            if (g->smin.e[i].value > v)
+                (void)put(a, d, g->smin.e[i].value);
+        }
+    if (g->has_max) {
+        uint32_t n = 0;
+        for (uint32_t i = 0; i < a->n; i++) {
+            bool has;
+            int64_t mx = rget(&g->max, a->e[i].name, &has);
+            if (!has)
+                continue; /* not limited by g: asks none of it */
+            a->e[n] = a->e[i];
+            if (a->e[n].value > mx)
+                a->e[n].value = mx;
+            n++;
+        }
+        a->n = n;
+    }
+}
+
+static void resum_request(struct group *p)
+{
+    kq_resource_t r = KQ_RESOURCE_EMPTY;
+    for (size_t j = 0; j < p->nkids; j++) {
+        const struct group *k = p->kid[j];
+        for (uint32_t i = 0; i < k->ask.n; i++) {
+            const char *d = k->ask.e[i].name;
+            (void)put(&r, d, sat_add(rget(&r, d, NULL), k->ask.e[i].value));
+        }
+    }
+    rcopy(&p->request, &r);
+}
+
+/* g's request, scaled min, max or allow-lent changed: refresh asks and requests upward,
+ * marking each parent on the way dirty, until an ask does not change. */
+static void fix_up(kq_qtree_t *t, struct group *g)
+{
+    while (g->parent != NULL) {
+        kq_resource_t a;
+        ask_into(g, &a);
+        bool changed = !same(&a, &g->ask);
+        rcopy(&g->ask, &a);
+        mark_dirty(t, g->parent);
+        if (!changed)
+            return;
+        resum_request(g->parent);
+        g = g->parent;
+    }
+}
+
+/* The entry of iname in r (which must name it). */
+static kq_res_entry_t *slot(kq_resource_t *r, const char *iname)
+{
+    for (uint32_t i = 0; i < r->n; i++)
+        if (r->e[i].name == iname)
+            return &r->e[i];
+    return NULL;
+}
+
+/* Recomputation is bound by memory latency: a group is a few KB and a parent's children
+ * are scattered, so the first pass over them prefetches what later passes read. */
+#define PF_AHEAD 4
+
+static inline void prefetch_kid(const struct group *k, bool for_runtime)
+{
+    __builtin_prefetch(k);
+    __builtin_prefetch(&k->smin);
+    if (for_runtime) {
+        __builtin_prefetch(&k->ask);
+        __builtin_prefetch(&k->max);
+        __builtin_prefetch(&k->weight);
+        __builtin_prefetch(&k->runtime);
+    } else {
+        __builtin_prefetch(&k->min);
+    }
+}
+
+/* Recomputes the scaled mins of p's children from p's scaled min, recursing into the
+ * children whose scaled min changed, then the asks that depend on what changed and p's
+ * request; `force` (p's children or their specs changed) recomputes every child's ask;
+ * `deep` recomputes everything below p (the end of a batch). Marks p dirty. Returns
+ * whether p's request changed. */
+static bool smin_refresh(kq_qtree_t *t, struct group *p, bool force, bool deep)
+{
+    size_t n = p->nkids;
+    struct group **kid = p->kid;
+    if (n == 0) {
+        bool changed = p->request.n != 0;
+        p->request = KQ_RESOURCE_EMPTY;
+        return changed;
+    }
+    uint32_t nsc = 0; /* resources whose children's mins are scaled (else smin = min) */
+    const char *scd[KQ_RES_MAX];
+    for (uint32_t j = 0; j < p->smin.n; j++) {
+        const char *d = p->smin.e[j].name;
+        int64_t E = p->smin.e[j].value;
+        u128 S = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (j == 0 && i + PF_AHEAD < n)
+                prefetch_kid(kid[i + PF_AHEAD], false);
+            t->sw[i] = rget(&kid[i]->min, d, NULL);
+            S += (u128)t->sw[i];
+        }
+        if (S <= (u128)E)
+            continue;
+        apportion(t, n, E, t->sw, t->sw, t->sadd);
+        for (size_t i = 0; i < n; i++)
+            t->sval[i * KQ_RES_MAX + nsc] = t->sadd[i];
+        scd[nsc++] = d;
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct group *k = kid[i];
+        kq_resource_t want;
+        rcopy(&want, &k->min);
+        for (uint32_t c = 0; c < nsc; c++) {
+            kq_res_entry_t *e = slot(&want, scd[c]); /* a min naming the resource */
+            if (e != NULL)
+                e->value = t->sval[i * KQ_RES_MAX + c];
+        }
+        k->flag = !same(&k->smin, &want);
+        if (k->flag)
+            rcopy(&k->smin, &want);
+    }
+    bool asks = force;
+    for (size_t i = 0; i < n; i++) {
+        struct group *k = kid[i];
+        bool kreq = false;
+        if (deep ? k->is_parent : k->flag && k->nkids > 0)
+            kreq = smin_refresh(t, k, deep, deep); /* reuses the scratch arrays: not read after this */
+        /* a lending child's ask does not depend on its scaled min */
+        if (force || kreq || (k->flag && !k->allow_lent)) {
+            kq_resource_t a;
+            ask_into(k, &a);
+            if (!same(&a, &k->ask)) {
+                rcopy(&k->ask, &a);
+                asks = true;
+            }
+        }
+        k->flag = false;
+    }
+    mark_dirty(t, p);
+    if (!asks)
+        return false;
+    kq_resource_t old;
+    rcopy(&old, &p->request);
+    resum_request(p);
+    return !same(&old, &p->request);
+}
+
+/* k's sharing weight of resource d, the j-th resource of the cluster total. */
+static int64_t weight_of(const kq_qtree_t *t, const struct group *k, const char *d, uint32_t j)
+{
+    bool has = false;
+    int64_t w = k->has_weight ? rget_at(&k->weight, j, d, &has) : 0;
+    if (has)
+        return w;
+    w = k->has_max ? rget_at(&k->max, j, d, &has) : 0;
+    if (has)
+        return w;
+    return rget_at(&t->root->runtime, j, d, NULL);
+}
+
+/* Shares p's runtime among its children, per resource the cluster total names. */
+static void redistribute(kq_qtree_t *t, struct group *p)
+{
+    size_t n = p->nkids;
+    struct group **kid = p->kid;
+    if (n == 0)
+        return;
+    const kq_resource_t *dims = &t->root->runtime;
+    int64_t *base = t->sbase, *ask = t->scap;
+    /* Children's runtimes are rewritten in place (nothing here reads them); flag = changed. */
+    for (size_t i = 0; i < n; i++) {
+        struct group *k = kid[i];
+        if (i + PF_AHEAD < n)
+            prefetch_kid(kid[i + PF_AHEAD], true);
+        k->flag = k->runtime.n != dims->n;
+        k->runtime.n = dims->n;
+    }
+    for (uint32_t j = 0; j < dims->n; j++) {
+        const char *d = dims->e[j].name;
+        int64_t R = rget_at(&p->runtime, j, d, NULL);
+        u128 sum = 0;
+        for (size_t i = 0; i < n; i++) {
+            const struct group *k = kid[i];
+            int64_t a = rget_at(&k->ask, j, d, NULL), m = rget_at(&k->smin, j, d, NULL);
+            ask[i] = a;
+            base[i] = a < m || k->deflt ? a : m; /* the default group first takes what it uses */
+            sum += (u128)base[i];
+        }
+        if (sum > (u128)R) {
+            /* only while mins are being scaled, or when the default group uses what the
+             * others' mins would need: the default group keeps what it uses (up to R), the
+             * rest of R is shared by first shares */
+            size_t dp = n;
+            for (size_t i = 0; i < n && p == t->root; i++)
+                if (kid[i]->deflt)
+                    dp = i;
+            int64_t db = 0;
+            if (dp < n) {
+                db = base[dp] < R ? base[dp] : R;
+                base[dp] = 0;
+            }
+            apportion(t, n, R - db, base, base, t->sadd);
+            memcpy(base, t->sadd, n * sizeof *base);
+            if (dp < n)
+                base[dp] = db;
+        } else {
+            int64_t rem = R - (int64_t)sum;
+            if (rem > 0) {
+                for (size_t i = 0; i < n; i++) {
+                    ask[i] -= base[i]; /* the cap: what it asks beyond its first share */
+                    t->sw[i] = weight_of(t, kid[i], d, j);
+                }
+                apportion(t, n, rem, t->sw, ask, t->sadd);
+                for (size_t i = 0; i < n; i++)
+                    base[i] += t->sadd[i];
+            }
+        }
+        for (size_t i = 0; i < n; i++) {
+            kq_res_entry_t *e = &kid[i]->runtime.e[j];
+            if (e->name != d || e->value != base[i]) {
+                e->name = d;
+                e->value = base[i];
+                kid[i]->flag = true;
+            }
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct group *k = kid[i];
+        if (k->flag)
+            mark_dirty(t, k);
+        k->flag = false;
+    }
+}
+
+static void run_dirty(kq_qtree_t *t)
+{
+    while (t->heap_n > 0)
+        redistribute(t, pop_dirty(t));
+}
+
+/* Redistributes p and every parent below it, each parent before its children. */
+static void redistribute_all(kq_qtree_t *t, struct group *p)
+{
+    redistribute(t, p);
+    for (size_t i = 0; i < p->nkids; i++)
+        if (p->kid[i]->nkids > 0)
+            redistribute_all(t, p->kid[i]);
+}
+
+/* Forgets the dirty marks (every parent was just redistributed). */
+static void clear_dirty(kq_qtree_t *t)
+{
+    for (size_t i = 0; i < t->heap_n; i++)
+        t->heap[i]->dirty = false;
+    t->heap_n = 0;
+}
+
+/* Completes the pending recomputation. After a change of the cluster total, the scaled
+ * mins from the root (and what depends on the changed ones); after changes in a batch,
+ * every scaled min, ask and request. Then every parent's distribution (default weights
+ * of unlimited groups follow the total), in one pass from the root instead of through
+ * the dirty heap. Otherwise only the dirty parents. Readers call it first (a no-op
+ * outside batches). */
+static void settle(kq_qtree_t *t)
+{
+    if (t->pending != 0) {
+        bool all = t->pending == PEND_ALL;
+        t->pending = 0;
+        (void)smin_refresh(t, t->root, all, all);
+        clear_dirty(t);
+        redistribute_all(t, t->root);
+        clear_dirty(t);
+    } else {
+        run_dirty(t);
+    }
+}
+
+/* After a change: recompute now, unless a batch defers it. */
+static void changed(kq_qtree_t *t)
+{
+    if (t->batch == 0)
+        settle(t);
+}
+
+/* Inside a batch a change only records that everything must be recomputed at its end. */
+static bool deferred(kq_qtree_t *t)
+{
+    if (t->batch == 0)
+        return false;
+    t->pending = PEND_ALL;
+    return true;
+}
+
+/* The cluster total is the allocatable minus the system group's used. */
+static void total_refresh(kq_qtree_t *t)
+{
+    if (!t->have_total)
+        return;
+    kq_resource_t tot = t->alloc;
+    for (uint32_t i = 0; i < tot.n; i++) {
+        int64_t u = rget(&t->sys->used, tot.e[i].name, NULL);
+        tot.e[i].value = u >= tot.e[i].value ? 0 : tot.e[i].value - u;
+    }
+    if (same(&tot, &t->root->runtime))
+        return;
+    t->root->runtime = tot;
+    t->root->smin = tot;
+    if (t->pending < PEND_TOTAL)
+        t->pending = PEND_TOTAL;
+    changed(t);
+}
+
+/* p's children or their specs changed. */
+static void refresh_parent(kq_qtree_t *t, struct group *p)
+{
+    if (deferred(t))
+        return;
+    (void)smin_refresh(t, p, true, false);
+    fix_up(t, p);
+}
+
+/* ==================================================================== usage ==== */
+
+/* Adds res (and to used_np when np) at g and every ancestor, or nothing on overflow. */
+static int path_add(struct group *g, const kq_resource_t *res, const kq_resource_t *np)
+{
+    kq_resource_t u[KQ_QTREE_MAX_DEPTH + 2], v[KQ_QTREE_MAX_DEPTH + 2];
+    int n = 0;
+    for (struct group *x = g; x; x = x->parent, n++) {
+        u[n] = x->used;
+        if (kq_resource_add(&u[n], res) != 0)
+            return KQ_ERANGE;
+        v[n] = x->used_np;
+        if (np != NULL && kq_resource_add(&v[n], np) != 0)
+            return KQ_ERANGE;
+    }
+    n = 0;
+    for (struct group *x = g; x; x = x->parent, n++) {
+        x->used = u[n];
+        x->used_np = v[n];
+    }
+    return 0;
+}
+
+/* Subtracts at g and every ancestor, clamped at 0. True when nothing was clamped. */
+static bool path_sub(struct group *g, const kq_resource_t *res, const kq_resource_t *np)
+{
+    bool exact = true;
+    for (struct group *x = g; x; x = x->parent) {
+        exact &= kq_resource_sub(&x->used, res);
+        if (np != NULL)
+            exact &= kq_resource_sub(&x->used_np, np);
+    }
+    return exact;
+}
+
+static bool has_pods(const struct group *g)
+{
+    return g->pods > 0 || g->pods_used > 0 || !kq_resource_is_zero(&g->request) ||
+           !kq_resource_is_zero(&g->used);
+}
+
+/* ============================================================== tree shape ==== */
+
+/* Position of name among p's children (where it is or would be inserted). */
+static size_t kid_pos(const struct group *p, const char *name)
+{
+    size_t lo = 0, hi = p->nkids;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (strcmp(p->kid[mid]->name, name) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Room for one more child of p, so that link_kid cannot fail. */
+static int reserve_kid(struct group *p)
+{
+    if (p->nkids < p->kidcap)
+        return 0;
+    size_t cap = p->kidcap ? p->kidcap * 2 : 4;
+    struct group **v = realloc(p->kid, cap * sizeof *v);
+    if (v == NULL)
+        return KQ_ENOMEM;
+    p->kid = v;
+    p->kidcap = cap;
+    return 0;
+}
+
+static void link_kid(struct group *p, struct group *g)
+{
+    size_t i = kid_pos(p, g->name); /* capacity reserved by reserve_kid */
+    memmove(&p->kid[i + 1], &p->kid[i], (p->nkids - i) * sizeof p->kid[0]);
+    p->kid[i] = g;
+    p->nkids++;
+    g->parent = p;
+}
+
+static void unlink_kid(struct group *g)
+{
+    struct group *p = g->parent;
+    size_t i = kid_pos(p, g->name);
+    memmove(&p->kid[i], &p->kid[i + 1], (p->nkids - i - 1) * sizeof p->kid[0]);
+    p->nkids--;
+    g->parent = NULL;
+}
+
+static void set_depth(struct group *g, int depth)
+{
+    g->depth = depth;
+    for (size_t i = 0; i < g->nkids; i++)
+        set_depth(g->kid[i], depth + 1);
+}
+
+static int height(const struct group *g)
+{
+    int h = 0;
+    for (size_t i = 0; i < g->nkids; i++) {
+        int kh = height(g->kid[i]) + 1;
+        if (kh > h)
+            h = kh;
+    }
+    return h;
+}
+
+static struct group *group_new(const char *name)
+{
+    struct group *g = calloc(1, sizeof *g);
+    if (g == NULL)
+        return NULL;
+    g->name = strdup(name);
+    if (g->name == NULL) {
+        free(g);
+        return NULL;
+    }
+    g->allow_lent = true;
+    return g;
+}
+
+static void group_free(struct group *g)
+{
+    if (g == NULL)
+        return;
+    free(g->name);
+    free(g->kid);
+    free(g);
+}
+
+static int hash_add(kq_qtree_t *t, struct group *g)
+{
+    hash_oom = false;
+    HASH_ADD_KEYPTR(hh, t->by_name, g->name, strlen(g->name), g);
+    return hash_oom ? KQ_ENOMEM : 0;
+}
+
+/* ============================================================== validation ==== */
+
+/* All rules of kq_qtree_set_group. On success *parent_out is the new parent. */
+static int validate(kq_qtree_t *t, const kq_qgroup_spec_t *s, struct group **parent_out, char *err,
+                    size_t errlen)
+{
+    char b1[64], b2[64], b3[64];
+    if (s == NULL || s->name == NULL) {
+        seterr(err, errlen, "quota group spec without a name");
+        return KQ_EINVAL;
+    }
+    if (!name_ok(s->name)) {
+        seterr(err, errlen, "invalid quota group name (1..%d characters of A-Z a-z 0-9 . _ : / -)",
+               KQ_QTREE_NAME_MAX);
+        return KQ_EINVAL;
+    }
+    if (strcmp(s->name, KQ_QTREE_ROOT) == 0 || strcmp(s->name, KQ_QTREE_SYSTEM) == 0) {
+        seterr(err, errlen, "quota group %s is built in and cannot be configured", s->name);
+        return KQ_EINVAL;
+    }
+    struct group *g = find(t, s->name);
+    struct group *p;
+    if (is_root_name(s->parent)) {
+        p = t->root;
+    } else {
+        if (!name_ok(s->parent)) {
+            seterr(err, errlen, "quota group %s: invalid parent name", s->name);
+            return KQ_EINVAL;
+        }
+        p = find(t, s->parent);
+        if (p == NULL) {
+            seterr(err, errlen, "quota group %s: parent quota group %s does not exist", s->name, s->parent);
+            return KQ_ENOENT;
+        }
+        if (p == g) {
+            seterr(err, errlen, "quota group %s cannot be its own parent", s->name);
+            return KQ_EINVAL;
+        }
+        if (!p->is_parent || p->system) {
+            seterr(err, errlen, "quota group %s: parent %s is not a parent group", s->name, p->name);
+            return KQ_EINVAL;
+        }
+    }
+    if (g == t->def && (p != t->root || s->is_parent)) {
+        seterr(err, errlen, "quota group %s must stay a first-level leaf group", s->name);
+        return KQ_EINVAL;
+    }
+    bool moving = g != NULL && g->parent != p;
+    if (moving) {
+        for (struct group *x = p; x; x = x->parent)
+            if (x == g) {
+                seterr(err, errlen, "quota group %s cannot move under its own descendant %s", s->name, p->name);
+                return KQ_EINVAL;
+            }
+    }
+    int deepest = p->depth + 1 + (moving ? height(g) : 0); /* an unmoved group keeps its depth */
+    if (deepest > KQ_QTREE_MAX_DEPTH) {
+        seterr(err, errlen, "quota group %s: the tree would be deeper than %d levels", s->name,
+               KQ_QTREE_MAX_DEPTH);
+        return KQ_EINVAL;
+    }
+    for (uint32_t i = 0; i < s->min.n; i++) {
+        bool has;
+        const char *d = s->min.e[i].name;
+        int64_t mx = rget(&s->max, d, &has);
+        if (has && s->min.e[i].value > mx) {
+            seterr(err, errlen, "quota group %s: min %s %s exceeds max %s", s->name, d,
+                   fmtq(d, s->min.e[i].value, b1, sizeof b1), fmtq(d, mx, b2, sizeof b2));
+            return KQ_EINVAL;
+        }
+    }
+    if (g != NULL && g->nkids > 0 && !s->is_parent) {
+        seterr(err, errlen, "quota group %s has children and cannot become a leaf group", s->name);
+        return KQ_ESTATE;
+    }
+    if (g != NULL && !g->is_parent && s->is_parent && has_pods(g)) {
+        seterr(err, errlen, "quota group %s has pods and cannot become a parent group", s->name);
+        return KQ_ESTATE;
+    }
+    /* Its own children's mins must fit in its new min. */
+    if (g != NULL && g->nkids > 0 && !s->allow_force_update) {
+        kq_resource_t sum = KQ_RESOURCE_EMPTY;
+        for (size_t j = 0; j < g->nkids; j++)
+            for (uint32_t i = 0; i < g->kid[j]->min.n; i++) {
+                const struct group *k = g->kid[j];
+                const char *d = k->min.e[i].name;
+                (void)put(&sum, d, sat_add(rget(&sum, d, NULL), k->min.e[i].value));
+            }
+        for (uint32_t i = 0; i < sum.n; i++) {
+            const char *d = sum.e[i].name;
+            int64_t m = rget(&s->min, d, NULL);
+            if (sum.e[i].value > m) {
+                seterr(err, errlen, "quota group %s: its children's min %s %s sum to more than its min %s",
+                       s->name, d, fmtq(d, sum.e[i].value, b1, sizeof b1), fmtq(d, m, b2, sizeof b2));
+                return KQ_EINVAL;
+            }
+        }
+    }
+    /* Below the first level its min and its new siblings' must fit in the parent's min. */
+    if (p != t->root && !s->allow_force_update) {
+        kq_resource_t sum = s->min;
+        for (size_t j = 0; j < p->nkids; j++) {
+            const struct group *k = p->kid[j];
+            if (k == g)
+                continue;
+            for (uint32_t i = 0; i < k->min.n; i++) {
+                const char *d = k->min.e[i].name;
+                (void)put(&sum, d, sat_add(rget(&sum, d, NULL), k->min.e[i].value));
+            }
+        }
+        for (uint32_t i = 0; i < sum.n; i++) {
+            const char *d = sum.e[i].name;
+            int64_t m = rget(&p->min, d, NULL);
+            if (sum.e[i].value > m) {
+                seterr(err, errlen,
+                       "quota group %s: the children of %s would have min %s %s, more than its min %s "
+                       "(this group %s)",
+                       s->name, p->name, d, fmtq(d, sum.e[i].value, b1, sizeof b1), fmtq(d, m, b2, sizeof b2),
+                       fmtq(d, rget(&s->min, d, NULL), b3, sizeof b3));
+                return KQ_EINVAL;
+            }
+        }
+    }
+    /* Moving usage into the new ancestors must not overflow (common ancestors keep it). */
+    if (moving && !kq_resource_is_zero(&g->used)) {
+        for (struct group *x = g->parent; x; x = x->parent)
+            x->flag = true;
+        int rc = 0;
+        for (struct group *x = p; x && rc == 0; x = x->parent) {
+            if (x->flag)
+                continue;
+            kq_resource_t u = x->used, v = x->used_np;
+            if (kq_resource_add(&u, &g->used) != 0 || kq_resource_add(&v, &g->used_np) != 0) {
+                seterr(err, errlen, "quota group %s: moving its usage would overflow the used of %s", s->name,
+                       x->name);
+                rc = KQ_ERANGE;
+            }
+        }
+        for (struct group *x = g->parent; x; x = x->parent)
+            x->flag = false;
+        if (rc != 0)
+            return rc;
+    }
+    *parent_out = p;
+    return 0;
+}
+
+/* ============================================================== public API ==== */
+
+void kq_qgroup_spec_init(kq_qgroup_spec_t *spec, const char *name)
+{
+    memset(spec, 0, sizeof *spec);
+    spec->name = name;
+    spec->allow_lent = true;
+}
+
+kq_qtree_t *kq_qtree_new(void)
+{
+    kq_qtree_t *t = calloc(1, sizeof *t);
+    if (t == NULL)
+        return NULL;
+    if (pthread_mutex_init(&t->lock, NULL) != 0) {
+        free(t);
+        return NULL;
+    }
+    t->root = group_new(KQ_QTREE_ROOT);
+    t->sys = group_new(KQ_QTREE_SYSTEM);
+    t->def = group_new(KQ_QTREE_DEFAULT);
+    if (t->root == NULL || t->sys == NULL || t->def == NULL || hash_add(t, t->root) != 0 ||
+        hash_add(t, t->sys) != 0 || hash_add(t, t->def) != 0 || ensure_heap(t, 16) != 0 ||
+        ensure_scratch(t, 8) != 0 || reserve_kid(t->root) != 0) {
+        HASH_CLEAR(hh, t->by_name); /* forgets the table; the groups are freed below */
+        group_free(t->root);
+        group_free(t->sys);
+        group_free(t->def);
+        pthread_mutex_destroy(&t->lock);
+        free(t->heap);
+        scratch_free(t);
+        free(t);
+        return NULL;
+    }
+    t->ngroups = 3;
+    t->root->is_parent = true;
+    t->sys->system = true;
+    t->sys->depth = 1;
+    t->def->deflt = true;
+    link_kid(t->root, t->def);
+    t->def->depth = 1;
+    refresh_parent(t, t->root);
+    changed(t);
+    return t;
+}
+
+void kq_qtree_free(kq_qtree_t *t)
+{
+    if (t == NULL)
+        return;
+    struct group *g, *tmp;
+    HASH_ITER(hh, t->by_name, g, tmp) {
+        HASH_DEL(t->by_name, g);
+        group_free(g);
+    }
+    pthread_mutex_destroy(&t->lock);
+    free(t->heap);
+    scratch_free(t);
+    free(t);
+}
+
+int kq_qtree_validate_group(kq_qtree_t *t, const kq_qgroup_spec_t *spec, char *err, size_t errlen)
+{
+    struct group *p;
+    pthread_mutex_lock(&t->lock);
+    int rc = validate(t, spec, &p, err, errlen);
+    pthread_mutex_unlock(&t->lock);
+    return rc;
+}
+
+/* g's min and used enter (sign > 0) or leave the scheduler-plugins sums. Sums saturate
+ * rather than fail (a sum that large bounds nothing). */
+static void sp_account(kq_qtree_t *t, const struct group *g, int sign)
+{
+    if (!g->summin)
+        return;
+    const kq_resource_t *src[2] = {&g->min, &g->used};
+    kq_resource_t *dst[2] = {&t->sp_min, &t->sp_used};
+    for (int k = 0; k < 2; k++)
+        for (uint32_t i = 0; i < src[k]->n; i++) {
+            const char *d = src[k]->e[i].name;
+            int64_t cur = rget(dst[k], d, NULL), v = src[k]->e[i].value;
+            (void)put(dst[k], d, sign > 0 ? sat_add(cur, v) : (cur > v ? cur - v : 0));
+        }
+}
+
+static void apply_spec(struct group *g, const kq_qgroup_spec_t *s)
+{
+    g->summin = s->sum_of_mins;
+    g->min = s->min;
+    g->max = s->max;
+    g->weight = s->shared_weight;
+    g->has_max = g->max.n > 0;
+    g->has_weight = g->weight.n > 0;
+    g->allow_lent = s->allow_lent;
+    g->is_parent = s->is_parent;
+}
+
+int kq_qtree_set_group(kq_qtree_t *t, const kq_qgroup_spec_t *spec, char *err, size_t errlen)
+{
+    struct group *p = NULL, *g = NULL, *fresh = NULL;
+    char name[KQ_QTREE_NAME_MAX + 1] = "", parent[KQ_QTREE_NAME_MAX + 1] = "";
+    bool created = false, moved = false;
+    pthread_mutex_lock(&t->lock);
+    int rc = validate(t, spec, &p, err, errlen);
+    if (rc != 0)
+        goto out;
+    g = find(t, spec->name);
+    rc = ensure_scratch(t, p->nkids + 1);
+    if (rc == 0 && g == NULL)
+        rc = ensure_heap(t, t->ngroups + 1);
+    if (rc == 0 && (g == NULL || g->parent != p))
+        rc = reserve_kid(p);
+    if (rc != 0) {
+        seterr(err, errlen, "quota group %s: out of memory", spec->name);
+        goto out;
+    }
+    if (g == NULL) {
+        fresh = group_new(spec->name);
+        if (fresh == NULL || hash_add(t, fresh) != 0) {
+            group_free(fresh);
+            rc = KQ_ENOMEM;
+            seterr(err, errlen, "quota group %s: out of memory", spec->name);
+            goto out;
+        }
+        t->ngroups++;
+        g = fresh;
+        apply_spec(g, spec);
+        sp_account(t, g, +1);
+        link_kid(p, g);
+        set_depth(g, p->depth + 1);
+        created = true;
+        refresh_parent(t, p);
+    } else {
+        struct group *op = g->parent;
+        sp_account(t, g, -1);
+        apply_spec(g, spec);
+        sp_account(t, g, +1);
+        if (op != p) {
+            moved = true;
+            path_sub(op, &g->used, &g->used_np);
+            unlink_kid(g);
+            link_kid(p, g);
+            set_depth(g, p->depth + 1);
+            if (path_add(p, &g->used, &g->used_np) != 0) /* checked by validate() */
+                abort();
+            refresh_parent(t, op);
+        }
+        refresh_parent(t, p);
+    }
+    changed(t);
+    snprintf(name, sizeof name, "%s", g->name);
+    snprintf(parent, sizeof parent, "%s", p->name);
+out:
+    pthread_mutex_unlock(&t->lock);
+    if (rc == 0)
+        kq_info("quota tree: group %s group=%s parent=%s", created ? "created" : moved ? "moved" : "updated",
+                name, parent);
+    return rc;
+}
+
+int kq_qtree_remove_group(kq_qtree_t *t, const char *name, char *err, size_t errlen)
+{
+    int rc = 0;
+    char copy[KQ_QTREE_NAME_MAX + 1] = "";
+    pthread_mutex_lock(&t->lock);
+    struct group *g = find(t, name);
+    if (g == NULL) {
+        seterr(err, errlen, "quota group %s does not exist", name != NULL && name_ok(name) ? name : "(invalid)");
+        rc = KQ_ENOENT;
+        goto out;
+    }
+    if (g == t->root || g == t->sys || g == t->def) {
+        seterr(err, errlen, "quota group %s is built in and cannot be removed", g->name);
+        rc = KQ_EINVAL;
+        goto out;
+    }
+    if (g->nkids > 0) {
+        seterr(err, errlen, "quota group %s has children; remove or move them first", g->name);
+        rc = KQ_ESTATE;
+        goto out;
+    }
+    /* Its pods fall to the default group: check that the counters fit first. */
+    kq_resource_t du = t->def->used, dnp = t->def->used_np, dreq = t->def->request;
+    if (kq_resource_add(&du, &g->used) != 0 || kq_resource_add(&dnp, &g->used_np) != 0 ||
+        kq_resource_add(&dreq, &g->request) != 0) {
+        seterr(err, errlen, "quota group %s: moving its usage to %s would overflow", g->name, KQ_QTREE_DEFAULT);
+        rc = KQ_ERANGE;
+        goto out;
+    }
+    struct group *p = g->parent;
+    sp_account(t, g, -1);
+    kq_resource_t used = g->used, used_np = g->used_np; /* path_sub starts at g itself */
+    path_sub(g, &used, &used_np);
+    if (path_add(t->def, &used, &used_np) != 0) /* checked above; root got back what it lost */
+        abort();
+    t->def->request = dreq;
+    t->def->pods += g->pods;
+    t->def->pods_used += g->pods_used;
+    unlink_kid(g);
+    HASH_DEL(t->by_name, g);
+    t->ngroups--;
+    snprintf(copy, sizeof copy, "%s", g->name);
+    group_free(g);
+    if (!deferred(t)) {
+        refresh_parent(t, p);
+        fix_up(t, t->def);
+        changed(t);
+    }
+out:
+    pthread_mutex_unlock(&t->lock);
+    if (rc == 0)
+        kq_info("quota tree: group removed group=%s, its pods now count in %s", copy, KQ_QTREE_DEFAULT);
+    return rc;
+}
+
+void kq_qtree_batch_begin(kq_qtree_t *t)
+{
+    pthread_mutex_lock(&t->lock);
+    t->batch++;
+    pthread_mutex_unlock(&t->lock);
+}
+
+void kq_qtree_batch_end(kq_qtree_t *t)
+{
+    pthread_mutex_lock(&t->lock);
+    if (t->batch > 0 && --t->batch == 0)
+        settle(t);
+    pthread_mutex_unlock(&t->lock);
+}
+
+void kq_qtree_set_cluster_total(kq_qtree_t *t, const kq_resource_t *allocatable)
+{
+    pthread_mutex_lock(&t->lock);
+    t->alloc = *allocatable;
+    t->have_total = true;
+    total_refresh(t);
+    pthread_mutex_unlock(&t->lock);
+}
+
+/* A group pods may be counted in: known, and not a parent. */
+static int pod_group(kq_qtree_t *t, const char *name, struct group **out)
+{
+    struct group *g = find(t, name);
+    if (g == NULL)
+        return KQ_ENOENT;
+    if (g->is_parent)
+        return KQ_EINVAL;
+    *out = g;
+    return 0;
+}
+
+int kq_qtree_request_add(kq_qtree_t *t, const char *group, const kq_resource_t *req)
+{
+    struct group *g;
+    pthread_mutex_lock(&t->lock);
+    int rc = pod_group(t, group, &g);
+    if (rc == 0) {
+        kq_resource_t r = g->request;
+        rc = kq_resource_add(&r, req);
+        if (rc == 0) {
+            g->request = r;
+            g->pods++;
+            if (!g->system && !deferred(t)) {
+                fix_up(t, g);
+                changed(t);
+            }
+        }
+    }
+    pthread_mutex_unlock(&t->lock);
+    return rc;
+}
+
+int kq_qtree_request_sub(kq_qtree_t *t, const char *group, const kq_resource_t *req)
+{
+    struct group *g;
+    bool exact = true;
+    pthread_mutex_lock(&t->lock);
+    int rc = pod_group(t, group, &g);
+    if (rc == 0) {
+        exact = kq_resource_sub(&g->request, req);
+        if (g->pods > 0)
+            g->pods--;
+        if (!g->system && !deferred(t)) {
+            fix_up(t, g);
+            changed(t);
+        }
+    }
+    pthread_mutex_unlock(&t->lock);
+    if (!exact)
+        kq_warn("quota tree: request release larger than the request, clamped at 0 group=%s", group);
+    return rc;
+}
+
+/* A pod's resources enter or leave the scheduler-plugins used sum. */
+static void sp_used_add(kq_qtree_t *t, const kq_resource_t *res, int sign)
+{
+    for (uint32_t i = 0; i < res->n; i++) {
+        const char *d = res->e[i].name;
+        int64_t cur = rget(&t->sp_used, d, NULL), v = res->e[i].value;
+        (void)put(&t->sp_used, d, sign > 0 ? sat_add(cur, v) : (cur > v ? cur - v : 0));
+    }
+}
+
+/* The default group asks its used: a change of it redistributes from its parent. */
+static void def_used_changed(kq_qtree_t *t)
+{
+    if (deferred(t))
+        return;
+    fix_up(t, t->def);
+    changed(t);
+}
+
+static int used_add_locked(kq_qtree_t *t, struct group *g, const kq_resource_t *res, bool np)
+{
+    int rc = path_add(g, res, np ? res : NULL);
+    if (rc != 0)
+        return rc;
+    g->pods_used++;
+    if (g->summin)
+        sp_used_add(t, res, +1);
+    if (g->system)
+        total_refresh(t);
+    else if (g->deflt)
+        def_used_changed(t);
+    return 0;
+}
+
+int kq_qtree_used_add(kq_qtree_t *t, const char *group, const kq_resource_t *res, bool nonpreemptible)
+{
+    struct group *g;
+    pthread_mutex_lock(&t->lock);
+    int rc = pod_group(t, group, &g);
+    if (rc == 0)
+        rc = used_add_locked(t, g, res, nonpreemptible);
+    pthread_mutex_unlock(&t->lock);
+    return rc;
+}
+
+int kq_qtree_used_sub(kq_qtree_t *t, const char *group, const kq_resource_t *res, bool nonpreemptible)
+{
+    struct group *g;
+    bool exact = true;
+    pthread_mutex_lock(&t->lock);
+    int rc = pod_group(t, group, &g);
+    if (rc == 0) {
+        exact = path_sub(g, res, nonpreemptible ? res : NULL);
+        if (g->pods_used > 0)
+            g->pods_used--;
+        if (g->summin)
+            sp_used_add(t, res, -1);
+        if (g->system)
+            total_refresh(t);
+        else if (g->deflt)
+            def_used_changed(t);
+    }
+    pthread_mutex_unlock(&t->lock);
+    if (!exact)
+        kq_warn("quota tree: release larger than the used, clamped at 0 group=%s", group);
+    return rc;
+}
+
+/* The one wording of every denial (as the ugm's; docs/events.md): "quota group G: cpu 2
+ * used + 1 requested > 2 runtime (...); needs 1 more cpu", or, when the request alone is
+ * over a max or min, that the pod can never fit. "runtime" is explained in plain words. */
+static void overrun(char *reason, size_t len, const char *group, const char *kind, const char *d, int64_t used,
+                    const char *used_by, int64_t r, int64_t limit, const char *what)
+{
+    char b1[64], b2[64], b3[64], b4[64];
+    const char *why = strcmp(what, "runtime") == 0
+                          ? " (runtime = what the group may use now: its min plus what it can borrow)"
+                          : "";
+    if (r > limit && strcmp(what, "runtime") != 0) {
+        seterr(reason, len, "quota group %s: %s%s %s used%s + %s requested > %s %s; %s requested alone is over the "
+               "%s: the pod can never fit", group, kind, d, fmtq(d, used, b1, sizeof b1), used_by,
+               fmtq(d, r, b2, sizeof b2), fmtq(d, limit, b3, sizeof b3), what, b2, what);
+        return;
+    }
+    /* used + r > limit here; computed without overflow */
+    int64_t need = r > limit ? used + (r - limit) : used - (limit - r);
+    seterr(reason, len, "quota group %s: %s%s %s used%s + %s requested > %s %s%s; needs %s more %s", group, kind, d,
+           fmtq(d, used, b1, sizeof b1), used_by, fmtq(d, r, b2, sizeof b2), fmtq(d, limit, b3, sizeof b3), what,
+           why, fmtq(d, need, b4, sizeof b4), d);
+}
+
+/* scheduler-plugins' rule for a sum_of_mins group g: what all such groups use plus req
+ * stays within the sum of their mins. */
+static int sum_rule_locked(const kq_qtree_t *t, const struct group *g, const kq_resource_t *req,
+                           const kq_resource_t *victims, char *reason, size_t len)
+{
+    for (uint32_t i = 0; i < req->n; i++) {
+        const char *d = req->e[i].name;
+        int64_t r = req->e[i].value, m;
+        bool has;
+        if (r == 0 || !governs(g, d) || ((m = rget(&t->sp_min, d, &has)), !has))
+            continue;
+        int64_t used = rget(&t->sp_used, d, NULL);
+        if (victims != NULL) {
+            int64_t v = rget(victims, d, NULL);
+            used = v >= used ? 0 : used - v;
+        }
+        if ((u128)used + (u128)r > (u128)m) {
+            overrun(reason, len, g->name, "", d, used, " by all scheduler-plugins quotas", r, m, "sum of their mins");
+            return KQ_EDENIED;
+        }
+    }
+    return 0;
+}
+
+/* The admission rule, at g and every ancestor. */
+static int check_locked(kq_qtree_t *t, const char *name, const kq_resource_t *req, const kq_resource_t *victims,
+                        bool np, char *reason, size_t len)
+{
+    struct group *g = find(t, name);
+    if (g == NULL) {
+        seterr(reason, len, "quota group %s does not exist", name != NULL && name_ok(name) ? name : "(invalid)");
+        return KQ_ENOENT;
+    }
+    if (g->system)
+        return 0;
+    if (g->is_parent) {
+        seterr(reason, len, "quota group %s is a parent group; only leaf groups run pods", g->name);
+        return KQ_EDENIED;
+    }
+    for (struct group *x = g; x; x = x->parent) {
+        for (uint32_t i = 0; i < req->n; i++) {
+            const char *d = req->e[i].name;
+            int64_t r = req->e[i].value;
+            if (r == 0 || !governs(x, d))
+                continue; /* a resource x's max does not name is not limited by x */
+            int64_t used = rget(&x->used, d, NULL);
+            if (victims != NULL) {
+                int64_t v = rget(victims, d, NULL);
+                used = v >= used ? 0 : used - v;
+            }
+            u128 sum = (u128)used + (u128)r;
+            bool has;
+            int64_t rt = rget(&x->runtime, d, &has);
+            /* the default group: only its max; a scheduler-plugins group: its max and the
+             * sum of mins (below) */
+            if (has && !x->deflt && !x->summin && sum > (u128)rt) {
+                overrun(reason, len, x->name, "", d, used, "", r, rt, "runtime");
+                return KQ_EDENIED;
+            }
+            int64_t mx = rget(&x->max, d, &has);
+            if (has && sum > (u128)mx) {
+                overrun(reason, len, x->name, "", d, used, "", r, mx, "max");
+                return KQ_EDENIED;
+            }
+            if (np) {
+                /* only where a min names the resource: a group without a min for it (the
+                 * root before any node is known, a group with no guarantee) declares none */
+                bool has_min;
+                int64_t nu = rget(&x->used_np, d, NULL), m = rget(&x->smin, d, &has_min);
+                if (has_min && (u128)nu + (u128)r > (u128)m) {
+                    overrun(reason, len, x->name, "non-preemptible ", d, nu, "", r, m, "min");
+                    return KQ_EDENIED;
+                }
+            }
+        }
+        /* scheduler-plugins: its max first, then the sum of mins, then the ancestors */
+        int rc;
+        if (x == g && g->summin && (rc = sum_rule_locked(t, g, req, victims, reason, len)) != 0)
+            return rc;
+    }
+    return 0;
+}
+
+int kq_qtree_check(kq_qtree_t *t, const char *group, const kq_resource_t *req, bool nonpreemptible, char *reason,
+                   size_t reasonlen)
+{
+    pthread_mutex_lock(&t->lock);
+    settle(t);
+    int rc = check_locked(t, group, req, NULL, nonpreemptible, reason, reasonlen);
+    pthread_mutex_unlock(&t->lock);
+    return rc;
+}
+
+int kq_qtree_check_preempt(kq_qtree_t *t, const char *group, const kq_resource_t *req,
+                           const kq_resource_t *victims, bool nonpreemptible, char *reason, size_t reasonlen)
+{
+    pthread_mutex_lock(&t->lock);
+    settle(t);
+    int rc = check_locked(t, group, req, victims, nonpreemptible, reason, reasonlen);
+    pthread_mutex_unlock(&t->lock);
+    return rc;
+}
+
+int kq_qtree_assume(kq_qtree_t *t, const char *group, const kq_resource_t *req, bool nonpreemptible, char *reason,
+                    size_t reasonlen)
+{
+    pthread_mutex_lock(&t->lock);
+    settle(t);
+    int rc = check_locked(t, group, req, NULL, nonpreemptible, reason, reasonlen);
+    if (rc == 0) {
+        rc = used_add_locked(t, find(t, group), req, nonpreemptible);
+        if (rc != 0)
+            seterr(reason, reasonlen, "quota group %s: used would overflow", group);
+    }
+    pthread_mutex_unlock(&t->lock);
+    return rc;
+}
+
+bool kq_qtree_lookup(kq_qtree_t *t, const char *group, bool *is_parent)
+{
+    if (group == NULL)
+        return false;
+    pthread_mutex_lock(&t->lock);
+    struct group *g = find(t, group);
+    bool parent = g != NULL && g->is_parent;
+    pthread_mutex_unlock(&t->lock);
+    if (is_parent != NULL)
+        *is_parent = parent;
+    return g != NULL;
+}
+
+/* The runtime a reader sees: the resources g's max names (all when it has none); for
+ * the default group its max (it is bounded by its max alone). */
+static void shown_runtime(const struct group *g, kq_resource_t *out)
+{
+    if (g->deflt) {
+        rcopy(out, &g->max);
+        return;
+    }
+    rcopy(out, &g->runtime);
+    if (!g->has_max)
+        return;
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < out->n; i++)
+        if (governs(g, out->e[i].name))
+            out->e[n++] = out->e[i];
+    out->n = n;
+}
+
+int kq_qtree_runtime(kq_qtree_t *t, const char *group, kq_resource_t *out)
+{
+    pthread_mutex_lock(&t->lock);
+    settle(t);
+    struct group *g = find(t, group);
+    if (g != NULL)
+        *out = g->runtime;
+    pthread_mutex_unlock(&t->lock);
+    return g != NULL ? 0 : KQ_ENOENT;
+}
+
+int kq_qtree_info(kq_qtree_t *t, const char *group, kq_qgroup_info_t *out)
+{
+    pthread_mutex_lock(&t->lock);
+    settle(t);
+    struct group *g = find(t, group);
+    if (g != NULL) {
+        memset(out, 0, sizeof *out);
+        snprintf(out->name, sizeof out->name, "%s", g->name);
+        snprintf(out->parent, sizeof out->parent, "%s", g->parent ? g->parent->name : "");
+        out->is_parent = g->is_parent;
+        out->allow_lent = g->allow_lent;
+        out->system = g->system;
+        out->depth = g->depth;
+        out->n_children = g->nkids;
+        out->pods = g->pods;
+        out->pods_used = g->pods_used;
+        out->min = g->min;
+        out->scaled_min = g->smin;
+        out->max = g->max;
+        out->shared_weight = g->weight;
+        out->request = g->request;
+        out->used = g->used;
+        out->used_nonpreemptible = g->used_np;
+        out->runtime = g->runtime;
+        out->ask = g->ask;
+        shown_runtime(g, &out->limit);
+    }
+    pthread_mutex_unlock(&t->lock);
+    return g != NULL ? 0 : KQ_ENOENT;
+}
+
+static int over_cmp(const void *a, const void *b)
+{
+    return strcmp(((const kq_qgroup_over_t *)a)->name, ((const kq_qgroup_over_t *)b)->name);
+}
+
+int kq_qtree_over_runtime(kq_qtree_t *t, kq_qgroup_over_t **out, size_t *n)
+{
+    int rc = 0;
+    kq_qgroup_over_t *v = NULL;
+    size_t cnt = 0, cap = 0;
+    pthread_mutex_lock(&t->lock);
+    settle(t);
+    struct group *g, *tmp;
+    HASH_ITER(hh, t->by_name, g, tmp) {
+        if (g->is_parent || g->system || g->deflt)
+            continue; /* the default group is never reclaimed */
+        kq_resource_t over = KQ_RESOURCE_EMPTY;
+        for (uint32_t i = 0; i < g->used.n; i++) {
+            const char *d = g->used.e[i].name;
+            if (!governs(g, d))
+                continue;
+            bool hr, hm;
+            int64_t rt = rget(&g->runtime, d, &hr), mx = rget(&g->max, d, &hm);
+            int64_t lim = INT64_MAX;
+            if (hr)
+                lim = rt;
+            if (hm && mx < lim)
+                lim = mx;
+            if (g->used.e[i].value > lim)
+                (void)put(&over, d, g->used.e[i].value - lim);
+        }
+        if (over.n == 0)
+            continue;
+        if (cnt == cap) {
+            size_t nc = cap ? cap * 2 : 8;
+            kq_qgroup_over_t *nv = realloc(v, nc * sizeof *nv);
+            if (nv == NULL) {
+                rc = KQ_ENOMEM;
+                break;
+            }
+            v = nv;
+            cap = nc;
+        }
+        snprintf(v[cnt].name, sizeof v[cnt].name, "%s", g->name);
+        v[cnt].over = over;
+        cnt++;
+    }
+    pthread_mutex_unlock(&t->lock);
+    if (rc != 0) {
+        free(v);
+        return rc;
+    }
+    if (cnt > 1)
+        qsort(v, cnt, sizeof *v, over_cmp);
+    *out = cnt > 0 ? v : NULL;
+    if (cnt == 0)
+        free(v);
+    *n = cnt;
+    return 0;
+}
+
+/* ===================================================================== JSON ==== */
+
+static int jset(json_t *o, const char *k, json_t *v)
+{
+    return v != NULL && json_object_set_new(o, k, v) == 0 ? 0 : KQ_ENOMEM;
+}
+
+static json_t *group_json(const kq_qtree_t *t, const struct group *g)
+{
+    json_t *o = json_object();
+    if (o == NULL)
+        return NULL;
+    kq_resource_t w = g->weight;
+    if (!g->system && g != t->root)
+        for (uint32_t i = 0; i < t->root->runtime.n; i++) {
+            const char *d = t->root->runtime.e[i].name;
+            (void)put(&w, d, weight_of(t, g, d, i));
+        }
+    json_t *kids = json_array();
+    int rc = jset(o, "name", json_string(g->name));
+    rc |= jset(o, "parent", g->parent ? json_string(g->parent->name) : json_null());
+    rc |= jset(o, "isParent", json_boolean(g->is_parent));
+    rc |= jset(o, "minResource", kq_resource_to_json(&g->min));
+    rc |= jset(o, "scaledMinResource", kq_resource_to_json(&g->smin));
+    rc |= jset(o, "maxResource", kq_resource_to_json(&g->max));
+    rc |= jset(o, "sharedWeight", kq_resource_to_json(&w));
+    rc |= jset(o, "allowLent", json_boolean(g->allow_lent));
+    rc |= jset(o, "requestResource", kq_resource_to_json(&g->request));
+    rc |= jset(o, "allocatedResource", kq_resource_to_json(&g->used));
+    rc |= jset(o, "nonPreemptibleAllocated", kq_resource_to_json(&g->used_np));
+    kq_resource_t rt;
+    shown_runtime(g, &rt);
+    rc |= jset(o, "runtimeResource", kq_resource_to_json(&rt));
+    rc |= jset(o, "pods", json_integer(g->pods));
+    if (kids != NULL)
+        for (size_t i = 0; i < g->nkids; i++)
+            if (json_array_append_new(kids, json_string(g->kid[i]->name)) != 0)
+                rc = KQ_ENOMEM;
+    rc |= jset(o, "children", kids);
+    if (rc != 0) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+static int tree_json(const kq_qtree_t *t, const struct group *g, json_t *arr)
+{
+    if (json_array_append_new(arr, group_json(t, g)) != 0)
+        return KQ_ENOMEM;
+    for (size_t i = 0; i < g->nkids; i++)
+        if (tree_json(t, g->kid[i], arr) != 0)
+            return KQ_ENOMEM;
+    return 0;
+}
+
+json_t *kq_qtree_json(kq_qtree_t *t)
+{
+    json_t *o = json_object(), *arr = json_array();
+    pthread_mutex_lock(&t->lock);
+    settle(t);
+    int rc = (o && arr) ? 0 : KQ_ENOMEM;
+    if (rc == 0)
+        rc = tree_json(t, t->root, arr);
+    if (rc == 0 && json_array_append_new(arr, group_json(t, t->sys)) != 0)
+        rc = KQ_ENOMEM;
+    if (rc == 0) {
+        rc = jset(o, "clusterAllocatable", kq_resource_to_json(&t->alloc));
+        rc |= jset(o, "clusterTotal", kq_resource_to_json(&t->root->runtime));
+    }
+    pthread_mutex_unlock(&t->lock);
+    if (rc == 0 && jset(o, "groups", arr) == 0)
+        return o;
+    if (rc == 0) /* jset consumed arr */
+        arr = NULL;
+    json_decref(arr);
+    json_decref(o);
+    return NULL;
+}

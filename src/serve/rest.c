@@ -1,0 +1,647 @@
+/* REST usage view: YuniKorn's /ws/v1 usage and queue endpoints over the ugm's JSON views,
+ * and /ws/v1/validate-conf over the config loader. Transport-free: the server module
+ * routes the request, these functions only produce status and body.
+ *
+ * Wire compatibility with YuniKorn's webservice (apache/yunikorn-core pkg/webservice/
+ * handlers.go and dao/): the same paths, the DAO field names and omitempty rules (the ugm
+ * renders them), errors as dao.YAPIError {"status_code","message","description"} with
+ * YuniKorn's messages ("Partition not found", "User not found", "Group not found", "Queue
+ * not found") and status codes, and the views YuniKorn clients read: partitions, clusters,
+ * queue, applications, nodes, scheduler health and the configuration.
+ *
+ * Elastic quota: with app->elastic set, every queue of the queues view that is a quota
+ * group (root and the queue paths) gains the group's minResource, scaledMinResource,
+ * maxResource (the group's; {} = unlimited), requestResource, quotaAllocatedResource (the
+ * group's used; allocatedResource stays the queue's usage as the ugm counts it, which is
+ * the same unless pods of the queue were placed in another group), runtimeResource,
+ * sharedWeight and allowLent; the root object also carries "quotaTree" (kq_qtree_json:
+ * every group, ElasticQuota groups included).
+ *
+ * DESIGN: no state of its own. The views are built by the ugm under its own locks and
+ * handed over as new references; serialisation happens after the locks are released.
+ */
+#include "kubequota/serve/rest.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <jansson.h>
+
+#include "kubequota/engine/config.h"
+#include "kubequota/control/elastic.h"
+#include "kubequota/base/error.h"
+#include "kubequota/engine/placement.h"
+#include "kubequota/control/sync.h"
+#include "kubequota/engine/ugm.h"
+
+/* ------------------------------------------------------------------ helpers */
+
+char *kq_rest_error_body(int status, const char *message, const char *description, size_t *len)
+{
+    json_t *o = json_pack("{s:i,s:s,s:s}", "status_code", status, "message", message ? message : "",
+                          "description", description ? description : (message ? message : ""));
+    if (o == NULL)
+        return NULL;
+    char *s = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    if (s != NULL && len != NULL)
+        *len = strlen(s);
+    return s;
+}
+
+/* Serialises `view` (stolen) into *body with `status`; 500 on ENOMEM. */
+static int reply_json(json_t *view, int status, char **body, size_t *len)
+{
+    char *s = view ? json_dumps(view, JSON_COMPACT) : NULL;
+    json_decref(view);
+    if (s == NULL) {
+        *body = NULL;
+        *len = 0;
+        return 500;
+    }
+    *body = s;
+    *len = strlen(s);
+    return status;
+}
+
+/* message: YuniKorn's fixed text (clients compare it); description: the specifics. */
+static int reply_error(int status, const char *message, const char *description, char **body, size_t *len)
+{
+    *body = kq_rest_error_body(status, message, description, len);
+    if (*body == NULL) {
+        *len = 0;
+        return 500;
+    }
+    return status;
+}
+
+/* A name from the URL, safe to quote in a JSON error message: control characters and
+ * non-ASCII bytes (possibly invalid UTF-8) become '?', and it is cut at 200 bytes. */
+static const char *printable(const char *in, char *out, size_t outlen)
+{
+    size_t i = 0;
+    for (; in != NULL && in[i] != '\0' && i + 1 < outlen && i < 200; i++) {
+        unsigned char c = (unsigned char)in[i];
+        out[i] = (c < 0x20 || c >= 0x7f) ? '?' : (char)c;
+    }
+    out[i] = '\0';
+    return out;
+}
+
+/* 0 when the partition is the one this process serves; else a 404 reply. */
+static int check_partition(kq_app_t *app, const char *partition, char **body, size_t *len)
+{
+    if (app->ugm == NULL)
+        return reply_error(503, "usage tracking is not initialised", NULL, body, len);
+    if (partition == NULL || app->partition == NULL || strcmp(partition, app->partition) != 0) {
+        char msg[512], name[256];
+        snprintf(msg, sizeof(msg), "partition \"%s\" not found (this scheduler serves partition \"%s\")",
+                 printable(partition, name, sizeof(name)), app->partition != NULL ? app->partition : "");
+        return reply_error(404, "Partition not found", msg, body, len);
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ public API */
+
+int kq_rest_users(kq_app_t *app, const char *partition, char **body, size_t *len)
+{
+    int st = check_partition(app, partition, body, len);
+    if (st != 0)
+        return st;
+    return reply_json(kq_ugm_users_json(app->ugm), 200, body, len);
+}
+
+int kq_rest_groups(kq_app_t *app, const char *partition, char **body, size_t *len)
+{
+    int st = check_partition(app, partition, body, len);
+    if (st != 0)
+        return st;
+    return reply_json(kq_ugm_groups_json(app->ugm), 200, body, len);
+}
+
+/* A copy of a resource map with cpu named "vcore" (as YuniKorn's shim names it); other
+ * values as they are. New reference; NULL on ENOMEM. */
+static json_t *dao_names(json_t *v)
+{
+    if (!json_is_object(v))
+        return json_incref(v);
+    json_t *o = json_object();
+    const char *k;
+    json_t *x;
+    json_object_foreach(v, k, x) {
+        if (o != NULL && json_object_set(o, strcmp(k, "cpu") == 0 ? "vcore" : k, x) != 0) {
+            json_decref(o);
+            o = NULL;
+        }
+    }
+    return o;
+}
+
+/* Copies the quota group's fields into each queue object of the tree (recursively). */
+static bool merge_groups(json_t *q, const json_t *by_name)
+{
+    static const struct { const char *from, *to; } fields[] = {
+        {"minResource", "minResource"},
+        {"scaledMinResource", "scaledMinResource"},
+        {"maxResource", "maxResource"},
+        {"requestResource", "requestResource"},
+        {"allocatedResource", "quotaAllocatedResource"},
+        {"runtimeResource", "runtimeResource"},
+        {"sharedWeight", "sharedWeight"},
+        {"allowLent", "allowLent"},
+    };
+    const json_t *g = json_object_get(by_name, json_string_value(json_object_get(q, "queuename")));
+    for (size_t i = 0; g != NULL && i < sizeof(fields) / sizeof(fields[0]); i++) {
+        json_t *v = json_object_get(g, fields[i].from);
+        if (v == NULL || (json_is_object(v) && json_object_size(v) == 0))
+            continue; /* omitempty, as the DAO */
+        if (json_object_set_new(q, fields[i].to, dao_names(v)) != 0)
+            return false;
+    }
+    size_t i;
+    json_t *k;
+    json_array_foreach(json_object_get(q, "children"), i, k) {
+        if (!merge_groups(k, by_name))
+            return false;
+    }
+    return true;
+}
+
+int kq_rest_queues(kq_app_t *app, const char *partition, char **body, size_t *len)
+{
+    int st = check_partition(app, partition, body, len);
+    if (st != 0)
+        return st;
+    json_t *view = kq_ugm_queues_json(app->ugm);
+    if (view == NULL || app->elastic == NULL)
+        return reply_json(view, 200, body, len);
+    json_t *tree = kq_qtree_json(kq_elastic_qtree(app->elastic));
+    json_t *by_name = json_object();
+    bool ok = tree != NULL && by_name != NULL;
+    size_t i;
+    json_t *g;
+    json_array_foreach(json_object_get(tree, "groups"), i, g) {
+        const char *n = json_string_value(json_object_get(g, "name"));
+        if (ok && n != NULL)
+            ok = json_object_set(by_name, n, g) == 0;
+    }
+    ok = ok && merge_groups(view, by_name) && json_object_set(view, "quotaTree", tree) == 0;
+    json_decref(by_name);
+    json_decref(tree);
+    if (!ok) {
+        json_decref(view);
+        view = NULL;
+    }
+    return reply_json(view, 200, body, len);
+}
+
+int kq_rest_user(kq_app_t *app, const char *partition, const char *user, char **body, size_t *len)
+{
+    int st = check_partition(app, partition, body, len);
+    if (st != 0)
+        return st;
+    json_t *v = kq_ugm_user_json(app->ugm, user);
+    if (v == NULL) {
+        char msg[512], name[256];
+        snprintf(msg, sizeof(msg), "user \"%s\" not found (no usage tracked, not named in a limit)",
+                 printable(user, name, sizeof(name)));
+        return reply_error(404, "User not found", msg, body, len);
+    }
+    return reply_json(v, 200, body, len);
+}
+
+int kq_rest_group(kq_app_t *app, const char *partition, const char *group, char **body, size_t *len)
+{
+    int st = check_partition(app, partition, body, len);
+    if (st != 0)
+        return st;
+    json_t *v = kq_ugm_group_json(app->ugm, group);
+    if (v == NULL) {
+        char msg[512], name[256];
+        snprintf(msg, sizeof(msg), "group \"%s\" not found (no usage tracked, not named in a limit)",
+                 printable(group, name, sizeof(name)));
+        return reply_error(404, "Group not found", msg, body, len);
+    }
+    return reply_json(v, 200, body, len);
+}
+
+int kq_rest_validate_conf(kq_app_t *app, const char *yaml, size_t yaml_len, char **body, size_t *len)
+{
+    kq_diags_t diags;
+    kq_diags_init(&diags);
+    kq_config_t *cfg = NULL;
+    int rc = kq_config_load_buffer(yaml ? yaml : "", yaml ? yaml_len : 0, "queues.yaml", &cfg, &diags);
+    if (rc == 0 && app != NULL) /* what the running serve would refuse at reload */
+        rc = kq_app_check_config(app, cfg, "queues.yaml", &diags);
+    kq_config_unref(cfg);
+    json_t *o;
+    if (rc == 0) {
+        o = json_pack("{s:b,s:s}", "allowed", 1, "reason", "");
+    } else {
+        char *joined = diags.n > 0 ? kq_diags_join(&diags, "; ") : NULL;
+        o = json_pack("{s:b,s:s}", "allowed", 0, "reason", joined ? joined : kq_strerror(rc));
+        if (o == NULL && joined != NULL) {
+            /* Not valid UTF-8 (a diagnostic quoting raw input): keep the ASCII. */
+            for (unsigned char *p = (unsigned char *)joined; *p; p++)
+                if (*p >= 0x80 || (*p < 0x20 && *p != '\n'))
+                    *p = '?';
+            o = json_pack("{s:b,s:s}", "allowed", 0, "reason", joined);
+        }
+        free(joined);
+    }
+    kq_diags_free(&diags);
+    return reply_json(o, 200, body, len);
+}
+
+/* ------------------------------------------------------------------ more of YuniKorn's views */
+
+/* The queue object with queuename == path (lowercase compare) in the queues view. */
+static json_t *find_queue(json_t *q, const char *path)
+{
+    const char *name = json_string_value(json_object_get(q, "queuename"));
+    if (name != NULL && strcasecmp(name, path) == 0)
+        return q;
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(q, "children"), i, c) {
+        json_t *hit = find_queue(c, path);
+        if (hit != NULL)
+            return hit;
+    }
+    return NULL;
+}
+
+/* YuniKorn's validateQueue: every part of the path a valid queue name. */
+static bool queue_path_valid(const char *path)
+{
+    if (path == NULL || path[0] == '\0' || strlen(path) > KQ_UGM_PATH_MAX)
+        return false;
+    size_t part = 0;
+    for (const char *p = path;; p++) {
+        if (*p == '.' || *p == '\0') {
+            if (part == 0)
+                return false;
+            if (*p == '\0')
+                return true;
+            part = 0;
+            continue;
+        }
+        unsigned char c = (unsigned char)*p;
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
+              c == '#' || c == '@' || c == '/' || c == ':'))
+            return false;
+        part++;
+    }
+}
+
+/* The queue's object from the full queues view (a new reference), or an error reply. */
+static int queue_object(kq_app_t *app, const char *partition, const char *queue, json_t **out, char **body,
+                        size_t *len)
+{
+    *out = NULL;
+    int st = check_partition(app, partition, body, len);
+    if (st != 0)
+        return st;
+    char name[256], msg[512];
+    if (!queue_path_valid(queue)) {
+        snprintf(msg, sizeof(msg), "\"%s\" is not a valid queue path", printable(queue, name, sizeof(name)));
+        return reply_error(400, msg, msg, body, len);
+    }
+    char *view_body = NULL;
+    size_t view_len = 0;
+    st = kq_rest_queues(app, partition, &view_body, &view_len);
+    if (st != 200) {
+        *body = view_body;
+        *len = view_len;
+        return st;
+    }
+    json_t *view = json_loadb(view_body, view_len, 0, NULL);
+    free(view_body);
+    if (view == NULL)
+        return reply_error(500, "out of memory", NULL, body, len);
+    json_t *q = find_queue(view, queue);
+    if (q == NULL) {
+        json_decref(view);
+        snprintf(msg, sizeof(msg), "queue \"%s\" is neither configured nor in use", printable(queue, name, sizeof(name)));
+        return reply_error(404, "Queue not found", msg, body, len);
+    }
+    *out = json_incref(q);
+    json_decref(view);
+    return 0;
+}
+
+int kq_rest_queue(kq_app_t *app, const char *partition, const char *queue, bool subtree, char **body, size_t *len)
+{
+    json_t *q;
+    int st = queue_object(app, partition, queue, &q, body, len);
+    if (st != 0)
+        return st;
+    if (!subtree)
+        json_object_del(q, "children"); /* childNames stay, as YuniKorn answers */
+    return reply_json(q, 200, body, len);
+}
+
+int kq_rest_queue_apps(kq_app_t *app, const char *partition, const char *queue, char **body, size_t *len)
+{
+    json_t *q;
+    int st = queue_object(app, partition, queue, &q, body, len);
+    if (st != 0)
+        return st;
+    char path[KQ_UGM_PATH_MAX + 1];
+    snprintf(path, sizeof(path), "%s", json_string_value(json_object_get(q, "queuename")));
+    json_decref(q);
+    return reply_json(kq_ugm_apps_json(app->ugm, path), 200, body, len);
+}
+
+int kq_rest_apps(kq_app_t *app, const char *partition, const char *state, char **body, size_t *len)
+{
+    int st = check_partition(app, partition, body, len);
+    if (st != 0)
+        return st;
+    if (state == NULL || strcasecmp(state, "active") == 0)
+        return reply_json(kq_ugm_apps_json(app->ugm, NULL), 200, body, len);
+    if (strcasecmp(state, "rejected") == 0 || strcasecmp(state, "completed") == 0)
+        return reply_json(json_array(), 200, body, len); /* kubequota keeps no history */
+    return reply_error(400, "Only following application states are allowed: active, rejected, completed",
+                       "kubequota lists the active (running) applications; rejected and completed are always empty",
+                       body, len);
+}
+
+/* A canonical resource map as the DAOs name it. New reference; NULL on ENOMEM. */
+static json_t *dao_res(const kq_resource_t *r)
+{
+    json_t *canon = kq_resource_to_json(r);
+    json_t *o = canon != NULL ? dao_names(canon) : NULL;
+    json_decref(canon);
+    return o;
+}
+
+int kq_rest_nodes(kq_app_t *app, const char *partition, char **body, size_t *len)
+{
+    int st = check_partition(app, partition, body, len);
+    if (st != 0)
+        return st;
+    json_t *nodes = app->elastic != NULL ? kq_elastic_nodes_json(app->elastic) : json_array();
+    json_t *out = nodes != NULL ? json_array() : NULL;
+    size_t i;
+    json_t *n;
+    json_array_foreach(nodes, i, n) {
+        json_t *alloc = json_object_get(n, "allocatable");
+        json_t *o = json_pack("{s:O,s:O,s:b,s:b}", "nodeID", json_object_get(n, "name"), "hostName",
+                              json_object_get(n, "name"), "schedulable", json_object_size(alloc) > 0, "isReserved", 0);
+        if (o != NULL && json_object_size(alloc) > 0 && json_object_set_new(o, "capacity", dao_names(alloc)) != 0) {
+            json_decref(o);
+            o = NULL;
+        }
+        if (out != NULL && (o == NULL || json_array_append_new(out, o) != 0)) {
+            json_decref(out);
+            out = NULL;
+        }
+    }
+    json_decref(nodes);
+    return reply_json(out, 200, body, len);
+}
+
+/* Process start in nanoseconds since the epoch (the first call). */
+static long long start_ns(void)
+{
+    static _Atomic long long t0;
+    long long v = t0;
+    if (v == 0) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        long long now = (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+        long long zero = 0;
+        if (!atomic_compare_exchange_strong(&t0, &zero, now))
+            now = zero; /* another thread was first: its time */
+        v = now;
+    }
+    return v;
+}
+
+void kq_rest_init(void)
+{
+    (void)start_ns();
+}
+
+int kq_rest_partitions(kq_app_t *app, char **body, size_t *len)
+{
+    if (app->ugm == NULL)
+        return reply_error(503, "usage tracking is not initialised", NULL, body, len);
+    kq_resource_t used;
+    size_t apps = 0, pods = 0;
+    if (kq_ugm_totals(app->ugm, &used, &apps, &pods) != 0)
+        return reply_error(500, "usage totals unavailable", NULL, body, len);
+    json_t *nodes = app->elastic != NULL ? kq_elastic_nodes_json(app->elastic) : json_array();
+    kq_resource_t cap = KQ_RESOURCE_EMPTY;
+    size_t i;
+    json_t *n;
+    bool ok = nodes != NULL;
+    json_array_foreach(nodes, i, n) {
+        kq_resource_t r;
+        char err[128];
+        if (ok && kq_resource_from_json(json_object_get(n, "allocatable"), &r, err, sizeof(err)) == 0)
+            ok = kq_resource_add(&cap, &r) == 0;
+    }
+    size_t total_nodes = json_array_size(nodes);
+    json_decref(nodes);
+    json_t *capacity = ok ? json_object() : NULL;
+    ok = capacity != NULL;
+    if (ok && cap.n > 0)
+        ok = json_object_set_new(capacity, "capacity", dao_res(&cap)) == 0;
+    if (ok && used.n > 0)
+        ok = json_object_set_new(capacity, "usedCapacity", dao_res(&used)) == 0;
+    if (ok && cap.n > 0) { /* percent used per resource, as YuniKorn's CalculateAbsUsedCapacity */
+        json_t *util = json_object();
+        ok = util != NULL && json_object_set_new(capacity, "utilization", util) == 0;
+        for (uint32_t k = 0; ok && k < cap.n; k++) {
+            if (cap.e[k].value <= 0)
+                continue;
+            int64_t u = kq_resource_get(&used, cap.e[k].name, NULL);
+            const char *name = strcmp(cap.e[k].name, "cpu") == 0 ? "vcore" : cap.e[k].name;
+            ok = json_object_set_new(util, name, json_integer((json_int_t)(u * 100 / cap.e[k].value))) == 0;
+        }
+    }
+    json_t *o = ok ? json_pack("{s:s,s:s,s:o,s:{s:s},s:b,s:b,s:s,s:I}", "clusterId", "kubernetes", "name",
+                               app->partition, "capacity", capacity, "nodeSortingPolicy", "type", "fair",
+                               "preemptionEnabled", 0, "quotaPreemptionEnabled", 0, "state", "Active",
+                               "lastStateTransitionTime", (json_int_t)start_ns())
+                   : NULL;
+    if (o == NULL && !ok)
+        json_decref(capacity);
+    if (o != NULL && total_nodes > 0 && json_object_set_new(o, "totalNodes", json_integer((json_int_t)total_nodes)) != 0)
+        ok = false;
+    if (o != NULL && ok &&
+        json_object_set_new(o, "applications", json_pack("{s:I,s:I}", "total", (json_int_t)apps, "Running", (json_int_t)apps)) != 0)
+        ok = false;
+    if (o != NULL && ok && pods > 0 && json_object_set_new(o, "totalContainers", json_integer((json_int_t)pods)) != 0)
+        ok = false;
+    json_t *arr = o != NULL && ok ? json_array() : NULL;
+    if (arr != NULL && json_array_append_new(arr, o) != 0) {
+        json_decref(arr);
+        arr = NULL;
+    } else if (arr == NULL) {
+        json_decref(o);
+    }
+    return reply_json(arr, 200, body, len);
+}
+
+int kq_rest_clusters(kq_app_t *app, char **body, size_t *len)
+{
+    json_t *o = json_pack("[{s:I,s:[{s:s,s:s}],s:s,s:s}]", "startTime", (json_int_t)start_ns(),
+                          "rmBuildInformation", "rmId", "kubequota", "isPluginVersion", "false", "partition", app->partition != NULL ? app->partition : "default", "clusterName",
+                          "kubernetes");
+    return reply_json(o, 200, body, len);
+}
+
+int kq_rest_healthcheck(kq_app_t *app, char **body, size_t *len)
+{
+    bool ready = atomic_load(&app->ready);
+    json_t *o = json_pack("{s:b,s:[{s:s,s:b,s:s}]}", "Healthy", ready, "HealthChecks", "Name", "Pod list loaded",
+                          "Succeeded", ready, "Description",
+                          "The first full pod list is applied, so usage counts what already runs");
+    json_t *check = json_array_get(json_object_get(o, "HealthChecks"), 0);
+    if (check != NULL && !ready && /* omitempty, as the DAO */
+        json_object_set_new(check, "DiagnosisMessage",
+                            json_string("waiting for the first pod list from the API server")) != 0) {
+        json_decref(o);
+        o = NULL;
+    }
+    return reply_json(o, 200, body, len);
+}
+
+/* The configuration in queues.yaml's own key names (JSON is YAML too). */
+static json_t *res_quantities(const kq_resource_t *r)
+{
+    json_t *o = json_object();
+    for (uint32_t i = 0; o != NULL && i < r->n; i++) {
+        char q[64];
+        kq_quantity_format(r->e[i].name, r->e[i].value, q, sizeof(q));
+        if (json_object_set_new(o, strcmp(r->e[i].name, "cpu") == 0 ? "vcore" : r->e[i].name, json_string(q)) != 0) {
+            json_decref(o);
+            o = NULL;
+        }
+    }
+    return o;
+}
+
+static bool set_new(json_t *o, const char *k, json_t *v)
+{
+    return v != NULL && json_object_set_new(o, k, v) == 0;
+}
+
+static json_t *limits_conf_json(const kq_limit_conf_t *l, size_t n)
+{
+    json_t *arr = json_array();
+    for (size_t i = 0; arr != NULL && i < n; i++) {
+        json_t *o = json_object(), *users = json_array(), *groups = json_array();
+        bool ok = o != NULL && users != NULL && groups != NULL;
+        for (size_t j = 0; ok && j < l[i].n_users; j++)
+            ok = json_array_append_new(users, json_string(l[i].users[j])) == 0;
+        for (size_t j = 0; ok && j < l[i].n_groups; j++)
+            ok = json_array_append_new(groups, json_string(l[i].groups[j])) == 0;
+        if (ok && l[i].description != NULL)
+            ok = set_new(o, "limit", json_string(l[i].description));
+        if (ok && l[i].n_users > 0)
+            ok = set_new(o, "users", json_incref(users));
+        if (ok && l[i].n_groups > 0)
+            ok = set_new(o, "groups", json_incref(groups));
+        if (ok && l[i].has_max_resources)
+            ok = set_new(o, "maxresources", res_quantities(&l[i].max_resources));
+        if (ok && l[i].max_applications != 0)
+            ok = set_new(o, "maxapplications", json_integer((json_int_t)l[i].max_applications));
+        json_decref(users);
+        json_decref(groups);
+        if (!ok || json_array_append_new(arr, o) != 0) {
+            if (!ok)
+                json_decref(o);
+            json_decref(arr);
+            arr = NULL;
+        }
+    }
+    return arr;
+}
+
+static json_t *queue_conf_json(const kq_queue_conf_t *q)
+{
+    json_t *o = json_object();
+    bool ok = o != NULL && set_new(o, "name", json_string(q->name));
+    if (ok && q->is_parent && q->n_children == 0)
+        ok = set_new(o, "parent", json_true());
+    if (ok && (q->has_max || q->has_guaranteed)) {
+        json_t *r = json_object();
+        ok = set_new(o, "resources", r);
+        if (ok && q->has_guaranteed)
+            ok = set_new(r, "guaranteed", res_quantities(&q->guaranteed));
+        if (ok && q->has_max)
+            ok = set_new(r, "max", res_quantities(&q->max));
+    }
+    if (ok && q->max_applications != 0)
+        ok = set_new(o, "maxapplications", json_integer((json_int_t)q->max_applications));
+    if (ok && q->n_properties > 0) {
+        json_t *p = json_object();
+        ok = set_new(o, "properties", p);
+        for (size_t i = 0; ok && i < q->n_properties; i++)
+            ok = set_new(p, q->properties[i].key, json_string(q->properties[i].value));
+    }
+    if (ok && q->submit_acl != NULL)
+        ok = set_new(o, "submitacl", json_string(q->submit_acl));
+    if (ok && q->admin_acl != NULL)
+        ok = set_new(o, "adminacl", json_string(q->admin_acl));
+    if (ok && q->n_limits > 0)
+        ok = set_new(o, "limits", limits_conf_json(q->limits, q->n_limits));
+    if (ok && q->n_children > 0) {
+        json_t *c = json_array();
+        ok = set_new(o, "queues", c);
+        for (size_t i = 0; ok && i < q->n_children; i++)
+            ok = json_array_append_new(c, queue_conf_json(q->children[i])) == 0;
+    }
+    if (!ok) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+int kq_rest_config(kq_app_t *app, char **body, size_t *len)
+{
+    kq_config_t *cfg = app->config != NULL ? kq_config_holder_get(app->config) : NULL;
+    if (cfg == NULL)
+        return reply_error(404, "Configuration not found", "no configuration is loaded", body, len);
+    json_t *parts = json_array();
+    bool ok = parts != NULL;
+    for (size_t i = 0; ok && i < kq_config_partition_count(cfg); i++) {
+        const kq_partition_conf_t *p = kq_config_partition_at(cfg, i);
+        json_t *o = json_object(), *queues = json_array();
+        ok = o != NULL && queues != NULL && set_new(o, "name", json_string(p->name)) &&
+             json_array_append_new(queues, queue_conf_json(p->root)) == 0 && set_new(o, "queues", json_incref(queues));
+        if (ok && p->n_limits > 0)
+            ok = set_new(o, "limits", limits_conf_json(p->limits, p->n_limits));
+        json_decref(queues);
+        if (!ok || json_array_append_new(parts, o) != 0) {
+            if (!ok)
+                json_decref(o);
+            ok = false;
+        }
+    }
+    kq_config_unref(cfg);
+    json_t *doc = ok ? json_pack("{s:o}", "partitions", parts) : NULL;
+    if (doc == NULL && !ok)
+        json_decref(parts);
+    return reply_json(doc, 200, body, len);
+}
+
+int kq_rest_placement_rules(kq_app_t *app, const char *partition, char **body, size_t *len)
+{
+    int st = check_partition(app, partition, body, len);
+    if (st != 0)
+        return st;
+    kq_config_t *cfg = app->config ? kq_config_holder_get(app->config) : NULL;
+    json_t *view = kq_placement_rules_json(cfg ? kq_config_partition(cfg, app->partition) : NULL);
+    kq_config_unref(cfg); /* the view holds copies */
+    return reply_json(view, 200, body, len);
+}

@@ -1,0 +1,1415 @@
+/* HTTP(S) server: civetweb with our own TLS setup, a routing table, request body limits,
+ * JSON error responses and per-endpoint latency metrics. Handlers are thin: read the
+ * body, call extender/rest/metrics, write what they return.
+ *
+ * THREAD MAP (the whole process; see also sync.h, kube.h, ledger.h, ugm.h)
+ *
+ *   main              parses flags, builds kq_app_t, starts and stops everything below,
+ *                     then waits in sigwait(). Writes app's members only before the server
+ *                     starts and after it has stopped (except through the modules' APIs).
+ *   civetweb master   accepts connections and queues them for the workers. Touches nothing
+ *                     of ours.
+ *   civetweb workers  (opts.threads, --threads, default 64) run on_request() -> the route handler:
+ *                     filter/bind/preempt (extender.c): config snapshot (holder lock, only
+ *                       for the pointer swap; then a reference), ledger check/assume/forget
+ *                       (ledger lock -> ugm locks), kube GET pod / POST binding / queue an
+ *                       event, always with no lock held;
+ *                     REST views (rest.c): ugm JSON views (ugm locks), config parse of the
+ *                       request body (no lock);
+ *                     /metrics: atomics, ledger size (ledger lock), ugm views (ugm locks);
+ *                     /readyz: app->ready (atomic).
+ *                     The response is written (mg_write) after the handler returned, so no
+ *                     lock is ever held across network I/O.
+ *   pod informer      (sync.c, via kube's watch thread) LIST/WATCH pods -> one kq_jdoc per
+ *                     informer, reused per event -> kq_pod_parse with a config snapshot ->
+ *                     ledger observe/remove/resync (ledger -> ugm);
+ *                     sets app->ready after the first full list.
+ *   kube events       (kube.c) drains the bounded event queue and POSTs Events; touches only
+ *                     its queue (its own lock) and its own curl handles.
+ *   config reload     (sync.c) re-reads queues.yaml off-lock, applies it whole to the ugm
+ *                     (kq_ugm_set_config) and metering, swaps the holder's snapshot, counts
+ *                     the result in metrics (atomics). A rejected file changes nothing.
+ *   elastic           (elastic.c) a nodes informer (cluster total -> quota tree, metering), one
+ *                     ElasticQuota informer per served API group (-> quota tree under the
+ *                     apply lock), and a timer thread: config changes, CRD probes, reclaim
+ *                     evictions and status writes (leader only; I/O on copies, no lock held),
+ *                     expiry of unconfirmed ledger entries.
+ *   leader            (leader.c) renews the Lease on its own API client; kq_leader_acts() is an
+ *                     atomic read the elastic timer and metering check before acting.
+ *   metering          (metering.c) computes prices and charges on its own thread under its own
+ *                     lock; the informer feeds it; checkpoints are written with no lock held.
+ *
+ * Shared state and its guard: config snapshots are immutable and reference-counted; the
+ * ledger, the ugm, the quota tree, elastic and metering each have private locks, always
+ * taken in the order elastic apply -> ledger -> ugm manager -> user tracker -> group tracker
+ * -> quota tree (metering's lock nests only inside the nodes lock); metrics are atomics; app's pointers are
+ * read-only while the server runs. jansson values never cross threads (each request
+ * parses its own), libcurl easy handles are per call.
+ *
+ * DESIGN: every request goes through begin_request (one callback, one routing table) so
+ * that unknown paths, wrong methods, body limits and error bodies are handled in one place.
+ * The response (status line, headers, body) is written by us with an explicit
+ * Content-Length; civetweb's keep-alive handling is kept, except that after a 413 (or a
+ * request body we did not read) the connection is closed rather than drained.
+ */
+#include "kubequota/serve/server.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include <civetweb.h>
+#include <openssl/pem.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+
+#include "kubequota/serve/admission.h"
+#include "kubequota/serve/auth.h"
+#include "kubequota/serve/extender.h"
+#include "kubequota/base/log.h"
+#include "kubequota/control/metering.h"
+#include "kubequota/serve/metrics.h"
+#include "kubequota/serve/rest.h"
+
+#define DEFAULT_LISTEN "0.0.0.0:8443"
+#define DEFAULT_MAX_BODY ((size_t)64 << 20)
+#define DEFAULT_THREADS 64 /* civetweb holds a worker per keep-alive connection */
+#define SINGLE_WRITE_MAX ((size_t)1 << 20)
+#define DRAIN_MAX ((long long)256 << 10) /* bytes of a refused body we still read, to close cleanly */
+#define IGNORED_BODY_MAX ((long long)64 << 10)
+#define BODY_DEADLINE_S 8.0 /* a whole request body must arrive within this (slow bodies);
+                               * below civetweb's request_timeout_ms (10 s) so that ours is met first */
+#define BODY_BUDGET ((size_t)128 << 20) /* request bodies held in memory at once, all requests */
+#define DEFAULT_SCHED_THREADS 8
+#define READ_PIECE_MAX ((size_t)256 << 10) /* largest single body read */
+#define READ_SLOW_S 0.5                    /* a read slower than this restarts at one byte */
+#define MAX_PARAMS 3
+#define CT_JSON "application/json"
+#define CT_TEXT "text/plain; charset=utf-8"
+
+/* TLS 1.2 suites: ECDHE key exchange (forward secrecy) with AEAD ciphers only. */
+#define TLS12_CIPHERS                                                                                          \
+    "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:"                \
+    "ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305"
+
+
+/* What a listener's civetweb context carries as user data. */
+typedef struct port {
+    struct kq_server *s;
+    bool scheduler; /* the loopback scheduler listener: scheduler verbs and probes only */
+} port_t;
+
+typedef struct tls_id {
+    X509 *leaf;
+    STACK_OF(X509) *chain;
+    EVP_PKEY *key;
+} tls_id_t;
+
+struct kq_server {
+    struct mg_context *ctx;
+    struct mg_context *sched_ctx; /* --scheduler-listen, or NULL */
+    port_t main_port, sched_port; /* user data of the two contexts */
+    atomic_size_t body_bytes;     /* request body bytes held now (BODY_BUDGET) */
+    kq_app_t *app;
+    size_t max_body;
+    bool admission;                    /* webhook routes enabled */
+    kq_auth_t *auth;                   /* borrowed; NULL = everything open */
+    bool metrics_auth;                 /* /metrics follows the usage view's rules */
+    bool extender_local_only;          /* scheduler verbs only from loopback (sidecar) */
+    bool extender_open;                /* scheduler verbs from anyone (explicitly opened) */
+    kq_admission_opts_t adm, adm_sched; /* copies; adm_sched sets spec.schedulerName */
+    char *cert, *key, *ca;
+    char tls_err[512]; /* written by init_ssl during kq_server_start (caller's thread) */
+
+    /* Serving certificate, reloaded when its files change (cert-manager rotation). Every
+     * handshake takes the current one in the SSL_CTX's certificate callback. */
+    pthread_mutex_t tls_mu;  /* guards the four fields below */
+    bool tls_mu_init;
+    tls_id_t tls;            /* current leaf, chain and key (owned) */
+    struct stat cert_st, key_st; /* identity of the files tls was loaded from */
+    time_t tls_checked;      /* last time the files were looked at (monotonic seconds) */
+};
+
+/* ------------------------------------------------------------------ requests and responses */
+
+typedef struct req {
+    kq_server_t *s;
+    char *param[MAX_PARAMS]; /* percent-decoded path parameters */
+    char *body;              /* NUL-terminated; NULL for routes without a body */
+    size_t body_len;
+    const char *query;       /* the query string (after '?'), or NULL */
+    bool identities;         /* /metrics: the caller may see per-user and per-group series */
+    size_t budget;           /* body budget bytes taken for this request */
+} req_t;
+
+typedef struct resp {
+    int status;
+    const char *ctype;
+    char *body; /* malloc'ed, or NULL with static_body */
+    const char *static_body;
+    size_t len;
+    const char *cors_methods; /* /ws/v1 answers: the CORS headers, with these methods */
+    bool yapi;                /* /ws/v1 answers: errors as YuniKorn's {"status_code",
+                               * "message","description"}; elsewhere {"error": "..."} */
+} resp_t;
+
+static void resp_static(resp_t *r, int status, const char *ctype, const char *text)
+{
+    r->status = status;
+    r->ctype = ctype;
+    r->body = NULL;
+    r->static_body = text;
+    r->len = strlen(text);
+}
+
+/* A JSON error body; a fixed text when even that cannot be built. */
+static void resp_error(resp_t *r, int status, const char *message)
+{
+    size_t len = 0;
+    char *b = NULL;
+    if (r->yapi) {
+        b = kq_rest_error_body(status, message, NULL, &len);
+    } else {
+        json_t *o = json_pack("{s:s}", "error", message != NULL ? message : "");
+        b = o != NULL ? json_dumps(o, JSON_COMPACT) : NULL;
+        json_decref(o);
+        len = b != NULL ? strlen(b) : 0;
+    }
+    if (b == NULL) {
+        resp_static(r, status, CT_JSON,
+                    r->yapi ? "{\"status_code\":500,\"message\":\"request failed\"}" : "{\"error\":\"request failed\"}");
+        return;
+    }
+    r->status = status;
+    r->ctype = CT_JSON;
+    r->body = b;
+    r->static_body = NULL;
+    r->len = len;
+}
+
+/* A handler's (status, body) pair; body NULL means it ran out of memory. */
+static void resp_take(resp_t *r, int status, const char *ctype, char *body, size_t len)
+{
+    if (body == NULL) {
+        resp_static(r, 500, CT_JSON,
+                    r->yapi ? "{\"status_code\":500,\"message\":\"out of memory\"}" : "{\"error\":\"out of memory\"}");
+        return;
+    }
+    r->status = status;
+    r->ctype = ctype;
+    r->body = body;
+    r->static_body = NULL;
+    r->len = len;
+}
+
+/* Request text quoted in a message: printable ASCII only, cut at `max` bytes. */
+static const char *printable(const char *in, char *out, size_t outlen)
+{
+    size_t i = 0;
+    for (; in != NULL && in[i] != '\0' && i + 1 < outlen; i++) {
+        unsigned char c = (unsigned char)in[i];
+        out[i] = (c < 0x20 || c >= 0x7f || c == '"' || c == '\\') ? '?' : (char)c;
+    }
+    out[i] = '\0';
+    return out;
+}
+
+static void send_response(struct mg_connection *conn, const resp_t *r, const char *allow, bool close,
+                          bool head_only)
+{
+    char head[1024], cors[256] = "";
+    /* CORS as YuniKorn's webservice sends it (apache/yunikorn-core pkg/webservice/handlers.go
+     * writeHeaders), plus Authorization: the view needs a token. Any origin may read what a
+     * token-bearing request returns; cookies and client certificates are not credentials a
+     * "*" origin may use, so nothing is exposed to pages that hold no token. */
+    if (r->cors_methods != NULL)
+        snprintf(cors, sizeof(cors),
+                 "Access-Control-Allow-Origin: *\r\n"
+                 "Access-Control-Allow-Methods: %s\r\n"
+                 "Access-Control-Allow-Headers: X-Requested-With,Content-Type,Accept,Origin,Authorization\r\n",
+                 r->cors_methods);
+    int n = snprintf(head, sizeof(head),
+                     "HTTP/1.1 %d %s\r\n"
+                     "Content-Type: %s\r\n"
+                     "Content-Length: %zu\r\n"
+                     "Cache-Control: no-store\r\n"
+                     "X-Content-Type-Options: nosniff\r\n"
+                     "%s%s%s%s%s\r\n",
+                     r->status, mg_get_response_code_text(conn, r->status), r->ctype, r->len,
+                     allow ? "Allow: " : "", allow ? allow : "", allow ? "\r\n" : "",
+                     close ? "Connection: close\r\n" : "", cors);
+    if (n <= 0 || (size_t)n >= sizeof(head))
+        return;
+    const char *body = r->body ? r->body : r->static_body;
+    size_t blen = head_only ? 0 : r->len; /* a HEAD answer (always 404/405 here) has no body */
+    /* Headers and body in one write: two small writes on a connection without TCP_NODELAY
+     * make the second wait for the peer's delayed ACK (about 40 ms per answer). */
+    if (blen > 0 && blen <= SINGLE_WRITE_MAX) {
+        char *all = malloc((size_t)n + blen);
+        if (all != NULL) {
+            memcpy(all, head, (size_t)n);
+            memcpy(all + n, body, blen);
+            mg_write(conn, all, (size_t)n + blen);
+            free(all);
+            return;
+        }
+    }
+    if (mg_write(conn, head, (size_t)n) < 0)
+        return;
+    if (blen > 0)
+        mg_write(conn, body, blen);
+}
+
+/* ------------------------------------------------------------------ handlers */
+
+/* Until the first full pod list is applied kubequota does not know what is already
+ * running, so a decision could admit pods over a limit (right after a restart). The
+ * scheduler verbs answer 503 then: kube-scheduler treats it as an error and retries. */
+static bool extender_ready(const req_t *q, resp_t *r)
+{
+    if (atomic_load(&q->s->app->ready))
+        return true;
+    resp_error(r, 503, "kubequota is starting: the pod list is not loaded yet, so no quota decision can be made");
+    return false;
+}
+
+static void h_filter(const req_t *q, resp_t *r)
+{
+    if (!extender_ready(q, r))
+        return;
+    char *out = NULL;
+    size_t len = 0;
+    int st = kq_extender_filter(q->s->app, q->body, q->body_len, &out, &len);
+    resp_take(r, st, CT_JSON, out, len);
+}
+
+static void h_bind(const req_t *q, resp_t *r)
+{
+    if (!extender_ready(q, r))
+        return;
+    char *out = NULL;
+    size_t len = 0;
+    int st = kq_extender_bind(q->s->app, q->body, q->body_len, &out, &len);
+    resp_take(r, st, CT_JSON, out, len);
+}
+
+static void h_preempt(const req_t *q, resp_t *r)
+{
+    if (!extender_ready(q, r))
+        return;
+    char *out = NULL;
+    size_t len = 0;
+    int st = kq_extender_preempt(q->s->app, q->body, q->body_len, &out, &len);
+    resp_take(r, st, CT_JSON, out, len);
+}
+
+static void h_healthz(const req_t *q, resp_t *r)
+{
+    (void)q;
+    resp_static(r, 200, CT_TEXT, "ok");
+}
+
+static void h_readyz(const req_t *q, resp_t *r)
+{
+    if (atomic_load(&q->s->app->ready))
+        resp_static(r, 200, CT_TEXT, "ok");
+    else
+        resp_static(r, 503, CT_TEXT, "not ready: the first pod list has not been loaded yet");
+}
+
+static void h_metrics(const req_t *q, resp_t *r)
+{
+    size_t len = 0;
+    char *out = kq_metrics_render_ex(q->s->app->metrics, q->s->app, q->identities, &len);
+    resp_take(r, 200, KQ_METRICS_CONTENT_TYPE, out, len);
+}
+
+static void h_users(const req_t *q, resp_t *r)
+{
+    char *out = NULL;
+    size_t len = 0;
+    int st = kq_rest_users(q->s->app, q->param[0], &out, &len);
+    resp_take(r, st, CT_JSON, out, len);
+}
+
+static void h_user(const req_t *q, resp_t *r)
+{
+    char *out = NULL;
+    size_t len = 0;
+    int st = kq_rest_user(q->s->app, q->param[0], q->param[1], &out, &len);
+    resp_take(r, st, CT_JSON, out, len);
+}
+
+static void h_groups(const req_t *q, resp_t *r)
+{
+    char *out = NULL;
+    size_t len = 0;
+    int st = kq_rest_groups(q->s->app, q->param[0], &out, &len);
+    resp_take(r, st, CT_JSON, out, len);
+}
+
+static void h_group(const req_t *q, resp_t *r)
+{
+    char *out = NULL;
+    size_t len = 0;
+    int st = kq_rest_group(q->s->app, q->param[0], q->param[1], &out, &len);
+    resp_take(r, st, CT_JSON, out, len);
+}
+
+static void h_queues(const req_t *q, resp_t *r)
+{
+    char *out = NULL;
+    size_t len = 0;
+    int st = kq_rest_queues(q->s->app, q->param[0], &out, &len);
+    resp_take(r, st, CT_JSON, out, len);
+}
+
+/* Explain / what-if: the filter's decision, changing nothing (extender.h). */
+static void h_explain(const req_t *q, resp_t *r)
+{
+    char *out = NULL;
+    size_t len = 0;
+    int st = kq_extender_explain(q->s->app, q->param[0], q->body, q->body_len, &out, &len);
+    resp_take(r, st, CT_JSON, out, len);
+}
+
+static void h_explain_pod(const req_t *q, resp_t *r)
+{
+    char *out = NULL;
+    size_t len = 0;
+    int st = kq_extender_explain_pod(q->s->app, q->param[0], q->param[1], q->param[2], &out, &len);
+    resp_take(r, st, CT_JSON, out, len);
+}
+
+/* Metering views: 404 when metering is off or the partition is not ours. */
+static bool metering_route(const req_t *q, resp_t *r)
+{
+    kq_app_t *app = q->s->app;
+    if (app->metering != NULL && strcmp(q->param[0], app->partition) == 0)
+        return true;
+    resp_error(r, 404, app->metering == NULL ? "metering is not enabled" : "no such partition");
+    return false;
+}
+
+static void resp_json(resp_t *r, json_t *v)
+{
+    char *s = v ? json_dumps(v, JSON_COMPACT) : NULL;
+    json_decref(v);
+    if (s == NULL)
+        resp_error(r, 500, "out of memory");
+    else
+        resp_take(r, 200, CT_JSON, s, strlen(s));
+}
+
+static void h_prices(const req_t *q, resp_t *r)
+{
+    if (metering_route(q, r))
+        resp_json(r, kq_metering_prices_json(q->s->app->metering));
+}
+
+/* ?user=&group=&queue=&from=YYYY-MM-DD&to=YYYY-MM-DD, all optional. */
+static void h_charges(const req_t *q, resp_t *r)
+{
+    if (!metering_route(q, r))
+        return;
+    static const char *const names[5] = {"user", "group", "queue", "from", "to"};
+    char v[5][256];
+    const char *qs = q->query ? q->query : "";
+    for (int i = 0; i < 5; i++) {
+        int n = mg_get_var(qs, strlen(qs), names[i], v[i], sizeof(v[i]));
+        if (n == -2) {
+            resp_error(r, 400, "a query parameter is too long");
+            return;
+        }
+        if (n < 0)
+            v[i][0] = '\0';
+    }
+    json_t *out = NULL;
+    char err[256] = "";
+    int rc = kq_metering_charges_json(q->s->app->metering, v[0], v[1], v[2], v[3], v[4], &out, err, sizeof(err));
+    if (rc != 0)
+        resp_error(r, rc == KQ_EINVAL ? 400 : 500, err[0] ? err : kq_strerror(rc));
+    else
+        resp_json(r, out);
+}
+
+static void h_queue(const req_t *q, resp_t *r)
+{
+    char *out = NULL;
+    size_t len = 0;
+    const char *qs = q->query ? q->query : "";
+    char v[8];
+    bool subtree = mg_get_var(qs, strlen(qs), "subtree", v, sizeof(v)) >= 0 || strcmp(qs, "subtree") == 0 ||
+                   strncmp(qs, "subtree&", 8) == 0 || strstr(qs, "&subtree") != NULL;
+    int st = kq_rest_queue(q->s->app, q->param[0], q->param[1], subtree, &out, &len);
+    resp_take(r, st, CT_JSON, out, len);
+}
+
+static void h_queue_apps(const req_t *q, resp_t *r)
+{
+    char *out = NULL;
+    size_t len = 0;
+    int st = kq_rest_queue_apps(q->s->app, q->param[0], q->param[1], &out, &len);
+    resp_take(r, st, CT_JSON, out, len);
+}
+
+static void h_apps(const req_t *q, resp_t *r)
+{
+    char *out = NULL;
+    size_t len = 0;
+    int st = kq_rest_apps(q->s->app, q->param[0], q->param[1], &out, &len);
+    resp_take(r, st, CT_JSON, out, len);
+}
+
+static void h_nodes(const req_t *q, resp_t *r)
+{
+    char *out = NULL;
+    size_t len = 0;
+    int st = kq_rest_nodes(q->s->app, q->param[0], &out, &len);
+    resp_take(r, st, CT_JSON, out, len);
+}
+
+static void h_placement_rules(const req_t *q, resp_t *r)
+{
+    char *out = NULL;
+    size_t len = 0;
+    int st = kq_rest_placement_rules(q->s->app, q->param[0], &out, &len);
+    resp_take(r, st, CT_JSON, out, len);
+}
+
+static void h_partitions(const req_t *q, resp_t *r)
+{
+    char *out = NULL;
+    size_t len = 0;
+    int st = kq_rest_partitions(q->s->app, &out, &len);
+    resp_take(r, st, CT_JSON, out, len);
+}
+
+static void h_clusters(const req_t *q, resp_t *r)
+{
+    char *out = NULL;
+    size_t len = 0;
+    int st = kq_rest_clusters(q->s->app, &out, &len);
+    resp_take(r, st, CT_JSON, out, len);
+}
+
+static void h_healthcheck(const req_t *q, resp_t *r)
+{
+    char *out = NULL;
+    size_t len = 0;
+    int st = kq_rest_healthcheck(q->s->app, &out, &len);
+    resp_take(r, st, CT_JSON, out, len);
+}
+
+static void h_config(const req_t *q, resp_t *r)
+{
+    char *out = NULL;
+    size_t len = 0;
+    int st = kq_rest_config(q->s->app, &out, &len);
+    resp_take(r, st, CT_JSON, out, len);
+}
+
+static void h_validate_conf(const req_t *q, resp_t *r)
+{
+    char *out = NULL;
+    size_t len = 0;
+    int st = kq_rest_validate_conf(q->s->app, q->body, q->body_len, &out, &len);
+    resp_take(r, st, CT_JSON, out, len);
+}
+
+static void admission_reply(int st, char *out, size_t len, resp_t *r)
+{
+    if (st < 0) /* KQ_EINVAL / KQ_ENOMEM: nothing was produced */
+        resp_static(r, 500, CT_JSON, "{\"error\":\"admission review failed\"}");
+    else
+        resp_take(r, st, CT_JSON, out, len);
+}
+
+static void h_mutate(const req_t *q, resp_t *r)
+{
+    char *out = NULL;
+    size_t len = 0;
+    int st = kq_admission_mutate(&q->s->adm, q->body, q->body_len, &out, &len);
+    admission_reply(st, out, len, r);
+}
+
+static void h_mutate_sched(const req_t *q, resp_t *r)
+{
+    char *out = NULL;
+    size_t len = 0;
+    int st = kq_admission_mutate(&q->s->adm_sched, q->body, q->body_len, &out, &len);
+    admission_reply(st, out, len, r);
+}
+
+static void h_validate(const req_t *q, resp_t *r)
+{
+    char *out = NULL;
+    size_t len = 0;
+    int st = kq_admission_validate(&q->s->adm, q->body, q->body_len, &out, &len);
+    admission_reply(st, out, len, r);
+}
+
+/* ------------------------------------------------------------------ routing */
+
+typedef struct route {
+    const char *method;
+    const char *pattern; /* '*' matches one non-empty path segment (a parameter) */
+    kq_endpoint_t ep;
+    bool has_body;
+    void (*fn)(const req_t *, resp_t *);
+    bool admission;      /* only when the admission webhook is configured */
+    int guard;           /* GUARD_REST: the usage view's access rules; GUARD_METRICS: the same
+                          * when --metrics-auth is set; 0: open (the scheduler and the API
+                          * server reach these through TLS, with client certificates when
+                          * --client-ca is set) */
+} route_t;
+
+enum { GUARD_OPEN = 0, GUARD_REST = 1, GUARD_METRICS = 2, GUARD_EXTENDER = 3 };
+
+static const route_t routes[] = {
+    {"POST", "/scheduler/filter", KQ_EP_FILTER, true, h_filter, false, GUARD_EXTENDER},
+    {"POST", "/scheduler/bind", KQ_EP_BIND, true, h_bind, false, GUARD_EXTENDER},
+    {"POST", "/scheduler/preempt", KQ_EP_PREEMPT, true, h_preempt, false, GUARD_EXTENDER},
+    {"GET", "/healthz", KQ_EP_HEALTHZ, false, h_healthz, false, GUARD_OPEN},
+    {"GET", "/readyz", KQ_EP_READYZ, false, h_readyz, false, GUARD_OPEN},
+    {"GET", "/metrics", KQ_EP_METRICS, false, h_metrics, false, GUARD_METRICS},
+    {"GET", "/ws/v1/partition/*/usage/users", KQ_EP_USAGE_USERS, false, h_users, false, GUARD_REST},
+    {"GET", "/ws/v1/partition/*/usage/user/*", KQ_EP_USAGE_USER, false, h_user, false, GUARD_REST},
+    {"GET", "/ws/v1/partition/*/usage/groups", KQ_EP_USAGE_GROUPS, false, h_groups, false, GUARD_REST},
+    {"GET", "/ws/v1/partition/*/usage/group/*", KQ_EP_USAGE_GROUP, false, h_group, false, GUARD_REST},
+    {"GET", "/ws/v1/partition/*/queues", KQ_EP_QUEUES, false, h_queues, false, GUARD_REST},
+    {"GET", "/ws/v1/partition/*/prices", KQ_EP_PRICES, false, h_prices, false, GUARD_REST},
+    {"GET", "/ws/v1/partition/*/charges", KQ_EP_CHARGES, false, h_charges, false, GUARD_REST},
+    {"POST", "/ws/v1/validate-conf", KQ_EP_VALIDATE_CONF, true, h_validate_conf, false, GUARD_REST},
+    {"GET", "/ws/v1/partitions", KQ_EP_PARTITIONS, false, h_partitions, false, GUARD_REST},
+    {"GET", "/ws/v1/partition/*/queue/*", KQ_EP_QUEUE, false, h_queue, false, GUARD_REST},
+    {"GET", "/ws/v1/partition/*/queue/*/applications", KQ_EP_QUEUE_APPS, false, h_queue_apps, false, GUARD_REST},
+    {"GET", "/ws/v1/partition/*/applications", KQ_EP_APPS, false, h_apps, false, GUARD_REST},
+    {"GET", "/ws/v1/partition/*/applications/*", KQ_EP_APPS, false, h_apps, false, GUARD_REST},
+    {"GET", "/ws/v1/partition/*/nodes", KQ_EP_NODES, false, h_nodes, false, GUARD_REST},
+    {"GET", "/ws/v1/clusters", KQ_EP_CLUSTERS, false, h_clusters, false, GUARD_REST},
+    {"GET", "/ws/v1/scheduler/healthcheck", KQ_EP_HEALTHCHECK, false, h_healthcheck, false, GUARD_REST},
+    {"GET", "/ws/v1/config", KQ_EP_CONFIG, false, h_config, false, GUARD_REST},
+    {"GET", "/ws/v1/partition/*/placementrules", KQ_EP_PLACEMENT_RULES, false, h_placement_rules, false, GUARD_REST},
+    {"POST", "/ws/v1/partition/*/explain", KQ_EP_EXPLAIN, true, h_explain, false, GUARD_REST},
+    {"GET", "/ws/v1/partition/*/explain/*/*", KQ_EP_EXPLAIN_POD, false, h_explain_pod, false, GUARD_REST},
+    {"POST", "/admission/mutate", KQ_EP_ADMISSION, true, h_mutate, true, GUARD_OPEN},
+    {"POST", "/admission/mutate-scheduler", KQ_EP_ADMISSION_SCHED, true, h_mutate_sched, true, GUARD_OPEN},
+    {"POST", "/admission/validate", KQ_EP_ADMISSION_VALIDATE, true, h_validate, true, GUARD_OPEN},
+    /* The same validator; a separate path lets the chart register ElasticQuota objects
+     * with their own failure policy and timeout. */
+    {"POST", "/admission/validate-elasticquota", KQ_EP_ADMISSION_VALIDATE, true, h_validate, true, GUARD_OPEN},
+};
+#define N_ROUTES (sizeof(routes) / sizeof(routes[0]))
+
+typedef struct span {
+    const char *p;
+    size_t n;
+} span_t;
+
+static bool match(const char *pat, const char *path, span_t *params, int *np)
+{
+    *np = 0;
+    while (*pat != '\0' && *path != '\0') {
+        if (*pat == '*') {
+            size_t n = strcspn(path, "/");
+            if (n == 0 || *np == MAX_PARAMS)
+                return false;
+            params[(*np)++] = (span_t){path, n};
+            path += n;
+            pat++;
+        } else if (*pat == *path) {
+            pat++;
+            path++;
+        } else {
+            return false;
+        }
+    }
+    return *pat == '\0' && *path == '\0';
+}
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* Percent-decodes a path segment into a new string. NULL for a bad escape or an encoded
+ * NUL (*bad set) or on ENOMEM (*bad clear). '+' is a literal '+' in a path. */
+static char *percent_decode(span_t in, bool *bad)
+{
+    *bad = false;
+    char *out = malloc(in.n + 1);
+    if (out == NULL)
+        return NULL;
+    size_t o = 0;
+    for (size_t i = 0; i < in.n; i++) {
+        if (in.p[i] != '%') {
+            out[o++] = in.p[i];
+            continue;
+        }
+        int hi = i + 2 < in.n ? hexval(in.p[i + 1]) : -1;
+        int lo = i + 2 < in.n ? hexval(in.p[i + 2]) : -1;
+        if (hi < 0 || lo < 0 || (hi == 0 && lo == 0)) {
+            free(out);
+            *bad = true;
+            return NULL;
+        }
+        out[o++] = (char)(hi * 16 + lo);
+        i += 2;
+    }
+    out[o] = '\0';
+    return out;
+}
+
+/* ------------------------------------------------------------------ request bodies */
+
+/* Reads the whole body (Content-Length or chunked) up to max bytes into q->body.
+ * 0, or an HTTP status: 413 too large, 400 read error, 500 ENOMEM, 417 bad Expect. */
+/* Takes n bytes of the shared body budget; false when that would exceed it. */
+static bool budget_take(kq_server_t *s, size_t n)
+{
+    size_t cur = atomic_load(&s->body_bytes);
+    do {
+        if (n > BODY_BUDGET || cur > BODY_BUDGET - n)
+            return false;
+    } while (!atomic_compare_exchange_weak(&s->body_bytes, &cur, cur + n));
+    return true;
+}
+
+static void budget_give(kq_server_t *s, size_t n)
+{
+    atomic_fetch_sub(&s->body_bytes, n);
+}
+
+static double elapsed(const struct timespec *t0);
+
+/* Reads the whole body (Content-Length or chunked) up to max bytes into q->body, within
+ * BODY_DEADLINE_S of t0 and within the shared budget (the bytes taken are in
+ * q->budget; the caller gives them back). 0, or an HTTP status: 413 too large, 400 read
+ * error, 408 too slow, 503 budget exhausted, 500 ENOMEM, 417 bad Expect. */
+static int read_body(struct mg_connection *conn, size_t max, req_t *q, bool *close, const struct timespec *t0)
+{
+    const struct mg_request_info *ri = mg_get_request_info(conn);
+    long long cl = ri->content_length;
+    const char *expect = mg_get_header(conn, "Expect");
+    if (cl > 0 && (unsigned long long)cl > max) {
+        *close = true;
+        return 413;
+    }
+    if (expect != NULL) {
+        if (strcasecmp(expect, "100-continue") != 0) {
+            *close = true;
+            return 417;
+        }
+        /* The client waits for this before sending the body (civetweb only sends it for PUT). */
+        mg_printf(conn, "HTTP/1.1 100 Continue\r\n\r\n");
+    }
+    /* Known length: exactly that (plus the NUL). Chunked: grow up to max + 1 bytes, one
+     * more than allowed, which is how an oversized chunked body is recognised. */
+    size_t cap = cl >= 0 ? (size_t)cl + 1 : (max + 2 < 16384 ? max + 2 : 16384);
+    size_t len = 0, piece = 1;
+    if (!budget_take(q->s, cap)) {
+        *close = true;
+        return 503;
+    }
+    q->budget = cap;
+    char *buf = malloc(cap);
+    if (buf == NULL)
+        return 500;
+    for (;;) {
+        if (len + 1 >= cap) {
+            if (cl >= 0)
+                break; /* read exactly Content-Length */
+            if (len > max)
+                break;
+            size_t ncap = cap > (max + 2) / 2 ? max + 2 : cap * 2;
+            if (!budget_take(q->s, ncap - cap)) {
+                free(buf);
+                *close = true;
+                return 503;
+            }
+            q->budget += ncap - cap;
+            char *nb = realloc(buf, ncap);
+            if (nb == NULL) {
+                free(buf);
+                return 500;
+            }
+            buf = nb;
+            cap = ncap;
+        }
+        if (elapsed(t0) > BODY_DEADLINE_S) {
+            free(buf);
+            *close = true;
+            return 408;
+        }
+        /* civetweb's mg_read returns only when it has all it was asked for (or a single
+         * wait times out), so a body trickled in byte by byte would never reach the
+         * deadline check. Ask for a piece that doubles while reads are quick and drops
+         * back to one byte when one was slow: a slow client is read a byte at a time,
+         * with the deadline checked between bytes. (A client that first sends fast and
+         * then trickles can overrun the deadline by one piece; see README.) */
+        size_t want = cap - 1 - len < piece ? cap - 1 - len : piece;
+        double before = elapsed(t0);
+        int n = mg_read(conn, buf + len, want);
+        if (n <= 0 && elapsed(t0) > BODY_DEADLINE_S) { /* civetweb gave up on a slow client */
+            free(buf);
+            *close = true;
+            return 408;
+        }
+        if (n == 0)
+            break;
+        if (n < 0) {
+            free(buf);
+            *close = true;
+            return 400;
+        }
+        len += (size_t)n;
+        if (elapsed(t0) - before > READ_SLOW_S)
+            piece = 1;
+        else if (piece < READ_PIECE_MAX)
+            piece *= 2;
+    }
+    if (len > max || (cl >= 0 && len != (size_t)cl)) {
+        free(buf);
+        *close = true;
+        return len > max ? 413 : 400;
+    }
+    buf[len] = '\0';
+    q->body = buf;
+    q->body_len = len;
+    return 0;
+}
+
+/* After refusing a body: read (and drop) a bounded amount, so that closing the socket with
+ * unread data does not reset the connection before the client has read our answer. Not
+ * when the client waits for "100 Continue" (it sends nothing more) or announced more than
+ * the bound. */
+static void drain_refused(struct mg_connection *conn)
+{
+    const struct mg_request_info *ri = mg_get_request_info(conn);
+    if (ri->content_length > DRAIN_MAX || mg_get_header(conn, "Expect") != NULL)
+        return;
+    char buf[8192];
+    long long left = DRAIN_MAX;
+    while (left > 0) {
+        int n = mg_read(conn, buf, sizeof(buf));
+        if (n <= 0)
+            break;
+        left -= n;
+    }
+}
+
+/* ------------------------------------------------------------------ civetweb callbacks */
+
+/* 127.0.0.0/8, ::1 and their IPv4-mapped form, as civetweb prints the peer address. */
+static bool is_loopback(const char *addr)
+{
+    if (strncmp(addr, "::ffff:", 7) == 0)
+        addr += 7;
+    return strncmp(addr, "127.", 4) == 0 || strcmp(addr, "::1") == 0;
+}
+
+/* Who may call the scheduler verbs (they count pods, bind them anywhere and post
+ * events): loopback peers (kube-scheduler beside us), and callers that presented a
+ * client certificate the TLS layer verified against --client-ca; everyone only when
+ * explicitly opened; loopback only with --extender-local-only. */
+static bool extender_allowed(const kq_server_t *s, const struct mg_request_info *ri)
+{
+    if (is_loopback(ri->remote_addr))
+        return true;
+    if (s->extender_local_only)
+        return false;
+    return s->extender_open || (s->ca != NULL && ri->client_cert != NULL);
+}
+
+static double elapsed(const struct timespec *t0)
+{
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    return (double)(t1.tv_sec - t0->tv_sec) + (double)(t1.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+static int on_request(struct mg_connection *conn)
+{
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    const port_t *port = mg_get_user_data(mg_get_context(conn));
+    kq_server_t *s = port->s;
+    const struct mg_request_info *ri = mg_get_request_info(conn);
+    const char *method = ri->request_method ? ri->request_method : "";
+    const char *path = ri->local_uri ? ri->local_uri : "";
+
+    req_t q = {.s = s, .query = ri->query_string};
+    resp_t r = {0};
+    bool ws = strncmp(path, "/ws/v1/", 7) == 0; /* YuniKorn's view: CORS headers, its error body */
+    r.yapi = ws;
+    bool close = false;
+    const char *allow = NULL;
+    char allow_buf[64] = "";
+    char msg[512], qpath[256];
+    const route_t *rt = NULL;
+    span_t params[MAX_PARAMS];
+    int np = 0;
+
+    for (size_t i = 0; i < N_ROUTES; i++) {
+        int n;
+        span_t p[MAX_PARAMS];
+        if ((routes[i].admission && !s->admission) || !match(routes[i].pattern, path, p, &n))
+            continue;
+        /* the scheduler's own listener serves its verbs and the probes, nothing else */
+        if (port->scheduler && routes[i].guard != GUARD_EXTENDER && routes[i].ep != KQ_EP_HEALTHZ &&
+            routes[i].ep != KQ_EP_READYZ)
+            continue;
+        if (strcmp(routes[i].method, method) == 0) {
+            rt = &routes[i];
+            memcpy(params, p, sizeof(p));
+            np = n;
+            break;
+        }
+        if (strstr(allow_buf, routes[i].method) == NULL) {
+            size_t used = strlen(allow_buf);
+            snprintf(allow_buf + used, sizeof(allow_buf) - used, "%s%s", used ? ", " : "", routes[i].method);
+        }
+    }
+
+    if (rt == NULL && ws && strcmp(method, "OPTIONS") == 0 && allow_buf[0] != '\0') {
+        /* A browser's CORS preflight: answered without authentication, with no data. */
+        r.cors_methods = strstr(allow_buf, "POST") != NULL ? "OPTIONS, POST" : "GET, OPTIONS";
+        snprintf(allow_buf + strlen(allow_buf), sizeof(allow_buf) - strlen(allow_buf), ", OPTIONS");
+        allow = allow_buf;
+        resp_static(&r, 200, CT_JSON, "");
+        goto send;
+    }
+    if (rt == NULL) {
+        if (allow_buf[0] != '\0') {
+            allow = allow_buf;
+            snprintf(msg, sizeof(msg), "method %s is not allowed on %s (allowed: %s)",
+                     printable(method, qpath, 32), printable(path, qpath + 64, 192), allow_buf);
+            resp_error(&r, 405, msg);
+        } else {
+            snprintf(msg, sizeof(msg), "no such endpoint: %s", printable(path, qpath, sizeof(qpath)));
+            resp_error(&r, 404, msg);
+        }
+        goto send;
+    }
+
+    for (int i = 0; i < np; i++) {
+        bool bad;
+        q.param[i] = percent_decode(params[i], &bad);
+        if (q.param[i] == NULL) {
+            if (bad)
+                resp_error(&r, 400, "bad percent-encoding in the request path");
+            else
+                resp_error(&r, 500, "out of memory");
+            goto send;
+        }
+    }
+
+    if (rt->guard == GUARD_EXTENDER && !extender_allowed(s, ri)) {
+        resp_error(&r, 403, s->extender_local_only
+                                ? "the scheduler extender only answers the scheduler on this host (--extender-local-only)"
+                                : "the scheduler extender answers only callers on this host or with a client "
+                                  "certificate signed by --client-ca (--extender-open opens it to everyone)");
+        kq_warn("event=extender_refused remote=%s path=\"%s\"", ri->remote_addr, printable(path, qpath, 192));
+        goto send;
+    }
+    /* Open /metrics (no --metrics-auth) keeps its counters for anyone, but who uses what
+     * (per-user and per-group series) only for callers the usage view lets in. */
+    q.identities = true;
+    if (s->auth != NULL && rt->guard == GUARD_METRICS && !s->metrics_auth) {
+        char why[512];
+        q.identities = kq_auth_check(s->auth, ri->client_cert != NULL, mg_get_header(conn, "Authorization"), why,
+                                     sizeof(why)) == 200;
+    }
+    if (s->auth != NULL && (rt->guard == GUARD_REST || (rt->guard == GUARD_METRICS && s->metrics_auth))) {
+        char why[512];
+        int st = kq_auth_check(s->auth, ri->client_cert != NULL, mg_get_header(conn, "Authorization"), why,
+                               sizeof(why));
+        if (st != 200) {
+            resp_error(&r, st, why);
+            kq_info("event=rest_refused path=\"%s\" status=%d reason=\"%s\"", printable(path, qpath, 192), st, why);
+            goto send;
+        }
+    }
+
+    if (rt->has_body) {
+        /* Webhook reviews are capped lower than max_body: refused by Content-Length before
+         * a byte of the body is read. */
+        size_t limit = rt->admission && s->max_body > KQ_ADMISSION_MAX_BODY ? KQ_ADMISSION_MAX_BODY : s->max_body;
+        int st = read_body(conn, limit, &q, &close, &t0);
+        if (st != 0) {
+            if (st == 413)
+                snprintf(msg, sizeof(msg), "request body larger than the limit of %zu bytes", limit);
+            else if (st == 408)
+                snprintf(msg, sizeof(msg), "the request body did not arrive within %.0f s", BODY_DEADLINE_S);
+            else if (st == 503)
+                snprintf(msg, sizeof(msg), "too many large request bodies in flight; retry");
+            else if (st == 417)
+                snprintf(msg, sizeof(msg), "unsupported Expect header");
+            else if (st == 400)
+                snprintf(msg, sizeof(msg), "incomplete request body");
+            else
+                snprintf(msg, sizeof(msg), "out of memory");
+            resp_error(&r, st, msg);
+            goto send;
+        }
+    }
+    rt->fn(&q, &r);
+
+send:
+    if (ws && r.cors_methods == NULL)
+        r.cors_methods = strcmp(method, "POST") == 0 ? "OPTIONS, POST" : "GET, OPTIONS";
+    if (!close && (!rt || !rt->has_body)) {
+        /* A body we did not read: civetweb would read it all to keep the connection. */
+        long long cl = ri->content_length;
+        if (cl > IGNORED_BODY_MAX || (cl < 0 && mg_get_header(conn, "Transfer-Encoding") != NULL))
+            close = true;
+    }
+    if (close)
+        mg_disable_keep_alive(conn);
+    send_response(conn, &r, allow, close, strcmp(method, "HEAD") == 0);
+    if (close && r.status == 413)
+        drain_refused(conn);
+    double secs = elapsed(&t0);
+    if (rt != NULL)
+        kq_metrics_latency(s->app->metrics, rt->ep, secs);
+    kq_debug("event=http_request method=%s path=\"%s\" status=%d bytes=%zu close=%s ms=%.3f",
+             printable(method, qpath, 32), printable(path, qpath + 64, 192), r.status, r.len, close ? "yes" : "no",
+             secs * 1e3);
+    int status = r.status;
+    free(r.body);
+    free(q.body);
+    if (q.budget > 0)
+        budget_give(s, q.budget);
+    for (int i = 0; i < MAX_PARAMS; i++)
+        free(q.param[i]);
+    return status;
+}
+
+/* civetweb's own messages. Failed TLS handshakes (scanners, clients without a
+ * certificate) are the client's problem and only logged at debug level. */
+static int on_log_message(const struct mg_connection *conn, const char *message)
+{
+    (void)conn;
+    if (strncmp(message, "sslize", 6) == 0 || strstr(message, "SSL") != NULL)
+        kq_debug("event=tls_handshake_failed msg=\"%s\"", message);
+    else
+        kq_warn("event=http_server msg=\"%s\"", message);
+    return 1;
+}
+
+static void tls_fail(kq_server_t *s, const char *what, const char *file)
+{
+    char ossl[256] = "";
+    unsigned long e = ERR_peek_last_error();
+    if (e != 0)
+        ERR_error_string_n(e, ossl, sizeof(ossl));
+    ERR_clear_error();
+    snprintf(s->tls_err, sizeof(s->tls_err), "%s%s%s%s%s", what, file ? " " : "", file ? file : "",
+             ossl[0] ? ": " : "", ossl);
+}
+
+/* ------------------------------------------------------------------ certificate reload */
+
+static void tls_id_free(tls_id_t *t)
+{
+    X509_free(t->leaf);
+    sk_X509_pop_free(t->chain, X509_free);
+    EVP_PKEY_free(t->key);
+    *t = (tls_id_t){0};
+}
+
+/* Loads a PEM chain (leaf first) and its key; checks that they match. */
+static int tls_id_load(const char *cert, const char *key, tls_id_t *out, char *why, size_t whylen)
+{
+    tls_id_t t = {0};
+    BIO *b = BIO_new_file(cert, "r");
+    if (b != NULL) {
+        t.leaf = PEM_read_bio_X509_AUX(b, NULL, NULL, NULL);
+        t.chain = sk_X509_new_null();
+        X509 *x;
+        while (t.chain != NULL && (x = PEM_read_bio_X509(b, NULL, NULL, NULL)) != NULL) {
+            if (sk_X509_push(t.chain, x) == 0) {
+                X509_free(x);
+                break;
+            }
+        }
+        BIO_free(b);
+    }
+    ERR_clear_error(); /* the chain loop ends on "no start line" */
+    b = BIO_new_file(key, "r");
+    if (b != NULL) {
+        t.key = PEM_read_bio_PrivateKey(b, NULL, NULL, NULL);
+        BIO_free(b);
+    }
+    const char *fail = t.leaf == NULL ? "cannot read the certificate"
+                       : t.key == NULL ? "cannot read the private key"
+                       : X509_check_private_key(t.leaf, t.key) != 1 ? "the private key does not match the certificate"
+                                                                      : NULL;
+    ERR_clear_error();
+    if (fail != NULL) {
+        snprintf(why, whylen, "%s", fail);
+        tls_id_free(&t);
+        return KQ_EINVAL;
+    }
+    *out = t;
+    return 0;
+}
+
+static bool same_stat(const struct stat *a, const struct stat *b)
+{
+    return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
+           a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
+}
+
+/* Under tls_mu: at most once a second, reload the files if either changed. A broken new
+ * pair (half-written rotation, mismatched key) keeps the old one and is retried when the
+ * files change again. */
+static void tls_maybe_reload(kq_server_t *s)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (now.tv_sec == s->tls_checked)
+        return;
+    s->tls_checked = now.tv_sec;
+    struct stat cs, ks;
+    if (stat(s->cert, &cs) != 0 || stat(s->key, &ks) != 0)
+        return;
+    if (same_stat(&cs, &s->cert_st) && same_stat(&ks, &s->key_st))
+        return;
+    s->cert_st = cs;
+    s->key_st = ks;
+    tls_id_t fresh;
+    char why[128];
+    if (tls_id_load(s->cert, s->key, &fresh, why, sizeof(why)) != 0) {
+        kq_warn("event=tls_reload_failed cert=%s key=%s reason=\"%s\" msg=\"keeping the current certificate\"",
+                s->cert, s->key, why);
+        return;
+    }
+    tls_id_free(&s->tls);
+    s->tls = fresh;
+    char subject[256] = "";
+    X509_NAME_oneline(X509_get_subject_name(fresh.leaf), subject, sizeof(subject));
+    kq_info("event=tls_reloaded cert=%s subject=\"%s\"", s->cert, subject);
+}
+
+/* SSL_CTX certificate callback: runs in the worker doing the handshake. */
+static int on_tls_cert(SSL *ssl, void *arg)
+{
+    kq_server_t *s = arg;
+    pthread_mutex_lock(&s->tls_mu);
+    tls_maybe_reload(s);
+    int ok = SSL_use_cert_and_key(ssl, s->tls.leaf, s->tls.key, s->tls.chain, 1);
+    pthread_mutex_unlock(&s->tls_mu);
+    return ok == 1 ? 1 : 0;
+}
+
+/* civetweb's init_ssl: we configure the whole SSL_CTX (return 1 = done). */
+static int on_init_ssl(void *ssl_ctx, void *user_data)
+{
+    kq_server_t *s = ((port_t *)user_data)->s;
+    SSL_CTX *ctx = ssl_ctx;
+    ERR_clear_error();
+    if (SSL_CTX_use_certificate_chain_file(ctx, s->cert) != 1) {
+        tls_fail(s, "cannot load the certificate chain", s->cert);
+        return -1;
+    }
+    if (SSL_CTX_use_PrivateKey_file(ctx, s->key, SSL_FILETYPE_PEM) != 1) {
+        unsigned long e = ERR_peek_last_error();
+        if (ERR_GET_LIB(e) == ERR_LIB_X509 && ERR_GET_REASON(e) == X509_R_KEY_VALUES_MISMATCH)
+            tls_fail(s, "the private key does not match the certificate:", s->key);
+        else
+            tls_fail(s, "cannot load the private key", s->key);
+        return -1;
+    }
+    if (SSL_CTX_check_private_key(ctx) != 1) {
+        tls_fail(s, "the private key does not match the certificate:", s->key);
+        return -1;
+    }
+    if (SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) != 1) {
+        tls_fail(s, "cannot set the minimum TLS version", NULL);
+        return -1;
+    }
+    if (SSL_CTX_set_cipher_list(ctx, TLS12_CIPHERS) != 1) {
+        tls_fail(s, "cannot set the TLS 1.2 cipher list", NULL);
+        return -1;
+    }
+    SSL_CTX_set_options(ctx, SSL_OP_NO_COMPRESSION | SSL_OP_CIPHER_SERVER_PREFERENCE | SSL_OP_NO_RENEGOTIATION);
+    char why[128];
+    if (stat(s->cert, &s->cert_st) != 0 || stat(s->key, &s->key_st) != 0 ||
+        tls_id_load(s->cert, s->key, &s->tls, why, sizeof(why)) != 0) {
+        tls_fail(s, "cannot load the certificate and key for reloading:", s->cert);
+        return -1;
+    }
+    SSL_CTX_set_cert_cb(ctx, on_tls_cert, s);
+    static const unsigned char sid[] = "kubequota";
+    SSL_CTX_set_session_id_context(ctx, sid, sizeof(sid) - 1);
+    if (s->ca != NULL) {
+        if (SSL_CTX_load_verify_locations(ctx, s->ca, NULL) != 1) {
+            tls_fail(s, "cannot load the client CA", s->ca);
+            return -1;
+        }
+        STACK_OF(X509_NAME) *names = SSL_load_client_CA_file(s->ca);
+        if (names == NULL) {
+            tls_fail(s, "no CA certificate found in", s->ca);
+            return -1;
+        }
+        SSL_CTX_set_client_CA_list(ctx, names);
+        SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
+    } else {
+        SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, NULL);
+    }
+    return 1;
+}
+
+/* ------------------------------------------------------------------ public API */
+
+static int start_scheduler_listener(kq_server_t *s, const kq_server_opts_t *o, char *err, size_t errlen);
+
+static pthread_once_t global_once = PTHREAD_ONCE_INIT;
+
+static void global_init_once(void)
+{
+    if ((mg_init_library(MG_FEATURES_TLS) & MG_FEATURES_TLS) == 0)
+        kq_error("event=tls_init_failed msg=\"civetweb could not initialise OpenSSL\"");
+}
+
+void kq_server_global_init(void)
+{
+    kq_rest_init(); /* the start time of /ws/v1/clusters and /partitions */
+    pthread_once(&global_once, global_init_once);
+}
+
+static void server_free(kq_server_t *s)
+{
+    if (s == NULL)
+        return;
+    free(s->cert);
+    free(s->key);
+    free(s->ca);
+    tls_id_free(&s->tls);
+    if (s->tls_mu_init)
+        pthread_mutex_destroy(&s->tls_mu);
+    free(s);
+}
+
+static void seterr(char *err, size_t errlen, const char *fmt, ...) KQ_PRINTF(3, 4);
+static void seterr(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err == NULL || errlen == 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+static char *dup_opt(const char *s, bool *oom)
+{
+    if (s == NULL)
+        return NULL;
+    char *d = strdup(s);
+    if (d == NULL)
+        *oom = true;
+    return d;
+}
+
+kq_server_t *kq_server_start(const kq_server_opts_t *o, kq_app_t *app, char *err, size_t errlen)
+{
+    kq_server_t *s = NULL;
+    if (o == NULL || app == NULL) {
+        seterr(err, errlen, "no options or no application context");
+        goto fail;
+    }
+    const char *listen = o->listen && o->listen[0] ? o->listen : DEFAULT_LISTEN;
+    size_t ll = strlen(listen);
+    if (ll > 200 || strchr(listen, ',') != NULL || listen[ll - 1] < '0' || listen[ll - 1] > '9') {
+        seterr(err, errlen, "listen address \"%s\" must be HOST:PORT, [IPV6]:PORT or PORT", listen);
+        goto fail;
+    }
+    if (!o->plain_http && (o->tls_cert == NULL || o->tls_key == NULL)) {
+        seterr(err, errlen, "a TLS certificate and key are required unless plain HTTP is requested");
+        goto fail;
+    }
+    if (o->plain_http && o->client_ca != NULL) {
+        seterr(err, errlen, "client certificates need TLS; they cannot be combined with plain HTTP");
+        goto fail;
+    }
+    if (o->threads < 0 || o->threads > 1024) {
+        seterr(err, errlen, "threads must be between 1 and 1024");
+        goto fail;
+    }
+
+    kq_server_global_init();
+    s = calloc(1, sizeof(*s));
+    if (s == NULL) {
+        seterr(err, errlen, "out of memory");
+        goto fail;
+    }
+    bool oom = false;
+    pthread_mutex_init(&s->tls_mu, NULL);
+    s->tls_mu_init = true;
+    s->app = app;
+    s->max_body = o->max_body ? o->max_body : DEFAULT_MAX_BODY;
+    s->auth = o->auth;
+    s->metrics_auth = o->metrics_auth;
+    s->extender_local_only = o->extender_local_only;
+    s->extender_open = o->extender_open && !o->extender_local_only;
+    if (o->admission != NULL) {
+        /* Shallow copies: the strings and arrays they point to are borrowed, like app. */
+        s->admission = true;
+        s->adm = *o->admission;
+        s->adm_sched = *o->admission;
+        s->adm_sched.set_scheduler_name = true;
+    }
+    if (!o->plain_http) {
+        s->cert = dup_opt(o->tls_cert, &oom);
+        s->key = dup_opt(o->tls_key, &oom);
+        s->ca = dup_opt(o->client_ca, &oom);
+    }
+    if (oom) {
+        seterr(err, errlen, "out of memory");
+        goto fail;
+    }
+
+    char ports[256], threads[16];
+    snprintf(ports, sizeof(ports), "%s%s", listen, o->plain_http ? "" : "s");
+    snprintf(threads, sizeof(threads), "%d", o->threads > 0 ? o->threads : DEFAULT_THREADS);
+    const char *options[] = {
+        "listening_ports", ports,
+        "num_threads", threads,
+        "enable_keep_alive", "yes",
+        "tcp_nodelay", "1",
+        "keep_alive_timeout_ms", "30000",
+        "request_timeout_ms", "10000", /* a client that stalls mid-request (slow loris) is cut off */
+        "decode_url", "no",
+        "ssl_protocol_version", "4",
+        NULL,
+    };
+    struct mg_callbacks cb;
+    memset(&cb, 0, sizeof(cb));
+    cb.begin_request = on_request;
+    cb.log_message = on_log_message;
+    if (!o->plain_http)
+        cb.init_ssl = on_init_ssl;
+    s->main_port = (port_t){.s = s, .scheduler = false};
+    s->sched_port = (port_t){.s = s, .scheduler = true};
+    struct mg_init_data init = {.callbacks = &cb, .user_data = &s->main_port, .configuration_options = options};
+    char mgerr[256] = "";
+    unsigned code = 0;
+    struct mg_error_data ed = {.code = &code, .text = mgerr, .text_buffer_size = sizeof(mgerr)};
+    s->ctx = mg_start2(&init, &ed);
+    if (s->ctx == NULL) {
+        if (s->tls_err[0] != '\0')
+            seterr(err, errlen, "TLS setup failed: %s", s->tls_err);
+        else
+            seterr(err, errlen, "%s", mgerr[0] ? mgerr : "the HTTP server could not start");
+        goto fail;
+    }
+    kq_info("event=http_listening listen=%s port=%d tls=%s client_certs=%s max_body=%zu threads=%s", listen,
+            kq_server_port(s), o->plain_http ? "off" : "on", s->ca ? "required" : "off", s->max_body, threads);
+    if (o->scheduler_listen != NULL && start_scheduler_listener(s, o, err, errlen) != 0) {
+        mg_stop(s->ctx);
+        s->ctx = NULL;
+        goto fail;
+    }
+    return s;
+fail:
+    server_free(s);
+    return NULL;
+}
+
+/* True for "127.x.y.z:PORT" and "[::1]:PORT". */
+static bool loopback_listen(const char *l)
+{
+    return strncmp(l, "127.", 4) == 0 || strncmp(l, "[::1]:", 6) == 0;
+}
+
+/* The scheduler's own listener: plain HTTP on loopback (kube-scheduler beside us), its
+ * own workers, serving only the scheduler verbs and the probes, so that no load on the
+ * webhook and REST port (slow bodies, idle TLS connections, handshake floods) can make
+ * a filter wait for a worker. */
+static int start_scheduler_listener(kq_server_t *s, const kq_server_opts_t *o, char *err, size_t errlen)
+{
+    const char *l = o->scheduler_listen;
+    size_t ll = strlen(l);
+    if (ll > 200 || !loopback_listen(l) || strchr(l, ',') != NULL || l[ll - 1] < '0' || l[ll - 1] > '9') {
+        seterr(err, errlen, "scheduler listen address \"%s\" must be a loopback HOST:PORT (127.0.0.1:PORT or "
+               "[::1]:PORT): it serves plain HTTP to the scheduler on this host", l);
+        return KQ_EINVAL;
+    }
+    if (o->scheduler_threads < 0 || o->scheduler_threads > 256) {
+        seterr(err, errlen, "scheduler threads must be between 1 and 256");
+        return KQ_EINVAL;
+    }
+    char threads[16];
+    snprintf(threads, sizeof(threads), "%d", o->scheduler_threads > 0 ? o->scheduler_threads : DEFAULT_SCHED_THREADS);
+    const char *options[] = {
+        "listening_ports", l,
+        "num_threads", threads,
+        "enable_keep_alive", "yes",
+        "tcp_nodelay", "1",
+        "keep_alive_timeout_ms", "30000",
+        "request_timeout_ms", "10000",
+        "decode_url", "no",
+        NULL,
+    };
+    struct mg_callbacks cb;
+    memset(&cb, 0, sizeof(cb));
+    cb.begin_request = on_request;
+    cb.log_message = on_log_message;
+    struct mg_init_data init = {.callbacks = &cb, .user_data = &s->sched_port, .configuration_options = options};
+    char mgerr[256] = "";
+    unsigned code = 0;
+    struct mg_error_data ed = {.code = &code, .text = mgerr, .text_buffer_size = sizeof(mgerr)};
+    s->sched_ctx = mg_start2(&init, &ed);
+    if (s->sched_ctx == NULL) {
+        seterr(err, errlen, "scheduler listener %s: %s", l, mgerr[0] ? mgerr : "cannot start");
+        return KQ_EIO;
+    }
+    kq_info("event=http_listening listen=%s port=%d tls=off role=scheduler threads=%s", l,
+            kq_server_scheduler_port(s), threads);
+    return 0;
+}
+
+void kq_server_stop(kq_server_t *s)
+{
+    if (s == NULL)
+        return;
+    if (s->sched_ctx != NULL)
+        mg_stop(s->sched_ctx);
+    if (s->ctx != NULL)
+        mg_stop(s->ctx);
+    server_free(s);
+}
+
+int kq_server_port(const kq_server_t *s)
+{
+    if (s == NULL || s->ctx == NULL)
+        return -1;
+    struct mg_server_port ports[4];
+    int n = mg_get_server_ports(s->ctx, 4, ports);
+    return n > 0 ? ports[0].port : -1;
+}
+
+int kq_server_scheduler_port(const kq_server_t *s)
+{
+    if (s == NULL || s->sched_ctx == NULL)
+        return -1;
+    struct mg_server_port ports[2];
+    int n = mg_get_server_ports(s->sched_ctx, 2, ports);
+    return n > 0 ? ports[0].port : -1;
+}
