@@ -505,8 +505,14 @@ int kq_reloader_reload_now(kq_reloader_t *r)
             kq_warn("event=config_unsupported_key msg=\"%s\"", kq_config_warning_at(cfg, i));
     } else {
         char *all = kq_diags_join(&diags, "; ");
+        const char *text = all ? all : kq_strerror(rc);
+        /* Diagnostics quote keys and values ("shared-weight \"cpu=x\""): escape them, or the
+         * log writer would take an inner quote for the end of the value. */
+        size_t cap = 2 * strlen(text) + 1;
+        char *quoted = malloc(cap);
         kq_error("event=config_rejected file=%s msg=\"config rejected, keeping the old one\" errors=\"%s\"",
-                 r->path, all ? all : kq_strerror(rc));
+                 r->path, quoted ? kq_log_quote(quoted, cap, text) : text);
+        free(quoted);
         free(all);
     }
     if (app->metrics)

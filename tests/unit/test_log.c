@@ -72,6 +72,19 @@ static void test_json_fields(void **state)
     assert_string_equal(json_string_value(json_object_get(j, "errors")), "bad (expected e.g. \"cpu=4,memory=8Gi\")");
     assert_int_equal(json_integer_value(json_object_get(j, "n")), 1);
     json_decref(j);
+    /* an unescaped inner quote followed by " key=" ends the value early; escaped with
+     * kq_log_quote (as the config_rejected line does) the whole text comes through */
+    const char *text = "got \"a\" b=2\" (expected e.g. \"cpu=4\")";
+    char q[256], body[512];
+    snprintf(body, sizeof(body), "event=config_rejected errors=\"%s\" n=2", kq_log_quote(q, sizeof(q), text));
+    j = render_json(KQ_LOG_ERROR, 0, body);
+    assert_string_equal(json_string_value(json_object_get(j, "errors")), text);
+    assert_int_equal(json_integer_value(json_object_get(j, "n")), 2);
+    json_decref(j);
+    snprintf(body, sizeof(body), "event=config_rejected errors=\"%s\" n=2", text);
+    j = render_json(KQ_LOG_ERROR, 0, body);
+    assert_string_not_equal(json_string_value(json_object_get(j, "errors")), text);
+    json_decref(j);
 }
 
 static void test_json_message_sources(void **state)
