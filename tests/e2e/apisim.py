@@ -2,7 +2,9 @@
 """A small Kubernetes API server simulator for kubequota's end-to-end tests and `make run`.
 
 It speaks enough of the real API for a scheduler extender's client: pods (create, get,
-delete, list with limit/continue and field/label selectors, watch with resourceVersion,
+delete, list with limit/continue and field/label selectors, merge and JSON patches,
+scheduling gates (set at creation, only removed afterwards, a gated pod is not bindable),
+watch with resourceVersion,
 bookmarks, timeoutSeconds and in-band 410 errors after compaction), pods/binding,
 pods/eviction, pods/status, core/v1 events, nodes, coordination.k8s.io/v1 leases, and the
 ElasticQuota custom resources of scheduling.x-k8s.io/v1alpha1 (status subresource) and
@@ -206,6 +208,133 @@ def merge_patch(target, patch):
         else:
             out[k] = merge_patch(out.get(k), v)
     return out
+
+
+def gate_names(pod):
+    gates = (pod.get("spec") or {}).get("schedulingGates") or []
+    return [g.get("name") if isinstance(g, dict) else None for g in gates]
+
+
+def check_gates_create(pod):
+    """Pod creation: gates are {name} objects with unique names, and a gated pod cannot name
+    a node (kubernetes pkg/apis/core/validation/validation.go, validateSchedulingGates and
+    ValidatePodCreate's nodeName rule)."""
+    name = pod["metadata"].get("name", "")
+    gates = pod["spec"].get("schedulingGates")
+    if gates is None:
+        return
+    if not isinstance(gates, list):
+        raise ApiError(422, "Invalid", 'Pod "%s" is invalid: spec.schedulingGates: Invalid value: '
+                       'must be a list' % name)
+    seen = set()
+    for i, g in enumerate(gates):
+        n = g.get("name") if isinstance(g, dict) else None
+        if not isinstance(n, str) or not n:
+            raise ApiError(422, "Invalid", 'Pod "%s" is invalid: spec.schedulingGates[%d].name: '
+                           'Required value' % (name, i))
+        if n in seen:
+            raise ApiError(422, "Invalid", 'Pod "%s" is invalid: spec.schedulingGates[%d].name: '
+                           'Duplicate value: "%s"' % (name, i, n))
+        seen.add(n)
+    if gates and pod["spec"].get("nodeName"):
+        raise ApiError(422, "Invalid", 'Pod "%s" is invalid: spec.nodeName: Forbidden: cannot be set '
+                       'until all schedulingGates have been removed' % name)
+
+
+def check_gates_update(name, old, new):
+    """Gates may only be removed after creation (validation.go
+    validateOnlyDeletedSchedulingGates); the wording is kube-apiserver's."""
+    before = set(n for n in gate_names(old) if n)
+    for i, n in enumerate(gate_names(new)):
+        if n not in before:
+            raise ApiError(422, "Invalid", "Pod \"%s\" is invalid: spec.schedulingGates[%d].name: "
+                           "Forbidden: only deletion is allowed, but found new scheduling gate '%s'"
+                           % (name, i, n), {"name": name, "kind": "Pod",
+                                            "causes": [{"reason": "FieldValueForbidden",
+                                                        "field": "spec.schedulingGates[%d].name" % i}]})
+
+
+def _pointer(path):
+    if path == "":
+        return []
+    if not path.startswith("/"):
+        raise ValueError("JSON pointer %r does not start with /" % path)
+    return [p.replace("~1", "/").replace("~0", "~") for p in path[1:].split("/")]
+
+
+def json_patch(doc, ops):
+    """RFC 6902 JSON Patch (add, remove, replace, test, copy, move). ValueError on failure."""
+    if not isinstance(ops, list):
+        raise ValueError("a JSON patch must be an array of operations")
+    doc = copy.deepcopy(doc)
+
+    def parent(segs):
+        cur = doc
+        for s in segs[:-1]:
+            if isinstance(cur, dict) and s in cur:
+                cur = cur[s]
+            elif isinstance(cur, list) and s.isdigit() and int(s) < len(cur):
+                cur = cur[int(s)]
+            else:
+                raise ValueError("path %s does not exist" % "/".join(segs))
+        return cur
+
+    def get(segs):
+        if not segs:
+            return doc
+        par, last = parent(segs), segs[-1]
+        if isinstance(par, dict) and last in par:
+            return par[last]
+        if isinstance(par, list) and last.isdigit() and int(last) < len(par):
+            return par[int(last)]
+        raise ValueError("path /%s does not exist" % "/".join(segs))
+
+    def remove(segs):
+        par, last = parent(segs), segs[-1]
+        if isinstance(par, dict) and last in par:
+            return par.pop(last)
+        if isinstance(par, list) and last.isdigit() and int(last) < len(par):
+            return par.pop(int(last))
+        raise ValueError("unable to remove nonexistent key: %s" % last)
+
+    def add(segs, value):
+        nonlocal doc
+        if not segs:
+            doc = value
+            return
+        par, last = parent(segs), segs[-1]
+        if isinstance(par, dict):
+            par[last] = value
+        elif isinstance(par, list) and (last == "-" or (last.isdigit() and int(last) <= len(par))):
+            par.insert(len(par) if last == "-" else int(last), value)
+        else:
+            raise ValueError("cannot add at /%s" % "/".join(segs))
+
+    for op in ops:
+        if not isinstance(op, dict) or not isinstance(op.get("path"), str):
+            raise ValueError("operation without a path")
+        segs = _pointer(op["path"])
+        kind = op.get("op")
+        if kind == "test":
+            if get(segs) != op.get("value"):
+                raise ValueError("testing value %s failed" % op["path"])
+        elif kind == "remove":
+            remove(segs)
+        elif kind == "add":
+            add(segs, copy.deepcopy(op.get("value")))
+        elif kind == "replace":
+            get(segs)
+            remove(segs)
+            add(segs, copy.deepcopy(op.get("value")))
+        elif kind in ("copy", "move"):
+            src = _pointer(op.get("from") or "")
+            v = copy.deepcopy(get(src))
+            if kind == "move":
+                remove(src)
+            add(segs, v)
+        else:
+            raise ValueError("unexpected kind of operation: %r" % kind)
+    return doc
 
 
 class Fault:
@@ -443,6 +572,7 @@ class World:
             if key in self.objs["pods"]:
                 raise ApiError(409, "AlreadyExists", 'pods "%s" already exists' % md["name"],
                                {"name": md["name"], "kind": "pods"})
+            check_gates_create(pod)
             md["namespace"] = ns
             md["uid"] = str(uuid.uuid4())
             md["creationTimestamp"] = now_rfc3339()
@@ -523,6 +653,13 @@ class World:
                                "already assigned to node \"%s\"" % (name, name,
                                                                    pod["spec"]["nodeName"]),
                                {"name": name, "kind": "pods/binding"})
+            if pod["spec"].get("schedulingGates"):
+                # kubernetes pkg/registry/core/pod/storage/storage.go (BindingREST, assignPod):
+                # "Reject binding to a scheduling un-ready Pod."
+                self.counters["binding_conflicts"] += 1
+                raise ApiError(409, "Conflict", 'Operation cannot be fulfilled on pods/binding '
+                               '"%s": pod %s has non-empty .spec.schedulingGates' % (name, name),
+                               {"name": name, "kind": "pods/binding"})
             if pod["status"].get("phase") in TERMINAL or pod["metadata"].get("deletionTimestamp"):
                 raise ApiError(409, "Conflict", 'Operation cannot be fulfilled on pods/binding '
                                '"%s": pod %s is being deleted or has terminated' % (name, name),
@@ -575,7 +712,10 @@ class World:
             return copy.deepcopy(self.store("pods", key, pod, "MODIFIED", prev))
 
     def update(self, resource, ns, name, body, subresource=None, patch=False):
-        """PUT (replace) or PATCH (merge) of an object or its status."""
+        """PUT (replace) or PATCH (merge; patch="json" for an RFC 6902 JSON patch) of an
+        object or its status."""
+        if patch == "json":
+            return self.json_patch(resource, ns, name, body, subresource)
         if not isinstance(body, dict):
             raise ApiError(400, "BadRequest", "the body of the request was not a JSON object")
         with self.cond:
@@ -621,10 +761,37 @@ class World:
                 if f in cur["metadata"]:
                     md[f] = cur["metadata"][f]
             if resource == "pods":
+                if not isinstance(new.get("spec"), dict):
+                    raise ApiError(422, "Invalid", 'Pod "%s" is invalid: spec: Required value' % name)
                 new["spec"]["nodeName"] = cur["spec"].get("nodeName")
                 if new["spec"]["nodeName"] is None:
                     new["spec"].pop("nodeName")
+                check_gates_update(name, cur, new)
+                if new["spec"].get("schedulingGates") == []:
+                    new["spec"].pop("schedulingGates")
             return copy.deepcopy(self.store(resource, key, new, "MODIFIED", prev))
+
+    def json_patch(self, resource, ns, name, ops, subresource=None):
+        """PATCH with Content-Type application/json-patch+json: the operations apply to the
+        stored object (a failed "test" is the caller's precondition: 422, nothing stored)."""
+        with self.cond:
+            key = self.key(ns, name)
+            cur = self.objs[resource].get(key)
+            if cur is None:
+                raise not_found(resource, name)
+            try:
+                new = json_patch(cur, ops)
+            except ValueError as e:
+                raise ApiError(422, "Invalid", "the server rejected our request due to an error "
+                               "in our request: %s" % e)
+            if not isinstance(new, dict):
+                raise ApiError(422, "Invalid", "the patched object is not an object")
+            new.setdefault("metadata", {})["resourceVersion"] = cur["metadata"]["resourceVersion"]
+            if subresource == "status":
+                new = dict(copy.deepcopy(cur), status=new.get("status") or {})
+            elif resource == "pods":
+                new["status"] = copy.deepcopy(cur.get("status") or {})
+            return self.update(resource, ns, name, new, subresource, patch=False)
 
     def create_simple(self, resource, ns, body):
         """POST of an event or a lease (and nodes through the API)."""
@@ -1055,8 +1222,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self.send_json(200, status_success(200))
         if method in ("PUT", "PATCH"):
             body = self.json_body()
+            ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
+            mode = method == "PATCH"
+            if mode and ctype == "application/json-patch+json":
+                mode = "json"
             return self.send_json(200, with_kind(res, w.update(res, ns, name, body, sub,
-                                                               patch=method == "PATCH")))
+                                                               patch=mode)))
         raise ApiError(405, "MethodNotAllowed",
                        "the server does not allow this method on the requested resource")
 

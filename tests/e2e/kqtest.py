@@ -562,7 +562,7 @@ class SchedulerDriver:
 
 def pod_manifest(name, ns="default", user=None, groups=(), cpu="500m", memory="256Mi",
                  queue=None, app=None, scheduler=SCHED, labels=None, extra_requests=None,
-                 node=None):
+                 node=None, gates=()):
     md = {"name": name, "namespace": ns, "labels": dict(labels or {}), "annotations": {}}
     if user is not None:
         md["annotations"][ANN_USER] = json.dumps({"user": user, "groups": list(groups)})
@@ -583,6 +583,8 @@ def pod_manifest(name, ns="default", user=None, groups=(), cpu="500m", memory="2
         spec["schedulerName"] = scheduler
     if node:
         spec["nodeName"] = node
+    if gates:
+        spec["schedulingGates"] = [{"name": g} for g in gates]
     return {"apiVersion": "v1", "kind": "Pod", "metadata": md, "spec": spec}
 
 

@@ -267,6 +267,60 @@ class ApiSimTest(unittest.TestCase):
         r = self.http.post("/api/v1/namespaces/default/pods/missing/binding", body)
         self.assertEqual(r.status, 404)
 
+    def test_scheduling_gates(self):
+        # Gates are set at creation and may only be removed afterwards; a gated pod cannot
+        # be bound. Wording and codes follow kube-apiserver: kubernetes/kubernetes
+        # pkg/apis/core/validation/validation.go (validateOnlyDeletedSchedulingGates) and
+        # pkg/registry/core/pod/storage/storage.go (BindingREST: "pod %v has non-empty
+        # .spec.schedulingGates", a 409 Conflict; storage_test.go TestEtcdCreateWithSchedulingGates).
+        p = self.create("g", gates=("example.com/a", "kubequota.io/admission"))
+        self.assertEqual([g["name"] for g in p["spec"]["schedulingGates"]],
+                         ["example.com/a", "kubequota.io/admission"])
+        r = self.sim.bind("default", "g", "n1", uid=p["metadata"]["uid"])
+        self.assertEqual((r.status, r.json()["reason"]), (409, "Conflict"))
+        self.assertIn("pod g has non-empty .spec.schedulingGates", r.json()["message"])
+        self.assertFalse(self.sim.get_pod("default", "g")["spec"].get("nodeName"))
+        path = "/api/v1/namespaces/default/pods/g"
+        merge = {"Content-Type": "application/merge-patch+json"}
+        jp = {"Content-Type": "application/json-patch+json"}
+        # adding a gate (merge patch replaces the list) is refused and changes nothing
+        r = self.http.request("PATCH", path, headers=merge, body={"spec": {"schedulingGates": [
+            {"name": "example.com/a"}, {"name": "kubequota.io/admission"}, {"name": "x"}]}})
+        self.assertEqual((r.status, r.json()["reason"]), (422, "Invalid"), r.text)
+        self.assertIn("spec.schedulingGates[2].name: Forbidden: only deletion is allowed, but "
+                      "found new scheduling gate 'x'", r.json()["message"])
+        # ... and through a JSON patch too
+        r = self.http.request("PATCH", path, headers=jp, body=[
+            {"op": "add", "path": "/spec/schedulingGates/-", "value": {"name": "y"}}])
+        self.assertEqual(r.status, 422, r.text)
+        self.assertIn("found new scheduling gate 'y'", r.json()["message"])
+        self.assertEqual(len(self.sim.get_pod("default", "g")["spec"]["schedulingGates"]), 2)
+        # a JSON patch whose test fails (someone else's gate at that index) changes nothing
+        r = self.http.request("PATCH", path, headers=jp, body=[
+            {"op": "test", "path": "/spec/schedulingGates/0/name", "value": "kubequota.io/admission"},
+            {"op": "remove", "path": "/spec/schedulingGates/0"}])
+        self.assertEqual(r.status, 422, r.text)
+        self.assertEqual(len(self.sim.get_pod("default", "g")["spec"]["schedulingGates"]), 2)
+        # removing one gate under a test precondition works; the other gate still blocks binding
+        r = self.http.request("PATCH", path, headers=jp, body=[
+            {"op": "test", "path": "/spec/schedulingGates/1/name", "value": "kubequota.io/admission"},
+            {"op": "remove", "path": "/spec/schedulingGates/1"}])
+        self.assertEqual(r.status, 200, r.text)
+        self.assertEqual(r.json()["spec"]["schedulingGates"], [{"name": "example.com/a"}])
+        self.assertEqual(self.sim.bind("default", "g", "n1").status, 409)
+        # the last gate removed: bindable
+        r = self.http.request("PATCH", path, headers=merge, body={"spec": {"schedulingGates": None}})
+        self.assertEqual(r.status, 200, r.text)
+        self.assertNotIn("schedulingGates", r.json()["spec"])
+        self.assertEqual(self.sim.bind("default", "g", "n1").status, 201)
+        # a gated pod cannot be created with a node
+        r = self.http.post("/api/v1/namespaces/default/pods",
+                           pod_manifest("h", node="n1", gates=("a",)))
+        self.assertEqual(r.status, 422, r.text)
+        self.assertIn("spec.nodeName: Forbidden", r.json()["message"])
+        r = self.http.post("/api/v1/namespaces/default/pods", pod_manifest("d", gates=("a", "a")))
+        self.assertEqual(r.status, 422, r.text)
+
     def test_concurrent_bindings_one_wins(self):
         self.create("p")
         results = []
