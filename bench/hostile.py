@@ -5,7 +5,7 @@
   python3 bench/hostile.py [--binary bin/kubequota] [--requests 400] [--seconds 20]
 
 For two layouts, the scheduler on the shared TLS port and the scheduler on its own
-loopback listener (--scheduler-listen), it measures filter latency (one connection at a
+TLS listener (--scheduler-listen, as the chart runs it), it measures filter latency (one connection at a
 time, a new connection per request, as after a keep-alive timeout) unloaded and then while
 hostile clients hold the main port: 64 slow bodies on /admission/mutate (one byte every
 2 s), 150 idle TCP connections that never start TLS, 100 idle TLS connections and a
@@ -128,8 +128,7 @@ def run_layout(args, separate):
         sim.create_pod(pod_manifest("p1", cpu="100m"))
         pod = SchedulerDriver.cached(sim.get_pod("default", "p1"))
         body = json.dumps({"Pod": pod, "Nodes": None, "NodeNames": ["node-1", "node-2", "node-3"]})
-        client = HttpClient("http://127.0.0.1:%d" % sport, timeout=60) if separate else \
-            HttpClient(kq.url, ca=certs()["ca"], timeout=60)
+        client = HttpClient("https://localhost:%d" % sport if separate else kq.url, ca=certs()["ca"], timeout=60)
         measure(client, body, 50, time.monotonic() + 30)  # warm-up
         quiet = measure(client, body, args.requests, time.monotonic() + args.seconds)
         h = Hostile(kq.port, args.seconds + 5, not args.no_flood)

@@ -121,9 +121,10 @@ static const flag_t serve_flags[] = {
                                                   "default: callers on this host and callers with a client\n"
                                                   "certificate signed by --client-ca", NULL},
     {"extender-open", 0, O_EXT_OPEN, NULL, "/scheduler/* answers anyone who reaches the port (unsafe)", NULL},
-    {"scheduler-listen", 1, O_SCHED_LISTEN, "HOST:PORT", "also serve /scheduler/* (and the probes) over plain HTTP\n"
-                                                         "on this loopback address, with its own workers, so\n"
-                                                         "load on the main port never delays the scheduler", NULL},
+    {"scheduler-listen", 1, O_SCHED_LISTEN, "HOST:PORT", "serve /scheduler/* (and the probes) here instead of on\n"
+                                                         "--listen, with its own workers, so load on the main\n"
+                                                         "port never delays the scheduler; TLS like --listen\n"
+                                                         "(loopback only with --insecure-plain-http)", NULL},
     {"scheduler-threads", 1, O_SCHED_THREADS, "N", "workers of --scheduler-listen (default 8)", NULL},
     {NULL, 0, 0, NULL, "admission webhooks (/admission/...)", NULL},
     {"trusted-users", 1, O_TRUSTED_USERS, "LIST", "comma-separated users whose pods and workloads keep the\n"

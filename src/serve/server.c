@@ -115,6 +115,8 @@ typedef struct tls_id {
 struct kq_server {
     struct mg_context *ctx;
     struct mg_context *sched_ctx; /* --scheduler-listen, or NULL */
+    bool sched_separate;          /* scheduler_listen set: the main port does not serve the verbs
+                                   * (set before any listener starts; read-only after) */
     port_t main_port, sched_port; /* user data of the two contexts */
     atomic_size_t body_bytes;     /* request body bytes held now (BODY_BUDGET) */
     kq_app_t *app;
@@ -863,16 +865,22 @@ static int on_request(struct mg_connection *conn)
     const route_t *rt = NULL;
     span_t params[MAX_PARAMS];
     int np = 0;
+    bool elsewhere = false; /* a scheduler verb, served on the scheduler listener */
 
     for (size_t i = 0; i < N_ROUTES; i++) {
         int n;
         span_t p[MAX_PARAMS];
         if ((routes[i].admission && !s->admission) || !match(routes[i].pattern, path, p, &n))
             continue;
-        /* the scheduler's own listener serves its verbs and the probes, nothing else */
+        /* the scheduler's own listener serves its verbs and the probes, nothing else; when
+         * it exists, the main port does not serve the verbs */
         if (port->scheduler && routes[i].guard != GUARD_EXTENDER && routes[i].ep != KQ_EP_HEALTHZ &&
             routes[i].ep != KQ_EP_READYZ)
             continue;
+        if (!port->scheduler && s->sched_separate && routes[i].guard == GUARD_EXTENDER) {
+            elsewhere = true;
+            continue;
+        }
         if (strcmp(routes[i].method, method) == 0) {
             rt = &routes[i];
             memcpy(params, p, sizeof(p));
@@ -891,6 +899,11 @@ static int on_request(struct mg_connection *conn)
         snprintf(allow_buf + strlen(allow_buf), sizeof(allow_buf) - strlen(allow_buf), ", OPTIONS");
         allow = allow_buf;
         resp_static(&r, 200, CT_JSON, "");
+        goto send;
+    }
+    if (rt == NULL && elsewhere && allow_buf[0] == '\0') {
+        resp_error(&r, 404, "the scheduler verbs are served on the scheduler's own listener (--scheduler-listen), "
+                            "not on this port");
         goto send;
     }
     if (rt == NULL) {
@@ -1148,9 +1161,15 @@ static int on_init_ssl(void *ssl_ctx, void *user_data)
         return -1;
     }
     SSL_CTX_set_options(ctx, SSL_OP_NO_COMPRESSION | SSL_OP_CIPHER_SERVER_PREFERENCE | SSL_OP_NO_RENEGOTIATION);
+    /* The reloadable identity is shared by both listeners: loaded by the first one set up
+     * (the scheduler listener's setup runs while the main port already serves). */
     char why[128];
-    if (stat(s->cert, &s->cert_st) != 0 || stat(s->key, &s->key_st) != 0 ||
-        tls_id_load(s->cert, s->key, &s->tls, why, sizeof(why)) != 0) {
+    pthread_mutex_lock(&s->tls_mu);
+    bool loaded = s->tls.leaf != NULL ||
+                  (stat(s->cert, &s->cert_st) == 0 && stat(s->key, &s->key_st) == 0 &&
+                   tls_id_load(s->cert, s->key, &s->tls, why, sizeof(why)) == 0);
+    pthread_mutex_unlock(&s->tls_mu);
+    if (!loaded) {
         tls_fail(s, "cannot load the certificate and key for reloading:", s->cert);
         return -1;
     }
@@ -1227,6 +1246,47 @@ static char *dup_opt(const char *s, bool *oom)
     return d;
 }
 
+/* One civetweb context: the main port and the scheduler listener differ only in address,
+ * workers, TLS and the port_t their requests see. */
+static struct mg_context *listener_start(kq_server_t *s, port_t *port, const char *listen, const char *threads,
+                                         bool tls, char *err, size_t errlen)
+{
+    char ports[256];
+    snprintf(ports, sizeof(ports), "%s%s", listen, tls ? "s" : "");
+    const char *options[] = {
+        "listening_ports", ports,
+        "num_threads", threads,
+        "enable_keep_alive", "yes",
+        "tcp_nodelay", "1",
+        "keep_alive_timeout_ms", "30000",
+        /* a client that stalls mid-request (slow loris), or before or during the TLS
+         * handshake (civetweb's SSL_accept loop uses the same limit), is cut off */
+        "request_timeout_ms", "10000",
+        "decode_url", "no",
+        tls ? "ssl_protocol_version" : NULL, "4", /* plain HTTP: the list ends here */
+        NULL,
+    };
+    struct mg_callbacks cb;
+    memset(&cb, 0, sizeof(cb));
+    cb.begin_request = on_request;
+    cb.log_message = on_log_message;
+    if (tls)
+        cb.init_ssl = on_init_ssl;
+    struct mg_init_data init = {.callbacks = &cb, .user_data = port, .configuration_options = options};
+    char mgerr[256] = "";
+    unsigned code = 0;
+    struct mg_error_data ed = {.code = &code, .text = mgerr, .text_buffer_size = sizeof(mgerr)};
+    s->tls_err[0] = '\0';
+    struct mg_context *ctx = mg_start2(&init, &ed);
+    if (ctx == NULL) {
+        if (s->tls_err[0] != '\0')
+            seterr(err, errlen, "TLS setup failed: %s", s->tls_err);
+        else
+            seterr(err, errlen, "%s", mgerr[0] ? mgerr : "the HTTP server could not start");
+    }
+    return ctx;
+}
+
 kq_server_t *kq_server_start(const kq_server_opts_t *o, kq_app_t *app, char *err, size_t errlen)
 {
     kq_server_t *s = NULL;
@@ -1285,40 +1345,14 @@ kq_server_t *kq_server_start(const kq_server_opts_t *o, kq_app_t *app, char *err
         goto fail;
     }
 
-    char ports[256], threads[16];
-    snprintf(ports, sizeof(ports), "%s%s", listen, o->plain_http ? "" : "s");
+    s->sched_separate = o->scheduler_listen != NULL;
+    char threads[16];
     snprintf(threads, sizeof(threads), "%d", o->threads > 0 ? o->threads : DEFAULT_THREADS);
-    const char *options[] = {
-        "listening_ports", ports,
-        "num_threads", threads,
-        "enable_keep_alive", "yes",
-        "tcp_nodelay", "1",
-        "keep_alive_timeout_ms", "30000",
-        "request_timeout_ms", "10000", /* a client that stalls mid-request (slow loris) is cut off */
-        "decode_url", "no",
-        "ssl_protocol_version", "4",
-        NULL,
-    };
-    struct mg_callbacks cb;
-    memset(&cb, 0, sizeof(cb));
-    cb.begin_request = on_request;
-    cb.log_message = on_log_message;
-    if (!o->plain_http)
-        cb.init_ssl = on_init_ssl;
     s->main_port = (port_t){.s = s, .scheduler = false};
     s->sched_port = (port_t){.s = s, .scheduler = true};
-    struct mg_init_data init = {.callbacks = &cb, .user_data = &s->main_port, .configuration_options = options};
-    char mgerr[256] = "";
-    unsigned code = 0;
-    struct mg_error_data ed = {.code = &code, .text = mgerr, .text_buffer_size = sizeof(mgerr)};
-    s->ctx = mg_start2(&init, &ed);
-    if (s->ctx == NULL) {
-        if (s->tls_err[0] != '\0')
-            seterr(err, errlen, "TLS setup failed: %s", s->tls_err);
-        else
-            seterr(err, errlen, "%s", mgerr[0] ? mgerr : "the HTTP server could not start");
+    s->ctx = listener_start(s, &s->main_port, listen, threads, !o->plain_http, err, errlen);
+    if (s->ctx == NULL)
         goto fail;
-    }
     kq_info("event=http_listening listen=%s port=%d tls=%s client_certs=%s max_body=%zu threads=%s", listen,
             kq_server_port(s), o->plain_http ? "off" : "on", s->ca ? "required" : "off", s->max_body, threads);
     if (o->scheduler_listen != NULL && start_scheduler_listener(s, o, err, errlen) != 0) {
@@ -1338,17 +1372,23 @@ static bool loopback_listen(const char *l)
     return strncmp(l, "127.", 4) == 0 || strncmp(l, "[::1]:", 6) == 0;
 }
 
-/* The scheduler's own listener: plain HTTP on loopback (kube-scheduler beside us), its
- * own workers, serving only the scheduler verbs and the probes, so that no load on the
- * webhook and REST port (slow bodies, idle TLS connections, handshake floods) can make
- * a filter wait for a worker. */
+/* The scheduler's own listener: its own workers, serving only the scheduler verbs and the
+ * probes, so that no load on the webhook and REST port (slow bodies, idle TLS connections,
+ * handshake floods) can make a filter wait for a worker. TLS with the main port's
+ * certificate (and its client-certificate rule) unless the main port is plain HTTP; a
+ * plain-HTTP scheduler listener must be on loopback. */
 static int start_scheduler_listener(kq_server_t *s, const kq_server_opts_t *o, char *err, size_t errlen)
 {
     const char *l = o->scheduler_listen;
+    bool tls = !o->plain_http;
     size_t ll = strlen(l);
-    if (ll > 200 || !loopback_listen(l) || strchr(l, ',') != NULL || l[ll - 1] < '0' || l[ll - 1] > '9') {
+    if (ll > 200 || strchr(l, ',') != NULL || l[ll - 1] < '0' || l[ll - 1] > '9') {
+        seterr(err, errlen, "scheduler listen address \"%s\" must be HOST:PORT, [IPV6]:PORT", l);
+        return KQ_EINVAL;
+    }
+    if (!tls && !loopback_listen(l)) {
         seterr(err, errlen, "scheduler listen address \"%s\" must be a loopback HOST:PORT (127.0.0.1:PORT or "
-               "[::1]:PORT): it serves plain HTTP to the scheduler on this host", l);
+               "[::1]:PORT) with --insecure-plain-http: it would serve plain HTTP beyond this host", l);
         return KQ_EINVAL;
     }
     if (o->scheduler_threads < 0 || o->scheduler_threads > 256) {
@@ -1357,31 +1397,14 @@ static int start_scheduler_listener(kq_server_t *s, const kq_server_opts_t *o, c
     }
     char threads[16];
     snprintf(threads, sizeof(threads), "%d", o->scheduler_threads > 0 ? o->scheduler_threads : DEFAULT_SCHED_THREADS);
-    const char *options[] = {
-        "listening_ports", l,
-        "num_threads", threads,
-        "enable_keep_alive", "yes",
-        "tcp_nodelay", "1",
-        "keep_alive_timeout_ms", "30000",
-        "request_timeout_ms", "10000",
-        "decode_url", "no",
-        NULL,
-    };
-    struct mg_callbacks cb;
-    memset(&cb, 0, sizeof(cb));
-    cb.begin_request = on_request;
-    cb.log_message = on_log_message;
-    struct mg_init_data init = {.callbacks = &cb, .user_data = &s->sched_port, .configuration_options = options};
-    char mgerr[256] = "";
-    unsigned code = 0;
-    struct mg_error_data ed = {.code = &code, .text = mgerr, .text_buffer_size = sizeof(mgerr)};
-    s->sched_ctx = mg_start2(&init, &ed);
+    char why[320] = "";
+    s->sched_ctx = listener_start(s, &s->sched_port, l, threads, tls, why, sizeof(why));
     if (s->sched_ctx == NULL) {
-        seterr(err, errlen, "scheduler listener %s: %s", l, mgerr[0] ? mgerr : "cannot start");
+        seterr(err, errlen, "scheduler listener %s: %s", l, why);
         return KQ_EIO;
     }
-    kq_info("event=http_listening listen=%s port=%d tls=off role=scheduler threads=%s", l,
-            kq_server_scheduler_port(s), threads);
+    kq_info("event=http_listening listen=%s port=%d tls=%s client_certs=%s role=scheduler threads=%s", l,
+            kq_server_scheduler_port(s), tls ? "on" : "off", s->ca ? "required" : "off", threads);
     return 0;
 }
 

@@ -90,10 +90,11 @@ class SchedulerSide:
         if "certFile" in tls:
             self.ctx.load_cert_chain(pod.translate(tls["certFile"]), pod.translate(tls["keyFile"]))
 
-    def request(self, method, path, body=None, ctx=None, server_name=None):
-        raw = socket.create_connection(("127.0.0.1", self.port), timeout=10)
+    def request(self, method, path, body=None, ctx=None, server_name=None, port=None):
+        port = port or self.port
+        raw = socket.create_connection(("127.0.0.1", port), timeout=10)
         sock = (ctx or self.ctx).wrap_socket(raw, server_hostname=server_name or self.server_name)
-        c = http.client.HTTPSConnection("127.0.0.1", self.port, timeout=10)
+        c = http.client.HTTPSConnection("127.0.0.1", port, timeout=10)
         c.sock = sock
         try:
             data = json.dumps(body).encode() if body is not None else None
@@ -119,6 +120,9 @@ class InstallE2E:
         self.sim = kqtest.Sim(nodes=("gpu-node-1", "gpu-node-2", "gpu-node-3"))
         self.addCleanup(self.sim.stop)
         self.port = kqtest.free_port()
+        self.sched_port = kqtest.free_port()
+        while self.sched_port == self.port:
+            self.sched_port = kqtest.free_port()
         known = cl.serve_flags()
         argv = [cl.binary(), "serve"]
         for flag, val in self.r.kubequota_args():
@@ -126,6 +130,9 @@ class InstallE2E:
                 continue  # not in this binary yet (test_render checks the list)
             if flag == "--listen":
                 val = "127.0.0.1:%d" % self.port
+            if flag == "--scheduler-listen":
+                self.assertTrue(val.startswith("127.0.0.1:"), val)
+                val = "127.0.0.1:%d" % self.sched_port
             argv.append(flag if val is None else "%s=%s" % (flag, self.pod.translate(val)))
         argv.append("--kubeconfig=" + self.sim.kubeconfig(os.path.join(self.root, "kubeconfig")))
         self.log = os.path.join(self.root, "kubequota.log")
@@ -133,7 +140,10 @@ class InstallE2E:
             self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         self.addCleanup(self.stop)
         (ext,) = self.r.scheduler_config()["extenders"]
-        self.sched = SchedulerSide(ext, self.pod, self.port)
+        # the scheduler reaches kubequota at urlPrefix's port: the --scheduler-listen one
+        self.assertEqual(urllib.parse.urlparse(ext["urlPrefix"]).port,
+                         int(self.r.arg("--scheduler-listen").rpartition(":")[2]))
+        self.sched = SchedulerSide(ext, self.pod, self.sched_port)
         self.wait_ready()
 
     def stop(self):
@@ -167,6 +177,19 @@ class InstallE2E:
 
     def test_healthz_over_verified_tls(self):
         st, body = self.sched.request("GET", "/healthz")
+        self.assertEqual(st, 200, body)
+
+    def test_ports_are_separated(self):
+        """The webhook port (the Service's) refuses the scheduler verbs; the scheduler's
+        port serves nothing but them and the probes."""
+        with open(FIXTURE) as f:
+            args = json.load(f)
+        st, body = self.sched.request("POST", self.sched.prefix + "/" + self.sched.ext["filterVerb"], args,
+                                      port=self.port)
+        self.assertEqual(st, 404, body)
+        st, body = self.sched.request("POST", "/admission/mutate", {})
+        self.assertEqual(st, 404, body)
+        st, body = self.sched.request("GET", "/healthz", port=self.port)
         self.assertEqual(st, 200, body)
 
     def test_tls_is_really_verified(self):
@@ -219,7 +242,8 @@ class InstallE2E:
                 tls = self.sched.ext["tlsConfig"]
                 ctx.load_cert_chain(self.pod.translate(tls["certFile"]), self.pod.translate(tls["keyFile"]))
             host = "%s.%s.svc" % (cc["service"]["name"], cc["service"]["namespace"])
-            st, body = self.sched.request("POST", cc["service"]["path"], review, ctx=ctx, server_name=host)
+            st, body = self.sched.request("POST", cc["service"]["path"], review, ctx=ctx, server_name=host,
+                                          port=self.port)
             self.assertEqual(st, 200, "%s %s: %s" % (w["name"], cc["service"]["path"], body[:300]))
             resp = json.loads(body)
             self.assertEqual(resp["kind"], "AdmissionReview")

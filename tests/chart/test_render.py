@@ -369,8 +369,13 @@ class RenderChecks:
         self.assertIsNotNone(m, ext["urlPrefix"])
         host, port, prefix = m.group(1), int(m.group(2)), m.group(3)
         self.assertEqual(host, "127.0.0.1", "kubequota is the scheduler's sidecar")
+        # the verbs go to kubequota's own scheduler listener (own workers, loopback only),
+        # never to the webhook port, which then refuses them
+        self.assertEqual(self.r.arg("--scheduler-listen"), "127.0.0.1:%d" % port)
+        self.assertRegex(self.r.arg("--scheduler-threads"), r"^[1-9][0-9]*$")
+        self.assertNotEqual(self.r.arg("--listen").rpartition(":")[2], str(port))
         kq_ports = {p["containerPort"] for p in self.r.container("kubequota")["ports"]}
-        self.assertIn(port, kq_ports)
+        self.assertNotIn(port, kq_ports, "the scheduler port is not exposed beyond the pod")
         for verb in ("filterVerb", "bindVerb", "preemptVerb"):
             self.assertTrue(cl.route_matches("POST", prefix + "/" + ext[verb]),
                             "%s %s/%s is not a POST route of src/serve/server.c" % (verb, prefix, ext[verb]))

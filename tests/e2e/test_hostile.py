@@ -4,11 +4,13 @@ Hostile clients run on this host only, bounded in count and time."""
 
 import base64
 import copy
+import http.client
 import json
 import os
 import select
 import socket
 import ssl
+import subprocess
 import threading
 import time
 
@@ -452,28 +454,41 @@ def still_open(sock):
 
 
 class SchedulerListenerTest(KQTestCase):
-    """--scheduler-listen: the scheduler's own loopback listener with its own workers keeps
-    answering while every worker of the main port is held by idle connections that never
-    start TLS (bounded: 6 connections, held for at most a few seconds)."""
+    """--scheduler-listen: the scheduler's own listener with its own workers (TLS with the
+    main port's certificate) keeps answering while every worker of the main port is held
+    by idle connections that never start TLS (bounded: 6 connections, held for at most a
+    few seconds); the main port no longer serves the scheduler verbs."""
     CONFIG = queues_config({"name": "default"})
     START = False
 
-    def test_filter_answers_while_main_port_is_saturated(self):
+    def start_with(self, *extra):
         sport = free_port()
-        self.kq = Kubequota(self.sim, self.CONFIG, extra_args=(
-            "--threads", "2", "--scheduler-listen", "127.0.0.1:%d" % sport))
-        self.sched = SchedulerDriver(self.kq, self.sim)
+        self.kq = Kubequota(self.sim, self.CONFIG, extra_args=("--scheduler-listen", "127.0.0.1:%d" % sport) + extra)
+        if "--client-ca" in extra:  # every connection then needs a certificate
+            c = certs()
+            self.kq.http = HttpClient(self.kq.url, ca=c["ca"], cert=c["client"], key=c["client_key"],
+                                      token=self.kq.rest_token)
         self.kq.start()
-        sched = HttpClient("http://127.0.0.1:%d" % sport, timeout=30)
+        return sport
+
+    def filter_body(self, name):
+        self.create(name, cpu="100m")
+        pod = self.sim.get_pod("default", name)
+        return {"Pod": SchedulerDriver.cached(pod), "Nodes": None, "NodeNames": ["node-1"]}
+
+    def test_filter_answers_while_main_port_is_saturated(self):
+        sport = self.start_with("--threads", "2")
+        sched = HttpClient("https://localhost:%d" % sport, ca=certs()["ca"], timeout=30)
         self.assertEqual(sched.get("/healthz").status, 200)
         self.assertEqual(sched.get("/ws/v1/partition/default/usage/users").status, 404)
         self.assertEqual(sched.post("/admission/mutate", {}).status, 404)
+        # plain HTTP is not spoken on the TLS scheduler port
+        with self.assertRaises((OSError, http.client.HTTPException)):
+            HttpClient("http://127.0.0.1:%d" % sport, timeout=10).get("/healthz")
+        body = self.filter_body("p1")
         idle = [socket.create_connection(("127.0.0.1", self.kq.port)) for _ in range(6)]
         try:
-            self.create("p1", cpu="100m")
-            pod = self.sim.get_pod("default", "p1")
-            r = sched.post("/scheduler/filter", {"Pod": SchedulerDriver.cached(pod), "Nodes": None,
-                                                 "NodeNames": ["node-1"]})
+            r = sched.post("/scheduler/filter", body)
             self.assertEqual(r.status, 200, r.text)
             self.assertEqual(r.json()["NodeNames"], ["node-1"])
             # the answer came while the main port's workers were still held
@@ -482,12 +497,34 @@ class SchedulerListenerTest(KQTestCase):
         finally:
             for s in idle:
                 s.close()
+        # the verbs are not served on the main port any more, even to loopback callers
+        main = HttpClient(self.kq.url, ca=certs()["ca"], timeout=30)
+        r = main.post("/scheduler/filter", body)
+        self.assertEqual(r.status, 404, r.text)
+        self.assertIn("--scheduler-listen", r.text)
+        self.assertEqual(main.get("/healthz").status, 200)
 
-    def test_non_loopback_scheduler_listen_refused(self):
-        self.kq = Kubequota(self.sim, self.CONFIG, extra_args=("--scheduler-listen", "0.0.0.0:%d" % free_port()))
-        self.kq.start(wait=False)
-        self.assertEqual(self.kq.proc.wait(10), 2)
-        self.assertIn("loopback", self.kq.logs())
+    def test_client_certificate_rule_applies_to_the_scheduler_listener(self):
+        sport = self.start_with("--client-ca", certs()["ca"])
+        c = certs()
+        with_cert = HttpClient("https://localhost:%d" % sport, ca=c["ca"], cert=c["client"], key=c["client_key"],
+                               timeout=30)
+        r = with_cert.post("/scheduler/filter", self.filter_body("p2"))
+        self.assertEqual(r.status, 200, r.text)
+        bare = HttpClient("https://localhost:%d" % sport, ca=c["ca"], timeout=30)
+        with self.assertRaises((ssl.SSLError, OSError, http.client.HTTPException)):
+            bare.get("/healthz")
+
+    def test_plain_http_scheduler_listen_must_be_loopback(self):
+        self.kq = Kubequota(self.sim, self.CONFIG, extra_args=(
+            "--insecure-plain-http", "--scheduler-listen", "0.0.0.0:%d" % free_port()))
+        argv = self.kq.argv()
+        for flag in ("--tls-cert", "--tls-key"):
+            i = argv.index(flag)
+            del argv[i:i + 2]
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=20)
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+        self.assertIn("loopback", r.stdout + r.stderr)
 
 
 class BodyLimitsTest(KQTestCase):

@@ -20,8 +20,9 @@
  * answered 413. The connection is closed after a 413. A body must arrive within 8 s of
  * the request's headers (else 408), and all bodies held at once share a 128 MiB budget
  * (else 503: a few huge bodies cannot exhaust memory).
- * With scheduler_listen a second, plain-HTTP loopback listener with its own workers
- * serves the scheduler verbs and the probes only.
+ * With scheduler_listen a second listener with its own workers serves the scheduler verbs
+ * and the probes only (TLS with the same certificate and client_ca rule unless plain_http,
+ * when it must be on loopback); the main port then answers the verbs 404.
  *
  * TLS: TLS 1.2 minimum, forward-secret AEAD cipher suites only for TLS 1.2 (TLS 1.3 suites
  * are all strong); certificate chain and key from separate PEM files; with client_ca, a
@@ -51,9 +52,9 @@ typedef struct kq_server_opts {
     bool extender_local_only; /* the /scheduler/ verbs answer only loopback peers (sidecar) */
     bool extender_open;     /* the /scheduler/ verbs answer anyone; default (false): loopback
                              * peers and callers with a verified client certificate only */
-    const char *scheduler_listen; /* loopback HOST:PORT of the scheduler's own plain-HTTP
-                                   * listener (its own workers; scheduler verbs and probes
-                                   * only), or NULL */
+    const char *scheduler_listen; /* HOST:PORT of the scheduler's own listener (its own
+                                   * workers; scheduler verbs and probes only; TLS unless
+                                   * plain_http, then loopback only), or NULL */
     int scheduler_threads;  /* its workers; 0 = 8 */
 } kq_server_opts_t;
 
