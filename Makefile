@@ -57,9 +57,23 @@ src_of = $(foreach m,$(1),$(firstword $(wildcard $(addsuffix /$(m).c,$(SRC_DIRS)
 $(foreach m,error log duration resource config placement ugm quota_tree jscan pod ledger kube \
   extender rest metrics server sync admission elastic auth leader metering,$(eval src/$(m).c:))
 
+# The dashboard (GET /ui/): its page, script and style are real files in src/serve/ui/,
+# turned into a C table at build time by scripts/embed.sh (od and sed only); the generated
+# file lives in $(BUILD)/gen and is never committed.
+UI_FILES := index.html:text/html;charset=utf-8:src/serve/ui/index.html \
+            app.js:text/javascript;charset=utf-8:src/serve/ui/app.js \
+            app.css:text/css;charset=utf-8:src/serve/ui/app.css \
+            favicon.svg:image/svg+xml:src/serve/ui/favicon.svg
+UI_INC   := $(BUILD)/gen/ui_files.inc
+$(UI_INC): scripts/embed.sh $(foreach f,$(UI_FILES),$(lastword $(subst :, ,$(f))))
+	@mkdir -p $(dir $@)
+	sh scripts/embed.sh $@ $(foreach f,$(UI_FILES),'$(f)')
+$(BUILD)/obj/ui.o: $(UI_INC)
+$(BUILD)/obj/ui.o: CPPFLAGS += -I$(BUILD)/gen
+
 # Library modules, in dependency order. main.c only wires them together.
 CORE_MODULES    := error log duration resource config placement ugm quota_tree jscan
-SERVICE_MODULES := pod ledger kube extender rest metrics server sync admission elastic auth leader metering
+SERVICE_MODULES := pod ledger kube extender rest metrics server sync admission elastic auth leader metering ui
 MODULES         := $(CORE_MODULES) $(SERVICE_MODULES)
 
 obj = $(addprefix $(BUILD)/obj/,$(addsuffix .o,$(1)))
@@ -142,7 +156,9 @@ $(BUILD)/tests/test_%: $(BUILD)/tests/test_%.o $$(call obj,$$(call test_modules,
 unit: $(UNIT_BINS)
 	@set -e; for t in $(UNIT_BINS); do echo "== $$t"; KQ_TEST_DATA=tests/data $$t; done
 
+# The dashboard's browser test needs Debian's chromium: scripts/chromium.sh installs it once.
 e2e: $(BIN)
+	bash scripts/chromium.sh >/dev/null
 	$(PYTHON) tests/e2e/run.py --binary $(BIN)
 
 test: unit e2e chart-test soak-short
@@ -216,8 +232,9 @@ clean:
 
 # ---- fuzzing (clang libFuzzer + ASan/UBSan): make fuzz FUZZ_SECONDS=N
 FUZZ_SECONDS ?= 30
-# Every module but the HTTP server (civetweb): the targets call the parsers directly.
-FUZZ_MODULES = $(filter-out server,$(MODULES))
+# Every module but the HTTP server (civetweb) and the dashboard's files: the targets call the
+# parsers directly.
+FUZZ_MODULES = $(filter-out server ui,$(MODULES))
 FUZZ_TARGETS := $(patsubst fuzz/%.c,%,$(wildcard fuzz/fuzz_*.c))
 FUZZ_CFLAGS  := -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
                 -Iinclude -D_GNU_SOURCE -pthread

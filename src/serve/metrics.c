@@ -65,6 +65,7 @@ static const char *const endpoint_names[KQ_EP_COUNT] = {
     [KQ_EP_PLACEMENT_RULES] = "/ws/v1/partition/{partition}/placementrules",
     [KQ_EP_EXPLAIN] = "/ws/v1/partition/{partition}/explain",
     [KQ_EP_EXPLAIN_POD] = "/ws/v1/partition/{partition}/explain/{namespace}/{pod}",
+    [KQ_EP_UI] = "/ui/",
 };
 
 static const char *const verb_names[KQ_VERB_COUNT] = {"filter", "bind", "preempt", "admission"};

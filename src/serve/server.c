@@ -77,6 +77,7 @@
 #include "kubequota/control/metering.h"
 #include "kubequota/serve/metrics.h"
 #include "kubequota/serve/rest.h"
+#include "kubequota/serve/ui.h"
 
 #define DEFAULT_LISTEN "0.0.0.0:8443"
 #define DEFAULT_MAX_BODY ((size_t)64 << 20)
@@ -160,6 +161,7 @@ typedef struct resp {
     const char *cors_methods; /* /ws/v1 answers: the CORS headers, with these methods */
     bool yapi;                /* /ws/v1 answers: errors as YuniKorn's {"status_code",
                                * "message","description"}; elsewhere {"error": "..."} */
+    const char *headers;      /* more header lines (static text, each ending in CRLF), or NULL */
 } resp_t;
 
 static void resp_static(resp_t *r, int status, const char *ctype, const char *text)
@@ -226,7 +228,7 @@ static const char *printable(const char *in, char *out, size_t outlen)
 static void send_response(struct mg_connection *conn, const resp_t *r, const char *allow, bool close,
                           bool head_only)
 {
-    char head[1024], cors[256] = "";
+    char head[1536], cors[256] = "";
     /* CORS as YuniKorn's webservice sends it (apache/yunikorn-core pkg/webservice/handlers.go
      * writeHeaders), plus Authorization: the view needs a token. Any origin may read what a
      * token-bearing request returns; cookies and client certificates are not credentials a
@@ -243,10 +245,10 @@ static void send_response(struct mg_connection *conn, const resp_t *r, const cha
                      "Content-Length: %zu\r\n"
                      "Cache-Control: no-store\r\n"
                      "X-Content-Type-Options: nosniff\r\n"
-                     "%s%s%s%s%s\r\n",
+                     "%s%s%s%s%s%s\r\n",
                      r->status, mg_get_response_code_text(conn, r->status), r->ctype, r->len,
                      allow ? "Allow: " : "", allow ? allow : "", allow ? "\r\n" : "",
-                     close ? "Connection: close\r\n" : "", cors);
+                     close ? "Connection: close\r\n" : "", cors, r->headers ? r->headers : "");
     if (n <= 0 || (size_t)n >= sizeof(head))
         return;
     const char *body = r->body ? r->body : r->static_body;
@@ -558,6 +560,36 @@ static void h_validate(const req_t *q, resp_t *r)
     admission_reply(st, out, len, r);
 }
 
+/* The dashboard (ui.h): /ui answers a redirect to /ui/ (relative, so that it also works
+ * behind the API server's service proxy), /ui/ the page, /ui/{file} its files, and
+ * /ui/features.json what the page may ask for. Open to anyone: the page holds no data, it
+ * reads the usage view with the caller's own credentials. */
+static void h_ui_redirect(const req_t *q, resp_t *r)
+{
+    (void)q;
+    resp_static(r, 301, "text/plain;charset=utf-8", "moved to ui/\n");
+    r->headers = "Location: ui/\r\n";
+}
+
+static void ui_features(const req_t *q, resp_t *r);
+
+static void h_ui(const req_t *q, resp_t *r)
+{
+    const char *name = q->param[0] != NULL ? q->param[0] : "";
+    if (strcmp(name, "features.json") == 0) {
+        ui_features(q, r);
+    } else {
+        const kq_ui_file_t *f = kq_ui_file(name);
+        if (f == NULL) {
+            resp_error(r, 404, "no such file in the dashboard");
+        } else {
+            resp_static(r, 200, f->ctype, (const char *)f->data);
+            r->len = f->len;
+        }
+    }
+    r->headers = KQ_UI_HEADERS;
+}
+
 /* ------------------------------------------------------------------ routing */
 
 typedef struct route {
@@ -602,6 +634,9 @@ static const route_t routes[] = {
     {"GET", "/ws/v1/partition/*/placementrules", KQ_EP_PLACEMENT_RULES, false, h_placement_rules, false, GUARD_REST},
     {"POST", "/ws/v1/partition/*/explain", KQ_EP_EXPLAIN, true, h_explain, false, GUARD_REST},
     {"GET", "/ws/v1/partition/*/explain/*/*", KQ_EP_EXPLAIN_POD, false, h_explain_pod, false, GUARD_REST},
+    {"GET", "/ui", KQ_EP_UI, false, h_ui_redirect, false, GUARD_OPEN},
+    {"GET", "/ui/", KQ_EP_UI, false, h_ui, false, GUARD_OPEN},
+    {"GET", "/ui/*", KQ_EP_UI, false, h_ui, false, GUARD_OPEN},
     {"POST", "/admission/mutate", KQ_EP_ADMISSION, true, h_mutate, true, GUARD_OPEN},
     {"POST", "/admission/mutate-scheduler", KQ_EP_ADMISSION_SCHED, true, h_mutate_sched, true, GUARD_OPEN},
     {"POST", "/admission/validate", KQ_EP_ADMISSION_VALIDATE, true, h_validate, true, GUARD_OPEN},
@@ -610,6 +645,18 @@ static const route_t routes[] = {
     {"POST", "/admission/validate-elasticquota", KQ_EP_ADMISSION_VALIDATE, true, h_validate, true, GUARD_OPEN},
 };
 #define N_ROUTES (sizeof(routes) / sizeof(routes[0]))
+
+/* The usage view's GET routes, for the dashboard's features document. */
+static void ui_features(const req_t *q, resp_t *r)
+{
+    const char *pats[N_ROUTES];
+    size_t n = 0, len = 0;
+    for (size_t i = 0; i < N_ROUTES; i++)
+        if (routes[i].guard == GUARD_REST && strcmp(routes[i].method, "GET") == 0)
+            pats[n++] = routes[i].pattern;
+    char *out = kq_ui_features(q->s->app, pats, n, &len);
+    resp_take(r, 200, CT_JSON, out, len);
+}
 
 typedef struct span {
     const char *p;

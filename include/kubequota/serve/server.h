@@ -8,6 +8,7 @@
  *   GET  /ws/v1/partition/{partition}/usage/users | usage/user/{user} | usage/groups |
  *        usage/group/{group} | queues                                   (rest.h)
  *   POST /ws/v1/validate-conf                                            (rest.h)
+ *   GET  /ui (redirect to ui/), /ui/, /ui/{file}: the dashboard, open (ui.h)
  *   POST /admission/mutate | /admission/mutate-scheduler | /admission/validate
  *        (admission.h; only when opts.admission is set, else 404). mutate-scheduler is
  *        mutate with set_scheduler_name forced on.

@@ -1,0 +1,396 @@
+/* kubequota dashboard. Reads the usage view (/ws/v1) of the kubequota that served this page,
+ * with the caller's credentials: a client certificate the browser presents, or a bearer token
+ * entered here and kept in sessionStorage (this tab only). Everything is built with DOM calls
+ * and textContent (names come from pods: never parsed as HTML). URLs are relative to the
+ * page, so it also works behind the API server's service proxy
+ * (/api/v1/namespaces/NS/services/https:kubequota:443/proxy/ui/). */
+"use strict";
+
+(function () {
+  var TOKEN_KEY = "kubequota.token";
+  var REFRESH_MS = 15000;
+  // "/ui/" -> "/", ".../proxy/ui/" -> ".../proxy/"
+  var base = window.location.pathname.replace(/ui\/[^/]*$/, "");
+  var timer = null;
+  var loads = 0;
+
+  function $(id) { return document.getElementById(id); }
+
+  function el(tag, cls, text) {
+    var e = document.createElement(tag);
+    if (cls) e.className = cls;
+    if (text !== undefined && text !== null) e.textContent = String(text);
+    return e;
+  }
+
+  function token() {
+    try { return window.sessionStorage.getItem(TOKEN_KEY) || ""; } catch (e) { return ""; }
+  }
+
+  function setToken(t) {
+    try {
+      if (t) window.sessionStorage.setItem(TOKEN_KEY, t);
+      else window.sessionStorage.removeItem(TOKEN_KEY);
+    } catch (e) { /* storage disabled: the token lives until the page is left */ }
+  }
+
+  function AuthError(status, message) { this.status = status; this.message = message; }
+  function HttpError(path, status, message) { this.path = path; this.status = status; this.message = message; }
+
+  /* GET base+path as JSON. 401/403 -> AuthError; other errors -> HttpError. */
+  function get(path) {
+    var headers = { "Accept": "application/json" };
+    var t = token();
+    if (t) headers["Authorization"] = "Bearer " + t;
+    return window.fetch(base + path, { headers: headers, cache: "no-store", credentials: "same-origin" })
+      .then(function (r) {
+        return r.text().then(function (body) {
+          var data = null;
+          try { data = body ? JSON.parse(body) : null; } catch (e) { data = null; }
+          if (r.ok) return data;
+          var msg = (data && (data.description || data.message || data.error)) || r.statusText;
+          if (r.status === 401 || r.status === 403) throw new AuthError(r.status, msg);
+          throw new HttpError(path, r.status, msg);
+        });
+      });
+  }
+
+  /* ---------------------------------------------------------------- numbers */
+
+  var CPU = { vcore: 1, cpu: 1 };
+  var BYTES = /^(memory|ephemeral-storage|hugepages-.*)$/;
+
+  function trim(x, digits) { return String(Number(x.toFixed(digits))); }
+
+  function fmtBytes(b) {
+    var units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    var i = 0;
+    while (Math.abs(b) >= 1024 && i < units.length - 1) { b /= 1024; i++; }
+    return b === 0 ? "0" : trim(b, 2) + " " + units[i];
+  }
+
+  /* Values as the usage view gives them: cpu in millicores, memory in bytes. */
+  function fmt(res, v) {
+    if (v === undefined || v === null) return "–";
+    if (CPU[res]) return trim(v / 1000, 3);
+    if (res === "credits") return trim(v, 2);
+    if (BYTES.test(res)) return fmtBytes(v);
+    return String(v);
+  }
+
+  function resName(res) { return CPU[res] ? "cpu" : res; }
+
+  /* A usage widget: a bar when there is a limit, and "used / max". */
+  function usage(res, used, max) {
+    var box = el("div", "usage");
+    box.dataset.resource = resName(res);
+    if (max !== undefined && max !== null) {
+      var bar = el("div", "bar");
+      var fill = el("div", "fill");
+      var pct = max > 0 ? Math.min(100, (100 * (used || 0)) / max) : ((used || 0) > 0 ? 100 : 0);
+      fill.style.width = pct.toFixed(1) + "%";
+      if ((used || 0) > max) fill.classList.add("over");
+      else if (pct >= 90) fill.classList.add("high");
+      bar.setAttribute("role", "progressbar");
+      bar.setAttribute("aria-valuemin", "0");
+      bar.setAttribute("aria-valuemax", String(max));
+      bar.setAttribute("aria-valuenow", String(used || 0));
+      bar.appendChild(fill);
+      box.appendChild(bar);
+      box.appendChild(el("span", "text", fmt(res, used || 0) + " / " + fmt(res, max)));
+    } else {
+      box.appendChild(el("span", "text", fmt(res, used || 0)));
+    }
+    return box;
+  }
+
+  /* ---------------------------------------------------------------- tables */
+
+  function table(head) {
+    var t = el("table");
+    var tr = el("tr");
+    head.forEach(function (h) { tr.appendChild(el("th", null, h)); });
+    var thead = el("thead");
+    thead.appendChild(tr);
+    t.appendChild(thead);
+    t.appendChild(el("tbody"));
+    return t;
+  }
+
+  function cell(tr, content, cls) {
+    var td = el("td", cls || null);
+    if (content instanceof Node) td.appendChild(content);
+    else if (content !== undefined && content !== null) td.textContent = String(content);
+    tr.appendChild(td);
+    return td;
+  }
+
+  function fill(id, node) {
+    var p = $(id);
+    while (p.firstChild) p.removeChild(p.firstChild);
+    p.appendChild(node);
+  }
+
+  function empty(text) { return el("div", "empty", text); }
+
+  function keys(o) { return o ? Object.keys(o) : []; }
+
+  /* cpu, memory, pods first, then the others by name. */
+  function order(names) {
+    var rank = { vcore: 0, cpu: 0, memory: 1, pods: 2 };
+    return names.filter(function (n, i) { return names.indexOf(n) === i; }).sort(function (a, b) {
+      var ra = a in rank ? rank[a] : 3, rb = b in rank ? rank[b] : 3;
+      return ra !== rb ? ra - rb : (a < b ? -1 : a > b ? 1 : 0);
+    });
+  }
+
+  /* The cells of the "other resources" column: one usage widget per extra resource. */
+  function others(used, max, skip) {
+    var box = el("div");
+    order(keys(used).concat(keys(max))).forEach(function (r) {
+      if (skip.indexOf(r) >= 0) return;
+      var line = el("div");
+      line.appendChild(el("span", "muted", resName(r) + " "));
+      line.appendChild(usage(r, (used || {})[r], (max || {})[r]));
+      box.appendChild(line);
+    });
+    return box;
+  }
+
+  /* A user's or group's queue tree (usage view) as a list of the queues with something to show. */
+  function flatten(node, out) {
+    if (!node) return out;
+    var hasUse = keys(node.resourceUsage).some(function (k) { return node.resourceUsage[k]; });
+    if (hasUse || node.maxResources || node.maxApplications) out.push(node);
+    (node.children || []).forEach(function (c) { flatten(c, out); });
+    return out;
+  }
+
+  function trackerTable(list, nameKey, withUsers) {
+    if (!list || list.length === 0) return empty("none yet: a " + (withUsers ? "group" : "user") +
+                                                 " appears with its first pod or a configured limit");
+    var head = [withUsers ? "Group" : "User", "Queue", "cpu", "memory", "pods", "other", "applications"];
+    if (withUsers) head.push("users");
+    var t = table(head);
+    var body = t.tBodies[0];
+    list.slice().sort(function (a, b) { return a[nameKey] < b[nameKey] ? -1 : 1; }).forEach(function (u) {
+      var rows = flatten(u.queues, []);
+      if (rows.length === 0) rows = [u.queues || { queuePath: "root" }];
+      rows.forEach(function (q, i) {
+        var tr = el("tr", i === 0 ? "first" : null);
+        tr.dataset.name = u[nameKey];
+        tr.dataset.queue = q.queuePath;
+        cell(tr, i === 0 ? u[nameKey] : "", "name");
+        cell(tr, q.queuePath);
+        var use = q.resourceUsage || {}, max = q.maxResources || {};
+        cell(tr, usage("vcore", use.vcore, max.vcore));
+        cell(tr, usage("memory", use.memory, max.memory));
+        cell(tr, usage("pods", use.pods, max.pods));
+        cell(tr, others(use, max, ["vcore", "memory", "pods"]));
+        var apps = (q.runningApplications || []).length;
+        cell(tr, q.maxApplications ? usage("applications", apps, q.maxApplications) : String(apps), "num");
+        if (withUsers) cell(tr, i === 0 ? (u.users || []).join(", ") : "");
+        body.appendChild(tr);
+      });
+    });
+    return t;
+  }
+
+  function queueRows(q, depth, body) {
+    var tr = el("tr");
+    tr.dataset.queue = q.queuename;
+    var name = cell(tr, q.queuename.split(".").pop(), "indent" + Math.min(depth, 5));
+    name.title = q.queuename;
+    var use = q.allocatedResource || {}, max = q.maxResource || {};
+    cell(tr, usage("vcore", use.vcore, max.vcore));
+    cell(tr, usage("memory", use.memory, max.memory));
+    cell(tr, usage("pods", use.pods, max.pods));
+    cell(tr, others(use, max, ["vcore", "memory", "pods"]));
+    var g = q.guaranteedResource || {};
+    cell(tr, order(keys(g)).map(function (r) { return resName(r) + " " + fmt(r, g[r]); }).join(", "));
+    var p = q.pendingResource || {};
+    cell(tr, order(keys(p)).map(function (r) { return resName(r) + " " + fmt(r, p[r]); }).join(", "));
+    cell(tr, q.runningApps || 0, "num");
+    body.appendChild(tr);
+    (q.children || []).forEach(function (c) { queueRows(c, depth + 1, body); });
+  }
+
+  function queuesTable(root) {
+    if (!root) return empty("no queues");
+    var t = table(["Queue", "cpu", "memory", "pods", "other", "guaranteed", "pending", "apps"]);
+    queueRows(root, 0, t.tBodies[0]);
+    return t;
+  }
+
+  /* The elastic quota tree (kq_qtree_json): groups with min, max, runtime and used. */
+  function treeTable(tree) {
+    var groups = (tree && tree.groups) || [];
+    if (groups.length === 0) return empty("no quota groups");
+    var byParent = {};
+    groups.forEach(function (g) {
+      var p = g.parent || "";
+      (byParent[p] = byParent[p] || []).push(g);
+    });
+    var t = table(["Quota group", "cpu used / runtime", "cpu min", "cpu max",
+                   "memory used / runtime", "memory min", "memory max", "request"]);
+    var body = t.tBodies[0];
+    var seen = {};
+    function walk(parent, depth) {
+      (byParent[parent] || []).slice().sort(function (a, b) { return a.name < b.name ? -1 : 1; })
+        .forEach(function (g) {
+          if (seen[g.name]) return;
+          seen[g.name] = true;
+          var tr = el("tr");
+          tr.dataset.group = g.name;
+          var c = cell(tr, g.name, "indent" + Math.min(depth, 5));
+          c.title = g.name;
+          var used = g.allocatedResource || {}, rt = g.runtimeResource || {};
+          var min = g.minResource || {}, max = g.maxResource || {};
+          cell(tr, usage("cpu", used.cpu, rt.cpu));
+          cell(tr, fmt("cpu", min.cpu), "num");
+          cell(tr, max.cpu === undefined ? "∞" : fmt("cpu", max.cpu), "num");
+          cell(tr, usage("memory", used.memory, rt.memory));
+          cell(tr, fmt("memory", min.memory), "num");
+          cell(tr, max.memory === undefined ? "∞" : fmt("memory", max.memory), "num");
+          var rq = g.requestResource || {};
+          cell(tr, order(keys(rq)).map(function (r) { return resName(r) + " " + fmt(r, rq[r]); }).join(", "));
+          body.appendChild(tr);
+          walk(g.name, depth + 1);
+        });
+    }
+    walk("", 0);
+    // groups whose parent is not in the list (should not happen): still shown
+    groups.forEach(function (g) { if (!seen[g.name]) { byParent["\u0000"] = [g]; walk("\u0000", 0); } });
+    var total = tree.clusterTotal || {};
+    var wrap = el("div");
+    wrap.appendChild(el("div", "empty", "cluster: cpu " + fmt("cpu", total.cpu) + ", memory " +
+                        fmt("memory", total.memory)));
+    wrap.appendChild(t);
+    return wrap;
+  }
+
+  /* Waiting pods: whatever list the route returns, as a table of its fields. */
+  function genericTable(data) {
+    var list = Array.isArray(data) ? data : null;
+    if (!list && data && typeof data === "object") {
+      keys(data).forEach(function (k) { if (!list && Array.isArray(data[k])) list = data[k]; });
+    }
+    if (!list || list.length === 0) return empty("no pods are waiting");
+    var cols = [];
+    list.forEach(function (o) { keys(o).forEach(function (k) { if (cols.indexOf(k) < 0) cols.push(k); }); });
+    var t = table(cols);
+    list.forEach(function (o) {
+      var tr = el("tr");
+      cols.forEach(function (k) {
+        var v = o[k];
+        cell(tr, v !== null && typeof v === "object" ? JSON.stringify(v) : v);
+      });
+      t.tBodies[0].appendChild(tr);
+    });
+    return t;
+  }
+
+  /* Charges (metering): one row per user, group and queue, credits against the budget. */
+  function chargesTable(data) {
+    var t = table(["Kind", "Name", "credits (total)", "credits (range)", "budget"]);
+    var body = t.tBodies[0];
+    [["users", "user"], ["groups", "group"], ["queues", "queue"]].forEach(function (kv) {
+      ((data && data[kv[0]]) || []).forEach(function (c, i) {
+        var tr = el("tr", i === 0 ? "first" : null);
+        tr.dataset.kind = kv[1];
+        tr.dataset.name = c.name;
+        cell(tr, i === 0 ? kv[1] + "s" : "");
+        cell(tr, c.name);
+        cell(tr, trim(c.totalCredits || 0, 2), "num");
+        cell(tr, trim(c.rangeCredits || 0, 2), "num");
+        cell(tr, c.budget !== undefined ? usage("credits", c.totalCredits || 0, c.budget) : "–");
+        body.appendChild(tr);
+      });
+    });
+    return body.rows.length ? t : empty("nothing charged yet");
+  }
+
+  /* ---------------------------------------------------------------- flow */
+
+  function status(text, isError) {
+    var s = $("status");
+    s.textContent = text;
+    s.className = isError ? "error" : "muted";
+  }
+
+  function showAuth(why) {
+    $("auth").hidden = false;
+    $("auth-why").textContent = why || "";
+    if (why) $("token").focus();
+  }
+
+  function optional(path, wanted) {
+    return wanted ? get(path) : Promise.resolve(undefined);
+  }
+
+  function load() {
+    if (timer) { window.clearTimeout(timer); timer = null; }
+    status("loading…");
+    return get("ui/features.json").then(function (f) {
+      var p = "ws/v1/partition/" + encodeURIComponent(f.partition) + "/";
+      $("partition").textContent = "partition " + f.partition;
+      var waiting = (f.routes || []).filter(function (r) { return /waiting/.test(r) && !/\*$/.test(r); })[0];
+      var waitingPath = waiting ? waiting.replace(/^\/ws\/v1\/partition\/\*\//, p).replace(/^\//, "") : null;
+      return Promise.all([
+        get(p + "usage/users"), get(p + "usage/groups"), get(p + "queues"),
+        optional(p + "charges", f.metering), optional(waitingPath, !!waitingPath && waitingPath.indexOf("*") < 0)
+      ]).then(function (r) {
+        fill("users", trackerTable(r[0], "userName", false));
+        fill("groups", trackerTable(r[1], "groupName", true));
+        fill("queues", queuesTable(r[2]));
+        var tree = r[2] && r[2].quotaTree;
+        $("tree-section").hidden = !tree;
+        if (tree) fill("tree", treeTable(tree));
+        $("charges-section").hidden = r[3] === undefined;
+        if (r[3] !== undefined) fill("charges", chargesTable(r[3]));
+        $("waiting-section").hidden = r[4] === undefined;
+        if (r[4] !== undefined) fill("waiting", genericTable(r[4]));
+        $("auth").hidden = true;
+        loads++;
+        document.body.dataset.loads = String(loads);
+        document.body.dataset.state = "ready";
+        status("updated " + new Date().toLocaleTimeString());
+        timer = window.setTimeout(load, REFRESH_MS);
+      });
+    }).catch(function (e) {
+      if (e instanceof AuthError) {
+        document.body.dataset.state = "auth";
+        status(e.status === 401 ? "sign in to see the usage view" : "not allowed", true);
+        showAuth((e.status === 401 ? "The usage view needs credentials: " : "This token may not read the usage view: ") +
+                 e.message);
+        return;
+      }
+      document.body.dataset.state = "error";
+      status("could not load " + (e.path || "the usage view") + ": " +
+             (e.status ? e.status + " " : "") + (e.message || String(e)), true);
+      timer = window.setTimeout(load, REFRESH_MS);
+    });
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    $("auth-form").addEventListener("submit", function (ev) {
+      ev.preventDefault();
+      var t = $("token").value.trim();
+      $("token").value = "";
+      setToken(t);
+      load();
+    });
+    $("token-clear").addEventListener("click", function () {
+      setToken("");
+      $("token").value = "";
+      load();
+    });
+    $("token-toggle").addEventListener("click", function () {
+      var a = $("auth");
+      a.hidden = !a.hidden;
+      if (!a.hidden) $("token").focus();
+    });
+    $("refresh").addEventListener("click", function () { load(); });
+    load();
+  });
+})();
