@@ -68,7 +68,7 @@ static kq_qtree_t *build(int d_n, int t_n, int l_n, bool batch, kq_resource_t *t
             }
         }
     }
-    kq_resource_t req;
+    kq_resource_t req = KQ_RESOURCE_EMPTY;
     res2(tot, total, total << 22);
     res2(tot2, total - 64000, (total - 64000) << 22);
     kq_qtree_set_cluster_total(t, tot);
@@ -110,7 +110,7 @@ int bench_qtree_main(int argc, char **argv)
         return 2;
     kq_log_set_level("warn"); /* the tree logs every group it creates */
     int leaves = d_n * t_n * l_n;
-    kq_resource_t tot, tot2, req;
+    kq_resource_t tot = KQ_RESOURCE_EMPTY, tot2 = KQ_RESOURCE_EMPTY, req = KQ_RESOURCE_EMPTY;
     double one_by_one, batched;
     kq_qtree_free(build(d_n, t_n, l_n, false, &tot, &tot2, &one_by_one));
     kq_qtree_t *t = build(d_n, t_n, l_n, true, &tot, &tot2, &batched);

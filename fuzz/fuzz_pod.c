@@ -124,7 +124,7 @@ static void one_with(const kq_jnode_t *obj, const kq_pod_opts_t *o)
     } else if (p.uid != NULL || err[0] == '\0') {
         abort(); /* failure leaves *out zeroed and says why */
     }
-    kq_resource_t r;
+    kq_resource_t r = KQ_RESOURCE_EMPTY;
     (void)!kq_pod_request(kq_jnode_get(obj, "spec"), &r, err, sizeof(err));
 }
 

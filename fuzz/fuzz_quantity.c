@@ -9,6 +9,11 @@
  * NUL-terminated and leave the output untouched; a set read from JSON survives
  * to_json -> from_json unchanged.
  *
+ * Sets of any size (issue 15): the name limit is lifted, so JSON objects with many
+ * names spill to the heap, and fuzz_many() builds two sets of up to 128 names each
+ * from the input's bytes and checks add/add_check/sub/max/fill/min/fits/equal/copy/move
+ * against a plain per-name array model (ASan checks the ownership of the heap arrays).
+ *
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -Iinclude fuzz/fuzz_quantity.c \
  *     src/engine/resource.c src/base/error.c src/base/log.c -ljansson -o /tmp/fuzz_quantity
  *   /tmp/fuzz_quantity -max_total_time=60 fuzz/corpus/quantity
@@ -272,17 +277,16 @@ static void fuzz_json(const uint8_t *data, size_t size)
         CHECK(strlen(err) > 0);
         return;
     }
-    CHECK(r.n <= KQ_RES_MAX);
     for (uint32_t i = 0; i < r.n; i++) {
-        CHECK(r.e[i].value >= 0);
-        CHECK(kq_resource_name(r.e[i].name) == r.e[i].name);
+        CHECK(KQ_RES_E(&r)[i].value >= 0);
+        CHECK(kq_resource_name(KQ_RES_E(&r)[i].name) == KQ_RES_E(&r)[i].name);
         if (i > 0)
-            CHECK(strcmp(r.e[i - 1].name, r.e[i].name) < 0);
-        check_round_trip(r.e[i].name, r.e[i].value);
+            CHECK(strcmp(KQ_RES_E(&r)[i - 1].name, KQ_RES_E(&r)[i].name) < 0);
+        check_round_trip(KQ_RES_E(&r)[i].name, KQ_RES_E(&r)[i].value);
     }
     json_t *back = kq_resource_to_json(&r);
     CHECK(back != NULL);
-    kq_resource_t r2;
+    kq_resource_t r2 = KQ_RESOURCE_EMPTY;
     CHECK(kq_resource_from_json(back, &r2, err, sizeof(err)) == 0);
     json_decref(back);
     CHECK(kq_resource_equal(&r, &r2) && r.n == r2.n);
@@ -291,7 +295,8 @@ static void fuzz_json(const uint8_t *data, size_t size)
     char buf[1024];
     size_t n = kq_resource_format(&r, buf, sizeof(buf));
     CHECK(n == strlen(buf) || n >= sizeof(buf));
-    kq_resource_t sum = r;
+    kq_resource_t sum = KQ_RESOURCE_EMPTY;
+    CHECK(kq_resource_copy(&sum, &r) == 0);
     if (kq_resource_add(&sum, &r) == 0) {
         CHECK(kq_resource_fits_in(&r, &sum));
         CHECK(kq_resource_sub(&sum, &r));
@@ -299,10 +304,133 @@ static void fuzz_json(const uint8_t *data, size_t size)
     } else {
         CHECK(kq_resource_equal(&sum, &r));
     }
-    kq_resource_t m;
-    kq_resource_min(&m, &r, &r2);
+    kq_resource_t m = KQ_RESOURCE_EMPTY;
+    CHECK(kq_resource_min(&m, &r, &r2) == 0);
     CHECK(kq_resource_equal(&m, &r));
     CHECK(kq_resource_fits_in(&r, &r));
+    kq_resource_free(&r);
+    kq_resource_free(&r2);
+    kq_resource_free(&sum);
+    kq_resource_free(&m);
+}
+
+/* ------------------------------------------------------------ many names ---- */
+
+#define FM 128 /* model names example.com/f000 .. f127 */
+
+static const char *fname(int i)
+{
+    static const char *cache[FM];
+    if (cache[i] == NULL) {
+        char b[32];
+        snprintf(b, sizeof(b), "example.com/f%03d", i);
+        cache[i] = kq_resource_name(b);
+    }
+    return cache[i];
+}
+
+/* Set from model v (-1 = absent), inserted in the order of the bytes that named them
+ * (every present name was named by some byte; repeats only update). */
+static void build(kq_resource_t *r, const int64_t *v, const uint8_t *order, size_t n)
+{
+    for (size_t k = 0; k < n; k++) {
+        int i = order[k] % FM;
+        if (v[i] >= 0)
+            CHECK(kq_resource_set(r, fname(i), v[i]) == 0);
+    }
+}
+
+static void check_model(const kq_resource_t *r, const int64_t *v)
+{
+    uint32_t n = 0;
+    for (int i = 0; i < FM; i++) {
+        bool present = false;
+        int64_t got = kq_resource_get(r, fname(i), &present);
+        CHECK(present == (v[i] >= 0));
+        CHECK(v[i] < 0 || got == v[i]);
+        n += v[i] >= 0;
+    }
+    CHECK(r->n == n);
+    for (uint32_t i = 1; i < r->n; i++)
+        CHECK(strcmp(KQ_RES_E(r)[i - 1].name, KQ_RES_E(r)[i].name) < 0);
+}
+
+/* Byte pairs (name, value) for a, then for b after a 0xff separator; values near
+ * INT64_MAX when the value byte's top bit is set, so sums overflow sometimes. */
+static void fuzz_many(const uint8_t *data, size_t size)
+{
+    int64_t a[FM], b[FM];
+    for (int i = 0; i < FM; i++)
+        a[i] = b[i] = -1;
+    int64_t *cur = a;
+    for (size_t k = 0; k + 1 < size; k += 2) {
+        if (data[k] == 0xff) {
+            cur = b;
+            k--; /* the separator is one byte */
+            continue;
+        }
+        uint8_t vb = data[k + 1];
+        cur[data[k] % FM] = vb & 0x80 ? INT64_MAX - (vb & 0x7f) : vb;
+    }
+    kq_resource_t ra = KQ_RESOURCE_EMPTY, rb = KQ_RESOURCE_EMPTY;
+    build(&ra, a, data, size);
+    build(&rb, b, data, size);
+    check_model(&ra, a);
+    check_model(&rb, b);
+
+    /* add, add_check: model sum or KQ_ERANGE with nothing changed */
+    bool over = false;
+    int64_t sum[FM], mx[FM], fl[FM], mn[FM], sub[FM];
+    bool sub_exact = true, fits = true, fits_in = true, equal = true;
+    for (int i = 0; i < FM; i++) {
+        int64_t x = a[i] < 0 ? 0 : a[i], y = b[i] < 0 ? 0 : b[i];
+        sum[i] = a[i] < 0 && b[i] < 0 ? -1 : (__builtin_add_overflow(x, y, &sum[i]) ? (over = true, 0) : x + y);
+        mx[i] = a[i] > b[i] ? a[i] : b[i];
+        fl[i] = a[i] >= 0 ? a[i] : b[i];
+        mn[i] = a[i] < 0 ? b[i] : b[i] < 0 ? a[i] : (a[i] < b[i] ? a[i] : b[i]);
+        sub[i] = a[i] < 0 ? -1 : (x >= y ? x - y : 0);
+        if (y > 0 && (a[i] < 0 || x < y))
+            sub_exact = false;
+        /* fits(used=a, req=b, max=a): used + req <= max for requested names max lists */
+        if (y > 0 && a[i] >= 0)
+            fits = false; /* x + y > x */
+        if (x > 0 && b[i] >= 0 && x > y)
+            fits_in = false;
+        if (x != y)
+            equal = false;
+    }
+    kq_resource_t t = KQ_RESOURCE_EMPTY;
+    CHECK(kq_resource_copy(&t, &ra) == 0);
+    int rc = kq_resource_add_check(&t, &rb);
+    CHECK(rc == (over ? KQ_ERANGE : 0));
+    check_model(&t, a);
+    rc = kq_resource_add(&t, &rb);
+    CHECK(rc == (over ? KQ_ERANGE : 0));
+    check_model(&t, over ? a : sum);
+
+    kq_resource_t u = KQ_RESOURCE_EMPTY;
+    CHECK(kq_resource_copy(&u, &ra) == 0);
+    CHECK(kq_resource_sub(&u, &rb) == sub_exact);
+    check_model(&u, sub);
+    kq_resource_move(&u, &t); /* u's heap array (if any) is released */
+    check_model(&u, over ? a : sum);
+    CHECK(t.n == 0);
+
+    CHECK(kq_resource_copy(&t, &ra) == 0);
+    CHECK(kq_resource_max(&t, &rb) == 0);
+    check_model(&t, mx);
+    CHECK(kq_resource_copy(&t, &ra) == 0);
+    CHECK(kq_resource_fill(&t, &rb) == 0);
+    check_model(&t, fl);
+    CHECK(kq_resource_min(&t, &ra, &rb) == 0);
+    check_model(&t, mn);
+    CHECK(kq_resource_fits(&ra, &rb, &ra, NULL) == fits);
+    CHECK(kq_resource_fits_in(&ra, &rb) == fits_in);
+    CHECK(kq_resource_equal(&ra, &rb) == equal);
+    kq_resource_free(&ra);
+    kq_resource_free(&rb);
+    kq_resource_free(&t);
+    kq_resource_free(&u);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -310,6 +438,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static int init;
     if (!init) {
         kq_log_level_current = -1; /* quiet: the intern table fills up under fuzzing */
+        kq_resource_set_max_names(UINT32_MAX); /* sets of any size (issue 15) */
+        for (int i = 0; i < FM; i++) /* before the intern table fills up */
+            (void)fname(i);
         init = 1;
     }
     if (size > 4096)
@@ -322,5 +453,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fuzz_quantity(s);
     free(s);
     fuzz_json(data, size);
+    fuzz_many(data, size);
     return 0;
 }

@@ -245,7 +245,7 @@ static bool gspec_same(const gspec_t *a, const gspec_t *b)
            kq_resource_equal(&a->weight, &b->weight) && a->allow_lent == b->allow_lent &&
            a->is_parent == b->is_parent && a->sum_of_mins == b->sum_of_mins && a->force == b->force &&
            a->max.n == b->max.n &&
-           (a->max.n == 0 || memcmp(a->max.e, b->max.e, a->max.n * sizeof(a->max.e[0])) == 0);
+           (a->max.n == 0 || memcmp(KQ_RES_E(&a->max), KQ_RES_E(&b->max), a->max.n * sizeof(KQ_RES_E(&a->max)[0])) == 0);
 }
 
 static void to_qspec(const gspec_t *s, kq_qgroup_spec_t *q)
@@ -828,8 +828,8 @@ static kq_resource_t add_queue(gent_t **t, const kq_queue_conf_t *q, bool *oom)
     kq_resource_t min = q->has_guaranteed ? q->guaranteed : KQ_RESOURCE_EMPTY;
     for (uint32_t i = 0; i < sum.n; i++) {
         bool has = false;
-        (void)kq_resource_get(&min, sum.e[i].name, &has);
-        if (!has && kq_resource_set(&min, sum.e[i].name, sum.e[i].value) != 0)
+        (void)kq_resource_get(&min, KQ_RES_E(&sum)[i].name, &has);
+        if (!has && kq_resource_set(&min, KQ_RES_E(&sum)[i].name, KQ_RES_E(&sum)[i].value) != 0)
             *oom = true;
     }
     if (q->parent == NULL)
@@ -1277,8 +1277,8 @@ static size_t reclaim_group(kq_elastic_t *e, const kq_qgroup_over_t *ov, int64_t
     }
     slack_t base = {.n = nr, .name = names, .v = bv};
     for (uint32_t k = 0; k < nr; k++) {
-        names[k] = ov->over.e[k].name;
-        bv[k] = -ov->over.e[k].value;
+        names[k] = KQ_RES_E(&ov->over)[k].name;
+        bv[k] = -KQ_RES_E(&ov->over)[k].value;
     }
     size_t done = 0;
     kq_ledger_victim_t *v = NULL;
@@ -1434,14 +1434,14 @@ static bool queue_over_filter(kq_elastic_t *e, kq_qgroup_over_t *ov, long *delay
     bool any_max = false, any_rest = false;
     for (uint32_t k = 0; k < ov->over.n; k++) {
         bool has_max = false;
-        int64_t mx = kq_resource_get(&info.max, ov->over.e[k].name, &has_max);
-        int64_t rt = kq_resource_get(&info.runtime, ov->over.e[k].name, NULL);
+        int64_t mx = kq_resource_get(&info.max, KQ_RES_E(&ov->over)[k].name, &has_max);
+        int64_t rt = kq_resource_get(&info.runtime, KQ_RES_E(&ov->over)[k].name, NULL);
         bool by_max = has_max && mx <= rt;
         if (by_max && delay <= 0)
             continue;
         any_max |= by_max;
         any_rest |= !by_max;
-        ov->over.e[j++] = ov->over.e[k];
+        KQ_RES_E(&ov->over)[j++] = KQ_RES_E(&ov->over)[k];
     }
     if (j < ov->over.n && j == 0)
         kq_debug("event=quota_group_over_max group=%s msg=\"over its resources.max: no eviction without "
@@ -1539,8 +1539,8 @@ static json_t *quantities(const kq_resource_t *r)
     json_t *o = json_object();
     for (uint32_t i = 0; o != NULL && i < r->n; i++) {
         char q[64];
-        kq_quantity_format(r->e[i].name, r->e[i].value, q, sizeof(q));
-        if (json_object_set_new(o, r->e[i].name, json_string(q)) != 0) {
+        kq_quantity_format(KQ_RES_E(r)[i].name, KQ_RES_E(r)[i].value, q, sizeof(q));
+        if (json_object_set_new(o, KQ_RES_E(r)[i].name, json_string(q)) != 0) {
             json_decref(o);
             return NULL;
         }
@@ -2021,7 +2021,7 @@ static bool keys_in(const kq_resource_t *sub, const kq_resource_t *sup)
 {
     for (uint32_t i = 0; i < sub->n; i++) {
         bool has = false;
-        (void)kq_resource_get(sup, sub->e[i].name, &has);
+        (void)kq_resource_get(sup, KQ_RES_E(sub)[i].name, &has);
         if (!has)
             return false;
     }
@@ -2044,9 +2044,9 @@ static int koord_rules(kq_elastic_t *e, const eqobj_t *o, const eqobj_t *old, co
     /* min's keys are max's keys */
     for (uint32_t i = 0; i < o->s.min.n; i++) {
         bool has = false;
-        (void)kq_resource_get(&o->s.max, o->s.min.e[i].name, &has);
+        (void)kq_resource_get(&o->s.max, KQ_RES_E(&o->s.min)[i].name, &has);
         if (!has) {
-            seterr(msg, len, "%s: resource %s is in spec.min but not in spec.max", what, o->s.min.e[i].name);
+            seterr(msg, len, "%s: resource %s is in spec.min but not in spec.max", what, KQ_RES_E(&o->s.min)[i].name);
             return KQ_EDENIED;
         }
     }

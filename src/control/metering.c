@@ -798,7 +798,7 @@ static int ckpt_parse(const json_t *root, ckpt_t *out, char *err, size_t errlen)
         const json_t *g = json_object_get(pj, "group"), *q = json_object_get(pj, "queue");
         double start, last;
         char rerr[160] = "";
-        kq_resource_t req;
+        kq_resource_t req = KQ_RESOURCE_EMPTY; /* initialised: kq_resource_from_json writes into it */
         if (uid == NULL || uid[0] == '\0' || ns == NULL || name == NULL || user == NULL ||
             !(json_is_null(g) || json_is_string(g)) || !(json_is_null(q) || json_is_string(q)) ||
             !num(json_object_get(pj, "start"), &start) || !num(json_object_get(pj, "lastCharged"), &last) ||

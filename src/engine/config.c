@@ -831,12 +831,12 @@ static bool first_over(const kq_resource_t *a, const kq_resource_t *max, char *a
 {
     for (uint32_t i = 0; i < a->n; i++) {
         bool present = false;
-        int64_t m = kq_resource_get(max, a->e[i].name, &present);
-        if (present && a->e[i].value > m) {
+        int64_t m = kq_resource_get(max, KQ_RES_E(a)[i].name, &present);
+        if (present && KQ_RES_E(a)[i].value > m) {
             char q[64];
-            kq_quantity_format(a->e[i].name, a->e[i].value, q, sizeof(q));
-            snprintf(abuf, alen, "%s %s", a->e[i].name, q);
-            kq_quantity_format(a->e[i].name, m, mbuf, mlen);
+            kq_quantity_format(KQ_RES_E(a)[i].name, KQ_RES_E(a)[i].value, q, sizeof(q));
+            snprintf(abuf, alen, "%s %s", KQ_RES_E(a)[i].name, q);
+            kq_quantity_format(KQ_RES_E(a)[i].name, m, mbuf, mlen);
             return true;
         }
     }
@@ -1403,7 +1403,7 @@ static void check_queue_limits(struct ctx *c, struct qnode *q)
         if (l->maxres.present && l->maxres.n > 0 && l->maxres.ok) {
             bool positive = false;
             for (uint32_t k = 0; k < l->maxres.res.n; k++)
-                positive |= l->maxres.res.e[k].value > 0;
+                positive |= KQ_RES_E(&l->maxres.res)[k].value > 0;
             if (!positive)
                 err_at(c, l->at, l->where, "maxresources must be greater than zero");
         }
@@ -1541,9 +1541,10 @@ static kq_resource_t check_qres(struct ctx *c, struct qnode *q, const kq_resourc
         err_at(c, at, q->pub.path, "guaranteed %s exceeds max %s", a, b);
     if (pmax != NULL && first_over(&m, pmax, a, sizeof(a), b, sizeof(b)))
         err_at(c, at, q->pub.path, "max %s exceeds the parent's max %s", a, b);
-    kq_resource_t eff = m;
-    if (pmax != NULL)
-        kq_resource_min(&eff, &m, pmax);
+    kq_resource_t eff = m; /* sets here never spill (resource.h, Limit): assignment copies */
+    if (pmax != NULL && kq_resource_min(&eff, &m, pmax) != 0)
+        err_at(c, at, q->pub.path, "max and the parent's max name more than %u resources together",
+               kq_resource_max_names());
     kq_resource_t sum = KQ_RESOURCE_EMPTY;
     bool sum_ok = true;
     for (size_t i = 0; i < q->nkids; i++) {
@@ -1637,8 +1638,9 @@ static void check_one_carry(struct ctx *c, struct carry *cr, const struct lnode 
                    "%s '%s' maxresources %s exceeds %s set for the same %s on a parent queue",
                    what, name, a, m, what);
     }
-    if (!via_wild)
-        kq_resource_min(res_out, &lim, &b->res);
+    if (!via_wild && kq_resource_min(res_out, &lim, &b->res) != 0)
+        err_at(c, at, l->where, "%s '%s' maxresources and a parent queue's name more than %u resources together",
+               what, name, kq_resource_max_names());
     if (b->apps != 0 && (l->maxapps == 0 || l->maxapps > b->apps)) {
         if (l->maxapps == 0)
             err_at(c, at, l->where,

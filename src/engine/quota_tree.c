@@ -113,7 +113,9 @@ struct kq_qtree {
     size_t heap_n, heap_cap;
     size_t scr_cap;
     int64_t *sw, *scap, *sadd, *sbase;
-    int64_t *sval; /* scaled mins, KQ_RES_MAX per child */
+    int64_t *sval;     /* scaled mins: per child, one per resource of the parent's min */
+    const char **scd;  /* the resources scaled */
+    size_t sval_cap, scd_cap;
     struct cand *cand, *sel;
 };
 
@@ -133,10 +135,10 @@ static void seterr(char *err, size_t errlen, const char *fmt, ...)
 static int64_t rget(const kq_resource_t *r, const char *iname, bool *present)
 {
     for (uint32_t i = 0; i < r->n; i++)
-        if (r->e[i].name == iname) {
+        if (KQ_RES_E(r)[i].name == iname) {
             if (present)
                 *present = true;
-            return r->e[i].value;
+            return KQ_RES_E(r)[i].value;
         }
     if (present)
         *present = false;
@@ -147,40 +149,26 @@ static int64_t rget(const kq_resource_t *r, const char *iname, bool *present)
  * sorted order, e.g. every runtime and the cluster total). */
 static inline int64_t rget_at(const kq_resource_t *r, uint32_t j, const char *iname, bool *present)
 {
-    if (j < r->n && r->e[j].name == iname) {
+    if (j < r->n && KQ_RES_E(r)[j].name == iname) {
         if (present)
             *present = true;
-        return r->e[j].value;
+        return KQ_RES_E(r)[j].value;
     }
     return rget(r, iname, present);
 }
 
-/* *dst = *src, copying only the entries in use. */
-static inline void rcopy(kq_resource_t *dst, const kq_resource_t *src)
+/* *dst = *src. Sets of up to KQ_RES_INLINE names never allocate; a larger one reuses
+ * dst's heap array once it has grown, so only the first copy at a new size can fail (out
+ * of memory: dst keeps its old value until the next recomputation). */
+static inline int rcopy(kq_resource_t *dst, const kq_resource_t *src)
 {
-    dst->n = src->n;
-    memcpy(dst->e, src->e, src->n * sizeof src->e[0]);
+    return kq_resource_copy(dst, src);
 }
 
-/* Sets an interned name. False when the set is full (the value is dropped). */
+/* Sets an interned name. False when the set cannot grow (out of memory: dropped). */
 static bool put(kq_resource_t *r, const char *iname, int64_t v)
 {
-    for (uint32_t i = 0; i < r->n; i++)
-        if (r->e[i].name == iname) {
-            r->e[i].value = v;
-            return true;
-        }
-    if (r->n >= KQ_RES_MAX)
-        return false;
-    uint32_t i = r->n;
-    while (i > 0 && strcmp(r->e[i - 1].name, iname) > 0) {
-        r->e[i] = r->e[i - 1];
-        i--;
-    }
-    r->e[i].name = iname;
-    r->e[i].value = v;
-    r->n++;
-    return true;
+    return kq_resource_put(r, iname, v) == 0;
 }
 
 /* Exactly the same entries (a present 0 differs from absent: absent runtime = unlimited). */
@@ -188,8 +176,9 @@ static bool same(const kq_resource_t *a, const kq_resource_t *b)
 {
     if (a->n != b->n)
         return false;
+    const kq_res_entry_t *ae = KQ_RES_E(a), *be = KQ_RES_E(b);
     for (uint32_t i = 0; i < a->n; i++)
-        if (a->e[i].name != b->e[i].name || a->e[i].value != b->e[i].value)
+        if (ae[i].name != be[i].name || ae[i].value != be[i].value)
             return false;
     return true;
 }
@@ -383,6 +372,28 @@ static int64_t apportion(kq_qtree_t *t, size_t n, int64_t units, const int64_t *
 static void scratch_free(kq_qtree_t *t)
 {
     free(t->sw), free(t->scap), free(t->sadd), free(t->sbase), free(t->sval), free(t->cand), free(t->sel);
+    free(t->scd);
+}
+
+/* Room for the scaled mins of n children in m resources. Grows only when a parent's min
+ * names more resources (or it has more children) than any before. */
+static int ensure_sval(kq_qtree_t *t, size_t n, size_t m)
+{
+    if (m > t->scd_cap) {
+        const char **v = realloc(t->scd, m * sizeof *v);
+        if (v == NULL)
+            return KQ_ENOMEM;
+        t->scd = v;
+        t->scd_cap = m;
+    }
+    if (n * m > t->sval_cap) {
+        int64_t *v = realloc(t->sval, n * m * sizeof *v);
+        if (v == NULL)
+            return KQ_ENOMEM;
+        t->sval = v;
+        t->sval_cap = n * m;
+    }
+    return 0;
 }
 
 static int ensure_scratch(kq_qtree_t *t, size_t n)
@@ -394,15 +405,19 @@ static int ensure_scratch(kq_qtree_t *t, size_t n)
         cap *= 2;
     int64_t *sw = malloc(cap * sizeof *sw), *scap = malloc(cap * sizeof *scap);
     int64_t *sadd = malloc(cap * sizeof *sadd), *sbase = malloc(cap * sizeof *sbase);
-    int64_t *sval = malloc(cap * KQ_RES_MAX * sizeof *sval);
+    int64_t *sval = malloc(cap * KQ_RES_INLINE * sizeof *sval);
     struct cand *cand = malloc(cap * sizeof *cand), *sel = malloc(cap * sizeof *sel);
+    const char **scd = t->scd;
     if (!sw || !scap || !sadd || !sbase || !sval || !cand || !sel) {
         free(sw), free(scap), free(sadd), free(sbase), free(sval), free(cand), free(sel);
         return KQ_ENOMEM;
     }
+    t->scd = NULL; /* kept: its size does not depend on the children */
     scratch_free(t);
+    t->scd = scd;
     t->sw = sw, t->scap = scap, t->sadd = sadd, t->sbase = sbase, t->sval = sval, t->cand = cand, t->sel = sel;
     t->scr_cap = cap;
+    t->sval_cap = cap * KQ_RES_INLINE;
     return 0;
 }
 
@@ -477,21 +492,21 @@ static void ask_into(const struct group *g, kq_resource_t *a)
     rcopy(a, g->deflt ? &g->used : &g->request);
     if (!g->allow_lent)
         for (uint32_t i = 0; i < g->smin.n; i++) {
-            const char *d = g->smin.e[i].name;
+            const char *d = KQ_RES_E(&g->smin)[i].name;
             int64_t v = rget(a, d, NULL);
-            if (g->smin.e[i].value > v)
-                (void)put(a, d, g->smin.e[i].value);
+            if (KQ_RES_E(&g->smin)[i].value > v)
+                (void)put(a, d, KQ_RES_E(&g->smin)[i].value);
         }
     if (g->has_max) {
         uint32_t n = 0;
         for (uint32_t i = 0; i < a->n; i++) {
             bool has;
-            int64_t mx = rget(&g->max, a->e[i].name, &has);
+            int64_t mx = rget(&g->max, KQ_RES_E(a)[i].name, &has);
             if (!has)
                 continue; /* not limited by g: asks none of it */
-            a->e[n] = a->e[i];
-            if (a->e[n].value > mx)
-                a->e[n].value = mx;
+            KQ_RES_E(a)[n] = KQ_RES_E(a)[i];
+            if (KQ_RES_E(a)[n].value > mx)
+                KQ_RES_E(a)[n].value = mx;
             n++;
         }
         a->n = n;
@@ -504,36 +519,37 @@ static void resum_request(struct group *p)
     for (size_t j = 0; j < p->nkids; j++) {
         const struct group *k = p->kid[j];
         for (uint32_t i = 0; i < k->ask.n; i++) {
-            const char *d = k->ask.e[i].name;
-            (void)put(&r, d, sat_add(rget(&r, d, NULL), k->ask.e[i].value));
+            const char *d = KQ_RES_E(&k->ask)[i].name;
+            (void)put(&r, d, sat_add(rget(&r, d, NULL), KQ_RES_E(&k->ask)[i].value));
         }
     }
-    rcopy(&p->request, &r);
+    kq_resource_move(&p->request, &r);
 }
 
 /* g's request, scaled min, max or allow-lent changed: refresh asks and requests upward,
  * marking each parent on the way dirty, until an ask does not change. */
 static void fix_up(kq_qtree_t *t, struct group *g)
 {
+    kq_resource_t a = KQ_RESOURCE_EMPTY;
     while (g->parent != NULL) {
-        kq_resource_t a;
         ask_into(g, &a);
         bool changed = !same(&a, &g->ask);
-        rcopy(&g->ask, &a);
+        kq_resource_move(&g->ask, &a);
         mark_dirty(t, g->parent);
         if (!changed)
-            return;
+            break;
         resum_request(g->parent);
         g = g->parent;
     }
+    kq_resource_free(&a);
 }
 
 /* The entry of iname in r (which must name it). */
 static kq_res_entry_t *slot(kq_resource_t *r, const char *iname)
 {
     for (uint32_t i = 0; i < r->n; i++)
-        if (r->e[i].name == iname)
-            return &r->e[i];
+        if (KQ_RES_E(r)[i].name == iname)
+            return &KQ_RES_E(r)[i];
     return NULL;
 }
 
@@ -566,14 +582,18 @@ static bool smin_refresh(kq_qtree_t *t, struct group *p, bool force, bool deep)
     struct group **kid = p->kid;
     if (n == 0) {
         bool changed = p->request.n != 0;
-        p->request = KQ_RESOURCE_EMPTY;
+        kq_resource_clear(&p->request);
         return changed;
     }
     uint32_t nsc = 0; /* resources whose children's mins are scaled (else smin = min) */
-    const char *scd[KQ_RES_MAX];
-    for (uint32_t j = 0; j < p->smin.n; j++) {
-        const char *d = p->smin.e[j].name;
-        int64_t E = p->smin.e[j].value;
+    const uint32_t stride = p->smin.n;
+    /* out of memory (only when p's min names more resources than ever before): mins
+     * stay unscaled until the next recomputation */
+    const uint32_t nres = ensure_sval(t, n, stride) == 0 ? stride : 0;
+    const char **scd = t->scd;
+    for (uint32_t j = 0; j < nres; j++) {
+        const char *d = KQ_RES_E(&p->smin)[j].name;
+        int64_t E = KQ_RES_E(&p->smin)[j].value;
         u128 S = 0;
         for (size_t i = 0; i < n; i++) {
             if (j == 0 && i + PF_AHEAD < n)
@@ -585,22 +605,23 @@ static bool smin_refresh(kq_qtree_t *t, struct group *p, bool force, bool deep)
             continue;
         apportion(t, n, E, t->sw, t->sw, t->sadd);
         for (size_t i = 0; i < n; i++)
-            t->sval[i * KQ_RES_MAX + nsc] = t->sadd[i];
+            t->sval[i * stride + nsc] = t->sadd[i];
         scd[nsc++] = d;
     }
+    kq_resource_t want = KQ_RESOURCE_EMPTY;
     for (size_t i = 0; i < n; i++) {
         struct group *k = kid[i];
-        kq_resource_t want;
         rcopy(&want, &k->min);
         for (uint32_t c = 0; c < nsc; c++) {
             kq_res_entry_t *e = slot(&want, scd[c]); /* a min naming the resource */
             if (e != NULL)
-                e->value = t->sval[i * KQ_RES_MAX + c];
+                e->value = t->sval[i * stride + c];
         }
         k->flag = !same(&k->smin, &want);
         if (k->flag)
             rcopy(&k->smin, &want);
     }
+    kq_resource_free(&want);
     bool asks = force;
     for (size_t i = 0; i < n; i++) {
         struct group *k = kid[i];
@@ -609,22 +630,25 @@ static bool smin_refresh(kq_qtree_t *t, struct group *p, bool force, bool deep)
             kreq = smin_refresh(t, k, deep, deep); /* reuses the scratch arrays: not read after this */
         /* a lending child's ask does not depend on its scaled min */
         if (force || kreq || (k->flag && !k->allow_lent)) {
-            kq_resource_t a;
+            kq_resource_t a = KQ_RESOURCE_EMPTY;
             ask_into(k, &a);
             if (!same(&a, &k->ask)) {
-                rcopy(&k->ask, &a);
+                kq_resource_move(&k->ask, &a);
                 asks = true;
             }
+            kq_resource_free(&a);
         }
         k->flag = false;
     }
     mark_dirty(t, p);
     if (!asks)
         return false;
-    kq_resource_t old;
+    kq_resource_t old = KQ_RESOURCE_EMPTY;
     rcopy(&old, &p->request);
     resum_request(p);
-    return !same(&old, &p->request);
+    bool changed = !same(&old, &p->request);
+    kq_resource_free(&old);
+    return changed;
 }
 
 /* k's sharing weight of resource d, the j-th resource of the cluster total. */
@@ -655,10 +679,13 @@ static void redistribute(kq_qtree_t *t, struct group *p)
         if (i + PF_AHEAD < n)
             prefetch_kid(kid[i + PF_AHEAD], true);
         k->flag = k->runtime.n != dims->n;
-        k->runtime.n = dims->n;
+        /* room for every resource of the total (allocates only when the total names more
+         * than KQ_RES_INLINE resources, once per size); out of memory leaves the child's
+         * runtime empty (unlimited) until the next redistribution */
+        k->runtime.n = kq_resource_reserve(&k->runtime, dims->n) == 0 ? dims->n : 0;
     }
     for (uint32_t j = 0; j < dims->n; j++) {
-        const char *d = dims->e[j].name;
+        const char *d = KQ_RES_E(dims)[j].name;
         int64_t R = rget_at(&p->runtime, j, d, NULL);
         u128 sum = 0;
         for (size_t i = 0; i < n; i++) {
@@ -698,7 +725,9 @@ static void redistribute(kq_qtree_t *t, struct group *p)
             }
         }
         for (size_t i = 0; i < n; i++) {
-            kq_res_entry_t *e = &kid[i]->runtime.e[j];
+            if (kid[i]->runtime.n == 0)
+                continue; /* out of memory above */
+            kq_res_entry_t *e = &KQ_RES_E(&kid[i]->runtime)[j];
             if (e->name != d || e->value != base[i]) {
                 e->name = d;
                 e->value = base[i];
@@ -778,15 +807,22 @@ static void total_refresh(kq_qtree_t *t)
 {
     if (!t->have_total)
         return;
-    kq_resource_t tot = t->alloc;
+    kq_resource_t tot = KQ_RESOURCE_EMPTY;
+    if (kq_resource_copy(&tot, &t->alloc) != 0)
+        return; /* out of memory: the old total stays */
+    kq_res_entry_t *te = KQ_RES_E(&tot);
     for (uint32_t i = 0; i < tot.n; i++) {
-        int64_t u = rget(&t->sys->used, tot.e[i].name, NULL);
-        tot.e[i].value = u >= tot.e[i].value ? 0 : tot.e[i].value - u;
+        int64_t u = rget(&t->sys->used, te[i].name, NULL);
+        te[i].value = u >= te[i].value ? 0 : te[i].value - u;
     }
-    if (same(&tot, &t->root->runtime))
+    bool same_total = same(&tot, &t->root->runtime);
+    if (!same_total) {
+        rcopy(&t->root->smin, &tot);
+        kq_resource_move(&t->root->runtime, &tot);
+    }
+    kq_resource_free(&tot);
+    if (same_total)
         return;
-    t->root->runtime = tot;
-    t->root->smin = tot;
     if (t->pending < PEND_TOTAL)
         t->pending = PEND_TOTAL;
     changed(t);
@@ -803,24 +839,21 @@ static void refresh_parent(kq_qtree_t *t, struct group *p)
 
 /* ==================================================================== usage ==== */
 
-/* Adds res (and to used_np when np) at g and every ancestor, or nothing on overflow. */
+/* Adds res (and to used_np when np) at g and every ancestor, or nothing on overflow
+ * (KQ_ERANGE) or out of memory. Checks every level first (which also makes room), then
+ * adds in place: no copies on the bind path. */
 static int path_add(struct group *g, const kq_resource_t *res, const kq_resource_t *np)
 {
-    kq_resource_t u[KQ_QTREE_MAX_DEPTH + 2], v[KQ_QTREE_MAX_DEPTH + 2];
-    int n = 0;
-    for (struct group *x = g; x; x = x->parent, n++) {
-        u[n] = x->used;
-        if (kq_resource_add(&u[n], res) != 0)
-            return KQ_ERANGE;
-        v[n] = x->used_np;
-        if (np != NULL && kq_resource_add(&v[n], np) != 0)
-            return KQ_ERANGE;
+    for (struct group *x = g; x; x = x->parent) {
+        int rc = kq_resource_add_check(&x->used, res);
+        if (rc == 0 && np != NULL)
+            rc = kq_resource_add_check(&x->used_np, np);
+        if (rc != 0)
+            return rc;
     }
-    n = 0;
-    for (struct group *x = g; x; x = x->parent, n++) {
-        x->used = u[n];
-        x->used_np = v[n];
-    }
+    for (struct group *x = g; x; x = x->parent)
+        if (kq_resource_add(&x->used, res) != 0 || (np != NULL && kq_resource_add(&x->used_np, np) != 0))
+            abort(); /* checked above */
     return 0;
 }
 
@@ -926,6 +959,10 @@ static void group_free(struct group *g)
 {
     if (g == NULL)
         return;
+    kq_resource_t *sets[] = {&g->min, &g->smin, &g->max, &g->weight, &g->request,
+                             &g->ask, &g->used, &g->used_np, &g->runtime};
+    for (size_t i = 0; i < sizeof sets / sizeof sets[0]; i++)
+        kq_resource_free(sets[i]);
     free(g->name);
     free(g->kid);
     free(g);
@@ -1001,11 +1038,11 @@ static int validate(kq_qtree_t *t, const kq_qgroup_spec_t *s, struct group **par
     }
     for (uint32_t i = 0; i < s->min.n; i++) {
         bool has;
-        const char *d = s->min.e[i].name;
+        const char *d = KQ_RES_E(&s->min)[i].name;
         int64_t mx = rget(&s->max, d, &has);
-        if (has && s->min.e[i].value > mx) {
+        if (has && KQ_RES_E(&s->min)[i].value > mx) {
             seterr(err, errlen, "quota group %s: min %s %s exceeds max %s", s->name, d,
-                   fmtq(d, s->min.e[i].value, b1, sizeof b1), fmtq(d, mx, b2, sizeof b2));
+                   fmtq(d, KQ_RES_E(&s->min)[i].value, b1, sizeof b1), fmtq(d, mx, b2, sizeof b2));
             return KQ_EINVAL;
         }
     }
@@ -1023,43 +1060,51 @@ static int validate(kq_qtree_t *t, const kq_qgroup_spec_t *s, struct group **par
         for (size_t j = 0; j < g->nkids; j++)
             for (uint32_t i = 0; i < g->kid[j]->min.n; i++) {
                 const struct group *k = g->kid[j];
-                const char *d = k->min.e[i].name;
-                (void)put(&sum, d, sat_add(rget(&sum, d, NULL), k->min.e[i].value));
+                const char *d = KQ_RES_E(&k->min)[i].name;
+                (void)put(&sum, d, sat_add(rget(&sum, d, NULL), KQ_RES_E(&k->min)[i].value));
             }
         for (uint32_t i = 0; i < sum.n; i++) {
-            const char *d = sum.e[i].name;
+            const char *d = KQ_RES_E(&sum)[i].name;
             int64_t m = rget(&s->min, d, NULL);
-            if (sum.e[i].value > m) {
+            if (KQ_RES_E(&sum)[i].value > m) {
                 seterr(err, errlen, "quota group %s: its children's min %s %s sum to more than its min %s",
-                       s->name, d, fmtq(d, sum.e[i].value, b1, sizeof b1), fmtq(d, m, b2, sizeof b2));
+                       s->name, d, fmtq(d, KQ_RES_E(&sum)[i].value, b1, sizeof b1), fmtq(d, m, b2, sizeof b2));
+                kq_resource_free(&sum);
                 return KQ_EINVAL;
             }
         }
+        kq_resource_free(&sum);
     }
     /* Below the first level its min and its new siblings' must fit in the parent's min. */
     if (p != t->root && !s->allow_force_update) {
-        kq_resource_t sum = s->min;
+        kq_resource_t sum = KQ_RESOURCE_EMPTY;
+        if (kq_resource_copy(&sum, &s->min) != 0) {
+            seterr(err, errlen, "quota group %s: out of memory", s->name);
+            return KQ_ENOMEM;
+        }
         for (size_t j = 0; j < p->nkids; j++) {
             const struct group *k = p->kid[j];
             if (k == g)
                 continue;
             for (uint32_t i = 0; i < k->min.n; i++) {
-                const char *d = k->min.e[i].name;
-                (void)put(&sum, d, sat_add(rget(&sum, d, NULL), k->min.e[i].value));
+                const char *d = KQ_RES_E(&k->min)[i].name;
+                (void)put(&sum, d, sat_add(rget(&sum, d, NULL), KQ_RES_E(&k->min)[i].value));
             }
         }
         for (uint32_t i = 0; i < sum.n; i++) {
-            const char *d = sum.e[i].name;
+            const char *d = KQ_RES_E(&sum)[i].name;
             int64_t m = rget(&p->min, d, NULL);
-            if (sum.e[i].value > m) {
+            if (KQ_RES_E(&sum)[i].value > m) {
                 seterr(err, errlen,
                        "quota group %s: the children of %s would have min %s %s, more than its min %s "
                        "(this group %s)",
-                       s->name, p->name, d, fmtq(d, sum.e[i].value, b1, sizeof b1), fmtq(d, m, b2, sizeof b2),
+                       s->name, p->name, d, fmtq(d, KQ_RES_E(&sum)[i].value, b1, sizeof b1), fmtq(d, m, b2, sizeof b2),
                        fmtq(d, rget(&s->min, d, NULL), b3, sizeof b3));
+                kq_resource_free(&sum);
                 return KQ_EINVAL;
             }
         }
+        kq_resource_free(&sum);
     }
     /* Moving usage into the new ancestors must not overflow (common ancestors keep it). */
     if (moving && !kq_resource_is_zero(&g->used)) {
@@ -1069,12 +1114,17 @@ static int validate(kq_qtree_t *t, const kq_qgroup_spec_t *s, struct group **par
         for (struct group *x = p; x && rc == 0; x = x->parent) {
             if (x->flag)
                 continue;
-            kq_resource_t u = x->used, v = x->used_np;
-            if (kq_resource_add(&u, &g->used) != 0 || kq_resource_add(&v, &g->used_np) != 0) {
+            kq_resource_t u = KQ_RESOURCE_EMPTY, v = KQ_RESOURCE_EMPTY;
+            if (kq_resource_copy(&u, &x->used) != 0 || kq_resource_copy(&v, &x->used_np) != 0) {
+                seterr(err, errlen, "quota group %s: out of memory", s->name);
+                rc = KQ_ENOMEM;
+            } else if (kq_resource_add(&u, &g->used) != 0 || kq_resource_add(&v, &g->used_np) != 0) {
                 seterr(err, errlen, "quota group %s: moving its usage would overflow the used of %s", s->name,
                        x->name);
                 rc = KQ_ERANGE;
             }
+            kq_resource_free(&u);
+            kq_resource_free(&v);
         }
         for (struct group *x = g->parent; x; x = x->parent)
             x->flag = false;
@@ -1140,6 +1190,9 @@ void kq_qtree_free(kq_qtree_t *t)
         HASH_DEL(t->by_name, g);
         group_free(g);
     }
+    kq_resource_free(&t->alloc);
+    kq_resource_free(&t->sp_min);
+    kq_resource_free(&t->sp_used);
     pthread_mutex_destroy(&t->lock);
     free(t->heap);
     scratch_free(t);
@@ -1165,18 +1218,36 @@ static void sp_account(kq_qtree_t *t, const struct group *g, int sign)
     kq_resource_t *dst[2] = {&t->sp_min, &t->sp_used};
     for (int k = 0; k < 2; k++)
         for (uint32_t i = 0; i < src[k]->n; i++) {
-            const char *d = src[k]->e[i].name;
-            int64_t cur = rget(dst[k], d, NULL), v = src[k]->e[i].value;
+            const char *d = KQ_RES_E(src[k])[i].name;
+            int64_t cur = rget(dst[k], d, NULL), v = KQ_RES_E(src[k])[i].value;
             (void)put(dst[k], d, sign > 0 ? sat_add(cur, v) : (cur > v ? cur - v : 0));
         }
 }
 
-static void apply_spec(struct group *g, const kq_qgroup_spec_t *s)
+/* The spec's sets, copied before anything changes (the only step that can fail). */
+struct spec_sets {
+    kq_resource_t min, max, weight;
+};
+
+static int spec_copy(struct spec_sets *c, const kq_qgroup_spec_t *s)
+{
+    c->min = c->max = c->weight = KQ_RESOURCE_EMPTY;
+    if (kq_resource_copy(&c->min, &s->min) == 0 && kq_resource_copy(&c->max, &s->max) == 0 &&
+        kq_resource_copy(&c->weight, &s->shared_weight) == 0)
+        return 0;
+    kq_resource_free(&c->min);
+    kq_resource_free(&c->max);
+    kq_resource_free(&c->weight);
+    return KQ_ENOMEM;
+}
+
+/* Applies the spec; c's sets move into g. */
+static void apply_spec(struct group *g, const kq_qgroup_spec_t *s, struct spec_sets *c)
 {
     g->summin = s->sum_of_mins;
-    g->min = s->min;
-    g->max = s->max;
-    g->weight = s->shared_weight;
+    kq_resource_move(&g->min, &c->min);
+    kq_resource_move(&g->max, &c->max);
+    kq_resource_move(&g->weight, &c->weight);
     g->has_max = g->max.n > 0;
     g->has_weight = g->weight.n > 0;
     g->allow_lent = s->allow_lent;
@@ -1188,6 +1259,11 @@ int kq_qtree_set_group(kq_qtree_t *t, const kq_qgroup_spec_t *spec, char *err, s
     struct group *p = NULL, *g = NULL, *fresh = NULL;
     char name[KQ_QTREE_NAME_MAX + 1] = "", parent[KQ_QTREE_NAME_MAX + 1] = "";
     bool created = false, moved = false;
+    struct spec_sets sets;
+    if (spec_copy(&sets, spec) != 0) {
+        seterr(err, errlen, "quota group %s: out of memory", spec->name ? spec->name : "");
+        return KQ_ENOMEM;
+    }
     pthread_mutex_lock(&t->lock);
     int rc = validate(t, spec, &p, err, errlen);
     if (rc != 0)
@@ -1212,7 +1288,7 @@ int kq_qtree_set_group(kq_qtree_t *t, const kq_qgroup_spec_t *spec, char *err, s
         }
         t->ngroups++;
         g = fresh;
-        apply_spec(g, spec);
+        apply_spec(g, spec, &sets);
         sp_account(t, g, +1);
         link_kid(p, g);
         set_depth(g, p->depth + 1);
@@ -1221,7 +1297,7 @@ int kq_qtree_set_group(kq_qtree_t *t, const kq_qgroup_spec_t *spec, char *err, s
     } else {
         struct group *op = g->parent;
         sp_account(t, g, -1);
-        apply_spec(g, spec);
+        apply_spec(g, spec, &sets);
         sp_account(t, g, +1);
         if (op != p) {
             moved = true;
@@ -1240,6 +1316,9 @@ int kq_qtree_set_group(kq_qtree_t *t, const kq_qgroup_spec_t *spec, char *err, s
     snprintf(parent, sizeof parent, "%s", p->name);
 out:
     pthread_mutex_unlock(&t->lock);
+    kq_resource_free(&sets.min); /* moved into the group on success */
+    kq_resource_free(&sets.max);
+    kq_resource_free(&sets.weight);
     if (rc == 0)
         kq_info("quota tree: group %s group=%s parent=%s", created ? "created" : moved ? "moved" : "updated",
                 name, parent);
@@ -1268,20 +1347,27 @@ int kq_qtree_remove_group(kq_qtree_t *t, const char *name, char *err, size_t err
         goto out;
     }
     /* Its pods fall to the default group: check that the counters fit first. */
-    kq_resource_t du = t->def->used, dnp = t->def->used_np, dreq = t->def->request;
-    if (kq_resource_add(&du, &g->used) != 0 || kq_resource_add(&dnp, &g->used_np) != 0 ||
-        kq_resource_add(&dreq, &g->request) != 0) {
-        seterr(err, errlen, "quota group %s: moving its usage to %s would overflow", g->name, KQ_QTREE_DEFAULT);
-        rc = KQ_ERANGE;
+    kq_resource_t used = KQ_RESOURCE_EMPTY, used_np = KQ_RESOURCE_EMPTY; /* path_sub starts at g itself */
+    if ((rc = kq_resource_add_check(&t->def->used, &g->used)) != 0 ||
+        (rc = kq_resource_add_check(&t->def->used_np, &g->used_np)) != 0 ||
+        (rc = kq_resource_add_check(&t->def->request, &g->request)) != 0 ||
+        (rc = kq_resource_copy(&used, &g->used)) != 0 || (rc = kq_resource_copy(&used_np, &g->used_np)) != 0) {
+        if (rc == KQ_ERANGE)
+            seterr(err, errlen, "quota group %s: moving its usage to %s would overflow", g->name, KQ_QTREE_DEFAULT);
+        else
+            seterr(err, errlen, "quota group %s: out of memory", g->name);
+        kq_resource_free(&used);
+        kq_resource_free(&used_np);
         goto out;
     }
     struct group *p = g->parent;
     sp_account(t, g, -1);
-    kq_resource_t used = g->used, used_np = g->used_np; /* path_sub starts at g itself */
     path_sub(g, &used, &used_np);
-    if (path_add(t->def, &used, &used_np) != 0) /* checked above; root got back what it lost */
+    /* checked above; the root got back what it lost, in names it already has */
+    if (path_add(t->def, &used, &used_np) != 0 || kq_resource_add(&t->def->request, &g->request) != 0)
         abort();
-    t->def->request = dreq;
+    kq_resource_free(&used);
+    kq_resource_free(&used_np);
     t->def->pods += g->pods;
     t->def->pods_used += g->pods_used;
     unlink_kid(g);
@@ -1319,7 +1405,11 @@ void kq_qtree_batch_end(kq_qtree_t *t)
 void kq_qtree_set_cluster_total(kq_qtree_t *t, const kq_resource_t *allocatable)
 {
     pthread_mutex_lock(&t->lock);
-    t->alloc = *allocatable;
+    if (kq_resource_copy(&t->alloc, allocatable) != 0) { /* out of memory: the old total stays */
+        pthread_mutex_unlock(&t->lock);
+        kq_error("quota tree: out of memory setting the cluster total, keeping the old one");
+        return;
+    }
     t->have_total = true;
     total_refresh(t);
     pthread_mutex_unlock(&t->lock);
@@ -1343,10 +1433,8 @@ int kq_qtree_request_add(kq_qtree_t *t, const char *group, const kq_resource_t *
     pthread_mutex_lock(&t->lock);
     int rc = pod_group(t, group, &g);
     if (rc == 0) {
-        kq_resource_t r = g->request;
-        rc = kq_resource_add(&r, req);
+        rc = kq_resource_add(&g->request, req); /* changes nothing on error */
         if (rc == 0) {
-            g->request = r;
             g->pods++;
             if (!g->system && !deferred(t)) {
                 fix_up(t, g);
@@ -1383,8 +1471,8 @@ int kq_qtree_request_sub(kq_qtree_t *t, const char *group, const kq_resource_t *
 static void sp_used_add(kq_qtree_t *t, const kq_resource_t *res, int sign)
 {
     for (uint32_t i = 0; i < res->n; i++) {
-        const char *d = res->e[i].name;
-        int64_t cur = rget(&t->sp_used, d, NULL), v = res->e[i].value;
+        const char *d = KQ_RES_E(res)[i].name;
+        int64_t cur = rget(&t->sp_used, d, NULL), v = KQ_RES_E(res)[i].value;
         (void)put(&t->sp_used, d, sign > 0 ? sat_add(cur, v) : (cur > v ? cur - v : 0));
     }
 }
@@ -1476,8 +1564,8 @@ static int sum_rule_locked(const kq_qtree_t *t, const struct group *g, const kq_
                            const kq_resource_t *victims, char *reason, size_t len)
 {
     for (uint32_t i = 0; i < req->n; i++) {
-        const char *d = req->e[i].name;
-        int64_t r = req->e[i].value, m;
+        const char *d = KQ_RES_E(req)[i].name;
+        int64_t r = KQ_RES_E(req)[i].value, m;
         bool has;
         if (r == 0 || !governs(g, d) || ((m = rget(&t->sp_min, d, &has)), !has))
             continue;
@@ -1511,8 +1599,8 @@ static int check_locked(kq_qtree_t *t, const char *name, const kq_resource_t *re
     }
     for (struct group *x = g; x; x = x->parent) {
         for (uint32_t i = 0; i < req->n; i++) {
-            const char *d = req->e[i].name;
-            int64_t r = req->e[i].value;
+            const char *d = KQ_RES_E(req)[i].name;
+            int64_t r = KQ_RES_E(req)[i].value;
             if (r == 0 || !governs(x, d))
                 continue; /* a resource x's max does not name is not limited by x */
             int64_t used = rget(&x->used, d, NULL);
@@ -1603,20 +1691,20 @@ bool kq_qtree_lookup(kq_qtree_t *t, const char *group, bool *is_parent)
 
 /* The runtime a reader sees: the resources g's max names (all when it has none); for
  * the default group its max (it is bounded by its max alone). */
-static void shown_runtime(const struct group *g, kq_resource_t *out)
+static int shown_runtime(const struct group *g, kq_resource_t *out)
 {
-    if (g->deflt) {
-        rcopy(out, &g->max);
-        return;
-    }
-    rcopy(out, &g->runtime);
+    if (g->deflt)
+        return rcopy(out, &g->max);
+    if (rcopy(out, &g->runtime) != 0)
+        return KQ_ENOMEM;
     if (!g->has_max)
-        return;
+        return 0;
     uint32_t n = 0;
     for (uint32_t i = 0; i < out->n; i++)
-        if (governs(g, out->e[i].name))
-            out->e[n++] = out->e[i];
+        if (governs(g, KQ_RES_E(out)[i].name))
+            KQ_RES_E(out)[n++] = KQ_RES_E(out)[i];
     out->n = n;
+    return 0;
 }
 
 int kq_qtree_runtime(kq_qtree_t *t, const char *group, kq_resource_t *out)
@@ -1624,10 +1712,9 @@ int kq_qtree_runtime(kq_qtree_t *t, const char *group, kq_resource_t *out)
     pthread_mutex_lock(&t->lock);
     settle(t);
     struct group *g = find(t, group);
-    if (g != NULL)
-        *out = g->runtime;
+    int rc = g == NULL ? KQ_ENOENT : kq_resource_copy(out, &g->runtime);
     pthread_mutex_unlock(&t->lock);
-    return g != NULL ? 0 : KQ_ENOENT;
+    return rc;
 }
 
 int kq_qtree_info(kq_qtree_t *t, const char *group, kq_qgroup_info_t *out)
@@ -1635,6 +1722,7 @@ int kq_qtree_info(kq_qtree_t *t, const char *group, kq_qgroup_info_t *out)
     pthread_mutex_lock(&t->lock);
     settle(t);
     struct group *g = find(t, group);
+    int rc = g != NULL ? 0 : KQ_ENOENT;
     if (g != NULL) {
         memset(out, 0, sizeof *out);
         snprintf(out->name, sizeof out->name, "%s", g->name);
@@ -1646,19 +1734,36 @@ int kq_qtree_info(kq_qtree_t *t, const char *group, kq_qgroup_info_t *out)
         out->n_children = g->nkids;
         out->pods = g->pods;
         out->pods_used = g->pods_used;
-        out->min = g->min;
-        out->scaled_min = g->smin;
-        out->max = g->max;
-        out->shared_weight = g->weight;
-        out->request = g->request;
-        out->used = g->used;
-        out->used_nonpreemptible = g->used_np;
-        out->runtime = g->runtime;
-        out->ask = g->ask;
-        shown_runtime(g, &out->limit);
+        const kq_resource_t *from[] = {&g->min, &g->smin, &g->max, &g->weight, &g->request,
+                                       &g->used, &g->used_np, &g->runtime, &g->ask};
+        kq_resource_t *to[] = {&out->min, &out->scaled_min, &out->max, &out->shared_weight, &out->request,
+                               &out->used, &out->used_nonpreemptible, &out->runtime, &out->ask};
+        for (size_t i = 0; i < sizeof from / sizeof from[0] && rc == 0; i++)
+            rc = kq_resource_copy(to[i], from[i]);
+        if (rc == 0)
+            rc = shown_runtime(g, &out->limit);
     }
     pthread_mutex_unlock(&t->lock);
-    return g != NULL ? 0 : KQ_ENOENT;
+    if (rc != 0 && g != NULL)
+        kq_qtree_info_free(out);
+    return rc;
+}
+
+void kq_qtree_info_free(kq_qgroup_info_t *info)
+{
+    if (info == NULL)
+        return;
+    kq_resource_t *sets[] = {&info->min, &info->scaled_min, &info->max, &info->shared_weight, &info->request,
+                             &info->ask, &info->used, &info->used_nonpreemptible, &info->runtime, &info->limit};
+    for (size_t i = 0; i < sizeof sets / sizeof sets[0]; i++)
+        kq_resource_free(sets[i]);
+}
+
+void kq_qtree_over_free(kq_qgroup_over_t *v, size_t n)
+{
+    for (size_t i = 0; v != NULL && i < n; i++)
+        kq_resource_free(&v[i].over);
+    free(v);
 }
 
 static int over_cmp(const void *a, const void *b)
@@ -1679,7 +1784,7 @@ int kq_qtree_over_runtime(kq_qtree_t *t, kq_qgroup_over_t **out, size_t *n)
             continue; /* the default group is never reclaimed */
         kq_resource_t over = KQ_RESOURCE_EMPTY;
         for (uint32_t i = 0; i < g->used.n; i++) {
-            const char *d = g->used.e[i].name;
+            const char *d = KQ_RES_E(&g->used)[i].name;
             if (!governs(g, d))
                 continue;
             bool hr, hm;
@@ -1689,8 +1794,8 @@ int kq_qtree_over_runtime(kq_qtree_t *t, kq_qgroup_over_t **out, size_t *n)
                 lim = rt;
             if (hm && mx < lim)
                 lim = mx;
-            if (g->used.e[i].value > lim)
-                (void)put(&over, d, g->used.e[i].value - lim);
+            if (KQ_RES_E(&g->used)[i].value > lim)
+                (void)put(&over, d, KQ_RES_E(&g->used)[i].value - lim);
         }
         if (over.n == 0)
             continue;
@@ -1698,6 +1803,7 @@ int kq_qtree_over_runtime(kq_qtree_t *t, kq_qgroup_over_t **out, size_t *n)
             size_t nc = cap ? cap * 2 : 8;
             kq_qgroup_over_t *nv = realloc(v, nc * sizeof *nv);
             if (nv == NULL) {
+                kq_resource_free(&over);
                 rc = KQ_ENOMEM;
                 break;
             }
@@ -1705,12 +1811,12 @@ int kq_qtree_over_runtime(kq_qtree_t *t, kq_qgroup_over_t **out, size_t *n)
             cap = nc;
         }
         snprintf(v[cnt].name, sizeof v[cnt].name, "%s", g->name);
-        v[cnt].over = over;
+        v[cnt].over = over; /* moves: over is not used again */
         cnt++;
     }
     pthread_mutex_unlock(&t->lock);
     if (rc != 0) {
-        free(v);
+        kq_qtree_over_free(v, cnt);
         return rc;
     }
     if (cnt > 1)
@@ -1734,14 +1840,15 @@ static json_t *group_json(const kq_qtree_t *t, const struct group *g)
     json_t *o = json_object();
     if (o == NULL)
         return NULL;
-    kq_resource_t w = g->weight;
+    kq_resource_t w = KQ_RESOURCE_EMPTY, rt = KQ_RESOURCE_EMPTY;
+    int rc = kq_resource_copy(&w, &g->weight);
     if (!g->system && g != t->root)
         for (uint32_t i = 0; i < t->root->runtime.n; i++) {
-            const char *d = t->root->runtime.e[i].name;
+            const char *d = KQ_RES_E(&t->root->runtime)[i].name;
             (void)put(&w, d, weight_of(t, g, d, i));
         }
     json_t *kids = json_array();
-    int rc = jset(o, "name", json_string(g->name));
+    rc |= jset(o, "name", json_string(g->name));
     rc |= jset(o, "parent", g->parent ? json_string(g->parent->name) : json_null());
     rc |= jset(o, "isParent", json_boolean(g->is_parent));
     rc |= jset(o, "minResource", kq_resource_to_json(&g->min));
@@ -1752,9 +1859,10 @@ static json_t *group_json(const kq_qtree_t *t, const struct group *g)
     rc |= jset(o, "requestResource", kq_resource_to_json(&g->request));
     rc |= jset(o, "allocatedResource", kq_resource_to_json(&g->used));
     rc |= jset(o, "nonPreemptibleAllocated", kq_resource_to_json(&g->used_np));
-    kq_resource_t rt;
-    shown_runtime(g, &rt);
+    rc |= shown_runtime(g, &rt);
     rc |= jset(o, "runtimeResource", kq_resource_to_json(&rt));
+    kq_resource_free(&w);
+    kq_resource_free(&rt);
     rc |= jset(o, "pods", json_integer(g->pods));
     if (kids != NULL)
         for (size_t i = 0; i < g->nkids; i++)

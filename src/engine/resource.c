@@ -610,10 +610,87 @@ size_t kq_quantity_format(const char *name, int64_t value, char *buf, size_t len
 /* Order of interned names; equal names are equal pointers. */
 static int name_cmp(const char *a, const char *b) { return a == b ? 0 : strcmp(a, b); }
 
+static inline uint32_t capacity(const kq_resource_t *r) { return r->cap ? r->cap : KQ_RES_INLINE; }
+
+static _Atomic uint32_t max_names = KQ_RES_MAX;
+
+uint32_t kq_resource_max_names(void) { return atomic_load_explicit(&max_names, memory_order_relaxed); }
+
+void kq_resource_set_max_names(uint32_t n) { atomic_store_explicit(&max_names, n, memory_order_relaxed); }
+
+void kq_resource_free(kq_resource_t *r)
+{
+    if (r == NULL)
+        return;
+    free(r->heap);
+    r->heap = NULL;
+    r->cap = 0;
+    r->n = 0;
+}
+
+/* Room for `need` entries, keeping the n in use. Once spilled a set stays on the heap
+ * until freed (so a set that grew once never allocates again at that size). */
+static int grow(kq_resource_t *r, uint32_t need)
+{
+    if (need > kq_resource_max_names())
+        return KQ_ERANGE;
+    if (need <= capacity(r))
+        return 0;
+    uint32_t cap = capacity(r) * 2;
+    while (cap < need)
+        cap *= 2;
+    kq_res_entry_t *h = malloc((size_t)cap * sizeof *h);
+    if (h == NULL)
+        return KQ_ENOMEM;
+    memcpy(h, KQ_RES_E(r), (size_t)r->n * sizeof *h);
+    free(r->heap);
+    r->heap = h;
+    r->cap = cap;
+    return 0;
+}
+
+int kq_resource_reserve(kq_resource_t *r, uint32_t n) { return grow(r, n); }
+
+int kq_resource_copy(kq_resource_t *dst, const kq_resource_t *src)
+{
+    if (dst == src)
+        return 0;
+    if (src->n > capacity(dst)) {
+        kq_resource_t t = KQ_RESOURCE_EMPTY;
+        int rc = grow(&t, src->n);
+        if (rc != 0)
+            return rc;
+        kq_resource_move(dst, &t);
+    }
+    memcpy(KQ_RES_E(dst), KQ_RES_E(src), (size_t)src->n * sizeof(kq_res_entry_t));
+    dst->n = src->n;
+    return 0;
+}
+
+void kq_resource_move(kq_resource_t *dst, kq_resource_t *src)
+{
+    if (dst == src)
+        return;
+    if (src->cap == 0) { /* inline entries fit any set's storage: dst keeps its own */
+        memcpy(KQ_RES_E(dst), src->inl, (size_t)src->n * sizeof(kq_res_entry_t));
+        dst->n = src->n;
+        src->n = 0;
+        return;
+    }
+    free(dst->heap);
+    dst->n = src->n;
+    dst->cap = src->cap;
+    dst->heap = src->heap;
+    src->n = 0;
+    src->cap = 0;
+    src->heap = NULL;
+}
+
 static int find_index(const kq_resource_t *r, const char *iname)
 {
+    const kq_res_entry_t *e = KQ_RES_E(r);
     for (uint32_t i = 0; i < r->n; i++)
-        if (r->e[i].name == iname)
+        if (e[i].name == iname)
             return (int)i;
     return -1;
 }
@@ -621,17 +698,29 @@ static int find_index(const kq_resource_t *r, const char *iname)
 /* Inserts a name known to be absent, keeping the order. */
 static int insert_sorted(kq_resource_t *r, const char *iname, int64_t value)
 {
-    if (r->n >= KQ_RES_MAX)
-        return KQ_ERANGE;
+    int rc = grow(r, r->n + 1);
+    if (rc != 0)
+        return rc;
+    kq_res_entry_t *e = KQ_RES_E(r);
     uint32_t i = r->n;
-    while (i > 0 && strcmp(r->e[i - 1].name, iname) > 0) {
-        r->e[i] = r->e[i - 1];
+    while (i > 0 && strcmp(e[i - 1].name, iname) > 0) {
+        e[i] = e[i - 1];
         i--;
     }
-    r->e[i].name = iname;
-    r->e[i].value = value;
+    e[i].name = iname;
+    e[i].value = value;
     r->n++;
     return 0;
+}
+
+int kq_resource_put(kq_resource_t *r, const char *iname, int64_t value)
+{
+    int i = find_index(r, iname);
+    if (i >= 0) {
+        KQ_RES_E(r)[i].value = value;
+        return 0;
+    }
+    return insert_sorted(r, iname, value);
 }
 
 int64_t kq_resource_get(const kq_resource_t *r, const char *name, bool *present)
@@ -640,7 +729,7 @@ int64_t kq_resource_get(const kq_resource_t *r, const char *name, bool *present)
     int i = iname ? find_index(r, iname) : -1;
     if (present != NULL)
         *present = i >= 0;
-    return i >= 0 ? r->e[i].value : 0;
+    return i >= 0 ? KQ_RES_E(r)[i].value : 0;
 }
 
 int kq_resource_set(kq_resource_t *r, const char *name, int64_t value)
@@ -652,52 +741,66 @@ int kq_resource_set(kq_resource_t *r, const char *name, int64_t value)
         size_t len;
         return name_canonical(name, &len) == NULL ? KQ_EINVAL : KQ_ENOMEM; /* bad name; table full */
     }
-    int i = find_index(r, iname);
-    if (i >= 0) {
-        r->e[i].value = value;
-        return 0;
-    }
-    return insert_sorted(r, iname, value);
+    return kq_resource_put(r, iname, value);
 }
 
-enum merge_op { MERGE_ADD, MERGE_MAX, MERGE_FILL };
+enum merge_op { MERGE_ADD, MERGE_MAX, MERGE_FILL, MERGE_CHECK /* ADD's first pass only */ };
 
-/* One pass over both sorted sets; names in both are combined by op. */
+/* In place, in two passes over both sorted sets: count the union (and check sums), grow r
+ * once, then merge from the back so no entry of r is overwritten before it is read
+ * (b may be r). Names in both are combined by op. */
 static int merge(kq_resource_t *r, const kq_resource_t *b, enum merge_op op)
 {
-    kq_resource_t t; /* only t.e[0..t.n) is written and copied back: no 260-byte clears */
-    t.n = 0;
-    uint32_t i = 0, j = 0;
-    while (i < r->n || j < b->n) {
-        int c = i >= r->n ? 1 : j >= b->n ? -1 : name_cmp(r->e[i].name, b->e[j].name);
-        kq_res_entry_t x;
-        if (c < 0) {
-            x = r->e[i++];
-        } else if (c > 0) {
-            x = b->e[j++];
-        } else {
-            x = r->e[i];
-            if (op == MERGE_ADD) {
-                if (__builtin_add_overflow(r->e[i].value, b->e[j].value, &x.value))
-                    return KQ_ERANGE;
-            } else if (op == MERGE_MAX && b->e[j].value > x.value) {
-                x.value = b->e[j].value;
-            }
-            i++;
-            j++;
-        }
-        if (t.n >= KQ_RES_MAX)
+    const kq_res_entry_t *re = KQ_RES_E(r), *be = KQ_RES_E(b);
+    uint32_t i = 0, j = 0, cnt = 0;
+    while (i < r->n && j < b->n) {
+        int c = name_cmp(re[i].name, be[j].name);
+        int64_t s;
+        if (c == 0 && (op == MERGE_ADD || op == MERGE_CHECK) && __builtin_add_overflow(re[i].value, be[j].value, &s))
             return KQ_ERANGE;
-        t.e[t.n++] = x;
+        i += c <= 0;
+        j += c >= 0;
+        cnt++;
     }
-    memcpy(r->e, t.e, t.n * sizeof(t.e[0]));
-    r->n = t.n;
+    cnt += (r->n - i) + (b->n - j);
+    int rc = grow(r, cnt);
+    if (rc != 0)
+        return rc;
+    if (op == MERGE_CHECK)
+        return 0;
+    kq_res_entry_t *out = KQ_RES_E(r);
+    be = KQ_RES_E(b); /* b == r may have moved */
+    uint32_t k = cnt;
+    i = r->n;
+    j = b->n;
+    while (j > 0) { /* once b is used up, r's remaining entries are in place */
+        int c = i == 0 ? -1 : name_cmp(out[i - 1].name, be[j - 1].name);
+        if (c > 0) {
+            out[--k] = out[--i];
+        } else if (c < 0) {
+            out[--k] = be[--j];
+        } else {
+            kq_res_entry_t x = out[--i];
+            int64_t v = be[--j].value;
+            if (op == MERGE_ADD)
+                x.value += v; /* checked above */
+            else if (op == MERGE_MAX && v > x.value)
+                x.value = v;
+            out[--k] = x;
+        }
+    }
+    r->n = cnt;
     return 0;
 }
 
 int kq_resource_add(kq_resource_t *r, const kq_resource_t *b)
 {
     return merge(r, b, MERGE_ADD);
+}
+
+int kq_resource_add_check(kq_resource_t *r, const kq_resource_t *b)
+{
+    return merge(r, b, MERGE_CHECK);
 }
 
 int kq_resource_max(kq_resource_t *r, const kq_resource_t *b)
@@ -715,15 +818,17 @@ bool kq_resource_sub(kq_resource_t *r, const kq_resource_t *b)
     bool exact = true;
     uint32_t i = 0;
     uint32_t bn = b->n; /* r and b may be the same set */
+    kq_res_entry_t *re = KQ_RES_E(r);
+    const kq_res_entry_t *bs = KQ_RES_E(b);
     for (uint32_t j = 0; j < bn; j++) {
-        const kq_res_entry_t be = b->e[j];
-        while (i < r->n && name_cmp(r->e[i].name, be.name) < 0)
+        const kq_res_entry_t be = bs[j];
+        while (i < r->n && name_cmp(re[i].name, be.name) < 0)
             i++;
-        if (i < r->n && r->e[i].name == be.name) {
-            if (r->e[i].value >= be.value) {
-                r->e[i].value -= be.value;
+        if (i < r->n && re[i].name == be.name) {
+            if (re[i].value >= be.value) {
+                re[i].value -= be.value;
             } else {
-                r->e[i].value = 0;
+                re[i].value = 0;
                 exact = false;
             }
         } else if (be.value > 0) {
@@ -735,45 +840,49 @@ bool kq_resource_sub(kq_resource_t *r, const kq_resource_t *b)
 
 bool kq_resource_is_zero(const kq_resource_t *r)
 {
+    const kq_res_entry_t *e = KQ_RES_E(r);
     for (uint32_t i = 0; i < r->n; i++)
-        if (r->e[i].value != 0)
+        if (e[i].value != 0)
             return false;
     return true;
 }
 
 bool kq_resource_equal(const kq_resource_t *a, const kq_resource_t *b)
 {
+    const kq_res_entry_t *ae = KQ_RES_E(a), *be = KQ_RES_E(b);
     uint32_t i = 0, j = 0;
     for (;;) {
-        while (i < a->n && a->e[i].value == 0)
+        while (i < a->n && ae[i].value == 0)
             i++;
-        while (j < b->n && b->e[j].value == 0)
+        while (j < b->n && be[j].value == 0)
             j++;
         if (i >= a->n || j >= b->n)
             return i >= a->n && j >= b->n;
-        if (a->e[i].name != b->e[j].name || a->e[i].value != b->e[j].value)
+        if (ae[i].name != be[j].name || ae[i].value != be[j].value)
             return false;
         i++;
         j++;
     }
 }
 
-/* Index of iname in max, advancing the merge cursor *j (names asked in order). */
-static int merge_find(const kq_resource_t *max, uint32_t *j, const char *iname)
+/* Index of iname in max's entries me[0..n), advancing the merge cursor *j (names asked in
+ * order). */
+static int merge_find(const kq_res_entry_t *me, uint32_t n, uint32_t *j, const char *iname)
 {
-    while (*j < max->n && name_cmp(max->e[*j].name, iname) < 0)
+    while (*j < n && name_cmp(me[*j].name, iname) < 0)
         (*j)++;
-    return *j < max->n && max->e[*j].name == iname ? (int)*j : -1;
+    return *j < n && me[*j].name == iname ? (int)*j : -1;
 }
 
 bool kq_resource_fits_in(const kq_resource_t *a, const kq_resource_t *max)
 {
+    const kq_res_entry_t *ae = KQ_RES_E(a), *me = KQ_RES_E(max);
     uint32_t j = 0;
     for (uint32_t i = 0; i < a->n; i++) {
-        if (a->e[i].value == 0)
+        if (ae[i].value == 0)
             continue;
-        int k = merge_find(max, &j, a->e[i].name);
-        if (k >= 0 && a->e[i].value > max->e[k].value)
+        int k = merge_find(me, max->n, &j, ae[i].name);
+        if (k >= 0 && ae[i].value > me[k].value)
             return false;
     }
     return true;
@@ -782,18 +891,18 @@ bool kq_resource_fits_in(const kq_resource_t *a, const kq_resource_t *max)
 bool kq_resource_fits(const kq_resource_t *used, const kq_resource_t *req, const kq_resource_t *max,
                       const char **failed)
 {
+    const kq_res_entry_t *ue = KQ_RES_E(used), *qe = KQ_RES_E(req), *me = KQ_RES_E(max);
     uint32_t jm = 0, ju = 0;
     for (uint32_t i = 0; i < req->n; i++) {
-        const kq_res_entry_t *q = &req->e[i];
+        const kq_res_entry_t *q = &qe[i];
         if (q->value == 0)
             continue;
-        int k = merge_find(max, &jm, q->name);
+        int k = merge_find(me, max->n, &jm, q->name);
         if (k < 0)
             continue;
-        int u = merge_find(used, &ju, q->name);
+        int u = merge_find(ue, used->n, &ju, q->name);
         int64_t total;
-        if (__builtin_add_overflow(u >= 0 ? used->e[u].value : 0, q->value, &total) ||
-            total > max->e[k].value) {
+        if (__builtin_add_overflow(u >= 0 ? ue[u].value : 0, q->value, &total) || total > me[k].value) {
             if (failed != NULL)
                 *failed = q->name;
             return false;
@@ -802,32 +911,35 @@ bool kq_resource_fits(const kq_resource_t *used, const kq_resource_t *req, const
     return true;
 }
 
-void kq_resource_min(kq_resource_t *out, const kq_resource_t *a, const kq_resource_t *b)
+int kq_resource_min(kq_resource_t *out, const kq_resource_t *a, const kq_resource_t *b)
 {
     kq_resource_t t = KQ_RESOURCE_EMPTY;
+    int rc = grow(&t, a->n + b->n < kq_resource_max_names() ? a->n + b->n : kq_resource_max_names());
+    if (rc != 0)
+        return rc;
+    const kq_res_entry_t *ae = KQ_RES_E(a), *be = KQ_RES_E(b);
+    kq_res_entry_t *te = KQ_RES_E(&t);
     uint32_t i = 0, j = 0;
-    bool dropped = false;
     while (i < a->n || j < b->n) {
-        int c = i >= a->n ? 1 : j >= b->n ? -1 : name_cmp(a->e[i].name, b->e[j].name);
+        int c = i >= a->n ? 1 : j >= b->n ? -1 : name_cmp(ae[i].name, be[j].name);
         kq_res_entry_t x;
         if (c < 0) {
-            x = a->e[i++];
+            x = ae[i++];
         } else if (c > 0) {
-            x = b->e[j++];
+            x = be[j++];
         } else {
-            x = a->e[i].value <= b->e[j].value ? a->e[i] : b->e[j];
+            x = ae[i].value <= be[j].value ? ae[i] : be[j];
             i++;
             j++;
         }
-        if (t.n < KQ_RES_MAX)
-            t.e[t.n++] = x;
-        else
-            dropped = true;
+        if (t.n == capacity(&t)) {
+            kq_resource_free(&t);
+            return KQ_ERANGE; /* beyond the limit */
+        }
+        te[t.n++] = x;
     }
-    if (dropped)
-        kq_error("resource minimum has more than %d names, the last ones are dropped (unlimited)",
-                 KQ_RES_MAX);
-    *out = t;
+    kq_resource_move(out, &t);
+    return 0;
 }
 
 /* ====================================================================== JSON ==== */
@@ -838,7 +950,7 @@ json_t *kq_resource_to_json(const kq_resource_t *r)
     if (o == NULL)
         return NULL;
     for (uint32_t i = 0; i < r->n; i++) {
-        if (json_object_set_new(o, r->e[i].name, json_integer(r->e[i].value)) != 0) {
+        if (json_object_set_new(o, KQ_RES_E(r)[i].name, json_integer(KQ_RES_E(r)[i].value)) != 0) {
             json_decref(o);
             return NULL;
         }
@@ -877,6 +989,7 @@ int kq_resource_from_json(const json_t *obj, kq_resource_t *out, char *err, size
         return KQ_EPARSE;
     }
     kq_resource_t t = KQ_RESOURCE_EMPTY;
+    int rc = 0;
     const char *key;
     size_t key_len;
     json_t *val;
@@ -888,48 +1001,60 @@ int kq_resource_from_json(const json_t *obj, kq_resource_t *out, char *err, size
         if (key_len != strlen(key) || name_canonical(key, &clen) == NULL) {
             seterr(err, errlen, "invalid resource name %s: expected 1-%d characters of "
                    "[A-Za-z0-9._-] with at most one '/'", qk, KQ_RES_NAME_MAX);
-            return KQ_EPARSE;
+            rc = KQ_EPARSE;
+            goto out;
         }
         int64_t v;
         if (json_is_string(val)) {
             const char *s = json_string_value(val);
             if (json_string_length(val) != strlen(s)) {
                 seterr(err, errlen, "invalid quantity for %s: contains a NUL character", qk);
-                return KQ_EPARSE;
+                rc = KQ_EPARSE;
+                goto out;
             }
-            int rc = kq_quantity_parse(key, s, &v, err, errlen);
+            rc = kq_quantity_parse(key, s, &v, err, errlen);
             if (rc != 0)
-                return rc;
+                goto out;
         } else if (json_is_integer(val)) {
             json_int_t iv = json_integer_value(val);
             if (iv < 0) {
                 seterr(err, errlen, "invalid quantity %lld for %s: negative quantities are not allowed",
                        (long long)iv, qk);
-                return KQ_ERANGE;
+                rc = KQ_ERANGE;
+                goto out;
             }
             v = (int64_t)iv;
         } else {
             seterr(err, errlen, "invalid quantity for %s: expected a quantity string or a "
                    "non-negative integer, got %s", qk, json_type_name(val));
-            return KQ_EPARSE;
+            rc = KQ_EPARSE;
+            goto out;
         }
         const char *iname = kq_resource_name(key);
         if (iname == NULL) {
             seterr(err, errlen, "resource %s: too many distinct resource names (at most %d)", qk,
                    KQ_RES_NAMES_MAX);
-            return KQ_ERANGE;
+            rc = KQ_ERANGE;
+            goto out;
         }
         if (find_index(&t, iname) >= 0) {
             seterr(err, errlen, "resource %s: %s is given more than once", qk, iname);
-            return KQ_EPARSE;
+            rc = KQ_EPARSE;
+            goto out;
         }
-        if (insert_sorted(&t, iname, v) != 0) {
-            seterr(err, errlen, "resource %s: too many resources (at most %d)", qk, KQ_RES_MAX);
-            return KQ_ERANGE;
+        rc = insert_sorted(&t, iname, v);
+        if (rc != 0) {
+            if (rc == KQ_ERANGE)
+                seterr(err, errlen, "resource %s: too many resources (at most %u)", qk, kq_resource_max_names());
+            else
+                seterr(err, errlen, "resource %s: out of memory", qk);
+            goto out;
         }
     }
-    *out = t;
-    return 0;
+    kq_resource_move(out, &t);
+out:
+    kq_resource_free(&t);
+    return rc;
 }
 
 /* ================================================================ formatting ==== */
@@ -951,9 +1076,10 @@ size_t kq_resource_format(const kq_resource_t *r, char *buf, size_t len)
     for (uint32_t i = 0; i < r->n; i++) {
         if (i > 0)
             put(buf, len, &pos, " ");
-        put(buf, len, &pos, r->e[i].name);
+        const kq_res_entry_t *e = &KQ_RES_E(r)[i];
+        put(buf, len, &pos, e->name);
         put(buf, len, &pos, "=");
-        kq_quantity_format(r->e[i].name, r->e[i].value, q, sizeof(q));
+        kq_quantity_format(e->name, e->value, q, sizeof(q));
         put(buf, len, &pos, q);
     }
     if (len > 0)

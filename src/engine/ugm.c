@@ -248,7 +248,8 @@ typedef struct qpath {
 static const kq_resource_t empty_res = {.n = 0};
 
 _Static_assert(offsetof(node_t, hash) == 0 && offsetof(app_t, hash) == 0, "ptab_t entries start with their hash");
-_Static_assert(KQ_UGM_PATH_MAX <= UINT16_MAX && KQ_UGM_MAX_DEPTH <= UINT8_MAX && KQ_RES_MAX <= UINT8_MAX,
+_Static_assert(KQ_UGM_PATH_MAX <= UINT16_MAX && KQ_UGM_MAX_DEPTH <= UINT8_MAX && KQ_RES_MAX <= UINT8_MAX &&
+               KQ_RES_MAX <= KQ_RES_INLINE,
                "node_t field widths");
 
 /* ------------------------------------------------------------------------------------ */
@@ -276,8 +277,8 @@ static bool res_sub(kq_resource_t *r, const kq_resource_t *b)
     bool exact = kq_resource_sub(r, b);
     uint32_t j = 0;
     for (uint32_t i = 0; i < r->n; i++)
-        if (r->e[i].value != 0)
-            r->e[j++] = r->e[i];
+        if (KQ_RES_E(r)[i].value != 0)
+            KQ_RES_E(r)[j++] = KQ_RES_E(r)[i];
     r->n = j;
     return exact;
 }
@@ -472,12 +473,16 @@ static size_t node_room_off(size_t plen)
     return (offsetof(node_t, path) + plen + 1 + a - 1) / a * a;
 }
 
-/* A copy of the node's usage (the empty set for NULL). */
+/* A copy of the node's usage (the empty set for NULL) into *r, which need not be
+ * initialised: node usage never spills (resource.h, Limit; KQ_RES_MAX <= KQ_RES_INLINE). */
 static void node_load(const node_t *n, kq_resource_t *r)
 {
+    r->cap = 0;
+    r->heap = NULL;
     r->n = n != NULL ? n->n_used : 0;
+    assert(r->n <= KQ_RES_INLINE);
     if (r->n > 0)
-        memcpy(r->e, n->used, r->n * sizeof(r->e[0]));
+        memcpy(r->inl, n->used, r->n * sizeof(r->inl[0]));
 }
 
 /* Stores r as the node's usage; the room was reserved (node_reserve). */
@@ -485,7 +490,7 @@ static void node_store(node_t *n, const kq_resource_t *r)
 {
     assert(r->n <= n->cap_used);
     if (r->n > 0)
-        memcpy(n->used, r->e, r->n * sizeof(r->e[0]));
+        memcpy(n->used, KQ_RES_E(r), r->n * sizeof(KQ_RES_E(r)[0]));
     n->n_used = (uint8_t)r->n;
 }
 
@@ -1982,8 +1987,8 @@ static json_t *dao_res(const kq_resource_t *r)
 {
     json_t *o = json_object();
     for (uint32_t i = 0; o != NULL && i < r->n; i++) {
-        const char *name = strcmp(r->e[i].name, "cpu") == 0 ? "vcore" : r->e[i].name;
-        if (!jset(o, name, json_integer((json_int_t)r->e[i].value))) {
+        const char *name = strcmp(KQ_RES_E(r)[i].name, "cpu") == 0 ? "vcore" : KQ_RES_E(r)[i].name;
+        if (!jset(o, name, json_integer((json_int_t)KQ_RES_E(r)[i].value))) {
             json_decref(o);
             o = NULL;
         }

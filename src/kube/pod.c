@@ -448,8 +448,8 @@ static int compute_request(pctx_t *c, const jv_t *spec, const jv_t *status, kq_r
         if ((rc = parse_rlist(c, member(pres, "requests"), "spec.resources.requests", "", &podreq)) != 0)
             goto out;
         for (uint32_t i = 0; i < podreq.n; i++) {
-            if (is_pod_level_resource(podreq.e[i].name) &&
-                kq_resource_set(&total, podreq.e[i].name, podreq.e[i].value) != 0) {
+            if (is_pod_level_resource(KQ_RES_E(&podreq)[i].name) &&
+                kq_resource_set(&total, KQ_RES_E(&podreq)[i].name, KQ_RES_E(&podreq)[i].value) != 0) {
                 rc = fail(c, KQ_EPARSE, "spec.resources.requests: more than %d resource names", KQ_RES_MAX);
                 goto out;
             }

@@ -971,8 +971,8 @@ static int preempt_in_group(kq_app_t *app, const json_t *pod_obj, json_t *map)
                 ok = kq_resource_add(&on_node, &on[k].req) == 0;
             (void)kq_resource_sub(&on_node, &freed);
             for (uint32_t k = 0; ok && k < pod.request.n; k++) {
-                const char *d = pod.request.e[k].name;
-                int64_t r = pod.request.e[k].value;
+                const char *d = KQ_RES_E(&pod.request)[k].name;
+                int64_t r = KQ_RES_E(&pod.request)[k].value;
                 bool has;
                 int64_t av = kq_resource_get(&alloc, d, &has);
                 if (r > 0 && (!has || kq_resource_get(&on_node, d, NULL) > av - r))
@@ -1266,8 +1266,7 @@ static bool same_job(const kq_pod_t *a, const kq_pod_t *b)
 static int explain_pods(kq_app_t *app, kq_pod_t *pods, size_t n, bool list, char **out, size_t *out_len)
 {
     json_t *items = json_array(), *first_blockers = NULL;
-    kq_resource_t sum;
-    kq_resource_clear(&sum);
+    kq_resource_t sum = KQ_RESOURCE_EMPTY;
     size_t fit = 0;
     bool all_fit = true, any_never = false;
     char reason[REASON_MAX], msg[REASON_MAX];

@@ -442,7 +442,7 @@ int kq_rest_partitions(kq_app_t *app, char **body, size_t *len)
     json_t *n;
     bool ok = nodes != NULL;
     json_array_foreach(nodes, i, n) {
-        kq_resource_t r;
+        kq_resource_t r = KQ_RESOURCE_EMPTY; /* initialised: kq_resource_from_json writes into it */
         char err[128];
         if (ok && kq_resource_from_json(json_object_get(n, "allocatable"), &r, err, sizeof(err)) == 0)
             ok = kq_resource_add(&cap, &r) == 0;
@@ -459,11 +459,11 @@ int kq_rest_partitions(kq_app_t *app, char **body, size_t *len)
         json_t *util = json_object();
         ok = util != NULL && json_object_set_new(capacity, "utilization", util) == 0;
         for (uint32_t k = 0; ok && k < cap.n; k++) {
-            if (cap.e[k].value <= 0)
+            if (KQ_RES_E(&cap)[k].value <= 0)
                 continue;
-            int64_t u = kq_resource_get(&used, cap.e[k].name, NULL);
-            const char *name = strcmp(cap.e[k].name, "cpu") == 0 ? "vcore" : cap.e[k].name;
-            ok = json_object_set_new(util, name, json_integer((json_int_t)(u * 100 / cap.e[k].value))) == 0;
+            int64_t u = kq_resource_get(&used, KQ_RES_E(&cap)[k].name, NULL);
+            const char *name = strcmp(KQ_RES_E(&cap)[k].name, "cpu") == 0 ? "vcore" : KQ_RES_E(&cap)[k].name;
+            ok = json_object_set_new(util, name, json_integer((json_int_t)(u * 100 / KQ_RES_E(&cap)[k].value))) == 0;
         }
     }
     json_t *o = ok ? json_pack("{s:s,s:s,s:o,s:{s:s},s:b,s:b,s:s,s:I}", "clusterId", "kubernetes", "name",
@@ -520,8 +520,8 @@ static json_t *res_quantities(const kq_resource_t *r)
     json_t *o = json_object();
     for (uint32_t i = 0; o != NULL && i < r->n; i++) {
         char q[64];
-        kq_quantity_format(r->e[i].name, r->e[i].value, q, sizeof(q));
-        if (json_object_set_new(o, strcmp(r->e[i].name, "cpu") == 0 ? "vcore" : r->e[i].name, json_string(q)) != 0) {
+        kq_quantity_format(KQ_RES_E(r)[i].name, KQ_RES_E(r)[i].value, q, sizeof(q));
+        if (json_object_set_new(o, strcmp(KQ_RES_E(r)[i].name, "cpu") == 0 ? "vcore" : KQ_RES_E(r)[i].name, json_string(q)) != 0) {
             json_decref(o);
             o = NULL;
         }

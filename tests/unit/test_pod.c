@@ -731,7 +731,7 @@ static void test_request_direct(void **state)
     static const char ok[] = "{\"containers\":[{\"resources\":{\"requests\":{\"cpu\":\"1\"}}}],"
                              "\"overhead\":{\"cpu\":\"100m\"}}";
     assert_int_equal(kq_jdoc_parse(&spec, ok, strlen(ok), NULL, NULL), 0);
-    kq_resource_t r;
+    kq_resource_t r = KQ_RESOURCE_EMPTY;
     char err[256];
     assert_int_equal(kq_pod_request(kq_jdoc_root(&spec), &r, err, sizeof(err)), 0);
     assert_res(&r, "cpu", 1100);
@@ -760,7 +760,7 @@ static void test_request_rounds_up(void **state)
         "\"initContainers\":[{\"resources\":{\"requests\":{\"cpu\":\"0.2505\"}}}],"
         "\"overhead\":{\"memory\":\"0.5Ki\",\"cpu\":\"1n\"}}";
     assert_int_equal(kq_jdoc_parse(&spec, s, strlen(s), NULL, NULL), 0);
-    kq_resource_t r;
+    kq_resource_t r = KQ_RESOURCE_EMPTY;
     char err[256] = "";
     assert_int_equal(kq_pod_request(kq_jdoc_root(&spec), &r, err, sizeof(err)), 0);
     assert_res(&r, "cpu", 252);              /* max(101, ceil(250.5)) + ceil(0.000001) */

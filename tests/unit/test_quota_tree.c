@@ -78,7 +78,7 @@ static void total(kq_qtree_t *t, const char *r)
 /* Runtime of `g` in `dim`; the runtime must name it. */
 static int64_t rt(kq_qtree_t *t, const char *g, const char *dim)
 {
-    kq_resource_t r;
+    kq_resource_t r = KQ_RESOURCE_EMPTY;
     assert_int_equal(kq_qtree_runtime(t, g, &r), 0);
     bool has;
     int64_t v = val(&r, dim, &has);
@@ -94,10 +94,12 @@ static kq_qgroup_info_t info(kq_qtree_t *t, const char *g)
 }
 
 /* One resource of one field of a group's info. */
-#define IV(t, g, field, dim)                          \
-    __extension__({                                   \
-        kq_qgroup_info_t iv_ = info((t), (g));        \
-        val(&iv_.field, (dim), NULL);                 \
+#define IV(t, g, field, dim)                               \
+    __extension__({                                        \
+        kq_qgroup_info_t iv_ = info((t), (g));             \
+        int64_t v_ = val(&iv_.field, (dim), NULL);         \
+        kq_qtree_info_free(&iv_);                          \
+        v_;                                                \
     })
 
 /* ------------------------------------------------------------------ the seed's example */
@@ -251,7 +253,7 @@ static void test_dimensions_independent(void **state)
     assert_int_equal(rt(t, "A", "memory"), 675);
     assert_int_equal(rt(t, "B", "memory"), 325);
     /* A resource no node offers is not governed by runtime (max still is). */
-    kq_resource_t r;
+    kq_resource_t r = KQ_RESOURCE_EMPTY;
     assert_int_equal(kq_qtree_runtime(t, "A", &r), 0);
     bool has = true;
     val(&r, "nvidia.com/gpu", &has);
@@ -856,7 +858,7 @@ static void test_system_group(void **state)
     assert_int_equal(rt(t, "a", "cpu"), 700);
     kq_resource_t big = R("cpu=5000");
     assert_int_equal(kq_qtree_check(t, "system", &big, true, reason, sizeof reason), 0);
-    kq_resource_t r;
+    kq_resource_t r = KQ_RESOURCE_EMPTY;
     assert_int_equal(kq_qtree_runtime(t, "system", &r), 0);
     assert_int_equal(r.n, 0);
     assert_int_equal(kq_qtree_used_sub(t, "system", &s, true), 0);
@@ -1031,7 +1033,7 @@ static void compare_rebuilt(kq_qtree_t *t, const struct mgroup *all, int n, cons
         assert_int_equal(kq_qtree_request_add(f, all[k].name, &r), 0);
     }
     for (int k = 0; k < n; k++) {
-        kq_resource_t a, b;
+        kq_resource_t a = KQ_RESOURCE_EMPTY, b = KQ_RESOURCE_EMPTY;
         assert_int_equal(kq_qtree_runtime(t, all[k].name, &a), 0);
         assert_int_equal(kq_qtree_runtime(f, all[k].name, &b), 0);
         for (int d = 0; d < 2; d++)
@@ -1237,8 +1239,8 @@ static void assert_same_res(const char *what, const char *group, const kq_resour
     bool ok = want->n == got->n;
     for (uint32_t i = 0; ok && i < want->n; i++) {
         bool has;
-        int64_t v = val(got, want->e[i].name, &has);
-        ok = has && v == want->e[i].value;
+        int64_t v = val(got, KQ_RES_E(want)[i].name, &has);
+        ok = has && v == KQ_RES_E(want)[i].value;
     }
     if (!ok) {
         char a[512], b[512];
@@ -1257,7 +1259,7 @@ static void assert_same_values(const char *what, const char *group, const kq_res
     const kq_resource_t *sets[2] = {want, got};
     for (int s = 0; s < 2; s++)
         for (uint32_t i = 0; i < sets[s]->n; i++) {
-            const char *d = sets[s]->e[i].name;
+            const char *d = KQ_RES_E(sets[s])[i].name;
             int64_t a = val(want, d, NULL), b = val(got, d, NULL);
             if (a != b)
                 fprintf(stderr, "group %s %s %s: reference %lld, tree %lld\n", group, what, d, (long long)a,
@@ -1279,8 +1281,8 @@ static void ref_smin(struct rgroup *g, int p)
         names[i] = g[P->kids[i]].in.name;
     }
     for (uint32_t j = 0; j < P->smin.n; j++) {
-        const char *d = P->smin.e[j].name;
-        int64_t E = P->smin.e[j].value, S = 0;
+        const char *d = KQ_RES_E(&P->smin)[j].name;
+        int64_t E = KQ_RES_E(&P->smin)[j].value, S = 0;
         for (int i = 0; i < n; i++) {
             w[i] = val(&g[P->kids[i]].in.min, d, NULL);
             S += w[i];
@@ -1308,9 +1310,9 @@ static void ref_request(struct rgroup *g, int x)
             struct rgroup *K = &g[X->kids[i]];
             ref_request(g, X->kids[i]);
             for (uint32_t j = 0; j < K->ask.n; j++) {
-                const char *d = K->ask.e[j].name;
+                const char *d = KQ_RES_E(&K->ask)[j].name;
                 int64_t s;
-                if (__builtin_add_overflow(val(&X->request, d, NULL), K->ask.e[j].value, &s))
+                if (__builtin_add_overflow(val(&X->request, d, NULL), KQ_RES_E(&K->ask)[j].value, &s))
                     s = INT64_MAX;
                 assert_int_equal(kq_resource_set(&X->request, d, s), 0);
             }
@@ -1323,16 +1325,16 @@ static void ref_request(struct rgroup *g, int x)
     X->ask = strcmp(X->in.name, "default") == 0 ? X->in.used : X->request;
     if (!X->in.allow_lent)
         for (uint32_t j = 0; j < X->smin.n; j++)
-            if (X->smin.e[j].value > val(&X->ask, X->smin.e[j].name, NULL))
-                assert_int_equal(kq_resource_set(&X->ask, X->smin.e[j].name, X->smin.e[j].value), 0);
+            if (KQ_RES_E(&X->smin)[j].value > val(&X->ask, KQ_RES_E(&X->smin)[j].name, NULL))
+                assert_int_equal(kq_resource_set(&X->ask, KQ_RES_E(&X->smin)[j].name, KQ_RES_E(&X->smin)[j].value), 0);
     kq_resource_t masked = KQ_RESOURCE_EMPTY;
     for (uint32_t j = 0; j < X->ask.n; j++) {
         bool has;
-        int64_t mx = val(&X->in.max, X->ask.e[j].name, &has);
+        int64_t mx = val(&X->in.max, KQ_RES_E(&X->ask)[j].name, &has);
         if (X->in.max.n > 0 && !has)
             continue;
-        assert_int_equal(kq_resource_set(&masked, X->ask.e[j].name,
-                                         has && X->ask.e[j].value > mx ? mx : X->ask.e[j].value), 0);
+        assert_int_equal(kq_resource_set(&masked, KQ_RES_E(&X->ask)[j].name,
+                                         has && KQ_RES_E(&X->ask)[j].value > mx ? mx : KQ_RES_E(&X->ask)[j].value), 0);
     }
     X->ask = masked;
 }
@@ -1350,7 +1352,7 @@ static void ref_runtime(struct rgroup *g, int p, const kq_resource_t *tot)
         names[i] = g[P->kids[i]].in.name;
     }
     for (uint32_t j = 0; j < tot->n; j++) {
-        const char *d = tot->e[j].name;
+        const char *d = KQ_RES_E(tot)[j].name;
         int64_t R_ = val(&P->runtime, d, NULL), sum = 0;
         for (int i = 0; i < n; i++) {
             struct rgroup *K = &g[P->kids[i]];
@@ -1434,8 +1436,8 @@ static void compare_reference(kq_qtree_t *t, const kq_resource_t *alloc)
         kq_qgroup_info_t sys = info(t, "system");
         tot = *alloc;
         for (uint32_t k = 0; k < tot.n; k++) {
-            int64_t u = val(&sys.used, tot.e[k].name, NULL);
-            tot.e[k].value = u >= tot.e[k].value ? 0 : tot.e[k].value - u;
+            int64_t u = val(&sys.used, KQ_RES_E(&tot)[k].name, NULL);
+            KQ_RES_E(&tot)[k].value = u >= KQ_RES_E(&tot)[k].value ? 0 : KQ_RES_E(&tot)[k].value - u;
         }
     }
     g[0].smin = tot;
@@ -1546,8 +1548,8 @@ static void test_reference_random(void **state)
                 if (rnd() % 5 == 0) {
                     kq_resource_t a = KQ_RESOURCE_EMPTY;
                     for (uint32_t k = 0; k < alloc.n; k++)
-                        if (alloc.e[k].name != kq_resource_name(dn))
-                            a.e[a.n++] = alloc.e[k];
+                        if (KQ_RES_E(&alloc)[k].name != kq_resource_name(dn))
+                            KQ_RES_E(&a)[a.n++] = KQ_RES_E(&alloc)[k];
                     if (a.n == alloc.n)
                         assert_int_equal(kq_resource_set(&a, dn, rnd_in(0, scale * 20)), 0);
                     alloc = a;
@@ -1695,6 +1697,107 @@ static void test_threads(void **state)
     kq_qtree_free(t);
 }
 
+/* ------------------------------------------------------------------ many resource names */
+
+/* "example.com/r00=v,...,example.com/rNN=v": names [from, to) all with value v. */
+static kq_resource_t RN(int from, int to, int64_t v)
+{
+    kq_resource_t r = KQ_RESOURCE_EMPTY;
+    for (int i = from; i < to; i++) {
+        char k[32];
+        snprintf(k, sizeof k, "example.com/r%02d", i);
+        assert_int_equal(kq_resource_set(&r, k, v), 0);
+    }
+    return r;
+}
+
+static int lift_limit(void **state)
+{
+    (void)state;
+    kq_resource_set_max_names(UINT32_MAX);
+    return 0;
+}
+
+static int restore_limit(void **state)
+{
+    (void)state;
+    kq_resource_set_max_names(KQ_RES_MAX);
+    return 0;
+}
+
+/* Issue 15: more resource names than a set holds inline (GPU nodes with MIG profiles,
+ * hugepages, RDMA...). Cluster total: 24 names of 100 each. Parent p: min 10, max 100 in
+ * r00..r19; its children a and b: min 8 each (forced: 16 > 10, so both scale to
+ * 10 * 8/16 = 5). a requests 30 in r00..r19: the root gives p its min 10 plus 20 of the
+ * 90 left (its ask is 30; the default group asks nothing), p gives a all 30 (b asks
+ * nothing). Only the 20 names of p's max limit p. */
+static void test_many_names(void **state)
+{
+    (void)state;
+    kq_qtree_t *t = kq_qtree_new();
+    kq_resource_t tot = RN(0, 24, 100);
+    kq_qtree_set_cluster_total(t, &tot);
+    kq_qgroup_spec_t s;
+    char err[512] = "";
+    kq_qgroup_spec_init(&s, "p");
+    s.min = RN(0, 20, 10);
+    s.max = RN(0, 20, 100);
+    s.is_parent = true;
+    assert_int_equal(kq_qtree_set_group(t, &s, err, sizeof err), 0);
+    kq_resource_free(&s.min);
+    kq_resource_free(&s.max);
+    for (int k = 0; k < 2; k++) {
+        kq_qgroup_spec_init(&s, k == 0 ? "p.a" : "p.b");
+        s.parent = "p";
+        s.min = RN(0, 20, 8);
+        s.allow_force_update = true;
+        assert_int_equal(kq_qtree_set_group(t, &s, err, sizeof err), 0);
+        kq_resource_free(&s.min);
+    }
+    kq_resource_t r30 = RN(0, 20, 30), r1 = RN(0, 20, 1);
+    assert_int_equal(kq_qtree_request_add(t, "p.a", &r30), 0);
+
+    json_t *j = kq_qtree_json(t);
+    json_t *ct = json_object_get(j, "clusterTotal");
+    assert_int_equal(json_object_size(ct), 24);
+    assert_int_equal(json_integer_value(json_object_get(ct, "example.com/r23")), 100);
+    json_decref(j);
+
+    kq_qgroup_info_t ia = info(t, "p.a"), ip = info(t, "p");
+    assert_int_equal(ia.scaled_min.n, 20);
+    for (int i = 0; i < 20; i++)
+        assert_int_equal(KQ_RES_E(&ia.scaled_min)[i].value, 5);
+    assert_int_equal(ip.limit.n, 20);
+    for (int i = 0; i < 20; i++)
+        assert_int_equal(KQ_RES_E(&ip.limit)[i].value, 30);
+    assert_int_equal(ia.runtime.n, 24);
+    assert_int_equal(val(&ia.runtime, "example.com/r19", NULL), 30);
+    kq_qtree_info_free(&ia);
+    kq_qtree_info_free(&ip);
+
+    char reason[512];
+    assert_int_equal(kq_qtree_assume(t, "p.a", &r30, false, reason, sizeof reason), 0);
+    assert_int_equal(kq_qtree_assume(t, "p.a", &r1, false, reason, sizeof reason), KQ_EDENIED);
+    assert_non_null(strstr(reason, "example.com/r00"));
+    assert_int_equal(IV(t, "root", used, "example.com/r19"), 30);
+
+    /* removing a moves its usage (20 names) to the default group */
+    assert_int_equal(kq_qtree_remove_group(t, "p.a", err, sizeof err), 0);
+    assert_int_equal(IV(t, "default", used, "example.com/r19"), 30);
+    assert_int_equal(IV(t, "default", request, "example.com/r00"), 30);
+    assert_int_equal(IV(t, "p", used, "example.com/r00"), 0);
+    assert_int_equal(IV(t, "root", used, "example.com/r00"), 30);
+    kq_qgroup_over_t *ov = NULL;
+    size_t nov = 0;
+    assert_int_equal(kq_qtree_over_runtime(t, &ov, &nov), 0);
+    kq_qtree_over_free(ov, nov);
+
+    kq_resource_free(&tot);
+    kq_resource_free(&r30);
+    kq_resource_free(&r1);
+    kq_qtree_free(t);
+}
+
 int main(void)
 {
     (void)kq_log_set_level("warn");
@@ -1721,6 +1824,7 @@ int main(void)
         cmocka_unit_test(test_reference_random),
         cmocka_unit_test(test_reference_wide),
         cmocka_unit_test(test_threads),
+        cmocka_unit_test_setup_teardown(test_many_names, lift_limit, restore_limit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -658,7 +658,7 @@ static kq_resource_t mk(const char *spec)
 static void assert_sorted(const kq_resource_t *r)
 {
     for (uint32_t i = 1; i < r->n; i++)
-        assert_true(strcmp(r->e[i - 1].name, r->e[i].name) < 0);
+        assert_true(strcmp(KQ_RES_E(r)[i - 1].name, KQ_RES_E(r)[i].name) < 0);
 }
 
 /* Same names (as pointers) and values; padding and unused slots are not compared. */
@@ -666,8 +666,8 @@ static void assert_same(const kq_resource_t *a, const kq_resource_t *b)
 {
     assert_int_equal(a->n, b->n);
     for (uint32_t i = 0; i < a->n; i++) {
-        assert_ptr_equal(a->e[i].name, b->e[i].name);
-        assert_true(a->e[i].value == b->e[i].value);
+        assert_ptr_equal(KQ_RES_E(a)[i].name, KQ_RES_E(b)[i].name);
+        assert_true(KQ_RES_E(a)[i].value == KQ_RES_E(b)[i].value);
     }
 }
 
@@ -685,10 +685,10 @@ static void test_set_get(void **state)
     assert_int_equal(kq_resource_set(&r, GPU, 2), 0);
     assert_int_equal(kq_resource_set(&r, "vcore", 1500), 0);
     assert_int_equal(r.n, 3);
-    assert_string_equal(r.e[0].name, "cpu");
-    assert_string_equal(r.e[1].name, "memory");
-    assert_string_equal(r.e[2].name, GPU);
-    assert_ptr_equal(r.e[0].name, kq_resource_name("cpu"));
+    assert_string_equal(KQ_RES_E(&r)[0].name, "cpu");
+    assert_string_equal(KQ_RES_E(&r)[1].name, "memory");
+    assert_string_equal(KQ_RES_E(&r)[2].name, GPU);
+    assert_ptr_equal(KQ_RES_E(&r)[0].name, kq_resource_name("cpu"));
     assert_int_equal(val(&r, "cpu", &present), 1500);
     assert_true(present);
     assert_int_equal(val(&r, "vcore", NULL), 1500);
@@ -981,8 +981,8 @@ static void test_min(void **state)
     (void)state;
     kq_resource_t a = mk("cpu=1000 memory=5");
     kq_resource_t b = mk("cpu=500 " GPU "=2");
-    kq_resource_t out;
-    kq_resource_min(&out, &a, &b);
+    kq_resource_t out = KQ_RESOURCE_EMPTY;
+    assert_int_equal(kq_resource_min(&out, &a, &b), 0);
     kq_resource_t want = mk("cpu=500 memory=5 " GPU "=2");
     assert_int_equal(out.n, 3);
     assert_sorted(&out);
@@ -991,13 +991,13 @@ static void test_min(void **state)
     /* explicit 0 is kept: nothing allowed wins over unlimited */
     kq_resource_t z = mk(GPU "=0");
     kq_resource_t empty = KQ_RESOURCE_EMPTY;
-    kq_resource_min(&out, &empty, &z);
+    assert_int_equal(kq_resource_min(&out, &empty, &z), 0);
     bool present = false;
     assert_int_equal(val(&out, GPU, &present), 0);
     assert_true(present);
 
     /* out may alias an input */
-    kq_resource_min(&a, &a, &b);
+    assert_int_equal(kq_resource_min(&a, &a, &b), 0);
     assert_same(&a, &want);
 }
 
@@ -1017,7 +1017,7 @@ static void test_from_json(void **state)
     (void)state;
     json_t *j = load("{\"memory\": \"2Gi\", \"vcore\": \"1.5\", \"nvidia.com/gpu\": 1, "
                      "\"ephemeral-storage\": 1073741824, \"pods\": \"0\"}");
-    kq_resource_t r;
+    kq_resource_t r = KQ_RESOURCE_EMPTY;
     char err[256] = "x";
     assert_int_equal(kq_resource_from_json(j, &r, err, sizeof(err)), 0);
     assert_string_equal(err, "");
@@ -1109,7 +1109,7 @@ static void test_json_round_trip(void **state)
     assert_string_equal(text, "{\"cpu\":1500,\"hugepages-2Mi\":4194304,\"memory\":9223372036854775807,"
                               "\"nvidia.com/gpu\":0}");
     free(text);
-    kq_resource_t back;
+    kq_resource_t back = KQ_RESOURCE_EMPTY;
     assert_int_equal(kq_resource_from_json(j, &back, NULL, 0), 0);
     assert_same(&back, &r);
     json_decref(j);
@@ -1181,6 +1181,282 @@ static void test_intern_table_full(void **state)
     assert_int_equal(v, 3);
 }
 
+/* ------------------------------------------------- beyond KQ_RES_INLINE names ---- */
+/* Sets with more names than fit inline spill to the heap (resource.h, Storage and
+ * ownership). The limit is lifted for these tests; every expected value comes from a
+ * plain array model indexed by the name's number, not from the module. Run under
+ * `make asan`, they also check that copy/move/free own the heap arrays exactly. */
+
+#define NM 48 /* model names: example.com/m00 .. m47 */
+
+static const char *mname(int i)
+{
+    char b[32];
+    snprintf(b, sizeof(b), "example.com/m%02d", i);
+    return kq_resource_name(b);
+}
+
+/* r from model v[0..NM): names with v[i] >= 0 are present, inserted in a scrambled order. */
+static void from_model(kq_resource_t *r, const int64_t *v)
+{
+    for (int k = 0; k < NM; k++) {
+        int i = (k * 29 + 7) % NM; /* 29 is prime to 48: every index once */
+        if (v[i] >= 0)
+            assert_int_equal(kq_resource_set(r, mname(i), v[i]), 0);
+    }
+}
+
+static void assert_model(const kq_resource_t *r, const int64_t *v)
+{
+    uint32_t n = 0;
+    for (int i = 0; i < NM; i++) {
+        bool present = false;
+        int64_t got = kq_resource_get(r, mname(i), &present);
+        assert_int_equal(present, v[i] >= 0);
+        if (v[i] >= 0) {
+            assert_true(got == v[i]);
+            n++;
+        }
+    }
+    assert_int_equal(r->n, n);
+    assert_sorted(r);
+}
+
+static int lift_limit(void **state)
+{
+    (void)state;
+    kq_resource_set_max_names(UINT32_MAX);
+    return 0;
+}
+
+static int restore_limit(void **state)
+{
+    (void)state;
+    kq_resource_set_max_names(KQ_RES_MAX);
+    return 0;
+}
+
+static void test_many_set_copy_move(void **state)
+{
+    (void)state;
+    int64_t v[NM];
+    for (int i = 0; i < NM; i++)
+        v[i] = i % 3 == 0 ? -1 : i * 1000; /* 32 names */
+    kq_resource_t r = KQ_RESOURCE_EMPTY;
+    from_model(&r, v);
+    assert_true(r.n > KQ_RES_INLINE);
+    assert_model(&r, v);
+
+    /* copy into an empty set, an inline one and a spilled one; then they are independent */
+    kq_resource_t c1 = KQ_RESOURCE_EMPTY, c2 = mk("cpu=1"), c3 = KQ_RESOURCE_EMPTY;
+    from_model(&c3, v);
+    assert_int_equal(kq_resource_set(&c3, "example.com/other", 5), 0);
+    assert_int_equal(kq_resource_copy(&c1, &r), 0);
+    assert_int_equal(kq_resource_copy(&c2, &r), 0);
+    assert_int_equal(kq_resource_copy(&c3, &r), 0);
+    assert_int_equal(kq_resource_set(&r, mname(1), 7), 0);
+    int64_t w[NM];
+    memcpy(w, v, sizeof w);
+    w[1] = 7;
+    assert_model(&r, w);
+    assert_model(&c1, v);
+    assert_model(&c2, v);
+    assert_model(&c3, v);
+    assert_int_equal(kq_resource_copy(&c1, &c1), 0); /* self-copy is a no-op */
+    assert_model(&c1, v);
+
+    /* move: the source is left empty, the destination's old heap array is released */
+    kq_resource_move(&c2, &r);
+    assert_model(&c2, w);
+    assert_int_equal(r.n, 0);
+    /* a spilled set shrunk back below KQ_RES_INLINE still works, and frees cleanly */
+    kq_resource_t small = mk("cpu=2 memory=3");
+    assert_int_equal(kq_resource_copy(&c3, &small), 0);
+    assert_same(&c3, &small);
+    kq_resource_move(&c3, &small); /* inline source into a spilled destination */
+    assert_int_equal(c3.n, 2);
+    assert_int_equal(val(&c3, "memory", NULL), 3);
+
+    kq_resource_free(&r);
+    kq_resource_free(&c1);
+    kq_resource_free(&c2);
+    kq_resource_free(&c3);
+    kq_resource_free(&small);
+    kq_resource_free(NULL);
+    assert_int_equal(c1.n, 0);
+}
+
+static void test_many_add_sub(void **state)
+{
+    (void)state;
+    int64_t a[NM], b[NM], want[NM];
+    for (int i = 0; i < NM; i++) {
+        a[i] = i < 30 ? 10 * i : -1;           /* m00..m29 */
+        b[i] = i >= 14 && i < 44 ? i + 1 : -1; /* m14..m43 */
+        want[i] = a[i] < 0 && b[i] < 0 ? -1 : (a[i] < 0 ? 0 : a[i]) + (b[i] < 0 ? 0 : b[i]);
+    }
+    kq_resource_t ra = KQ_RESOURCE_EMPTY, rb = KQ_RESOURCE_EMPTY;
+    from_model(&ra, a);
+    from_model(&rb, b);
+    assert_int_equal(kq_resource_add_check(&ra, &rb), 0);
+    assert_model(&ra, a); /* add_check changes no entry */
+    assert_int_equal(kq_resource_add(&ra, &rb), 0);
+    assert_model(&ra, want); /* 44 names */
+
+    /* r += r */
+    kq_resource_t d = KQ_RESOURCE_EMPTY;
+    assert_int_equal(kq_resource_copy(&d, &ra), 0);
+    assert_int_equal(kq_resource_add(&d, &d), 0);
+    int64_t twice[NM];
+    for (int i = 0; i < NM; i++)
+        twice[i] = want[i] < 0 ? -1 : 2 * want[i];
+    assert_model(&d, twice);
+
+    /* overflow in the last name: KQ_ERANGE, nothing changed */
+    kq_resource_t big = KQ_RESOURCE_EMPTY;
+    assert_int_equal(kq_resource_set(&big, mname(0), 1), 0);
+    assert_int_equal(kq_resource_set(&big, mname(43), INT64_MAX), 0);
+    assert_int_equal(kq_resource_set(&big, mname(47), 1), 0); /* a new name too */
+    assert_int_equal(kq_resource_add_check(&ra, &big), KQ_ERANGE);
+    assert_int_equal(kq_resource_add(&ra, &big), KQ_ERANGE);
+    assert_model(&ra, want);
+
+    /* sub back: exact; then once more: clamped at 0, names stay */
+    assert_true(kq_resource_sub(&ra, &rb));
+    int64_t back[NM];
+    for (int i = 0; i < NM; i++)
+        back[i] = want[i] < 0 ? -1 : (a[i] < 0 ? 0 : a[i]);
+    assert_model(&ra, back);
+    assert_false(kq_resource_sub(&ra, &rb));
+    for (int i = 0; i < NM; i++)
+        if (b[i] >= 0)
+            back[i] = a[i] < 0 || a[i] < b[i] ? 0 : a[i] - b[i];
+    assert_model(&ra, back);
+
+    /* max and fill */
+    kq_resource_t mx = KQ_RESOURCE_EMPTY, fl = KQ_RESOURCE_EMPTY;
+    from_model(&mx, a);
+    from_model(&fl, a);
+    assert_int_equal(kq_resource_max(&mx, &rb), 0);
+    assert_int_equal(kq_resource_fill(&fl, &rb), 0);
+    int64_t wmax[NM], wfill[NM];
+    for (int i = 0; i < NM; i++) {
+        wmax[i] = a[i] > b[i] ? a[i] : b[i];
+        wfill[i] = a[i] >= 0 ? a[i] : b[i];
+    }
+    assert_model(&mx, wmax);
+    assert_model(&fl, wfill);
+
+    /* min: a name missing on one side takes the other side's value */
+    kq_resource_t mn = KQ_RESOURCE_EMPTY;
+    from_model(&mn, b);
+    assert_int_equal(kq_resource_min(&mn, &mn, &mx), 0); /* out aliases an input */
+    int64_t wmin[NM];
+    for (int i = 0; i < NM; i++)
+        wmin[i] = b[i] < 0 ? wmax[i] : wmax[i] < 0 ? b[i] : (b[i] < wmax[i] ? b[i] : wmax[i]);
+    assert_model(&mn, wmin);
+
+    kq_resource_free(&ra);
+    kq_resource_free(&rb);
+    kq_resource_free(&d);
+    kq_resource_free(&big);
+    kq_resource_free(&mx);
+    kq_resource_free(&fl);
+    kq_resource_free(&mn);
+}
+
+static void test_many_compare_fits(void **state)
+{
+    (void)state;
+    int64_t mx[NM], used[NM], req[NM];
+    for (int i = 0; i < NM; i++) {
+        mx[i] = i < 24 ? 100 : -1;        /* a max naming 24 resources */
+        used[i] = i < 20 ? 50 + i : -1;   /* used in 20 of them */
+        req[i] = i >= 4 && i < 24 ? 5 : -1; /* a request naming 20 */
+    }
+    kq_resource_t m = KQ_RESOURCE_EMPTY, u = KQ_RESOURCE_EMPTY, q = KQ_RESOURCE_EMPTY;
+    from_model(&m, mx);
+    from_model(&u, used);
+    from_model(&q, req);
+    const char *failed = NULL;
+    assert_true(kq_resource_fits(&u, &q, &m, &failed)); /* at most 69 + 5 <= 100 */
+    assert_true(kq_resource_fits_in(&u, &m));
+    /* m17 becomes the one that does not fit: 50+17 + 34 = 101 > 100; m19 too, later */
+    assert_int_equal(kq_resource_set(&q, mname(17), 34), 0);
+    assert_int_equal(kq_resource_set(&q, mname(19), 40), 0);
+    assert_false(kq_resource_fits(&u, &q, &m, &failed));
+    assert_ptr_equal(failed, mname(17));
+    /* a name the max does not list is unlimited */
+    assert_int_equal(kq_resource_set(&q, mname(17), 1), 0);
+    assert_int_equal(kq_resource_set(&q, mname(19), 1), 0);
+    assert_int_equal(kq_resource_set(&q, mname(40), INT64_MAX), 0);
+    assert_true(kq_resource_fits(&u, &q, &m, NULL));
+    /* fits_in(q, u): names missing from u (m20..m23, m40) are unlimited; m04..m19 fit */
+    assert_true(kq_resource_fits_in(&q, &u));
+    assert_int_equal(kq_resource_set(&q, mname(18), 69), 0); /* used has 50+18 = 68 */
+    assert_false(kq_resource_fits_in(&q, &u));
+
+    /* equal ignores zero entries and storage */
+    kq_resource_t a = KQ_RESOURCE_EMPTY, b = mk("example.com/m05=9");
+    for (int i = 0; i < 30; i++)
+        assert_int_equal(kq_resource_set(&a, mname(i), i == 5 ? 9 : 0), 0);
+    assert_true(a.n > KQ_RES_INLINE);
+    assert_true(kq_resource_equal(&a, &b));
+    assert_true(kq_resource_equal(&b, &a));
+    assert_int_equal(kq_resource_set(&a, mname(29), 1), 0);
+    assert_false(kq_resource_equal(&a, &b));
+    assert_false(kq_resource_is_zero(&a));
+
+    kq_resource_free(&m);
+    kq_resource_free(&u);
+    kq_resource_free(&q);
+    kq_resource_free(&a);
+    kq_resource_free(&b);
+}
+
+static void test_many_json_format(void **state)
+{
+    (void)state;
+    json_t *o = json_object();
+    for (int i = 0; i < 24; i++) {
+        char k[32], q[32];
+        snprintf(k, sizeof k, "example.com/m%02d", i);
+        snprintf(q, sizeof q, "%d", i + 1);
+        assert_int_equal(json_object_set_new(o, k, json_string(q)), 0);
+    }
+    assert_int_equal(json_object_set_new(o, "hugepages-1Gi", json_string("2Gi")), 0);
+    kq_resource_t r = mk("cpu=1"); /* replaced, not added to */
+    char err[256];
+    assert_int_equal(kq_resource_from_json(o, &r, err, sizeof err), 0);
+    assert_int_equal(r.n, 25);
+    assert_int_equal(val(&r, "cpu", NULL), 0);
+    assert_int_equal(val(&r, "hugepages-1Gi", NULL), 2 * GI);
+    assert_int_equal(val(&r, "example.com/m23", NULL), 24);
+    json_t *back = kq_resource_to_json(&r);
+    assert_int_equal(json_object_size(back), 25);
+    assert_int_equal(json_integer_value(json_object_get(back, "example.com/m07")), 8);
+    char buf[2048];
+    size_t len = kq_resource_format(&r, buf, sizeof buf);
+    assert_int_equal(len, strlen(buf));
+    assert_non_null(strstr(buf, "example.com/m00=1 example.com/m01=2 "));
+    assert_non_null(strstr(buf, "example.com/m23=24 hugepages-1Gi=2Gi"));
+    /* an error leaves r as it was */
+    assert_int_equal(json_object_set_new(o, "example.com/bad", json_string("1x")), 0);
+    assert_int_equal(kq_resource_from_json(o, &r, err, sizeof err), KQ_EPARSE);
+    assert_int_equal(r.n, 25);
+    /* the limit is enforced when set: 25 names > 20 */
+    kq_resource_set_max_names(20);
+    json_object_del(o, "example.com/bad");
+    kq_resource_t s = KQ_RESOURCE_EMPTY;
+    assert_int_equal(kq_resource_from_json(o, &s, err, sizeof err), KQ_ERANGE);
+    assert_non_null(strstr(err, "at most 20"));
+    assert_int_equal(s.n, 0);
+    kq_resource_set_max_names(UINT32_MAX);
+    json_decref(o);
+    json_decref(back);
+    kq_resource_free(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1207,7 +1483,11 @@ int main(void)
         cmocka_unit_test(test_from_json_rejects),
         cmocka_unit_test(test_json_round_trip),
         cmocka_unit_test(test_resource_format),
-        cmocka_unit_test(test_intern_table_full),
+        cmocka_unit_test_setup_teardown(test_many_set_copy_move, lift_limit, restore_limit),
+        cmocka_unit_test_setup_teardown(test_many_add_sub, lift_limit, restore_limit),
+        cmocka_unit_test_setup_teardown(test_many_compare_fits, lift_limit, restore_limit),
+        cmocka_unit_test_setup_teardown(test_many_json_format, lift_limit, restore_limit),
+        cmocka_unit_test(test_intern_table_full), /* last: it fills the name table */
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -110,6 +110,8 @@
 
 typedef struct kq_qtree kq_qtree_t;
 
+/* Read-only for kq_qtree_set_group/validate_group, which copy what they keep: its sets may
+ * be shallow copies of sets the caller keeps alive for the call (never freed through it). */
 typedef struct kq_qgroup_spec {
     const char *name;            /* borrowed for the call */
     const char *parent;          /* NULL, "" or KQ_QTREE_ROOT: first level */
@@ -221,21 +223,28 @@ int kq_qtree_check_preempt(kq_qtree_t *t, const char *group, const kq_resource_t
 int kq_qtree_assume(kq_qtree_t *t, const char *group, const kq_resource_t *req, bool nonpreemptible,
                     char *reason, size_t reasonlen) KQ_WUR;
 
-/* The group's current runtime (resources the cluster total names). KQ_ENOENT unknown.
- * The system group's runtime is empty (unlimited). */
+/* The group's current runtime (resources the cluster total names) into *out (an
+ * initialised set, see resource.h). KQ_ENOENT unknown, KQ_ENOMEM. The system group's
+ * runtime is empty (unlimited). */
 int kq_qtree_runtime(kq_qtree_t *t, const char *group, kq_resource_t *out) KQ_WUR;
 
 /* Whether the group exists (O(1)); *is_parent (if non-NULL) says whether it is a parent
  * group. The system group and the default group exist; KQ_QTREE_ROOT is a parent. */
 bool kq_qtree_lookup(kq_qtree_t *t, const char *group, bool *is_parent);
 
-/* Everything about one group (KQ_QTREE_ROOT included). KQ_ENOENT unknown. */
+/* Everything about one group (KQ_QTREE_ROOT included). KQ_ENOENT unknown, KQ_ENOMEM.
+ * *out is overwritten (not freed first); on success the caller owns its sets and
+ * releases them with kq_qtree_info_free. */
 int kq_qtree_info(kq_qtree_t *t, const char *group, kq_qgroup_info_t *out) KQ_WUR;
+/* Frees the sets of an info filled by kq_qtree_info (the struct itself is the caller's). */
+void kq_qtree_info_free(kq_qgroup_info_t *info);
 
 /* Leaf groups (default included, system excluded) whose used exceeds min(runtime, max) in
- * some resource, sorted by name. *out is a new malloc'ed array (NULL when *n is 0).
- * 0 or KQ_ENOMEM. */
+ * some resource, sorted by name. *out is a new array (NULL when *n is 0), released with
+ * kq_qtree_over_free. 0 or KQ_ENOMEM. */
 int kq_qtree_over_runtime(kq_qtree_t *t, kq_qgroup_over_t **out, size_t *n) KQ_WUR;
+/* Frees an array from kq_qtree_over_runtime and its sets. NULL is a no-op. */
+void kq_qtree_over_free(kq_qgroup_over_t *v, size_t n);
 
 /* {"clusterAllocatable": {...}, "clusterTotal": {...}, "groups": [ {"name", "parent"
  * (null for root and system), "isParent", "minResource", "scaledMinResource",
