@@ -73,7 +73,7 @@ $(BUILD)/obj/ui.o: CPPFLAGS += -I$(BUILD)/gen
 
 # Library modules, in dependency order. main.c only wires them together.
 CORE_MODULES    := error log duration resource config placement ugm quota_tree jscan
-SERVICE_MODULES := pod ledger kube extender rest metrics server sync admission elastic auth leader metering ui
+SERVICE_MODULES := pod ledger kube extender rest metrics server sync admission elastic auth leader metering ui gating
 MODULES         := $(CORE_MODULES) $(SERVICE_MODULES)
 
 obj = $(addprefix $(BUILD)/obj/,$(addsuffix .o,$(1)))

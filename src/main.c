@@ -29,6 +29,7 @@
 #include "kubequota/control/ledger.h"
 #include "kubequota/base/log.h"
 #include "kubequota/control/metering.h"
+#include "kubequota/control/gating.h"
 #include "kubequota/serve/metrics.h"
 #include "kubequota/serve/server.h"
 #include "kubequota/control/sync.h"
@@ -60,7 +61,7 @@ enum {
     /* elastic flags */
     O_SYSNS, O_DQMIN, O_DQMAX, O_GRACE, O_ETICK, O_STATUS, O_MINRUN, O_PREEMPT_DEF,
     O_METERING, O_LEADER_ELECT, O_LEASE_NS, O_LEASE_NAME, O_LEASE_DUR, O_RENEW_DEADLINE, O_RETRY_PERIOD,
-    O_APPID_FALLBACK,
+    O_APPID_FALLBACK, O_GATE, O_GATE_TIMEOUT,
     O_HELP = 'h',
 };
 
@@ -136,6 +137,11 @@ static const flag_t serve_flags[] = {
     {"config-map", 1, O_CONFIG_MAP, "NS/NAME[:KEY]", "the ConfigMap holding queues.yaml, guarded by\n"
                                                      "/admission/validate (default kube-system/kubequota-config,\n"
                                                      "key queues.yaml)", NULL},
+    {"admission-gate", 0, O_GATE, NULL, "create managed pods with the scheduling gate\n"
+                                        "kubequota.io/admission and release them in fair order when\n"
+                                        "they fit (docs/gating.md; default off)", NULL},
+    {"admission-gate-reserve-timeout", 1, O_GATE_TIMEOUT, "DURATION", "a released pod not bound within this\n"
+                                                                      "loses its reservation (default 2m)", NULL},
     {NULL, 0, 0, NULL, "elastic quota (docs/elastic-quota.md)", NULL},
     {"system-namespaces", 1, O_SYSNS, "LIST", "comma-separated namespaces whose pods form the system\n"
                                               "quota group (default kube-system)", NULL},
@@ -265,6 +271,8 @@ typedef struct serve_opts {
     long lease_duration_ms, renew_deadline_ms, retry_period_ms;
     long watch_progress_ms; /* -1 = the kube client's default */
     long event_update_ms;   /* -1 = the kube client's default */
+    bool admission_gate;
+    long gate_timeout_ms;
 } serve_opts_t;
 
 static const flag_t *flag_by_id(int id)
@@ -356,6 +364,7 @@ static int parse_serve(int argc, char **argv, serve_opts_t *o)
         .rest_auth = "default",
         .max_body = 64LL << 20,
         .reload_ms = 2000,
+        .gate_timeout_ms = 120000,
         .system_namespaces = "kube-system", /* elastic flags */
         .reclaim_grace_ms = 60000,
         .elastic_tick_ms = 1000,
@@ -472,6 +481,11 @@ static int parse_serve(int argc, char **argv, serve_opts_t *o)
             break;
         }
         case O_LEADER_ELECT: o->leader_elect = true; break;
+        case O_GATE: o->admission_gate = true; break;
+        case O_GATE_TIMEOUT:
+            if (!parse_duration_flag(c, optarg, 0, 1000, &o->gate_timeout_ms))
+                return 2;
+            break;
         case O_LEASE_NS: o->lease_namespace = optarg; break;
         case O_LEASE_NAME: o->lease_name = optarg; break;
         case O_LEASE_DUR:
@@ -788,6 +802,17 @@ static int serve(int argc, char **argv)
         }
         kq_diags_free(&md);
     }
+    if (o.admission_gate) { /* before the informer: it feeds the gated pods from the first list */
+        kq_gating_opts_t go;
+        kq_gating_opts_default(&go);
+        go.reserve_timeout_ms = o.gate_timeout_ms;
+        go.is_leader = kq_leader_acts;
+        go.leader_ud = leader;
+        if ((app.gating = kq_gating_new(&app, &go)) == NULL || kq_gating_start(app.gating) != 0) {
+            fprintf(stderr, "kubequota: cannot start the admission gate controller\n");
+            goto out;
+        }
+    }
     sync = kq_sync_start(&app);
     reloader = kq_reloader_start(&app, o.config, (int)o.reload_ms);
     if (sync == NULL || reloader == NULL) {
@@ -798,6 +823,7 @@ static int serve(int argc, char **argv)
     char err[512] = "";
     kq_admission_opts_t adm = kq_admission_opts_default();
     adm.scheduler_name = o.scheduler_name;
+    adm.admission_gate = o.admission_gate;
     adm.validate_elasticquota = kq_elastic_validate_admission; /* the quota tree's rules */
     adm.elasticquota_ud = app.elastic;
     adm.check_pod_quota = kq_elastic_check_pod; /* Koordinator's pod rules */
@@ -894,6 +920,8 @@ out:
     free(cm_buf);
     kq_sync_stop(sync);
     kq_reloader_stop(reloader);
+    kq_gating_free(app.gating); /* after the informer that feeds it, before the ledger */
+    app.gating = NULL;
     kq_elastic_stop(app.elastic); /* ---- elastic quota: threads stop before the ledger goes */
     kq_metering_free(app.metering); /* last checkpoint, written while this replica still leads */
     app.metering = NULL;

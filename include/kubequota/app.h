@@ -31,6 +31,7 @@ typedef struct kq_app {
     struct kq_elastic *elastic;   /* may be NULL: elastic quota (quota tree, reclaim; elastic.h) */
     struct kq_metering *metering; /* may be NULL: no charging, no budgets (metering.h) */
     struct kq_leader *leader;     /* may be NULL: no leader election (this replica acts alone) */
+    struct kq_gating *gating;     /* may be NULL: no admission gate (gating.h) */
 } kq_app_t;
 
 #endif

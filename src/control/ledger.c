@@ -84,6 +84,12 @@ typedef struct entry {
     char *rq_group;       /* quota tree: group whose request holds rq_req; NULL none */
     kq_resource_t rq_req;
     int64_t born;         /* monotonic seconds when the entry was made */
+    /* Gating (kq_ledger_reserve): an ASSUMED entry counted for the admission controller
+     * before its gate went; it stays counted through failed binds until the watch shows
+     * it bound, or until kq_ledger_unreserve / kq_ledger_expire_reserved release it. */
+    bool reserved;
+    bool res_done;        /* its reservation ended unbound: never reserved again by observe */
+    int64_t reserved_at;  /* monotonic seconds of the reservation */
 } entry_t;
 
 struct kq_ledger {
@@ -98,6 +104,8 @@ struct kq_ledger {
     kq_qtree_t *batch_qt;       /* the tree a resync batches (kq_qtree_batch_begin), or NULL */
     kq_ledger_resolve_fn resolve;
     void *resolve_ud;
+    bool gating;                /* kq_ledger_set_gating: ungated unbound pods of ours are reserved */
+    size_t n_reserved;
 };
 
 static int64_t mono_s(void)
@@ -297,6 +305,10 @@ static void release(kq_ledger_t *l, entry_t *e)
 {
     if (e->state == ST_PENDING)
         return;
+    if (e->reserved) {
+        e->reserved = false;
+        l->n_reserved--;
+    }
     int rc = kq_ugm_decrease(l->ugm, e->c.queue, e->c.app, e->c.user, &e->c.req);
     if (rc != 0)
         kq_error("event=release_failed uid=%s queue=%s app=%s user=%s error=\"%s\"", e->uid, e->c.queue,
@@ -574,7 +586,51 @@ int kq_ledger_check(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t re
     return kq_ledger_check_ex(l, pod, reason, reason_len, NULL);
 }
 
+/* Check and commit of c across the quota tree and the ugm (lock held): both or neither.
+ * 0 committed; KQ_EDENIED with the reason; other errors. */
+static int commit_locked(kq_ledger_t *l, const counted_t *c, const kq_pod_t *pod, char *reason, size_t reason_len)
+{
+    int rc;
+    if (l->qt != NULL && c->group != NULL) {
+        rc = kq_qtree_check(l->qt, c->group, &c->req, c->np, reason, reason_len);
+        if (rc != 0)
+            goto denied;
+    }
+    kq_user_t u = counted_user(c);
+    rc = kq_ugm_increase(l->ugm, c->queue, c->app, &u, &c->req, reason, reason_len);
+    if (rc != 0)
+        return rc;
+    if (l->qt != NULL && c->group != NULL) {
+        rc = kq_qtree_assume(l->qt, c->group, &c->req, c->np, reason, reason_len);
+        if (rc != 0) {
+            if (kq_ugm_decrease(l->ugm, c->queue, c->app, c->user, &c->req) != 0)
+                kq_error("event=assume_undo_failed pod=%s/%s uid=%s queue=%s", pod->ns, pod->name, pod->uid,
+                         c->queue);
+            goto denied;
+        }
+    }
+    return 0;
+denied:
+    if (rc == KQ_ENOENT) { /* the group was removed since it was resolved: retry resolves again */
+        set_reason(reason, reason_len, "quota group %s was removed; retry", c->group);
+        rc = KQ_EDENIED;
+    }
+    return rc;
+}
+
+static int assume(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reason_len, bool reserve);
+
 int kq_ledger_assume(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reason_len)
+{
+    return assume(l, pod, reason, reason_len, false);
+}
+
+int kq_ledger_reserve(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reason_len)
+{
+    return assume(l, pod, reason, reason_len, true);
+}
+
+static int assume(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reason_len, bool reserve)
 {
     if (pod == NULL || pod->uid == NULL)
         return KQ_EINVAL;
@@ -613,24 +669,9 @@ int kq_ledger_assume(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t r
     /* Quota tree first (cheap, and most denials end here), then the ugm (check and
      * commit), then the tree's check and commit; a tree denial undoes the ugm commit.
      * Every commit happens under the ledger lock, so nothing changes used in between. */
-    if (l->qt != NULL && c.group != NULL) {
-        rc = kq_qtree_check(l->qt, c.group, &c.req, c.np, reason, reason_len);
-        if (rc != 0)
-            goto denied;
-    }
-    kq_user_t u = counted_user(&c);
-    rc = kq_ugm_increase(l->ugm, c.queue, c.app, &u, &c.req, reason, reason_len);
+    rc = commit_locked(l, &c, &fresh->pod, reason, reason_len);
     if (rc != 0)
         goto out;
-    if (l->qt != NULL && c.group != NULL) {
-        rc = kq_qtree_assume(l->qt, c.group, &c.req, c.np, reason, reason_len);
-        if (rc != 0) {
-            if (kq_ugm_decrease(l->ugm, c.queue, c.app, c.user, &c.req) != 0)
-                kq_error("event=assume_undo_failed pod=%s/%s uid=%s queue=%s", pod->ns, pod->name, pod->uid,
-                         c.queue);
-            goto denied;
-        }
-    }
     if (e == NULL) {
         e = fresh;
         fresh = NULL;
@@ -646,18 +687,17 @@ int kq_ledger_assume(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t r
     e->state = ST_ASSUMED;
     e->assumed_gen = l->gen;
     l->n_counted++;
-    tree_sync(l, e, false);
-    goto out;
-denied:
-    if (rc == KQ_ENOENT) { /* the group was removed since it was resolved: retry resolves again */
-        set_reason(reason, reason_len, "quota group %s was removed; retry", c.group);
-        rc = KQ_EDENIED;
+    if (reserve) {
+        e->reserved = true;
+        e->reserved_at = mono_s();
+        l->n_reserved++;
     }
+    tree_sync(l, e, false);
 out:
     pthread_mutex_unlock(&l->mu);
     if (rc == 0)
-        kq_debug("event=assumed pod=%s/%s uid=%s queue=%s user=%s", pod->ns, pod->name, pod->uid, pod->queue,
-                 pod->user);
+        kq_debug("event=%s pod=%s/%s uid=%s queue=%s user=%s", reserve ? "reserved" : "assumed", pod->ns, pod->name,
+                 pod->uid, pod->queue, pod->user);
     counted_clear(&c);
     entry_free(fresh);
     return rc;
@@ -669,7 +709,7 @@ int kq_ledger_forget(kq_ledger_t *l, const char *uid)
     int rc = 0;
     pthread_mutex_lock(&l->mu);
     HASH_FIND_STR(l->table, uid, e);
-    if (e == NULL || e->state != ST_ASSUMED) {
+    if (e == NULL || e->state != ST_ASSUMED || e->reserved) { /* a reservation outlives a failed bind */
         rc = KQ_ENOENT;
         goto out;
     }
@@ -686,6 +726,43 @@ out:
     pthread_mutex_unlock(&l->mu);
     entry_free(gone);
     return rc;
+}
+
+/* Gating: a pod of ours without the admission gate and without a node has been released
+ * by the admission controller (this replica's, or a previous leader's before a restart):
+ * it is counted as reserved, checked, so that no set of reservations exceeds a limit. A
+ * reservation refused here, or ended earlier, is not retried: filter and bind decide that
+ * pod. Lock held; true when counted. */
+static bool reserve_observed(kq_ledger_t *l, entry_t *e)
+{
+    const kq_pod_t *pod = &e->pod;
+    if (!l->gating || e->res_done || !is_ours(l, pod) || kq_pod_is_gated(pod) || pod->deleting ||
+        pod->node != NULL || pod->queue == NULL)
+        return false;
+    counted_t c;
+    char reason[512] = "";
+    if (counted_from_pod(&c, pod) != 0)
+        return false;
+    int rc = commit_locked(l, &c, pod, reason, sizeof(reason));
+    if (rc != 0) {
+        e->res_done = true;
+        kq_info("event=reservation_refused pod=%s/%s uid=%s queue=%s user=%s reason=\"%s\" msg=\"an ungated pod "
+                "does not fit; filter and bind decide it\"", pod->ns, pod->name, pod->uid, c.queue, c.user,
+                reason[0] ? reason : kq_strerror(rc));
+        counted_clear(&c);
+        return false;
+    }
+    pending_drop(l, e);
+    e->c = c;
+    e->state = ST_ASSUMED;
+    e->assumed_gen = l->gen;
+    e->reserved = true;
+    e->reserved_at = mono_s();
+    l->n_counted++;
+    l->n_reserved++;
+    kq_debug("event=reserved pod=%s/%s uid=%s queue=%s user=%s by=watch", pod->ns, pod->name, pod->uid, c.queue,
+             c.user);
+    return true;
 }
 
 void kq_ledger_observe(kq_ledger_t *l, const kq_pod_t *pod)
@@ -732,11 +809,16 @@ void kq_ledger_observe(kq_ledger_t *l, const kq_pod_t *pod)
         if (e->state == ST_PENDING) {
             count_bound(l, e, &e->pod);
         } else {
+            if (e->reserved) {
+                e->reserved = false;
+                l->n_reserved--;
+            }
             e->state = ST_BOUND;
             resize(l, e, pod);
         }
     } else if (e->state == ST_PENDING) {
-        pending_set(l, e, pod);
+        if (!reserve_observed(l, e))
+            pending_set(l, e, pod);
     }
     /* else ASSUMED without a node: the bind is in flight and the watch lags; keep it.
      * (BOUND without a node cannot happen: spec.nodeName never goes back to empty.) */
@@ -1040,5 +1122,86 @@ size_t kq_ledger_expire_unobserved(kq_ledger_t *l, int64_t max_age_s)
     if (n > 0)
         kq_info("event=expired_unobserved pods=%zu msg=\"pending pods known only from filter/bind that the "
                 "watch never showed were forgotten\"", n);
+    return n;
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* gating                                                                              */
+
+void kq_ledger_set_gating(kq_ledger_t *l, bool on)
+{
+    pthread_mutex_lock(&l->mu);
+    l->gating = on;
+    pthread_mutex_unlock(&l->mu);
+}
+
+int kq_ledger_unreserve(kq_ledger_t *l, const char *uid)
+{
+    entry_t *e, *gone = NULL;
+    int rc = 0;
+    pthread_mutex_lock(&l->mu);
+    HASH_FIND_STR(l->table, uid, e);
+    if (e == NULL || !e->reserved) {
+        rc = KQ_ENOENT;
+        goto out;
+    }
+    release(l, e);
+    e->res_done = true;
+    if (!e->observed) {
+        unlink_entry(l, e);
+        gone = e;
+    } else {
+        pending_set(l, e, &e->pod);
+        tree_sync(l, e, false);
+    }
+out:
+    pthread_mutex_unlock(&l->mu);
+    entry_free(gone);
+    return rc;
+}
+
+bool kq_ledger_is_reserved(kq_ledger_t *l, const char *uid)
+{
+    entry_t *e;
+    pthread_mutex_lock(&l->mu);
+    HASH_FIND_STR(l->table, uid, e);
+    bool r = e != NULL && e->reserved;
+    pthread_mutex_unlock(&l->mu);
+    return r;
+}
+
+size_t kq_ledger_reserved_count(kq_ledger_t *l)
+{
+    pthread_mutex_lock(&l->mu);
+    size_t n = l->n_reserved;
+    pthread_mutex_unlock(&l->mu);
+    return n;
+}
+
+size_t kq_ledger_expire_reserved(kq_ledger_t *l, int64_t max_age_s)
+{
+    entry_t *e, *tmp;
+    size_t n = 0;
+    int64_t now = mono_s();
+    pthread_mutex_lock(&l->mu);
+    if (l->n_reserved == 0)
+        goto out;
+    HASH_ITER(hh, l->table, e, tmp) {
+        if (!e->reserved || now - e->reserved_at < max_age_s)
+            continue;
+        kq_info("event=reservation_expired pod=%s/%s uid=%s queue=%s user=%s age_s=%lld msg=\"released but not "
+                "bound in time; its reservation is released and filter decides it\"",
+                e->pod.ns ? e->pod.ns : "-", e->pod.name ? e->pod.name : "-", e->uid, e->c.queue, e->c.user,
+                (long long)(now - e->reserved_at));
+        release(l, e);
+        e->res_done = true;
+        if (e->observed) {
+            pending_set(l, e, &e->pod);
+            tree_sync(l, e, false);
+        }
+        n++;
+    }
+out:
+    pthread_mutex_unlock(&l->mu);
     return n;
 }

@@ -9,6 +9,7 @@
  * changes nothing.
  */
 #include "kubequota/control/sync.h"
+#include "kubequota/control/gating.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -53,6 +54,7 @@ static void on_list_begin(void *ud)
     if (atomic_fetch_add(&s->lists, 1) > 0)
         kq_info("event=relist msg=\"pod list restarting; usage will be reconciled\"");
     kq_ledger_resync_begin(s->app->ledger);
+    kq_gating_resync_begin(s->app->gating);
     if (s->app->metering)
         kq_metering_resync_begin(s->app->metering);
 }
@@ -61,6 +63,7 @@ static void on_list_end(void *ud)
 {
     kq_sync_t *s = ud;
     kq_ledger_resync_end(s->app->ledger);
+    kq_gating_resync_end(s->app->gating);
     if (s->app->metering)
         kq_metering_resync_end(s->app->metering);
     size_t counted = 0, known = kq_ledger_size(s->app->ledger, &counted);
@@ -106,6 +109,7 @@ static void on_object(void *ud, int type, const kq_jnode_t *obj)
         const char *uid = pod_uid(obj);
         if (uid != NULL) {
             kq_ledger_remove(app->ledger, uid);
+            kq_gating_remove(app->gating, uid);
             if (app->metering) {
                 (void)kq_metering_pod_ended(app->metering, uid, 0);
                 kq_metering_pod_pending_gone(app->metering, uid);
@@ -137,6 +141,7 @@ static void on_object(void *ud, int type, const kq_jnode_t *obj)
                     err);
     } else {
         kq_ledger_observe(app->ledger, &pod);
+        kq_gating_observe(app->gating, &pod);
         if (app->metering)
             meter(app, obj, &pod);
         kq_pod_clear(&pod);

@@ -1482,6 +1482,16 @@ int kq_config_parse_resource_list(const char *text, kq_resource_t *out, char *er
     return 0;
 }
 
+/* kubequota.io/gating.weight.user.<name> / .group.<name> (docs/gating.md), a name after the dot. */
+static bool is_gating_weight(const char *key)
+{
+    static const char *const pre[] = {KQ_PROP_GATING_WEIGHT_USER, KQ_PROP_GATING_WEIGHT_GROUP};
+    for (size_t i = 0; i < 2; i++)
+        if (strncmp(key, pre[i], strlen(pre[i])) == 0 && key[strlen(pre[i])] != '\0')
+            return true;
+    return false;
+}
+
 static void check_elastic_props(struct ctx *c, struct qnode *q)
 {
     struct mark at = {q->pub.line, q->pub.column};
@@ -1497,6 +1507,12 @@ static void check_elastic_props(struct ctx *c, struct qnode *q)
             if (strcmp(pr->value, "true") != 0 && strcmp(pr->value, "false") != 0)
                 err_at(c, at, q->pub.path, "property %s: expected \"true\" or \"false\", got \"%.64s\"",
                        KQ_PROP_ALLOW_LENT, pr->value);
+        } else if (is_gating_weight(pr->key)) {
+            char *end = NULL;
+            double w = strtod(pr->value, &end);
+            if (end == pr->value || *end != '\0' || !(w > 0) || w > 1e6)
+                err_at(c, at, q->pub.path, "property %.200s: expected a number above 0 and at most 1000000 "
+                       "(a weight in the admission gate's fair order), got \"%.64s\"", pr->key, pr->value);
         }
     }
 }
@@ -2025,6 +2041,7 @@ static size_t finalize_queue(struct ctx *c, struct qnode *q, const kq_child_temp
     for (size_t i = 0; i < q->pub.n_properties; i++) {
         const char *k = q->pub.properties[i].key;
         if (strcmp(k, KQ_PROP_SHARED_WEIGHT) != 0 && strcmp(k, KQ_PROP_ALLOW_LENT) != 0 &&
+            !is_gating_weight(k) && /* read by gating.c */
             strcmp(k, "quota.preemption.delay") != 0) /* read by elastic.c's reclaim */
             warn_at(c, qat, q->pub.path, "properties.%s is not used by kubequota (shown in the "
                     "queue view only)", k);

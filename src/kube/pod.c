@@ -814,10 +814,11 @@ static const kq_jfilter_t f_meta[] = {
 static const kq_jfilter_t f_container[] = {
     {"name", NULL}, {"resources", NULL}, {"restartPolicy", NULL}, {NULL, NULL},
 };
+static const kq_jfilter_t f_gate[] = {{"name", NULL}, {NULL, NULL}};
 static const kq_jfilter_t f_spec[] = {
     {"nodeName", NULL},          {"schedulerName", NULL}, {"priority", NULL},
     {"resources", NULL},         {"overhead", NULL},      {"containers", f_container},
-    {"initContainers", f_container}, {NULL, NULL},
+    {"initContainers", f_container}, {"schedulingGates", f_gate}, {NULL, NULL},
 };
 static const kq_jfilter_t f_cstatus[] = {
     {"name", NULL}, {"allocatedResources", NULL}, {"resources", NULL}, {NULL, NULL},
@@ -902,6 +903,26 @@ int kq_pod_parse(const kq_jnode_t *obj, const kq_pod_opts_t *opts, kq_pod_t *out
             goto out;
         }
         p.priority = (int32_t)prio->i;
+    }
+
+    /* scheduling gates */
+    {
+        const jv_t *gates = NULL;
+        if ((rc = get_array(&c, spec, "schedulingGates", "spec", &gates)) != 0)
+            goto out;
+        uint32_t i = 0;
+        for (const jv_t *g = gates ? kq_jnode_first(gates) : NULL; g != NULL; g = kq_jnode_next(gates, g), i++) {
+            const char *gn = NULL;
+            if (!is(g, KQ_JOBJECT)) {
+                rc = fail(&c, KQ_EPARSE, "spec.schedulingGates[%u]: not an object", i);
+                goto out;
+            }
+            if ((rc = get_string(&c, g, "name", "spec.schedulingGates[]", &gn)) != 0)
+                goto out;
+            if (gn != NULL && p.gate_pos == 0 && strcmp(gn, KQ_POD_ADMISSION_GATE) == 0)
+                p.gate_pos = i + 1;
+        }
+        p.n_gates = i;
     }
 
     /* status */

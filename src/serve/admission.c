@@ -579,6 +579,51 @@ static void check_limits(ctx_t *c, const json_t *old)
         deny(c, rc == KQ_EDENIED ? 403 : 500, "%s", *msg != '\0' ? msg : kq_strerror(rc));
 }
 
+/* Appends the admission gate to spec.schedulingGates (created when missing) unless the
+ * pod already carries it. Every requester's pods, trusted ones too: a ReplicaSet's pods
+ * wait for quota like anyone's. */
+static void add_gate(ctx_t *c)
+{
+    static const char *const gates[] = {"spec", "schedulingGates"};
+    static const char *const spec[] = {"spec"};
+    json_t *list = (json_t *)get_path(c->obj, gates, 2);
+    if (list != NULL && !json_is_null(list) && !json_is_array(list)) {
+        deny(c, 400, "request.object/spec/schedulingGates is %s, not an array", type_name(list));
+        return;
+    }
+    size_t i;
+    json_t *g;
+    json_array_foreach(list, i, g) {
+        const char *n = json_string_value(json_object_get(g, "name"));
+        if (n != NULL && strcmp(n, KQ_ADMISSION_GATE) == 0)
+            return;
+    }
+    json_t *gate = json_pack("{s:s}", "name", KQ_ADMISSION_GATE);
+    if (gate == NULL) {
+        c->nomem = true;
+        return;
+    }
+    if (list == NULL || json_is_null(list) || json_array_size(list) == 0) {
+        json_t *arr = json_array();
+        if (arr == NULL || json_array_append_new(arr, gate) != 0) {
+            json_decref(arr);
+            c->nomem = true;
+            return;
+        }
+        if (!json_is_object(get_path(c->obj, spec, 1))) {
+            json_decref(arr);
+            deny(c, 400, "request.object/spec is missing or not an object");
+            return;
+        }
+        (void)put(c, gates, 2, arr);
+        return;
+    }
+    static const char *const append[] = {"spec", "schedulingGates", "-"};
+    if (emit(c, "add", append, 3, gate) != 0 || json_array_append(list, gate) != 0)
+        c->nomem = true;
+    json_decref(gate);
+}
+
 static void mutate(ctx_t *c)
 {
     static const char *const pod_base[] = {"metadata", "annotations"};
@@ -635,6 +680,8 @@ static void mutate(ctx_t *c)
         /* spec.nodeName at creation skips the scheduler, and so filter and bind. */
         static const char *const node[] = {"spec", "nodeName"};
         const char *on = json_string_value(get_path(c->obj, node, 2));
+        if (create && c->o->admission_gate && (on == NULL || *on == '\0') && !c->nomem && managed(c, c->obj))
+            add_gate(c);
         if (create && !trusted && on != NULL && *on != '\0' && c->o->check_pod != NULL && !c->nomem &&
             managed(c, c->obj))
             check_limits(c, NULL);

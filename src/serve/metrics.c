@@ -10,6 +10,7 @@
  * scrape time, so the metrics can never disagree with the REST view.
  */
 #include "kubequota/serve/metrics.h"
+#include "kubequota/control/gating.h"
 #include "kubequota/kube/leader.h"
 #include "kubequota/control/metering.h"
 
@@ -66,6 +67,7 @@ static const char *const endpoint_names[KQ_EP_COUNT] = {
     [KQ_EP_EXPLAIN] = "/ws/v1/partition/{partition}/explain",
     [KQ_EP_EXPLAIN_POD] = "/ws/v1/partition/{partition}/explain/{namespace}/{pod}",
     [KQ_EP_UI] = "/ui/",
+    [KQ_EP_GATING_WAITING] = "/ws/v1/partition/{partition}/gating/waiting",
 };
 
 static const char *const verb_names[KQ_VERB_COUNT] = {"filter", "bind", "preempt", "admission"};
@@ -442,6 +444,12 @@ static void sample_u(buf_t *b, const char *name, const char *const *labels, unsi
 static void family(buf_t *b, const char *name, const char *type, const char *help)
 {
     buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void gating_user_sample(void *ud, const char *user, unsigned long releases)
+{
+    const char *lbl[] = {"user", user, NULL};
+    sample_u(ud, "kubequota_gating_releases_total", lbl, releases);
 }
 
 /* A resource quantity in its base unit, as Prometheus wants: cpu in cores (the engine
@@ -842,6 +850,39 @@ char *kq_metrics_render_ex(kq_metrics_t *m, kq_app_t *app, bool identities, size
         family(&b, "kubequota_leader", "gauge",
                "1 when this replica may evict and charge: it holds the leader lease, or leader election is off.");
         sample_u(&b, "kubequota_leader", NULL, kq_leader_acts(app->leader) ? 1 : 0);
+    }
+
+    if (app != NULL) { /* the admission gate (gating.h): served with gating off too, as zeros */
+        kq_gating_stats_t gs;
+        kq_gating_stats(app->gating, &gs);
+        family(&b, "kubequota_gating_waiting_pods", "gauge",
+               "Pods waiting behind the admission gate kubequota.io/admission (this replica's view).");
+        sample_u(&b, "kubequota_gating_waiting_pods", NULL, gs.waiting);
+        family(&b, "kubequota_gating_reserved_pods", "gauge",
+               "Pods released from the admission gate and counted as reserved, not bound yet.");
+        sample_u(&b, "kubequota_gating_reserved_pods", NULL, gs.reserved);
+        family(&b, "kubequota_gating_wait_seconds", "histogram",
+               "How long released pods waited behind the admission gate, in seconds.");
+        for (size_t i = 0; i < KQ_GATING_WAIT_BUCKETS; i++) {
+            char le[32];
+            snprintf(le, sizeof(le), "%g", kq_gating_wait_bounds[i]);
+            const char *lbl[] = {"le", le, NULL};
+            sample_u(&b, "kubequota_gating_wait_seconds_bucket", lbl, gs.wait_bucket[i]);
+        }
+        const char *inf[] = {"le", "+Inf", NULL};
+        sample_u(&b, "kubequota_gating_wait_seconds_bucket", inf, gs.wait_count);
+        snprintf(num, sizeof(num), "%.3f", gs.wait_sum);
+        sample(&b, "kubequota_gating_wait_seconds_sum", NULL, num);
+        sample_u(&b, "kubequota_gating_wait_seconds_count", NULL, gs.wait_count);
+        family(&b, "kubequota_gating_releases_total", "counter",
+               "Gates removed by this replica's admission controller, per user of the released pod.");
+        kq_gating_foreach_user(app->gating, gating_user_sample, &b);
+        family(&b, "kubequota_gating_patch_errors_total", "counter",
+               "Gate removals the API server refused or did not answer (the pod waits again or is retried).");
+        sample_u(&b, "kubequota_gating_patch_errors_total", NULL, gs.patch_errors);
+        family(&b, "kubequota_gating_reservations_expired_total", "counter",
+               "Reservations released because the pod was not bound within --admission-gate-reserve-timeout.");
+        sample_u(&b, "kubequota_gating_reservations_expired_total", NULL, gs.expired);
     }
 
     if (app != NULL && app->metering != NULL) {

@@ -21,6 +21,7 @@
  * handed over as new references; serialisation happens after the locks are released.
  */
 #include "kubequota/serve/rest.h"
+#include "kubequota/control/gating.h"
 
 #include <stdatomic.h>
 #include <stdio.h>
@@ -644,4 +645,12 @@ int kq_rest_placement_rules(kq_app_t *app, const char *partition, char **body, s
     json_t *view = kq_placement_rules_json(cfg ? kq_config_partition(cfg, app->partition) : NULL);
     kq_config_unref(cfg); /* the view holds copies */
     return reply_json(view, 200, body, len);
+}
+
+int kq_rest_gating_waiting(kq_app_t *app, const char *partition, char **body, size_t *len)
+{
+    int st = check_partition(app, partition, body, len);
+    if (st != 0)
+        return st;
+    return reply_json(app->gating ? kq_gating_waiting_json(app->gating, NULL) : json_array(), 200, body, len);
 }

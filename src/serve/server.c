@@ -488,6 +488,14 @@ static void h_placement_rules(const req_t *q, resp_t *r)
     resp_take(r, st, CT_JSON, out, len);
 }
 
+static void h_gating_waiting(const req_t *q, resp_t *r)
+{
+    char *out = NULL;
+    size_t len = 0;
+    int st = kq_rest_gating_waiting(q->s->app, q->param[0], &out, &len);
+    resp_take(r, st, CT_JSON, out, len);
+}
+
 static void h_partitions(const req_t *q, resp_t *r)
 {
     char *out = NULL;
@@ -632,6 +640,7 @@ static const route_t routes[] = {
     {"GET", "/ws/v1/scheduler/healthcheck", KQ_EP_HEALTHCHECK, false, h_healthcheck, false, GUARD_REST},
     {"GET", "/ws/v1/config", KQ_EP_CONFIG, false, h_config, false, GUARD_REST},
     {"GET", "/ws/v1/partition/*/placementrules", KQ_EP_PLACEMENT_RULES, false, h_placement_rules, false, GUARD_REST},
+    {"GET", "/ws/v1/partition/*/gating/waiting", KQ_EP_GATING_WAITING, false, h_gating_waiting, false, GUARD_REST},
     {"POST", "/ws/v1/partition/*/explain", KQ_EP_EXPLAIN, true, h_explain, false, GUARD_REST},
     {"GET", "/ws/v1/partition/*/explain/*/*", KQ_EP_EXPLAIN_POD, false, h_explain_pod, false, GUARD_REST},
     {"GET", "/ui", KQ_EP_UI, false, h_ui_redirect, false, GUARD_OPEN},

@@ -65,6 +65,11 @@ def call_sites():
                       r'kq_kube_request\([^;]*"PATCH"'],
          "methods": {"PATCH"},
          "perms": [(x, r, "patch") for x in g for r in ("elasticquotas", "elasticquotas/status")]},
+        {"file": "gating.c", "why": "the admission gate: JSON patch removing kubequota.io/admission from the "
+                                    "pod's spec.schedulingGates (docs/gating.md)",
+         "evidence": [r'"/api/v1/namespaces/%s/pods/%s"', r'kq_kube_request\([^;]*"PATCH"'],
+         "methods": {"PATCH"},
+         "perms": [("", "pods", "patch")]},
         {"file": "leader.c", "why": "kubequota's Lease: create (POST collection), get, renew (PUT item)",
          "evidence": [r'#define LEASE_API "/apis/coordination\.k8s\.io/v1"', r'"/namespaces/%s/leases"',
                       r'"/namespaces/%s/leases/%s"', r'do_request\([^;]*"POST"', r'do_request\([^;]*"PUT"',

@@ -397,6 +397,7 @@ class World:
                          "writes": 0, "writes_but_events": 0, "write_log": []}
         self.watchers = set()
         self.drop_requests = {}  # watcher id -> mode
+        self.gate_removals = []  # (time.monotonic(), "ns/name", gate) in the order they happened
 
     # ---- helpers (lock held) ----
     def next_rv(self):
@@ -767,6 +768,10 @@ class World:
                 if new["spec"]["nodeName"] is None:
                     new["spec"].pop("nodeName")
                 check_gates_update(name, cur, new)
+                after = set(gate_names(new))
+                for gname in gate_names(cur):
+                    if gname not in after:
+                        self.gate_removals.append((time.monotonic(), key, gname))
                 if new["spec"].get("schedulingGates") == []:
                     new["spec"].pop("schedulingGates")
             return copy.deepcopy(self.store(resource, key, new, "MODIFIED", prev))
@@ -891,6 +896,7 @@ class World:
                                                    sorted(self.objs[r].items())] for r in EQ_RESOURCES},
                 "crds": sorted(self.crds),
                 "counters": copy.deepcopy(self.counters),
+                "gate_removals": list(self.gate_removals),
                 "watches": sorted(w.resource for w in self.watchers),
                 "held": self.held,
                 "faults": [f.describe() for f in self.faults],

@@ -110,6 +110,8 @@ class DocsTest(unittest.TestCase):
         reasons = set(re.findall(r'\{"([A-Z][A-Za-z]+)", "[a-z_]+"\}', read("src", "serve", "extender.c")))
         reasons |= set(re.findall(r'"(?:Warning|Normal)",\s*"([A-Z][A-Za-z]+)"', read("src", "serve", "extender.c")))
         reasons |= set(re.findall(r'"(QuotaAdmitted|Reclaimed)"', read("src", "serve", "extender.c") + read("src", "control", "elastic.c")))
+        reasons |= set(re.findall(r'KQ_GATING_EVENT_REASON "([A-Za-z]+)"',
+                                  read("include", "kubequota", "control", "gating.h")))
         self.assertGreater(len(reasons), 6)
         gone = missing(reasons, "events.md", lambda n, t: "`%s`" % n in t)
         self.assertEqual(gone, [], "Event reasons the code posts but not in docs/events.md: add a row to "

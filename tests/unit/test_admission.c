@@ -155,8 +155,15 @@ static void apply_patch(json_t *doc, const json_t *ops)
         json_t *parent = doc;
         for (size_t k = 0; k + 1 < n; k++) {
             parent = json_object_get(parent, segs[k]);
-            if (!json_is_object(parent))
+            if (!json_is_object(parent) && !(k + 2 == n && json_is_array(parent)))
                 fail_msg("patch op %zu (%s %s): parent \"%s\" does not exist", i, kind, path, segs[k]);
+        }
+        if (json_is_array(parent)) { /* only appends ("-") are emitted on arrays */
+            assert_string_equal(kind, "add");
+            assert_string_equal(segs[n - 1], "-");
+            assert_non_null(value);
+            json_array_append(parent, value);
+            continue;
         }
         json_t *cur = json_object_get(parent, segs[n - 1]);
         if (strcmp(kind, "add") == 0) {
@@ -854,6 +861,85 @@ static void test_scheduler_name(void **state)
     result_free(&r);
 }
 
+/* The admission gate (issue 18): managed pods without a node get kubequota.io/admission
+ * at creation, appended to gates they already carry, trusted requesters' pods too; other
+ * schedulers' pods, pods with a node, updates and the option off are untouched. */
+static const char *gate_at(const json_t *pod, size_t i)
+{
+    json_t *g = json_array_get(json_object_get(json_object_get(pod, "spec"), "schedulingGates"), i);
+    return json_string_value(json_object_get(g, "name"));
+}
+
+static void test_admission_gate(void **state)
+{
+    kq_admission_opts_t o = kq_admission_opts_default();
+    result_t r;
+    /* off (the binary's default): no gate */
+    run(kq_admission_mutate, &o,
+        alice_review("CREATE", "", "Pod", J("{'metadata':{},'spec':{'schedulerName':'kubequota-scheduler'}}"), NULL),
+        &r);
+    assert_null(gate_at(r.patched, 0));
+    result_free(&r);
+
+    o.admission_gate = true;
+    run(kq_admission_mutate, &o,
+        alice_review("CREATE", "", "Pod", J("{'metadata':{},'spec':{'schedulerName':'kubequota-scheduler'}}"), NULL),
+        &r);
+    assert_string_equal(gate_at(r.patched, 0), "kubequota.io/admission");
+    assert_null(gate_at(r.patched, 1));
+    assert_pod_identity(&r, "alice", ALICE_GROUPS, 2);
+    result_free(&r);
+
+    /* appended after another controller's gate */
+    run(kq_admission_mutate, &o,
+        alice_review("CREATE", "", "Pod",
+                     J("{'metadata':{},'spec':{'schedulerName':'kubequota-scheduler',"
+                       "'schedulingGates':[{'name':'example.com/a'}]}}"), NULL), &r);
+    assert_string_equal(gate_at(r.patched, 0), "example.com/a");
+    assert_string_equal(gate_at(r.patched, 1), "kubequota.io/admission");
+    result_free(&r);
+
+    /* already there: not added twice */
+    run(kq_admission_mutate, &o,
+        alice_review("CREATE", "", "Pod",
+                     J("{'metadata':{},'spec':{'schedulerName':'kubequota-scheduler',"
+                       "'schedulingGates':[{'name':'kubequota.io/admission'}]}}"), NULL), &r);
+    assert_string_equal(gate_at(r.patched, 0), "kubequota.io/admission");
+    assert_null(gate_at(r.patched, 1));
+    result_free(&r);
+
+    /* a pod routed to kubequota's scheduler by the same webhook is gated too */
+    o.set_scheduler_name = true;
+    run(kq_admission_mutate, &o, fixture(), &r); /* a trusted controller's pod */
+    assert_string_equal(at(r.patched, "spec", "schedulerName", NULL), "kubequota-scheduler");
+    assert_string_equal(gate_at(r.patched, 0), "kubequota.io/admission");
+    result_free(&r);
+    o.set_scheduler_name = false;
+
+    /* another scheduler's pod, a pod with a node, an update: untouched */
+    run(kq_admission_mutate, &o,
+        alice_review("CREATE", "", "Pod", J("{'metadata':{},'spec':{'schedulerName':'default-scheduler'}}"), NULL), &r);
+    assert_null(gate_at(r.patched, 0));
+    result_free(&r);
+    run(kq_admission_mutate, &o,
+        alice_review("CREATE", "", "Pod",
+                     J("{'metadata':{},'spec':{'schedulerName':'kubequota-scheduler','nodeName':'n1'}}"), NULL), &r);
+    assert_null(gate_at(r.patched, 0));
+    result_free(&r);
+    json_t *pod = J("{'metadata':{},'spec':{'schedulerName':'kubequota-scheduler'}}");
+    run(kq_admission_mutate, &o, alice_review("UPDATE", "", "Pod", pod, json_deep_copy(pod)), &r);
+    assert_null(gate_at(r.patched, 0));
+    result_free(&r);
+
+    /* a malformed gate list is refused, not patched */
+    run(kq_admission_mutate, &o,
+        alice_review("CREATE", "", "Pod",
+                     J("{'metadata':{},'spec':{'schedulerName':'kubequota-scheduler','schedulingGates':'x'}}"), NULL),
+        &r);
+    assert_false(allowed(&r));
+    result_free(&r);
+}
+
 /* ------------------------------------------------------------------ bad requests */
 
 static void test_not_an_admission_review(void **state)
@@ -1216,6 +1302,7 @@ int main(void)
         cmocka_unit_test(test_workload_update_template_changed),
         cmocka_unit_test(test_workload_update_template_unchanged),
         cmocka_unit_test(test_other_kinds_and_operations),
+        cmocka_unit_test(test_admission_gate),
         cmocka_unit_test(test_scheduler_name),
         cmocka_unit_test(test_not_an_admission_review),
         cmocka_unit_test(test_body_too_large),

@@ -700,6 +700,84 @@ static void test_threads(void **state)
     expect_empty(f);
 }
 
+/* ------------------------------------------------------------------ gating (RESERVED) */
+
+/* A reservation is counted (filter: fits; bind: nothing more), survives a failed bind,
+ * becomes an ordinary count when the watch shows the pod bound, and can be released. */
+static void test_reserve(void **state)
+{
+    fx_t *f = *state;
+    char why[512] = "";
+    kq_pod_t a = mk("a", "root.team-a", "alice", 600, NULL), b = mk("b", "root.team-a", "bob", 600, NULL);
+    kq_ledger_observe(f->l, &a);
+    kq_ledger_observe(f->l, &b);
+    assert_int_equal(kq_ledger_reserve(f->l, &a, why, sizeof why), 0);
+    assert_true(kq_ledger_is_reserved(f->l, "a"));
+    assert_int_equal(alloc_cpu(f, "root.team-a"), 600);
+    /* the queue max is 1000m: b cannot be reserved next to a, nor pass filter */
+    assert_int_equal(kq_ledger_reserve(f->l, &b, why, sizeof why), KQ_EDENIED);
+    assert_int_equal(kq_ledger_check(f->l, &b, why, sizeof why), KQ_EDENIED);
+    /* a passes filter and its bind counts nothing more */
+    assert_int_equal(kq_ledger_check(f->l, &a, why, sizeof why), 0);
+    assert_int_equal(kq_ledger_assume(f->l, &a, why, sizeof why), 0);
+    assert_int_equal(alloc_cpu(f, "root.team-a"), 600);
+    /* a failed bind keeps the reservation */
+    assert_int_equal(kq_ledger_forget(f->l, "a"), KQ_ENOENT);
+    assert_int_equal(alloc_cpu(f, "root.team-a"), 600);
+    assert_int_equal(kq_ledger_reserved_count(f->l), 1);
+    /* the watch shows it bound: counted once, no longer reserved */
+    set_node(&a, "n1");
+    kq_ledger_observe(f->l, &a);
+    assert_false(kq_ledger_is_reserved(f->l, "a"));
+    assert_int_equal(kq_ledger_reserved_count(f->l), 0);
+    assert_int_equal(alloc_cpu(f, "root.team-a"), 600);
+    kq_ledger_remove(f->l, "a");
+    assert_int_equal(alloc_cpu(f, "root.team-a"), 0);
+    /* unreserve releases */
+    assert_int_equal(kq_ledger_reserve(f->l, &b, why, sizeof why), 0);
+    assert_int_equal(alloc_cpu(f, "root.team-a"), 600);
+    assert_int_equal(kq_ledger_unreserve(f->l, "b"), 0);
+    assert_int_equal(alloc_cpu(f, "root.team-a"), 0);
+    assert_int_equal(kq_ledger_unreserve(f->l, "b"), KQ_ENOENT);
+    /* expiry: a reservation older than 0 s goes, and is counted nowhere */
+    assert_int_equal(kq_ledger_reserve(f->l, &b, why, sizeof why), 0);
+    assert_int_equal(kq_ledger_expire_reserved(f->l, 3600), 0);
+    assert_int_equal(kq_ledger_expire_reserved(f->l, 0), 1);
+    assert_int_equal(alloc_cpu(f, "root.team-a"), 0);
+    assert_int_equal(kq_ledger_reserved_count(f->l), 0);
+    kq_pod_clear(&a);
+    kq_pod_clear(&b);
+}
+
+/* With gating on, the watch (a relist after a restart) reserves ungated unbound pods of
+ * ours, checked: two 600m pods in a 1000m queue, only the first is reserved; gated pods,
+ * other schedulers' pods and pods whose reservation ended are not. */
+static void test_reserve_from_watch(void **state)
+{
+    fx_t *f = *state;
+    kq_pod_t a = mk("a", "root.team-a", "alice", 600, NULL), b = mk("b", "root.team-a", "bob", 600, NULL),
+             g = mk("g", "root.team-a", "carol", 100, NULL);
+    g.gate_pos = 1; /* still gated */
+    kq_ledger_observe(f->l, &a); /* gating off: nothing */
+    assert_int_equal(alloc_cpu(f, "root.team-a"), 0);
+    kq_ledger_set_gating(f->l, true);
+    kq_ledger_observe(f->l, &a);
+    kq_ledger_observe(f->l, &b);
+    kq_ledger_observe(f->l, &g);
+    assert_true(kq_ledger_is_reserved(f->l, "a"));
+    assert_false(kq_ledger_is_reserved(f->l, "b"));
+    assert_false(kq_ledger_is_reserved(f->l, "g"));
+    assert_int_equal(alloc_cpu(f, "root.team-a"), 600);
+    /* b's refusal is final: it is not retried by later events, even with room */
+    kq_ledger_remove(f->l, "a");
+    kq_ledger_observe(f->l, &b);
+    assert_false(kq_ledger_is_reserved(f->l, "b"));
+    assert_int_equal(alloc_cpu(f, "root.team-a"), 0);
+    kq_pod_clear(&a);
+    kq_pod_clear(&b);
+    kq_pod_clear(&g);
+}
+
 int main(void)
 {
     kq_log_set_level("error");
@@ -718,6 +796,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_lookup, setup, teardown),
         cmocka_unit_test_setup_teardown(test_parsed_pod, setup, teardown),
         cmocka_unit_test_setup_teardown(test_threads, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reserve, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reserve_from_watch, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

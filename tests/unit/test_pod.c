@@ -109,6 +109,8 @@ static void assert_same_pod(const kq_pod_t *a, const kq_pod_t *b)
     assert_int_equal(a->priority, b->priority);
     assert_int_equal(a->preemptible, b->preemptible);
     assert_int_equal(a->created, b->created);
+    assert_int_equal(a->n_gates, b->n_gates);
+    assert_int_equal(a->gate_pos, b->gate_pos);
     assert_true(kq_resource_equal(&a->request, &b->request));
 }
 
@@ -277,6 +279,37 @@ static void test_identity_kubequota(void **state)
     assert_string_equal(p.groups[0], "dev");
     assert_string_equal(p.groups[1], "ml");
     kq_pod_clear(&p);
+}
+
+/* spec.schedulingGates: counted, kubequota's gate found by name at its index (the
+ * informer's filtered view must see it too: parse_with compares). */
+static void test_scheduling_gates(void **state)
+{
+    kq_pod_t p;
+    char err[512];
+    static const char *const C = "\"containers\":[{\"name\":\"c\",\"resources\":{\"requests\":{\"cpu\":\"1\"}}}]";
+    char spec[512];
+    snprintf(spec, sizeof spec, "{%s}", C);
+    assert_int_equal(parse_parts(state, "ns", NULL, NULL, spec, NULL, &p, err, sizeof(err)), 0);
+    assert_int_equal(p.n_gates, 0);
+    assert_false(kq_pod_is_gated(&p));
+    kq_pod_clear(&p);
+    snprintf(spec, sizeof spec, "{%s,\"schedulingGates\":[{\"name\":\"example.com/a\"},"
+             "{\"name\":\"kubequota.io/admission\"}]}", C);
+    assert_int_equal(parse_parts(state, "ns", NULL, NULL, spec, NULL, &p, err, sizeof(err)), 0);
+    assert_int_equal(p.n_gates, 2);
+    assert_true(kq_pod_is_gated(&p));
+    assert_int_equal(p.gate_pos, 2);
+    kq_pod_clear(&p);
+    snprintf(spec, sizeof spec, "{%s,\"schedulingGates\":[{\"name\":\"kubequota.io/admissionX\"}]}", C);
+    assert_int_equal(parse_parts(state, "ns", NULL, NULL, spec, NULL, &p, err, sizeof(err)), 0);
+    assert_false(kq_pod_is_gated(&p));
+    kq_pod_clear(&p);
+    snprintf(spec, sizeof spec, "{%s,\"schedulingGates\":[\"kubequota.io/admission\"]}", C);
+    assert_int_equal(parse_parts(state, "ns", NULL, NULL, spec, NULL, &p, err, sizeof(err)), KQ_EPARSE);
+    assert_non_null(strstr(err, "spec.schedulingGates[0]"));
+    snprintf(spec, sizeof spec, "{%s,\"schedulingGates\":{}}", C);
+    assert_int_equal(parse_parts(state, "ns", NULL, NULL, spec, NULL, &p, err, sizeof(err)), KQ_EPARSE);
 }
 
 static void test_identity_yunikorn(void **state)
@@ -957,6 +990,7 @@ int main(void)
         cmocka_unit_test(test_reference_pod),
         cmocka_unit_test(test_extender_args_pod),
         cmocka_unit_test(test_identity_kubequota),
+        cmocka_unit_test(test_scheduling_gates),
         cmocka_unit_test(test_identity_yunikorn),
         cmocka_unit_test(test_identity_default),
         cmocka_unit_test(test_identity_garbage),

@@ -5,6 +5,7 @@
  * States of a known pod:
  *   PENDING  known (from the watch or a filter/bind lookup), not counted
  *   ASSUMED  counted by kq_ledger_assume at bind time, not yet seen bound by the watch
+ *            (or RESERVED: counted by kq_ledger_reserve for the admission gate, below)
  *   BOUND    counted, and the watch has shown it bound to a node
  * A pod that is deleted or terminal is released (if counted) and forgotten.
  * The ledger remembers exactly what it counted (queue, application, user, request) and
@@ -154,6 +155,35 @@ int kq_ledger_counted_group(kq_ledger_t *l, const char *uid, char *group, size_t
 /* Forgets pending entries known only from filter/bind (never seen by the watch) that are
  * older than max_age_s seconds. Returns how many were dropped. */
 size_t kq_ledger_expire_unobserved(kq_ledger_t *l, int64_t max_age_s);
+/* ---- gating (control/gating.h) ----
+ *
+ * RESERVED is an ASSUMED pod counted for the admission controller before its scheduling
+ * gate is removed: counted (filter answers "fits", bind finds it counted and adds nothing,
+ * the watch turns it BOUND), but a failed bind (kq_ledger_forget) keeps it. It ends when
+ * the watch shows it bound (it is then simply counted), when it goes away, with
+ * kq_ledger_unreserve, or when kq_ledger_expire_reserved finds it older than the timeout;
+ * an ended reservation is not taken again by the watch: filter and bind then decide the
+ * pod like any other. */
+
+/* With gating on, the watch (and a relist after a restart or a leader change) reserves
+ * every pod of our scheduler that has no admission gate and no node, checked against
+ * its limits (a refusal is logged; filter and bind decide that pod). Off (default): no
+ * reservation from the watch, today's behaviour. */
+void kq_ledger_set_gating(kq_ledger_t *l, bool on);
+
+/* Check and count the pod as reserved (kq_ledger_assume's check and commit). 0 when
+ * counted now or already counted; KQ_EDENIED with the reason. */
+int kq_ledger_reserve(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reason_len) KQ_WUR;
+
+/* Releases a reservation (its gate could not be removed). KQ_ENOENT when not reserved. */
+int kq_ledger_unreserve(kq_ledger_t *l, const char *uid);
+
+/* Releases every reservation older than max_age_s (a scan: for a timer). Returns how many. */
+size_t kq_ledger_expire_reserved(kq_ledger_t *l, int64_t max_age_s);
+
+bool kq_ledger_is_reserved(kq_ledger_t *l, const char *uid);
+size_t kq_ledger_reserved_count(kq_ledger_t *l);
+
 /* Number of known pods, and of counted ones. */
 size_t kq_ledger_size(kq_ledger_t *l, size_t *counted);
 

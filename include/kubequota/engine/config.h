@@ -175,6 +175,10 @@ void kq_config_holder_swap(kq_config_holder_t *h, kq_config_t *next);
  *   kubequota.io/allow-lent     "true" (default) or "false"
  * A queue's min is resources.guaranteed and its max resources.max. */
 #define KQ_PROP_SHARED_WEIGHT "kubequota.io/shared-weight"
+/* The admission gate's fair order (control/gating.h, docs/gating.md): a queue property
+ * "kubequota.io/gating.weight.user.<user>" or ".group.<group>" = a number in (0, 1e6]. */
+#define KQ_PROP_GATING_WEIGHT_USER  "kubequota.io/gating.weight.user."
+#define KQ_PROP_GATING_WEIGHT_GROUP "kubequota.io/gating.weight.group."
 #define KQ_PROP_ALLOW_LENT    "kubequota.io/allow-lent"
 
 /* Parses a resource list "name=quantity[,name=quantity...]" into canonical units. 0, or

@@ -28,6 +28,9 @@
  *    (KQ_APPID_OWNER, the default); or YuniKorn's generated id "yunikorn-<namespace>-autogen"
  *    (KQ_APPID_YUNIKORN) or "<namespace, at most 26 bytes>-<pod uid>" (KQ_APPID_YUNIKORN_UNIQUE,
  *    YuniKorn's generateUniqueAppId), both cut at 63 bytes (utils.go GenerateApplicationID).
+ *  - scheduling gates: spec.schedulingGates is counted (n_gates) and the index of
+ *    kubequota's gate "kubequota.io/admission" kept (gate_pos = index + 1, 0 absent); a gate
+ *    that is not an object with a string name is a parse error.
  *  - request: max(sum of regular containers + restartable (sidecar) init containers,
  *    the largest regular init container plus the sidecars started before it), plus
  *    spec.overhead — the way Kubernetes computes a pod's effective request. A container
@@ -81,7 +84,19 @@ typedef struct kq_pod {
     char *quota_name;     /* label quota.scheduling.koordinator.sh/name, NULL when absent */
     char *quota_group;    /* resolved elastic quota group (set by the pod ledger's resolver,
                            * see elastic.h); NULL when not resolved / no quota tree */
+    uint32_t n_gates;     /* entries of spec.schedulingGates */
+    uint32_t gate_pos;    /* 1 + index of the gate KQ_POD_ADMISSION_GATE in it; 0: absent (so a
+                           * zeroed pod is not gated) */
 } kq_pod_t;
+
+/* The scheduling gate of kubequota's admission controller (control/gating.h). */
+#define KQ_POD_ADMISSION_GATE "kubequota.io/admission"
+
+/* Carries kubequota's admission gate: waits for the admission controller. */
+static inline bool kq_pod_is_gated(const kq_pod_t *p)
+{
+    return p->gate_pos > 0;
+}
 
 typedef enum kq_app_id_fallback {
     KQ_APPID_OWNER = 0,

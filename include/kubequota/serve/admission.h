@@ -41,6 +41,11 @@
  *    created with spec.nodeName by an untrusted requester bypasses the scheduler, so it is
  *    checked against its limits here (after stamping), as ResourceQuota does; a
  *    pods/resize UPDATE of a managed pod is checked too (every requester). Denied: 403.
+ *  - With opts->admission_gate, Pod CREATE of a managed pod (spec.schedulerName is
+ *    opts->scheduler_name after the step above) without spec.nodeName appends the
+ *    scheduling gate KQ_ADMISSION_GATE to spec.schedulingGates (creating the list), for
+ *    every requester, trusted ones included; a pod that already carries it is left alone.
+ *    The admission controller (control/gating.h) removes it when the pod fits its quota.
  *  - Subresources (pods/status, deployments/scale, ...), other kinds and other
  *    operations (DELETE, CONNECT) are allowed without a patch.
  *
@@ -82,6 +87,8 @@
 #define KQ_ADMISSION_ANN_YK_USER_INFO "yunikorn.apache.org/user.info"
 /* The namespace label the chart's namespaceSelector uses for /admission/mutate-scheduler. */
 #define KQ_ADMISSION_ENABLE_LABEL     "kubequota.io/enabled"
+/* The scheduling gate managed pods are created with when gating is on (docs/gating.md). */
+#define KQ_ADMISSION_GATE             "kubequota.io/admission"
 /* Largest body accepted (an AdmissionReview carries object and oldObject, each up to the
  * API server's ~3 MiB object limit). Larger bodies get HTTP 413. */
 #define KQ_ADMISSION_MAX_BODY         (16u * 1024u * 1024u)
@@ -105,6 +112,7 @@ typedef int (*kq_admission_pod_hook_t)(void *ud, const json_t *pod, const json_t
 typedef struct kq_admission_opts {
     const char *scheduler_name;          /* "kubequota-scheduler" */
     bool set_scheduler_name;             /* stamp spec.schedulerName on Pod CREATE */
+    bool admission_gate;                 /* gate managed pods at creation (KQ_ADMISSION_GATE) */
     /* Trusted requesters. A user entry ending in '*' matches every username starting with
      * what precedes the '*'; other entries match exactly. Group entries match exactly. */
     const char *const *trusted_users;

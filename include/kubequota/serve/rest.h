@@ -59,6 +59,9 @@ int kq_rest_config(kq_app_t *app, char **body, size_t *len);
  * list (kq_placement_rules_json). */
 int kq_rest_placement_rules(kq_app_t *app, const char *partition, char **body, size_t *len);
 /* Records the process start time (the clusters and partitions views); call once early. */
+/* GET /ws/v1/partition/{p}/gating/waiting: the gated pods per queue in release order
+ * (kq_gating_waiting_json); [] when gating is off. */
+int kq_rest_gating_waiting(kq_app_t *app, const char *partition, char **body, size_t *len);
 void kq_rest_init(void);
 
 /* POST /ws/v1/validate-conf: yaml is a queues.yaml. Always 200 (like YuniKorn) with

@@ -1,0 +1,992 @@
+/* Admission controller behind the scheduling gate "kubequota.io/admission": releases gated
+ * pods when they fit, in weighted fair order across the users of each queue. The policy,
+ * the restart semantics and the lock order are in include/kubequota/control/gating.h and
+ * docs/gating.md.
+ *
+ * Structures: every gated pod we know is a gpod_t in a uid table. A waiting gpod sits in
+ * its guser_t's binary heap (priority, age, arrival); every guser_t with waiting pods
+ * sits in its gqueue_t's heap keyed by pass (stride scheduling). A released gpod leaves
+ * the heaps (releasing = true) and stays in the table until the watch shows its gate
+ * gone, so a refused patch can put it back.
+ *
+ * DESIGN: one thread runs passes (woken by the informer's events, at least every
+ * interval); one mutex guards everything here. A pass holds the mutex while it chooses
+ * and reserves (the ledger's lock nests inside: gating -> ledger -> ugm -> quota tree),
+ * then unlocks and does the API calls (patches, Events). Only the leader passes; every
+ * replica follows the gated pods (so a new leader starts at once) and expires old
+ * reservations in its own ledger.
+ */
+#include "kubequota/control/gating.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <uthash.h>
+
+#include "kubequota/base/log.h"
+#include "kubequota/control/ledger.h"
+#include "kubequota/control/metering.h"
+#include "kubequota/kube/kube.h"
+
+const double kq_gating_wait_bounds[KQ_GATING_WAIT_BUCKETS] = {0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800};
+
+/* ------------------------------------------------------------------ binary heap */
+
+typedef bool (*less_fn)(const void *a, const void *b);
+typedef void (*idx_fn)(void *x, size_t i);
+
+typedef struct heap {
+    void **v;
+    size_t n, cap;
+} heap_t;
+
+static void h_set(heap_t *h, size_t i, void *x, idx_fn setidx)
+{
+    h->v[i] = x;
+    if (setidx)
+        setidx(x, i);
+}
+
+static void h_up(heap_t *h, size_t i, less_fn less, idx_fn setidx)
+{
+    void *x = h->v[i];
+    while (i > 0) {
+        size_t p = (i - 1) / 2;
+        if (!less(x, h->v[p]))
+            break;
+        h_set(h, i, h->v[p], setidx);
+        i = p;
+    }
+    h_set(h, i, x, setidx);
+}
+
+static void h_down(heap_t *h, size_t i, less_fn less, idx_fn setidx)
+{
+    void *x = h->v[i];
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= h->n)
+            break;
+        if (c + 1 < h->n && less(h->v[c + 1], h->v[c]))
+            c++;
+        if (!less(h->v[c], x))
+            break;
+        h_set(h, i, h->v[c], setidx);
+        i = c;
+    }
+    h_set(h, i, x, setidx);
+}
+
+static int h_push(heap_t *h, void *x, less_fn less, idx_fn setidx)
+{
+    if (h->n == h->cap) {
+        size_t cap = h->cap ? 2 * h->cap : 8;
+        void **v = realloc(h->v, cap * sizeof(*v));
+        if (v == NULL)
+            return KQ_ENOMEM;
+        h->v = v;
+        h->cap = cap;
+    }
+    h->v[h->n++] = x;
+    h_up(h, h->n - 1, less, setidx);
+    return 0;
+}
+
+/* Removes the element at i and returns it. */
+static void *h_remove(heap_t *h, size_t i, less_fn less, idx_fn setidx)
+{
+    void *x = h->v[i];
+    h->n--;
+    if (i < h->n) {
+        h_set(h, i, h->v[h->n], setidx);
+        h_down(h, i, less, setidx);
+        h_up(h, i, less, setidx);
+    }
+    if (setidx)
+        setidx(x, SIZE_MAX);
+    return x;
+}
+
+/* ------------------------------------------------------------------ state */
+
+struct guser;
+struct gqueue;
+
+typedef struct gpod {
+    char *uid; /* key */
+    UT_hash_handle hh;
+    kq_pod_t pod;
+    struct guser *user; /* NULL while releasing */
+    size_t hidx;
+    uint64_t seq;
+    int64_t since_ms;   /* monotonic ms when first seen gated */
+    bool releasing;     /* reserved and (being) ungated */
+    uint64_t seen_gen;
+    uint64_t posted_ver; /* the user's reason version its last Event said (0: none) */
+} gpod_t;
+
+typedef struct guser {
+    char *key; /* queue "\n" user */
+    UT_hash_handle hh;
+    struct gqueue *q;
+    char *name;
+    heap_t pods;
+    double pass, weight;
+    size_t qidx; /* SIZE_MAX: not in its queue's heap */
+    uint64_t seq;
+    char *reason;         /* why its head pod waits (last pass), NULL: not decided yet */
+    uint64_t reason_ver;  /* bumped when reason changes */
+    size_t fresh;         /* pods enqueued since its pods' Events were last brought up to date */
+} guser_t;
+
+typedef struct gqueue {
+    char *path; /* key ("" for pods without a valid queue) */
+    UT_hash_handle hh;
+    heap_t users;
+    double vclock;
+    size_t waiting;
+} gqueue_t;
+
+typedef struct ucount {
+    char *user;
+    UT_hash_handle hh;
+    unsigned long n;
+} ucount_t;
+
+struct kq_gating {
+    kq_app_t *app;
+    kq_gating_opts_t o;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    pthread_t thread;
+    bool started, stop, dirty;
+    gpod_t *pods;
+    gqueue_t *queues;
+    guser_t *users;
+    ucount_t *ucounts;
+    uint64_t seq, gen;
+    bool resyncing;
+    kq_config_t *cfg; /* the snapshot the weights were read from (a reference) */
+    size_t waiting;
+    unsigned long releases, patch_errors, expired;
+    unsigned long wait_bucket[KQ_GATING_WAIT_BUCKETS];
+    double wait_sum;
+    unsigned long wait_count;
+};
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static bool pod_less(const void *a, const void *b)
+{
+    const gpod_t *x = a, *y = b;
+    if (x->pod.priority != y->pod.priority)
+        return x->pod.priority > y->pod.priority;
+    if (x->pod.created != y->pod.created)
+        return x->pod.created < y->pod.created;
+    return x->seq < y->seq;
+}
+
+static void pod_idx(void *x, size_t i)
+{
+    ((gpod_t *)x)->hidx = i;
+}
+
+static bool user_less(const void *a, const void *b)
+{
+    const guser_t *x = a, *y = b;
+    if (x->pass != y->pass)
+        return x->pass < y->pass;
+    return x->seq < y->seq;
+}
+
+static void user_idx(void *x, size_t i)
+{
+    ((guser_t *)x)->qidx = i;
+}
+
+/* What a release costs a user's pass: cpu millicores, else memory MiB, else 1. */
+static double pod_cost(const kq_pod_t *p)
+{
+    static const char *cpu, *mem;
+    if (cpu == NULL) {
+        cpu = kq_resource_name("cpu");
+        mem = kq_resource_name("memory");
+    }
+    int64_t v = kq_resource_get(&p->request, cpu, NULL);
+    if (v > 0)
+        return (double)v;
+    v = kq_resource_get(&p->request, mem, NULL) / (1024 * 1024);
+    return v > 0 ? (double)v : 1.0;
+}
+
+double kq_gating_weight(const kq_queue_conf_t *q, const char *user, const char *const *groups, size_t n_groups)
+{
+    if (q == NULL)
+        return 1.0;
+    size_t lu = strlen(KQ_PROP_GATING_WEIGHT_USER), lg = strlen(KQ_PROP_GATING_WEIGHT_GROUP);
+    double best = 0;
+    for (size_t i = 0; i < q->n_properties; i++) {
+        const kq_property_t *p = &q->properties[i];
+        double w = strtod(p->value, NULL);
+        if (!(w > 0) || !isfinite(w))
+            continue;
+        if (user != NULL && strncmp(p->key, KQ_PROP_GATING_WEIGHT_USER, lu) == 0 && strcmp(p->key + lu, user) == 0)
+            return w;
+        if (strncmp(p->key, KQ_PROP_GATING_WEIGHT_GROUP, lg) == 0)
+            for (size_t k = 0; k < n_groups; k++)
+                if (strcmp(p->key + lg, groups[k]) == 0 && w > best)
+                    best = w;
+    }
+    return best > 0 ? best : 1.0;
+}
+
+static const kq_queue_conf_t *queue_conf(kq_gating_t *g, const char *path)
+{
+    if (g->cfg == NULL || path == NULL || *path == '\0')
+        return NULL;
+    const kq_partition_conf_t *part = kq_config_partition(g->cfg, g->app->partition);
+    return part ? kq_config_queue(part, path) : NULL;
+}
+
+static void user_weigh(kq_gating_t *g, guser_t *u, const kq_pod_t *p)
+{
+    u->weight = kq_gating_weight(queue_conf(g, u->q->path), p->user, (const char *const *)p->groups, p->n_groups);
+}
+
+static void gpod_free(gpod_t *gp)
+{
+    if (gp == NULL)
+        return;
+    free(gp->uid);
+    kq_pod_clear(&gp->pod);
+    free(gp);
+}
+
+static void user_free(guser_t *u)
+{
+    free(u->key);
+    free(u->name);
+    free(u->reason);
+    free(u->pods.v);
+    free(u);
+}
+
+/* Puts a waiting pod into its user's heap (lock held). */
+static int enqueue(kq_gating_t *g, gpod_t *gp)
+{
+    const char *qp = gp->pod.queue ? gp->pod.queue : "";
+    const char *un = gp->pod.user ? gp->pod.user : "nobody";
+    gqueue_t *q;
+    HASH_FIND_STR(g->queues, qp, q);
+    if (q == NULL) {
+        if ((q = calloc(1, sizeof(*q))) == NULL || (q->path = strdup(qp)) == NULL) {
+            free(q);
+            return KQ_ENOMEM;
+        }
+        HASH_ADD_KEYPTR(hh, g->queues, q->path, strlen(q->path), q);
+    }
+    size_t kl = strlen(qp) + 1 + strlen(un);
+    char *key = malloc(kl + 1);
+    if (key == NULL)
+        return KQ_ENOMEM;
+    snprintf(key, kl + 1, "%s\n%s", qp, un);
+    guser_t *u;
+    HASH_FIND_STR(g->users, key, u);
+    if (u == NULL) {
+        if ((u = calloc(1, sizeof(*u))) == NULL || (u->name = strdup(un)) == NULL) {
+            free(u);
+            free(key);
+            return KQ_ENOMEM;
+        }
+        u->key = key;
+        key = NULL;
+        u->q = q;
+        u->qidx = SIZE_MAX;
+        u->pass = q->vclock; /* joins at the queue's current pass: idle time earns nothing */
+        u->seq = ++g->seq;
+        user_weigh(g, u, &gp->pod);
+        HASH_ADD_KEYPTR(hh, g->users, u->key, strlen(u->key), u);
+    }
+    free(key);
+    if (h_push(&u->pods, gp, pod_less, pod_idx) != 0)
+        return KQ_ENOMEM;
+    if (u->qidx == SIZE_MAX) {
+        if (u->pass < q->vclock)
+            u->pass = q->vclock;
+        if (h_push(&q->users, u, user_less, user_idx) != 0) {
+            h_remove(&u->pods, gp->hidx, pod_less, pod_idx);
+            return KQ_ENOMEM;
+        }
+    }
+    gp->user = u;
+    u->fresh++;
+    q->waiting++;
+    g->waiting++;
+    return 0;
+}
+
+/* Drops a user without waiting pods (lock held). */
+static void user_drop_if_empty(kq_gating_t *g, guser_t *u)
+{
+    if (u->pods.n > 0)
+        return;
+    if (u->qidx != SIZE_MAX)
+        h_remove(&u->q->users, u->qidx, user_less, user_idx);
+    gqueue_t *q = u->q;
+    HASH_DEL(g->users, u);
+    user_free(u);
+    if (q->users.n == 0 && q->waiting == 0) {
+        HASH_DEL(g->queues, q);
+        free(q->path);
+        free(q->users.v);
+        free(q);
+    }
+}
+
+/* Takes a waiting pod out of the heaps (lock held). */
+static void dequeue(kq_gating_t *g, gpod_t *gp)
+{
+    guser_t *u = gp->user;
+    if (u == NULL)
+        return;
+    h_remove(&u->pods, gp->hidx, pod_less, pod_idx);
+    gp->user = NULL;
+    u->q->waiting--;
+    g->waiting--;
+    if (u->pods.n == 0)
+        user_drop_if_empty(g, u);
+}
+
+static void forget(kq_gating_t *g, gpod_t *gp)
+{
+    dequeue(g, gp);
+    HASH_DEL(g->pods, gp);
+    gpod_free(gp);
+}
+
+/* ------------------------------------------------------------------ informer hooks */
+
+static bool is_waiting(const kq_gating_t *g, const kq_pod_t *p)
+{
+    return kq_pod_is_gated(p) && !kq_pod_is_terminal(p) && !p->deleting && p->node == NULL &&
+           p->scheduler_name != NULL && g->app->scheduler_name != NULL &&
+           strcmp(p->scheduler_name, g->app->scheduler_name) == 0;
+}
+
+void kq_gating_observe(kq_gating_t *g, const kq_pod_t *pod)
+{
+    if (g == NULL || pod == NULL || pod->uid == NULL)
+        return;
+    bool waiting = is_waiting(g, pod);
+    kq_pod_t copy;
+    memset(&copy, 0, sizeof(copy));
+    if (waiting && kq_pod_copy(&copy, pod) != 0) {
+        kq_error("event=gating_observe_failed pod=%s/%s error=\"out of memory\"", pod->ns, pod->name);
+        return;
+    }
+    pthread_mutex_lock(&g->mu);
+    gpod_t *gp;
+    HASH_FIND_STR(g->pods, pod->uid, gp);
+    if (!waiting) {
+        if (gp != NULL)
+            forget(g, gp);
+    } else if (gp != NULL) {
+        gp->pod.gate_pos = copy.gate_pos; /* placement is immutable (admission.h): only the index moves */
+        gp->pod.n_gates = copy.n_gates;
+        gp->seen_gen = g->gen;
+    } else if ((gp = calloc(1, sizeof(*gp))) == NULL || (gp->uid = strdup(pod->uid)) == NULL) {
+        free(gp);
+        kq_error("event=gating_observe_failed pod=%s/%s error=\"out of memory\"", pod->ns, pod->name);
+    } else {
+        gp->pod = copy;
+        memset(&copy, 0, sizeof(copy));
+        gp->seq = ++g->seq;
+        gp->since_ms = mono_ms();
+        gp->seen_gen = g->gen;
+        HASH_ADD_KEYPTR(hh, g->pods, gp->uid, strlen(gp->uid), gp);
+        if (enqueue(g, gp) != 0) {
+            HASH_DEL(g->pods, gp);
+            gpod_free(gp);
+            kq_error("event=gating_observe_failed pod=%s/%s error=\"out of memory\"", pod->ns, pod->name);
+        }
+    }
+    g->dirty = true;
+    pthread_cond_signal(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+    kq_pod_clear(&copy);
+}
+
+void kq_gating_remove(kq_gating_t *g, const char *uid)
+{
+    if (g == NULL || uid == NULL)
+        return;
+    pthread_mutex_lock(&g->mu);
+    gpod_t *gp;
+    HASH_FIND_STR(g->pods, uid, gp);
+    if (gp != NULL)
+        forget(g, gp);
+    g->dirty = true; /* a pod gone frees quota */
+    pthread_cond_signal(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+}
+
+void kq_gating_resync_begin(kq_gating_t *g)
+{
+    if (g == NULL)
+        return;
+    pthread_mutex_lock(&g->mu);
+    g->gen++;
+    g->resyncing = true;
+    pthread_mutex_unlock(&g->mu);
+}
+
+void kq_gating_resync_end(kq_gating_t *g)
+{
+    if (g == NULL)
+        return;
+    pthread_mutex_lock(&g->mu);
+    if (g->resyncing) {
+        gpod_t *gp, *tmp;
+        HASH_ITER(hh, g->pods, gp, tmp) {
+            if (gp->seen_gen != g->gen)
+                forget(g, gp);
+        }
+        g->resyncing = false;
+    }
+    g->dirty = true;
+    pthread_cond_signal(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+}
+
+/* ------------------------------------------------------------------ a pass */
+
+typedef struct work {
+    char *uid, *ns, *name, *reason; /* reason: an Event to post; NULL: a gate to remove */
+    uint32_t gate_idx;
+} work_t;
+
+typedef struct worklist {
+    work_t *v;
+    size_t n, cap;
+} worklist_t;
+
+static void work_add(worklist_t *w, const gpod_t *gp, const char *reason)
+{
+    if (w->n == w->cap) {
+        size_t cap = w->cap ? 2 * w->cap : 16;
+        work_t *v = realloc(w->v, cap * sizeof(*v));
+        if (v == NULL)
+            return;
+        w->v = v;
+        w->cap = cap;
+    }
+    work_t *x = &w->v[w->n];
+    x->uid = strdup(gp->uid);
+    x->ns = strdup(gp->pod.ns);
+    x->name = strdup(gp->pod.name);
+    x->reason = reason ? strdup(reason) : NULL;
+    x->gate_idx = gp->pod.gate_pos > 0 ? gp->pod.gate_pos - 1 : 0;
+    if (x->uid == NULL || x->ns == NULL || x->name == NULL || (reason != NULL && x->reason == NULL)) {
+        free(x->uid);
+        free(x->ns);
+        free(x->name);
+        free(x->reason);
+        return;
+    }
+    w->n++;
+}
+
+static void worklist_free(worklist_t *w)
+{
+    for (size_t i = 0; i < w->n; i++) {
+        free(w->v[i].uid);
+        free(w->v[i].ns);
+        free(w->v[i].name);
+        free(w->v[i].reason);
+    }
+    free(w->v);
+    memset(w, 0, sizeof(*w));
+}
+
+/* The checks filter and bind make, as one check and commit: budget, then the ledger's
+ * reservation. Lock held. */
+static int admit(kq_gating_t *g, const kq_pod_t *p, char *reason, size_t len)
+{
+    kq_app_t *app = g->app;
+    if (app->metering != NULL && !kq_ledger_is_counted(app->ledger, p->uid)) {
+        char group[KQ_UGM_PATH_MAX];
+        if (kq_ledger_pod_group(app->ledger, p, group, sizeof(group)) != 0)
+            group[0] = '\0';
+        int rc = kq_metering_check_budget(app->metering, p->user, group[0] ? group : NULL, p->queue, reason, len);
+        if (rc != 0)
+            return rc;
+    }
+    return kq_ledger_reserve(app->ledger, p, reason, len);
+}
+
+static void note_release(kq_gating_t *g, gpod_t *gp)
+{
+    g->releases++;
+    double waited = (double)(mono_ms() - gp->since_ms) / 1000.0;
+    for (size_t i = 0; i < KQ_GATING_WAIT_BUCKETS; i++)
+        if (waited <= kq_gating_wait_bounds[i])
+            g->wait_bucket[i]++;
+    g->wait_sum += waited;
+    g->wait_count++;
+    const char *un = gp->pod.user ? gp->pod.user : "nobody";
+    ucount_t *c;
+    HASH_FIND_STR(g->ucounts, un, c);
+    if (c == NULL && (c = calloc(1, sizeof(*c))) != NULL) {
+        if ((c->user = strdup(un)) == NULL) {
+            free(c);
+            c = NULL;
+        } else {
+            HASH_ADD_KEYPTR(hh, g->ucounts, c->user, strlen(c->user), c);
+        }
+    }
+    if (c != NULL)
+        c->n++;
+}
+
+/* Weights follow the configuration: re-read for every user when the snapshot changed. */
+static void refresh_config(kq_gating_t *g)
+{
+    kq_config_t *cfg = kq_config_holder_get(g->app->config);
+    if (cfg == g->cfg) {
+        kq_config_unref(cfg);
+        return;
+    }
+    kq_config_unref(g->cfg);
+    g->cfg = cfg;
+    guser_t *u, *tmp;
+    HASH_ITER(hh, g->users, u, tmp) {
+        if (u->pods.n > 0)
+            user_weigh(g, u, &((gpod_t *)u->pods.v[0])->pod);
+    }
+}
+
+/* One pass over every queue (lock held): releases what fits, in fair order. */
+static void pass(kq_gating_t *g, worklist_t *rel, worklist_t *events)
+{
+    refresh_config(g);
+    guser_t **blocked = NULL;
+    size_t cap = 0;
+    gqueue_t *q, *qtmp;
+    HASH_ITER(hh, g->queues, q, qtmp) {
+        size_t nb = 0;
+        while (q->users.n > 0) {
+            guser_t *u = h_remove(&q->users, 0, user_less, user_idx);
+            gpod_t *gp = u->pods.v[0];
+            char reason[512] = "";
+            int rc = admit(g, &gp->pod, reason, sizeof(reason));
+            if (rc == 0) {
+                h_remove(&u->pods, 0, pod_less, pod_idx);
+                gp->user = NULL;
+                gp->releasing = true;
+                q->waiting--;
+                g->waiting--;
+                q->vclock = u->pass;
+                u->pass += pod_cost(&gp->pod) / (u->weight > 0 ? u->weight : 1.0);
+                note_release(g, gp);
+                work_add(rel, gp, NULL);
+                kq_info("event=gate_released pod=%s/%s uid=%s user=%s queue=%s waited_ms=%lld", gp->pod.ns,
+                        gp->pod.name, gp->uid, u->name, q->path, (long long)(mono_ms() - gp->since_ms));
+                if (u->pods.n > 0) {
+                    if (h_push(&q->users, u, user_less, user_idx) != 0)
+                        kq_error("event=gating_requeue_failed user=%s error=\"out of memory\"", u->name);
+                } else {
+                    HASH_DEL(g->users, u);
+                    user_free(u);
+                }
+                continue;
+            }
+            if (reason[0] == '\0')
+                snprintf(reason, sizeof(reason), "%s", kq_strerror(rc));
+            /* Every pod of the user waits for the same reason (its head cannot go): one
+             * Event per pod per change of reason, and one for each pod that arrived since. */
+            if (u->reason == NULL || strcmp(u->reason, reason) != 0) {
+                char *r = strdup(reason);
+                if (r != NULL) {
+                    free(u->reason);
+                    u->reason = r;
+                    u->reason_ver++;
+                    u->fresh = 1;
+                }
+            }
+            if (u->fresh > 0 && u->reason != NULL) {
+                for (size_t i = 0; i < u->pods.n; i++) {
+                    gpod_t *x = u->pods.v[i];
+                    if (x->posted_ver != u->reason_ver) {
+                        x->posted_ver = u->reason_ver;
+                        work_add(events, x, u->reason);
+                    }
+                }
+                u->fresh = 0;
+            }
+            if (nb == cap) {
+                size_t nc = cap ? 2 * cap : 16;
+                guser_t **b = realloc(blocked, nc * sizeof(*b));
+                if (b == NULL) { /* cannot remember it: back in the heap, and stop this queue */
+                    (void)h_push(&q->users, u, user_less, user_idx);
+                    break;
+                }
+                blocked = b;
+                cap = nc;
+            }
+            blocked[nb++] = u;
+        }
+        for (size_t i = 0; i < nb; i++)
+            if (h_push(&q->users, blocked[i], user_less, user_idx) != 0)
+                kq_error("event=gating_requeue_failed user=%s error=\"out of memory\"", blocked[i]->name);
+        if (q->users.n == 0 && q->waiting == 0) {
+            HASH_DEL(g->queues, q);
+            free(q->path);
+            free(q->users.v);
+            free(q);
+        }
+    }
+    free(blocked);
+}
+
+/* Removes our gate: a JSON patch whose tests make it a no-op unless the pod is the same
+ * one and our gate is still at that index. 0 removed; KQ_ENOENT pod gone; KQ_ECONFLICT
+ * refused (preconditions failed); KQ_EIO the outcome is unknown. */
+static int ungate(kq_gating_t *g, const work_t *w, char *err, size_t errlen)
+{
+    char gpath[64], path[600];
+    snprintf(gpath, sizeof(gpath), "/spec/schedulingGates/%u", w->gate_idx);
+    char gname[80];
+    snprintf(gname, sizeof(gname), "%s/name", gpath);
+    json_t *ops = json_pack("[{s:s,s:s,s:s},{s:s,s:s,s:s},{s:s,s:s}]", "op", "test", "path", "/metadata/uid",
+                            "value", w->uid, "op", "test", "path", gname, "value", KQ_POD_ADMISSION_GATE, "op",
+                            "remove", "path", gpath);
+    char *body = ops ? json_dumps(ops, JSON_COMPACT) : NULL;
+    json_decref(ops);
+    if (body == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return KQ_EIO;
+    }
+    snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s", w->ns, w->name);
+    kq_kube_resp_t r = {0};
+    int rc = g->app->kube ? kq_kube_request(g->app->kube, "PATCH", path, "application/json-patch+json", body, &r)
+                          : KQ_ESTATE;
+    free(body);
+    if (rc != 0) {
+        snprintf(err, errlen, "%s", kq_strerror(rc));
+        rc = KQ_EIO;
+    } else if (r.status == 200) {
+        rc = 0;
+    } else {
+        snprintf(err, errlen, "HTTP %ld: %.300s", r.status, r.body ? r.body : "");
+        rc = r.status == 404 ? KQ_ENOENT : (r.status == 409 || r.status == 422) ? KQ_ECONFLICT : KQ_EIO;
+    }
+    kq_kube_resp_free(&r);
+    return rc;
+}
+
+static void apply(kq_gating_t *g, worklist_t *rel, worklist_t *events)
+{
+    for (size_t i = 0; i < rel->n; i++) {
+        const work_t *w = &rel->v[i];
+        char err[512] = "";
+        int rc = ungate(g, w, err, sizeof(err));
+        if (rc == 0)
+            continue;
+        kq_warn("event=ungate_failed pod=%s/%s uid=%s error=\"%s\" msg=\"%s\"", w->ns, w->name, w->uid, err,
+                rc == KQ_EIO ? "outcome unknown: kept reserved, retried" : "reservation released; the pod waits");
+        if (rc != KQ_EIO)
+            (void)kq_ledger_unreserve(g->app->ledger, w->uid);
+        pthread_mutex_lock(&g->mu);
+        g->patch_errors++;
+        gpod_t *gp;
+        HASH_FIND_STR(g->pods, w->uid, gp);
+        if (gp != NULL && gp->releasing && rc != KQ_ENOENT) {
+            gp->releasing = false;
+            if (enqueue(g, gp) != 0)
+                forget(g, gp);
+        }
+        pthread_mutex_unlock(&g->mu);
+    }
+    for (size_t i = 0; i < events->n; i++) {
+        const work_t *w = &events->v[i];
+        if (g->app->kube != NULL)
+            kq_kube_event(g->app->kube, w->ns, w->name, w->uid, "Normal", KQ_GATING_EVENT_REASON, w->reason);
+    }
+}
+
+static void *run(void *arg)
+{
+    kq_gating_t *g = arg;
+    int64_t last_expire = 0, last_pass = 0;
+    long timeout_s = (g->o.reserve_timeout_ms + 999) / 1000;
+    pthread_mutex_lock(&g->mu);
+    while (!g->stop) {
+        int64_t now = mono_ms();
+        if (!g->dirty && now - last_pass < g->o.interval_ms) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            long wait_ms = g->o.interval_ms - (long)(now - last_pass);
+            if (wait_ms > 1000)
+                wait_ms = 1000;
+            ts.tv_sec += wait_ms / 1000;
+            ts.tv_nsec += (wait_ms % 1000) * 1000000L;
+            if (ts.tv_nsec >= 1000000000L) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000L;
+            }
+            pthread_cond_timedwait(&g->cv, &g->mu, &ts);
+            now = mono_ms();
+        }
+        if (g->stop)
+            break;
+        pthread_mutex_unlock(&g->mu);
+        if (now - last_expire >= 1000) { /* every replica: reservations live in each ledger */
+            last_expire = now;
+            size_t n = kq_ledger_expire_reserved(g->app->ledger, timeout_s);
+            if (n > 0) {
+                pthread_mutex_lock(&g->mu);
+                g->expired += n;
+                g->dirty = true;
+                pthread_mutex_unlock(&g->mu);
+            }
+        }
+        bool leader = g->o.is_leader == NULL || g->o.is_leader(g->o.leader_ud);
+        bool ready = atomic_load(&g->app->ready);
+        worklist_t rel = {0}, events = {0};
+        pthread_mutex_lock(&g->mu);
+        if (g->dirty || now - last_pass >= g->o.interval_ms) {
+            g->dirty = false;
+            last_pass = now;
+            if (leader && ready && !g->resyncing)
+                pass(g, &rel, &events);
+        }
+        pthread_mutex_unlock(&g->mu);
+        if (rel.n > 0 || events.n > 0)
+            apply(g, &rel, &events);
+        worklist_free(&rel);
+        worklist_free(&events);
+        pthread_mutex_lock(&g->mu);
+    }
+    pthread_mutex_unlock(&g->mu);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ public API */
+
+void kq_gating_opts_default(kq_gating_opts_t *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->reserve_timeout_ms = 120000;
+    o->interval_ms = 1000;
+}
+
+kq_gating_t *kq_gating_new(kq_app_t *app, const kq_gating_opts_t *o)
+{
+    kq_gating_t *g = calloc(1, sizeof(*g));
+    if (g == NULL)
+        return NULL;
+    g->app = app;
+    if (o != NULL)
+        g->o = *o;
+    else
+        kq_gating_opts_default(&g->o);
+    if (g->o.interval_ms <= 0)
+        g->o.interval_ms = 1000;
+    if (g->o.reserve_timeout_ms <= 0)
+        g->o.reserve_timeout_ms = 120000;
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    if (pthread_mutex_init(&g->mu, NULL) != 0 || pthread_cond_init(&g->cv, &ca) != 0) {
+        pthread_condattr_destroy(&ca);
+        free(g);
+        return NULL;
+    }
+    pthread_condattr_destroy(&ca);
+    g->gen = 1;
+    if (app->ledger != NULL)
+        kq_ledger_set_gating(app->ledger, true);
+    return g;
+}
+
+int kq_gating_start(kq_gating_t *g)
+{
+    if (pthread_create(&g->thread, NULL, run, g) != 0)
+        return KQ_ENOMEM;
+    g->started = true;
+    kq_info("event=gating_started gate=%s reserve_timeout_ms=%ld", KQ_POD_ADMISSION_GATE, g->o.reserve_timeout_ms);
+    return 0;
+}
+
+void kq_gating_free(kq_gating_t *g)
+{
+    if (g == NULL)
+        return;
+    if (g->started) {
+        pthread_mutex_lock(&g->mu);
+        g->stop = true;
+        pthread_cond_signal(&g->cv);
+        pthread_mutex_unlock(&g->mu);
+        pthread_join(g->thread, NULL);
+    }
+    gpod_t *gp, *tp;
+    HASH_ITER(hh, g->pods, gp, tp) {
+        HASH_DEL(g->pods, gp);
+        gpod_free(gp);
+    }
+    guser_t *u, *tu;
+    HASH_ITER(hh, g->users, u, tu) {
+        HASH_DEL(g->users, u);
+        user_free(u);
+    }
+    gqueue_t *q, *tq;
+    HASH_ITER(hh, g->queues, q, tq) {
+        HASH_DEL(g->queues, q);
+        free(q->path);
+        free(q->users.v);
+        free(q);
+    }
+    ucount_t *c, *tc;
+    HASH_ITER(hh, g->ucounts, c, tc) {
+        HASH_DEL(g->ucounts, c);
+        free(c->user);
+        free(c);
+    }
+    kq_config_unref(g->cfg);
+    pthread_cond_destroy(&g->cv);
+    pthread_mutex_destroy(&g->mu);
+    free(g);
+}
+
+void kq_gating_stats(kq_gating_t *g, kq_gating_stats_t *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (g == NULL)
+        return;
+    pthread_mutex_lock(&g->mu);
+    out->waiting = g->waiting;
+    out->releases = g->releases;
+    out->patch_errors = g->patch_errors;
+    out->expired = g->expired;
+    memcpy(out->wait_bucket, g->wait_bucket, sizeof(out->wait_bucket));
+    out->wait_sum = g->wait_sum;
+    out->wait_count = g->wait_count;
+    pthread_mutex_unlock(&g->mu);
+    out->reserved = g->app->ledger ? kq_ledger_reserved_count(g->app->ledger) : 0;
+}
+
+void kq_gating_foreach_user(kq_gating_t *g, void (*fn)(void *ud, const char *user, unsigned long releases), void *ud)
+{
+    if (g == NULL)
+        return;
+    pthread_mutex_lock(&g->mu);
+    ucount_t *c, *tmp;
+    HASH_ITER(hh, g->ucounts, c, tmp) {
+        fn(ud, c->user, c->n);
+    }
+    pthread_mutex_unlock(&g->mu);
+}
+
+/* ---- the REST view: release order simulated on copies (not a hot path) ---- */
+
+typedef struct simu {
+    guser_t *u;
+    gpod_t **pods; /* sorted by pod_less */
+    size_t n, next;
+    double pass;
+    size_t idx;
+} simu_t;
+
+static bool simu_less(const void *a, const void *b)
+{
+    const simu_t *x = a, *y = b;
+    if (x->pass != y->pass)
+        return x->pass < y->pass;
+    return x->u->seq < y->u->seq;
+}
+
+static int cmp_pod(const void *a, const void *b)
+{
+    const gpod_t *x = *(gpod_t *const *)a, *y = *(gpod_t *const *)b;
+    return pod_less(x, y) ? -1 : pod_less(y, x) ? 1 : 0;
+}
+
+static json_t *queue_json(kq_gating_t *g, gqueue_t *q, int64_t now)
+{
+    json_t *pods = json_array(), *out = json_pack("{s:s,s:I}", "queue", q->path, "waiting", (json_int_t)q->waiting);
+    simu_t *s = calloc(q->users.n ? q->users.n : 1, sizeof(*s));
+    heap_t h = {0};
+    if (pods == NULL || out == NULL || s == NULL)
+        goto fail;
+    for (size_t i = 0; i < q->users.n; i++) {
+        guser_t *u = q->users.v[i];
+        s[i].u = u;
+        s[i].pass = u->pass;
+        s[i].n = u->pods.n;
+        if ((s[i].pods = malloc((u->pods.n ? u->pods.n : 1) * sizeof(gpod_t *))) == NULL)
+            goto fail;
+        memcpy(s[i].pods, u->pods.v, u->pods.n * sizeof(gpod_t *));
+        qsort(s[i].pods, s[i].n, sizeof(gpod_t *), cmp_pod);
+        if (h_push(&h, &s[i], simu_less, NULL) != 0)
+            goto fail;
+    }
+    json_int_t pos = 0;
+    while (h.n > 0) {
+        simu_t *x = h_remove(&h, 0, simu_less, NULL);
+        gpod_t *gp = x->pods[x->next++];
+        json_t *e = json_pack("{s:s,s:s,s:s,s:s,s:I,s:i,s:f,s:s}", "namespace", gp->pod.ns, "name", gp->pod.name,
+                              "uid", gp->uid, "user", x->u->name, "position", ++pos, "priority", (int)gp->pod.priority,
+                              "waitingSeconds", (double)(now - gp->since_ms) / 1000.0, "reason",
+                              x->u->reason ? x->u->reason : "waiting for the admission controller's next pass");
+        if (e == NULL || json_array_append_new(pods, e) != 0)
+            goto fail;
+        x->pass += pod_cost(&gp->pod) / (x->u->weight > 0 ? x->u->weight : 1.0);
+        if (x->next < x->n && h_push(&h, x, simu_less, NULL) != 0)
+            goto fail;
+    }
+    for (size_t i = 0; i < q->users.n; i++)
+        free(s[i].pods);
+    free(s);
+    free(h.v);
+    json_object_set_new(out, "pods", pods);
+    return out;
+fail:
+    if (s != NULL)
+        for (size_t i = 0; i < q->users.n; i++)
+            free(s[i].pods);
+    free(s);
+    free(h.v);
+    json_decref(pods);
+    json_decref(out);
+    return NULL;
+}
+
+json_t *kq_gating_waiting_json(kq_gating_t *g, const char *queue)
+{
+    json_t *arr = json_array();
+    if (arr == NULL || g == NULL)
+        return arr;
+    int64_t now = mono_ms();
+    pthread_mutex_lock(&g->mu);
+    gqueue_t *q, *tmp;
+    HASH_ITER(hh, g->queues, q, tmp) {
+        if (queue != NULL && strcmp(queue, q->path) != 0)
+            continue;
+        json_t *j = queue_json(g, q, now);
+        if (j == NULL || json_array_append_new(arr, j) != 0) {
+            json_decref(arr);
+            arr = NULL;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&g->mu);
+    return arr;
+}

@@ -1,0 +1,222 @@
+"""Fair admission behind a scheduling gate (issue 18, docs/gating.md): pods created with the
+gate kubequota.io/admission wait until kubequota's admission controller removes it; a fake
+kube-scheduler filters and binds only ungated pods (kube-scheduler never schedules a gated
+one: kubernetes pkg/scheduler/framework/plugins/schedulinggates). Every count below is
+read from the API simulator's state, never from kubequota's own numbers."""
+
+import threading
+import time
+
+from kqtest import (KQTestCase, SCHED, pod_manifest, queues_config, wait_until)
+
+GATE = "kubequota.io/admission"
+
+
+def alive(p):
+    return p["status"].get("phase") not in ("Succeeded", "Failed") and \
+        not p["metadata"].get("deletionTimestamp")
+
+
+def gated(p):
+    return any(g.get("name") == GATE for g in p["spec"].get("schedulingGates") or [])
+
+
+def ours(p):
+    return p["spec"].get("schedulerName") == SCHED
+
+
+def cpu_of(p):
+    q = p["spec"]["containers"][0]["resources"]["requests"]["cpu"]
+    return int(q[:-1]) if q.endswith("m") else int(float(q) * 1000)
+
+
+class FakeScheduler:
+    """kube-scheduler's loop over the extender: every ungated, unbound pod of kubequota's
+    scheduler goes through filter and, if a node is left, bind."""
+
+    def __init__(self, test):
+        self.test, self.stop_ev, self.errors = test, threading.Event(), []
+        self.t = threading.Thread(target=self.run, daemon=True)
+
+    def start(self):
+        self.t.start()
+        return self
+
+    def run(self):
+        while not self.stop_ev.is_set():
+            try:
+                for p in self.test.sim.state()["pods"]:
+                    if ours(p) and alive(p) and not gated(p) and not p["spec"].get("nodeName"):
+                        self.test.sched.schedule(p["metadata"]["namespace"], p["metadata"]["name"])
+            except Exception as e:  # kubequota restarting: try again
+                self.errors.append(repr(e))
+            self.stop_ev.wait(0.05)
+
+    def stop(self):
+        self.stop_ev.set()
+        self.t.join(10)
+
+
+class Monitor:
+    """Polls the simulator every 50 ms: the cpu of live pods of `user` that are bound or
+    ungated (reserved) must never exceed the limit; `bound_only` checks bound pods only."""
+
+    def __init__(self, test, user, limit_m, bound_only=False):
+        self.test, self.user, self.limit, self.bound_only = test, user, limit_m, bound_only
+        self.stop_ev, self.worst, self.polls = threading.Event(), 0, 0
+        self.t = threading.Thread(target=self.run, daemon=True)
+
+    def start(self):
+        self.t.start()
+        return self
+
+    def run(self):
+        while not self.stop_ev.is_set():
+            total = 0
+            for p in self.test.sim.state()["pods"]:
+                if not (ours(p) and alive(p)) or self.user not in p["metadata"]["annotations"].get(
+                        "kubequota.io/user-info", ""):
+                    continue
+                if p["spec"].get("nodeName") or (not self.bound_only and not gated(p)):
+                    total += cpu_of(p)
+            self.worst = max(self.worst, total)
+            self.polls += 1
+            self.stop_ev.wait(0.05)
+
+    def stop(self):
+        self.stop_ev.set()
+        self.t.join(10)
+        self.test.assertLessEqual(self.worst, self.limit,
+                                  "over-admission: %dm bound+reserved, limit %dm" % (self.worst, self.limit))
+        self.test.assertGreater(self.polls, 0)
+
+
+ALICE_4CPU = [{"limit": "alice", "users": ["alice"], "maxresources": {"cpu": "4"}}]
+
+
+class GatingTest(KQTestCase):
+    CONFIG = queues_config({"name": "default"}, {"name": "dev", "limits": ALICE_4CPU})
+    EXTRA_ARGS = ("--admission-gate",)
+
+    def gated_pod(self, name, user="alice", cpu="1", queue="root.dev", **kw):
+        return self.sim.create_pod(pod_manifest(name, user=user, cpu=cpu, memory="64Mi", queue=queue,
+                                                gates=(GATE,), **kw))
+
+    def pods(self):
+        return {p["metadata"]["name"]: p for p in self.sim.state()["pods"] if alive(p)}
+
+    def ungated(self):
+        return sorted(n for n, p in self.pods().items() if ours(p) and not gated(p))
+
+    def bound(self):
+        return sorted(n for n, p in self.pods().items() if p["spec"].get("nodeName"))
+
+    def test_releases_exactly_what_fits(self):
+        mon = Monitor(self, "alice", 4000).start()
+        for i in range(10):
+            self.gated_pod("p%d" % i)
+        wait_until(lambda: len(self.ungated()) == 4, timeout=15, msg="4 pods ungated")
+        first = self.ungated()
+        time.sleep(5)  # nothing more is released while the 4 are reserved
+        self.assertEqual(self.ungated(), first)
+        # the gate is the only gate removed, and only on these pods
+        for n, p in self.pods().items():
+            self.assertEqual(gated(p), n not in first, n)
+        sched = FakeScheduler(self).start()
+        try:
+            wait_until(lambda: self.bound() == first, timeout=15, msg="the 4 released pods bound")
+            time.sleep(1)
+            self.assertEqual(self.bound(), first)
+            self.assertEqual(len(self.ungated()), 4)
+            for n in first[:2]:
+                self.sim.delete_pod("default", n)
+            wait_until(lambda: len(self.ungated()) == 4 and len(self.bound()) == 4, timeout=15,
+                       msg="2 more released and bound after 2 deletions")
+            time.sleep(2)
+            now = self.ungated()
+            self.assertEqual(len(now), 4)
+            self.assertEqual(len(set(now) - set(first)), 2, "exactly 2 more ungated")
+        finally:
+            sched.stop()
+            mon.stop()
+        # the wait is visible: the REST view lists the 4 still gated, in order, with a reason
+        r = self.kq.get_json("/ws/v1/partition/default/gating/waiting")
+        q = [x for x in r if x["queue"] == "root.dev"][0]
+        self.assertEqual(q["waiting"], 4)
+        self.assertEqual([p["position"] for p in q["pods"]], [1, 2, 3, 4])
+        self.assertEqual(sorted(p["name"] for p in q["pods"]),
+                         sorted(n for n, p in self.pods().items() if gated(p)))
+        self.assertIn("alice", q["pods"][0]["reason"])
+        # ... and each waiting pod got one Event saying why, in the filter's words
+        events = [e for e in self.sim.state()["events"] if e.get("reason") == "WaitingForQuota"]
+        waiting = {p["name"] for p in q["pods"]}
+        named = [e["involvedObject"]["name"] for e in events]
+        self.assertTrue(waiting <= set(named), (waiting, named))
+        # metrics: 4 + 2 releases of alice, 4 waiting, none reserved once all bound
+        text = self.kq.get("/metrics").text
+        self.assertIn('kubequota_gating_releases_total{user="alice"} 6\n', text)
+        self.assertIn("kubequota_gating_waiting_pods 4\n", text)
+        self.assertIn("kubequota_gating_reserved_pods 0\n", text)
+        self.assertIn('kubequota_gating_wait_seconds_count 6\n', text)
+        for e in events:
+            self.assertIn("cpu", e["message"])
+            self.assertEqual(e.get("count", 1), 1, "one Event per change of reason, not per pass")
+
+    def test_sigkill_between_ungate_and_bind(self):
+        # Released pods are reserved in the API's truth (ungated, no node): a restart must
+        # rebuild that, or it would release 4 more.
+        mon = Monitor(self, "alice", 4000).start()
+        for i in range(8):
+            self.gated_pod("k%d" % i)
+        wait_until(lambda: len(self.ungated()) == 4, timeout=15, msg="4 pods ungated")
+        first = self.ungated()
+        self.kq.kill()
+        self.kq.start()
+        time.sleep(3)
+        self.assertEqual(self.ungated(), first, "a restart released more than fits")
+        sched = FakeScheduler(self).start()
+        try:
+            wait_until(lambda: self.bound() == first, timeout=15, msg="the reserved pods bind")
+            self.sim.delete_pod("default", first[0])
+            wait_until(lambda: len(self.bound()) == 4 and len(self.ungated()) == 4, timeout=15)
+            time.sleep(1)
+            self.assertEqual(len(self.ungated()), 4)
+        finally:
+            sched.stop()
+            mon.stop()
+
+    def test_other_controllers_gates_untouched(self):
+        p = self.sim.create_pod(pod_manifest("two", user="alice", cpu="1", queue="root.dev",
+                                             gates=("example.com/other", GATE)))
+        wait_until(lambda: [g["name"] for g in self.pods()["two"]["spec"].get("schedulingGates", [])]
+                   == ["example.com/other"], timeout=15, msg="only our gate removed")
+        self.assertEqual(p["metadata"]["uid"], self.pods()["two"]["metadata"]["uid"])
+        # another scheduler's gated pod is none of our business
+        self.sim.create_pod(pod_manifest("theirs", user="alice", cpu="1", scheduler="default-scheduler",
+                                         gates=(GATE,)))
+        time.sleep(2)
+        self.assertTrue(gated(self.pods()["theirs"]))
+
+
+class GatingTimeoutTest(KQTestCase):
+    CONFIG = queues_config({"name": "default"}, {"name": "dev", "limits": [
+        {"limit": "alice", "users": ["alice"], "maxresources": {"cpu": "2"}}]})
+    EXTRA_ARGS = ("--admission-gate", "--admission-gate-reserve-timeout", "2s")
+
+    def test_unbound_reservation_expires_and_filter_decides(self):
+        for i in range(3):
+            self.sim.create_pod(pod_manifest("t%d" % i, user="alice", cpu="1", queue="root.dev",
+                                             gates=(GATE,)))
+
+        def ungated():
+            return sorted(p["metadata"]["name"] for p in self.sim.state()["pods"] if not gated(p))
+        wait_until(lambda: len(ungated()) == 2, timeout=15)
+        # nobody binds them: after the timeout their reservations go, and the third is released
+        wait_until(lambda: len(ungated()) == 3, timeout=20, msg="third pod released after the timeout")
+        # now filter/bind are the final check: only 2 of the 3 ungated pods can bind
+        mon = Monitor(self, "alice", 2000, bound_only=True).start()
+        results = [self.sched.schedule("default", n) for n in ungated()]
+        mon.stop()
+        self.assertEqual(sum(1 for ok, _ in results if ok), 2, results)
+        denied = [why for ok, why in results if not ok]
+        self.assertIn("alice", denied[0])
