@@ -9,8 +9,9 @@ TLS listener (--scheduler-listen, as the chart runs it), it measures filter late
 time, a new connection per request, as after a keep-alive timeout) unloaded and then while
 hostile clients hold the main port: 64 slow bodies on /admission/mutate (one byte every
 2 s), 150 idle TCP connections that never start TLS, 100 idle TLS connections and a
-handshake flood (one thread, connect + handshake + close in a loop). Hostile clients are
-bounded in count and in time (--seconds). Prints one row per layout and load: p50, p99,
+handshake flood (one thread, connect + handshake + close in a loop), all from 127.0.0.2
+(another client than the scheduler's 127.0.0.1). Hostile clients are bounded in count and
+in time (--seconds). Prints one row per layout and load: p50, p99,
 max and the p99 ratio loaded / unloaded.
 """
 
@@ -30,6 +31,9 @@ import kqtest  # noqa: E402
 from kqtest import HttpClient, Kubequota, Sim, SchedulerDriver, certs, free_port, pod_manifest, queues_config  # noqa: E402
 
 
+HOSTILE_SRC = "127.0.0.2"
+
+
 class Hostile:
     def __init__(self, port, seconds, flood=True):
         self.port, self.deadline, self.with_flood = port, time.monotonic() + seconds, flood
@@ -43,13 +47,18 @@ class Hostile:
         c.check_hostname = False
         return c
 
+    def connect(self, timeout):
+        # the hostile clients are another host than the scheduler (127.0.0.2: another
+        # loopback source address), as they would be in a cluster
+        return socket.create_connection(("127.0.0.1", self.port), timeout=timeout, source_address=(HOSTILE_SRC, 0))
+
     def keep(self, s):
         with self.lock:
             self.socks.append(s)
 
     def slow_body(self):
         try:
-            s = self.ctx().wrap_socket(socket.create_connection(("127.0.0.1", self.port), timeout=30))
+            s = self.ctx().wrap_socket(self.connect(30))
             s.sendall(b"POST /admission/mutate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                       b"Content-Length: 100000\r\n\r\n{")
             self.keep(s)
@@ -61,7 +70,7 @@ class Hostile:
 
     def idle_tls(self):
         try:
-            s = self.ctx().wrap_socket(socket.create_connection(("127.0.0.1", self.port), timeout=30))
+            s = self.ctx().wrap_socket(self.connect(30))
             self.keep(s)
         except OSError:
             pass
@@ -69,7 +78,7 @@ class Hostile:
     def flood(self):
         while not self.stop.is_set() and time.monotonic() < self.deadline:
             try:
-                s = self.ctx().wrap_socket(socket.create_connection(("127.0.0.1", self.port), timeout=5))
+                s = self.ctx().wrap_socket(self.connect(5))
                 s.close()
             except OSError:
                 time.sleep(0.01)
@@ -77,7 +86,7 @@ class Hostile:
     def start(self):
         for _ in range(150):
             try:
-                self.keep(socket.create_connection(("127.0.0.1", self.port), timeout=30))
+                self.keep(self.connect(30))
             except OSError:
                 break
         for fn, n in ((self.slow_body, 64), (self.idle_tls, 100), (self.flood, 1 if self.with_flood else 0)):

@@ -57,7 +57,7 @@ enum {
     O_CONFIG = 256, O_KUBECONFIG, O_LISTEN, O_CERT, O_KEY, O_CA, O_PLAIN, O_SCHED, O_PART, O_USER, O_BODY,
     O_RELOAD, O_LOG, O_LOG_FORMAT, O_VERBOSITY, O_REST_AUTH, O_REST_TOKEN, O_METRICS_AUTH, O_TRUSTED_USERS,
     O_TRUSTED_GROUPS, O_CONFIG_MAP, O_EXT_LOCAL, O_EXT_OPEN, O_WATCH_PROGRESS, O_EVENT_UPDATE, O_SCHED_LISTEN,
-    O_SCHED_THREADS, O_THREADS, O_METRICS_MAX_USERS,
+    O_SCHED_THREADS, O_THREADS, O_METRICS_MAX_USERS, O_MAX_CLIENT_CONNS,
     /* elastic flags */
     O_SYSNS, O_DQMIN, O_DQMAX, O_GRACE, O_ETICK, O_STATUS, O_MINRUN, O_PREEMPT_DEF,
     O_METERING, O_LEADER_ELECT, O_LEASE_NS, O_LEASE_NAME, O_LEASE_DUR, O_RENEW_DEADLINE, O_RETRY_PERIOD,
@@ -127,6 +127,9 @@ static const flag_t serve_flags[] = {
                                                          "port never delays the scheduler; TLS like --listen\n"
                                                          "(loopback only with --insecure-plain-http)", NULL},
     {"scheduler-threads", 1, O_SCHED_THREADS, "N", "workers of --scheduler-listen (default 8)", NULL},
+    {"max-client-connections", 1, O_MAX_CLIENT_CONNS, "N", "connections one client address may hold on --listen\n"
+                                                           "(TLS), more are closed at once (default: half of\n"
+                                                           "--threads)", NULL},
     {NULL, 0, 0, NULL, "admission webhooks (/admission/...)", NULL},
     {"trusted-users", 1, O_TRUSTED_USERS, "LIST", "comma-separated users whose pods and workloads keep the\n"
                                                   "identity already on them ('prefix*' allowed; default\n"
@@ -253,6 +256,7 @@ typedef struct serve_opts {
     bool metrics_auth, extender_local_only, extender_open;
     const char *scheduler_listen;
     long scheduler_threads;
+    long max_client_conns;
     bool plain_http;
     long long max_body;
     long reload_ms;
@@ -429,6 +433,11 @@ static int parse_serve(int argc, char **argv, serve_opts_t *o)
             if (!parse_long_flag("scheduler-threads", optarg, 1, 256, &n))
                 return 2;
             o->scheduler_threads = (long)n;
+            break;
+        case O_MAX_CLIENT_CONNS:
+            if (!parse_long_flag("max-client-connections", optarg, 1, 1024, &n))
+                return 2;
+            o->max_client_conns = (long)n;
             break;
         case O_EVENT_UPDATE:
             if (!parse_duration_flag(c, optarg, 0, 1, &o->event_update_ms))
@@ -882,6 +891,7 @@ static int serve(int argc, char **argv)
         .extender_open = o.extender_open,
         .scheduler_listen = o.scheduler_listen,
         .scheduler_threads = (int)o.scheduler_threads,
+        .max_client_conns = (int)o.max_client_conns,
         .threads = (int)o.threads,
         .listen = o.listen,
         .tls_cert = o.tls_cert,

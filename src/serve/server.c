@@ -61,6 +61,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -101,10 +104,34 @@
     "ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305"
 
 
+/* Connections a TLS port holds per client address, from the start of the TLS handshake
+ * (OpenSSL's info callback, before a byte is read) until the connection's SSL object is
+ * freed (its ex_data free callback). A connection over the limit is shut down at once, so
+ * idle TCP connections that never start TLS, idle TLS connections and slow requests from
+ * one client hold at most `max` workers. mu is a leaf lock: nothing else is taken under it
+ * (shutdown(2) of a refused socket happens after it is released). */
+#define CLIENT_BUCKETS 256
+typedef struct client {
+    struct client *next;
+    struct conn_limit *lim;
+    unsigned char addr[16]; /* IPv4 (also IPv4-mapped IPv6) in the first 4 bytes */
+    int family;
+    int n; /* connections counted now */
+} client_t;
+
+typedef struct conn_limit {
+    pthread_mutex_t mu;
+    int max;                      /* per client address */
+    client_t *bucket[CLIENT_BUCKETS];
+    unsigned long refused;        /* since the last warning */
+    time_t warned;                /* monotonic seconds of the last warning */
+} conn_limit_t;
+
 /* What a listener's civetweb context carries as user data. */
 typedef struct port {
     struct kq_server *s;
-    bool scheduler; /* the loopback scheduler listener: scheduler verbs and probes only */
+    bool scheduler;      /* the scheduler listener: scheduler verbs and probes only */
+    conn_limit_t *limit; /* per-client connection limit, or NULL */
 } port_t;
 
 typedef struct tls_id {
@@ -119,6 +146,8 @@ struct kq_server {
     bool sched_separate;          /* scheduler_listen set: the main port does not serve the verbs
                                    * (set before any listener starts; read-only after) */
     port_t main_port, sched_port; /* user data of the two contexts */
+    conn_limit_t main_limit;      /* the main port's per-client connection limit */
+    bool main_limit_init;
     atomic_size_t body_bytes;     /* request body bytes held now (BODY_BUDGET) */
     kq_app_t *app;
     size_t max_body;
@@ -1186,6 +1215,124 @@ static int on_tls_cert(SSL *ssl, void *arg)
     return ok == 1 ? 1 : 0;
 }
 
+/* ------------------------------------------------------------------ per-client connection limit */
+
+static int conn_ex_idx = -1; /* SSL ex_data slot: the client_t a connection is counted in */
+
+static unsigned client_hash(const unsigned char *a, int family)
+{
+    unsigned h = 2166136261u ^ (unsigned)family;
+    for (int i = 0; i < 16; i++)
+        h = (h ^ a[i]) * 16777619u;
+    return h % CLIENT_BUCKETS;
+}
+
+/* The peer of fd as a key; IPv4-mapped IPv6 peers count as their IPv4 address. */
+static bool peer_key(int fd, unsigned char addr[16], int *family, char *text, size_t textlen)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    memset(addr, 0, 16);
+    if (fd < 0 || getpeername(fd, (struct sockaddr *)&ss, &sl) != 0)
+        return false;
+    if (ss.ss_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)&ss;
+        memcpy(addr, &in->sin_addr, 4);
+        *family = AF_INET;
+    } else if (ss.ss_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)&ss;
+        if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr)) {
+            memcpy(addr, in6->sin6_addr.s6_addr + 12, 4);
+            *family = AF_INET;
+        } else {
+            memcpy(addr, &in6->sin6_addr, 16);
+            *family = AF_INET6;
+        }
+    } else {
+        return false;
+    }
+    if (inet_ntop(*family, addr, text, (socklen_t)textlen) == NULL)
+        snprintf(text, textlen, "?");
+    return true;
+}
+
+/* ex_data free callback: the connection's SSL is freed (before its socket is closed). */
+static void conn_ex_free(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, long argl, void *argp)
+{
+    (void)parent, (void)ad, (void)idx, (void)argl, (void)argp;
+    client_t *c = ptr;
+    if (c == NULL)
+        return;
+    conn_limit_t *lim = c->lim;
+    pthread_mutex_lock(&lim->mu);
+    if (--c->n == 0) {
+        client_t **pp = &lim->bucket[client_hash(c->addr, c->family)];
+        while (*pp != c)
+            pp = &(*pp)->next;
+        *pp = c->next;
+        free(c);
+    }
+    pthread_mutex_unlock(&lim->mu);
+}
+
+/* SSL info callback, in the worker about to read the ClientHello: count the connection
+ * against its client, or shut it down when the client already holds lim->max. */
+static void on_ssl_info(const SSL *ssl, int where, int ret)
+{
+    (void)ret;
+    if ((where & SSL_CB_HANDSHAKE_START) == 0 || conn_ex_idx < 0 || SSL_get_ex_data(ssl, conn_ex_idx) != NULL)
+        return;
+    const struct mg_connection *conn = SSL_get_app_data(ssl);
+    const port_t *port = conn != NULL ? mg_get_user_data(mg_get_context(conn)) : NULL;
+    conn_limit_t *lim = port != NULL ? port->limit : NULL;
+    if (lim == NULL)
+        return;
+    int fd = SSL_get_fd(ssl);
+    unsigned char addr[16];
+    int family = 0;
+    char text[64];
+    if (!peer_key(fd, addr, &family, text, sizeof(text)))
+        return;
+    bool refuse = false, warn = false;
+    unsigned long refused = 0;
+    pthread_mutex_lock(&lim->mu);
+    client_t **head = &lim->bucket[client_hash(addr, family)];
+    client_t *c = *head;
+    while (c != NULL && (c->family != family || memcmp(c->addr, addr, 16) != 0))
+        c = c->next;
+    if (c != NULL && c->n >= lim->max) {
+        refuse = true;
+        lim->refused++;
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (now.tv_sec - lim->warned >= 10 || lim->warned == 0) {
+            warn = true;
+            refused = lim->refused;
+            lim->refused = 0;
+            lim->warned = now.tv_sec;
+        }
+    } else {
+        if (c == NULL && (c = calloc(1, sizeof(*c))) != NULL) {
+            c->lim = lim;
+            memcpy(c->addr, addr, 16);
+            c->family = family;
+            c->next = *head;
+            *head = c;
+        }
+        if (c != NULL) {
+            c->n++;
+            SSL_set_ex_data((SSL *)ssl, conn_ex_idx, c);
+        }
+    }
+    pthread_mutex_unlock(&lim->mu);
+    if (refuse)
+        shutdown(fd, SHUT_RDWR); /* the handshake fails at once; civetweb closes the socket */
+    if (warn)
+        kq_warn("event=client_connection_limit remote=%s limit=%d refused=%lu msg=\"connections over the "
+                "per-client limit (--max-client-connections) are closed at once\"",
+                text, lim->max, refused);
+}
+
 /* civetweb's init_ssl: we configure the whole SSL_CTX (return 1 = done). */
 static int on_init_ssl(void *ssl_ctx, void *user_data)
 {
@@ -1230,6 +1377,7 @@ static int on_init_ssl(void *ssl_ctx, void *user_data)
         return -1;
     }
     SSL_CTX_set_cert_cb(ctx, on_tls_cert, s);
+    SSL_CTX_set_info_callback(ctx, on_ssl_info); /* per-client connection limit (replaces civetweb's no-op) */
     static const unsigned char sid[] = "kubequota";
     SSL_CTX_set_session_id_context(ctx, sid, sizeof(sid) - 1);
     if (s->ca != NULL) {
@@ -1260,6 +1408,7 @@ static void global_init_once(void)
 {
     if ((mg_init_library(MG_FEATURES_TLS) & MG_FEATURES_TLS) == 0)
         kq_error("event=tls_init_failed msg=\"civetweb could not initialise OpenSSL\"");
+    conn_ex_idx = SSL_get_ex_new_index(0, NULL, NULL, NULL, conn_ex_free);
 }
 
 void kq_server_global_init(void)
@@ -1278,6 +1427,17 @@ static void server_free(kq_server_t *s)
     tls_id_free(&s->tls);
     if (s->tls_mu_init)
         pthread_mutex_destroy(&s->tls_mu);
+    if (s->main_limit_init) {
+        /* every connection's SSL is freed once the contexts have stopped: nothing is left */
+        for (int i = 0; i < CLIENT_BUCKETS; i++) {
+            while (s->main_limit.bucket[i] != NULL) {
+                client_t *c = s->main_limit.bucket[i];
+                s->main_limit.bucket[i] = c->next;
+                free(c);
+            }
+        }
+        pthread_mutex_destroy(&s->main_limit.mu);
+    }
     free(s);
 }
 
@@ -1368,6 +1528,10 @@ kq_server_t *kq_server_start(const kq_server_opts_t *o, kq_app_t *app, char *err
         seterr(err, errlen, "threads must be between 1 and 1024");
         goto fail;
     }
+    if (o->max_client_conns < 0 || o->max_client_conns > 1024) {
+        seterr(err, errlen, "max client connections must be between 1 and 1024");
+        goto fail;
+    }
 
     kq_server_global_init();
     s = calloc(1, sizeof(*s));
@@ -1402,15 +1566,20 @@ kq_server_t *kq_server_start(const kq_server_opts_t *o, kq_app_t *app, char *err
     }
 
     s->sched_separate = o->scheduler_listen != NULL;
+    int nthreads = o->threads > 0 ? o->threads : DEFAULT_THREADS;
     char threads[16];
-    snprintf(threads, sizeof(threads), "%d", o->threads > 0 ? o->threads : DEFAULT_THREADS);
-    s->main_port = (port_t){.s = s, .scheduler = false};
+    snprintf(threads, sizeof(threads), "%d", nthreads);
+    pthread_mutex_init(&s->main_limit.mu, NULL);
+    s->main_limit_init = true;
+    s->main_limit.max = o->max_client_conns > 0 ? o->max_client_conns : (nthreads + 1) / 2;
+    s->main_port = (port_t){.s = s, .scheduler = false, .limit = o->plain_http ? NULL : &s->main_limit};
     s->sched_port = (port_t){.s = s, .scheduler = true};
     s->ctx = listener_start(s, &s->main_port, listen, threads, !o->plain_http, err, errlen);
     if (s->ctx == NULL)
         goto fail;
-    kq_info("event=http_listening listen=%s port=%d tls=%s client_certs=%s max_body=%zu threads=%s", listen,
-            kq_server_port(s), o->plain_http ? "off" : "on", s->ca ? "required" : "off", s->max_body, threads);
+    kq_info("event=http_listening listen=%s port=%d tls=%s client_certs=%s max_body=%zu threads=%s "
+            "max_client_connections=%d", listen, kq_server_port(s), o->plain_http ? "off" : "on",
+            s->ca ? "required" : "off", s->max_body, threads, o->plain_http ? 0 : s->main_limit.max);
     if (o->scheduler_listen != NULL && start_scheduler_listener(s, o, err, errlen) != 0) {
         mg_stop(s->ctx);
         s->ctx = NULL;

@@ -477,7 +477,7 @@ class SchedulerListenerTest(KQTestCase):
         return {"Pod": SchedulerDriver.cached(pod), "Nodes": None, "NodeNames": ["node-1"]}
 
     def test_filter_answers_while_main_port_is_saturated(self):
-        sport = self.start_with("--threads", "2")
+        sport = self.start_with("--threads", "2", "--max-client-connections", "8")
         sched = HttpClient("https://localhost:%d" % sport, ca=certs()["ca"], timeout=30)
         self.assertEqual(sched.get("/healthz").status, 200)
         self.assertEqual(sched.get("/ws/v1/partition/default/usage/users").status, 404)
@@ -525,6 +525,91 @@ class SchedulerListenerTest(KQTestCase):
         r = subprocess.run(argv, capture_output=True, text=True, timeout=20)
         self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
         self.assertIn("loopback", r.stdout + r.stderr)
+
+
+def tls_still_open(s):
+    """still_open for a TLS socket: looks at the raw bytes (a session ticket counts as open)."""
+    raw = socket.socket(fileno=os.dup(s.fileno()))
+    try:
+        return still_open(raw)
+    finally:
+        raw.close()
+
+
+HOSTILE_SRC = "127.0.0.2"  # another client than the tests' 127.0.0.1 (the whole 127/8 is loopback)
+
+
+def hostile_connect(port):
+    return socket.create_connection(("127.0.0.1", port), timeout=30, source_address=(HOSTILE_SRC, 0))
+
+
+class ClientConnectionLimitTest(KQTestCase):
+    """--max-client-connections: one client address holds at most N connections of the main
+    TLS port, counted from the start of the TLS handshake; more are closed at once, and the
+    ones it holds are closed at the handshake deadline (civetweb's request_timeout_ms, 10 s,
+    which its SSL_accept loop also uses). Hostile clients: 8 connections from 127.0.0.2,
+    closed by the test at its end; the legitimate client is 127.0.0.1."""
+    CONFIG = queues_config({"name": "default"})
+    EXTRA_ARGS = ("--threads", "4", "--max-client-connections", "2")
+    HANDSHAKE_DEADLINE_S = 10.0  # src/serve/server.c request_timeout_ms
+
+    def test_idle_connections_that_never_start_tls(self):
+        hostile = []
+        try:
+            for _ in range(8):
+                hostile.append(hostile_connect(self.kq.port))
+                time.sleep(0.05)  # in this order through the accept queue
+            # a legitimate client is answered while the two connections the hostile client
+            # may hold still hold their workers (without the limit, all four workers are held
+            # until the handshake deadline and the request waits behind the other four)
+            r = HttpClient(self.kq.url, ca=certs()["ca"], timeout=60).get("/healthz")
+            self.assertEqual(r.status, 200, r.text)
+            opened = [still_open(s) for s in hostile]
+            self.assertEqual(opened, [True, True] + [False] * 6,
+                             "only the first two hostile connections may be held, the others closed at once")
+            self.assertIn("event=client_connection_limit remote=127.0.0.2", self.kq.logs())
+            # the two it holds are closed by the server at the handshake deadline
+            started = time.monotonic()
+            wait_until(lambda: not any(still_open(s) for s in hostile[:2]), self.HANDSHAKE_DEADLINE_S + 10, 0.2,
+                       "the server to close the idle connections at the handshake deadline")
+            self.assertGreater(time.monotonic() - started, 1.0, "closed by the deadline, not refused")
+        finally:
+            for s in hostile:
+                s.close()
+
+    def test_idle_tls_connections(self):
+        ctx = ssl.create_default_context(cafile=certs()["ca"])
+        held, refused = [], 0
+        try:
+            for _ in range(4):
+                raw = hostile_connect(self.kq.port)
+                try:
+                    held.append(ctx.wrap_socket(raw, server_hostname="localhost"))
+                except (ssl.SSLError, OSError):
+                    refused += 1
+                    raw.close()
+            self.assertEqual((len(held), refused), (2, 2), "two idle TLS connections per client, no more")
+            r = HttpClient(self.kq.url, ca=certs()["ca"], timeout=60).get("/healthz")
+            self.assertEqual(r.status, 200, r.text)
+            self.assertTrue(all(tls_still_open(s) for s in held), "answered while the idle TLS connections are held")
+            # once one closes, the client may connect again
+            held.pop().close()
+            wait_until(lambda: self._tls_ok(ctx), 10, 0.1, "a new connection from the same client after one closed")
+        finally:
+            for s in held:
+                s.close()
+
+    def _tls_ok(self, ctx):
+        raw = hostile_connect(self.kq.port)
+        try:
+            s = ctx.wrap_socket(raw, server_hostname="localhost")
+            s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            ok = s.recv(64).startswith(b"HTTP/1.1 200")
+            s.close()
+            return ok
+        except (ssl.SSLError, OSError):
+            raw.close()
+            return False
 
 
 class BodyLimitsTest(KQTestCase):

@@ -25,6 +25,11 @@
  * and the probes only (TLS with the same certificate and client_ca rule unless plain_http,
  * when it must be on loopback); the main port then answers the verbs 404.
  *
+ * Per-client connections: one client address holds at most max_client_conns connections
+ * of the main TLS port (counted from the start of the TLS handshake, before a byte is read,
+ * to the close); more are shut down at once. A TLS handshake, like a request, must finish
+ * within 10 s (civetweb's request_timeout_ms, which its SSL_accept loop also uses).
+ *
  * TLS: TLS 1.2 minimum, forward-secret AEAD cipher suites only for TLS 1.2 (TLS 1.3 suites
  * are all strong); certificate chain and key from separate PEM files; with client_ca, a
  * client certificate signed by that CA is required.
@@ -57,6 +62,9 @@ typedef struct kq_server_opts {
                                    * workers; scheduler verbs and probes only; TLS unless
                                    * plain_http, then loopback only), or NULL */
     int scheduler_threads;  /* its workers; 0 = 8 */
+    int max_client_conns;   /* connections one client address may hold on the main (TLS)
+                             * port, from the TLS handshake on; more are closed at once.
+                             * 0 = half of threads */
 } kq_server_opts_t;
 
 typedef struct kq_server kq_server_t;
