@@ -53,6 +53,7 @@
 #define LABEL_ALLOW_LENT KQ_EQ_LABEL_PREFIX "allow-lent-resource"
 #define LABEL_FORCE KQ_EQ_LABEL_PREFIX "allow-force-update"
 #define LABEL_TREE_ID KQ_EQ_LABEL_PREFIX "tree-id"
+#define LABEL_IS_ROOT KQ_EQ_LABEL_PREFIX "is-root"
 #define ANN_STRICT_KEYS KQ_EQ_LABEL_PREFIX "max-strict-check-resource-keys"
 #define ANN_SHARED_WEIGHT KQ_EQ_LABEL_PREFIX "shared-weight"
 #define ANN_NAMESPACES KQ_EQ_LABEL_PREFIX "namespaces"
@@ -1044,6 +1045,18 @@ static const char *koord_key_of(const json_t *obj)
     return NULL;
 }
 
+/* Koordinator's multi-tree labels, which kubequota cannot honour yet (one tree, whose
+ * total is every schedulable node): the first one the object carries, or NULL. */
+static const char *multi_tree_key_of(const json_t *obj)
+{
+    const json_t *labels = json_object_get(json_object_get(obj, "metadata"), "labels");
+    static const char *const keys[] = {LABEL_TREE_ID, LABEL_IS_ROOT};
+    for (size_t i = 0; i < 2; i++)
+        if (json_object_get(labels, keys[i]) != NULL)
+            return keys[i];
+    return NULL;
+}
+
 int kq_elastic_quota_event(kq_elastic_t *e, int type, const json_t *obj, const char *api_group, char *err,
                            size_t errlen)
 {
@@ -1051,6 +1064,8 @@ int kq_elastic_quota_event(kq_elastic_t *e, int type, const json_t *obj, const c
     int rc = eq_parse(obj, api_group, NULL, &o, err, errlen);
     if (rc != 0)
         return rc;
+    const char *tree_key = strcmp(o->api_group, KQ_EQ_GROUP_KOORD) == 0 ? multi_tree_key_of(obj) : NULL;
+    char tree_obj[600] = ""; /* the object to warn about, after unlock */
     pthread_mutex_lock(&e->apply_mu);
     eqobj_t *cur;
     HASH_FIND_STR(e->objs, o->key, cur);
@@ -1085,6 +1100,8 @@ int kq_elastic_quota_event(kq_elastic_t *e, int type, const json_t *obj, const c
             o->seq = ++e->seq;
             HASH_ADD_KEYPTR(hh, e->objs, o->key, strlen(o->key), o);
             kq_info("event=elasticquota_added object=%s group=%s", o->key, o->s.name);
+            if (tree_key != NULL)
+                snprintf(tree_obj, sizeof(tree_obj), "%s", o->key);
             const char *koord_key = strcmp(o->api_group, KQ_EQ_GROUP_UPSTREAM) == 0 ? koord_key_of(obj) : NULL;
             if (koord_key != NULL)
                 kq_warn("event=elasticquota_key_ignored object=%s key=%s msg=\"scheduler-plugins ElasticQuota "
@@ -1094,6 +1111,10 @@ int kq_elastic_quota_event(kq_elastic_t *e, int type, const json_t *obj, const c
         }
     }
     pthread_mutex_unlock(&e->apply_mu);
+    if (tree_obj[0] != '\0')
+        kq_warn("event=elasticquota_key_ignored object=%s key=%s msg=\"Koordinator's multi-tree quotas "
+                "(ElasticQuotaProfile, tree-id / is-root labels) are not supported: the quota is counted in the "
+                "one tree whose total is every schedulable node\"", tree_obj, tree_key);
     return 0;
 }
 
