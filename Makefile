@@ -8,6 +8,7 @@
 #   make image      container image [IMAGE=repo/kubequota:tag]: docker, else buildah (scripts/image.sh)
 #   make image-smoke  build the image and smoke-test it from the inside (CI)
 #   make run        dev certificates + local API simulator + kubequota + a sample workload
+#   make install    bin/kubequota and the kubectl-kubequota symlink into $(DESTDIR)$(PREFIX)/bin
 #   make asan       ASan+UBSan build of everything, runs the unit tests
 #   make tsan       ThreadSanitizer build, runs the unit tests
 #   make bench      benchmarks (never part of test)
@@ -73,7 +74,8 @@ $(BUILD)/obj/ui.o: CPPFLAGS += -I$(BUILD)/gen
 
 # Library modules, in dependency order. main.c only wires them together.
 CORE_MODULES    := error log duration resource config placement ugm quota_tree jscan
-SERVICE_MODULES := pod ledger kube extender rest metrics server sync admission elastic auth leader metering ui gating
+SERVICE_MODULES := pod ledger kube extender rest metrics server sync admission elastic auth leader metering ui \
+                   gating kubectl
 MODULES         := $(CORE_MODULES) $(SERVICE_MODULES)
 
 obj = $(addprefix $(BUILD)/obj/,$(addsuffix .o,$(1)))
@@ -95,6 +97,7 @@ TEST_MODULES_jscan := error log jscan
 TEST_MODULES_log := error log duration
 TEST_MODULES_duration := error duration
 TEST_MODULES_placement := error log resource config placement ugm
+TEST_MODULES_kubectl := error log resource jscan kube kubectl
 test_modules = $(if $(TEST_MODULES_$(1)),$(TEST_MODULES_$(1)),$(MODULES))
 
 UNIT_TESTS := $(patsubst tests/unit/test_%.c,%,$(wildcard tests/unit/test_*.c))
@@ -105,7 +108,7 @@ ifneq ($(SANITIZER),)
   BIN := $(BUILD)/kubequota
 endif
 
-.PHONY: all deps test unit e2e chart-test manifests image image-smoke soak soak-short run asan tsan e2e-asan e2e-tsan bench clean
+.PHONY: all deps install test unit e2e chart-test manifests image image-smoke soak soak-short run asan tsan e2e-asan e2e-tsan bench clean
 .DEFAULT_GOAL := all
 
 all: $(BIN)
@@ -201,6 +204,14 @@ image-smoke:
 # Regenerates manifests/ from charts/kubequota (chart-test fails while it is stale).
 manifests:
 	bash scripts/render-manifests.sh
+
+# Installs the binary and the kubectl plugin's name for it (kubectl finds plugins on PATH).
+PREFIX  ?= /usr/local
+DESTDIR ?=
+install: $(BIN)
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/kubequota
+	ln -sf kubequota $(DESTDIR)$(PREFIX)/bin/kubectl-kubequota
 
 asan:
 	$(MAKE) SANITIZER=address unit

@@ -24,6 +24,7 @@
 #include "kubequota/base/duration.h"
 #include "kubequota/control/elastic.h"
 #include "kubequota/serve/extender.h"
+#include "kubequota/serve/kubectl.h"
 #include "kubequota/kube/kube.h"
 #include "kubequota/kube/leader.h"
 #include "kubequota/control/ledger.h"
@@ -210,6 +211,7 @@ static void usage_main(FILE *f)
                "Usage:\n"
                "  kubequota serve --config FILE [flags]   run the scheduler extender, webhooks and views\n"
                "  kubequota check-config [--partition NAME] FILE   refuse what serve would refuse\n"
+               "  kubequota kubectl usage|why|what-if ...   the kubectl plugin (also as kubectl-kubequota)\n"
                "  kubequota --version                     version, commit and build date\n"
                "\n"
                "'kubequota COMMAND --help' shows the flags of a command. Reference: docs/.\n");
@@ -961,6 +963,14 @@ static void print_version(void)
 
 int main(int argc, char **argv)
 {
+    /* kubectl finds plugins by name: installed as kubectl-kubequota (a symlink), the binary
+     * is `kubectl kubequota` (kubectl.h); `kubequota kubectl ...` is the same. */
+    const char *self = argc > 0 && argv[0] != NULL ? strrchr(argv[0], '/') : NULL;
+    self = self != NULL ? self + 1 : argc > 0 && argv[0] != NULL ? argv[0] : "";
+    if (strcmp(self, "kubectl-kubequota") == 0)
+        return kq_kubectl_main(argc, argv);
+    if (argc >= 2 && strcmp(argv[1], "kubectl") == 0)
+        return kq_kubectl_main(argc - 1, argv + 1);
     if (argc < 2) {
         usage_main(stderr);
         return 2;

@@ -1159,7 +1159,7 @@ static int perform(kq_kube_t *k, CURL *h, CURLM *multi, const char *method, cons
                    char errbuf[CURL_ERROR_SIZE])
 {
     struct curl_slist *hdrs = NULL, *tmp;
-    char *url = NULL, *tok = NULL, *auth = NULL, *ct = NULL;
+    char *url = NULL, *tok = NULL, *auth = NULL, *auth2 = NULL, *ct = NULL;
     int rc = KQ_ENOMEM;
     CURLcode res = CURLE_OK;
     bool stopped = false;
@@ -1194,6 +1194,13 @@ static int perform(kq_kube_t *k, CURL *h, CURLM *multi, const char *method, cons
             goto out;
         }
         HDR(auth);
+        if (k->opts.token_header != NULL) {
+            if (asprintf(&auth2, "%s: Bearer %s", k->opts.token_header, tok) < 0) {
+                auth2 = NULL;
+                goto out;
+            }
+            HDR(auth2);
+        }
     }
 #undef HDR
 
@@ -1313,6 +1320,7 @@ out:
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
     slist_free_secret(hdrs);
     free_secret(auth);
+    free_secret(auth2);
     free_secret(tok);
     free(ct);
     free(url);

@@ -922,6 +922,15 @@ static bool extender_allowed(const kq_server_t *s, const struct mg_request_info 
     return s->extender_open || (s->ca != NULL && ri->client_cert != NULL);
 }
 
+/* The caller's credentials: the Authorization header, else X-Kubequota-Authorization (the
+ * kubectl plugin sends its token there too, because the API server's service proxy removes
+ * Authorization after authenticating the caller; kubectl.h). Either is checked the same way. */
+static const char *caller_authorization(struct mg_connection *conn)
+{
+    const char *a = mg_get_header(conn, "Authorization");
+    return a != NULL ? a : mg_get_header(conn, "X-Kubequota-Authorization");
+}
+
 static double elapsed(const struct timespec *t0)
 {
     struct timespec t1;
@@ -1029,12 +1038,12 @@ static int on_request(struct mg_connection *conn)
     q.identities = true;
     if (s->auth != NULL && rt->guard == GUARD_METRICS && !s->metrics_auth) {
         char why[512];
-        q.identities = kq_auth_check(s->auth, ri->client_cert != NULL, mg_get_header(conn, "Authorization"), why,
+        q.identities = kq_auth_check(s->auth, ri->client_cert != NULL, caller_authorization(conn), why,
                                      sizeof(why)) == 200;
     }
     if (s->auth != NULL && (rt->guard == GUARD_REST || (rt->guard == GUARD_METRICS && s->metrics_auth))) {
         char why[512];
-        int st = kq_auth_check(s->auth, ri->client_cert != NULL, mg_get_header(conn, "Authorization"), why,
+        int st = kq_auth_check(s->auth, ri->client_cert != NULL, caller_authorization(conn), why,
                                sizeof(why));
         if (st != 200) {
             resp_error(&r, st, why);

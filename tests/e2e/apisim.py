@@ -33,6 +33,7 @@ import base64
 import bisect
 import copy
 import datetime
+import http.client
 import http.server
 import io
 import json
@@ -1035,6 +1036,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         try:
             if path.startswith("/_sim/"):
                 return self.control(path, q)
+            m = PROXY_RE.match(path)
+            if m:
+                return self.service_proxy(m, url.query)
             if self.command not in ("GET", "HEAD"):  # the write log (explain must add nothing)
                 with self.world.cond:
                     self.world.counters["writes"] += 1
@@ -1103,6 +1107,66 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.send_error_status(e)
         except (BrokenPipeError, ConnectionResetError, ssl.SSLError, socket.timeout):
             self.close_connection = True
+
+    def service_proxy(self, m, query):
+        """The API server's service proxy, GET/POST
+        /api/v1/namespaces/{ns}/services/[{scheme}:]{name}[:{port}]/proxy/{path}, as
+        kube-apiserver serves it: the caller's bearer token must authenticate (the sim's own
+        token or a review_tokens one), then the Authorization header is removed before the
+        request goes on (kubernetes staging/src/k8s.io/apiserver/pkg/endpoints/filters/
+        authentication.go deletes it after authenticating), and the request is sent to the
+        Service's endpoint, over TLS without verifying the backend's certificate for https
+        (the API server does not verify service proxy backends). Targets are set through
+        /_sim/config (proxy_services: {"NS/NAME:PORT": "HOST:PORT"}) or sim.proxy_services.
+        The answer is relayed with its status, Content-Type and body."""
+        sim = self.server.sim
+        auth = self.headers.get("Authorization") or ""
+        token = auth[7:] if auth.startswith("Bearer ") else None
+        if token is None or (token != sim.token and token not in getattr(sim, "review_tokens", {})):
+            self.read_body_quietly()
+            raise ApiError(401, "Unauthorized", "Unauthorized")
+        ns, svc, rest = m.group("ns"), urllib.parse.unquote(m.group("svc")), m.group("rest") or "/"
+        parts = svc.split(":")
+        if len(parts) == 3:
+            scheme, name, port = parts
+        elif len(parts) == 2:
+            scheme, name, port = "", parts[0], parts[1]
+        else:
+            scheme, name, port = "", parts[0], ""
+        if scheme not in ("", "http", "https"):
+            self.read_body_quietly()
+            raise ApiError(400, "BadRequest", "invalid scheme %r in service proxy path" % scheme)
+        target = getattr(sim, "proxy_services", {}).get("%s/%s:%s" % (ns, name, port or "80"))
+        if target is None:
+            self.read_body_quietly()
+            raise ApiError(404, "NotFound", 'services "%s" not found' % name)
+        body = self.read_body() if self.command in ("POST", "PUT", "PATCH") else None
+        headers = {k: v for k, v in self.headers.items()
+                   if k.lower() not in ("authorization", "host", "connection", "content-length",
+                                        "transfer-encoding", "keep-alive", "upgrade")}
+        host, _, tport = target.rpartition(":")
+        if scheme == "https":
+            ctx = ssl._create_unverified_context()
+            conn = http.client.HTTPSConnection(host, int(tport), timeout=10, context=ctx)
+        else:
+            conn = http.client.HTTPConnection(host, int(tport), timeout=10)
+        with self.world.cond:
+            self.world.counters["proxied"] = self.world.counters.get("proxied", 0) + 1
+        try:
+            conn.request(self.command, rest + ("?" + query if query else ""), body=body, headers=headers)
+            r = conn.getresponse()
+            data = r.read()
+            status, ctype = r.status, r.getheader("Content-Type") or "application/octet-stream"
+        except (OSError, http.client.HTTPException) as e:
+            raise ApiError(503, "ServiceUnavailable", "error trying to reach service: %s" % e)
+        finally:
+            conn.close()
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(data)
 
     def review(self, path):
         """TokenReview and SubjectAccessReview: tokens and who may get usage.kubequota.io
@@ -1442,6 +1506,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     w.crds = set(body["crds"]) & set(EQ_GROUPS)
                 if "review_tokens" in body:
                     sim.review_tokens = dict(body["review_tokens"])
+                if "proxy_services" in body:
+                    sim.proxy_services = dict(body["proxy_services"])
                 if "review_allowed" in body:
                     sim.review_allowed = set(body["review_allowed"])
                 w.cond.notify_all()
@@ -1449,6 +1515,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         raise ApiError(404, "NotFound", "unknown control path %s %s" % (method, path))
 
 
+PROXY_RE = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/services/(?P<svc>[^/]+)/proxy(?P<rest>/.*)?$")
 REVIEW_PATHS = ("/apis/authentication.k8s.io/v1/tokenreviews",
                 "/apis/authorization.k8s.io/v1/subjectaccessreviews")
 

@@ -68,6 +68,9 @@ typedef struct kq_kube_opts {
     int event_dedup_s;         /* least time between two writes of one Event series: 60 */
     long event_update_ms;      /* the same in milliseconds when > 0 (--event-update-interval): 0 */
     size_t event_queue;        /* bounded queue of events waiting to be posted: 1024 */
+    const char *token_header;  /* also send the bearer token as "<token_header>: Bearer <t>"
+                                * (the kubectl plugin through the service proxy, which drops
+                                * Authorization; kubectl.h), static text; NULL: not */
 } kq_kube_opts_t;
 void kq_kube_opts_default(kq_kube_opts_t *o);
 

@@ -2,7 +2,9 @@
  *
  * A caller is let in when it
  *   - presented a client certificate the TLS layer verified against --client-ca, or
- *   - sends "Authorization: Bearer <t>" where <t> is the token in --rest-token-file
+ *   - sends "Authorization: Bearer <t>" (or, when there is no Authorization header,
+ *     "X-Kubequota-Authorization: Bearer <t>": the kubectl plugin through the API server's
+ *     service proxy, which removes Authorization) where <t> is the token in --rest-token-file
  *     (compared in constant time; the file is re-read when it changes, so it can be
  *     rotated; deleting it revokes the token), or
  *   - with --rest-auth=kubernetes, sends a Kubernetes bearer token that TokenReview

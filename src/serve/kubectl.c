@@ -1,0 +1,908 @@
+/* The kubectl plugin (kubectl.h): `kubectl kubequota usage | why | what-if`. A short-lived
+ * client: parses its flags, loads the caller's kubeconfig, makes one to three requests to
+ * kubequota's usage view through the API server's service proxy, and prints tables or the
+ * view's JSON. Input files (what-if -f) are YAML or JSON, decoded by kq_kubectl_yaml_docs
+ * (fuzzed: fuzz/fuzz_kubectl.c).
+ */
+#include "kubequota/serve/kubectl.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <yaml.h>
+
+#include "kubequota/base/error.h"
+#include "kubequota/kube/kube.h"
+
+#define TOKEN_HEADER "X-Kubequota-Authorization"
+#define INPUT_MAX ((size_t)16 << 20) /* bytes of a what-if file */
+#define YAML_NODES_MAX 200000
+#define YAML_DEPTH_MAX 64
+#define REPLICAS_MAX 1000 /* the explain API's own limit of a list */
+
+/* ------------------------------------------------------------------ YAML and JSON input */
+
+typedef struct ydec {
+    yaml_document_t *doc;
+    size_t nodes, max_nodes;
+    char *err;
+    size_t errlen;
+} ydec_t;
+
+static bool all_digits(const char *s)
+{
+    if (*s == '+' || *s == '-')
+        s++;
+    if (*s == '\0')
+        return false;
+    for (; *s; s++)
+        if (*s < '0' || *s > '9')
+            return false;
+    return true;
+}
+
+static bool is_float(const char *s)
+{
+    if (*s == '+' || *s == '-')
+        s++;
+    bool digits = false, dot = false;
+    for (; *s && *s != 'e' && *s != 'E'; s++) {
+        if (*s >= '0' && *s <= '9')
+            digits = true;
+        else if (*s == '.' && !dot)
+            dot = true;
+        else
+            return false;
+    }
+    if (!digits)
+        return false;
+    if (*s == 'e' || *s == 'E') {
+        s++;
+        if (*s == '+' || *s == '-')
+            s++;
+        return all_digits(s);
+    }
+    return dot;
+}
+
+/* A plain scalar as Kubernetes' YAML decoding types it; quoted ones are strings. */
+static json_t *scalar(const yaml_node_t *n)
+{
+    const char *v = (const char *)n->data.scalar.value;
+    size_t len = n->data.scalar.length;
+    if (strlen(v) != len) /* an escaped NUL inside: not representable as a C string */
+        return NULL;
+    if (n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
+        return json_stringn(v, len);
+    if (len == 0 || strcmp(v, "~") == 0 || strcmp(v, "null") == 0 || strcmp(v, "Null") == 0 ||
+        strcmp(v, "NULL") == 0)
+        return json_null();
+    if (strcmp(v, "true") == 0 || strcmp(v, "True") == 0 || strcmp(v, "TRUE") == 0)
+        return json_true();
+    if (strcmp(v, "false") == 0 || strcmp(v, "False") == 0 || strcmp(v, "FALSE") == 0)
+        return json_false();
+    if (all_digits(v) && len < 19) {
+        errno = 0;
+        long long x = strtoll(v, NULL, 10);
+        if (errno == 0)
+            return json_integer(x);
+    }
+    if (is_float(v) && len < 64)
+        return json_real(strtod(v, NULL));
+    return json_stringn(v, len);
+}
+
+static json_t *ynode(ydec_t *d, yaml_node_t *n, int depth)
+{
+    if (n == NULL)
+        return NULL;
+    if (++d->nodes > d->max_nodes || depth > YAML_DEPTH_MAX) {
+        snprintf(d->err, d->errlen, "line %zu: document too large or too deeply nested", n->start_mark.line + 1);
+        return NULL;
+    }
+    switch (n->type) {
+    case YAML_SCALAR_NODE: {
+        json_t *v = scalar(n);
+        if (v == NULL)
+            snprintf(d->err, d->errlen, "line %zu: a string with a NUL character", n->start_mark.line + 1);
+        return v;
+    }
+    case YAML_SEQUENCE_NODE: {
+        json_t *a = json_array();
+        for (yaml_node_item_t *it = n->data.sequence.items.start; a != NULL && it < n->data.sequence.items.top;
+             it++) {
+            json_t *v = ynode(d, yaml_document_get_node(d->doc, *it), depth + 1);
+            if (v == NULL || json_array_append_new(a, v) != 0) {
+                json_decref(a);
+                return NULL;
+            }
+        }
+        return a;
+    }
+    case YAML_MAPPING_NODE: {
+        json_t *o = json_object();
+        for (yaml_node_pair_t *p = n->data.mapping.pairs.start; o != NULL && p < n->data.mapping.pairs.top; p++) {
+            yaml_node_t *k = yaml_document_get_node(d->doc, p->key);
+            if (k == NULL || k->type != YAML_SCALAR_NODE || strlen((const char *)k->data.scalar.value) !=
+                                                                k->data.scalar.length) {
+                snprintf(d->err, d->errlen, "line %zu: a mapping key must be a string",
+                         (k ? k : n)->start_mark.line + 1);
+                json_decref(o);
+                return NULL;
+            }
+            json_t *v = ynode(d, yaml_document_get_node(d->doc, p->value), depth + 1);
+            if (v == NULL || json_object_set_new(o, (const char *)k->data.scalar.value, v) != 0) {
+                json_decref(o);
+                return NULL;
+            }
+        }
+        return o;
+    }
+    default:
+        snprintf(d->err, d->errlen, "line %zu: unexpected YAML node", n->start_mark.line + 1);
+        return NULL;
+    }
+}
+
+json_t *kq_kubectl_yaml_docs(const char *buf, size_t len, size_t max_nodes, char *err, size_t errlen)
+{
+    if (err != NULL && errlen > 0)
+        err[0] = '\0';
+    char dummy[8];
+    if (err == NULL || errlen == 0) {
+        err = dummy;
+        errlen = sizeof(dummy);
+    }
+    if (buf == NULL) {
+        snprintf(err, errlen, "no input");
+        return NULL;
+    }
+    /* JSON first when it looks like JSON (libyaml refuses some valid JSON, e.g. tabs) */
+    size_t i = 0;
+    while (i < len && (buf[i] == ' ' || buf[i] == '\t' || buf[i] == '\n' || buf[i] == '\r'))
+        i++;
+    if (i < len && (buf[i] == '{' || buf[i] == '[')) {
+        json_error_t je;
+        json_t *v = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je);
+        if (v != NULL) {
+            json_t *a = json_array();
+            if (a == NULL || json_array_append_new(a, v) != 0) {
+                json_decref(a);
+                snprintf(err, errlen, "out of memory");
+                return NULL;
+            }
+            return a;
+        }
+    }
+    yaml_parser_t ps;
+    if (!yaml_parser_initialize(&ps)) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    yaml_parser_set_input_string(&ps, (const unsigned char *)buf, len);
+    json_t *docs = json_array();
+    ydec_t d = {.max_nodes = max_nodes ? max_nodes : YAML_NODES_MAX, .err = err, .errlen = errlen};
+    while (docs != NULL) {
+        yaml_document_t doc;
+        if (!yaml_parser_load(&ps, &doc)) {
+            snprintf(err, errlen, "line %zu, column %zu: malformed YAML: %s", ps.problem_mark.line + 1,
+                     ps.problem_mark.column + 1, ps.problem ? ps.problem : "syntax error");
+            json_decref(docs);
+            docs = NULL;
+            break;
+        }
+        yaml_node_t *root = yaml_document_get_root_node(&doc);
+        if (root == NULL) { /* the end of the stream */
+            yaml_document_delete(&doc);
+            break;
+        }
+        d.doc = &doc;
+        json_t *v = ynode(&d, root, 0);
+        yaml_document_delete(&doc);
+        if (v == NULL || json_array_append_new(docs, v) != 0) {
+            if (err[0] == '\0')
+                snprintf(err, errlen, "out of memory");
+            json_decref(docs);
+            docs = NULL;
+        }
+    }
+    yaml_parser_delete(&ps);
+    return docs;
+}
+
+/* ------------------------------------------------------------------ workloads to pods */
+
+static const char *str_at(json_t *o, const char *k)
+{
+    return json_string_value(json_object_get(o, k));
+}
+
+/* A copy of the pod template as a Pod named name in namespace ns, owned by the workload
+ * (a controller ownerReference, as the workload's controller would set: the pods then form
+ * one application, as they will once created). */
+static json_t *pod_from_template(json_t *tmpl, const char *ns, const char *name, json_t *owner)
+{
+    json_t *md = json_object_get(tmpl, "metadata");
+    json_t *pod = json_pack("{s:s, s:s, s:O?, s:O}", "apiVersion", "v1", "kind", "Pod", "metadata",
+                            json_is_object(md) ? md : NULL, "spec", json_object_get(tmpl, "spec"));
+    if (pod == NULL)
+        return NULL;
+    json_t *m = json_object_get(pod, "metadata");
+    if (m == NULL) {
+        m = json_object();
+        json_object_set_new(pod, "metadata", m);
+    } else {
+        m = json_deep_copy(m);
+        json_object_set_new(pod, "metadata", m);
+    }
+    if (m == NULL) {
+        json_decref(pod);
+        return NULL;
+    }
+    json_object_set_new(m, "name", json_string(name));
+    if (owner != NULL)
+        json_object_set_new(m, "ownerReferences", json_pack("[O]", owner));
+    if (ns != NULL)
+        json_object_set_new(m, "namespace", json_string(ns));
+    return pod;
+}
+
+json_t *kq_kubectl_pods_of(json_t *doc, char *err, size_t errlen)
+{
+    const char *kind = str_at(doc, "kind");
+    json_t *out = json_array();
+    if (out == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    if (!json_is_object(doc) || kind == NULL) {
+        snprintf(err, errlen, "not a Kubernetes object (no kind)");
+        goto fail;
+    }
+    if (strcmp(kind, "Pod") == 0) {
+        json_array_append(out, doc);
+        return out;
+    }
+    if (strcmp(kind, "List") == 0 || (strlen(kind) > 4 && strcmp(kind + strlen(kind) - 4, "List") == 0)) {
+        json_t *items = json_object_get(doc, "items");
+        size_t i;
+        json_t *it;
+        if (!json_is_array(items)) {
+            snprintf(err, errlen, "%s without items", kind);
+            goto fail;
+        }
+        json_array_foreach(items, i, it)
+        {
+            json_t *p = kq_kubectl_pods_of(it, err, errlen);
+            if (p == NULL)
+                goto fail;
+            json_array_extend(out, p);
+            json_decref(p);
+            if (json_array_size(out) > REPLICAS_MAX) {
+                snprintf(err, errlen, "more than %d pods", REPLICAS_MAX);
+                goto fail;
+            }
+        }
+        return out;
+    }
+    json_t *spec = json_object_get(doc, "spec");
+    json_t *tmpl = json_object_get(spec, "template");
+    if (strcmp(kind, "CronJob") == 0) {
+        spec = json_object_get(json_object_get(spec, "jobTemplate"), "spec");
+        tmpl = json_object_get(spec, "template");
+    }
+    if (!json_is_object(tmpl) || !json_is_object(json_object_get(tmpl, "spec"))) {
+        snprintf(err, errlen, "a %s is neither a Pod, a List nor a workload with a pod template (spec.template)",
+                 kind);
+        goto fail;
+    }
+    json_t *r = json_object_get(spec, "replicas");
+    if (r == NULL)
+        r = json_object_get(spec, "parallelism");
+    json_int_t n = r == NULL ? 1 : json_is_integer(r) ? json_integer_value(r) : -1;
+    if (n < 0 || n > REPLICAS_MAX) {
+        snprintf(err, errlen, "%s: replicas must be a whole number from 0 to %d", kind, REPLICAS_MAX);
+        goto fail;
+    }
+    json_t *md = json_object_get(doc, "metadata");
+    const char *name = str_at(md, "name") ? str_at(md, "name") : "what-if";
+    const char *ns = str_at(md, "namespace");
+    char uid[600];
+    snprintf(uid, sizeof(uid), "what-if:%.40s/%.250s/%.250s", kind, ns ? ns : "", name);
+    json_t *owner = json_pack("{s:s, s:s, s:s, s:s, s:b}", "apiVersion",
+                              str_at(doc, "apiVersion") ? str_at(doc, "apiVersion") : "v1", "kind", kind, "name", name,
+                              "uid", uid, "controller", 1);
+    for (json_int_t i = 0; owner != NULL && i < n; i++) {
+        char pname[300];
+        snprintf(pname, sizeof(pname), "%.250s-%lld", name, (long long)i);
+        json_t *p = pod_from_template(tmpl, ns, pname, owner);
+        if (p == NULL || json_array_append_new(out, p) != 0) {
+            json_decref(owner);
+            snprintf(err, errlen, "out of memory");
+            goto fail;
+        }
+    }
+    if (owner == NULL) {
+        snprintf(err, errlen, "out of memory");
+        goto fail;
+    }
+    json_decref(owner);
+    return out;
+fail:
+    json_decref(out);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ command line */
+
+typedef struct cli {
+    const char *cmd;
+    const char *kubeconfig, *ns, *svc, *port, *partition;
+    const char *user, *group, *queue, *file, *pod, *pod_ns;
+    bool json;
+} cli_t;
+
+static int usage_err(const char *fmt, ...) KQ_PRINTF(1, 2);
+static int usage_err(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("kubectl kubequota: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputs("\nSee 'kubectl kubequota --help'.\n", stderr);
+    va_end(ap);
+    return 2;
+}
+
+static void help(FILE *f)
+{
+    fputs("kubectl kubequota: your quota, why a pod waits, and whether a job would fit now.\n\n"
+          "Usage:\n"
+          "  kubectl kubequota usage [--user U | --group G | --queue Q] [-o json]\n"
+          "  kubectl kubequota why POD [-n NAMESPACE] [-o json]\n"
+          "  kubectl kubequota what-if -f FILE [-o json]   (a Pod, a List, or a workload with a\n"
+          "                                                 pod template; YAML or JSON; - = stdin)\n\n"
+          "Flags:\n"
+          "  --kubeconfig FILE            kubeconfig (default: $KUBECONFIG, else ~/.kube/config)\n"
+          "  --kubequota-namespace NS     namespace of kubequota's Service (default kubequota)\n"
+          "  --kubequota-service NAME     kubequota's Service (default kubequota)\n"
+          "  --kubequota-port PORT        its port, number or name (default 443)\n"
+          "  --partition NAME             partition (default default)\n"
+          "  -n, --namespace NS           the pod's namespace (why; default: the kubeconfig's, else default)\n"
+          "  --user U, --group G, --queue Q   one user's, group's or queue's usage (usage)\n"
+          "  -f, --filename FILE          the pod, list or workload (what-if)\n"
+          "  -o, --output json            the usage view's JSON instead of a table\n"
+          "  -h, --help\n\n"
+          "kubequota is reached through the API server's service proxy\n"
+          "(/api/v1/namespaces/NS/services/https:NAME:PORT/proxy/...): you need `get services/proxy`\n"
+          "on it, and kubequota's usage view must let your token in (docs/cli.md).\n",
+          f);
+}
+
+static int parse(int argc, char **argv, cli_t *c)
+{
+    *c = (cli_t){.ns = "kubequota", .svc = "kubequota", .port = "443", .partition = "default"};
+    const char *pos = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            help(stdout);
+            exit(0);
+        }
+        static const struct {
+            const char *name, *alt;
+            size_t off;
+        } opts[] = {
+            {"--kubeconfig", NULL, offsetof(cli_t, kubeconfig)},
+            {"--kubequota-namespace", NULL, offsetof(cli_t, ns)},
+            {"--kubequota-service", NULL, offsetof(cli_t, svc)},
+            {"--kubequota-port", NULL, offsetof(cli_t, port)},
+            {"--partition", NULL, offsetof(cli_t, partition)},
+            {"--namespace", "-n", offsetof(cli_t, pod_ns)},
+            {"--user", NULL, offsetof(cli_t, user)},
+            {"--group", NULL, offsetof(cli_t, group)},
+            {"--queue", NULL, offsetof(cli_t, queue)},
+            {"--filename", "-f", offsetof(cli_t, file)},
+            {"--output", "-o", 0},
+        };
+        bool matched = false;
+        for (size_t k = 0; k < sizeof(opts) / sizeof(opts[0]) && !matched; k++) {
+            size_t nl = strlen(opts[k].name);
+            const char *val = NULL;
+            if (strcmp(a, opts[k].name) == 0 || (opts[k].alt && strcmp(a, opts[k].alt) == 0)) {
+                if (i + 1 >= argc)
+                    return usage_err("%s needs a value", a);
+                val = argv[++i];
+            } else if (strncmp(a, opts[k].name, nl) == 0 && a[nl] == '=') {
+                val = a + nl + 1;
+            } else {
+                continue;
+            }
+            matched = true;
+            if (opts[k].off == 0) {
+                if (strcmp(val, "json") != 0)
+                    return usage_err("-o %s: only json is supported (the default is a table)", val);
+                c->json = true;
+            } else {
+                *(const char **)((char *)c + opts[k].off) = val;
+            }
+        }
+        if (matched)
+            continue;
+        if (a[0] == '-' && a[1] != '\0')
+            return usage_err("unknown flag %s", a);
+        if (c->cmd == NULL)
+            c->cmd = a;
+        else if (pos == NULL)
+            pos = a;
+        else
+            return usage_err("unexpected argument '%s'", a);
+    }
+    if (c->cmd == NULL) {
+        help(stderr);
+        return 2;
+    }
+    if (strcmp(c->cmd, "usage") == 0) {
+        if ((c->user != NULL) + (c->group != NULL) + (c->queue != NULL) > 1)
+            return usage_err("usage: give at most one of --user, --group and --queue");
+    } else if (strcmp(c->cmd, "why") == 0) {
+        if (pos == NULL)
+            return usage_err("why: which pod? (kubectl kubequota why POD [-n NAMESPACE])");
+        c->pod = pos;
+        pos = NULL;
+    } else if (strcmp(c->cmd, "what-if") == 0) {
+        if (c->file == NULL)
+            return usage_err("what-if: -f FILE is required (a Pod, a List or a workload; - for stdin)");
+    } else {
+        return usage_err("unknown command '%s' (usage, why, what-if)", c->cmd);
+    }
+    if (pos != NULL)
+        return usage_err("unexpected argument '%s'", pos);
+    if (strcmp(c->cmd, "usage") != 0 && (c->user || c->group || c->queue))
+        return usage_err("--user, --group and --queue belong to usage");
+    return 0;
+}
+
+/* ------------------------------------------------------------------ requests */
+
+typedef struct conn {
+    kq_kube_t *kube;
+    char *base; /* /api/v1/namespaces/NS/services/https:SVC:PORT/proxy */
+    char *default_ns;
+} conn_t;
+
+static char *escape(const char *s)
+{
+    char *e = curl_easy_escape(NULL, s, 0);
+    char *out = e ? strdup(e) : NULL;
+    curl_free(e);
+    return out;
+}
+
+static int connect_kube(const cli_t *c, conn_t *out)
+{
+    char path[4096];
+    const char *kc = c->kubeconfig;
+    if (kc == NULL) {
+        const char *env = getenv("KUBECONFIG");
+        if (env != NULL && env[0] != '\0') { /* the first file of the list that exists */
+            const char *p = env;
+            while (*p) {
+                size_t n = strcspn(p, ":");
+                struct stat st;
+                snprintf(path, sizeof(path), "%.*s", (int)n, p);
+                if (n > 0 && stat(path, &st) == 0) {
+                    kc = path;
+                    break;
+                }
+                p += n + (p[n] == ':');
+            }
+        }
+        if (kc == NULL) {
+            const char *home = getenv("HOME");
+            snprintf(path, sizeof(path), "%s/.kube/config", home ? home : "");
+            kc = path;
+        }
+    }
+    kq_kube_conf_t conf = {0};
+    kq_diags_t diags;
+    kq_diags_init(&diags);
+    if (kq_kubeconfig_load(kc, &conf, &diags) != 0) {
+        char *all = kq_diags_join(&diags, "\n  ");
+        fprintf(stderr, "kubectl kubequota: cannot use the kubeconfig %s:\n  %s\n", kc, all ? all : "unreadable");
+        free(all);
+        kq_diags_free(&diags);
+        return 2;
+    }
+    kq_diags_free(&diags);
+    kq_kube_opts_t o;
+    kq_kube_opts_default(&o);
+    o.token_header = TOKEN_HEADER;
+    o.max_response = (size_t)64 << 20;
+    out->kube = kq_kube_new_opts(&conf, &o);
+    out->default_ns = conf.namespace ? strdup(conf.namespace) : NULL;
+    kq_kube_conf_free(&conf);
+    char *ens = escape(c->ns), *esvc = escape(c->svc), *eport = escape(c->port);
+    if (out->kube == NULL || ens == NULL || esvc == NULL || eport == NULL ||
+        asprintf(&out->base, "/api/v1/namespaces/%s/services/https:%s:%s/proxy", ens, esvc, eport) < 0) {
+        out->base = NULL;
+        free(ens);
+        free(esvc);
+        free(eport);
+        fprintf(stderr, "kubectl kubequota: out of memory\n");
+        return 1;
+    }
+    free(ens);
+    free(esvc);
+    free(eport);
+    return 0;
+}
+
+/* One request to kubequota through the proxy: 0 with *out (the JSON answer), else 1 with a
+ * message already printed. */
+static int call(conn_t *c, const char *method, const char *rel, const char *body, json_t **out)
+{
+    char *path = NULL;
+    if (asprintf(&path, "%s%s", c->base, rel) < 0)
+        return 1;
+    kq_kube_resp_t r = {0};
+    int rc = kq_kube_request(c->kube, method, path, body ? "application/json" : NULL, body, &r);
+    if (rc != 0) {
+        fprintf(stderr, "kubectl kubequota: %s %s: %s\n", method, path, kq_strerror(rc));
+        free(path);
+        return 1;
+    }
+    json_error_t je;
+    json_t *v = json_loadb(r.body, r.len, 0, &je);
+    if (r.status != 200 || v == NULL) {
+        /* kubequota's {"message","description"}, the API server's Status {"message"}, or text */
+        const char *msg = v ? (str_at(v, "description") ? str_at(v, "description") : str_at(v, "message")) : NULL;
+        if (msg == NULL)
+            msg = v ? str_at(v, "error") : NULL;
+        fprintf(stderr, "kubectl kubequota: %s %s: %ld %s%s\n", method, path, r.status,
+                msg ? msg : (r.body && r.len < 500 ? r.body : "(no message)"),
+                r.status == 401 || r.status == 403
+                    ? "\n  (through the service proxy you need `get services/proxy` on kubequota's Service, and "
+                      "kubequota's usage view must accept your token: --rest-auth=kubernetes)"
+                    : r.status == 404 || r.status == 503
+                          ? "\n  (is kubequota's Service there? see --kubequota-namespace and --kubequota-service)"
+                          : "");
+        json_decref(v);
+        kq_kube_resp_free(&r);
+        free(path);
+        return 1;
+    }
+    kq_kube_resp_free(&r);
+    free(path);
+    *out = v;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ output */
+
+static void fmt_res(const char *res, double x, char *out, size_t n)
+{
+    if (strcmp(res, "vcore") == 0 || strcmp(res, "cpu") == 0) {
+        snprintf(out, n, "%g", x / 1000.0);
+    } else if (strcmp(res, "memory") == 0 || strcmp(res, "ephemeral-storage") == 0) {
+        static const char *u[] = {"", "Ki", "Mi", "Gi", "Ti", "Pi"};
+        int i = 0;
+        while (x >= 1024 && i < 5) {
+            x /= 1024;
+            i++;
+        }
+        snprintf(out, n, "%.4g%s", x, u[i]);
+    } else {
+        snprintf(out, n, "%g", x);
+    }
+}
+
+/* "used/max" or "used" of one resource. */
+static void cell(json_t *used, json_t *max, const char *res, char *out, size_t n)
+{
+    char a[32], b[32];
+    json_t *u = json_object_get(used, res), *m = json_object_get(max, res);
+    if (u == NULL && m == NULL) {
+        snprintf(out, n, "-");
+        return;
+    }
+    fmt_res(res, json_number_value(u), a, sizeof(a));
+    if (m == NULL) {
+        snprintf(out, n, "%s", a);
+        return;
+    }
+    fmt_res(res, json_number_value(m), b, sizeof(b));
+    snprintf(out, n, "%s/%s", a, b);
+}
+
+static void tracker_rows(const char *name, json_t *q, bool *first)
+{
+    if (!json_is_object(q))
+        return;
+    json_t *use = json_object_get(q, "resourceUsage"), *max = json_object_get(q, "maxResources");
+    bool any = json_object_size(max) > 0 || json_integer_value(json_object_get(q, "maxApplications")) > 0;
+    const char *k;
+    json_t *v;
+    json_object_foreach(use, k, v)
+    {
+        if (json_number_value(v) != 0)
+            any = true;
+    }
+    if (any) {
+        char cpu[64], mem[64], pods[64], apps[64];
+        cell(use, max, "vcore", cpu, sizeof(cpu));
+        cell(use, max, "memory", mem, sizeof(mem));
+        cell(use, max, "pods", pods, sizeof(pods));
+        size_t na = json_array_size(json_object_get(q, "runningApplications"));
+        json_int_t ma = json_integer_value(json_object_get(q, "maxApplications"));
+        if (ma > 0)
+            snprintf(apps, sizeof(apps), "%zu/%lld", na, (long long)ma);
+        else
+            snprintf(apps, sizeof(apps), "%zu", na);
+        printf("%-16s %-28s %-14s %-20s %-10s %s\n", *first ? name : "", str_at(q, "queuePath") ? str_at(q, "queuePath") : "",
+               cpu, mem, pods, apps);
+        *first = false;
+    }
+    size_t i;
+    json_array_foreach(json_object_get(q, "children"), i, v)
+    tracker_rows(name, v, first);
+}
+
+static void print_trackers(json_t *v, const char *key, const char *title)
+{
+    printf("%-16s %-28s %-14s %-20s %-10s %s\n", title, "QUEUE", "CPU", "MEMORY", "PODS", "APPS");
+    json_t *list = json_is_array(v) ? json_incref(v) : json_pack("[O]", v);
+    size_t i;
+    json_t *t;
+    json_array_foreach(list, i, t)
+    {
+        bool first = true;
+        const char *name = str_at(t, key) ? str_at(t, key) : "";
+        tracker_rows(name, json_object_get(t, "queues"), &first);
+        if (first) /* nothing counted, no limit */
+            printf("%-16s %-28s %-14s %-20s %-10s %s\n", name, "root", "0", "0", "0", "0");
+    }
+    json_decref(list);
+}
+
+static void queue_rows(json_t *q, int depth)
+{
+    char cpu[64], mem[64], pods[64], name[300];
+    json_t *use = json_object_get(q, "allocatedResource"), *max = json_object_get(q, "maxResource");
+    cell(use, max, "vcore", cpu, sizeof(cpu));
+    cell(use, max, "memory", mem, sizeof(mem));
+    cell(use, max, "pods", pods, sizeof(pods));
+    snprintf(name, sizeof(name), "%*s%s", depth * 2, "", str_at(q, "queuename") ? str_at(q, "queuename") : "");
+    printf("%-32s %-14s %-20s %-10s %lld\n", name, cpu, mem, pods,
+           (long long)json_integer_value(json_object_get(q, "runningApps")));
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(q, "children"), i, c)
+    queue_rows(c, depth + 1);
+}
+
+static void print_blockers(json_t *v)
+{
+    size_t i;
+    json_t *b;
+    json_array_foreach(json_object_get(v, "blockers"), i, b)
+    printf("  %s %s: %s\n", str_at(b, "kind") ? str_at(b, "kind") : "?", str_at(b, "name") ? str_at(b, "name") : "",
+           str_at(b, "message") ? str_at(b, "message") : "");
+}
+
+static void print_json(json_t *v)
+{
+    char *s = json_dumps(v, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    if (s != NULL)
+        printf("%s\n", s);
+    free(s);
+}
+
+/* ------------------------------------------------------------------ commands */
+
+static int cmd_usage(const cli_t *c, conn_t *k)
+{
+    char rel[1200];
+    char *e = NULL;
+    const char *what = c->user ? "user" : c->group ? "group" : c->queue ? "queue" : NULL;
+    const char *val = c->user ? c->user : c->group ? c->group : c->queue;
+    char *part = escape(c->partition);
+    if (part == NULL)
+        return 1;
+    if (what != NULL) {
+        e = escape(val);
+        if (e == NULL) {
+            free(part);
+            return 1;
+        }
+    }
+    if (what == NULL)
+        snprintf(rel, sizeof(rel), "/ws/v1/partition/%s/usage/users", part);
+    else if (strcmp(what, "queue") == 0)
+        snprintf(rel, sizeof(rel), "/ws/v1/partition/%s/queue/%s?subtree", part, e);
+    else
+        snprintf(rel, sizeof(rel), "/ws/v1/partition/%s/usage/%s/%s", part, what, e);
+    free(part);
+    free(e);
+    json_t *v = NULL;
+    if (call(k, "GET", rel, NULL, &v) != 0)
+        return 1;
+    if (c->json)
+        print_json(v);
+    else if (what != NULL && strcmp(what, "queue") == 0) {
+        printf("%-32s %-14s %-20s %-10s %s\n", "QUEUE", "CPU", "MEMORY", "PODS", "APPS");
+        queue_rows(v, 0);
+    } else if (what != NULL && strcmp(what, "group") == 0)
+        print_trackers(v, "groupName", "GROUP");
+    else
+        print_trackers(v, "userName", "USER");
+    json_decref(v);
+    return 0;
+}
+
+static int cmd_why(const cli_t *c, conn_t *k)
+{
+    const char *ns = c->pod_ns ? c->pod_ns : k->default_ns ? k->default_ns : "default";
+    char *part = escape(c->partition), *ens = escape(ns), *epod = escape(c->pod);
+    char rel[1500];
+    int rc = 1;
+    json_t *v = NULL;
+    if (part && ens && epod) {
+        snprintf(rel, sizeof(rel), "/ws/v1/partition/%s/explain/%s/%s", part, ens, epod);
+        rc = call(k, "GET", rel, NULL, &v);
+    }
+    free(part);
+    free(ens);
+    free(epod);
+    if (rc != 0)
+        return rc;
+    if (c->json) {
+        print_json(v);
+    } else {
+        printf("pod %s/%s (user %s, queue %s): ", ns, c->pod, str_at(v, "user") ? str_at(v, "user") : "?",
+               str_at(v, "queue") ? str_at(v, "queue") : "?");
+        if (json_is_false(json_object_get(v, "managed")))
+            printf("not kubequota's (another scheduler)\n");
+        else if (json_is_true(json_object_get(v, "fits")))
+            printf("fits its quota now\n");
+        else
+            printf("%s\n", json_is_true(json_object_get(v, "neverFits")) ? "can never fit as it is" : "waits for quota");
+        print_blockers(v);
+    }
+    json_decref(v);
+    return 0;
+}
+
+static char *read_input(const char *file, size_t *len)
+{
+    FILE *f = strcmp(file, "-") == 0 ? stdin : fopen(file, "rb");
+    if (f == NULL)
+        return NULL;
+    size_t cap = 65536, n = 0;
+    char *buf = malloc(cap + 1);
+    while (buf != NULL) {
+        size_t got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (n < cap)
+            break;
+        if (cap >= INPUT_MAX) {
+            free(buf);
+            buf = NULL;
+            errno = EFBIG;
+            break;
+        }
+        char *nb = realloc(buf, cap * 2 + 1);
+        if (nb == NULL) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        buf = nb;
+        cap *= 2;
+    }
+    if (f != stdin)
+        fclose(f);
+    if (buf != NULL) {
+        buf[n] = '\0';
+        *len = n;
+    }
+    return buf;
+}
+
+static int cmd_what_if(const cli_t *c, conn_t *k)
+{
+    size_t len = 0;
+    char *text = read_input(c->file, &len);
+    if (text == NULL) {
+        fprintf(stderr, "kubectl kubequota: what-if: cannot read %s: %s\n", c->file, strerror(errno));
+        return 2;
+    }
+    char err[300];
+    json_t *docs = kq_kubectl_yaml_docs(text, len, 0, err, sizeof(err));
+    free(text);
+    if (docs == NULL) {
+        fprintf(stderr, "kubectl kubequota: what-if: %s: %s\n", c->file, err);
+        return 2;
+    }
+    json_t *pods = json_array();
+    size_t i;
+    json_t *d;
+    json_array_foreach(docs, i, d)
+    {
+        if (json_is_null(d))
+            continue; /* an empty document between --- lines */
+        json_t *p = kq_kubectl_pods_of(d, err, sizeof(err));
+        if (p == NULL) {
+            fprintf(stderr, "kubectl kubequota: what-if: %s, document %zu: %s\n", c->file, i + 1, err);
+            json_decref(pods);
+            json_decref(docs);
+            return 2;
+        }
+        json_array_extend(pods, p);
+        json_decref(p);
+    }
+    json_decref(docs);
+    if (json_array_size(pods) == 0) {
+        fprintf(stderr, "kubectl kubequota: what-if: %s has no pod\n", c->file);
+        json_decref(pods);
+        return 2;
+    }
+    json_t *payload = json_array_size(pods) == 1 ? json_incref(json_array_get(pods, 0)) : json_incref(pods);
+    char *body = json_dumps(payload, JSON_COMPACT);
+    json_decref(payload);
+    char *part = escape(c->partition);
+    char rel[600];
+    json_t *v = NULL;
+    int rc = 1;
+    if (body != NULL && part != NULL) {
+        snprintf(rel, sizeof(rel), "/ws/v1/partition/%s/explain", part);
+        rc = call(k, "POST", rel, body, &v);
+    }
+    free(body);
+    free(part);
+    size_t npods = json_array_size(pods);
+    json_decref(pods);
+    if (rc != 0)
+        return rc;
+    if (c->json) {
+        print_json(v);
+    } else {
+        json_int_t fit = json_object_get(v, "fitCount") ? json_integer_value(json_object_get(v, "fitCount"))
+                                                        : json_is_true(json_object_get(v, "fits"));
+        printf("%lld of %zu pod%s would fit now%s\n", (long long)fit, npods, npods == 1 ? "" : "s",
+               json_is_true(json_object_get(v, "neverFits")) ? "; the rest can never fit as they are" : "");
+        print_blockers(v);
+    }
+    json_decref(v);
+    return 0;
+}
+
+int kq_kubectl_main(int argc, char **argv)
+{
+    cli_t c;
+    int rc = parse(argc, argv, &c);
+    if (rc != 0)
+        return rc;
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    conn_t k = {0};
+    rc = connect_kube(&c, &k);
+    if (rc == 0) {
+        if (strcmp(c.cmd, "usage") == 0)
+            rc = cmd_usage(&c, &k);
+        else if (strcmp(c.cmd, "why") == 0)
+            rc = cmd_why(&c, &k);
+        else
+            rc = cmd_what_if(&c, &k);
+    }
+    kq_kube_free(k.kube);
+    free(k.base);
+    free(k.default_ns);
+    curl_global_cleanup();
+    return rc;
+}

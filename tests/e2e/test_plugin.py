@@ -1,0 +1,221 @@
+"""The kubectl plugin (issue 19): `kubectl kubequota usage | why | what-if`, run as the
+kubequota binary under the name kubectl-kubequota (and as `kubequota kubectl`), against the
+simulator's service proxy (/api/v1/namespaces/{ns}/services/https:{svc}:{port}/proxy/...,
+which authenticates the caller's token and drops the Authorization header before forwarding,
+as kube-apiserver does: kubernetes staging/src/k8s.io/apiserver/pkg/endpoints/filters/
+authentication.go). Expected numbers come from the pods' quantities and the limits, computed
+here; verdicts are compared with kubequota's own explain answers."""
+
+import json
+import os
+import subprocess
+
+from kqtest import (REPO, KQTestCase, PARTITION, ANN_USER, LABEL_APP, LABEL_QUEUE, binary, certs, queues_config, to_yaml,
+                    write_kubeconfig)
+
+CONFIG = queues_config(
+    {"name": "default", "submitacl": "*"},
+    {"name": "team-a", "submitacl": "*",
+     "limits": [
+         {"limit": "alice", "users": ["alice"], "maxresources": {"cpu": "3", "memory": "4Gi"},
+          "maxapplications": 3},
+         {"limit": "devs", "groups": ["devs"], "maxresources": {"cpu": "6"}}]},
+    {"name": "team-b", "submitacl": "*", "resources": {"max": {"vcore": "8"}}},
+)
+NS, SVC = "kubequota", "kubequota"  # the chart's defaults
+
+
+def job_yaml(name, parallelism, cpu, user="alice", groups=("devs",), queue="root.team-a"):
+    """A batch/v1 Job as a person writes it (YAML, numbers unquoted where YAML allows)."""
+    return """apiVersion: batch/v1
+kind: Job
+metadata:
+  name: %s
+  namespace: default
+spec:
+  parallelism: %d
+  template:
+    metadata:
+      labels:
+        %s: %s
+      annotations:
+        %s: '%s'
+    spec:
+      schedulerName: kubequota-scheduler
+      restartPolicy: Never
+      containers:
+        - name: main
+          image: busybox:1.36
+          resources:
+            requests:
+              cpu: %s
+              memory: 256Mi
+""" % (name, parallelism, LABEL_QUEUE, queue, ANN_USER, json.dumps({"user": user, "groups": list(groups)}), cpu)
+
+
+class PluginTest(KQTestCase):
+    CONFIG = CONFIG
+
+    def setUp(self):
+        super().setUp()
+        # the API server's view of kubequota's Service, and a user token it authenticates
+        self.sim.sim.proxy_services = {"%s/%s:443" % (NS, SVC): "127.0.0.1:%d" % self.kq.port}
+        self.sim.sim.review_tokens = {self.kq.rest_token: {"username": "ops"}}
+        self.kubeconfig = write_kubeconfig(os.path.join(self.kq.workdir, "user-kubeconfig"), self.sim.url,
+                                           certs()["ca"], self.kq.rest_token)
+        self.bindir = os.path.join(self.kq.workdir, "bin")
+        os.makedirs(self.bindir)
+        self.plugin = os.path.join(self.bindir, "kubectl-kubequota")
+        os.symlink(binary(), self.plugin)  # what `make install` lays down
+        self.create("a1", user="alice", groups=["devs"], queue="root.team-a", cpu="1500m", memory="1Gi", app="j1")
+        self.assert_bound("a1")
+        self.create("b1", user="bob", queue="root.team-b", cpu="2", memory="512Mi")
+        self.assert_bound("b1")
+        self.create("a2", user="alice", groups=["devs"], queue="root.team-a", cpu="2", memory="1Gi", app="j1")
+        self.assert_denied("a2")
+        self.wait_usage()
+
+    def run_plugin(self, *args, argv0=None, stdin=None, env=None, status=0):
+        e = dict(os.environ, KUBECONFIG=self.kubeconfig)
+        e.update(env or {})
+        cmd = [argv0 or self.plugin] + list(args)
+        r = subprocess.run(cmd, capture_output=True, text=True, input=stdin, env=e, timeout=30)
+        self.assertEqual(r.returncode, status, "%s -> %d\nstdout:\n%s\nstderr:\n%s"
+                         % (" ".join(cmd), r.returncode, r.stdout, r.stderr))
+        return r
+
+    def rows(self, out):
+        return [line.split() for line in out.splitlines()[1:] if line.strip()]
+
+    def test_usage_tables_and_json_through_the_proxy(self):
+        before = self.sim.state()["counters"].get("proxied", 0)
+        r = self.run_plugin("usage")
+        self.assertEqual(r.stdout.splitlines()[0].split(), ["USER", "QUEUE", "CPU", "MEMORY", "PODS", "APPS"])
+        rows = self.rows(r.stdout)
+        # alice: 1500m of 3 cpu and 1Gi of 4Gi in root.team-a, one of three applications
+        self.assertIn(["root.team-a", "1.5/3", "1Gi/4Gi", "1", "1/3"], [x[-5:] for x in rows])
+        self.assertIn(["bob", "root", "2", "512Mi", "1", "1"], rows)
+        self.assertGreater(self.sim.state()["counters"]["proxied"], before)  # it went through the proxy
+        # -o json is the usage view's own answer
+        j = json.loads(self.run_plugin("usage", "-o", "json").stdout)
+        self.assertEqual(j, self.kq.users())
+        j = json.loads(self.run_plugin("usage", "--user", "alice", "-o", "json").stdout)
+        self.assertEqual(j, self.kq.get_json("/ws/v1/partition/%s/usage/user/alice" % PARTITION))
+        r = self.run_plugin("usage", "--group", "devs")
+        self.assertEqual(r.stdout.splitlines()[0].split()[0], "GROUP")
+        self.assertIn(["root.team-a", "1.5/6", "1Gi", "1", "1"], [x[-5:] for x in self.rows(r.stdout)])
+        r = self.run_plugin("usage", "--queue", "root.team-b")
+        self.assertIn(["root.team-b", "2/8", "512Mi", "1", "1"], self.rows(r.stdout))
+        # an unknown user: kubequota's 404 message, exit 1
+        r = self.run_plugin("usage", "--user", "nobody-here", status=1)
+        self.assertIn("404", r.stderr)
+
+    def test_why_matches_explain(self):
+        want = self.kq.get_json("/ws/v1/partition/%s/explain/default/a2" % PARTITION)
+        self.assertFalse(want["fits"])
+        r = self.run_plugin("why", "a2", "-n", "default")
+        self.assertIn("pod default/a2 (user alice, queue root.team-a): waits for quota", r.stdout)
+        self.assertIn(want["blockers"][0]["message"], r.stdout)
+        # the kubeconfig's namespace (default) when -n is not given
+        self.assertEqual(json.loads(self.run_plugin("why", "a2", "-o", "json").stdout), want)
+        r = self.run_plugin("why", "b1")
+        self.assertIn("fits its quota now", r.stdout)
+        r = self.run_plugin("why", "no-such-pod", status=1)
+        self.assertIn("404", r.stderr)
+
+    def test_what_if_job_yaml_json_and_list(self):
+        path = os.path.join(self.kq.workdir, "job.yaml")
+        # alice has 3 - 1.5 = 1.5 cpu left in root.team-a: of three 1-cpu pods one fits
+        with open(path, "w") as f:
+            f.write(job_yaml("train", 3, "1"))
+        r = self.run_plugin("what-if", "-f", path)
+        self.assertIn("1 of 3 pods would fit now", r.stdout)
+        self.assertIn('limit "alice" exceeded', r.stdout)
+        j = json.loads(self.run_plugin("what-if", "-f", path, "-o", "json").stdout)
+        self.assertEqual((j["fitCount"], j["podCount"]), (1, 3))
+        # the same as kubequota's explain of the same pods posted directly
+        pods = j["pods"]
+        self.assertEqual(len(pods), 3)
+        # 500m pods: all three fit (1.5 cpu exactly)
+        with open(path, "w") as f:
+            f.write(job_yaml("small", 3, "500m"))
+        self.assertIn("3 of 3 pods would fit now", self.run_plugin("what-if", "-f", path).stdout)
+        # one Pod as JSON, from stdin
+        pod = {"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": "big", "namespace": "default",
+                            "annotations": {ANN_USER: json.dumps({"user": "alice", "groups": ["devs"]})},
+                            "labels": {LABEL_QUEUE: "root.team-a"}},
+               "spec": {"schedulerName": "kubequota-scheduler",
+                        "containers": [{"name": "m", "image": "x", "resources": {"requests": {"cpu": "4"}}}]}}
+        r = self.run_plugin("what-if", "-f", "-", "-o", "json", stdin=json.dumps(pod, indent="\t"))
+        j = json.loads(r.stdout)
+        self.assertFalse(j["fits"])
+        self.assertTrue(j["neverFits"])  # 4 cpu alone is over alice's 3
+        # a List of two pods of one application, in YAML with an empty second document
+        labels = {LABEL_QUEUE: "root.team-a", LABEL_APP: "j2"}
+        lst = {"apiVersion": "v1", "kind": "List",
+               "items": [dict(pod, metadata=dict(pod["metadata"], name=n, labels=labels)) for n in ("b1", "b2")]}
+        for p in lst["items"]:
+            p["spec"] = {"schedulerName": "kubequota-scheduler",
+                         "containers": [{"name": "m", "image": "x", "resources": {"requests": {"cpu": "700m"}}}]}
+        with open(path, "w") as f:
+            f.write(to_yaml(lst) + "\n---\n")
+        # 1.5 cpu left: 700m + 700m fit
+        self.assertIn("2 of 2 pods would fit now", self.run_plugin("what-if", "-f", path).stdout)
+        # nothing was written to the API server by what-if (explain changes nothing)
+        self.assertEqual([w for w in self.sim.state()["counters"]["write_log"] if "/events" not in w
+                          and "binding" not in w], [])
+
+    def test_bad_input_and_flags(self):
+        path = os.path.join(self.kq.workdir, "bad.yaml")
+        with open(path, "w") as f:
+            f.write("kind: Pod\nspec: [unclosed\n")
+        r = self.run_plugin("what-if", "-f", path, status=2)
+        self.assertIn("line", r.stderr)
+        with open(path, "w") as f:
+            f.write("kind: ConfigMap\ndata: {}\n")
+        r = self.run_plugin("what-if", "-f", path, status=2)
+        self.assertIn("pod template", r.stderr)
+        r = self.run_plugin("usage", "--user", "a", "--group", "b", status=2)
+        self.assertIn("at most one", r.stderr)
+        self.run_plugin("frobnicate", status=2)
+        self.run_plugin("why", status=2)
+        # a Service that is not there: the API server's 404, and a hint at the flags
+        r = self.run_plugin("usage", "--kubequota-service", "nope", status=1)
+        self.assertIn("404", r.stderr)
+        self.assertIn("--kubequota-service", r.stderr)
+        # a token the API server does not know: 401
+        bad = write_kubeconfig(os.path.join(self.kq.workdir, "bad-kubeconfig"), self.sim.url, certs()["ca"], "nope")
+        r = self.run_plugin("usage", "--kubeconfig", bad, status=1)
+        self.assertIn("401", r.stderr)
+
+    def test_make_install_lays_down_the_plugin_name(self):
+        r = subprocess.run(["make", "-n", "-s", "install", "DESTDIR=/dest", "PREFIX=/usr/local"], cwd=REPO,
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lines = r.stdout.splitlines()
+        self.assertIn("ln -sf kubequota /dest/usr/local/bin/kubectl-kubequota", lines)
+        self.assertTrue(any(x.startswith("install -m 0755 ") and x.endswith(" /dest/usr/local/bin/kubequota")
+                            for x in lines), lines)
+
+    def test_invocation_names_and_proxy_strips_authorization(self):
+        # `kubequota kubectl ...` is the same program
+        r = self.run_plugin("kubectl", "usage", "--user", "bob", argv0=binary())
+        self.assertIn("root.team-b", r.stdout)
+        self.assertIn("kubectl kubequota", self.run_plugin("--help").stdout)
+        # the proxy forwards without Authorization (as kube-apiserver does): a caller that
+        # only sends Authorization is authenticated by the API server, and kubequota sees no
+        # credentials
+        path = "/api/v1/namespaces/%s/services/https:%s:443/proxy/ws/v1/partition/%s/usage/users" % (
+            NS, SVC, PARTITION)
+        r = self.sim.http.request("GET", path, headers={"Authorization": "Bearer " + self.kq.rest_token})
+        self.assertEqual(r.status, 401, r.text)
+        self.assertIn("authentication required", r.text)  # kubequota's message, not the API server's
+        r = self.sim.http.request("GET", path, headers={"Authorization": "Bearer " + self.kq.rest_token,
+                                                        "X-Kubequota-Authorization": "Bearer " + self.kq.rest_token})
+        self.assertEqual(r.status, 200, r.text)
+        self.assertEqual(r.json(), self.kq.users())
+        # the path form names the port; an unknown one is the API server's 404
+        r = self.sim.http.request("GET", path.replace(":443/", ":8443/"),
+                                  headers={"Authorization": "Bearer " + self.kq.rest_token})
+        self.assertEqual(r.status, 404)
