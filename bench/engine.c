@@ -25,7 +25,7 @@
 typedef struct eng {
     kq_ugm_t *ugm;
     int users, groups;
-    kq_resource_t req = KQ_RESOURCE_EMPTY;
+    kq_resource_t req;
     volatile int go, stop;
 } eng_t;
 

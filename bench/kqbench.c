@@ -7,6 +7,7 @@
  *   kqbench engine --users U --groups G ...
  *   kqbench watch  --mode ingest|list|cpu --n N ...
  *   kqbench qtree  --leaves-per-team N ...
+ *   kqbench wide   --iters N ...
  *
  * Progress goes to stderr; kubequota's own log lines (the in-process server logs every
  * bind at info level, as in production) go to build/bench/kubequota.log so that logging
@@ -64,6 +65,7 @@ static int all_main(int argc, char **argv)
          NULL},
         {(char *)self, "http", "--verb", "filter", "--names", "500", "--users", "100000", "--groups", "10000",
          "--conns", "1,16", "--seconds", (char *)secs, "--reps", (char *)reps, "--threads", "72", "--row", "7", NULL},
+        {(char *)self, "wide", "--reps", (char *)reps, "--iters", quick ? "20000" : "200000", NULL},
     };
     row_print_header();
     int failed = 0;
@@ -88,7 +90,7 @@ int main(int argc, char **argv)
     if (certs != NULL)
         bench_set_certs(certs);
     if (argc < 2) {
-        fprintf(stderr, "usage: %s all|http|engine|watch|qtree [options]\n", argv[0]);
+        fprintf(stderr, "usage: %s all|http|engine|watch|qtree|wide [options]\n", argv[0]);
         return 2;
     }
     const char *cmd = argv[1];
@@ -111,6 +113,8 @@ int main(int argc, char **argv)
         return bench_watch_main(argc - 1, argv + 1);
     if (strcmp(cmd, "qtree") == 0)
         return bench_qtree_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "wide") == 0)
+        return bench_wide_main(argc - 1, argv + 1);
     fprintf(stderr, "kqbench: unknown command %s\n", cmd);
     return 2;
 }
