@@ -39,6 +39,7 @@ typedef struct review {
     int status;           /* 200 or 403 (401 answers are cached as 401) */
     time_t expires;
     char why[160];
+    kq_auth_who_t who;    /* the token's user and groups (self-service) */
     UT_hash_handle hh;
 } review_t;
 
@@ -248,8 +249,37 @@ static json_t *post_json(kq_kube_t *kube, const char *path, json_t *req, long *s
     return out;
 }
 
+static void who_set(kq_auth_who_t *who, const char *name, json_t *groups)
+{
+    memset(who, 0, sizeof(*who));
+    if (strlen(name) >= sizeof(who->user))
+        return; /* a name too long to compare is no one */
+    snprintf(who->user, sizeof(who->user), "%s", name);
+    size_t used = 0, i;
+    json_t *g;
+    json_array_foreach(groups, i, g)
+    {
+        const char *s = json_string_value(g);
+        size_t n = s ? strlen(s) : 0;
+        if (s == NULL || used + n + 1 > sizeof(who->groups))
+            continue;
+        memcpy(who->groups + used, s, n + 1);
+        used += n + 1;
+        who->n_groups++;
+    }
+}
+
+bool kq_auth_who_in_group(const kq_auth_who_t *who, const char *group)
+{
+    const char *g = who->groups;
+    for (size_t i = 0; i < who->n_groups; i++, g += strlen(g) + 1)
+        if (strcmp(g, group) == 0)
+            return true;
+    return false;
+}
+
 /* TokenReview, then SubjectAccessReview for get kubequota.io/usage. */
-static int kube_review(kq_auth_t *a, const char *tok, size_t len, char *why, size_t whylen)
+static int kube_review(kq_auth_t *a, const char *tok, size_t len, kq_auth_who_t *who, char *why, size_t whylen)
 {
     long st;
     json_t *tr = json_pack("{s:s, s:s, s:{s:s%}}", "apiVersion", "authentication.k8s.io/v1", "kind", "TokenReview",
@@ -268,6 +298,7 @@ static int kube_review(kq_auth_t *a, const char *tok, size_t len, char *why, siz
         snprintf(why, whylen, "the token was not accepted by the API server");
         return 401;
     }
+    who_set(who, name, json_object_get(user, "groups"));
     json_t *spec = json_pack("{s:s, s:{s:s, s:s, s:s}}", "user", name, "resourceAttributes", "group", "kubequota.io",
                              "resource", "usage", "verb", "get");
     json_t *groups = json_object_get(user, "groups");
@@ -299,6 +330,14 @@ static int kube_review(kq_auth_t *a, const char *tok, size_t len, char *why, siz
 
 int kq_auth_check(kq_auth_t *a, bool has_client_cert, const char *authorization, char *why, size_t whylen)
 {
+    kq_auth_who_t who;
+    return kq_auth_check_who(a, has_client_cert, authorization, &who, why, whylen);
+}
+
+int kq_auth_check_who(kq_auth_t *a, bool has_client_cert, const char *authorization, kq_auth_who_t *who,
+                      char *why, size_t whylen)
+{
+    memset(who, 0, sizeof(*who));
     if (a->mode == KQ_AUTH_NONE || (a->client_certs && has_client_cert)) {
         snprintf(why, whylen, "ok");
         return 200;
@@ -325,6 +364,7 @@ int kq_auth_check(kq_auth_t *a, bool has_client_cert, const char *authorization,
         if (r != NULL && r->expires > now) {
             int st = r->status;
             snprintf(why, whylen, "%s", r->why);
+            *who = r->who;
             pthread_mutex_unlock(&a->mu);
             return st;
         }
@@ -342,7 +382,7 @@ int kq_auth_check(kq_auth_t *a, bool has_client_cert, const char *authorization,
             return 429;
         }
 
-        int st = kube_review(a, tok, len, why, whylen);
+        int st = kube_review(a, tok, len, who, why, whylen);
         if (st == 503)
             return st; /* not cached: the next request asks again */
         review_t *n = calloc(1, sizeof(*n));
@@ -351,6 +391,7 @@ int kq_auth_check(kq_auth_t *a, bool has_client_cert, const char *authorization,
             n->status = st;
             n->expires = now + (st == 200 ? a->cache_seconds : DENY_CACHE_SECONDS);
             snprintf(n->why, sizeof(n->why), "%s", why);
+            n->who = *who;
             pthread_mutex_lock(&a->mu);
             HASH_FIND(hh, a->cache, n->key, sizeof(n->key), r);
             if (r != NULL) {

@@ -1363,8 +1363,39 @@ static int explain_partition(kq_app_t *app, const char *partition, char **out, s
     return explain_error(404, msg, out, out_len);
 }
 
+/* Self-service: may this caller see this pod's numbers? Its user must be the caller; the
+ * groups too when the caller wrote the pod (a what-if body), so that no one learns the usage
+ * of a group they are not in. */
+static bool self_owns(const kq_explain_self_t *self, const kq_pod_t *pod, bool check_groups)
+{
+    if (self == NULL)
+        return true;
+    if (pod->user == NULL || self->user == NULL || strcmp(pod->user, self->user) != 0)
+        return false;
+    for (size_t i = 0; check_groups && i < pod->n_groups; i++)
+        if (self->in_group == NULL || !self->in_group(self->ctx, pod->groups[i]))
+            return false;
+    return true;
+}
+
+static int self_refused(const kq_explain_self_t *self, bool posted, char **out, size_t *out_len)
+{
+    char msg[600];
+    seterr(msg, sizeof(msg),
+           "user %.200s may explain only pods of their own identity%s without the usage permission (get "
+           "usage.kubequota.io)",
+           self->user ? self->user : "", posted ? " (their user and their own groups)" : "");
+    return explain_error(403, msg, out, out_len);
+}
+
 int kq_extender_explain(kq_app_t *app, const char *partition, const char *body, size_t len, char **out,
                         size_t *out_len)
+{
+    return kq_extender_explain_as(app, partition, body, len, NULL, out, out_len);
+}
+
+int kq_extender_explain_as(kq_app_t *app, const char *partition, const char *body, size_t len,
+                           const kq_explain_self_t *self, char **out, size_t *out_len)
 {
     *out = NULL;
     *out_len = 0;
@@ -1424,6 +1455,11 @@ int kq_extender_explain(kq_app_t *app, const char *partition, const char *body, 
             st = explain_error(rc == KQ_ENOMEM ? 500 : rc == KQ_ESTATE ? 503 : 400, msg, out, out_len);
             break;
         }
+        if (!self_owns(self, &pods[parsed], true)) {
+            parsed++; /* cleared below */
+            st = self_refused(self, true, out, out_len);
+            break;
+        }
     }
     if (st == 0)
         st = explain_pods(app, pods, n, list, out, out_len);
@@ -1436,6 +1472,12 @@ int kq_extender_explain(kq_app_t *app, const char *partition, const char *body, 
 
 int kq_extender_explain_pod(kq_app_t *app, const char *partition, const char *ns, const char *name, char **out,
                             size_t *out_len)
+{
+    return kq_extender_explain_pod_as(app, partition, ns, name, NULL, out, out_len);
+}
+
+int kq_extender_explain_pod_as(kq_app_t *app, const char *partition, const char *ns, const char *name,
+                               const kq_explain_self_t *self, char **out, size_t *out_len)
 {
     *out = NULL;
     *out_len = 0;
@@ -1460,6 +1502,11 @@ int kq_extender_explain_pod(kq_app_t *app, const char *partition, const char *ns
     json_decref(obj);
     if (rc != 0)
         return explain_error(rc == KQ_ENOMEM ? 500 : 400, msg, out, out_len);
+    /* the pod exists and its identity was stamped at creation: its user is enough */
+    if (!self_owns(self, &pod, false)) {
+        kq_pod_clear(&pod);
+        return self_refused(self, false, out, out_len);
+    }
     st = explain_pods(app, &pod, 1, false, out, out_len);
     kq_pod_clear(&pod);
     return st;

@@ -178,6 +178,9 @@ typedef struct req {
     size_t body_len;
     const char *query;       /* the query string (after '?'), or NULL */
     bool identities;         /* /metrics: the caller may see per-user and per-group series */
+    bool self_only;          /* self-service: authenticated as who.user without the usage
+                              * permission; the handler serves only that user's own data */
+    kq_auth_who_t who;
     size_t budget;           /* body budget bytes taken for this request */
 } req_t;
 
@@ -376,6 +379,13 @@ static void h_user(const req_t *q, resp_t *r)
 {
     char *out = NULL;
     size_t len = 0;
+    if (q->self_only && strcmp(q->param[1], q->who.user) != 0) {
+        char msg[600];
+        snprintf(msg, sizeof(msg), "user %.200s may read only their own usage (usage/user/%.200s) without the usage "
+                 "permission (get usage.kubequota.io)", q->who.user, q->who.user);
+        resp_error(r, 403, msg);
+        return;
+    }
     int st = kq_rest_user(q->s->app, q->param[0], q->param[1], &out, &len);
     resp_take(r, st, CT_JSON, out, len);
 }
@@ -404,12 +414,20 @@ static void h_queues(const req_t *q, resp_t *r)
     resp_take(r, st, CT_JSON, out, len);
 }
 
-/* Explain / what-if: the filter's decision, changing nothing (extender.h). */
+static bool who_in_group(const void *ctx, const char *group)
+{
+    return kq_auth_who_in_group(ctx, group);
+}
+
+/* Explain / what-if: the filter's decision, changing nothing (extender.h); a self-service
+ * caller only for pods of their own identity. */
 static void h_explain(const req_t *q, resp_t *r)
 {
     char *out = NULL;
     size_t len = 0;
-    int st = kq_extender_explain(q->s->app, q->param[0], q->body, q->body_len, &out, &len);
+    kq_explain_self_t self = {.user = q->who.user, .in_group = who_in_group, .ctx = &q->who};
+    int st = kq_extender_explain_as(q->s->app, q->param[0], q->body, q->body_len, q->self_only ? &self : NULL, &out,
+                                    &len);
     resp_take(r, st, CT_JSON, out, len);
 }
 
@@ -417,7 +435,9 @@ static void h_explain_pod(const req_t *q, resp_t *r)
 {
     char *out = NULL;
     size_t len = 0;
-    int st = kq_extender_explain_pod(q->s->app, q->param[0], q->param[1], q->param[2], &out, &len);
+    kq_explain_self_t self = {.user = q->who.user, .in_group = who_in_group, .ctx = &q->who};
+    int st = kq_extender_explain_pod_as(q->s->app, q->param[0], q->param[1], q->param[2], q->self_only ? &self : NULL,
+                                        &out, &len);
     resp_take(r, st, CT_JSON, out, len);
 }
 
@@ -639,10 +659,12 @@ typedef struct route {
     int guard;           /* GUARD_REST: the usage view's access rules; GUARD_METRICS: the same
                           * when --metrics-auth is set; 0: open (the scheduler and the API
                           * server reach these through TLS, with client certificates when
-                          * --client-ca is set) */
-} route_t;
+                          * --client-ca is set) */} route_t;
 
-enum { GUARD_OPEN = 0, GUARD_REST = 1, GUARD_METRICS = 2, GUARD_EXTENDER = 3 };
+/* GUARD_REST_SELF: GUARD_REST, except that a Kubernetes caller without the usage
+ * permission may still ask about their own user (self-service; the handler checks who). */
+enum { GUARD_OPEN = 0, GUARD_REST = 1, GUARD_METRICS = 2, GUARD_EXTENDER = 3, GUARD_REST_SELF = 4 };
+#define REST_GUARDED(g) ((g) == GUARD_REST || (g) == GUARD_REST_SELF)
 
 static const route_t routes[] = {
     {"POST", "/scheduler/filter", KQ_EP_FILTER, true, h_filter, false, GUARD_EXTENDER},
@@ -652,7 +674,7 @@ static const route_t routes[] = {
     {"GET", "/readyz", KQ_EP_READYZ, false, h_readyz, false, GUARD_OPEN},
     {"GET", "/metrics", KQ_EP_METRICS, false, h_metrics, false, GUARD_METRICS},
     {"GET", "/ws/v1/partition/*/usage/users", KQ_EP_USAGE_USERS, false, h_users, false, GUARD_REST},
-    {"GET", "/ws/v1/partition/*/usage/user/*", KQ_EP_USAGE_USER, false, h_user, false, GUARD_REST},
+    {"GET", "/ws/v1/partition/*/usage/user/*", KQ_EP_USAGE_USER, false, h_user, false, GUARD_REST_SELF},
     {"GET", "/ws/v1/partition/*/usage/groups", KQ_EP_USAGE_GROUPS, false, h_groups, false, GUARD_REST},
     {"GET", "/ws/v1/partition/*/usage/group/*", KQ_EP_USAGE_GROUP, false, h_group, false, GUARD_REST},
     {"GET", "/ws/v1/partition/*/queues", KQ_EP_QUEUES, false, h_queues, false, GUARD_REST},
@@ -670,8 +692,8 @@ static const route_t routes[] = {
     {"GET", "/ws/v1/config", KQ_EP_CONFIG, false, h_config, false, GUARD_REST},
     {"GET", "/ws/v1/partition/*/placementrules", KQ_EP_PLACEMENT_RULES, false, h_placement_rules, false, GUARD_REST},
     {"GET", "/ws/v1/partition/*/gating/waiting", KQ_EP_GATING_WAITING, false, h_gating_waiting, false, GUARD_REST},
-    {"POST", "/ws/v1/partition/*/explain", KQ_EP_EXPLAIN, true, h_explain, false, GUARD_REST},
-    {"GET", "/ws/v1/partition/*/explain/*/*", KQ_EP_EXPLAIN_POD, false, h_explain_pod, false, GUARD_REST},
+    {"POST", "/ws/v1/partition/*/explain", KQ_EP_EXPLAIN, true, h_explain, false, GUARD_REST_SELF},
+    {"GET", "/ws/v1/partition/*/explain/*/*", KQ_EP_EXPLAIN_POD, false, h_explain_pod, false, GUARD_REST_SELF},
     {"GET", "/ui", KQ_EP_UI, false, h_ui_redirect, false, GUARD_OPEN},
     {"GET", "/ui/", KQ_EP_UI, false, h_ui, false, GUARD_OPEN},
     {"GET", "/ui/*", KQ_EP_UI, false, h_ui, false, GUARD_OPEN},
@@ -690,7 +712,7 @@ static void ui_features(const req_t *q, resp_t *r)
     const char *pats[N_ROUTES];
     size_t n = 0, len = 0;
     for (size_t i = 0; i < N_ROUTES; i++)
-        if (routes[i].guard == GUARD_REST && strcmp(routes[i].method, "GET") == 0)
+        if (REST_GUARDED(routes[i].guard) && strcmp(routes[i].method, "GET") == 0)
             pats[n++] = routes[i].pattern;
     char *out = kq_ui_features(q->s->app, pats, n, &len);
     resp_take(r, 200, CT_JSON, out, len);
@@ -1041,10 +1063,17 @@ static int on_request(struct mg_connection *conn)
         q.identities = kq_auth_check(s->auth, ri->client_cert != NULL, caller_authorization(conn), why,
                                      sizeof(why)) == 200;
     }
-    if (s->auth != NULL && (rt->guard == GUARD_REST || (rt->guard == GUARD_METRICS && s->metrics_auth))) {
+    if (s->auth != NULL && (REST_GUARDED(rt->guard) || (rt->guard == GUARD_METRICS && s->metrics_auth))) {
         char why[512];
-        int st = kq_auth_check(s->auth, ri->client_cert != NULL, caller_authorization(conn), why,
-                               sizeof(why));
+        int st = kq_auth_check_who(s->auth, ri->client_cert != NULL, caller_authorization(conn), &q.who, why,
+                                   sizeof(why));
+        if (st == 403 && rt->guard == GUARD_REST_SELF && q.who.user[0] != '\0') {
+            /* self-service: the handler serves only the caller's own user */
+            q.self_only = true;
+            st = 200;
+            kq_debug("event=rest_self_service user=\"%s\" path=\"%s\"", printable(q.who.user, qpath, 128),
+                     printable(path, qpath + 128, 128));
+        }
         if (st != 200) {
             resp_error(&r, st, why);
             kq_info("event=rest_refused path=\"%s\" status=%d reason=\"%s\"", printable(path, qpath, 192), st, why);

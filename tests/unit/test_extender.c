@@ -264,6 +264,41 @@ static void test_explain_matches_filter_and_changes_nothing(void **state)
     json_decref(args);
 }
 
+static bool only_dev(const void *ctx, const char *group)
+{
+    (void)ctx;
+    return strcmp(group, "dev") == 0;
+}
+
+/* Self-service: a caller may explain only pods of their own user (and, for posted pods, of
+ * their own groups); refused pods answer 403 and show no numbers. */
+static void test_explain_self_service(void **state)
+{
+    fx_t *f = *state;
+    occupy(f, "other-pod-uid");
+    json_t *args = fixture("extender-filter-args.nodecachecapable-true.json");
+    set_pod(args, POD_UID, "alice"); /* groups ["dev"] */
+    char *text = json_dumps(json_object_get(args, "Pod"), JSON_COMPACT);
+    assert_non_null(text);
+    char *out = NULL;
+    size_t len = 0;
+    kq_explain_self_t alice = {.user = "alice", .in_group = only_dev};
+    assert_int_equal(kq_extender_explain_as(&f->app, "default", text, strlen(text), &alice, &out, &len), 200);
+    assert_contains(out, "\"blockers\"");
+    free(out);
+    kq_explain_self_t bob = {.user = "bob", .in_group = only_dev};
+    assert_int_equal(kq_extender_explain_as(&f->app, "default", text, strlen(text), &bob, &out, &len), 403);
+    assert_contains(out, "own identity");
+    assert_null(strstr(out, "nvidia.com/gpu")); /* nothing of alice's usage */
+    free(out);
+    kq_explain_self_t alice_no_groups = {.user = "alice", .in_group = NULL};
+    assert_int_equal(kq_extender_explain_as(&f->app, "default", text, strlen(text), &alice_no_groups, &out, &len),
+                     403);
+    free(out);
+    free(text);
+    json_decref(args);
+}
+
 /* A job of two one-GPU pods with alice's limit of one: the first fits, the second only
  * with the first assumed, which is said; nothing is assumed in the ledger. */
 static void test_explain_list_cumulative(void **state)
@@ -1015,6 +1050,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_filter_denial_posts_event, fake_setup, fake_teardown),
         cmocka_unit_test_setup_teardown(test_explain_matches_filter_and_changes_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_explain_list_cumulative, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_explain_self_service, setup, teardown),
         cmocka_unit_test_setup_teardown(test_preempt_meta_echo, setup, teardown),
         cmocka_unit_test_setup_teardown(test_preempt_full_victims, setup, teardown),
     };

@@ -14,6 +14,10 @@
  * With --rest-auth=none the view is open (for local tests); with no mechanism configured
  * it is closed, and says how to open it.
  *
+ * Self-service: a Kubernetes token that is authenticated but refused the permission (403)
+ * still names its user (kq_auth_check_who); the server lets it read that user's own usage
+ * and explain that user's own pods, and nothing else (server.c, GUARD_REST_SELF).
+ *
  * Kubernetes answers are cached for a short time, keyed by a SHA-256 digest of the token
  * (tokens themselves are never stored or logged): an allowed token for cache_seconds (60),
  * so a revoked token keeps working at most that long; a refused one for 10 s. Tokens not
@@ -64,5 +68,25 @@ bool kq_auth_closed(const kq_auth_t *a);
  * unknown tokens to review now) or 503 (the API server could not be asked); why[] says
  * why for the error body. */
 int kq_auth_check(kq_auth_t *a, bool has_client_cert, const char *authorization, char *why, size_t whylen);
+
+/* Who a Kubernetes token belongs to (TokenReview's answer), for self-service: a caller
+ * without the usage permission may still read their own user's usage and explain pods of
+ * their own identity (server.h). */
+#define KQ_AUTH_USER_MAX 256
+#define KQ_AUTH_GROUPS_BYTES 1024
+typedef struct kq_auth_who {
+    char user[KQ_AUTH_USER_MAX];       /* the TokenReview username; "" when not known */
+    char groups[KQ_AUTH_GROUPS_BYTES]; /* its groups, each NUL-terminated, back to back (a
+                                        * group that does not fit is left out) */
+    size_t n_groups;
+} kq_auth_who_t;
+
+/* kq_auth_check, and with --rest-auth=kubernetes the caller's identity in *who (cleared
+ * otherwise) when the answer is 200 or 403. */
+int kq_auth_check_who(kq_auth_t *a, bool has_client_cert, const char *authorization, kq_auth_who_t *who,
+                      char *why, size_t whylen);
+
+/* True when group is one of who's groups. */
+bool kq_auth_who_in_group(const kq_auth_who_t *who, const char *group);
 
 #endif

@@ -21,6 +21,7 @@
 #ifndef KUBEQUOTA_EXTENDER_H
 #define KUBEQUOTA_EXTENDER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include <jansson.h>
@@ -75,5 +76,21 @@ int kq_extender_explain(kq_app_t *app, const char *partition, const char *body, 
 /* The same for an existing pod, read from the API server (GET only). 404 when absent. */
 int kq_extender_explain_pod(kq_app_t *app, const char *partition, const char *ns, const char *name, char **out,
                             size_t *out_len);
+
+/* Self-service (a caller without the usage permission): only pods of this identity may be
+ * explained. user: the caller's name; groups: its groups (n_groups). */
+typedef struct kq_explain_self {
+    const char *user;
+    bool (*in_group)(const void *ctx, const char *group); /* is group one of the caller's? */
+    const void *ctx;
+} kq_explain_self_t;
+
+/* kq_extender_explain / kq_extender_explain_pod for a self-service caller (self NULL: no
+ * restriction). 403, explaining nothing, when a pod's user is not self->user, or (posted
+ * pods, whose identity the caller wrote) one of its groups is not the caller's. */
+int kq_extender_explain_as(kq_app_t *app, const char *partition, const char *body, size_t len,
+                           const kq_explain_self_t *self, char **out, size_t *out_len);
+int kq_extender_explain_pod_as(kq_app_t *app, const char *partition, const char *ns, const char *name,
+                               const kq_explain_self_t *self, char **out, size_t *out_len);
 
 #endif
