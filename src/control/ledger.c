@@ -89,6 +89,7 @@ typedef struct entry {
      * it bound, or until kq_ledger_unreserve / kq_ledger_expire_reserved release it. */
     bool reserved;
     bool res_done;        /* its reservation ended unbound: never reserved again by observe */
+    bool want_res;        /* seen ungated during a relist: reserved (checked) at its end */
     int64_t reserved_at;  /* monotonic seconds of the reservation */
 } entry_t;
 
@@ -739,6 +740,13 @@ static bool reserve_observed(kq_ledger_t *l, entry_t *e)
     if (!l->gating || e->res_done || !is_ours(l, pod) || kq_pod_is_gated(pod) || pod->deleting ||
         pod->node != NULL || pod->queue == NULL)
         return false;
+    if (l->resyncing) {
+        /* During a relist the bound pods are not all counted yet and the quota tree's
+         * runtimes are recomputed only at its end: check the reservation then. */
+        e->want_res = true;
+        return false;
+    }
+    e->want_res = false;
     counted_t c;
     char reason[512] = "";
     if (counted_from_pod(&c, pod) != 0)
@@ -875,6 +883,12 @@ void kq_ledger_resync_end(kq_ledger_t *l)
         if (l->batch_qt != NULL)
             kq_qtree_batch_end(l->batch_qt);
         l->batch_qt = NULL;
+        /* ungated unbound pods seen by the relist, now that every bound pod is counted */
+        HASH_ITER(hh, l->table, e, tmp) {
+            if (e->want_res && e->state == ST_PENDING && reserve_observed(l, e))
+                tree_sync(l, e, false);
+            e->want_res = false;
+        }
     }
     pthread_mutex_unlock(&l->mu);
     while (gone != NULL) {

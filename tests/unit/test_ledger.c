@@ -778,6 +778,29 @@ static void test_reserve_from_watch(void **state)
     kq_pod_clear(&g);
 }
 
+/* A relist (restart) checks reservations at its end, against every bound pod it listed:
+ * an ungated pod listed before a bound one must not be reserved next to it over the max. */
+static void test_reserve_after_relist(void **state)
+{
+    fx_t *f = *state;
+    kq_pod_t a = mk("a", "root.team-a", "alice", 600, NULL), b = mk("b", "root.team-a", "bob", 600, "n1"),
+             c = mk("c", "root.team-a", "carol", 300, NULL);
+    kq_ledger_set_gating(f->l, true);
+    kq_ledger_resync_begin(f->l);
+    kq_ledger_observe(f->l, &a);
+    kq_ledger_observe(f->l, &c);
+    kq_ledger_observe(f->l, &b);
+    assert_false(kq_ledger_is_reserved(f->l, "a")); /* not yet: the list is not complete */
+    kq_ledger_resync_end(f->l);
+    /* b (bound, 600m) + c (300m) fit the 1000m max; a (600m) does not */
+    assert_false(kq_ledger_is_reserved(f->l, "a"));
+    assert_true(kq_ledger_is_reserved(f->l, "c"));
+    assert_int_equal(alloc_cpu(f, "root.team-a"), 900);
+    kq_pod_clear(&a);
+    kq_pod_clear(&b);
+    kq_pod_clear(&c);
+}
+
 int main(void)
 {
     kq_log_set_level("error");
@@ -798,6 +821,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_threads, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reserve, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reserve_from_watch, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reserve_after_relist, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
