@@ -9,5 +9,6 @@ int bench_engine_main(int argc, char **argv); /* rows 4, 7 (engine) */
 int bench_watch_main(int argc, char **argv);  /* row 5 */
 int bench_qtree_main(int argc, char **argv);  /* row 6 */
 int bench_wide_main(int argc, char **argv);   /* row 8 */
+int bench_gating_main(int argc, char **argv); /* row 9 */
 
 #endif

@@ -52,6 +52,7 @@ static int all_main(int argc, char **argv)
     const char *secs = quick ? "0.5" : "1.5";
     char *const rows[][24] = {
         {(char *)self, "qtree", "--reps", (char *)reps, NULL},
+        {(char *)self, "gating", "--pods", "10000", "--users", "1000", "--reps", (char *)reps, NULL},
         {(char *)self, "engine", "--users", "10000", "--groups", "1000", "--reps", (char *)reps, NULL},
         {(char *)self, "engine", "--users", "100000", "--groups", "10000", "--reps", (char *)reps, "--row", "7", NULL},
         {(char *)self, "watch", "--mode", "ingest", "--n", "100000", "--reps", (char *)reps, NULL},
@@ -90,7 +91,7 @@ int main(int argc, char **argv)
     if (certs != NULL)
         bench_set_certs(certs);
     if (argc < 2) {
-        fprintf(stderr, "usage: %s all|http|engine|watch|qtree|wide [options]\n", argv[0]);
+        fprintf(stderr, "usage: %s all|http|engine|watch|qtree|wide|gating [options]\n", argv[0]);
         return 2;
     }
     const char *cmd = argv[1];
@@ -109,6 +110,8 @@ int main(int argc, char **argv)
     }
     if (strcmp(cmd, "engine") == 0)
         return bench_engine_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "gating") == 0)
+        return bench_gating_main(argc - 1, argv + 1);
     if (strcmp(cmd, "watch") == 0)
         return bench_watch_main(argc - 1, argv + 1);
     if (strcmp(cmd, "qtree") == 0)

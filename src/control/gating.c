@@ -149,6 +149,8 @@ typedef struct gqueue {
     heap_t users;
     double vclock;
     size_t waiting;
+    char *full;   /* the queue-level denial that ended the last pass early, NULL: none */
+    size_t fresh; /* pods enqueued since the users' reasons were last brought up to date */
 } gqueue_t;
 
 typedef struct ucount {
@@ -329,6 +331,7 @@ static int enqueue(kq_gating_t *g, gpod_t *gp)
     }
     gp->user = u;
     u->fresh++;
+    q->fresh++;
     q->waiting++;
     g->waiting++;
     return 0;
@@ -347,6 +350,7 @@ static void user_drop_if_empty(kq_gating_t *g, guser_t *u)
     if (q->users.n == 0 && q->waiting == 0) {
         HASH_DEL(g->queues, q);
         free(q->path);
+        free(q->full);
         free(q->users.v);
         free(q);
     }
@@ -574,6 +578,39 @@ static void refresh_config(kq_gating_t *g)
     }
 }
 
+/* Records why a user's pods wait; one Event per pod per change of reason, and one for
+ * each pod that arrived since (lock held). */
+static void user_reason(guser_t *u, const char *reason, worklist_t *events)
+{
+    if (u->reason == NULL || strcmp(u->reason, reason) != 0) {
+        char *r = strdup(reason);
+        if (r == NULL)
+            return;
+        free(u->reason);
+        u->reason = r;
+        u->reason_ver++;
+        u->fresh = 1;
+    }
+    if (u->fresh == 0)
+        return;
+    for (size_t i = 0; i < u->pods.n; i++) {
+        gpod_t *x = u->pods.v[i];
+        if (x->posted_ver != u->reason_ver) {
+            x->posted_ver = u->reason_ver;
+            work_add(events, x, u->reason);
+        }
+    }
+    u->fresh = 0;
+}
+
+/* A denial of the queue itself (its resources.max or maxapplications, or a parent's): no
+ * other user of the queue may overtake the one whose turn it is, so the pass of this
+ * queue ends there (a release then costs O(log users), not a try per waiting user). */
+static bool queue_level(const char *reason)
+{
+    return strncmp(reason, "queue ", 6) == 0;
+}
+
 /* One pass over every queue (lock held): releases what fits, in fair order. */
 static void pass(kq_gating_t *g, worklist_t *rel, worklist_t *events)
 {
@@ -583,6 +620,7 @@ static void pass(kq_gating_t *g, worklist_t *rel, worklist_t *events)
     gqueue_t *q, *qtmp;
     HASH_ITER(hh, g->queues, q, qtmp) {
         size_t nb = 0;
+        bool full = false;
         while (q->users.n > 0) {
             guser_t *u = h_remove(&q->users, 0, user_less, user_idx);
             gpod_t *gp = u->pods.v[0];
@@ -611,27 +649,8 @@ static void pass(kq_gating_t *g, worklist_t *rel, worklist_t *events)
             }
             if (reason[0] == '\0')
                 snprintf(reason, sizeof(reason), "%s", kq_strerror(rc));
-            /* Every pod of the user waits for the same reason (its head cannot go): one
-             * Event per pod per change of reason, and one for each pod that arrived since. */
-            if (u->reason == NULL || strcmp(u->reason, reason) != 0) {
-                char *r = strdup(reason);
-                if (r != NULL) {
-                    free(u->reason);
-                    u->reason = r;
-                    u->reason_ver++;
-                    u->fresh = 1;
-                }
-            }
-            if (u->fresh > 0 && u->reason != NULL) {
-                for (size_t i = 0; i < u->pods.n; i++) {
-                    gpod_t *x = u->pods.v[i];
-                    if (x->posted_ver != u->reason_ver) {
-                        x->posted_ver = u->reason_ver;
-                        work_add(events, x, u->reason);
-                    }
-                }
-                u->fresh = 0;
-            }
+            /* Every pod of the user waits for the same reason (its head cannot go). */
+            user_reason(u, reason, events);
             if (nb == cap) {
                 size_t nc = cap ? 2 * cap : 16;
                 guser_t **b = realloc(blocked, nc * sizeof(*b));
@@ -643,6 +662,23 @@ static void pass(kq_gating_t *g, worklist_t *rel, worklist_t *events)
                 cap = nc;
             }
             blocked[nb++] = u;
+            if (queue_level(reason)) {
+                /* The users not tried wait for the same reason: brought up to date only
+                 * when it changed or pods arrived, so a full queue costs nothing per pass. */
+                if (q->full == NULL || strcmp(q->full, reason) != 0 || q->fresh > 0) {
+                    free(q->full);
+                    q->full = strdup(reason);
+                    for (size_t i = 0; i < q->users.n; i++)
+                        user_reason(q->users.v[i], reason, events);
+                }
+                q->fresh = 0;
+                full = true;
+                break;
+            }
+        }
+        if (!full) {
+            free(q->full);
+            q->full = NULL;
         }
         for (size_t i = 0; i < nb; i++)
             if (h_push(&q->users, blocked[i], user_less, user_idx) != 0)
@@ -650,6 +686,7 @@ static void pass(kq_gating_t *g, worklist_t *rel, worklist_t *events)
         if (q->users.n == 0 && q->waiting == 0) {
             HASH_DEL(g->queues, q);
             free(q->path);
+            free(q->full);
             free(q->users.v);
             free(q);
         }
@@ -662,6 +699,8 @@ static void pass(kq_gating_t *g, worklist_t *rel, worklist_t *events)
  * refused (preconditions failed); KQ_EIO the outcome is unknown. */
 static int ungate(kq_gating_t *g, const work_t *w, char *err, size_t errlen)
 {
+    if (g->o.ungate != NULL)
+        return g->o.ungate(g->o.ungate_ud, w->ns, w->name, w->uid, w->gate_idx, err, errlen);
     char gpath[64], path[600];
     snprintf(gpath, sizeof(gpath), "/spec/schedulingGates/%u", w->gate_idx);
     char gname[80];
@@ -851,6 +890,7 @@ void kq_gating_free(kq_gating_t *g)
     HASH_ITER(hh, g->queues, q, tq) {
         HASH_DEL(g->queues, q);
         free(q->path);
+        free(q->full);
         free(q->users.v);
         free(q);
     }

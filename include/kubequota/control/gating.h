@@ -64,6 +64,12 @@ typedef struct kq_gating_opts {
     long interval_ms;        /* a pass at least this often (default 1s); events wake it sooner */
     bool (*is_leader)(void *ud); /* NULL: always acts */
     void *leader_ud;
+    /* Removes the gate at index gate_idx of the pod (NULL: the JSON patch through app->kube).
+     * 0 removed; KQ_ENOENT pod gone; KQ_ECONFLICT refused; KQ_EIO outcome unknown. For
+     * benchmarks and tests; called on the controller thread with no lock held. */
+    int (*ungate)(void *ud, const char *ns, const char *name, const char *uid, uint32_t gate_idx, char *err,
+                  size_t errlen);
+    void *ungate_ud;
 } kq_gating_opts_t;
 
 void kq_gating_opts_default(kq_gating_opts_t *o);
