@@ -220,3 +220,111 @@ class GatingTimeoutTest(KQTestCase):
         self.assertEqual(sum(1 for ok, _ in results if ok), 2, results)
         denied = [why for ok, why in results if not ok]
         self.assertIn("alice", denied[0])
+
+
+class Workload:
+    """Drives a shared queue from the simulator's side: ungated pods are bound by the fake
+    kube-scheduler; a bound pod 'runs' for `run_s` (seen by this poller) and then succeeds.
+    Records when each pod was bound and ended, from the simulator's state."""
+
+    def __init__(self, test, run_s=0.3):
+        self.test, self.run_s = test, run_s
+        self.bound_at, self.ended_at = {}, {}
+
+    def step(self):
+        now = time.monotonic()
+        for p in self.test.sim.state()["pods"]:
+            n = p["metadata"]["name"]
+            if not ours(p) or not p["spec"].get("nodeName") or n in self.ended_at:
+                continue
+            self.bound_at.setdefault(n, now)
+            if now - self.bound_at[n] >= self.run_s:
+                self.test.sim.set_phase("default", n, "Succeeded")
+                self.ended_at[n] = now
+
+    def releases(self):
+        return [key.split("/", 1)[1] for _, key, gate in self.test.sim.state()["gate_removals"] if gate == GATE]
+
+
+def user_of(name):
+    return name.split("-", 1)[0]
+
+
+class FairOrderTest(KQTestCase):
+    """A queue shared by two users (max 4 cpu, no user limits): releases follow the fair
+    order of docs/gating.md. Expected orders are worked out by hand from that policy."""
+    CONFIG = queues_config({"name": "default"}, {"name": "shared", "resources": {"max": {"vcore": "4"}}})
+    EXTRA_ARGS = ("--admission-gate",)
+
+    def gated(self, name, user):
+        return self.sim.create_pod(pod_manifest(name, user=user, cpu="1", memory="64Mi", queue="root.shared",
+                                                gates=(GATE,)))
+
+    def run_until(self, w, pred, timeout=60):
+        deadline = time.monotonic() + timeout
+        while not pred():
+            self.assertLess(time.monotonic(), deadline, "workload did not progress:\n%s" % self.kq.log_tail(30))
+            w.step()
+            time.sleep(0.05)
+
+    def test_round_robin_newcomer_gets_every_second_release(self):
+        w = Workload(self)
+        for i in range(12):
+            self.gated("a-%02d" % i, "a")
+        wait_until(lambda: len(w.releases()) == 4, timeout=15, msg="a's first 4 released")
+        for i in range(4):
+            self.gated("b-%02d" % i, "b")
+
+        def told():  # each waiting pod is told why, in the filter's words (the queue is full)
+            ev = [e for e in self.sim.state()["events"] if e.get("reason") == "WaitingForQuota"]
+            return {e["involvedObject"]["name"] for e in ev if "root.shared" in e["message"]}
+        wait_until(lambda: {"b-00", "b-01", "b-02", "b-03"} <= told(), timeout=15, msg="b's pods told why they wait")
+        self.assertTrue({"a-%02d" % i for i in range(4, 12)} <= told())
+        sched = FakeScheduler(self).start()
+        try:
+            self.run_until(w, lambda: len(w.releases()) >= 12)
+        finally:
+            sched.stop()
+        order = [user_of(n) for n in w.releases()]
+        print("release order:", "".join(order))
+        self.assertEqual(order[:4], ["a"] * 4)
+        # while b has pods waiting, b gets at least every second release
+        tail = order[4:]
+        last_b = max(i for i, u in enumerate(tail) if u == "b")
+        self.assertEqual(tail.count("b"), 4, order)
+        window = tail[:last_b + 1]
+        for i in range(1, len(window)):
+            self.assertFalse(window[i - 1] == "a" and window[i] == "a", "two a releases in a row while b "
+                                                                        "waited: %s" % order)
+        # within a user: oldest first
+        self.assertEqual([n for n in w.releases() if n.startswith("b-")], ["b-00", "b-01", "b-02", "b-03"])
+
+    def test_weights_split_cpu_seconds(self):
+        cfg = queues_config({"name": "default"}, {
+            "name": "shared", "resources": {"max": {"vcore": "4"}},
+            "properties": {"kubequota.io/gating.weight.user.a": "3", "kubequota.io/gating.weight.user.b": "1"}})
+        self.kq.write_config(cfg)
+        wait_until(lambda: "gating.weight.user.a" in self.kq.get("/ws/v1/partition/default/queues").text,
+                   timeout=15, msg="weights loaded")
+        w = Workload(self)
+        for i in range(60):
+            self.gated("a-%02d" % i, "a")
+            self.gated("b-%02d" % i, "b")
+        sched = FakeScheduler(self).start()
+        try:
+            self.run_until(w, lambda: len(w.releases()) >= 44)
+        finally:
+            sched.stop()
+        stop = time.monotonic()
+        released = w.releases()[:44]
+        # cpu-seconds each user ran, from the simulator's side (1 cpu per pod)
+        secs = {"a": 0.0, "b": 0.0}
+        for n in released:
+            if n in w.bound_at:
+                secs[user_of(n)] += w.ended_at.get(n, stop) - w.bound_at[n]
+        counts = {u: sum(1 for n in released if user_of(n) == u) for u in secs}
+        self.assertGreater(secs["b"], 0, counts)
+        ratio = secs["a"] / secs["b"]
+        print("weights 3:1: releases %s, cpu-seconds %s, ratio %.3f" % (counts, secs, ratio))
+        self.assertTrue(2.7 <= ratio <= 3.3, "cpu-seconds a:b = %.2f (releases %s, seconds %s)"
+                        % (ratio, counts, secs))

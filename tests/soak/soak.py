@@ -1157,6 +1157,9 @@ def main(argv=None):
                          "reaches kubequota without a readiness-gated Service")
     ap.add_argument("--ready-only", dest="unready_requests", action="store_false",
                     help="only schedule once kubequota is ready")
+    ap.add_argument("--gating-rounds", type=int, default=None,
+                    help="rounds of the admission gate phase (tests/soak/gating_soak.py; SIGKILL between "
+                         "gate removal and bind); default max(3, rounds / 5); 0 skips it")
     ap.add_argument("-v", "--verbose", action="store_true")
     ap.add_argument("--keep", action="store_true", help="keep the temp dir (logs, configs)")
     args = ap.parse_args(argv)
@@ -1237,6 +1240,14 @@ def main(argv=None):
             soak.summary(passed, failed, t0)
         finally:
             soak.stop()
+    gating_rounds = args.gating_rounds if args.gating_rounds is not None else max(3, args.rounds // 5)
+    if gating_rounds > 0:
+        sys.path.insert(0, HERE)
+        import gating_soak
+        gp, gf, line = gating_soak.run(kqtest, args.seed, gating_rounds, args.verbose)
+        print(line, flush=True)
+        passed += gp
+        failed += gf
     print("soak: %d passed, %d failed" % (passed, failed), flush=True)
     return 1 if failed else 0
 

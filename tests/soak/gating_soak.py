@@ -1,0 +1,265 @@
+"""The admission gate under kills (issue 18; docs/gating.md), a phase of tests/soak/soak.py.
+
+One API simulator and one kubequota with --admission-gate. Each round: tenants create gated
+pods (kubequota.io/admission) in a queue with a per-user limit and a queue max; kubequota
+releases what fits while the fake kube-scheduler is paused; kubequota is killed with
+SIGKILL at random moments, most often between gate removal and bind (released pods not yet
+bound), and restarted; the scheduler then binds ungated pods; some pods finish or are
+deleted. Invariants, all computed from the simulator's state:
+  - at every 50 ms poll and after every step: per user and per queue, the cpu of live pods
+    that are bound or ungated (reserved) never exceeds the limit (no over-admission);
+  - at quiescence (0 drift): kubequota's usage per user equals bound + reserved from the
+    simulator, kubequota_gating_reserved_pods equals the simulator's ungated unbound pods and
+    kubequota_gating_waiting_pods its gated pods;
+  - at the end, with everything finishing, every gated pod is released (nothing lost).
+"""
+
+import json
+import os
+import random
+import threading
+import time
+
+GATE = "kubequota.io/admission"
+USERS = ["u%d" % i for i in range(6)]
+USER_MAX_M = 3000
+QUEUE_MAX_M = 10000
+
+
+class Failure(AssertionError):
+    pass
+
+
+def cpu_m(p):
+    q = p["spec"]["containers"][0]["resources"]["requests"]["cpu"]
+    return int(q[:-1]) if q.endswith("m") else int(float(q) * 1000)
+
+
+def gated(p):
+    return any(g.get("name") == GATE for g in p["spec"].get("schedulingGates") or [])
+
+
+def alive(p):
+    return p["status"].get("phase") not in ("Succeeded", "Failed") and not p["metadata"].get("deletionTimestamp")
+
+
+class GatingSoak:
+    def __init__(self, kqtest, seed, verbose=False):
+        self.kt, self.rng, self.verbose = kqtest, random.Random(seed), verbose
+        self.sim = self.kq = None
+        self.stop_ev = threading.Event()
+        self.sched_on = threading.Event()
+        self.errors = []
+        self.n = 0
+        self.kills = self.polls = self.kills_reserved = 0
+        self.worst = {}
+
+    def log(self, msg):
+        if self.verbose:
+            print("  gating: " + msg, flush=True)
+
+    def config(self):
+        return self.kt.queues_config({"name": "default"}, {
+            "name": "g", "resources": {"max": {"vcore": "%dm" % QUEUE_MAX_M}},
+            "limits": [{"limit": "each user", "users": ["*"], "maxresources": {"cpu": "%dm" % USER_MAX_M}}]})
+
+    def start(self):
+        self.sim = self.kt.Sim()
+        self.kq = self.kt.Kubequota(self.sim, self.config(), name="kq-gating",
+                                    extra_args=("--admission-gate", "--admission-gate-reserve-timeout", "10m"))
+        self.kq.start()
+        self.driver = self.kt.SchedulerDriver(self.kq, self.sim)
+        self.threads = [threading.Thread(target=self.monitor, daemon=True),
+                        threading.Thread(target=self.scheduler, daemon=True)]
+        for t in self.threads:
+            t.start()
+
+    def stop(self):
+        self.stop_ev.set()
+        for t in getattr(self, "threads", []):
+            t.join(10)
+        if self.kq is not None:
+            try:
+                if self.kq.alive() and self.kq.stop() not in (0, None):
+                    self.errors.append("kubequota did not exit 0 on SIGTERM")
+            finally:
+                self.kq.kill()
+        if self.sim is not None:
+            self.sim.stop()
+
+    # -- the truth, from the simulator
+    def pods(self):
+        return [p for p in self.sim.state()["pods"] if alive(p)]
+
+    @staticmethod
+    def user(p):
+        return p["metadata"]["labels"].get("soak-user")
+
+    def holding(self, pods):
+        per, total = {}, 0
+        for p in pods:
+            if p["spec"].get("nodeName") or not gated(p):
+                per[self.user(p)] = per.get(self.user(p), 0) + cpu_m(p)
+                total += cpu_m(p)
+        return per, total
+
+    def check_limits(self, where):
+        per, total = self.holding(self.pods())
+        for u, m in per.items():
+            self.worst[u] = max(self.worst.get(u, 0), m)
+            if m > USER_MAX_M:
+                raise Failure("%s: user %s holds %dm bound+reserved, limit %dm" % (where, u, m, USER_MAX_M))
+        if total > QUEUE_MAX_M:
+            raise Failure("%s: queue holds %dm bound+reserved, max %dm" % (where, total, QUEUE_MAX_M))
+
+    def monitor(self):
+        while not self.stop_ev.is_set():
+            try:
+                self.check_limits("poll")
+                self.polls += 1
+            except Failure as e:
+                self.errors.append(str(e))
+            self.stop_ev.wait(0.05)
+
+    def scheduler(self):
+        while not self.stop_ev.is_set():
+            if self.sched_on.is_set():
+                for p in self.pods():
+                    if not gated(p) and not p["spec"].get("nodeName"):
+                        try:
+                            self.driver.schedule("default", p["metadata"]["name"])
+                        except Exception:  # kubequota down: kube-scheduler retries
+                            pass
+            self.stop_ev.wait(0.05)
+
+    # -- steps
+    def create(self, k):
+        for _ in range(k):
+            self.n += 1
+            u = self.rng.choice(USERS)
+            m = self.kt.pod_manifest("g%04d" % self.n, user=u, cpu=self.rng.choice(["500m", "1", "2"]),
+                                     memory="64Mi", queue="root.g", gates=(GATE,), labels={"soak-user": u})
+            self.sim.create_pod(m)
+
+    def kill(self):
+        self.kills += 1
+        self.kq.kill()
+        self.kq.start()
+
+    def finish_some(self, frac):
+        for p in self.pods():
+            if p["spec"].get("nodeName") and self.rng.random() < frac:
+                if self.rng.random() < 0.5:
+                    self.sim.set_phase("default", p["metadata"]["name"], "Succeeded")
+                else:
+                    self.sim.delete_pod("default", p["metadata"]["name"])
+
+    def metric(self, text, name):
+        for line in text.splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+        return None
+
+    def quiesce(self, timeout=30):
+        deadline = time.monotonic() + timeout
+        last = None
+        while time.monotonic() < deadline:
+            try:
+                pods = self.pods()
+                per, _ = self.holding(pods)
+                got = {}
+                for u in USERS:
+                    use = self.kt.user_usage(self.kq, u, "root.g")
+                    got[u] = int(use.get("vcore", use.get("cpu", 0)) or 0)
+                want = {u: per.get(u, 0) for u in USERS}
+                text = self.kq.get("/metrics").text
+                reserved = self.metric(text, "kubequota_gating_reserved_pods")
+                waiting = self.metric(text, "kubequota_gating_waiting_pods")
+                want_res = sum(1 for p in pods if not gated(p) and not p["spec"].get("nodeName"))
+                want_wait = sum(1 for p in pods if gated(p))
+                last = (want, got, want_res, reserved, want_wait, waiting)
+                if got == want and reserved == want_res and waiting == want_wait:
+                    return
+            except Exception as e:
+                last = repr(e)
+            time.sleep(0.2)
+        raise Failure("no quiescence (usage want/got, reserved want/got, waiting want/got): %r" % (last,))
+
+    def round(self, r):
+        rng = self.rng
+        self.sched_on.clear()
+        self.finish_some(rng.uniform(0.5, 1.0))     # room frees: the backlog is released, unbound
+        self.create(rng.randint(6, 16))
+        time.sleep(rng.uniform(0.1, 1.2))         # releases happen; nobody binds yet
+        self.check_limits("before kill")
+        if rng.random() < 0.7:
+            held = sum(1 for p in self.pods() if not gated(p) and not p["spec"].get("nodeName"))
+            self.kills_reserved += held > 0
+            self.log("round %d: SIGKILL between ungate and bind (%d pods reserved)" % (r, held))
+            self.kill()                            # reserved pods only in the API's truth
+            self.check_limits("after restart")
+        self.sched_on.set()
+        time.sleep(rng.uniform(0.3, 1.5))
+        if rng.random() < 0.4:
+            self.log("round %d: SIGKILL while binding" % r)
+            self.kill()
+        self.finish_some(rng.uniform(0.2, 0.7))
+        time.sleep(rng.uniform(0.2, 1.0))
+        self.sched_on.clear()
+        time.sleep(0.3)                            # let binds in flight land
+        self.quiesce()
+        if self.errors:
+            raise Failure(self.errors[0])
+
+    def drain(self, timeout=90):
+        """Everything finishes: every gated pod must be released and run (nothing lost)."""
+        self.sched_on.set()
+        deadline = time.monotonic() + timeout
+        while True:
+            pods = self.pods()
+            if not pods:
+                break
+            if time.monotonic() > deadline:
+                raise Failure("pods never released or bound: %s" % sorted(
+                    p["metadata"]["name"] + (" gated" if gated(p) else "") for p in pods)[:20])
+            self.finish_some(1.0)
+            time.sleep(0.2)
+        self.sched_on.clear()
+        if self.errors:
+            raise Failure(self.errors[0])
+
+
+def run(kqtest, seed, rounds, verbose=False):
+    """Returns (passed, failed, summary line)."""
+    s = GatingSoak(kqtest, seed, verbose)
+    passed = failed = 0
+    t0 = time.monotonic()
+    try:
+        s.start()
+        for r in range(1, rounds + 1):
+            rt = time.monotonic()
+            s.round(r)
+            passed += 1
+            print("gating round %d ok (%.1fs) pods=%d kills=%d" % (r, time.monotonic() - rt, s.n, s.kills),
+                  flush=True)
+        s.drain()
+    except Exception as e:
+        failed += 1
+        print("FAIL gating round (seed %d): %s" % (seed, e), flush=True)
+        if s.kq is not None:
+            import shutil
+            keep = "/tmp/kq-soak-gating-fail-%d" % seed
+            os.makedirs(keep, exist_ok=True)
+            shutil.copy(s.kq.log_path, os.path.join(keep, "kubequota.log"))
+            with open(os.path.join(keep, "pods.json"), "w") as f:
+                json.dump(s.sim.state()["pods"], f, indent=1)
+            print("  kubequota log and the simulator's pods kept in %s/" % keep)
+    finally:
+        s.stop()
+        if s.errors and not failed:
+            failed += 1
+            print("FAIL gating (seed %d): %s" % (seed, s.errors[0]), flush=True)
+    line = ("gating: %d rounds, %d pods, %d SIGKILLs (%d with released pods not bound yet), %d polls, peak per "
+            "user %dm of %dm, %.0fs" % (rounds, s.n, s.kills, s.kills_reserved, s.polls,
+                                        max(s.worst.values() or [0]), USER_MAX_M, time.monotonic() - t0))
+    return passed, failed, line
