@@ -60,11 +60,133 @@ typedef enum { ST_PENDING = 0, ST_ASSUMED, ST_BOUND } state_t;
 static const char *const state_names[] = {"pending", "assumed", "bound"};
 
 /* What was given to the engine, released verbatim. */
+/* A request as an entry keeps it: only the resources it names (a pod names two or three;
+ * a kq_resource_t has room for KQ_RES_INLINE), so that 150,000 entries fit in the chart's
+ * memory limit. NULL is the empty set. Like the assignments it replaced, it holds sets that
+ * fit inline (resource.h, Limit). Read it through RV(). */
+typedef struct rpack {
+    uint32_t n;
+    kq_res_entry_t e[];
+} rpack_t;
+
+/* *dst = a copy of src (NULL when empty); the old one is freed. KQ_ENOMEM changes nothing. */
+static int rpack_set(rpack_t **dst, const kq_resource_t *src)
+{
+    rpack_t *p = NULL;
+    if (src != NULL && src->n > 0) {
+        if (src->n > KQ_RES_INLINE)
+            return KQ_ERANGE;
+        p = malloc(sizeof(*p) + src->n * sizeof(kq_res_entry_t));
+        if (p == NULL)
+            return KQ_ENOMEM;
+        p->n = src->n;
+        memcpy(p->e, KQ_RES_E(src), src->n * sizeof(kq_res_entry_t));
+    }
+    free(*dst);
+    *dst = p;
+    return 0;
+}
+
+/* p as a kq_resource_t, in tmp (inline: nothing to free). */
+static const kq_resource_t *rpack_view(const rpack_t *p, kq_resource_t *tmp)
+{
+    tmp->n = 0;
+    tmp->cap = 0;
+    tmp->heap = NULL;
+    if (p != NULL) {
+        memcpy(tmp->inl, p->e, p->n * sizeof(kq_res_entry_t));
+        tmp->n = p->n;
+    }
+    return tmp;
+}
+
+/* A view valid until the end of the enclosing block. */
+#define RV(p) rpack_view((p), &(kq_resource_t){.n = 0})
+
+static bool rpack_equal(const rpack_t *p, const kq_resource_t *r)
+{
+    return kq_resource_equal(RV(p), r);
+}
+
+/* The latest facts of a pod as an entry keeps them: a kq_pod_t whose request is an rpack_t.
+ * Same field names as kq_pod_t; read it as one through EPOD(). A field added to kq_pod_t
+ * must be added here and to SPOD_FIELDS (the assertion below notices). */
+typedef struct spod {
+    char *uid;
+    char *ns, *name;
+    char *node;
+    char *scheduler_name;
+    kq_pod_phase_t phase;
+    bool deleting;
+    char *user;
+    char **groups;
+    size_t n_groups;
+    char *queue;
+    char *queue_error;
+    char *app_id;
+    rpack_t *request;
+    int32_t priority;
+    bool preemptible;
+    int64_t created;
+    char *quota_name;
+    char *quota_group;
+    uint32_t n_gates;
+    uint32_t gate_pos;
+} spod_t;
+
+#define SPOD_FIELDS(X)                                                                                               \
+    X(uid) X(ns) X(name) X(node) X(scheduler_name) X(phase) X(deleting) X(user) X(groups) X(n_groups) X(queue)        \
+    X(queue_error) X(app_id) X(priority) X(preemptible) X(created) X(quota_name) X(quota_group) X(n_gates) X(gate_pos)
+
+_Static_assert(sizeof(spod_t) - sizeof(rpack_t *) == sizeof(kq_pod_t) - sizeof(kq_resource_t),
+               "spod_t has every field of kq_pod_t");
+
+/* s as a kq_pod_t in t, sharing s's strings (read only; valid while s is unchanged). */
+static const kq_pod_t *spod_view(const spod_t *s, kq_pod_t *t)
+{
+#define SPOD_COPY(f) t->f = s->f;
+    SPOD_FIELDS(SPOD_COPY)
+#undef SPOD_COPY
+    rpack_view(s->request, &t->request);
+    return t;
+}
+
+/* A kq_pod_t view of an entry's pod, valid until the end of the enclosing block. */
+#define EPOD(s) spod_view((s), &(kq_pod_t){.n_groups = 0})
+
+static void spod_clear(spod_t *s)
+{
+    kq_pod_t t;
+    spod_view(s, &t);
+    t.request = KQ_RESOURCE_EMPTY;
+    kq_pod_clear(&t); /* frees the strings */
+    free(s->request);
+    memset(s, 0, sizeof(*s));
+}
+
+/* *dst = src's facts (the old ones freed); src's strings move and src is emptied. KQ_ENOMEM
+ * changes nothing. */
+static int spod_take(spod_t *dst, kq_pod_t *src)
+{
+    rpack_t *r = NULL;
+    int rc = rpack_set(&r, &src->request);
+    if (rc != 0)
+        return rc;
+    spod_clear(dst);
+#define SPOD_MOVE(f) dst->f = src->f;
+    SPOD_FIELDS(SPOD_MOVE)
+#undef SPOD_MOVE
+    dst->request = r;
+    kq_resource_free(&src->request);
+    memset(src, 0, sizeof(*src));
+    return 0;
+}
+
 typedef struct counted {
     char *queue, *app, *user;
     char **groups;
     size_t n_groups;
-    kq_resource_t req;
+    rpack_t *req;
     char *group; /* quota tree group the used was added to; NULL: not in the tree */
     bool np;     /* counted as non-preemptible used */
 } counted_t;
@@ -73,16 +195,16 @@ typedef struct entry {
     char *uid; /* key */
     UT_hash_handle hh;
     state_t state;
-    kq_pod_t pod;         /* latest facts (watch, or the bind's pod) */
+    spod_t pod;           /* latest facts (watch, or the bind's pod) */
     bool observed;        /* seen by the watch or a relist at least once */
     counted_t c;          /* valid when state != ST_PENDING */
     bool pending;         /* pending resources added for p_queue/p_req */
     char *p_queue;
-    kq_resource_t p_req;
+    rpack_t *p_req;
     uint64_t seen_gen;    /* generation of the last observe */
     uint64_t assumed_gen; /* generation of the assume that counted it */
     char *rq_group;       /* quota tree: group whose request holds rq_req; NULL none */
-    kq_resource_t rq_req;
+    rpack_t *rq_req;
     int64_t born;         /* monotonic seconds when the entry was made */
     /* Gating (kq_ledger_reserve): an ASSUMED entry counted for the admission controller
      * before its gate went; it stays counted through failed binds until the watch shows
@@ -125,6 +247,7 @@ static void counted_clear(counted_t *c)
     free(c->app);
     free(c->user);
     free(c->group);
+    free(c->req);
     for (size_t i = 0; i < c->n_groups; i++)
         free(c->groups[i]);
     free(c->groups);
@@ -147,7 +270,8 @@ static int counted_from_pod(counted_t *c, const kq_pod_t *pod)
             if ((c->groups[c->n_groups] = strdup(pod->groups[c->n_groups])) == NULL)
                 goto nomem;
     }
-    c->req = pod->request;
+    if (rpack_set(&c->req, &pod->request) != 0)
+        goto nomem;
     if (pod->quota_group != NULL && (c->group = strdup(pod->quota_group)) == NULL)
         goto nomem;
     c->np = !pod->preemptible;
@@ -167,10 +291,12 @@ static void entry_free(entry_t *e)
     if (e == NULL)
         return;
     free(e->uid);
-    kq_pod_clear(&e->pod);
+    spod_clear(&e->pod);
     counted_clear(&e->c);
     free(e->p_queue);
+    free(e->p_req);
     free(e->rq_group);
+    free(e->rq_req);
     free(e);
 }
 
@@ -183,16 +309,16 @@ static bool is_ours(const kq_ledger_t *l, const kq_pod_t *pod)
 /* ---- quota tree (lock held) ---- */
 
 /* What the entry should contribute to a group's request. */
-static const char *rq_want(const kq_ledger_t *l, const entry_t *e, const kq_resource_t **req)
+static const char *rq_want(const kq_ledger_t *l, const entry_t *e, const kq_resource_t **req, kq_resource_t *tmp)
 {
     if (e->state != ST_PENDING) {
-        *req = &e->c.req;
+        *req = rpack_view(e->c.req, tmp);
         return e->c.group;
     }
-    if (!is_ours(l, &e->pod) || e->pod.quota_group == NULL || kq_pod_is_terminal(&e->pod) ||
-        kq_resource_is_zero(&e->pod.request))
+    const kq_pod_t *pod = EPOD(&e->pod);
+    if (!is_ours(l, pod) || pod->quota_group == NULL || kq_pod_is_terminal(pod) || kq_resource_is_zero(&pod->request))
         return NULL;
-    *req = &e->pod.request;
+    *req = rpack_view(e->pod.request, tmp);
     return e->pod.quota_group;
 }
 
@@ -202,12 +328,12 @@ static void tree_sync(kq_ledger_t *l, entry_t *e, bool gone)
     if (l->qt == NULL)
         return;
     const kq_resource_t *req = NULL;
-    const char *want = gone ? NULL : rq_want(l, e, &req);
-    if (e->rq_group != NULL && want != NULL && strcmp(e->rq_group, want) == 0 &&
-        kq_resource_equal(&e->rq_req, req))
+    kq_resource_t tmp;
+    const char *want = gone ? NULL : rq_want(l, e, &req, &tmp);
+    if (e->rq_group != NULL && want != NULL && strcmp(e->rq_group, want) == 0 && rpack_equal(e->rq_req, req))
         return;
     if (e->rq_group != NULL) {
-        int rc = kq_qtree_request_sub(l->qt, e->rq_group, &e->rq_req);
+        int rc = kq_qtree_request_sub(l->qt, e->rq_group, RV(e->rq_req));
         if (rc != 0)
             kq_error("event=quota_request_release_failed uid=%s group=%s error=\"%s\"", e->uid, e->rq_group,
                      kq_strerror(rc));
@@ -217,8 +343,9 @@ static void tree_sync(kq_ledger_t *l, entry_t *e, bool gone)
     if (want == NULL)
         return;
     char *g = strdup(want);
-    if (g == NULL) {
+    if (g == NULL || rpack_set(&e->rq_req, req) != 0) {
         kq_error("event=quota_request_failed uid=%s group=%s error=\"out of memory\"", e->uid, want);
+        free(g);
         return;
     }
     int rc = kq_qtree_request_add(l->qt, g, req);
@@ -229,7 +356,6 @@ static void tree_sync(kq_ledger_t *l, entry_t *e, bool gone)
         return;
     }
     e->rq_group = g;
-    e->rq_req = *req;
 }
 
 /* Adds the counted pod's used to its group (unchecked); a group that is gone or a parent
@@ -238,7 +364,7 @@ static void tree_count(kq_ledger_t *l, entry_t *e, counted_t *c, const kq_pod_t 
 {
     if (l->qt == NULL || c->group == NULL)
         return;
-    int rc = kq_qtree_used_add(l->qt, c->group, &c->req, c->np);
+    int rc = kq_qtree_used_add(l->qt, c->group, RV(c->req), c->np);
     if ((rc == KQ_ENOENT || rc == KQ_EINVAL) && strcmp(c->group, KQ_QTREE_DEFAULT) != 0) {
         kq_warn("event=count_in_default_group pod=%s/%s uid=%s group=%s msg=\"quota group %s; counting the "
                 "bound pod in the default group\"", pod->ns, pod->name, pod->uid, c->group,
@@ -247,7 +373,7 @@ static void tree_count(kq_ledger_t *l, entry_t *e, counted_t *c, const kq_pod_t 
         if (d != NULL) {
             free(c->group);
             c->group = d;
-            rc = kq_qtree_used_add(l->qt, c->group, &c->req, c->np);
+            rc = kq_qtree_used_add(l->qt, c->group, RV(c->req), c->np);
         }
     }
     if (rc != 0) {
@@ -263,7 +389,7 @@ static void tree_release(kq_ledger_t *l, entry_t *e)
 {
     if (l->qt == NULL || e->c.group == NULL)
         return;
-    int rc = kq_qtree_used_sub(l->qt, e->c.group, &e->c.req, e->c.np);
+    int rc = kq_qtree_used_sub(l->qt, e->c.group, RV(e->c.req), e->c.np);
     if (rc != 0)
         kq_error("event=quota_release_failed uid=%s group=%s error=\"%s\"", e->uid, e->c.group, kq_strerror(rc));
 }
@@ -273,9 +399,11 @@ static void pending_drop(kq_ledger_t *l, entry_t *e)
 {
     if (!e->pending)
         return;
-    kq_ugm_pending_sub(l->ugm, e->p_queue, &e->p_req);
+    kq_ugm_pending_sub(l->ugm, e->p_queue, RV(e->p_req));
     free(e->p_queue);
     e->p_queue = NULL;
+    free(e->p_req);
+    e->p_req = NULL;
     e->pending = false;
 }
 
@@ -283,21 +411,20 @@ static void pending_drop(kq_ledger_t *l, entry_t *e)
 static void pending_set(kq_ledger_t *l, entry_t *e, const kq_pod_t *pod)
 {
     bool want = is_ours(l, pod) && pod->queue != NULL && !kq_resource_is_zero(&pod->request);
-    if (e->pending && want && strcmp(e->p_queue, pod->queue) == 0 &&
-        kq_resource_equal(&e->p_req, &pod->request))
+    if (e->pending && want && strcmp(e->p_queue, pod->queue) == 0 && rpack_equal(e->p_req, &pod->request))
         return;
     pending_drop(l, e);
     if (!want)
         return;
     char *q = strdup(pod->queue);
-    if (q == NULL) {
+    if (q == NULL || rpack_set(&e->p_req, &pod->request) != 0) {
+        free(q);
         kq_error("event=pending_add_failed pod=%s/%s uid=%s error=\"out of memory\"", pod->ns, pod->name,
                  pod->uid);
         return;
     }
     kq_ugm_pending_add(l->ugm, q, &pod->request);
     e->p_queue = q;
-    e->p_req = pod->request;
     e->pending = true;
 }
 
@@ -310,7 +437,7 @@ static void release(kq_ledger_t *l, entry_t *e)
         e->reserved = false;
         l->n_reserved--;
     }
-    int rc = kq_ugm_decrease(l->ugm, e->c.queue, e->c.app, e->c.user, &e->c.req);
+    int rc = kq_ugm_decrease(l->ugm, e->c.queue, e->c.app, e->c.user, RV(e->c.req));
     if (rc != 0)
         kq_error("event=release_failed uid=%s queue=%s app=%s user=%s error=\"%s\"", e->uid, e->c.queue,
                  e->c.app, e->c.user, kq_strerror(rc));
@@ -343,7 +470,7 @@ static void count_bound(kq_ledger_t *l, entry_t *e, const kq_pod_t *pod)
                 "queue; counting it against root\"", pod->ns, pod->name, pod->uid, pod->node,
                 pod->queue_error ? pod->queue_error : "no queue");
     kq_user_t u = counted_user(&c);
-    int rc = kq_ugm_add_unchecked(l->ugm, c.queue, c.app, &u, &c.req);
+    int rc = kq_ugm_add_unchecked(l->ugm, c.queue, c.app, &u, RV(c.req));
     if (rc == KQ_EINVAL && strcmp(c.queue, "root") != 0) {
         kq_warn("event=count_in_root pod=%s/%s uid=%s queue=%s msg=\"engine rejected the queue; counting "
                 "the bound pod against root\"", pod->ns, pod->name, pod->uid, c.queue);
@@ -351,7 +478,7 @@ static void count_bound(kq_ledger_t *l, entry_t *e, const kq_pod_t *pod)
         if (root != NULL) {
             free(c.queue);
             c.queue = root;
-            rc = kq_ugm_add_unchecked(l->ugm, c.queue, c.app, &u, &c.req);
+            rc = kq_ugm_add_unchecked(l->ugm, c.queue, c.app, &u, RV(c.req));
         }
     }
     if (rc != 0) {
@@ -373,13 +500,19 @@ static void count_bound(kq_ledger_t *l, entry_t *e, const kq_pod_t *pod)
  * under the identity it was counted with. */
 static void resize(kq_ledger_t *l, entry_t *e, const kq_pod_t *pod)
 {
-    if (kq_resource_equal(&e->c.req, &pod->request))
+    if (rpack_equal(e->c.req, &pod->request))
         return;
+    rpack_t *req = NULL;
+    if (rpack_set(&req, &pod->request) != 0) {
+        kq_error("event=resize_failed pod=%s/%s uid=%s error=\"out of memory\"", pod->ns, pod->name, pod->uid);
+        return;
+    }
     bool tree = l->qt != NULL && e->c.group != NULL;
     int rc;
     if (tree && (rc = kq_qtree_used_add(l->qt, e->c.group, &pod->request, e->c.np)) != 0) {
         kq_error("event=resize_failed pod=%s/%s uid=%s group=%s error=\"%s\"", pod->ns, pod->name, pod->uid,
                  e->c.group, kq_strerror(rc));
+        free(req);
         return;
     }
     kq_user_t u = counted_user(&e->c);
@@ -389,15 +522,17 @@ static void resize(kq_ledger_t *l, entry_t *e, const kq_pod_t *pod)
                  kq_strerror(rc));
         if (tree && kq_qtree_used_sub(l->qt, e->c.group, &pod->request, e->c.np) != 0)
             kq_error("event=resize_undo_failed pod=%s/%s uid=%s", pod->ns, pod->name, pod->uid);
+        free(req);
         return;
     }
-    rc = kq_ugm_decrease(l->ugm, e->c.queue, e->c.app, e->c.user, &e->c.req);
+    rc = kq_ugm_decrease(l->ugm, e->c.queue, e->c.app, e->c.user, RV(e->c.req));
     if (rc != 0)
         kq_error("event=resize_release_failed pod=%s/%s uid=%s error=\"%s\"", pod->ns, pod->name, pod->uid,
                  kq_strerror(rc));
     if (tree)
         tree_release(l, e);
-    e->c.req = pod->request;
+    free(e->c.req);
+    e->c.req = req;
     kq_debug("event=resized pod=%s/%s uid=%s", pod->ns, pod->name, pod->uid);
 }
 
@@ -494,7 +629,9 @@ void kq_ledger_note_pending(kq_ledger_t *l, const kq_pod_t *pod)
     if (e != NULL || qt == NULL || resolve == NULL || resolve(resolve_ud, pod, group, sizeof(group)) != 0)
         return;
     entry_t *fresh = entry_new(pod->uid);
-    if (fresh == NULL || kq_pod_copy(&fresh->pod, pod) != 0) {
+    kq_pod_t copy = {.n_groups = 0};
+    if (fresh == NULL || kq_pod_copy(&copy, pod) != 0 || spod_take(&fresh->pod, &copy) != 0) {
+        kq_pod_clear(&copy);
         entry_free(fresh);
         return;
     }
@@ -525,7 +662,7 @@ int kq_ledger_check_resize(kq_ledger_t *l, const kq_pod_t *pod, char *reason, si
     if (e != NULL && e->state != ST_PENDING) {
         /* only what grows needs room: the counted request is already in */
         kq_resource_t delta = pod->request;
-        (void)kq_resource_sub(&delta, &e->c.req);
+        (void)kq_resource_sub(&delta, RV(e->c.req));
         if (!kq_resource_is_zero(&delta)) {
             kq_user_t u = counted_user(&e->c);
             rc = kq_ugm_check(l->ugm, e->c.queue, e->c.app, &u, &delta, reason, reason_len);
@@ -593,18 +730,18 @@ static int commit_locked(kq_ledger_t *l, const counted_t *c, const kq_pod_t *pod
 {
     int rc;
     if (l->qt != NULL && c->group != NULL) {
-        rc = kq_qtree_check(l->qt, c->group, &c->req, c->np, reason, reason_len);
+        rc = kq_qtree_check(l->qt, c->group, RV(c->req), c->np, reason, reason_len);
         if (rc != 0)
             goto denied;
     }
     kq_user_t u = counted_user(c);
-    rc = kq_ugm_increase(l->ugm, c->queue, c->app, &u, &c->req, reason, reason_len);
+    rc = kq_ugm_increase(l->ugm, c->queue, c->app, &u, RV(c->req), reason, reason_len);
     if (rc != 0)
         return rc;
     if (l->qt != NULL && c->group != NULL) {
-        rc = kq_qtree_assume(l->qt, c->group, &c->req, c->np, reason, reason_len);
+        rc = kq_qtree_assume(l->qt, c->group, RV(c->req), c->np, reason, reason_len);
         if (rc != 0) {
-            if (kq_ugm_decrease(l->ugm, c->queue, c->app, c->user, &c->req) != 0)
+            if (kq_ugm_decrease(l->ugm, c->queue, c->app, c->user, RV(c->req)) != 0)
                 kq_error("event=assume_undo_failed pod=%s/%s uid=%s queue=%s", pod->ns, pod->name, pod->uid,
                          c->queue);
             goto denied;
@@ -642,11 +779,15 @@ static int assume(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reas
     /* Everything that may fail to allocate, before the engine commits. */
     counted_t c;
     entry_t *fresh = entry_new(pod->uid);
-    if (fresh == NULL || kq_pod_copy(&fresh->pod, pod) != 0 || resolve_into(l, pod, &fresh->pod) != 0) {
+    kq_pod_t copy = {.n_groups = 0};
+    if (fresh == NULL || kq_pod_copy(&copy, pod) != 0 || resolve_into(l, pod, &copy) != 0 ||
+        spod_take(&fresh->pod, &copy) != 0) {
+        kq_pod_clear(&copy);
         entry_free(fresh);
         return KQ_ENOMEM;
     }
-    if (counted_from_pod(&c, &fresh->pod) != 0) {
+    const kq_pod_t *fpod = EPOD(&fresh->pod); /* fresh's facts, for as long as fresh has them */
+    if (counted_from_pod(&c, fpod) != 0) {
         entry_free(fresh);
         return KQ_ENOMEM;
     }
@@ -661,7 +802,7 @@ static int assume(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reas
     }
     /* A group's runtime depends on its request: a pod the watch has not shown yet enters
      * its group's request first, as a pending entry (kept if the bind is denied). */
-    if (l->qt != NULL && e == NULL && is_ours(l, &fresh->pod)) {
+    if (l->qt != NULL && e == NULL && is_ours(l, fpod)) {
         e = fresh;
         fresh = NULL;
         HASH_ADD_KEYPTR(hh, l->table, e->uid, strlen(e->uid), e);
@@ -670,7 +811,7 @@ static int assume(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reas
     /* Quota tree first (cheap, and most denials end here), then the ugm (check and
      * commit), then the tree's check and commit; a tree denial undoes the ugm commit.
      * Every commit happens under the ledger lock, so nothing changes used in between. */
-    rc = commit_locked(l, &c, &fresh->pod, reason, reason_len);
+    rc = commit_locked(l, &c, fpod, reason, reason_len);
     if (rc != 0)
         goto out;
     if (e == NULL) {
@@ -678,7 +819,7 @@ static int assume(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reas
         fresh = NULL;
         HASH_ADD_KEYPTR(hh, l->table, e->uid, strlen(e->uid), e);
     } else if (!e->observed && fresh != NULL) {
-        kq_pod_t old = e->pod;
+        spod_t old = e->pod;
         e->pod = fresh->pod;
         fresh->pod = old;
     }
@@ -720,7 +861,7 @@ int kq_ledger_forget(kq_ledger_t *l, const char *uid)
         unlink_entry(l, e);
         gone = e;
     } else {
-        pending_set(l, e, &e->pod);
+        pending_set(l, e, EPOD(&e->pod));
         tree_sync(l, e, false);
     }
 out:
@@ -736,7 +877,7 @@ out:
  * pod. Lock held; true when counted. */
 static bool reserve_observed(kq_ledger_t *l, entry_t *e)
 {
-    const kq_pod_t *pod = &e->pod;
+    const kq_pod_t *pod = EPOD(&e->pod);
     if (!l->gating || e->res_done || !is_ours(l, pod) || kq_pod_is_gated(pod) || pod->deleting ||
         pod->node != NULL || pod->queue == NULL)
         return false;
@@ -778,10 +919,13 @@ void kq_ledger_observe(kq_ledger_t *l, const kq_pod_t *pod)
     if (pod == NULL || pod->uid == NULL)
         return;
     bool terminal = kq_pod_is_terminal(pod);
-    kq_pod_t copy;
+    kq_pod_t tmp;
+    memset(&tmp, 0, sizeof(tmp));
+    spod_t copy;
     memset(&copy, 0, sizeof(copy));
-    if (!terminal && (kq_pod_copy(&copy, pod) != 0 || resolve_into(l, pod, &copy) != 0)) {
-        kq_pod_clear(&copy);
+    if (!terminal &&
+        (kq_pod_copy(&tmp, pod) != 0 || resolve_into(l, pod, &tmp) != 0 || spod_take(&copy, &tmp) != 0)) {
+        kq_pod_clear(&tmp);
         kq_error("event=observe_failed pod=%s/%s uid=%s error=\"out of memory\"", pod->ns, pod->name, pod->uid);
         return;
     }
@@ -809,13 +953,13 @@ void kq_ledger_observe(kq_ledger_t *l, const kq_pod_t *pod)
     e->observed = true;
     e->seen_gen = l->gen;
     {
-        kq_pod_t old = e->pod;
+        spod_t old = e->pod;
         e->pod = copy;
         copy = old; /* freed after unlock */
     }
     if (pod->node != NULL) {
         if (e->state == ST_PENDING) {
-            count_bound(l, e, &e->pod);
+            count_bound(l, e, EPOD(&e->pod));
         } else {
             if (e->reserved) {
                 e->reserved = false;
@@ -833,7 +977,7 @@ void kq_ledger_observe(kq_ledger_t *l, const kq_pod_t *pod)
     tree_sync(l, e, false);
 out:
     pthread_mutex_unlock(&l->mu);
-    kq_pod_clear(&copy);
+    spod_clear(&copy);
     entry_free(gone);
 }
 
@@ -906,7 +1050,7 @@ int kq_ledger_lookup(kq_ledger_t *l, const char *uid, kq_pod_t *out)
     int rc;
     pthread_mutex_lock(&l->mu);
     HASH_FIND_STR(l->table, uid, e);
-    rc = e ? kq_pod_copy(out, &e->pod) : KQ_ENOENT;
+    rc = e ? kq_pod_copy(out, EPOD(&e->pod)) : KQ_ENOENT;
     pthread_mutex_unlock(&l->mu);
     return rc;
 }
@@ -1057,7 +1201,7 @@ static int collect_pods(kq_ledger_t *l, const char *group, const char *node, kq_
         x->priority = e->pod.priority;
         x->created = e->pod.created;
         x->preemptible = !e->c.np;
-        x->req = e->c.req;
+        x->req = *RV(e->c.req);
     }
     pthread_mutex_unlock(&l->mu);
     if (rc != 0) {
@@ -1104,7 +1248,7 @@ int kq_ledger_counted_group(kq_ledger_t *l, const char *uid, char *group, size_t
         if (group != NULL && glen > 0)
             snprintf(group, glen, "%s", e->c.group);
         if (req != NULL)
-            *req = e->c.req;
+            *req = *RV(e->c.req);
         if (priority != NULL)
             *priority = e->pod.priority;
         rc = 0;
@@ -1165,7 +1309,7 @@ int kq_ledger_unreserve(kq_ledger_t *l, const char *uid)
         unlink_entry(l, e);
         gone = e;
     } else {
-        pending_set(l, e, &e->pod);
+        pending_set(l, e, EPOD(&e->pod));
         tree_sync(l, e, false);
     }
 out:
@@ -1210,7 +1354,7 @@ size_t kq_ledger_expire_reserved(kq_ledger_t *l, int64_t max_age_s)
         release(l, e);
         e->res_done = true;
         if (e->observed) {
-            pending_set(l, e, &e->pod);
+            pending_set(l, e, EPOD(&e->pod));
             tree_sync(l, e, false);
         }
         n++;

@@ -562,6 +562,60 @@ static void test_lookup(void **state)
     expect_empty(f);
 }
 
+/* The ledger keeps a pod's facts in a compact form (its request as only the resources it
+ * names): what it gives back is every field it was given. */
+static void test_lookup_keeps_every_field(void **state)
+{
+    fx_t *f = *state;
+    kq_pod_t p = mk("full", "root.team-b", "alice", 1500, "n7");
+    free(p.app_id);
+    p.app_id = strdup("spark-1");
+    p.n_groups = 2;
+    p.groups = calloc(2, sizeof(char *));
+    p.groups[0] = strdup("dev");
+    p.groups[1] = strdup("ml");
+    p.priority = -7;
+    p.preemptible = false;
+    p.created = 1732400000;
+    p.quota_name = strdup("q-a");
+    p.n_gates = 3;
+    p.gate_pos = 2;
+    p.deleting = true;
+    assert_int_equal(kq_resource_set(&p.request, "memory", (int64_t)3 << 30), 0);
+    assert_int_equal(kq_resource_set(&p.request, "nvidia.com/gpu", 2), 0);
+    kq_ledger_observe(f->l, &p);
+    kq_pod_t out;
+    assert_int_equal(kq_ledger_lookup(f->l, "full", &out), 0);
+    assert_string_equal(out.uid, "full");
+    assert_string_equal(out.ns, "ns");
+    assert_string_equal(out.name, "full");
+    assert_string_equal(out.node, "n7");
+    assert_string_equal(out.scheduler_name, OURS);
+    assert_int_equal(out.phase, KQ_POD_RUNNING);
+    assert_true(out.deleting);
+    assert_string_equal(out.user, "alice");
+    assert_int_equal(out.n_groups, 2);
+    assert_string_equal(out.groups[0], "dev");
+    assert_string_equal(out.groups[1], "ml");
+    assert_string_equal(out.queue, "root.team-b");
+    assert_null(out.queue_error);
+    assert_string_equal(out.app_id, "spark-1");
+    assert_true(kq_resource_equal(&out.request, &p.request));
+    assert_int_equal(out.request.n, 3);
+    assert_int_equal(out.priority, -7);
+    assert_false(out.preemptible);
+    assert_int_equal(out.created, 1732400000);
+    assert_string_equal(out.quota_name, "q-a");
+    assert_int_equal(out.n_gates, 3);
+    assert_int_equal(out.gate_pos, 2);
+    /* counted with all three resources */
+    assert_int_equal(user_cpu(f, "alice"), 1500);
+    kq_pod_clear(&out);
+    kq_ledger_remove(f->l, "full");
+    kq_pod_clear(&p);
+    expect_empty(f);
+}
+
 static void test_parsed_pod(void **state)
 {
     fx_t *f = *state;
@@ -817,6 +871,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_check_and_denials, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bound_without_queue, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lookup, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_lookup_keeps_every_field, setup, teardown),
         cmocka_unit_test_setup_teardown(test_parsed_pod, setup, teardown),
         cmocka_unit_test_setup_teardown(test_threads, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reserve, setup, teardown),
