@@ -182,8 +182,12 @@ static void delete_to_release(const char *queue, int fit, int pods, int users, i
         char *victim = strdup(w.h.uids[(size_t)s % w.h.n]); /* an early released pod finishes */
         pthread_mutex_unlock(&w.h.mu);
         double t0 = now_s();
-        kq_ledger_remove(w.app.ledger, victim); /* what the informer does on DELETED */
-        kq_gating_remove(w.g, victim);
+        kq_pod_t gone; /* what the informer does on DELETED (src/control/sync.c) */
+        bool known = kq_ledger_lookup(w.app.ledger, victim, &gone) == 0;
+        kq_ledger_remove(w.app.ledger, victim);
+        kq_gating_remove(w.g, victim, known ? gone.user : NULL);
+        if (known)
+            kq_pod_clear(&gone);
         wait_calls(&w.h, before + 1);
         lat_add(lat, now_s() - t0);
         free(victim);

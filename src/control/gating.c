@@ -141,7 +141,17 @@ typedef struct guser {
     char *reason;         /* why its head pod waits (last pass), NULL: not decided yet */
     uint64_t reason_ver;  /* bumped when reason changes */
     size_t fresh;         /* pods enqueued since its pods' Events were last brought up to date */
+    bool parked;          /* blocked by a limit of its own: out of the heap until that can change */
+    size_t pidx;          /* its index in its parkset_t while parked */
 } guser_t;
+
+/* The parked guser_t of one user name, across queues (a user limit may sit on a parent). */
+typedef struct parkset {
+    char *user; /* key */
+    UT_hash_handle hh;
+    guser_t **v;
+    size_t n, cap;
+} parkset_t;
 
 typedef struct gqueue {
     char *path; /* key ("" for pods without a valid queue) */
@@ -170,6 +180,7 @@ struct kq_gating {
     gqueue_t *queues;
     guser_t *users;
     ucount_t *ucounts;
+    parkset_t *parked;
     uint64_t seq, gen;
     bool resyncing;
     kq_config_t *cfg; /* the snapshot the weights were read from (a reference) */
@@ -282,6 +293,87 @@ static void user_free(guser_t *u)
     free(u);
 }
 
+/* ---- parking: a user blocked by a limit of its own ("user U in queue Q: ...", or an ACL)
+ * is not offered a release again until something of that user changes (one of its pods
+ * ends or goes away, a pod of it arrives) or the configuration changes, and at the
+ * latest at the next timed pass. So a pass does not retry every such user. */
+
+static void park(kq_gating_t *g, guser_t *u)
+{
+    parkset_t *ps;
+    HASH_FIND_STR(g->parked, u->name, ps);
+    if (ps == NULL) {
+        if ((ps = calloc(1, sizeof(*ps))) == NULL || (ps->user = strdup(u->name)) == NULL) {
+            free(ps);
+            goto fallback;
+        }
+        HASH_ADD_KEYPTR(hh, g->parked, ps->user, strlen(ps->user), ps);
+    }
+    if (ps->n == ps->cap) {
+        size_t cap = ps->cap ? 2 * ps->cap : 4;
+        guser_t **v = realloc(ps->v, cap * sizeof(*v));
+        if (v == NULL)
+            goto fallback;
+        ps->v = v;
+        ps->cap = cap;
+    }
+    u->pidx = ps->n;
+    ps->v[ps->n++] = u;
+    u->parked = true;
+    return;
+fallback: /* cannot park it: back in the heap */
+    if (h_push(&u->q->users, u, user_less, user_idx) != 0)
+        kq_error("event=gating_requeue_failed user=%s error=\"out of memory\"", u->name);
+}
+
+/* Takes u out of its parkset (lock held); it is in no heap afterwards. */
+static void unpark_one(kq_gating_t *g, guser_t *u)
+{
+    parkset_t *ps;
+    HASH_FIND_STR(g->parked, u->name, ps);
+    u->parked = false;
+    if (ps == NULL || u->pidx >= ps->n || ps->v[u->pidx] != u)
+        return;
+    ps->v[u->pidx] = ps->v[--ps->n];
+    ps->v[u->pidx]->pidx = u->pidx;
+}
+
+static void requeue(guser_t *u)
+{
+    if (u->pass < u->q->vclock)
+        u->pass = u->q->vclock;
+    if (u->pods.n > 0 && u->qidx == SIZE_MAX && h_push(&u->q->users, u, user_less, user_idx) != 0)
+        kq_error("event=gating_requeue_failed user=%s error=\"out of memory\"", u->name);
+}
+
+/* Every parked guser_t of user `name` (NULL: of everyone) back into its queue's heap. */
+static void unpark(kq_gating_t *g, const char *name)
+{
+    parkset_t *ps, *tmp;
+    if (name != NULL) {
+        HASH_FIND_STR(g->parked, name, ps);
+        if (ps == NULL || ps->n == 0)
+            return;
+        for (size_t i = 0; i < ps->n; i++) {
+            ps->v[i]->parked = false;
+            requeue(ps->v[i]);
+        }
+        ps->n = 0;
+        g->dirty = true;
+        return;
+    }
+    HASH_ITER(hh, g->parked, ps, tmp) {
+        for (size_t i = 0; i < ps->n; i++) {
+            ps->v[i]->parked = false;
+            requeue(ps->v[i]);
+        }
+        HASH_DEL(g->parked, ps);
+        free(ps->user);
+        free(ps->v);
+        free(ps);
+    }
+}
+
 /* Puts a waiting pod into its user's heap (lock held). */
 static int enqueue(kq_gating_t *g, gpod_t *gp)
 {
@@ -321,6 +413,8 @@ static int enqueue(kq_gating_t *g, gpod_t *gp)
     free(key);
     if (h_push(&u->pods, gp, pod_less, pod_idx) != 0)
         return KQ_ENOMEM;
+    if (u->parked) /* a new pod may be the one that fits */
+        unpark_one(g, u);
     if (u->qidx == SIZE_MAX) {
         if (u->pass < q->vclock)
             u->pass = q->vclock;
@@ -342,6 +436,8 @@ static void user_drop_if_empty(kq_gating_t *g, guser_t *u)
 {
     if (u->pods.n > 0)
         return;
+    if (u->parked)
+        unpark_one(g, u);
     if (u->qidx != SIZE_MAX)
         h_remove(&u->q->users, u->qidx, user_less, user_idx);
     gqueue_t *q = u->q;
@@ -403,6 +499,8 @@ void kq_gating_observe(kq_gating_t *g, const kq_pod_t *pod)
     if (!waiting) {
         if (gp != NULL)
             forget(g, gp);
+        if (pod->user != NULL) /* its usage may have changed: its parked pods may fit now */
+            unpark(g, pod->user);
     } else if (gp != NULL) {
         gp->pod.gate_pos = copy.gate_pos; /* placement is immutable (admission.h): only the index moves */
         gp->pod.n_gates = copy.n_gates;
@@ -429,7 +527,7 @@ void kq_gating_observe(kq_gating_t *g, const kq_pod_t *pod)
     kq_pod_clear(&copy);
 }
 
-void kq_gating_remove(kq_gating_t *g, const char *uid)
+void kq_gating_remove(kq_gating_t *g, const char *uid, const char *user)
 {
     if (g == NULL || uid == NULL)
         return;
@@ -438,6 +536,8 @@ void kq_gating_remove(kq_gating_t *g, const char *uid)
     HASH_FIND_STR(g->pods, uid, gp);
     if (gp != NULL)
         forget(g, gp);
+    if (user != NULL)
+        unpark(g, user);
     g->dirty = true; /* a pod gone frees quota */
     pthread_cond_signal(&g->cv);
     pthread_mutex_unlock(&g->mu);
@@ -571,6 +671,7 @@ static void refresh_config(kq_gating_t *g)
     }
     kq_config_unref(g->cfg);
     g->cfg = cfg;
+    unpark(g, NULL); /* limits may have changed */
     guser_t *u, *tmp;
     HASH_ITER(hh, g->users, u, tmp) {
         if (u->pods.n > 0)
@@ -651,6 +752,10 @@ static void pass(kq_gating_t *g, worklist_t *rel, worklist_t *events)
                 snprintf(reason, sizeof(reason), "%s", kq_strerror(rc));
             /* Every pod of the user waits for the same reason (its head cannot go). */
             user_reason(u, reason, events);
+            if (strncmp(reason, "user ", 5) == 0) {
+                park(g, u);
+                continue;
+            }
             if (nb == cap) {
                 size_t nc = cap ? 2 * cap : 16;
                 guser_t **b = realloc(blocked, nc * sizeof(*b));
@@ -803,6 +908,8 @@ static void *run(void *arg)
         worklist_t rel = {0}, events = {0};
         pthread_mutex_lock(&g->mu);
         if (g->dirty || now - last_pass >= g->o.interval_ms) {
+            if (!g->dirty) /* the timed pass: whatever no event told us about (expiries) */
+                unpark(g, NULL);
             g->dirty = false;
             last_pass = now;
             if (leader && ready && !g->resyncing)
@@ -894,6 +1001,13 @@ void kq_gating_free(kq_gating_t *g)
         free(q->users.v);
         free(q);
     }
+    parkset_t *ps, *tps;
+    HASH_ITER(hh, g->parked, ps, tps) {
+        HASH_DEL(g->parked, ps);
+        free(ps->user);
+        free(ps->v);
+        free(ps);
+    }
     ucount_t *c, *tc;
     HASH_ITER(hh, g->ucounts, c, tc) {
         HASH_DEL(g->ucounts, c);
@@ -962,12 +1076,33 @@ static int cmp_pod(const void *a, const void *b)
 static json_t *queue_json(kq_gating_t *g, gqueue_t *q, int64_t now)
 {
     json_t *pods = json_array(), *out = json_pack("{s:s,s:I}", "queue", q->path, "waiting", (json_int_t)q->waiting);
-    simu_t *s = calloc(q->users.n ? q->users.n : 1, sizeof(*s));
+    /* the users in the heap, then the parked ones of this queue */
+    size_t nu = q->users.n, cap = nu + 1;
+    guser_t **us = malloc(cap * sizeof(*us));
+    parkset_t *ps, *tps;
+    if (us != NULL) {
+        memcpy(us, q->users.v, nu * sizeof(*us));
+        HASH_ITER(hh, g->parked, ps, tps) {
+            for (size_t i = 0; i < ps->n; i++) {
+                if (ps->v[i]->q != q)
+                    continue;
+                if (nu == cap) {
+                    guser_t **v = realloc(us, 2 * cap * sizeof(*us));
+                    if (v == NULL)
+                        continue;
+                    us = v;
+                    cap *= 2;
+                }
+                us[nu++] = ps->v[i];
+            }
+        }
+    }
+    simu_t *s = calloc(nu ? nu : 1, sizeof(*s));
     heap_t h = {0};
-    if (pods == NULL || out == NULL || s == NULL)
+    if (pods == NULL || out == NULL || s == NULL || us == NULL)
         goto fail;
-    for (size_t i = 0; i < q->users.n; i++) {
-        guser_t *u = q->users.v[i];
+    for (size_t i = 0; i < nu; i++) {
+        guser_t *u = us[i];
         s[i].u = u;
         s[i].pass = u->pass;
         s[i].n = u->pods.n;
@@ -992,17 +1127,19 @@ static json_t *queue_json(kq_gating_t *g, gqueue_t *q, int64_t now)
         if (x->next < x->n && h_push(&h, x, simu_less, NULL) != 0)
             goto fail;
     }
-    for (size_t i = 0; i < q->users.n; i++)
+    for (size_t i = 0; i < nu; i++)
         free(s[i].pods);
     free(s);
+    free(us);
     free(h.v);
     json_object_set_new(out, "pods", pods);
     return out;
 fail:
     if (s != NULL)
-        for (size_t i = 0; i < q->users.n; i++)
+        for (size_t i = 0; i < nu; i++)
             free(s[i].pods);
     free(s);
+    free(us);
     free(h.v);
     json_decref(pods);
     json_decref(out);

@@ -108,8 +108,12 @@ static void on_object(void *ud, int type, const kq_jnode_t *obj)
     if (type == KQ_WATCH_DELETED) {
         const char *uid = pod_uid(obj);
         if (uid != NULL) {
+            kq_pod_t gone;
+            bool known = app->gating != NULL && kq_ledger_lookup(app->ledger, uid, &gone) == 0;
             kq_ledger_remove(app->ledger, uid);
-            kq_gating_remove(app->gating, uid);
+            kq_gating_remove(app->gating, uid, known ? gone.user : NULL);
+            if (known)
+                kq_pod_clear(&gone);
             if (app->metering) {
                 (void)kq_metering_pod_ended(app->metering, uid, 0);
                 kq_metering_pod_pending_gone(app->metering, uid);

@@ -307,21 +307,21 @@ class FairOrderTest(KQTestCase):
         wait_until(lambda: "gating.weight.user.a" in self.kq.get("/ws/v1/partition/default/queues").text,
                    timeout=15, msg="weights loaded")
         w = Workload(self)
-        for i in range(60):
+        for i in range(70):
             self.gated("a-%02d" % i, "a")
-            self.gated("b-%02d" % i, "b")
+            if i < 35:
+                self.gated("b-%02d" % i, "b")
         sched = FakeScheduler(self).start()
-        try:
-            self.run_until(w, lambda: len(w.releases()) >= 44)
+        try:  # 84 releases while both users wait (b has 35 pods, it needs 21)
+            self.run_until(w, lambda: len(w.releases()) >= 84 and
+                           all(n in w.ended_at for n in w.releases()[:84]))
         finally:
             sched.stop()
-        stop = time.monotonic()
-        released = w.releases()[:44]
-        # cpu-seconds each user ran, from the simulator's side (1 cpu per pod)
+        released = w.releases()[:84]
+        # cpu-seconds each user ran, from the simulator's side (1 cpu per pod, bound to done)
         secs = {"a": 0.0, "b": 0.0}
         for n in released:
-            if n in w.bound_at:
-                secs[user_of(n)] += w.ended_at.get(n, stop) - w.bound_at[n]
+            secs[user_of(n)] += w.ended_at[n] - w.bound_at[n]
         counts = {u: sum(1 for n in released if user_of(n) == u) for u in secs}
         self.assertGreater(secs["b"], 0, counts)
         ratio = secs["a"] / secs["b"]

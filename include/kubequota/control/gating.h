@@ -24,8 +24,10 @@
  *    (the user's own weight, else the largest of its groups', else 1). Within a user:
  *    higher priority first, then older (creationTimestamp), then first seen.
  *    A user whose head pod does not fit is skipped for the rest of the pass (smaller pods
- *    behind it wait: no overtaking within a user). A release costs O(log users + log pods
- *    of that user); a pass also retries each blocked user once.
+ *    behind it wait: no overtaking within a user); blocked by a limit of its own, it is
+ *    parked until one of its pods ends, a new one arrives, the configuration changes or
+ *    the next timed pass; blocked by the queue itself, the queue's pass ends. A release
+ *    costs O(log users + log pods of that user).
  *  - Timeout: a reservation not bound within reserve_timeout is released
  *    (kq_ledger_expire_reserved); gates cannot be added back, so such a pod is then
  *    decided by filter and bind like an ungated pod.
@@ -85,7 +87,9 @@ void kq_gating_free(kq_gating_t *g);
 /* Informer hooks (any thread, no lock of the caller held): every pod event after the
  * ledger's, the DELETED ones, and a relist's bracket (pods not listed are forgotten). */
 void kq_gating_observe(kq_gating_t *g, const kq_pod_t *pod);
-void kq_gating_remove(kq_gating_t *g, const char *uid);
+/* user: the deleted pod's user when known (the ledger's copy), so that user's waiting pods
+ * are offered a release again; NULL: unknown. */
+void kq_gating_remove(kq_gating_t *g, const char *uid, const char *user);
 void kq_gating_resync_begin(kq_gating_t *g);
 void kq_gating_resync_end(kq_gating_t *g);
 
