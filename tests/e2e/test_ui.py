@@ -13,8 +13,8 @@ import os
 import subprocess
 
 import cdp
-from kqtest import (REPO, HttpClient, KQTestCase, PARTITION, certs, parse_quantity, queues_config,
-                    wait_until)
+from kqtest import (REPO, HttpClient, KQTestCase, PARTITION, certs, parse_quantity, pod_manifest,
+                    queues_config, wait_until)
 
 CONFIG = queues_config(
     {"name": "default", "submitacl": "*"},
@@ -32,6 +32,8 @@ PODS = [  # name, user, groups, queue, cpu, memory
     ("b1", "bob", [], "root.team-b", "2", "2560Mi"),
 ]
 SHOTS = os.path.join(REPO, "build", "ui")
+GATE = "kubequota.io/admission"
+WAITING = "/ws/v1/partition/%s/gating/waiting" % PARTITION
 
 
 def cores(q):
@@ -83,12 +85,19 @@ class DashboardTest(KQTestCase):
         super().setUp()
         self.sim.world.add_node("node-1", cpu="16", memory="64Gi")
         self.kq.extra_args += ["--metering", "interval=0.2", "--metering", "min-runtime=0",
-                               "--metering", "state-dir=%s" % os.path.join(self.kq.workdir, "state")]
+                               "--metering", "state-dir=%s" % os.path.join(self.kq.workdir, "state"),
+                               "--admission-gate"]
         self.kq.start()
         for name, user, groups, queue, cpu, mem in PODS:
             self.create(name, user=user, groups=groups, queue=queue, cpu=cpu, memory=mem, app="app-" + name)
             self.assert_bound(name)
         self.wait_usage()
+        # a pod that waits behind the admission gate: alice has 3 - 1.5 cpu left, it asks 2
+        p = pod_manifest("w1", user="alice", groups=["devs"], queue="root.team-a", cpu="2", memory="1Gi",
+                         app="app-w1", gates=(GATE,))
+        self.sim.create_pod(p)
+        self.waiting = wait_until(lambda: [x for q in self.kq.get_json(WAITING) for x in q["pods"]], 15, 0.1,
+                                  "w1 to be listed as waiting")
 
     def test_page_files_and_headers(self):
         anon = HttpClient(self.kq.url, ca=certs()["ca"])  # no credentials at all
@@ -194,10 +203,13 @@ class DashboardTest(KQTestCase):
         charged = {r[1]: float(r[2]) for r in page["charges"]}
         self.assertGreater(charged["alice"], 0)
         self.assertGreater(charged["bob"], 0)
-        # waiting pods: shown only when this kubequota has a waiting-pods route
-        features = self.kq.get("/ui/features.json").json()
-        has_waiting = any("waiting" in r for r in features["routes"])
-        self.assertEqual(page["hidden"]["waiting"], not has_waiting)
+        # waiting pods (the admission gate's route): alice's w1 with the gate's own reason
+        self.assertFalse(page["hidden"]["waiting"])
+        w = [r for r in page["waiting"] if r[2] == "default/w1"]
+        self.assertEqual(len(w), 1, page["waiting"])
+        self.assertEqual((w[0][0], w[0][1], w[0][3]), ("root.team-a", "1", "alice"))
+        self.assertEqual(w[0][6], self.waiting[0]["reason"])
+        self.assertIn("alice", w[0][6])
         # a laptop screen: nothing wider than the window
         self.assertLessEqual(page["scrollWidth"], 1366)
 

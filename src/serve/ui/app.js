@@ -269,6 +269,29 @@
     return wrap;
   }
 
+  /* Waiting pods behind the admission gate (GET .../gating/waiting): per queue, in release
+   * order, with the reason each waits. */
+  function waitingTable(data) {
+    var t = table(["Queue", "#", "Pod", "User", "Priority", "Waiting", "Reason"]);
+    var body = t.tBodies[0];
+    data.forEach(function (q) {
+      (q.pods || []).forEach(function (p, i) {
+        var tr = el("tr", i === 0 ? "first" : null);
+        tr.dataset.pod = p.namespace + "/" + p.name;
+        cell(tr, i === 0 ? q.queue : "");
+        cell(tr, p.position, "num");
+        cell(tr, p.namespace + "/" + p.name);
+        cell(tr, p.user);
+        cell(tr, p.priority, "num");
+        cell(tr, Math.round(p.waitingSeconds || 0) + " s", "num");
+        var reason = cell(tr, p.reason || "", "reason");
+        reason.title = p.reason || "";
+        body.appendChild(tr);
+      });
+    });
+    return body.rows.length ? t : empty("no pods are waiting");
+  }
+
   /* Waiting pods: whatever list the route returns, as a table of its fields. */
   function genericTable(data) {
     var list = Array.isArray(data) ? data : null;
@@ -349,7 +372,10 @@
         $("charges-section").hidden = r[3] === undefined;
         if (r[3] !== undefined) fill("charges", chargesTable(r[3]));
         $("waiting-section").hidden = r[4] === undefined;
-        if (r[4] !== undefined) fill("waiting", genericTable(r[4]));
+        if (r[4] !== undefined) {
+          var perQueue = Array.isArray(r[4]) && r[4].every(function (q) { return q && Array.isArray(q.pods); });
+          fill("waiting", perQueue ? waitingTable(r[4]) : genericTable(r[4]));
+        }
         $("auth").hidden = true;
         loads++;
         document.body.dataset.loads = String(loads);
