@@ -40,6 +40,7 @@ PATH_TABLE = [
     (r"^/apis/(scheduling\.x-k8s\.io|scheduling\.sigs\.k8s\.io)/v1alpha1/elasticquotas$", ("@1", "elasticquotas", False)),
     (r"^/apis/%s/v1alpha1/(namespaces/%s/)?elasticquotas(/%s)?$", ("@eq", "elasticquotas", None)),
     (r"^/apis/coordination\.k8s\.io/v1(/namespaces/%s/leases(/%s)?)?$", ("coordination.k8s.io", "leases", None)),
+    (r"^/api/v1/namespaces/%s/services/https:%s:%s/proxy$", ("", "services/proxy", True)),  # the kubectl plugin
 ]
 
 
@@ -70,6 +71,13 @@ def call_sites():
          "evidence": [r'"/api/v1/namespaces/%s/pods/%s"', r'kq_kube_request\([^;]*"PATCH"'],
          "methods": {"PATCH"},
          "perms": [("", "pods", "patch")]},
+        {"file": "kubectl.c", "why": "the kubectl plugin (kubectl-kubequota) reaches the usage view through the "
+                                     "service proxy with the user's own kubeconfig, never kubequota's ServiceAccount: "
+                                     "the user needs get services/proxy, kubequota nothing (docs/cli.md)",
+         "evidence": [r'"/api/v1/namespaces/%s/services/https:%s:%s/proxy"', r'kq_kubeconfig_load\(',
+                      r'kq_kube_request\(c->kube, method,'],
+         "methods": {"GET", "POST"},
+         "perms": []},
         {"file": "leader.c", "why": "kubequota's Lease: create (POST collection), get, renew (PUT item)",
          "evidence": [r'#define LEASE_API "/apis/coordination\.k8s\.io/v1"', r'"/namespaces/%s/leases"',
                       r'"/namespaces/%s/leases/%s"', r'do_request\([^;]*"POST"', r'do_request\([^;]*"PUT"',

@@ -1118,7 +1118,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         Service's endpoint, over TLS without verifying the backend's certificate for https
         (the API server does not verify service proxy backends). Targets are set through
         /_sim/config (proxy_services: {"NS/NAME:PORT": "HOST:PORT"}) or sim.proxy_services.
-        The answer is relayed with its status, Content-Type and body."""
+        The answer is relayed with its status, Content-Type, body and a relative Location
+        (absolute ones would need the API server's rewriting, which is not simulated)."""
         sim = self.server.sim
         auth = self.headers.get("Authorization") or ""
         token = auth[7:] if auth.startswith("Bearer ") else None
@@ -1157,6 +1158,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             r = conn.getresponse()
             data = r.read()
             status, ctype = r.status, r.getheader("Content-Type") or "application/octet-stream"
+            location = r.getheader("Location")
         except (OSError, http.client.HTTPException) as e:
             raise ApiError(503, "ServiceUnavailable", "error trying to reach service: %s" % e)
         finally:
@@ -1164,6 +1166,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.send_response(status)
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(data)))
+        if location is not None and not re.match(r"^[a-z]+://|^/", location):
+            self.send_header("Location", location)  # relative: it stays under the proxy path
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(data)

@@ -226,6 +226,32 @@ class DashboardTest(KQTestCase):
         png = b.screenshot(os.path.join(SHOTS, "dashboard-full.png"), full_page=True)
         self.assertEqual(png[:8], b"\x89PNG\r\n\x1a\n")
 
+    def test_dashboard_behind_the_service_proxy(self):
+        """The page at the API server's service proxy path (as `kubectl proxy` serves it): its
+        relative URLs stay under the proxy, and the token it sends in
+        X-Kubequota-Authorization reaches kubequota, which the proxy's dropped Authorization
+        would not."""
+        path = chromium()
+        self.sim.sim.proxy_services = {"kubequota/kubequota:443": "127.0.0.1:%d" % self.kq.port}
+        self.sim.sim.review_tokens = {"user-token": {"username": "viewer"}, self.kq.rest_token: {"username": "ops"}}
+        b = cdp.Browser(path, width=1366, height=768)
+        self.addCleanup(b.close)
+        b.call("Network.enable")
+        # the browser authenticates to the API server (kubectl proxy would add this)
+        b.call("Network.setExtraHTTPHeaders", {"headers": {"Authorization": "Bearer user-token"}})
+        base = self.sim.url + "/api/v1/namespaces/kubequota/services/https:kubequota:443/proxy/"
+        before = self.sim.state()["counters"].get("proxied", 0)
+        b.navigate(base + "ui")
+        b.wait_for("document.body && document.body.dataset.state === 'auth'", what="the page to ask for a token")
+        self.assertEqual(b.eval("location.href"), base + "ui/")
+        b.eval("document.getElementById('token').value = %s;"
+               "document.getElementById('auth-form').requestSubmit(); true" % json.dumps(self.kq.rest_token))
+        b.wait_for("document.body.dataset.state === 'ready'", what="the dashboard through the proxy")
+        page = json.loads(b.eval(ROWS_JS))
+        self.assertIn(["alice", "root"], [r[:2] for r in page["users"]])
+        # every request went through the proxy: page, script, style, features and the view
+        self.assertGreaterEqual(self.sim.state()["counters"]["proxied"] - before, 8)
+
     @staticmethod
     def rows_with_owner(rows):
         """(owner of the row, row): an owner's name is written on its first row only."""

@@ -41,7 +41,11 @@
   function get(path) {
     var headers = { "Accept": "application/json" };
     var t = token();
-    if (t) headers["Authorization"] = "Bearer " + t;
+    if (t) {
+      headers["Authorization"] = "Bearer " + t;
+      // the API server's service proxy (kubectl proxy) drops Authorization; this one passes
+      headers["X-Kubequota-Authorization"] = "Bearer " + t;
+    }
     return window.fetch(base + path, { headers: headers, cache: "no-store", credentials: "same-origin" })
       .then(function (r) {
         return r.text().then(function (body) {
