@@ -11,7 +11,8 @@ deleted. Invariants, all computed from the simulator's state:
   - at quiescence (0 drift): kubequota's usage per user equals bound + reserved from the
     simulator, kubequota_gating_reserved_pods equals the simulator's ungated unbound pods and
     kubequota_gating_waiting_pods its gated pods;
-  - at the end, with everything finishing, every gated pod is released (nothing lost).
+  - at the end, with everything finishing, every gated pod is released (nothing lost);
+  - kubequota exits 0 on the final SIGTERM and its log has no sanitizer report.
 """
 
 import json
@@ -256,6 +257,10 @@ def run(kqtest, seed, rounds, verbose=False):
             print("  kubequota log and the simulator's pods kept in %s/" % keep)
     finally:
         s.stop()
+        log = s.kq.logs() if s.kq is not None else ""
+        for marker in kqtest.SANITIZER_MARKERS:
+            if marker in log and not s.errors:
+                s.errors.append("sanitizer report in kubequota's log (%s)" % marker)
         if s.errors and not failed:
             failed += 1
             print("FAIL gating (seed %d): %s" % (seed, s.errors[0]), flush=True)
