@@ -7,7 +7,7 @@ read from the API simulator's state, never from kubequota's own numbers."""
 import threading
 import time
 
-from kqtest import (KQTestCase, SCHED, pod_manifest, queues_config, wait_until)
+from kqtest import (KQTestCase, SCHED, Kubequota, SchedulerDriver, pod_manifest, queues_config, wait_until)
 
 GATE = "kubequota.io/admission"
 
@@ -328,3 +328,55 @@ class FairOrderTest(KQTestCase):
         print("weights 3:1: releases %s, cpu-seconds %s, ratio %.3f" % (counts, secs, ratio))
         self.assertTrue(2.7 <= ratio <= 3.3, "cpu-seconds a:b = %.2f (releases %s, seconds %s)"
                         % (ratio, counts, secs))
+
+
+class GatingLeaderTest(KQTestCase):
+    """Two replicas with leader election: only the leader removes gates, and a new leader
+    (the old one killed with SIGKILL) starts from the reserved set the API shows."""
+    CONFIG = GatingTest.CONFIG
+    START = False
+
+    def replica(self, name):
+        kq = Kubequota(self.sim, self.CONFIG, name=name, extra_args=(
+            "--admission-gate", "--leader-elect", "--lease-namespace", "kube-system", "--lease-name", "kq-gating",
+            "--lease-duration", "3s", "--renew-deadline", "2s", "--retry-period", "500ms"))
+        self.addCleanup(kq.kill)
+        return kq.start()
+
+    def leader_of(self, kqs):
+        for kq in kqs:
+            if kq.alive() and "kubequota_leader 1\n" in kq.get("/metrics").text:
+                return kq
+        return None
+
+    def test_only_the_leader_releases_and_a_new_leader_does_not_over_admit(self):
+        a, b = self.replica("kq-a"), self.replica("kq-b")
+        mon = Monitor(self, "alice", 4000).start()
+        for i in range(8):
+            self.sim.create_pod(pod_manifest("l%d" % i, user="alice", cpu="1", memory="64Mi", queue="root.dev",
+                                             gates=(GATE,)))
+
+        def ungated():
+            return sorted(p["metadata"]["name"] for p in self.sim.state()["pods"] if alive(p) and not gated(p))
+        wait_until(lambda: len(ungated()) == 4, timeout=20, msg="4 released")
+        leader = wait_until(lambda: self.leader_of([a, b]), timeout=20, msg="a leader")
+        other = b if leader is a else a
+        self.assertIn("event=gate_released", leader.logs())
+        self.assertNotIn("event=gate_released", other.logs())
+        first = ungated()
+        leader.kill()
+        wait_until(lambda: self.leader_of([other]), timeout=30, msg="the standby takes over")
+        time.sleep(2)
+        self.assertEqual(ungated(), first, "the new leader released more than fits")
+        self.kq = other  # for SchedulerDriver and the failure log
+        self.sched = SchedulerDriver(other, self.sim)
+        sched = FakeScheduler(self).start()
+        try:
+            wait_until(lambda: sorted(p["metadata"]["name"] for p in self.sim.state()["pods"]
+                                      if p["spec"].get("nodeName")) == first, timeout=20)
+            self.sim.delete_pod("default", first[0])
+            wait_until(lambda: len(ungated()) == 4 and len(set(ungated()) - set(first)) == 1, timeout=20,
+                       msg="the new leader releases one more after a deletion")
+        finally:
+            sched.stop()
+            mon.stop()
