@@ -38,11 +38,14 @@
  *                     atomic read the elastic timer and metering check before acting.
  *   metering          (metering.c) computes prices and charges on its own thread under its own
  *                     lock; the informer feeds it; checkpoints are written with no lock held.
+ *   admission gate    (gating.c, with --admission-gate) one thread: passes over the gated pods
+ *                     the informer hands it (leader only), reservations in the ledger, then gate
+ *                     patches and Events with no lock held; expires old reservations.
  *
  * Shared state and its guard: config snapshots are immutable and reference-counted; the
- * ledger, the ugm, the quota tree, elastic and metering each have private locks, always
+ * ledger, the ugm, the quota tree, elastic, metering and gating each have private locks, always
  * taken in the order elastic apply -> ledger -> ugm manager -> user tracker -> group tracker
- * -> quota tree (metering's lock nests only inside the nodes lock); metrics are atomics; app's pointers are
+ * -> quota tree (gating's lock comes first of all: gating -> ledger -> ..., gating -> metering) (metering's lock nests only inside the nodes lock); metrics are atomics; app's pointers are
  * read-only while the server runs. jansson values never cross threads (each request
  * parses its own), libcurl easy handles are per call.
  *
