@@ -746,10 +746,14 @@ int kq_resource_set(kq_resource_t *r, const char *name, int64_t value)
 
 enum merge_op { MERGE_ADD, MERGE_MAX, MERGE_FILL, MERGE_CHECK /* ADD's first pass only */ };
 
-/* In place, in two passes over both sorted sets: count the union (and check sums), grow r
- * once, then merge from the back so no entry of r is overwritten before it is read
- * (b may be r). Names in both are combined by op. */
-static int merge(kq_resource_t *r, const kq_resource_t *b, enum merge_op op)
+/* Names in both sets are combined by op, in place, without a temporary copy (an inline
+ * copy of a bounded size compiles to rep movs, slow for a few entries): a first pass
+ * counts the union and checks sums, r grows once; then when every name of b is already
+ * in r (the steady state: usage already names what a pod requests) one forward pass
+ * combines the values, else a merge from the back, so no entry of r is overwritten before
+ * it is read (b may be r). */
+static inline __attribute__((always_inline)) int merge(kq_resource_t *r, const kq_resource_t *b,
+                                                       enum merge_op op)
 {
     const kq_res_entry_t *re = KQ_RES_E(r), *be = KQ_RES_E(b);
     uint32_t i = 0, j = 0, cnt = 0;
@@ -770,6 +774,18 @@ static int merge(kq_resource_t *r, const kq_resource_t *b, enum merge_op op)
         return 0;
     kq_res_entry_t *out = KQ_RES_E(r);
     be = KQ_RES_E(b); /* b == r may have moved */
+    if (cnt == r->n) { /* b's names are all in r */
+        for (i = 0, j = 0; j < b->n; i++) {
+            if (out[i].name != be[j].name)
+                continue;
+            int64_t v = be[j++].value;
+            if (op == MERGE_ADD)
+                out[i].value += v; /* checked above */
+            else if (op == MERGE_MAX && v > out[i].value)
+                out[i].value = v;
+        }
+        return 0;
+    }
     uint32_t k = cnt;
     i = r->n;
     j = b->n;
@@ -792,6 +808,7 @@ static int merge(kq_resource_t *r, const kq_resource_t *b, enum merge_op op)
     r->n = cnt;
     return 0;
 }
+
 
 int kq_resource_add(kq_resource_t *r, const kq_resource_t *b)
 {

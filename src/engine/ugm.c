@@ -479,10 +479,9 @@ static void node_load(const node_t *n, kq_resource_t *r)
 {
     r->cap = 0;
     r->heap = NULL;
-    r->n = n != NULL ? n->n_used : 0;
-    assert(r->n <= KQ_RES_INLINE);
-    if (r->n > 0)
-        memcpy(r->inl, n->used, r->n * sizeof(r->inl[0]));
+    r->n = n != NULL ? n->n_used : 0; /* <= KQ_RES_MAX <= KQ_RES_INLINE (static assert) */
+    if (r->n > 0) /* a libc call: an inline copy of a bounded size (rep movs) is slower here */
+        memcpy(KQ_RES_E(r), n->used, r->n * sizeof(KQ_RES_E(r)[0]));
 }
 
 /* Stores r as the node's usage; the room was reserved (node_reserve). */
