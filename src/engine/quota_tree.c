@@ -515,7 +515,8 @@ static void ask_into(const struct group *g, kq_resource_t *a)
 
 static void resum_request(struct group *p)
 {
-    kq_resource_t r = KQ_RESOURCE_EMPTY;
+    kq_resource_t r;
+    kq_resource_init(&r);
     for (size_t j = 0; j < p->nkids; j++) {
         const struct group *k = p->kid[j];
         for (uint32_t i = 0; i < k->ask.n; i++) {
@@ -530,7 +531,8 @@ static void resum_request(struct group *p)
  * marking each parent on the way dirty, until an ask does not change. */
 static void fix_up(kq_qtree_t *t, struct group *g)
 {
-    kq_resource_t a = KQ_RESOURCE_EMPTY;
+    kq_resource_t a;
+    kq_resource_init(&a);
     while (g->parent != NULL) {
         ask_into(g, &a);
         bool changed = !same(&a, &g->ask);
@@ -608,7 +610,8 @@ static bool smin_refresh(kq_qtree_t *t, struct group *p, bool force, bool deep)
             t->sval[i * stride + nsc] = t->sadd[i];
         scd[nsc++] = d;
     }
-    kq_resource_t want = KQ_RESOURCE_EMPTY;
+    kq_resource_t want;
+    kq_resource_init(&want);
     for (size_t i = 0; i < n; i++) {
         struct group *k = kid[i];
         rcopy(&want, &k->min);
@@ -630,7 +633,8 @@ static bool smin_refresh(kq_qtree_t *t, struct group *p, bool force, bool deep)
             kreq = smin_refresh(t, k, deep, deep); /* reuses the scratch arrays: not read after this */
         /* a lending child's ask does not depend on its scaled min */
         if (force || kreq || (k->flag && !k->allow_lent)) {
-            kq_resource_t a = KQ_RESOURCE_EMPTY;
+            kq_resource_t a;
+            kq_resource_init(&a);
             ask_into(k, &a);
             if (!same(&a, &k->ask)) {
                 kq_resource_move(&k->ask, &a);
@@ -643,7 +647,8 @@ static bool smin_refresh(kq_qtree_t *t, struct group *p, bool force, bool deep)
     mark_dirty(t, p);
     if (!asks)
         return false;
-    kq_resource_t old = KQ_RESOURCE_EMPTY;
+    kq_resource_t old;
+    kq_resource_init(&old);
     rcopy(&old, &p->request);
     resum_request(p);
     bool changed = !same(&old, &p->request);
@@ -682,7 +687,8 @@ static void redistribute(kq_qtree_t *t, struct group *p)
         /* room for every resource of the total (allocates only when the total names more
          * than KQ_RES_INLINE resources, once per size); out of memory leaves the child's
          * runtime empty (unlimited) until the next redistribution */
-        k->runtime.n = kq_resource_reserve(&k->runtime, dims->n) == 0 ? dims->n : 0;
+        uint32_t cap = k->runtime.cap ? k->runtime.cap : KQ_RES_INLINE;
+        k->runtime.n = dims->n <= cap || kq_resource_reserve(&k->runtime, dims->n) == 0 ? dims->n : 0;
     }
     for (uint32_t j = 0; j < dims->n; j++) {
         const char *d = KQ_RES_E(dims)[j].name;

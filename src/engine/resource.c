@@ -622,8 +622,8 @@ void kq_resource_free(kq_resource_t *r)
 {
     if (r == NULL)
         return;
-    free(r->heap);
-    r->heap = NULL;
+    if (r->cap != 0) /* else heap shares its bytes with the inline entries */
+        free(r->heap);
     r->cap = 0;
     r->n = 0;
 }
@@ -643,7 +643,8 @@ static int grow(kq_resource_t *r, uint32_t need)
     if (h == NULL)
         return KQ_ENOMEM;
     memcpy(h, KQ_RES_E(r), (size_t)r->n * sizeof *h);
-    free(r->heap);
+    if (r->cap != 0)
+        free(r->heap);
     r->heap = h;
     r->cap = cap;
     return 0;
@@ -677,13 +678,13 @@ void kq_resource_move(kq_resource_t *dst, kq_resource_t *src)
         src->n = 0;
         return;
     }
-    free(dst->heap);
+    if (dst->cap != 0)
+        free(dst->heap);
     dst->n = src->n;
     dst->cap = src->cap;
     dst->heap = src->heap;
     src->n = 0;
     src->cap = 0;
-    src->heap = NULL;
 }
 
 static int find_index(const kq_resource_t *r, const char *iname)

@@ -52,13 +52,24 @@ typedef struct kq_res_entry {
 } kq_res_entry_t;
 
 typedef struct kq_resource {
-    uint32_t n;           /* entries in use */
-    uint32_t cap;         /* capacity of heap[]; 0 while the entries are in inl[] */
-    kq_res_entry_t *heap; /* owned; all n entries once the set has spilled */
-    kq_res_entry_t inl[KQ_RES_INLINE];
+    uint32_t n;   /* entries in use */
+    uint32_t cap; /* capacity of heap[]; 0 while the entries are in inl[] */
+    union {       /* the same size as before sets could spill: hot paths read no more memory */
+        kq_res_entry_t inl[KQ_RES_INLINE];
+        kq_res_entry_t *heap; /* owned; all n entries once the set has spilled (cap > 0) */
+    };
 } kq_resource_t;
 
 #define KQ_RESOURCE_EMPTY ((kq_resource_t){.n = 0})
+
+/* Makes *r an empty set without clearing its inline room (cheaper than = KQ_RESOURCE_EMPTY
+ * for a local on a hot path). */
+static inline void kq_resource_init(kq_resource_t *r)
+{
+    r->n = 0;
+    r->cap = 0;
+    r->heap = NULL;
+}
 
 /* Names a set may hold (see Limit above). kq_resource_set_max_names changes it for the
  * whole process; call it before any other thread uses resource sets. */
