@@ -115,6 +115,7 @@ static void *h_remove(heap_t *h, size_t i, less_fn less, idx_fn setidx)
 
 struct guser;
 struct gqueue;
+struct ggang;
 
 typedef struct gpod {
     char *uid; /* key */
@@ -127,7 +128,20 @@ typedef struct gpod {
     bool releasing;     /* reserved and (being) ungated */
     uint64_t seen_gen;
     uint64_t posted_ver; /* the user's reason version its last Event said (0: none) */
+    struct ggang *gang;  /* its gang while the gang has not started, else NULL */
+    size_t gidx;         /* its index in gang->v */
 } gpod_t;
+
+/* A gang (kq_pod_t.gang) of one user in one queue: its waiting pods are released all
+ * together, gang_min of them at once; after that ("started") the rest go one by one. */
+typedef struct ggang {
+    char *key; /* queue "\n" user "\n" gang */
+    UT_hash_handle hh;
+    uint32_t min;
+    gpod_t **v; /* waiting members */
+    size_t n, cap;
+    bool started;
+} ggang_t;
 
 typedef struct guser {
     char *key; /* queue "\n" user */
@@ -181,6 +195,7 @@ struct kq_gating {
     guser_t *users;
     ucount_t *ucounts;
     parkset_t *parked;
+    ggang_t *gangs;
     uint64_t seq, gen;
     bool resyncing;
     kq_config_t *cfg; /* the snapshot the weights were read from (a reference) */
@@ -374,6 +389,68 @@ static void unpark(kq_gating_t *g, const char *name)
     }
 }
 
+/* ---- gangs ---- */
+
+static void gang_free(ggang_t *gg)
+{
+    free(gg->key);
+    free(gg->v);
+    free(gg);
+}
+
+/* A waiting pod with a gang that has not started joins it (lock held). */
+static void gang_join(kq_gating_t *g, gpod_t *gp)
+{
+    const kq_pod_t *p = &gp->pod;
+    if (p->gang == NULL || p->gang_min <= 1 || gp->gang != NULL)
+        return;
+    char *key = NULL;
+    if (asprintf(&key, "%s\n%s\n%s", p->queue ? p->queue : "", p->user ? p->user : "nobody", p->gang) < 0)
+        return;
+    ggang_t *gg;
+    HASH_FIND_STR(g->gangs, key, gg);
+    if (gg == NULL) {
+        if ((gg = calloc(1, sizeof(*gg))) == NULL) {
+            free(key);
+            return;
+        }
+        gg->key = key;
+        key = NULL;
+        gg->min = p->gang_min;
+        HASH_ADD_KEYPTR(hh, g->gangs, gg->key, strlen(gg->key), gg);
+    }
+    free(key);
+    if (gg->started)
+        return;
+    if (gg->n == gg->cap) {
+        size_t cap = gg->cap ? 2 * gg->cap : 8;
+        gpod_t **v = realloc(gg->v, cap * sizeof(*v));
+        if (v == NULL)
+            return;
+        gg->v = v;
+        gg->cap = cap;
+    }
+    gp->gidx = gg->n;
+    gg->v[gg->n++] = gp;
+    gp->gang = gg;
+}
+
+static void gang_leave(kq_gating_t *g, gpod_t *gp)
+{
+    ggang_t *gg = gp->gang;
+    if (gg == NULL)
+        return;
+    gp->gang = NULL;
+    if (gp->gidx < gg->n && gg->v[gp->gidx] == gp) {
+        gg->v[gp->gidx] = gg->v[--gg->n];
+        gg->v[gp->gidx]->gidx = gp->gidx;
+    }
+    if (gg->n == 0 && !gg->started) {
+        HASH_DEL(g->gangs, gg);
+        gang_free(gg);
+    }
+}
+
 /* Puts a waiting pod into its user's heap (lock held). */
 static int enqueue(kq_gating_t *g, gpod_t *gp)
 {
@@ -428,6 +505,7 @@ static int enqueue(kq_gating_t *g, gpod_t *gp)
     q->fresh++;
     q->waiting++;
     g->waiting++;
+    gang_join(g, gp);
     return 0;
 }
 
@@ -455,6 +533,7 @@ static void user_drop_if_empty(kq_gating_t *g, guser_t *u)
 /* Takes a waiting pod out of the heaps (lock held). */
 static void dequeue(kq_gating_t *g, gpod_t *gp)
 {
+    gang_leave(g, gp);
     guser_t *u = gp->user;
     if (u == NULL)
         return;
@@ -712,6 +791,67 @@ static bool queue_level(const char *reason)
     return strncmp(reason, "queue ", 6) == 0;
 }
 
+/* The head pod of u is in a gang that has not started: release gang->min of its waiting
+ * pods (the head first) if all of them fit together, else none. 0 released; otherwise
+ * the reason is set (lock held). */
+static int gang_release(kq_gating_t *g, gqueue_t *q, guser_t *u, gpod_t *head, worklist_t *rel, char *reason,
+                        size_t len)
+{
+    ggang_t *gg = head->gang;
+    const char *name = head->pod.gang;
+    if (gg->n < gg->min) {
+        snprintf(reason, len, "gang %s: %zu of its %u pods are waiting; they are released together", name, gg->n,
+                 gg->min);
+        return KQ_EDENIED;
+    }
+    gpod_t **pick = malloc(gg->min * sizeof(*pick));
+    if (pick == NULL)
+        return KQ_ENOMEM;
+    size_t n = 0;
+    pick[n++] = head;
+    for (size_t i = 0; i < gg->n && n < gg->min; i++)
+        if (gg->v[i] != head)
+            pick[n++] = gg->v[i];
+    char why[512] = "";
+    int rc = 0;
+    size_t done = 0;
+    for (; done < n; done++) {
+        if ((rc = admit(g, &pick[done]->pod, why, sizeof(why))) != 0)
+            break;
+    }
+    if (rc != 0) { /* all or nothing */
+        for (size_t i = 0; i < done; i++)
+            (void)kq_ledger_unreserve(g->app->ledger, pick[i]->uid);
+        snprintf(reason, len, "gang %s: its %u pods do not fit together: %s", name, gg->min,
+                 why[0] ? why : kq_strerror(rc));
+        free(pick);
+        return rc;
+    }
+    gg->started = true; /* first: gang_leave keeps a started gang; its later pods go one by one */
+    double cost = 0;
+    for (size_t i = 0; i < n; i++) {
+        gpod_t *m = pick[i];
+        gang_leave(g, m);
+        h_remove(&u->pods, m->hidx, pod_less, pod_idx);
+        m->user = NULL;
+        m->releasing = true;
+        q->waiting--;
+        g->waiting--;
+        cost += pod_cost(&m->pod);
+        note_release(g, m);
+        work_add(rel, m, NULL);
+        kq_info("event=gate_released pod=%s/%s uid=%s user=%s queue=%s gang=%s waited_ms=%lld", m->pod.ns,
+                m->pod.name, m->uid, u->name, q->path, name, (long long)(mono_ms() - m->since_ms));
+    }
+    /* the members beyond min that wait now go one by one too */
+    while (gg->n > 0)
+        gang_leave(g, gg->v[gg->n - 1]);
+    q->vclock = u->pass;
+    u->pass += cost / (u->weight > 0 ? u->weight : 1.0);
+    free(pick);
+    return 0;
+}
+
 /* One pass over every queue (lock held): releases what fits, in fair order. */
 static void pass(kq_gating_t *g, worklist_t *rel, worklist_t *events)
 {
@@ -726,7 +866,22 @@ static void pass(kq_gating_t *g, worklist_t *rel, worklist_t *events)
             guser_t *u = h_remove(&q->users, 0, user_less, user_idx);
             gpod_t *gp = u->pods.v[0];
             char reason[512] = "";
-            int rc = admit(g, &gp->pod, reason, sizeof(reason));
+            int rc;
+            if (gp->gang != NULL) {
+                rc = gang_release(g, q, u, gp, rel, reason, sizeof(reason));
+                if (rc == 0) {
+                    if (u->pods.n > 0) {
+                        if (h_push(&q->users, u, user_less, user_idx) != 0)
+                            kq_error("event=gating_requeue_failed user=%s error=\"out of memory\"", u->name);
+                    } else {
+                        HASH_DEL(g->users, u);
+                        user_free(u);
+                    }
+                    continue;
+                }
+                goto blocked;
+            }
+            rc = admit(g, &gp->pod, reason, sizeof(reason));
             if (rc == 0) {
                 h_remove(&u->pods, 0, pod_less, pod_idx);
                 gp->user = NULL;
@@ -748,6 +903,7 @@ static void pass(kq_gating_t *g, worklist_t *rel, worklist_t *events)
                 }
                 continue;
             }
+        blocked:
             if (reason[0] == '\0')
                 snprintf(reason, sizeof(reason), "%s", kq_strerror(rc));
             /* Every pod of the user waits for the same reason (its head cannot go). */
@@ -1000,6 +1156,11 @@ void kq_gating_free(kq_gating_t *g)
         free(q->full);
         free(q->users.v);
         free(q);
+    }
+    ggang_t *gg, *tgg;
+    HASH_ITER(hh, g->gangs, gg, tgg) {
+        HASH_DEL(g->gangs, gg);
+        gang_free(gg);
     }
     parkset_t *ps, *tps;
     HASH_ITER(hh, g->parked, ps, tps) {

@@ -132,11 +132,14 @@ typedef struct spod {
     char *quota_group;
     uint32_t n_gates;
     uint32_t gate_pos;
+    char *gang;
+    uint32_t gang_min;
 } spod_t;
 
 #define SPOD_FIELDS(X)                                                                                               \
     X(uid) X(ns) X(name) X(node) X(scheduler_name) X(phase) X(deleting) X(user) X(groups) X(n_groups) X(queue)        \
-    X(queue_error) X(app_id) X(priority) X(preemptible) X(created) X(quota_name) X(quota_group) X(n_gates) X(gate_pos)
+    X(queue_error) X(app_id) X(priority) X(preemptible) X(created) X(quota_name) X(quota_group) X(n_gates) X(gate_pos) \
+    X(gang) X(gang_min)
 
 _Static_assert(sizeof(spod_t) - sizeof(rpack_t *) == sizeof(kq_pod_t) - sizeof(kq_resource_t),
                "spod_t has every field of kq_pod_t");

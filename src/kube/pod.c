@@ -50,6 +50,14 @@
 #define YK_UNIQUE_AUTOGEN "-uniqueautogen"
 #define LABEL_PREEMPTIBLE "quota.scheduling.koordinator.sh/preemptible"
 #define LABEL_QUOTA_NAME "quota.scheduling.koordinator.sh/name"
+/* gangs (kq_pod_t.gang): YuniKorn's task groups (apache/yunikorn-k8shim pkg/common/constants
+ * AnnotationTaskGroupName, AnnotationTaskGroups) and Kueue's pod groups (kubernetes-sigs/kueue
+ * pkg/controller/jobs/pod: GroupNameLabel, GroupTotalCountAnnotation) */
+#define ANN_YK_TASK_GROUP_NAME "yunikorn.apache.org/task-group-name"
+#define ANN_YK_TASK_GROUPS "yunikorn.apache.org/task-groups"
+#define LABEL_KUEUE_POD_GROUP "kueue.x-k8s.io/pod-group-name"
+#define ANN_KUEUE_TOTAL_COUNT "kueue.x-k8s.io/pod-group-total-count"
+#define GANG_MIN_MAX 100000
 
 #define USER_INFO_MAX 65536 /* bytes of a user-info annotation */
 #define IDENT_MAX 512       /* bytes of one user or group name */
@@ -785,6 +793,76 @@ static int resolve_placed(const kq_partition_conf_t *part, const kq_pod_opts_t *
 }
 
 /* ---------------------------------------------------------------------------------- */
+/* gangs                                                                               */
+
+static const char *kv_string(const jv_t *map, const char *key)
+{
+    const jv_t *v = member(map, key);
+    const char *s = is(v, KQ_JSTRING) ? kq_jnode_string(v) : NULL;
+    return s != NULL && *s != '\0' ? s : NULL;
+}
+
+/* "1".."100000" (digits only), else 0. */
+static uint32_t gang_count(const char *s)
+{
+    uint32_t v = 0;
+    if (s == NULL || *s == '\0' || strlen(s) > 6)
+        return 0;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9')
+            return 0;
+        v = v * 10 + (uint32_t)(*s - '0');
+    }
+    return v >= 1 && v <= GANG_MIN_MAX ? v : 0;
+}
+
+/* The pod's gang: Kueue's pod group "kueue:<ns>/<group>" with the total count, or
+ * YuniKorn's task group "yunikorn:<app>/<task group>" with the group's minMember. *gang
+ * stays NULL for a pod without one or with a malformed description. 0 or KQ_ENOMEM. */
+static int gang_of(const jv_t *labels, const jv_t *anns, const char *ns, const char *app, char **gang,
+                   uint32_t *min)
+{
+    *gang = NULL;
+    *min = 0;
+    const char *kg = kv_string(labels, LABEL_KUEUE_POD_GROUP);
+    uint32_t kn = gang_count(kv_string(anns, ANN_KUEUE_TOTAL_COUNT));
+    if (kg != NULL && kn > 0) {
+        if (asprintf(gang, "kueue:%s/%s", ns, kg) < 0) {
+            *gang = NULL;
+            return KQ_ENOMEM;
+        }
+        *min = kn;
+        return 0;
+    }
+    const char *tg = kv_string(anns, ANN_YK_TASK_GROUP_NAME), *tgs = kv_string(anns, ANN_YK_TASK_GROUPS);
+    if (tg == NULL || tgs == NULL || app == NULL)
+        return 0;
+    json_error_t je;
+    json_t *arr = json_loads(tgs, JSON_REJECT_DUPLICATES, &je);
+    size_t i;
+    json_t *e;
+    uint32_t m = 0;
+    json_array_foreach(arr, i, e) {
+        const char *n = json_string_value(json_object_get(e, "name"));
+        json_t *mm = json_object_get(e, "minMember");
+        if (n != NULL && strcmp(n, tg) == 0 && json_is_integer(mm) && json_integer_value(mm) >= 1 &&
+            json_integer_value(mm) <= GANG_MIN_MAX) {
+            m = (uint32_t)json_integer_value(mm);
+            break;
+        }
+    }
+    json_decref(arr);
+    if (m == 0)
+        return 0;
+    if (asprintf(gang, "yunikorn:%s/%s", app, tg) < 0) {
+        *gang = NULL;
+        return KQ_ENOMEM;
+    }
+    *min = m;
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------- */
 /* public API                                                                          */
 
 static char *dup_or(const char *s, const char *dflt)
@@ -796,13 +874,14 @@ static char *dup_or(const char *s, const char *dflt)
  * here but missing from this list would parse as absent from the informer's pods. */
 static const kq_jfilter_t f_labels[] = {
     {KEY_QUEUE, NULL},         {LABEL_YK_QUEUE, NULL},   {LABEL_APP_ID, NULL},
-    {LABEL_YK_APP_ID, NULL},   {LABEL_PREEMPTIBLE, NULL}, {LABEL_QUOTA_NAME, NULL},
+    {LABEL_YK_APP_ID, NULL},   {LABEL_PREEMPTIBLE, NULL}, {LABEL_QUOTA_NAME, NULL}, {LABEL_KUEUE_POD_GROUP, NULL},
     {ANN_YK_QUEUE, NULL},      {KEY_YK_APP_ID, NULL},    {LABEL_SPARK_APP_ID, NULL},
     {NULL, NULL},
 };
 static const kq_jfilter_t f_annotations[] = {
     {ANN_USER_INFO, NULL}, {ANN_YK_USER_INFO, NULL}, {KEY_QUEUE, NULL}, {ANN_YK_QUEUE, NULL},
-    {KEY_YK_APP_ID, NULL}, {NULL, NULL},
+    {KEY_YK_APP_ID, NULL}, {ANN_YK_TASK_GROUP_NAME, NULL}, {ANN_YK_TASK_GROUPS, NULL}, {ANN_KUEUE_TOTAL_COUNT, NULL},
+    {NULL, NULL},
 };
 static const kq_jfilter_t f_owner[] = {{"uid", NULL}, {"controller", NULL}, {NULL, NULL}};
 static const kq_jfilter_t f_meta[] = {
@@ -1045,6 +1124,11 @@ int kq_pod_parse(const kq_jnode_t *obj, const kq_pod_opts_t *opts, kq_pod_t *out
             goto nomem;
     }
 
+    /* gang: a malformed gang description is ignored (the pod is then released alone), never
+     * a parse error, so a bound pod is always counted */
+    if (gang_of(labels, anns, ns, p.app_id, &p.gang, &p.gang_min) != 0)
+        goto nomem;
+
     /* preemption */
     if ((rc = get_kv(&c, labels, LABEL_PREEMPTIBLE, "label", &s)) != 0)
         goto out;
@@ -1121,6 +1205,7 @@ void kq_pod_clear(kq_pod_t *p)
     free(p->app_id);
     free(p->quota_name);
     free(p->quota_group);
+    free(p->gang);
     memset(p, 0, sizeof(*p));
 }
 
@@ -1139,14 +1224,15 @@ int kq_pod_copy(kq_pod_t *dst, const kq_pod_t *src)
     kq_pod_t p = *src;
     p.uid = p.ns = p.name = p.node = p.scheduler_name = p.user = NULL;
     p.queue = p.queue_error = p.app_id = NULL;
-    p.quota_name = p.quota_group = NULL;
+    p.quota_name = p.quota_group = p.gang = NULL;
     p.groups = NULL;
     p.n_groups = 0;
     if (copy_str(&p.uid, src->uid) || copy_str(&p.ns, src->ns) || copy_str(&p.name, src->name) ||
         copy_str(&p.node, src->node) || copy_str(&p.scheduler_name, src->scheduler_name) ||
         copy_str(&p.user, src->user) || copy_str(&p.queue, src->queue) ||
         copy_str(&p.queue_error, src->queue_error) || copy_str(&p.app_id, src->app_id) ||
-        copy_str(&p.quota_name, src->quota_name) || copy_str(&p.quota_group, src->quota_group))
+        copy_str(&p.quota_name, src->quota_name) || copy_str(&p.quota_group, src->quota_group) ||
+        copy_str(&p.gang, src->gang))
         goto nomem;
     if (src->n_groups > 0) {
         if ((p.groups = calloc(src->n_groups, sizeof(char *))) == NULL)

@@ -380,3 +380,47 @@ class GatingLeaderTest(KQTestCase):
         finally:
             sched.stop()
             mon.stop()
+
+
+class GangTest(KQTestCase):
+    """A Kueue pod group (kubernetes-sigs/kueue pkg/controller/jobs/pod: label
+    kueue.x-k8s.io/pod-group-name, annotation kueue.x-k8s.io/pod-group-total-count) is released
+    all or nothing: never part of it."""
+    CONFIG = FairOrderTest.CONFIG
+    EXTRA_ARGS = ("--admission-gate",)
+
+    def test_gang_released_all_together(self):
+        for i in range(3):
+            self.sim.create_pod(pod_manifest("a-%d" % i, user="a", cpu="1", memory="64Mi", queue="root.shared",
+                                             gates=(GATE,)))
+        wait_until(lambda: len([p for p in self.sim.state()["pods"] if not gated(p)]) == 3, timeout=15)
+        for i in range(3):
+            m = pod_manifest("g-%d" % i, user="b", cpu="1", memory="64Mi", queue="root.shared", gates=(GATE,),
+                             labels={"kueue.x-k8s.io/pod-group-name": "job"})
+            m["metadata"]["annotations"]["kueue.x-k8s.io/pod-group-total-count"] = "3"
+            self.sim.create_pod(m)
+        mon_stop, seen = threading.Event(), []
+
+        def watch():  # the gang's released count, every 50 ms: only 0 or 3
+            while not mon_stop.is_set():
+                seen.append(sum(1 for p in self.sim.state()["pods"]
+                                if p["metadata"]["name"].startswith("g-") and not gated(p)))
+                mon_stop.wait(0.05)
+        t = threading.Thread(target=watch, daemon=True)
+        t.start()
+        try:
+            time.sleep(2)  # 1 cpu free: none of the gang (not 1 of 3)
+            before = list(seen)
+            self.sim.delete_pod("default", "a-0")
+            time.sleep(2)  # 2 cpu free: still none
+            before += seen[len(before):]
+            self.sim.delete_pod("default", "a-1")
+            wait_until(lambda: seen and seen[-1] == 3, timeout=15, msg="the gang released")
+        finally:
+            mon_stop.set()
+            t.join(5)
+        self.assertTrue(before and set(before) == {0}, "part of a gang was released early: %s" % sorted(set(before)))
+        # the three patches of one release are sent one after the other, so a poll may see
+        # them land; the log shows the three released in the same pass
+        rel = [ln for ln in self.kq.logs().splitlines() if "event=gate_released" in ln and "gang=kueue:" in ln]
+        self.assertEqual(len(rel), 3, rel)

@@ -111,6 +111,9 @@ static int teardown(void **state)
     return 0;
 }
 
+static const char *next_gang;
+static uint32_t next_gang_min;
+
 /* A gated pod of `user` in `queue` (our gate at gate_idx), observed like the informer does. */
 static void gated(fx_t *f, const char *name, const char *user, const char *queue, int64_t cpu_m, int32_t prio,
                   int64_t created, uint32_t gate_idx)
@@ -130,6 +133,10 @@ static void gated(fx_t *f, const char *name, const char *user, const char *queue
     p.gate_pos = gate_idx + 1;
     p.n_gates = gate_idx + 1;
     assert_int_equal(kq_resource_set(&p.request, "cpu", cpu_m), 0);
+    if (next_gang != NULL) {
+        p.gang = strdup(next_gang);
+        p.gang_min = next_gang_min;
+    }
     kq_ledger_observe(f->app.ledger, &p);
     kq_gating_observe(f->g, &p);
     kq_pod_clear(&p);
@@ -256,6 +263,43 @@ static void test_user_limit_parks(void **state)
     assert_int_equal(settle(f), 3);
 }
 
+/* A gang of 3 (min 3) in a 4-cpu queue: nothing of it goes while it is incomplete, nothing
+ * while only 1 cpu is free (not 1 of 3), and all 3 at once when 3 cpu are free. */
+static void test_gang_all_or_nothing(void **state)
+{
+    fx_t *f = *state;
+    gated(f, "a-0", "a", "root.four", 1000, 0, 100, 0);
+    gated(f, "a-1", "a", "root.four", 1000, 0, 101, 0);
+    gated(f, "a-2", "a", "root.four", 1000, 0, 102, 0);
+    next_gang = "kueue:ns/job";
+    next_gang_min = 3;
+    gated(f, "g-0", "b", "root.four", 1000, 0, 100, 0);
+    gated(f, "g-1", "b", "root.four", 1000, 0, 101, 0);
+    next_gang = NULL;
+    assert_int_equal(kq_gating_start(f->g), 0);
+    wait_n(f, 3);
+    assert_int_equal(settle(f), 3); /* a's three; the gang is incomplete */
+    json_t *view = kq_gating_waiting_json(f->g, "root.four");
+    const char *why = json_string_value(
+        json_object_get(json_array_get(json_object_get(json_array_get(view, 0), "pods"), 0), "reason"));
+    assert_non_null(strstr(why, "gang kueue:ns/job: 2 of its 3 pods are waiting"));
+    json_decref(view);
+    next_gang = "kueue:ns/job";
+    gated(f, "g-2", "b", "root.four", 1000, 0, 102, 0);
+    next_gang = NULL;
+    assert_int_equal(settle(f), 3); /* complete, but 1 cpu free: none of it */
+    assert_int_equal(kq_ledger_reserved_count(f->app.ledger), 3);
+    kq_ledger_remove(f->app.ledger, "a-0");
+    kq_gating_remove(f->g, "a-0", "a");
+    assert_int_equal(settle(f), 3); /* 2 cpu free: still none */
+    kq_ledger_remove(f->app.ledger, "a-1");
+    kq_gating_remove(f->g, "a-1", "a");
+    wait_n(f, 6);
+    assert_int_equal(settle(f), 6);
+    for (size_t i = 3; i < 6; i++)
+        assert_int_equal(f->names[i][0], 'g');
+}
+
 int main(void)
 {
     (void)kq_log_set_level("error");
@@ -264,6 +308,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_weights, setup, teardown),
         cmocka_unit_test_setup_teardown(test_queue_full_and_deletion, setup, teardown),
         cmocka_unit_test_setup_teardown(test_user_limit_parks, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_gang_all_or_nothing, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -111,6 +111,8 @@ static void assert_same_pod(const kq_pod_t *a, const kq_pod_t *b)
     assert_int_equal(a->created, b->created);
     assert_int_equal(a->n_gates, b->n_gates);
     assert_int_equal(a->gate_pos, b->gate_pos);
+    assert_same_str(a->gang, b->gang, "gang");
+    assert_int_equal(a->gang_min, b->gang_min);
     assert_true(kq_resource_equal(&a->request, &b->request));
 }
 
@@ -310,6 +312,41 @@ static void test_scheduling_gates(void **state)
     assert_non_null(strstr(err, "spec.schedulingGates[0]"));
     snprintf(spec, sizeof spec, "{%s,\"schedulingGates\":{}}", C);
     assert_int_equal(parse_parts(state, "ns", NULL, NULL, spec, NULL, &p, err, sizeof(err)), KQ_EPARSE);
+}
+
+/* Gangs: Kueue's pod group (label + total count) and YuniKorn's task group (name + the
+ * task-groups JSON's minMember); malformed descriptions leave the pod without a gang. Keys:
+ * kubernetes-sigs/kueue pkg/controller/jobs/pod (GroupNameLabel, GroupTotalCountAnnotation),
+ * apache/yunikorn-k8shim pkg/common/constants (AnnotationTaskGroupName, AnnotationTaskGroups). */
+static void test_gangs(void **state)
+{
+    kq_pod_t p;
+    char err[512];
+    assert_int_equal(parse_parts(state, "ns", "{\"kueue.x-k8s.io/pod-group-name\":\"job\"}",
+                                 "{\"kueue.x-k8s.io/pod-group-total-count\":\"4\"}", NULL, NULL, &p, err,
+                                 sizeof(err)), 0);
+    assert_string_equal(p.gang, "kueue:ns/job");
+    assert_int_equal(p.gang_min, 4);
+    kq_pod_clear(&p);
+    assert_int_equal(parse_parts(state, "ns", "{\"kueue.x-k8s.io/pod-group-name\":\"job\"}",
+                                 "{\"kueue.x-k8s.io/pod-group-total-count\":\"4x\"}", NULL, NULL, &p, err,
+                                 sizeof(err)), 0);
+    assert_null(p.gang);
+    kq_pod_clear(&p);
+    assert_int_equal(parse_parts(state, "ns", "{\"applicationId\":\"spark-1\"}",
+                                 "{\"yunikorn.apache.org/task-group-name\":\"exec\","
+                                 "\"yunikorn.apache.org/task-groups\":\"[{\\\"name\\\":\\\"driver\\\","
+                                 "\\\"minMember\\\":1},{\\\"name\\\":\\\"exec\\\",\\\"minMember\\\":8}]\"}",
+                                 NULL, NULL, &p, err, sizeof(err)), 0);
+    assert_string_equal(p.gang, "yunikorn:spark-1/exec");
+    assert_int_equal(p.gang_min, 8);
+    kq_pod_clear(&p);
+    assert_int_equal(parse_parts(state, "ns", NULL,
+                                 "{\"yunikorn.apache.org/task-group-name\":\"exec\","
+                                 "\"yunikorn.apache.org/task-groups\":\"[{\\\"name\\\":\\\"exec\\\"\"}",
+                                 NULL, NULL, &p, err, sizeof(err)), 0);
+    assert_null(p.gang);
+    kq_pod_clear(&p);
 }
 
 static void test_identity_yunikorn(void **state)
@@ -991,6 +1028,7 @@ int main(void)
         cmocka_unit_test(test_extender_args_pod),
         cmocka_unit_test(test_identity_kubequota),
         cmocka_unit_test(test_scheduling_gates),
+        cmocka_unit_test(test_gangs),
         cmocka_unit_test(test_identity_yunikorn),
         cmocka_unit_test(test_identity_default),
         cmocka_unit_test(test_identity_garbage),

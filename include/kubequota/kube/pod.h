@@ -31,6 +31,12 @@
  *  - scheduling gates: spec.schedulingGates is counted (n_gates) and the index of
  *    kubequota's gate "kubequota.io/admission" kept (gate_pos = index + 1, 0 absent); a gate
  *    that is not an object with a string name is a parse error.
+ *  - gang (released all-or-nothing by the admission gate): Kueue's pod group (label
+ *    kueue.x-k8s.io/pod-group-name G, annotation kueue.x-k8s.io/pod-group-total-count N) is
+ *    gang "kueue:<namespace>/G" of N pods; else YuniKorn's task group (annotations
+ *    yunikorn.apache.org/task-group-name T and yunikorn.apache.org/task-groups, a JSON array
+ *    whose entry named T has minMember M) is gang "yunikorn:<application>/T" of M pods. A
+ *    count outside 1..100000 or malformed JSON leaves the pod without a gang.
  *  - request: max(sum of regular containers + restartable (sidecar) init containers,
  *    the largest regular init container plus the sidecars started before it), plus
  *    spec.overhead — the way Kubernetes computes a pod's effective request. A container
@@ -87,6 +93,8 @@ typedef struct kq_pod {
     uint32_t n_gates;     /* entries of spec.schedulingGates */
     uint32_t gate_pos;    /* 1 + index of the gate KQ_POD_ADMISSION_GATE in it; 0: absent (so a
                            * zeroed pod is not gated) */
+    char *gang;           /* the gang it belongs to (released all together), NULL: none */
+    uint32_t gang_min;    /* how many of its pods must start together */
 } kq_pod_t;
 
 /* The scheduling gate of kubequota's admission controller (control/gating.h). */
