@@ -800,7 +800,7 @@ static int gang_release(kq_gating_t *g, gqueue_t *q, guser_t *u, gpod_t *head, w
     ggang_t *gg = head->gang;
     const char *name = head->pod.gang;
     if (gg->n < gg->min) {
-        snprintf(reason, len, "gang %s: %zu of its %u pods are waiting; they are released together", name, gg->n,
+        snprintf(reason, len, "gang %.200s: %zu of its %u pods are waiting; they are released together", name, gg->n,
                  gg->min);
         return KQ_EDENIED;
     }
@@ -822,7 +822,7 @@ static int gang_release(kq_gating_t *g, gqueue_t *q, guser_t *u, gpod_t *head, w
     if (rc != 0) { /* all or nothing */
         for (size_t i = 0; i < done; i++)
             (void)kq_ledger_unreserve(g->app->ledger, pick[i]->uid);
-        snprintf(reason, len, "gang %s: its %u pods do not fit together: %s", name, gg->min,
+        snprintf(reason, len, "gang %.100s: its %u pods do not fit together: %.350s", name, gg->min,
                  why[0] ? why : kq_strerror(rc));
         free(pick);
         return rc;
