@@ -1890,11 +1890,19 @@ release:
     return rc;
 }
 
+/* What kq_ugm_pending_add and _sub share: the queue path parsed and the request with the
+ * pod count added (as usage counts it). False when either is unusable: nothing to do. */
+static bool pending_prep(const kq_ugm_t *m, const char *queue_path, const kq_resource_t *req, qpath_t *p,
+                         kq_resource_t *req_pod)
+{
+    return m != NULL && req != NULL && parse_path(queue_path, p) == 0 && with_pod(req, req_pod) == 0;
+}
+
 void kq_ugm_pending_add(kq_ugm_t *m, const char *queue_path, const kq_resource_t *req)
 {
     qpath_t p;
     kq_resource_t req_pod;
-    if (m == NULL || req == NULL || parse_path(queue_path, &p) != 0 || with_pod(req, &req_pod) != 0)
+    if (!pending_prep(m, queue_path, req, &p, &req_pod))
         return;
     req = &req_pod;
     node_t *qn[KQ_UGM_MAX_DEPTH];
@@ -1929,7 +1937,7 @@ void kq_ugm_pending_sub(kq_ugm_t *m, const char *queue_path, const kq_resource_t
 {
     qpath_t p;
     kq_resource_t req_pod;
-    if (m == NULL || req == NULL || parse_path(queue_path, &p) != 0 || with_pod(req, &req_pod) != 0)
+    if (!pending_prep(m, queue_path, req, &p, &req_pod))
         return;
     req = &req_pod;
     node_t *qn[KQ_UGM_MAX_DEPTH];
