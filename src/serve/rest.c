@@ -200,34 +200,32 @@ int kq_rest_queues(kq_app_t *app, const char *partition, char **body, size_t *le
     return reply_json(view, 200, body, len);
 }
 
-int kq_rest_user(kq_app_t *app, const char *partition, const char *user, char **body, size_t *len)
+/* The view of one user or group (kind "user"/"group", view from kq_ugm_user_json or
+ * kq_ugm_group_json), or 404 naming it when nothing is tracked for it. */
+static int reply_identity(kq_app_t *app, const char *partition, const char *kind, const char *title,
+                          json_t *(*view)(kq_ugm_t *, const char *), const char *name, char **body, size_t *len)
 {
     int st = check_partition(app, partition, body, len);
     if (st != 0)
         return st;
-    json_t *v = kq_ugm_user_json(app->ugm, user);
+    json_t *v = view(app->ugm, name);
     if (v == NULL) {
-        char msg[512], name[256];
-        snprintf(msg, sizeof(msg), "user \"%s\" not found (no usage tracked, not named in a limit)",
-                 printable(user, name, sizeof(name)));
-        return reply_error(404, "User not found", msg, body, len);
+        char msg[512], shown[256];
+        snprintf(msg, sizeof(msg), "%s \"%s\" not found (no usage tracked, not named in a limit)", kind,
+                 printable(name, shown, sizeof(shown)));
+        return reply_error(404, title, msg, body, len);
     }
     return reply_json(v, 200, body, len);
 }
 
+int kq_rest_user(kq_app_t *app, const char *partition, const char *user, char **body, size_t *len)
+{
+    return reply_identity(app, partition, "user", "User not found", kq_ugm_user_json, user, body, len);
+}
+
 int kq_rest_group(kq_app_t *app, const char *partition, const char *group, char **body, size_t *len)
 {
-    int st = check_partition(app, partition, body, len);
-    if (st != 0)
-        return st;
-    json_t *v = kq_ugm_group_json(app->ugm, group);
-    if (v == NULL) {
-        char msg[512], name[256];
-        snprintf(msg, sizeof(msg), "group \"%s\" not found (no usage tracked, not named in a limit)",
-                 printable(group, name, sizeof(name)));
-        return reply_error(404, "Group not found", msg, body, len);
-    }
-    return reply_json(v, 200, body, len);
+    return reply_identity(app, partition, "group", "Group not found", kq_ugm_group_json, group, body, len);
 }
 
 int kq_rest_validate_conf(kq_app_t *app, const char *yaml, size_t yaml_len, char **body, size_t *len)
