@@ -459,6 +459,22 @@ static void unlink_entry(kq_ledger_t *l, entry_t *e)
     HASH_DEL(l->table, e);
 }
 
+/* Ends what a bind or a reservation counted for the entry: one the watch reports again goes
+ * back to PENDING, one known only from the bind or the reservation leaves the table (the
+ * watch will report it again if it exists). Lock held; returns the entry to free after
+ * unlocking, or NULL. */
+static entry_t *uncount(kq_ledger_t *l, entry_t *e)
+{
+    release(l, e);
+    if (!e->observed) {
+        unlink_entry(l, e);
+        return e;
+    }
+    pending_set(l, e, EPOD(&e->pod));
+    tree_sync(l, e, false);
+    return NULL;
+}
+
 /* Counts a pod the API server shows bound (unchecked). On failure the entry stays
  * PENDING and the next event retries. */
 static void count_bound(kq_ledger_t *l, entry_t *e, const kq_pod_t *pod)
@@ -858,15 +874,7 @@ int kq_ledger_forget(kq_ledger_t *l, const char *uid)
         rc = KQ_ENOENT;
         goto out;
     }
-    release(l, e);
-    if (!e->observed) {
-        /* Known only from the bind: the watch will report it again if it exists. */
-        unlink_entry(l, e);
-        gone = e;
-    } else {
-        pending_set(l, e, EPOD(&e->pod));
-        tree_sync(l, e, false);
-    }
+    gone = uncount(l, e);
 out:
     pthread_mutex_unlock(&l->mu);
     entry_free(gone);
@@ -1306,15 +1314,8 @@ int kq_ledger_unreserve(kq_ledger_t *l, const char *uid)
         rc = KQ_ENOENT;
         goto out;
     }
-    release(l, e);
     e->res_done = true;
-    if (!e->observed) {
-        unlink_entry(l, e);
-        gone = e;
-    } else {
-        pending_set(l, e, EPOD(&e->pod));
-        tree_sync(l, e, false);
-    }
+    gone = uncount(l, e);
 out:
     pthread_mutex_unlock(&l->mu);
     entry_free(gone);
