@@ -62,7 +62,7 @@ enum {
     /* elastic flags */
     O_SYSNS, O_DQMIN, O_DQMAX, O_GRACE, O_ETICK, O_STATUS, O_MINRUN, O_PREEMPT_DEF,
     O_METERING, O_LEADER_ELECT, O_LEASE_NS, O_LEASE_NAME, O_LEASE_DUR, O_RENEW_DEADLINE, O_RETRY_PERIOD,
-    O_APPID_FALLBACK, O_GATE, O_GATE_TIMEOUT,
+    O_APPID_FALLBACK, O_GATE, O_GATE_TIMEOUT, O_GATE_REMOVERS,
     O_HELP = 'h',
 };
 
@@ -144,6 +144,9 @@ static const flag_t serve_flags[] = {
     {"admission-gate", 0, O_GATE, NULL, "create managed pods with the scheduling gate\n"
                                         "kubequota.io/admission and release them in fair order when\n"
                                         "they fit (docs/gating.md; default off)", NULL},
+    {"admission-gate-removers", 1, O_GATE_REMOVERS, "LIST", "users who may remove the gate (kubequota's own\n"
+                                                           "service account; 'prefix*' allowed); others are\n"
+                                                           "refused. Unset: anyone who may update the pod", NULL},
     {"admission-gate-reserve-timeout", 1, O_GATE_TIMEOUT, "DURATION", "a released pod not bound within this\n"
                                                                       "loses its reservation (default 2m)", NULL},
     {NULL, 0, 0, NULL, "elastic quota (docs/elastic-quota.md)", NULL},
@@ -279,6 +282,7 @@ typedef struct serve_opts {
     long event_update_ms;   /* -1 = the kube client's default */
     bool admission_gate;
     long gate_timeout_ms;
+    const char *gate_removers;
 } serve_opts_t;
 
 static const flag_t *flag_by_id(int id)
@@ -493,6 +497,7 @@ static int parse_serve(int argc, char **argv, serve_opts_t *o)
         }
         case O_LEADER_ELECT: o->leader_elect = true; break;
         case O_GATE: o->admission_gate = true; break;
+        case O_GATE_REMOVERS: o->gate_removers = optarg; break;
         case O_GATE_TIMEOUT:
             if (!parse_duration_flag(c, optarg, 0, 1000, &o->gate_timeout_ms))
                 return 2;
@@ -659,7 +664,7 @@ static int serve(int argc, char **argv)
     kq_leader_t *leader = NULL;   /* leader election: NULL when off */
     kq_kube_t *lease_kube = NULL; /* its own client: requests bounded by the renew deadline */
     kq_auth_t *auth = NULL;
-    strlist_t tusers = {0}, tgroups = {0};
+    strlist_t tusers = {0}, tgroups = {0}, gremovers = {0};
     strlist_t sysns = {0}; /* elastic quota: --system-namespaces */
     char *cm_buf = NULL;
 
@@ -845,6 +850,7 @@ static int serve(int argc, char **argv)
     adm.check_config_ud = &app;
     if ((o.trusted_users && split_list(o.trusted_users, &tusers) != 0) ||
         (o.trusted_groups && split_list(o.trusted_groups, &tgroups) != 0) ||
+        (o.gate_removers && split_list(o.gate_removers, &gremovers) != 0) ||
         (o.config_map && (cm_buf = strdup(o.config_map)) == NULL)) {
         fprintf(stderr, "kubequota: out of memory\n");
         goto out;
@@ -857,6 +863,12 @@ static int serve(int argc, char **argv)
         adm.trusted_groups = tgroups.v;
         adm.n_trusted_groups = tgroups.n;
     }
+    adm.gate_removers = gremovers.v;
+    adm.n_gate_removers = gremovers.n;
+    if (o.admission_gate && gremovers.n == 0)
+        kq_warn("event=gate_unguarded msg=\"--admission-gate without --admission-gate-removers: whoever may "
+                "update a pod may remove the gate kubequota.io/admission and skip the fair order (not the "
+                "limits)\"");
     if (cm_buf != NULL) { /* NAMESPACE/NAME[:KEY], checked by parse_serve */
         char *slash = strchr(cm_buf, '/'), *colon = strchr(slash, ':');
         *slash = '\0';
@@ -929,6 +941,7 @@ out:
     kq_auth_free(auth);
     strlist_free(&tusers);
     strlist_free(&tgroups);
+    strlist_free(&gremovers);
     free(cm_buf);
     kq_sync_stop(sync);
     kq_reloader_stop(reloader);

@@ -408,17 +408,25 @@ out:
     return rc;
 }
 
-static bool is_trusted(const ctx_t *c)
+/* Whether user matches an entry of list: exactly, or by prefix for an entry ending in '*'. */
+static bool user_listed(const char *user, const char *const *list, size_t n)
 {
-    const kq_admission_opts_t *o = c->o;
-    for (size_t i = 0; i < o->n_trusted_users; i++) {
-        const char *t = o->trusted_users[i];
+    for (size_t i = 0; i < n; i++) {
+        const char *t = list[i];
         size_t tl = t != NULL ? strlen(t) : 0;
         if (tl == 0)
             continue;
-        if (t[tl - 1] == '*' ? strncmp(c->user, t, tl - 1) == 0 : strcmp(c->user, t) == 0)
+        if (t[tl - 1] == '*' ? strncmp(user, t, tl - 1) == 0 : strcmp(user, t) == 0)
             return true;
     }
+    return false;
+}
+
+static bool is_trusted(const ctx_t *c)
+{
+    const kq_admission_opts_t *o = c->o;
+    if (user_listed(c->user, o->trusted_users, o->n_trusted_users))
+        return true;
     const json_t *groups = json_object_get(json_object_get(c->req, "userInfo"), "groups");
     for (size_t g = 0; g < json_array_size(groups); g++) {
         const char *name = json_string_value(json_array_get(groups, g));
@@ -560,6 +568,35 @@ static bool placement_changed(ctx_t *c)
     return false;
 }
 
+/* Whether pod carries the admission gate in spec.schedulingGates. */
+static bool has_gate(const json_t *pod)
+{
+    static const char *const gates[] = {"spec", "schedulingGates"};
+    size_t i;
+    json_t *g;
+    json_array_foreach(get_path(pod, gates, 2), i, g) {
+        const char *n = json_string_value(json_object_get(g, "name"));
+        if (n != NULL && strcmp(n, KQ_ADMISSION_GATE) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* Pod UPDATE: denies removing the admission gate unless the requester is a gate remover
+ * (admission.h). The gate is added back never: the API server allows only removals. */
+static bool gate_removal_denied(ctx_t *c)
+{
+    const kq_admission_opts_t *o = c->o;
+    if (o->n_gate_removers == 0 || !has_gate(c->old) || has_gate(c->obj) ||
+        user_listed(c->user, o->gate_removers, o->n_gate_removers))
+        return false;
+    deny(c, 403,
+         "the scheduling gate %s is removed by kubequota when the pod fits its quota, in fair order "
+         "(docs/gating.md); %s may not remove it",
+         KQ_ADMISSION_GATE, c->user);
+    return true;
+}
+
 /* A pod of kubequota's scheduler? */
 static bool managed(const ctx_t *c, const json_t *pod)
 {
@@ -591,13 +628,8 @@ static void add_gate(ctx_t *c)
         deny(c, 400, "request.object/spec/schedulingGates is %s, not an array", type_name(list));
         return;
     }
-    size_t i;
-    json_t *g;
-    json_array_foreach(list, i, g) {
-        const char *n = json_string_value(json_object_get(g, "name"));
-        if (n != NULL && strcmp(n, KQ_ADMISSION_GATE) == 0)
-            return;
-    }
+    if (has_gate(c->obj))
+        return;
     json_t *gate = json_pack("{s:s}", "name", KQ_ADMISSION_GATE);
     if (gate == NULL) {
         c->nomem = true;
@@ -657,7 +689,7 @@ static void mutate(ctx_t *c)
         return;
     bool trusted = is_trusted(c);
 
-    if (pod && update && placement_changed(c))
+    if (pod && update && (gate_removal_denied(c) || placement_changed(c)))
         return;
     if (pod && c->o->check_pod_quota != NULL) {
         char m[512] = "";

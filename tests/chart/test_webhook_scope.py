@@ -253,6 +253,25 @@ class ScopeChecks:
             (request("UPDATE", TEAM, pod(annotations=ann), pod(annotations=ann), sub="resize"), False),
             (request("UPDATE", TEAM, pod(self.sched, annotations=ann), old_pod, sub="status"), False),
         ]
+        # The admission gate (docs/gating.md): only kubequota may remove it, so with gating on
+        # the webhook must see an update that removes it; never one that keeps it, or that
+        # removes only another controller's gate.
+        gated = copy.deepcopy(old_pod)
+        gated["spec"]["schedulingGates"] = [{"name": "example.com/a"}, {"name": "kubequota.io/admission"}]
+        ungated = copy.deepcopy(old_pod)
+        ungated["spec"]["schedulingGates"] = [{"name": "example.com/a"}]
+        other_removed = copy.deepcopy(old_pod)
+        other_removed["spec"]["schedulingGates"] = [{"name": "kubequota.io/admission"}]
+        none_left = copy.deepcopy(old_pod)
+        relabelled_gated = copy.deepcopy(gated)
+        relabelled_gated["metadata"]["labels"]["extra"] = "1"
+        gate_on = self.full["kubequota"]["admissionGate"]["enabled"]
+        cases += [
+            (request("UPDATE", TEAM, ungated, gated), gate_on),
+            (request("UPDATE", TEAM, none_left, gated), gate_on),
+            (request("UPDATE", TEAM, other_removed, gated), False),
+            (request("UPDATE", TEAM, relabelled_gated, gated), False),
+        ]
         for ((req, _, _), want), hit in zip(cases, self.d.called([c for c, _ in cases])):
             got = any(self.path(n) == "/admission/mutate" and v is True for n, v in hit.items())
             self.assertEqual(got, want, "%s: %s %s -> %s" % (self.set_name, req["operation"], req["kind"]["kind"], hit))

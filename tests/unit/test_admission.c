@@ -940,6 +940,64 @@ static void test_admission_gate(void **state)
     result_free(&r);
 }
 
+/* Removing the admission gate by hand would skip the fair order: with gate removers
+ * configured, only they may (the gating controller's own PATCH); everyone else gets a 403
+ * naming the gate. Other gates, other changes, and no removers configured: allowed. */
+static void test_gate_removal_guarded(void **state)
+{
+    static const char *const removers[] = {"system:serviceaccount:kubequota:*"};
+    static const char *const sa_groups[] = {"system:serviceaccounts"};
+    kq_admission_opts_t o = kq_admission_opts_default();
+    o.admission_gate = true;
+    const char *gated = "{'metadata':{},'spec':{'schedulerName':'kubequota-scheduler',"
+                        "'schedulingGates':[{'name':'example.com/a'},{'name':'kubequota.io/admission'}]}}";
+    const char *other_removed = "{'metadata':{},'spec':{'schedulerName':'kubequota-scheduler',"
+                                "'schedulingGates':[{'name':'kubequota.io/admission'}]}}";
+    const char *ours_removed = "{'metadata':{},'spec':{'schedulerName':'kubequota-scheduler',"
+                               "'schedulingGates':[{'name':'example.com/a'}]}}";
+    result_t r;
+
+    /* no removers configured: anyone (today's behaviour, warned at start) */
+    run(kq_admission_mutate, &o, alice_review("UPDATE", "", "Pod", J(ours_removed), J(gated)), &r);
+    assert_true(allowed(&r));
+    result_free(&r);
+
+    o.gate_removers = removers;
+    o.n_gate_removers = 1;
+    /* the pod's owner removes kubequota's gate: refused, naming the gate */
+    run(kq_admission_mutate, &o, alice_review("UPDATE", "", "Pod", J(ours_removed), J(gated)), &r);
+    assert_false(allowed(&r));
+    assert_int_equal(status_code(&r), 403);
+    assert_contains(message(&r), "kubequota.io/admission");
+    result_free(&r);
+    /* ... every gate at once: refused too */
+    run(kq_admission_mutate, &o,
+        alice_review("UPDATE", "", "Pod", J("{'metadata':{},'spec':{'schedulerName':'kubequota-scheduler'}}"),
+                     J(gated)), &r);
+    assert_false(allowed(&r));
+    result_free(&r);
+    /* ... another controller's gate only: allowed */
+    run(kq_admission_mutate, &o, alice_review("UPDATE", "", "Pod", J(other_removed), J(gated)), &r);
+    assert_true(allowed(&r));
+    result_free(&r);
+    /* kubequota's service account removes it: allowed */
+    run(kq_admission_mutate, &o,
+        review("UPDATE", "", "Pod", "system:serviceaccount:kubequota:kubequota", sa_groups, 1, J(ours_removed),
+               J(gated)), &r);
+    assert_true(allowed(&r));
+    result_free(&r);
+    /* a look-alike outside the prefix: refused */
+    run(kq_admission_mutate, &o,
+        review("UPDATE", "", "Pod", "system:serviceaccount:kubequota-evil:x", sa_groups, 1, J(ours_removed),
+               J(gated)), &r);
+    assert_false(allowed(&r));
+    result_free(&r);
+    /* a pod that never had the gate: other updates allowed */
+    run(kq_admission_mutate, &o, alice_review("UPDATE", "", "Pod", J(ours_removed), J(ours_removed)), &r);
+    assert_true(allowed(&r));
+    result_free(&r);
+}
+
 /* ------------------------------------------------------------------ bad requests */
 
 static void test_not_an_admission_review(void **state)
@@ -1303,6 +1361,7 @@ int main(void)
         cmocka_unit_test(test_workload_update_template_unchanged),
         cmocka_unit_test(test_other_kinds_and_operations),
         cmocka_unit_test(test_admission_gate),
+        cmocka_unit_test(test_gate_removal_guarded),
         cmocka_unit_test(test_scheduler_name),
         cmocka_unit_test(test_not_an_admission_review),
         cmocka_unit_test(test_body_too_large),

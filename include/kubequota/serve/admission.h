@@ -46,6 +46,10 @@
  *    scheduling gate KQ_ADMISSION_GATE to spec.schedulingGates (creating the list), for
  *    every requester, trusted ones included; a pod that already carries it is left alone.
  *    The admission controller (control/gating.h) removes it when the pod fits its quota.
+ *    A Pod UPDATE that removes KQ_ADMISSION_GATE from a pod is refused (403) unless the
+ *    requester is one of opts->gate_removers (kubequota's own service account in the
+ *    chart): a tenant who removes the gate by hand would skip the fair order (not the
+ *    limits: filter and bind still decide). With no gate_removers, anyone may.
  *  - Subresources (pods/status, deployments/scale, ...), other kinds and other
  *    operations (DELETE, CONNECT) are allowed without a patch.
  *
@@ -119,6 +123,9 @@ typedef struct kq_admission_opts {
     size_t n_trusted_users;
     const char *const *trusted_groups;
     size_t n_trusted_groups;
+    /* Users who may remove KQ_ADMISSION_GATE (same matching as trusted_users); none: anyone. */
+    const char *const *gate_removers;
+    size_t n_gate_removers;
     const char *config_map_namespace;    /* "kube-system" */
     const char *config_map_name;         /* "kubequota-config" */
     const char *config_map_key;          /* "queues.yaml" */
