@@ -71,6 +71,7 @@ VALUE_SETS = {
     "rest-default": ["-f", os.path.join(VALUES_DIR, "rest-default.yaml")],
     "minimal": ["-f", os.path.join(VALUES_DIR, "minimal.yaml")],
     "metrics-scraper": ["-f", os.path.join(VALUES_DIR, "metrics-scraper.yaml")],
+    "service-proxy": ["-f", os.path.join(VALUES_DIR, "service-proxy.yaml")],
 }
 
 

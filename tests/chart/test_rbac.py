@@ -400,3 +400,77 @@ class RbacFromCode(unittest.TestCase):
 def cl_values(r):
     from test_render import values_of
     return values_of(r)["full"]
+
+
+class ServiceProxyAccess(unittest.TestCase):
+    """serviceProxyAccess: a Role for the people who use the kubectl plugin and the dashboard,
+    granting the service-proxy requests the plugin sends and nothing else. The API server
+    authorizes /api/v1/namespaces/NS/services/NAME/proxy/... as resource services, subresource
+    proxy, object name NAME as written in the path (scheme and port included), verb from the
+    HTTP method (GET get, POST create): kubernetes/kubernetes,
+    staging/src/k8s.io/apiserver/pkg/endpoints/request/requestinfo.go (NewRequestInfo)."""
+
+    NAME = cl.fullname() + "-service-proxy"
+
+    def test_off_by_default(self):
+        for name in cl.VALUE_SETS:
+            r = cl.render(name)
+            on = cl_values(r)["serviceProxyAccess"]["enabled"]
+            self.assertEqual(r.get("Role", self.NAME) is not None, on, name)
+            self.assertEqual(r.get("RoleBinding", self.NAME) is not None, on, name)
+        self.assertFalse(cl.render("default").get("Role", self.NAME), "opt-in: the platform team decides who")
+
+    def test_grants_exactly_what_the_plugin_sends(self):
+        r = cl.render("service-proxy")
+        kubectl = strip_comments(read(os.path.join(SRC, "serve", "kubectl.c")))
+        m = re.search(r'"/api/v1/namespaces/%s/services/(https:%s:%s)/proxy"', kubectl)
+        self.assertIsNotNone(m, "the plugin's proxy path changed: update the chart's resourceNames")
+        svc = r.one("Service")
+        (port,) = svc["spec"]["ports"]
+        self.assertEqual(port["port"], 8443, "the value set moves the port off 443")
+        # --kubequota-port takes a number or a name: both spellings name the Service
+        names = sorted(m.group(1) % (svc["metadata"]["name"], p) for p in (port["port"], port["name"]))
+        (site,) = [c for c in call_sites() if c["file"] == "kubectl.c"]
+        verbs = sorted(VERB_OF[x] for x in site["methods"])
+        self.assertEqual(verbs, ["create", "get"])
+        role = r.one("Role", self.NAME)
+        self.assertEqual(role["metadata"]["namespace"], svc["metadata"]["namespace"])
+        (rule,) = role["rules"]
+        self.assertEqual(rule["apiGroups"], [""])
+        self.assertEqual(rule["resources"], ["services/proxy"])
+        self.assertEqual(sorted(rule["resourceNames"]), names)
+        self.assertEqual(sorted(rule["verbs"]), verbs)
+        b = r.one("RoleBinding", self.NAME)
+        self.assertEqual(b["metadata"]["namespace"], cl.NAMESPACE)
+        self.assertEqual(b["subjects"], [
+            {"kind": "Group", "name": "platform-users", "apiGroup": "rbac.authorization.k8s.io"},
+            {"kind": "User", "name": "alice@example.com", "apiGroup": "rbac.authorization.k8s.io"},
+            {"kind": "ServiceAccount", "name": "dashboard-reader", "namespace": cl.NAMESPACE},
+            {"kind": "ServiceAccount", "name": "ci", "namespace": "tools"},
+        ])
+
+    def test_default_subjects_when_enabled(self):
+        res = cl.render_with("--set", "serviceProxyAccess.enabled=true")
+        self.assertEqual(res.returncode, 0, res.stderr)
+        r = cl.Rendered("proxy-on", [], res.stdout)
+        self.assertEqual(r.one("RoleBinding", self.NAME)["subjects"],
+                         [{"kind": "Group", "name": "system:authenticated", "apiGroup": "rbac.authorization.k8s.io"}])
+        self.assertEqual(sorted(r.one("Role", self.NAME)["rules"][0]["resourceNames"]),
+                         ["https:%s:443" % cl.fullname(), "https:%s:https" % cl.fullname()])
+
+    def test_refused_values(self):
+        cases = [
+            (["--set", "serviceProxyAccess.enabled=true", "--set", "serviceProxyAccess.subjects=null"], "subjects"),
+            (["--set", "serviceProxyAccess.enabled=true", "--set-json", "serviceProxyAccess.subjects=[]"], "subjects"),
+            (["--set-json", 'serviceProxyAccess.subjects=[{"kind":"Role","name":"x"}]'], "kind"),
+            (["--set-json", 'serviceProxyAccess.subjects=[{"kind":"Group"}]'], "name"),
+            (["--set-json", 'serviceProxyAccess.subjects=[{"kind":"Group","name":"g","apiGroup":"x"}]'], "apiGroup"),
+            (["--set", "serviceProxyAccess.verbs=get"], "verbs"),
+            (["--set", "serviceProxyAccess.enabled=true", "--set-json",
+              'serviceProxyAccess.subjects=[{"kind":"User","name":"alice","namespace":"dev"}]'],
+             'User "alice" has namespace "dev"'),
+        ]
+        for args, word in cases:
+            res = cl.render_with(*args)
+            self.assertNotEqual(res.returncode, 0, "helm accepted %s" % args)
+            self.assertIn(word, res.stderr, args)

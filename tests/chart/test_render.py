@@ -191,8 +191,17 @@ class RenderChecks:
         pod = self.r.deployment()["spec"]["template"]["spec"]
         sas = {d["metadata"]["name"] for d in self.r.all("ServiceAccount")}
         self.assertIn(pod["serviceAccountName"], sas)
+        proxy = cl.fullname() + "-service-proxy"  # bound to people (values), not to kubequota
         for kind in ("ClusterRoleBinding", "RoleBinding"):
             for b in self.r.all(kind):
+                if (kind, b["metadata"]["name"]) == ("RoleBinding", proxy):
+                    want = [dict(s, **({"namespace": s.get("namespace", cl.NAMESPACE)} if s["kind"] == "ServiceAccount"
+                                       else {"apiGroup": "rbac.authorization.k8s.io"}))
+                            for s in self.v["full"]["serviceProxyAccess"]["subjects"]]
+                    self.assertEqual(b["subjects"], want)
+                    self.assertEqual(b["roleRef"], {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                                    "name": proxy})
+                    continue
                 for s in b["subjects"]:
                     self.assertEqual(s["kind"], "ServiceAccount")
                     self.assertIn(s["name"], sas)
