@@ -446,6 +446,13 @@ static void family(buf_t *b, const char *name, const char *type, const char *hel
     buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
+/* A family of one unlabelled sample: its HELP and TYPE lines, then the value. */
+static void family_u(buf_t *b, const char *name, const char *type, const char *help, unsigned long long v)
+{
+    family(b, name, type, help);
+    sample_u(b, name, NULL, v);
+}
+
 static void gating_user_sample(void *ud, const char *user, unsigned long releases)
 {
     const char *lbl[] = {"user", user, NULL};
@@ -833,10 +840,9 @@ char *kq_metrics_render_ex(kq_metrics_t *m, kq_app_t *app, bool identities, size
                  m ? atomic_load_explicit(&m->reload_failed, memory_order_relaxed) : 0);
     }
 
-    family(&b, "kubequota_config_last_reload_successful", "gauge",
-           "1 when the last load of the configuration file succeeded, 0 when it was rejected (the previous one "
-           "stays in force).");
-    sample_u(&b, "kubequota_config_last_reload_successful", NULL,
+    family_u(&b, "kubequota_config_last_reload_successful", "gauge",
+             "1 when the last load of the configuration file succeeded, 0 when it was rejected (the previous one "
+             "stays in force).",
              m == NULL || atomic_load_explicit(&m->last_reload_ok, memory_order_relaxed) ? 1 : 0);
     family(&b, "kubequota_config_last_reload_success_timestamp_seconds", "gauge",
            "Time of the last successful load of the configuration, in seconds since the epoch.");
@@ -847,20 +853,20 @@ char *kq_metrics_render_ex(kq_metrics_t *m, kq_app_t *app, bool identities, size
     }
 
     if (app != NULL) {
-        family(&b, "kubequota_leader", "gauge",
-               "1 when this replica may evict and charge: it holds the leader lease, or leader election is off.");
-        sample_u(&b, "kubequota_leader", NULL, kq_leader_acts(app->leader) ? 1 : 0);
+        family_u(&b, "kubequota_leader", "gauge",
+                 "1 when this replica may evict and charge: it holds the leader lease, or leader election is off.",
+                 kq_leader_acts(app->leader) ? 1 : 0);
     }
 
     if (app != NULL) { /* the admission gate (gating.h): served with gating off too, as zeros */
         kq_gating_stats_t gs;
         kq_gating_stats(app->gating, &gs);
-        family(&b, "kubequota_gating_waiting_pods", "gauge",
-               "Pods waiting behind the admission gate kubequota.io/admission (this replica's view).");
-        sample_u(&b, "kubequota_gating_waiting_pods", NULL, gs.waiting);
-        family(&b, "kubequota_gating_reserved_pods", "gauge",
-               "Pods released from the admission gate and counted as reserved, not bound yet.");
-        sample_u(&b, "kubequota_gating_reserved_pods", NULL, gs.reserved);
+        family_u(&b, "kubequota_gating_waiting_pods", "gauge",
+                 "Pods waiting behind the admission gate kubequota.io/admission (this replica's view).",
+                 gs.waiting);
+        family_u(&b, "kubequota_gating_reserved_pods", "gauge",
+                 "Pods released from the admission gate and counted as reserved, not bound yet.",
+                 gs.reserved);
         family(&b, "kubequota_gating_wait_seconds", "histogram",
                "How long released pods waited behind the admission gate, in seconds.");
         for (size_t i = 0; i < KQ_GATING_WAIT_BUCKETS; i++) {
@@ -877,12 +883,12 @@ char *kq_metrics_render_ex(kq_metrics_t *m, kq_app_t *app, bool identities, size
         family(&b, "kubequota_gating_releases_total", "counter",
                "Gates removed by this replica's admission controller, per user of the released pod.");
         kq_gating_foreach_user(app->gating, gating_user_sample, &b);
-        family(&b, "kubequota_gating_patch_errors_total", "counter",
-               "Gate removals the API server refused or did not answer (the pod waits again or is retried).");
-        sample_u(&b, "kubequota_gating_patch_errors_total", NULL, gs.patch_errors);
-        family(&b, "kubequota_gating_reservations_expired_total", "counter",
-               "Reservations released because the pod was not bound within --admission-gate-reserve-timeout.");
-        sample_u(&b, "kubequota_gating_reservations_expired_total", NULL, gs.expired);
+        family_u(&b, "kubequota_gating_patch_errors_total", "counter",
+                 "Gate removals the API server refused or did not answer (the pod waits again or is retried).",
+                 gs.patch_errors);
+        family_u(&b, "kubequota_gating_reservations_expired_total", "counter",
+                 "Reservations released because the pod was not bound within --admission-gate-reserve-timeout.",
+                 gs.expired);
     }
 
     if (app != NULL && app->metering != NULL) {
@@ -922,9 +928,9 @@ char *kq_metrics_render_ex(kq_metrics_t *m, kq_app_t *app, bool identities, size
             render_trackers(&b, top, "userName", "user", "kubequota_user_resource_limit", "maxResources", NULL);
             family(&b, "kubequota_user_running_applications", "gauge", "Running applications per user and queue.");
             render_trackers(&b, top, "userName", "user", NULL, NULL, "kubequota_user_running_applications");
-            family(&b, "kubequota_users_omitted", "gauge",
-                   "Users with usage but no per-user series because of --metrics-max-users.");
-            sample_u(&b, "kubequota_users_omitted", NULL, omitted);
+            family_u(&b, "kubequota_users_omitted", "gauge",
+                     "Users with usage but no per-user series because of --metrics-max-users.",
+                     omitted);
             json_decref(top);
             json_decref(users);
 
