@@ -381,7 +381,8 @@ static void help(FILE *f)
           "  -h, --help\n\n"
           "kubequota is reached through the API server's service proxy\n"
           "(/api/v1/namespaces/NS/services/https:NAME:PORT/proxy/...): you need `get services/proxy`\n"
-          "on it, and kubequota's usage view must let your token in (docs/cli.md).\n",
+          "on it (and `create` for what-if), and kubequota's usage view must let your token in\n"
+          "(docs/cli.md).\n",
           f);
 }
 
@@ -565,14 +566,14 @@ static int call(conn_t *c, const char *method, const char *rel, const char *body
         const char *msg = v ? (str_at(v, "description") ? str_at(v, "description") : str_at(v, "message")) : NULL;
         if (msg == NULL)
             msg = v ? str_at(v, "error") : NULL;
-        fprintf(stderr, "kubectl kubequota: %s %s: %ld %s%s\n", method, path, r.status,
-                msg ? msg : (r.body && r.len < 500 ? r.body : "(no message)"),
-                r.status == 401 || r.status == 403
-                    ? "\n  (through the service proxy you need `get services/proxy` on kubequota's Service, and "
-                      "kubequota's usage view must accept your token: --rest-auth=kubernetes)"
-                    : r.status == 404 || r.status == 503
-                          ? "\n  (is kubequota's Service there? see --kubequota-namespace and --kubequota-service)"
-                          : "");
+        fprintf(stderr, "kubectl kubequota: %s %s: %ld %s\n", method, path, r.status,
+                msg ? msg : (r.body && r.len < 500 ? r.body : "(no message)"));
+        if (r.status == 401 || r.status == 403) /* the API server's verb for the method (docs/cli.md) */
+            fprintf(stderr, "  (through the service proxy you need `%s services/proxy` on kubequota's Service, and "
+                            "kubequota's usage view must accept your token: --rest-auth=kubernetes)\n",
+                    strcmp(method, "POST") == 0 ? "create" : "get");
+        else if (r.status == 404 || r.status == 503)
+            fprintf(stderr, "  (is kubequota's Service there? see --kubequota-namespace and --kubequota-service)\n");
         json_decref(v);
         kq_kube_resp_free(&r);
         free(path);

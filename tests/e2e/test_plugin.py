@@ -188,6 +188,17 @@ class PluginTest(KQTestCase):
         bad = write_kubeconfig(os.path.join(self.kq.workdir, "bad-kubeconfig"), self.sim.url, certs()["ca"], "nope")
         r = self.run_plugin("usage", "--kubeconfig", bad, status=1)
         self.assertIn("401", r.stderr)
+        # the hint names the RBAC verb the API server checks for the method: get for GET,
+        # create for POST (kubernetes staging/src/k8s.io/apiserver/pkg/endpoints/request/
+        # requestinfo.go, NewRequestInfo)
+        self.assertIn("`get services/proxy`", r.stderr)
+        path = os.path.join(self.kq.workdir, "job.yaml")
+        with open(path, "w") as f:
+            f.write(job_yaml("hint", 1, "100m"))
+        r = self.run_plugin("what-if", "-f", path, "--kubeconfig", bad, status=1)
+        self.assertIn("401", r.stderr)
+        self.assertIn("POST", r.stderr)
+        self.assertIn("`create services/proxy`", r.stderr)
 
     def test_make_install_lays_down_the_plugin_name(self):
         r = subprocess.run(["make", "-n", "-s", "install", "DESTDIR=/dest", "PREFIX=/usr/local"], cwd=REPO,
