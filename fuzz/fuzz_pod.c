@@ -126,6 +126,7 @@ static void one_with(const kq_jnode_t *obj, const kq_pod_opts_t *o)
     }
     kq_resource_t r = KQ_RESOURCE_EMPTY;
     (void)!kq_pod_request(kq_jnode_get(obj, "spec"), &r, err, sizeof(err));
+    kq_resource_free(&r);
 }
 
 static void one(const kq_jnode_t *obj)

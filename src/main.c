@@ -560,13 +560,16 @@ static int parse_serve(int argc, char **argv, serve_opts_t *o)
     }
     /* elastic flags */
     {
-        kq_resource_t r;
         char why[256];
         const char *flags[] = {"--default-quota-min", "--default-quota-max"};
         const char *vals[] = {o->default_quota_min, o->default_quota_max};
-        for (int i = 0; i < 2; i++)
-            if (vals[i] != NULL && kq_config_parse_resource_list(vals[i], &r, why, sizeof(why)) != 0)
+        for (int i = 0; i < 2; i++) {
+            kq_resource_t r = KQ_RESOURCE_EMPTY;
+            int rc = vals[i] != NULL ? kq_config_parse_resource_list(vals[i], &r, why, sizeof(why)) : 0;
+            kq_resource_free(&r);
+            if (rc != 0)
                 return bad_usage("serve", "%s %s: %s", flags[i], vals[i], why);
+        }
     }
     if (*o->scheduler_name == '\0' || *o->partition == '\0' || *o->default_user == '\0')
         return bad_usage("serve", "--scheduler-name, --partition and --default-user must not be empty");
@@ -750,7 +753,10 @@ static int serve(int argc, char **argv)
         eo.preempt_default = o.preempt_default;
         eo.tick_ms = o.elastic_tick_ms;
         eo.status_interval_ms = o.status_interval_ms;
-        if ((app.elastic = kq_elastic_new(&app, &eo)) == NULL || kq_elastic_start(app.elastic) != 0) {
+        app.elastic = kq_elastic_new(&app, &eo); /* copies the sets */
+        kq_resource_free(&eo.default_min);
+        kq_resource_free(&eo.default_max);
+        if (app.elastic == NULL || kq_elastic_start(app.elastic) != 0) {
             fprintf(stderr, "kubequota: cannot start the elastic quota module\n");
             goto out;
         }

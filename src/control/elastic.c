@@ -93,6 +93,26 @@ typedef struct stvals {
     kq_resource_t used, runtime, request, child_request, np_used;
 } stvals_t;
 
+static void stvals_free(stvals_t *v)
+{
+    kq_resource_free(&v->used);
+    kq_resource_free(&v->runtime);
+    kq_resource_free(&v->request);
+    kq_resource_free(&v->child_request);
+    kq_resource_free(&v->np_used);
+}
+
+/* *dst = *src (dst's old sets freed), src left empty. */
+static void stvals_move(stvals_t *dst, stvals_t *src)
+{
+    kq_resource_move(&dst->used, &src->used);
+    kq_resource_move(&dst->runtime, &src->runtime);
+    kq_resource_move(&dst->request, &src->request);
+    kq_resource_move(&dst->child_request, &src->child_request);
+    kq_resource_move(&dst->np_used, &src->np_used);
+    stvals_free(src);
+}
+
 typedef struct eqobj {
     char *key; /* apiGroup/ns/name */
     UT_hash_handle hh;
@@ -225,15 +245,23 @@ static void gspec_clear(gspec_t *s)
 {
     free(s->name);
     free(s->parent);
+    kq_resource_free(&s->min);
+    kq_resource_free(&s->max);
+    kq_resource_free(&s->weight);
     memset(s, 0, sizeof(*s));
 }
 
+/* dst (not initialised) = a deep copy of src. KQ_ENOMEM leaves dst cleared. */
 static int gspec_copy(gspec_t *dst, const gspec_t *src)
 {
-    *dst = *src;
+    *dst = *src; /* flags; every pointer is replaced just below */
+    kq_resource_init(&dst->min);
+    kq_resource_init(&dst->max);
+    kq_resource_init(&dst->weight);
     dst->name = strdup(src->name);
     dst->parent = src->parent ? strdup(src->parent) : NULL;
-    if (dst->name == NULL || (src->parent && dst->parent == NULL)) {
+    if (dst->name == NULL || (src->parent && dst->parent == NULL) || kq_resource_copy(&dst->min, &src->min) != 0 ||
+        kq_resource_copy(&dst->max, &src->max) != 0 || kq_resource_copy(&dst->weight, &src->weight) != 0) {
         gspec_clear(dst);
         return KQ_ENOMEM;
     }
@@ -302,6 +330,7 @@ static void eqobj_free(eqobj_t *o)
     free(o->name);
     free(o->tree_id);
     gspec_clear(&o->s);
+    stvals_free(&o->st);
     for (size_t i = 0; i < o->n_nss; i++)
         free(o->nss[i]);
     free(o->nss);
@@ -323,13 +352,24 @@ static void nsmap_free(nsmap_t *m)
 
 /* A ResourceList: values are quantity strings or JSON numbers meaning whole quantities
  * ("cpu: 10" is ten cores, as Kubernetes reads it). */
+static int rlist_into(const json_t *obj, const char *what, kq_resource_t *r, char *err, size_t len);
+
+/* *out (initialised) = the list; on error *out is unchanged. */
 static int rlist(const json_t *obj, const char *what, kq_resource_t *out, char *err, size_t len)
 {
     kq_resource_t r = KQ_RESOURCE_EMPTY;
-    if (obj == NULL || json_is_null(obj)) {
-        *out = r;
+    int rc = rlist_into(obj, what, &r, err, len);
+    if (rc == 0)
+        kq_resource_move(out, &r);
+    kq_resource_free(&r);
+    return rc;
+}
+
+static int rlist_into(const json_t *obj, const char *what, kq_resource_t *rp, char *err, size_t len)
+{
+#define r (*rp)
+    if (obj == NULL || json_is_null(obj))
         return 0;
-    }
     if (!json_is_object(obj)) {
         seterr(err, len, "%s: expected a map of resource quantities", what);
         return KQ_EPARSE;
@@ -360,12 +400,12 @@ static int rlist(const json_t *obj, const char *what, kq_resource_t *out, char *
             return KQ_EPARSE;
         }
         if (kq_resource_set(&r, name, val) != 0) {
-            seterr(err, len, "%s: too many resources (at most %d)", what, KQ_RES_MAX);
-            return KQ_EPARSE;
+            seterr(err, len, "%s: out of memory", what);
+            return KQ_ENOMEM;
         }
     }
-    *out = r;
     return 0;
+#undef r
 }
 
 static const char *kv(const json_t *map, const char *key)
@@ -570,7 +610,7 @@ static int gent_name_cmp(const gent_t *a, const gent_t *b)
     return strcmp(a->s.name, b->s.name);
 }
 
-/* The default group's spec from the options. */
+/* The default group's spec from the options (borrowing the options' sets: never cleared). */
 static void default_spec(const kq_elastic_t *e, gspec_t *s)
 {
     memset(s, 0, sizeof(*s));
@@ -820,19 +860,24 @@ static void reconcile(kq_elastic_t *e)
  * with the children's sum for resources it does not name). */
 static kq_resource_t add_queue(gent_t **t, const kq_queue_conf_t *q, bool *oom)
 {
+    /* The set returned is the caller's (kq_resource_free). */
     kq_resource_t sum = KQ_RESOURCE_EMPTY;
     for (size_t i = 0; i < q->n_children; i++) {
         kq_resource_t k = add_queue(t, q->children[i], oom);
         if (kq_resource_add(&sum, &k) != 0)
             *oom = true;
+        kq_resource_free(&k);
     }
-    kq_resource_t min = q->has_guaranteed ? q->guaranteed : KQ_RESOURCE_EMPTY;
+    kq_resource_t min = KQ_RESOURCE_EMPTY;
+    if (q->has_guaranteed && kq_resource_copy(&min, &q->guaranteed) != 0)
+        *oom = true;
     for (uint32_t i = 0; i < sum.n; i++) {
         bool has = false;
         (void)kq_resource_get(&min, KQ_RES_E(&sum)[i].name, &has);
         if (!has && kq_resource_set(&min, KQ_RES_E(&sum)[i].name, KQ_RES_E(&sum)[i].value) != 0)
             *oom = true;
     }
+    kq_resource_free(&sum);
     if (q->parent == NULL)
         return min; /* root: the tree's hidden root */
     if (strlen(q->path) > KQ_QTREE_NAME_MAX) {
@@ -840,7 +885,7 @@ static kq_resource_t add_queue(gent_t **t, const kq_queue_conf_t *q, bool *oom)
                 KQ_QTREE_NAME_MAX);
         return min;
     }
-    gspec_t s = {
+    gspec_t s = { /* borrows min, the configuration's max and the strings; owns weight */
         .name = (char *)q->path,
         .parent = q->parent->parent == NULL ? NULL : (char *)q->parent->path,
         .min = min,
@@ -859,6 +904,7 @@ static kq_resource_t add_queue(gent_t **t, const kq_queue_conf_t *q, bool *oom)
     }
     if (desired_add(t, &s, "queue") != 0)
         *oom = true;
+    kq_resource_free(&s.weight);
     return min;
 }
 
@@ -866,8 +912,10 @@ void kq_elastic_apply_config(kq_elastic_t *e, const kq_partition_conf_t *part)
 {
     gent_t *t = NULL;
     bool oom = false;
-    if (part != NULL && part->root != NULL)
-        (void)add_queue(&t, part->root, &oom);
+    if (part != NULL && part->root != NULL) {
+        kq_resource_t root_min = add_queue(&t, part->root, &oom);
+        kq_resource_free(&root_min);
+    }
     if (oom) {
         kq_error("event=quota_config_failed error=\"out of memory\" msg=\"queue groups unchanged\"");
         gent_table_free(&t);
@@ -903,14 +951,25 @@ static void node_put(kq_elastic_t *e, node_t *n, const kq_resource_t *alloc)
 {
     if (kq_resource_equal(&n->alloc, alloc) && n->alloc.n == alloc->n)
         return;
-    kq_resource_t t = e->total;
-    (void)kq_resource_sub(&t, &n->alloc);
-    if (kq_resource_add(&t, alloc) != 0) {
-        kq_warn("event=cluster_total_overflow node=%s msg=\"node not counted\"", n->name);
+    kq_resource_t t = KQ_RESOURCE_EMPTY, na = KQ_RESOURCE_EMPTY;
+    int rc = kq_resource_copy(&t, &e->total);
+    if (rc == 0)
+        rc = kq_resource_copy(&na, alloc);
+    if (rc == 0) {
+        (void)kq_resource_sub(&t, &n->alloc);
+        rc = kq_resource_add(&t, alloc);
+    }
+    if (rc != 0) {
+        kq_warn("event=cluster_total_overflow node=%s msg=\"node not counted\" error=\"%s\"", n->name,
+                kq_strerror(rc));
+        kq_resource_free(&t);
+        kq_resource_free(&na);
         return;
     }
-    e->total = t;
-    n->alloc = *alloc;
+    kq_resource_move(&e->total, &t);
+    kq_resource_move(&n->alloc, &na);
+    kq_resource_free(&t);
+    kq_resource_free(&na);
     set_total_locked(e);
 }
 
@@ -925,7 +984,7 @@ void kq_elastic_node_event(kq_elastic_t *e, int type, const json_t *node)
         if (rlist(json_object_get(json_object_get(node, "status"), "allocatable"), "status.allocatable", &alloc,
                   err, sizeof(err)) != 0) {
             kq_warn("event=bad_node node=%s error=\"%s\" msg=\"not counted\"", name, err);
-            alloc = KQ_RESOURCE_EMPTY;
+            kq_resource_clear(&alloc); /* rlist left it unchanged: empty */
         }
     }
     pthread_mutex_lock(&e->node_mu);
@@ -936,6 +995,7 @@ void kq_elastic_node_event(kq_elastic_t *e, int type, const json_t *node)
             node_put(e, n, &alloc);
             HASH_DEL(e->nodes, n);
             free(n->name);
+            kq_resource_free(&n->alloc);
             free(n);
         }
     } else {
@@ -956,6 +1016,7 @@ void kq_elastic_node_event(kq_elastic_t *e, int type, const json_t *node)
         }
     }
     pthread_mutex_unlock(&e->node_mu);
+    kq_resource_free(&alloc);
 }
 
 void kq_elastic_nodes_list_begin(kq_elastic_t *e)
@@ -976,6 +1037,7 @@ void kq_elastic_nodes_list_end(kq_elastic_t *e)
         node_put(e, n, &none);
         HASH_DEL(e->nodes, n);
         free(n->name);
+        kq_resource_free(&n->alloc);
         free(n);
     }
     bool first = !e->nodes_synced;
@@ -1006,8 +1068,8 @@ json_t *kq_elastic_nodes_json(kq_elastic_t *e)
     bool ok = n == 0 || v != NULL;
     for (node_t *x = e->nodes; ok && x != NULL; x = x->hh.next) {
         v[k].name = strdup(x->name);
-        v[k].alloc = x->alloc;
-        ok = v[k++].name != NULL;
+        ok = kq_resource_copy(&v[k].alloc, &x->alloc) == 0; /* calloc: initialised */
+        ok = v[k++].name != NULL && ok;
     }
     pthread_mutex_unlock(&e->node_mu);
     if (ok && k > 1)
@@ -1089,7 +1151,7 @@ int kq_elastic_quota_event(kq_elastic_t *e, int type, const json_t *obj, const c
             o->conflict = cur->conflict;
             o->ns_conflict = cur->ns_conflict;
             o->st_written = cur->st_written;
-            o->st = cur->st;
+            stvals_move(&o->st, &cur->st);
             o->st_last_ms = cur->st_last_ms;
             HASH_DEL(e->objs, cur);
             eqobj_free(cur);
@@ -1225,6 +1287,7 @@ static void inflight_drop(kq_elastic_t *e, inflight_t *f)
     HASH_DEL(e->inflight, f);
     free(f->uid);
     free(f->group);
+    kq_resource_free(&f->req);
     free(f);
 }
 
@@ -1364,13 +1427,14 @@ static size_t reclaim_group(kq_elastic_t *e, const kq_qgroup_over_t *ov, int64_t
             char err[512] = "";
             int rc = e->o.evict(e->o.evict_ud, x->ns, x->name, x->uid, err, sizeof(err));
             inflight_t *nf = calloc(1, sizeof(*nf));
-            if (nf != NULL && (nf->uid = strdup(x->uid)) != NULL && (nf->group = strdup(ov->name)) != NULL) {
+            if (nf != NULL && (nf->uid = strdup(x->uid)) != NULL && (nf->group = strdup(ov->name)) != NULL &&
+                kq_resource_copy(&nf->req, &x->req) == 0) {
                 nf->evicted = rc == 0 || rc == KQ_ENOENT;
                 nf->until_ms = nf->evicted ? INT64_MAX : now + EVICT_RETRY_MS;
-                nf->req = x->req;
                 HASH_ADD_KEYPTR(hh, e->inflight, nf->uid, strlen(nf->uid), nf);
             } else if (nf != NULL) {
                 free(nf->uid);
+                free(nf->group);
                 free(nf);
             }
             if (rc != 0 && rc != KQ_ENOENT) {
@@ -1464,6 +1528,7 @@ static bool queue_over_filter(kq_elastic_t *e, kq_qgroup_over_t *ov, long *delay
         any_rest |= !by_max;
         KQ_RES_E(&ov->over)[j++] = KQ_RES_E(&ov->over)[k];
     }
+    kq_qtree_info_free(&info);
     if (j < ov->over.n && j == 0)
         kq_debug("event=quota_group_over_max group=%s msg=\"over its resources.max: no eviction without "
                  "preemption.quotapreemptionenabled and quota.preemption.delay\"", ov->name);
@@ -1497,10 +1562,14 @@ size_t kq_elastic_reclaim_once(kq_elastic_t *e, int64_t now)
     for (size_t i = 0; i < n; i++) {
         long delay;
         bool max_only;
-        if (!queue_over_filter(e, &ov[i], &delay, &max_only))
+        if (!queue_over_filter(e, &ov[i], &delay, &max_only)) {
+            kq_resource_free(&ov[i].over);
             continue;
+        }
         grace[kept] = max_only ? delay : e->o.reclaim_grace_ms;
-        ov[kept++] = ov[i];
+        if (kept != i)
+            memcpy(&ov[kept], &ov[i], sizeof(ov[i])); /* a move: ov[i] is not used again */
+        kept++;
     }
     n = kept;
     /* groups no longer over start their grace period again */
@@ -1535,7 +1604,7 @@ size_t kq_elastic_reclaim_once(kq_elastic_t *e, int64_t now)
         done += reclaim_group(e, &ov[i], now);
     }
     free(grace);
-    free(ov);
+    kq_qtree_over_free(ov, n);
     return done;
 }
 
@@ -1704,8 +1773,15 @@ static void status_once(kq_elastic_t *e, int64_t now)
             .request = info->ask,
             .child_request = info->request,
             .np_used = info->used_nonpreemptible,
-        };
+        }; /* takes over the info's sets (never freed through info) */
+        kq_resource_init(&info->used);
+        kq_resource_init(&info->limit);
+        kq_resource_init(&info->ask);
+        kq_resource_init(&info->request);
+        kq_resource_init(&info->used_nonpreemptible);
+        kq_qtree_info_free(info);
         if (o->st_written && stvals_same(&o->st, &v)) {
+            stvals_free(&v);
             free(info);
             continue;
         }
@@ -1726,10 +1802,11 @@ static void status_once(kq_elastic_t *e, int64_t now)
             HASH_FIND_STR(e->objs, w[i].key, o);
             if (o != NULL) {
                 o->st_written = true;
-                o->st = w[i].v;
+                stvals_move(&o->st, &w[i].v);
             }
             pthread_mutex_unlock(&e->apply_mu);
         }
+        stvals_free(&w[i].v);
         free(w[i].key);
         free(w[i].api_group);
         free(w[i].ns);
@@ -1893,9 +1970,17 @@ kq_elastic_t *kq_elastic_new(kq_app_t *app, const kq_elastic_opts_t *opts)
         return NULL;
     e->app = app;
     if (opts != NULL)
-        e->o = *opts;
+        e->o = *opts; /* the sets are copied just below */
     else
         kq_elastic_opts_default(&e->o);
+    kq_resource_init(&e->o.default_min);
+    kq_resource_init(&e->o.default_max);
+    if (opts != NULL && (kq_resource_copy(&e->o.default_min, &opts->default_min) != 0 ||
+                         kq_resource_copy(&e->o.default_max, &opts->default_max) != 0)) {
+        kq_resource_free(&e->o.default_min);
+        free(e);
+        return NULL;
+    }
     if (e->o.system_namespaces == NULL) {
         e->o.system_namespaces = default_system_ns;
         e->o.n_system_namespaces = 1;
@@ -1991,8 +2076,12 @@ void kq_elastic_free(kq_elastic_t *e)
     HASH_ITER(hh, e->nodes, n, ntmp) {
         HASH_DEL(e->nodes, n);
         free(n->name);
+        kq_resource_free(&n->alloc);
         free(n);
     }
+    kq_resource_free(&e->total);
+    kq_resource_free(&e->o.default_min);
+    kq_resource_free(&e->o.default_max);
     overg_t *g, *gtmp;
     HASH_ITER(hh, e->over, g, gtmp) {
         HASH_DEL(e->over, g);
@@ -2017,10 +2106,8 @@ int kq_elastic_node_allocatable(kq_elastic_t *e, const char *node, kq_resource_t
     pthread_mutex_lock(&e->node_mu);
     node_t *n;
     HASH_FIND_STR(e->nodes, node, n);
-    if (n != NULL) {
-        *out = n->alloc;
-        rc = 0;
-    }
+    if (n != NULL)
+        rc = kq_resource_copy(out, &n->alloc);
     pthread_mutex_unlock(&e->node_mu);
     return rc;
 }
@@ -2102,10 +2189,12 @@ static int koord_rules(kq_elastic_t *e, const eqobj_t *o, const eqobj_t *old, co
                 seterr(msg, len, "%s: %s is in %s and used (%s): spec.max must name it and be at least that%s%s",
                        what, name, ANN_STRICT_KEYS, ub, hm ? ", not " : "", hm ? mb : "");
                 json_decref(keys);
+                kq_resource_free(&used);
                 return KQ_EDENIED;
             }
         }
         json_decref(keys);
+        kq_resource_free(&used);
         if (rc != 0) {
             seterr(msg, len, "%s: %s", what, err);
             return KQ_EDENIED;
@@ -2228,16 +2317,18 @@ int kq_elastic_validate_admission(void *ud, const json_t *request, char *msg, si
     rc = 0;
     if (strcmp(op, "DELETE") == 0) {
         kq_qgroup_info_t *info = malloc(sizeof(*info));
-        if (!owned_by_other && info != NULL && kq_qtree_info(e->qt, o->s.name, info) == 0 && info->n_children > 0) {
+        bool have = !owned_by_other && info != NULL && kq_qtree_info(e->qt, o->s.name, info) == 0;
+        if (have && info->n_children > 0) {
             seterr(msg, len, "ElasticQuota %s/%s: quota group %s still has %zu child group(s); delete or move them "
                    "first", o->ns, o->name, o->s.name, info->n_children);
             rc = KQ_EDENIED;
-        } else if (!owned_by_other && info != NULL && kq_qtree_info(e->qt, o->s.name, info) == 0 &&
-                   (info->pods > 0 || info->pods_used > 0)) {
+        } else if (have && (info->pods > 0 || info->pods_used > 0)) {
             seterr(msg, len, "ElasticQuota %s/%s: quota group %s still has %lld pod(s); delete them first", o->ns,
                    o->name, o->s.name, (long long)(info->pods > info->pods_used ? info->pods : info->pods_used));
             rc = KQ_EDENIED;
         }
+        if (have)
+            kq_qtree_info_free(info);
         free(info);
     } else if (strcmp(o->s.name, KQ_QTREE_SYSTEM) == 0 || strcmp(o->s.name, KQ_QTREE_ROOT) == 0) {
         seterr(msg, len, "ElasticQuota %s/%s: the name %s is reserved by kubequota", o->ns, o->name, o->s.name);

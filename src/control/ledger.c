@@ -62,8 +62,7 @@ static const char *const state_names[] = {"pending", "assumed", "bound"};
 /* What was given to the engine, released verbatim. */
 /* A request as an entry keeps it: only the resources it names (a pod names two or three;
  * a kq_resource_t has room for KQ_RES_INLINE), so that 150,000 entries fit in the chart's
- * memory limit. NULL is the empty set. Like the assignments it replaced, it holds sets that
- * fit inline (resource.h, Limit). Read it through RV(). */
+ * memory limit. NULL is the empty set. Read it through RV(). */
 typedef struct rpack {
     uint32_t n;
     kq_res_entry_t e[];
@@ -74,8 +73,6 @@ static int rpack_set(rpack_t **dst, const kq_resource_t *src)
 {
     rpack_t *p = NULL;
     if (src != NULL && src->n > 0) {
-        if (src->n > KQ_RES_INLINE)
-            return KQ_ERANGE;
         p = malloc(sizeof(*p) + src->n * sizeof(kq_res_entry_t));
         if (p == NULL)
             return KQ_ENOMEM;
@@ -87,13 +84,18 @@ static int rpack_set(rpack_t **dst, const kq_resource_t *src)
     return 0;
 }
 
-/* p as a kq_resource_t, in tmp (inline: nothing to free). */
+/* p as a kq_resource_t, in tmp: up to KQ_RES_INLINE entries copied inline, more borrowed
+ * (tmp's heap is p's array). Read only, never freed: valid while p is unchanged. */
 static const kq_resource_t *rpack_view(const rpack_t *p, kq_resource_t *tmp)
 {
     tmp->n = 0;
     tmp->cap = 0;
     tmp->heap = NULL;
-    if (p != NULL) {
+    if (p != NULL && p->n > KQ_RES_INLINE) {
+        tmp->heap = (kq_res_entry_t *)p->e;
+        tmp->cap = p->n;
+        tmp->n = p->n;
+    } else if (p != NULL) {
         memcpy(tmp->inl, p->e, p->n * sizeof(kq_res_entry_t));
         tmp->n = p->n;
     }
@@ -680,9 +682,11 @@ int kq_ledger_check_resize(kq_ledger_t *l, const kq_pod_t *pod, char *reason, si
     HASH_FIND_STR(l->table, pod->uid, e);
     if (e != NULL && e->state != ST_PENDING) {
         /* only what grows needs room: the counted request is already in */
-        kq_resource_t delta = pod->request;
+        kq_resource_t delta = KQ_RESOURCE_EMPTY; /* freed below */
+        if (kq_resource_copy(&delta, &pod->request) != 0)
+            rc = KQ_ENOMEM;
         (void)kq_resource_sub(&delta, RV(e->c.req));
-        if (!kq_resource_is_zero(&delta)) {
+        if (rc == 0 && !kq_resource_is_zero(&delta)) {
             kq_user_t u = counted_user(&e->c);
             rc = kq_ugm_check(l->ugm, e->c.queue, e->c.app, &u, &delta, reason, reason_len);
             if (rc == 0 && l->qt != NULL && e->c.group != NULL) {
@@ -691,6 +695,7 @@ int kq_ledger_check_resize(kq_ledger_t *l, const kq_pod_t *pod, char *reason, si
                     rc = 0; /* the group is gone: the pod is being moved to the default group */
             }
         }
+        kq_resource_free(&delta);
     }
     pthread_mutex_unlock(&l->mu);
     return rc;
@@ -1170,6 +1175,7 @@ void kq_ledger_victims_free(kq_ledger_victim_t *v, size_t n)
         free(v[i].ns);
         free(v[i].name);
         free(v[i].group);
+        kq_resource_free(&v[i].req);
     }
     free(v);
 }
@@ -1212,7 +1218,10 @@ static int collect_pods(kq_ledger_t *l, const char *group, const char *node, kq_
         x->priority = e->pod.priority;
         x->created = e->pod.created;
         x->preemptible = !e->c.np;
-        x->req = *RV(e->c.req);
+        if (kq_resource_copy(&x->req, RV(e->c.req)) != 0) {
+            rc = KQ_ENOMEM;
+            break;
+        }
     }
     pthread_mutex_unlock(&l->mu);
     if (rc != 0) {
@@ -1258,11 +1267,9 @@ int kq_ledger_counted_group(kq_ledger_t *l, const char *uid, char *group, size_t
     if (e != NULL && e->state != ST_PENDING && e->c.group != NULL) {
         if (group != NULL && glen > 0)
             snprintf(group, glen, "%s", e->c.group);
-        if (req != NULL)
-            *req = *RV(e->c.req);
-        if (priority != NULL)
+        rc = req != NULL ? kq_resource_copy(req, RV(e->c.req)) : 0;
+        if (priority != NULL && rc == 0)
             *priority = e->pod.priority;
-        rc = 0;
     }
     pthread_mutex_unlock(&l->mu);
     return rc;

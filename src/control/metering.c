@@ -568,6 +568,7 @@ static void mpod_free(mpod_t *p)
     free(p->user);
     free(p->group);
     free(p->queue);
+    kq_resource_free(&p->req);
     free(p);
 }
 
@@ -805,16 +806,19 @@ static int ckpt_parse(const json_t *root, ckpt_t *out, char *err, size_t errlen)
             kq_resource_from_json(json_object_get(pj, "request"), &req, rerr, sizeof(rerr)) != 0) {
             seterr(err, errlen, "pods[%zu]: expected uid, namespace, name, user, group, queue, request, start, "
                                 "lastCharged%s%s", i, rerr[0] ? ": " : "", rerr);
+            kq_resource_free(&req);
             goto out;
         }
         mpod_t *dup = NULL;
         HASH_FIND_STR(c.pods, uid, dup);
         if (dup != NULL) {
             seterr(err, errlen, "pods[%zu]: duplicate uid %.100s", i, uid);
+            kq_resource_free(&req);
             goto out;
         }
         mpod_t *p = calloc(1, sizeof(*p));
         if (p == NULL) {
+            kq_resource_free(&req);
             rc = KQ_ENOMEM;
             goto out;
         }
@@ -824,7 +828,8 @@ static int ckpt_parse(const json_t *root, ckpt_t *out, char *err, size_t errlen)
         p->user = strdup(user);
         p->group = xstrdup(json_string_value(g));
         p->queue = xstrdup(json_string_value(q));
-        p->req = req;
+        kq_resource_move(&p->req, &req); /* p owns it from here (mpod_free) */
+        kq_resource_free(&req);
         p->start = start;
         p->last = last;
         if (!p->uid || !p->ns || !p->name || !p->user || (json_is_string(g) && !p->group) ||
@@ -1327,13 +1332,14 @@ static double at_or_now(const kq_metering_t *m, double at)
     return at > 0 ? at : now_of(m);
 }
 
-/* Resize of p to req at t (mu held). */
-static void resize(kq_metering_t *m, mpod_t *p, const kq_resource_t *req, double t)
+/* Resize of p to req at t (mu held). KQ_ENOMEM keeps the old request (charged up to t). */
+static int resize(kq_metering_t *m, mpod_t *p, const kq_resource_t *req, double t)
 {
     charge_to(m, p, t);
     run_add(m, &p->req, -1);
-    p->req = *req;
+    int rc = kq_resource_copy(&p->req, req);
     run_add(m, &p->req, +1);
+    return rc;
 }
 
 int kq_metering_pod_bound(kq_metering_t *m, const kq_pod_t *pod, const char *group, double bound_at)
@@ -1349,11 +1355,11 @@ int kq_metering_pod_bound(kq_metering_t *m, const kq_pod_t *pod, const char *gro
     n->user = strdup(pod->user);
     n->group = xstrdup(group);
     n->queue = xstrdup(pod->queue);
-    if (!n->uid || !n->ns || !n->name || !n->user || (group && !n->group) || (pod->queue && !n->queue)) {
+    if (!n->uid || !n->ns || !n->name || !n->user || (group && !n->group) || (pod->queue && !n->queue) ||
+        kq_resource_copy(&n->req, &pod->request) != 0) {
         mpod_free(n);
         return KQ_ENOMEM;
     }
-    n->req = pod->request;
     n->confirmed = true;
     pthread_mutex_lock(&m->mu);
     double now = now_of(m);
@@ -1366,11 +1372,10 @@ int kq_metering_pod_bound(kq_metering_t *m, const kq_pod_t *pod, const char *gro
             p->confirmed = true;
             kq_debug("event=metering_confirmed pod=%s/%s last_charged=%.0f", p->ns, p->name, p->last);
         }
-        if (!kq_resource_equal(&p->req, &pod->request))
-            resize(m, p, &pod->request, now);
+        int rc = kq_resource_equal(&p->req, &pod->request) ? 0 : resize(m, p, &pod->request, now);
         pthread_mutex_unlock(&m->mu);
         mpod_free(n);
-        return 0;
+        return rc;
     }
     double start = bound_at > 0 ? bound_at : now;
     if (start < m->epoch)
@@ -1394,10 +1399,9 @@ int kq_metering_pod_resized(kq_metering_t *m, const char *uid, const kq_resource
     pthread_mutex_lock(&m->mu);
     mpod_t *p = NULL;
     HASH_FIND_STR(m->pods, uid, p);
-    if (p != NULL)
-        resize(m, p, new_request, at_or_now(m, at));
+    int rc = p != NULL ? resize(m, p, new_request, at_or_now(m, at)) : KQ_ENOENT;
     pthread_mutex_unlock(&m->mu);
-    return p ? 0 : KQ_ENOENT;
+    return rc;
 }
 
 int kq_metering_pod_ended(kq_metering_t *m, const char *uid, double at)

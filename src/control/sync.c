@@ -190,8 +190,10 @@ static const kq_jfilter_t ns_fields[] = {{"metadata", ns_meta_keys}, {NULL, NULL
 
 static void nsinfo_free(nsinfo_t *n)
 {
-    if (n != NULL)
+    if (n != NULL) {
         free(n->parent);
+        kq_resource_free(&n->max);
+    }
     free(n);
 }
 
@@ -257,8 +259,9 @@ static nsinfo_t *nsinfo_parse(const kq_jnode_t *obj, const char *name)
     }
     if (ok && r.n > 0) {
         n->has_max = true;
-        n->max = r;
+        kq_resource_move(&n->max, &r);
     }
+    kq_resource_free(&r);
     if (mapps != NULL && mapps[0] != '\0') {
         char *end = NULL;
         errno = 0;
@@ -366,8 +369,10 @@ bool kq_sync_ns_limits(void *sync, const char *ns, kq_resource_t *max, bool *has
     HASH_FIND_STR(s->ns, ns, n);
     if (n != NULL && (n->has_max || n->max_apps != 0)) {
         *has_max = n->has_max;
-        if (n->has_max)
-            *max = n->max;
+        if (n->has_max && kq_resource_copy(max, &n->max) != 0) {
+            kq_error("event=namespace_annotation_ignored namespace=%s key=%s msg=\"out of memory\"", ns, ANN_NS_QUOTA);
+            *has_max = false;
+        }
         *max_apps = n->max_apps;
         found = true;
     }

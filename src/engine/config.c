@@ -302,6 +302,26 @@ static void *xalloc(struct ctx *c, size_t n)
     return p;
 }
 
+/* Resource sets of a configuration live in its arena: a set that spilled to the heap gets
+ * its entries moved there, so it lives and dies with the configuration and the sets built
+ * from it may share it by assignment. A pinned set is read only from then on (never grown,
+ * written in place or freed). */
+static void arena_pin(struct ctx *c, kq_resource_t *r)
+{
+    if (r->cap == 0)
+        return;
+    kq_res_entry_t *e = r->n > 0 ? xalloc(c, r->n * sizeof(*e)) : NULL;
+    if (e != NULL)
+        memcpy(e, r->heap, r->n * sizeof(*e));
+    uint32_t n = r->n;
+    kq_resource_free(r);
+    if (e != NULL) {
+        r->heap = e;
+        r->cap = n;
+        r->n = n;
+    }
+}
+
 static const char *xstrdup(struct ctx *c, const char *s)
 {
     char *p = arena_strdup(c->ar, s);
@@ -787,11 +807,11 @@ static bool get_res(struct ctx *c, yaml_node_t *n, const char *where, const char
             continue;
         }
         if (kq_resource_set(&out->res, rname, val) != 0) {
-            err_at(c, mark_of(v), where, "%s: too many resource names (at most %d)", key,
-                   KQ_RES_MAX);
+            c->oom = true;
             out->ok = false;
         }
     }
+    arena_pin(c, &out->res);
     return out->ok;
 }
 
@@ -1428,9 +1448,9 @@ static void check_queue_limits(struct ctx *c, struct qnode *q)
 
 /* ---- elastic quota properties (see config.h) ---- */
 
-int kq_config_parse_resource_list(const char *text, kq_resource_t *out, char *err, size_t errlen)
+/* Into r (initialised; the caller frees it on error too). */
+static int parse_list(const char *text, kq_resource_t *r, char *err, size_t errlen)
 {
-    kq_resource_t r = KQ_RESOURCE_EMPTY;
     const char *p = text ? text : "";
     while (*p != '\0') {
         while (*p == ',' || *p == ' ' || *p == '\t')
@@ -1465,21 +1485,30 @@ int kq_config_parse_resource_list(const char *text, kq_resource_t *out, char *er
             return rc;
         }
         bool dup = false;
-        (void)kq_resource_get(&r, iname, &dup);
+        (void)kq_resource_get(r, iname, &dup);
         if (dup) {
             if (err != NULL && errlen > 0)
                 snprintf(err, errlen, "%s is given twice", name);
             return KQ_EPARSE;
         }
-        if (kq_resource_set(&r, iname, v) != 0) {
+        if (kq_resource_set(r, iname, v) != 0) {
             if (err != NULL && errlen > 0)
-                snprintf(err, errlen, "too many resource names (at most %d)", KQ_RES_MAX);
-            return KQ_ERANGE;
+                snprintf(err, errlen, "out of memory");
+            return KQ_ENOMEM;
         }
         p += n;
     }
-    *out = r;
     return 0;
+}
+
+int kq_config_parse_resource_list(const char *text, kq_resource_t *out, char *err, size_t errlen)
+{
+    kq_resource_t r = KQ_RESOURCE_EMPTY;
+    int rc = parse_list(text, &r, err, errlen);
+    if (rc == 0)
+        kq_resource_move(out, &r);
+    kq_resource_free(&r);
+    return rc;
 }
 
 /* kubequota.io/gating.weight.user.<name> / .group.<name> (docs/gating.md), a name after the dot. */
@@ -1498,11 +1527,12 @@ static void check_elastic_props(struct ctx *c, struct qnode *q)
     for (size_t i = 0; i < q->pub.n_properties; i++) {
         const kq_property_t *pr = &q->pub.properties[i];
         if (strcmp(pr->key, KQ_PROP_SHARED_WEIGHT) == 0) {
-            kq_resource_t w;
+            kq_resource_t w = KQ_RESOURCE_EMPTY;
             char why[256];
             if (kq_config_parse_resource_list(pr->value, &w, why, sizeof(why)) != 0)
                 err_at(c, at, q->pub.path, "property %s: %s (expected e.g. \"cpu=4,memory=8Gi\")",
                        KQ_PROP_SHARED_WEIGHT, why);
+            kq_resource_free(&w);
         } else if (strcmp(pr->key, KQ_PROP_ALLOW_LENT) == 0) {
             if (strcmp(pr->value, "true") != 0 && strcmp(pr->value, "false") != 0)
                 err_at(c, at, q->pub.path, "property %s: expected \"true\" or \"false\", got \"%.64s\"",
@@ -1557,10 +1587,11 @@ static kq_resource_t check_qres(struct ctx *c, struct qnode *q, const kq_resourc
         err_at(c, at, q->pub.path, "guaranteed %s exceeds max %s", a, b);
     if (pmax != NULL && first_over(&m, pmax, a, sizeof(a), b, sizeof(b)))
         err_at(c, at, q->pub.path, "max %s exceeds the parent's max %s", a, b);
-    kq_resource_t eff = m; /* sets here never spill (resource.h, Limit): assignment copies */
-    if (pmax != NULL && kq_resource_min(&eff, &m, pmax) != 0)
-        err_at(c, at, q->pub.path, "max and the parent's max name more than %u resources together",
-               kq_resource_max_names());
+    /* g and m share the arena's entries (arena_pin): read only. eff and sum are this
+     * function's; the set it returns is pinned. */
+    kq_resource_t eff = KQ_RESOURCE_EMPTY;
+    if (kq_resource_copy(&eff, &m) != 0 || (pmax != NULL && kq_resource_min(&eff, &m, pmax) != 0))
+        c->oom = true;
     kq_resource_t sum = KQ_RESOURCE_EMPTY;
     bool sum_ok = true;
     for (size_t i = 0; i < q->nkids; i++) {
@@ -1575,7 +1606,13 @@ static kq_resource_t check_qres(struct ctx *c, struct qnode *q, const kq_resourc
                "sum of the children's guaranteed %s exceeds the queue's guaranteed %s", a, b);
     if (sum_ok && first_over(&sum, &eff, a, sizeof(a), b, sizeof(b)))
         err_at(c, at, q->pub.path, "sum of the children's guaranteed %s exceeds max %s", a, b);
-    return kq_resource_is_zero(&g) ? sum : g;
+    kq_resource_free(&eff);
+    if (!kq_resource_is_zero(&g)) {
+        kq_resource_free(&sum);
+        return g;
+    }
+    arena_pin(c, &sum);
+    return sum;
 }
 
 static void check_qapps(struct ctx *c, struct qnode *q)
@@ -1632,8 +1669,8 @@ static void check_one_carry(struct ctx *c, struct carry *cr, const struct lnode 
                             uint64_t *apps_out)
 {
     const char *what = kind == 'u' ? "user" : "group";
-    kq_resource_t lim = l->maxres.ok ? l->maxres.res : KQ_RESOURCE_EMPTY;
-    *res_out = lim;
+    kq_resource_t lim = l->maxres.ok ? l->maxres.res : KQ_RESOURCE_EMPTY; /* pinned: shared */
+    *res_out = lim; /* pinned too, or a new set pinned below */
     *apps_out = l->maxapps;
     struct binding *b = carry_find(cr, kind, name);
     bool via_wild = false;
@@ -1654,9 +1691,13 @@ static void check_one_carry(struct ctx *c, struct carry *cr, const struct lnode 
                    "%s '%s' maxresources %s exceeds %s set for the same %s on a parent queue",
                    what, name, a, m, what);
     }
-    if (!via_wild && kq_resource_min(res_out, &lim, &b->res) != 0)
-        err_at(c, at, l->where, "%s '%s' maxresources and a parent queue's name more than %u resources together",
-               what, name, kq_resource_max_names());
+    if (!via_wild) {
+        kq_resource_t eff = KQ_RESOURCE_EMPTY;
+        if (kq_resource_min(&eff, &lim, &b->res) != 0)
+            c->oom = true;
+        arena_pin(c, &eff);
+        *res_out = eff;
+    }
     if (b->apps != 0 && (l->maxapps == 0 || l->maxapps > b->apps)) {
         if (l->maxapps == 0)
             err_at(c, at, l->where,

@@ -612,7 +612,7 @@ static int name_cmp(const char *a, const char *b) { return a == b ? 0 : strcmp(a
 
 static inline uint32_t capacity(const kq_resource_t *r) { return r->cap ? r->cap : KQ_RES_INLINE; }
 
-static _Atomic uint32_t max_names = KQ_RES_MAX;
+static _Atomic uint32_t max_names = KQ_RES_NAMES_MAX;
 
 uint32_t kq_resource_max_names(void) { return atomic_load_explicit(&max_names, memory_order_relaxed); }
 

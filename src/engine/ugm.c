@@ -109,7 +109,7 @@ typedef struct cnt {
     char key[];
 } cnt_t;
 
-/* A queue in one tree: 44 bytes, then the path and the inline usage room. */
+/* A queue in one tree: 46 bytes, then the path and the inline usage room. */
 typedef struct node {
     uint32_t hash;          /* key_hash(path): first member, as ptab_t requires */
     uint16_t path_len;      /* strlen(path) (<= KQ_UGM_PATH_MAX) */
@@ -121,9 +121,9 @@ typedef struct node {
     kq_resource_t *pending; /* queue tree only, allocated on first use; NULL = none */
     uint32_t running;       /* applications with a place in the subtree */
     uint32_t n_children;    /* nodes whose parent this is */
+    uint16_t n_used;        /* entries in used (<= KQ_RES_NAMES_MAX) */
+    uint16_t cap_used;      /* room in used */
     uint8_t depth;          /* 0 at the root: the node's index in a qpath */
-    uint8_t n_used;         /* entries in used */
-    uint8_t cap_used;       /* room in used */
     bool used_inline;       /* used points at the room allocated with the node */
     char path[];            /* full path, NUL-terminated; the inline usage room follows,
                              * aligned for kq_res_entry_t */
@@ -248,8 +248,7 @@ typedef struct qpath {
 static const kq_resource_t empty_res = {.n = 0};
 
 _Static_assert(offsetof(node_t, hash) == 0 && offsetof(app_t, hash) == 0, "ptab_t entries start with their hash");
-_Static_assert(KQ_UGM_PATH_MAX <= UINT16_MAX && KQ_UGM_MAX_DEPTH <= UINT8_MAX && KQ_RES_MAX <= UINT8_MAX &&
-               KQ_RES_MAX <= KQ_RES_INLINE,
+_Static_assert(KQ_UGM_PATH_MAX <= UINT16_MAX && KQ_UGM_MAX_DEPTH <= UINT8_MAX && KQ_RES_NAMES_MAX <= UINT16_MAX,
                "node_t field widths");
 
 /* ------------------------------------------------------------------------------------ */
@@ -473,24 +472,46 @@ static size_t node_room_off(size_t plen)
     return (offsetof(node_t, path) + plen + 1 + a - 1) / a * a;
 }
 
-/* A copy of the node's usage (the empty set for NULL) into *r, which need not be
- * initialised: node usage never spills (resource.h, Limit; KQ_RES_MAX <= KQ_RES_INLINE). */
-static void node_load(const node_t *n, kq_resource_t *r)
+/* The node's usage (the empty set for NULL) as a set in *r, which need not be initialised:
+ * up to KQ_RES_INLINE entries are copied inline; more are borrowed (r's heap is the node's
+ * array: never free r, and it is valid while the node's usage is unchanged). Writing into
+ * r's entries in place (res_sub) writes into the node's; r must never grow. */
+static kq_resource_t *node_view(const node_t *n, kq_resource_t *r)
 {
+    uint32_t k = n != NULL ? n->n_used : 0;
+    r->n = k;
+    if (k > KQ_RES_INLINE) {
+        r->cap = k;
+        r->heap = n->used;
+        return r;
+    }
     r->cap = 0;
     r->heap = NULL;
-    r->n = n != NULL ? n->n_used : 0; /* <= KQ_RES_MAX <= KQ_RES_INLINE (static assert) */
-    if (r->n > 0) /* a libc call: an inline copy of a bounded size (rep movs) is slower here */
-        memcpy(KQ_RES_E(r), n->used, r->n * sizeof(KQ_RES_E(r)[0]));
+    if (k > 0) /* a libc call: an inline copy of a bounded size (rep movs) is slower here */
+        memcpy(r->inl, n->used, k * sizeof(r->inl[0]));
+    return r;
+}
+
+/* *r (initialised; freed by the caller) = a copy of the node's usage. KQ_ENOMEM only when it
+ * has more than r's room. */
+static int node_copy(const node_t *n, kq_resource_t *r)
+{
+    uint32_t k = n != NULL ? n->n_used : 0;
+    if (k > (r->cap ? r->cap : KQ_RES_INLINE) && kq_resource_reserve(r, k) != 0)
+        return KQ_ENOMEM;
+    r->n = k;
+    if (k > 0)
+        memcpy(KQ_RES_E(r), n->used, k * sizeof(kq_res_entry_t));
+    return 0;
 }
 
 /* Stores r as the node's usage; the room was reserved (node_reserve). */
 static void node_store(node_t *n, const kq_resource_t *r)
 {
     assert(r->n <= n->cap_used);
-    if (r->n > 0)
-        memcpy(n->used, KQ_RES_E(r), r->n * sizeof(KQ_RES_E(r)[0]));
-    n->n_used = (uint8_t)r->n;
+    if (r->n > 0 && KQ_RES_E(r) != n->used) /* a borrowed view (node_view) is already there */
+        memmove(n->used, KQ_RES_E(r), r->n * sizeof(KQ_RES_E(r)[0]));
+    n->n_used = (uint16_t)r->n;
 }
 
 /* Makes room for `need` usage entries. The usage itself does not change. */
@@ -507,7 +528,7 @@ static int node_reserve(node_t *n, uint32_t need)
         free(n->used);
     n->used = v;
     n->used_inline = false;
-    n->cap_used = (uint8_t)need;
+    n->cap_used = (uint16_t)need;
     return 0;
 }
 
@@ -535,7 +556,7 @@ static node_t *node_new(node_t *parent, const qpath_t *p, unsigned i, uint32_t r
     n->depth = (uint8_t)i;
     n->parent = parent;
     n->used = (kq_res_entry_t *)(void *)((char *)n + off);
-    n->cap_used = (uint8_t)room;
+    n->cap_used = (uint16_t)room;
     n->used_inline = true;
     return n;
 }
@@ -544,6 +565,7 @@ static void node_free(node_t *n)
 {
     if (!n->used_inline)
         free(n->used);
+    kq_resource_free(n->pending);
     free(n->pending);
     free(n);
 }
@@ -1126,6 +1148,7 @@ static void owner_put(kq_ugm_t *m, owner_t *o, uint64_t k)
     o->n -= k;
     if (o->n == 0) {
         HASH_DEL(m->owners, o);
+        kq_resource_free(&o->used);
         free(o);
     }
 }
@@ -1211,8 +1234,9 @@ static void set_reason(char *reason, size_t rlen, const char *fmt, ...)
  * GetPodResource), so a "pods" entry in a limit or a queue's max counts pods. */
 static int with_pod(const kq_resource_t *req, kq_resource_t *out)
 {
-    *out = *req;
-    return kq_resource_set(out, "pods", 1);
+    kq_resource_init(out); /* the caller frees it */
+    int rc = kq_resource_copy(out, req);
+    return rc != 0 ? rc : kq_resource_set(out, "pods", 1);
 }
 
 /* Checks one user or group limit at level i; t is T_USER or T_GROUP. */
@@ -1226,7 +1250,7 @@ static int check_limit(const op_t *op, unsigned i, int t, const char *who, char 
         return 0;
     const node_t *n = op->nodes[t][i];
     kq_resource_t used;
-    node_load(n, &used);
+    node_view(n, &used);
     size_t running = n != NULL ? n->running : 0;
     bool new_here = i >= op->shared[t];
     char label[256], what[512];
@@ -1260,7 +1284,7 @@ static int check_queue(const op_t *op, unsigned i, char *reason, size_t rlen)
     const kq_queue_conf_t *q = lv->q;
     const node_t *n = op->nodes[T_QUEUE][i];
     kq_resource_t used;
-    node_load(n, &used);
+    node_view(n, &used);
     size_t running = n != NULL ? n->running : 0;
     bool new_here = i >= op->shared[T_QUEUE];
     const char *failed = NULL;
@@ -1327,9 +1351,15 @@ static int check_all(const op_t *op, bool enforce, char *reason, size_t rlen)
         for (int t = 0; t < T_COUNT; t++) {
             if (t == T_GROUP && op->gname == NULL)
                 continue;
-            kq_resource_t sum;
-            node_load(op->nodes[t][i], &sum);
-            int rc = kq_resource_add(&sum, op->req);
+            kq_resource_t sum = KQ_RESOURCE_EMPTY;
+            int rc = node_copy(op->nodes[t][i], &sum);
+            if (rc == 0)
+                rc = kq_resource_add(&sum, op->req);
+            kq_resource_free(&sum);
+            if (rc == KQ_ENOMEM) {
+                set_reason(reason, rlen, "out of memory");
+                return rc;
+            }
             if (rc != 0) {
                 set_reason(reason, rlen, "usage in queue %.*s would overflow", (int)op->path.end[i], op->path.s);
                 return rc;
@@ -1357,6 +1387,8 @@ static int commit(op_t *op)
     cnt_t *user_entry = NULL;
     int ensured = 0, rc = 0;
     unsigned depth = op->path.n;
+    kq_resource_t scratch; /* node usage + the request; freed on every return */
+    kq_resource_init(&scratch);
 
     for (; ensured < T_COUNT; ensured++) {
         tree_t *t = op->trees[ensured];
@@ -1370,11 +1402,13 @@ static int commit(op_t *op)
         if (op->trees[t] == NULL)
             continue;
         for (unsigned i = 0; i < depth; i++) {
-            kq_resource_t sum;
-            node_load(op->nodes[t][i], &sum);
-            rc = kq_resource_add(&sum, op->req);
-            assert(rc == 0); /* check_all proved it */
-            rc = node_reserve(op->nodes[t][i], sum.n);
+            /* The sum in the op's scratch set, which so grows to the room the section
+             * below needs. */
+            rc = node_copy(op->nodes[t][i], &scratch);
+            if (rc == 0)
+                rc = kq_resource_add(&scratch, op->req); /* no overflow: check_all proved it */
+            if (rc == 0)
+                rc = node_reserve(op->nodes[t][i], scratch.n);
             if (rc != 0)
                 goto out;
         }
@@ -1410,11 +1444,11 @@ static int commit(op_t *op)
             continue;
         node_t **nodes = op->nodes[t];
         for (unsigned i = 0; i < depth; i++) {
-            kq_resource_t sum;
-            node_load(nodes[i], &sum);
-            rc = kq_resource_add(&sum, op->req);
+            rc = node_copy(nodes[i], &scratch); /* within the room reserved above */
+            if (rc == 0)
+                rc = kq_resource_add(&scratch, op->req);
             assert(rc == 0);
-            node_store(nodes[i], &sum);
+            node_store(nodes[i], &scratch);
         }
         app_t *a = op->apps[t];
         if (a == NULL) {
@@ -1441,9 +1475,11 @@ static int commit(op_t *op)
         }
         c->n++;
     }
+    kq_resource_free(&scratch);
     return 0;
 
 out:
+    kq_resource_free(&scratch);
     free(user_entry);
     for (int t = 0; t < T_COUNT; t++)
         free(fresh[t]);
@@ -1529,7 +1565,8 @@ static int do_increase(kq_ugm_t *m, const char *queue_path, const char *app_id,
     op.app_len = strlen(app_id);
     rc = with_pod(req, &op.req_pod);
     if (rc != 0) {
-        set_reason(reason, rlen, "the request names too many resources to count the pod");
+        kq_resource_free(&op.req_pod);
+        set_reason(reason, rlen, "out of memory");
         return rc;
     }
     op.req = &op.req_pod;
@@ -1574,6 +1611,7 @@ static int do_increase(kq_ugm_t *m, const char *queue_path, const char *app_id,
             mutex_unlock(&m->lock);
             limits_free(dead);
             set_reason(reason, rlen, "out of memory");
+            kq_resource_free(&op.req_pod);
             return KQ_ENOMEM;
         }
     }
@@ -1637,6 +1675,7 @@ static int do_increase(kq_ugm_t *m, const char *queue_path, const char *app_id,
     limits_t *dead = limits_put(op.lim);
     mutex_unlock(&m->lock);
     limits_free(dead);
+    kq_resource_free(&op.req_pod);
     return rc;
 }
 
@@ -1763,7 +1802,7 @@ static bool tree_sub(tree_t *t, node_t **nodes, unsigned depth, app_t *a, place_
     bool exact = true;
     for (unsigned i = 0; i < depth; i++) {
         kq_resource_t r;
-        node_load(nodes[i], &r);
+        node_view(nodes[i], &r); /* borrowed when spilled: res_sub writes in place */
         if (!res_sub(&r, usage))
             exact = false;
         node_store(nodes[i], &r); /* never more entries than before */
@@ -1811,8 +1850,10 @@ int kq_ugm_decrease(kq_ugm_t *m, const char *queue_path, const char *app_id, con
         return rc;
     size_t app_len = strlen(app_id);
     kq_resource_t usage_pod;
-    if (with_pod(usage, &usage_pod) != 0)
-        return KQ_ERANGE;
+    if (with_pod(usage, &usage_pod) != 0) {
+        kq_resource_free(&usage_pod);
+        return KQ_ENOMEM;
+    }
     usage = &usage_pod;
 
     /* The application's allocations are counted for its owner (the user of its first). */
@@ -1828,8 +1869,10 @@ int kq_ugm_decrease(kq_ugm_t *m, const char *queue_path, const char *app_id, con
     else if (own != NULL)
         owner_put(m, own, 1);
     mutex_unlock(&m->lock);
-    if (u == NULL)
+    if (u == NULL) {
+        kq_resource_free(&usage_pod);
         return KQ_ENOENT;
+    }
 
     tracker_t *released_group = NULL;
     bool exact = true;
@@ -1887,6 +1930,7 @@ release:
     if (own != NULL)
         owner_put(m, own, rc == 0 ? 2 : 1); /* our pin, and the released allocation */
     mutex_unlock(&m->lock);
+    kq_resource_free(&usage_pod);
     return rc;
 }
 
@@ -1895,7 +1939,13 @@ release:
 static bool pending_prep(const kq_ugm_t *m, const char *queue_path, const kq_resource_t *req, qpath_t *p,
                          kq_resource_t *req_pod)
 {
-    return m != NULL && req != NULL && parse_path(queue_path, p) == 0 && with_pod(req, req_pod) == 0;
+    kq_resource_init(req_pod);
+    if (m == NULL || req == NULL || parse_path(queue_path, p) != 0)
+        return false;
+    if (with_pod(req, req_pod) == 0)
+        return true;
+    kq_resource_free(req_pod);
+    return false;
 }
 
 void kq_ugm_pending_add(kq_ugm_t *m, const char *queue_path, const kq_resource_t *req)
@@ -1915,8 +1965,7 @@ void kq_ugm_pending_add(kq_ugm_t *m, const char *queue_path, const kq_resource_t
         }
     }
     for (unsigned i = 0; rc == 0 && i < p.n; i++) {
-        kq_resource_t sum = *qn[i]->pending;
-        rc = kq_resource_add(&sum, req);
+        rc = kq_resource_add_check(qn[i]->pending, req); /* makes room: the add below cannot fail */
         if (rc != 0)
             tree_prune(&m->qtree, qn[p.n - 1]);
     }
@@ -1929,6 +1978,7 @@ void kq_ugm_pending_add(kq_ugm_t *m, const char *queue_path, const kq_resource_t
         tree_prune(&m->qtree, qn[p.n - 1]); /* an empty request leaves no node behind */
     }
     mutex_unlock(&m->qlock);
+    kq_resource_free(&req_pod);
     if (rc != 0)
         kq_warn("ugm: pending not counted queue=%s error=\"%s\"", queue_path, kq_strerror(rc));
 }
@@ -1950,6 +2000,7 @@ void kq_ugm_pending_sub(kq_ugm_t *m, const char *queue_path, const kq_resource_t
         tree_prune(&m->qtree, qn[p.n - 1]);
     }
     mutex_unlock(&m->qlock);
+    kq_resource_free(&req_pod);
 }
 
 size_t kq_ugm_user_count(kq_ugm_t *m)
@@ -2230,7 +2281,7 @@ static json_t *usage_json(const node_t *n, const view_t *vw, const limits_t *L, 
     if (o == NULL)
         return NULL;
     kq_resource_t used;
-    node_load(n, &used);
+    node_view(n, &used);
     json_t *apps = view_apps(vw, n);
     bool ok = jset(o, "queuePath", json_stringn(n->path, n->path_len)) && jset_res(o, "resourceUsage", &used) &&
               apps != NULL;
@@ -2532,9 +2583,10 @@ static bool queue_common(json_t *o, const char *partition, const node_t *n, cons
               jset(o, "partition", json_string(partition));
     if (ok && parent_path != NULL)
         ok = jset(o, "parent", json_string(parent_path));
-    kq_resource_t used, pending = n != NULL && n->pending != NULL ? *n->pending : empty_res;
-    node_load(n, &used);
-    ok = ok && jset_res(o, "allocatedResource", &used) && jset_res(o, "pendingResource", &pending);
+    kq_resource_t used;
+    const kq_resource_t *pending = n != NULL && n->pending != NULL ? n->pending : &empty_res;
+    node_view(n, &used);
+    ok = ok && jset_res(o, "allocatedResource", &used) && jset_res(o, "pendingResource", pending);
     if (ok && n != NULL && n->running > 0)
         ok = jset(o, "runningApps", json_integer((json_int_t)n->running));
     /* Fields YuniKorn always sends (no omitempty); kubequota has no priorities and no
@@ -2693,6 +2745,7 @@ static void dynlims_free(kq_ugm_t *m)
     dynlim_t *d, *tmp;
     HASH_ITER(hh, m->dynlims, d, tmp) {
         HASH_DEL(m->dynlims, d);
+        kq_resource_free(&d->lim.max);
         free(d);
     }
 }
@@ -2711,8 +2764,10 @@ int kq_ugm_set_dynamic_limits(kq_ugm_t *m, const char *queue_path, const kq_reso
             return KQ_ENOMEM;
         memcpy(fresh->path, queue_path, len + 1);
         fresh->lim.has_max = max != NULL;
-        if (max != NULL)
-            fresh->lim.max = *max;
+        if (max != NULL && kq_resource_copy(&fresh->lim.max, max) != 0) {
+            free(fresh);
+            return KQ_ENOMEM;
+        }
         fresh->lim.max_applications = max_apps;
     }
     dynlim_t *old = NULL;
@@ -2723,6 +2778,8 @@ int kq_ugm_set_dynamic_limits(kq_ugm_t *m, const char *queue_path, const kq_reso
     if (fresh != NULL)
         HASH_ADD(hh, m->dynlims, path[0], len, fresh);
     mutex_unlock(&m->qlock);
+    if (old != NULL)
+        kq_resource_free(&old->lim.max);
     free(old);
     return 0;
 }
@@ -2743,7 +2800,7 @@ static int check_dynamic_queue(const op_t *op, unsigned i, char *reason, size_t 
         return 0;
     const node_t *n = op->nodes[T_QUEUE][i];
     kq_resource_t used;
-    node_load(n, &used);
+    node_view(n, &used);
     size_t running = n != NULL ? n->running : 0;
     bool new_here = i >= op->shared[T_QUEUE];
     const char *failed = NULL;
@@ -2884,6 +2941,7 @@ static void rows_free(app_row_t *v, size_t n)
         for (size_t j = 0; j < v[i].n_groups; j++)
             free(v[i].groups[j]);
         free(v[i].groups);
+        kq_resource_free(&v[i].used);
     }
     free(v);
 }
@@ -2916,7 +2974,7 @@ json_t *kq_ugm_apps_json(kq_ugm_t *m, const char *queue_path)
             r->n_groups = j + 1;
         }
         r->pods = o->pods;
-        r->used = o->used;
+        ok = ok && kq_resource_copy(&r->used, &o->used) == 0;
     }
     mutex_unlock(&m->lock);
     json_t *out = ok ? json_array() : NULL;
@@ -2961,8 +3019,10 @@ int kq_ugm_totals(kq_ugm_t *m, kq_resource_t *used, size_t *apps, size_t *pods)
     }
     mutex_unlock(&m->lock);
     mutex_lock(&m->qlock);
-    node_load(m->qtree.root, used);
+    int rc = node_copy(m->qtree.root, used);
     mutex_unlock(&m->qlock);
+    if (rc != 0)
+        return rc;
     if (apps != NULL)
         *apps = na;
     if (pods != NULL)

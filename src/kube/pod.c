@@ -202,11 +202,11 @@ static int parse_rlist(pctx_t *c, const jv_t *obj, const char *path, const char 
         if (bad == NULL && !full && kq_resource_set(&r, key, v) != 0)
             full = true;
     }
-    if (bad != NULL)
-        return KQ_EPARSE;
-    if (full)
-        return fail(c, KQ_EPARSE, "%s%s: more than %d resource names", path, sub, KQ_RES_MAX);
-    *out = r;
+    if (bad != NULL || full) {
+        kq_resource_free(&r);
+        return bad != NULL ? KQ_EPARSE : fail(c, KQ_ENOMEM, "out of memory");
+    }
+    kq_resource_move(out, &r);
     return 0;
 }
 
@@ -247,6 +247,8 @@ static int parse_container(pctx_t *c, const jv_t *ctr, const char *path, bool in
                            bool infeasible, cres_t *out)
 {
     char p[256];
+    for (int k = 0; k < R_KINDS; k++)
+        kq_resource_init(&out->r[k]);
     if (!is(ctr, KQ_JOBJECT))
         return fail(c, KQ_EPARSE, "%s: not an object", path);
     const char *name = NULL;
@@ -257,19 +259,24 @@ static int parse_container(pctx_t *c, const jv_t *ctr, const char *path, bool in
     if (rc != 0)
         return rc;
 
-    kq_resource_t req = KQ_RESOURCE_EMPTY, lim = KQ_RESOURCE_EMPTY;
-    if ((rc = parse_rlist(c, member(res, "requests"), path, ".resources.requests", &req)) != 0 ||
-        (rc = parse_rlist(c, member(res, "limits"), path, ".resources.limits", &lim)) != 0)
-        return rc;
+    /* Built in place in out->r[] (R_SPEC = requests); freed on every error. */
+    kq_resource_t lim = KQ_RESOURCE_EMPTY;
+    kq_resource_t *req = &out->r[R_SPEC], *alloc = &out->r[R_ALLOC], *act = &out->r[R_ACT];
+    rc = parse_rlist(c, member(res, "requests"), path, ".resources.requests", req);
+    if (rc == 0)
+        rc = parse_rlist(c, member(res, "limits"), path, ".resources.limits", &lim);
     /* Limits without requests: the request defaults to the limit. */
-    if (kq_resource_fill(&req, &lim) != 0)
-        return fail(c, KQ_EPARSE, "%s.resources: more than %d resource names", path, KQ_RES_MAX);
+    if (rc == 0 && kq_resource_fill(req, &lim) != 0)
+        rc = fail(c, KQ_ENOMEM, "out of memory");
+    kq_resource_free(&lim);
+    if (rc != 0)
+        goto fail;
 
     out->restartable = false;
     if (init) {
         const char *policy = NULL;
         if ((rc = get_string(c, ctr, "restartPolicy", path, &policy)) != 0)
-            return rc;
+            goto fail;
         out->restartable = policy != NULL && strcmp(policy, "Always") == 0;
     }
 
@@ -281,62 +288,75 @@ static int parse_container(pctx_t *c, const jv_t *ctr, const char *path, bool in
         const jv_t *sres = NULL;
         if ((rc = get_object(c, cs, "allocatedResources", p, &alloc_j)) != 0 ||
             (rc = get_object(c, cs, "resources", p, &sres)) != 0)
-            return rc;
+            goto fail;
         if (sres != NULL) {
             const jv_t *v = member(sres, "requests");
-            if (v != NULL && !is(v, KQ_JOBJECT))
-                return fail(c, KQ_EPARSE, "%s.resources.requests: not an object", p);
+            if (v != NULL && !is(v, KQ_JOBJECT)) {
+                rc = fail(c, KQ_EPARSE, "%s.resources.requests: not an object", p);
+                goto fail;
+            }
             act_j = v;
         }
     }
-    kq_resource_t alloc = KQ_RESOURCE_EMPTY, act = KQ_RESOURCE_EMPTY;
     if (alloc_j != NULL) {
-        if ((rc = parse_rlist(c, alloc_j, p, ".allocatedResources", &alloc)) != 0)
-            return rc;
-    } else if (!infeasible) {
-        alloc = req;
+        if ((rc = parse_rlist(c, alloc_j, p, ".allocatedResources", alloc)) != 0)
+            goto fail;
+    } else if (!infeasible && kq_resource_copy(alloc, req) != 0) {
+        rc = fail(c, KQ_ENOMEM, "out of memory");
+        goto fail;
     }
     if (act_j != NULL) {
-        if ((rc = parse_rlist(c, act_j, p, ".resources.requests", &act)) != 0)
-            return rc;
-    } else {
-        act = alloc;
+        if ((rc = parse_rlist(c, act_j, p, ".resources.requests", act)) != 0)
+            goto fail;
+    } else if (kq_resource_copy(act, alloc) != 0) {
+        rc = fail(c, KQ_ENOMEM, "out of memory");
+        goto fail;
     }
-    out->r[R_SPEC] = req;
-    out->r[R_ALLOC] = alloc;
-    out->r[R_ACT] = act;
     return 0;
+fail:
+    for (int k = 0; k < R_KINDS; k++)
+        kq_resource_free(&out->r[k]);
+    return rc;
 }
 
+static void free_cres(cres_t *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        for (int k = 0; k < R_KINDS; k++)
+            kq_resource_free(&v[i].r[k]);
+}
+
+/* *out (initialised) = the pod's aggregate of one kind. */
 static int aggregate(pctx_t *c, const cres_t *ctrs, size_t n, const cres_t *inits, size_t ni,
                      int kind, kq_resource_t *out)
 {
     kq_resource_t sum = KQ_RESOURCE_EMPTY, sidecars = KQ_RESOURCE_EMPTY, init = KQ_RESOURCE_EMPTY;
-    for (size_t i = 0; i < n; i++)
-        if (kq_resource_add(&sum, &ctrs[i].r[kind]) != 0)
-            goto range;
-    for (size_t i = 0; i < ni; i++) {
+    kq_resource_t use = KQ_RESOURCE_EMPTY;
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++)
+        rc = kq_resource_add(&sum, &ctrs[i].r[kind]);
+    for (size_t i = 0; i < ni && rc == 0; i++) {
         const kq_resource_t *r = &inits[i].r[kind];
-        kq_resource_t use;
         if (inits[i].restartable) {
-            if (kq_resource_add(&sum, r) != 0 || kq_resource_add(&sidecars, r) != 0)
-                goto range;
-            use = sidecars;
-        } else {
-            use = *r;
-            if (kq_resource_add(&use, &sidecars) != 0)
-                goto range;
+            if ((rc = kq_resource_add(&sum, r)) == 0 && (rc = kq_resource_add(&sidecars, r)) == 0)
+                rc = kq_resource_copy(&use, &sidecars);
+        } else if ((rc = kq_resource_copy(&use, r)) == 0) {
+            rc = kq_resource_add(&use, &sidecars);
         }
-        if (kq_resource_max(&init, &use) != 0)
-            goto range;
+        if (rc == 0)
+            rc = kq_resource_max(&init, &use);
     }
-    if (kq_resource_max(&sum, &init) != 0)
-        goto range;
-    *out = sum;
-    return 0;
-range:
-    return fail(c, KQ_EPARSE, "spec: container requests overflow or name more than %d resources",
-                KQ_RES_MAX);
+    if (rc == 0)
+        rc = kq_resource_max(&sum, &init);
+    if (rc == 0)
+        kq_resource_move(out, &sum);
+    kq_resource_free(&sum);
+    kq_resource_free(&sidecars);
+    kq_resource_free(&init);
+    kq_resource_free(&use);
+    if (rc == KQ_ENOMEM)
+        return fail(c, KQ_ENOMEM, "out of memory");
+    return rc != 0 ? fail(c, KQ_EPARSE, "spec: container requests overflow") : 0;
 }
 
 /* "spec.<key>[<i>]" into buf (key is a short literal); by hand: this runs per container. */
@@ -391,6 +411,7 @@ static int parse_container_list(pctx_t *c, const jv_t *spec, const char *key, bo
         index_path(path, sizeof(path), key, i);
         rc = parse_container(c, ctr, path, init, status, infeasible, &v[i]);
         if (rc != 0) {
+            free_cres(v, i);
             if (v != small)
                 free(v);
             return rc;
@@ -423,6 +444,11 @@ static int compute_request(pctx_t *c, const jv_t *spec, const jv_t *status, kq_r
     cres_t *ctrs = NULL, *inits = NULL;
     cres_t small_ctrs[SMALL_LIST], small_inits[SMALL_LIST]; /* most pods: no allocation */
     size_t n = 0, ni = 0;
+    /* Every set below is freed at out (none allocates unless it has more than KQ_RES_INLINE names). */
+    kq_resource_t total = KQ_RESOURCE_EMPTY, podreq = KQ_RESOURCE_EMPTY, overhead = KQ_RESOURCE_EMPTY;
+    kq_resource_t per[R_KINDS];
+    for (int k = 0; k < R_KINDS; k++)
+        kq_resource_init(&per[k]);
     if (spec != NULL && !is(spec, KQ_JOBJECT))
         return fail(c, KQ_EPARSE, "spec: not an object");
     if (status != NULL && !is(status, KQ_JOBJECT))
@@ -435,15 +461,13 @@ static int compute_request(pctx_t *c, const jv_t *spec, const jv_t *status, kq_r
                                    &ni)) != 0)
         goto out;
 
-    kq_resource_t total = KQ_RESOURCE_EMPTY;
-    kq_resource_t per[R_KINDS];
     for (int k = 0; k < R_KINDS; k++)
         if ((rc = aggregate(c, ctrs, n, inits, ni, k, &per[k])) != 0)
             goto out;
     if (!infeasible)
-        total = per[R_SPEC];
+        kq_resource_move(&total, &per[R_SPEC]);
     if (kq_resource_max(&total, &per[R_ACT]) != 0 || kq_resource_max(&total, &per[R_ALLOC]) != 0) {
-        rc = fail(c, KQ_EPARSE, "spec: more than %d resource names", KQ_RES_MAX);
+        rc = fail(c, KQ_ENOMEM, "out of memory");
         goto out;
     }
 
@@ -452,28 +476,33 @@ static int compute_request(pctx_t *c, const jv_t *spec, const jv_t *status, kq_r
     if ((rc = get_object(c, spec, "resources", "spec", &pres)) != 0)
         goto out;
     if (pres != NULL) {
-        kq_resource_t podreq;
         if ((rc = parse_rlist(c, member(pres, "requests"), "spec.resources.requests", "", &podreq)) != 0)
             goto out;
         for (uint32_t i = 0; i < podreq.n; i++) {
             if (is_pod_level_resource(KQ_RES_E(&podreq)[i].name) &&
                 kq_resource_set(&total, KQ_RES_E(&podreq)[i].name, KQ_RES_E(&podreq)[i].value) != 0) {
-                rc = fail(c, KQ_EPARSE, "spec.resources.requests: more than %d resource names", KQ_RES_MAX);
+                rc = fail(c, KQ_ENOMEM, "out of memory");
                 goto out;
             }
         }
     }
 
-    kq_resource_t overhead;
     if ((rc = parse_rlist(c, member(spec, "overhead"), "spec.overhead", "", &overhead)) != 0)
         goto out;
-    if (kq_resource_add(&total, &overhead) != 0) {
-        rc = fail(c, KQ_EPARSE, "spec.overhead: sum overflows or names more than %d resources", KQ_RES_MAX);
+    if ((rc = kq_resource_add(&total, &overhead)) != 0) {
+        rc = rc == KQ_ENOMEM ? fail(c, KQ_ENOMEM, "out of memory") : fail(c, KQ_EPARSE, "spec.overhead: sum overflows");
         goto out;
     }
-    *out = total;
+    kq_resource_move(out, &total);
     rc = 0;
 out:
+    kq_resource_free(&total);
+    kq_resource_free(&podreq);
+    kq_resource_free(&overhead);
+    for (int k = 0; k < R_KINDS; k++)
+        kq_resource_free(&per[k]);
+    free_cres(ctrs, n);
+    free_cres(inits, ni);
     if (ctrs != small_ctrs)
         free(ctrs);
     if (inits != small_inits)
@@ -484,11 +513,7 @@ out:
 int kq_pod_request(const kq_jnode_t *spec, kq_resource_t *out, char *err, size_t errlen)
 {
     pctx_t c = {.err = err, .errlen = errlen, .bare = true};
-    kq_resource_t r;
-    int rc = compute_request(&c, spec, NULL, &r);
-    if (rc == 0)
-        *out = r;
-    return rc;
+    return compute_request(&c, spec, NULL, out);
 }
 
 /* ---------------------------------------------------------------------------------- */
@@ -779,7 +804,7 @@ static int resolve_placed(const kq_partition_conf_t *part, const kq_pod_opts_t *
      * (YuniKorn: set on an unmanaged queue when an application is added) */
     if (opts->set_dynamic_limits != NULL && opts->ns_limits != NULL && kq_config_queue(part, p->queue) == NULL &&
         strcmp(p->queue, KQ_PLACEMENT_RECOVERY_QUEUE) != 0) {
-        kq_resource_t max;
+        kq_resource_t max = KQ_RESOURCE_EMPTY;
         bool has_max = false;
         uint64_t max_apps = 0;
         if (opts->ns_limits(opts->ns_arg, p->ns, &max, &has_max, &max_apps))
@@ -788,6 +813,7 @@ static int resolve_placed(const kq_partition_conf_t *part, const kq_pod_opts_t *
             /* the queue is created anew (YuniKorn removed it when it emptied): limits a
              * namespace gave an earlier queue of that name do not carry over */
             opts->set_dynamic_limits(opts->hook_arg, p->queue, NULL, 0);
+        kq_resource_free(&max);
     }
     return 0;
 }
@@ -1206,6 +1232,7 @@ void kq_pod_clear(kq_pod_t *p)
     free(p->quota_name);
     free(p->quota_group);
     free(p->gang);
+    kq_resource_free(&p->request);
     memset(p, 0, sizeof(*p));
 }
 
@@ -1227,6 +1254,9 @@ int kq_pod_copy(kq_pod_t *dst, const kq_pod_t *src)
     p.quota_name = p.quota_group = p.gang = NULL;
     p.groups = NULL;
     p.n_groups = 0;
+    kq_resource_init(&p.request);
+    if (kq_resource_copy(&p.request, &src->request) != 0)
+        goto nomem;
     if (copy_str(&p.uid, src->uid) || copy_str(&p.ns, src->ns) || copy_str(&p.name, src->name) ||
         copy_str(&p.node, src->node) || copy_str(&p.scheduler_name, src->scheduler_name) ||
         copy_str(&p.user, src->user) || copy_str(&p.queue, src->queue) ||

@@ -965,7 +965,7 @@ static int preempt_in_group(kq_app_t *app, const json_t *pod_obj, json_t *map)
         /* the preemptor must fit on the node once its victims are gone: the node's
          * allocatable against the pods kubequota counts there */
         if (ok) {
-            kq_resource_t alloc, on_node = KQ_RESOURCE_EMPTY;
+            kq_resource_t alloc = KQ_RESOURCE_EMPTY, on_node = KQ_RESOURCE_EMPTY;
             ok = kq_elastic_node_allocatable(app->elastic, node, &alloc) == 0;
             for (size_t k = 0; ok && k < n_on; k++)
                 ok = kq_resource_add(&on_node, &on[k].req) == 0;
@@ -982,7 +982,10 @@ static int preempt_in_group(kq_app_t *app, const json_t *pod_obj, json_t *map)
             int64_t maxpods = kq_resource_get(&alloc, "pods", &hasp);
             if (ok && hasp && (int64_t)(n_on - kept) + 1 > maxpods)
                 ok = false;
+            kq_resource_free(&alloc);
+            kq_resource_free(&on_node);
         }
+        kq_resource_free(&freed);
         kq_ledger_victims_free(on, n_on);
         if (!ok)
             kq_debug("event=preempt_node_dropped pod=%s/%s node=%s reason=\"%s\"", pod.ns, pod.name, node,
@@ -1284,13 +1287,16 @@ static int explain_pods(kq_app_t *app, kq_pod_t *pods, size_t n, bool list, char
             int rc = decide(app, pod, reason, sizeof(reason), &by_tree);
             if (rc == 0 && !kq_resource_is_zero(&sum) && !kq_ledger_is_counted(app->ledger, pod->uid)) {
                 kq_pod_t job = *pod; /* shallow: borrowed strings, own request */
-                job.request = sum;
-                if (kq_resource_add(&job.request, &pod->request) != 0) {
+                kq_resource_init(&job.request);
+                if (kq_resource_copy(&job.request, &sum) != 0 || kq_resource_add(&job.request, &pod->request) != 0) {
+                    kq_resource_free(&job.request);
+                    kq_resource_free(&sum);
                     json_decref(blockers);
                     json_decref(items);
                     return 500;
                 }
                 rc = decide(app, &job, reason, sizeof(reason), &by_tree);
+                kq_resource_free(&job.request);
                 cumulative = rc == KQ_EDENIED;
             }
             if (rc == KQ_EDENIED) {
@@ -1318,10 +1324,12 @@ static int explain_pods(kq_app_t *app, kq_pod_t *pods, size_t n, bool list, char
             } else if (rc != 0) {
                 seterr(msg, sizeof(msg), "quota check for pod %s/%s failed: %s", pod->ns, pod->name,
                        app->ledger ? kq_strerror(rc) : "no pod ledger configured");
+                kq_resource_free(&sum);
                 json_decref(blockers);
                 json_decref(items);
                 return explain_error(rc == KQ_ESTATE ? 503 : 500, msg, out, out_len);
             } else if (!kq_ledger_is_counted(app->ledger, pod->uid) && kq_resource_add(&sum, &pod->request) != 0) {
+                kq_resource_free(&sum);
                 json_decref(blockers);
                 json_decref(items);
                 return 500;
@@ -1340,6 +1348,7 @@ static int explain_pods(kq_app_t *app, kq_pod_t *pods, size_t n, bool list, char
             json_object_set_new(item, "user", json_string(pod->user));
         json_array_append_new(items, item);
     }
+    kq_resource_free(&sum);
     json_t *res;
     if (!list) {
         res = json_incref(json_array_get(items, 0));

@@ -431,12 +431,13 @@ int kq_rest_partitions(kq_app_t *app, char **body, size_t *len)
 {
     if (app->ugm == NULL)
         return reply_error(503, "usage tracking is not initialised", NULL, body, len);
-    kq_resource_t used;
+    kq_resource_t used = KQ_RESOURCE_EMPTY, cap = KQ_RESOURCE_EMPTY;
     size_t apps = 0, pods = 0;
-    if (kq_ugm_totals(app->ugm, &used, &apps, &pods) != 0)
+    if (kq_ugm_totals(app->ugm, &used, &apps, &pods) != 0) {
+        kq_resource_free(&used);
         return reply_error(500, "usage totals unavailable", NULL, body, len);
+    }
     json_t *nodes = app->elastic != NULL ? kq_elastic_nodes_json(app->elastic) : json_array();
-    kq_resource_t cap = KQ_RESOURCE_EMPTY;
     size_t i;
     json_t *n;
     bool ok = nodes != NULL;
@@ -445,6 +446,7 @@ int kq_rest_partitions(kq_app_t *app, char **body, size_t *len)
         char err[128];
         if (ok && kq_resource_from_json(json_object_get(n, "allocatable"), &r, err, sizeof(err)) == 0)
             ok = kq_resource_add(&cap, &r) == 0;
+        kq_resource_free(&r);
     }
     size_t total_nodes = json_array_size(nodes);
     json_decref(nodes);
@@ -465,6 +467,8 @@ int kq_rest_partitions(kq_app_t *app, char **body, size_t *len)
             ok = json_object_set_new(util, name, json_integer((json_int_t)(u * 100 / KQ_RES_E(&cap)[k].value))) == 0;
         }
     }
+    kq_resource_free(&cap);
+    kq_resource_free(&used);
     json_t *o = ok ? json_pack("{s:s,s:s,s:o,s:{s:s},s:b,s:b,s:s,s:I}", "clusterId", "kubernetes", "name",
                                app->partition, "capacity", capacity, "nodeSortingPolicy", "type", "fair",
                                "preemptionEnabled", 0, "quotaPreemptionEnabled", 0, "state", "Active",

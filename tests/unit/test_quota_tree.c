@@ -1721,7 +1721,7 @@ static int lift_limit(void **state)
 static int restore_limit(void **state)
 {
     (void)state;
-    kq_resource_set_max_names(KQ_RES_MAX);
+    kq_resource_set_max_names(KQ_RES_NAMES_MAX); /* the default */
     return 0;
 }
 

@@ -723,12 +723,15 @@ static void fill(kq_resource_t *r, const char *prefix, int count)
     }
 }
 
+#define LIMIT16 16 /* a limit the tests below set (the default is KQ_RES_NAMES_MAX) */
+
 static void test_too_many_names(void **state)
 {
     (void)state;
+    kq_resource_set_max_names(LIMIT16); /* restored at the end */
     kq_resource_t r = KQ_RESOURCE_EMPTY;
-    fill(&r, "example.com/r", KQ_RES_MAX);
-    assert_int_equal(r.n, KQ_RES_MAX);
+    fill(&r, "example.com/r", LIMIT16);
+    assert_int_equal(r.n, LIMIT16);
     assert_sorted(&r);
     kq_resource_t before = r;
     assert_int_equal(kq_resource_set(&r, "example.com/one-more", 1), KQ_ERANGE);
@@ -737,7 +740,7 @@ static void test_too_many_names(void **state)
     assert_int_equal(kq_resource_set(&r, "example.com/r07", 99), 0);
     assert_int_equal(val(&r, "example.com/r07", NULL), 99);
 
-    /* add that would need more than KQ_RES_MAX names */
+    /* add that would need more than LIMIT16 names */
     kq_resource_t a = KQ_RESOURCE_EMPTY, b = KQ_RESOURCE_EMPTY;
     fill(&a, "example.com/a", 10);
     fill(&b, "example.com/b", 7);
@@ -747,8 +750,9 @@ static void test_too_many_names(void **state)
     /* 10 + 6 = 16 is fine */
     b.n = 6;
     assert_int_equal(kq_resource_add(&a, &b), 0);
-    assert_int_equal(a.n, KQ_RES_MAX);
+    assert_int_equal(a.n, LIMIT16);
     assert_sorted(&a);
+    kq_resource_set_max_names(KQ_RES_NAMES_MAX);
 }
 
 static void test_add(void **state)
@@ -842,7 +846,8 @@ static void test_max_fill(void **state)
     assert_int_equal(val(&f, "cpu", NULL), 500);    /* r's own values stay, larger or not */
     assert_int_equal(val(&f, "memory", NULL), 100);
     assert_int_equal(val(&f, GPU, NULL), 1);
-    /* more than KQ_RES_MAX names: KQ_ERANGE, unchanged */
+    /* more than the limit's names: KQ_ERANGE, unchanged */
+    kq_resource_set_max_names(LIMIT16);
     kq_resource_t a = KQ_RESOURCE_EMPTY, c = KQ_RESOURCE_EMPTY;
     fill(&a, "example.com/a", 10);
     fill(&c, "example.com/c", 7);
@@ -851,6 +856,7 @@ static void test_max_fill(void **state)
     assert_same(&a, &before);
     assert_int_equal(kq_resource_fill(&a, &c), KQ_ERANGE);
     assert_same(&a, &before);
+    kq_resource_set_max_names(KQ_RES_NAMES_MAX);
 }
 
 static void test_sub(void **state)
@@ -1081,10 +1087,11 @@ static void test_from_json_rejects(void **state)
     json_decref(o);
 
     /* NULL and too many names */
+    kq_resource_set_max_names(LIMIT16);
     assert_int_equal(kq_resource_from_json(NULL, &r, err, sizeof(err)), KQ_EPARSE);
     json_t *many = json_object();
     char name[32];
-    for (int i = 0; i <= KQ_RES_MAX; i++) {
+    for (int i = 0; i <= LIMIT16; i++) {
         snprintf(name, sizeof(name), "example.com/j%02d", i);
         assert_int_equal(json_object_set_new(many, name, json_integer(1)), 0);
     }
@@ -1092,6 +1099,7 @@ static void test_from_json_rejects(void **state)
     assert_non_null(strstr(err, "too many resources"));
     assert_int_equal(r.n, 0);
     json_decref(many);
+    kq_resource_set_max_names(KQ_RES_NAMES_MAX);
 }
 
 static void test_json_round_trip(void **state)
@@ -1232,7 +1240,7 @@ static int lift_limit(void **state)
 static int restore_limit(void **state)
 {
     (void)state;
-    kq_resource_set_max_names(KQ_RES_MAX);
+    kq_resource_set_max_names(KQ_RES_NAMES_MAX); /* the default */
     return 0;
 }
 

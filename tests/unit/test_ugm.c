@@ -993,11 +993,13 @@ static int dec_one(kq_ugm_t *m, const char *q, const char *app, const char *user
 }
 
 /* Nodes store only the resources present and grow when a new name arrives: a node made
- * for one resource takes 15 more (names sorting before and after it), the 17th is refused
- * without any change, and names whose usage returns to 0 disappear from the views. */
+ * for one resource takes 15 more (names sorting before and after it), a name beyond the
+ * process's limit (here set to 16; resource.h, Limit) is refused without any change, and
+ * names whose usage returns to 0 disappear from the views. */
 static void test_usage_grows_to_sixteen_names(void **state)
 {
     (void)state;
+    kq_resource_set_max_names(16);
     kq_ugm_t *m = mgr(NULL);
     kq_user_t alice = usr("alice", NULL, 0);
     char name[32];
@@ -1057,6 +1059,60 @@ static void test_usage_grows_to_sixteen_names(void **state)
     assert_int_equal(kq_ugm_user_count(m), 0);
     assert_int_equal(queue_alloc(m, "root", "memory"), 0);
     assert_int_equal(queue_apps(m, "root"), 0);
+    kq_ugm_free(m);
+    kq_resource_set_max_names(KQ_RES_NAMES_MAX);
+}
+
+/* Issue 15: with the default limit a node's usage grows past the names a set holds inline
+ * (KQ_RES_INLINE): 24 names and pods, at three levels, in the user's, the group's and the
+ * queue tree; limits on such names hold; decreases take it back to nothing. */
+static void test_usage_beyond_inline_names(void **state)
+{
+    (void)state;
+    const char *dev[] = {"dev"};
+    kq_user_t alice = usr("alice", dev, 1);
+    const char *cfg = CFG_HEAD
+        "        limits:\n"
+        "          - limit: dev\n"
+        "            groups: [dev]\n"
+        "            maxresources: {zz.com/r23: 50}\n";
+    kq_ugm_t *m = mgr(cfg);
+    char name[32];
+    kq_resource_t r = KQ_RESOURCE_EMPTY;
+    for (int i = 0; i < 24; i++) {
+        snprintf(name, sizeof(name), "%s.com/r%02d", i % 2 ? "zz" : "aa", i);
+        assert_int_equal(kq_resource_set(&r, name, i + 1), 0);
+    }
+    assert_true(r.n > KQ_RES_INLINE);
+    assert_int_equal(kq_ugm_increase(m, "root.a.b", "app", &alice, &r, NULL, 0), 0);
+    assert_int_equal(kq_ugm_increase(m, "root.a.c", "app2", &alice, &r, NULL, 0), 0);
+    const char *levels[] = {"root", "root.a", "root.a.b"};
+    for (int l = 0; l < 3; l++) {
+        json_t *u = usage_obj(m, "alice", levels[l]);
+        assert_non_null(u);
+        assert_int_equal(json_object_size(u), 25);
+        int k = l == 2 ? 1 : 2; /* root and root.a hold both applications */
+        assert_int_equal(jres(u, "aa.com/r00"), k * 1);
+        assert_int_equal(jres(u, "zz.com/r23"), k * 24);
+        assert_int_equal(jres(u, "pods"), k);
+        json_decref(u);
+    }
+    assert_int_equal(used_at(m, true, "dev", "root", "zz.com/r17"), 36);
+    assert_int_equal(queue_alloc(m, "root.a", "zz.com/r23"), 48);
+    /* the group's limit on the 24th name: 48 + 24 > 50 for a third, nothing changes */
+    char *before = snapshot(m);
+    char why[512] = "";
+    assert_int_equal(kq_ugm_increase(m, "root.a.b", "app", &alice, &r, why, sizeof(why)), KQ_EDENIED);
+    assert_non_null(strstr(why, "zz.com/r23"));
+    char *after = snapshot(m);
+    assert_string_equal(before, after);
+    free(before);
+    free(after);
+    assert_int_equal(kq_ugm_decrease(m, "root.a.b", "app", "alice", &r), 0);
+    assert_int_equal(kq_ugm_decrease(m, "root.a.c", "app2", "alice", &r), 0);
+    assert_int_equal(kq_ugm_user_count(m), 0);
+    assert_int_equal(queue_alloc(m, "root", "zz.com/r23"), 0);
+    kq_resource_free(&r);
     kq_ugm_free(m);
 }
 
@@ -1800,6 +1856,7 @@ int main(void)
         cmocka_unit_test(test_overflow),
         cmocka_unit_test(test_views),
         cmocka_unit_test(test_usage_grows_to_sixteen_names),
+        cmocka_unit_test(test_usage_beyond_inline_names),
         cmocka_unit_test(test_views_same_for_same_usage),
         cmocka_unit_test(test_app_in_several_queues),
         cmocka_unit_test(test_many_apps_and_queues),

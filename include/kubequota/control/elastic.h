@@ -144,8 +144,8 @@ void kq_elastic_stop(kq_elastic_t *e);
  * uses it. NULL is a no-op. */
 void kq_elastic_free(kq_elastic_t *e);
 
-/* A node's counted allocatable (empty when unschedulable). KQ_ENOENT for a node the
- * nodes informer has not shown. */
+/* A node's counted allocatable (empty when unschedulable) copied into *out (initialised).
+ * KQ_ENOENT for a node the nodes informer has not shown, KQ_ENOMEM. */
 int kq_elastic_node_allocatable(kq_elastic_t *e, const char *node, kq_resource_t *out) KQ_WUR;
 /* Whether pods of the default group may be preemption victims (opts.preempt_default). */
 bool kq_elastic_preempt_default(const kq_elastic_t *e);

@@ -148,7 +148,8 @@ int kq_ledger_node_pods(kq_ledger_t *l, const char *node, kq_ledger_victim_t **o
 void kq_ledger_victims_free(kq_ledger_victim_t *v, size_t n);
 
 /* The quota group and request a counted pod is counted with, and its priority. KQ_ENOENT
- * when the pod is not counted or not in the quota tree. */
+ * when the pod is not counted or not in the quota tree; KQ_ENOMEM. req (if non-NULL) is an
+ * initialised set (kq_resource_copy). */
 int kq_ledger_counted_group(kq_ledger_t *l, const char *uid, char *group, size_t glen, kq_resource_t *req,
                             int32_t *priority) KQ_WUR;
 

@@ -17,11 +17,10 @@
  * kq_resource_move(). A set starts as KQ_RESOURCE_EMPTY (or zeroed memory). Functions
  * writing into a set (`*r` or `*out`) take an initialised set and reuse its storage.
  *
- * Limit (transitional, issue 15). The module itself has no cap on names per set, but
- * some modules still copy sets by assignment, which is only safe while no set spills.
- * So a set holds at most kq_resource_max_names() names (KQ_RES_MAX by default, which
- * never spills); growing beyond is KQ_ERANGE. The resource module and the quota tree own
- * their sets explicitly and are tested with the limit lifted.
+ * Limit (issue 15). There is no fixed cap on names per set: a set holds at most
+ * kq_resource_max_names() names, by default KQ_RES_NAMES_MAX (every name the process can
+ * intern, so the default never refuses a set). Tests lower it to exercise KQ_ERANGE;
+ * growing beyond it is KQ_ERANGE.
  *
  * Semantics of a maximum: a resource missing from a maximum is unlimited; an explicit
  * 0 allows nothing of it.
@@ -41,7 +40,6 @@
 #include "kubequota/base/error.h"
 
 #define KQ_RES_INLINE 16 /* entries held without the heap */
-#define KQ_RES_MAX 16    /* default of kq_resource_max_names() (see there) */
 #define KQ_RES_NAME_MAX 317 /* DNS-1123 subdomain prefix (253) + '/' + name (63) */
 #define KQ_RES_NAMES_MAX 4096 /* distinct interned names; kq_resource_name() returns NULL beyond */
 #define KQ_QUANTITY_MAX 64     /* longest quantity in kq_config_parse_resource_list()'s option lists */

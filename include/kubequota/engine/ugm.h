@@ -152,8 +152,8 @@ bool kq_ugm_may_submit_hook(void *ugm, const kq_queue_conf_t *q, const char *use
  * queue_path when it is not NULL. New reference; NULL on ENOMEM. */
 json_t *kq_ugm_apps_json(kq_ugm_t *m, const char *queue_path);
 
-/* The partition's total usage (the root queue's), running applications and counted pods.
- * 0 or KQ_EINVAL. */
+/* The partition's total usage (the root queue's) into *used (an initialised set: release it
+ * with kq_resource_free), running applications and counted pods. 0, KQ_EINVAL or KQ_ENOMEM. */
 int kq_ugm_totals(kq_ugm_t *m, kq_resource_t *used, size_t *apps, size_t *pods) KQ_WUR;
 
 /* Counts for tests and metrics. */

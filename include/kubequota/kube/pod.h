@@ -130,7 +130,8 @@ typedef struct kq_pod_opts {
     /* copies the namespace's parent queue annotation into buf (NUL-terminated); false when
      * there is none or the namespace is unknown */
     bool (*ns_parent_queue)(void *arg, const char *ns, char *buf, size_t len);
-    /* the namespace's queue limits (namespace.quota / namespace.maxApps); false: none */
+    /* the namespace's queue limits (namespace.quota / namespace.maxApps) copied into *max (initialised;
+     * the caller frees it); false: none */
     bool (*ns_limits)(void *arg, const char *ns, kq_resource_t *max, bool *has_max, uint64_t *max_apps);
     void *ns_arg;
 } kq_pod_opts_t;
@@ -160,6 +161,7 @@ int kq_pod_parse_json(const json_t *obj, const kq_pod_opts_t *opts, kq_pod_t *ou
                       size_t errlen) KQ_WUR;
 
 /* Effective request of a PodSpec object (see rules above). */
+/* *out is an initialised set (left unchanged on error; release it with kq_resource_free). */
 int kq_pod_request(const kq_jnode_t *spec, kq_resource_t *out, char *err, size_t errlen) KQ_WUR;
 
 /* Deep copy; KQ_ENOMEM leaves dst zeroed. */
