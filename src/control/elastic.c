@@ -1082,8 +1082,10 @@ json_t *kq_elastic_nodes_json(kq_elastic_t *e)
             out = NULL;
         }
     }
-    for (size_t i = 0; i < k; i++)
+    for (size_t i = 0; i < k; i++) {
         free(v[i].name);
+        kq_resource_free(&v[i].alloc);
+    }
     free(v);
     return out;
 }

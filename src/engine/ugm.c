@@ -1724,6 +1724,7 @@ void kq_ugm_free(kq_ugm_t *m)
     owner_t *o, *otmp;
     HASH_ITER(hh, m->owners, o, otmp) {
         HASH_DEL(m->owners, o);
+        kq_resource_free(&o->used);
         free(o);
     }
     tree_free(&m->qtree);

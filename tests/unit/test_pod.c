@@ -816,6 +816,60 @@ static void test_request_direct(void **state)
     kq_jdoc_free(&spec);
 }
 
+/* Issue 15: requests naming more resources than a set holds inline (24 here), through
+ * containers, an init container and the overhead; a parsed pod with them copies and
+ * clears (ASan checks the spilled sets), and an error after them leaks nothing. */
+static void test_request_many_names(void **state)
+{
+    (void)state;
+    char a[1024] = "", b[1024] = "", spec[4096];
+    for (int i = 0; i < 12; i++) {
+        size_t al = strlen(a), bl = strlen(b);
+        snprintf(a + al, sizeof(a) - al, "%s\"example.com/dev-%02d\":\"1\"", i ? "," : "", i);
+        snprintf(b + bl, sizeof(b) - bl, "%s\"example.com/dev-%02d\":\"2\"", i ? "," : "", i + 12);
+    }
+    snprintf(spec, sizeof(spec),
+             "{\"containers\":[{\"name\":\"a\",\"resources\":{\"requests\":{%s}}},"
+             "{\"name\":\"b\",\"resources\":{\"limits\":{%s}}}],"
+             "\"initContainers\":[{\"name\":\"i\",\"resources\":{\"requests\":{\"example.com/dev-00\":\"5\"}}}],"
+             "\"overhead\":{\"cpu\":\"100m\"}}", a, b);
+    kq_jdoc_t doc = {0};
+    assert_int_equal(kq_jdoc_parse(&doc, spec, strlen(spec), NULL, NULL), 0);
+    kq_resource_t r = KQ_RESOURCE_EMPTY;
+    char err[256] = "";
+    assert_int_equal(kq_pod_request(kq_jdoc_root(&doc), &r, err, sizeof(err)), 0);
+    kq_jdoc_free(&doc);
+    assert_int_equal(r.n, 25);
+    assert_res(&r, "example.com/dev-00", 5); /* the init container's 5 > the containers' 1 */
+    assert_res(&r, "example.com/dev-11", 1);
+    assert_res(&r, "example.com/dev-12", 2); /* a limit without a request is the request */
+    assert_res(&r, "example.com/dev-23", 2);
+    assert_res(&r, "cpu", 100);
+
+    char *text = NULL;
+    assert_true(asprintf(&text, "{\"metadata\":{\"name\":\"w\",\"namespace\":\"d\",\"uid\":\"u-1\"},\"spec\":%s,"
+                                "\"status\":{\"phase\":\"Pending\"}}", spec) > 0);
+    kq_pod_t p, q;
+    assert_int_equal(kq_pod_parse_text(text, strlen(text), NULL, &p, err, sizeof(err)), 0);
+    free(text);
+    assert_true(kq_resource_equal(&p.request, &r));
+    assert_int_equal(kq_pod_copy(&q, &p), 0);
+    assert_true(kq_resource_equal(&q.request, &r));
+    assert_true(KQ_RES_E(&q.request) != KQ_RES_E(&p.request)); /* its own entries */
+    kq_pod_clear(&p);
+    assert_res(&q.request, "example.com/dev-23", 2);
+    kq_pod_clear(&q);
+
+    /* a bad quantity after 24 good names: an error, nothing leaked */
+    snprintf(spec, sizeof(spec), "{\"containers\":[{\"name\":\"a\",\"resources\":{\"requests\":{%s,%s}}},"
+             "{\"name\":\"c\",\"resources\":{\"requests\":{\"cpu\":\"x\"}}}]}", a, b);
+    assert_int_equal(kq_jdoc_parse(&doc, spec, strlen(spec), NULL, NULL), 0);
+    assert_int_equal(kq_pod_request(kq_jdoc_root(&doc), &r, err, sizeof(err)), KQ_EPARSE);
+    assert_int_equal(r.n, 25); /* untouched */
+    kq_jdoc_free(&doc);
+    kq_resource_free(&r);
+}
+
 /* Quantities that are not whole canonical units, as the API server stores them, are
  * rounded up as Kubernetes rounds them (Value() for bytes, MilliValue() for cpu): memory
  * 1.1Gi is stored as 1181116006400m (1181116006.4 bytes, so 1181116007), cpu 100500u is
@@ -1044,6 +1098,7 @@ int main(void)
         cmocka_unit_test(test_request_resize),
         cmocka_unit_test(test_request_direct),
         cmocka_unit_test(test_request_rounds_up),
+        cmocka_unit_test(test_request_many_names),
         cmocka_unit_test(test_request_errors),
         cmocka_unit_test(test_fields),
         cmocka_unit_test(test_created_dates),
