@@ -330,8 +330,11 @@ static void free_cres(cres_t *v, size_t n)
 static int aggregate(pctx_t *c, const cres_t *ctrs, size_t n, const cres_t *inits, size_t ni,
                      int kind, kq_resource_t *out)
 {
-    kq_resource_t sum = KQ_RESOURCE_EMPTY, sidecars = KQ_RESOURCE_EMPTY, init = KQ_RESOURCE_EMPTY;
-    kq_resource_t use = KQ_RESOURCE_EMPTY;
+    kq_resource_t sum, sidecars, init, use;
+    kq_resource_init(&sum);
+    kq_resource_init(&sidecars);
+    kq_resource_init(&init);
+    kq_resource_init(&use);
     int rc = 0;
     for (size_t i = 0; i < n && rc == 0; i++)
         rc = kq_resource_add(&sum, &ctrs[i].r[kind]);
@@ -445,8 +448,10 @@ static int compute_request(pctx_t *c, const jv_t *spec, const jv_t *status, kq_r
     cres_t small_ctrs[SMALL_LIST], small_inits[SMALL_LIST]; /* most pods: no allocation */
     size_t n = 0, ni = 0;
     /* Every set below is freed at out (none allocates unless it has more than KQ_RES_INLINE names). */
-    kq_resource_t total = KQ_RESOURCE_EMPTY, podreq = KQ_RESOURCE_EMPTY, overhead = KQ_RESOURCE_EMPTY;
-    kq_resource_t per[R_KINDS];
+    kq_resource_t total, podreq, overhead, per[R_KINDS];
+    kq_resource_init(&total); /* without clearing the inline room: every pod parse runs this */
+    kq_resource_init(&podreq);
+    kq_resource_init(&overhead);
     for (int k = 0; k < R_KINDS; k++)
         kq_resource_init(&per[k]);
     if (spec != NULL && !is(spec, KQ_JOBJECT))

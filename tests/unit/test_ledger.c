@@ -855,6 +855,39 @@ static void test_reserve_after_relist(void **state)
     kq_pod_clear(&c);
 }
 
+/* Issue 15: a pod naming more resources than a set holds inline (24): pending, assumed
+ * and bound, its counted request comes back whole from the node's victims and the
+ * resize check; removing it releases everything (ASan checks the spilled copies). */
+static void test_many_resource_names(void **state)
+{
+    fx_t *f = *state;
+    char why[256] = "", name[32];
+    kq_pod_t p = mk("w", "root.team-b", "alice", 300, NULL);
+    for (int i = 0; i < 23; i++) {
+        snprintf(name, sizeof(name), "example.com/dev-%02d", i);
+        assert_int_equal(kq_resource_set(&p.request, name, i + 1), 0);
+    }
+    assert_true(p.request.n > KQ_RES_INLINE);
+    kq_ledger_observe(f->l, &p);
+    assert_int_equal(pending_cpu(f, "root.team-b"), 300);
+    assert_int_equal(kq_ledger_assume(f->l, &p, why, sizeof(why)), 0);
+    set_node(&p, "n1");
+    kq_ledger_observe(f->l, &p);
+    assert_int_equal(alloc_cpu(f, "root.team-b"), 300);
+    kq_ledger_victim_t *v = NULL;
+    size_t n = 0;
+    assert_int_equal(kq_ledger_node_pods(f->l, "n1", &v, &n), 0);
+    assert_int_equal(n, 1);
+    assert_true(kq_resource_equal(&v[0].req, &p.request));
+    kq_ledger_victims_free(v, n);
+    assert_int_equal(kq_ledger_check_resize(f->l, &p, why, sizeof(why)), 0);
+    assert_int_equal(p.request.n, 24); /* the check works on its own copy */
+    kq_ledger_remove(f->l, "w");
+    assert_int_equal(alloc_cpu(f, "root.team-b"), 0);
+    expect_size(f, 0, 0);
+    kq_pod_clear(&p);
+}
+
 int main(void)
 {
     kq_log_set_level("error");
@@ -862,6 +895,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_assume_then_bound, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bound_then_assume, setup, teardown),
         cmocka_unit_test_setup_teardown(test_assume_then_forget, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_many_resource_names, setup, teardown),
         cmocka_unit_test_setup_teardown(test_delete_once, setup, teardown),
         cmocka_unit_test_setup_teardown(test_terminal_releases, setup, teardown),
         cmocka_unit_test_setup_teardown(test_label_change_releases_original, setup, teardown),
