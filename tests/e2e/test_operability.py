@@ -294,6 +294,47 @@ class AclEventTest(KQTestCase):
         self.assert_bound("q")
 
 
+class TriggerPhraseNameTest(KQTestCase):
+    """The Event reason and the metric label come from the kind of denial the engine
+    reports, not from phrases in its text: a user name or a limit description that reads
+    like another denial ("does not exist", "the pod can never fit", "may not submit to
+    queue") is still an ordinary QuotaExceeded / over_limit."""
+    CONFIG = queues_config(
+        {"name": "default"},
+        {"name": "dev", "limits": [{"limit": "the pod can never fit", "users": ["*"],
+                                    "maxresources": {"cpu": "1"}}]},
+        {"name": "ops", "limits": [{"users": ["*"], "maxresources": {"cpu": "1"}}]},
+        {"name": "lab", "limits": [{"limit": "x may not submit to queue y", "users": ["*"],
+                                    "maxresources": {"cpu": "1"}}]})
+    EXTRA_ARGS = ("--rest-auth", "none", "--event-update-interval", "100ms")
+
+    def test_names_do_not_change_the_reason(self):
+        cases = (("a", "carol", "root.dev", "the pod can never fit"),
+                 ("b", "ann does not exist", "root.ops", "user ann does not exist in queue root.ops"),
+                 ("c", "dave", "root.lab", "may not submit to queue"))
+        for name, user, queue, phrase in cases:
+            self.create(name + "1", user=user, queue=queue, cpu="700m")
+            self.assert_bound(name + "1")
+            self.create(name + "2", user=user, queue=queue, cpu="800m")
+            # 700m + 800m > 1: over the limit now, not forever (0.8 <= 1)
+            self.assert_denied(name + "2", "default", phrase, "needs 500m more cpu")
+
+        def reasons():
+            got = {}
+            for name, _, _, _ in cases:
+                for e in pod_events(self.sim, name + "2"):
+                    if e.get("type") == "Warning":
+                        got[name] = e.get("reason")
+            return got if len(got) == len(cases) else None
+        got = wait_until(reasons, 15, 0.1, "a Warning event for each denied pod")
+        self.assertEqual(got, {name: "QuotaExceeded" for name, _, _, _ in cases})
+        text = self.kq.get("/metrics").text
+        for queue in ("root.dev", "root.ops", "root.lab"):
+            self.assertIn('kubequota_admission_attempts_total{queue="%s",result="denied",reason="over_limit"} 1\n'
+                          % queue, text)
+        self.assertNotRegex(text, r'kubequota_admission_attempts_total\{[^}]*reason="(never_fits|queue_missing|acl)"')
+
+
 # ---------------------------------------------------------------------------------------
 # Metrics
 # ---------------------------------------------------------------------------------------
