@@ -59,7 +59,7 @@ static void *worker_main(void *arg)
             snprintf(app, sizeof(app), "pre-%d", i);
             const char *gs[2] = {group, "all"};
             kq_user_t u = {.name = user, .groups = gs, .n_groups = 2};
-            if (kq_ugm_increase(e->ugm, queue, app, &u, &e->req, reason, sizeof(reason)) != 0 ||
+            if (kq_ugm_increase(e->ugm, queue, app, &u, &e->req, reason, sizeof(reason), NULL) != 0 ||
                 kq_ugm_decrease(e->ugm, queue, app, user, &e->req) != 0)
                 w->errors++;
             w->pairs++;
@@ -110,7 +110,7 @@ static void track_all(eng_t *e, int which)
         snprintf(app, sizeof(app), "%s-%d", which == 0 ? "pre" : which == 1 ? "second" : "third", i);
         const char *gs[2] = {group, "all"};
         kq_user_t u = {.name = user, .groups = gs, .n_groups = 2};
-        if (kq_ugm_increase(e->ugm, queue, app, &u, &e->req, reason, sizeof(reason)) != 0) {
+        if (kq_ugm_increase(e->ugm, queue, app, &u, &e->req, reason, sizeof(reason), NULL) != 0) {
             fprintf(stderr, "kqbench engine: %s\n", reason);
             exit(1);
         }

@@ -367,7 +367,7 @@ static void ugm_prefill(kq_ugm_t *ugm, int users, int groups)
         const char *gs[2] = {group, "all"};
         kq_user_t u = {.name = user, .groups = gs, .n_groups = 2};
         snprintf(app, sizeof(app), "pre-%d", i);
-        if (kq_ugm_increase(ugm, queue, app, &u, &req, reason, sizeof(reason)) != 0) {
+        if (kq_ugm_increase(ugm, queue, app, &u, &req, reason, sizeof(reason), NULL) != 0) {
             fprintf(bench_err(), "kqbench: prefill of %s failed: %s\n", user, reason);
             exit(1);
         }

@@ -78,7 +78,7 @@ static struct res run(int n, int iters)
     t0 = now_s();
     for (int i = 0; i < iters; i++) {
         snprintf(name, sizeof name, "q-%d", i % 100);
-        if (kq_qtree_assume(t, name, &req, false, reason, sizeof reason) != 0 ||
+        if (kq_qtree_assume(t, name, &req, false, reason, sizeof reason, NULL) != 0 ||
             kq_qtree_used_sub(t, name, &req, false) != 0)
             abort();
     }

@@ -54,7 +54,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             kq_place_in_t in = {.user = "alice.b", .groups = groups, .n_groups = 2, .provided = "q.x",
                                 .tags = tags, .n_tags = 2};
             char *q = NULL, why[256];
-            if (kq_placement_place(p, &in, &q, why, sizeof(why)) == 0) {
+            if (kq_placement_place(p, &in, &q, why, sizeof(why), NULL) == 0) {
                 if (q == NULL || strncmp(q, "root", 4) != 0)
                     abort();
                 (void)kq_placement_template(p, q);
@@ -74,8 +74,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             char why[512];
             if (kq_resource_set(&r, "cpu", 100) != 0)
                 abort();
-            (void)kq_ugm_check(m, "root.a", "app", &u, &r, why, sizeof(why));
-            if (kq_ugm_increase(m, "root.a", "app", &u, &r, why, sizeof(why)) == 0 &&
+            (void)kq_ugm_check(m, "root.a", "app", &u, &r, why, sizeof(why), NULL);
+            if (kq_ugm_increase(m, "root.a", "app", &u, &r, why, sizeof(why), NULL) == 0 &&
                 kq_ugm_decrease(m, "root.a", "app", "bob", &r) != 0)
                 abort(); /* released from the application's owner, whoever's pod it was */
             json_decref(kq_ugm_users_json(m));

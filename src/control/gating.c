@@ -709,11 +709,11 @@ static int admit(kq_gating_t *g, const kq_pod_t *p, char *reason, size_t len)
         char group[KQ_UGM_PATH_MAX];
         if (kq_ledger_pod_group(app->ledger, p, group, sizeof(group)) != 0)
             group[0] = '\0';
-        int rc = kq_metering_check_budget(app->metering, p->user, group[0] ? group : NULL, p->queue, reason, len);
+        int rc = kq_metering_check_budget(app->metering, p->user, group[0] ? group : NULL, p->queue, reason, len, NULL);
         if (rc != 0)
             return rc;
     }
-    return kq_ledger_reserve(app->ledger, p, reason, len);
+    return kq_ledger_reserve(app->ledger, p, reason, len, NULL);
 }
 
 static void note_release(kq_gating_t *g, gpod_t *gp)

@@ -125,6 +125,7 @@ typedef struct spod {
     size_t n_groups;
     char *queue;
     char *queue_error;
+    kq_denial_t queue_denial;
     char *app_id;
     rpack_t *request;
     int32_t priority;
@@ -140,7 +141,7 @@ typedef struct spod {
 
 #define SPOD_FIELDS(X)                                                                                               \
     X(uid) X(ns) X(name) X(node) X(scheduler_name) X(phase) X(deleting) X(user) X(groups) X(n_groups) X(queue)        \
-    X(queue_error) X(app_id) X(priority) X(preemptible) X(created) X(quota_name) X(quota_group) X(n_gates) X(gate_pos) \
+    X(queue_error) X(queue_denial) X(app_id) X(priority) X(preemptible) X(created) X(quota_name) X(quota_group) X(n_gates) X(gate_pos) \
     X(gang) X(gang_min)
 
 _Static_assert(sizeof(spod_t) - sizeof(rpack_t *) == sizeof(kq_pod_t) - sizeof(kq_resource_t),
@@ -672,8 +673,19 @@ void kq_ledger_note_pending(kq_ledger_t *l, const kq_pod_t *pod)
     entry_free(fresh);
 }
 
-int kq_ledger_check_resize(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reason_len)
+/* A pod without a queue is denied with why its queue could not be resolved. */
+static int no_queue(const kq_pod_t *pod, char *reason, size_t reason_len, kq_denial_t *kind)
 {
+    set_reason(reason, reason_len, "%s", pod->queue_error ? pod->queue_error : "pod has no queue");
+    kq_denial_set(kind, pod->queue_error != NULL && pod->queue_denial != KQ_DENIAL_NONE ? pod->queue_denial
+                                                                                     : KQ_DENIAL_QUEUE_MISSING);
+    return KQ_EDENIED;
+}
+
+int kq_ledger_check_resize(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reason_len,
+                           kq_denial_t *kind)
+{
+    kq_denial_set(kind, KQ_DENIAL_NONE);
     if (pod == NULL || pod->uid == NULL)
         return KQ_EINVAL;
     int rc = 0;
@@ -688,11 +700,13 @@ int kq_ledger_check_resize(kq_ledger_t *l, const kq_pod_t *pod, char *reason, si
         (void)kq_resource_sub(&delta, RV(e->c.req));
         if (rc == 0 && !kq_resource_is_zero(&delta)) {
             kq_user_t u = counted_user(&e->c);
-            rc = kq_ugm_check(l->ugm, e->c.queue, e->c.app, &u, &delta, reason, reason_len);
+            rc = kq_ugm_check(l->ugm, e->c.queue, e->c.app, &u, &delta, reason, reason_len, kind);
             if (rc == 0 && l->qt != NULL && e->c.group != NULL) {
-                rc = kq_qtree_check(l->qt, e->c.group, &delta, e->c.np, reason, reason_len);
-                if (rc == KQ_ENOENT)
+                rc = kq_qtree_check(l->qt, e->c.group, &delta, e->c.np, reason, reason_len, kind);
+                if (rc == KQ_ENOENT) {
                     rc = 0; /* the group is gone: the pod is being moved to the default group */
+                    kq_denial_set(kind, KQ_DENIAL_NONE);
+                }
             }
         }
         kq_resource_free(&delta);
@@ -709,10 +723,12 @@ bool kq_ledger_has_qtree(kq_ledger_t *l)
     return has;
 }
 
-int kq_ledger_check_ex(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reason_len, bool *by_tree)
+int kq_ledger_check_ex(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reason_len, bool *by_tree,
+                       kq_denial_t *kind)
 {
     if (by_tree != NULL)
         *by_tree = false;
+    kq_denial_set(kind, KQ_DENIAL_NONE);
     if (pod == NULL || pod->uid == NULL)
         return KQ_EINVAL;
     entry_t *e;
@@ -725,45 +741,45 @@ int kq_ledger_check_ex(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t
     pthread_mutex_unlock(&l->mu);
     if (counted)
         return 0;
-    if (pod->queue == NULL) {
-        set_reason(reason, reason_len, "%s", pod->queue_error ? pod->queue_error : "pod has no queue");
-        return KQ_EDENIED;
-    }
+    if (pod->queue == NULL)
+        return no_queue(pod, reason, reason_len, kind);
     char group[KQ_QTREE_NAME_MAX + 1];
     bool in_tree = qt != NULL && resolve != NULL && resolve(resolve_ud, pod, group, sizeof(group)) == 0;
     kq_user_t u = {.name = pod->user, .groups = (const char *const *)pod->groups, .n_groups = pod->n_groups};
-    int rc = kq_ugm_check(l->ugm, pod->queue, pod->app_id, &u, &pod->request, reason, reason_len);
+    int rc = kq_ugm_check(l->ugm, pod->queue, pod->app_id, &u, &pod->request, reason, reason_len, kind);
     if (rc != 0 || !in_tree)
         return rc;
-    rc = kq_qtree_check(qt, group, &pod->request, !pod->preemptible, reason, reason_len);
+    rc = kq_qtree_check(qt, group, &pod->request, !pod->preemptible, reason, reason_len, kind);
     if (rc == KQ_ENOENT) /* removed since it was resolved: the next resolution says default */
-        rc = kq_qtree_check(qt, KQ_QTREE_DEFAULT, &pod->request, !pod->preemptible, reason, reason_len);
+        rc = kq_qtree_check(qt, KQ_QTREE_DEFAULT, &pod->request, !pod->preemptible, reason, reason_len, kind);
     if (rc == KQ_EDENIED && by_tree != NULL)
         *by_tree = true;
     return rc;
 }
 
-int kq_ledger_check(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reason_len)
+int kq_ledger_check(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reason_len, kq_denial_t *kind)
 {
-    return kq_ledger_check_ex(l, pod, reason, reason_len, NULL);
+    return kq_ledger_check_ex(l, pod, reason, reason_len, NULL, kind);
 }
 
 /* Check and commit of c across the quota tree and the ugm (lock held): both or neither.
  * 0 committed; KQ_EDENIED with the reason; other errors. */
-static int commit_locked(kq_ledger_t *l, const counted_t *c, const kq_pod_t *pod, char *reason, size_t reason_len)
+static int commit_locked(kq_ledger_t *l, const counted_t *c, const kq_pod_t *pod, char *reason, size_t reason_len,
+                         kq_denial_t *kind)
 {
     int rc;
+    kq_denial_set(kind, KQ_DENIAL_NONE);
     if (l->qt != NULL && c->group != NULL) {
-        rc = kq_qtree_check(l->qt, c->group, RV(c->req), c->np, reason, reason_len);
+        rc = kq_qtree_check(l->qt, c->group, RV(c->req), c->np, reason, reason_len, kind);
         if (rc != 0)
             goto denied;
     }
     kq_user_t u = counted_user(c);
-    rc = kq_ugm_increase(l->ugm, c->queue, c->app, &u, RV(c->req), reason, reason_len);
+    rc = kq_ugm_increase(l->ugm, c->queue, c->app, &u, RV(c->req), reason, reason_len, kind);
     if (rc != 0)
         return rc;
     if (l->qt != NULL && c->group != NULL) {
-        rc = kq_qtree_assume(l->qt, c->group, RV(c->req), c->np, reason, reason_len);
+        rc = kq_qtree_assume(l->qt, c->group, RV(c->req), c->np, reason, reason_len, kind);
         if (rc != 0) {
             if (kq_ugm_decrease(l->ugm, c->queue, c->app, c->user, RV(c->req)) != 0)
                 kq_error("event=assume_undo_failed pod=%s/%s uid=%s queue=%s", pod->ns, pod->name, pod->uid,
@@ -775,31 +791,33 @@ static int commit_locked(kq_ledger_t *l, const counted_t *c, const kq_pod_t *pod
 denied:
     if (rc == KQ_ENOENT) { /* the group was removed since it was resolved: retry resolves again */
         set_reason(reason, reason_len, "quota group %s was removed; retry", c->group);
+        kq_denial_set(kind, KQ_DENIAL_OVER_LIMIT); /* transient, as a limit that frees up */
         rc = KQ_EDENIED;
     }
     return rc;
 }
 
-static int assume(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reason_len, bool reserve);
+static int assume(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reason_len, kq_denial_t *kind,
+                  bool reserve);
 
-int kq_ledger_assume(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reason_len)
+int kq_ledger_assume(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reason_len, kq_denial_t *kind)
 {
-    return assume(l, pod, reason, reason_len, false);
+    return assume(l, pod, reason, reason_len, kind, false);
 }
 
-int kq_ledger_reserve(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reason_len)
+int kq_ledger_reserve(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reason_len, kq_denial_t *kind)
 {
-    return assume(l, pod, reason, reason_len, true);
+    return assume(l, pod, reason, reason_len, kind, true);
 }
 
-static int assume(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reason_len, bool reserve)
+static int assume(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reason_len, kq_denial_t *kind,
+                  bool reserve)
 {
+    kq_denial_set(kind, KQ_DENIAL_NONE);
     if (pod == NULL || pod->uid == NULL)
         return KQ_EINVAL;
-    if (pod->queue == NULL) {
-        set_reason(reason, reason_len, "%s", pod->queue_error ? pod->queue_error : "pod has no queue");
-        return KQ_EDENIED;
-    }
+    if (pod->queue == NULL)
+        return no_queue(pod, reason, reason_len, kind);
     /* Everything that may fail to allocate, before the engine commits. */
     counted_t c;
     entry_t *fresh = entry_new(pod->uid);
@@ -835,7 +853,7 @@ static int assume(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reas
     /* Quota tree first (cheap, and most denials end here), then the ugm (check and
      * commit), then the tree's check and commit; a tree denial undoes the ugm commit.
      * Every commit happens under the ledger lock, so nothing changes used in between. */
-    rc = commit_locked(l, &c, fpod, reason, reason_len);
+    rc = commit_locked(l, &c, fpod, reason, reason_len, kind);
     if (rc != 0)
         goto out;
     if (e == NULL) {
@@ -908,7 +926,7 @@ static bool reserve_observed(kq_ledger_t *l, entry_t *e)
     char reason[512] = "";
     if (counted_from_pod(&c, pod) != 0)
         return false;
-    int rc = commit_locked(l, &c, pod, reason, sizeof(reason));
+    int rc = commit_locked(l, &c, pod, reason, sizeof(reason), NULL);
     if (rc != 0) {
         e->res_done = true;
         kq_info("event=reservation_refused pod=%s/%s uid=%s queue=%s user=%s reason=\"%s\" msg=\"an ungated pod "

@@ -1702,7 +1702,7 @@ static int budget_ok(kq_metering_t *m, int kind, const char *name, size_t len, c
 }
 
 int kq_metering_check_budget(kq_metering_t *m, const char *user, const char *group, const char *queue,
-                             char *reason, size_t reason_len)
+                             char *reason, size_t reason_len, kq_denial_t *kind)
 {
     int rc = 0;
     pthread_mutex_lock(&m->mu);
@@ -1724,6 +1724,7 @@ int kq_metering_check_budget(kq_metering_t *m, const char *user, const char *gro
     }
 out:
     pthread_mutex_unlock(&m->mu);
+    kq_denial_set(kind, rc == KQ_EDENIED ? KQ_DENIAL_BUDGET : KQ_DENIAL_NONE);
     return rc;
 }
 

@@ -27,6 +27,7 @@ typedef struct pctx {
     const kq_partition_conf_t *part;
     const kq_place_in_t *in;
     char err[512];   /* a rule's failure (placement stops) or why it did not match */
+    kq_denial_t kind; /* err's kind when it names one (parent queue, missing queue, ACL) */
 } pctx_t;
 
 KQ_PRINTF(2, 3)
@@ -264,6 +265,7 @@ static int run_rule(pctx_t *c, const kq_rule_conf_t *r, unsigned depth, char *ou
     lower(out);
     if (!r->create && kind_of(c, out, NULL) == KQ_QKIND_NONE) {
         say(c, "queue %s does not exist and create is false", out);
+        c->kind = KQ_DENIAL_QUEUE_MISSING;
         return R_NOMATCH;
     }
     return R_MATCH;
@@ -275,6 +277,7 @@ static bool usable(pctx_t *c, const char *path)
     kq_qkind_t k = kind_of(c, path, NULL);
     if (k == KQ_QKIND_PARENT) {
         say(c, "queue %s is a parent queue", path);
+        c->kind = KQ_DENIAL_QUEUE_NOT_LEAF;
         return false;
     }
     if (k == KQ_QKIND_NONE) {
@@ -295,6 +298,7 @@ static bool usable(pctx_t *c, const char *path)
     }
     if (!may_submit(c, path)) {
         say(c, "user '%s' may not submit to queue %s (submitacl/adminacl)", c->in->user, path);
+        c->kind = KQ_DENIAL_ACL;
         return false;
     }
     return true;
@@ -303,33 +307,48 @@ static bool usable(pctx_t *c, const char *path)
 /* ---------------------------------------------------------------------------------- */
 /* public API                                                                          */
 
+/* The kind a failed placement reports: of the rules' failures, a parent queue before a
+ * missing queue before an ACL (the order the Event reasons were always given in); a
+ * placement that found no queue for any other reason is a missing queue. */
+static int kind_rank(kq_denial_t k)
+{
+    return k == KQ_DENIAL_QUEUE_NOT_LEAF ? 3 : k == KQ_DENIAL_QUEUE_MISSING ? 2 : k == KQ_DENIAL_ACL ? 1 : 0;
+}
+
 int kq_placement_place(const kq_partition_conf_t *part, const kq_place_in_t *in, char **queue, char *reason,
-                       size_t reason_len)
+                       size_t reason_len, kq_denial_t *kind)
 {
     *queue = NULL;
     if (reason != NULL && reason_len > 0)
         reason[0] = '\0';
+    kq_denial_set(kind, KQ_DENIAL_NONE);
     if (part == NULL || in == NULL || in->user == NULL) {
         if (reason != NULL && reason_len > 0)
             snprintf(reason, reason_len, "no queue configuration loaded");
+        kq_denial_set(kind, KQ_DENIAL_QUEUE_MISSING);
         return KQ_EDENIED;
     }
     pctx_t c = {.part = part, .in = in};
+    kq_denial_t worst = KQ_DENIAL_NONE;
     char trace[1024] = "";
     char path[KQ_PLACE_PATH_MAX];
     const char *found = NULL;
     for (size_t i = 0; i < part->n_rules && found == NULL; i++) {
         const kq_rule_conf_t *r = part->rules[i];
+        c.kind = KQ_DENIAL_NONE;
         int rc = run_rule(&c, r, 0, path, sizeof(path));
         if (rc == R_ERROR) {
             if (reason != NULL && reason_len > 0)
                 snprintf(reason, reason_len, "placement rule #%zu (%s) failed: %s", i + 1, r->name, c.err);
+            kq_denial_set(kind, c.kind != KQ_DENIAL_NONE ? c.kind : KQ_DENIAL_QUEUE_MISSING);
             return KQ_EDENIED;
         }
         if (rc == R_MATCH && usable(&c, path)) {
             found = path;
             break;
         }
+        if (kind_rank(c.kind) > kind_rank(worst))
+            worst = c.kind;
         size_t tl = strlen(trace);
         snprintf(trace + tl, sizeof(trace) - tl, "%s#%zu %s: %s", tl ? "; " : "", i + 1, r->name, c.err);
     }
@@ -344,6 +363,7 @@ int kq_placement_place(const kq_partition_conf_t *part, const kq_place_in_t *in,
         if (reason != NULL && reason_len > 0)
             snprintf(reason, reason_len, "application rejected: no placement rule matched (%s; and %s is not "
                      "usable)", trace[0] ? trace : "no rules", KQ_PLACEMENT_DEFAULT_QUEUE);
+        kq_denial_set(kind, worst != KQ_DENIAL_NONE ? worst : KQ_DENIAL_QUEUE_MISSING);
         return KQ_EDENIED;
     }
     *queue = strdup(found);

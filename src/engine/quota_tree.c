@@ -1544,8 +1544,8 @@ int kq_qtree_used_sub(kq_qtree_t *t, const char *group, const kq_resource_t *res
 /* The one wording of every denial (as the ugm's; docs/events.md): "quota group G: cpu 2
  * used + 1 requested > 2 runtime (...); needs 1 more cpu", or, when the request alone is
  * over a max or min, that the pod can never fit. "runtime" is explained in plain words. */
-static void overrun(char *reason, size_t len, const char *group, const char *kind, const char *d, int64_t used,
-                    const char *used_by, int64_t r, int64_t limit, const char *what)
+static kq_denial_t overrun(char *reason, size_t len, const char *group, const char *kind, const char *d,
+                           int64_t used, const char *used_by, int64_t r, int64_t limit, const char *what)
 {
     char b1[64], b2[64], b3[64], b4[64];
     const char *why = strcmp(what, "runtime") == 0
@@ -1555,19 +1555,20 @@ static void overrun(char *reason, size_t len, const char *group, const char *kin
         seterr(reason, len, "quota group %s: %s%s %s used%s + %s requested > %s %s; %s requested alone is over the "
                "%s: the pod can never fit", group, kind, d, fmtq(d, used, b1, sizeof b1), used_by,
                fmtq(d, r, b2, sizeof b2), fmtq(d, limit, b3, sizeof b3), what, b2, what);
-        return;
+        return KQ_DENIAL_NEVER_FITS;
     }
     /* used + r > limit here; computed without overflow */
     int64_t need = r > limit ? used + (r - limit) : used - (limit - r);
     seterr(reason, len, "quota group %s: %s%s %s used%s + %s requested > %s %s%s; needs %s more %s", group, kind, d,
            fmtq(d, used, b1, sizeof b1), used_by, fmtq(d, r, b2, sizeof b2), fmtq(d, limit, b3, sizeof b3), what,
            why, fmtq(d, need, b4, sizeof b4), d);
+    return *why != '\0' ? KQ_DENIAL_OVER_RUNTIME : KQ_DENIAL_OVER_LIMIT;
 }
 
 /* scheduler-plugins' rule for a sum_of_mins group g: what all such groups use plus req
  * stays within the sum of their mins. */
 static int sum_rule_locked(const kq_qtree_t *t, const struct group *g, const kq_resource_t *req,
-                           const kq_resource_t *victims, char *reason, size_t len)
+                           const kq_resource_t *victims, char *reason, size_t len, kq_denial_t *dk)
 {
     for (uint32_t i = 0; i < req->n; i++) {
         const char *d = KQ_RES_E(req)[i].name;
@@ -1581,7 +1582,8 @@ static int sum_rule_locked(const kq_qtree_t *t, const struct group *g, const kq_
             used = v >= used ? 0 : used - v;
         }
         if ((u128)used + (u128)r > (u128)m) {
-            overrun(reason, len, g->name, "", d, used, " by all scheduler-plugins quotas", r, m, "sum of their mins");
+            kq_denial_set(dk, overrun(reason, len, g->name, "", d, used, " by all scheduler-plugins quotas", r, m,
+                                      "sum of their mins"));
             return KQ_EDENIED;
         }
     }
@@ -1590,17 +1592,20 @@ static int sum_rule_locked(const kq_qtree_t *t, const struct group *g, const kq_
 
 /* The admission rule, at g and every ancestor. */
 static int check_locked(kq_qtree_t *t, const char *name, const kq_resource_t *req, const kq_resource_t *victims,
-                        bool np, char *reason, size_t len)
+                        bool np, char *reason, size_t len, kq_denial_t *dk)
 {
+    kq_denial_set(dk, KQ_DENIAL_NONE);
     struct group *g = find(t, name);
     if (g == NULL) {
         seterr(reason, len, "quota group %s does not exist", name != NULL && name_ok(name) ? name : "(invalid)");
+        kq_denial_set(dk, KQ_DENIAL_GROUP_MISSING);
         return KQ_ENOENT;
     }
     if (g->system)
         return 0;
     if (g->is_parent) {
         seterr(reason, len, "quota group %s is a parent group; only leaf groups run pods", g->name);
+        kq_denial_set(dk, KQ_DENIAL_GROUP_NOT_LEAF);
         return KQ_EDENIED;
     }
     for (struct group *x = g; x; x = x->parent) {
@@ -1620,12 +1625,12 @@ static int check_locked(kq_qtree_t *t, const char *name, const kq_resource_t *re
             /* the default group: only its max; a scheduler-plugins group: its max and the
              * sum of mins (below) */
             if (has && !x->deflt && !x->summin && sum > (u128)rt) {
-                overrun(reason, len, x->name, "", d, used, "", r, rt, "runtime");
+                kq_denial_set(dk, overrun(reason, len, x->name, "", d, used, "", r, rt, "runtime"));
                 return KQ_EDENIED;
             }
             int64_t mx = rget(&x->max, d, &has);
             if (has && sum > (u128)mx) {
-                overrun(reason, len, x->name, "", d, used, "", r, mx, "max");
+                kq_denial_set(dk, overrun(reason, len, x->name, "", d, used, "", r, mx, "max"));
                 return KQ_EDENIED;
             }
             if (np) {
@@ -1634,45 +1639,46 @@ static int check_locked(kq_qtree_t *t, const char *name, const kq_resource_t *re
                 bool has_min;
                 int64_t nu = rget(&x->used_np, d, NULL), m = rget(&x->smin, d, &has_min);
                 if (has_min && (u128)nu + (u128)r > (u128)m) {
-                    overrun(reason, len, x->name, "non-preemptible ", d, nu, "", r, m, "min");
+                    kq_denial_set(dk, overrun(reason, len, x->name, "non-preemptible ", d, nu, "", r, m, "min"));
                     return KQ_EDENIED;
                 }
             }
         }
         /* scheduler-plugins: its max first, then the sum of mins, then the ancestors */
         int rc;
-        if (x == g && g->summin && (rc = sum_rule_locked(t, g, req, victims, reason, len)) != 0)
+        if (x == g && g->summin && (rc = sum_rule_locked(t, g, req, victims, reason, len, dk)) != 0)
             return rc;
     }
     return 0;
 }
 
 int kq_qtree_check(kq_qtree_t *t, const char *group, const kq_resource_t *req, bool nonpreemptible, char *reason,
-                   size_t reasonlen)
+                   size_t reasonlen, kq_denial_t *kind)
 {
     pthread_mutex_lock(&t->lock);
     settle(t);
-    int rc = check_locked(t, group, req, NULL, nonpreemptible, reason, reasonlen);
+    int rc = check_locked(t, group, req, NULL, nonpreemptible, reason, reasonlen, kind);
     pthread_mutex_unlock(&t->lock);
     return rc;
 }
 
 int kq_qtree_check_preempt(kq_qtree_t *t, const char *group, const kq_resource_t *req,
-                           const kq_resource_t *victims, bool nonpreemptible, char *reason, size_t reasonlen)
+                           const kq_resource_t *victims, bool nonpreemptible, char *reason, size_t reasonlen,
+                           kq_denial_t *kind)
 {
     pthread_mutex_lock(&t->lock);
     settle(t);
-    int rc = check_locked(t, group, req, victims, nonpreemptible, reason, reasonlen);
+    int rc = check_locked(t, group, req, victims, nonpreemptible, reason, reasonlen, kind);
     pthread_mutex_unlock(&t->lock);
     return rc;
 }
 
 int kq_qtree_assume(kq_qtree_t *t, const char *group, const kq_resource_t *req, bool nonpreemptible, char *reason,
-                    size_t reasonlen)
+                    size_t reasonlen, kq_denial_t *kind)
 {
     pthread_mutex_lock(&t->lock);
     settle(t);
-    int rc = check_locked(t, group, req, NULL, nonpreemptible, reason, reasonlen);
+    int rc = check_locked(t, group, req, NULL, nonpreemptible, reason, reasonlen, kind);
     if (rc == 0) {
         rc = used_add_locked(t, find(t, group), req, nonpreemptible);
         if (rc != 0)

@@ -1176,6 +1176,7 @@ typedef struct op {
     tracker_t *gc;         /* pinned candidate group tracker for a new application */
     tracker_t *g;          /* the application's group tracker (gc, or the existing one) */
     const char *gname;     /* the application's group name, or NULL */
+    kq_denial_t *kind;     /* the caller's: the kind of a denial, or NULL */
     bool new_app;          /* the application has no allocation for this user yet */
     tree_t *trees[T_COUNT];  /* NULL: not tracked (no group, or an unknown user in a check) */
     app_t *apps[T_COUNT];    /* the application's entry in each tree, or NULL */
@@ -1197,8 +1198,8 @@ static void limit_label(const kq_limit_conf_t *lim, bool group, bool wildcard, c
 /* "cpu 1500m used + 1 requested > 2 max; needs 500m more cpu" for the first resource that
  * does not fit, or "...; 3 requested alone is over the max: the pod can never fit" (the one
  * wording of every denial: docs/events.md). */
-static void overrun_text(const char *name, const kq_resource_t *used, const kq_resource_t *req,
-                         const kq_resource_t *max, char *buf, size_t len)
+static kq_denial_t overrun_text(const char *name, const kq_resource_t *used, const kq_resource_t *req,
+                                const kq_resource_t *max, char *buf, size_t len)
 {
     char u[64], r[64], x[64], d[64];
     int64_t uv = kq_resource_get(used, name, NULL), rv = kq_resource_get(req, name, NULL);
@@ -1210,12 +1211,13 @@ static void overrun_text(const char *name, const kq_resource_t *used, const kq_r
         if (snprintf(buf, len, "%s %s used + %s requested > %s max; %s requested alone is over the max: the pod "
                      "can never fit", name, u, r, x, r) < 0)
             buf[0] = '\0';
-        return;
+        return KQ_DENIAL_NEVER_FITS;
     }
     /* uv + rv > xv >= rv, so the difference neither overflows nor is negative */
     kq_quantity_format(name, uv - (xv - rv), d, sizeof(d));
     if (snprintf(buf, len, "%s %s used + %s requested > %s max; needs %s more %s", name, u, r, x, d, name) < 0)
         buf[0] = '\0';
+    return KQ_DENIAL_OVER_LIMIT;
 }
 
 static void set_reason(char *reason, size_t rlen, const char *fmt, ...) KQ_PRINTF(3, 4);
@@ -1260,11 +1262,12 @@ static int check_limit(const op_t *op, unsigned i, int t, const char *who, char 
         set_reason(reason, rlen, "%s %s in queue %.*s: %s exceeded: applications %zu running + 1 new > %" PRIu64 " max",
              group ? "group" : "user", who, (int)op->path.end[i], op->path.s, label, running,
              lim->max_applications);
+        kq_denial_set(op->kind, KQ_DENIAL_OVER_LIMIT);
         return KQ_EDENIED;
     }
     if (lim->has_max_resources && !kq_resource_fits(&used, op->req, &lim->max_resources, &failed)) {
         limit_label(lim, group, wildcard, label, sizeof(label));
-        overrun_text(failed, &used, op->req, &lim->max_resources, what, sizeof(what));
+        kq_denial_set(op->kind, overrun_text(failed, &used, op->req, &lim->max_resources, what, sizeof(what)));
         set_reason(reason, rlen, "%s %s in queue %.*s: %s exceeded: %s", group ? "group" : "user", who,
              (int)op->path.end[i], op->path.s, label, what);
         return KQ_EDENIED;
@@ -1292,10 +1295,11 @@ static int check_queue(const op_t *op, unsigned i, char *reason, size_t rlen)
     if (q->max_applications != 0 && new_here && running + 1 > q->max_applications) {
         set_reason(reason, rlen, "queue %s: maxapplications exceeded: applications %zu running + 1 new > %" PRIu64 " max",
              q->path, running, q->max_applications);
+        kq_denial_set(op->kind, KQ_DENIAL_OVER_LIMIT);
         return KQ_EDENIED;
     }
     if (q->has_max && !kq_resource_fits(&used, op->req, &q->max, &failed)) {
-        overrun_text(failed, &used, op->req, &q->max, what, sizeof(what));
+        kq_denial_set(op->kind, overrun_text(failed, &used, op->req, &q->max, what, sizeof(what)));
         set_reason(reason, rlen, "queue %s: resources.max exceeded: %s", q->path, what);
         return KQ_EDENIED;
     }
@@ -1329,6 +1333,7 @@ static int check_acl(const op_t *op, char *reason, size_t rlen)
                "user %s (groups: %s) may not submit to queue %s: neither the submitacl nor the adminacl of the "
                "queue or of a parent queue allows the user or one of its groups",
                op->user->name, used > 0 ? groups : "none", op->path.s);
+    kq_denial_set(op->kind, KQ_DENIAL_ACL);
     return KQ_EDENIED;
 }
 
@@ -1548,10 +1553,11 @@ static void op_walk(op_t *op, int t)
 
 static int do_increase(kq_ugm_t *m, const char *queue_path, const char *app_id,
                        const kq_user_t *user, const kq_resource_t *req, enum mode mode,
-                       char *reason, size_t rlen)
+                       char *reason, size_t rlen, kq_denial_t *kind)
 {
     if (reason != NULL && rlen > 0)
         reason[0] = '\0';
+    kq_denial_set(kind, KQ_DENIAL_NONE);
     if (m == NULL || app_id == NULL || app_id[0] == '\0' || !user_valid(user) || req == NULL)
         return KQ_EINVAL;
     op_t op;
@@ -1562,6 +1568,7 @@ static int do_increase(kq_ugm_t *m, const char *queue_path, const char *app_id,
         return rc;
     }
     op.m = m;
+    op.kind = kind;
     op.app = app_id;
     op.app_len = strlen(app_id);
     rc = with_pod(req, &op.req_pod);
@@ -1773,22 +1780,22 @@ int kq_ugm_set_config(kq_ugm_t *m, kq_config_t *cfg)
 }
 
 int kq_ugm_check(kq_ugm_t *m, const char *queue_path, const char *app_id, const kq_user_t *user,
-                 const kq_resource_t *req, char *reason, size_t reason_len)
+                 const kq_resource_t *req, char *reason, size_t reason_len, kq_denial_t *kind)
 {
-    return do_increase(m, queue_path, app_id, user, req, MODE_CHECK, reason, reason_len);
+    return do_increase(m, queue_path, app_id, user, req, MODE_CHECK, reason, reason_len, kind);
 }
 
 int kq_ugm_increase(kq_ugm_t *m, const char *queue_path, const char *app_id, const kq_user_t *user,
-                    const kq_resource_t *req, char *reason, size_t reason_len)
+                    const kq_resource_t *req, char *reason, size_t reason_len, kq_denial_t *kind)
 {
-    return do_increase(m, queue_path, app_id, user, req, MODE_ENFORCE, reason, reason_len);
+    return do_increase(m, queue_path, app_id, user, req, MODE_ENFORCE, reason, reason_len, kind);
 }
 
 int kq_ugm_add_unchecked(kq_ugm_t *m, const char *queue_path, const char *app_id,
                          const kq_user_t *user, const kq_resource_t *req)
 {
     char reason[256];
-    int rc = do_increase(m, queue_path, app_id, user, req, MODE_UNCHECKED, reason, sizeof(reason));
+    int rc = do_increase(m, queue_path, app_id, user, req, MODE_UNCHECKED, reason, sizeof(reason), NULL);
     if (rc != 0)
         kq_warn("ugm: unchecked add failed user=%s queue=%s app=%s error=\"%s\" reason=\"%s\"",
                 user != NULL && user->name != NULL ? user->name : "", queue_path != NULL ? queue_path : "",
@@ -2811,10 +2818,11 @@ static int check_dynamic_queue(const op_t *op, unsigned i, char *reason, size_t 
         set_reason(reason, rlen, "queue %.*s: maxapplications (%s) exceeded: applications %zu "
                    "running + 1 new > %" PRIu64 " max", (int)op->path.end[i], op->path.s, from, running,
                    t->max_applications);
+        kq_denial_set(op->kind, KQ_DENIAL_OVER_LIMIT);
         return KQ_EDENIED;
     }
     if (t->has_max && !kq_resource_fits(&used, op->req, &t->max, &failed)) {
-        overrun_text(failed, &used, op->req, &t->max, what, sizeof(what));
+        kq_denial_set(op->kind, overrun_text(failed, &used, op->req, &t->max, what, sizeof(what)));
         set_reason(reason, rlen, "queue %.*s: resources.max (%s) exceeded: %s",
                    (int)op->path.end[i], op->path.s, from, what);
         return KQ_EDENIED;

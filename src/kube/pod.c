@@ -698,9 +698,10 @@ static void find_named(const kq_queue_conf_t *q, const char *name, const kq_queu
         find_named(q->children[i], name, found, n);
 }
 
-static int set_qerr(kq_pod_t *p, const char *fmt, ...) KQ_PRINTF(2, 3);
-static int set_qerr(kq_pod_t *p, const char *fmt, ...)
+static int set_qerr(kq_pod_t *p, kq_denial_t kind, const char *fmt, ...) KQ_PRINTF(3, 4);
+static int set_qerr(kq_pod_t *p, kq_denial_t kind, const char *fmt, ...)
 {
+    p->queue_denial = kind;
     va_list ap;
     va_start(ap, fmt);
     int n = vasprintf(&p->queue_error, fmt, ap);
@@ -715,7 +716,7 @@ static int set_qerr(kq_pod_t *p, const char *fmt, ...)
 static int set_queue(kq_pod_t *p, const kq_queue_conf_t *q)
 {
     if (q->is_parent)
-        return set_qerr(p, "queue \"%s\" is a parent queue; pods run only in leaf queues", q->path);
+        return set_qerr(p, KQ_DENIAL_QUEUE_NOT_LEAF, "queue \"%s\" is a parent queue; pods run only in leaf queues", q->path);
     p->queue = strdup(q->path);
     return p->queue ? 0 : KQ_ENOMEM;
 }
@@ -726,9 +727,9 @@ static int resolve_named(const kq_partition_conf_t *part, const char *value, con
                          kq_pod_t *p)
 {
     if (strlen(value) > QUEUE_VALUE_MAX)
-        return set_qerr(p, "%s: queue name longer than %d bytes", source, QUEUE_VALUE_MAX);
+        return set_qerr(p, KQ_DENIAL_QUEUE_MISSING, "%s: queue name longer than %d bytes", source, QUEUE_VALUE_MAX);
     if (part == NULL)
-        return set_qerr(p, "no queue configuration loaded");
+        return set_qerr(p, KQ_DENIAL_QUEUE_MISSING, "no queue configuration loaded");
     /* Queue names are case-insensitive (the configuration stores them lowercase). */
     bool full = strcasecmp(value, "root") == 0 || strncasecmp(value, "root.", 5) == 0;
     if (full || strchr(value, '.') != NULL) {
@@ -737,7 +738,7 @@ static int resolve_named(const kq_partition_conf_t *part, const char *value, con
             return KQ_ENOMEM;
         const char *name = full ? value : path;
         const kq_queue_conf_t *q = kq_config_queue(part, name);
-        int rc = q ? set_queue(p, q) : set_qerr(p, "queue \"%s\" does not exist", name);
+        int rc = q ? set_queue(p, q) : set_qerr(p, KQ_DENIAL_QUEUE_MISSING, "queue \"%s\" does not exist", name);
         free(path);
         return rc;
     }
@@ -745,9 +746,9 @@ static int resolve_named(const kq_partition_conf_t *part, const char *value, con
     size_t n = 0;
     find_named(part->root, value, found, &n);
     if (n == 0)
-        return set_qerr(p, "queue \"%s\" does not exist", value);
+        return set_qerr(p, KQ_DENIAL_QUEUE_MISSING, "queue \"%s\" does not exist", value);
     if (n > 1)
-        return set_qerr(p, "queue name \"%s\" is ambiguous (%s, %s, ...); use the full path", value,
+        return set_qerr(p, KQ_DENIAL_QUEUE_MISSING, "queue name \"%s\" is ambiguous (%s, %s, ...); use the full path", value,
                         found[0]->path, found[1]->path);
     return set_queue(p, found[0]);
 }
@@ -755,7 +756,7 @@ static int resolve_named(const kq_partition_conf_t *part, const char *value, con
 static int resolve_default(const kq_partition_conf_t *part, const char *ns, kq_pod_t *p)
 {
     if (part == NULL)
-        return set_qerr(p, "no queue configuration loaded");
+        return set_qerr(p, KQ_DENIAL_QUEUE_MISSING, "no queue configuration loaded");
     char *path = NULL;
     if (asprintf(&path, "root.%s", ns) < 0)
         return KQ_ENOMEM;
@@ -768,7 +769,7 @@ static int resolve_default(const kq_partition_conf_t *part, const char *ns, kq_p
         if (d != NULL && !d->is_parent)
             rc = set_queue(p, d);
         else
-            rc = set_qerr(p, "no queue named for the pod, and neither %s nor root.default is a leaf "
+            rc = set_qerr(p, KQ_DENIAL_QUEUE_NOT_LEAF, "no queue named for the pod, and neither %s nor root.default is a leaf "
                           "queue", path);
     }
     free(path);
@@ -781,7 +782,7 @@ static int resolve_placed(const kq_partition_conf_t *part, const kq_pod_opts_t *
                           const char *source, kq_pod_t *p)
 {
     if (named != NULL && strlen(named) > QUEUE_VALUE_MAX)
-        return set_qerr(p, "%s: queue name longer than %d bytes", source, QUEUE_VALUE_MAX);
+        return set_qerr(p, KQ_DENIAL_QUEUE_MISSING, "%s: queue name longer than %d bytes", source, QUEUE_VALUE_MAX);
     char parent[QUEUE_VALUE_MAX + 1];
     kq_tag_t tags[2] = {{"namespace", p->ns}, {"namespace.parentqueue", NULL}};
     size_t ntags = 1;
@@ -800,11 +801,12 @@ static int resolve_placed(const kq_partition_conf_t *part, const kq_pod_opts_t *
         .arg = opts->hook_arg,
     };
     char reason[1024];
-    int rc = kq_placement_place(part, &in, &p->queue, reason, sizeof(reason));
+    kq_denial_t kind = KQ_DENIAL_NONE;
+    int rc = kq_placement_place(part, &in, &p->queue, reason, sizeof(reason), &kind);
     if (rc == KQ_ENOMEM)
         return rc;
     if (rc != 0)
-        return set_qerr(p, "%s", reason);
+        return set_qerr(p, kind, "%s", reason);
     /* a dynamic queue takes its limits from the namespace of the pods placed in it
      * (YuniKorn: set on an unmanaged queue when an application is added) */
     if (opts->set_dynamic_limits != NULL && opts->ns_limits != NULL && kq_config_queue(part, p->queue) == NULL &&

@@ -232,51 +232,47 @@ static void log_denial(const char *verb, const kq_pod_t *pod, const char *reason
             verb, pod->ns, pod->name, pod->uid, pod->user, pod->queue ? pod->queue : "-", reason, suppressed);
 }
 
-/* What kind of denial a reason describes: the Event reason (kubectl describe pod) and the
- * reason label of kubequota_admission_attempts_total. The engines word every denial the
- * same way (docs/events.md), so the kind follows from fixed phrases. */
+/* What each kind of denial (error.h; the engines report it next to the text) shows as:
+ * the Event reason (kubectl describe pod) and the reason label of
+ * kubequota_admission_attempts_total (docs/events.md, docs/metrics.md). A denial of no
+ * particular kind is an ordinary QuotaExceeded. */
 typedef struct denial_kind {
     const char *event_reason; /* Event .reason */
     const char *label;        /* metric label */
 } denial_kind_t;
 
-static const denial_kind_t *classify(const char *reason)
+static const denial_kind_t denial_kinds[KQ_DENIAL_COUNT] = {
+    [KQ_DENIAL_NONE] = {"QuotaExceeded", "over_limit"},
+    [KQ_DENIAL_OVER_LIMIT] = {"QuotaExceeded", "over_limit"},
+    [KQ_DENIAL_OVER_RUNTIME] = {"QuotaRuntimeExceeded", "over_runtime"},
+    [KQ_DENIAL_NEVER_FITS] = {"QuotaNeverFits", "never_fits"},
+    [KQ_DENIAL_QUEUE_MISSING] = {"QueueNotFound", "queue_missing"},
+    [KQ_DENIAL_QUEUE_NOT_LEAF] = {"QueueNotLeaf", "queue_not_leaf"},
+    [KQ_DENIAL_GROUP_MISSING] = {"QuotaGroupNotFound", "queue_missing"},
+    [KQ_DENIAL_GROUP_NOT_LEAF] = {"QuotaGroupNotLeaf", "queue_not_leaf"},
+    [KQ_DENIAL_ACL] = {"QueueACLDenied", "acl"},
+    [KQ_DENIAL_BUDGET] = {"BudgetExhausted", "budget"},
+};
+
+static const denial_kind_t *classify(kq_denial_t kind)
 {
-    static const denial_kind_t never = {"QuotaNeverFits", "never_fits"}, budget = {"BudgetExhausted", "budget"},
-                               qleaf = {"QueueNotLeaf", "queue_not_leaf"},
-                               gleaf = {"QuotaGroupNotLeaf", "queue_not_leaf"},
-                               qmiss = {"QueueNotFound", "queue_missing"},
-                               gmiss = {"QuotaGroupNotFound", "queue_missing"}, acl = {"QueueACLDenied", "acl"},
-                               runtime = {"QuotaRuntimeExceeded", "over_runtime"},
-                               over = {"QuotaExceeded", "over_limit"};
-    bool group = strncmp(reason, "quota group ", 12) == 0;
-    if (strstr(reason, "the pod can never fit") != NULL)
-        return &never;
-    if (strstr(reason, "credit budget exhausted") != NULL)
-        return &budget;
-    if (strstr(reason, "is a parent group") != NULL)
-        return &gleaf;
-    if (strstr(reason, "is a parent queue") != NULL || strstr(reason, "is a leaf") != NULL)
-        return &qleaf;
-    if (strstr(reason, "does not exist") != NULL || strncmp(reason, "no queue", 8) == 0 ||
-        strstr(reason, "has no queue") != NULL)
-        return group ? &gmiss : &qmiss;
-    if (strstr(reason, "may not submit to queue") != NULL) /* the ugm's submitacl/adminacl denial */
-        return &acl;
-    if (group && strstr(reason, " runtime") != NULL)
-        return &runtime;
-    return &over;
+    return &denial_kinds[(unsigned)kind < KQ_DENIAL_COUNT ? kind : KQ_DENIAL_NONE];
 }
 
-const char *kq_extender_denial_reason(const char *reason)
+const char *kq_extender_denial_reason(kq_denial_t kind)
 {
-    return classify(reason != NULL ? reason : "")->event_reason;
+    return classify(kind)->event_reason;
 }
 
-static void post_denial_event(kq_app_t *app, const kq_pod_t *pod, const char *reason)
+const char *kq_extender_denial_label(kq_denial_t kind)
+{
+    return classify(kind)->label;
+}
+
+static void post_denial_event(kq_app_t *app, const kq_pod_t *pod, const char *reason, kq_denial_t kind)
 {
     if (app->kube != NULL)
-        kq_kube_event(app->kube, pod->ns, pod->name, pod->uid, "Warning", classify(reason)->event_reason, reason);
+        kq_kube_event(app->kube, pod->ns, pod->name, pod->uid, "Warning", classify(kind)->event_reason, reason);
 }
 
 /* ------------------------------------------------------------------ filter */
@@ -284,15 +280,17 @@ static void post_denial_event(kq_app_t *app, const kq_pod_t *pod, const char *re
 /* The filter's verdict on a resolved pod, changing nothing: the ledger's check (limits,
  * ACLs, quota tree), then the owner's credit budget for a pod not counted yet. 0 fits,
  * KQ_EDENIED with the reason, or an error. Shared by filter and explain. */
-static int decide(kq_app_t *app, const kq_pod_t *pod, char *reason, size_t rlen, bool *by_tree)
+static int decide(kq_app_t *app, const kq_pod_t *pod, char *reason, size_t rlen, bool *by_tree, kq_denial_t *kind)
 {
-    int rc = app->ledger ? kq_ledger_check_ex(app->ledger, pod, reason, rlen, by_tree) : KQ_ESTATE;
+    *kind = KQ_DENIAL_NONE;
+    int rc = app->ledger ? kq_ledger_check_ex(app->ledger, pod, reason, rlen, by_tree, kind) : KQ_ESTATE;
     if (rc == 0 && app->metering != NULL && !kq_ledger_is_counted(app->ledger, pod->uid)) {
         /* An exhausted credit budget stops new pods of its owner; running pods keep running. */
         char group[KQ_UGM_PATH_MAX];
         if (kq_ledger_pod_group(app->ledger, pod, group, sizeof(group)) != 0)
             group[0] = '\0';
-        rc = kq_metering_check_budget(app->metering, pod->user, group[0] ? group : NULL, pod->queue, reason, rlen);
+        rc = kq_metering_check_budget(app->metering, pod->user, group[0] ? group : NULL, pod->queue, reason, rlen,
+                                      kind);
     }
     return rc;
 }
@@ -600,7 +598,8 @@ int kq_extender_filter(kq_app_t *app, const char *body, size_t len, char **out, 
         kq_ledger_note_pending(app->ledger, &pod);
     char reason[REASON_MAX] = "";
     bool by_tree = false;
-    int rc = decide(app, &pod, reason, sizeof(reason), &by_tree);
+    kq_denial_t kind;
+    int rc = decide(app, &pod, reason, sizeof(reason), &by_tree, &kind);
     if (rc == 0) {
         kq_metrics_decision(app->metrics, KQ_VERB_FILTER, KQ_RESULT_ALLOWED);
         kq_metrics_attempt(app->metrics, pod.queue, "admitted", "");
@@ -616,11 +615,11 @@ int kq_extender_filter(kq_app_t *app, const char *body, size_t len, char **out, 
         /* A pod the watch has not shown yet may be a forged filter request's: its event
          * is posted only once the API server confirms the pod (on the events thread). */
         if (app->ledger != NULL && kq_ledger_is_observed(app->ledger, pod.uid))
-            post_denial_event(app, &pod, reason);
+            post_denial_event(app, &pod, reason, kind);
         else if (app->kube != NULL)
-            kq_kube_event_confirmed(app->kube, pod.ns, pod.name, pod.uid, "Warning", classify(reason)->event_reason,
+            kq_kube_event_confirmed(app->kube, pod.ns, pod.name, pod.uid, "Warning", classify(kind)->event_reason,
                                     reason);
-        kq_metrics_attempt(app->metrics, pod.queue, "denied", classify(reason)->label);
+        kq_metrics_attempt(app->metrics, pod.queue, "denied", classify(kind)->label);
         status = filter_deny(nodes, names, reason, by_tree, out, out_len);
     } else {
         seterr(msg, sizeof(msg), "quota check for pod %s/%s failed: %s", pod.ns, pod.name,
@@ -788,14 +787,15 @@ int kq_extender_bind(kq_app_t *app, const char *body, size_t len, char **out, si
                 strcmp(pod.scheduler_name, app->scheduler_name) == 0;
     if (ours) {
         char reason[REASON_MAX] = "";
-        int rc = app->ledger ? kq_ledger_assume(app->ledger, &pod, reason, sizeof(reason)) : KQ_ESTATE;
+        kq_denial_t kind = KQ_DENIAL_NONE;
+        int rc = app->ledger ? kq_ledger_assume(app->ledger, &pod, reason, sizeof(reason), &kind) : KQ_ESTATE;
         if (rc == KQ_EDENIED) {
             if (reason[0] == '\0')
                 seterr(reason, sizeof(reason), "quota exceeded for user %s in queue %s", pod.user,
                        pod.queue ? pod.queue : "-");
             log_denial("bind", &pod, reason);
-            post_denial_event(app, &pod, reason);
-            kq_metrics_attempt(app->metrics, pod.queue, "denied", classify(reason)->label);
+            post_denial_event(app, &pod, reason, kind);
+            kq_metrics_attempt(app->metrics, pod.queue, "denied", classify(kind)->label);
             status = bind_error(app, KQ_RESULT_DENIED, reason, out, out_len);
             goto out;
         }
@@ -961,7 +961,8 @@ static int preempt_in_group(kq_app_t *app, const json_t *pod_obj, json_t *map)
         }
         char why[REASON_MAX] = "";
         bool ok = rc == 0 && !(had > 0 && kept == 0) &&
-                  kq_qtree_check_preempt(qt, group, &pod.request, &freed, !pod.preemptible, why, sizeof(why)) == 0;
+                  kq_qtree_check_preempt(qt, group, &pod.request, &freed, !pod.preemptible, why, sizeof(why),
+                                         NULL) == 0;
         /* the preemptor must fit on the node once its victims are gone: the node's
          * allocatable against the pods kubequota counts there */
         if (ok) {
@@ -1100,13 +1101,13 @@ int kq_extender_admission_check(void *ud, const json_t *pod_obj, const json_t *o
     }
     char reason[REASON_MAX] = "";
     if (old == NULL) {
-        rc = kq_ledger_check(app->ledger, &pod, reason, sizeof(reason));
+        rc = kq_ledger_check(app->ledger, &pod, reason, sizeof(reason), NULL);
         if (rc == KQ_EDENIED)
             seterr(msg, len, "pod %s/%s names node %s and so skips the scheduler, but does not fit its limits: %s",
                    pod.ns ? pod.ns : "-", pod.name ? pod.name : "-", pod.node ? pod.node : "-",
                    reason[0] ? reason : "quota exceeded");
     } else {
-        rc = kq_ledger_check_resize(app->ledger, &pod, reason, sizeof(reason));
+        rc = kq_ledger_check_resize(app->ledger, &pod, reason, sizeof(reason), NULL);
         if (rc == KQ_EDENIED)
             seterr(msg, len, "resizing pod %s/%s would exceed its limits: %s", pod.ns ? pod.ns : "-",
                    pod.name ? pod.name : "-", reason[0] ? reason : "quota exceeded");
@@ -1143,9 +1144,9 @@ static json_t *span_string(const char *s, const char *e)
  * exceeded: <resource> <used> used + <req> requested > <max> <kind>; ..."; or the
  * applications form "applications <n> running + 1 new > <max> max"). The message is the
  * reason itself, exactly as the denial event words it. */
-static json_t *blocker_from_reason(const kq_pod_t *pod, const char *reason)
+static json_t *blocker_from_reason(const kq_pod_t *pod, const char *reason, kq_denial_t dk)
 {
-    const denial_kind_t *k = classify(reason);
+    const denial_kind_t *k = classify(dk);
     const char *kind = "queue";
     json_t *name = NULL;
     const char *colon = strchr(reason, ':');
@@ -1284,7 +1285,8 @@ static int explain_pods(kq_app_t *app, kq_pod_t *pods, size_t n, bool list, char
         if (managed) {
             reason[0] = '\0';
             bool by_tree = false;
-            int rc = decide(app, pod, reason, sizeof(reason), &by_tree);
+            kq_denial_t kind;
+            int rc = decide(app, pod, reason, sizeof(reason), &by_tree, &kind);
             if (rc == 0 && !kq_resource_is_zero(&sum) && !kq_ledger_is_counted(app->ledger, pod->uid)) {
                 kq_pod_t job = *pod; /* shallow: borrowed strings, own request */
                 kq_resource_init(&job.request);
@@ -1295,7 +1297,7 @@ static int explain_pods(kq_app_t *app, kq_pod_t *pods, size_t n, bool list, char
                     json_decref(items);
                     return 500;
                 }
-                rc = decide(app, &job, reason, sizeof(reason), &by_tree);
+                rc = decide(app, &job, reason, sizeof(reason), &by_tree, &kind);
                 kq_resource_free(&job.request);
                 cumulative = rc == KQ_EDENIED;
             }
@@ -1314,13 +1316,13 @@ static int explain_pods(kq_app_t *app, kq_pod_t *pods, size_t n, bool list, char
                         cut[-1] = '\0';
                     size_t rl = strlen(reason);
                     snprintf(reason + rl, sizeof(reason) - rl, "; with the earlier pods of the list admitted");
+                    if (kind == KQ_DENIAL_NEVER_FITS) /* the sum is over, not this pod alone */
+                        kind = KQ_DENIAL_OVER_LIMIT;
                 }
-                never = !cumulative && (strcmp(classify(reason)->event_reason, "QuotaNeverFits") == 0 ||
-                        strcmp(classify(reason)->event_reason, "QueueNotFound") == 0 ||
-                        strcmp(classify(reason)->event_reason, "QueueNotLeaf") == 0 ||
-                        strcmp(classify(reason)->event_reason, "QuotaGroupNotFound") == 0 ||
-                        strcmp(classify(reason)->event_reason, "QuotaGroupNotLeaf") == 0);
-                json_array_append_new(blockers, blocker_from_reason(pod, reason));
+                never = !cumulative && (kind == KQ_DENIAL_NEVER_FITS || kind == KQ_DENIAL_QUEUE_MISSING ||
+                                        kind == KQ_DENIAL_QUEUE_NOT_LEAF || kind == KQ_DENIAL_GROUP_MISSING ||
+                                        kind == KQ_DENIAL_GROUP_NOT_LEAF);
+                json_array_append_new(blockers, blocker_from_reason(pod, reason, kind));
             } else if (rc != 0) {
                 seterr(msg, sizeof(msg), "quota check for pod %s/%s failed: %s", pod->ns, pod->name,
                        app->ledger ? kq_strerror(rc) : "no pod ledger configured");

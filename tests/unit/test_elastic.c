@@ -475,16 +475,16 @@ static void test_check_and_commit(void **state)
     /* team-c: min 1, keeps it, max unlimited; others idle -> runtime = ask */
     kq_pod_t c1 = mk("c1", "x", "root.team-c", CPU(1), NULL);
     kq_ledger_observe(f->app.ledger, &c1);
-    assert_int_equal(kq_ledger_assume(f->app.ledger, &c1, why, sizeof(why)), 0);
+    assert_int_equal(kq_ledger_assume(f->app.ledger, &c1, why, sizeof(why), NULL), 0);
     assert_int_equal(used(f, "root.team-c"), CPU(1));
     /* team-a pod of 9 cpu: team-a max 10, but the cluster is 8, minus team-c's kept 1 */
     kq_pod_t a1 = mk("a1", "x", "root.team-a", CPU(9), NULL);
     kq_ledger_observe(f->app.ledger, &a1);
     bool by_tree = false;
-    assert_int_equal(kq_ledger_check_ex(f->app.ledger, &a1, why, sizeof(why), &by_tree), KQ_EDENIED);
+    assert_int_equal(kq_ledger_check_ex(f->app.ledger, &a1, why, sizeof(why), &by_tree, NULL), KQ_EDENIED);
     assert_true(by_tree);
     assert_non_null(strstr(why, "root.team-a"));
-    assert_int_equal(kq_ledger_assume(f->app.ledger, &a1, why, sizeof(why)), KQ_EDENIED);
+    assert_int_equal(kq_ledger_assume(f->app.ledger, &a1, why, sizeof(why), NULL), KQ_EDENIED);
     /* nothing committed anywhere */
     assert_int_equal(used(f, "root.team-a"), 0);
     assert_false(kq_ledger_is_counted(f->app.ledger, "a1"));
@@ -498,7 +498,7 @@ static void test_check_and_commit(void **state)
     kq_pod_t a2 = mk("a2", "x", "root.team-a", CPU(7), NULL);
     kq_ledger_observe(f->app.ledger, &a2);
     assert_int_equal(runtime(f, "root.team-a"), CPU(7));
-    assert_int_equal(kq_ledger_assume(f->app.ledger, &a2, why, sizeof(why)), 0);
+    assert_int_equal(kq_ledger_assume(f->app.ledger, &a2, why, sizeof(why), NULL), 0);
     assert_int_equal(used(f, "root.team-a"), CPU(7));
     assert_int_equal(used(f, KQ_QTREE_ROOT), CPU(8));
     /* the watch shows it bound, then resized to 6, then deleted: used follows exactly */
@@ -515,7 +515,7 @@ static void test_check_and_commit(void **state)
     assert_int_equal(request(f, "root.team-a"), 0);
     /* a bind that fails releases in both */
     kq_pod_t b1 = mk("b1", "x", "root.team-b", CPU(2), NULL);
-    assert_int_equal(kq_ledger_assume(f->app.ledger, &b1, why, sizeof(why)), 0);
+    assert_int_equal(kq_ledger_assume(f->app.ledger, &b1, why, sizeof(why), NULL), 0);
     assert_int_equal(used(f, "root.team-b"), CPU(2));
     assert_int_equal(kq_ledger_forget(f->app.ledger, "b1"), 0);
     assert_int_equal(used(f, "root.team-b"), 0);
@@ -524,7 +524,7 @@ static void test_check_and_commit(void **state)
      * no queue (denied by queue rules) */
     kq_pod_t q = mk("q", "x", NULL, CPU(1), NULL);
     q.queue_error = strdup("queue \"root.nope\" does not exist");
-    assert_int_equal(kq_ledger_assume(f->app.ledger, &q, why, sizeof(why)), KQ_EDENIED);
+    assert_int_equal(kq_ledger_assume(f->app.ledger, &q, why, sizeof(why), NULL), KQ_EDENIED);
     assert_int_equal(used(f, KQ_QTREE_DEFAULT), 0);
     kq_ledger_remove(f->app.ledger, "c1");
     assert_int_equal(used(f, KQ_QTREE_ROOT), 0);
@@ -545,7 +545,7 @@ static void test_unseen_pod_and_parent(void **state)
     nodes_total(f, "8");
     kq_pod_t a = mk("a", "x", "root.team-a", CPU(5), NULL);
     char why[512];
-    assert_int_equal(kq_ledger_check(f->app.ledger, &a, why, sizeof(why)), KQ_EDENIED);
+    assert_int_equal(kq_ledger_check(f->app.ledger, &a, why, sizeof(why), NULL), KQ_EDENIED);
     assert_int_equal(request(f, "root.team-a"), 0);
     size_t counted = 1;
     assert_int_equal(kq_ledger_size(f->app.ledger, &counted), 0);
@@ -554,13 +554,13 @@ static void test_unseen_pod_and_parent(void **state)
     /* once the caller has confirmed the pod exists, it enters its group's request */
     kq_ledger_note_pending(f->app.ledger, &a);
     assert_int_equal(request(f, "root.team-a"), CPU(5));
-    assert_int_equal(kq_ledger_check(f->app.ledger, &a, why, sizeof(why)), 0);
+    assert_int_equal(kq_ledger_check(f->app.ledger, &a, why, sizeof(why), NULL), 0);
     assert_int_equal(kq_ledger_expire_unobserved(f->app.ledger, 3600), 0);
     assert_int_equal(kq_ledger_expire_unobserved(f->app.ledger, 0), 1);
     assert_int_equal(request(f, "root.team-a"), 0);
     a.quota_name = strdup("root.org");
     bool by_tree = false;
-    assert_int_equal(kq_ledger_check_ex(f->app.ledger, &a, why, sizeof(why), &by_tree), KQ_EDENIED);
+    assert_int_equal(kq_ledger_check_ex(f->app.ledger, &a, why, sizeof(why), &by_tree, NULL), KQ_EDENIED);
     assert_non_null(strstr(why, "parent group"));
     kq_ledger_remove(f->app.ledger, "a");
     kq_pod_clear(&a);
@@ -808,7 +808,7 @@ static void test_reclaim(void **state)
     /* 10: team-b 3, team-c 1, child 0 (idle, lends), team-a min 4 + the rest 2 = 6 */
     assert_int_equal(runtime(f, "root.team-a"), CPU(6));
     char why[512];
-    assert_int_equal(kq_ledger_check(f->app.ledger, &b, why, sizeof(why)), KQ_EDENIED); /* 8+3 > 10 at root */
+    assert_int_equal(kq_ledger_check(f->app.ledger, &b, why, sizeof(why), NULL), KQ_EDENIED); /* 8+3 > 10 at root */
     assert_int_equal(kq_elastic_reclaim_once(f->e, 2000), 0); /* over by 2 since t=2000 */
     assert_int_equal(kq_elastic_reclaim_once(f->e, 6999), 0); /* grace 5000 not over */
     assert_int_equal(f->n_calls, 0);
@@ -822,7 +822,7 @@ static void test_reclaim(void **state)
     assert_int_equal(f->n_calls, 1);
     /* the watch reports it gone; team-b binds */
     kq_ledger_remove(f->app.ledger, "a-young-low");
-    assert_int_equal(kq_ledger_assume(f->app.ledger, &b, why, sizeof(why)), 0);
+    assert_int_equal(kq_ledger_assume(f->app.ledger, &b, why, sizeof(why), NULL), 0);
     assert_int_equal(kq_elastic_reclaim_once(f->e, 9000), 0);
     /* team-b wants 4 more: A must shrink to 4 cpu, i.e. lose 2 of its 6: a-old-low (prio 1)
      * then the mid one would be next; a-np is never chosen */
@@ -1170,7 +1170,7 @@ static void *pod_thread(void *arg)
         kq_pod_t p = mk(uid, i % 5 == 0 ? "eqns" : "x", queues[(i + t->id) % 4], 100 + i % 7, NULL);
         p.preemptible = i % 3 != 0;
         kq_ledger_observe(t->f->app.ledger, &p);
-        if (kq_ledger_assume(t->f->app.ledger, &p, why, sizeof(why)) == 0) {
+        if (kq_ledger_assume(t->f->app.ledger, &p, why, sizeof(why), NULL) == 0) {
             if (i % 4 == 0) {
                 (void)kq_ledger_forget(t->f->app.ledger, uid);
             } else {

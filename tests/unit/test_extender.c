@@ -150,7 +150,7 @@ static void occupy(fx_t *f, const char *uid)
     char err[256];
     assert_int_equal(kq_pod_parse_json(json_object_get(args, "Pod"), &o, &pod, err, sizeof(err)), 0);
     char reason[512];
-    assert_int_equal(kq_ledger_assume(f->app.ledger, &pod, reason, sizeof(reason)), 0);
+    assert_int_equal(kq_ledger_assume(f->app.ledger, &pod, reason, sizeof(reason), NULL), 0);
     kq_pod_clear(&pod);
     json_decref(args);
 }

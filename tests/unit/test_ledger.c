@@ -204,7 +204,7 @@ static void test_assume_then_bound(void **state)
     fx_t *f = *state;
     char why[256] = "";
     kq_pod_t p = mk("a", "root.team-a", "alice", 300, NULL);
-    assert_int_equal(kq_ledger_assume(f->l, &p, why, sizeof(why)), 0);
+    assert_int_equal(kq_ledger_assume(f->l, &p, why, sizeof(why), NULL), 0);
     assert_int_equal(alloc_cpu(f, "root.team-a"), 300);
     assert_int_equal(alloc_cpu(f, "root"), 300);
     assert_true(kq_ledger_is_counted(f->l, "a"));
@@ -216,7 +216,7 @@ static void test_assume_then_bound(void **state)
     assert_int_equal(running_apps(f, "root"), 1);
     assert_int_equal(user_cpu(f, "alice"), 300);
     kq_ledger_observe(f->l, &p);
-    assert_int_equal(kq_ledger_assume(f->l, &p, why, sizeof(why)), 0); /* a retried bind */
+    assert_int_equal(kq_ledger_assume(f->l, &p, why, sizeof(why), NULL), 0); /* a retried bind */
     assert_int_equal(alloc_cpu(f, "root"), 300);
     expect_size(f, 1, 1);
 
@@ -233,7 +233,7 @@ static void test_bound_then_assume(void **state)
     kq_pod_t p = mk("a", "root.team-a", "alice", 300, "n1");
     kq_ledger_observe(f->l, &p);
     assert_int_equal(alloc_cpu(f, "root.team-a"), 300);
-    assert_int_equal(kq_ledger_assume(f->l, &p, why, sizeof(why)), 0);
+    assert_int_equal(kq_ledger_assume(f->l, &p, why, sizeof(why), NULL), 0);
     assert_int_equal(alloc_cpu(f, "root.team-a"), 300);
     expect_size(f, 1, 1);
     /* a bind failure reported late does not release a pod the watch confirmed */
@@ -251,7 +251,7 @@ static void test_assume_then_forget(void **state)
     kq_pod_t p = mk("a", "root.team-a", "alice", 300, NULL);
 
     /* known only from the bind: forget releases and forgets */
-    assert_int_equal(kq_ledger_assume(f->l, &p, why, sizeof(why)), 0);
+    assert_int_equal(kq_ledger_assume(f->l, &p, why, sizeof(why), NULL), 0);
     assert_int_equal(kq_ledger_forget(f->l, "a"), 0);
     expect_size(f, 0, 0);
     expect_empty(f);
@@ -263,7 +263,7 @@ static void test_assume_then_forget(void **state)
     assert_int_equal(pending_cpu(f, "root.team-a"), 300);
     assert_int_equal(alloc_cpu(f, "root"), 0);
     expect_size(f, 1, 0);
-    assert_int_equal(kq_ledger_assume(f->l, &p, why, sizeof(why)), 0);
+    assert_int_equal(kq_ledger_assume(f->l, &p, why, sizeof(why), NULL), 0);
     assert_int_equal(pending_cpu(f, "root.team-a"), 0);
     assert_int_equal(alloc_cpu(f, "root.team-a"), 300);
     /* the watch lags: still unassigned, the assumption holds */
@@ -321,7 +321,7 @@ static void test_terminal_releases(void **state)
 
     /* an assumed pod that fails */
     kq_pod_t b = mk("b", "root.team-b", "bob", 100, NULL);
-    assert_int_equal(kq_ledger_assume(f->l, &b, why, sizeof(why)), 0);
+    assert_int_equal(kq_ledger_assume(f->l, &b, why, sizeof(why), NULL), 0);
     b.phase = KQ_POD_FAILED;
     kq_ledger_observe(f->l, &b);
     expect_size(f, 0, 0);
@@ -389,15 +389,15 @@ static void test_resync(void **state)
     kq_pod_t E = mk("E", "root.team-b", "bob", 16, "n2");     /* appeared during the outage */
     kq_ledger_observe(f->l, &A);
     kq_ledger_observe(f->l, &B);
-    assert_int_equal(kq_ledger_assume(f->l, &C, why, sizeof(why)), 0);
-    assert_int_equal(kq_ledger_assume(f->l, &C2, why, sizeof(why)), 0);
+    assert_int_equal(kq_ledger_assume(f->l, &C, why, sizeof(why), NULL), 0);
+    assert_int_equal(kq_ledger_assume(f->l, &C2, why, sizeof(why), NULL), 0);
     kq_ledger_observe(f->l, &P);
     assert_int_equal(alloc_cpu(f, "root"), 100 + 200 + 400 + 32);
     assert_int_equal(pending_cpu(f, "root.team-b"), 50);
 
     kq_ledger_resync_begin(f->l);
     kq_ledger_observe(f->l, &A);
-    assert_int_equal(kq_ledger_assume(f->l, &D, why, sizeof(why)), 0);
+    assert_int_equal(kq_ledger_assume(f->l, &D, why, sizeof(why), NULL), 0);
     kq_ledger_observe(f->l, &C2);
     kq_ledger_observe(f->l, &E);
     kq_ledger_resync_end(f->l);
@@ -489,25 +489,25 @@ static void test_check_and_denials(void **state)
     char why[256];
     kq_pod_t noq = mk("x", NULL, "alice", 100, NULL);
     why[0] = '\0';
-    assert_int_equal(kq_ledger_check(f->l, &noq, why, sizeof(why)), KQ_EDENIED);
+    assert_int_equal(kq_ledger_check(f->l, &noq, why, sizeof(why), NULL), KQ_EDENIED);
     assert_string_equal(why, "queue \"root.nope\" does not exist");
     why[0] = '\0';
-    assert_int_equal(kq_ledger_assume(f->l, &noq, why, sizeof(why)), KQ_EDENIED);
+    assert_int_equal(kq_ledger_assume(f->l, &noq, why, sizeof(why), NULL), KQ_EDENIED);
     assert_string_equal(why, "queue \"root.nope\" does not exist");
     expect_size(f, 0, 0);
 
     kq_pod_t a = mk("a", "root.team-a", "alice", 800, NULL); /* team-a max 1000m */
-    assert_int_equal(kq_ledger_check(f->l, &a, why, sizeof(why)), 0);
+    assert_int_equal(kq_ledger_check(f->l, &a, why, sizeof(why), NULL), 0);
     assert_int_equal(alloc_cpu(f, "root"), 0); /* check changes nothing */
-    assert_int_equal(kq_ledger_assume(f->l, &a, why, sizeof(why)), 0);
-    assert_int_equal(kq_ledger_check(f->l, &a, why, sizeof(why)), 0); /* already counted */
+    assert_int_equal(kq_ledger_assume(f->l, &a, why, sizeof(why), NULL), 0);
+    assert_int_equal(kq_ledger_check(f->l, &a, why, sizeof(why), NULL), 0); /* already counted */
 
     kq_pod_t b = mk("b", "root.team-a", "bob", 300, NULL); /* 800 + 300 > 1000 */
     why[0] = '\0';
-    assert_int_equal(kq_ledger_check(f->l, &b, why, sizeof(why)), KQ_EDENIED);
+    assert_int_equal(kq_ledger_check(f->l, &b, why, sizeof(why), NULL), KQ_EDENIED);
     assert_true(strlen(why) > 0);
     why[0] = '\0';
-    assert_int_equal(kq_ledger_assume(f->l, &b, why, sizeof(why)), KQ_EDENIED);
+    assert_int_equal(kq_ledger_assume(f->l, &b, why, sizeof(why), NULL), KQ_EDENIED);
     assert_true(strlen(why) > 0);
     assert_int_equal(alloc_cpu(f, "root.team-a"), 800);
     assert_int_equal(user_cpu(f, "bob"), -1);
@@ -665,7 +665,7 @@ static void *worker(void *arg)
         switch ((r >> 8) % 8) {
         case 0:
         case 1:
-            if (kq_ledger_assume(t->f->l, &p, why, sizeof(why)) != 0) /* team-b has no limit */
+            if (kq_ledger_assume(t->f->l, &p, why, sizeof(why), NULL) != 0) /* team-b has no limit */
                 t->unexpected++;
             break;
         case 2:
@@ -692,7 +692,7 @@ static void *worker(void *arg)
                 kq_ledger_observe(t->f->l, &p);
                 kq_ledger_resync_end(t->f->l);
             } else {
-                if (kq_ledger_check(t->f->l, &p, why, sizeof(why)) != 0)
+                if (kq_ledger_check(t->f->l, &p, why, sizeof(why), NULL) != 0)
                     t->unexpected++;
                 (void)kq_ledger_is_counted(t->f->l, uid);
             }
@@ -765,15 +765,15 @@ static void test_reserve(void **state)
     kq_pod_t a = mk("a", "root.team-a", "alice", 600, NULL), b = mk("b", "root.team-a", "bob", 600, NULL);
     kq_ledger_observe(f->l, &a);
     kq_ledger_observe(f->l, &b);
-    assert_int_equal(kq_ledger_reserve(f->l, &a, why, sizeof why), 0);
+    assert_int_equal(kq_ledger_reserve(f->l, &a, why, sizeof why, NULL), 0);
     assert_true(kq_ledger_is_reserved(f->l, "a"));
     assert_int_equal(alloc_cpu(f, "root.team-a"), 600);
     /* the queue max is 1000m: b cannot be reserved next to a, nor pass filter */
-    assert_int_equal(kq_ledger_reserve(f->l, &b, why, sizeof why), KQ_EDENIED);
-    assert_int_equal(kq_ledger_check(f->l, &b, why, sizeof why), KQ_EDENIED);
+    assert_int_equal(kq_ledger_reserve(f->l, &b, why, sizeof why, NULL), KQ_EDENIED);
+    assert_int_equal(kq_ledger_check(f->l, &b, why, sizeof why, NULL), KQ_EDENIED);
     /* a passes filter and its bind counts nothing more */
-    assert_int_equal(kq_ledger_check(f->l, &a, why, sizeof why), 0);
-    assert_int_equal(kq_ledger_assume(f->l, &a, why, sizeof why), 0);
+    assert_int_equal(kq_ledger_check(f->l, &a, why, sizeof why, NULL), 0);
+    assert_int_equal(kq_ledger_assume(f->l, &a, why, sizeof why, NULL), 0);
     assert_int_equal(alloc_cpu(f, "root.team-a"), 600);
     /* a failed bind keeps the reservation */
     assert_int_equal(kq_ledger_forget(f->l, "a"), KQ_ENOENT);
@@ -788,13 +788,13 @@ static void test_reserve(void **state)
     kq_ledger_remove(f->l, "a");
     assert_int_equal(alloc_cpu(f, "root.team-a"), 0);
     /* unreserve releases */
-    assert_int_equal(kq_ledger_reserve(f->l, &b, why, sizeof why), 0);
+    assert_int_equal(kq_ledger_reserve(f->l, &b, why, sizeof why, NULL), 0);
     assert_int_equal(alloc_cpu(f, "root.team-a"), 600);
     assert_int_equal(kq_ledger_unreserve(f->l, "b"), 0);
     assert_int_equal(alloc_cpu(f, "root.team-a"), 0);
     assert_int_equal(kq_ledger_unreserve(f->l, "b"), KQ_ENOENT);
     /* expiry: a reservation older than 0 s goes, and is counted nowhere */
-    assert_int_equal(kq_ledger_reserve(f->l, &b, why, sizeof why), 0);
+    assert_int_equal(kq_ledger_reserve(f->l, &b, why, sizeof why, NULL), 0);
     assert_int_equal(kq_ledger_expire_reserved(f->l, 3600), 0);
     assert_int_equal(kq_ledger_expire_reserved(f->l, 0), 1);
     assert_int_equal(alloc_cpu(f, "root.team-a"), 0);
@@ -870,7 +870,7 @@ static void test_many_resource_names(void **state)
     assert_true(p.request.n > KQ_RES_INLINE);
     kq_ledger_observe(f->l, &p);
     assert_int_equal(pending_cpu(f, "root.team-b"), 300);
-    assert_int_equal(kq_ledger_assume(f->l, &p, why, sizeof(why)), 0);
+    assert_int_equal(kq_ledger_assume(f->l, &p, why, sizeof(why), NULL), 0);
     set_node(&p, "n1");
     kq_ledger_observe(f->l, &p);
     assert_int_equal(alloc_cpu(f, "root.team-b"), 300);
@@ -880,7 +880,7 @@ static void test_many_resource_names(void **state)
     assert_int_equal(n, 1);
     assert_true(kq_resource_equal(&v[0].req, &p.request));
     kq_ledger_victims_free(v, n);
-    assert_int_equal(kq_ledger_check_resize(f->l, &p, why, sizeof(why)), 0);
+    assert_int_equal(kq_ledger_check_resize(f->l, &p, why, sizeof(why), NULL), 0);
     assert_int_equal(p.request.n, 24); /* the check works on its own copy */
     kq_ledger_remove(f->l, "w");
     assert_int_equal(alloc_cpu(f, "root.team-b"), 0);

@@ -340,11 +340,11 @@ static void test_hops_quota_service(void **state)
     json_decref(cj);
 
     char reason[512];
-    assert_int_equal(kq_metering_check_budget(m, "rizvi", NULL, "root.project07", reason, sizeof(reason)),
+    assert_int_equal(kq_metering_check_budget(m, "rizvi", NULL, "root.project07", reason, sizeof(reason), NULL),
                      KQ_EDENIED);
     assert_non_null(strstr(reason, "queue \"root.project07\""));
     assert_non_null(strstr(reason, "1458.00 credits of its 50.00 credit budget"));
-    assert_int_equal(kq_metering_check_budget(m, "rizvi", NULL, "root.other", reason, sizeof(reason)), 0);
+    assert_int_equal(kq_metering_check_budget(m, "rizvi", NULL, "root.other", reason, sizeof(reason), NULL), 0);
     kq_config_unref(cfg);
     kq_metering_free(m);
 }
@@ -562,18 +562,18 @@ static void test_budget_exhaustion(void **state)
     kq_metering_t *m = meter(&o);
     char reason[512];
     /* Without budgets nothing is denied. */
-    assert_int_equal(kq_metering_check_budget(m, "alice", "dev", "root.a", reason, sizeof(reason)), 0);
+    assert_int_equal(kq_metering_check_budget(m, "alice", "dev", "root.a", reason, sizeof(reason), NULL), 0);
     apply_yaml(m, BUDGET_YAML, 0, NULL);
 
     bind(m, "p1", "alice", "dev", "root.a", res(1000, 0, 0), T0);
     set_clock(T0 + 10);
     assert_int_equal(kq_metering_compute_now(m), 0);
-    assert_int_equal(kq_metering_check_budget(m, "alice", "dev", "root.a", reason, sizeof(reason)), 0);
+    assert_int_equal(kq_metering_check_budget(m, "alice", "dev", "root.a", reason, sizeof(reason), NULL), 0);
     set_clock(T0 + 15);
     assert_int_equal(kq_metering_compute_now(m), 0);
-    assert_int_equal(kq_metering_check_budget(m, "alice", "dev", "root.a", reason, sizeof(reason)), KQ_EDENIED);
+    assert_int_equal(kq_metering_check_budget(m, "alice", "dev", "root.a", reason, sizeof(reason), NULL), KQ_EDENIED);
     assert_non_null(strstr(reason, "user \"alice\" has been charged 15.00 credits of its 15.00 credit budget"));
-    assert_int_equal(kq_metering_check_budget(m, "bob", "dev", "root.a", reason, sizeof(reason)), 0);
+    assert_int_equal(kq_metering_check_budget(m, "bob", "dev", "root.a", reason, sizeof(reason), NULL), 0);
     /* The running pod keeps running and being charged. */
     set_clock(T0 + 20);
     assert_int_equal(kq_metering_compute_now(m), 0);
@@ -594,12 +594,12 @@ static void test_budget_exhaustion(void **state)
                "            queues:\n"
                "              - name: c\n",
                0, NULL);
-    assert_int_equal(kq_metering_check_budget(m, "alice", NULL, "root.a", reason, sizeof(reason)), 0);
-    assert_int_equal(kq_metering_check_budget(m, "bob", "dev", "root.b", reason, sizeof(reason)), KQ_EDENIED);
+    assert_int_equal(kq_metering_check_budget(m, "alice", NULL, "root.a", reason, sizeof(reason), NULL), 0);
+    assert_int_equal(kq_metering_check_budget(m, "bob", "dev", "root.b", reason, sizeof(reason), NULL), KQ_EDENIED);
     assert_non_null(strstr(reason, "group \"dev\""));
     set_clock(T0 + 30);
     assert_int_equal(kq_metering_compute_now(m), 0);
-    assert_int_equal(kq_metering_check_budget(m, "bob", NULL, "root.a.c", reason, sizeof(reason)), KQ_EDENIED);
+    assert_int_equal(kq_metering_check_budget(m, "bob", NULL, "root.a.c", reason, sizeof(reason), NULL), KQ_EDENIED);
     assert_non_null(strstr(reason, "queue \"root.a\" has been charged 30.00 credits of its 30.00 credit budget"));
 
     json_t *cj = NULL;
@@ -623,14 +623,14 @@ static void test_budget_exhaustion(void **state)
                "partitions:\n  - name: default\n    queues:\n      - name: root\n        properties:\n"
                "          kubequota.io/budgets: \"1\"\n",
                KQ_EPARSE, "unknown budget property");
-    assert_int_equal(kq_metering_check_budget(m, "bob", "dev", "root.b", reason, sizeof(reason)), KQ_EDENIED);
+    assert_int_equal(kq_metering_check_budget(m, "bob", "dev", "root.b", reason, sizeof(reason), NULL), KQ_EDENIED);
 
     /* Budgets removed: nothing denied. */
     kq_diags_t d;
     kq_diags_init(&d);
     assert_int_equal(kq_metering_set_config(m, NULL, &d), 0);
     kq_diags_free(&d);
-    assert_int_equal(kq_metering_check_budget(m, "bob", "dev", "root.a.c", reason, sizeof(reason)), 0);
+    assert_int_equal(kq_metering_check_budget(m, "bob", "dev", "root.a.c", reason, sizeof(reason), NULL), 0);
     kq_metering_free(m);
 }
 
@@ -673,7 +673,7 @@ static void test_tracked_group(void **state)
     kq_user_t who = {.name = "alice", .groups = (const char *const *)g1, .n_groups = 2};
     kq_resource_t one = res(1000, 0, 0);
     char reason[256];
-    assert_int_equal(kq_ugm_increase(u, "root.a", "app-1", &who, &one, reason, sizeof(reason)), 0);
+    assert_int_equal(kq_ugm_increase(u, "root.a", "app-1", &who, &one, reason, sizeof(reason), NULL), 0);
     pod.groups = g2;
     pod.n_groups = 3;
     assert_string_equal(tracked_group(u, &pod, buf, sizeof(buf)), "dev");
@@ -1092,7 +1092,7 @@ static void *reader(void *arg)
     kq_metering_t *m = arg;
     char reason[256], err[128];
     while (!atomic_load(&reader_stop)) {
-        if (kq_metering_check_budget(m, "user1", "g", "root.a", reason, sizeof(reason)) != 0)
+        if (kq_metering_check_budget(m, "user1", "g", "root.a", reason, sizeof(reason), NULL) != 0)
             fail_msg("no budget is set: %s", reason);
         json_t *j = kq_metering_prices_json(m);
         json_decref(j);

@@ -382,9 +382,9 @@ static void test_usage_gauges_and_escaping(void **state)
     assert_int_equal(kq_resource_set(&r, "cpu", 1500), 0);
     assert_int_equal(kq_resource_set(&r, "memory", 1024), 0);
     char reason[256];
-    assert_int_equal(kq_ugm_increase(app.ugm, "root.team-a", "app-1", &u1, &r, reason, sizeof(reason)), 0);
-    assert_int_equal(kq_ugm_increase(app.ugm, "root.team-a", "app-2", &u2, &r, reason, sizeof(reason)), 0);
-    assert_int_equal(kq_ugm_increase(app.ugm, "root.team-a", "app-2", &u2, &r, reason, sizeof(reason)), 0);
+    assert_int_equal(kq_ugm_increase(app.ugm, "root.team-a", "app-1", &u1, &r, reason, sizeof(reason), NULL), 0);
+    assert_int_equal(kq_ugm_increase(app.ugm, "root.team-a", "app-2", &u2, &r, reason, sizeof(reason), NULL), 0);
+    assert_int_equal(kq_ugm_increase(app.ugm, "root.team-a", "app-2", &u2, &r, reason, sizeof(reason), NULL), 0);
 
     char *t = render(app.metrics, &app);
     expo_t e;

@@ -67,7 +67,7 @@ static void expect(const kq_config_t *cfg, world_t *w, const char *user, const c
     };
     char *q = NULL;
     char reason[1024];
-    int rc = kq_placement_place(part, &in, &q, reason, sizeof(reason));
+    int rc = kq_placement_place(part, &in, &q, reason, sizeof(reason), NULL);
     if (want != NULL) {
         if (rc != 0)
             fail_msg("user %s ns %s provided %s: want %s, got rejected: %s", user, ns ? ns : "-",
@@ -478,32 +478,32 @@ static void test_ugm_dynamic_queues(void **state)
     char why[512];
 
     assert_int_equal(kq_ugm_queue_kind(m, "root.p.x"), KQ_QKIND_NONE);
-    assert_int_equal(kq_ugm_increase(m, "root.p.x", "a1", &u, &one, why, sizeof(why)), 0);
+    assert_int_equal(kq_ugm_increase(m, "root.p.x", "a1", &u, &one, why, sizeof(why), NULL), 0);
     assert_int_equal(kq_ugm_queue_kind(m, "root.p.x"), KQ_QKIND_LEAF);
     assert_int_equal(kq_ugm_queue_kind(m, "ROOT.P.X"), KQ_QKIND_LEAF); /* names are case-insensitive */
     assert_int_equal(kq_ugm_queue_kind(m, "root.p"), KQ_QKIND_PARENT);
     /* root's template, inherited through root.p: 2 vcore, 2 applications */
-    assert_int_equal(kq_ugm_increase(m, "root.p.x", "a2", &u, &one, why, sizeof(why)), 0);
-    assert_int_equal(kq_ugm_increase(m, "root.p.x", "a2", &u, &half, why, sizeof(why)), KQ_EDENIED);
+    assert_int_equal(kq_ugm_increase(m, "root.p.x", "a2", &u, &one, why, sizeof(why), NULL), 0);
+    assert_int_equal(kq_ugm_increase(m, "root.p.x", "a2", &u, &half, why, sizeof(why), NULL), KQ_EDENIED);
     assert_non_null(strstr(why, "child template"));
     assert_int_equal(kq_ugm_decrease(m, "root.p.x", "a2", "alice", &one), 0);
-    assert_int_equal(kq_ugm_increase(m, "root.p.x", "a3", &u, &half, why, sizeof(why)), 0);
-    assert_int_equal(kq_ugm_increase(m, "root.p.x", "a4", &u, &half, why, sizeof(why)), KQ_EDENIED);
+    assert_int_equal(kq_ugm_increase(m, "root.p.x", "a3", &u, &half, why, sizeof(why), NULL), 0);
+    assert_int_equal(kq_ugm_increase(m, "root.p.x", "a4", &u, &half, why, sizeof(why), NULL), KQ_EDENIED);
     assert_non_null(strstr(why, "maxapplications"));
     /* the namespace's limits replace the template's */
     kq_resource_t three = KQ_RESOURCE_EMPTY;
     assert_int_equal(kq_resource_set(&three, "cpu", 3000), 0);
     assert_int_equal(kq_ugm_set_dynamic_limits(m, "root.p.x", &three, 5), 0);
-    assert_int_equal(kq_ugm_increase(m, "root.p.x", "a4", &u, &one, why, sizeof(why)), 0);
-    assert_int_equal(kq_ugm_increase(m, "root.p.x", "a5", &u, &one, why, sizeof(why)), KQ_EDENIED);
+    assert_int_equal(kq_ugm_increase(m, "root.p.x", "a4", &u, &one, why, sizeof(why), NULL), 0);
+    assert_int_equal(kq_ugm_increase(m, "root.p.x", "a5", &u, &one, why, sizeof(why), NULL), KQ_EDENIED);
     assert_non_null(strstr(why, "namespace annotation"));
     assert_int_equal(kq_ugm_set_dynamic_limits(m, "root.p.x", NULL, 0), 0); /* cleared: template again */
-    assert_int_equal(kq_ugm_increase(m, "root.p.x", "a4", &u, &half, why, sizeof(why)), KQ_EDENIED);
+    assert_int_equal(kq_ugm_increase(m, "root.p.x", "a4", &u, &half, why, sizeof(why), NULL), KQ_EDENIED);
     /* a dynamic leaf deeper down takes the template of its nearest configured ancestor */
-    assert_int_equal(kq_ugm_increase(m, "root.p.q.y", "b1", &u, &three, why, sizeof(why)), KQ_EDENIED);
+    assert_int_equal(kq_ugm_increase(m, "root.p.q.y", "b1", &u, &three, why, sizeof(why), NULL), KQ_EDENIED);
     assert_non_null(strstr(why, "root.p.q.y"));
     /* a configured queue is not dynamic: no template */
-    assert_int_equal(kq_ugm_increase(m, "root.p", "b1", &u, &three, why, sizeof(why)), 0);
+    assert_int_equal(kq_ugm_increase(m, "root.p", "b1", &u, &three, why, sizeof(why), NULL), 0);
     assert_int_equal(kq_ugm_decrease(m, "root.p", "b1", "alice", &three), 0);
     /* emptied: the dynamic queue goes */
     assert_int_equal(kq_ugm_decrease(m, "root.p.x", "a1", "alice", &one), 0);

@@ -364,18 +364,18 @@ static void test_min_scaling(void **state)
     /* Runtime denies first while runtime == scaled min ... */
     char reason[256];
     kq_resource_t r = R("cpu=18");
-    assert_int_equal(kq_qtree_check(t, "A2", &r, false, reason, sizeof reason), KQ_EDENIED);
+    assert_int_equal(kq_qtree_check(t, "A2", &r, false, reason, sizeof reason, NULL), KQ_EDENIED);
     assert_string_equal(reason, "quota group A2: cpu 0 used + 18m requested > 17m runtime (runtime = what the group may use now: its min plus what it can borrow); needs 1m more cpu");
     /* ... A1's pods leave: A's 43 go to A2 (17 first, 26 more), and a non-preemptible pod is
      * still held to the scaled min 17 while a preemptible one fits. */
     kq_resource_t a1 = R("cpu=1000");
     assert_int_equal(kq_qtree_request_sub(t, "A1", &a1), 0);
     assert_int_equal(rt(t, "A2", "cpu"), 43);
-    assert_int_equal(kq_qtree_check(t, "A2", &r, false, reason, sizeof reason), 0);
-    assert_int_equal(kq_qtree_check(t, "A2", &r, true, reason, sizeof reason), KQ_EDENIED);
+    assert_int_equal(kq_qtree_check(t, "A2", &r, false, reason, sizeof reason, NULL), 0);
+    assert_int_equal(kq_qtree_check(t, "A2", &r, true, reason, sizeof reason, NULL), KQ_EDENIED);
     assert_string_equal(reason, "quota group A2: non-preemptible cpu 0 used + 18m requested > 17m min; 18m requested alone is over the min: the pod can never fit");
     r = R("cpu=17");
-    assert_int_equal(kq_qtree_check(t, "A2", &r, true, reason, sizeof reason), 0);
+    assert_int_equal(kq_qtree_check(t, "A2", &r, true, reason, sizeof reason, NULL), 0);
 
     /* Nodes back: mins are mins again; the 100 left over is shared by weight (no max and no
      * weight: each weighs the total, 200): 33.3 each -> 33 + the leftover unit to A (tie, name)
@@ -420,9 +420,9 @@ static void test_max_caps(void **state)
     assert_int_equal(info(t, "default").limit.n, 0);
     char why[256];
     kq_resource_t more = R("cpu=40"); /* root: 60 used + 40 = 100, fits */
-    assert_int_equal(kq_qtree_check(t, "default", &more, false, why, sizeof why), 0);
+    assert_int_equal(kq_qtree_check(t, "default", &more, false, why, sizeof why, NULL), 0);
     more = R("cpu=41");
-    assert_int_equal(kq_qtree_check(t, "default", &more, false, why, sizeof why), KQ_EDENIED);
+    assert_int_equal(kq_qtree_check(t, "default", &more, false, why, sizeof why, NULL), KQ_EDENIED);
     assert_string_equal(why, "quota group root: cpu 60m used + 41m requested > 100m runtime (runtime = what the group may use now: its min plus what it can borrow); needs 1m more cpu");
     /* never reclaimed: over nobody's runtime list even when it uses more than its share */
     kq_qgroup_over_t *ov = NULL;
@@ -447,10 +447,10 @@ static void test_max_caps(void **state)
     grp(t, "G", NULL, "", "nvidia.com/gpu=2", "", true, false);
     char reason[256];
     kq_resource_t r = R("nvidia.com/gpu=3");
-    assert_int_equal(kq_qtree_check(t, "G", &r, false, reason, sizeof reason), KQ_EDENIED);
+    assert_int_equal(kq_qtree_check(t, "G", &r, false, reason, sizeof reason, NULL), KQ_EDENIED);
     assert_string_equal(reason, "quota group G: nvidia.com/gpu 0 used + 3 requested > 2 max; 3 requested alone is over the max: the pod can never fit");
     r = R("nvidia.com/gpu=2");
-    assert_int_equal(kq_qtree_check(t, "G", &r, false, reason, sizeof reason), 0);
+    assert_int_equal(kq_qtree_check(t, "G", &r, false, reason, sizeof reason, NULL), 0);
     kq_qtree_free(t);
 }
 
@@ -474,7 +474,7 @@ static void test_parent_request(void **state)
      * stopped only where a level governs memory (P, no max: runtime 3; the root: 1000) */
     char why[256];
     kq_resource_t big = R("memory=900");
-    assert_int_equal(kq_qtree_check(t, "K1", &big, false, why, sizeof why), KQ_EDENIED);
+    assert_int_equal(kq_qtree_check(t, "K1", &big, false, why, sizeof why, NULL), KQ_EDENIED);
     assert_string_equal(why, "quota group P: memory 0 used + 900 requested > 3 runtime (runtime = what the group may use now: its min plus what it can borrow); needs 897 more memory");
     kq_qgroup_info_t k1 = info(t, "K1");
     assert_int_equal(k1.limit.n, 1); /* only cpu */
@@ -504,12 +504,12 @@ static void test_check_denies_and_changes_nothing(void **state)
     assert_int_equal(rt(t, "team-a", "cpu"), 3000);
     char reason[256] = "";
     kq_resource_t r2 = R("cpu=2000");
-    assert_int_equal(kq_qtree_assume(t, "team-a", &r2, false, reason, sizeof reason), 0);
+    assert_int_equal(kq_qtree_assume(t, "team-a", &r2, false, reason, sizeof reason, NULL), 0);
     json_t *before = kq_qtree_json(t);
     assert_non_null(before);
-    assert_int_equal(kq_qtree_assume(t, "team-a", &r2, false, reason, sizeof reason), KQ_EDENIED);
+    assert_int_equal(kq_qtree_assume(t, "team-a", &r2, false, reason, sizeof reason, NULL), KQ_EDENIED);
     assert_string_equal(reason, "quota group team-a: cpu 2 used + 2 requested > 3 runtime (runtime = what the group may use now: its min plus what it can borrow); needs 1 more cpu");
-    assert_int_equal(kq_qtree_check(t, "team-a", &r2, false, reason, sizeof reason), KQ_EDENIED);
+    assert_int_equal(kq_qtree_check(t, "team-a", &r2, false, reason, sizeof reason, NULL), KQ_EDENIED);
     json_t *after = kq_qtree_json(t);
     assert_true(json_equal(before, after));
     json_decref(before);
@@ -524,24 +524,24 @@ static void test_check_denies_and_changes_nothing(void **state)
     grp(t, "org", NULL, "cpu=3000", "cpu=3000", "", true, true);
     grp(t, "team-a", "org", "cpu=2000", "cpu=4000", "", true, false);
     kq_resource_t r1 = R("cpu=1000");
-    assert_int_equal(kq_qtree_check(t, "team-a", &r1, false, reason, sizeof reason), 0);
+    assert_int_equal(kq_qtree_check(t, "team-a", &r1, false, reason, sizeof reason, NULL), 0);
     kq_resource_t r15 = R("cpu=1500");
-    assert_int_equal(kq_qtree_check(t, "team-a", &r15, false, reason, sizeof reason), KQ_EDENIED);
+    assert_int_equal(kq_qtree_check(t, "team-a", &r15, false, reason, sizeof reason, NULL), KQ_EDENIED);
     assert_string_equal(reason, "quota group team-a: cpu 2 used + 1500m requested > 3 runtime (runtime = what the group may use now: its min plus what it can borrow); needs 500m more cpu");
     grp(t, "team-a", "org", "cpu=2000", "", "", true, false);
     req(t, "team-a", "cpu=5000");
     /* team-a asks 10000, org asks min(10000, 3000): org runtime 3000 -> team-a 3000 */
-    assert_int_equal(kq_qtree_check(t, "team-a", &r15, false, reason, sizeof reason), KQ_EDENIED);
+    assert_int_equal(kq_qtree_check(t, "team-a", &r15, false, reason, sizeof reason, NULL), KQ_EDENIED);
     assert_string_equal(reason, "quota group team-a: cpu 2 used + 1500m requested > 3 runtime (runtime = what the group may use now: its min plus what it can borrow); needs 500m more cpu");
     /* a pod of a parent group */
-    assert_int_equal(kq_qtree_check(t, "org", &r1, false, reason, sizeof reason), KQ_EDENIED);
+    assert_int_equal(kq_qtree_check(t, "org", &r1, false, reason, sizeof reason, NULL), KQ_EDENIED);
     assert_string_equal(reason, "quota group org is a parent group; only leaf groups run pods");
-    assert_int_equal(kq_qtree_check(t, "ghost", &r1, false, reason, sizeof reason), KQ_ENOENT);
+    assert_int_equal(kq_qtree_check(t, "ghost", &r1, false, reason, sizeof reason, NULL), KQ_ENOENT);
     assert_string_equal(reason, "quota group ghost does not exist");
 
     /* Preemption: evicting 1000m of team-a's own pods makes room for 2000m. */
-    assert_int_equal(kq_qtree_check(t, "team-a", &r2, false, reason, sizeof reason), KQ_EDENIED);
-    assert_int_equal(kq_qtree_check_preempt(t, "team-a", &r2, &r1, false, reason, sizeof reason), 0);
+    assert_int_equal(kq_qtree_check(t, "team-a", &r2, false, reason, sizeof reason, NULL), KQ_EDENIED);
+    assert_int_equal(kq_qtree_check_preempt(t, "team-a", &r2, &r1, false, reason, sizeof reason, NULL), 0);
 
     /* The root is bounded by the cluster total too. */
     kq_resource_t r = R("cpu=2000");
@@ -573,7 +573,7 @@ static void test_ancestor_denies(void **state)
     kq_resource_t sub = R("cpu=1500");
     assert_int_equal(kq_qtree_used_sub(t, "a", &sub, false), 0);
     assert_int_equal(kq_qtree_used_add(t, "b", &sub, false), 0); /* b over its runtime (3000 > 1500) */
-    assert_int_equal(kq_qtree_check(t, "a", &small, false, reason, sizeof reason), KQ_EDENIED);
+    assert_int_equal(kq_qtree_check(t, "a", &small, false, reason, sizeof reason, NULL), KQ_EDENIED);
     assert_string_equal(reason, "quota group org: cpu 3 used + 1m requested > 3 runtime (runtime = what the group may use now: its min plus what it can borrow); needs 1m more cpu");
     /* reclaim sees b over by 1500m */
     kq_qgroup_over_t *over = NULL;
@@ -595,16 +595,16 @@ static void test_nonpreemptible_within_min(void **state)
     req(t, "g", "cpu=4000");
     char reason[256];
     kq_resource_t r = R("cpu=600");
-    assert_int_equal(kq_qtree_assume(t, "g", &r, true, reason, sizeof reason), 0);
-    assert_int_equal(kq_qtree_assume(t, "g", &r, true, reason, sizeof reason), KQ_EDENIED);
+    assert_int_equal(kq_qtree_assume(t, "g", &r, true, reason, sizeof reason, NULL), 0);
+    assert_int_equal(kq_qtree_assume(t, "g", &r, true, reason, sizeof reason, NULL), KQ_EDENIED);
     assert_string_equal(reason, "quota group g: non-preemptible cpu 600m used + 600m requested > 1 min; needs 200m more cpu");
     /* a preemptible pod of the same size fits in the runtime (4000) */
-    assert_int_equal(kq_qtree_assume(t, "g", &r, false, reason, sizeof reason), 0);
+    assert_int_equal(kq_qtree_assume(t, "g", &r, false, reason, sizeof reason, NULL), 0);
     kq_qgroup_info_t i = info(t, "g");
     assert_int_equal(val(&i.used, "cpu", NULL), 1200);
     assert_int_equal(val(&i.used_nonpreemptible, "cpu", NULL), 600);
     kq_resource_t r4 = R("cpu=400");
-    assert_int_equal(kq_qtree_assume(t, "g", &r4, true, reason, sizeof reason), 0); /* 600+400 = min */
+    assert_int_equal(kq_qtree_assume(t, "g", &r4, true, reason, sizeof reason, NULL), 0); /* 600+400 = min */
     assert_int_equal(kq_qtree_used_sub(t, "g", &r, true), 0);
     assert_int_equal(IV(t, "g", used_nonpreemptible, "cpu"), 400);
     /* a group whose min is 0 admits no non-preemptible pod; a group that declares no min
@@ -614,14 +614,14 @@ static void test_nonpreemptible_within_min(void **state)
     req(t, "h", "cpu=1");
     req(t, "k", "cpu=1");
     kq_resource_t one = R("cpu=1");
-    assert_int_equal(kq_qtree_check(t, "h", &one, true, reason, sizeof reason), KQ_EDENIED);
+    assert_int_equal(kq_qtree_check(t, "h", &one, true, reason, sizeof reason, NULL), KQ_EDENIED);
     assert_non_null(strstr(reason, "non-preemptible"));
-    assert_int_equal(kq_qtree_check(t, "k", &one, true, reason, sizeof reason), 0);
+    assert_int_equal(kq_qtree_check(t, "k", &one, true, reason, sizeof reason, NULL), 0);
     kq_qtree_free(t);
     t = kq_qtree_new(); /* no cluster total */
     grp(t, "k", NULL, "", "", "", true, false);
-    assert_int_equal(kq_qtree_check(t, "k", &one, true, reason, sizeof reason), 0);
-    assert_int_equal(kq_qtree_check(t, KQ_QTREE_DEFAULT, &one, true, reason, sizeof reason), 0);
+    assert_int_equal(kq_qtree_check(t, "k", &one, true, reason, sizeof reason, NULL), 0);
+    assert_int_equal(kq_qtree_check(t, KQ_QTREE_DEFAULT, &one, true, reason, sizeof reason, NULL), 0);
     /* names with '#' and '@' (queue names allow them) are group names; lookup is O(1) */
     grp(t, "root.a#b@c", NULL, "", "", "", true, false);
     bool parent = true;
@@ -657,9 +657,9 @@ static void test_sum_of_mins(void **state)
     char why[256];
     kq_resource_t one = R("cpu=1");
     req(t, "q1", "cpu=1");
-    assert_int_equal(kq_qtree_assume(t, "q1", &one, false, why, sizeof why), 0);
+    assert_int_equal(kq_qtree_assume(t, "q1", &one, false, why, sizeof why, NULL), 0);
     req(t, "q2", "cpu=1");
-    assert_int_equal(kq_qtree_check(t, "q2", &one, false, why, sizeof why), KQ_EDENIED);
+    assert_int_equal(kq_qtree_check(t, "q2", &one, false, why, sizeof why, NULL), KQ_EDENIED);
     assert_string_equal(why, "quota group q2: cpu 1m used by all scheduler-plugins quotas + 1m requested > 1m "
                              "sum of their mins; needs 1m more cpu");
     /* the same group without the rule is held to its runtime instead: it fits */
@@ -669,23 +669,23 @@ static void test_sum_of_mins(void **state)
     char err[256];
     assert_int_equal(kq_qtree_set_group(t, &s, err, sizeof err), 0);
     req(t, "k", "cpu=1");
-    assert_int_equal(kq_qtree_check(t, "k", &one, false, why, sizeof why), 0);
+    assert_int_equal(kq_qtree_check(t, "k", &one, false, why, sizeof why, NULL), 0);
     /* q1's pod leaves: q2 fits; a min raised by an update raises the sum */
     assert_int_equal(kq_qtree_used_sub(t, "q1", &one, false), 0);
-    assert_int_equal(kq_qtree_check(t, "q2", &one, false, why, sizeof why), 0);
-    assert_int_equal(kq_qtree_assume(t, "q2", &one, false, why, sizeof why), 0);
+    assert_int_equal(kq_qtree_check(t, "q2", &one, false, why, sizeof why, NULL), 0);
+    assert_int_equal(kq_qtree_assume(t, "q2", &one, false, why, sizeof why, NULL), 0);
     kq_resource_t two = R("cpu=2");
-    assert_int_equal(kq_qtree_check(t, "q3", &one, false, why, sizeof why), KQ_EDENIED); /* 1 + 1 > 1 */
+    assert_int_equal(kq_qtree_check(t, "q3", &one, false, why, sizeof why, NULL), KQ_EDENIED); /* 1 + 1 > 1 */
     kq_qgroup_spec_init(&s, "q3");
     s.min = R("cpu=2");
     s.max = R("cpu=2");
     s.sum_of_mins = true;
     assert_int_equal(kq_qtree_set_group(t, &s, err, sizeof err), 0);
-    assert_int_equal(kq_qtree_check(t, "q3", &one, false, why, sizeof why), 0);   /* 1 + 1 <= 2 */
-    assert_int_equal(kq_qtree_check(t, "q3", &two, false, why, sizeof why), KQ_EDENIED);
+    assert_int_equal(kq_qtree_check(t, "q3", &one, false, why, sizeof why, NULL), 0);   /* 1 + 1 <= 2 */
+    assert_int_equal(kq_qtree_check(t, "q3", &two, false, why, sizeof why, NULL), KQ_EDENIED);
     /* removing q2 takes its min and used out of the sums (its pod moves to default) */
     assert_int_equal(kq_qtree_remove_group(t, "q2", err, sizeof err), 0);
-    assert_int_equal(kq_qtree_check(t, "q3", &two, false, why, sizeof why), 0);    /* 0 + 2 <= 2 */
+    assert_int_equal(kq_qtree_check(t, "q3", &two, false, why, sizeof why, NULL), 0);    /* 0 + 2 <= 2 */
     kq_qtree_free(t);
 }
 
@@ -853,11 +853,11 @@ static void test_system_group(void **state)
     /* system pods are always admitted, even beyond the cluster, and shrink the total */
     char reason[128];
     kq_resource_t s = R("cpu=300");
-    assert_int_equal(kq_qtree_assume(t, "system", &s, true, reason, sizeof reason), 0);
+    assert_int_equal(kq_qtree_assume(t, "system", &s, true, reason, sizeof reason, NULL), 0);
     assert_int_equal(rt(t, "root", "cpu"), 700);
     assert_int_equal(rt(t, "a", "cpu"), 700);
     kq_resource_t big = R("cpu=5000");
-    assert_int_equal(kq_qtree_check(t, "system", &big, true, reason, sizeof reason), 0);
+    assert_int_equal(kq_qtree_check(t, "system", &big, true, reason, sizeof reason, NULL), 0);
     kq_resource_t r = KQ_RESOURCE_EMPTY;
     assert_int_equal(kq_qtree_runtime(t, "system", &r), 0);
     assert_int_equal(r.n, 0);
@@ -882,7 +882,7 @@ static void test_overflow_changes_nothing(void **state)
     assert_int_equal(kq_qtree_used_add(t, "a", &huge, false), KQ_ERANGE);
     assert_int_equal(IV(t, "root", used, "memory"), INT64_C(9000000000000000000));
     char reason[256];
-    assert_int_equal(kq_qtree_check(t, "a", &huge, false, reason, sizeof reason), 0); /* no bound at all */
+    assert_int_equal(kq_qtree_check(t, "a", &huge, false, reason, sizeof reason, NULL), 0); /* no bound at all */
     kq_qtree_free(t);
 }
 
@@ -1656,7 +1656,7 @@ static void *work(void *arg)
     kq_resource_t r = R("cpu=10");
     char reason[256];
     for (int i = 0; i < 2000; i++) {
-        if (kq_qtree_assume(w->t, w->group, &r, false, reason, sizeof reason) == 0) {
+        if (kq_qtree_assume(w->t, w->group, &r, false, reason, sizeof reason, NULL) == 0) {
             w->admitted++;
             if (i % 3 == 0) {
                 assert_int_equal(kq_qtree_used_sub(w->t, w->group, &r, false), 0);
@@ -1776,8 +1776,8 @@ static void test_many_names(void **state)
     kq_qtree_info_free(&ip);
 
     char reason[512];
-    assert_int_equal(kq_qtree_assume(t, "p.a", &r30, false, reason, sizeof reason), 0);
-    assert_int_equal(kq_qtree_assume(t, "p.a", &r1, false, reason, sizeof reason), KQ_EDENIED);
+    assert_int_equal(kq_qtree_assume(t, "p.a", &r30, false, reason, sizeof reason, NULL), 0);
+    assert_int_equal(kq_qtree_assume(t, "p.a", &r1, false, reason, sizeof reason, NULL), KQ_EDENIED);
     assert_non_null(strstr(reason, "example.com/r00"));
     assert_int_equal(IV(t, "root", used, "example.com/r19"), 30);
 

@@ -71,7 +71,7 @@ static void add_usage(fx_t *f)
     kq_resource_t r = KQ_RESOURCE_EMPTY;
     assert_int_equal(kq_resource_set(&r, "cpu", 1500), 0);
     char reason[256];
-    assert_int_equal(kq_ugm_increase(f->app.ugm, "root.team-a", "app-1", &u, &r, reason, sizeof(reason)), 0);
+    assert_int_equal(kq_ugm_increase(f->app.ugm, "root.team-a", "app-1", &u, &r, reason, sizeof(reason), NULL), 0);
 }
 
 /* body/len are read through pointers: the call producing them is an argument too. */

@@ -580,7 +580,7 @@ static void test_rest_routes(void **state)
     kq_resource_t r = KQ_RESOURCE_EMPTY;
     assert_int_equal(kq_resource_set(&r, "cpu", 100), 0);
     char reason[256];
-    assert_int_equal(kq_ugm_increase(f->app.ugm, "root.team-a", "app", &u, &r, reason, sizeof(reason)), 0);
+    assert_int_equal(kq_ugm_increase(f->app.ugm, "root.team-a", "app", &u, &r, reason, sizeof(reason), NULL), 0);
     http_t uh = {0};
     assert_int_equal(get(f, "/ws/v1/partition/default/usage/user/a%20b%2Fc", &uh), 200);
     j = json_body(&uh);

@@ -77,7 +77,7 @@ static int inc(kq_ugm_t *m, const char *q, const char *app, const kq_user_t *u, 
 {
     kq_resource_t r = res(cpu, mem);
     reason[0] = 'x';
-    return kq_ugm_increase(m, q, app, u, &r, reason, sizeof(reason));
+    return kq_ugm_increase(m, q, app, u, &r, reason, sizeof(reason), NULL);
 }
 
 static int dec(kq_ugm_t *m, const char *q, const char *app, const char *user, int64_t cpu, int64_t mem)
@@ -538,9 +538,9 @@ static void test_denied_increase_changes_nothing(void **state)
 
     /* a check changes nothing either way */
     kq_resource_t r = res(500, 0);
-    assert_int_equal(kq_ugm_check(m, "root.a.b", "b1", &bob, &r, reason, sizeof(reason)), 0);
+    assert_int_equal(kq_ugm_check(m, "root.a.b", "b1", &bob, &r, reason, sizeof(reason), NULL), 0);
     r = res(501, 0);
-    assert_int_equal(kq_ugm_check(m, "root.a.b", "b1", &bob, &r, reason, sizeof(reason)), KQ_EDENIED);
+    assert_int_equal(kq_ugm_check(m, "root.a.b", "b1", &bob, &r, reason, sizeof(reason), NULL), KQ_EDENIED);
     assert_string_equal(reason, "group dev in queue root: limit \"dev-limit\" exceeded: "
                                 "cpu 1500m used + 501m requested > 2 max; needs 1m more cpu");
     after = snapshot(m);
@@ -842,16 +842,16 @@ static void test_bad_arguments(void **state)
     kq_resource_t r = res(100, 0);
     const char *bad[] = {"", "a", "root.", ".root", "root..a", "rootx.a", "roo", NULL};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        assert_int_equal(kq_ugm_increase(m, bad[i], "app", &alice, &r, reason, sizeof(reason)), KQ_EINVAL);
+        assert_int_equal(kq_ugm_increase(m, bad[i], "app", &alice, &r, reason, sizeof(reason), NULL), KQ_EINVAL);
         assert_int_equal(kq_ugm_decrease(m, bad[i], "app", "alice", &r), KQ_EINVAL);
     }
     char deep[4 * KQ_UGM_MAX_DEPTH + 8] = "root";
     for (int i = 0; i < KQ_UGM_MAX_DEPTH; i++)
         strcat(deep, ".q");
-    assert_int_equal(kq_ugm_increase(m, deep, "app", &alice, &r, reason, sizeof(reason)), KQ_EINVAL);
-    assert_int_equal(kq_ugm_increase(m, "root.a", "", &alice, &r, reason, sizeof(reason)), KQ_EINVAL);
-    assert_int_equal(kq_ugm_increase(m, "root.a", "app", &noname, &r, reason, sizeof(reason)), KQ_EINVAL);
-    assert_int_equal(kq_ugm_increase(m, "root.a", "app", &alice, NULL, reason, sizeof(reason)), KQ_EINVAL);
+    assert_int_equal(kq_ugm_increase(m, deep, "app", &alice, &r, reason, sizeof(reason), NULL), KQ_EINVAL);
+    assert_int_equal(kq_ugm_increase(m, "root.a", "", &alice, &r, reason, sizeof(reason), NULL), KQ_EINVAL);
+    assert_int_equal(kq_ugm_increase(m, "root.a", "app", &noname, &r, reason, sizeof(reason), NULL), KQ_EINVAL);
+    assert_int_equal(kq_ugm_increase(m, "root.a", "app", &alice, NULL, reason, sizeof(reason), NULL), KQ_EINVAL);
     assert_int_equal(kq_ugm_user_count(m), 0);
     assert_null(kq_ugm_user_json(m, "alice"));
     kq_ugm_free(NULL);
@@ -982,7 +982,7 @@ static int inc_one(kq_ugm_t *m, const char *q, const char *app, const kq_user_t 
 {
     kq_resource_t r = KQ_RESOURCE_EMPTY;
     assert_int_equal(kq_resource_set(&r, name, v), 0);
-    return kq_ugm_increase(m, q, app, u, &r, reason, sizeof(reason));
+    return kq_ugm_increase(m, q, app, u, &r, reason, sizeof(reason), NULL);
 }
 
 static int dec_one(kq_ugm_t *m, const char *q, const char *app, const char *user, const char *name, int64_t v)
@@ -1084,8 +1084,8 @@ static void test_usage_beyond_inline_names(void **state)
         assert_int_equal(kq_resource_set(&r, name, i + 1), 0);
     }
     assert_true(r.n > KQ_RES_INLINE);
-    assert_int_equal(kq_ugm_increase(m, "root.a.b", "app", &alice, &r, NULL, 0), 0);
-    assert_int_equal(kq_ugm_increase(m, "root.a.c", "app2", &alice, &r, NULL, 0), 0);
+    assert_int_equal(kq_ugm_increase(m, "root.a.b", "app", &alice, &r, NULL, 0, NULL), 0);
+    assert_int_equal(kq_ugm_increase(m, "root.a.c", "app2", &alice, &r, NULL, 0, NULL), 0);
     const char *levels[] = {"root", "root.a", "root.a.b"};
     for (int l = 0; l < 3; l++) {
         json_t *u = usage_obj(m, "alice", levels[l]);
@@ -1102,7 +1102,7 @@ static void test_usage_beyond_inline_names(void **state)
     /* the group's limit on the 24th name: 48 + 24 > 50 for a third, nothing changes */
     char *before = snapshot(m);
     char why[512] = "";
-    assert_int_equal(kq_ugm_increase(m, "root.a.b", "app", &alice, &r, why, sizeof(why)), KQ_EDENIED);
+    assert_int_equal(kq_ugm_increase(m, "root.a.b", "app", &alice, &r, why, sizeof(why), NULL), KQ_EDENIED);
     assert_non_null(strstr(why, "zz.com/r23"));
     char *after = snapshot(m);
     assert_string_equal(before, after);
@@ -1385,7 +1385,7 @@ static void *worker_main(void *arg)
             kq_resource_t r = KQ_RESOURCE_EMPTY;
             if (kq_resource_set(&r, "cpu", h.cpu) != 0)
                 w->failures++;
-            int rc = kq_ugm_increase(w->m, t_queues[h.queue], app, &u, &r, why, sizeof(why));
+            int rc = kq_ugm_increase(w->m, t_queues[h.queue], app, &u, &r, why, sizeof(why), NULL);
             if (rc == 0)
                 w->held[w->n_held++] = h;
             else if (rc == KQ_EDENIED && why[0] != '\0')
@@ -1650,9 +1650,9 @@ static void test_pods_enforced(void **state)
     assert_int_equal(queue_alloc(m, "root.q", "pods"), 3);
     /* a pod without any request still counts */
     kq_resource_t none = KQ_RESOURCE_EMPTY;
-    assert_int_equal(kq_ugm_check(m, "root.q", "c", &bob, &none, reason, sizeof(reason)), KQ_EDENIED);
+    assert_int_equal(kq_ugm_check(m, "root.q", "c", &bob, &none, reason, sizeof(reason), NULL), KQ_EDENIED);
     assert_int_equal(dec(m, "root.q", "a", "alice", 100, 0), 0);
-    assert_int_equal(kq_ugm_check(m, "root.q", "c", &bob, &none, reason, sizeof(reason)), 0);
+    assert_int_equal(kq_ugm_check(m, "root.q", "c", &bob, &none, reason, sizeof(reason), NULL), 0);
     kq_ugm_free(m);
 }
 
@@ -1686,7 +1686,7 @@ static void test_acls(void **state)
         kq_ugm_t *m = mgr(yaml);
         kq_user_t u = usr(cases[i].user, cases[i].groups, cases[i].n);
         kq_resource_t r = res(100, 0);
-        int rc = kq_ugm_increase(m, "root.q", "app", &u, &r, reason, sizeof(reason));
+        int rc = kq_ugm_increase(m, "root.q", "app", &u, &r, reason, sizeof(reason), NULL);
         if (rc != (cases[i].allowed ? 0 : KQ_EDENIED))
             fail_msg("acl '%s' user %s: rc %d reason %s", cases[i].acl, cases[i].user, rc, reason);
         kq_ugm_free(m);
@@ -1711,7 +1711,7 @@ static void test_acls(void **state)
     assert_int_equal(inc(m, "root.p.c", "b2", &bob, 100, 0), KQ_EDENIED);
     assert_string_equal(reason, "user bob (groups: dev,ops) may not submit to queue root.p.c: neither the submitacl "
                                 "nor the adminacl of the queue or of a parent queue allows the user or one of its groups");
-    assert_int_equal(kq_ugm_check(m, "root.p", "b2", &bob, &(kq_resource_t){.n = 0}, reason, sizeof(reason)),
+    assert_int_equal(kq_ugm_check(m, "root.p", "b2", &bob, &(kq_resource_t){.n = 0}, reason, sizeof(reason), NULL),
                      KQ_EDENIED);
     char *after = snapshot(m);
     assert_string_equal(before, after);
@@ -1790,7 +1790,7 @@ static void *shared_main(void *arg)
     char why[256];
     for (int round = 0; round < 200; round++) {
         for (int k = 0; k < 5; k++)
-            if (kq_ugm_increase(w->m, "root.s", "shared-app", &u, &r, why, sizeof(why)) != 0)
+            if (kq_ugm_increase(w->m, "root.s", "shared-app", &u, &r, why, sizeof(why), NULL) != 0)
                 w->failures++;
         for (int k = 0; k < 5; k++)
             if (kq_ugm_decrease(w->m, "root.s", "shared-app", w->user, &r) != 0)

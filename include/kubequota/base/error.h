@@ -38,6 +38,32 @@ enum kq_errno {
 /* Static text for a KQ_E* code (or "unknown error"). */
 const char *kq_strerror(int err);
 
+/* What kind of denial a KQ_EDENIED carries, next to its text: the functions that word a
+ * denial (ugm, quota tree, placement, ledger, metering) also say its kind through an
+ * optional out-parameter (NULL: not wanted), so callers never read the kind back out of the
+ * words. serve/extender.c maps each kind to its Event reason and metric label
+ * (docs/events.md). */
+typedef enum kq_denial {
+    KQ_DENIAL_NONE = 0,       /* not denied, or a denial of no particular kind */
+    KQ_DENIAL_OVER_LIMIT,     /* over a user, group, queue or quota group limit right now */
+    KQ_DENIAL_OVER_RUNTIME,   /* over an elastic quota group's runtime */
+    KQ_DENIAL_NEVER_FITS,     /* the request alone is over a limit */
+    KQ_DENIAL_QUEUE_MISSING,  /* no queue for the pod */
+    KQ_DENIAL_QUEUE_NOT_LEAF, /* the pod's queue is a parent queue */
+    KQ_DENIAL_GROUP_MISSING,  /* the pod's quota group does not exist */
+    KQ_DENIAL_GROUP_NOT_LEAF, /* the pod's quota group is a parent group */
+    KQ_DENIAL_ACL,            /* the queue's submitacl/adminacl do not allow the user */
+    KQ_DENIAL_BUDGET,         /* the owner's credit budget is spent */
+    KQ_DENIAL_COUNT
+} kq_denial_t;
+
+/* *kind = v when kind is not NULL. */
+static inline void kq_denial_set(kq_denial_t *kind, kq_denial_t v)
+{
+    if (kind != NULL)
+        *kind = v;
+}
+
 #define KQ_WUR __attribute__((warn_unused_result))
 #define KQ_PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))
 

@@ -49,17 +49,21 @@ kq_ledger_t *kq_ledger_new(kq_ugm_t *ugm, const char *scheduler_name);
 void kq_ledger_free(kq_ledger_t *l);
 
 /* Filter: would the pod fit? 0 when already counted or when it fits; KQ_EDENIED with the
- * reason (also for an unresolvable queue). Changes nothing: a filter request may name a pod
- * the API server does not know (anyone who reaches the port can send one), so it leaves
- * no state behind; the watch makes pods known. */
-int kq_ledger_check(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reason_len) KQ_WUR;
+ * reason (also for an unresolvable queue) and, when kind is not NULL, its kind (the ugm's,
+ * the quota tree's, or the pod's queue_denial). Changes nothing: a filter request may name
+ * a pod the API server does not know (anyone who reaches the port can send one), so it
+ * leaves no state behind; the watch makes pods known. Every function below that gives a
+ * reason gives its kind the same way. */
+int kq_ledger_check(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reason_len,
+                    kq_denial_t *kind) KQ_WUR;
 
 /* Bind: check and count the pod (enforced). 0 when counted now or already counted;
  * KQ_EDENIED with the reason, no usage changed. With a quota tree: ugm and tree are both
  * committed or neither; a pod not known yet is first remembered as pending (its request
  * enters its group's request, which its group's runtime depends on) and stays so when
  * denied. */
-int kq_ledger_assume(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reason_len) KQ_WUR;
+int kq_ledger_assume(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reason_len,
+                     kq_denial_t *kind) KQ_WUR;
 
 /* Bind failed: release what kq_ledger_assume counted, unless the watch has confirmed the
  * pod bound meanwhile. KQ_ENOENT when the pod is not assumed. */
@@ -106,7 +110,7 @@ void kq_ledger_set_qtree(kq_ledger_t *l, kq_qtree_t *t, kq_ledger_resolve_fn res
  * enter its group's request here (a forged filter could otherwise raise any group's
  * request and cut another group's runtime); the watch adds it a moment later. */
 int kq_ledger_check_ex(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reason_len,
-                       bool *by_tree) KQ_WUR;
+                       bool *by_tree, kq_denial_t *kind) KQ_WUR;
 
 /* With a quota tree: remembers a pod of our scheduler the ledger does not know yet as
  * pending (its request enters its group's request, as the watch would do a moment
@@ -121,7 +125,8 @@ bool kq_ledger_has_qtree(kq_ledger_t *l);
  * pod->request? Only the growth is checked, against the queue, application, user and
  * quota group the pod is counted in. 0 (also for a pod not counted: its bind checks the
  * new request), or KQ_EDENIED with the reason. Changes nothing. */
-int kq_ledger_check_resize(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reason_len) KQ_WUR;
+int kq_ledger_check_resize(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reason_len,
+                           kq_denial_t *kind) KQ_WUR;
 
 /* Removes the quota group `group` from the tree (kq_qtree_remove_group) and, in the same
  * step under the ledger lock, makes every pod counted or pending in it belong to
@@ -174,7 +179,8 @@ void kq_ledger_set_gating(kq_ledger_t *l, bool on);
 
 /* Check and count the pod as reserved (kq_ledger_assume's check and commit). 0 when
  * counted now or already counted; KQ_EDENIED with the reason. */
-int kq_ledger_reserve(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reason_len) KQ_WUR;
+int kq_ledger_reserve(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reason_len,
+                      kq_denial_t *kind) KQ_WUR;
 
 /* Releases a reservation (its gate could not be removed). KQ_ENOENT when not reserved. */
 int kq_ledger_unreserve(kq_ledger_t *l, const char *uid);

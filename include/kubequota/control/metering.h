@@ -197,9 +197,10 @@ int kq_metering_check_config(const kq_partition_conf_t *p, kq_diags_t *diags) KQ
 int kq_metering_set_config(kq_metering_t *m, const kq_partition_conf_t *p, kq_diags_t *diags) KQ_WUR;
 
 /* Filter: may a new pod of (user, group, queue) start? 0, or KQ_EDENIED with a reason
- * naming the owner, its budget and what it was charged. group/queue may be NULL. */
+ * naming the owner, its budget and what it was charged, and *kind KQ_DENIAL_BUDGET (kind
+ * may be NULL). group/queue may be NULL. */
 int kq_metering_check_budget(kq_metering_t *m, const char *user, const char *group, const char *queue,
-                             char *reason, size_t reason_len) KQ_WUR;
+                             char *reason, size_t reason_len, kq_denial_t *kind) KQ_WUR;
 
 /* ---- compute, views ---- */
 

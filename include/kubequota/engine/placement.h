@@ -71,10 +71,12 @@ typedef struct kq_place_in {
 
 /* Runs the partition's rules. 0: *queue is a new lowercase full path (caller frees); it
  * may be a dynamic queue that does not exist yet. KQ_EDENIED: no rule
- * matched or a rule failed; reason says which rules were tried and why; *queue NULL.
- * KQ_ENOMEM. */
+ * matched or a rule failed; reason says which rules were tried and why; *queue NULL;
+ * *kind (may be NULL) KQ_DENIAL_QUEUE_NOT_LEAF when a rule's queue is a parent queue, else
+ * KQ_DENIAL_QUEUE_MISSING when one does not exist, else KQ_DENIAL_ACL when the ACLs
+ * refused one, else KQ_DENIAL_QUEUE_MISSING. KQ_ENOMEM. */
 int kq_placement_place(const kq_partition_conf_t *part, const kq_place_in_t *in, char **queue,
-                       char *reason, size_t reason_len) KQ_WUR;
+                       char *reason, size_t reason_len, kq_denial_t *kind) KQ_WUR;
 
 /* The child template in force for a dynamic leaf queue at `path` (the nearest configured
  * ancestor's, see config.h), or NULL when the path is configured or none applies. */

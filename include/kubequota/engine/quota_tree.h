@@ -209,19 +209,21 @@ int kq_qtree_used_sub(kq_qtree_t *t, const char *group, const kq_resource_t *res
 /* Would a pod of `group` with request `req` be admitted now? 0 when yes; KQ_EDENIED with a
  * reason naming the group, the resource and both numbers, e.g.
  * "quota group team-a: cpu used 6 + request 2 would exceed runtime 7"; KQ_ENOENT for an
- * unknown group. Changes nothing. */
+ * unknown group. Changes nothing. *kind (may be NULL) gets the denial's kind:
+ * KQ_DENIAL_OVER_RUNTIME, _OVER_LIMIT (a max, a min of non-preemptible pods, the sum of
+ * mins), _NEVER_FITS, _GROUP_NOT_LEAF, or _GROUP_MISSING with KQ_ENOENT. */
 int kq_qtree_check(kq_qtree_t *t, const char *group, const kq_resource_t *req, bool nonpreemptible,
-                   char *reason, size_t reasonlen) KQ_WUR;
+                   char *reason, size_t reasonlen, kq_denial_t *kind) KQ_WUR;
 
 /* As kq_qtree_check, as if `victims` (the summed requests of pods of the same group that
  * preemption would evict) were released first. Changes nothing. */
 int kq_qtree_check_preempt(kq_qtree_t *t, const char *group, const kq_resource_t *req,
                            const kq_resource_t *victims, bool nonpreemptible, char *reason,
-                           size_t reasonlen) KQ_WUR;
+                           size_t reasonlen, kq_denial_t *kind) KQ_WUR;
 
 /* kq_qtree_check and, when admitted, kq_qtree_used_add in one step under the lock. */
 int kq_qtree_assume(kq_qtree_t *t, const char *group, const kq_resource_t *req, bool nonpreemptible,
-                    char *reason, size_t reasonlen) KQ_WUR;
+                    char *reason, size_t reasonlen, kq_denial_t *kind) KQ_WUR;
 
 /* The group's current runtime (resources the cluster total names) into *out (an
  * initialised set, see resource.h). KQ_ENOENT unknown, KQ_ENOMEM. The system group's

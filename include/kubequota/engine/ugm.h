@@ -73,14 +73,16 @@ void kq_ugm_free(kq_ugm_t *m);
 int kq_ugm_set_config(kq_ugm_t *m, kq_config_t *cfg) KQ_WUR;
 
 /* Would one more allocation `req` of application app_id of `user` in queue_path fit?
- * Changes nothing. 0, or KQ_EDENIED with the reason in reason[]. */
+ * Changes nothing. 0, or KQ_EDENIED with the reason in reason[] and its kind in *kind
+ * (KQ_DENIAL_OVER_LIMIT, _NEVER_FITS or _ACL; kind may be NULL). */
 int kq_ugm_check(kq_ugm_t *m, const char *queue_path, const char *app_id, const kq_user_t *user,
-                 const kq_resource_t *req, char *reason, size_t reason_len) KQ_WUR;
+                 const kq_resource_t *req, char *reason, size_t reason_len, kq_denial_t *kind) KQ_WUR;
 
-/* Check and commit one allocation as one step. 0 when counted; KQ_EDENIED (reason[]
- * filled, nothing changed); KQ_EINVAL for a bad path; KQ_ERANGE on overflow. */
+/* Check and commit one allocation as one step. 0 when counted; KQ_EDENIED (reason[] and
+ * *kind filled as kq_ugm_check's, nothing changed); KQ_EINVAL for a bad path; KQ_ERANGE
+ * on overflow. */
 int kq_ugm_increase(kq_ugm_t *m, const char *queue_path, const char *app_id, const kq_user_t *user,
-                    const kq_resource_t *req, char *reason, size_t reason_len) KQ_WUR;
+                    const kq_resource_t *req, char *reason, size_t reason_len, kq_denial_t *kind) KQ_WUR;
 
 /* Commits one allocation without checking any limit: for pods the API server shows bound
  * by someone else (reality is counted, never refused). Same accounting as an increase. */

@@ -82,6 +82,8 @@ typedef struct kq_pod {
     size_t n_groups;
     char *queue;          /* resolved full path, or NULL (then queue_error says why) */
     char *queue_error;
+    kq_denial_t queue_denial; /* queue_error's kind: KQ_DENIAL_QUEUE_MISSING, _QUEUE_NOT_LEAF or
+                               * _ACL (placement); KQ_DENIAL_NONE without queue_error */
     char *app_id;
     kq_resource_t request;
     int32_t priority;     /* spec.priority, 0 when absent */

@@ -53,11 +53,15 @@ int kq_extender_preempt(kq_app_t *app, const char *body, size_t len, char **out,
  * kq_ledger_check_resize. Refuses (KQ_ESTATE) until the first pod list is loaded. */
 int kq_extender_admission_check(void *ud, const json_t *pod, const json_t *old, char *msg, size_t len);
 
-/* The Event reason of a denial reason text: QuotaExceeded (over a limit now: fits later),
- * QuotaRuntimeExceeded (over what an elastic group may use now), QuotaNeverFits (the request
- * alone is over a max), QueueNotFound / QuotaGroupNotFound, QueueNotLeaf /
- * QuotaGroupNotLeaf, QueueACLDenied, BudgetExhausted. Static string. docs/events.md. */
-const char *kq_extender_denial_reason(const char *reason);
+/* The Event reason of a kind of denial (error.h): QuotaExceeded (over a limit now: fits
+ * later; also KQ_DENIAL_NONE), QuotaRuntimeExceeded (over what an elastic group may use now),
+ * QuotaNeverFits (the request alone is over a max), QueueNotFound / QuotaGroupNotFound,
+ * QueueNotLeaf / QuotaGroupNotLeaf, QueueACLDenied, BudgetExhausted. Static string.
+ * docs/events.md. */
+const char *kq_extender_denial_reason(kq_denial_t kind);
+/* Its reason label of kubequota_admission_attempts_total (docs/metrics.md): over_limit,
+ * over_runtime, never_fits, queue_missing, queue_not_leaf, acl, budget. Static string. */
+const char *kq_extender_denial_label(kq_denial_t kind);
 
 /* Explain / what-if (GET|POST /ws/v1/partition/{p}/explain...): the filter's own decision
  * (the same function: ledger check, then credit budget), changing nothing: no usage, no
