@@ -481,10 +481,14 @@ static void test_check_and_commit(void **state)
     kq_pod_t a1 = mk("a1", "x", "root.team-a", CPU(9), NULL);
     kq_ledger_observe(f->app.ledger, &a1);
     bool by_tree = false;
-    assert_int_equal(kq_ledger_check_ex(f->app.ledger, &a1, why, sizeof(why), &by_tree, NULL), KQ_EDENIED);
+    kq_denial_t kind = KQ_DENIAL_COUNT;
+    assert_int_equal(kq_ledger_check_ex(f->app.ledger, &a1, why, sizeof(why), &by_tree, &kind), KQ_EDENIED);
     assert_true(by_tree);
     assert_non_null(strstr(why, "root.team-a"));
-    assert_int_equal(kq_ledger_assume(f->app.ledger, &a1, why, sizeof(why), NULL), KQ_EDENIED);
+    assert_int_equal(kind, KQ_DENIAL_OVER_RUNTIME); /* 9 > runtime 7, under the max 10 */
+    kind = KQ_DENIAL_COUNT;
+    assert_int_equal(kq_ledger_assume(f->app.ledger, &a1, why, sizeof(why), &kind), KQ_EDENIED);
+    assert_int_equal(kind, KQ_DENIAL_OVER_RUNTIME);
     /* nothing committed anywhere */
     assert_int_equal(used(f, "root.team-a"), 0);
     assert_false(kq_ledger_is_counted(f->app.ledger, "a1"));
@@ -560,8 +564,10 @@ static void test_unseen_pod_and_parent(void **state)
     assert_int_equal(request(f, "root.team-a"), 0);
     a.quota_name = strdup("root.org");
     bool by_tree = false;
-    assert_int_equal(kq_ledger_check_ex(f->app.ledger, &a, why, sizeof(why), &by_tree, NULL), KQ_EDENIED);
+    kq_denial_t kind = KQ_DENIAL_COUNT;
+    assert_int_equal(kq_ledger_check_ex(f->app.ledger, &a, why, sizeof(why), &by_tree, &kind), KQ_EDENIED);
     assert_non_null(strstr(why, "parent group"));
+    assert_int_equal(kind, KQ_DENIAL_GROUP_NOT_LEAF);
     kq_ledger_remove(f->app.ledger, "a");
     kq_pod_clear(&a);
 }

@@ -1024,6 +1024,34 @@ static void test_preempt_full_victims(void **state)
     free(out);
 }
 
+/* Each kind of denial has the Event reason and metric label docs/events.md lists; a kind
+ * out of range is an ordinary QuotaExceeded. */
+static void test_denial_kind_table(void **state)
+{
+    (void)state;
+    static const struct {
+        kq_denial_t kind;
+        const char *reason, *label;
+    } want[] = {
+        {KQ_DENIAL_NONE, "QuotaExceeded", "over_limit"},
+        {KQ_DENIAL_OVER_LIMIT, "QuotaExceeded", "over_limit"},
+        {KQ_DENIAL_OVER_RUNTIME, "QuotaRuntimeExceeded", "over_runtime"},
+        {KQ_DENIAL_NEVER_FITS, "QuotaNeverFits", "never_fits"},
+        {KQ_DENIAL_QUEUE_MISSING, "QueueNotFound", "queue_missing"},
+        {KQ_DENIAL_QUEUE_NOT_LEAF, "QueueNotLeaf", "queue_not_leaf"},
+        {KQ_DENIAL_GROUP_MISSING, "QuotaGroupNotFound", "queue_missing"},
+        {KQ_DENIAL_GROUP_NOT_LEAF, "QuotaGroupNotLeaf", "queue_not_leaf"},
+        {KQ_DENIAL_ACL, "QueueACLDenied", "acl"},
+        {KQ_DENIAL_BUDGET, "BudgetExhausted", "budget"},
+        {KQ_DENIAL_COUNT, "QuotaExceeded", "over_limit"},
+    };
+    assert_int_equal(sizeof(want) / sizeof(want[0]), KQ_DENIAL_COUNT + 1);
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+        assert_string_equal(kq_extender_denial_reason(want[i].kind), want[i].reason);
+        assert_string_equal(kq_extender_denial_label(want[i].kind), want[i].label);
+    }
+}
+
 int main(void)
 {
     kq_log_set_level("error");
@@ -1053,6 +1081,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_explain_self_service, setup, teardown),
         cmocka_unit_test_setup_teardown(test_preempt_meta_echo, setup, teardown),
         cmocka_unit_test_setup_teardown(test_preempt_full_victims, setup, teardown),
+        cmocka_unit_test(test_denial_kind_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -488,12 +488,22 @@ static void test_check_and_denials(void **state)
     fx_t *f = *state;
     char why[256];
     kq_pod_t noq = mk("x", NULL, "alice", 100, NULL);
+    kq_denial_t kind = KQ_DENIAL_COUNT;
     why[0] = '\0';
-    assert_int_equal(kq_ledger_check(f->l, &noq, why, sizeof(why), NULL), KQ_EDENIED);
+    /* a queue error without a kind is a missing queue */
+    assert_int_equal(kq_ledger_check(f->l, &noq, why, sizeof(why), &kind), KQ_EDENIED);
     assert_string_equal(why, "queue \"root.nope\" does not exist");
+    assert_int_equal(kind, KQ_DENIAL_QUEUE_MISSING);
+    /* the kind queue resolution gave, whatever the words */
+    noq.queue_denial = KQ_DENIAL_QUEUE_NOT_LEAF;
     why[0] = '\0';
-    assert_int_equal(kq_ledger_assume(f->l, &noq, why, sizeof(why), NULL), KQ_EDENIED);
+    kind = KQ_DENIAL_COUNT;
+    assert_int_equal(kq_ledger_assume(f->l, &noq, why, sizeof(why), &kind), KQ_EDENIED);
     assert_string_equal(why, "queue \"root.nope\" does not exist");
+    assert_int_equal(kind, KQ_DENIAL_QUEUE_NOT_LEAF);
+    kind = KQ_DENIAL_COUNT;
+    assert_int_equal(kq_ledger_reserve(f->l, &noq, why, sizeof(why), &kind), KQ_EDENIED);
+    assert_int_equal(kind, KQ_DENIAL_QUEUE_NOT_LEAF);
     expect_size(f, 0, 0);
 
     kq_pod_t a = mk("a", "root.team-a", "alice", 800, NULL); /* team-a max 1000m */
@@ -504,11 +514,34 @@ static void test_check_and_denials(void **state)
 
     kq_pod_t b = mk("b", "root.team-a", "bob", 300, NULL); /* 800 + 300 > 1000 */
     why[0] = '\0';
-    assert_int_equal(kq_ledger_check(f->l, &b, why, sizeof(why), NULL), KQ_EDENIED);
+    kind = KQ_DENIAL_COUNT;
+    assert_int_equal(kq_ledger_check(f->l, &b, why, sizeof(why), &kind), KQ_EDENIED);
     assert_true(strlen(why) > 0);
+    assert_int_equal(kind, KQ_DENIAL_OVER_LIMIT);
     why[0] = '\0';
-    assert_int_equal(kq_ledger_assume(f->l, &b, why, sizeof(why), NULL), KQ_EDENIED);
+    kind = KQ_DENIAL_COUNT;
+    assert_int_equal(kq_ledger_assume(f->l, &b, why, sizeof(why), &kind), KQ_EDENIED);
     assert_true(strlen(why) > 0);
+    assert_int_equal(kind, KQ_DENIAL_OVER_LIMIT);
+    /* 1200m alone is over the 1000m max: never fits */
+    kq_pod_t big = mk("big", "root.team-a", "bob", 1200, NULL);
+    kind = KQ_DENIAL_COUNT;
+    assert_int_equal(kq_ledger_check(f->l, &big, why, sizeof(why), &kind), KQ_EDENIED);
+    assert_int_equal(kind, KQ_DENIAL_NEVER_FITS);
+    kq_pod_clear(&big);
+    /* a resize of a (800m counted) is checked for its growth: +100m fits, +300m is over now,
+     * +1200m alone is over the max */
+    kq_pod_t ra = mk("a", "root.team-a", "alice", 900, NULL);
+    kind = KQ_DENIAL_COUNT;
+    assert_int_equal(kq_ledger_check_resize(f->l, &ra, why, sizeof(why), &kind), 0);
+    assert_int_equal(kind, KQ_DENIAL_NONE);
+    assert_int_equal(kq_resource_set(&ra.request, "cpu", 1100), 0);
+    assert_int_equal(kq_ledger_check_resize(f->l, &ra, why, sizeof(why), &kind), KQ_EDENIED);
+    assert_int_equal(kind, KQ_DENIAL_OVER_LIMIT);
+    assert_int_equal(kq_resource_set(&ra.request, "cpu", 2000), 0);
+    assert_int_equal(kq_ledger_check_resize(f->l, &ra, why, sizeof(why), &kind), KQ_EDENIED);
+    assert_int_equal(kind, KQ_DENIAL_NEVER_FITS);
+    kq_pod_clear(&ra);
     assert_int_equal(alloc_cpu(f, "root.team-a"), 800);
     assert_int_equal(user_cpu(f, "bob"), -1);
     expect_size(f, 1, 1);
@@ -581,6 +614,7 @@ static void test_lookup_keeps_every_field(void **state)
     p.n_gates = 3;
     p.gate_pos = 2;
     p.deleting = true;
+    p.queue_denial = KQ_DENIAL_ACL; /* not consistent with queue; only copied */
     assert_int_equal(kq_resource_set(&p.request, "memory", (int64_t)3 << 30), 0);
     assert_int_equal(kq_resource_set(&p.request, "nvidia.com/gpu", 2), 0);
     kq_ledger_observe(f->l, &p);
@@ -599,6 +633,7 @@ static void test_lookup_keeps_every_field(void **state)
     assert_string_equal(out.groups[1], "ml");
     assert_string_equal(out.queue, "root.team-b");
     assert_null(out.queue_error);
+    assert_int_equal(out.queue_denial, KQ_DENIAL_ACL);
     assert_string_equal(out.app_id, "spark-1");
     assert_true(kq_resource_equal(&out.request, &p.request));
     assert_int_equal(out.request.n, 3);

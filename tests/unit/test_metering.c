@@ -571,9 +571,12 @@ static void test_budget_exhaustion(void **state)
     assert_int_equal(kq_metering_check_budget(m, "alice", "dev", "root.a", reason, sizeof(reason), NULL), 0);
     set_clock(T0 + 15);
     assert_int_equal(kq_metering_compute_now(m), 0);
-    assert_int_equal(kq_metering_check_budget(m, "alice", "dev", "root.a", reason, sizeof(reason), NULL), KQ_EDENIED);
+    kq_denial_t kind = KQ_DENIAL_COUNT;
+    assert_int_equal(kq_metering_check_budget(m, "alice", "dev", "root.a", reason, sizeof(reason), &kind), KQ_EDENIED);
     assert_non_null(strstr(reason, "user \"alice\" has been charged 15.00 credits of its 15.00 credit budget"));
-    assert_int_equal(kq_metering_check_budget(m, "bob", "dev", "root.a", reason, sizeof(reason), NULL), 0);
+    assert_int_equal(kind, KQ_DENIAL_BUDGET);
+    assert_int_equal(kq_metering_check_budget(m, "bob", "dev", "root.a", reason, sizeof(reason), &kind), 0);
+    assert_int_equal(kind, KQ_DENIAL_NONE);
     /* The running pod keeps running and being charged. */
     set_clock(T0 + 20);
     assert_int_equal(kq_metering_compute_now(m), 0);

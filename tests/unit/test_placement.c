@@ -51,6 +51,8 @@ static bool acl(void *arg, const kq_queue_conf_t *q, const char *user, const cha
     return false;
 }
 
+static kq_denial_t last_kind; /* the kind expect()'s placement reported */
+
 /* Places and compares; want NULL means rejected and want_reason (if given) must occur in
  * the reason. */
 static void expect(const kq_config_t *cfg, world_t *w, const char *user, const char *const *groups, size_t ng,
@@ -67,7 +69,10 @@ static void expect(const kq_config_t *cfg, world_t *w, const char *user, const c
     };
     char *q = NULL;
     char reason[1024];
-    int rc = kq_placement_place(part, &in, &q, reason, sizeof(reason), NULL);
+    last_kind = KQ_DENIAL_COUNT; /* not a kind: the call must set it */
+    int rc = kq_placement_place(part, &in, &q, reason, sizeof(reason), &last_kind);
+    if (rc == 0)
+        assert_int_equal(last_kind, KQ_DENIAL_NONE);
     if (want != NULL) {
         if (rc != 0)
             fail_msg("user %s ns %s provided %s: want %s, got rejected: %s", user, ns ? ns : "-",
@@ -267,6 +272,46 @@ static void test_parent_queue_annotation(void **state)
     expect(cfg, NULL, "u", NULL, 0, "dev", NULL, "root.nope", false, NULL, "does not exist");
     /* a parent rule that yields an existing leaf fails the placement (tag_rule.go) */
     expect(cfg, NULL, "u", NULL, 0, "dev", NULL, "leafq", false, NULL, "parent rule returned a leaf queue");
+    kq_config_unref(cfg);
+}
+
+/* A rejected placement says what kind of denial it is (the Event reason follows from it),
+ * from what the rules found, never from the words: a parent queue before a missing queue
+ * before an ACL refusal; no queue for any other reason is a missing queue. */
+static void test_denial_kinds(void **state)
+{
+    (void)state;
+    kq_config_t *cfg = test_config("partitions:\n"
+                                   "  - name: default\n"
+                                   "    placementrules:\n"
+                                   "      - name: provided\n"
+                                   "      - name: tag\n"
+                                   "        value: namespace\n"
+                                   "    queues:\n"
+                                   "      - name: root\n"
+                                   "        queues:\n"
+                                   "          - name: p\n"
+                                   "            parent: true\n"
+                                   "          - name: locked\n");
+    assert_non_null(cfg);
+    world_t w = {.acl_queue = "root.locked", .acl_users = {"alice"}};
+    expect(cfg, &w, "u", NULL, 0, "nons", "root.p", NULL, false, NULL, "is a parent queue");
+    assert_int_equal(last_kind, KQ_DENIAL_QUEUE_NOT_LEAF);
+    expect(cfg, &w, "u", NULL, 0, "nons", "root.nope", NULL, false, NULL, "does not exist");
+    assert_int_equal(last_kind, KQ_DENIAL_QUEUE_MISSING);
+    /* a user name that reads like another denial changes nothing */
+    expect(cfg, &w, "x is a parent queue", NULL, 0, "locked", "root.locked", NULL, false, NULL, "may not submit");
+    assert_int_equal(last_kind, KQ_DENIAL_ACL);
+    expect(cfg, &w, "alice", NULL, 0, "nons", "root.locked", NULL, false, "root.locked", NULL);
+    /* the provided rule refused by the ACL, the tag rule's queue a parent: the parent wins */
+    expect(cfg, &w, "u", NULL, 0, "p", "root.locked", NULL, false, NULL, "may not submit");
+    assert_int_equal(last_kind, KQ_DENIAL_QUEUE_NOT_LEAF);
+    /* ... and a missing queue wins over the ACL */
+    expect(cfg, &w, "u", NULL, 0, "nons", "root.locked", NULL, false, NULL, "does not exist");
+    assert_int_equal(last_kind, KQ_DENIAL_QUEUE_MISSING);
+    /* no queue named, no such namespace queue: no queue for the pod */
+    expect(cfg, &w, "u", NULL, 0, NULL, NULL, NULL, false, NULL, "the pod names no queue");
+    assert_int_equal(last_kind, KQ_DENIAL_QUEUE_MISSING);
     kq_config_unref(cfg);
 }
 
@@ -484,12 +529,16 @@ static void test_ugm_dynamic_queues(void **state)
     assert_int_equal(kq_ugm_queue_kind(m, "root.p"), KQ_QKIND_PARENT);
     /* root's template, inherited through root.p: 2 vcore, 2 applications */
     assert_int_equal(kq_ugm_increase(m, "root.p.x", "a2", &u, &one, why, sizeof(why), NULL), 0);
-    assert_int_equal(kq_ugm_increase(m, "root.p.x", "a2", &u, &half, why, sizeof(why), NULL), KQ_EDENIED);
+    kq_denial_t kind = KQ_DENIAL_COUNT;
+    assert_int_equal(kq_ugm_increase(m, "root.p.x", "a2", &u, &half, why, sizeof(why), &kind), KQ_EDENIED);
     assert_non_null(strstr(why, "child template"));
+    assert_int_equal(kind, KQ_DENIAL_OVER_LIMIT);
     assert_int_equal(kq_ugm_decrease(m, "root.p.x", "a2", "alice", &one), 0);
     assert_int_equal(kq_ugm_increase(m, "root.p.x", "a3", &u, &half, why, sizeof(why), NULL), 0);
-    assert_int_equal(kq_ugm_increase(m, "root.p.x", "a4", &u, &half, why, sizeof(why), NULL), KQ_EDENIED);
+    kind = KQ_DENIAL_COUNT;
+    assert_int_equal(kq_ugm_increase(m, "root.p.x", "a4", &u, &half, why, sizeof(why), &kind), KQ_EDENIED);
     assert_non_null(strstr(why, "maxapplications"));
+    assert_int_equal(kind, KQ_DENIAL_OVER_LIMIT);
     /* the namespace's limits replace the template's */
     kq_resource_t three = KQ_RESOURCE_EMPTY;
     assert_int_equal(kq_resource_set(&three, "cpu", 3000), 0);
@@ -500,8 +549,10 @@ static void test_ugm_dynamic_queues(void **state)
     assert_int_equal(kq_ugm_set_dynamic_limits(m, "root.p.x", NULL, 0), 0); /* cleared: template again */
     assert_int_equal(kq_ugm_increase(m, "root.p.x", "a4", &u, &half, why, sizeof(why), NULL), KQ_EDENIED);
     /* a dynamic leaf deeper down takes the template of its nearest configured ancestor */
-    assert_int_equal(kq_ugm_increase(m, "root.p.q.y", "b1", &u, &three, why, sizeof(why), NULL), KQ_EDENIED);
+    kind = KQ_DENIAL_COUNT;
+    assert_int_equal(kq_ugm_increase(m, "root.p.q.y", "b1", &u, &three, why, sizeof(why), &kind), KQ_EDENIED);
     assert_non_null(strstr(why, "root.p.q.y"));
+    assert_int_equal(kind, KQ_DENIAL_NEVER_FITS); /* 3 alone > the template's 2 */
     /* a configured queue is not dynamic: no template */
     assert_int_equal(kq_ugm_increase(m, "root.p", "b1", &u, &three, why, sizeof(why), NULL), 0);
     assert_int_equal(kq_ugm_decrease(m, "root.p", "b1", "alice", &three), 0);
@@ -577,6 +628,7 @@ int main(void)
         cmocka_unit_test(test_acl_skips_rule),
         cmocka_unit_test(test_parent_queue_annotation),
         cmocka_unit_test(test_unusable_results),
+        cmocka_unit_test(test_denial_kinds),
         cmocka_unit_test(test_filters),
         cmocka_unit_test(test_child_template),
         cmocka_unit_test(test_bad_rules),

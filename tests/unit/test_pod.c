@@ -99,6 +99,7 @@ static void assert_same_pod(const kq_pod_t *a, const kq_pod_t *b)
     assert_same_str(a->user, b->user, "user");
     assert_same_str(a->queue, b->queue, "queue");
     assert_same_str(a->queue_error, b->queue_error, "queue_error");
+    assert_int_equal(a->queue_denial, b->queue_denial);
     assert_same_str(a->app_id, b->app_id, "app_id");
     assert_same_str(a->quota_name, b->quota_name, "quota_name");
     assert_int_equal(a->n_groups, b->n_groups);
@@ -437,6 +438,8 @@ static void test_identity_garbage(void **state)
 
 /* --------------------------------------------------------------------------- queue -- */
 
+static kq_denial_t last_qdenial; /* the queue_denial of expect_queue's last pod */
+
 static void expect_queue(void **state, const char *ns, const char *labels, const char *anns, const char *queue,
                          const char *qerr)
 {
@@ -450,6 +453,7 @@ static void expect_queue(void **state, const char *ns, const char *labels, const
             fail_msg("labels %s anns %s: want queue %s, got %s (%s)", labels, anns, queue, p.queue,
                      p.queue_error);
         assert_null(p.queue_error);
+        assert_int_equal(p.queue_denial, KQ_DENIAL_NONE);
     } else {
         if (p.queue != NULL)
             fail_msg("labels %s anns %s: want no queue, got %s", labels, anns, p.queue);
@@ -457,6 +461,7 @@ static void expect_queue(void **state, const char *ns, const char *labels, const
         if (strcmp(p.queue_error, qerr) != 0)
             fail_msg("want queue_error \"%s\", got \"%s\"", qerr, p.queue_error);
     }
+    last_qdenial = p.queue_denial;
     kq_pod_clear(&p);
 }
 
@@ -489,8 +494,10 @@ static void test_queue_errors(void **state)
     expect_queue(state, "x", "{\"kubequota.io/queue\":\"root.x\"}", NULL, NULL, "queue \"root.x\" does not exist");
     expect_queue(state, "x", "{\"kubequota.io/queue\":\"nope\"}", NULL, NULL, "queue \"nope\" does not exist");
     expect_queue(state, "x", "{\"queue\":\"dev.nope\"}", NULL, NULL, "queue \"root.dev.nope\" does not exist");
+    assert_int_equal(last_qdenial, KQ_DENIAL_QUEUE_MISSING);
     expect_queue(state, "x", "{\"kubequota.io/queue\":\"root.dev\"}", NULL, NULL,
                  "queue \"root.dev\" is a parent queue; pods run only in leaf queues");
+    assert_int_equal(last_qdenial, KQ_DENIAL_QUEUE_NOT_LEAF);
     expect_queue(state, "x", "{\"kubequota.io/queue\":\"dev\"}", NULL, NULL,
                  "queue \"root.dev\" is a parent queue; pods run only in leaf queues");
     expect_queue(state, "x", "{\"kubequota.io/queue\":\"root.empty\"}", NULL, NULL,
@@ -499,6 +506,7 @@ static void test_queue_errors(void **state)
                  "queue \"root\" is a parent queue; pods run only in leaf queues");
     expect_queue(state, "x", "{\"kubequota.io/queue\":\"shared\"}", NULL, NULL,
                  "queue name \"shared\" is ambiguous (root.dev.shared, root.prod.shared, ...); use the full path");
+    assert_int_equal(last_qdenial, KQ_DENIAL_QUEUE_MISSING); /* no one queue by that name */
 
     /* a label that is not a string is a parse error naming it */
     kq_pod_t p;

@@ -21,6 +21,8 @@
 #include "kubequota/engine/quota_tree.h"
 #include "kubequota/engine/resource.h"
 
+static kq_denial_t kind_got; /* the kind of the last denial a test asked for */
+
 /* ------------------------------------------------------------------ helpers */
 
 /* "cpu=100,memory=5" with canonical integers. */
@@ -364,16 +366,20 @@ static void test_min_scaling(void **state)
     /* Runtime denies first while runtime == scaled min ... */
     char reason[256];
     kq_resource_t r = R("cpu=18");
-    assert_int_equal(kq_qtree_check(t, "A2", &r, false, reason, sizeof reason, NULL), KQ_EDENIED);
+    kind_got = KQ_DENIAL_COUNT;
+    assert_int_equal(kq_qtree_check(t, "A2", &r, false, reason, sizeof reason, &kind_got), KQ_EDENIED);
     assert_string_equal(reason, "quota group A2: cpu 0 used + 18m requested > 17m runtime (runtime = what the group may use now: its min plus what it can borrow); needs 1m more cpu");
+    assert_int_equal(kind_got, KQ_DENIAL_OVER_RUNTIME);
     /* ... A1's pods leave: A's 43 go to A2 (17 first, 26 more), and a non-preemptible pod is
      * still held to the scaled min 17 while a preemptible one fits. */
     kq_resource_t a1 = R("cpu=1000");
     assert_int_equal(kq_qtree_request_sub(t, "A1", &a1), 0);
     assert_int_equal(rt(t, "A2", "cpu"), 43);
     assert_int_equal(kq_qtree_check(t, "A2", &r, false, reason, sizeof reason, NULL), 0);
-    assert_int_equal(kq_qtree_check(t, "A2", &r, true, reason, sizeof reason, NULL), KQ_EDENIED);
+    kind_got = KQ_DENIAL_COUNT;
+    assert_int_equal(kq_qtree_check(t, "A2", &r, true, reason, sizeof reason, &kind_got), KQ_EDENIED);
     assert_string_equal(reason, "quota group A2: non-preemptible cpu 0 used + 18m requested > 17m min; 18m requested alone is over the min: the pod can never fit");
+    assert_int_equal(kind_got, KQ_DENIAL_NEVER_FITS);
     r = R("cpu=17");
     assert_int_equal(kq_qtree_check(t, "A2", &r, true, reason, sizeof reason, NULL), 0);
 
@@ -447,8 +453,10 @@ static void test_max_caps(void **state)
     grp(t, "G", NULL, "", "nvidia.com/gpu=2", "", true, false);
     char reason[256];
     kq_resource_t r = R("nvidia.com/gpu=3");
-    assert_int_equal(kq_qtree_check(t, "G", &r, false, reason, sizeof reason, NULL), KQ_EDENIED);
+    kind_got = KQ_DENIAL_COUNT;
+    assert_int_equal(kq_qtree_check(t, "G", &r, false, reason, sizeof reason, &kind_got), KQ_EDENIED);
     assert_string_equal(reason, "quota group G: nvidia.com/gpu 0 used + 3 requested > 2 max; 3 requested alone is over the max: the pod can never fit");
+    assert_int_equal(kind_got, KQ_DENIAL_NEVER_FITS);
     r = R("nvidia.com/gpu=2");
     assert_int_equal(kq_qtree_check(t, "G", &r, false, reason, sizeof reason, NULL), 0);
     kq_qtree_free(t);
@@ -507,8 +515,10 @@ static void test_check_denies_and_changes_nothing(void **state)
     assert_int_equal(kq_qtree_assume(t, "team-a", &r2, false, reason, sizeof reason, NULL), 0);
     json_t *before = kq_qtree_json(t);
     assert_non_null(before);
-    assert_int_equal(kq_qtree_assume(t, "team-a", &r2, false, reason, sizeof reason, NULL), KQ_EDENIED);
+    kind_got = KQ_DENIAL_COUNT;
+    assert_int_equal(kq_qtree_assume(t, "team-a", &r2, false, reason, sizeof reason, &kind_got), KQ_EDENIED);
     assert_string_equal(reason, "quota group team-a: cpu 2 used + 2 requested > 3 runtime (runtime = what the group may use now: its min plus what it can borrow); needs 1 more cpu");
+    assert_int_equal(kind_got, KQ_DENIAL_OVER_RUNTIME);
     assert_int_equal(kq_qtree_check(t, "team-a", &r2, false, reason, sizeof reason, NULL), KQ_EDENIED);
     json_t *after = kq_qtree_json(t);
     assert_true(json_equal(before, after));
@@ -526,18 +536,26 @@ static void test_check_denies_and_changes_nothing(void **state)
     kq_resource_t r1 = R("cpu=1000");
     assert_int_equal(kq_qtree_check(t, "team-a", &r1, false, reason, sizeof reason, NULL), 0);
     kq_resource_t r15 = R("cpu=1500");
-    assert_int_equal(kq_qtree_check(t, "team-a", &r15, false, reason, sizeof reason, NULL), KQ_EDENIED);
+    kind_got = KQ_DENIAL_COUNT;
+    assert_int_equal(kq_qtree_check(t, "team-a", &r15, false, reason, sizeof reason, &kind_got), KQ_EDENIED);
     assert_string_equal(reason, "quota group team-a: cpu 2 used + 1500m requested > 3 runtime (runtime = what the group may use now: its min plus what it can borrow); needs 500m more cpu");
+    assert_int_equal(kind_got, KQ_DENIAL_OVER_RUNTIME);
     grp(t, "team-a", "org", "cpu=2000", "", "", true, false);
     req(t, "team-a", "cpu=5000");
     /* team-a asks 10000, org asks min(10000, 3000): org runtime 3000 -> team-a 3000 */
-    assert_int_equal(kq_qtree_check(t, "team-a", &r15, false, reason, sizeof reason, NULL), KQ_EDENIED);
+    kind_got = KQ_DENIAL_COUNT;
+    assert_int_equal(kq_qtree_check(t, "team-a", &r15, false, reason, sizeof reason, &kind_got), KQ_EDENIED);
     assert_string_equal(reason, "quota group team-a: cpu 2 used + 1500m requested > 3 runtime (runtime = what the group may use now: its min plus what it can borrow); needs 500m more cpu");
+    assert_int_equal(kind_got, KQ_DENIAL_OVER_RUNTIME);
     /* a pod of a parent group */
-    assert_int_equal(kq_qtree_check(t, "org", &r1, false, reason, sizeof reason, NULL), KQ_EDENIED);
+    kind_got = KQ_DENIAL_COUNT;
+    assert_int_equal(kq_qtree_check(t, "org", &r1, false, reason, sizeof reason, &kind_got), KQ_EDENIED);
     assert_string_equal(reason, "quota group org is a parent group; only leaf groups run pods");
-    assert_int_equal(kq_qtree_check(t, "ghost", &r1, false, reason, sizeof reason, NULL), KQ_ENOENT);
+    assert_int_equal(kind_got, KQ_DENIAL_GROUP_NOT_LEAF);
+    kind_got = KQ_DENIAL_COUNT;
+    assert_int_equal(kq_qtree_check(t, "ghost", &r1, false, reason, sizeof reason, &kind_got), KQ_ENOENT);
     assert_string_equal(reason, "quota group ghost does not exist");
+    assert_int_equal(kind_got, KQ_DENIAL_GROUP_MISSING);
 
     /* Preemption: evicting 1000m of team-a's own pods makes room for 2000m. */
     assert_int_equal(kq_qtree_check(t, "team-a", &r2, false, reason, sizeof reason, NULL), KQ_EDENIED);
@@ -573,8 +591,10 @@ static void test_ancestor_denies(void **state)
     kq_resource_t sub = R("cpu=1500");
     assert_int_equal(kq_qtree_used_sub(t, "a", &sub, false), 0);
     assert_int_equal(kq_qtree_used_add(t, "b", &sub, false), 0); /* b over its runtime (3000 > 1500) */
-    assert_int_equal(kq_qtree_check(t, "a", &small, false, reason, sizeof reason, NULL), KQ_EDENIED);
+    kind_got = KQ_DENIAL_COUNT;
+    assert_int_equal(kq_qtree_check(t, "a", &small, false, reason, sizeof reason, &kind_got), KQ_EDENIED);
     assert_string_equal(reason, "quota group org: cpu 3 used + 1m requested > 3 runtime (runtime = what the group may use now: its min plus what it can borrow); needs 1m more cpu");
+    assert_int_equal(kind_got, KQ_DENIAL_OVER_RUNTIME);
     /* reclaim sees b over by 1500m */
     kq_qgroup_over_t *over = NULL;
     size_t n = 0;
@@ -596,8 +616,10 @@ static void test_nonpreemptible_within_min(void **state)
     char reason[256];
     kq_resource_t r = R("cpu=600");
     assert_int_equal(kq_qtree_assume(t, "g", &r, true, reason, sizeof reason, NULL), 0);
-    assert_int_equal(kq_qtree_assume(t, "g", &r, true, reason, sizeof reason, NULL), KQ_EDENIED);
+    kind_got = KQ_DENIAL_COUNT;
+    assert_int_equal(kq_qtree_assume(t, "g", &r, true, reason, sizeof reason, &kind_got), KQ_EDENIED);
     assert_string_equal(reason, "quota group g: non-preemptible cpu 600m used + 600m requested > 1 min; needs 200m more cpu");
+    assert_int_equal(kind_got, KQ_DENIAL_OVER_LIMIT);
     /* a preemptible pod of the same size fits in the runtime (4000) */
     assert_int_equal(kq_qtree_assume(t, "g", &r, false, reason, sizeof reason, NULL), 0);
     kq_qgroup_info_t i = info(t, "g");
@@ -659,9 +681,11 @@ static void test_sum_of_mins(void **state)
     req(t, "q1", "cpu=1");
     assert_int_equal(kq_qtree_assume(t, "q1", &one, false, why, sizeof why, NULL), 0);
     req(t, "q2", "cpu=1");
-    assert_int_equal(kq_qtree_check(t, "q2", &one, false, why, sizeof why, NULL), KQ_EDENIED);
+    kind_got = KQ_DENIAL_COUNT;
+    assert_int_equal(kq_qtree_check(t, "q2", &one, false, why, sizeof why, &kind_got), KQ_EDENIED);
     assert_string_equal(why, "quota group q2: cpu 1m used by all scheduler-plugins quotas + 1m requested > 1m "
                              "sum of their mins; needs 1m more cpu");
+    assert_int_equal(kind_got, KQ_DENIAL_OVER_LIMIT);
     /* the same group without the rule is held to its runtime instead: it fits */
     kq_qgroup_spec_t s;
     kq_qgroup_spec_init(&s, "k");

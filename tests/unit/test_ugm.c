@@ -72,12 +72,14 @@ static kq_user_t usr(const char *name, const char *const *groups, size_t n)
 }
 
 static char reason[512];
+static kq_denial_t kind; /* the kind of the last inc's denial */
 
 static int inc(kq_ugm_t *m, const char *q, const char *app, const kq_user_t *u, int64_t cpu, int64_t mem)
 {
     kq_resource_t r = res(cpu, mem);
     reason[0] = 'x';
-    return kq_ugm_increase(m, q, app, u, &r, reason, sizeof(reason), NULL);
+    kind = KQ_DENIAL_COUNT; /* not a kind: the call must set it */
+    return kq_ugm_increase(m, q, app, u, &r, reason, sizeof(reason), &kind);
 }
 
 static int dec(kq_ugm_t *m, const char *q, const char *app, const char *user, int64_t cpu, int64_t mem)
@@ -580,6 +582,7 @@ static void test_max_applications_user(void **state)
     assert_int_equal(inc(m, "root.u", "app3", &alice, 100, 0), KQ_EDENIED);
     assert_string_equal(reason, "user alice in queue root.u: limit \"alice-apps\" exceeded: "
                                 "applications 2 running + 1 new > 2 max");
+    assert_int_equal(kind, KQ_DENIAL_OVER_LIMIT);
     assert_int_equal(inc(m, "root.u", "bob-app", &bob, 100, 0), 0); /* bob has no limit */
     /* app1 runs until its last allocation is released */
     assert_int_equal(dec(m, "root.u", "app1", "alice", 100, 0), 0);
@@ -600,6 +603,7 @@ static void test_max_applications_group(void **state)
     assert_int_equal(inc(m, "root.g", "c1", &carol, 100, 0), KQ_EDENIED);
     assert_string_equal(reason, "group dev in queue root.g: limit \"dev-apps\" exceeded: "
                                 "applications 2 running + 1 new > 2 max");
+    assert_int_equal(kind, KQ_DENIAL_OVER_LIMIT);
     assert_int_equal(inc(m, "root.g", "b1", &bob, 100, 0), 0);
     assert_int_equal(apps_at(m, true, "dev", "root.g"), 2);
     json_t *g = kq_ugm_group_json(m, "dev");
@@ -620,6 +624,7 @@ static void test_max_applications_queue(void **state)
     assert_int_equal(inc(m, "root.q", "q2", &y, 100, 0), 0);
     assert_int_equal(inc(m, "root.q", "q3", &z, 100, 0), KQ_EDENIED);
     assert_string_equal(reason, "queue root.q: maxapplications exceeded: applications 2 running + 1 new > 2 max");
+    assert_int_equal(kind, KQ_DENIAL_OVER_LIMIT);
     assert_int_equal(inc(m, "root.q", "q2", &y, 100, 0), 0);
     assert_int_equal(queue_apps(m, "root.q"), 2);
     assert_int_equal(queue_apps(m, "root"), 2);
@@ -646,6 +651,7 @@ static void test_queue_max_resources(void **state)
     assert_int_equal(inc(m, "root.a.b", "a1", &alice, 1500, 1 * GI), 0);
     assert_int_equal(inc(m, "root.a.b", "b1", &bob, 1000, 0), KQ_EDENIED);
     assert_string_equal(reason, "queue root.a: resources.max exceeded: cpu 1500m used + 1 requested > 2 max; needs 500m more cpu");
+    assert_int_equal(kind, KQ_DENIAL_OVER_LIMIT);
     assert_int_equal(inc(m, "root.a.b", "b1", &bob, 0, 3 * GI), 0);
     assert_int_equal(inc(m, "root.a", "b2", &bob, 0, 1), KQ_EDENIED);
     assert_string_equal(reason, "queue root.a: resources.max exceeded: memory 4Gi used + 1 requested > 4Gi max; needs 1 more memory");
@@ -1711,8 +1717,11 @@ static void test_acls(void **state)
     assert_int_equal(inc(m, "root.p.c", "b2", &bob, 100, 0), KQ_EDENIED);
     assert_string_equal(reason, "user bob (groups: dev,ops) may not submit to queue root.p.c: neither the submitacl "
                                 "nor the adminacl of the queue or of a parent queue allows the user or one of its groups");
-    assert_int_equal(kq_ugm_check(m, "root.p", "b2", &bob, &(kq_resource_t){.n = 0}, reason, sizeof(reason), NULL),
+    assert_int_equal(kind, KQ_DENIAL_ACL);
+    kind = KQ_DENIAL_COUNT;
+    assert_int_equal(kq_ugm_check(m, "root.p", "b2", &bob, &(kq_resource_t){.n = 0}, reason, sizeof(reason), &kind),
                      KQ_EDENIED);
+    assert_int_equal(kind, KQ_DENIAL_ACL);
     char *after = snapshot(m);
     assert_string_equal(before, after);
     free(before);
@@ -1720,6 +1729,49 @@ static void test_acls(void **state)
     /* reality is counted, never refused */
     kq_resource_t r = res(100, 0);
     assert_int_equal(kq_ugm_add_unchecked(m, "root.p.c", "b3", &bob, &r), 0);
+    kq_ugm_free(m);
+}
+
+/* Every denial reports its kind next to its text, whatever the names in the text say: a
+ * limit described as "the pod can never fit" and users named after other denials are
+ * still an ordinary over-the-limit denial; the request alone over a max never fits. */
+static void test_denial_kinds(void **state)
+{
+    (void)state;
+    kq_ugm_t *m = mgr(CFG_HEAD
+                      "        queues:\n"
+                      "          - name: a\n"
+                      "            limits:\n"
+                      "              - limit: the pod can never fit\n"
+                      "                users: ['*']\n"
+                      "                maxresources: {cpu: \"1\"}\n"
+                      "          - name: b\n"
+                      "            resources:\n"
+                      "              max: {cpu: \"2\"}\n");
+    kq_user_t missing = usr("does not exist", NULL, 0), acl = usr("x may not submit to queue y", NULL, 0);
+    /* 2 requested alone > 1 max */
+    assert_int_equal(inc(m, "root.a", "a1", &missing, 2000, 0), KQ_EDENIED);
+    assert_non_null(strstr(reason, "2 requested alone is over the max: the pod can never fit"));
+    assert_int_equal(kind, KQ_DENIAL_NEVER_FITS);
+    assert_int_equal(inc(m, "root.a", "a1", &missing, 700, 0), 0);
+    assert_int_equal(kind, KQ_DENIAL_NONE);
+    /* 700m + 800m > 1 but 800m alone fits: over the limit now */
+    assert_int_equal(inc(m, "root.a", "a2", &missing, 800, 0), KQ_EDENIED);
+    assert_string_equal(reason, "user does not exist in queue root.a: limit \"the pod can never fit\" (user *) "
+                                "exceeded: cpu 700m used + 800m requested > 1 max; needs 500m more cpu");
+    assert_int_equal(kind, KQ_DENIAL_OVER_LIMIT);
+    kq_resource_t r = res(800, 0);
+    kind = KQ_DENIAL_COUNT;
+    assert_int_equal(kq_ugm_check(m, "root.a", "a2", &missing, &r, reason, sizeof(reason), &kind), KQ_EDENIED);
+    assert_int_equal(kind, KQ_DENIAL_OVER_LIMIT);
+    /* the queue's max: 3 alone > 2 never fits; 1500m + 1 > 2 is over now */
+    assert_int_equal(inc(m, "root.b", "b1", &acl, 3000, 0), KQ_EDENIED);
+    assert_int_equal(kind, KQ_DENIAL_NEVER_FITS);
+    assert_int_equal(inc(m, "root.b", "b1", &acl, 1500, 0), 0);
+    assert_int_equal(inc(m, "root.b", "b2", &acl, 1000, 0), KQ_EDENIED);
+    assert_string_equal(reason, "queue root.b: resources.max exceeded: cpu 1500m used + 1 requested > 2 max; "
+                                "needs 500m more cpu");
+    assert_int_equal(kind, KQ_DENIAL_OVER_LIMIT);
     kq_ugm_free(m);
 }
 
@@ -1867,6 +1919,7 @@ int main(void)
         cmocka_unit_test(test_app_charged_to_first_user),
         cmocka_unit_test(test_pods_enforced),
         cmocka_unit_test(test_acls),
+        cmocka_unit_test(test_denial_kinds),
         cmocka_unit_test(test_configured_trackers_visible),
     };
     if (kq_log_set_level("warn") != 0)
