@@ -73,7 +73,7 @@ $(BUILD)/obj/ui.o: $(UI_INC)
 $(BUILD)/obj/ui.o: CPPFLAGS += -I$(BUILD)/gen
 
 # Library modules, in dependency order. main.c only wires them together.
-CORE_MODULES    := error log duration resource config placement ugm quota_tree jscan
+CORE_MODULES    := error log duration resource config placement ugm quota_tree fairshare jscan
 SERVICE_MODULES := pod ledger kube extender rest metrics server sync admission elastic auth leader metering ui \
                    gating kubectl
 MODULES         := $(CORE_MODULES) $(SERVICE_MODULES)
@@ -88,9 +88,10 @@ TEST_MODULES_auth     := error log resource jscan kube auth
 TEST_MODULES_ugm      := error log resource config ugm
 TEST_MODULES_kube     := error log resource jscan kube
 TEST_MODULES_pod      := error log resource config placement jscan pod
-TEST_MODULES_ledger   := error log resource config placement ugm quota_tree jscan pod ledger
+TEST_MODULES_ledger   := error log resource config placement ugm quota_tree fairshare jscan pod ledger
 TEST_MODULES_admission := error log resource config admission
 TEST_MODULES_quota_tree := error log resource quota_tree
+TEST_MODULES_fairshare := error log resource fairshare
 TEST_MODULES_metering := error log duration resource config placement ugm jscan pod metering
 TEST_MODULES_leader := error log resource jscan kube leader
 TEST_MODULES_jscan := error log jscan

@@ -235,6 +235,7 @@ struct kq_ledger {
     void *resolve_ud;
     bool gating;                /* kq_ledger_set_gating: ungated unbound pods of ours are reserved */
     size_t n_reserved;
+    kq_fairshare_t *fs;         /* kq_ledger_set_fairshare: told of every count and release, or NULL */
 };
 
 static int64_t mono_s(void)
@@ -246,6 +247,13 @@ static int64_t mono_s(void)
 
 /* ---------------------------------------------------------------------------------- */
 /* helpers (all called with the ledger lock held, unless said otherwise)               */
+
+/* The usage history follows what the ugm counts (fairshare's lock nests inside ours). */
+static void fs_note(kq_ledger_t *l, const char *queue, const char *user, const kq_resource_t *req, int sign)
+{
+    if (l->fs != NULL)
+        kq_fairshare_change(l->fs, queue, user, req, sign, kq_fairshare_now());
+}
 
 static void counted_clear(counted_t *c)
 {
@@ -444,6 +452,8 @@ static void release(kq_ledger_t *l, entry_t *e)
         l->n_reserved--;
     }
     int rc = kq_ugm_decrease(l->ugm, e->c.queue, e->c.app, e->c.user, RV(e->c.req));
+    if (rc == 0)
+        fs_note(l, e->c.queue, e->c.user, RV(e->c.req), -1);
     if (rc != 0)
         kq_error("event=release_failed uid=%s queue=%s app=%s user=%s error=\"%s\"", e->uid, e->c.queue,
                  e->c.app, e->c.user, kq_strerror(rc));
@@ -509,6 +519,7 @@ static void count_bound(kq_ledger_t *l, entry_t *e, const kq_pod_t *pod)
         counted_clear(&c);
         return;
     }
+    fs_note(l, c.queue, c.user, RV(c.req), +1);
     tree_count(l, e, &c, pod);
     pending_drop(l, e);
     e->c = c;
@@ -547,7 +558,10 @@ static void resize(kq_ledger_t *l, entry_t *e, const kq_pod_t *pod)
         free(req);
         return;
     }
+    fs_note(l, e->c.queue, e->c.user, &pod->request, +1);
     rc = kq_ugm_decrease(l->ugm, e->c.queue, e->c.app, e->c.user, RV(e->c.req));
+    if (rc == 0)
+        fs_note(l, e->c.queue, e->c.user, RV(e->c.req), -1);
     if (rc != 0)
         kq_error("event=resize_release_failed pod=%s/%s uid=%s error=\"%s\"", pod->ns, pod->name, pod->uid,
                  kq_strerror(rc));
@@ -787,6 +801,7 @@ static int commit_locked(kq_ledger_t *l, const counted_t *c, const kq_pod_t *pod
             goto denied;
         }
     }
+    fs_note(l, c->queue, c->user, RV(c->req), +1);
     return 0;
 denied:
     if (rc == KQ_ENOENT) { /* the group was removed since it was resolved: retry resolves again */
@@ -1326,6 +1341,13 @@ void kq_ledger_set_gating(kq_ledger_t *l, bool on)
 {
     pthread_mutex_lock(&l->mu);
     l->gating = on;
+    pthread_mutex_unlock(&l->mu);
+}
+
+void kq_ledger_set_fairshare(kq_ledger_t *l, kq_fairshare_t *fs)
+{
+    pthread_mutex_lock(&l->mu);
+    l->fs = fs;
     pthread_mutex_unlock(&l->mu);
 }
 

@@ -893,6 +893,54 @@ static void test_reserve_after_relist(void **state)
 /* Issue 15: a pod naming more resources than a set holds inline (24): pending, assumed
  * and bound, its counted request comes back whole from the node's victims and the
  * resize check; removing it releases everything (ASan checks the spilled copies). */
+/* The usage history (fairshare.h) follows every count and release: with half-life 0 its
+ * current usage per (queue, user) must equal the user's allocation at each step. */
+static int64_t fs_cur(kq_fairshare_t *fs, const char *queue, const char *user)
+{
+    kq_resource_t c = KQ_RESOURCE_EMPTY;
+    assert_int_equal(kq_fairshare_get(fs, queue, user, kq_fairshare_now(), &c, NULL), 0);
+    int64_t v = kq_resource_get(&c, "cpu", NULL);
+    kq_resource_free(&c);
+    return v;
+}
+
+static void test_fairshare_follows(void **state)
+{
+    fx_t *f = *state;
+    char why[256] = "";
+    kq_fairshare_t *fs = kq_fairshare_new(0);
+    kq_ledger_set_fairshare(f->l, fs);
+    kq_pod_t a = mk("a", "root.team-b", "alice", 300, NULL), b = mk("b", "root.team-b", "alice", 200, "n1");
+    kq_pod_t c = mk("c", "root.team-a", "bob", 600, NULL), d = mk("d", "root.team-a", "bob", 600, NULL);
+    assert_int_equal(kq_ledger_assume(f->l, &a, why, sizeof why), 0); /* bind */
+    assert_int_equal(fs_cur(fs, "root.team-b", "alice"), 300);
+    set_node(&a, "n1");
+    kq_ledger_observe(f->l, &a); /* the watch confirms: not counted again */
+    kq_ledger_observe(f->l, &b); /* bound by someone else: counted by the watch */
+    assert_int_equal(fs_cur(fs, "root.team-b", "alice"), 500);
+    assert_int_equal(kq_resource_set(&b.request, "cpu", 700), 0);
+    kq_ledger_observe(f->l, &b); /* resized in place */
+    assert_int_equal(fs_cur(fs, "root.team-b", "alice"), 1000);
+    assert_int_equal(kq_ledger_reserve(f->l, &c, why, sizeof why), 0);
+    assert_int_equal(fs_cur(fs, "root.team-a", "bob"), 600);
+    assert_int_equal(kq_ledger_reserve(f->l, &d, why, sizeof why), KQ_EDENIED); /* a denial counts nothing */
+    assert_int_equal(fs_cur(fs, "root.team-a", "bob"), 600);
+    assert_int_equal(kq_ledger_unreserve(f->l, "c"), 0);
+    assert_int_equal(fs_cur(fs, "root.team-a", "bob"), 0);
+    kq_ledger_remove(f->l, "a");
+    assert_int_equal(fs_cur(fs, "root.team-b", "alice"), 700);
+    b.phase = KQ_POD_SUCCEEDED;
+    kq_ledger_observe(f->l, &b);
+    assert_int_equal(fs_cur(fs, "root.team-b", "alice"), 0);
+    expect_empty(f);
+    kq_ledger_set_fairshare(f->l, NULL);
+    kq_fairshare_free(fs);
+    kq_pod_clear(&a);
+    kq_pod_clear(&b);
+    kq_pod_clear(&c);
+    kq_pod_clear(&d);
+}
+
 static void test_many_resource_names(void **state)
 {
     fx_t *f = *state;
@@ -946,6 +994,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_reserve, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reserve_from_watch, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reserve_after_relist, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fairshare_follows, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -38,6 +38,7 @@
 
 #include "kubequota/base/error.h"
 #include "kubequota/kube/pod.h"
+#include "kubequota/engine/fairshare.h"
 #include "kubequota/engine/quota_tree.h"
 #include "kubequota/engine/ugm.h"
 
@@ -190,6 +191,11 @@ size_t kq_ledger_expire_reserved(kq_ledger_t *l, int64_t max_age_s);
 
 bool kq_ledger_is_reserved(kq_ledger_t *l, const char *uid);
 size_t kq_ledger_reserved_count(kq_ledger_t *l);
+
+/* Usage history (fairshare.h): from now on every count and release of a pod is also
+ * reported to fs, under the ledger's lock (fairshare's lock nests inside it). Set it
+ * before the first pod is counted; NULL stops. fs must outlive its use here. */
+void kq_ledger_set_fairshare(kq_ledger_t *l, kq_fairshare_t *fs);
 
 /* Number of known pods, and of counted ones. */
 size_t kq_ledger_size(kq_ledger_t *l, size_t *counted);
