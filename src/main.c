@@ -62,7 +62,7 @@ enum {
     /* elastic flags */
     O_SYSNS, O_DQMIN, O_DQMAX, O_GRACE, O_ETICK, O_STATUS, O_MINRUN, O_PREEMPT_DEF,
     O_METERING, O_LEADER_ELECT, O_LEASE_NS, O_LEASE_NAME, O_LEASE_DUR, O_RENEW_DEADLINE, O_RETRY_PERIOD,
-    O_APPID_FALLBACK, O_GATE, O_GATE_TIMEOUT, O_GATE_REMOVERS,
+    O_APPID_FALLBACK, O_GATE, O_GATE_TIMEOUT, O_GATE_REMOVERS, O_GATE_USAGE_CM, O_GATE_USAGE_CKPT,
     O_HELP = 'h',
 };
 
@@ -149,6 +149,12 @@ static const flag_t serve_flags[] = {
                                                            "refused. Unset: anyone who may update the pod", NULL},
     {"admission-gate-reserve-timeout", 1, O_GATE_TIMEOUT, "DURATION", "a released pod not bound within this\n"
                                                                       "loses its reservation (default 2m)", NULL},
+    {"admission-gate-usage-configmap", 1, O_GATE_USAGE_CM, "[NS/]NAME", "the ConfigMap keeping the usage history of\n"
+                                                                        "queues with policy \"usage\" across restarts\n"
+                                                                        "(default <namespace>/kubequota-gating-usage,\n"
+                                                                        "the Lease's namespace; \"\" keeps none)", NULL},
+    {"admission-gate-usage-checkpoint", 1, O_GATE_USAGE_CKPT, "DURATION", "how often the leader writes that\n"
+                                                                          "history (default 30s)", NULL},
     {NULL, 0, 0, NULL, "elastic quota (docs/elastic-quota.md)", NULL},
     {"system-namespaces", 1, O_SYSNS, "LIST", "comma-separated namespaces whose pods form the system\n"
                                               "quota group (default kube-system)", NULL},
@@ -283,6 +289,8 @@ typedef struct serve_opts {
     bool admission_gate;
     long gate_timeout_ms;
     const char *gate_removers;
+    const char *gate_usage_cm; /* NULL: the default name; "": none */
+    long gate_usage_ckpt_ms;
 } serve_opts_t;
 
 static const flag_t *flag_by_id(int id)
@@ -375,6 +383,7 @@ static int parse_serve(int argc, char **argv, serve_opts_t *o)
         .max_body = 64LL << 20,
         .reload_ms = 2000,
         .gate_timeout_ms = 120000,
+        .gate_usage_ckpt_ms = 30000,
         .system_namespaces = "kube-system", /* elastic flags */
         .reclaim_grace_ms = 60000,
         .elastic_tick_ms = 1000,
@@ -498,6 +507,19 @@ static int parse_serve(int argc, char **argv, serve_opts_t *o)
         case O_LEADER_ELECT: o->leader_elect = true; break;
         case O_GATE: o->admission_gate = true; break;
         case O_GATE_REMOVERS: o->gate_removers = optarg; break;
+        case O_GATE_USAGE_CM: {
+            const char *sl = strchr(optarg, '/');
+            if (*optarg != '\0' && (sl == optarg || (sl != NULL && (sl[1] == '\0' || strchr(sl + 1, '/') != NULL)) ||
+                                     strlen(optarg) > 317))
+                return bad_usage("serve", "--admission-gate-usage-configmap %s: expected NAME or NAMESPACE/NAME",
+                                 optarg);
+            o->gate_usage_cm = optarg;
+            break;
+        }
+        case O_GATE_USAGE_CKPT:
+            if (!parse_duration_flag(c, optarg, 0, 1000, &o->gate_usage_ckpt_ms))
+                return 2;
+            break;
         case O_GATE_TIMEOUT:
             if (!parse_duration_flag(c, optarg, 0, 1000, &o->gate_timeout_ms))
                 return 2;
@@ -670,6 +692,7 @@ static int serve(int argc, char **argv)
     strlist_t tusers = {0}, tgroups = {0}, gremovers = {0};
     strlist_t sysns = {0}; /* elastic quota: --system-namespaces */
     char *cm_buf = NULL;
+    char usage_ns[320] = ""; /* --admission-gate-usage-configmap's namespace */
 
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
         fprintf(stderr, "kubequota: libcurl initialisation failed\n");
@@ -766,6 +789,11 @@ static int serve(int argc, char **argv)
     /* The informer and the reloader start before the server, so every member of app that a
      * handler reads is set before the first request can arrive (/readyz stays 503 until the
      * first pod list is in). */
+    /* kubequota's own namespace: the Lease's and the usage history's (in-cluster: the pod's) */
+    const char *own_ns = o.lease_namespace ? o.lease_namespace
+                         : (o.kubeconfig == NULL && kconf.namespace != NULL && kconf.namespace[0] != '\0')
+                             ? kconf.namespace
+                             : "kube-system";
     if (o.leader_elect) {
         char identity[320], lerr[256];
         if (kq_leader_default_identity(identity, sizeof(identity)) != 0) {
@@ -774,10 +802,7 @@ static int serve(int argc, char **argv)
         }
         kq_leader_opts_t lo;
         kq_leader_opts_default(&lo);
-        lo.namespace = o.lease_namespace ? o.lease_namespace
-                       : (o.kubeconfig == NULL && kconf.namespace != NULL && kconf.namespace[0] != '\0')
-                           ? kconf.namespace
-                           : "kube-system";
+        lo.namespace = own_ns;
         lo.name = o.lease_name;
         lo.identity = identity;
         lo.lease_duration_ms = o.lease_duration_ms;
@@ -828,6 +853,19 @@ static int serve(int argc, char **argv)
         kq_gating_opts_t go;
         kq_gating_opts_default(&go);
         go.reserve_timeout_ms = o.gate_timeout_ms;
+        go.usage_checkpoint_ms = o.gate_usage_ckpt_ms;
+        go.usage_ns = own_ns;
+        go.usage_name = "kubequota-gating-usage";
+        if (o.gate_usage_cm != NULL) { /* [NS/]NAME, checked by parse_serve; "" keeps none */
+            const char *sl = strchr(o.gate_usage_cm, '/');
+            if (sl == NULL) {
+                go.usage_name = o.gate_usage_cm;
+            } else {
+                snprintf(usage_ns, sizeof(usage_ns), "%.*s", (int)(sl - o.gate_usage_cm), o.gate_usage_cm);
+                go.usage_ns = usage_ns;
+                go.usage_name = sl + 1;
+            }
+        }
         go.is_leader = kq_leader_acts;
         go.leader_ud = leader;
         if ((app.gating = kq_gating_new(&app, &go)) == NULL || kq_gating_start(app.gating) != 0) {

@@ -27,9 +27,11 @@
 
 #include <uthash.h>
 
+#include "kubequota/base/duration.h"
 #include "kubequota/base/log.h"
 #include "kubequota/control/ledger.h"
 #include "kubequota/control/metering.h"
+#include "kubequota/engine/fairshare.h"
 #include "kubequota/kube/kube.h"
 
 const double kq_gating_wait_bounds[KQ_GATING_WAIT_BUCKETS] = {0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800};
@@ -171,6 +173,9 @@ typedef struct gqueue {
     char *path; /* key ("" for pods without a valid queue) */
     UT_hash_handle hh;
     heap_t users;
+    bool usage;         /* policy "usage": a user's pass is its weighted dominant share */
+    double halflife;    /* seconds, of the usage history (policy "usage") */
+    kq_resource_t caps; /* per resource, the smallest resources.max on the queue's path */
     double vclock;
     size_t waiting;
     char *full;   /* the queue-level denial that ended the last pass early, NULL: none */
@@ -199,6 +204,12 @@ struct kq_gating {
     uint64_t seq, gen;
     bool resyncing;
     kq_config_t *cfg; /* the snapshot the weights were read from (a reference) */
+    kq_fairshare_t *fs; /* usage history (owned; the ledger reports to it) */
+    /* usage history checkpoint (controller thread only, no lock): */
+    bool fs_loaded;     /* merged from the ConfigMap since this replica last became leader */
+    char *fs_rv;        /* the ConfigMap's resourceVersion we last saw; NULL: none */
+    int64_t fs_saved_ms, fs_retry_ms;
+    bool fs_off;        /* refused (403): no checkpoint at all, said once */
     size_t waiting;
     unsigned long releases, patch_errors, expired;
     unsigned long wait_bucket[KQ_GATING_WAIT_BUCKETS];
@@ -241,19 +252,61 @@ static void user_idx(void *x, size_t i)
     ((guser_t *)x)->qidx = i;
 }
 
-/* What a release costs a user's pass: cpu millicores, else memory MiB, else 1. */
-static double pod_cost(const kq_pod_t *p)
+/* The size of a set for the order: cpu millicores, else memory MiB, else 0. */
+static double res_cost(const kq_resource_t *r)
 {
-    static const char *cpu, *mem;
-    if (cpu == NULL) {
-        cpu = kq_resource_name("cpu");
-        mem = kq_resource_name("memory");
-    }
-    int64_t v = kq_resource_get(&p->request, cpu, NULL);
+    int64_t v = kq_resource_get(r, "cpu", NULL);
     if (v > 0)
         return (double)v;
-    v = kq_resource_get(&p->request, mem, NULL) / (1024 * 1024);
-    return v > 0 ? (double)v : 1.0;
+    v = kq_resource_get(r, "memory", NULL) / (1024 * 1024);
+    return v > 0 ? (double)v : 0.0;
+}
+
+/* What a release costs a user's pass (policy "fair"): res_cost of its request, at least 1. */
+static double pod_cost(const kq_pod_t *p)
+{
+    double c = res_cost(&p->request);
+    return c > 0 ? c : 1.0;
+}
+
+/* A set's share of a queue (policy "usage"): its dominant share of the queue's caps; a
+ * queue without resources.max on its path ranks by res_cost instead. */
+static double res_share(const gqueue_t *q, const kq_resource_t *r)
+{
+    double s = kq_fairshare_dominant(r, &q->caps);
+    return s >= 0 ? s : res_cost(r);
+}
+
+/* A user's pass under policy "usage": the dominant share of max(average, current) of its
+ * usage in the queue, divided by its weight. */
+static double usage_pass(kq_gating_t *g, const guser_t *u, double now)
+{
+    kq_resource_t use;
+    kq_resource_init(&use);
+    double s = 0;
+    if (kq_fairshare_usage(g->fs, u->q->path, u->name, now, &use) == 0)
+        s = res_share(u->q, &use);
+    kq_resource_free(&use);
+    return s / (u->weight > 0 ? u->weight : 1.0);
+}
+
+/* What the REST view's simulation adds to a user's pass for one more release. */
+static double pod_step(const gqueue_t *q, const guser_t *u, const kq_pod_t *p)
+{
+    double c = q->usage ? res_share(q, &p->request) : pod_cost(p);
+    return c / (u->weight > 0 ? u->weight : 1.0);
+}
+
+/* Sets u's pass and restores its place in its queue's heap (lock held). */
+static void repass(guser_t *u, double pass)
+{
+    if (u->pass == pass)
+        return;
+    u->pass = pass;
+    if (u->qidx != SIZE_MAX) {
+        h_up(&u->q->users, u->qidx, user_less, user_idx);
+        h_down(&u->q->users, u->qidx, user_less, user_idx);
+    }
 }
 
 double kq_gating_weight(const kq_queue_conf_t *q, const char *user, const char *const *groups, size_t n_groups)
@@ -285,6 +338,53 @@ static const kq_queue_conf_t *queue_conf(kq_gating_t *g, const char *path)
     return part ? kq_config_queue(part, path) : NULL;
 }
 
+/* A gating property of the queue, else of its nearest ancestor that has it; NULL: none. */
+static const char *inherited_property(const kq_queue_conf_t *q, const char *key)
+{
+    for (; q != NULL; q = q->parent)
+        for (size_t i = 0; i < q->n_properties; i++)
+            if (strcmp(q->properties[i].key, key) == 0)
+                return q->properties[i].value;
+    return NULL;
+}
+
+/* Policy, half-life and caps of a queue from the configuration (lock held). */
+static void queue_policy(kq_gating_t *g, gqueue_t *q)
+{
+    const kq_queue_conf_t *c = queue_conf(g, q->path);
+    const char *pol = inherited_property(c, KQ_PROP_GATING_POLICY);
+    const char *hl = inherited_property(c, KQ_PROP_GATING_HALFLIFE);
+    long ms = 3600 * 1000L;
+    if (hl != NULL && kq_duration_parse(hl, 0, &ms, NULL, 0) != 0)
+        ms = 3600 * 1000L; /* the configuration was validated: not reached */
+    bool usage = pol != NULL && strcmp(pol, "usage") == 0;
+    q->halflife = (double)ms / 1000.0;
+    kq_resource_clear(&q->caps);
+    for (const kq_queue_conf_t *a = c; a != NULL; a = a->parent) {
+        if (!a->has_max)
+            continue;
+        const kq_res_entry_t *e = KQ_RES_E(&a->max);
+        for (uint32_t i = 0; i < a->max.n; i++) {
+            bool have = false;
+            int64_t v = kq_resource_get(&q->caps, e[i].name, &have);
+            if ((!have || e[i].value < v) && kq_resource_put(&q->caps, e[i].name, e[i].value) != 0)
+                kq_error("event=gating_caps_failed queue=%s error=\"out of memory\"", q->path);
+        }
+    }
+    if (usage && kq_fairshare_set_halflife(g->fs, q->path, q->halflife, kq_fairshare_now()) != 0)
+        kq_error("event=gating_halflife_failed queue=%s error=\"out of memory\"", q->path);
+    if (usage != q->usage) { /* every user's pass changes meaning */
+        q->usage = usage;
+        double now = kq_fairshare_now();
+        for (size_t i = 0; i < q->users.n; i++) {
+            guser_t *u = q->users.v[i];
+            u->pass = usage ? usage_pass(g, u, now) : q->vclock;
+        }
+        for (size_t i = q->users.n / 2; i-- > 0;)
+            h_down(&q->users, i, user_less, user_idx);
+    }
+}
+
 static void user_weigh(kq_gating_t *g, guser_t *u, const kq_pod_t *p)
 {
     u->weight = kq_gating_weight(queue_conf(g, u->q->path), p->user, (const char *const *)p->groups, p->n_groups);
@@ -297,6 +397,15 @@ static void gpod_free(gpod_t *gp)
     free(gp->uid);
     kq_pod_clear(&gp->pod);
     free(gp);
+}
+
+static void queue_free(gqueue_t *q)
+{
+    free(q->path);
+    free(q->full);
+    free(q->users.v);
+    kq_resource_free(&q->caps);
+    free(q);
 }
 
 static void user_free(guser_t *u)
@@ -353,9 +462,11 @@ static void unpark_one(kq_gating_t *g, guser_t *u)
     ps->v[u->pidx]->pidx = u->pidx;
 }
 
-static void requeue(guser_t *u)
+static void requeue(kq_gating_t *g, guser_t *u)
 {
-    if (u->pass < u->q->vclock)
+    if (u->q->usage)
+        u->pass = usage_pass(g, u, kq_fairshare_now());
+    else if (u->pass < u->q->vclock)
         u->pass = u->q->vclock;
     if (u->pods.n > 0 && u->qidx == SIZE_MAX && h_push(&u->q->users, u, user_less, user_idx) != 0)
         kq_error("event=gating_requeue_failed user=%s error=\"out of memory\"", u->name);
@@ -371,7 +482,7 @@ static void unpark(kq_gating_t *g, const char *name)
             return;
         for (size_t i = 0; i < ps->n; i++) {
             ps->v[i]->parked = false;
-            requeue(ps->v[i]);
+            requeue(g, ps->v[i]);
         }
         ps->n = 0;
         g->dirty = true;
@@ -380,7 +491,7 @@ static void unpark(kq_gating_t *g, const char *name)
     HASH_ITER(hh, g->parked, ps, tmp) {
         for (size_t i = 0; i < ps->n; i++) {
             ps->v[i]->parked = false;
-            requeue(ps->v[i]);
+            requeue(g, ps->v[i]);
         }
         HASH_DEL(g->parked, ps);
         free(ps->user);
@@ -464,6 +575,7 @@ static int enqueue(kq_gating_t *g, gpod_t *gp)
             return KQ_ENOMEM;
         }
         HASH_ADD_KEYPTR(hh, g->queues, q->path, strlen(q->path), q);
+        queue_policy(g, q);
     }
     size_t kl = strlen(qp) + 1 + strlen(un);
     char *key = malloc(kl + 1);
@@ -485,6 +597,8 @@ static int enqueue(kq_gating_t *g, gpod_t *gp)
         u->pass = q->vclock; /* joins at the queue's current pass: idle time earns nothing */
         u->seq = ++g->seq;
         user_weigh(g, u, &gp->pod);
+        if (q->usage)
+            u->pass = usage_pass(g, u, kq_fairshare_now());
         HASH_ADD_KEYPTR(hh, g->users, u->key, strlen(u->key), u);
     }
     free(key);
@@ -493,7 +607,9 @@ static int enqueue(kq_gating_t *g, gpod_t *gp)
     if (u->parked) /* a new pod may be the one that fits */
         unpark_one(g, u);
     if (u->qidx == SIZE_MAX) {
-        if (u->pass < q->vclock)
+        if (q->usage)
+            u->pass = usage_pass(g, u, kq_fairshare_now());
+        else if (u->pass < q->vclock)
             u->pass = q->vclock;
         if (h_push(&q->users, u, user_less, user_idx) != 0) {
             h_remove(&u->pods, gp->hidx, pod_less, pod_idx);
@@ -523,10 +639,7 @@ static void user_drop_if_empty(kq_gating_t *g, guser_t *u)
     user_free(u);
     if (q->users.n == 0 && q->waiting == 0) {
         HASH_DEL(g->queues, q);
-        free(q->path);
-        free(q->full);
-        free(q->users.v);
-        free(q);
+        queue_free(q);
     }
 }
 
@@ -740,7 +853,24 @@ static void note_release(kq_gating_t *g, gpod_t *gp)
         c->n++;
 }
 
-/* Weights follow the configuration: re-read for every user when the snapshot changed. */
+static void set_halflives(kq_gating_t *g, const kq_queue_conf_t *c)
+{
+    if (c == NULL)
+        return;
+    const char *pol = inherited_property(c, KQ_PROP_GATING_POLICY);
+    if (!c->is_parent && pol != NULL && strcmp(pol, "usage") == 0) {
+        const char *hl = inherited_property(c, KQ_PROP_GATING_HALFLIFE);
+        long ms = 3600 * 1000L;
+        if (hl != NULL && kq_duration_parse(hl, 0, &ms, NULL, 0) != 0)
+            ms = 3600 * 1000L;
+        if (kq_fairshare_set_halflife(g->fs, c->path, (double)ms / 1000.0, kq_fairshare_now()) != 0)
+            kq_error("event=gating_halflife_failed queue=%s error=\"out of memory\"", c->path);
+    }
+    for (size_t i = 0; i < c->n_children; i++)
+        set_halflives(g, c->children[i]);
+}
+
+/* Weights and policies follow the configuration: re-read when the snapshot changed. */
 static void refresh_config(kq_gating_t *g)
 {
     kq_config_t *cfg = kq_config_holder_get(g->app->config);
@@ -755,6 +885,21 @@ static void refresh_config(kq_gating_t *g)
     HASH_ITER(hh, g->users, u, tmp) {
         if (u->pods.n > 0)
             user_weigh(g, u, &((gpod_t *)u->pods.v[0])->pod);
+    }
+    /* the history of every usage queue decays at its own half-life, waiting pods or not */
+    const kq_partition_conf_t *part = cfg ? kq_config_partition(cfg, g->app->partition) : NULL;
+    if (part != NULL)
+        set_halflives(g, part->root);
+    gqueue_t *q, *qt;
+    HASH_ITER(hh, g->queues, q, qt) {
+        queue_policy(g, q);
+        if (q->usage) { /* weights may have changed */
+            double now = kq_fairshare_now();
+            for (size_t i = 0; i < q->users.n; i++)
+                ((guser_t *)q->users.v[i])->pass = usage_pass(g, q->users.v[i], now);
+            for (size_t i = q->users.n / 2; i-- > 0;)
+                h_down(&q->users, i, user_less, user_idx);
+        }
     }
 }
 
@@ -846,16 +991,58 @@ static int gang_release(kq_gating_t *g, gqueue_t *q, guser_t *u, gpod_t *head, w
     /* the members beyond min that wait now go one by one too */
     while (gg->n > 0)
         gang_leave(g, gg->v[gg->n - 1]);
-    q->vclock = u->pass;
-    u->pass += cost / (u->weight > 0 ? u->weight : 1.0);
+    if (q->usage) { /* the reservations are in the history already */
+        u->pass = usage_pass(g, u, kq_fairshare_now());
+    } else {
+        q->vclock = u->pass;
+        u->pass += cost / (u->weight > 0 ? u->weight : 1.0);
+    }
     free(pick);
     return 0;
+}
+
+/* Policy "usage": the users whose usage changed since the last pass (a pod counted or
+ * released) take their new pass; O(changes), not O(users) (lock held). */
+static void rerank(kq_gating_t *g)
+{
+    char **keys = NULL;
+    size_t n = 0;
+    if (kq_fairshare_drain(g->fs, &keys, &n) != 0) {
+        kq_error("event=gating_rerank_failed error=\"out of memory\"");
+        return;
+    }
+    double now = kq_fairshare_now();
+    for (size_t i = 0; i < n; i++) {
+        guser_t *u;
+        HASH_FIND_STR(g->users, keys[i], u);
+        if (u != NULL && u->q->usage)
+            repass(u, usage_pass(g, u, now));
+        free(keys[i]);
+    }
+    free(keys);
+}
+
+/* Policy "usage" with a half-life: averages move with time alone, so the timed pass
+ * re-ranks every waiting user of such queues (O(users) once a second). */
+static void rerank_all(kq_gating_t *g)
+{
+    double now = kq_fairshare_now();
+    gqueue_t *q, *qt;
+    HASH_ITER(hh, g->queues, q, qt) {
+        if (!q->usage || !(q->halflife > 0) || q->users.n == 0)
+            continue;
+        for (size_t i = 0; i < q->users.n; i++)
+            ((guser_t *)q->users.v[i])->pass = usage_pass(g, q->users.v[i], now);
+        for (size_t i = q->users.n / 2; i-- > 0;)
+            h_down(&q->users, i, user_less, user_idx);
+    }
 }
 
 /* One pass over every queue (lock held): releases what fits, in fair order. */
 static void pass(kq_gating_t *g, worklist_t *rel, worklist_t *events)
 {
     refresh_config(g);
+    rerank(g);
     guser_t **blocked = NULL;
     size_t cap = 0;
     gqueue_t *q, *qtmp;
@@ -888,8 +1075,12 @@ static void pass(kq_gating_t *g, worklist_t *rel, worklist_t *events)
                 gp->releasing = true;
                 q->waiting--;
                 g->waiting--;
-                q->vclock = u->pass;
-                u->pass += pod_cost(&gp->pod) / (u->weight > 0 ? u->weight : 1.0);
+                if (q->usage) { /* the reservation is in the history already */
+                    u->pass = usage_pass(g, u, kq_fairshare_now());
+                } else {
+                    q->vclock = u->pass;
+                    u->pass += pod_cost(&gp->pod) / (u->weight > 0 ? u->weight : 1.0);
+                }
                 note_release(g, gp);
                 work_add(rel, gp, NULL);
                 kq_info("event=gate_released pod=%s/%s uid=%s user=%s queue=%s waited_ms=%lld", gp->pod.ns,
@@ -946,10 +1137,7 @@ static void pass(kq_gating_t *g, worklist_t *rel, worklist_t *events)
                 kq_error("event=gating_requeue_failed user=%s error=\"out of memory\"", blocked[i]->name);
         if (q->users.n == 0 && q->waiting == 0) {
             HASH_DEL(g->queues, q);
-            free(q->path);
-            free(q->full);
-            free(q->users.v);
-            free(q);
+            queue_free(q);
         }
     }
     free(blocked);
@@ -1023,6 +1211,155 @@ static void apply(kq_gating_t *g, worklist_t *rel, worklist_t *events)
     }
 }
 
+/* ------------------------------------------------------------------ usage history checkpoint
+ * (controller thread only, no lock held: API calls) */
+
+#define USAGE_KEY "usage.json"
+#define USAGE_MAX_BYTES 1000000 /* a ConfigMap holds at most 1 MiB */
+
+static void usage_path(const kq_gating_t *g, bool item, char *buf, size_t len)
+{
+    if (item)
+        snprintf(buf, len, "/api/v1/namespaces/%s/configmaps/%s", g->o.usage_ns, g->o.usage_name);
+    else
+        snprintf(buf, len, "/api/v1/namespaces/%s/configmaps", g->o.usage_ns);
+}
+
+static void set_rv(kq_gating_t *g, const json_t *obj)
+{
+    const char *rv = json_string_value(json_object_get(json_object_get(obj, "metadata"), "resourceVersion"));
+    free(g->fs_rv);
+    g->fs_rv = rv ? strdup(rv) : NULL;
+}
+
+/* Merges the ConfigMap's history. true when done (merged, absent, or unusable and then
+ * overwritten by the next checkpoint); false: try again. */
+static bool usage_load(kq_gating_t *g)
+{
+    char path[700];
+    usage_path(g, true, path, sizeof(path));
+    kq_kube_resp_t r = {0};
+    int rc = kq_kube_request(g->app->kube, "GET", path, NULL, NULL, &r);
+    bool done = false;
+    if (rc == 0 && (r.status == 401 || r.status == 403)) {
+        kq_warn("event=gating_usage_forbidden configmap=%s/%s status=%ld msg=\"cannot read the usage history: "
+                "it is not kept across restarts (RBAC: get, create and update on this ConfigMap)\"",
+                g->o.usage_ns, g->o.usage_name, r.status);
+        g->fs_off = true;
+        done = true;
+    } else if (rc != 0 || (r.status != 200 && r.status != 404)) {
+        kq_warn("event=gating_usage_load_failed configmap=%s/%s status=%ld error=\"%s\" msg=\"retried\"",
+                g->o.usage_ns, g->o.usage_name, r.status, rc ? kq_strerror(rc) : "unexpected status");
+    } else if (r.status == 404) {
+        free(g->fs_rv);
+        g->fs_rv = NULL;
+        kq_info("event=gating_usage_loaded configmap=%s/%s merged=0 msg=\"no usage history yet\"", g->o.usage_ns,
+                g->o.usage_name);
+        done = true;
+    } else {
+        json_t *obj = json_loadb(r.body ? r.body : "", r.len, 0, NULL);
+        set_rv(g, obj);
+        const char *text = json_string_value(json_object_get(json_object_get(obj, "data"), USAGE_KEY));
+        char err[300] = "";
+        size_t merged = 0;
+        rc = text == NULL ? KQ_EPARSE
+                          : kq_fairshare_load_text(g->fs, text, strlen(text), kq_fairshare_now(), &merged, err,
+                                                   sizeof(err));
+        if (rc != 0)
+            kq_warn("event=gating_usage_invalid configmap=%s/%s key=%s error=\"%s\" msg=\"history ignored; "
+                    "overwritten by the next checkpoint\"", g->o.usage_ns, g->o.usage_name, USAGE_KEY,
+                    text == NULL ? "no such key" : err);
+        else
+            kq_info("event=gating_usage_loaded configmap=%s/%s merged=%zu", g->o.usage_ns, g->o.usage_name, merged);
+        json_decref(obj);
+        done = true;
+    }
+    kq_kube_resp_free(&r);
+    return done;
+}
+
+/* Writes the history: PUT with the resourceVersion last seen, or POST the first time. A
+ * conflict (another leader wrote meanwhile) merges theirs first, at the next loop. */
+static void usage_save(kq_gating_t *g)
+{
+    json_t *doc = kq_fairshare_dump(g->fs, kq_fairshare_now());
+    char *text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+    json_decref(doc);
+    if (text == NULL) {
+        kq_error("event=gating_usage_save_failed error=\"out of memory\"");
+        return;
+    }
+    if (strlen(text) > USAGE_MAX_BYTES) {
+        kq_warn("event=gating_usage_too_big configmap=%s/%s bytes=%zu msg=\"not saved: a ConfigMap holds at most "
+                "1 MiB\"", g->o.usage_ns, g->o.usage_name, strlen(text));
+        free(text);
+        return;
+    }
+    json_t *cm = json_pack("{s:s,s:s,s:{s:s,s:s,s:{s:s}},s:{s:s}}", "apiVersion", "v1", "kind", "ConfigMap",
+                           "metadata", "name", g->o.usage_name, "namespace", g->o.usage_ns, "labels",
+                           "app.kubernetes.io/managed-by", "kubequota", "data", USAGE_KEY, text);
+    free(text);
+    if (cm != NULL && g->fs_rv != NULL)
+        json_object_set_new(json_object_get(cm, "metadata"), "resourceVersion", json_string(g->fs_rv));
+    char *body = cm ? json_dumps(cm, JSON_COMPACT) : NULL;
+    json_decref(cm);
+    if (body == NULL) {
+        kq_error("event=gating_usage_save_failed error=\"out of memory\"");
+        return;
+    }
+    char path[700];
+    usage_path(g, g->fs_rv != NULL, path, sizeof(path));
+    kq_kube_resp_t r = {0};
+    int rc = kq_kube_request(g->app->kube, g->fs_rv ? "PUT" : "POST", path, "application/json", body, &r);
+    free(body);
+    if (rc == 0 && (r.status == 200 || r.status == 201)) {
+        json_t *obj = json_loadb(r.body ? r.body : "", r.len, 0, NULL);
+        set_rv(g, obj);
+        json_decref(obj);
+        kq_debug("event=gating_usage_saved configmap=%s/%s", g->o.usage_ns, g->o.usage_name);
+    } else if (rc == 0 && (r.status == 409 || r.status == 404)) {
+        /* written by someone else since (or deleted): read and merge it, then write */
+        g->fs_loaded = false;
+        kq_info("event=gating_usage_conflict configmap=%s/%s status=%ld msg=\"merging the stored history "
+                "before the next checkpoint\"", g->o.usage_ns, g->o.usage_name, r.status);
+    } else {
+        kq_warn("event=gating_usage_save_failed configmap=%s/%s status=%ld error=\"%s\"", g->o.usage_ns,
+                g->o.usage_name, r.status, rc ? kq_strerror(rc) : (r.body ? r.body : ""));
+    }
+    kq_kube_resp_free(&r);
+}
+
+/* The checkpoint's part of a loop (no lock held). */
+static void usage_tick(kq_gating_t *g, bool leader, int64_t now)
+{
+    if (g->o.usage_name == NULL || g->app->kube == NULL || g->fs_off)
+        return;
+    if (!leader) {
+        g->fs_loaded = false; /* merge again when this replica leads again */
+        return;
+    }
+    if (!g->fs_loaded) {
+        if (now < g->fs_retry_ms)
+            return;
+        g->fs_retry_ms = now + 5000; /* a failed read is retried every 5 s */
+        pthread_mutex_lock(&g->mu);
+        refresh_config(g); /* the half-lives the stored averages decay with */
+        pthread_mutex_unlock(&g->mu);
+        if ((g->fs_loaded = usage_load(g))) {
+            pthread_mutex_lock(&g->mu);
+            g->dirty = true; /* the merged users are re-ranked at the next pass */
+            pthread_mutex_unlock(&g->mu);
+            g->fs_saved_ms = now;
+        }
+        return;
+    }
+    if (now - g->fs_saved_ms >= g->o.usage_checkpoint_ms) {
+        g->fs_saved_ms = now;
+        if (kq_fairshare_tracks_any(g->fs)) /* no queue with policy "usage": nothing to keep */
+            usage_save(g);
+    }
+}
+
 static void *run(void *arg)
 {
     kq_gating_t *g = arg;
@@ -1060,12 +1397,15 @@ static void *run(void *arg)
             }
         }
         bool leader = g->o.is_leader == NULL || g->o.is_leader(g->o.leader_ud);
+        usage_tick(g, leader, now);
         bool ready = atomic_load(&g->app->ready);
         worklist_t rel = {0}, events = {0};
         pthread_mutex_lock(&g->mu);
         if (g->dirty || now - last_pass >= g->o.interval_ms) {
-            if (!g->dirty) /* the timed pass: whatever no event told us about (expiries) */
+            if (!g->dirty) { /* the timed pass: whatever no event told us about (expiries) */
                 unpark(g, NULL);
+                rerank_all(g);
+            }
             g->dirty = false;
             last_pass = now;
             if (leader && ready && !g->resyncing)
@@ -1089,6 +1429,7 @@ void kq_gating_opts_default(kq_gating_opts_t *o)
     memset(o, 0, sizeof(*o));
     o->reserve_timeout_ms = 120000;
     o->interval_ms = 1000;
+    o->usage_checkpoint_ms = 30000;
 }
 
 kq_gating_t *kq_gating_new(kq_app_t *app, const kq_gating_opts_t *o)
@@ -1105,17 +1446,28 @@ kq_gating_t *kq_gating_new(kq_app_t *app, const kq_gating_opts_t *o)
         g->o.interval_ms = 1000;
     if (g->o.reserve_timeout_ms <= 0)
         g->o.reserve_timeout_ms = 120000;
+    if (g->o.usage_checkpoint_ms <= 0)
+        g->o.usage_checkpoint_ms = 30000;
+    if (g->o.usage_ns == NULL || g->o.usage_name == NULL || g->o.usage_name[0] == '\0')
+        g->o.usage_name = NULL;
+    if ((g->fs = kq_fairshare_new(3600)) == NULL) {
+        free(g);
+        return NULL;
+    }
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     if (pthread_mutex_init(&g->mu, NULL) != 0 || pthread_cond_init(&g->cv, &ca) != 0) {
         pthread_condattr_destroy(&ca);
+        kq_fairshare_free(g->fs);
         free(g);
         return NULL;
     }
     pthread_condattr_destroy(&ca);
     g->gen = 1;
-    if (app->ledger != NULL)
+    if (app->ledger != NULL) {
         kq_ledger_set_gating(app->ledger, true);
+        kq_ledger_set_fairshare(app->ledger, g->fs);
+    }
     return g;
 }
 
@@ -1138,7 +1490,15 @@ void kq_gating_free(kq_gating_t *g)
         pthread_cond_signal(&g->cv);
         pthread_mutex_unlock(&g->mu);
         pthread_join(g->thread, NULL);
+        /* the last checkpoint, while this replica still leads (main releases the lease after) */
+        if (g->fs_loaded && !g->fs_off && kq_fairshare_tracks_any(g->fs) &&
+            (g->o.is_leader == NULL || g->o.is_leader(g->o.leader_ud)))
+            usage_save(g);
     }
+    if (g->app->ledger != NULL)
+        kq_ledger_set_fairshare(g->app->ledger, NULL);
+    kq_fairshare_free(g->fs);
+    free(g->fs_rv);
     gpod_t *gp, *tp;
     HASH_ITER(hh, g->pods, gp, tp) {
         HASH_DEL(g->pods, gp);
@@ -1152,10 +1512,7 @@ void kq_gating_free(kq_gating_t *g)
     gqueue_t *q, *tq;
     HASH_ITER(hh, g->queues, q, tq) {
         HASH_DEL(g->queues, q);
-        free(q->path);
-        free(q->full);
-        free(q->users.v);
-        free(q);
+        queue_free(q);
     }
     ggang_t *gg, *tgg;
     HASH_ITER(hh, g->gangs, gg, tgg) {
@@ -1179,6 +1536,11 @@ void kq_gating_free(kq_gating_t *g)
     pthread_cond_destroy(&g->cv);
     pthread_mutex_destroy(&g->mu);
     free(g);
+}
+
+struct kq_fairshare *kq_gating_fairshare(kq_gating_t *g)
+{
+    return g ? g->fs : NULL;
 }
 
 void kq_gating_stats(kq_gating_t *g, kq_gating_stats_t *out)
@@ -1234,9 +1596,26 @@ static int cmp_pod(const void *a, const void *b)
     return pod_less(x, y) ? -1 : pod_less(y, x) ? 1 : 0;
 }
 
+/* {"cpu":"1500m",...} in Kubernetes' canonical form (a JSON null on ENOMEM). */
+static json_t *quantities(const kq_resource_t *r)
+{
+    json_t *o = json_object();
+    const kq_res_entry_t *e = KQ_RES_E(r);
+    for (uint32_t i = 0; o != NULL && i < r->n; i++) {
+        char buf[64];
+        kq_quantity_format(e[i].name, e[i].value, buf, sizeof(buf));
+        json_object_set_new(o, e[i].name, json_string(buf));
+    }
+    return o ? o : json_null();
+}
+
 static json_t *queue_json(kq_gating_t *g, gqueue_t *q, int64_t now)
 {
-    json_t *pods = json_array(), *out = json_pack("{s:s,s:I}", "queue", q->path, "waiting", (json_int_t)q->waiting);
+    json_t *pods = json_array(), *users = json_array(),
+           *out = json_pack("{s:s,s:I,s:s}", "queue", q->path, "waiting", (json_int_t)q->waiting, "policy",
+                            q->usage ? "usage" : "fair");
+    if (out != NULL && q->usage)
+        json_object_set_new(out, "halfLifeSeconds", json_real(q->halflife));
     /* the users in the heap, then the parked ones of this queue */
     size_t nu = q->users.n, cap = nu + 1;
     guser_t **us = malloc(cap * sizeof(*us));
@@ -1260,8 +1639,29 @@ static json_t *queue_json(kq_gating_t *g, gqueue_t *q, int64_t now)
     }
     simu_t *s = calloc(nu ? nu : 1, sizeof(*s));
     heap_t h = {0};
-    if (pods == NULL || out == NULL || s == NULL || us == NULL)
+    if (pods == NULL || users == NULL || out == NULL || s == NULL || us == NULL)
         goto fail;
+    double wall = kq_fairshare_now();
+    for (size_t i = 0; i < nu; i++) { /* each waiting user: what ranks it */
+        guser_t *u = us[i];
+        json_t *ju = json_pack("{s:s,s:f,s:I,s:b}", "user", u->name, "weight", u->weight, "waiting",
+                               (json_int_t)u->pods.n, "parked", u->parked);
+        if (ju != NULL && q->usage) {
+            kq_resource_t cur, avg;
+            kq_resource_init(&cur);
+            kq_resource_init(&avg);
+            if (kq_fairshare_get(g->fs, q->path, u->name, wall, &cur, &avg) == 0) {
+                json_object_set_new(ju, "current", quantities(&cur));
+                json_object_set_new(ju, "average", quantities(&avg));
+                if (kq_resource_max(&avg, &cur) == 0) /* usage = max(average, current) */
+                    json_object_set_new(ju, "share", json_real(res_share(q, &avg)));
+            }
+            kq_resource_free(&cur);
+            kq_resource_free(&avg);
+        }
+        if (ju == NULL || json_array_append_new(users, ju) != 0)
+            goto fail;
+    }
     for (size_t i = 0; i < nu; i++) {
         guser_t *u = us[i];
         s[i].u = u;
@@ -1284,7 +1684,7 @@ static json_t *queue_json(kq_gating_t *g, gqueue_t *q, int64_t now)
                               x->u->reason ? x->u->reason : "waiting for the admission controller's next pass");
         if (e == NULL || json_array_append_new(pods, e) != 0)
             goto fail;
-        x->pass += pod_cost(&gp->pod) / (x->u->weight > 0 ? x->u->weight : 1.0);
+        x->pass += pod_step(q, x->u, &gp->pod);
         if (x->next < x->n && h_push(&h, x, simu_less, NULL) != 0)
             goto fail;
     }
@@ -1293,6 +1693,7 @@ static json_t *queue_json(kq_gating_t *g, gqueue_t *q, int64_t now)
     free(s);
     free(us);
     free(h.v);
+    json_object_set_new(out, "users", users);
     json_object_set_new(out, "pods", pods);
     return out;
 fail:
@@ -1303,6 +1704,7 @@ fail:
     free(us);
     free(h.v);
     json_decref(pods);
+    json_decref(users);
     json_decref(out);
     return NULL;
 }

@@ -48,6 +48,7 @@
 #include <uthash.h>
 #include <yaml.h>
 
+#include "kubequota/base/duration.h"
 #include "kubequota/base/log.h"
 
 #define CONFIG_MAX_BYTES (8u << 20)   /* largest accepted file */
@@ -1537,6 +1538,16 @@ static void check_elastic_props(struct ctx *c, struct qnode *q)
             if (strcmp(pr->value, "true") != 0 && strcmp(pr->value, "false") != 0)
                 err_at(c, at, q->pub.path, "property %s: expected \"true\" or \"false\", got \"%.64s\"",
                        KQ_PROP_ALLOW_LENT, pr->value);
+        } else if (strcmp(pr->key, KQ_PROP_GATING_POLICY) == 0) {
+            if (strcmp(pr->value, "fair") != 0 && strcmp(pr->value, "usage") != 0)
+                err_at(c, at, q->pub.path, "property %s: expected \"fair\" or \"usage\" (the admission gate's "
+                       "order), got \"%.64s\"", KQ_PROP_GATING_POLICY, pr->value);
+        } else if (strcmp(pr->key, KQ_PROP_GATING_HALFLIFE) == 0) {
+            long ms = 0;
+            char why[160];
+            if (kq_duration_parse(pr->value, 0, &ms, why, sizeof(why)) != 0)
+                err_at(c, at, q->pub.path, "property %s: %s (the half-life of the admission gate's usage history: "
+                       "up to 168h; \"0\" keeps none)", KQ_PROP_GATING_HALFLIFE, why);
         } else if (is_gating_weight(pr->key)) {
             char *end = NULL;
             double w = strtod(pr->value, &end);
@@ -2082,7 +2093,8 @@ static size_t finalize_queue(struct ctx *c, struct qnode *q, const kq_child_temp
     for (size_t i = 0; i < q->pub.n_properties; i++) {
         const char *k = q->pub.properties[i].key;
         if (strcmp(k, KQ_PROP_SHARED_WEIGHT) != 0 && strcmp(k, KQ_PROP_ALLOW_LENT) != 0 &&
-            !is_gating_weight(k) && /* read by gating.c */
+            !is_gating_weight(k) && strcmp(k, KQ_PROP_GATING_POLICY) != 0 && /* read by gating.c */
+            strcmp(k, KQ_PROP_GATING_HALFLIFE) != 0 &&
             strcmp(k, "quota.preemption.delay") != 0) /* read by elastic.c's reclaim */
             warn_at(c, qat, q->pub.path, "properties.%s is not used by kubequota (shown in the "
                     "queue view only)", k);

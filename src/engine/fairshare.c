@@ -30,6 +30,7 @@ struct fs_queue {
     char *path; /* key */
     UT_hash_handle hh;
     double halflife; /* seconds; 0: no history */
+    bool tracked;    /* given a half-life (kq_fairshare_set_halflife): dumped */
     fs_pair_t *pairs;
 };
 
@@ -198,6 +199,8 @@ int kq_fairshare_set_halflife(kq_fairshare_t *fs, const char *queue, double half
     pthread_mutex_lock(&fs->mu);
     int rc = 0;
     fs_queue_t *q = queue_get(fs, queue, true);
+    if (q != NULL)
+        q->tracked = true;
     if (q == NULL) {
         rc = KQ_ENOMEM;
     } else if (q->halflife != halflife_s) {
@@ -283,6 +286,23 @@ double kq_fairshare_dominant(const kq_resource_t *usage, const kq_resource_t *ca
             best = s;
     }
     return best;
+}
+
+bool kq_fairshare_tracks_any(kq_fairshare_t *fs)
+{
+    bool any = false;
+    if (fs == NULL)
+        return false;
+    pthread_mutex_lock(&fs->mu);
+    fs_queue_t *q, *qt;
+    HASH_ITER(hh, fs->queues, q, qt) {
+        if (q->tracked) {
+            any = true;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&fs->mu);
+    return any;
 }
 
 int kq_fairshare_drain(kq_fairshare_t *fs, char ***keys, size_t *n)
@@ -380,6 +400,8 @@ json_t *kq_fairshare_dump(kq_fairshare_t *fs, double now)
     fs_queue_t *q, *qt;
     bool ok = true;
     HASH_ITER(hh, fs->queues, q, qt) {
+        if (!q->tracked)
+            continue;
         json_t *users = json_array();
         fs_pair_t *p, *pt;
         HASH_ITER(hh, q->pairs, p, pt) {

@@ -6,7 +6,7 @@ delete, list with limit/continue and field/label selectors, merge and JSON patch
 scheduling gates (set at creation, only removed afterwards, a gated pod is not bindable),
 watch with resourceVersion,
 bookmarks, timeoutSeconds and in-band 410 errors after compaction), pods/binding,
-pods/eviction, pods/status, core/v1 events, nodes, coordination.k8s.io/v1 leases, and the
+pods/eviction, pods/status, core/v1 events, configmaps, nodes, coordination.k8s.io/v1 leases, and the
 ElasticQuota custom resources of scheduling.x-k8s.io/v1alpha1 (status subresource) and
 scheduling.sigs.k8s.io/v1alpha1 (Koordinator's CRD: no status subresource); which of the
 two the cluster serves is configurable (POST /_sim/config {"crds": [...]}). Errors use
@@ -367,7 +367,7 @@ class Fault:
 class World:
     """All simulated state, guarded by self.cond."""
 
-    RESOURCES = ("pods", "nodes", "events", "leases", "namespaces") + tuple(EQ_RESOURCES)
+    RESOURCES = ("pods", "nodes", "events", "leases", "namespaces", "configmaps") + tuple(EQ_RESOURCES)
 
     def __init__(self, bookmark_interval=2.0):
         self.cond = threading.Condition()
@@ -775,6 +775,8 @@ class World:
                         self.gate_removals.append((time.monotonic(), key, gname))
                 if new["spec"].get("schedulingGates") == []:
                     new["spec"].pop("schedulingGates")
+            if resource == "configmaps":
+                check_configmap(name, new)
             return copy.deepcopy(self.store(resource, key, new, "MODIFIED", prev))
 
     def json_patch(self, resource, ns, name, ops, subresource=None):
@@ -812,6 +814,8 @@ class World:
                            "match the namespace sent on the request")
         if resource in EQ_RESOURCES:
             obj.setdefault("spec", {})
+        if resource == "configmaps":
+            check_configmap(md.get("name") or md.get("generateName") or "", obj)
         if resource == "events":
             io = obj.get("involvedObject")
             if not isinstance(io, dict) or not io.get("name"):
@@ -893,6 +897,7 @@ class World:
                     self.objs["events"].items(),
                     key=lambda kv: int(kv[1]["metadata"]["resourceVersion"]))],
                 "leases": [copy.deepcopy(e) for _, e in sorted(self.objs["leases"].items())],
+                "configmaps": [copy.deepcopy(e) for _, e in sorted(self.objs["configmaps"].items())],
                 "elasticquotas": {EQ_RESOURCES[r]: [copy.deepcopy(e) for _, e in
                                                    sorted(self.objs[r].items())] for r in EQ_RESOURCES},
                 "crds": sorted(self.crds),
@@ -907,8 +912,28 @@ class World:
             }
 
 
+CONFIGMAP_MAX_BYTES = 1048576  # k8s.io/api/core/v1 MaxSecretSize, also ConfigMaps' limit
+
+
+def check_configmap(name, obj):
+    """kube-apiserver's ValidateConfigMap: data and binaryData hold strings, and together at
+    most 1 MiB (pkg/apis/core/validation/validation.go)."""
+    total = 0
+    for field in ("data", "binaryData"):
+        d = obj.get(field)
+        if d is None:
+            continue
+        if not isinstance(d, dict) or not all(isinstance(v, str) for v in d.values()):
+            raise ApiError(400, "BadRequest", "ConfigMap in version \"v1\" cannot be handled as a ConfigMap: "
+                           "%s values must be strings" % field)
+        total += sum(len(v.encode()) for v in d.values())
+    if total > CONFIGMAP_MAX_BYTES:
+        raise ApiError(422, "Invalid", 'ConfigMap "%s" is invalid: []: Too long: must have at most %d bytes'
+                       % (name, CONFIGMAP_MAX_BYTES))
+
+
 KINDS = {"pods": ("Pod", "v1"), "nodes": ("Node", "v1"), "events": ("Event", "v1"),
-         "namespaces": ("Namespace", "v1"),
+         "namespaces": ("Namespace", "v1"), "configmaps": ("ConfigMap", "v1"),
          "leases": ("Lease", "coordination.k8s.io/v1")}
 KINDS.update({r: ("ElasticQuota", g + "/v1alpha1") for r, g in EQ_RESOURCES.items()})
 
@@ -947,7 +972,7 @@ class Watcher:
 API_RE = re.compile(
     r"^/(?:api/v1|apis/coordination\.k8s\.io/v1)"
     r"(?:/namespaces/(?P<ns>[^/]+))?"
-    r"/(?P<res>pods|nodes|events|leases|namespaces)"
+    r"/(?P<res>pods|nodes|events|leases|namespaces|configmaps)"
     r"(?:/(?P<name>[^/]+))?"
     r"(?:/(?P<sub>binding|eviction|status))?/?$")
 

@@ -199,8 +199,12 @@ static void test_dump_load(void **state)
 {
     (void)state;
     kq_fairshare_t *fs = kq_fairshare_new(60);
+    assert_int_equal(kq_fairshare_set_halflife(fs, "root.a", 60, T0), 0); /* tracked: dumped */
+    assert_false(kq_fairshare_tracks_any(NULL));
     kq_resource_t req = R("cpu=4000,memory=2147483648");
     kq_fairshare_change(fs, "root.a", "alice", &req, +1, T0);
+    kq_fairshare_change(fs, "root.other", "alice", &req, +1, T0); /* followed, never tracked: not dumped */
+    assert_true(kq_fairshare_tracks_any(fs));
     kq_fairshare_change(fs, "root.a", "idle", &req, +1, T0);
     kq_fairshare_change(fs, "root.a", "idle", &req, -1, T0); /* nothing left: not stored */
     json_t *doc = kq_fairshare_dump(fs, T0 + 60);
@@ -221,6 +225,7 @@ static void test_dump_load(void **state)
     json_decref(doc);
 
     kq_fairshare_t *b = kq_fairshare_new(60);
+    assert_false(kq_fairshare_tracks_any(b));
     size_t merged = 0;
     char err[256] = "";
     assert_int_equal(kq_fairshare_load_text(b, text, strlen(text), T0 + 180, &merged, err, sizeof err), 0);

@@ -21,6 +21,7 @@
 #include "kubequota/base/log.h"
 #include "kubequota/control/gating.h"
 #include "kubequota/control/ledger.h"
+#include "kubequota/engine/fairshare.h"
 
 #include "testutil.h"
 
@@ -40,6 +41,18 @@ static const char YAML[] =
     "            resources:\n"
     "              max:\n"
     "                vcore: 4\n"
+    "          - name: drf\n"
+    "            resources:\n"
+    "              max: {vcore: 10, memory: 16Gi}\n"
+    "            properties:\n"
+    "              kubequota.io/gating.policy: usage\n"
+    "              kubequota.io/gating.halflife: \"0\"\n"
+    "          - name: hist\n"
+    "            resources:\n"
+    "              max: {vcore: 4}\n"
+    "            properties:\n"
+    "              kubequota.io/gating.policy: usage\n"
+    "              kubequota.io/gating.halflife: 1h\n"
     "          - name: peruser\n"
     "            limits:\n"
     "              - limit: each\n"
@@ -113,6 +126,7 @@ static int teardown(void **state)
 
 static const char *next_gang;
 static uint32_t next_gang_min;
+static int64_t next_mem; /* bytes of memory the next gated pods ask (0: none) */
 
 /* A gated pod of `user` in `queue` (our gate at gate_idx), observed like the informer does. */
 static void gated(fx_t *f, const char *name, const char *user, const char *queue, int64_t cpu_m, int32_t prio,
@@ -133,6 +147,8 @@ static void gated(fx_t *f, const char *name, const char *user, const char *queue
     p.gate_pos = gate_idx + 1;
     p.n_gates = gate_idx + 1;
     assert_int_equal(kq_resource_set(&p.request, "cpu", cpu_m), 0);
+    if (next_mem > 0)
+        assert_int_equal(kq_resource_set(&p.request, "memory", next_mem), 0);
     if (next_gang != NULL) {
         p.gang = strdup(next_gang);
         p.gang_min = next_gang_min;
@@ -300,6 +316,86 @@ static void test_gang_all_or_nothing(void **state)
         assert_int_equal(f->names[i][0], 'g');
 }
 
+/* Policy "usage" with half-life 0 (dominant-resource fairness on current usage). The queue
+ * caps 10 cpu and 16Gi: a's pods (1 cpu, 256Mi) weigh 1/10 each (cpu dominates), b's
+ * (1 cpu, 3Gi) 3/16 = 0.1875 (memory dominates). The smallest share goes next, ties by
+ * arrival (a first):
+ *   a 0 b 0 -> a (0.1); b 0 -> b (0.1875); a 0.1 -> a (0.2); b 0.1875 -> b (0.375);
+ *   a 0.2 -> a (0.3); a 0.3 -> a (0.4); b 0.375 -> b (0.5625); a 0.4 -> a (0.5);
+ *   a 0.5 -> a (0.6); b 0.5625 -> b (0.75); now 10 cpu are used: a's next does not fit.
+ * Counting cpu alone (policy "fair") would alternate a b a b a b a b a a. */
+static void test_usage_dominant_share(void **state)
+{
+    fx_t *f = *state;
+    char n[32];
+    next_mem = 256LL << 20;
+    for (int i = 0; i < 8; i++) {
+        snprintf(n, sizeof n, "a-%d", i);
+        gated(f, n, "a", "root.drf", 1000, 0, 100 + i, 0);
+    }
+    next_mem = 3LL << 30;
+    for (int i = 0; i < 4; i++) {
+        snprintf(n, sizeof n, "b-%d", i);
+        gated(f, n, "b", "root.drf", 1000, 0, 100 + i, 0);
+    }
+    next_mem = 0;
+    assert_int_equal(kq_gating_start(f->g), 0);
+    wait_n(f, 10);
+    assert_int_equal(settle(f), 10);
+    static const char *const want[] = {"a-0", "b-0", "a-1", "b-1", "a-2", "a-3", "b-2", "a-4", "a-5", "b-3"};
+    order(f, want, 10);
+    /* the REST view says why: the policy, and each waiting user's share */
+    json_t *view = kq_gating_waiting_json(f->g, "root.drf");
+    json_t *q = json_array_get(view, 0);
+    assert_string_equal(json_string_value(json_object_get(q, "policy")), "usage");
+    json_t *u = json_array_get(json_object_get(q, "users"), 0);
+    assert_string_equal(json_string_value(json_object_get(u, "user")), "a");
+    assert_true(json_real_value(json_object_get(u, "share")) == 0.6);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(u, "current"), "cpu")), "6");
+    assert_string_equal(json_string_value(json_object_get(json_object_get(u, "current"), "memory")), "1536Mi");
+    json_decref(view);
+}
+
+/* Policy "usage" with history: a document says user a averaged 3500m in root.hist (4 cpu)
+ * just now, so a ranks at 3500/4000 = 0.875 before running anything, b at 0. b goes until
+ * its own share passes a's: 0.25, 0.5, 0.75, 1.0 (its 4th: 0.75 < 0.875); the queue is
+ * then full. When one of b's pods ends, only a waits: a goes. */
+static void test_usage_history(void **state)
+{
+    fx_t *f = *state;
+    char n[32], doc[512], ts[32];
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    snprintf(doc, sizeof doc,
+             "{\"kind\":\"GatingUsage\",\"apiVersion\":\"kubequota.io/v1\",\"updated\":\"%s\",\"queues\":"
+             "[{\"queue\":\"root.hist\",\"users\":[{\"user\":\"a\",\"average\":{\"cpu\":\"3500m\"}}]}]}", ts);
+    char err[256] = "";
+    size_t merged = 0;
+    assert_int_equal(kq_fairshare_load_text(kq_gating_fairshare(f->g), doc, strlen(doc), (double)now, &merged, err,
+                                            sizeof err), 0);
+    assert_int_equal(merged, 1);
+    for (int i = 0; i < 4; i++) {
+        snprintf(n, sizeof n, "a-%d", i);
+        gated(f, n, "a", "root.hist", 1000, 0, 100 + i, 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        snprintf(n, sizeof n, "b-%d", i);
+        gated(f, n, "b", "root.hist", 1000, 0, 100 + i, 0);
+    }
+    assert_int_equal(kq_gating_start(f->g), 0);
+    wait_n(f, 4);
+    assert_int_equal(settle(f), 4);
+    static const char *const want[] = {"b-0", "b-1", "b-2", "b-3"};
+    order(f, want, 4);
+    kq_ledger_remove(f->app.ledger, "b-0");
+    kq_gating_remove(f->g, "b-0", "b");
+    wait_n(f, 5);
+    assert_int_equal(settle(f), 5);
+    assert_string_equal(f->names[4], "a-0");
+}
+
 int main(void)
 {
     (void)kq_log_set_level("error");
@@ -309,6 +405,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_queue_full_and_deletion, setup, teardown),
         cmocka_unit_test_setup_teardown(test_user_limit_parks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_gang_all_or_nothing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_usage_dominant_share, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_usage_history, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

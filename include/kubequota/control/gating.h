@@ -28,6 +28,11 @@
  *    parked until one of its pods ends, a new one arrives, the configuration changes or
  *    the next timed pass; blocked by the queue itself, the queue's pass ends. A release
  *    costs O(log users + log pods of that user).
+ *    Policy "usage" (queue property kubequota.io/gating.policy, inherited by a subtree):
+ *    a user's pass is instead its dominant share of max(decayed average, current) usage
+ *    in the queue (engine/fairshare.h; half-life kubequota.io/gating.halflife, default
+ *    1h), divided by its weight; users whose usage changed are re-ranked at each pass,
+ *    all of them at each timed pass. The history survives restarts in a ConfigMap.
  *  - Timeout: a reservation not bound within reserve_timeout is released
  *    (kq_ledger_expire_reserved); gates cannot be added back, so such a pod is then
  *    decided by filter and bind like an ungated pod.
@@ -72,6 +77,12 @@ typedef struct kq_gating_opts {
     int (*ungate)(void *ud, const char *ns, const char *name, const char *uid, uint32_t gate_idx, char *err,
                   size_t errlen);
     void *ungate_ud;
+    /* Usage history checkpoint (policy "usage", docs/gating.md): the ConfigMap
+     * usage_ns/usage_name (usage_name NULL: none) holds it under the key "usage.json". A
+     * replica merges it when it becomes leader (or starts leading), and writes it every
+     * usage_checkpoint_ms while it leads and once more when it stops. */
+    const char *usage_ns, *usage_name;
+    long usage_checkpoint_ms; /* default 30s */
 } kq_gating_opts_t;
 
 void kq_gating_opts_default(kq_gating_opts_t *o);
@@ -119,6 +130,10 @@ void kq_gating_stats(kq_gating_t *g, kq_gating_stats_t *out);
  * call back into gating). */
 void kq_gating_foreach_user(kq_gating_t *g, void (*fn)(void *ud, const char *user, unsigned long releases),
                             void *ud);
+
+/* The usage history the controller ranks by (policy "usage"): owned by g, fed by the
+ * ledger from kq_gating_new on. For tests and the REST view. */
+struct kq_fairshare *kq_gating_fairshare(kq_gating_t *g);
 
 /* The weight of a user in a queue's fair order (properties above); 1 without one. */
 double kq_gating_weight(const kq_queue_conf_t *q, const char *user, const char *const *groups, size_t n_groups);

@@ -179,6 +179,12 @@ void kq_config_holder_swap(kq_config_holder_t *h, kq_config_t *next);
  * "kubequota.io/gating.weight.user.<user>" or ".group.<group>" = a number in (0, 1e6]. */
 #define KQ_PROP_GATING_WEIGHT_USER  "kubequota.io/gating.weight.user."
 #define KQ_PROP_GATING_WEIGHT_GROUP "kubequota.io/gating.weight.group."
+/* ... and its policy: "kubequota.io/gating.policy" = "fair" (stride scheduling on released
+ * cost, the default) or "usage" (dominant share of decayed usage), with the usage
+ * history's "kubequota.io/gating.halflife" = a duration up to 7 days ("0": none). Both
+ * apply to a queue's subtree: a queue without the property takes its nearest ancestor's. */
+#define KQ_PROP_GATING_POLICY   "kubequota.io/gating.policy"
+#define KQ_PROP_GATING_HALFLIFE "kubequota.io/gating.halflife"
 #define KQ_PROP_ALLOW_LENT    "kubequota.io/allow-lent"
 
 /* Parses a resource list "name=quantity[,name=quantity...]" into canonical units. 0, or

@@ -30,6 +30,7 @@
 #ifndef KUBEQUOTA_FAIRSHARE_H
 #define KUBEQUOTA_FAIRSHARE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include <jansson.h>
@@ -52,7 +53,9 @@ double kq_fairshare_now(void);
 
 /* The half-life of queue's history, in seconds (>= 0; anything else is KQ_EINVAL). It
  * applies from now on: every pair of the queue is first brought up to now with the old
- * one. 0 or KQ_ENOMEM. */
+ * one. A queue given a half-life is tracked: kq_fairshare_dump writes only those (every
+ * queue's usage is followed, so a queue can be tracked later without losing its current
+ * usage). 0 or KQ_ENOMEM. */
 int kq_fairshare_set_halflife(kq_fairshare_t *fs, const char *queue, double halflife_s, double now) KQ_WUR;
 
 /* A pod of user in queue started (sign > 0) or stopped (sign < 0) being counted with req.
@@ -69,6 +72,9 @@ int kq_fairshare_get(kq_fairshare_t *fs, const char *queue, const char *user, do
 int kq_fairshare_usage(kq_fairshare_t *fs, const char *queue, const char *user, double now,
                        kq_resource_t *usage) KQ_WUR;
 
+/* Whether any queue is tracked (has been given a half-life). */
+bool kq_fairshare_tracks_any(kq_fairshare_t *fs);
+
 /* The dominant share of usage: the largest usage[r] / caps[r] over the resources caps
  * names with a value above 0. -1 when caps names none of them (no capacity is known). */
 double kq_fairshare_dominant(const kq_resource_t *usage, const kq_resource_t *caps);
@@ -78,8 +84,8 @@ double kq_fairshare_dominant(const kq_resource_t *usage, const kq_resource_t *ca
  * nothing is forgotten). */
 int kq_fairshare_drain(kq_fairshare_t *fs, char ***keys, size_t *n) KQ_WUR;
 
-/* The averages as a document (new reference, NULL on ENOMEM), pairs with nothing left
- * dropped:
+/* The averages of the tracked queues as a document (new reference, NULL on ENOMEM),
+ * pairs with nothing left dropped:
  *   {"kind":"GatingUsage","apiVersion":"kubequota.io/v1","updated":"<RFC 3339 UTC>",
  *    "queues":[{"queue":"root.a","halfLifeSeconds":3600,
  *               "users":[{"user":"alice","average":{"cpu":"1500m","memory":"2Gi"}}]}]}
