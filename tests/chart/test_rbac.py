@@ -40,6 +40,7 @@ PATH_TABLE = [
     (r"^/apis/(scheduling\.x-k8s\.io|scheduling\.sigs\.k8s\.io)/v1alpha1/elasticquotas$", ("@1", "elasticquotas", False)),
     (r"^/apis/%s/v1alpha1/(namespaces/%s/)?elasticquotas(/%s)?$", ("@eq", "elasticquotas", None)),
     (r"^/apis/coordination\.k8s\.io/v1(/namespaces/%s/leases(/%s)?)?$", ("coordination.k8s.io", "leases", None)),
+    (r"^/api/v1/namespaces/%s/configmaps(/%s)?$", ("", "configmaps", None)),  # gating.c's usage history
     (r"^/api/v1/namespaces/%s/services/https:%s:%s/proxy$", ("", "services/proxy", True)),  # the kubectl plugin
 ]
 
@@ -71,6 +72,12 @@ def call_sites():
          "evidence": [r'"/api/v1/namespaces/%s/pods/%s"', r'kq_kube_request\([^;]*"PATCH"'],
          "methods": {"PATCH"},
          "perms": [("", "pods", "patch")]},
+        {"file": "gating.c", "why": "the usage policy's history in one ConfigMap of kubequota's namespace: GET when "
+                                    "this replica starts leading, then PUT it (POST the first time) every checkpoint",
+         "evidence": [r'"/api/v1/namespaces/%s/configmaps/%s"', r'"/api/v1/namespaces/%s/configmaps"',
+                      r'kq_kube_request\([^;]*"GET"', r'kq_kube_request\([^;]*"PUT" : "POST"'],
+         "methods": {"GET", "PUT", "POST"},
+         "perms": [("", "configmaps", v) for v in ("get", "update", "create")]},
         {"file": "kubectl.c", "why": "the kubectl plugin (kubectl-kubequota) reaches the usage view through the "
                                      "service proxy with the user's own kubeconfig, never kubequota's ServiceAccount: "
                                      "the user needs get services/proxy, kubequota nothing (docs/cli.md)",
@@ -109,8 +116,16 @@ CONDITIONAL = {
     ("authentication.k8s.io", "tokenreviews", "create"): ("restAuth", "kubernetes"),
     ("authorization.k8s.io", "subjectaccessreviews", "create"): ("restAuth", "kubernetes"),
 }
-# Namespaced (kubequota's Role in the release namespace, rendered with its leader election).
-NAMESPACED = {"leases"}
+# Namespaced, in a Role of the release namespace: resource -> (Role name suffix, when the
+# chart renders it): kubequota's lease with its leader election, the usage history's
+# ConfigMap with the admission gate.
+NAMESPACED = {"leases": ("", "leader"), "configmaps": ("-gating", "gate")}
+
+
+def namespaced_on(v, when):
+    if when == "leader":
+        return bool(v["kubequota"]["leaderElection"]["enabled"] or int(v["replicaCount"]) > 1)
+    return bool(v["webhooks"]["enabled"] and v["kubequota"]["admissionGate"]["enabled"])
 
 VERB_OF = {"GET": "get", "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
 
@@ -334,13 +349,16 @@ class RbacFromCode(unittest.TestCase):
     def check_role(self, name, features_on):
         r = cl.render(name)
         role = granted(r.one("ClusterRole", cl.fullname())["rules"])
-        kq_role = r.get("Role", cl.fullname())
-        ns_granted = granted(kq_role["rules"]) if kq_role else set()
+        ns_granted = set()
+        for suffix, _ in NAMESPACED.values():
+            kq_role = r.get("Role", cl.fullname() + suffix)
+            ns_granted |= granted(kq_role["rules"]) if kq_role else set()
         for perm, whys in sorted(self.need.items()):
             if perm[1] in NAMESPACED:
-                v = cl_values(r)
-                if v["kubequota"]["leaderElection"]["enabled"] or int(v["replicaCount"]) > 1:
-                    self.assertIn(perm, ns_granted, "%s: Role %s lacks %s, used by %s" % (name, cl.fullname(), perm, whys))
+                suffix, when = NAMESPACED[perm[1]]
+                if namespaced_on(cl_values(r), when):
+                    self.assertIn(perm, ns_granted, "%s: Role %s lacks %s, used by %s"
+                                  % (name, cl.fullname() + suffix, perm, whys))
                 continue
             cond = CONDITIONAL.get(perm)
             on = cond is None or cl_values(r)["kubequota"][cond[0]] == cond[1]
@@ -350,7 +368,7 @@ class RbacFromCode(unittest.TestCase):
                 self.assertNotIn(perm, role, "%s: %s granted though %s is off" % (name, perm, cond))
         extra = sorted(p for p in role if p not in self.need and p not in PLANNED)
         self.assertEqual(extra, [], "%s: ClusterRole grants what no code uses" % name)
-        self.assertFalse([p for p in role if p[1] in NAMESPACED], "leases belong in the namespaced Role")
+        self.assertFalse([p for p in role if p[1] in NAMESPACED], "leases and configmaps belong in namespaced Roles")
         extra = sorted(p for p in ns_granted if p not in self.need)
         self.assertEqual(extra, [], "%s: Role %s grants what no code uses" % (name, cl.fullname()))
         stale = sorted(p for p in PLANNED if p in self.need)
@@ -375,17 +393,27 @@ class RbacFromCode(unittest.TestCase):
         res = cl.render_with("--set", "replicaCount=1")
         self.assertEqual(res.returncode, 0, res.stderr)
         r = cl.Rendered("one-replica", [], res.stdout)
-        (sched,) = [x for x in r.all("Role")]
+        (sched,) = [x for x in r.all("Role") if x["metadata"]["name"] == cl.fullname() + "-scheduler"]
+        self.assertEqual(sorted(x["metadata"]["name"] for x in r.all("Role")),
+                         [cl.fullname() + "-gating", cl.fullname() + "-scheduler"])
         self.assertEqual(granted(sched["rules"]), {("coordination.k8s.io", "leases", "get"),
                                                    ("coordination.k8s.io", "leases", "update")})
         self.assertEqual(sched["rules"][0]["resourceNames"], [r.scheduler_config()["leaderElection"]["resourceName"]])
         self.assertIsNone(r.arg("--leader-elect"))
         for name in ("default", "rest-kubernetes"):
             r = cl.render(name)
-            self.assertEqual(len(r.all("Role")), 2, name)
+            self.assertEqual(len(r.all("Role")), 3, name)
             kq = r.one("Role", cl.fullname())
             self.assertEqual(kq["rules"][1]["resourceNames"], [cl.fullname()])
             self.assertEqual(r.arg("--leader-elect-resource-name"), cl.fullname())
+            # the admission gate (on by default): get/update of the one ConfigMap it names
+            gate = r.one("Role", cl.fullname() + "-gating")
+            cm = cl.fullname() + "-gating-usage"
+            self.assertTrue(r.arg("--admission-gate-usage-configmap").endswith("/" + cm))
+            self.assertEqual(gate["rules"][1]["resourceNames"], [cm])
+            self.assertEqual(set(gate["rules"][1]["verbs"]), {"get", "update"})
+            self.assertNotIn("resourceNames", gate["rules"][0])
+            self.assertEqual(gate["rules"][0]["verbs"], ["create"])
 
     def test_no_wildcards(self):
         for name in cl.VALUE_SETS:

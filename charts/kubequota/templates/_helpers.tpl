@@ -62,6 +62,10 @@ acting leaders would both evict, write ElasticQuota status and charge). "true" o
 {{- if or .Values.kubequota.leaderElection.enabled (gt (int .Values.replicaCount) 1) }}true{{ end }}
 {{- end }}
 
+{{- define "kubequota.gatingUsageConfigMap" -}}
+{{- default (printf "%s-gating-usage" (include "kubequota.fullname" .)) .Values.kubequota.admissionGate.usageConfigMap }}
+{{- end }}
+
 {{- define "kubequota.kqLeaseName" -}}
 {{- default (include "kubequota.fullname" .) .Values.kubequota.leaderElection.leaseName }}
 {{- end }}

@@ -27,8 +27,9 @@
  * counted in KQ_QTREE_DEFAULT. Without a quota tree the ledger behaves as before.
  *
  * DESIGN: one mutex guards the UID table; engine calls are made under it (lock order:
- * ledger -> ugm -> quota tree). No I/O under the lock: bind POSTs happen in the caller,
- * between assume and forget. The resolver is called with no ledger lock held.
+ * ledger -> ugm -> quota tree, and ledger -> fairshare, a leaf). No I/O under the lock:
+ * bind POSTs happen in the caller, between assume and forget. The resolver is called with
+ * no ledger lock held.
  */
 #ifndef KUBEQUOTA_LEDGER_H
 #define KUBEQUOTA_LEDGER_H
