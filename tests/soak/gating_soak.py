@@ -12,6 +12,11 @@ deleted. Invariants, all computed from the simulator's state:
     simulator, kubequota_gating_reserved_pods equals the simulator's ungated unbound pods and
     kubequota_gating_waiting_pods its gated pods;
   - at the end, with everything finishing, every gated pod is released (nothing lost);
+  - the queue's order policy flips between "fair" and "usage" (with half-lives 0, 30s, 10m)
+    by configuration reloads; under "usage", the current usage kubequota ranks each waiting
+    user by equals the simulator's bound + reserved pods of that user (0 drift through the
+    kills), and the history it keeps in its ConfigMap never averages more than the user
+    limit (an average of values that never exceed it; more would mean double counting);
   - kubequota exits 0 on the final SIGTERM and its log has no sanitizer report.
 """
 
@@ -54,6 +59,7 @@ class GatingSoak:
         self.n = 0
         self.kills = self.polls = self.kills_reserved = 0
         self.worst = {}
+        self.policy, self.halflife, self.flips = "usage", "10m", 0
 
     def log(self, msg):
         if self.verbose:
@@ -62,12 +68,49 @@ class GatingSoak:
     def config(self):
         return self.kt.queues_config({"name": "default"}, {
             "name": "g", "resources": {"max": {"vcore": "%dm" % QUEUE_MAX_M}},
+            "properties": {"kubequota.io/gating.policy": self.policy, "kubequota.io/gating.halflife": self.halflife},
             "limits": [{"limit": "each user", "users": ["*"], "maxresources": {"cpu": "%dm" % USER_MAX_M}}]})
+
+    def flip_policy(self):
+        self.policy = "fair" if self.policy == "usage" else "usage"
+        self.halflife = self.rng.choice(["0", "30s", "10m"])
+        self.flips += 1
+        self.kq.write_config(self.config())
+
+    @staticmethod
+    def cpu_q(q):
+        return int(q[:-1]) if q.endswith("m") else int(float(q) * 1000)
+
+    def check_usage_view(self, want):
+        """Policy "usage": each waiting user's current usage (what the ledger reported to the
+        history) equals its bound + reserved pods in the simulator."""
+        for q in self.kq.get_json("/ws/v1/partition/default/gating/waiting"):
+            if q["queue"] != "root.g" or q.get("policy") != "usage":
+                continue
+            for u in q["users"]:
+                got = self.cpu_q(u["current"].get("cpu", "0"))
+                if got != want.get(u["user"], 0):
+                    return "history's current usage of %s: %dm, pods say %dm" % (u["user"], got,
+                                                                                  want.get(u["user"], 0))
+        return None
+
+    def check_stored_history(self):
+        for cm in self.sim.state().get("configmaps", []):
+            if cm["metadata"]["name"] != "kubequota-gating-usage":
+                continue
+            doc = json.loads(cm["data"]["usage.json"])
+            for q in doc["queues"]:
+                for u in q["users"]:
+                    avg = self.cpu_q(u["average"].get("cpu", "0"))
+                    if avg > USER_MAX_M + 1:
+                        raise Failure("stored average of %s in %s is %dm, above the %dm limit it never exceeded"
+                                      % (u["user"], q["queue"], avg, USER_MAX_M))
 
     def start(self):
         self.sim = self.kt.Sim()
         self.kq = self.kt.Kubequota(self.sim, self.config(), name="kq-gating",
-                                    extra_args=("--admission-gate", "--admission-gate-reserve-timeout", "10m"))
+                                    extra_args=("--admission-gate", "--admission-gate-reserve-timeout", "10m",
+                                                "--admission-gate-usage-checkpoint", "1s"))
         self.kq.start()
         self.driver = self.kt.SchedulerDriver(self.kq, self.sim)
         self.threads = [threading.Thread(target=self.monitor, daemon=True),
@@ -178,8 +221,10 @@ class GatingSoak:
                 waiting = self.metric(text, "kubequota_gating_waiting_pods")
                 want_res = sum(1 for p in pods if not gated(p) and not p["spec"].get("nodeName"))
                 want_wait = sum(1 for p in pods if gated(p))
-                last = (want, got, want_res, reserved, want_wait, waiting)
-                if got == want and reserved == want_res and waiting == want_wait:
+                view = self.check_usage_view(want)
+                last = (want, got, want_res, reserved, want_wait, waiting, view)
+                if got == want and reserved == want_res and waiting == want_wait and view is None:
+                    self.check_stored_history()
                     return
             except Exception as e:
                 last = repr(e)
@@ -189,6 +234,9 @@ class GatingSoak:
     def round(self, r):
         rng = self.rng
         self.sched_on.clear()
+        if rng.random() < 0.25:
+            self.flip_policy()
+            self.log("round %d: policy %s, half-life %s" % (r, self.policy, self.halflife))
         self.finish_some(rng.uniform(0.5, 1.0))     # room frees: the backlog is released, unbound
         self.create(rng.randint(6, 16))
         time.sleep(rng.uniform(0.1, 1.2))         # releases happen; nobody binds yet
@@ -244,8 +292,8 @@ def run(kqtest, seed, rounds, verbose=False):
             rt = time.monotonic()
             s.round(r)
             passed += 1
-            print("gating round %d ok (%.1fs) pods=%d kills=%d" % (r, time.monotonic() - rt, s.n, s.kills),
-                  flush=True)
+            print("gating round %d ok (%.1fs) pods=%d kills=%d policy=%s flips=%d"
+                  % (r, time.monotonic() - rt, s.n, s.kills, s.policy, s.flips), flush=True)
         s.drain()
     except Exception as e:
         failed += 1
