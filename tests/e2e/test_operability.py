@@ -293,6 +293,14 @@ class AclEventTest(KQTestCase):
         self.create("q", user="alice", queue="root.locked", cpu="100m")
         self.assert_bound("q")
 
+    def test_acl_denial_of_a_user_named_like_another_denial(self):
+        # the message names the user: "user x is a parent queue (groups: none) may not submit ..."
+        self.create("r", user="x is a parent queue", queue="root.locked", cpu="100m")
+        why = self.assert_denied("r", "default", "user x is a parent queue (groups: none) may not submit")
+        ev = wait_until(lambda: [e for e in pod_events(self.sim, "r") if e.get("type") == "Warning"], 10, 0.1,
+                        "a Warning event for r")
+        self.assertEqual(ev[0]["reason"], "QueueACLDenied", (ev, why))
+
 
 class TriggerPhraseNameTest(KQTestCase):
     """The Event reason and the metric label come from the kind of denial the engine
