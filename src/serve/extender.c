@@ -1307,17 +1307,22 @@ static int explain_pods(kq_app_t *app, kq_pod_t *pods, size_t n, bool list, char
                            pod->queue ? pod->queue : "-");
                 fits = false;
                 if (cumulative) {
-                    /* Over only with the earlier pods: "alone is over the max" is about the
-                     * sum, not this pod; say what was assumed instead. */
-                    char *cut = strstr(reason, " requested alone is over the max");
-                    while (cut != NULL && cut > reason && cut[-1] != ';')
-                        cut--;
-                    if (cut != NULL && cut > reason)
-                        cut[-1] = '\0';
+                    /* Over only with the earlier pods: "...; <sum> requested alone is over
+                     * the max: the pod can never fit" (the engines end a never-fits denial
+                     * so) is about the sum, not this pod; say what was assumed instead. */
+                    if (kind == KQ_DENIAL_NEVER_FITS) {
+                        char *cut = NULL;
+                        for (char *at = strstr(reason, " requested alone is over the "); at != NULL;
+                             at = strstr(at + 1, " requested alone is over the "))
+                            cut = at; /* the last: a name before it may hold the words too */
+                        while (cut != NULL && cut > reason && cut[-1] != ';')
+                            cut--;
+                        if (cut != NULL && cut > reason)
+                            cut[-1] = '\0';
+                        kind = KQ_DENIAL_OVER_LIMIT; /* the sum is over, not this pod alone */
+                    }
                     size_t rl = strlen(reason);
                     snprintf(reason + rl, sizeof(reason) - rl, "; with the earlier pods of the list admitted");
-                    if (kind == KQ_DENIAL_NEVER_FITS) /* the sum is over, not this pod alone */
-                        kind = KQ_DENIAL_OVER_LIMIT;
                 }
                 never = !cumulative && (kind == KQ_DENIAL_NEVER_FITS || kind == KQ_DENIAL_QUEUE_MISSING ||
                                         kind == KQ_DENIAL_QUEUE_NOT_LEAF || kind == KQ_DENIAL_GROUP_MISSING ||

@@ -320,6 +320,8 @@ static void test_explain_list_cumulative(void **state)
     assert_string_equal(json_string_value(json_object_get(b, "request")), "2");
     assert_contains(json_string_value(json_object_get(b, "message")), "with the earlier pods of the list admitted");
     assert_null(strstr(json_string_value(json_object_get(b, "message")), "never fit"));
+    /* 2 alone is over alice's 1, but that is the sum: over the limit, not never fits */
+    assert_string_equal(json_string_value(json_object_get(b, "reason")), "QuotaExceeded");
     json_decref(res);
     assert_int_equal(alice_gpus(f), 0);
     /* another user's pod in the list: refused, not guessed */
