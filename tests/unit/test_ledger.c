@@ -912,7 +912,7 @@ static void test_fairshare_follows(void **state)
     kq_ledger_set_fairshare(f->l, fs);
     kq_pod_t a = mk("a", "root.team-b", "alice", 300, NULL), b = mk("b", "root.team-b", "alice", 200, "n1");
     kq_pod_t c = mk("c", "root.team-a", "bob", 600, NULL), d = mk("d", "root.team-a", "bob", 600, NULL);
-    assert_int_equal(kq_ledger_assume(f->l, &a, why, sizeof why), 0); /* bind */
+    assert_int_equal(kq_ledger_assume(f->l, &a, why, sizeof why, NULL), 0); /* bind */
     assert_int_equal(fs_cur(fs, "root.team-b", "alice"), 300);
     set_node(&a, "n1");
     kq_ledger_observe(f->l, &a); /* the watch confirms: not counted again */
@@ -921,9 +921,9 @@ static void test_fairshare_follows(void **state)
     assert_int_equal(kq_resource_set(&b.request, "cpu", 700), 0);
     kq_ledger_observe(f->l, &b); /* resized in place */
     assert_int_equal(fs_cur(fs, "root.team-b", "alice"), 1000);
-    assert_int_equal(kq_ledger_reserve(f->l, &c, why, sizeof why), 0);
+    assert_int_equal(kq_ledger_reserve(f->l, &c, why, sizeof why, NULL), 0);
     assert_int_equal(fs_cur(fs, "root.team-a", "bob"), 600);
-    assert_int_equal(kq_ledger_reserve(f->l, &d, why, sizeof why), KQ_EDENIED); /* a denial counts nothing */
+    assert_int_equal(kq_ledger_reserve(f->l, &d, why, sizeof why, NULL), KQ_EDENIED); /* a denial counts nothing */
     assert_int_equal(fs_cur(fs, "root.team-a", "bob"), 600);
     assert_int_equal(kq_ledger_unreserve(f->l, "c"), 0);
     assert_int_equal(fs_cur(fs, "root.team-a", "bob"), 0);
