@@ -8,6 +8,8 @@
  *  - deletion to next gate removal: a queue whose max lets --fit pods run; --pods more wait
  *    across --users users. Each sample deletes one released pod (ledger + controller, as
  *    the informer does) and times until the next gate removal is called.
+ * Both again in queues with kubequota.io/gating.policy: usage (half-life 1h): each release
+ * also moves the usage history and re-ranks the user by its dominant share.
  * Nothing here asserts on time.
  */
 #include "bench.h"
@@ -85,13 +87,17 @@ typedef struct world {
 
 static void world_init(world_t *w, int fit)
 {
-    char yaml[512];
+    char yaml[1024];
     snprintf(yaml, sizeof yaml,
              "partitions:\n  - name: default\n    queues:\n      - name: root\n        queues:\n"
              "          - name: open\n          - name: small\n            resources:\n              max:\n"
              "                vcore: %d\n          - name: peruser\n            limits:\n"
-             "              - limit: each\n                users: [\"*\"]\n                maxresources: {vcore: 1}\n",
-             fit > 0 ? fit : 1);
+             "              - limit: each\n                users: [\"*\"]\n                maxresources: {vcore: 1}\n"
+             "          - name: uopen\n            resources: {max: {vcore: 1000000}}\n"
+             "            properties: {kubequota.io/gating.policy: usage, kubequota.io/gating.halflife: 1h}\n"
+             "          - name: usmall\n            resources: {max: {vcore: %d}}\n"
+             "            properties: {kubequota.io/gating.policy: usage, kubequota.io/gating.halflife: 1h}\n",
+             fit > 0 ? fit : 1, fit > 0 ? fit : 1);
     kq_diags_t d;
     kq_diags_init(&d);
     if (kq_config_load_buffer(yaml, strlen(yaml), "bench", &w->cfg, &d) != 0)
@@ -138,12 +144,12 @@ static void wait_calls(hook_t *h, unsigned long n)
     pthread_mutex_unlock(&h->mu);
 }
 
-static double releases_per_s(int pods, int users)
+static double releases_per_s(int pods, int users, const char *queue)
 {
     world_t w;
     world_init(&w, 1);
     for (int i = 0; i < pods; i++) {
-        kq_pod_t p = mkpod(i, users, "root.open");
+        kq_pod_t p = mkpod(i, users, queue);
         kq_ledger_observe(w.app.ledger, &p);
         kq_gating_observe(w.g, &p);
         kq_pod_clear(&p);
@@ -220,16 +226,21 @@ int bench_gating_main(int argc, char **argv)
     snprintf(cmd, sizeof cmd, "%s gating --pods %d --users %d --fit %d --samples %d --reps %d", bench_self(), pods,
              users, fit, samples, reps);
     double *r = calloc((size_t)reps, sizeof(double));
-    for (int i = 0; i < reps; i++)
-        r[i] = releases_per_s(pods, users);
-    double med = median(r, (size_t)reps);
-    free(r);
-    snprintf(what, sizeof what, "gate releases/s, %d waiting pods across %d users (no API)", pods, users);
-    snprintf(val, sizeof val, "%.0f releases/s (%.2f us/release)", med, 1e6 / med);
-    row_print("9", what, val, "-", cmd);
-    static const char *const qs[] = {"root.small", "root.peruser"};
-    static const char *const why[] = {"queue max full", "every user at its own limit"};
+    static const char *const rq[] = {"root.open", "root.uopen"};
+    static const char *const rwhy[] = {"", ", policy usage"};
     for (int k = 0; k < 2; k++) {
+        for (int i = 0; i < reps; i++)
+            r[i] = releases_per_s(pods, users, rq[k]);
+        double med = median(r, (size_t)reps);
+        snprintf(what, sizeof what, "gate releases/s, %d waiting pods across %d users%s (no API)", pods, users,
+                 rwhy[k]);
+        snprintf(val, sizeof val, "%.0f releases/s (%.2f us/release)", med, 1e6 / med);
+        row_print("9", what, val, "-", cmd);
+    }
+    free(r);
+    static const char *const qs[] = {"root.small", "root.peruser", "root.usmall"};
+    static const char *const why[] = {"queue max full", "every user at its own limit", "queue max full, policy usage"};
+    for (int k = 0; k < 3; k++) {
         lat_t lat = {0};
         for (int i = 0; i < reps; i++)
             delete_to_release(qs[k], fit, pods, users, samples, &lat);
