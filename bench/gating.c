@@ -8,6 +8,7 @@
  *  - deletion to next gate removal: a queue whose max lets --fit pods run; --pods more wait
  *    across --users users. Each sample deletes one released pod (ledger + controller, as
  *    the informer does) and times until the next gate removal is called.
+ * Deletion to next removal also with every user held by one group's limit (root.pgroup).
  * Both again in queues with kubequota.io/gating.policy: usage (half-life 1h): each release
  * also moves the usage history and re-ranks the user by its dominant share.
  * Nothing here asserts on time.
@@ -71,6 +72,11 @@ static kq_pod_t mkpod(int i, int users, const char *queue)
     p.app_id = strdup(p.uid);
     p.preemptible = true;
     p.created = 1700000000 + i;
+    if (strcmp(queue, "root.pgroup") == 0) { /* every user in one group, whose limit is the queue's fit */
+        p.groups = calloc(1, sizeof(char *));
+        p.groups[0] = strdup("everyone");
+        p.n_groups = 1;
+    }
     p.gate_pos = 1;
     p.n_gates = 1;
     if (kq_resource_set(&p.request, "cpu", 1000) != 0)
@@ -96,8 +102,10 @@ static void world_init(world_t *w, int fit)
              "          - name: uopen\n            resources: {max: {vcore: 1000000}}\n"
              "            properties: {kubequota.io/gating.policy: usage, kubequota.io/gating.halflife: 1h}\n"
              "          - name: usmall\n            resources: {max: {vcore: %d}}\n"
-             "            properties: {kubequota.io/gating.policy: usage, kubequota.io/gating.halflife: 1h}\n",
-             fit > 0 ? fit : 1, fit > 0 ? fit : 1);
+             "            properties: {kubequota.io/gating.policy: usage, kubequota.io/gating.halflife: 1h}\n"
+             "          - name: pgroup\n            limits:\n              - limit: everyone\n"
+             "                groups: [everyone]\n                maxresources: {vcore: %d}\n",
+             fit > 0 ? fit : 1, fit > 0 ? fit : 1, fit > 0 ? fit : 1);
     kq_diags_t d;
     kq_diags_init(&d);
     if (kq_config_load_buffer(yaml, strlen(yaml), "bench", &w->cfg, &d) != 0)
@@ -191,7 +199,7 @@ static void delete_to_release(const char *queue, int fit, int pods, int users, i
         kq_pod_t gone; /* what the informer does on DELETED (src/control/sync.c) */
         bool known = kq_ledger_lookup(w.app.ledger, victim, &gone) == 0;
         kq_ledger_remove(w.app.ledger, victim);
-        kq_gating_remove(w.g, victim, known ? gone.user : NULL);
+        kq_gating_remove(w.g, victim, known ? &gone : NULL);
         if (known)
             kq_pod_clear(&gone);
         wait_calls(&w.h, before + 1);
@@ -238,9 +246,10 @@ int bench_gating_main(int argc, char **argv)
         row_print("9", what, val, "-", cmd);
     }
     free(r);
-    static const char *const qs[] = {"root.small", "root.peruser", "root.usmall"};
-    static const char *const why[] = {"queue max full", "every user at its own limit", "queue max full, policy usage"};
-    for (int k = 0; k < 3; k++) {
+    static const char *const qs[] = {"root.small", "root.peruser", "root.usmall", "root.pgroup"};
+    static const char *const why[] = {"queue max full", "every user at its own limit", "queue max full, policy usage",
+                                      "every user held by its group's limit"};
+    for (int k = 0; k < 4; k++) {
         lat_t lat = {0};
         for (int i = 0; i < reps; i++)
             delete_to_release(qs[k], fit, pods, users, samples, &lat);

@@ -157,13 +157,17 @@ typedef struct guser {
     char *reason;         /* why its head pod waits (last pass), NULL: not decided yet */
     uint64_t reason_ver;  /* bumped when reason changes */
     size_t fresh;         /* pods enqueued since its pods' Events were last brought up to date */
-    bool parked;          /* blocked by a limit of its own: out of the heap until that can change */
+    bool parked;          /* blocked by a limit that only some pods' end can lift: out of the heap */
     size_t pidx;          /* its index in its parkset_t while parked */
+    char *pkey;           /* the parkset it is in (owned) while parked */
+    char *woken;          /* "g:<group>": woken from that group's parkset, not tried since */
 } guser_t;
 
-/* The parked guser_t of one user name, across queues (a user limit may sit on a parent). */
+/* The parked guser_t waiting for the same kind of change, across queues (a limit may sit on
+ * a parent queue). Keys: "u:<user>" (a limit of the user's own, or an ACL), "g:<group>"
+ * (a group limit), "q:" (a quota group's max or runtime: any pod that ends may lift it). */
 typedef struct parkset {
-    char *user; /* key */
+    char *key;
     UT_hash_handle hh;
     guser_t **v;
     size_t n, cap;
@@ -413,25 +417,47 @@ static void user_free(guser_t *u)
     free(u->key);
     free(u->name);
     free(u->reason);
+    free(u->pkey);
+    free(u->woken);
     free(u->pods.v);
     free(u);
 }
 
-/* ---- parking: a user blocked by a limit of its own ("user U in queue Q: ...", or an ACL)
- * is not offered a release again until something of that user changes (one of its pods
- * ends or goes away, a pod of it arrives) or the configuration changes, and at the
- * latest at the next timed pass. So a pass does not retry every such user. */
+/* ---- parking: a user blocked by a limit that only the end of some pods can lift is not
+ * offered a release again until such a pod ends or goes away (its own for a user limit or an
+ * ACL; any member's for a group limit; any pod for a quota group), a pod of the user
+ * arrives, or the configuration changes, and at the latest at the next timed pass. So a
+ * pass does not retry every such user. */
 
-static void park(kq_gating_t *g, guser_t *u)
+/* The parkset key for a denial, NULL when the denial does not park (a queue's own limits
+ * end the pass instead; anything else is tried again next pass). */
+static char *park_key(const guser_t *u, const char *reason)
+{
+    char *k = NULL;
+    const char *e;
+    if (strncmp(reason, "user ", 5) == 0) {
+        if (asprintf(&k, "u:%s", u->name) < 0)
+            k = NULL;
+    } else if (strncmp(reason, "group ", 6) == 0 && (e = strstr(reason + 6, " in queue ")) != NULL) {
+        if (asprintf(&k, "g:%.*s", (int)(e - (reason + 6)), reason + 6) < 0)
+            k = NULL;
+    } else if (strncmp(reason, "quota group ", 12) == 0) {
+        k = strdup("q:");
+    }
+    return k;
+}
+
+/* Parks u under key (taken over; lock held). */
+static void park(kq_gating_t *g, guser_t *u, char *key)
 {
     parkset_t *ps;
-    HASH_FIND_STR(g->parked, u->name, ps);
+    HASH_FIND_STR(g->parked, key, ps);
     if (ps == NULL) {
-        if ((ps = calloc(1, sizeof(*ps))) == NULL || (ps->user = strdup(u->name)) == NULL) {
+        if ((ps = calloc(1, sizeof(*ps))) == NULL || (ps->key = strdup(key)) == NULL) {
             free(ps);
             goto fallback;
         }
-        HASH_ADD_KEYPTR(hh, g->parked, ps->user, strlen(ps->user), ps);
+        HASH_ADD_KEYPTR(hh, g->parked, ps->key, strlen(ps->key), ps);
     }
     if (ps->n == ps->cap) {
         size_t cap = ps->cap ? 2 * ps->cap : 4;
@@ -444,8 +470,11 @@ static void park(kq_gating_t *g, guser_t *u)
     u->pidx = ps->n;
     ps->v[ps->n++] = u;
     u->parked = true;
+    free(u->pkey);
+    u->pkey = key;
     return;
 fallback: /* cannot park it: back in the heap */
+    free(key);
     if (h_push(&u->q->users, u, user_less, user_idx) != 0)
         kq_error("event=gating_requeue_failed user=%s error=\"out of memory\"", u->name);
 }
@@ -453,9 +482,12 @@ fallback: /* cannot park it: back in the heap */
 /* Takes u out of its parkset (lock held); it is in no heap afterwards. */
 static void unpark_one(kq_gating_t *g, guser_t *u)
 {
-    parkset_t *ps;
-    HASH_FIND_STR(g->parked, u->name, ps);
+    parkset_t *ps = NULL;
+    if (u->pkey != NULL)
+        HASH_FIND_STR(g->parked, u->pkey, ps);
     u->parked = false;
+    free(u->pkey);
+    u->pkey = NULL;
     if (ps == NULL || u->pidx >= ps->n || ps->v[u->pidx] != u)
         return;
     ps->v[u->pidx] = ps->v[--ps->n];
@@ -472,32 +504,101 @@ static void requeue(kq_gating_t *g, guser_t *u)
         kq_error("event=gating_requeue_failed user=%s error=\"out of memory\"", u->name);
 }
 
-/* Every parked guser_t of user `name` (NULL: of everyone) back into its queue's heap. */
-static void unpark(kq_gating_t *g, const char *name)
+static void unpark_set(kq_gating_t *g, parkset_t *ps)
+{
+    for (size_t i = 0; i < ps->n; i++) {
+        guser_t *u = ps->v[i];
+        u->parked = false;
+        free(u->pkey);
+        u->pkey = NULL;
+        requeue(g, u);
+    }
+    if (ps->n > 0)
+        g->dirty = true;
+    ps->n = 0;
+}
+
+/* Every guser_t parked under key (NULL: every parked one) back into its queue's heap. */
+static void unpark(kq_gating_t *g, const char *key)
 {
     parkset_t *ps, *tmp;
-    if (name != NULL) {
-        HASH_FIND_STR(g->parked, name, ps);
-        if (ps == NULL || ps->n == 0)
-            return;
-        for (size_t i = 0; i < ps->n; i++) {
-            ps->v[i]->parked = false;
-            requeue(g, ps->v[i]);
-        }
-        ps->n = 0;
-        g->dirty = true;
+    if (key != NULL) {
+        HASH_FIND_STR(g->parked, key, ps);
+        if (ps != NULL)
+            unpark_set(g, ps);
         return;
     }
     HASH_ITER(hh, g->parked, ps, tmp) {
-        for (size_t i = 0; i < ps->n; i++) {
-            ps->v[i]->parked = false;
-            requeue(g, ps->v[i]);
-        }
+        unpark_set(g, ps);
         HASH_DEL(g->parked, ps);
-        free(ps->user);
+        free(ps->key);
         free(ps->v);
         free(ps);
     }
+}
+
+static void unpark_key(kq_gating_t *g, const char *prefix, const char *name)
+{
+    char *k = NULL;
+    if (asprintf(&k, "%s%s", prefix, name) < 0) {
+        unpark(g, NULL); /* cannot name it: wake everyone rather than miss one */
+        return;
+    }
+    unpark(g, k);
+    free(k);
+}
+
+/* A group limit is shared by all its members: room freed in it goes to the member whose
+ * turn it is (the smallest pass; found by a scan of the parked members, no ledger work),
+ * which is woken alone. If that member is released, the next one is woken (room may be
+ * left); if it is held by something else, too; if the group holds it again, the group is
+ * full and its members stay parked (lock held). */
+static void wake_group_one(kq_gating_t *g, const char *key)
+{
+    parkset_t *ps;
+    HASH_FIND_STR(g->parked, key, ps);
+    if (ps == NULL || ps->n == 0)
+        return;
+    size_t best = 0;
+    for (size_t i = 1; i < ps->n; i++)
+        if (user_less(ps->v[i], ps->v[best]))
+            best = i;
+    guser_t *u = ps->v[best];
+    ps->v[best] = ps->v[--ps->n];
+    if (best < ps->n)
+        ps->v[best]->pidx = best;
+    u->parked = false;
+    free(u->pkey);
+    u->pkey = NULL;
+    free(u->woken);
+    u->woken = strdup(key); /* NULL on ENOMEM: then nobody is woken after it but by the timer */
+    requeue(g, u);
+    g->dirty = true;
+}
+
+static void wake_groups_of(kq_gating_t *g, const kq_pod_t *pod)
+{
+    for (size_t i = 0; pod != NULL && i < pod->n_groups; i++) {
+        char *k = NULL;
+        if (asprintf(&k, "g:%s", pod->groups[i]) < 0)
+            continue;
+        wake_group_one(g, k);
+        free(k);
+    }
+}
+
+/* A pod of ours ended or went away (or, without pod, one of user's): wake whoever its end
+ * may let through (lock held). */
+static void unpark_for(kq_gating_t *g, const kq_pod_t *pod, const char *user)
+{
+    if (pod != NULL && pod->user != NULL)
+        user = pod->user;
+    if (user != NULL)
+        unpark_key(g, "u:", user);
+    wake_groups_of(g, pod);
+    if (pod == NULL && user == NULL)
+        return;
+    unpark(g, "q:");
 }
 
 /* ---- gangs ---- */
@@ -691,8 +792,10 @@ void kq_gating_observe(kq_gating_t *g, const kq_pod_t *pod)
     if (!waiting) {
         if (gp != NULL)
             forget(g, gp);
-        if (pod->user != NULL) /* its usage may have changed: its parked pods may fit now */
-            unpark(g, pod->user);
+        if (kq_pod_is_terminal(pod)) /* its usage is released: whoever it held back may fit now */
+            unpark_for(g, pod, NULL);
+        else if (pod->user != NULL) /* its usage may have changed (a resize) */
+            unpark_key(g, "u:", pod->user);
     } else if (gp != NULL) {
         gp->pod.gate_pos = copy.gate_pos; /* placement is immutable (admission.h): only the index moves */
         gp->pod.n_gates = copy.n_gates;
@@ -719,7 +822,7 @@ void kq_gating_observe(kq_gating_t *g, const kq_pod_t *pod)
     kq_pod_clear(&copy);
 }
 
-void kq_gating_remove(kq_gating_t *g, const char *uid, const char *user)
+void kq_gating_remove(kq_gating_t *g, const char *uid, const kq_pod_t *gone)
 {
     if (g == NULL || uid == NULL)
         return;
@@ -728,8 +831,8 @@ void kq_gating_remove(kq_gating_t *g, const char *uid, const char *user)
     HASH_FIND_STR(g->pods, uid, gp);
     if (gp != NULL)
         forget(g, gp);
-    if (user != NULL)
-        unpark(g, user);
+    if (gone != NULL)
+        unpark_for(g, gone, NULL);
     g->dirty = true; /* a pod gone frees quota */
     pthread_cond_signal(&g->cv);
     pthread_mutex_unlock(&g->mu);
@@ -984,6 +1087,7 @@ static int gang_release(kq_gating_t *g, gqueue_t *q, guser_t *u, gpod_t *head, w
         g->waiting--;
         cost += pod_cost(&m->pod);
         note_release(g, m);
+        wake_groups_of(g, &m->pod); /* room may be left in its groups */
         work_add(rel, m, NULL);
         kq_info("event=gate_released pod=%s/%s uid=%s user=%s queue=%s gang=%s waited_ms=%lld", m->pod.ns,
                 m->pod.name, m->uid, u->name, q->path, name, (long long)(mono_ms() - m->since_ms));
@@ -1057,6 +1161,8 @@ static void pass(kq_gating_t *g, worklist_t *rel, worklist_t *events)
             if (gp->gang != NULL) {
                 rc = gang_release(g, q, u, gp, rel, reason, sizeof(reason));
                 if (rc == 0) {
+                    free(u->woken);
+                    u->woken = NULL;
                     if (u->pods.n > 0) {
                         if (h_push(&q->users, u, user_less, user_idx) != 0)
                             kq_error("event=gating_requeue_failed user=%s error=\"out of memory\"", u->name);
@@ -1082,6 +1188,9 @@ static void pass(kq_gating_t *g, worklist_t *rel, worklist_t *events)
                     u->pass += pod_cost(&gp->pod) / (u->weight > 0 ? u->weight : 1.0);
                 }
                 note_release(g, gp);
+                wake_groups_of(g, &gp->pod); /* room may be left in its groups */
+                free(u->woken);
+                u->woken = NULL;
                 work_add(rel, gp, NULL);
                 kq_info("event=gate_released pod=%s/%s uid=%s user=%s queue=%s waited_ms=%lld", gp->pod.ns,
                         gp->pod.name, gp->uid, u->name, q->path, (long long)(mono_ms() - gp->since_ms));
@@ -1099,8 +1208,15 @@ static void pass(kq_gating_t *g, worklist_t *rel, worklist_t *events)
                 snprintf(reason, sizeof(reason), "%s", kq_strerror(rc));
             /* Every pod of the user waits for the same reason (its head cannot go). */
             user_reason(u, reason, events);
-            if (strncmp(reason, "user ", 5) == 0) {
-                park(g, u);
+            char *pk = park_key(u, reason);
+            if (u->woken != NULL) { /* woken for its group's room: if it cannot use it, the next may */
+                if (pk == NULL || strcmp(pk, u->woken) != 0)
+                    wake_group_one(g, u->woken);
+                free(u->woken);
+                u->woken = NULL;
+            }
+            if (pk != NULL) {
+                park(g, u, pk);
                 continue;
             }
             if (nb == cap) {
@@ -1522,7 +1638,7 @@ void kq_gating_free(kq_gating_t *g)
     parkset_t *ps, *tps;
     HASH_ITER(hh, g->parked, ps, tps) {
         HASH_DEL(g->parked, ps);
-        free(ps->user);
+        free(ps->key);
         free(ps->v);
         free(ps);
     }

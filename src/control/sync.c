@@ -111,7 +111,7 @@ static void on_object(void *ud, int type, const kq_jnode_t *obj)
             kq_pod_t gone;
             bool known = app->gating != NULL && kq_ledger_lookup(app->ledger, uid, &gone) == 0;
             kq_ledger_remove(app->ledger, uid);
-            kq_gating_remove(app->gating, uid, known ? gone.user : NULL);
+            kq_gating_remove(app->gating, uid, known ? &gone : NULL);
             if (known)
                 kq_pod_clear(&gone);
             if (app->metering) {

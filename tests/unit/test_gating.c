@@ -53,6 +53,11 @@ static const char YAML[] =
     "            properties:\n"
     "              kubequota.io/gating.policy: usage\n"
     "              kubequota.io/gating.halflife: 1h\n"
+    "          - name: pergroup\n"
+    "            limits:\n"
+    "              - limit: team\n"
+    "                groups: [\"team\"]\n"
+    "                maxresources: {vcore: 2}\n"
     "          - name: peruser\n"
     "            limits:\n"
     "              - limit: each\n"
@@ -85,6 +90,8 @@ static int record(void *ud, const char *ns, const char *name, const char *uid, u
     return 0;
 }
 
+static long interval_ms; /* 0: the default (a timed pass every second) */
+
 static int setup(void **state)
 {
     fx_t *f = calloc(1, sizeof(*f));
@@ -104,10 +111,21 @@ static int setup(void **state)
     kq_gating_opts_default(&o);
     o.ungate = record;
     o.ungate_ud = f;
+    if (interval_ms > 0)
+        o.interval_ms = interval_ms;
     f->g = kq_gating_new(&f->app, &o);
     f->app.gating = f->g;
     *state = f;
     return f->g ? 0 : -1;
+}
+
+/* No timed pass within a test: whatever is released is released by an event. */
+static int setup_no_timer(void **state)
+{
+    interval_ms = 3600 * 1000L;
+    int rc = setup(state);
+    interval_ms = 0;
+    return rc;
 }
 
 static int teardown(void **state)
@@ -127,6 +145,7 @@ static int teardown(void **state)
 static const char *next_gang;
 static uint32_t next_gang_min;
 static int64_t next_mem; /* bytes of memory the next gated pods ask (0: none) */
+static const char *next_group; /* the group of the next gated pods' user (NULL: none) */
 
 /* A gated pod of `user` in `queue` (our gate at gate_idx), observed like the informer does. */
 static void gated(fx_t *f, const char *name, const char *user, const char *queue, int64_t cpu_m, int32_t prio,
@@ -149,6 +168,11 @@ static void gated(fx_t *f, const char *name, const char *user, const char *queue
     assert_int_equal(kq_resource_set(&p.request, "cpu", cpu_m), 0);
     if (next_mem > 0)
         assert_int_equal(kq_resource_set(&p.request, "memory", next_mem), 0);
+    if (next_group != NULL) {
+        p.groups = calloc(1, sizeof(char *));
+        p.groups[0] = strdup(next_group);
+        p.n_groups = 1;
+    }
     if (next_gang != NULL) {
         p.gang = strdup(next_gang);
         p.gang_min = next_gang_min;
@@ -158,12 +182,33 @@ static void gated(fx_t *f, const char *name, const char *user, const char *queue
     kq_pod_clear(&p);
 }
 
+/* A pod that went away, as the informer reports it: the ledger forgets it, then the
+ * controller hears of it with the ledger's copy (src/control/sync.c). */
+static void gone(fx_t *f, const char *uid, const char *user)
+{
+    kq_pod_t p;
+    bool known = kq_ledger_lookup(f->app.ledger, uid, &p) == 0;
+    assert_true(known);
+    assert_string_equal(p.user, user);
+    kq_ledger_remove(f->app.ledger, uid);
+    kq_gating_remove(f->g, uid, &p);
+    kq_pod_clear(&p);
+}
+
+/* Waits until n releases were recorded; fails (rather than hangs) after 20 s. */
 static void wait_n(fx_t *f, size_t n)
 {
+    struct timespec dl;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += 20;
     pthread_mutex_lock(&f->mu);
-    while (f->n < n)
-        pthread_cond_wait(&f->cv, &f->mu);
+    int rc = 0;
+    while (f->n < n && rc == 0)
+        rc = pthread_cond_timedwait(&f->cv, &f->mu, &dl);
+    size_t got = f->n;
     pthread_mutex_unlock(&f->mu);
+    if (got < n)
+        fail_msg("%zu releases after 20 s, expected %zu", got, n);
 }
 
 /* Waits long enough for a pass that would release more to have run (no time assertion:
@@ -254,8 +299,7 @@ static void test_queue_full_and_deletion(void **state)
     assert_non_null(strstr(json_string_value(json_object_get(first, "reason")), "root.four"));
     json_decref(view);
     /* a-0 ends: one more, a's turn (a 2000 vs b 2000: a arrived first) */
-    kq_ledger_remove(f->app.ledger, "a-0");
-    kq_gating_remove(f->g, "a-0", "a");
+    gone(f, "a-0", "a");
     wait_n(f, 5);
     assert_int_equal(settle(f), 5);
     assert_string_equal(f->names[4], "a-2");
@@ -272,8 +316,7 @@ static void test_user_limit_parks(void **state)
     assert_int_equal(kq_gating_start(f->g), 0);
     wait_n(f, 2);
     assert_int_equal(settle(f), 2);
-    kq_ledger_remove(f->app.ledger, "b-0");
-    kq_gating_remove(f->g, "b-0", "b");
+    gone(f, "b-0", "b");
     wait_n(f, 3);
     assert_string_equal(f->names[2], "b-1");
     assert_int_equal(settle(f), 3);
@@ -305,11 +348,9 @@ static void test_gang_all_or_nothing(void **state)
     next_gang = NULL;
     assert_int_equal(settle(f), 3); /* complete, but 1 cpu free: none of it */
     assert_int_equal(kq_ledger_reserved_count(f->app.ledger), 3);
-    kq_ledger_remove(f->app.ledger, "a-0");
-    kq_gating_remove(f->g, "a-0", "a");
+    gone(f, "a-0", "a");
     assert_int_equal(settle(f), 3); /* 2 cpu free: still none */
-    kq_ledger_remove(f->app.ledger, "a-1");
-    kq_gating_remove(f->g, "a-1", "a");
+    gone(f, "a-1", "a");
     wait_n(f, 6);
     assert_int_equal(settle(f), 6);
     for (size_t i = 3; i < 6; i++)
@@ -389,11 +430,53 @@ static void test_usage_history(void **state)
     assert_int_equal(settle(f), 4);
     static const char *const want[] = {"b-0", "b-1", "b-2", "b-3"};
     order(f, want, 4);
-    kq_ledger_remove(f->app.ledger, "b-0");
-    kq_gating_remove(f->g, "b-0", "b");
+    gone(f, "b-0", "b");
     wait_n(f, 5);
     assert_int_equal(settle(f), 5);
     assert_string_equal(f->names[4], "a-0");
+}
+
+static bool parked_in_view(fx_t *f, const char *queue, const char *user)
+{
+    json_t *view = kq_gating_waiting_json(f->g, queue);
+    json_t *users = json_object_get(json_array_get(view, 0), "users");
+    bool parked = false;
+    for (size_t i = 0; i < json_array_size(users); i++) {
+        json_t *u = json_array_get(users, i);
+        if (strcmp(json_string_value(json_object_get(u, "user")), user) == 0)
+            parked = json_is_true(json_object_get(u, "parked"));
+    }
+    json_decref(view);
+    return parked;
+}
+
+/* A group limit (team: 2 cpu) blocks every member: they are parked (not tried by each
+ * pass), and the end of one member's pod wakes the others. Round-robin: a-0, b-0; then c,
+ * a and b wait for the group. b-0 ends: c's turn (c's pass is the queue's, 0; a's and
+ * b's are 1000), though none of c's own pods ended. No timed pass runs in this test, so c
+ * can only have been woken by the end of its group member's pod. */
+static void test_group_limit_parks_members(void **state)
+{
+    fx_t *f = *state;
+    next_group = "team";
+    gated(f, "a-0", "a", "root.pergroup", 1000, 0, 100, 0);
+    gated(f, "a-1", "a", "root.pergroup", 1000, 0, 101, 0);
+    gated(f, "b-0", "b", "root.pergroup", 1000, 0, 100, 0);
+    gated(f, "b-1", "b", "root.pergroup", 1000, 0, 101, 0);
+    gated(f, "c-0", "c", "root.pergroup", 1000, 0, 100, 0);
+    next_group = NULL;
+    assert_int_equal(kq_gating_start(f->g), 0);
+    wait_n(f, 2);
+    assert_int_equal(settle(f), 2);
+    static const char *const want[] = {"a-0", "b-0"};
+    order(f, want, 2);
+    assert_true(parked_in_view(f, "root.pergroup", "a"));
+    assert_true(parked_in_view(f, "root.pergroup", "b"));
+    assert_true(parked_in_view(f, "root.pergroup", "c"));
+    gone(f, "b-0", "b");
+    wait_n(f, 3);
+    assert_int_equal(settle(f), 3);
+    assert_string_equal(f->names[2], "c-0");
 }
 
 int main(void)
@@ -407,6 +490,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_gang_all_or_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_usage_dominant_share, setup, teardown),
         cmocka_unit_test_setup_teardown(test_usage_history, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_group_limit_parks_members, setup_no_timer, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -24,9 +24,11 @@
  *    (the user's own weight, else the largest of its groups', else 1). Within a user:
  *    higher priority first, then older (creationTimestamp), then first seen.
  *    A user whose head pod does not fit is skipped for the rest of the pass (smaller pods
- *    behind it wait: no overtaking within a user); blocked by a limit of its own, it is
- *    parked until one of its pods ends, a new one arrives, the configuration changes or
- *    the next timed pass; blocked by the queue itself, the queue's pass ends. A release
+ *    behind it wait: no overtaking within a user); blocked by a limit of its own (or an
+ *    ACL), it is parked until one of its pods ends; by its group's limit, until a pod of a
+ *    member of that group ends; by a quota group (max or runtime), until any pod ends;
+ *    and in every case until a new pod of it arrives, the configuration changes or the
+ *    next timed pass. Blocked by the queue itself, the queue's pass ends. A release
  *    costs O(log users + log pods of that user).
  *    Policy "usage" (queue property kubequota.io/gating.policy, inherited by a subtree):
  *    a user's pass is instead its dominant share of max(decayed average, current) usage
@@ -98,9 +100,10 @@ void kq_gating_free(kq_gating_t *g);
 /* Informer hooks (any thread, no lock of the caller held): every pod event after the
  * ledger's, the DELETED ones, and a relist's bracket (pods not listed are forgotten). */
 void kq_gating_observe(kq_gating_t *g, const kq_pod_t *pod);
-/* user: the deleted pod's user when known (the ledger's copy), so that user's waiting pods
- * are offered a release again; NULL: unknown. */
-void kq_gating_remove(kq_gating_t *g, const char *uid, const char *user);
+/* gone: the deleted pod as the ledger knew it (kq_ledger_lookup), so the waiting users its
+ * end may let through (its user's, its groups' members', those held by a quota group) are
+ * offered a release again; NULL: unknown (the next timed pass offers). */
+void kq_gating_remove(kq_gating_t *g, const char *uid, const kq_pod_t *gone);
 void kq_gating_resync_begin(kq_gating_t *g);
 void kq_gating_resync_end(kq_gating_t *g);
 
