@@ -20,6 +20,8 @@ CONFIG = queues_config(
     {"name": "default", "submitacl": "*"},
     {"name": "team-a", "submitacl": "*",
      "resources": {"guaranteed": {"vcore": "4"}, "max": {"vcore": "8"}},
+     # the admission gate ranks team-a's users by their dominant share of what they run now
+     "properties": {"kubequota.io/gating.policy": "usage", "kubequota.io/gating.halflife": "0"},
      "limits": [
          {"limit": "alice", "users": ["alice"], "maxresources": {"cpu": "3", "memory": "4Gi"},
           "maxapplications": 3},
@@ -208,8 +210,10 @@ class DashboardTest(KQTestCase):
         w = [r for r in page["waiting"] if r[2] == "default/w1"]
         self.assertEqual(len(w), 1, page["waiting"])
         self.assertEqual((w[0][0], w[0][1], w[0][3]), ("root.team-a", "1", "alice"))
-        self.assertEqual(w[0][6], self.waiting[0]["reason"])
-        self.assertIn("alice", w[0][6])
+        self.assertEqual(w[0][7], self.waiting[0]["reason"])
+        self.assertIn("alice", w[0][7])
+        # the usage policy's share: alice runs 1.5 of team-a's 8 cpu (memory is not capped)
+        self.assertEqual(w[0][6], "%.1f%%" % (100 * 1.5 / 8))
         # a laptop screen: nothing wider than the window
         self.assertLessEqual(page["scrollWidth"], 1366)
 

@@ -274,20 +274,29 @@
   }
 
   /* Waiting pods behind the admission gate (GET .../gating/waiting): per queue, in release
-   * order, with the reason each waits. */
+   * order, with the reason each waits; under the usage policy, the share each user is
+   * ranked by (the smallest goes first). */
   function waitingTable(data) {
-    var t = table(["Queue", "#", "Pod", "User", "Priority", "Waiting", "Reason"]);
+    var t = table(["Queue", "#", "Pod", "User", "Priority", "Waiting", "Share", "Reason"]);
     var body = t.tBodies[0];
     data.forEach(function (q) {
+      var share = {};
+      if (q.policy === "usage") {
+        (q.users || []).forEach(function (u) {
+          if (typeof u.share === "number") share[u.user] = (u.share * 100).toFixed(1) + "%";
+        });
+      }
       (q.pods || []).forEach(function (p, i) {
         var tr = el("tr", i === 0 ? "first" : null);
         tr.dataset.pod = p.namespace + "/" + p.name;
-        cell(tr, i === 0 ? q.queue : "");
+        var qc = cell(tr, i === 0 ? q.queue : "");
+        if (i === 0) qc.title = "order: " + (q.policy || "fair");
         cell(tr, p.position, "num");
         cell(tr, p.namespace + "/" + p.name);
         cell(tr, p.user);
         cell(tr, p.priority, "num");
         cell(tr, Math.round(p.waitingSeconds || 0) + " s", "num");
+        cell(tr, share[p.user] || "", "num");
         var reason = cell(tr, p.reason || "", "reason");
         reason.title = p.reason || "";
         body.appendChild(tr);
