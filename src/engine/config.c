@@ -2081,6 +2081,23 @@ static const kq_limit_conf_t *build_limits(struct ctx *c, const struct llist *ls
     return v;
 }
 
+/* The admission gate's usage policy ranks by the share of the resources.max on a queue's
+ * path (parents are finalized first): without any, it falls back to cpu, said at load. */
+static void check_gating_caps(struct ctx *c, struct qnode *q, struct mark at)
+{
+    const char *pol = NULL;
+    bool capped = false;
+    for (const kq_queue_conf_t *a = &q->pub; a != NULL; a = a->parent) {
+        for (size_t i = 0; pol == NULL && i < a->n_properties; i++)
+            if (strcmp(a->properties[i].key, KQ_PROP_GATING_POLICY) == 0)
+                pol = a->properties[i].value;
+        capped = capped || a->has_max;
+    }
+    if (pol != NULL && strcmp(pol, "usage") == 0 && !capped)
+        warn_at(c, at, q->pub.path, "%s: usage, but no resources.max on this queue's path: the admission gate "
+                "ranks its users by cpu (memory when no cpu) instead of a dominant share", KQ_PROP_GATING_POLICY);
+}
+
 static size_t finalize_queue(struct ctx *c, struct qnode *q, const kq_child_template_t *inherited)
 {
     q->pub.is_parent = q->parent_flag || q->nkids > 0;
@@ -2104,6 +2121,8 @@ static size_t finalize_queue(struct ctx *c, struct qnode *q, const kq_child_temp
     q->pub.has_max = q->m.present && q->m.n > 0;
     q->pub.max = q->m.res;
     q->pub.limits = build_limits(c, q->eff_limits, &q->pub.n_limits);
+    if (!q->pub.is_parent)
+        check_gating_caps(c, q, qat);
     const kq_queue_conf_t **kids = xalloc(c, (q->nkids + 1) * sizeof(*kids));
     if (kids == NULL)
         return 0;

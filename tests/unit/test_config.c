@@ -533,6 +533,40 @@ static void test_quota_preemption_read(void **state)
     kq_diags_free(&d);
 }
 
+/* The admission gate's properties are read (gating.c): no "not used" warning; a usage policy
+ * with no resources.max on a leaf's path falls back to cpu, which the load says (naming the
+ * leaf), once per such leaf. */
+static void test_gating_properties(void **state)
+{
+    (void)state;
+    static const char capped[] = "partitions:\n  - name: default\n    queues:\n      - name: root\n"
+                                 "        properties: {kubequota.io/gating.policy: usage, kubequota.io/gating.halflife: 24h,\n"
+                                 "                     kubequota.io/gating.weight.user.alice: \"2\"}\n"
+                                 "        queues:\n          - name: batch\n"
+                                 "            resources: {max: {vcore: 64}}\n"
+                                 "            queues:\n              - name: a\n              - name: b\n";
+    static const char uncapped[] = "partitions:\n  - name: default\n    queues:\n      - name: root\n"
+                                   "        properties: {kubequota.io/gating.policy: usage}\n"
+                                   "        queues:\n          - name: a\n"
+                                   "          - name: b\n            resources: {max: {memory: 8Gi}}\n"
+                                   "          - name: c\n            properties: {kubequota.io/gating.policy: fair}\n";
+    kq_diags_t d;
+    kq_diags_init(&d);
+    kq_config_t *cfg = NULL;
+    assert_int_equal(kq_config_load_buffer(capped, strlen(capped), "q.yaml", &cfg, &d), 0);
+    assert_int_equal(kq_config_warning_count(cfg), 0);
+    kq_config_unref(cfg);
+    cfg = NULL;
+    kq_diags_free(&d);
+    kq_diags_init(&d);
+    assert_int_equal(kq_config_load_buffer(uncapped, strlen(uncapped), "q.yaml", &cfg, &d), 0);
+    assert_int_equal(kq_config_warning_count(cfg), 1); /* root.a only: b is capped, c is fair */
+    assert_non_null(strstr(kq_config_warning_at(cfg, 0), "root.a: kubequota.io/gating.policy: usage, but no "
+                                                          "resources.max on this queue's path"));
+    kq_config_unref(cfg);
+    kq_diags_free(&d);
+}
+
 static void test_check_config(void **state)
 {
     (void)state;
@@ -659,6 +693,7 @@ int main(void)
         cmocka_unit_test(test_all_errors_reported),
         cmocka_unit_test(test_empty_and_example),
         cmocka_unit_test(test_refcount_and_holder),
+        cmocka_unit_test(test_gating_properties),
         cmocka_unit_test(test_check_config),
         cmocka_unit_test(test_quota_preemption_read),
         cmocka_unit_test(test_size_and_garbage),
