@@ -421,7 +421,10 @@ static void world_start(world_t *W, workload_t *w, int users, int groups, int th
     if (W->app.kube == NULL)
         abort();
 
-    kq_server_opts_t so = {.listen = "127.0.0.1:0", .tls_cert = cert, .tls_key = key, .threads = threads};
+    /* one load generator opens up to 64 connections from one address: the per-client limit
+     * (half the workers by default) would refuse some, which the null endpoint does not */
+    kq_server_opts_t so = {.listen = "127.0.0.1:0", .tls_cert = cert, .tls_key = key, .threads = threads,
+                           .max_client_conns = 1024};
     char err[512];
     W->server = kq_server_start(&so, &W->app, err, sizeof(err));
     if (W->server == NULL) {
