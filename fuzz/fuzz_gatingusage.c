@@ -38,7 +38,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 
 static char *dump_text(kq_fairshare_t *fs)
 {
-    json_t *d = kq_fairshare_dump(fs, NOW);
+    json_t *d = kq_fairshare_dump(fs, NOW, NULL);
     CHECK(d != NULL);
     json_object_del(d, "updated");
     char *s = json_dumps(d, JSON_COMPACT | JSON_SORT_KEYS);
@@ -51,6 +51,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     kq_fairshare_t *fs = kq_fairshare_new(3600);
     CHECK(fs != NULL);
+    CHECK(kq_fairshare_set_halflife(fs, "root.a", 3600, NOW - 7200) == 0); /* tracked: keeps history */
     kq_resource_t req = KQ_RESOURCE_EMPTY;
     CHECK(kq_resource_set(&req, "cpu", 1500) == 0);
     kq_fairshare_change(fs, "root.a", "alice", &req, +1, NOW - 7200);
@@ -74,7 +75,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         CHECK(kq_fairshare_get(fs, "root.a", "alice", NOW, NULL, &avg1) == 0);
         CHECK(kq_resource_get(&avg1, "cpu", NULL) >= kq_resource_get(&avg0, "cpu", NULL));
         kq_resource_free(&avg1);
-        json_t *d = kq_fairshare_dump(fs, NOW);
+        json_t *d = kq_fairshare_dump(fs, NOW, NULL);
         CHECK(d != NULL);
         char *text = json_dumps(d, JSON_COMPACT);
         json_decref(d);

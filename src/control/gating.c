@@ -991,8 +991,11 @@ static void refresh_config(kq_gating_t *g)
     }
     /* the history of every usage queue decays at its own half-life, waiting pods or not */
     const kq_partition_conf_t *part = cfg ? kq_config_partition(cfg, g->app->partition) : NULL;
-    if (part != NULL)
+    if (part != NULL) { /* the usage queues keep history; a queue no longer one loses it */
+        kq_fairshare_track_begin(g->fs);
         set_halflives(g, part->root);
+        kq_fairshare_track_end(g->fs);
+    }
     gqueue_t *q, *qt;
     HASH_ITER(hh, g->queues, q, qt) {
         queue_policy(g, q);
@@ -1398,9 +1401,16 @@ static bool usage_load(kq_gating_t *g)
  * conflict (another leader wrote meanwhile) merges theirs first, at the next loop. */
 static void usage_save(kq_gating_t *g)
 {
-    json_t *doc = kq_fairshare_dump(g->fs, kq_fairshare_now());
+    size_t pairs = 0;
+    json_t *doc = kq_fairshare_dump(g->fs, kq_fairshare_now(), &pairs);
     char *text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
     json_decref(doc);
+    if (text == NULL && pairs == SIZE_MAX) {
+        kq_warn("event=gating_usage_too_big configmap=%s/%s max_pairs=%d msg=\"not saved: more user-queue pairs "
+                "keep history than a ConfigMap holds (1 MiB)\"", g->o.usage_ns, g->o.usage_name,
+                KQ_FAIRSHARE_DUMP_MAX);
+        return;
+    }
     if (text == NULL) {
         kq_error("event=gating_usage_save_failed error=\"out of memory\"");
         return;

@@ -30,7 +30,8 @@ struct fs_queue {
     char *path; /* key */
     UT_hash_handle hh;
     double halflife; /* seconds; 0: no history */
-    bool tracked;    /* given a half-life (kq_fairshare_set_halflife): dumped */
+    bool tracked;    /* keeps history (given a half-life, or loaded): averaged and dumped */
+    uint64_t mark;   /* the tracking generation that last gave it a half-life */
     fs_pair_t *pairs;
 };
 
@@ -39,6 +40,7 @@ struct kq_fairshare {
     double default_halflife;
     fs_queue_t *queues;
     fs_pair_t *changed; /* linked through next_changed */
+    uint64_t gen;       /* tracking generation (kq_fairshare_track_begin) */
 };
 
 double kq_fairshare_now(void)
@@ -137,27 +139,19 @@ static int64_t round_units(double v)
     return llround(v);
 }
 
-/* Brings p->avg from p->t to now: avg moves toward cur by the factor 2^(-d/H). KQ_ENOMEM
- * leaves p unchanged. */
-static int advance(fs_pair_t *p, double now)
+/* *avg moved toward cur over d seconds with half-life h: by the factor 2^(-d/h); h <= 0
+ * makes it cur. No lock (values only). KQ_ENOMEM leaves *avg unchanged. */
+static int decay(kq_resource_t *avg, const kq_resource_t *cur, double d, double h)
 {
-    double d = now - p->t;
-    if (!(d > 0)) /* no time, a clock stepped back, or NaN */
-        return 0;
-    double h = p->q->halflife;
-    if (!(h > 0)) {
-        if (kq_resource_copy(&p->avg, &p->cur) != 0)
-            return KQ_ENOMEM;
-        p->t = now;
-        return 0;
-    }
+    if (!(h > 0))
+        return kq_resource_copy(avg, cur);
     double f = exp2(-d / h);
     kq_resource_t n;
     kq_resource_init(&n);
-    const kq_res_entry_t *a = KQ_RES_E(&p->avg), *c = KQ_RES_E(&p->cur);
+    const kq_res_entry_t *a = KQ_RES_E(avg), *c = KQ_RES_E(cur);
     uint32_t i = 0, j = 0;
-    while (i < p->avg.n || j < p->cur.n) { /* both sorted by strcmp(name): a merge walk */
-        int cmp = i >= p->avg.n ? 1 : j >= p->cur.n ? -1 : a[i].name == c[j].name ? 0 : strcmp(a[i].name, c[j].name);
+    while (i < avg->n || j < cur->n) { /* both sorted by strcmp(name): a merge walk */
+        int cmp = i >= avg->n ? 1 : j >= cur->n ? -1 : a[i].name == c[j].name ? 0 : strcmp(a[i].name, c[j].name);
         const char *name = cmp <= 0 ? a[i].name : c[j].name;
         double av = cmp <= 0 ? (double)a[i].value : 0, cv = cmp >= 0 ? (double)c[j].value : 0;
         if (cmp <= 0)
@@ -170,8 +164,19 @@ static int advance(fs_pair_t *p, double now)
             return KQ_ENOMEM;
         }
     }
-    kq_resource_move(&p->avg, &n);
+    kq_resource_move(avg, &n);
     kq_resource_free(&n);
+    return 0;
+}
+
+/* Brings p->avg from p->t to now (lock held). KQ_ENOMEM leaves p unchanged. */
+static int advance(fs_pair_t *p, double now)
+{
+    double d = now - p->t;
+    if (!(d > 0)) /* no time, a clock stepped back, or NaN */
+        return 0;
+    if (decay(&p->avg, &p->cur, d, p->q->halflife) != 0)
+        return KQ_ENOMEM;
     p->t = now;
     return 0;
 }
@@ -185,12 +190,56 @@ static void mark_changed(kq_fairshare_t *fs, fs_pair_t *p)
     fs->changed = p;
 }
 
-static bool pair_empty(const fs_pair_t *p)
+/* A queue starts keeping history: every pair's average starts from nothing now (lock held). */
+static void start_history(kq_fairshare_t *fs, fs_queue_t *q, double now)
 {
-    return kq_resource_is_zero(&p->cur) && kq_resource_is_zero(&p->avg);
+    q->tracked = true;
+    fs_pair_t *p, *tmp;
+    HASH_ITER(hh, q->pairs, p, tmp) {
+        kq_resource_clear(&p->avg);
+        p->t = now;
+        mark_changed(fs, p);
+    }
+}
+
+/* A pair of an untracked queue with nothing counted is dropped at once (lock held). */
+static void drop_if_idle(fs_queue_t *q, fs_pair_t *p)
+{
+    if (!q->tracked && !p->changed && kq_resource_is_zero(&p->cur)) {
+        HASH_DEL(q->pairs, p);
+        pair_free(p);
+    }
 }
 
 /* ---- API ---- */
+
+void kq_fairshare_track_begin(kq_fairshare_t *fs)
+{
+    if (fs == NULL)
+        return;
+    pthread_mutex_lock(&fs->mu);
+    fs->gen++;
+    pthread_mutex_unlock(&fs->mu);
+}
+
+void kq_fairshare_track_end(kq_fairshare_t *fs)
+{
+    if (fs == NULL)
+        return;
+    pthread_mutex_lock(&fs->mu);
+    fs_queue_t *q, *qt;
+    HASH_ITER(hh, fs->queues, q, qt) {
+        if (!q->tracked || q->mark == fs->gen)
+            continue;
+        q->tracked = false; /* no longer a usage queue: its history goes */
+        fs_pair_t *p, *pt;
+        HASH_ITER(hh, q->pairs, p, pt) {
+            kq_resource_clear(&p->avg);
+            drop_if_idle(q, p);
+        }
+    }
+    pthread_mutex_unlock(&fs->mu);
+}
 
 int kq_fairshare_set_halflife(kq_fairshare_t *fs, const char *queue, double halflife_s, double now)
 {
@@ -199,8 +248,11 @@ int kq_fairshare_set_halflife(kq_fairshare_t *fs, const char *queue, double half
     pthread_mutex_lock(&fs->mu);
     int rc = 0;
     fs_queue_t *q = queue_get(fs, queue, true);
-    if (q != NULL)
-        q->tracked = true;
+    if (q != NULL) {
+        q->mark = fs->gen;
+        if (!q->tracked)
+            start_history(fs, q, now);
+    }
     if (q == NULL) {
         rc = KQ_ENOMEM;
     } else if (q->halflife != halflife_s) {
@@ -224,15 +276,20 @@ void kq_fairshare_change(kq_fairshare_t *fs, const char *queue, const char *user
     pthread_mutex_lock(&fs->mu);
     fs_queue_t *q = queue_get(fs, queue, true);
     fs_pair_t *p = q ? pair_get(q, user, now, true) : NULL;
-    int rc = p ? advance(p, now) : KQ_ENOMEM;
+    int rc = p == NULL ? KQ_ENOMEM : q->tracked ? advance(p, now) : 0;
     if (rc == 0) {
         if (sign > 0)
             rc = kq_resource_add(&p->cur, req);
         else
             (void)kq_resource_sub(&p->cur, req);
-        if (q->halflife <= 0 && rc == 0)
-            rc = kq_resource_copy(&p->avg, &p->cur);
-        mark_changed(fs, p);
+        if (!q->tracked) { /* the current usage only: no history, nobody ranked by it */
+            p->t = now;
+            drop_if_idle(q, p);
+        } else {
+            if (q->halflife <= 0 && rc == 0)
+                rc = kq_resource_copy(&p->avg, &p->cur);
+            mark_changed(fs, p);
+        }
     }
     pthread_mutex_unlock(&fs->mu);
     if (rc != 0)
@@ -253,7 +310,7 @@ int kq_fairshare_get(kq_fairshare_t *fs, const char *queue, const char *user, do
     fs_queue_t *q = queue_get(fs, queue, false);
     fs_pair_t *p = q ? pair_get(q, user, now, false) : NULL;
     if (p != NULL) {
-        rc = advance(p, now);
+        rc = q->tracked ? advance(p, now) : 0;
         if (rc == 0 && current != NULL)
             rc = kq_resource_copy(current, &p->cur);
         if (rc == 0 && average != NULL)
@@ -373,74 +430,176 @@ static void format_time(double t, char *buf, size_t len)
         snprintf(buf, len, "1970-01-01T00:00:00Z");
 }
 
-/* Drops the pairs with nothing left (lock held; never a pair on the changed list). */
-static void sweep(kq_fairshare_t *fs)
+/* A tracked pair as kq_fairshare_dump copies it under the lock, to do the arithmetic and
+ * the JSON after unlocking (the ledger, on the bind path, waits for this lock). The user
+ * name is borrowed: a tracked pair is freed only by kq_fairshare_dump and _track_end,
+ * which run on one thread (fairshare.h). The resource entries go to one flat array. */
+typedef struct snap {
+    const fs_queue_t *q;
+    const char *user;
+    double t;
+    size_t avg_at, avg_n, cur_at, cur_n; /* into the entries array */
+} snap_t;
+
+typedef struct snapshot {
+    snap_t *v;
+    size_t n;
+    kq_res_entry_t *e;
+    size_t ne, cap;
+} snapshot_t;
+
+static void snapshot_free(snapshot_t *s)
 {
+    free(s->v);
+    free(s->e);
+}
+
+static int put_entries(snapshot_t *s, const kq_resource_t *r, size_t *at, size_t *n)
+{
+    if (s->ne + r->n > s->cap) {
+        size_t cap = s->cap ? 2 * s->cap : 1024;
+        while (cap < s->ne + r->n)
+            cap *= 2;
+        kq_res_entry_t *e = realloc(s->e, cap * sizeof(*e));
+        if (e == NULL)
+            return KQ_ENOMEM;
+        s->e = e;
+        s->cap = cap;
+    }
+    *at = s->ne;
+    *n = r->n;
+    memcpy(s->e + s->ne, KQ_RES_E(r), r->n * sizeof(*s->e));
+    s->ne += r->n;
+    return 0;
+}
+
+/* Copies the tracked pairs (lock held). KQ_ENOMEM, or KQ_ERANGE when there are more than
+ * KQ_FAIRSHARE_DUMP_MAX. */
+static int snapshot(kq_fairshare_t *fs, snapshot_t *s)
+{
+    size_t total = 0;
     fs_queue_t *q, *qt;
     HASH_ITER(hh, fs->queues, q, qt) {
+        if (q->tracked)
+            total += HASH_COUNT(q->pairs);
+    }
+    if (total > KQ_FAIRSHARE_DUMP_MAX)
+        return KQ_ERANGE;
+    if ((s->v = malloc((total ? total : 1) * sizeof(*s->v))) == NULL)
+        return KQ_ENOMEM;
+    HASH_ITER(hh, fs->queues, q, qt) {
+        if (!q->tracked)
+            continue;
         fs_pair_t *p, *pt;
         HASH_ITER(hh, q->pairs, p, pt) {
-            if (!p->changed && pair_empty(p)) {
-                HASH_DEL(q->pairs, p);
-                pair_free(p);
-            }
+            snap_t *x = &s->v[s->n++];
+            x->q = q;
+            x->user = p->user;
+            x->t = p->t;
+            if (put_entries(s, &p->avg, &x->avg_at, &x->avg_n) != 0 ||
+                put_entries(s, &p->cur, &x->cur_at, &x->cur_n) != 0)
+                return KQ_ENOMEM;
+        }
+    }
+    return 0;
+}
+
+static int entries_to(const snapshot_t *s, size_t at, size_t n, kq_resource_t *out)
+{
+    kq_resource_clear(out);
+    for (size_t i = 0; i < n; i++)
+        if (kq_resource_put(out, s->e[at + i].name, s->e[at + i].value) != 0)
+            return KQ_ENOMEM;
+    return 0;
+}
+
+/* Drops the pairs the dump found empty, unless they changed since (lock held). */
+static void drop_dead(kq_fairshare_t *fs, const snapshot_t *s, const bool *dead)
+{
+    for (size_t i = 0; i < s->n; i++) {
+        if (!dead[i])
+            continue;
+        fs_queue_t *q = (fs_queue_t *)s->v[i].q;
+        fs_pair_t *p;
+        HASH_FIND_STR(q->pairs, s->v[i].user, p);
+        if (p != NULL && !p->changed && p->t == s->v[i].t && kq_resource_is_zero(&p->cur)) {
+            HASH_DEL(q->pairs, p);
+            pair_free(p);
         }
     }
 }
 
-json_t *kq_fairshare_dump(kq_fairshare_t *fs, double now)
+json_t *kq_fairshare_dump(kq_fairshare_t *fs, double now, size_t *pairs)
 {
+    if (pairs != NULL)
+        *pairs = 0;
     char ts[32];
     format_time(now, ts, sizeof(ts));
-    json_t *queues = json_array();
+    json_t *queues = json_array(), *users = NULL;
     json_t *doc = json_pack("{s:s,s:s,s:s}", "kind", "GatingUsage", "apiVersion", "kubequota.io/v1", "updated", ts);
+    snapshot_t snap = {0};
+    bool *dead = NULL;
     if (queues == NULL || doc == NULL || fs == NULL)
         goto fail;
     pthread_mutex_lock(&fs->mu);
-    fs_queue_t *q, *qt;
+    int rc = snapshot(fs, &snap);
+    pthread_mutex_unlock(&fs->mu);
+    if (pairs != NULL)
+        *pairs = rc == KQ_ERANGE ? SIZE_MAX : snap.n;
+    size_t n = snap.n;
+    if (rc != 0 || (dead = calloc(n ? n : 1, sizeof(*dead))) == NULL)
+        goto fail;
+    kq_resource_t avg, cur;
+    kq_resource_init(&avg);
+    kq_resource_init(&cur);
     bool ok = true;
-    HASH_ITER(hh, fs->queues, q, qt) {
-        if (!q->tracked)
-            continue;
-        json_t *users = json_array();
-        fs_pair_t *p, *pt;
-        HASH_ITER(hh, q->pairs, p, pt) {
-            if (advance(p, now) != 0 || users == NULL) {
-                ok = false;
-                break;
+    for (size_t i = 0; ok && i <= n; i++) { /* snapshot order: queue by queue */
+        if (i == n || i == 0 || snap.v[i].q != snap.v[i - 1].q) {
+            if (users != NULL && json_array_size(users) > 0) {
+                json_t *jq = json_pack("{s:s,s:f,s:O}", "queue", snap.v[i - 1].q->path, "halfLifeSeconds",
+                                       snap.v[i - 1].q->halflife, "users", users);
+                ok = jq != NULL && json_array_append_new(queues, jq) == 0;
             }
-            if (kq_resource_is_zero(&p->avg))
-                continue;
-            json_t *avg = quantities_json(&p->avg);
-            json_t *u = avg ? json_pack("{s:s,s:o}", "user", p->user, "average", avg) : NULL;
-            if (u == NULL || json_array_append_new(users, u) != 0) {
-                ok = false;
+            json_decref(users);
+            users = NULL;
+            if (i == n)
                 break;
-            }
+            ok = ok && (users = json_array()) != NULL;
         }
-        if (!ok) {
-            json_decref(users);
-            break;
-        }
-        if (json_array_size(users) == 0) {
-            json_decref(users);
-            continue;
-        }
-        json_t *jq = json_pack("{s:s,s:f,s:o}", "queue", q->path, "halfLifeSeconds", q->halflife, "users", users);
-        if (jq == NULL || json_array_append_new(queues, jq) != 0) {
+        const snap_t *x = &snap.v[i];
+        double d = now - x->t;
+        if (!ok || entries_to(&snap, x->avg_at, x->avg_n, &avg) != 0 ||
+            entries_to(&snap, x->cur_at, x->cur_n, &cur) != 0 ||
+            (d > 0 && decay(&avg, &cur, d, x->q->halflife) != 0)) {
             ok = false;
             break;
         }
+        if (kq_resource_is_zero(&avg)) {
+            dead[i] = kq_resource_is_zero(&cur);
+            continue;
+        }
+        json_t *ja = quantities_json(&avg);
+        json_t *u = ja ? json_pack("{s:s,s:o}", "user", x->user, "average", ja) : NULL;
+        ok = u != NULL && json_array_append_new(users, u) == 0;
     }
-    if (ok)
-        sweep(fs);
-    pthread_mutex_unlock(&fs->mu);
-    if (!ok || json_object_set_new(doc, "queues", queues) != 0) {
-        queues = NULL;
+    json_decref(users);
+    kq_resource_free(&avg);
+    kq_resource_free(&cur);
+    if (!ok)
         goto fail;
+    pthread_mutex_lock(&fs->mu);
+    drop_dead(fs, &snap, dead);
+    pthread_mutex_unlock(&fs->mu);
+    free(dead);
+    snapshot_free(&snap);
+    if (json_object_set_new(doc, "queues", queues) != 0) {
+        json_decref(doc);
+        return NULL;
     }
     return doc;
 fail:
+    free(dead);
+    snapshot_free(&snap);
     json_decref(queues);
     json_decref(doc);
     return NULL;
@@ -618,6 +777,8 @@ int kq_fairshare_load(kq_fairshare_t *fs, const json_t *doc, double now, size_t 
     size_t done = 0;
     for (size_t i = 0; i < n; i++) {
         fs_queue_t *q = queue_get(fs, v[i].queue, true);
+        if (q != NULL && !q->tracked) /* kept until the configuration says it is no usage queue */
+            start_history(fs, q, now);
         fs_pair_t *p = q ? pair_get(q, v[i].user, now, true) : NULL;
         if (p == NULL || advance(p, now) != 0) {
             rc = KQ_ENOMEM;

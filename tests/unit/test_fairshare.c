@@ -57,6 +57,7 @@ static void test_decay_by_hand(void **state)
     (void)state;
     kq_fairshare_t *fs = kq_fairshare_new(100);
     assert_non_null(fs);
+    assert_int_equal(kq_fairshare_set_halflife(fs, "root.a", 100, T0), 0);
     kq_resource_t req = R("cpu=8000");
     kq_fairshare_change(fs, "root.a", "alice", &req, +1, T0);
     int64_t a, c;
@@ -91,6 +92,7 @@ static void test_no_history(void **state)
 {
     (void)state;
     kq_fairshare_t *fs = kq_fairshare_new(0);
+    assert_int_equal(kq_fairshare_set_halflife(fs, "root.a", 0, T0), 0);
     kq_resource_t req = R("cpu=2000,memory=1024");
     kq_fairshare_change(fs, "root.a", "alice", &req, +1, T0);
     kq_fairshare_change(fs, "root.a", "alice", &req, +1, T0);
@@ -115,6 +117,7 @@ static void test_halflife_per_queue(void **state)
 {
     (void)state;
     kq_fairshare_t *fs = kq_fairshare_new(100);
+    assert_int_equal(kq_fairshare_set_halflife(fs, "root.a", 100, T0), 0);
     assert_int_equal(kq_fairshare_set_halflife(fs, "root.b", 50, T0), 0);
     assert_int_equal(kq_fairshare_set_halflife(fs, "root.b", -1, T0), KQ_EINVAL);
     kq_resource_t req = R("cpu=1000");
@@ -169,6 +172,8 @@ static void test_drain(void **state)
 {
     (void)state;
     kq_fairshare_t *fs = kq_fairshare_new(60);
+    assert_int_equal(kq_fairshare_set_halflife(fs, "root.a", 60, T0), 0);
+    assert_int_equal(kq_fairshare_set_halflife(fs, "root.b", 60, T0), 0);
     kq_resource_t req = R("cpu=1000");
     char **k;
     size_t n;
@@ -207,7 +212,7 @@ static void test_dump_load(void **state)
     assert_true(kq_fairshare_tracks_any(fs));
     kq_fairshare_change(fs, "root.a", "idle", &req, +1, T0);
     kq_fairshare_change(fs, "root.a", "idle", &req, -1, T0); /* nothing left: not stored */
-    json_t *doc = kq_fairshare_dump(fs, T0 + 60);
+    json_t *doc = kq_fairshare_dump(fs, T0 + 60, NULL);
     assert_non_null(doc);
     assert_string_equal(json_string_value(json_object_get(doc, "kind")), "GatingUsage");
     assert_string_equal(json_string_value(json_object_get(doc, "updated")), "2026-09-21T14:14:20Z");
@@ -243,6 +248,7 @@ static void test_dump_load(void **state)
 
     /* merge by maximum: a replica that already averages 1 cpu keeps it over the loaded 500m */
     kq_fairshare_t *m = kq_fairshare_new(60);
+    assert_int_equal(kq_fairshare_set_halflife(m, "root.a", 60, T0), 0);
     kq_resource_t one = R("cpu=1000");
     kq_fairshare_change(m, "root.a", "alice", &one, +1, T0);
     /* with half-life 60, at T0+180 it averages 1000 - 1000/8 = 875m */
@@ -255,6 +261,49 @@ static void test_dump_load(void **state)
     free(text);
     kq_fairshare_free(b);
     kq_fairshare_free(m);
+    kq_fairshare_free(fs);
+}
+
+/* Only tracked queues keep history. An untracked queue follows the current usage alone and
+ * forgets a user whose usage returns to zero; a queue that becomes tracked starts its
+ * history then (with the current usage it already has); a tracked queue the configuration
+ * no longer names (track_begin ... track_end) loses its history. */
+static void test_tracking(void **state)
+{
+    (void)state;
+    kq_fairshare_t *fs = kq_fairshare_new(100);
+    kq_resource_t req = R("cpu=2000");
+    kq_fairshare_change(fs, "root.a", "u", &req, +1, T0);
+    int64_t a, c;
+    avg_cur(fs, "root.a", "u", T0 + 100, &a, &c);
+    assert_int_equal(c, 2000);
+    assert_int_equal(a, 0); /* untracked: no history */
+    char **k;
+    size_t n;
+    assert_int_equal(kq_fairshare_drain(fs, &k, &n), 0);
+    assert_int_equal(n, 0); /* nobody is ranked by an untracked queue */
+    assert_false(kq_fairshare_tracks_any(fs));
+    /* tracked from T0+100: one half-life later the average is half of the 2 cpu */
+    kq_fairshare_track_begin(fs);
+    assert_int_equal(kq_fairshare_set_halflife(fs, "root.a", 100, T0 + 100), 0);
+    kq_fairshare_track_end(fs);
+    avg_cur(fs, "root.a", "u", T0 + 200, &a, &c);
+    assert_int_equal(a, 1000);
+    assert_int_equal(kq_fairshare_drain(fs, &k, &n), 0);
+    assert_int_equal(n, 1); /* its pairs are ranked from then on */
+    free(k[0]);
+    free(k);
+    /* a reload without it: history gone, current kept; back to zero: the pair goes */
+    kq_fairshare_track_begin(fs);
+    kq_fairshare_track_end(fs);
+    assert_false(kq_fairshare_tracks_any(fs));
+    avg_cur(fs, "root.a", "u", T0 + 300, &a, &c);
+    assert_int_equal(a, 0);
+    assert_int_equal(c, 2000);
+    kq_fairshare_change(fs, "root.a", "u", &req, -1, T0 + 300);
+    json_t *doc = kq_fairshare_dump(fs, T0 + 300, NULL);
+    assert_int_equal(json_array_size(json_object_get(doc, "queues")), 0);
+    json_decref(doc);
     kq_fairshare_free(fs);
 }
 
@@ -295,7 +344,7 @@ static void test_load_rejects(void **state)
         if (strstr(err, cases[i].want) == NULL)
             fail_msg("case %zu: error \"%s\" lacks \"%s\"", i, err, cases[i].want);
     }
-    json_t *doc = kq_fairshare_dump(fs, T0);
+    json_t *doc = kq_fairshare_dump(fs, T0, NULL);
     assert_int_equal(json_array_size(json_object_get(doc, "queues")), 0); /* nothing was merged */
     json_decref(doc);
     kq_fairshare_free(fs);
@@ -308,7 +357,7 @@ int main(void)
         cmocka_unit_test(test_decay_by_hand),   cmocka_unit_test(test_no_history),
         cmocka_unit_test(test_halflife_per_queue), cmocka_unit_test(test_dominant),
         cmocka_unit_test(test_drain),           cmocka_unit_test(test_dump_load),
-        cmocka_unit_test(test_load_rejects),
+        cmocka_unit_test(test_load_rejects),     cmocka_unit_test(test_tracking),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

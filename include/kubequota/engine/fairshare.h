@@ -43,6 +43,8 @@ typedef struct kq_fairshare kq_fairshare_t;
 /* Limits of what kq_fairshare_load accepts (a ConfigMap anybody with write access may edit). */
 #define KQ_FAIRSHARE_MAX_ENTRIES 200000
 #define KQ_FAIRSHARE_NAME_MAX 1024
+/* Most tracked pairs kq_fairshare_dump writes (about 65 bytes each: a ConfigMap holds 1 MiB). */
+#define KQ_FAIRSHARE_DUMP_MAX 15000
 
 /* default_halflife_s: the half-life of queues never given one (>= 0). NULL on ENOMEM. */
 kq_fairshare_t *kq_fairshare_new(double default_halflife_s);
@@ -51,11 +53,19 @@ void kq_fairshare_free(kq_fairshare_t *fs);
 /* Wall-clock seconds (CLOCK_REALTIME). */
 double kq_fairshare_now(void);
 
-/* The half-life of queue's history, in seconds (>= 0; anything else is KQ_EINVAL). It
- * applies from now on: every pair of the queue is first brought up to now with the old
- * one. A queue given a half-life is tracked: kq_fairshare_dump writes only those (every
- * queue's usage is followed, so a queue can be tracked later without losing its current
- * usage). 0 or KQ_ENOMEM. */
+/* Tracking: only the queues given a half-life (the queues with the usage policy) keep
+ * history; the others keep the current usage alone (no decay arithmetic on a count, and a
+ * pair is dropped when its usage returns to zero), so a queue that becomes tracked has its
+ * current usage at once and its history from then on. The caller says which queues are
+ * tracked after each configuration change: kq_fairshare_track_begin, set_halflife for each
+ * usage queue, kq_fairshare_track_end (a tracked queue not named again loses its history).
+ * kq_fairshare_load tracks the queues it names until then. */
+void kq_fairshare_track_begin(kq_fairshare_t *fs);
+void kq_fairshare_track_end(kq_fairshare_t *fs);
+
+/* The half-life of queue's history, in seconds (>= 0; anything else is KQ_EINVAL), and
+ * tracks it. It applies from now on: every pair of the queue is first brought up to now
+ * with the old one. kq_fairshare_dump writes tracked queues only. 0 or KQ_ENOMEM. */
 int kq_fairshare_set_halflife(kq_fairshare_t *fs, const char *queue, double halflife_s, double now) KQ_WUR;
 
 /* A pod of user in queue started (sign > 0) or stopped (sign < 0) being counted with req.
@@ -84,13 +94,18 @@ double kq_fairshare_dominant(const kq_resource_t *usage, const kq_resource_t *ca
  * nothing is forgotten). */
 int kq_fairshare_drain(kq_fairshare_t *fs, char ***keys, size_t *n) KQ_WUR;
 
-/* The averages of the tracked queues as a document (new reference, NULL on ENOMEM),
- * pairs with nothing left dropped:
+/* The averages of the tracked queues as a document (new reference), pairs with nothing
+ * left dropped (and forgotten). The lock is held only to copy the pairs (the ledger, on
+ * the bind path, waits for it); the decay and the JSON are done after. *pairs (if not
+ * NULL) is the number of tracked pairs, SIZE_MAX when more than KQ_FAIRSHARE_DUMP_MAX (then
+ * NULL is returned: the document would not fit a ConfigMap); NULL also on ENOMEM.
+ * kq_fairshare_dump, _track_begin and _track_end are called from one thread (the gate's
+ * controller): the dump borrows the names of tracked pairs, which only those free:
  *   {"kind":"GatingUsage","apiVersion":"kubequota.io/v1","updated":"<RFC 3339 UTC>",
  *    "queues":[{"queue":"root.a","halfLifeSeconds":3600,
  *               "users":[{"user":"alice","average":{"cpu":"1500m","memory":"2Gi"}}]}]}
  * Quantities are Kubernetes' canonical form. */
-json_t *kq_fairshare_dump(kq_fairshare_t *fs, double now);
+json_t *kq_fairshare_dump(kq_fairshare_t *fs, double now, size_t *pairs);
 
 /* Merges a document written by kq_fairshare_dump (perhaps by another replica, perhaps
  * long ago): each average is decayed from "updated" to now with its queue's half-life
