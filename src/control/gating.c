@@ -342,6 +342,24 @@ static const kq_queue_conf_t *queue_conf(kq_gating_t *g, const char *path)
     return part ? kq_config_queue(part, path) : NULL;
 }
 
+/* The queue's configuration, else its nearest configured ancestor's (a dynamic queue that
+ * placement created below a parent takes the parent's gating properties); NULL: none. */
+static const kq_queue_conf_t *queue_conf_near(kq_gating_t *g, const char *path)
+{
+    const kq_queue_conf_t *c = queue_conf(g, path);
+    if (c != NULL || path == NULL)
+        return c;
+    char buf[KQ_UGM_PATH_MAX];
+    if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf))
+        return NULL;
+    char *dot;
+    while (c == NULL && (dot = strrchr(buf, '.')) != NULL) {
+        *dot = '\0';
+        c = queue_conf(g, buf);
+    }
+    return c;
+}
+
 /* A gating property of the queue, else of its nearest ancestor that has it; NULL: none. */
 static const char *inherited_property(const kq_queue_conf_t *q, const char *key)
 {
@@ -355,7 +373,7 @@ static const char *inherited_property(const kq_queue_conf_t *q, const char *key)
 /* Policy, half-life and caps of a queue from the configuration (lock held). */
 static void queue_policy(kq_gating_t *g, gqueue_t *q)
 {
-    const kq_queue_conf_t *c = queue_conf(g, q->path);
+    const kq_queue_conf_t *c = queue_conf_near(g, q->path);
     const char *pol = inherited_property(c, KQ_PROP_GATING_POLICY);
     const char *hl = inherited_property(c, KQ_PROP_GATING_HALFLIFE);
     long ms = 3600 * 1000L;
@@ -391,7 +409,7 @@ static void queue_policy(kq_gating_t *g, gqueue_t *q)
 
 static void user_weigh(kq_gating_t *g, guser_t *u, const kq_pod_t *p)
 {
-    u->weight = kq_gating_weight(queue_conf(g, u->q->path), p->user, (const char *const *)p->groups, p->n_groups);
+    u->weight = kq_gating_weight(queue_conf_near(g, u->q->path), p->user, (const char *const *)p->groups, p->n_groups);
 }
 
 static void gpod_free(gpod_t *gp)
@@ -994,11 +1012,10 @@ static void refresh_config(kq_gating_t *g)
     if (part != NULL) { /* the usage queues keep history; a queue no longer one loses it */
         kq_fairshare_track_begin(g->fs);
         set_halflives(g, part->root);
-        kq_fairshare_track_end(g->fs);
     }
     gqueue_t *q, *qt;
     HASH_ITER(hh, g->queues, q, qt) {
-        queue_policy(g, q);
+        queue_policy(g, q); /* also tracks a waiting dynamic queue that is a usage queue */
         if (q->usage) { /* weights may have changed */
             double now = kq_fairshare_now();
             for (size_t i = 0; i < q->users.n; i++)
@@ -1007,6 +1024,8 @@ static void refresh_config(kq_gating_t *g)
                 h_down(&q->users, i, user_less, user_idx);
         }
     }
+    if (part != NULL)
+        kq_fairshare_track_end(g->fs);
 }
 
 /* Records why a user's pods wait; one Event per pod per change of reason, and one for

@@ -53,6 +53,14 @@ static const char YAML[] =
     "            properties:\n"
     "              kubequota.io/gating.policy: usage\n"
     "              kubequota.io/gating.halflife: 1h\n"
+    "          - name: dyn\n"
+    "            parent: true\n"
+    "            resources:\n"
+    "              max: {vcore: 8}\n"
+    "            properties:\n"
+    "              kubequota.io/gating.policy: usage\n"
+    "              kubequota.io/gating.halflife: \"0\"\n"
+    "              kubequota.io/gating.weight.user.b: \"2\"\n"
     "          - name: pergroup\n"
     "            limits:\n"
     "              - limit: team\n"
@@ -479,6 +487,38 @@ static void test_group_limit_parks_members(void **state)
     assert_string_equal(f->names[2], "c-0");
 }
 
+/* A dynamic queue (root.dyn.x, created below the parent root.dyn, not in the file) takes its
+ * nearest configured ancestor's gating properties: the usage policy, half-life 0, b's
+ * weight 2, and the parent's max (8 cpu) as its capacity. a-0 and b-0 (4 cpu each) fill
+ * it; a-1 and b-1 wait. a's share is 4/8 = 0.5 (weight 1: pass 0.5), b's 0.5 too (weight 2:
+ * pass 0.25), so b-1 is first in line. */
+static void test_dynamic_queue_inherits(void **state)
+{
+    fx_t *f = *state;
+    gated(f, "a-0", "a", "root.dyn.x", 4000, 0, 100, 0);
+    gated(f, "b-0", "b", "root.dyn.x", 4000, 0, 100, 0);
+    assert_int_equal(kq_gating_start(f->g), 0);
+    wait_n(f, 2);
+    gated(f, "a-1", "a", "root.dyn.x", 1000, 0, 101, 0);
+    gated(f, "b-1", "b", "root.dyn.x", 1000, 0, 101, 0);
+    assert_int_equal(settle(f), 2);
+    json_t *view = kq_gating_waiting_json(f->g, "root.dyn.x");
+    json_t *q = json_array_get(view, 0);
+    assert_non_null(q);
+    assert_string_equal(json_string_value(json_object_get(q, "policy")), "usage");
+    json_t *users = json_object_get(q, "users");
+    assert_int_equal(json_array_size(users), 2);
+    for (size_t i = 0; i < 2; i++) {
+        json_t *u = json_array_get(users, i);
+        bool is_b = strcmp(json_string_value(json_object_get(u, "user")), "b") == 0;
+        assert_true(json_real_value(json_object_get(u, "share")) == 0.5);
+        assert_true(json_real_value(json_object_get(u, "weight")) == (is_b ? 2.0 : 1.0));
+    }
+    json_t *first = json_array_get(json_object_get(q, "pods"), 0);
+    assert_string_equal(json_string_value(json_object_get(first, "name")), "b-1");
+    json_decref(view);
+}
+
 int main(void)
 {
     (void)kq_log_set_level("error");
@@ -491,6 +531,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_usage_dominant_share, setup, teardown),
         cmocka_unit_test_setup_teardown(test_usage_history, setup, teardown),
         cmocka_unit_test_setup_teardown(test_group_limit_parks_members, setup_no_timer, teardown),
+        cmocka_unit_test_setup_teardown(test_dynamic_queue_inherits, setup_no_timer, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
