@@ -214,8 +214,10 @@ struct kq_gating {
     char *fs_rv;        /* the ConfigMap's resourceVersion we last saw; NULL: none */
     int64_t fs_saved_ms, fs_retry_ms;
     bool fs_off;        /* refused (403): no checkpoint at all, said once */
-    size_t waiting;
+    size_t waiting, n_parked;
     unsigned long releases, patch_errors, expired;
+    unsigned long usage_saves, usage_save_errors; /* written by the controller thread under mu */
+    double usage_saved_at;
     unsigned long wait_bucket[KQ_GATING_WAIT_BUCKETS];
     double wait_sum;
     unsigned long wait_count;
@@ -488,6 +490,7 @@ static void park(kq_gating_t *g, guser_t *u, char *key)
     u->pidx = ps->n;
     ps->v[ps->n++] = u;
     u->parked = true;
+    g->n_parked++;
     free(u->pkey);
     u->pkey = key;
     return;
@@ -508,6 +511,7 @@ static void unpark_one(kq_gating_t *g, guser_t *u)
     u->pkey = NULL;
     if (ps == NULL || u->pidx >= ps->n || ps->v[u->pidx] != u)
         return;
+    g->n_parked--;
     ps->v[u->pidx] = ps->v[--ps->n];
     ps->v[u->pidx]->pidx = u->pidx;
 }
@@ -533,6 +537,7 @@ static void unpark_set(kq_gating_t *g, parkset_t *ps)
     }
     if (ps->n > 0)
         g->dirty = true;
+    g->n_parked -= ps->n;
     ps->n = 0;
 }
 
@@ -582,6 +587,7 @@ static void wake_group_one(kq_gating_t *g, const char *key)
         if (user_less(ps->v[i], ps->v[best]))
             best = i;
     guser_t *u = ps->v[best];
+    g->n_parked--;
     ps->v[best] = ps->v[--ps->n];
     if (best < ps->n)
         ps->v[best]->pidx = best;
@@ -1418,6 +1424,18 @@ static bool usage_load(kq_gating_t *g)
 
 /* Writes the history: PUT with the resourceVersion last seen, or POST the first time. A
  * conflict (another leader wrote meanwhile) merges theirs first, at the next loop. */
+static void note_save(kq_gating_t *g, bool ok)
+{
+    pthread_mutex_lock(&g->mu);
+    if (ok) {
+        g->usage_saves++;
+        g->usage_saved_at = kq_fairshare_now();
+    } else {
+        g->usage_save_errors++;
+    }
+    pthread_mutex_unlock(&g->mu);
+}
+
 static void usage_save(kq_gating_t *g)
 {
     size_t pairs = 0;
@@ -1428,16 +1446,19 @@ static void usage_save(kq_gating_t *g)
         kq_warn("event=gating_usage_too_big configmap=%s/%s max_pairs=%d msg=\"not saved: more user-queue pairs "
                 "keep history than a ConfigMap holds (1 MiB)\"", g->o.usage_ns, g->o.usage_name,
                 KQ_FAIRSHARE_DUMP_MAX);
+        note_save(g, false);
         return;
     }
     if (text == NULL) {
         kq_error("event=gating_usage_save_failed error=\"out of memory\"");
+        note_save(g, false);
         return;
     }
     if (strlen(text) > USAGE_MAX_BYTES) {
         kq_warn("event=gating_usage_too_big configmap=%s/%s bytes=%zu msg=\"not saved: a ConfigMap holds at most "
                 "1 MiB\"", g->o.usage_ns, g->o.usage_name, strlen(text));
         free(text);
+        note_save(g, false);
         return;
     }
     json_t *cm = json_pack("{s:s,s:s,s:{s:s,s:s,s:{s:s}},s:{s:s}}", "apiVersion", "v1", "kind", "ConfigMap",
@@ -1450,6 +1471,7 @@ static void usage_save(kq_gating_t *g)
     json_decref(cm);
     if (body == NULL) {
         kq_error("event=gating_usage_save_failed error=\"out of memory\"");
+        note_save(g, false);
         return;
     }
     char path[700];
@@ -1462,6 +1484,7 @@ static void usage_save(kq_gating_t *g)
         set_rv(g, obj);
         json_decref(obj);
         kq_debug("event=gating_usage_saved configmap=%s/%s", g->o.usage_ns, g->o.usage_name);
+        note_save(g, true);
     } else if (rc == 0 && (r.status == 409 || r.status == 404)) {
         /* written by someone else since (or deleted): read and merge it, then write */
         g->fs_loaded = false;
@@ -1470,6 +1493,7 @@ static void usage_save(kq_gating_t *g)
     } else {
         kq_warn("event=gating_usage_save_failed configmap=%s/%s status=%ld error=\"%s\"", g->o.usage_ns,
                 g->o.usage_name, r.status, rc ? kq_strerror(rc) : (r.body ? r.body : ""));
+        note_save(g, false);
     }
     kq_kube_resp_free(&r);
 }
@@ -1698,6 +1722,10 @@ void kq_gating_stats(kq_gating_t *g, kq_gating_stats_t *out)
     out->releases = g->releases;
     out->patch_errors = g->patch_errors;
     out->expired = g->expired;
+    out->parked = g->n_parked;
+    out->usage_saves = g->usage_saves;
+    out->usage_save_errors = g->usage_save_errors;
+    out->usage_saved_at = g->usage_saved_at;
     memcpy(out->wait_bucket, g->wait_bucket, sizeof(out->wait_bucket));
     out->wait_sum = g->wait_sum;
     out->wait_count = g->wait_count;

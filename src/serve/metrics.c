@@ -889,6 +889,17 @@ char *kq_metrics_render_ex(kq_metrics_t *m, kq_app_t *app, bool identities, size
         family_u(&b, "kubequota_gating_reservations_expired_total", "counter",
                  "Reservations released because the pod was not bound within --admission-gate-reserve-timeout.",
                  gs.expired);
+        family_u(&b, "kubequota_gating_parked_users", "gauge",
+                 "Waiting users parked until a pod that holds them back ends (not tried by each pass).", gs.parked);
+        family(&b, "kubequota_gating_usage_checkpoints_total", "counter",
+               "Usage history checkpoints (policy usage) written to --admission-gate-usage-configmap, by result.");
+        const char *ok_l[] = {"result", "ok", NULL}, *err_l[] = {"result", "error", NULL};
+        sample_u(&b, "kubequota_gating_usage_checkpoints_total", ok_l, gs.usage_saves);
+        sample_u(&b, "kubequota_gating_usage_checkpoints_total", err_l, gs.usage_save_errors);
+        snprintf(num, sizeof(num), "%.3f", gs.usage_saved_at);
+        family(&b, "kubequota_gating_usage_last_checkpoint_timestamp_seconds", "gauge",
+               "When the usage history was last written (Unix seconds); 0 before the first checkpoint.");
+        sample(&b, "kubequota_gating_usage_last_checkpoint_timestamp_seconds", NULL, num);
     }
 
     if (app != NULL && app->metering != NULL) {

@@ -9,6 +9,7 @@ Every order is read from the simulator's record of gate removals; expected order
 a model written here (and worked out by hand in the comments), never from kubequota."""
 
 import json
+import re
 import time
 
 from kqtest import KQTestCase, pod_manifest, queues_config, wait_until
@@ -149,6 +150,14 @@ class UsageHistoryTest(KQTestCase):
         wait_until(lambda: self.stored_avg_m("b") is not None, timeout=15, msg="b's history checkpointed")
         a_avg = self.stored_avg_m("a")
         self.assertTrue(3400 <= a_avg <= 3600, a_avg)
+        # ... and says so on /metrics: checkpoints written, none failed, the last one just now
+        text = self.kq.get("/metrics").text
+        ok = re.search(r'^kubequota_gating_usage_checkpoints_total\{result="ok"\} (\d+)$', text, re.M)
+        self.assertTrue(ok and int(ok.group(1)) >= 1, text)
+        self.assertIn('kubequota_gating_usage_checkpoints_total{result="error"} 0\n', text)
+        last = float(re.search(r"^kubequota_gating_usage_last_checkpoint_timestamp_seconds (\S+)$", text,
+                               re.M).group(1))
+        self.assertTrue(t0 <= last <= time.time() + 1, (t0, last))
         # SIGKILL and start again: the history comes back from the ConfigMap (without it a,
         # who runs nothing now, would rank at 0)
         self.kq.kill()

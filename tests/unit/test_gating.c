@@ -481,10 +481,15 @@ static void test_group_limit_parks_members(void **state)
     assert_true(parked_in_view(f, "root.pergroup", "a"));
     assert_true(parked_in_view(f, "root.pergroup", "b"));
     assert_true(parked_in_view(f, "root.pergroup", "c"));
+    kq_gating_stats_t st;
+    kq_gating_stats(f->g, &st);
+    assert_int_equal(st.parked, 3);
     gone(f, "b-0", "b");
     wait_n(f, 3);
     assert_int_equal(settle(f), 3);
     assert_string_equal(f->names[2], "c-0");
+    kq_gating_stats(f->g, &st); /* a and b were woken in turn, held by the group again */
+    assert_int_equal(st.parked, 2);
 }
 
 /* A dynamic queue (root.dyn.x, created below the parent root.dyn, not in the file) takes its

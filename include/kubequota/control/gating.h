@@ -119,6 +119,9 @@ typedef struct kq_gating_stats {
     unsigned long releases;   /* gates removed */
     unsigned long patch_errors;
     unsigned long expired;    /* reservations that timed out */
+    size_t parked;            /* waiting users parked (not tried by each pass) */
+    unsigned long usage_saves, usage_save_errors; /* usage history checkpoints written / failed */
+    double usage_saved_at;    /* wall-clock seconds of the last one written, 0: none */
     /* wait time of released pods: cumulative counts per bucket bound, sum and count */
     unsigned long wait_bucket[KQ_GATING_WAIT_BUCKETS];
     double wait_sum;
