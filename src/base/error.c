@@ -112,3 +112,13 @@ char *kq_diags_join(const kq_diags_t *d, const char *sep)
     *p = '\0';
     return out;
 }
+
+void kq_errf(char *buf, size_t len, const char *fmt, ...)
+{
+    if (buf == NULL || len == 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, len, fmt, ap);
+    va_end(ap);
+}

@@ -225,17 +225,6 @@ static int64_t now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static void seterr(char *err, size_t len, const char *fmt, ...) KQ_PRINTF(3, 4);
-static void seterr(char *err, size_t len, const char *fmt, ...)
-{
-    if (err == NULL || len == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, len, fmt, ap);
-    va_end(ap);
-}
-
 static bool str_eq(const char *a, const char *b)
 {
     return (a == NULL && b == NULL) || (a != NULL && b != NULL && strcmp(a, b) == 0);
@@ -371,7 +360,7 @@ static int rlist_into(const json_t *obj, const char *what, kq_resource_t *rp, ch
     if (obj == NULL || json_is_null(obj))
         return 0;
     if (!json_is_object(obj)) {
-        seterr(err, len, "%s: expected a map of resource quantities", what);
+        kq_errf(err, len, "%s: expected a map of resource quantities", what);
         return KQ_EPARSE;
     }
     const char *k;
@@ -386,21 +375,21 @@ static int rlist_into(const json_t *obj, const char *what, kq_resource_t *rp, ch
         else if (json_is_real(v))
             snprintf(num, sizeof(num), "%.15g", json_real_value(v));
         else {
-            seterr(err, len, "%s.%.64s: expected a quantity", what, k);
+            kq_errf(err, len, "%s.%.64s: expected a quantity", what, k);
             return KQ_EPARSE;
         }
         const char *name = kq_resource_name(k);
         int64_t val;
         if (name == NULL) {
-            seterr(err, len, "%s: \"%.64s\" is not a valid resource name", what, k);
+            kq_errf(err, len, "%s: \"%.64s\" is not a valid resource name", what, k);
             return KQ_EPARSE;
         }
         if (kq_quantity_parse(name, q, &val, why, sizeof(why)) != 0) {
-            seterr(err, len, "%s.%s: %s", what, name, why);
+            kq_errf(err, len, "%s.%s: %s", what, name, why);
             return KQ_EPARSE;
         }
         if (kq_resource_set(&r, name, val) != 0) {
-            seterr(err, len, "%s: out of memory", what);
+            kq_errf(err, len, "%s: out of memory", what);
             return KQ_ENOMEM;
         }
     }
@@ -439,18 +428,18 @@ static int eq_parse(const json_t *obj, const char *hint, const char *ns_hint, eq
     const char *name = kv(meta, "name");
     const char *ns = kv(meta, "namespace");
     if (!json_is_object(obj) || !json_is_object(meta) || name == NULL) {
-        seterr(err, len, "ElasticQuota: metadata.name missing");
+        kq_errf(err, len, "ElasticQuota: metadata.name missing");
         goto out;
     }
     if (grp == NULL) {
-        seterr(err, len, "ElasticQuota %s: apiVersion is neither %s nor %s", name, KQ_EQ_GROUP_UPSTREAM,
+        kq_errf(err, len, "ElasticQuota %s: apiVersion is neither %s nor %s", name, KQ_EQ_GROUP_UPSTREAM,
                KQ_EQ_GROUP_KOORD);
         goto out;
     }
     if (ns == NULL)
         ns = ns_hint && *ns_hint ? ns_hint : "default";
     if (strlen(name) > KQ_QTREE_NAME_MAX || strlen(ns) > KQ_QTREE_NAME_MAX) {
-        seterr(err, len, "ElasticQuota %.64s: name or namespace too long", name);
+        kq_errf(err, len, "ElasticQuota %.64s: name or namespace too long", name);
         goto out;
     }
     if ((o = calloc(1, sizeof(*o))) == NULL)
@@ -472,7 +461,7 @@ static int eq_parse(const json_t *obj, const char *hint, const char *ns_hint, eq
          * objects of the same name in two namespaces are two groups; Koordinator's labels
          * and annotations mean nothing there (kq_elastic_quota_event warns about them) */
         if (strlen(ns) + 1 + strlen(name) > KQ_QTREE_NAME_MAX) {
-            seterr(err, len, "ElasticQuota %.64s/%.64s: namespace/name longer than %d bytes", ns, name,
+            kq_errf(err, len, "ElasticQuota %.64s/%.64s: namespace/name longer than %d bytes", ns, name,
                    KQ_QTREE_NAME_MAX);
             goto out;
         }
@@ -491,7 +480,7 @@ static int eq_parse(const json_t *obj, const char *hint, const char *ns_hint, eq
     const char *parent = kv(labels, LABEL_PARENT);
     if (parent != NULL && strcmp(parent, KOORD_ROOT) != 0 && strcmp(parent, KQ_QTREE_ROOT) != 0) {
         if (strlen(parent) > KQ_QTREE_NAME_MAX) {
-            seterr(err, len, "ElasticQuota %s/%s: label %s too long", ns, name, LABEL_PARENT);
+            kq_errf(err, len, "ElasticQuota %s/%s: label %s too long", ns, name, LABEL_PARENT);
             goto out;
         }
         if ((o->s.parent = strdup(parent)) == NULL)
@@ -512,7 +501,7 @@ static int eq_parse(const json_t *obj, const char *hint, const char *ns_hint, eq
         json_t *j = json_loads(sw, 0, &je);
         snprintf(what, sizeof(what), "ElasticQuota %.50s/%.50s annotation %s", ns, name, ANN_SHARED_WEIGHT);
         if (j == NULL) {
-            seterr(err, len, "%s: not JSON: %s", what, je.text);
+            kq_errf(err, len, "%s: not JSON: %s", what, je.text);
             goto out;
         }
         rc = rlist(j, what, &o->s.weight, err, len);
@@ -526,7 +515,7 @@ static int eq_parse(const json_t *obj, const char *hint, const char *ns_hint, eq
         json_t *j = json_loads(nss, 0, NULL);
         if (!json_is_array(j) || json_array_size(j) > 1024) {
             json_decref(j);
-            seterr(err, len, "ElasticQuota %s/%s: annotation %s: expected a JSON array of namespace names", ns,
+            kq_errf(err, len, "ElasticQuota %s/%s: annotation %s: expected a JSON array of namespace names", ns,
                    name, ANN_NAMESPACES);
             goto out;
         }
@@ -539,7 +528,7 @@ static int eq_parse(const json_t *obj, const char *hint, const char *ns_hint, eq
                 break;
             const char *s = json_string_value(v);
             if (s == NULL || *s == '\0' || strlen(s) > 253) {
-                seterr(err, len, "ElasticQuota %s/%s: annotation %s[%zu]: not a namespace name", ns, name,
+                kq_errf(err, len, "ElasticQuota %s/%s: annotation %s[%zu]: not a namespace name", ns, name,
                        ANN_NAMESPACES, i);
                 json_decref(j);
                 goto out;
@@ -563,7 +552,7 @@ limits:
     *out = o;
     return 0;
 nomem:
-    seterr(err, len, "out of memory");
+    kq_errf(err, len, "out of memory");
     rc = KQ_ENOMEM;
 out:
     eqobj_free(o);
@@ -1268,7 +1257,7 @@ static int default_evict(void *ud, const char *ns, const char *name, const char 
 {
     kq_elastic_t *e = ud;
     if (e->app == NULL || e->app->kube == NULL) {
-        seterr(err, len, "no API server client");
+        kq_errf(err, len, "no API server client");
         return KQ_ESTATE;
     }
     return kq_kube_evict(e->app->kube, ns, name, err, len);
@@ -2156,7 +2145,7 @@ static int koord_rules(kq_elastic_t *e, const eqobj_t *o, const eqobj_t *old, co
         bool has = false;
         (void)kq_resource_get(&o->s.max, KQ_RES_E(&o->s.min)[i].name, &has);
         if (!has) {
-            seterr(msg, len, "%s: resource %s is in spec.min but not in spec.max", what, KQ_RES_E(&o->s.min)[i].name);
+            kq_errf(msg, len, "%s: resource %s is in spec.min but not in spec.max", what, KQ_RES_E(&o->s.min)[i].name);
             return KQ_EDENIED;
         }
     }
@@ -2167,7 +2156,7 @@ static int koord_rules(kq_elastic_t *e, const eqobj_t *o, const eqobj_t *old, co
         json_t *keys = json_loads(sk, 0, NULL);
         if (!json_is_array(keys)) {
             json_decref(keys);
-            seterr(msg, len, "%s: annotation %s: expected a JSON array of resource names", what, ANN_STRICT_KEYS);
+            kq_errf(msg, len, "%s: annotation %s: expected a JSON array of resource names", what, ANN_STRICT_KEYS);
             return KQ_EDENIED;
         }
         kq_resource_t used = KQ_RESOURCE_EMPTY;
@@ -2188,7 +2177,7 @@ static int koord_rules(kq_elastic_t *e, const eqobj_t *o, const eqobj_t *old, co
                 char ub[64], mb[64];
                 kq_quantity_format(name, u, ub, sizeof(ub));
                 kq_quantity_format(name, m, mb, sizeof(mb));
-                seterr(msg, len, "%s: %s is in %s and used (%s): spec.max must name it and be at least that%s%s",
+                kq_errf(msg, len, "%s: %s is in %s and used (%s): spec.max must name it and be at least that%s%s",
                        what, name, ANN_STRICT_KEYS, ub, hm ? ", not " : "", hm ? mb : "");
                 json_decref(keys);
                 kq_resource_free(&used);
@@ -2198,7 +2187,7 @@ static int koord_rules(kq_elastic_t *e, const eqobj_t *o, const eqobj_t *old, co
         json_decref(keys);
         kq_resource_free(&used);
         if (rc != 0) {
-            seterr(msg, len, "%s: %s", what, err);
+            kq_errf(msg, len, "%s: %s", what, err);
             return KQ_EDENIED;
         }
     }
@@ -2206,7 +2195,7 @@ static int koord_rules(kq_elastic_t *e, const eqobj_t *o, const eqobj_t *old, co
     pthread_mutex_lock(&e->apply_mu);
     /* tree id: never changed, the same as the parent's and the children's */
     if (old != NULL && !str_eq(old->tree_id, o->tree_id)) {
-        seterr(msg, len, "%s: label %s cannot change (%s -> %s)", what, LABEL_TREE_ID, str_or(old->tree_id, "none"),
+        kq_errf(msg, len, "%s: label %s cannot change (%s -> %s)", what, LABEL_TREE_ID, str_or(old->tree_id, "none"),
                str_or(o->tree_id, "none"));
         rc = KQ_EDENIED;
         goto out;
@@ -2218,19 +2207,19 @@ static int koord_rules(kq_elastic_t *e, const eqobj_t *o, const eqobj_t *old, co
         eqobj_t *po = NULL;
         HASH_FIND_STR(e->objs, pa->owner, po);
         if (po != NULL && !str_eq(po->tree_id, o->tree_id)) {
-            seterr(msg, len, "%s: tree id %s differs from its parent %s's (%s)", what, str_or(o->tree_id, "none"),
+            kq_errf(msg, len, "%s: tree id %s differs from its parent %s's (%s)", what, str_or(o->tree_id, "none"),
                    o->s.parent, str_or(po->tree_id, "none"));
             rc = KQ_EDENIED;
             goto out;
         }
         /* max keys the same as the parent's, min keys among the parent's */
         if (!(keys_in(&o->s.max, &pa->s.max) && keys_in(&pa->s.max, &o->s.max))) {
-            seterr(msg, len, "%s: spec.max must name the same resources as its parent %s's", what, o->s.parent);
+            kq_errf(msg, len, "%s: spec.max must name the same resources as its parent %s's", what, o->s.parent);
             rc = KQ_EDENIED;
             goto out;
         }
         if (!keys_in(&o->s.min, &pa->s.min)) {
-            seterr(msg, len, "%s: spec.min names a resource its parent %s's min does not", what, o->s.parent);
+            kq_errf(msg, len, "%s: spec.min names a resource its parent %s's min does not", what, o->s.parent);
             rc = KQ_EDENIED;
             goto out;
         }
@@ -2242,13 +2231,13 @@ static int koord_rules(kq_elastic_t *e, const eqobj_t *o, const eqobj_t *old, co
         eqobj_t *co = NULL;
         HASH_FIND_STR(e->objs, g->owner, co);
         if (co != NULL && !str_eq(co->tree_id, o->tree_id)) {
-            seterr(msg, len, "%s: tree id %s differs from its child %s's (%s)", what, str_or(o->tree_id, "none"),
+            kq_errf(msg, len, "%s: tree id %s differs from its child %s's (%s)", what, str_or(o->tree_id, "none"),
                    g->s.name, str_or(co->tree_id, "none"));
             rc = KQ_EDENIED;
             goto out;
         }
         if (!(keys_in(&o->s.max, &g->s.max) && keys_in(&g->s.max, &o->s.max)) || !keys_in(&g->s.min, &o->s.min)) {
-            seterr(msg, len, "%s: its child %s's max must name the same resources and its min only resources of "
+            kq_errf(msg, len, "%s: its child %s's max must name the same resources and its min only resources of "
                    "this min", what, g->s.name);
             rc = KQ_EDENIED;
             goto out;
@@ -2264,7 +2253,7 @@ out:
         nsmap_t *m;
         HASH_FIND_STR(e->nsmap, o->nss[i], m);
         if (m != NULL && m->prio <= 1 && strcmp(m->group, o->s.name) != 0) {
-            seterr(msg, len, "%s: namespace %s is already bound to quota %s", what, o->nss[i], m->group);
+            kq_errf(msg, len, "%s: namespace %s is already bound to quota %s", what, o->nss[i], m->group);
             rc = KQ_EDENIED;
         }
     }
@@ -2280,7 +2269,7 @@ int kq_elastic_validate_admission(void *ud, const json_t *request, char *msg, si
     const json_t *old = json_object_get(request, "oldObject");
     const char *rgroup = json_string_value(json_object_get(json_object_get(request, "kind"), "group"));
     if (op == NULL) {
-        seterr(msg, len, "AdmissionReview request has no operation");
+        kq_errf(msg, len, "AdmissionReview request has no operation");
         return KQ_EINVAL;
     }
     if (strcmp(op, "CREATE") != 0 && strcmp(op, "UPDATE") != 0 && strcmp(op, "DELETE") != 0)
@@ -2292,18 +2281,18 @@ int kq_elastic_validate_admission(void *ud, const json_t *request, char *msg, si
     if (rc != 0) {
         if (strcmp(op, "DELETE") == 0) /* nothing to judge it by: let it go */
             return 0;
-        seterr(msg, len, "%s", err);
+        kq_errf(msg, len, "%s", err);
         return rc == KQ_ENOMEM ? KQ_ENOMEM : KQ_EINVAL;
     }
     if (o->ignored) { /* Koordinator forbids changing them too (IsForbiddenModify) */
-        seterr(msg, len, "ElasticQuota %s/%s: %s is built into kubequota (the tree's root and the system group) "
+        kq_errf(msg, len, "ElasticQuota %s/%s: %s is built into kubequota (the tree's root and the system group) "
                "and cannot be created, changed or deleted", o->ns, o->name, o->name);
         eqobj_free(o);
         return KQ_EDENIED;
     }
     bool koord = strcmp(o->api_group, KQ_EQ_GROUP_KOORD) == 0;
     if (koord && strcmp(op, "DELETE") == 0 && strcmp(o->s.name, KQ_QTREE_DEFAULT) == 0) {
-        seterr(msg, len, "ElasticQuota %s/%s: the default quota cannot be deleted (change its max instead)", o->ns,
+        kq_errf(msg, len, "ElasticQuota %s/%s: the default quota cannot be deleted (change its max instead)", o->ns,
                o->name);
         eqobj_free(o);
         return KQ_EDENIED;
@@ -2321,11 +2310,11 @@ int kq_elastic_validate_admission(void *ud, const json_t *request, char *msg, si
         kq_qgroup_info_t *info = malloc(sizeof(*info));
         bool have = !owned_by_other && info != NULL && kq_qtree_info(e->qt, o->s.name, info) == 0;
         if (have && info->n_children > 0) {
-            seterr(msg, len, "ElasticQuota %s/%s: quota group %s still has %zu child group(s); delete or move them "
+            kq_errf(msg, len, "ElasticQuota %s/%s: quota group %s still has %zu child group(s); delete or move them "
                    "first", o->ns, o->name, o->s.name, info->n_children);
             rc = KQ_EDENIED;
         } else if (have && (info->pods > 0 || info->pods_used > 0)) {
-            seterr(msg, len, "ElasticQuota %s/%s: quota group %s still has %lld pod(s); delete them first", o->ns,
+            kq_errf(msg, len, "ElasticQuota %s/%s: quota group %s still has %lld pod(s); delete them first", o->ns,
                    o->name, o->s.name, (long long)(info->pods > info->pods_used ? info->pods : info->pods_used));
             rc = KQ_EDENIED;
         }
@@ -2333,10 +2322,10 @@ int kq_elastic_validate_admission(void *ud, const json_t *request, char *msg, si
             kq_qtree_info_free(info);
         free(info);
     } else if (strcmp(o->s.name, KQ_QTREE_SYSTEM) == 0 || strcmp(o->s.name, KQ_QTREE_ROOT) == 0) {
-        seterr(msg, len, "ElasticQuota %s/%s: the name %s is reserved by kubequota", o->ns, o->name, o->s.name);
+        kq_errf(msg, len, "ElasticQuota %s/%s: the name %s is reserved by kubequota", o->ns, o->name, o->s.name);
         rc = KQ_EDENIED;
     } else if (owned_by_other) {
-        seterr(msg, len, "ElasticQuota %s/%s: quota group %s is already defined by %s%s", o->ns, o->name, o->s.name,
+        kq_errf(msg, len, "ElasticQuota %s/%s: quota group %s is already defined by %s%s", o->ns, o->name, o->s.name,
                strcmp(owner, "queue") == 0 ? "queues.yaml" : "ElasticQuota ", strcmp(owner, "queue") == 0 ? "" : owner);
         rc = KQ_EDENIED;
     } else {
@@ -2344,7 +2333,7 @@ int kq_elastic_validate_admission(void *ud, const json_t *request, char *msg, si
         to_qspec(&o->s, &q);
         rc = kq_qtree_validate_group(e->qt, &q, err, sizeof(err));
         if (rc != 0) {
-            seterr(msg, len, "ElasticQuota %s/%s: %s", o->ns, o->name, err[0] ? err : kq_strerror(rc));
+            kq_errf(msg, len, "ElasticQuota %s/%s: %s", o->ns, o->name, err[0] ? err : kq_strerror(rc));
             rc = rc == KQ_ENOMEM ? KQ_ENOMEM : KQ_EDENIED;
         } else if (koord) {
             eqobj_t *prev = NULL;
@@ -2369,7 +2358,7 @@ int kq_elastic_check_pod(void *ud, const json_t *pod, const json_t *old, char *m
     const char *q = kv(labels, KQ_EQ_LABEL_PREFIX "name");
     bool parent = false;
     if (e != NULL && q != NULL && kq_qtree_lookup(e->qt, q, &parent) && parent) {
-        seterr(msg, len, "pod %s/%s: label %sname names quota %s, a parent quota; pods can only be linked to leaf "
+        kq_errf(msg, len, "pod %s/%s: label %sname names quota %s, a parent quota; pods can only be linked to leaf "
                "quotas", ns, name, KQ_EQ_LABEL_PREFIX, q);
         return KQ_EDENIED;
     }
@@ -2378,7 +2367,7 @@ int kq_elastic_check_pod(void *ud, const json_t *pod, const json_t *old, char *m
                                                           KQ_EQ_LABEL_PREFIX "preemptible"));
         const char *b = json_string_value(json_object_get(labels, KQ_EQ_LABEL_PREFIX "preemptible"));
         if (!str_eq(a, b)) {
-            seterr(msg, len, "pod %s/%s: label %spreemptible cannot be changed (%s -> %s)", ns, name,
+            kq_errf(msg, len, "pod %s/%s: label %spreemptible cannot be changed (%s -> %s)", ns, name,
                    KQ_EQ_LABEL_PREFIX, str_or(a, "unset"), str_or(b, "unset"));
             return KQ_EDENIED;
         }

@@ -147,17 +147,6 @@ static double now_of(const kq_metering_t *m)
     return m->o.clock ? m->o.clock(m->o.clock_ud) : wall_clock(NULL);
 }
 
-static void seterr(char *err, size_t len, const char *fmt, ...) KQ_PRINTF(3, 4);
-static void seterr(char *err, size_t len, const char *fmt, ...)
-{
-    if (err == NULL || len == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, len, fmt, ap);
-    va_end(ap);
-}
-
 static int64_t to_micro(double credits)
 {
     if (!(credits > 0)) /* also NaN */
@@ -291,13 +280,13 @@ int kq_metering_opts_set(kq_metering_opts_t *o, const char *kv, char *err, size_
 {
     const char *eq = kv ? strchr(kv, '=') : NULL;
     if (eq == NULL || eq == kv) {
-        seterr(err, errlen, "metering option \"%s\": expected KEY=VALUE", kv ? kv : "");
+        kq_errf(err, errlen, "metering option \"%s\": expected KEY=VALUE", kv ? kv : "");
         return KQ_EINVAL;
     }
     char key[64];
     size_t kl = (size_t)(eq - kv);
     if (kl >= sizeof(key)) {
-        seterr(err, errlen, "metering option: unknown key \"%.*s\"", (int)(kl > 64 ? 64 : kl), kv);
+        kq_errf(err, errlen, "metering option: unknown key \"%.*s\"", (int)(kl > 64 ? 64 : kl), kv);
         return KQ_EINVAL;
     }
     memcpy(key, kv, kl);
@@ -319,7 +308,7 @@ int kq_metering_opts_set(kq_metering_opts_t *o, const char *kv, char *err, size_
         if (strcmp(key, reals[i].key) != 0)
             continue;
         if (!parse_double(val, &d) || d < 0 || d > 1e9) {
-            seterr(err, errlen, "metering option %s: \"%s\" is not a number between 0 and 1e9", key, val);
+            kq_errf(err, errlen, "metering option %s: \"%s\" is not a number between 0 and 1e9", key, val);
             return KQ_EINVAL;
         }
         *reals[i].dst = d;
@@ -335,12 +324,12 @@ int kq_metering_opts_set(kq_metering_opts_t *o, const char *kv, char *err, size_
             if (parse_double(val, &d) && d >= 0 && d <= 86400) /* old syntax: fractional seconds */
                 ms = (long)llround(d * 1000);
             else {
-                seterr(err, errlen, "metering option %s: %s", key, derr);
+                kq_errf(err, errlen, "metering option %s: %s", key, derr);
                 return KQ_EINVAL;
             }
         }
         if (interval && (ms < 1 || ms > 86400000L)) {
-            seterr(err, errlen, "metering option interval: \"%s\" must be between 1ms and 24h", val);
+            kq_errf(err, errlen, "metering option interval: \"%s\" must be between 1ms and 24h", val);
             return KQ_EINVAL;
         }
         if (interval)
@@ -352,11 +341,11 @@ int kq_metering_opts_set(kq_metering_opts_t *o, const char *kv, char *err, size_
         int64_t v = 0;
         char qerr[160] = "";
         if (kq_quantity_parse(res, val, &v, qerr, sizeof(qerr)) != 0) {
-            seterr(err, errlen, "metering option %s: \"%s\": %s", key, val, qerr);
+            kq_errf(err, errlen, "metering option %s: \"%s\": %s", key, val, qerr);
             return KQ_EINVAL;
         }
         if (v <= 0) {
-            seterr(err, errlen, "metering option %s: \"%s\" must be positive", key, val);
+            kq_errf(err, errlen, "metering option %s: \"%s\" must be positive", key, val);
             return KQ_EINVAL;
         }
         if (key[5] == 'c')
@@ -373,32 +362,32 @@ int kq_metering_opts_set(kq_metering_opts_t *o, const char *kv, char *err, size_
             size_t l = c ? (size_t)(c - p) : strlen(p);
             char name[KQ_RES_NAME_MAX + 1];
             if (l == 0 || l > KQ_RES_NAME_MAX) {
-                seterr(err, errlen, "metering option gpu-resources: empty or too long name in \"%s\"", val);
+                kq_errf(err, errlen, "metering option gpu-resources: empty or too long name in \"%s\"", val);
                 return KQ_EINVAL;
             }
             memcpy(name, p, l);
             name[l] = '\0';
             const char *in = kq_resource_name(name);
             if (in == NULL || n.n_gpu_resources == KQ_METERING_MAX_GPU_NAMES) {
-                seterr(err, errlen, "metering option gpu-resources: \"%s\" is not a valid resource name%s", name,
+                kq_errf(err, errlen, "metering option gpu-resources: \"%s\" is not a valid resource name%s", name,
                        in ? " (too many names)" : "");
                 return KQ_EINVAL;
             }
             n.gpu_resources[n.n_gpu_resources++] = in;
             p += l + (c ? 1 : 0);
             if (c && *p == '\0') {
-                seterr(err, errlen, "metering option gpu-resources: trailing comma in \"%s\"", val);
+                kq_errf(err, errlen, "metering option gpu-resources: trailing comma in \"%s\"", val);
                 return KQ_EINVAL;
             }
         }
     } else if (strcmp(key, "state-dir") == 0) {
         if (*val == '\0') {
-            seterr(err, errlen, "metering option state-dir: empty folder name");
+            kq_errf(err, errlen, "metering option state-dir: empty folder name");
             return KQ_EINVAL;
         }
         n.state_dir = val;
     } else {
-        seterr(err, errlen, "metering option: unknown key \"%s\" (known: interval, tipping-point, increment, "
+        kq_errf(err, errlen, "metering option: unknown key \"%s\" (known: interval, tipping-point, increment, "
                             "gpu-tipping-point, gpu-increment, price-cpu, price-memory, price-gpu, unit-cpu, "
                             "unit-memory, unit-gpu, gpu-resources, min-runtime, state-dir)", key);
         return KQ_EINVAL;
@@ -410,19 +399,19 @@ int kq_metering_opts_set(kq_metering_opts_t *o, const char *kv, char *err, size_
 static int opts_check(const kq_metering_opts_t *o, char *err, size_t errlen)
 {
     if (o->interval_ms <= 0 || o->unit_cpu <= 0 || o->unit_memory <= 0 || o->unit_gpu <= 0) {
-        seterr(err, errlen, "metering: interval and units must be positive");
+        kq_errf(err, errlen, "metering: interval and units must be positive");
         return KQ_EINVAL;
     }
     double v[] = {o->tipping_point, o->gpu_tipping_point, o->increment, o->gpu_increment,
                   o->price_cpu,     o->price_memory,      o->price_gpu, o->min_runtime_s};
     for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
         if (!isfinite(v[i]) || v[i] < 0) {
-            seterr(err, errlen, "metering: tipping points, increments, prices and minimum runtime must be "
+            kq_errf(err, errlen, "metering: tipping points, increments, prices and minimum runtime must be "
                                 "finite and >= 0");
             return KQ_EINVAL;
         }
     if (o->n_gpu_resources > KQ_METERING_MAX_GPU_NAMES) {
-        seterr(err, errlen, "metering: too many GPU resource names");
+        kq_errf(err, errlen, "metering: too many GPU resource names");
         return KQ_EINVAL;
     }
     return 0;
@@ -708,38 +697,38 @@ static int ckpt_parse(const json_t *root, ckpt_t *out, char *err, size_t errlen)
     int rc = KQ_EPARSE;
     const json_t *v;
     if (!json_is_object(root)) {
-        seterr(err, errlen, "not a JSON object");
+        kq_errf(err, errlen, "not a JSON object");
         goto out;
     }
     v = json_object_get(root, "kind");
     if (!json_is_string(v) || strcmp(json_string_value(v), CKPT_KIND) != 0) {
-        seterr(err, errlen, "kind: expected \"%s\"", CKPT_KIND);
+        kq_errf(err, errlen, "kind: expected \"%s\"", CKPT_KIND);
         goto out;
     }
     v = json_object_get(root, "version");
     if (!json_is_integer(v) || json_integer_value(v) != KQ_METERING_CHECKPOINT_VERSION) {
-        seterr(err, errlen, "version: expected %d", KQ_METERING_CHECKPOINT_VERSION);
+        kq_errf(err, errlen, "version: expected %d", KQ_METERING_CHECKPOINT_VERSION);
         goto out;
     }
     if (!num(json_object_get(root, "epoch"), &c.epoch) || !num(json_object_get(root, "writtenAt"), &c.written_at)) {
-        seterr(err, errlen, "epoch/writtenAt: expected numbers");
+        kq_errf(err, errlen, "epoch/writtenAt: expected numbers");
         goto out;
     }
     const json_t *mu = json_object_get(root, "multipliers");
     if (!num(json_object_get(mu, "general"), &c.mult_gen) || !num(json_object_get(mu, "gpu"), &c.mult_gpu) ||
         c.mult_gen < 1 || c.mult_gpu < 1) {
-        seterr(err, errlen, "multipliers: expected {\"general\": >= 1, \"gpu\": >= 1}");
+        kq_errf(err, errlen, "multipliers: expected {\"general\": >= 1, \"gpu\": >= 1}");
         goto out;
     }
     const json_t *owners = json_object_get(root, "owners");
     if (!json_is_object(owners)) {
-        seterr(err, errlen, "owners: expected an object");
+        kq_errf(err, errlen, "owners: expected an object");
         goto out;
     }
     for (int k = 0; k < K_COUNT; k++) {
         const json_t *tab = json_object_get(owners, kind_plural[k]);
         if (!json_is_object(tab)) {
-            seterr(err, errlen, "owners.%s: expected an object", kind_plural[k]);
+            kq_errf(err, errlen, "owners.%s: expected an object", kind_plural[k]);
             goto out;
         }
         const char *name;
@@ -749,7 +738,7 @@ static int ckpt_parse(const json_t *root, ckpt_t *out, char *err, size_t errlen)
             const json_t *tot = json_object_get(w, "total");
             const json_t *days = json_object_get(w, "days");
             if (!json_is_integer(tot) || json_integer_value(tot) < 0 || !json_is_object(days) || name[0] == '\0') {
-                seterr(err, errlen, "owners.%s[\"%.100s\"]: expected {\"total\": integer >= 0, \"days\": {...}}",
+                kq_errf(err, errlen, "owners.%s[\"%.100s\"]: expected {\"total\": integer >= 0, \"days\": {...}}",
                        kind_plural[k], name);
                 goto out;
             }
@@ -765,7 +754,7 @@ static int ckpt_parse(const json_t *root, ckpt_t *out, char *err, size_t errlen)
             {
                 int32_t day;
                 if (!day_parse(dname, &day) || !json_is_integer(dv) || json_integer_value(dv) < 0) {
-                    seterr(err, errlen, "owners.%s[\"%.100s\"].days[\"%.20s\"]: expected a YYYY-MM-DD key and an "
+                    kq_errf(err, errlen, "owners.%s[\"%.100s\"].days[\"%.20s\"]: expected a YYYY-MM-DD key and an "
                                         "integer >= 0",
                            kind_plural[k], name, dname);
                     goto out;
@@ -777,7 +766,7 @@ static int ckpt_parse(const json_t *root, ckpt_t *out, char *err, size_t errlen)
                 sum = sat_add(sum, json_integer_value(dv));
             }
             if (sum != json_integer_value(tot)) {
-                seterr(err, errlen, "owners.%s[\"%.100s\"]: total %lld is not the sum of its days (%lld)",
+                kq_errf(err, errlen, "owners.%s[\"%.100s\"]: total %lld is not the sum of its days (%lld)",
                        kind_plural[k], name, (long long)json_integer_value(tot), (long long)sum);
                 goto out;
             }
@@ -785,7 +774,7 @@ static int ckpt_parse(const json_t *root, ckpt_t *out, char *err, size_t errlen)
     }
     const json_t *pods = json_object_get(root, "pods");
     if (!json_is_array(pods)) {
-        seterr(err, errlen, "pods: expected an array");
+        kq_errf(err, errlen, "pods: expected an array");
         goto out;
     }
     size_t i;
@@ -804,7 +793,7 @@ static int ckpt_parse(const json_t *root, ckpt_t *out, char *err, size_t errlen)
             !(json_is_null(g) || json_is_string(g)) || !(json_is_null(q) || json_is_string(q)) ||
             !num(json_object_get(pj, "start"), &start) || !num(json_object_get(pj, "lastCharged"), &last) ||
             kq_resource_from_json(json_object_get(pj, "request"), &req, rerr, sizeof(rerr)) != 0) {
-            seterr(err, errlen, "pods[%zu]: expected uid, namespace, name, user, group, queue, request, start, "
+            kq_errf(err, errlen, "pods[%zu]: expected uid, namespace, name, user, group, queue, request, start, "
                                 "lastCharged%s%s", i, rerr[0] ? ": " : "", rerr);
             kq_resource_free(&req);
             goto out;
@@ -812,7 +801,7 @@ static int ckpt_parse(const json_t *root, ckpt_t *out, char *err, size_t errlen)
         mpod_t *dup = NULL;
         HASH_FIND_STR(c.pods, uid, dup);
         if (dup != NULL) {
-            seterr(err, errlen, "pods[%zu]: duplicate uid %.100s", i, uid);
+            kq_errf(err, errlen, "pods[%zu]: duplicate uid %.100s", i, uid);
             kq_resource_free(&req);
             goto out;
         }
@@ -860,23 +849,23 @@ static int ckpt_load(const char *path, ckpt_t *out, char *err, size_t errlen)
     if (f == NULL) {
         if (errno == ENOENT)
             return KQ_ENOENT;
-        seterr(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        kq_errf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
         return KQ_EIO;
     }
     json_t *root = json_loadf(f, JSON_REJECT_DUPLICATES, &je);
     bool ioerr = ferror(f) != 0;
     fclose(f);
     if (root == NULL) {
-        seterr(err, errlen, "%s:%d:%d: %s", path, je.line, je.column, ioerr ? "read error" : je.text);
+        kq_errf(err, errlen, "%s:%d:%d: %s", path, je.line, je.column, ioerr ? "read error" : je.text);
         return ioerr ? KQ_EIO : KQ_EPARSE;
     }
     char why[400];
     int rc = ckpt_parse(root, out, why, sizeof(why));
     json_decref(root);
     if (rc == KQ_EPARSE)
-        seterr(err, errlen, "%s: %s", path, why);
+        kq_errf(err, errlen, "%s: %s", path, why);
     else if (rc != 0)
-        seterr(err, errlen, "%s: %s", path, kq_strerror(rc));
+        kq_errf(err, errlen, "%s: %s", path, kq_strerror(rc));
     return rc;
 }
 
@@ -899,7 +888,7 @@ static int ckpt_write(const char *dir, const char *text, char *err, size_t errle
     path_join(prev, sizeof(prev), dir, KQ_METERING_CHECKPOINT_PREV);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0) {
-        seterr(err, errlen, "%s: cannot create: %s", tmp, strerror(errno));
+        kq_errf(err, errlen, "%s: cannot create: %s", tmp, strerror(errno));
         return KQ_EIO;
     }
     size_t len = strlen(text), off = 0;
@@ -908,7 +897,7 @@ static int ckpt_write(const char *dir, const char *text, char *err, size_t errle
         if (w < 0 && errno == EINTR)
             continue;
         if (w <= 0) {
-            seterr(err, errlen, "%s: write failed: %s", tmp, w < 0 ? strerror(errno) : "no progress");
+            kq_errf(err, errlen, "%s: write failed: %s", tmp, w < 0 ? strerror(errno) : "no progress");
             close(fd);
             unlink(tmp);
             return KQ_EIO;
@@ -916,24 +905,24 @@ static int ckpt_write(const char *dir, const char *text, char *err, size_t errle
         off += (size_t)w;
     }
     if (fsync(fd) != 0) {
-        seterr(err, errlen, "%s: fsync failed: %s", tmp, strerror(errno));
+        kq_errf(err, errlen, "%s: fsync failed: %s", tmp, strerror(errno));
         close(fd);
         unlink(tmp);
         return KQ_EIO;
     }
     close(fd);
     if (rename(cur, prev) != 0 && errno != ENOENT) {
-        seterr(err, errlen, "%s: cannot keep it as %s: %s", cur, prev, strerror(errno));
+        kq_errf(err, errlen, "%s: cannot keep it as %s: %s", cur, prev, strerror(errno));
         unlink(tmp);
         return KQ_EIO;
     }
     if (rename(tmp, cur) != 0) {
-        seterr(err, errlen, "%s: cannot rename to %s: %s", tmp, cur, strerror(errno));
+        kq_errf(err, errlen, "%s: cannot rename to %s: %s", tmp, cur, strerror(errno));
         unlink(tmp);
         return KQ_EIO;
     }
     if (fsync_dir(dir) != 0) {
-        seterr(err, errlen, "%s: fsync of the folder failed: %s", dir, strerror(errno));
+        kq_errf(err, errlen, "%s: fsync of the folder failed: %s", dir, strerror(errno));
         return KQ_EIO;
     }
     return 0;
@@ -993,7 +982,7 @@ static int ckpt_find(const char *dir, ckpt_t *c, char *from, size_t fromlen, cha
         return 0;
     }
     if (rc == KQ_ENOMEM) {
-        seterr(err, errlen, "%s", e1);
+        kq_errf(err, errlen, "%s", e1);
         return rc;
     }
     int rc2 = ckpt_load(prev, c, e2, sizeof(e2));
@@ -1001,7 +990,7 @@ static int ckpt_find(const char *dir, ckpt_t *c, char *from, size_t fromlen, cha
         if (rc2 == KQ_ENOENT)
             return KQ_ENOENT;
         if (rc2 != 0) {
-            seterr(err, errlen, "no usable metering checkpoint: %s is missing and %s; refusing to start with an "
+            kq_errf(err, errlen, "no usable metering checkpoint: %s is missing and %s; refusing to start with an "
                                 "empty ledger (fix or move the file away to start from zero)", cur, e2);
             return rc2;
         }
@@ -1012,7 +1001,7 @@ static int ckpt_find(const char *dir, ckpt_t *c, char *from, size_t fromlen, cha
     }
     kq_error("event=metering_checkpoint_corrupt error=\"%s\"", e1);
     if (rc2 != 0) {
-        seterr(err, errlen, "metering checkpoint unusable: %s; previous checkpoint: %s; refusing to start with an "
+        kq_errf(err, errlen, "metering checkpoint unusable: %s; previous checkpoint: %s; refusing to start with an "
                             "empty ledger (fix or move the files away to start from zero)", e1,
                rc2 == KQ_ENOENT ? "none" : e2);
         return rc;
@@ -1021,7 +1010,7 @@ static int ckpt_find(const char *dir, ckpt_t *c, char *from, size_t fromlen, cha
     char aside[4300];
     snprintf(aside, sizeof(aside), "%s/metering-checkpoint.corrupt-%lld.json", dir, (long long)time(NULL));
     if (rename(cur, aside) != 0) {
-        seterr(err, errlen, "metering checkpoint unusable (%s) and it cannot be moved aside to %s: %s; refusing to "
+        kq_errf(err, errlen, "metering checkpoint unusable (%s) and it cannot be moved aside to %s: %s; refusing to "
                             "start", e1, aside, strerror(errno));
         ckpt_clear(c);
         return KQ_EIO;
@@ -1045,7 +1034,7 @@ kq_metering_t *kq_metering_new(const kq_metering_opts_t *o, char *err, size_t er
         return NULL;
     kq_metering_t *m = calloc(1, sizeof(*m));
     if (m == NULL) {
-        seterr(err, errlen, "metering: out of memory");
+        kq_errf(err, errlen, "metering: out of memory");
         return NULL;
     }
     m->o = *o;
@@ -1065,20 +1054,20 @@ kq_metering_t *kq_metering_new(const kq_metering_opts_t *o, char *err, size_t er
         m->dir = strdup(o->state_dir);
         m->o.state_dir = m->dir;
         if (m->dir == NULL) {
-            seterr(err, errlen, "metering: out of memory");
+            kq_errf(err, errlen, "metering: out of memory");
             goto fail;
         }
         if (strlen(m->dir) > 4000) {
-            seterr(err, errlen, "metering: state dir name too long");
+            kq_errf(err, errlen, "metering: state dir name too long");
             goto fail;
         }
         if (mkdir(m->dir, 0700) != 0 && errno != EEXIST) {
-            seterr(err, errlen, "metering: cannot create state dir %s: %s", m->dir, strerror(errno));
+            kq_errf(err, errlen, "metering: cannot create state dir %s: %s", m->dir, strerror(errno));
             goto fail;
         }
         struct stat st;
         if (stat(m->dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-            seterr(err, errlen, "metering: state dir %s is not a folder", m->dir);
+            kq_errf(err, errlen, "metering: state dir %s is not a folder", m->dir);
             goto fail;
         }
         ckpt_t c = {0};
@@ -1695,7 +1684,7 @@ static int budget_ok(kq_metering_t *m, int kind, const char *name, size_t len, c
     int64_t used = w ? w->total : 0;
     if (used < b->micro)
         return 0;
-    seterr(reason, rlen, "credit budget exhausted: %s \"%.*s\" has been charged %.2f credits of its %.2f credit "
+    kq_errf(reason, rlen, "credit budget exhausted: %s \"%.*s\" has been charged %.2f credits of its %.2f credit "
                          "budget; running pods keep running, new pods wait until the budget is raised",
            kind_name[kind], (int)len, name, (double)used / MICRO, (double)b->micro / MICRO);
     return KQ_EDENIED;
@@ -1859,15 +1848,15 @@ int kq_metering_charges_json(kq_metering_t *m, const char *user, const char *gro
 {
     int32_t from = INT32_MIN, to = INT32_MAX;
     if (day_from && day_from[0] && !day_parse(day_from, &from)) {
-        seterr(err, errlen, "from: \"%.40s\" is not a day (YYYY-MM-DD)", day_from);
+        kq_errf(err, errlen, "from: \"%.40s\" is not a day (YYYY-MM-DD)", day_from);
         return KQ_EINVAL;
     }
     if (day_to && day_to[0] && !day_parse(day_to, &to)) {
-        seterr(err, errlen, "to: \"%.40s\" is not a day (YYYY-MM-DD)", day_to);
+        kq_errf(err, errlen, "to: \"%.40s\" is not a day (YYYY-MM-DD)", day_to);
         return KQ_EINVAL;
     }
     if (from > to) {
-        seterr(err, errlen, "from %s is after to %s", day_from, day_to);
+        kq_errf(err, errlen, "from %s is after to %s", day_from, day_to);
         return KQ_EINVAL;
     }
     const char *filter[K_COUNT] = {user && user[0] ? user : NULL, group && group[0] ? group : NULL,
@@ -1919,7 +1908,7 @@ int kq_metering_charges_json(kq_metering_t *m, const char *user, const char *gro
     pthread_mutex_unlock(&m->mu);
     if (rc != 0) {
         json_decref(o);
-        seterr(err, errlen, "out of memory");
+        kq_errf(err, errlen, "out of memory");
         return rc;
     }
     *out = o;

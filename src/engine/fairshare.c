@@ -605,17 +605,6 @@ fail:
     return NULL;
 }
 
-static void seterr(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void seterr(char *err, size_t len, const char *fmt, ...)
-{
-    if (err == NULL || len == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, len, fmt, ap);
-    va_end(ap);
-}
-
 /* "YYYY-MM-DDTHH:MM:SSZ" (RFC 3339 in UTC, as the dump writes it) to seconds. */
 static bool parse_time(const char *s, double *out)
 {
@@ -655,22 +644,22 @@ static int validate(const json_t *doc, double *updated, loaded_t **out, size_t *
     *out = NULL;
     *nout = 0;
     if (!json_is_object(doc)) {
-        seterr(err, errlen, "the document is not a JSON object");
+        kq_errf(err, errlen, "the document is not a JSON object");
         return KQ_EPARSE;
     }
     const char *kind = json_string_value(json_object_get(doc, "kind"));
     if (kind == NULL || strcmp(kind, "GatingUsage") != 0) {
-        seterr(err, errlen, "kind: expected \"GatingUsage\"");
+        kq_errf(err, errlen, "kind: expected \"GatingUsage\"");
         return KQ_EPARSE;
     }
     const char *ts = json_string_value(json_object_get(doc, "updated"));
     if (ts == NULL || !parse_time(ts, updated)) {
-        seterr(err, errlen, "updated: expected a time like \"2026-01-02T03:04:05Z\"");
+        kq_errf(err, errlen, "updated: expected a time like \"2026-01-02T03:04:05Z\"");
         return KQ_EPARSE;
     }
     const json_t *queues = json_object_get(doc, "queues");
     if (!json_is_array(queues)) {
-        seterr(err, errlen, "queues: expected an array");
+        kq_errf(err, errlen, "queues: expected an array");
         return KQ_EPARSE;
     }
     size_t total = 0, cap = 0;
@@ -681,12 +670,12 @@ static int validate(const json_t *doc, double *updated, loaded_t **out, size_t *
         const char *qp = json_string_value(json_object_get(jq, "queue"));
         const json_t *users = json_object_get(jq, "users");
         if (qp == NULL || !name_ok(qp)) {
-            seterr(err, errlen, "queues[%zu].queue: expected a queue path", i);
+            kq_errf(err, errlen, "queues[%zu].queue: expected a queue path", i);
             rc = KQ_EPARSE;
             break;
         }
         if (!json_is_array(users)) {
-            seterr(err, errlen, "queues[%zu].users: expected an array", i);
+            kq_errf(err, errlen, "queues[%zu].users: expected an array", i);
             rc = KQ_EPARSE;
             break;
         }
@@ -695,17 +684,17 @@ static int validate(const json_t *doc, double *updated, loaded_t **out, size_t *
             const char *un = json_string_value(json_object_get(ju, "user"));
             const json_t *avg = json_object_get(ju, "average");
             if (un == NULL || !name_ok(un)) {
-                seterr(err, errlen, "queues[%zu].users[%zu].user: expected a user name", i, k);
+                kq_errf(err, errlen, "queues[%zu].users[%zu].user: expected a user name", i, k);
                 rc = KQ_EPARSE;
                 break;
             }
             if (!json_is_object(avg)) {
-                seterr(err, errlen, "queues[%zu].users[%zu].average: expected an object of quantities", i, k);
+                kq_errf(err, errlen, "queues[%zu].users[%zu].average: expected an object of quantities", i, k);
                 rc = KQ_EPARSE;
                 break;
             }
             if (++total > KQ_FAIRSHARE_MAX_ENTRIES) {
-                seterr(err, errlen, "more than %d users in all", KQ_FAIRSHARE_MAX_ENTRIES);
+                kq_errf(err, errlen, "more than %d users in all", KQ_FAIRSHARE_MAX_ENTRIES);
                 rc = KQ_ERANGE;
                 break;
             }
@@ -714,7 +703,7 @@ static int validate(const json_t *doc, double *updated, loaded_t **out, size_t *
                 loaded_t *nv = realloc(v, nc * sizeof(*nv));
                 if (nv == NULL) {
                     rc = KQ_ENOMEM;
-                    seterr(err, errlen, "out of memory");
+                    kq_errf(err, errlen, "out of memory");
                     break;
                 }
                 v = nv;
@@ -731,18 +720,18 @@ static int validate(const json_t *doc, double *updated, loaded_t **out, size_t *
                 char why[256] = "";
                 int64_t val = 0;
                 if (iname == NULL) {
-                    seterr(err, errlen, "queues[%zu].users[%zu].average: \"%.100s\" is not a resource name", i, k, rn);
+                    kq_errf(err, errlen, "queues[%zu].users[%zu].average: \"%.100s\" is not a resource name", i, k, rn);
                     rc = KQ_EPARSE;
                 } else if (s == NULL) {
-                    seterr(err, errlen, "queues[%zu].users[%zu].average.%s: expected a quantity string", i, k, iname);
+                    kq_errf(err, errlen, "queues[%zu].users[%zu].average.%s: expected a quantity string", i, k, iname);
                     rc = KQ_EPARSE;
                 } else if ((rc = kq_quantity_parse(iname, s, &val, why, sizeof(why))) != 0) {
-                    seterr(err, errlen, "queues[%zu].users[%zu].average.%s: %s", i, k, iname, why);
+                    kq_errf(err, errlen, "queues[%zu].users[%zu].average.%s: %s", i, k, iname, why);
                 } else if (kq_resource_get(&l->avg, iname, NULL) != 0) {
-                    seterr(err, errlen, "queues[%zu].users[%zu].average.%s: given twice", i, k, iname);
+                    kq_errf(err, errlen, "queues[%zu].users[%zu].average.%s: given twice", i, k, iname);
                     rc = KQ_EPARSE;
                 } else if ((rc = kq_resource_put(&l->avg, iname, val)) != 0) {
-                    seterr(err, errlen, "out of memory");
+                    kq_errf(err, errlen, "out of memory");
                 }
                 if (rc != 0)
                     break;
@@ -805,7 +794,7 @@ int kq_fairshare_load(kq_fairshare_t *fs, const json_t *doc, double now, size_t 
     if (merged != NULL)
         *merged = done;
     if (rc != 0)
-        seterr(err, errlen, "out of memory");
+        kq_errf(err, errlen, "out of memory");
     return rc;
 }
 
@@ -817,7 +806,7 @@ int kq_fairshare_load_text(kq_fairshare_t *fs, const char *text, size_t len, dou
     json_error_t je;
     json_t *doc = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
     if (doc == NULL) {
-        seterr(err, errlen, "not JSON: %s at line %d column %d", je.text, je.line, je.column);
+        kq_errf(err, errlen, "not JSON: %s at line %d column %d", je.text, je.line, je.column);
         return KQ_EPARSE;
     }
     int rc = kq_fairshare_load(fs, doc, now, merged, err, errlen);

@@ -121,17 +121,6 @@ struct kq_qtree {
 
 /* ================================================================== helpers ==== */
 
-static void seterr(char *err, size_t errlen, const char *fmt, ...) KQ_PRINTF(3, 4);
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err == NULL || errlen == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 static int64_t rget(const kq_resource_t *r, const char *iname, bool *present)
 {
     for (uint32_t i = 0; i < r->n; i++)
@@ -989,16 +978,16 @@ static int validate(kq_qtree_t *t, const kq_qgroup_spec_t *s, struct group **par
 {
     char b1[64], b2[64], b3[64];
     if (s == NULL || s->name == NULL) {
-        seterr(err, errlen, "quota group spec without a name");
+        kq_errf(err, errlen, "quota group spec without a name");
         return KQ_EINVAL;
     }
     if (!name_ok(s->name)) {
-        seterr(err, errlen, "invalid quota group name (1..%d characters of A-Z a-z 0-9 . _ : / -)",
+        kq_errf(err, errlen, "invalid quota group name (1..%d characters of A-Z a-z 0-9 . _ : / -)",
                KQ_QTREE_NAME_MAX);
         return KQ_EINVAL;
     }
     if (strcmp(s->name, KQ_QTREE_ROOT) == 0 || strcmp(s->name, KQ_QTREE_SYSTEM) == 0) {
-        seterr(err, errlen, "quota group %s is built in and cannot be configured", s->name);
+        kq_errf(err, errlen, "quota group %s is built in and cannot be configured", s->name);
         return KQ_EINVAL;
     }
     struct group *g = find(t, s->name);
@@ -1007,38 +996,38 @@ static int validate(kq_qtree_t *t, const kq_qgroup_spec_t *s, struct group **par
         p = t->root;
     } else {
         if (!name_ok(s->parent)) {
-            seterr(err, errlen, "quota group %s: invalid parent name", s->name);
+            kq_errf(err, errlen, "quota group %s: invalid parent name", s->name);
             return KQ_EINVAL;
         }
         p = find(t, s->parent);
         if (p == NULL) {
-            seterr(err, errlen, "quota group %s: parent quota group %s does not exist", s->name, s->parent);
+            kq_errf(err, errlen, "quota group %s: parent quota group %s does not exist", s->name, s->parent);
             return KQ_ENOENT;
         }
         if (p == g) {
-            seterr(err, errlen, "quota group %s cannot be its own parent", s->name);
+            kq_errf(err, errlen, "quota group %s cannot be its own parent", s->name);
             return KQ_EINVAL;
         }
         if (!p->is_parent || p->system) {
-            seterr(err, errlen, "quota group %s: parent %s is not a parent group", s->name, p->name);
+            kq_errf(err, errlen, "quota group %s: parent %s is not a parent group", s->name, p->name);
             return KQ_EINVAL;
         }
     }
     if (g == t->def && (p != t->root || s->is_parent)) {
-        seterr(err, errlen, "quota group %s must stay a first-level leaf group", s->name);
+        kq_errf(err, errlen, "quota group %s must stay a first-level leaf group", s->name);
         return KQ_EINVAL;
     }
     bool moving = g != NULL && g->parent != p;
     if (moving) {
         for (struct group *x = p; x; x = x->parent)
             if (x == g) {
-                seterr(err, errlen, "quota group %s cannot move under its own descendant %s", s->name, p->name);
+                kq_errf(err, errlen, "quota group %s cannot move under its own descendant %s", s->name, p->name);
                 return KQ_EINVAL;
             }
     }
     int deepest = p->depth + 1 + (moving ? height(g) : 0); /* an unmoved group keeps its depth */
     if (deepest > KQ_QTREE_MAX_DEPTH) {
-        seterr(err, errlen, "quota group %s: the tree would be deeper than %d levels", s->name,
+        kq_errf(err, errlen, "quota group %s: the tree would be deeper than %d levels", s->name,
                KQ_QTREE_MAX_DEPTH);
         return KQ_EINVAL;
     }
@@ -1047,17 +1036,17 @@ static int validate(kq_qtree_t *t, const kq_qgroup_spec_t *s, struct group **par
         const char *d = KQ_RES_E(&s->min)[i].name;
         int64_t mx = rget(&s->max, d, &has);
         if (has && KQ_RES_E(&s->min)[i].value > mx) {
-            seterr(err, errlen, "quota group %s: min %s %s exceeds max %s", s->name, d,
+            kq_errf(err, errlen, "quota group %s: min %s %s exceeds max %s", s->name, d,
                    fmtq(d, KQ_RES_E(&s->min)[i].value, b1, sizeof b1), fmtq(d, mx, b2, sizeof b2));
             return KQ_EINVAL;
         }
     }
     if (g != NULL && g->nkids > 0 && !s->is_parent) {
-        seterr(err, errlen, "quota group %s has children and cannot become a leaf group", s->name);
+        kq_errf(err, errlen, "quota group %s has children and cannot become a leaf group", s->name);
         return KQ_ESTATE;
     }
     if (g != NULL && !g->is_parent && s->is_parent && has_pods(g)) {
-        seterr(err, errlen, "quota group %s has pods and cannot become a parent group", s->name);
+        kq_errf(err, errlen, "quota group %s has pods and cannot become a parent group", s->name);
         return KQ_ESTATE;
     }
     /* Its own children's mins must fit in its new min. */
@@ -1073,7 +1062,7 @@ static int validate(kq_qtree_t *t, const kq_qgroup_spec_t *s, struct group **par
             const char *d = KQ_RES_E(&sum)[i].name;
             int64_t m = rget(&s->min, d, NULL);
             if (KQ_RES_E(&sum)[i].value > m) {
-                seterr(err, errlen, "quota group %s: its children's min %s %s sum to more than its min %s",
+                kq_errf(err, errlen, "quota group %s: its children's min %s %s sum to more than its min %s",
                        s->name, d, fmtq(d, KQ_RES_E(&sum)[i].value, b1, sizeof b1), fmtq(d, m, b2, sizeof b2));
                 kq_resource_free(&sum);
                 return KQ_EINVAL;
@@ -1085,7 +1074,7 @@ static int validate(kq_qtree_t *t, const kq_qgroup_spec_t *s, struct group **par
     if (p != t->root && !s->allow_force_update) {
         kq_resource_t sum = KQ_RESOURCE_EMPTY;
         if (kq_resource_copy(&sum, &s->min) != 0) {
-            seterr(err, errlen, "quota group %s: out of memory", s->name);
+            kq_errf(err, errlen, "quota group %s: out of memory", s->name);
             return KQ_ENOMEM;
         }
         for (size_t j = 0; j < p->nkids; j++) {
@@ -1101,7 +1090,7 @@ static int validate(kq_qtree_t *t, const kq_qgroup_spec_t *s, struct group **par
             const char *d = KQ_RES_E(&sum)[i].name;
             int64_t m = rget(&p->min, d, NULL);
             if (KQ_RES_E(&sum)[i].value > m) {
-                seterr(err, errlen,
+                kq_errf(err, errlen,
                        "quota group %s: the children of %s would have min %s %s, more than its min %s "
                        "(this group %s)",
                        s->name, p->name, d, fmtq(d, KQ_RES_E(&sum)[i].value, b1, sizeof b1), fmtq(d, m, b2, sizeof b2),
@@ -1122,10 +1111,10 @@ static int validate(kq_qtree_t *t, const kq_qgroup_spec_t *s, struct group **par
                 continue;
             kq_resource_t u = KQ_RESOURCE_EMPTY, v = KQ_RESOURCE_EMPTY;
             if (kq_resource_copy(&u, &x->used) != 0 || kq_resource_copy(&v, &x->used_np) != 0) {
-                seterr(err, errlen, "quota group %s: out of memory", s->name);
+                kq_errf(err, errlen, "quota group %s: out of memory", s->name);
                 rc = KQ_ENOMEM;
             } else if (kq_resource_add(&u, &g->used) != 0 || kq_resource_add(&v, &g->used_np) != 0) {
-                seterr(err, errlen, "quota group %s: moving its usage would overflow the used of %s", s->name,
+                kq_errf(err, errlen, "quota group %s: moving its usage would overflow the used of %s", s->name,
                        x->name);
                 rc = KQ_ERANGE;
             }
@@ -1267,7 +1256,7 @@ int kq_qtree_set_group(kq_qtree_t *t, const kq_qgroup_spec_t *spec, char *err, s
     bool created = false, moved = false;
     struct spec_sets sets;
     if (spec_copy(&sets, spec) != 0) {
-        seterr(err, errlen, "quota group %s: out of memory", spec->name ? spec->name : "");
+        kq_errf(err, errlen, "quota group %s: out of memory", spec->name ? spec->name : "");
         return KQ_ENOMEM;
     }
     pthread_mutex_lock(&t->lock);
@@ -1281,7 +1270,7 @@ int kq_qtree_set_group(kq_qtree_t *t, const kq_qgroup_spec_t *spec, char *err, s
     if (rc == 0 && (g == NULL || g->parent != p))
         rc = reserve_kid(p);
     if (rc != 0) {
-        seterr(err, errlen, "quota group %s: out of memory", spec->name);
+        kq_errf(err, errlen, "quota group %s: out of memory", spec->name);
         goto out;
     }
     if (g == NULL) {
@@ -1289,7 +1278,7 @@ int kq_qtree_set_group(kq_qtree_t *t, const kq_qgroup_spec_t *spec, char *err, s
         if (fresh == NULL || hash_add(t, fresh) != 0) {
             group_free(fresh);
             rc = KQ_ENOMEM;
-            seterr(err, errlen, "quota group %s: out of memory", spec->name);
+            kq_errf(err, errlen, "quota group %s: out of memory", spec->name);
             goto out;
         }
         t->ngroups++;
@@ -1338,17 +1327,17 @@ int kq_qtree_remove_group(kq_qtree_t *t, const char *name, char *err, size_t err
     pthread_mutex_lock(&t->lock);
     struct group *g = find(t, name);
     if (g == NULL) {
-        seterr(err, errlen, "quota group %s does not exist", name != NULL && name_ok(name) ? name : "(invalid)");
+        kq_errf(err, errlen, "quota group %s does not exist", name != NULL && name_ok(name) ? name : "(invalid)");
         rc = KQ_ENOENT;
         goto out;
     }
     if (g == t->root || g == t->sys || g == t->def) {
-        seterr(err, errlen, "quota group %s is built in and cannot be removed", g->name);
+        kq_errf(err, errlen, "quota group %s is built in and cannot be removed", g->name);
         rc = KQ_EINVAL;
         goto out;
     }
     if (g->nkids > 0) {
-        seterr(err, errlen, "quota group %s has children; remove or move them first", g->name);
+        kq_errf(err, errlen, "quota group %s has children; remove or move them first", g->name);
         rc = KQ_ESTATE;
         goto out;
     }
@@ -1359,9 +1348,9 @@ int kq_qtree_remove_group(kq_qtree_t *t, const char *name, char *err, size_t err
         (rc = kq_resource_add_check(&t->def->request, &g->request)) != 0 ||
         (rc = kq_resource_copy(&used, &g->used)) != 0 || (rc = kq_resource_copy(&used_np, &g->used_np)) != 0) {
         if (rc == KQ_ERANGE)
-            seterr(err, errlen, "quota group %s: moving its usage to %s would overflow", g->name, KQ_QTREE_DEFAULT);
+            kq_errf(err, errlen, "quota group %s: moving its usage to %s would overflow", g->name, KQ_QTREE_DEFAULT);
         else
-            seterr(err, errlen, "quota group %s: out of memory", g->name);
+            kq_errf(err, errlen, "quota group %s: out of memory", g->name);
         kq_resource_free(&used);
         kq_resource_free(&used_np);
         goto out;
@@ -1552,14 +1541,14 @@ static kq_denial_t overrun(char *reason, size_t len, const char *group, const ch
                           ? " (runtime = what the group may use now: its min plus what it can borrow)"
                           : "";
     if (r > limit && strcmp(what, "runtime") != 0) {
-        seterr(reason, len, "quota group %s: %s%s %s used%s + %s requested > %s %s; %s requested alone is over the "
+        kq_errf(reason, len, "quota group %s: %s%s %s used%s + %s requested > %s %s; %s requested alone is over the "
                "%s: the pod can never fit", group, kind, d, fmtq(d, used, b1, sizeof b1), used_by,
                fmtq(d, r, b2, sizeof b2), fmtq(d, limit, b3, sizeof b3), what, b2, what);
         return KQ_DENIAL_NEVER_FITS;
     }
     /* used + r > limit here; computed without overflow */
     int64_t need = r > limit ? used + (r - limit) : used - (limit - r);
-    seterr(reason, len, "quota group %s: %s%s %s used%s + %s requested > %s %s%s; needs %s more %s", group, kind, d,
+    kq_errf(reason, len, "quota group %s: %s%s %s used%s + %s requested > %s %s%s; needs %s more %s", group, kind, d,
            fmtq(d, used, b1, sizeof b1), used_by, fmtq(d, r, b2, sizeof b2), fmtq(d, limit, b3, sizeof b3), what,
            why, fmtq(d, need, b4, sizeof b4), d);
     return *why != '\0' ? KQ_DENIAL_OVER_RUNTIME : KQ_DENIAL_OVER_LIMIT;
@@ -1597,14 +1586,14 @@ static int check_locked(kq_qtree_t *t, const char *name, const kq_resource_t *re
     kq_denial_set(dk, KQ_DENIAL_NONE);
     struct group *g = find(t, name);
     if (g == NULL) {
-        seterr(reason, len, "quota group %s does not exist", name != NULL && name_ok(name) ? name : "(invalid)");
+        kq_errf(reason, len, "quota group %s does not exist", name != NULL && name_ok(name) ? name : "(invalid)");
         kq_denial_set(dk, KQ_DENIAL_GROUP_MISSING);
         return KQ_ENOENT;
     }
     if (g->system)
         return 0;
     if (g->is_parent) {
-        seterr(reason, len, "quota group %s is a parent group; only leaf groups run pods", g->name);
+        kq_errf(reason, len, "quota group %s is a parent group; only leaf groups run pods", g->name);
         kq_denial_set(dk, KQ_DENIAL_GROUP_NOT_LEAF);
         return KQ_EDENIED;
     }
@@ -1682,7 +1671,7 @@ int kq_qtree_assume(kq_qtree_t *t, const char *group, const kq_resource_t *req, 
     if (rc == 0) {
         rc = used_add_locked(t, find(t, group), req, nonpreemptible);
         if (rc != 0)
-            seterr(reason, reasonlen, "quota group %s: used would overflow", group);
+            kq_errf(reason, reasonlen, "quota group %s: used would overflow", group);
     }
     pthread_mutex_unlock(&t->lock);
     return rc;

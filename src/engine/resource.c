@@ -218,17 +218,6 @@ static void quote(char *dst, size_t dstlen, const char *s, size_t max)
 
 #define QUOTE_BUF 200 /* holds quote(..., 40) */
 
-static void seterr(char *err, size_t errlen, const char *fmt, ...) KQ_PRINTF(3, 4);
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err == NULL || errlen == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 /* `invalid quantity "<s>" for <name>: <why>`; returns rc. */
 static int qerr(char *err, size_t errlen, int rc, const char *name, const char *s, const char *fmt,
                 ...) KQ_PRINTF(6, 7);
@@ -404,12 +393,12 @@ static int quantity_parse(const char *name, const char *s, int64_t *out, char *e
     if (name == NULL || !name_valid(name, namelen)) {
         char qn[QUOTE_BUF];
         quote(qn, sizeof(qn), name ? name : "", 40);
-        seterr(err, errlen, "invalid resource name %s: expected 1-%d characters of [A-Za-z0-9._-] "
+        kq_errf(err, errlen, "invalid resource name %s: expected 1-%d characters of [A-Za-z0-9._-] "
                "with at most one '/'", qn, KQ_RES_NAME_MAX);
         return KQ_EPARSE;
     }
     if (s == NULL) {
-        seterr(err, errlen, "missing quantity for %s", name);
+        kq_errf(err, errlen, "missing quantity for %s", name);
         return KQ_EPARSE;
     }
     enum unit u = unit_of(name);
@@ -810,7 +799,6 @@ static inline __attribute__((always_inline)) int merge(kq_resource_t *r, const k
     return 0;
 }
 
-
 int kq_resource_add(kq_resource_t *r, const kq_resource_t *b)
 {
     return merge(r, b, MERGE_ADD);
@@ -1002,7 +990,7 @@ int kq_resource_from_json(const json_t *obj, kq_resource_t *out, char *err, size
     if (err != NULL && errlen > 0)
         err[0] = '\0';
     if (obj == NULL || !json_is_object(obj)) {
-        seterr(err, errlen, "resources: expected an object of resource name to quantity, got %s",
+        kq_errf(err, errlen, "resources: expected an object of resource name to quantity, got %s",
                obj ? json_type_name(obj) : "nothing");
         return KQ_EPARSE;
     }
@@ -1017,7 +1005,7 @@ int kq_resource_from_json(const json_t *obj, kq_resource_t *out, char *err, size
         quote(qk, sizeof(qk), key, 40);
         size_t clen;
         if (key_len != strlen(key) || name_canonical(key, &clen) == NULL) {
-            seterr(err, errlen, "invalid resource name %s: expected 1-%d characters of "
+            kq_errf(err, errlen, "invalid resource name %s: expected 1-%d characters of "
                    "[A-Za-z0-9._-] with at most one '/'", qk, KQ_RES_NAME_MAX);
             rc = KQ_EPARSE;
             goto out;
@@ -1026,7 +1014,7 @@ int kq_resource_from_json(const json_t *obj, kq_resource_t *out, char *err, size
         if (json_is_string(val)) {
             const char *s = json_string_value(val);
             if (json_string_length(val) != strlen(s)) {
-                seterr(err, errlen, "invalid quantity for %s: contains a NUL character", qk);
+                kq_errf(err, errlen, "invalid quantity for %s: contains a NUL character", qk);
                 rc = KQ_EPARSE;
                 goto out;
             }
@@ -1036,36 +1024,36 @@ int kq_resource_from_json(const json_t *obj, kq_resource_t *out, char *err, size
         } else if (json_is_integer(val)) {
             json_int_t iv = json_integer_value(val);
             if (iv < 0) {
-                seterr(err, errlen, "invalid quantity %lld for %s: negative quantities are not allowed",
+                kq_errf(err, errlen, "invalid quantity %lld for %s: negative quantities are not allowed",
                        (long long)iv, qk);
                 rc = KQ_ERANGE;
                 goto out;
             }
             v = (int64_t)iv;
         } else {
-            seterr(err, errlen, "invalid quantity for %s: expected a quantity string or a "
+            kq_errf(err, errlen, "invalid quantity for %s: expected a quantity string or a "
                    "non-negative integer, got %s", qk, json_type_name(val));
             rc = KQ_EPARSE;
             goto out;
         }
         const char *iname = kq_resource_name(key);
         if (iname == NULL) {
-            seterr(err, errlen, "resource %s: too many distinct resource names (at most %d)", qk,
+            kq_errf(err, errlen, "resource %s: too many distinct resource names (at most %d)", qk,
                    KQ_RES_NAMES_MAX);
             rc = KQ_ERANGE;
             goto out;
         }
         if (find_index(&t, iname) >= 0) {
-            seterr(err, errlen, "resource %s: %s is given more than once", qk, iname);
+            kq_errf(err, errlen, "resource %s: %s is given more than once", qk, iname);
             rc = KQ_EPARSE;
             goto out;
         }
         rc = insert_sorted(&t, iname, v);
         if (rc != 0) {
             if (rc == KQ_ERANGE)
-                seterr(err, errlen, "resource %s: too many resources (at most %u)", qk, kq_resource_max_names());
+                kq_errf(err, errlen, "resource %s: too many resources (at most %u)", qk, kq_resource_max_names());
             else
-                seterr(err, errlen, "resource %s: out of memory", qk);
+                kq_errf(err, errlen, "resource %s: out of memory", qk);
             goto out;
         }
     }

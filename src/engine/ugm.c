@@ -1184,7 +1184,6 @@ typedef struct op {
     node_t *nodes[T_COUNT][KQ_UGM_MAX_DEPTH];
 } op_t;
 
-
 static void limit_label(const kq_limit_conf_t *lim, bool group, bool wildcard, char *buf,
                         size_t len)
 {
@@ -1220,17 +1219,6 @@ static kq_denial_t overrun_text(const char *name, const kq_resource_t *used, con
     return KQ_DENIAL_OVER_LIMIT;
 }
 
-static void set_reason(char *reason, size_t rlen, const char *fmt, ...) KQ_PRINTF(3, 4);
-static void set_reason(char *reason, size_t rlen, const char *fmt, ...)
-{
-    if (reason == NULL || rlen == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(reason, rlen, fmt, ap);
-    va_end(ap);
-}
-
 /* *out = req with pods: 1. Every increase and decrease is one pod, and YuniKorn's shim
  * puts "pods": 1 into every pod's resource (apache/yunikorn-k8shim pkg/common/resource.go
  * GetPodResource), so a "pods" entry in a limit or a queue's max counts pods. */
@@ -1259,7 +1247,7 @@ static int check_limit(const op_t *op, unsigned i, int t, const char *who, char 
     const char *failed = NULL;
     if (lim->max_applications != 0 && new_here && running + 1 > lim->max_applications) {
         limit_label(lim, group, wildcard, label, sizeof(label));
-        set_reason(reason, rlen, "%s %s in queue %.*s: %s exceeded: applications %zu running + 1 new > %" PRIu64 " max",
+        kq_errf(reason, rlen, "%s %s in queue %.*s: %s exceeded: applications %zu running + 1 new > %" PRIu64 " max",
              group ? "group" : "user", who, (int)op->path.end[i], op->path.s, label, running,
              lim->max_applications);
         kq_denial_set(op->kind, KQ_DENIAL_OVER_LIMIT);
@@ -1268,7 +1256,7 @@ static int check_limit(const op_t *op, unsigned i, int t, const char *who, char 
     if (lim->has_max_resources && !kq_resource_fits(&used, op->req, &lim->max_resources, &failed)) {
         limit_label(lim, group, wildcard, label, sizeof(label));
         kq_denial_set(op->kind, overrun_text(failed, &used, op->req, &lim->max_resources, what, sizeof(what)));
-        set_reason(reason, rlen, "%s %s in queue %.*s: %s exceeded: %s", group ? "group" : "user", who,
+        kq_errf(reason, rlen, "%s %s in queue %.*s: %s exceeded: %s", group ? "group" : "user", who,
              (int)op->path.end[i], op->path.s, label, what);
         return KQ_EDENIED;
     }
@@ -1293,14 +1281,14 @@ static int check_queue(const op_t *op, unsigned i, char *reason, size_t rlen)
     const char *failed = NULL;
     char what[512];
     if (q->max_applications != 0 && new_here && running + 1 > q->max_applications) {
-        set_reason(reason, rlen, "queue %s: maxapplications exceeded: applications %zu running + 1 new > %" PRIu64 " max",
+        kq_errf(reason, rlen, "queue %s: maxapplications exceeded: applications %zu running + 1 new > %" PRIu64 " max",
              q->path, running, q->max_applications);
         kq_denial_set(op->kind, KQ_DENIAL_OVER_LIMIT);
         return KQ_EDENIED;
     }
     if (q->has_max && !kq_resource_fits(&used, op->req, &q->max, &failed)) {
         kq_denial_set(op->kind, overrun_text(failed, &used, op->req, &q->max, what, sizeof(what)));
-        set_reason(reason, rlen, "queue %s: resources.max exceeded: %s", q->path, what);
+        kq_errf(reason, rlen, "queue %s: resources.max exceeded: %s", q->path, what);
         return KQ_EDENIED;
     }
     return 0;
@@ -1329,7 +1317,7 @@ static int check_acl(const op_t *op, char *reason, size_t rlen)
             break;
         used += (size_t)w < sizeof(groups) - used ? (size_t)w : sizeof(groups) - used - 1;
     }
-    set_reason(reason, rlen,
+    kq_errf(reason, rlen,
                "user %s (groups: %s) may not submit to queue %s: neither the submitacl nor the adminacl of the "
                "queue or of a parent queue allows the user or one of its groups",
                op->user->name, used > 0 ? groups : "none", op->path.s);
@@ -1343,7 +1331,7 @@ static int check_all(const op_t *op, bool enforce, char *reason, size_t rlen)
     for (int t = 0; t < T_COUNT; t++) {
         place_t *pl = app_place(op->apps[t], op->nodes[t][op->path.n - 1]);
         if (pl != NULL && pl->n == UINT32_MAX) {
-            set_reason(reason, rlen, "allocation count in queue %s would overflow", op->path.s);
+            kq_errf(reason, rlen, "allocation count in queue %s would overflow", op->path.s);
             return KQ_ERANGE;
         }
     }
@@ -1363,11 +1351,11 @@ static int check_all(const op_t *op, bool enforce, char *reason, size_t rlen)
                 rc = kq_resource_add(&sum, op->req);
             kq_resource_free(&sum);
             if (rc == KQ_ENOMEM) {
-                set_reason(reason, rlen, "out of memory");
+                kq_errf(reason, rlen, "out of memory");
                 return rc;
             }
             if (rc != 0) {
-                set_reason(reason, rlen, "usage in queue %.*s would overflow", (int)op->path.end[i], op->path.s);
+                kq_errf(reason, rlen, "usage in queue %.*s would overflow", (int)op->path.end[i], op->path.s);
                 return rc;
             }
         }
@@ -1564,7 +1552,7 @@ static int do_increase(kq_ugm_t *m, const char *queue_path, const char *app_id,
     memset(&op, 0, offsetof(op_t, nodes));
     int rc = parse_path(queue_path, &op.path);
     if (rc != 0) {
-        set_reason(reason, rlen, "invalid queue path");
+        kq_errf(reason, rlen, "invalid queue path");
         return rc;
     }
     op.m = m;
@@ -1574,7 +1562,7 @@ static int do_increase(kq_ugm_t *m, const char *queue_path, const char *app_id,
     rc = with_pod(req, &op.req_pod);
     if (rc != 0) {
         kq_resource_free(&op.req_pod);
-        set_reason(reason, rlen, "out of memory");
+        kq_errf(reason, rlen, "out of memory");
         return rc;
     }
     op.req = &op.req_pod;
@@ -1618,7 +1606,7 @@ static int do_increase(kq_ugm_t *m, const char *queue_path, const char *app_id,
             limits_t *dead = limits_put(op.lim);
             mutex_unlock(&m->lock);
             limits_free(dead);
-            set_reason(reason, rlen, "out of memory");
+            kq_errf(reason, rlen, "out of memory");
             kq_resource_free(&op.req_pod);
             return KQ_ENOMEM;
         }
@@ -1665,7 +1653,7 @@ static int do_increase(kq_ugm_t *m, const char *queue_path, const char *app_id,
         kq_debug("ugm: denied user=%s queue=%s app=%s reason=\"%s\"", user->name, queue_path, app_id,
                  reason != NULL ? reason : "");
     else if (rc == KQ_ENOMEM)
-        set_reason(reason, rlen, "out of memory");
+        kq_errf(reason, rlen, "out of memory");
 
     /* Manager section: unpin, remove what became empty. */
     mutex_lock(&m->lock);
@@ -2815,7 +2803,7 @@ static int check_dynamic_queue(const op_t *op, unsigned i, char *reason, size_t 
     const char *failed = NULL;
     char what[512];
     if (t->max_applications != 0 && new_here && running + 1 > t->max_applications) {
-        set_reason(reason, rlen, "queue %.*s: maxapplications (%s) exceeded: applications %zu "
+        kq_errf(reason, rlen, "queue %.*s: maxapplications (%s) exceeded: applications %zu "
                    "running + 1 new > %" PRIu64 " max", (int)op->path.end[i], op->path.s, from, running,
                    t->max_applications);
         kq_denial_set(op->kind, KQ_DENIAL_OVER_LIMIT);
@@ -2823,7 +2811,7 @@ static int check_dynamic_queue(const op_t *op, unsigned i, char *reason, size_t 
     }
     if (t->has_max && !kq_resource_fits(&used, op->req, &t->max, &failed)) {
         kq_denial_set(op->kind, overrun_text(failed, &used, op->req, &t->max, what, sizeof(what)));
-        set_reason(reason, rlen, "queue %.*s: resources.max (%s) exceeded: %s",
+        kq_errf(reason, rlen, "queue %.*s: resources.max (%s) exceeded: %s",
                    (int)op->path.end[i], op->path.s, from, what);
         return KQ_EDENIED;
     }

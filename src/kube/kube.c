@@ -248,17 +248,6 @@ static void status_message(long status, const char *body, size_t len, char *err,
     json_decref(j);
 }
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...) KQ_PRINTF(3, 4);
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err == NULL || errlen == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 /* ======================================================================================
  * base64 (kubeconfig *-data fields)
  * ====================================================================================== */
@@ -1356,7 +1345,7 @@ static int request_on(kq_kube_t *k, const chan_t *ch, const char *method, const 
         return rc;
     }
     if (rc != 0) {
-        set_err(err, errlen, "%s (%s)", kq_strerror(rc), errbuf);
+        kq_errf(err, errlen, "%s (%s)", kq_strerror(rc), errbuf);
         KQ_LOG(ch == NULL ? KQ_LOG_WARN : KQ_LOG_DEBUG,
                "kube: request failed method=%s path=%s error=\"%s\" detail=\"%s\"", method, path,
                kq_strerror(rc), errbuf);
@@ -1402,14 +1391,14 @@ static int send_mapped(kq_kube_t *k, const chan_t *ch, const char *method, const
     kq_kube_resp_t r = {0};
     char *text = json_dumps(body, JSON_COMPACT);
     if (text == NULL) {
-        set_err(err, errlen, "out of memory");
+        kq_errf(err, errlen, "out of memory");
         return KQ_ENOMEM;
     }
     char detail[CURL_ERROR_SIZE + 64] = "";
     int rc = request_on(k, ch, method, path, content_type, text, &r, detail, sizeof(detail));
     free(text);
     if (rc != 0) {
-        set_err(err, errlen, "%s: %s", what, detail[0] ? detail : kq_strerror(rc));
+        kq_errf(err, errlen, "%s: %s", what, detail[0] ? detail : kq_strerror(rc));
         return rc == KQ_ENOMEM || rc == KQ_ETIMEDOUT || rc == KQ_ESTATE ? rc : KQ_EIO;
     }
     if (r.status >= 200 && r.status < 300) {
@@ -1432,7 +1421,7 @@ int kq_kube_bind(kq_kube_t *k, const char *ns, const char *name, const char *uid
                  char *err, size_t errlen)
 {
     if (k == NULL || ns == NULL || name == NULL || node == NULL) {
-        set_err(err, errlen, "bind: missing namespace, name or node");
+        kq_errf(err, errlen, "bind: missing namespace, name or node");
         return KQ_EINVAL;
     }
     char *path = pod_path(ns, name, "binding");
@@ -1441,7 +1430,7 @@ int kq_kube_bind(kq_kube_t *k, const char *ns, const char *name, const char *uid
                              uid, "target", "kind", "Node", "apiVersion", "v1", "name", node);
     int rc = KQ_ENOMEM;
     if (path == NULL || body == NULL)
-        set_err(err, errlen, "out of memory");
+        kq_errf(err, errlen, "out of memory");
     else
         rc = post_mapped(k, NULL, path, body, 409, "bind", err, errlen);
     if (rc != 0 && rc != KQ_ENOMEM)
@@ -1454,7 +1443,7 @@ int kq_kube_bind(kq_kube_t *k, const char *ns, const char *name, const char *uid
 int kq_kube_evict(kq_kube_t *k, const char *ns, const char *name, char *err, size_t errlen)
 {
     if (k == NULL || ns == NULL || name == NULL) {
-        set_err(err, errlen, "evict: missing namespace or name");
+        kq_errf(err, errlen, "evict: missing namespace or name");
         return KQ_EINVAL;
     }
     char *path = pod_path(ns, name, "eviction");
@@ -1462,7 +1451,7 @@ int kq_kube_evict(kq_kube_t *k, const char *ns, const char *name, char *err, siz
                              "Eviction", "metadata", "name", name, "namespace", ns);
     int rc = KQ_ENOMEM;
     if (path == NULL || body == NULL)
-        set_err(err, errlen, "out of memory");
+        kq_errf(err, errlen, "out of memory");
     else
         rc = post_mapped(k, NULL, path, body, 429, "evict", err, errlen);
     json_decref(body);
@@ -1759,7 +1748,6 @@ static void *event_main(void *arg)
     pthread_mutex_unlock(&k->ev_lock);
     return NULL;
 }
-
 
 /* Forgets series unseen for SERIES_TTL_S (the least recently seen sit at the head), and
  * the oldest beyond DEDUP_MAX. */

@@ -63,15 +63,6 @@
 
 /* ------------------------------------------------------------------ helpers */
 
-static void seterr(char *buf, size_t len, const char *fmt, ...) KQ_PRINTF(3, 4);
-static void seterr(char *buf, size_t len, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, len, fmt, ap);
-    va_end(ap);
-}
-
 /* A JSON string value that may hold bytes that are not UTF-8 (names from requests or the
  * API server quoted in a message): tried as is, then with such bytes replaced by '?'. */
 static json_t *text_value(const char *s)
@@ -107,9 +98,9 @@ static int bad_request(kq_app_t *app, kq_verb_t verb, const char *what, int line
 {
     char msg[REASON_MAX];
     if (text != NULL)
-        seterr(msg, sizeof(msg), "%s: malformed JSON at line %d, column %d: %s", what, line, column, text);
+        kq_errf(msg, sizeof(msg), "%s: malformed JSON at line %d, column %d: %s", what, line, column, text);
     else
-        seterr(msg, sizeof(msg), "%s: expected a JSON object", what);
+        kq_errf(msg, sizeof(msg), "%s: expected a JSON object", what);
     kq_metrics_decision(app->metrics, verb, KQ_RESULT_ERROR);
     kq_debug("event=bad_request verb=%s msg=\"%s\"", kq_verb_name(verb), msg);
     json_t *v = text_value(msg);
@@ -180,7 +171,7 @@ static int parse_pod(kq_app_t *app, const kq_jnode_t *obj, const json_t *jobj, k
     const kq_partition_conf_t *part = cfg ? kq_config_partition(cfg, app->partition) : NULL;
     int rc;
     if (part == NULL) {
-        seterr(err, errlen, "no queue configuration loaded for partition \"%s\"", app->partition);
+        kq_errf(err, errlen, "no queue configuration loaded for partition \"%s\"", app->partition);
         rc = KQ_ESTATE;
         goto out;
     }
@@ -200,7 +191,7 @@ static int parse_pod(kq_app_t *app, const kq_jnode_t *obj, const json_t *jobj, k
     rc = obj != NULL ? kq_pod_parse(obj, &opts, pod, perr, sizeof(perr))
                      : kq_pod_parse_json(jobj, &opts, pod, perr, sizeof(perr));
     if (rc != 0)
-        seterr(err, errlen, "cannot read the pod: %s", perr[0] ? perr : kq_strerror(rc));
+        kq_errf(err, errlen, "cannot read the pod: %s", perr[0] ? perr : kq_strerror(rc));
 out:
     kq_config_unref(cfg); /* the pod owns copies of everything it needs */
     return rc;
@@ -440,7 +431,7 @@ static bool nodes_valid(const kq_jvalue_t *nodes, const kq_jvalue_t *names, char
 {
     if (!is_null_or_absent_v(names)) {
         if (names->type != KQ_JARRAY) {
-            seterr(err, errlen, "ExtenderArgs.NodeNames must be an array of node names");
+            kq_errf(err, errlen, "ExtenderArgs.NodeNames must be an array of node names");
             return false;
         }
         if ((names->elem_types & ~(unsigned)KQ_JSTRING) != 0) {
@@ -449,14 +440,14 @@ static bool nodes_valid(const kq_jvalue_t *nodes, const kq_jvalue_t *names, char
             if (kq_jscan_iter_begin(&it, names->ptr, names->len, 0, NULL) == 0)
                 while (kq_jscan_iter_next_string(&it, &s, NULL) == 1)
                     ;
-            seterr(err, errlen, "ExtenderArgs.NodeNames[%zu] is not a string", it.index);
+            kq_errf(err, errlen, "ExtenderArgs.NodeNames[%zu] is not a string", it.index);
             return false;
         }
     }
     if (!is_null_or_absent_v(nodes)) {
         kq_jvalue_t items = member(nodes, "items");
         if (nodes->type != KQ_JOBJECT || !(is_null_or_absent_v(&items) || items.type == KQ_JARRAY)) {
-            seterr(err, errlen, "ExtenderArgs.Nodes must be a NodeList object with an items array");
+            kq_errf(err, errlen, "ExtenderArgs.Nodes must be a NodeList object with an items array");
             return false;
         }
         if (items.type == KQ_JARRAY) {
@@ -466,13 +457,13 @@ static bool nodes_valid(const kq_jvalue_t *nodes, const kq_jvalue_t *names, char
             int rc = kq_jscan_iter_begin(&it, items.ptr, items.len, 0, NULL);
             while (rc == 0 && (rc = kq_jscan_iter_next(&it, &v, NULL)) == 1) {
                 if (!node_name(&v, &name)) {
-                    seterr(err, errlen, "ExtenderArgs.Nodes.items[%zu] has no metadata.name", it.index - 1);
+                    kq_errf(err, errlen, "ExtenderArgs.Nodes.items[%zu] has no metadata.name", it.index - 1);
                     return false;
                 }
                 rc = 0;
             }
             if (rc != 0) { /* cannot happen: the body was validated */
-                seterr(err, errlen, "ExtenderArgs.Nodes.items is malformed");
+                kq_errf(err, errlen, "ExtenderArgs.Nodes.items is malformed");
                 return false;
             }
         }
@@ -584,7 +575,7 @@ int kq_extender_filter(kq_app_t *app, const char *body, size_t len, char **out, 
     }
     const char *bad = bad_pod_ref(pod.ns, pod.name, pod.uid);
     if (bad != NULL) {
-        seterr(msg, sizeof(msg), "ExtenderArgs.Pod has a %s that is not a valid Kubernetes %s", bad,
+        kq_errf(msg, sizeof(msg), "ExtenderArgs.Pod has a %s that is not a valid Kubernetes %s", bad,
                strcmp(bad, "uid") == 0 ? "uid (at most 128 printable bytes)" : "name");
         status = filter_error(app, msg, out, out_len);
         goto out;
@@ -608,7 +599,7 @@ int kq_extender_filter(kq_app_t *app, const char *body, size_t len, char **out, 
         status = filter_pass(nodes, names, out, out_len);
     } else if (rc == KQ_EDENIED) {
         if (reason[0] == '\0')
-            seterr(reason, sizeof(reason), "quota exceeded for user %s in queue %s", pod.user,
+            kq_errf(reason, sizeof(reason), "quota exceeded for user %s in queue %s", pod.user,
                    pod.queue ? pod.queue : "-");
         kq_metrics_decision(app->metrics, KQ_VERB_FILTER, KQ_RESULT_DENIED);
         log_denial("filter", &pod, reason);
@@ -622,7 +613,7 @@ int kq_extender_filter(kq_app_t *app, const char *body, size_t len, char **out, 
         kq_metrics_attempt(app->metrics, pod.queue, "denied", classify(kind)->label);
         status = filter_deny(nodes, names, reason, by_tree, out, out_len);
     } else {
-        seterr(msg, sizeof(msg), "quota check for pod %s/%s failed: %s", pod.ns, pod.name,
+        kq_errf(msg, sizeof(msg), "quota check for pod %s/%s failed: %s", pod.ns, pod.name,
                app->ledger ? kq_strerror(rc) : "no pod ledger configured");
         status = filter_error(app, msg, out, out_len);
     }
@@ -653,14 +644,14 @@ static int bind_find_pod(kq_app_t *app, const char *ns, const char *name, const 
     if (app->ledger != NULL && kq_ledger_lookup(app->ledger, uid, pod) == 0)
         return 0;
     if (app->kube == NULL) {
-        seterr(err, errlen, "pod %s/%s (uid %s) is not known and no API server client is configured", ns, name,
+        kq_errf(err, errlen, "pod %s/%s (uid %s) is not known and no API server client is configured", ns, name,
                uid);
         return KQ_ENOENT;
     }
     json_t *obj = NULL;
     int rc = kq_kube_get_pod(app->kube, ns, name, &obj);
     if (rc != 0) {
-        seterr(err, errlen, "cannot get pod %s/%s from the API server: %s", ns, name, kq_strerror(rc));
+        kq_errf(err, errlen, "cannot get pod %s/%s from the API server: %s", ns, name, kq_strerror(rc));
         return rc;
     }
     rc = parse_pod(app, NULL, obj, pod, err, errlen);
@@ -668,7 +659,7 @@ static int bind_find_pod(kq_app_t *app, const char *ns, const char *name, const 
     if (rc != 0)
         return rc;
     if (pod->uid == NULL || strcmp(pod->uid, uid) != 0) {
-        seterr(err, errlen, "pod %s/%s now has uid %s, not %s: it was replaced; not binding", ns, name,
+        kq_errf(err, errlen, "pod %s/%s now has uid %s, not %s: it was replaced; not binding", ns, name,
                pod->uid ? pod->uid : "-", uid);
         kq_pod_clear(pod);
         return KQ_ECONFLICT;
@@ -757,7 +748,7 @@ int kq_extender_bind(kq_app_t *app, const char *body, size_t len, char **out, si
                           : !node || !*node ? "Node"
                                             : NULL;
     if (missing != NULL) {
-        seterr(msg, sizeof(msg), "ExtenderBindingArgs.%s is missing or empty", missing);
+        kq_errf(msg, sizeof(msg), "ExtenderBindingArgs.%s is missing or empty", missing);
         status = bind_error(app, KQ_RESULT_ERROR, msg, out, out_len);
         goto out;
     }
@@ -765,7 +756,7 @@ int kq_extender_bind(kq_app_t *app, const char *body, size_t len, char **out, si
     if (bad == NULL && !dns_name_ok(node, 253, true))
         bad = "node";
     if (bad != NULL) {
-        seterr(msg, sizeof(msg),
+        kq_errf(msg, sizeof(msg),
                "ExtenderBindingArgs.%s is not a valid Kubernetes %s", strcmp(bad, "namespace") == 0 ? "PodNamespace"
                                                                        : strcmp(bad, "name") == 0   ? "PodName"
                                                                        : strcmp(bad, "uid") == 0    ? "PodUID"
@@ -791,7 +782,7 @@ int kq_extender_bind(kq_app_t *app, const char *body, size_t len, char **out, si
         int rc = app->ledger ? kq_ledger_assume(app->ledger, &pod, reason, sizeof(reason), &kind) : KQ_ESTATE;
         if (rc == KQ_EDENIED) {
             if (reason[0] == '\0')
-                seterr(reason, sizeof(reason), "quota exceeded for user %s in queue %s", pod.user,
+                kq_errf(reason, sizeof(reason), "quota exceeded for user %s in queue %s", pod.user,
                        pod.queue ? pod.queue : "-");
             log_denial("bind", &pod, reason);
             post_denial_event(app, &pod, reason, kind);
@@ -800,7 +791,7 @@ int kq_extender_bind(kq_app_t *app, const char *body, size_t len, char **out, si
             goto out;
         }
         if (rc != 0) {
-            seterr(msg, sizeof(msg), "counting pod %s/%s failed: %s", ns, name,
+            kq_errf(msg, sizeof(msg), "counting pod %s/%s failed: %s", ns, name,
                    app->ledger ? kq_strerror(rc) : "no pod ledger configured");
             kq_warn("event=bind result=error pod=%s/%s uid=%s node=%s msg=\"%s\"", ns, name, uid, node, msg);
             status = bind_error(app, KQ_RESULT_ERROR, msg, out, out_len);
@@ -832,16 +823,16 @@ int kq_extender_bind(kq_app_t *app, const char *body, size_t len, char **out, si
             goto out;
         }
         if (app->kube == NULL)
-            seterr(msg, sizeof(msg), "no API server client configured");
+            kq_errf(msg, sizeof(msg), "no API server client configured");
         else if (oc == OUTCOME_BOUND)
-            seterr(msg, sizeof(msg), "binding pod %s/%s to node %s failed: %s; the pod is bound to node %s and "
+            kq_errf(msg, sizeof(msg), "binding pod %s/%s to node %s failed: %s; the pod is bound to node %s and "
                    "stays counted", ns, name, node, berr[0] ? berr : kq_strerror(rc), bound_to);
         else if (oc == OUTCOME_UNKNOWN)
-            seterr(msg, sizeof(msg), "binding pod %s/%s to node %s failed: %s; the outcome is unknown, so the "
+            kq_errf(msg, sizeof(msg), "binding pod %s/%s to node %s failed: %s; the outcome is unknown, so the "
                    "pod stays counted until the API server shows it bound, unbound or deleted", ns, name, node,
                    berr[0] ? berr : kq_strerror(rc));
         else
-            seterr(msg, sizeof(msg), "binding pod %s/%s to node %s failed: %s", ns, name, node,
+            kq_errf(msg, sizeof(msg), "binding pod %s/%s to node %s failed: %s", ns, name, node,
                    berr[0] ? berr : kq_strerror(rc));
         kq_warn("event=bind result=error pod=%s/%s uid=%s node=%s released=%s msg=\"%s\"", ns, name, uid, node,
                 !ours ? "n/a" : oc == OUTCOME_NOT_BOUND ? "yes" : "no", msg);
@@ -868,13 +859,13 @@ out:
 static json_t *meta_victims(const char *node, const json_t *v, bool full, char *err, size_t errlen)
 {
     if (!json_is_object(v)) {
-        seterr(err, errlen, "victims of node %s: expected an object", node);
+        kq_errf(err, errlen, "victims of node %s: expected an object", node);
         return NULL;
     }
     const json_t *pods = json_object_get(v, "Pods");
     const json_t *pdb = json_object_get(v, "NumPDBViolations");
     if (!(is_null_or_absent(pods) || json_is_array(pods)) || !(is_null_or_absent(pdb) || json_is_integer(pdb))) {
-        seterr(err, errlen, "victims of node %s: Pods must be an array and NumPDBViolations an integer", node);
+        kq_errf(err, errlen, "victims of node %s: Pods must be an array and NumPDBViolations an integer", node);
         return NULL;
     }
     json_t *list = json_array();
@@ -882,7 +873,7 @@ static json_t *meta_victims(const char *node, const json_t *v, bool full, char *
                                    (json_int_t)(pdb ? json_integer_value(pdb) : 0))
                        : NULL;
     if (res == NULL) {
-        seterr(err, errlen, "out of memory");
+        kq_errf(err, errlen, "out of memory");
         return NULL;
     }
     size_t i;
@@ -890,12 +881,12 @@ static json_t *meta_victims(const char *node, const json_t *v, bool full, char *
     json_array_foreach(pods, i, p) {
         const json_t *uid = full ? json_object_get(json_object_get(p, "metadata"), "uid") : json_object_get(p, "UID");
         if (!json_is_string(uid)) {
-            seterr(err, errlen, "victims of node %s: Pods[%zu] has no %s", node, i, full ? "metadata.uid" : "UID");
+            kq_errf(err, errlen, "victims of node %s: Pods[%zu] has no %s", node, i, full ? "metadata.uid" : "UID");
             json_decref(res);
             return NULL;
         }
         if (json_array_append_new(list, json_pack("{s:O}", "UID", uid)) != 0) {
-            seterr(err, errlen, "out of memory");
+            kq_errf(err, errlen, "out of memory");
             json_decref(res);
             return NULL;
         }
@@ -1034,7 +1025,7 @@ int kq_extender_preempt(kq_app_t *app, const char *body, size_t len, char **out,
         goto out;
     }
     if (!is_null_or_absent(src) && !json_is_object(src)) {
-        seterr(msg, sizeof(msg), "%s must be an object", use_full ? "NodeNameToVictims" : "NodeNameToMetaVictims");
+        kq_errf(msg, sizeof(msg), "%s must be an object", use_full ? "NodeNameToVictims" : "NodeNameToMetaVictims");
         goto bad;
     }
     const char *node;
@@ -1072,11 +1063,11 @@ int kq_extender_admission_check(void *ud, const json_t *pod_obj, const json_t *o
     kq_pod_t pod = {0};
     char err[REASON_MAX] = "";
     if (app == NULL || app->ledger == NULL) {
-        seterr(msg, len, "kubequota has no pod ledger to check the pod against");
+        kq_errf(msg, len, "kubequota has no pod ledger to check the pod against");
         return KQ_ESTATE;
     }
     if (!atomic_load(&app->ready)) {
-        seterr(msg, len, "kubequota is starting: the pod list is not loaded yet, so the pod's limits cannot be "
+        kq_errf(msg, len, "kubequota is starting: the pod list is not loaded yet, so the pod's limits cannot be "
                "checked; retry");
         return KQ_ESTATE;
     }
@@ -1086,7 +1077,7 @@ int kq_extender_admission_check(void *ud, const json_t *pod_obj, const json_t *o
     json_t *meta = json_object_get(copy, "metadata");
     if (copy == NULL || !json_is_object(meta)) {
         json_decref(copy);
-        seterr(msg, len, "the pod has no metadata");
+        kq_errf(msg, len, "the pod has no metadata");
         return KQ_EINVAL;
     }
     if (str_field(meta, "uid") == NULL)
@@ -1096,24 +1087,24 @@ int kq_extender_admission_check(void *ud, const json_t *pod_obj, const json_t *o
     int rc = parse_pod(app, NULL, copy, &pod, err, sizeof(err));
     json_decref(copy);
     if (rc != 0) {
-        seterr(msg, len, "%s", err);
+        kq_errf(msg, len, "%s", err);
         return rc;
     }
     char reason[REASON_MAX] = "";
     if (old == NULL) {
         rc = kq_ledger_check(app->ledger, &pod, reason, sizeof(reason), NULL);
         if (rc == KQ_EDENIED)
-            seterr(msg, len, "pod %s/%s names node %s and so skips the scheduler, but does not fit its limits: %s",
+            kq_errf(msg, len, "pod %s/%s names node %s and so skips the scheduler, but does not fit its limits: %s",
                    pod.ns ? pod.ns : "-", pod.name ? pod.name : "-", pod.node ? pod.node : "-",
                    reason[0] ? reason : "quota exceeded");
     } else {
         rc = kq_ledger_check_resize(app->ledger, &pod, reason, sizeof(reason), NULL);
         if (rc == KQ_EDENIED)
-            seterr(msg, len, "resizing pod %s/%s would exceed its limits: %s", pod.ns ? pod.ns : "-",
+            kq_errf(msg, len, "resizing pod %s/%s would exceed its limits: %s", pod.ns ? pod.ns : "-",
                    pod.name ? pod.name : "-", reason[0] ? reason : "quota exceeded");
     }
     if (rc != 0 && rc != KQ_EDENIED)
-        seterr(msg, len, "checking pod %s/%s against its limits failed: %s", pod.ns ? pod.ns : "-",
+        kq_errf(msg, len, "checking pod %s/%s against its limits failed: %s", pod.ns ? pod.ns : "-",
                pod.name ? pod.name : "-", kq_strerror(rc));
     kq_info("event=admission_pod_check pod=%s/%s kind=%s user=%s queue=%s result=%s", pod.ns ? pod.ns : "-",
             pod.name ? pod.name : "-", old == NULL ? "create-on-node" : "resize", pod.user ? pod.user : "-",
@@ -1214,7 +1205,7 @@ static json_t *blocker_from_reason(const kq_pod_t *pod, const char *reason, kq_d
 static int explain_parse(kq_app_t *app, const json_t *obj, size_t index, kq_pod_t *pod, char *err, size_t errlen)
 {
     if (!json_is_object(obj)) {
-        seterr(err, errlen, "pod %zu of the request is not a JSON object", index);
+        kq_errf(err, errlen, "pod %zu of the request is not a JSON object", index);
         return KQ_EINVAL;
     }
     json_t *copy = json_deep_copy(obj);
@@ -1228,7 +1219,7 @@ static int explain_parse(kq_app_t *app, const json_t *obj, size_t index, kq_pod_
     char buf[96];
     int rc = KQ_ENOMEM;
     if (!json_is_object(md)) {
-        seterr(err, errlen, "pod %zu: metadata is not an object", index);
+        kq_errf(err, errlen, "pod %zu: metadata is not an object", index);
         rc = KQ_EINVAL;
         goto out;
     }
@@ -1303,7 +1294,7 @@ static int explain_pods(kq_app_t *app, kq_pod_t *pods, size_t n, bool list, char
             }
             if (rc == KQ_EDENIED) {
                 if (reason[0] == '\0')
-                    seterr(reason, sizeof(reason), "quota exceeded for user %s in queue %s", pod->user,
+                    kq_errf(reason, sizeof(reason), "quota exceeded for user %s in queue %s", pod->user,
                            pod->queue ? pod->queue : "-");
                 fits = false;
                 if (cumulative) {
@@ -1329,7 +1320,7 @@ static int explain_pods(kq_app_t *app, kq_pod_t *pods, size_t n, bool list, char
                                         kind == KQ_DENIAL_GROUP_NOT_LEAF);
                 json_array_append_new(blockers, blocker_from_reason(pod, reason, kind));
             } else if (rc != 0) {
-                seterr(msg, sizeof(msg), "quota check for pod %s/%s failed: %s", pod->ns, pod->name,
+                kq_errf(msg, sizeof(msg), "quota check for pod %s/%s failed: %s", pod->ns, pod->name,
                        app->ledger ? kq_strerror(rc) : "no pod ledger configured");
                 kq_resource_free(&sum);
                 json_decref(blockers);
@@ -1374,7 +1365,7 @@ static int explain_partition(kq_app_t *app, const char *partition, char **out, s
     if (partition != NULL && app->partition != NULL && strcmp(partition, app->partition) == 0)
         return 0;
     char msg[300];
-    seterr(msg, sizeof(msg), "partition \"%.100s\" not found (this scheduler serves partition \"%.100s\")",
+    kq_errf(msg, sizeof(msg), "partition \"%.100s\" not found (this scheduler serves partition \"%.100s\")",
            partition ? partition : "", app->partition ? app->partition : "");
     return explain_error(404, msg, out, out_len);
 }
@@ -1397,7 +1388,7 @@ static bool self_owns(const kq_explain_self_t *self, const kq_pod_t *pod, bool c
 static int self_refused(const kq_explain_self_t *self, bool posted, char **out, size_t *out_len)
 {
     char msg[600];
-    seterr(msg, sizeof(msg),
+    kq_errf(msg, sizeof(msg),
            "user %.200s may explain only pods of their own identity%s without the usage permission (get "
            "usage.kubequota.io)",
            self->user ? self->user : "", posted ? " (their user and their own groups)" : "");
@@ -1424,7 +1415,7 @@ int kq_extender_explain_as(kq_app_t *app, const char *partition, const char *bod
     json_t *root = json_loadb(body ? body : "", body ? len : 0, JSON_REJECT_DUPLICATES, &jerr);
     char msg[REASON_MAX];
     if (root == NULL) {
-        seterr(msg, sizeof(msg), "the body is not JSON: %s (line %d, column %d)", jerr.text, jerr.line,
+        kq_errf(msg, sizeof(msg), "the body is not JSON: %s (line %d, column %d)", jerr.text, jerr.line,
                jerr.column);
         return explain_error(400, msg, out, out_len);
     }
@@ -1445,7 +1436,7 @@ int kq_extender_explain_as(kq_app_t *app, const char *partition, const char *bod
     size_t n = list ? json_array_size(arr) : 1;
     if (n == 0 || n > EXPLAIN_MAX_PODS) {
         json_decref(root);
-        seterr(msg, sizeof(msg), "the list has %zu pods: between 1 and %d may be explained at once", n,
+        kq_errf(msg, sizeof(msg), "the list has %zu pods: between 1 and %d may be explained at once", n,
                EXPLAIN_MAX_PODS);
         return explain_error(400, msg, out, out_len);
     }
@@ -1461,7 +1452,7 @@ int kq_extender_explain_as(kq_app_t *app, const char *partition, const char *bod
                                sizeof(msg));
         if (rc == 0 && parsed > 0 && !same_job(&pods[0], &pods[parsed])) {
             kq_pod_clear(&pods[parsed]);
-            seterr(msg, sizeof(msg),
+            kq_errf(msg, sizeof(msg),
                    "pod %zu is not of the same job as pod 0: a list must share namespace, user, groups, queue, "
                    "application and quota group (explain them one by one instead)",
                    parsed);
@@ -1510,7 +1501,7 @@ int kq_extender_explain_pod_as(kq_app_t *app, const char *partition, const char 
     json_t *obj = NULL;
     int rc = kq_kube_get_pod(app->kube, ns, name, &obj); /* a read: explain writes nothing */
     if (rc != 0) {
-        seterr(msg, sizeof(msg), "cannot get pod %s/%s from the API server: %s", ns, name, kq_strerror(rc));
+        kq_errf(msg, sizeof(msg), "cannot get pod %s/%s from the API server: %s", ns, name, kq_strerror(rc));
         return explain_error(rc == KQ_ENOENT ? 404 : 502, msg, out, out_len);
     }
     kq_pod_t pod = {0};

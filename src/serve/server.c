@@ -106,7 +106,6 @@
     "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:"                \
     "ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305"
 
-
 /* Connections a TLS port holds per client address, from the start of the TLS handshake
  * (OpenSSL's info callback, before a byte is read) until the connection's SSL object is
  * freed (its ex_data free callback). A connection over the limit is shut down at once, so
@@ -1482,17 +1481,6 @@ static void server_free(kq_server_t *s)
     free(s);
 }
 
-static void seterr(char *err, size_t errlen, const char *fmt, ...) KQ_PRINTF(3, 4);
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err == NULL || errlen == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 static char *dup_opt(const char *s, bool *oom)
 {
     if (s == NULL)
@@ -1537,9 +1525,9 @@ static struct mg_context *listener_start(kq_server_t *s, port_t *port, const cha
     struct mg_context *ctx = mg_start2(&init, &ed);
     if (ctx == NULL) {
         if (s->tls_err[0] != '\0')
-            seterr(err, errlen, "TLS setup failed: %s", s->tls_err);
+            kq_errf(err, errlen, "TLS setup failed: %s", s->tls_err);
         else
-            seterr(err, errlen, "%s", mgerr[0] ? mgerr : "the HTTP server could not start");
+            kq_errf(err, errlen, "%s", mgerr[0] ? mgerr : "the HTTP server could not start");
     }
     return ctx;
 }
@@ -1548,36 +1536,36 @@ kq_server_t *kq_server_start(const kq_server_opts_t *o, kq_app_t *app, char *err
 {
     kq_server_t *s = NULL;
     if (o == NULL || app == NULL) {
-        seterr(err, errlen, "no options or no application context");
+        kq_errf(err, errlen, "no options or no application context");
         goto fail;
     }
     const char *listen = o->listen && o->listen[0] ? o->listen : DEFAULT_LISTEN;
     size_t ll = strlen(listen);
     if (ll > 200 || strchr(listen, ',') != NULL || listen[ll - 1] < '0' || listen[ll - 1] > '9') {
-        seterr(err, errlen, "listen address \"%s\" must be HOST:PORT, [IPV6]:PORT or PORT", listen);
+        kq_errf(err, errlen, "listen address \"%s\" must be HOST:PORT, [IPV6]:PORT or PORT", listen);
         goto fail;
     }
     if (!o->plain_http && (o->tls_cert == NULL || o->tls_key == NULL)) {
-        seterr(err, errlen, "a TLS certificate and key are required unless plain HTTP is requested");
+        kq_errf(err, errlen, "a TLS certificate and key are required unless plain HTTP is requested");
         goto fail;
     }
     if (o->plain_http && o->client_ca != NULL) {
-        seterr(err, errlen, "client certificates need TLS; they cannot be combined with plain HTTP");
+        kq_errf(err, errlen, "client certificates need TLS; they cannot be combined with plain HTTP");
         goto fail;
     }
     if (o->threads < 0 || o->threads > 1024) {
-        seterr(err, errlen, "threads must be between 1 and 1024");
+        kq_errf(err, errlen, "threads must be between 1 and 1024");
         goto fail;
     }
     if (o->max_client_conns < 0 || o->max_client_conns > 1024) {
-        seterr(err, errlen, "max client connections must be between 1 and 1024");
+        kq_errf(err, errlen, "max client connections must be between 1 and 1024");
         goto fail;
     }
 
     kq_server_global_init();
     s = calloc(1, sizeof(*s));
     if (s == NULL) {
-        seterr(err, errlen, "out of memory");
+        kq_errf(err, errlen, "out of memory");
         goto fail;
     }
     bool oom = false;
@@ -1602,7 +1590,7 @@ kq_server_t *kq_server_start(const kq_server_opts_t *o, kq_app_t *app, char *err
         s->ca = dup_opt(o->client_ca, &oom);
     }
     if (oom) {
-        seterr(err, errlen, "out of memory");
+        kq_errf(err, errlen, "out of memory");
         goto fail;
     }
 
@@ -1649,16 +1637,16 @@ static int start_scheduler_listener(kq_server_t *s, const kq_server_opts_t *o, c
     bool tls = !o->plain_http;
     size_t ll = strlen(l);
     if (ll > 200 || strchr(l, ',') != NULL || l[ll - 1] < '0' || l[ll - 1] > '9') {
-        seterr(err, errlen, "scheduler listen address \"%s\" must be HOST:PORT, [IPV6]:PORT", l);
+        kq_errf(err, errlen, "scheduler listen address \"%s\" must be HOST:PORT, [IPV6]:PORT", l);
         return KQ_EINVAL;
     }
     if (!tls && !loopback_listen(l)) {
-        seterr(err, errlen, "scheduler listen address \"%s\" must be a loopback HOST:PORT (127.0.0.1:PORT or "
+        kq_errf(err, errlen, "scheduler listen address \"%s\" must be a loopback HOST:PORT (127.0.0.1:PORT or "
                "[::1]:PORT) with --insecure-plain-http: it would serve plain HTTP beyond this host", l);
         return KQ_EINVAL;
     }
     if (o->scheduler_threads < 0 || o->scheduler_threads > 256) {
-        seterr(err, errlen, "scheduler threads must be between 1 and 256");
+        kq_errf(err, errlen, "scheduler threads must be between 1 and 256");
         return KQ_EINVAL;
     }
     char threads[16];
@@ -1666,7 +1654,7 @@ static int start_scheduler_listener(kq_server_t *s, const kq_server_opts_t *o, c
     char why[320] = "";
     s->sched_ctx = listener_start(s, &s->sched_port, l, threads, tls, why, sizeof(why));
     if (s->sched_ctx == NULL) {
-        seterr(err, errlen, "scheduler listener %s: %s", l, why);
+        kq_errf(err, errlen, "scheduler listener %s: %s", l, why);
         return KQ_EIO;
     }
     kq_info("event=http_listening listen=%s port=%d tls=%s client_certs=%s role=scheduler threads=%s", l,

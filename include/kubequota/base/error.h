@@ -92,4 +92,8 @@ size_t kq_diag_format(const kq_diag_t *d, char *buf, size_t len);
 /* All diagnostics, one per line, as a new malloc'ed string (caller frees); NULL on ENOMEM. */
 char *kq_diags_join(const kq_diags_t *d, const char *sep);
 
+/* Writes a message into a caller's error buffer, cut to len (always NUL-terminated); a
+ * NULL buffer or len 0 writes nothing. The one helper behind every "err, errlen" pair. */
+void kq_errf(char *buf, size_t len, const char *fmt, ...) KQ_PRINTF(3, 4);
+
 #endif
