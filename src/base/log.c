@@ -226,8 +226,9 @@ static void put_json_str(out_t *o, span_t s)
         unsigned char c = (unsigned char)s.p[i];
         if (s.quoted && c == '\\' && i + 1 < s.n) {
             c = (unsigned char)s.p[++i];
-            if (c == 'n') {
-                puts_(o, "\\n");
+            if (c == 'n' || c == 'r' || c == 't') { /* the escapes escape_of() writes */
+                char e[2] = {'\\', (char)c};
+                put(o, e, 2);
                 continue;
             }
         }
@@ -428,13 +429,337 @@ size_t kq_log_render(char *buf, size_t cap, kq_log_format_t fmt, int level, int 
     return o.n;
 }
 
+/* ======================================================================== */
+/* formatting a body from a call site's format and arguments               */
+/* ======================================================================== */
+
+/* Call sites print names that come from users' objects straight after key= (user=%s,
+ * pod=%s/%s). Formatted by plain vsnprintf, a name with a space ends the value early and
+ * its rest becomes junk keys; a name holding `" event=x` forges a key. So the writer walks
+ * the format itself:
+ *   - the text after key= up to the next space is one value (pod=%s/%s is one value);
+ *     when that run holds a %s or %c and the result needs it (empty, space, '"', '\\', '=',
+ *     a control character), the whole run is written in quotes, escaped as parse_body reads
+ *     it back (\" \\ \n \r \t);
+ *   - a %s or %c inside a value the format itself quotes (error="%s") is escaped the same
+ *     way, without new quotes;
+ *   - every conversion is formatted by snprintf from its own spec with an argument of the
+ *     type the spec names, so numbers come out exactly as vsnprintf writes them.
+ * A conversion the tables below do not know (%n, %ls, positional %1$s, ...) falls back to
+ * vsnprintf of the whole body, as before. */
+
+typedef struct wbuf {
+    char *b;
+    size_t cap, n; /* b[0..n) written; n < cap, room for the NUL is kept */
+} wbuf_t;
+
+/* the argument types a conversion consumes */
+enum { A_BAD, A_INT, A_UINT, A_LONG, A_ULONG, A_LLONG, A_ULLONG, A_SIZE, A_INTMAX, A_UINTMAX, A_PTRDIFF,
+       A_DOUBLE, A_LDOUBLE, A_STR, A_PTR, A_PCT };
+
+/* length modifiers, longest first */
+static const struct {
+    const char *s;
+    unsigned char len;
+} length_mods[] = {{"hh", 1}, {"h", 2}, {"ll", 4}, {"l", 3}, {"z", 5}, {"j", 6}, {"t", 7}, {"L", 8}};
+
+/* conversion classes */
+enum { C_SIGNED, C_UNSIGNED, C_FLOAT, C_CHAR, C_STR, C_PTR, C_PCT, C_N };
+
+/* [length][class] -> argument type; A_BAD: not handled here (wide %lc/%ls, %Ld, %hf ...) */
+static const unsigned char arg_type[9][C_N] = {
+    /*         signed     unsigned    float      char   str    ptr    pct */
+    /* -  */ {A_INT, A_UINT, A_DOUBLE, A_INT, A_STR, A_PTR, A_PCT},
+    /* hh */ {A_INT, A_UINT, A_BAD, A_BAD, A_BAD, A_BAD, A_BAD},
+    /* h  */ {A_INT, A_UINT, A_BAD, A_BAD, A_BAD, A_BAD, A_BAD},
+    /* l  */ {A_LONG, A_ULONG, A_DOUBLE, A_BAD, A_BAD, A_BAD, A_BAD},
+    /* ll */ {A_LLONG, A_ULLONG, A_BAD, A_BAD, A_BAD, A_BAD, A_BAD},
+    /* z  */ {A_SIZE, A_SIZE, A_BAD, A_BAD, A_BAD, A_BAD, A_BAD},
+    /* j  */ {A_INTMAX, A_UINTMAX, A_BAD, A_BAD, A_BAD, A_BAD, A_BAD},
+    /* t  */ {A_PTRDIFF, A_PTRDIFF, A_BAD, A_BAD, A_BAD, A_BAD, A_BAD},
+    /* L  */ {A_BAD, A_BAD, A_LDOUBLE, A_BAD, A_BAD, A_BAD, A_BAD},
+};
+
+static int conv_class(char c)
+{
+    static const char *const classes[C_N] = {"di", "uxXo", "fFeEgGaA", "c", "s", "p", "%"};
+    for (int i = 0; i < C_N; i++)
+        if (c != '\0' && strchr(classes[i], c) != NULL)
+            return i;
+    return -1;
+}
+
+/* the escape of c inside a quoted value, or 0 */
+static char escape_of(unsigned char c)
+{
+    return c == '"' ? '"' : c == '\\' ? '\\' : c == '\n' ? 'n' : c == '\r' ? 'r' : c == '\t' ? 't' : 0;
+}
+
+static bool needs_quotes(const char *s, size_t n)
+{
+    if (n == 0)
+        return true;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c <= ' ' || c == 0x7f || c == '"' || c == '\\' || c == '=')
+            return true;
+    }
+    return false;
+}
+
+/* Escapes w->b[from..n) in place, in quotes when quote is set. What does not fit is cut
+ * at a whole character (never half an escape). */
+static void escape_tail(wbuf_t *w, size_t from, bool quote)
+{
+    size_t room = w->cap - 1 - from, q = quote ? 2 : 0, grow = 0, k = 0;
+    if (room < q) {
+        w->n = from;
+        return;
+    }
+    for (; from + k < w->n; k++) {
+        size_t add = escape_of((unsigned char)w->b[from + k]) ? 1 : 0;
+        if (k + 1 + grow + add + q > room)
+            break;
+        grow += add;
+    }
+    size_t end = from + k + grow + q; /* new w->n */
+    size_t d = end;
+    if (quote)
+        w->b[--d] = '"';
+    for (size_t i = k; i-- > 0;) { /* backwards: a character never moves left */
+        char c = w->b[from + i], e = escape_of((unsigned char)c);
+        if (e) {
+            w->b[--d] = e;
+            w->b[--d] = '\\';
+        } else {
+            w->b[--d] = c;
+        }
+    }
+    if (quote)
+        w->b[--d] = '"';
+    w->n = end;
+}
+
+static void wput(wbuf_t *w, const char *s, size_t n)
+{
+    if (n > w->cap - 1 - w->n)
+        n = w->cap - 1 - w->n;
+    memcpy(w->b + w->n, s, n);
+    w->n += n;
+}
+
+/* One conversion at *fmt (just past the '%'): formats it into w and advances *fmt.
+ * Returns the conversion class, or -1 when it is not one this writer handles. */
+static int put_conversion(wbuf_t *w, const char **fmt, va_list *ap)
+{
+    const char *p = *fmt;
+    char spec[48];
+    size_t sn = 0;
+    spec[sn++] = '%';
+    while (*p && strchr("-+ #0'", *p) != NULL && sn < 16)
+        spec[sn++] = *p++;
+    for (int part = 0; part < 2; part++) { /* width, then precision */
+        if (part == 1) {
+            if (*p != '.')
+                break;
+            p++;
+        }
+        if (*p == '*') {
+            int v = va_arg(*ap, int);
+            p++;
+            if (v < -4096 || v > 4096) /* wider than any body: not worth a special case */
+                return -1;
+            if (part == 0 || v >= 0)
+                sn += (size_t)snprintf(spec + sn, sizeof(spec) - sn, part ? ".%d" : "%d", v);
+        } else {
+            if (part == 1)
+                spec[sn++] = '.';
+            int digits = 0;
+            while (*p >= '0' && *p <= '9') {
+                if (++digits > 4)
+                    return -1;
+                spec[sn++] = *p++;
+            }
+            if (*p == '$') /* positional arguments */
+                return -1;
+        }
+    }
+    int len = 0;
+    for (size_t i = 0; i < sizeof(length_mods) / sizeof(length_mods[0]); i++) {
+        size_t l = strlen(length_mods[i].s);
+        if (strncmp(p, length_mods[i].s, l) == 0) {
+            len = length_mods[i].len;
+            memcpy(spec + sn, p, l);
+            sn += l;
+            p += l;
+            break;
+        }
+    }
+    int cls = conv_class(*p);
+    if (cls < 0 || arg_type[len][cls] == A_BAD)
+        return -1;
+    spec[sn++] = *p++;
+    spec[sn] = '\0';
+    *fmt = p;
+    char *dst = w->b + w->n;
+    size_t room = w->cap - w->n;
+    int r;
+    switch (arg_type[len][cls]) {
+    case A_INT: r = snprintf(dst, room, spec, va_arg(*ap, int)); break;
+    case A_UINT: r = snprintf(dst, room, spec, va_arg(*ap, unsigned)); break;
+    case A_LONG: r = snprintf(dst, room, spec, va_arg(*ap, long)); break;
+    case A_ULONG: r = snprintf(dst, room, spec, va_arg(*ap, unsigned long)); break;
+    case A_LLONG: r = snprintf(dst, room, spec, va_arg(*ap, long long)); break;
+    case A_ULLONG: r = snprintf(dst, room, spec, va_arg(*ap, unsigned long long)); break;
+    case A_SIZE: r = snprintf(dst, room, spec, va_arg(*ap, size_t)); break;
+    case A_INTMAX: r = snprintf(dst, room, spec, va_arg(*ap, intmax_t)); break;
+    case A_UINTMAX: r = snprintf(dst, room, spec, va_arg(*ap, uintmax_t)); break;
+    case A_PTRDIFF: r = snprintf(dst, room, spec, va_arg(*ap, ptrdiff_t)); break;
+    case A_DOUBLE: r = snprintf(dst, room, spec, va_arg(*ap, double)); break;
+    case A_LDOUBLE: r = snprintf(dst, room, spec, va_arg(*ap, long double)); break;
+    case A_STR: r = snprintf(dst, room, spec, va_arg(*ap, const char *)); break;
+    case A_PTR: r = snprintf(dst, room, spec, va_arg(*ap, void *)); break;
+    default: r = snprintf(dst, room, "%%"); break;
+    }
+    if (r < 0)
+        return -1;
+    w->n += (size_t)r < room ? (size_t)r : room - 1;
+    return cls;
+}
+
+/* Where the value of the format token at p starts: the '=' after its key, as parse_body
+ * reads keys, or the first '=' of a token that starts with a %s (a key the call site
+ * passes: "%s=%s", unquoted values only); NULL for prose. */
+static const char *value_start(const char *p)
+{
+    size_t klen;
+    if (is_key(p, &klen))
+        return p + klen;
+    if (p[0] != '%' || p[1] != 's')
+        return NULL;
+    for (; *p != '\0' && *p != ' '; p++)
+        if (*p == '=')
+            return p[1] == '"' ? NULL : p;
+    return NULL;
+}
+
+/* Formats a body as described above; false when a conversion is not handled (then the
+ * caller falls back to vsnprintf with a fresh copy of the arguments). The walk mirrors
+ * parse_body on the format's own text: the same tokens are keys, a value the format quotes
+ * ends where parse_body ends it (closes()), and \x inside it is one escape. */
+static bool format_body(char *out, size_t cap, const char *fmt, va_list *ap)
+{
+    wbuf_t w = {out, cap, 0};
+    size_t run = 0;         /* start of the unquoted value being written */
+    bool in_run = false;    /* between a key's '=' and the next space */
+    bool run_text = false;  /* the run holds a %s or %c */
+    bool in_quotes = false; /* inside a value the format quotes */
+    const char *eq = value_start(fmt);
+    const char *p = fmt;
+    while (*p) {
+        char c = *p;
+        if (c == '%') {
+            p++;
+            size_t at = w.n;
+            int cls = put_conversion(&w, &p, ap);
+            if (cls < 0)
+                return false;
+            if (cls == C_STR || cls == C_CHAR) {
+                if (in_quotes)
+                    escape_tail(&w, at, false);
+                else if (in_run)
+                    run_text = true;
+            }
+            continue;
+        }
+        if (in_quotes) {
+            if (c == '\\' && p[1] == '%' && p[2] != '%') {
+                /* a lone backslash before a conversion would escape the value's first
+                 * character; written as an escape of its own it stays a backslash */
+                wput(&w, "\\\\", 2);
+                p++;
+                continue;
+            }
+            if (c == '\\' && p[1] != '\0' && p[1] != '%') { /* the call site's own escape */
+                wput(&w, p, 2);
+                p += 2;
+                continue;
+            }
+            if (c == '"') {
+                if (closes(p + 1)) {
+                    in_quotes = false;
+                } else {
+                    /* an inner quote the call site left bare: if an argument comes next,
+                     * its text must not decide that the quote ends the value */
+                    const char *q = p + 1;
+                    while (*q == ' ')
+                        q++;
+                    if (q[0] == '%' && q[1] != '%') {
+                        wput(&w, "\\\"", 2);
+                        p++;
+                        continue;
+                    }
+                }
+            }
+        } else if (c == ' ') {
+            if (in_run && run_text && needs_quotes(w.b + run, w.n - run))
+                escape_tail(&w, run, true);
+            in_run = run_text = false;
+            eq = value_start(p + 1);
+        } else if (p == eq) {
+            wput(&w, p, 1);
+            p++;
+            if (*p == '"') {
+                in_quotes = true;
+                wput(&w, p, 1);
+                p++;
+            } else {
+                in_run = true;
+                run = w.n;
+            }
+            continue;
+        }
+        wput(&w, p, 1);
+        p++;
+    }
+    if (in_run && run_text && needs_quotes(w.b + run, w.n - run))
+        escape_tail(&w, run, true);
+    w.b[w.n] = '\0';
+    return true;
+}
+
+size_t kq_log_vformat(char *out, size_t cap, const char *fmt, va_list ap)
+{
+    if (cap == 0)
+        return 0;
+    va_list walk;
+    va_copy(walk, ap);
+    bool ok = format_body(out, cap, fmt, &walk);
+    va_end(walk);
+    if (!ok) { /* a conversion the writer does not know: printf's text, unquoted */
+        int r = vsnprintf(out, cap, fmt, ap);
+        if (r < 0)
+            out[0] = '\0';
+    }
+    return strlen(out);
+}
+
+size_t kq_log_format(char *out, size_t cap, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    size_t n = kq_log_vformat(out, cap, fmt, ap);
+    va_end(ap);
+    return n;
+}
+
 void kq_log_write(int level, int v, const char *file, int line, const char *fmt, ...)
 {
     char body[4096];
     char out[8192];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(body, sizeof(body), fmt, ap);
+    kq_log_vformat(body, sizeof(body), fmt, ap);
     va_end(ap);
     size_t n = kq_log_render(out, sizeof(out), log_format, level, v, NULL, file, line, body);
     ssize_t w = write(STDERR_FILENO, out, n);
@@ -447,7 +772,7 @@ const char *kq_log_quote(char *buf, size_t cap, const char *s)
     if (cap == 0)
         return buf;
     for (; s != NULL && *s != '\0'; s++) {
-        char c = *s, e = c == '"' ? '"' : c == '\\' ? '\\' : c == '\n' ? 'n' : 0;
+        char c = *s, e = escape_of((unsigned char)c);
         if (n + (e ? 2 : 1) >= cap)
             break;
         if (e) {

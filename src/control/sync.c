@@ -520,13 +520,10 @@ int kq_reloader_reload_now(kq_reloader_t *r)
     } else {
         char *all = kq_diags_join(&diags, "; ");
         const char *text = all ? all : kq_strerror(rc);
-        /* Diagnostics quote keys and values ("shared-weight \"cpu=x\""): escape them, or the
-         * log writer would take an inner quote for the end of the value. */
-        size_t cap = 2 * strlen(text) + 1;
-        char *quoted = malloc(cap);
+        /* diagnostics quote keys and values ("shared-weight \"cpu=x\""): the log writer
+         * escapes them inside the quoted value */
         kq_error("event=config_rejected file=%s msg=\"config rejected, keeping the old one\" errors=\"%s\"",
-                 r->path, quoted ? kq_log_quote(quoted, cap, text) : text);
-        free(quoted);
+                 r->path, text);
         free(all);
     }
     if (app->metrics)

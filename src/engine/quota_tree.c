@@ -1378,7 +1378,7 @@ int kq_qtree_remove_group(kq_qtree_t *t, const char *name, char *err, size_t err
 out:
     pthread_mutex_unlock(&t->lock);
     if (rc == 0)
-        kq_info("quota tree: group removed group=%s, its pods now count in %s", copy, KQ_QTREE_DEFAULT);
+        kq_info("quota tree: group removed, its pods now count in %s group=%s", KQ_QTREE_DEFAULT, copy);
     return rc;
 }
 

@@ -1738,7 +1738,7 @@ int kq_ugm_set_config(kq_ugm_t *m, kq_config_t *cfg)
         return KQ_EINVAL;
     const kq_partition_conf_t *part = kq_config_partition(cfg, m->partition);
     if (part == NULL || part->root == NULL) {
-        kq_warn("ugm: configuration has no partition=%s, limits unchanged", m->partition);
+        kq_warn("ugm: configuration has no such partition, limits unchanged partition=%s", m->partition);
         return KQ_ENOENT;
     }
     limits_t *L = calloc(1, sizeof(*L));
@@ -1761,8 +1761,8 @@ int kq_ugm_set_config(kq_ugm_t *m, kq_config_t *cfg)
     kq_info("ugm: limits applied partition=%s queues=%zu limits=%zu", m->partition, L->n_levels,
             L->n_limits);
     if (!L->acls)
-        kq_warn("ugm: no submitacl or adminacl in partition=%s: every user may submit to every queue "
-                "(YuniKorn would deny all; its default configuration sets submitacl '*' on root)",
+        kq_warn("ugm: no submitacl or adminacl in the partition: every user may submit to every queue "
+                "(YuniKorn would deny all; its default configuration sets submitacl '*' on root) partition=%s",
                 m->partition);
     return 0;
 }

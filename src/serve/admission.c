@@ -967,11 +967,9 @@ static int review(const kq_admission_opts_t *o, bool mutating, const char *body,
     const char *who = c.user != NULL ? c.user
                       : json_string_value(get_path(c.req, (const char *const[]){"userInfo", "username"}, 2));
     if (rc == 200 && !c.allowed) {
-        char q[2048];
         kq_info("event=admission_denied webhook=%s uid=%s op=%s kind=%s ns=%s name=%s user=\"%s\" code=%d "
                 "msg=\"%s\"", c.webhook, or_dash(json_string_value(c.uid)), or_dash(c.op), or_dash(c.kind),
-                or_dash(c.ns), or_dash(c.name), or_dash(who), c.code,
-                kq_log_quote(q, sizeof(q), c.message != NULL ? c.message : ""));
+                or_dash(c.ns), or_dash(c.name), or_dash(who), c.code, c.message != NULL ? c.message : "");
     } else if (rc == 200)
         kq_debug("event=admission_allowed webhook=%s uid=%s op=%s kind=%s ns=%s name=%s user=%s patch_ops=%zu "
                  "warnings=%zu", c.webhook, or_dash(json_string_value(c.uid)), or_dash(c.op), or_dash(c.kind),

@@ -341,6 +341,10 @@ class TriggerPhraseNameTest(KQTestCase):
             self.assertIn('kubequota_admission_attempts_total{queue="%s",result="denied",reason="over_limit"} 1\n'
                           % queue, text)
         self.assertNotRegex(text, r'kubequota_admission_attempts_total\{[^}]*reason="(never_fits|queue_missing|acl)"')
+        # the name with spaces is one quoted value of the log line, not "user=ann" plus junk
+        wait_until(lambda: ' user="ann does not exist" ' in self.kq.logs(), 10, 0.05,
+                   msg="no log line with the quoted user name")
+        self.assertNotRegex(self.kq.logs(), r' user=ann ')
 
 
 # ---------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@
  * JSON {"ts":1580306777.04728,"v":4,"msg":"...", keys...}.
  * The JSON is checked with jansson, an independent parser.
  */
+#include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <wchar.h>
 
 #include <cmocka.h>
 #include <jansson.h>
@@ -238,6 +240,300 @@ static void test_limiter(void **state)
     kq_log_limiter_free(NULL);
 }
 
+/* ---- the writer: kq_log_format keeps every %s inside its value ---- */
+
+/* body formatted by the writer, rendered as JSON and checked with jansson */
+static json_t *json_of_body(const char *body)
+{
+    return render_json(KQ_LOG_INFO, 0, body);
+}
+
+static size_t json_keys(json_t *j)
+{
+    return json_object_size(j) - 4; /* ts, caller, v, msg */
+}
+
+static void test_writer_quotes_names(void **state)
+{
+    (void)state;
+    /* expected bodies written by hand: quoted only when needed, \" \\ \n \r \t escaped */
+    static const struct {
+        const char *name, *body;
+    } cases[] = {
+        {"alice", "event=reserved user=alice n=1"},
+        {"ann does not exist", "event=reserved user=\"ann does not exist\" n=1"},
+        {"", "event=reserved user=\"\" n=1"},
+        {"a\"b", "event=reserved user=\"a\\\"b\" n=1"},
+        {"a\\b", "event=reserved user=\"a\\\\b\" n=1"},
+        {"a=b", "event=reserved user=\"a=b\" n=1"},
+        {"two\nlines", "event=reserved user=\"two\\nlines\" n=1"},
+        {"cr\rtab\t", "event=reserved user=\"cr\\rtab\\t\" n=1"},
+        {"\" event=forged", "event=reserved user=\"\\\" event=forged\" n=1"},
+        {"x\" event=forged n=2 q=\"", "event=reserved user=\"x\\\" event=forged n=2 q=\\\"\" n=1"},
+        {"\\", "event=reserved user=\"\\\\\" n=1"},
+        {"bell\x07", "event=reserved user=\"bell\x07\" n=1"}, /* kept raw; the renderer escapes it */
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char body[512];
+        kq_log_format(body, sizeof(body), "event=reserved user=%s n=%d", cases[i].name, 1);
+        assert_string_equal(body, cases[i].body);
+        json_t *j = json_of_body(body);
+        assert_string_equal(json_string_value(json_object_get(j, "user")), cases[i].name);
+        assert_string_equal(json_string_value(json_object_get(j, "event")), "reserved");
+        assert_int_equal(json_integer_value(json_object_get(j, "n")), 1);
+        assert_int_equal(json_keys(j), 3); /* nothing forged */
+        json_decref(j);
+    }
+    /* text format: the value is one quoted string, the line stays one line */
+    char body[256], line[1024];
+    kq_log_format(body, sizeof(body), "event=reserved user=%s queue=%s", "ann does not exist", "root.a");
+    size_t n = kq_log_render(line, sizeof(line), KQ_LOG_TEXT, KQ_LOG_INFO, 0, &T0, "a.c", 1, body);
+    assert_non_null(strstr(line, "] \"reserved\" event=reserved user=\"ann does not exist\" queue=root.a\n"));
+    kq_log_format(body, sizeof(body), "event=reserved user=%s queue=%s", "x\" event=forged\nI1124 fake", "q");
+    n = kq_log_render(line, sizeof(line), KQ_LOG_TEXT, KQ_LOG_INFO, 0, &T0, "a.c", 1, body);
+    assert_null(memchr(line, '\n', n - 1));
+    assert_non_null(strstr(line, " event=reserved user=\"x\\\" event=forged\\nI1124 fake\" queue=q\n"));
+}
+
+static void test_writer_pod_pairs(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *ns, *name, *pod, *body;
+    } cases[] = {
+        {"ns1", "p1", "ns1/p1", "event=bind pod=ns1/p1 uid=u"},
+        {"my ns", "p1", "my ns/p1", "event=bind pod=\"my ns/p1\" uid=u"},
+        {"ns1", "my pod", "ns1/my pod", "event=bind pod=\"ns1/my pod\" uid=u"},
+        {"a\"", "\" uid=forged", "a\"/\" uid=forged", "event=bind pod=\"a\\\"/\\\" uid=forged\" uid=u"},
+        {"", "", "/", "event=bind pod=/ uid=u"}, /* not empty: "/" is a plain token */
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char body[256];
+        kq_log_format(body, sizeof(body), "event=bind pod=%s/%s uid=%s", cases[i].ns, cases[i].name, "u");
+        assert_string_equal(body, cases[i].body);
+        json_t *j = json_of_body(body);
+        assert_string_equal(json_string_value(json_object_get(j, "pod")), cases[i].pod);
+        assert_string_equal(json_string_value(json_object_get(j, "uid")), "u");
+        assert_int_equal(json_keys(j), 3);
+        json_decref(j);
+    }
+    /* precision from the argument list and from the format; literal text in the run */
+    char body[256];
+    kq_log_format(body, sizeof(body), "event=x user=%.*s queue=%.5s... n=%d", 3, "a b c", "root dev", 7);
+    assert_string_equal(body, "event=x user=\"a b\" queue=\"root ...\" n=7");
+    /* a key taken from an argument (ugm: tracker created %s=%s): the value is still one value */
+    kq_log_format(body, sizeof(body), "ugm: tracker created %s=%s", "user", "ann does not exist");
+    assert_string_equal(body, "ugm: tracker created user=\"ann does not exist\"");
+    /* %c in a value counts as text */
+    kq_log_format(body, sizeof(body), "event=x sep=%c", ' ');
+    assert_string_equal(body, "event=x sep=\" \"");
+}
+
+static void test_writer_escapes_quoted_values(void **state)
+{
+    (void)state;
+    /* error=\"%s\": quotes, backslashes and newlines of the text are escaped, no new quotes */
+    const char *err = "bad \"x\" \\ y\nI1124 00:00:00.000000 1 fake.c:1] \"forged\" event=forged";
+    char body[512];
+    kq_log_format(body, sizeof(body), "kube: list failed path=%s error=\"%s\" n=%d", "/api/v1/pods", err, 2);
+    assert_string_equal(body, "kube: list failed path=/api/v1/pods error=\"bad \\\"x\\\" \\\\ y\\nI1124 "
+                              "00:00:00.000000 1 fake.c:1] \\\"forged\\\" event=forged\" n=2");
+    json_t *j = json_of_body(body);
+    assert_string_equal(json_string_value(json_object_get(j, "error")), err);
+    assert_string_equal(json_string_value(json_object_get(j, "path")), "/api/v1/pods");
+    assert_string_equal(json_string_value(json_object_get(j, "msg")), "kube: list failed");
+    assert_int_equal(json_integer_value(json_object_get(j, "n")), 2);
+    assert_null(json_object_get(j, "event"));
+    json_decref(j);
+    /* several conversions and literal text inside one quoted value; the call site's own \" */
+    kq_log_format(body, sizeof(body), "event=x msg=\"%s: bad quantity '%.4s' \\\"%d\\\"\" key=%s", "k\"1", "1 2 3",
+                  5, "kubequota.io/x");
+    assert_string_equal(body, "event=x msg=\"k\\\"1: bad quantity '1 2 ' \\\"5\\\"\" key=kubequota.io/x");
+    j = json_of_body(body);
+    assert_string_equal(json_string_value(json_object_get(j, "msg")), "k\"1: bad quantity '1 2 ' \"5\"");
+    assert_string_equal(json_string_value(json_object_get(j, "key")), "kubequota.io/x");
+    json_decref(j);
+    /* the text the config_rejected line carries (diagnostics quote values) comes through whole */
+    const char *text = "got \"a\" b=2\" (expected e.g. \"cpu=4\")";
+    kq_log_format(body, sizeof(body), "event=config_rejected errors=\"%s\" n=%d", text, 2);
+    j = json_of_body(body);
+    assert_string_equal(json_string_value(json_object_get(j, "errors")), text);
+    assert_int_equal(json_integer_value(json_object_get(j, "n")), 2);
+    json_decref(j);
+    /* a bare inner quote of the format before an argument: the argument cannot end the value */
+    kq_log_format(body, sizeof(body), "event=x reason=\"limit \"%s\" exceeded\" user=%s", " user=forged", "bob");
+    j = json_of_body(body);
+    assert_string_equal(json_string_value(json_object_get(j, "reason")), "limit \" user=forged\" exceeded");
+    assert_string_equal(json_string_value(json_object_get(j, "user")), "bob");
+    assert_int_equal(json_keys(j), 3);
+    json_decref(j);
+    /* kq_log_quote and the writer agree */
+    char q[256], b2[512];
+    snprintf(b2, sizeof(b2), "event=config_rejected errors=\"%s\" n=2", kq_log_quote(q, sizeof(q), "a\"b\\c\nd\te\r"));
+    kq_log_format(body, sizeof(body), "event=config_rejected errors=\"%s\" n=%d", "a\"b\\c\nd\te\r", 2);
+    assert_string_equal(body, b2);
+    j = json_of_body(body);
+    assert_string_equal(json_string_value(json_object_get(j, "errors")), "a\"b\\c\nd\te\r");
+    json_decref(j);
+}
+
+/* The writer and vsnprintf write the same text for every conversion that is not a %s in a
+ * value: each case is formatted by both. The first block are the conversions src/ uses
+ * (collected with grep over the kq_info/kq_warn/kq_error/kq_debug/kq_v formats: %s %d %u
+ * %ld %lu %lld %zu %.0f %.3f %.32s %.64s %.80s), the rest the other forms the writer takes. */
+#define SAME(...)                                                                                                \
+    do {                                                                                                       \
+        char a_[512], b_[512];                                                                                 \
+        int r_ = snprintf(a_, sizeof(a_), __VA_ARGS__);                                                        \
+        size_t n_ = kq_log_format(b_, sizeof(b_), __VA_ARGS__);                                                \
+        assert_true(r_ >= 0);                                                                                  \
+        assert_string_equal(b_, a_);                                                                           \
+        assert_int_equal(n_, strlen(a_));                                                                      \
+    } while (0)
+
+/* the same, and the writer took the body itself (no fallback): a name before it is quoted */
+#define SAMEW(fmt, ...)                                                                                          \
+    do {                                                                                                       \
+        SAME(fmt, __VA_ARGS__);                                                                                \
+        char a_[600], b_[600];                                                                                 \
+        snprintf(a_, sizeof(a_), "u=\"a b\" " fmt, __VA_ARGS__);                                               \
+        kq_log_format(b_, sizeof(b_), "u=%s " fmt, "a b", __VA_ARGS__);                                        \
+        assert_string_equal(b_, a_);                                                                           \
+    } while (0)
+
+static void test_writer_numbers_like_printf(void **state)
+{
+    (void)state;
+    /* used in src/ */
+    SAMEW("event=x n=%d m=%d k=%d", 0, INT_MIN, INT_MAX);
+    SAMEW("event=x n=%u m=%u", 0u, UINT_MAX);
+    SAMEW("event=x n=%ld m=%ld", LONG_MIN, LONG_MAX);
+    SAMEW("event=x n=%lu m=%lu", 0ul, ULONG_MAX);
+    SAMEW("event=x n=%lld m=%lld", LLONG_MIN, LLONG_MAX);
+    SAMEW("event=x n=%zu m=%zu", (size_t)0, SIZE_MAX);
+    SAMEW("event=x epoch=%.0f a=%.0f b=%.0f", 1732458380.5, -0.4, 1e20);
+    SAMEW("event=x ms=%.3f a=%.3f b=%.3f c=%.3f", 0.0005, -12.3456, 1.0 / 3, 0.0 / 0.0);
+    SAMEW("event=x inf=%.3f ninf=%.0f", 1.0 / 0.0, -1.0 / 0.0);
+    SAMEW("event=x q=%.80s q=%.64s q=%.32s", "root.plain", "cpu", "abcdefghijklmnopqrstuvwxyz0123456789");
+    SAMEW("kube: list page larger than %zu bytes, asking again for %d objects path=%s", (size_t)1 << 20, 500, "/api");
+    SAMEW("kube: watch stalled: nothing received for %ld ms, relisting path=%s", 30000L, "/api/v1/pods");
+    /* flags, width, precision, '*' */
+    SAMEW("n=%5d m=%-5d| k=%05d p=%+d s=% d h=%#x o=%#o", 42, 42, 42, 42, 42, 255u, 8u);
+    SAMEW("n=%*d m=%-*d| k=%.*d p=%*.*d", 6, -7, -6, 7, 3, 5, 8, 4, 9);
+    SAMEW("n=%.*f m=%*.*e", -1, 3.14159, 12, 2, 6.02e23);
+    SAMEW("n=%.0d m=%.0u|", 0, 0u);
+    SAMEW("n=%x %X %o %#X %08x", 0xdeadbeefu, 0xabcu, 0777u, 0u, 0x1fu);
+    /* length modifiers */
+    SAMEW("n=%hhd m=%hhu k=%hd l=%hu", 300, 511, 70000, 70000);
+    SAMEW("n=%jd m=%ju", INTMAX_MIN, UINTMAX_MAX);
+    SAMEW("n=%td m=%zd k=%zx", (ptrdiff_t)-5, (size_t)7, (size_t)255);
+    SAMEW("n=%llx m=%lX k=%lo", 0x123456789abcdefULL, 0xfeedUL, 64UL);
+    SAMEW("n=%Lf m=%Le k=%Lg", 1.5L, -2.25e-300L, 1e400L);
+    SAMEW("n=%lf m=%lg", 2.5, 1e-5);
+    /* the other conversions */
+    SAMEW("n=%e %E %g %G %a %A %F", 12345.678, 1e-10, 0.0001, 1e100, 1.0, -0.5, 3.25);
+    SAMEW("n=%g m=%#g k=%-12.4g|", 100000.0, 1.0, 3.14159);
+    SAMEW("p=%p q=%p", (void *)0x1234, (void *)NULL);
+    SAMEW("c=%c d=%c 100%%|", 'A', '0');
+    SAMEW("s=%s", (const char *)"plain");
+    SAMEW("%s and %s, no keys", "some words", "more \"words\"");
+    const char *empty = "";
+    SAME(empty, 0);
+    SAME("no conversions at all key=value k2=\"v 2\"");
+    /* the rest of the line after a cut is not written half */
+    char small[8];
+    kq_log_format(small, sizeof(small), "n=%d m=%d", 123456, 7);
+    assert_string_equal(small, "n=12345");
+}
+
+static void test_writer_falls_back(void **state)
+{
+    (void)state;
+    /* conversions the writer does not know: the whole body is vsnprintf's, never a crash */
+    SAME("event=x user=%ls n=%d", L"wide name", 3);
+    SAME("event=x user=%2$s n=%1$d", 3, "ann does not exist");
+    SAME("event=x n=%lc", (wint_t)'w');
+    const char *volatile wide = "event=x n=%99999d", *volatile star = "event=x n=%*d"; /* gcc would warn */
+    SAME(wide, 1);
+    SAME(star, 100000, 1);
+}
+
+static void test_writer_cuts_whole(void **state)
+{
+    (void)state;
+    /* a value cut at the end of the buffer keeps whole escapes and its closing quote */
+    char name[300];
+    for (size_t i = 0; i < sizeof(name) - 1; i++)
+        name[i] = "\"\\ \n"[i % 4];
+    name[sizeof(name) - 1] = '\0';
+    for (size_t cap = 1; cap < 80; cap++) {
+        char body[80];
+        size_t n = kq_log_format(body, cap, "event=x user=%s", name);
+        assert_true(n < cap);
+        assert_int_equal(body[n], '\0');
+        assert_int_equal(strlen(body), n);
+        if (n > strlen("event=x user=")) {
+            assert_int_equal(body[n - 1], '"'); /* closed */
+            size_t bs = 0;                      /* and not by an escaped quote */
+            for (size_t i = n - 1; i-- > 0 && body[i] == '\\';)
+                bs++;
+            assert_int_equal(bs % 2, 0);
+            json_t *j = json_of_body(body);
+            const char *got = json_string_value(json_object_get(j, "user"));
+            assert_non_null(got);
+            assert_memory_equal(got, name, strlen(got)); /* a prefix of the name */
+            json_decref(j);
+        }
+    }
+    char body[4096];
+    size_t n = kq_log_format(body, sizeof(body), "event=x error=\"%s\" tail=%s", name, "t");
+    json_t *j = json_of_body(body);
+    assert_string_equal(json_string_value(json_object_get(j, "error")), name);
+    assert_string_equal(json_string_value(json_object_get(j, "tail")), "t");
+    json_decref(j);
+    (void)n;
+}
+
+static void test_writer_through_kq_info(void **state)
+{
+    (void)state;
+    /* the real path: kq_info writes one JSON line on stderr with the name whole */
+    fflush(stderr);
+    int saved = dup(STDERR_FILENO);
+    FILE *tmp = tmpfile();
+    assert_non_null(tmp);
+    dup2(fileno(tmp), STDERR_FILENO);
+    int old_level = kq_log_level_current, old_v = kq_log_verbosity;
+    kq_log_level_current = KQ_LOG_INFO;
+    kq_log_verbosity = 0;
+    assert_int_equal(kq_log_set_format("json"), 0);
+    kq_info("event=reserved pod=%s/%s uid=%s queue=%s user=%s by=watch", "ns 1", "p\"1", "u-1", "root.a",
+            "ann\" event=forged");
+    assert_int_equal(kq_log_set_format("text"), 0);
+    kq_info("event=reserved user=%s", "ann does not exist");
+    kq_log_level_current = old_level;
+    kq_log_verbosity = old_v;
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    char out[4096];
+    rewind(tmp);
+    size_t n = fread(out, 1, sizeof(out) - 1, tmp);
+    fclose(tmp);
+    out[n] = '\0';
+    char *nl = strchr(out, '\n');
+    assert_non_null(nl);
+    json_error_t je;
+    json_t *j = json_loadb(out, (size_t)(nl - out + 1), 0, &je);
+    if (j == NULL)
+        fail_msg("not JSON (%s): %s", je.text, out);
+    assert_string_equal(json_string_value(json_object_get(j, "event")), "reserved");
+    assert_string_equal(json_string_value(json_object_get(j, "pod")), "ns 1/p\"1");
+    assert_string_equal(json_string_value(json_object_get(j, "user")), "ann\" event=forged");
+    assert_string_equal(json_string_value(json_object_get(j, "by")), "watch");
+    json_decref(j);
+    assert_non_null(strstr(nl + 1, " event=reserved user=\"ann does not exist\"\n"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -247,6 +543,13 @@ int main(void)
         cmocka_unit_test(test_text_format),
         cmocka_unit_test(test_levels_and_verbosity),
         cmocka_unit_test(test_limiter),
+        cmocka_unit_test(test_writer_quotes_names),
+        cmocka_unit_test(test_writer_pod_pairs),
+        cmocka_unit_test(test_writer_escapes_quoted_values),
+        cmocka_unit_test(test_writer_numbers_like_printf),
+        cmocka_unit_test(test_writer_falls_back),
+        cmocka_unit_test(test_writer_cuts_whole),
+        cmocka_unit_test(test_writer_through_kq_info),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

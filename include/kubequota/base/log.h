@@ -19,6 +19,7 @@
 #ifndef KUBEQUOTA_LOG_H
 #define KUBEQUOTA_LOG_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <time.h>
@@ -45,6 +46,18 @@ kq_log_format_t kq_log_get_format(void);
 
 void kq_log_write(int level, int v, const char *file, int line, const char *fmt, ...) KQ_PRINTF(5, 6);
 
+/* Formats a call site's body as kq_log_write does, into out (always NUL-terminated, cut to
+ * fit); returns its length. Not plain printf: the text a %s (or %c) puts into a value is
+ * kept inside that value, whatever it holds. The text after a key= up to the next space of
+ * the format (user=%s, pod=%s/%s, and %s=%s) is written in quotes, escaped (\" \\ \n \r \t),
+ * when its text needs it (empty, or holds a space, '"', '\\', '=' or a control character); a
+ * %s inside a value the format quotes (error=\"%s\") is escaped the same way. Every other
+ * conversion (flags, width, precision incl. '*', hh h l ll z j t L; d i u x X o c s p f F
+ * e E g G a A %) comes out exactly as vsnprintf writes it. A conversion outside that list
+ * makes the whole body plain vsnprintf output. For tests and fuzzing. */
+size_t kq_log_format(char *out, size_t cap, const char *fmt, ...) KQ_PRINTF(3, 4);
+size_t kq_log_vformat(char *out, size_t cap, const char *fmt, va_list ap) KQ_PRINTF(3, 0);
+
 /* Renders one body (see above) as one line of the given format, newline included, into
  * out (always NUL-terminated; a long line is cut, never split). Returns its length. For
  * tests and for kq_log_write; ts NULL means now. */
@@ -61,7 +74,8 @@ size_t kq_log_render(char *out, size_t cap, kq_log_format_t fmt, int level, int 
 #define kq_warn(...)  KQ_LOG(KQ_LOG_WARN, __VA_ARGS__)
 #define kq_info(...)  KQ_LOG(KQ_LOG_INFO, __VA_ARGS__)
 #define kq_debug(...) KQ_LOG(KQ_LOG_DEBUG, __VA_ARGS__)
-/* s escaped for a "..." value of a body (\" \\ \n), cut to fit; returns buf. */
+/* s escaped for a "..." value of a body (\" \\ \n \r \t), cut to fit; returns buf. kq_log_write
+ * escapes %s values itself: this is for bodies handed to kq_log_render directly. */
 const char *kq_log_quote(char *buf, size_t cap, const char *s);
 
 /* klog's V(n).InfoS: an info line shown from -v=n on. */
