@@ -617,7 +617,16 @@ static int put_conversion(wbuf_t *w, const char **fmt, va_list *ap)
     case A_PTRDIFF: r = snprintf(dst, room, spec, va_arg(*ap, ptrdiff_t)); break;
     case A_DOUBLE: r = snprintf(dst, room, spec, va_arg(*ap, double)); break;
     case A_LDOUBLE: r = snprintf(dst, room, spec, va_arg(*ap, long double)); break;
-    case A_STR: r = snprintf(dst, room, spec, va_arg(*ap, const char *)); break;
+    case A_STR: {
+        const char *str = va_arg(*ap, const char *);
+        if (sn == 2 && str != NULL) { /* plain %s, the common case: no printf machinery */
+            size_t l = strlen(str);
+            wput(w, str, l);
+            return cls;
+        }
+        r = snprintf(dst, room, spec, str);
+        break;
+    }
     case A_PTR: r = snprintf(dst, room, spec, va_arg(*ap, void *)); break;
     default: r = snprintf(dst, room, "%%"); break;
     }
