@@ -468,7 +468,8 @@ static int put_entries(snapshot_t *s, const kq_resource_t *r, size_t *at, size_t
     }
     *at = s->ne;
     *n = r->n;
-    memcpy(s->e + s->ne, KQ_RES_E(r), r->n * sizeof(*s->e));
+    if (r->n > 0) /* an empty set: no entries array may exist yet */
+        memcpy(s->e + s->ne, KQ_RES_E(r), r->n * sizeof(*s->e));
     s->ne += r->n;
     return 0;
 }
