@@ -220,7 +220,10 @@ typedef struct owner {
     UT_hash_handle hh;      /* in m->owners, keyed by application id */
     uint64_t n;             /* m->lock */
     uint64_t pods;          /* allocations (m->lock) */
-    kq_resource_t used;     /* the application's usage (m->lock; for the applications view) */
+    kq_res_entry_t *used;   /* the application's usage, n_used entries kept as a kq_resource_t
+                             * keeps them (m->lock; for the applications view); own allocation,
+                             * NULL while empty: an application costs no fixed resource set */
+    uint32_t n_used;
     kq_user_t user;         /* strings and group array in the same allocation */
     const char *app;
     const char *queue;      /* the queue of its first allocation */
@@ -1141,6 +1144,49 @@ static owner_t *owner_new(const char *app, size_t app_len, const kq_user_t *user
     return o;
 }
 
+/* The owner's usage as a set (view into r's inline room or heap: r is initialised and
+ * reused). 0 or KQ_ENOMEM. */
+static int owner_used(const owner_t *o, kq_resource_t *r)
+{
+    kq_resource_clear(r);
+    for (uint32_t i = 0; i < o->n_used; i++)
+        if (kq_resource_put(r, o->used[i].name, o->used[i].value) != 0)
+            return KQ_ENOMEM;
+    return 0;
+}
+
+/* Stores r as the owner's usage (an exact-size array; same size: in place). */
+static int owner_store(owner_t *o, const kq_resource_t *r)
+{
+    if (r->n != o->n_used) {
+        kq_res_entry_t *v = r->n ? malloc(r->n * sizeof(*v)) : NULL;
+        if (r->n && v == NULL)
+            return KQ_ENOMEM;
+        free(o->used);
+        o->used = v;
+        o->n_used = r->n;
+    }
+    if (r->n)
+        memcpy(o->used, KQ_RES_E(r), r->n * sizeof(*o->used));
+    return 0;
+}
+
+/* Adds (sign > 0) or takes away req from the owner's usage (clamped at 0). */
+static int owner_change(owner_t *o, const kq_resource_t *req, int sign)
+{
+    kq_resource_t r;
+    kq_resource_init(&r);
+    int rc = owner_used(o, &r);
+    if (rc == 0 && sign > 0)
+        rc = kq_resource_add(&r, req);
+    else if (rc == 0)
+        (void)res_sub(&r, req);
+    if (rc == 0)
+        rc = owner_store(o, &r);
+    kq_resource_free(&r);
+    return rc;
+}
+
 /* Drops `k` counts of the owner; frees it at 0. */
 static void owner_put(kq_ugm_t *m, owner_t *o, uint64_t k)
 {
@@ -1148,7 +1194,7 @@ static void owner_put(kq_ugm_t *m, owner_t *o, uint64_t k)
     o->n -= k;
     if (o->n == 0) {
         HASH_DEL(m->owners, o);
-        kq_resource_free(&o->used);
+        free(o->used);
         free(o);
     }
 }
@@ -1665,7 +1711,7 @@ static int do_increase(kq_ugm_t *m, const char *queue_path, const char *app_id,
         owner_put(m, op.own, 1);
     } else if (op.own != NULL) { /* the pin is the new allocation's count */
         op.own->pods++;
-        if (kq_resource_add(&op.own->used, op.req) != 0)
+        if (owner_change(op.own, op.req, +1) != 0)
             kq_debug("ugm: application usage not shown in full app=%s", app_id);
     }
     limits_t *dead = limits_put(op.lim);
@@ -1720,7 +1766,7 @@ void kq_ugm_free(kq_ugm_t *m)
     owner_t *o, *otmp;
     HASH_ITER(hh, m->owners, o, otmp) {
         HASH_DEL(m->owners, o);
-        kq_resource_free(&o->used);
+        free(o->used);
         free(o);
     }
     tree_free(&m->qtree);
@@ -1922,7 +1968,8 @@ release:
     tracker_release(&m->users, u, "user");
     if (own != NULL && rc == 0) {
         own->pods--;
-        res_sub(&own->used, usage);
+        if (owner_change(own, usage, -1) != 0)
+            kq_debug("ugm: application usage not shown in full app=%s", own->app);
     }
     if (own != NULL)
         owner_put(m, own, rc == 0 ? 2 : 1); /* our pin, and the released allocation */
@@ -2972,7 +3019,7 @@ json_t *kq_ugm_apps_json(kq_ugm_t *m, const char *queue_path)
             r->n_groups = j + 1;
         }
         r->pods = o->pods;
-        ok = ok && kq_resource_copy(&r->used, &o->used) == 0;
+        ok = ok && owner_used(o, &r->used) == 0;
     }
     mutex_unlock(&m->lock);
     json_t *out = ok ? json_array() : NULL;
