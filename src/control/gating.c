@@ -372,17 +372,31 @@ static const char *inherited_property(const kq_queue_conf_t *q, const char *key)
     return NULL;
 }
 
-/* Policy, half-life and caps of a queue from the configuration (lock held). */
-static void queue_policy(kq_gating_t *g, gqueue_t *q)
+/* Whether c (a queue's configuration, or its nearest configured ancestor's) makes it a
+ * usage queue, and the half-life of its history in seconds (default 1h). */
+static bool usage_policy(const kq_queue_conf_t *c, double *halflife_s)
 {
-    const kq_queue_conf_t *c = queue_conf_near(g, q->path);
     const char *pol = inherited_property(c, KQ_PROP_GATING_POLICY);
     const char *hl = inherited_property(c, KQ_PROP_GATING_HALFLIFE);
     long ms = 3600 * 1000L;
     if (hl != NULL && kq_duration_parse(hl, 0, &ms, NULL, 0) != 0)
         ms = 3600 * 1000L; /* the configuration was validated: not reached */
-    bool usage = pol != NULL && strcmp(pol, "usage") == 0;
-    q->halflife = (double)ms / 1000.0;
+    *halflife_s = (double)ms / 1000.0;
+    return pol != NULL && strcmp(pol, "usage") == 0;
+}
+
+/* Tracks queue in the usage history with its half-life (lock held). */
+static void track(kq_gating_t *g, const char *queue, double halflife_s)
+{
+    if (kq_fairshare_set_halflife(g->fs, queue, halflife_s, kq_fairshare_now()) != 0)
+        kq_error("event=gating_halflife_failed queue=%s error=\"out of memory\"", queue);
+}
+
+/* Policy, half-life and caps of a queue from the configuration (lock held). */
+static void queue_policy(kq_gating_t *g, gqueue_t *q)
+{
+    const kq_queue_conf_t *c = queue_conf_near(g, q->path);
+    bool usage = usage_policy(c, &q->halflife);
     kq_resource_clear(&q->caps);
     for (const kq_queue_conf_t *a = c; a != NULL; a = a->parent) {
         if (!a->has_max)
@@ -395,8 +409,8 @@ static void queue_policy(kq_gating_t *g, gqueue_t *q)
                 kq_error("event=gating_caps_failed queue=%s error=\"out of memory\"", q->path);
         }
     }
-    if (usage && kq_fairshare_set_halflife(g->fs, q->path, q->halflife, kq_fairshare_now()) != 0)
-        kq_error("event=gating_halflife_failed queue=%s error=\"out of memory\"", q->path);
+    if (usage)
+        track(g, q->path, q->halflife);
     if (usage != q->usage) { /* every user's pass changes meaning */
         q->usage = usage;
         double now = kq_fairshare_now();
@@ -984,15 +998,9 @@ static void set_halflives(kq_gating_t *g, const kq_queue_conf_t *c)
 {
     if (c == NULL)
         return;
-    const char *pol = inherited_property(c, KQ_PROP_GATING_POLICY);
-    if (!c->is_parent && pol != NULL && strcmp(pol, "usage") == 0) {
-        const char *hl = inherited_property(c, KQ_PROP_GATING_HALFLIFE);
-        long ms = 3600 * 1000L;
-        if (hl != NULL && kq_duration_parse(hl, 0, &ms, NULL, 0) != 0)
-            ms = 3600 * 1000L;
-        if (kq_fairshare_set_halflife(g->fs, c->path, (double)ms / 1000.0, kq_fairshare_now()) != 0)
-            kq_error("event=gating_halflife_failed queue=%s error=\"out of memory\"", c->path);
-    }
+    double hl;
+    if (!c->is_parent && usage_policy(c, &hl))
+        track(g, c->path, hl);
     for (size_t i = 0; i < c->n_children; i++)
         set_halflives(g, c->children[i]);
 }
@@ -1030,8 +1038,22 @@ static void refresh_config(kq_gating_t *g)
                 h_down(&q->users, i, user_less, user_idx);
         }
     }
-    if (part != NULL)
+    if (part != NULL) {
+        /* a dynamic queue (not in the file) keeps its history while its nearest configured
+         * ancestor still makes it a usage queue, waiting pods or not */
+        char **tracked = NULL;
+        size_t nt = 0;
+        if (kq_fairshare_tracked(g->fs, &tracked, &nt) == 0) {
+            for (size_t i = 0; i < nt; i++) {
+                double hl;
+                if (queue_conf(g, tracked[i]) == NULL && usage_policy(queue_conf_near(g, tracked[i]), &hl))
+                    track(g, tracked[i], hl);
+                free(tracked[i]);
+            }
+            free(tracked);
+        }
         kq_fairshare_track_end(g->fs);
+    }
 }
 
 /* Records why a user's pods wait; one Event per pod per change of reason, and one for

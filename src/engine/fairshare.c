@@ -345,6 +345,42 @@ double kq_fairshare_dominant(const kq_resource_t *usage, const kq_resource_t *ca
     return best;
 }
 
+int kq_fairshare_tracked(kq_fairshare_t *fs, char ***paths, size_t *n)
+{
+    *paths = NULL;
+    *n = 0;
+    if (fs == NULL)
+        return 0;
+    int rc = 0;
+    pthread_mutex_lock(&fs->mu);
+    size_t cnt = 0;
+    fs_queue_t *q, *qt;
+    HASH_ITER(hh, fs->queues, q, qt) {
+        cnt += q->tracked;
+    }
+    char **v = cnt ? calloc(cnt, sizeof(*v)) : NULL;
+    if (cnt > 0 && v == NULL)
+        rc = KQ_ENOMEM;
+    HASH_ITER(hh, fs->queues, q, qt) {
+        if (rc != 0 || !q->tracked)
+            continue;
+        if ((v[*n] = strdup(q->path)) == NULL)
+            rc = KQ_ENOMEM;
+        else
+            (*n)++;
+    }
+    pthread_mutex_unlock(&fs->mu);
+    if (rc != 0) {
+        for (size_t i = 0; i < *n; i++)
+            free(v[i]);
+        free(v);
+        *n = 0;
+        return rc;
+    }
+    *paths = v;
+    return 0;
+}
+
 bool kq_fairshare_tracks_any(kq_fairshare_t *fs)
 {
     bool any = false;

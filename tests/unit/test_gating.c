@@ -524,6 +524,51 @@ static void test_dynamic_queue_inherits(void **state)
     json_decref(view);
 }
 
+static bool is_tracked(fx_t *f, const char *queue)
+{
+    char **v = NULL;
+    size_t n = 0;
+    assert_int_equal(kq_fairshare_tracked(kq_gating_fairshare(f->g), &v, &n), 0);
+    bool found = false;
+    for (size_t i = 0; i < n; i++) {
+        found = found || strcmp(v[i], queue) == 0;
+        free(v[i]);
+    }
+    free(v);
+    return found;
+}
+
+/* A dynamic usage queue keeps its history through a configuration reload while none of its
+ * pods waits (its nearest configured ancestor still makes it a usage queue); a reload that
+ * turns the parent to "fair" drops it. */
+static void test_dynamic_queue_history_survives_reload(void **state)
+{
+    fx_t *f = *state;
+    gated(f, "a-0", "a", "root.dyn.y", 1000, 0, 100, 0);
+    assert_int_equal(kq_gating_start(f->g), 0);
+    wait_n(f, 1);
+    assert_int_equal(settle(f), 1); /* released: nothing of root.dyn.y waits any more */
+    assert_true(is_tracked(f, "root.dyn.y"));
+    kq_config_t *same = test_config(YAML);
+    kq_config_holder_swap(f->app.config, same); /* a reload, same text */
+    kq_config_unref(same);
+    gated(f, "o-0", "o", "root.open", 1000, 0, 100, 0);       /* an event: a pass reads it */
+    wait_n(f, 2);
+    assert_true(is_tracked(f, "root.dyn.y"));
+    char *fair = strdup(YAML);
+    char *at = strstr(fair, "          - name: dyn\n");
+    assert_non_null(at);
+    char *pol = strstr(at, "policy: usage");
+    memcpy(pol, "policy: fair ", strlen("policy: fair ")); /* same length, still valid YAML */
+    kq_config_t *cf = test_config(fair);
+    kq_config_holder_swap(f->app.config, cf);
+    kq_config_unref(cf);
+    free(fair);
+    gated(f, "o-1", "o", "root.open", 1000, 0, 101, 0);
+    wait_n(f, 3);
+    assert_false(is_tracked(f, "root.dyn.y"));
+}
+
 int main(void)
 {
     (void)kq_log_set_level("error");
@@ -537,6 +582,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_usage_history, setup, teardown),
         cmocka_unit_test_setup_teardown(test_group_limit_parks_members, setup_no_timer, teardown),
         cmocka_unit_test_setup_teardown(test_dynamic_queue_inherits, setup_no_timer, teardown),
+        cmocka_unit_test_setup_teardown(test_dynamic_queue_history_survives_reload, setup_no_timer, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

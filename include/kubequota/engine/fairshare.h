@@ -82,6 +82,10 @@ int kq_fairshare_get(kq_fairshare_t *fs, const char *queue, const char *user, do
 int kq_fairshare_usage(kq_fairshare_t *fs, const char *queue, const char *user, double now,
                        kq_resource_t *usage) KQ_WUR;
 
+/* The paths of the tracked queues (the caller frees each and the array); NULL and *n = 0
+ * when none. 0 or KQ_ENOMEM. */
+int kq_fairshare_tracked(kq_fairshare_t *fs, char ***paths, size_t *n) KQ_WUR;
+
 /* Whether any queue is tracked (has been given a half-life). */
 bool kq_fairshare_tracks_any(kq_fairshare_t *fs);
 
