@@ -392,6 +392,19 @@ static void track(kq_gating_t *g, const char *queue, double halflife_s)
         kq_error("event=gating_halflife_failed queue=%s error=\"out of memory\"", queue);
 }
 
+/* Every waiting user of q takes its pass afresh (policy usage: its weighted share; fair:
+ * the queue's current pass) and q's heap is rebuilt: O(users of q) (lock held). */
+static void repass_all(kq_gating_t *g, gqueue_t *q)
+{
+    double now = kq_fairshare_now();
+    for (size_t i = 0; i < q->users.n; i++) {
+        guser_t *u = q->users.v[i];
+        u->pass = q->usage ? usage_pass(g, u, now) : q->vclock;
+    }
+    for (size_t i = q->users.n / 2; i-- > 0;)
+        h_down(&q->users, i, user_less, user_idx);
+}
+
 /* Policy, half-life and caps of a queue from the configuration (lock held). */
 static void queue_policy(kq_gating_t *g, gqueue_t *q)
 {
@@ -413,13 +426,7 @@ static void queue_policy(kq_gating_t *g, gqueue_t *q)
         track(g, q->path, q->halflife);
     if (usage != q->usage) { /* every user's pass changes meaning */
         q->usage = usage;
-        double now = kq_fairshare_now();
-        for (size_t i = 0; i < q->users.n; i++) {
-            guser_t *u = q->users.v[i];
-            u->pass = usage ? usage_pass(g, u, now) : q->vclock;
-        }
-        for (size_t i = q->users.n / 2; i-- > 0;)
-            h_down(&q->users, i, user_less, user_idx);
+        repass_all(g, q);
     }
 }
 
@@ -806,11 +813,16 @@ static void forget(kq_gating_t *g, gpod_t *gp)
 
 /* ------------------------------------------------------------------ informer hooks */
 
+/* A pod of kubequota's scheduler (only those are counted). */
+static bool is_ours(const kq_gating_t *g, const kq_pod_t *p)
+{
+    return p->scheduler_name != NULL && g->app->scheduler_name != NULL &&
+           strcmp(p->scheduler_name, g->app->scheduler_name) == 0;
+}
+
 static bool is_waiting(const kq_gating_t *g, const kq_pod_t *p)
 {
-    return kq_pod_is_gated(p) && !kq_pod_is_terminal(p) && !p->deleting && p->node == NULL &&
-           p->scheduler_name != NULL && g->app->scheduler_name != NULL &&
-           strcmp(p->scheduler_name, g->app->scheduler_name) == 0;
+    return kq_pod_is_gated(p) && !kq_pod_is_terminal(p) && !p->deleting && p->node == NULL && is_ours(g, p);
 }
 
 void kq_gating_observe(kq_gating_t *g, const kq_pod_t *pod)
@@ -830,9 +842,10 @@ void kq_gating_observe(kq_gating_t *g, const kq_pod_t *pod)
     if (!waiting) {
         if (gp != NULL)
             forget(g, gp);
-        if (kq_pod_is_terminal(pod)) /* its usage is released: whoever it held back may fit now */
+        bool ours = is_ours(g, pod); /* another scheduler's pod frees nothing we count */
+        if (ours && kq_pod_is_terminal(pod)) /* its usage is released: whoever it held back may fit */
             unpark_for(g, pod, NULL);
-        else if (pod->user != NULL) /* its usage may have changed (a resize) */
+        else if (ours && pod->user != NULL) /* its usage may have changed (a resize) */
             unpark_key(g, "u:", pod->user);
     } else if (gp != NULL) {
         gp->pod.gate_pos = copy.gate_pos; /* placement is immutable (admission.h): only the index moves */
@@ -1029,14 +1042,10 @@ static void refresh_config(kq_gating_t *g)
     }
     gqueue_t *q, *qt;
     HASH_ITER(hh, g->queues, q, qt) {
+        bool was = q->usage;
         queue_policy(g, q); /* also tracks a waiting dynamic queue that is a usage queue */
-        if (q->usage) { /* weights may have changed */
-            double now = kq_fairshare_now();
-            for (size_t i = 0; i < q->users.n; i++)
-                ((guser_t *)q->users.v[i])->pass = usage_pass(g, q->users.v[i], now);
-            for (size_t i = q->users.n / 2; i-- > 0;)
-                h_down(&q->users, i, user_less, user_idx);
-        }
+        if (was && q->usage) /* weights may have changed (a switch re-ranked already) */
+            repass_all(g, q);
     }
     if (part != NULL) {
         /* a dynamic queue (not in the file) keeps its history while its nearest configured
@@ -1087,6 +1096,33 @@ static void user_reason(guser_t *u, const char *reason, worklist_t *events)
 static bool queue_level(const char *reason)
 {
     return strncmp(reason, "queue ", 6) == 0;
+}
+
+/* What a release costs u's pass: policy usage re-ranks it by its share (the reservation is
+ * in the history already); fair advances it by cost / weight from where it was served. */
+static void charge(kq_gating_t *g, gqueue_t *q, guser_t *u, double cost)
+{
+    if (q->usage) {
+        u->pass = usage_pass(g, u, kq_fairshare_now());
+    } else {
+        q->vclock = u->pass;
+        u->pass += cost / (u->weight > 0 ? u->weight : 1.0);
+    }
+}
+
+/* u had a release this pass (it is out of the heap): back in line, or gone with its last
+ * pod (lock held). */
+static void after_release(kq_gating_t *g, gqueue_t *q, guser_t *u)
+{
+    free(u->woken); /* its group's room was used */
+    u->woken = NULL;
+    if (u->pods.n > 0) {
+        if (h_push(&q->users, u, user_less, user_idx) != 0)
+            kq_error("event=gating_requeue_failed user=%s error=\"out of memory\"", u->name);
+    } else {
+        HASH_DEL(g->users, u);
+        user_free(u);
+    }
 }
 
 /* The head pod of u is in a gang that has not started: release gang->min of its waiting
@@ -1145,12 +1181,7 @@ static int gang_release(kq_gating_t *g, gqueue_t *q, guser_t *u, gpod_t *head, w
     /* the members beyond min that wait now go one by one too */
     while (gg->n > 0)
         gang_leave(g, gg->v[gg->n - 1]);
-    if (q->usage) { /* the reservations are in the history already */
-        u->pass = usage_pass(g, u, kq_fairshare_now());
-    } else {
-        q->vclock = u->pass;
-        u->pass += cost / (u->weight > 0 ? u->weight : 1.0);
-    }
+    charge(g, q, u, cost);
     free(pick);
     return 0;
 }
@@ -1180,15 +1211,10 @@ static void rerank(kq_gating_t *g)
  * re-ranks every waiting user of such queues (O(users) once a second). */
 static void rerank_all(kq_gating_t *g)
 {
-    double now = kq_fairshare_now();
     gqueue_t *q, *qt;
     HASH_ITER(hh, g->queues, q, qt) {
-        if (!q->usage || !(q->halflife > 0) || q->users.n == 0)
-            continue;
-        for (size_t i = 0; i < q->users.n; i++)
-            ((guser_t *)q->users.v[i])->pass = usage_pass(g, q->users.v[i], now);
-        for (size_t i = q->users.n / 2; i-- > 0;)
-            h_down(&q->users, i, user_less, user_idx);
+        if (q->usage && q->halflife > 0)
+            repass_all(g, q);
     }
 }
 
@@ -1211,15 +1237,7 @@ static void pass(kq_gating_t *g, worklist_t *rel, worklist_t *events)
             if (gp->gang != NULL) {
                 rc = gang_release(g, q, u, gp, rel, reason, sizeof(reason));
                 if (rc == 0) {
-                    free(u->woken);
-                    u->woken = NULL;
-                    if (u->pods.n > 0) {
-                        if (h_push(&q->users, u, user_less, user_idx) != 0)
-                            kq_error("event=gating_requeue_failed user=%s error=\"out of memory\"", u->name);
-                    } else {
-                        HASH_DEL(g->users, u);
-                        user_free(u);
-                    }
+                    after_release(g, q, u);
                     continue;
                 }
                 goto blocked;
@@ -1231,26 +1249,13 @@ static void pass(kq_gating_t *g, worklist_t *rel, worklist_t *events)
                 gp->releasing = true;
                 q->waiting--;
                 g->waiting--;
-                if (q->usage) { /* the reservation is in the history already */
-                    u->pass = usage_pass(g, u, kq_fairshare_now());
-                } else {
-                    q->vclock = u->pass;
-                    u->pass += pod_cost(&gp->pod) / (u->weight > 0 ? u->weight : 1.0);
-                }
+                charge(g, q, u, pod_cost(&gp->pod));
                 note_release(g, gp);
                 wake_groups_of(g, &gp->pod); /* room may be left in its groups */
-                free(u->woken);
-                u->woken = NULL;
                 work_add(rel, gp, NULL);
                 kq_info("event=gate_released pod=%s/%s uid=%s user=%s queue=%s waited_ms=%lld", gp->pod.ns,
                         gp->pod.name, gp->uid, u->name, q->path, (long long)(mono_ms() - gp->since_ms));
-                if (u->pods.n > 0) {
-                    if (h_push(&q->users, u, user_less, user_idx) != 0)
-                        kq_error("event=gating_requeue_failed user=%s error=\"out of memory\"", u->name);
-                } else {
-                    HASH_DEL(g->users, u);
-                    user_free(u);
-                }
+                after_release(g, q, u);
                 continue;
             }
         blocked:
