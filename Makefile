@@ -1,7 +1,7 @@
 # kubequota — one Makefile for the daemon, its tests, sanitizer builds and benchmarks.
 #
 #   make            build bin/kubequota (installs Debian build dependencies on first use)
-#   make test       unit tests + end-to-end tests + chart tests + short fault soak
+#   make test       unit tests + end-to-end tests + chart tests + short fault soak + real-cluster tier
 #   make soak       randomized fault soak: ROUNDS=1000 [SEED=n] (long; tests/soak/README.md)
 #   make chart-test Helm chart, manifests/, RBAC-vs-code, Dockerfile and install checks
 #   make manifests  regenerate manifests/ from charts/kubequota
@@ -11,6 +11,10 @@
 #   make install    bin/kubequota and the kubectl-kubequota symlink into $(DESTDIR)$(PREFIX)/bin
 #   make asan       ASan+UBSan build of everything, runs the unit tests
 #   make tsan       ThreadSanitizer build, runs the unit tests
+#   make kube       the real control plane of the real-cluster tier from pinned Go modules
+#                   (tests/cluster/versions.env; scripts/kube-build.sh; first build ~10 min)
+#   make test-kube  the real-cluster tier: kube-apiserver, kube-scheduler, etcd, kwok + kubequota
+#   make run-kube   make run's demo on the local real control plane instead of the simulator
 #   make bench      benchmarks (never part of test)
 #   make clean
 #
@@ -109,7 +113,7 @@ ifneq ($(SANITIZER),)
   BIN := $(BUILD)/kubequota
 endif
 
-.PHONY: all deps install test unit e2e chart-test manifests image image-smoke soak soak-short run asan tsan e2e-asan e2e-tsan bench clean
+.PHONY: all deps install test unit e2e chart-test kube test-kube run-kube manifests image image-smoke soak soak-short run asan tsan e2e-asan e2e-tsan bench clean
 .DEFAULT_GOAL := all
 
 all: $(BIN)
@@ -165,7 +169,20 @@ e2e: $(BIN)
 	bash scripts/chromium.sh >/dev/null
 	$(PYTHON) tests/e2e/run.py --binary $(BIN)
 
-test: unit e2e chart-test soak-short
+test: unit e2e chart-test soak-short test-kube
+
+# The real control plane (Go 1.26 and the Go module proxy; binaries cached per pin outside the
+# checkout, linked from build/kube/) and the real-cluster tier against it (tests/cluster/).
+kube:
+	bash scripts/kube-build.sh
+
+test-kube: $(BIN) kube
+	bash scripts/helm.sh >/dev/null
+	$(PYTHON) tests/cluster/run.py --binary $(BIN)
+
+run-kube: $(BIN) kube
+	bash scripts/helm.sh >/dev/null
+	$(PYTHON) tests/cluster/cluster.py up --demo
 
 # Randomized fault soak (tests/soak/README.md). `make soak ROUNDS=1000 [SEED=n]` runs long
 # (a random seed unless SEED is given; extra flags in SOAK_ARGS); soak-short is the seeded

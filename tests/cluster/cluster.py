@@ -1,0 +1,776 @@
+#!/usr/bin/python3
+"""A throwaway real Kubernetes control plane on loopback, with kubequota in the loop.
+
+  python3 tests/cluster/cluster.py up [--nodes N] [--keep]   start everything, print how to
+                                                             reach it, serve until Ctrl-C
+  from cluster import Cluster                                 the same from a test
+
+What it starts, every process on 127.0.0.1 and stopped by PID on success, failure and Ctrl-C:
+  etcd            --unsafe-no-fsync, data in the work directory
+  kube-apiserver  TLS, a token-auth file of test users and groups (USERS below), RBAC
+                  authorization, service-account token signing (TokenRequest, TokenReview)
+  kube-controller-manager  every default controller (ServiceAccounts, namespaces, garbage
+                  collection, node lifecycle, ReplicaSets, Deployments, Jobs), each as its own
+                  ServiceAccount
+  kwok            manages the fake Nodes (annotation kwok.x-k8s.io/node=fake): they become
+                  Ready, pods bound to them become Running, and a deletion completes (kwok's
+                  default pod stages: ready, complete for Job-owned pods, delete)
+  kubequota       bin/kubequota serve with the arguments the chart renders for its container
+                  (paths and ports rewritten), as the chart's ServiceAccount: a TokenRequest
+                  token, bound by the chart's rendered (Cluster)Roles and nothing else
+  kube-scheduler  the chart's KubeSchedulerConfiguration (profile kubequota-scheduler, kubequota
+                  as extender over TLS on its scheduler listener), as the same ServiceAccount
+
+The chart is rendered once with the real Helm (scripts/helm.sh): its CRDs, ServiceAccount,
+(Cluster)Roles and bindings, ConfigMaps and webhook configurations are applied as rendered,
+except that each webhook's clientConfig.service becomes url: https://127.0.0.1:PORT/PATH.
+The Deployment, Service and Secret are not: kubequota and kube-scheduler run as local
+processes. The binaries come from scripts/kube-build.sh (tests/cluster/versions.env).
+"""
+
+import argparse
+import base64
+import http.client
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.append(os.path.join(REPO, "tests", "e2e"))
+
+import yaml  # noqa: E402  (python3-yaml, a test dependency in scripts/deps.sh)
+
+RELEASE = "kubequota"
+NAMESPACE = "kubequota-system"
+SCHED = "kubequota-scheduler"
+SA = "kubequota"
+
+# Token users of the API server (--token-auth-file): token, user, uid, groups.
+USERS = {
+    "admin": ("admin-token", "kq-admin", ["system:masters"]),
+    "alice": ("alice-token", "alice", ["dev", "ml"]),
+    "bob": ("bob-token", "bob", ["dev"]),
+    "carol": ("carol-token", "carol", ["ml"]),
+    "dave": ("dave-token", "dave", ["ops"]),
+    "eve": ("eve-token", "eve", ["dev"]),
+    "kwok": ("kwok-token", "kwok", ["system:masters"]),
+    # the bootstrap RBAC binds this user to system:kube-controller-manager; each controller
+    # then runs as its own ServiceAccount (--use-service-account-credentials), as on kubeadm
+    "kcm": ("kcm-token", "system:kube-controller-manager", []),
+}
+# Namespaces every tenant above may create, read and delete pods in (tenant ClusterRole).
+TENANT_NAMESPACES = ("team-a", "team-b", "team-c")
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+def bin_dir():
+    """The built control plane (scripts/kube-build.sh builds what is missing)."""
+    d = os.environ.get("KQ_KUBE_BIN")
+    if d:
+        return d
+    out = subprocess.run(["bash", os.path.join(REPO, "scripts", "kube-build.sh")],
+                         check=True, stdout=subprocess.PIPE, text=True).stdout
+    return out.strip().splitlines()[-1]
+
+
+def kq_binary():
+    b = os.environ.get("KQ_BINARY") or os.path.join(REPO, "bin", "kubequota")
+    return b if os.path.isabs(b) else os.path.join(REPO, b)
+
+
+def helm():
+    return subprocess.run(["bash", os.path.join(REPO, "scripts", "helm.sh")], check=True,
+                          stdout=subprocess.PIPE, text=True).stdout.strip().splitlines()[-1]
+
+
+class ApiError(Exception):
+    def __init__(self, status, body, method, path):
+        self.status, self.body = status, body
+        msg = body.get("message") if isinstance(body, dict) else body
+        super().__init__("%s %s: %d %s" % (method, path, status, msg))
+
+
+class Api:
+    """A small JSON client of the real API server with one user's bearer token."""
+
+    def __init__(self, port, ca, token):
+        self.port, self.token = port, token
+        self.ctx = ssl.create_default_context(cafile=ca)
+
+    def request(self, method, path, body=None, ctype="application/json", timeout=30,
+                ok=(200, 201, 202)):
+        c = http.client.HTTPSConnection("127.0.0.1", self.port, context=self.ctx, timeout=timeout)
+        try:
+            hdr = {"Authorization": "Bearer " + self.token, "Accept": "application/json"}
+            data = None
+            if body is not None:
+                data = body if isinstance(body, (bytes, str)) else json.dumps(body)
+                hdr["Content-Type"] = ctype
+            c.request(method, path, body=data, headers=hdr)
+            r = c.getresponse()
+            raw = r.read()
+            try:
+                doc = json.loads(raw) if raw else {}
+            except ValueError:
+                doc = raw.decode("utf-8", "replace")
+            if ok and r.status not in ok:
+                raise ApiError(r.status, doc, method, path)
+            return doc
+        finally:
+            c.close()
+
+    def get(self, path, **kw):
+        return self.request("GET", path, **kw)
+
+    def post(self, path, body, **kw):
+        return self.request("POST", path, body, **kw)
+
+    def delete(self, path, body=None, **kw):
+        return self.request("DELETE", path, body, **kw)
+
+    def patch(self, path, body, ctype="application/merge-patch+json", **kw):
+        return self.request("PATCH", path, body, ctype=ctype, **kw)
+
+    def status(self, method, path, body=None, ctype="application/json"):
+        """(HTTP status, body) without raising."""
+        try:
+            self.request(method, path, body, ctype=ctype, ok=(-1,))
+        except ApiError as e:
+            return e.status, e.body
+        raise AssertionError("unreachable")
+
+
+def _write(path, text, mode=0o644):
+    with open(path, "w") as f:
+        f.write(text)
+    os.chmod(path, mode)
+
+
+def kubeconfig(path, port, ca, token, user="user"):
+    doc = {
+        "apiVersion": "v1", "kind": "Config", "current-context": "kq",
+        "clusters": [{"name": "local", "cluster": {"server": "https://127.0.0.1:%d" % port,
+                                                   "certificate-authority": ca}}],
+        "users": [{"name": user, "user": {"token": token}}],
+        "contexts": [{"name": "kq", "context": {"cluster": "local", "user": user}}],
+    }
+    _write(path, yaml.safe_dump(doc), 0o600)
+    return path
+
+
+class Proc:
+    def __init__(self, name, argv, log, env=None):
+        self.name, self.argv, self.log_path = name, argv, log
+        self.logf = open(log, "ab")
+        self.p = subprocess.Popen(argv, stdout=self.logf, stderr=subprocess.STDOUT,
+                                  stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+        self.pid = self.p.pid
+
+    def alive(self):
+        return self.p.poll() is None
+
+    def stop(self, timeout=10.0, sig=signal.SIGTERM):
+        if self.p.poll() is None:
+            try:
+                os.kill(self.pid, sig)
+            except ProcessLookupError:
+                pass
+            try:
+                self.p.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.kill(self.pid, signal.SIGKILL)
+                self.p.wait(5)
+        self.logf.close()
+        return self.p.returncode
+
+    def kill(self):
+        return self.stop(timeout=0.1, sig=signal.SIGKILL)
+
+    def tail(self, n=40):
+        try:
+            with open(self.log_path, "rb") as f:
+                return b"\n".join(f.read().splitlines()[-n:]).decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+
+def wait_until(pred, timeout=30.0, interval=0.1, msg=None):
+    end = time.monotonic() + timeout
+    last = None
+    while True:
+        try:
+            v = pred()
+            if v:
+                return v
+        except Exception as e:  # the condition is re-evaluated until the deadline
+            last = e
+        if time.monotonic() > end:
+            raise AssertionError("timed out after %.0fs waiting for %s%s" % (
+                timeout, msg or getattr(pred, "__name__", "a condition"),
+                " (last error: %s)" % last if last else ""))
+        time.sleep(interval)
+
+
+class Cluster:
+    """One throwaway control plane. start() brings up etcd, kube-apiserver and kwok, applies
+    the chart's rendered objects and creates the nodes; start_kubequota() and
+    start_scheduler() add the two components the chart deploys."""
+
+    def __init__(self, workdir=None, nodes=3, node_cpu="64", node_memory="256Gi",
+                 chart_values=None, keep=False):
+        self.keep = keep
+        self.work = workdir or tempfile.mkdtemp(prefix="kq-cluster-")
+        os.makedirs(self.work, exist_ok=True)
+        self.bin = bin_dir()
+        self.procs = {}
+        self.kq = {}            # name -> (Proc, listen port, scheduler port)
+        self.nodes, self.node_cpu, self.node_memory = nodes, node_cpu, node_memory
+        self.chart_values = dict(chart_values or {})
+        self.etcd_port, self.etcd_peer = free_port(), free_port()
+        self.port = free_port()
+        self.kq_port, self.kq_sched_port = free_port(), free_port()
+        self.sched_port = free_port()
+        self.rendered = None
+
+    # ---- paths and clients -------------------------------------------------------------
+
+    def path(self, *p):
+        return os.path.join(self.work, *p)
+
+    def api(self, user="admin"):
+        return Api(self.port, self.certs["ca"], USERS[user][0] if user in USERS else user)
+
+    def kubeconfig_for(self, user):
+        p = self.path("kubeconfig-%s" % user)
+        if not os.path.exists(p):
+            kubeconfig(p, self.port, self.certs["ca"], USERS[user][0], user)
+        return p
+
+    def kubectl(self, *args, user="admin", input=None, check=True, timeout=60):
+        """The built kubectl against this cluster, as one of USERS."""
+        argv = [os.path.join(self.bin, "kubectl"), "--kubeconfig", self.kubeconfig_for(user)] + list(args)
+        r = subprocess.run(argv, input=input, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True, timeout=timeout)
+        if check and r.returncode != 0:
+            raise AssertionError("kubectl %s: exit %d: %s%s" % (" ".join(args), r.returncode, r.stdout, r.stderr))
+        return r
+
+    # ---- lifecycle ---------------------------------------------------------------------
+
+    def start(self):
+        t0 = time.monotonic()
+        try:
+            self._certs()
+            self._tokens()
+            self._start_etcd()
+            self._start_apiserver()
+            self._start_controller_manager()
+            self._bootstrap()
+            self._start_kwok()
+            self._create_nodes()
+        except BaseException:
+            self.stop()
+            raise
+        self.startup_seconds = time.monotonic() - t0
+        return self
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def stop(self):
+        for name in list(self.kq):
+            self.stop_kubequota(name)
+        for name in ("kube-scheduler", "kwok", "kube-controller-manager", "kube-apiserver", "etcd"):
+            p = self.procs.pop(name, None)
+            if p:
+                p.stop()
+        for name, p in list(self.procs.items()):
+            p.stop()
+            self.procs.pop(name)
+        if not self.keep:
+            shutil.rmtree(self.work, ignore_errors=True)
+
+    def _spawn(self, name, argv, env=None):
+        p = Proc(name, argv, self.path(name + ".log"), env=env)
+        self.procs[name] = p
+        return p
+
+    # ---- certificates, tokens ----------------------------------------------------------
+
+    def _certs(self):
+        d = self.path("pki")
+        env = dict(os.environ, KQ_NAMESPACE=NAMESPACE)
+        # kubequota's serving certificate names <release>.<namespace>.svc (the chart's
+        # extender serverName), 127.0.0.1 (the webhook URLs) and kubequota.<ns>.svc.
+        subprocess.run(["bash", os.path.join(REPO, "certs", "gen-certs.sh"), d,
+                        "%s.%s.svc" % (RELEASE, NAMESPACE)], check=True, env=env,
+                       stdout=subprocess.DEVNULL)
+        sa_key = os.path.join(d, "sa.key")
+        subprocess.run(["openssl", "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256",
+                        "-out", sa_key], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(["openssl", "pkey", "-in", sa_key, "-pubout", "-out", os.path.join(d, "sa.pub")],
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.certs = {k: os.path.join(d, f) for k, f in (
+            ("ca", "ca.crt"), ("server", "server.crt"), ("server_key", "server.key"),
+            ("client", "client.crt"), ("client_key", "client.key"),
+            ("apiserver", "apiserver.crt"), ("apiserver_key", "apiserver.key"),
+            ("sa_key", "sa.key"), ("sa_pub", "sa.pub"))}
+
+    def _tokens(self):
+        lines = []
+        for _, (tok, user, groups) in USERS.items():
+            lines.append('%s,%s,%s,"%s"' % (tok, user, "uid-" + user, ",".join(groups)))
+        _write(self.path("tokens.csv"), "\n".join(lines) + "\n", 0o600)
+
+    # ---- etcd, kube-apiserver ----------------------------------------------------------
+
+    def _start_etcd(self):
+        peer = "http://127.0.0.1:%d" % self.etcd_peer
+        client = "http://127.0.0.1:%d" % self.etcd_port
+        self._spawn("etcd", [
+            os.path.join(self.bin, "etcd"), "--name", "kq", "--data-dir", self.path("etcd"),
+            "--listen-client-urls", client, "--advertise-client-urls", client,
+            "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+            "--initial-cluster", "kq=" + peer, "--unsafe-no-fsync", "--log-level", "warn",
+            "--listen-metrics-urls", "http://127.0.0.1:%d" % free_port()])
+
+    def _start_apiserver(self):
+        issuer = "https://kubernetes.default.svc.cluster.local"
+        self._spawn("kube-apiserver", [
+            os.path.join(self.bin, "kube-apiserver"),
+            "--etcd-servers", "http://127.0.0.1:%d" % self.etcd_port,
+            "--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1",
+            "--secure-port", str(self.port), "--cert-dir", self.path("apiserver-certs"),
+            "--tls-cert-file", self.certs["apiserver"], "--tls-private-key-file", self.certs["apiserver_key"],
+            "--client-ca-file", self.certs["ca"],
+            # the front-proxy CA of kubeadm's clusters, so delegated authentication (the
+            # scheduler's health port) finds one in extension-apiserver-authentication
+            "--requestheader-client-ca-file", self.certs["ca"],
+            "--requestheader-allowed-names", "front-proxy-client",
+            "--requestheader-username-headers", "X-Remote-User",
+            "--requestheader-group-headers", "X-Remote-Group",
+            "--requestheader-extra-headers-prefix", "X-Remote-Extra-",
+            "--token-auth-file", self.path("tokens.csv"),
+            "--authorization-mode", "RBAC",
+            "--service-account-issuer", issuer, "--api-audiences", issuer,
+            "--service-account-key-file", self.certs["sa_pub"],
+            "--service-account-signing-key-file", self.certs["sa_key"],
+            "--service-cluster-ip-range", "10.96.0.0/24",
+            # no kubernetes Service endpoints: its reconciler refuses a loopback address
+            "--endpoint-reconciler-type", "none",
+            "--profiling=false", "--v=0"])
+        api = self.api()
+
+        def ready():
+            if not self.procs["kube-apiserver"].alive():
+                raise AssertionError("kube-apiserver exited:\n" + self.procs["kube-apiserver"].tail())
+            return api.request("GET", "/readyz", ok=(200,), timeout=2) is not None
+        wait_until(ready, 60, 0.2, "kube-apiserver /readyz")
+
+    def _start_controller_manager(self):
+        kc = self.kubeconfig_for("kcm")
+        self._spawn("kube-controller-manager", [
+            os.path.join(self.bin, "kube-controller-manager"), "--kubeconfig", kc,
+            "--authentication-kubeconfig", kc, "--authorization-kubeconfig", kc,
+            "--bind-address", "127.0.0.1", "--secure-port", str(free_port()),
+            "--use-service-account-credentials=true",
+            "--service-account-private-key-file", self.certs["sa_key"],
+            "--root-ca-file", self.certs["ca"], "--leader-elect=false",
+            "--cluster-cidr", "10.244.0.0/16", "--allocate-node-cidrs=false", "--v=1"])
+
+    def restart_apiserver(self):
+        """Stops kube-apiserver and starts it again on the same port and etcd: every watch
+        breaks, and the new server's watch cache starts at etcd's current revision, so a
+        watch resumed from an older resourceVersion is answered 410 Gone."""
+        old = self.procs.pop("kube-apiserver")
+        old.stop()
+        self._spawn("kube-apiserver", old.argv)
+        api = self.api()
+        wait_until(lambda: api.request("GET", "/readyz", ok=(200,), timeout=2) is not None,
+                   60, 0.2, "kube-apiserver /readyz after restart")
+        self.revive()
+
+    def revive(self, names=("kube-scheduler", "kube-controller-manager", "kwok")):
+        """Starts again a component that exited (kube-scheduler exits when it loses its
+        Lease, e.g. while the API server restarts), as the kubelet restarts a container."""
+        for n in names:
+            p = self.procs.get(n)
+            if p is not None and not p.alive():
+                p.stop()
+                self._spawn(n, p.argv)
+
+    # ---- objects -----------------------------------------------------------------------
+
+    def apply(self, docs, user="admin"):
+        """kubectl apply --server-side of a list of objects (or YAML text)."""
+        text = docs if isinstance(docs, str) else yaml.safe_dump_all(docs)
+        return self.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=text, user=user)
+
+    def namespace(self, name, labels=None):
+        """A namespace with its default ServiceAccount (no controller-manager runs here to
+        create it, and the ServiceAccount admission plugin needs it for every pod)."""
+        api = self.api()
+        body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels or {}}}
+        api.request("POST", "/api/v1/namespaces", body, ok=(201, 409))
+        if labels:
+            api.patch("/api/v1/namespaces/" + name, {"metadata": {"labels": labels}})
+        api.request("POST", "/api/v1/namespaces/%s/serviceaccounts" % name,
+                    {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}},
+                    ok=(201, 409))
+
+    def render_chart(self, values=None):
+        vals = {
+            "kubequota": {"image": {"repository": "kubequota.invalid/kubequota"}},
+            "scheduler": {"image": {"repository": "kube-scheduler.invalid/kube-scheduler"}},
+            "tls": {"existingSecret": "%s-tls" % RELEASE,
+                    "caBundle": base64.b64encode(open(self.certs["ca"], "rb").read()).decode()},
+        }
+        _merge(vals, self.chart_values)
+        _merge(vals, values or {})
+        vf = self.path("values.yaml")
+        _write(vf, yaml.safe_dump(vals))
+        out = subprocess.run([helm(), "template", RELEASE, os.path.join(REPO, "charts", "kubequota"),
+                              "--namespace", NAMESPACE, "--include-crds", "-f", vf],
+                             check=True, stdout=subprocess.PIPE, text=True).stdout
+        return [d for d in yaml.safe_load_all(out) if d]
+
+    def webhook_url_docs(self, docs, kq_port=None):
+        """The chart's webhook configurations with clientConfig.service turned into a URL."""
+        port = kq_port or self.kq_port
+        out = []
+        for d in docs:
+            if d["kind"] not in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+                continue
+            d = json.loads(json.dumps(d))
+            for w in d.get("webhooks", []):
+                cc = w["clientConfig"]
+                svc = cc.pop("service")
+                cc["url"] = "https://127.0.0.1:%d%s" % (port, svc.get("path", "/"))
+            out.append(d)
+        return out
+
+    def _bootstrap(self):
+        self.namespace(NAMESPACE)
+        for ns in TENANT_NAMESPACES:
+            self.namespace(ns)
+        # The tenants: create, read and delete their own pods, as a namespace admin would.
+        tenant_rules = [{"apiGroups": [""], "resources": ["pods"],
+                         "verbs": ["create", "get", "list", "watch", "delete", "patch", "update"]},
+                        {"apiGroups": [""], "resources": ["events"], "verbs": ["get", "list"]},
+                        {"apiGroups": ["apps"], "resources": ["deployments"],
+                         "verbs": ["create", "get", "list", "delete"]}]
+        docs = [{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                 "metadata": {"name": "kq-test-tenant"}, "rules": tenant_rules}]
+        for ns in TENANT_NAMESPACES:
+            docs.append({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                         "metadata": {"name": "kq-test-tenants", "namespace": ns},
+                         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                     "name": "kq-test-tenant"},
+                         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": u[1]}
+                                      for k, u in USERS.items() if k not in ("admin", "kwok")]})
+        self.apply(docs)
+        self.use_chart()
+
+    KEEP_KINDS = ("CustomResourceDefinition", "ServiceAccount", "ClusterRole", "ClusterRoleBinding",
+                  "Role", "RoleBinding", "ConfigMap")
+
+    def use_chart(self, values=None):
+        """Renders the chart with these values (over the cluster's) and makes the cluster hold
+        exactly its objects: what the last rendering had and this one lacks is deleted."""
+        new = self.render_chart(values)
+        key = lambda d: (d["kind"], d["metadata"].get("namespace", ""), d["metadata"]["name"])
+        have = {key(d) for d in new}
+        for d in self.rendered or []:
+            if key(d) not in have and (d["kind"] in self.KEEP_KINDS or "Webhook" in d["kind"]):
+                self.delete_object(d)
+        self.rendered = new
+        self.apply([d for d in new if d["kind"] in self.KEEP_KINDS])
+        for crd in (d for d in new if d["kind"] == "CustomResourceDefinition"):
+            wait_until(lambda: any(c["type"] == "Established" and c["status"] == "True" for c in
+                                   self.api().get("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"
+                                                  + crd["metadata"]["name"]).get("status", {}).get("conditions", [])),
+                       30, 0.1, "CRD %s established" % crd["metadata"]["name"])
+
+    def delete_object(self, d):
+        r = self.kubectl("delete", "--ignore-not-found", "--wait=false", "-f", "-", input=yaml.safe_dump(d),
+                         check=False)
+        if r.returncode != 0:
+            raise AssertionError("delete %s/%s: %s" % (d["kind"], d["metadata"]["name"], r.stderr))
+
+    def apply_webhooks(self, kq_port=None):
+        self.apply(self.webhook_url_docs(self.rendered, kq_port))
+
+    def delete_webhooks(self):
+        for d in self.webhook_url_docs(self.rendered):
+            path = "/apis/admissionregistration.k8s.io/v1/%s/%s" % (
+                "mutatingwebhookconfigurations" if d["kind"].startswith("Mutating") else "validatingwebhookconfigurations",
+                d["metadata"]["name"])
+            self.api().request("DELETE", path, ok=(200, 404))
+
+    def sa_token(self, hours=4):
+        """A TokenRequest token of the chart's ServiceAccount: what the pod would mount."""
+        r = self.api().post("/api/v1/namespaces/%s/serviceaccounts/%s/token" % (NAMESPACE, SA),
+                            {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                             "spec": {"expirationSeconds": hours * 3600}})
+        return r["status"]["token"]
+
+    # ---- kwok and nodes ----------------------------------------------------------------
+
+    def _start_kwok(self):
+        stages = os.path.join(os.path.dirname(self.bin), "stages")
+        self._spawn("kwok", [
+            os.path.join(self.bin, "kwok"), "--kubeconfig", self.kubeconfig_for("kwok"),
+            "--config", ",".join(os.path.join(stages, f) for f in sorted(os.listdir(stages))),
+            "--manage-all-nodes=false",
+            "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+            "--cidr=10.244.0.0/16", "--node-ip=10.244.0.1",
+            "--server-address=127.0.0.1:%d" % free_port()])
+
+    def node_body(self, name, cpu=None, memory=None, pods="110", labels=None):
+        cap = {"cpu": cpu or self.node_cpu, "memory": memory or self.node_memory, "pods": pods}
+        lab = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "type": "kwok"}
+        lab.update(labels or {})
+        return {"apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": name, "labels": lab, "annotations": {"kwok.x-k8s.io/node": "fake"}},
+                "status": {"capacity": cap, "allocatable": cap}}
+
+    def add_node(self, name, **kw):
+        self.api().request("POST", "/api/v1/nodes", self.node_body(name, **kw), ok=(201, 409))
+
+    def _create_nodes(self):
+        for i in range(self.nodes):
+            self.add_node("kwok-node-%d" % i)
+        api = self.api()
+
+        def ready():
+            items = api.get("/api/v1/nodes")["items"]
+            # Ready (kwok) and without the not-ready taint (TaintNodesByCondition adds it at
+            # creation, the controller-manager's node lifecycle controller removes it)
+            ok = [n for n in items if any(c["type"] == "Ready" and c["status"] == "True"
+                                          for c in n.get("status", {}).get("conditions", []))
+                  and not n["spec"].get("taints")]
+            return len(ok) >= self.nodes
+        wait_until(ready, 90, 0.2, "%d kwok nodes Ready and untainted" % self.nodes)
+
+    # ---- kubequota and kube-scheduler, as the chart renders them -------------------------
+
+    def chart_container_args(self, container):
+        dep = next(d for d in self.rendered if d["kind"] == "Deployment")
+        c = next(c for c in dep["spec"]["template"]["spec"]["containers"] if c["name"] == container)
+        return list(c.get("args", []))
+
+    def kubequota_argv(self, config_path, port, sched_port, extra=()):
+        """The chart's kubequota arguments, with the pod's paths and ports made local."""
+        argv = [kq_binary()]
+        for a in self.chart_container_args("kubequota"):
+            k, _, v = a.partition("=")
+            if k == "--config":
+                a = "--config=" + config_path
+            elif k == "--listen":
+                a = "--listen=127.0.0.1:%d" % port
+            elif k == "--scheduler-listen":
+                a = "--scheduler-listen=127.0.0.1:%d" % sched_port
+            elif k == "--tls-cert":
+                a = "--tls-cert=" + self.certs["server"]
+            elif k == "--tls-key":
+                a = "--tls-key=" + self.certs["server_key"]
+            elif k == "--client-ca":
+                a = "--client-ca=" + self.certs["ca"]
+            elif k == "--rest-token-file":
+                continue
+            argv.append(a)
+        return argv + list(extra)
+
+    def start_kubequota(self, queues_yaml, name="kq", extra=(), port=None, sched_port=None,
+                        token=None, wait=True):
+        port = port or (self.kq_port if name == "kq" else free_port())
+        sched_port = sched_port or (self.kq_sched_port if name == "kq" else free_port())
+        cfg = self.path("%s-queues.yaml" % name)
+        _write(cfg, queues_yaml)
+        kc = kubeconfig(self.path("%s.kubeconfig" % name), self.port, self.certs["ca"],
+                        token or self.sa_token(), "system:serviceaccount:%s:%s" % (NAMESPACE, SA))
+        argv = self.kubequota_argv(cfg, port, sched_port, ["--kubeconfig=" + kc] + list(extra))
+        p = self._spawn(name, argv)
+        self.kq[name] = (p, port, sched_port)
+        if wait:
+            self.wait_kubequota_ready(name)
+        return p
+
+    def kubequota_client(self, name="kq"):
+        from kqtest import HttpClient
+        _, port, _ = self.kq[name]
+        # the chart's --rest-auth=kubernetes: a bearer token the API server's TokenReview
+        # accepts and a SubjectAccessReview allows (the admin is system:masters)
+        return HttpClient("https://127.0.0.1:%d" % port, ca=self.certs["ca"], token=USERS["admin"][0])
+
+    def wait_kubequota_ready(self, name="kq", timeout=30):
+        p = self.kq[name][0]
+        cl = self.kubequota_client(name)
+
+        def ready():
+            if not p.alive():
+                raise AssertionError("kubequota %s exited:\n%s" % (name, p.tail()))
+            return cl.get("/readyz").status == 200
+        wait_until(ready, timeout, 0.1, "kubequota %s /readyz" % name)
+
+    def stop_kubequota(self, name="kq", kill=False):
+        ent = self.kq.pop(name, None)
+        if not ent:
+            return None
+        self.procs.pop(name, None)
+        return ent[0].kill() if kill else ent[0].stop()
+
+    def signal_kubequota(self, sig, name="kq"):
+        os.kill(self.kq[name][0].pid, sig)
+
+    def kubequota_log(self, name="kq"):
+        with open(self.path(name + ".log"), "rb") as f:
+            return f.read().decode("utf-8", "replace")
+
+    def scheduler_config(self, kq_sched_port=None):
+        cm = next(d for d in self.rendered if d["kind"] == "ConfigMap"
+                  and "scheduler-config.yaml" in d.get("data", {}))
+        cfg = yaml.safe_load(cm["data"]["scheduler-config.yaml"])
+        tok = self.sa_token()
+        cfg["clientConnection"] = {"kubeconfig": kubeconfig(
+            self.path("scheduler.kubeconfig"), self.port, self.certs["ca"], tok, "scheduler")}
+        for e in cfg.get("extenders", []):
+            e["urlPrefix"] = e["urlPrefix"].replace(
+                ":%d/" % int(e["urlPrefix"].rsplit(":", 1)[1].split("/")[0]),
+                ":%d/" % (kq_sched_port or self.kq_sched_port))
+            tc = e.get("tlsConfig", {})
+            if "caFile" in tc:
+                tc["caFile"] = self.certs["ca"]
+            if "certFile" in tc:
+                tc["certFile"], tc["keyFile"] = self.certs["client"], self.certs["client_key"]
+        return cfg
+
+    def start_scheduler(self, name="kube-scheduler", kq_sched_port=None, config=None, wait=True):
+        cfg = config or self.scheduler_config(kq_sched_port)
+        path = self.path(name + "-config.yaml")
+        _write(path, yaml.safe_dump(cfg))
+        kc = cfg["clientConnection"]["kubeconfig"]
+        p = self._spawn(name, [
+            os.path.join(self.bin, "kube-scheduler"), "--config", path,
+            "--bind-address", "127.0.0.1", "--secure-port", str(free_port()),
+            "--authentication-kubeconfig", kc, "--authorization-kubeconfig", kc, "--v=2"])
+        if wait and cfg.get("leaderElection", {}).get("leaderElect", True):
+            le = cfg.get("leaderElection", {})
+            lease = "/apis/coordination.k8s.io/v1/namespaces/%s/leases/%s" % (
+                le.get("resourceNamespace", "kube-system"), le.get("resourceName", "kube-scheduler"))
+            wait_until(lambda: p.alive() and self.api().get(lease)["spec"].get("holderIdentity"),
+                       60, 0.2, "kube-scheduler leader lease")
+        return p
+
+    # ---- pods --------------------------------------------------------------------------
+
+    def pod_body(self, name, cpu="1", memory="128Mi", labels=None, annotations=None,
+                 scheduler=SCHED, gates=None, priority_class=None, owner_job=None):
+        spec = {"schedulerName": scheduler, "restartPolicy": "Never",
+                "automountServiceAccountToken": False,
+                "containers": [{"name": "c", "image": "registry.invalid/pause:1",
+                                "resources": {"requests": {"cpu": cpu, "memory": memory}}}],
+                "terminationGracePeriodSeconds": 0}
+        if gates:
+            spec["schedulingGates"] = [{"name": g} for g in gates]
+        if priority_class:
+            spec["priorityClassName"] = priority_class
+        md = {"name": name, "labels": labels or {}, "annotations": annotations or {}}
+        if owner_job:
+            md["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job", "name": owner_job["name"],
+                                      "uid": owner_job["uid"], "controller": True}]
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": md, "spec": spec}
+
+    def create_pod(self, ns, name, user="alice", **kw):
+        return self.api(user).post("/api/v1/namespaces/%s/pods" % ns, self.pod_body(name, **kw))
+
+    def get_pod(self, ns, name, user="admin"):
+        return self.api(user).get("/api/v1/namespaces/%s/pods/%s" % (ns, name))
+
+    def pods(self, ns, selector=None):
+        q = "?labelSelector=" + selector if selector else ""
+        return self.api().get("/api/v1/namespaces/%s/pods%s" % (ns, q))["items"]
+
+    def delete_pod(self, ns, name, user="admin"):
+        return self.api(user).request("DELETE", "/api/v1/namespaces/%s/pods/%s" % (ns, name), ok=(200, 202, 404))
+
+    def wait_pod_gone(self, ns, name, timeout=30):
+        wait_until(lambda: self.api().request("GET", "/api/v1/namespaces/%s/pods/%s" % (ns, name),
+                                              ok=None).get("code") == 404,
+                   timeout, 0.1, "pod %s/%s gone" % (ns, name))
+
+    def wait_bound(self, ns, name, timeout=30):
+        return wait_until(lambda: self.get_pod(ns, name)["spec"].get("nodeName"), timeout, 0.1,
+                          "pod %s/%s bound" % (ns, name))
+
+    def wait_running(self, ns, name, timeout=30):
+        return wait_until(lambda: self.get_pod(ns, name).get("status", {}).get("phase") == "Running",
+                          timeout, 0.1, "pod %s/%s Running" % (ns, name))
+
+    def events(self, ns, name=None):
+        q = "?fieldSelector=involvedObject.name%3D" + name if name else ""
+        return self.api().get("/api/v1/namespaces/%s/events%s" % (ns, q))["items"]
+
+
+def _merge(dst, src):
+    for k, v in src.items():
+        if isinstance(v, dict) and isinstance(dst.get(k), dict):
+            _merge(dst[k], v)
+        else:
+            dst[k] = v
+    return dst
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("command", choices=["up"])
+    ap.add_argument("--nodes", type=int, default=3)
+    ap.add_argument("--config", default=os.path.join(REPO, "examples", "queues.yaml"))
+    ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    a = ap.parse_args()
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(1) or (_ for _ in ()).throw(KeyboardInterrupt))
+    c = Cluster(nodes=a.nodes, keep=a.keep)
+    try:
+        c.start()
+        c.start_kubequota(open(a.config).read())
+        c.apply_webhooks()
+        c.start_scheduler()
+        print("cluster: up in %.1fs (work directory %s)" % (c.startup_seconds, c.work))
+        print("  kubectl:   %s --kubeconfig %s get nodes" % (os.path.join(c.bin, "kubectl"), c.kubeconfig_for("admin")))
+        for u in ("alice", "bob", "carol"):
+            print("  as %-6s %s" % (u + ":", c.kubeconfig_for(u)))
+        print("  kubequota: https://127.0.0.1:%d (log %s)" % (c.kq_port, c.path("kq.log")))
+        print("Ctrl-C stops everything.")
+        while True:
+            time.sleep(1)
+            for n, p in c.procs.items():
+                if not p.alive():
+                    print("cluster: %s exited:\n%s" % (n, p.tail()))
+                    return 1
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        c.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
