@@ -1062,13 +1062,14 @@ static int on_request(struct mg_connection *conn)
     q.identities = true;
     if (s->auth != NULL && rt->guard == GUARD_METRICS && !s->metrics_auth) {
         char why[512];
-        q.identities = kq_auth_check(s->auth, ri->client_cert != NULL, caller_authorization(conn), why,
-                                     sizeof(why)) == 200;
+        kq_auth_who_t who;
+        q.identities = kq_auth_check_from(s->auth, ri->remote_addr, ri->client_cert != NULL,
+                                          caller_authorization(conn), &who, why, sizeof(why)) == 200;
     }
     if (s->auth != NULL && (REST_GUARDED(rt->guard) || (rt->guard == GUARD_METRICS && s->metrics_auth))) {
         char why[512];
-        int st = kq_auth_check_who(s->auth, ri->client_cert != NULL, caller_authorization(conn), &q.who, why,
-                                   sizeof(why));
+        int st = kq_auth_check_from(s->auth, ri->remote_addr, ri->client_cert != NULL, caller_authorization(conn),
+                                    &q.who, why, sizeof(why));
         if (st == 403 && rt->guard == GUARD_REST_SELF && q.who.user[0] != '\0') {
             /* self-service: the handler serves only the caller's own user */
             q.self_only = true;
