@@ -9,7 +9,8 @@
  *                     starts and after it has stopped (except through the modules' APIs).
  *   civetweb master   accepts connections and queues them for the workers. Touches nothing
  *                     of ours.
- *   civetweb workers  (opts.threads, --threads, default 64) run on_request() -> the route handler:
+ *   civetweb workers  (opts.threads, --threads, default 64; the scheduler listener's and the
+ *                     webhook listener's own, when configured) run on_request() -> the route handler:
  *                     filter/bind/preempt (extender.c): config snapshot (holder lock, only
  *                       for the pointer swap; then a reference), ledger check/assume/forget
  *                       (ledger lock -> ugm locks), kube GET pod / POST binding / queue an
@@ -95,6 +96,7 @@
                                * below civetweb's request_timeout_ms (10 s) so that ours is met first */
 #define BODY_BUDGET ((size_t)128 << 20) /* request bodies held in memory at once, all requests */
 #define DEFAULT_SCHED_THREADS 8
+#define DEFAULT_WEBHOOK_THREADS 32
 #define READ_PIECE_MAX ((size_t)256 << 10) /* largest single body read */
 #define READ_SLOW_S 0.5                    /* a read slower than this restarts at one byte */
 #define MAX_PARAMS 3
@@ -106,7 +108,8 @@
     "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:"                \
     "ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305"
 
-/* Connections a TLS port holds per client address, from the start of the TLS handshake
+/* Connections a TLS port (the main one, and the webhook listener with its own instance)
+ * holds per client address, from the start of the TLS handshake
  * (OpenSSL's info callback, before a byte is read) until the connection's SSL object is
  * freed (its ex_data free callback). A connection over the limit is shut down at once, so
  * idle TCP connections that never start TLS, idle TLS connections and slow requests from
@@ -133,6 +136,7 @@ typedef struct conn_limit {
 typedef struct port {
     struct kq_server *s;
     bool scheduler;      /* the scheduler listener: scheduler verbs and probes only */
+    bool webhook;        /* the webhook listener: admission webhooks and probes only */
     conn_limit_t *limit; /* per-client connection limit, or NULL */
 } port_t;
 
@@ -150,6 +154,12 @@ struct kq_server {
     port_t main_port, sched_port; /* user data of the two contexts */
     conn_limit_t main_limit;      /* the main port's per-client connection limit */
     bool main_limit_init;
+    struct mg_context *wh_ctx;    /* --webhook-listen, or NULL */
+    bool wh_separate;             /* webhook_listen set: the main port does not serve the webhooks
+                                   * (set before any listener starts; read-only after) */
+    port_t wh_port;               /* user data of the webhook context */
+    conn_limit_t wh_limit;        /* the webhook port's own per-client connection limit */
+    bool wh_limit_init;
     atomic_size_t body_bytes;     /* request body bytes held now (BODY_BUDGET) */
     kq_app_t *app;
     size_t max_body;
@@ -983,7 +993,8 @@ static int on_request(struct mg_connection *conn)
     const route_t *rt = NULL;
     span_t params[MAX_PARAMS];
     int np = 0;
-    bool elsewhere = false; /* a scheduler verb, served on the scheduler listener */
+    bool elsewhere = false;    /* a scheduler verb, served on the scheduler listener */
+    bool wh_elsewhere = false; /* a webhook, served on the webhook listener */
 
     for (size_t i = 0; i < N_ROUTES; i++) {
         int n;
@@ -997,6 +1008,14 @@ static int on_request(struct mg_connection *conn)
             continue;
         if (!port->scheduler && s->sched_separate && routes[i].guard == GUARD_EXTENDER) {
             elsewhere = true;
+            continue;
+        }
+        /* the webhook listener likewise: the webhooks and the probes; when it exists, the
+         * main port does not serve the webhooks */
+        if (port->webhook && !routes[i].admission && routes[i].ep != KQ_EP_HEALTHZ && routes[i].ep != KQ_EP_READYZ)
+            continue;
+        if (!port->webhook && s->wh_separate && routes[i].admission) {
+            wh_elsewhere = true;
             continue;
         }
         if (strcmp(routes[i].method, method) == 0) {
@@ -1017,6 +1036,11 @@ static int on_request(struct mg_connection *conn)
         snprintf(allow_buf + strlen(allow_buf), sizeof(allow_buf) - strlen(allow_buf), ", OPTIONS");
         allow = allow_buf;
         resp_static(&r, 200, CT_JSON, "");
+        goto send;
+    }
+    if (rt == NULL && wh_elsewhere && allow_buf[0] == '\0') {
+        resp_error(&r, 404, "the admission webhooks are served on their own listener (--webhook-listen), "
+                            "not on this port");
         goto send;
     }
     if (rt == NULL && elsewhere && allow_buf[0] == '\0') {
@@ -1442,6 +1466,7 @@ static int on_init_ssl(void *ssl_ctx, void *user_data)
 /* ------------------------------------------------------------------ public API */
 
 static int start_scheduler_listener(kq_server_t *s, const kq_server_opts_t *o, char *err, size_t errlen);
+static int start_webhook_listener(kq_server_t *s, const kq_server_opts_t *o, char *err, size_t errlen);
 
 static pthread_once_t global_once = PTHREAD_ONCE_INIT;
 
@@ -1458,6 +1483,26 @@ void kq_server_global_init(void)
     pthread_once(&global_once, global_init_once);
 }
 
+static void conn_limit_init(conn_limit_t *lim, int max)
+{
+    memset(lim, 0, sizeof(*lim));
+    pthread_mutex_init(&lim->mu, NULL);
+    lim->max = max;
+}
+
+/* Every connection's SSL is freed once the contexts have stopped: what is left is freed. */
+static void conn_limit_destroy(conn_limit_t *lim)
+{
+    for (int i = 0; i < CLIENT_BUCKETS; i++) {
+        while (lim->bucket[i] != NULL) {
+            client_t *c = lim->bucket[i];
+            lim->bucket[i] = c->next;
+            free(c);
+        }
+    }
+    pthread_mutex_destroy(&lim->mu);
+}
+
 static void server_free(kq_server_t *s)
 {
     if (s == NULL)
@@ -1468,17 +1513,10 @@ static void server_free(kq_server_t *s)
     tls_id_free(&s->tls);
     if (s->tls_mu_init)
         pthread_mutex_destroy(&s->tls_mu);
-    if (s->main_limit_init) {
-        /* every connection's SSL is freed once the contexts have stopped: nothing is left */
-        for (int i = 0; i < CLIENT_BUCKETS; i++) {
-            while (s->main_limit.bucket[i] != NULL) {
-                client_t *c = s->main_limit.bucket[i];
-                s->main_limit.bucket[i] = c->next;
-                free(c);
-            }
-        }
-        pthread_mutex_destroy(&s->main_limit.mu);
-    }
+    if (s->main_limit_init)
+        conn_limit_destroy(&s->main_limit);
+    if (s->wh_limit_init)
+        conn_limit_destroy(&s->wh_limit);
     free(s);
 }
 
@@ -1599,9 +1637,9 @@ kq_server_t *kq_server_start(const kq_server_opts_t *o, kq_app_t *app, char *err
     int nthreads = o->threads > 0 ? o->threads : DEFAULT_THREADS;
     char threads[16];
     snprintf(threads, sizeof(threads), "%d", nthreads);
-    pthread_mutex_init(&s->main_limit.mu, NULL);
+    conn_limit_init(&s->main_limit, o->max_client_conns > 0 ? o->max_client_conns : (nthreads + 1) / 2);
     s->main_limit_init = true;
-    s->main_limit.max = o->max_client_conns > 0 ? o->max_client_conns : (nthreads + 1) / 2;
+    s->wh_separate = o->webhook_listen != NULL;
     s->main_port = (port_t){.s = s, .scheduler = false, .limit = o->plain_http ? NULL : &s->main_limit};
     s->sched_port = (port_t){.s = s, .scheduler = true};
     s->ctx = listener_start(s, &s->main_port, listen, threads, !o->plain_http, err, errlen);
@@ -1611,6 +1649,14 @@ kq_server_t *kq_server_start(const kq_server_opts_t *o, kq_app_t *app, char *err
             "max_client_connections=%d", listen, kq_server_port(s), o->plain_http ? "off" : "on",
             s->ca ? "required" : "off", s->max_body, threads, o->plain_http ? 0 : s->main_limit.max);
     if (o->scheduler_listen != NULL && start_scheduler_listener(s, o, err, errlen) != 0) {
+        mg_stop(s->ctx);
+        s->ctx = NULL;
+        goto fail;
+    }
+    if (o->webhook_listen != NULL && start_webhook_listener(s, o, err, errlen) != 0) {
+        if (s->sched_ctx != NULL)
+            mg_stop(s->sched_ctx);
+        s->sched_ctx = NULL;
         mg_stop(s->ctx);
         s->ctx = NULL;
         goto fail;
@@ -1663,10 +1709,57 @@ static int start_scheduler_listener(kq_server_t *s, const kq_server_opts_t *o, c
     return 0;
 }
 
+/* The webhooks' own listener: its own workers and its own per-client connection limit,
+ * serving only the admission webhooks and the probes, so that connections held on the main
+ * port (idle keep-alive, slow bodies, handshake floods from any number of addresses) never
+ * make the API server's webhook call wait for a worker. TLS like the main port (same
+ * certificate, same client-certificate rule); plain HTTP only on loopback. */
+static int start_webhook_listener(kq_server_t *s, const kq_server_opts_t *o, char *err, size_t errlen)
+{
+    const char *l = o->webhook_listen;
+    bool tls = !o->plain_http;
+    size_t ll = strlen(l);
+    if (o->admission == NULL) {
+        kq_errf(err, errlen, "a webhook listener (--webhook-listen) needs the admission webhooks");
+        return KQ_EINVAL;
+    }
+    if (ll == 0 || ll > 200 || strchr(l, ',') != NULL || l[ll - 1] < '0' || l[ll - 1] > '9') {
+        kq_errf(err, errlen, "webhook listen address \"%s\" must be HOST:PORT, [IPV6]:PORT or PORT", l);
+        return KQ_EINVAL;
+    }
+    if (!tls && !loopback_listen(l)) {
+        kq_errf(err, errlen, "webhook listen address \"%s\" must be a loopback HOST:PORT (127.0.0.1:PORT or "
+               "[::1]:PORT) with --insecure-plain-http: it would serve plain HTTP beyond this host", l);
+        return KQ_EINVAL;
+    }
+    if (o->webhook_threads < 0 || o->webhook_threads > 1024) {
+        kq_errf(err, errlen, "webhook threads must be between 1 and 1024");
+        return KQ_EINVAL;
+    }
+    int n = o->webhook_threads > 0 ? o->webhook_threads : DEFAULT_WEBHOOK_THREADS;
+    char threads[16];
+    snprintf(threads, sizeof(threads), "%d", n);
+    conn_limit_init(&s->wh_limit, (n + 1) / 2);
+    s->wh_limit_init = true;
+    s->wh_port = (port_t){.s = s, .webhook = true, .limit = tls ? &s->wh_limit : NULL};
+    char why[320] = "";
+    s->wh_ctx = listener_start(s, &s->wh_port, l, threads, tls, why, sizeof(why));
+    if (s->wh_ctx == NULL) {
+        kq_errf(err, errlen, "webhook listener %s: %s", l, why);
+        return KQ_EIO;
+    }
+    kq_info("event=http_listening listen=%s port=%d tls=%s client_certs=%s role=webhooks threads=%s "
+            "max_client_connections=%d", l, kq_server_webhook_port(s), tls ? "on" : "off",
+            s->ca ? "required" : "off", threads, tls ? s->wh_limit.max : 0);
+    return 0;
+}
+
 void kq_server_stop(kq_server_t *s)
 {
     if (s == NULL)
         return;
+    if (s->wh_ctx != NULL)
+        mg_stop(s->wh_ctx);
     if (s->sched_ctx != NULL)
         mg_stop(s->sched_ctx);
     if (s->ctx != NULL)
@@ -1689,5 +1782,14 @@ int kq_server_scheduler_port(const kq_server_t *s)
         return -1;
     struct mg_server_port ports[2];
     int n = mg_get_server_ports(s->sched_ctx, 2, ports);
+    return n > 0 ? ports[0].port : -1;
+}
+
+int kq_server_webhook_port(const kq_server_t *s)
+{
+    if (s == NULL || s->wh_ctx == NULL)
+        return -1;
+    struct mg_server_port ports[2];
+    int n = mg_get_server_ports(s->wh_ctx, 2, ports);
     return n > 0 ? ports[0].port : -1;
 }

@@ -24,6 +24,12 @@
  * With scheduler_listen a second listener with its own workers serves the scheduler verbs
  * and the probes only (TLS with the same certificate and client_ca rule unless plain_http,
  * when it must be on loopback); the main port then answers the verbs 404.
+ * With webhook_listen a third listener with its own workers (webhook_threads) and its own
+ * per-client connection limit (half its workers) serves the admission webhooks and the
+ * probes only, under the same TLS rules; the main port then answers the webhooks 404. The
+ * API server is pointed at it (the chart's webhook configurations and Service do), so no
+ * load on the main port (any number of client addresses holding its workers) delays a
+ * webhook call.
  *
  * Per-client connections: one client address holds at most max_client_conns connections
  * of the main TLS port (counted from the start of the TLS handshake, before a byte is read,
@@ -62,6 +68,11 @@ typedef struct kq_server_opts {
                                    * workers; scheduler verbs and probes only; TLS unless
                                    * plain_http, then loopback only), or NULL */
     int scheduler_threads;  /* its workers; 0 = 8 */
+    const char *webhook_listen; /* HOST:PORT of the admission webhooks' own listener (its own
+                                 * workers and per-client limit; webhooks and probes only;
+                                 * TLS unless plain_http, then loopback only), or NULL. Needs
+                                 * admission. */
+    int webhook_threads;    /* its workers; 0 = 32; one client address holds at most half */
     int max_client_conns;   /* connections one client address may hold on the main (TLS)
                              * port, from the TLS handshake on; more are closed at once.
                              * 0 = half of threads */
@@ -85,5 +96,7 @@ void kq_server_stop(kq_server_t *s);
 int kq_server_port(const kq_server_t *s);
 /* The scheduler listener's bound port, or -1 when there is none. */
 int kq_server_scheduler_port(const kq_server_t *s);
+/* The webhook listener's bound port, or -1 when there is none. */
+int kq_server_webhook_port(const kq_server_t *s);
 
 #endif
