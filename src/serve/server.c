@@ -97,6 +97,11 @@
 #define BODY_BUDGET ((size_t)128 << 20) /* request bodies held in memory at once, all requests */
 #define DEFAULT_SCHED_THREADS 8
 #define DEFAULT_WEBHOOK_THREADS 32
+/* Idle connections (conn_t) on a limited port are closed when fewer than this many of its
+ * workers are free: an eighth, at least one. */
+#define REAP_RESERVE(workers) ((workers) / 8 > 1 ? (workers) / 8 : 1)
+#define REAP_IDLE_S 0.25     /* only connections idle at least this long are closed */
+#define REAP_INTERVAL_MS 50  /* how often the reaper looks */
 #define READ_PIECE_MAX ((size_t)256 << 10) /* largest single body read */
 #define READ_SLOW_S 0.5                    /* a read slower than this restarts at one byte */
 #define MAX_PARAMS 3
@@ -124,12 +129,31 @@ typedef struct client {
     int n; /* connections counted now */
 } client_t;
 
+/* One counted connection (the SSL's ex_data; civetweb's user connection data). Idle means
+ * no request is being answered: in the TLS handshake, waiting for or reading a request's
+ * headers, reading its body, or kept alive between requests. */
+typedef struct conn {
+    struct conn *prev, *next; /* lim->conns, oldest first */
+    client_t *c;
+    struct conn_limit *lim;
+    int fd;
+    bool busy;                /* a request's body is in and it is being answered */
+    bool shed;                /* shut down by the reaper; closes soon */
+    double since;             /* monotonic seconds: idle since (or the request started) */
+} conn_t;
+
 typedef struct conn_limit {
     pthread_mutex_t mu;
     int max;                      /* per client address */
     client_t *bucket[CLIENT_BUCKETS];
     unsigned long refused;        /* since the last warning */
     time_t warned;                /* monotonic seconds of the last warning */
+    /* Idle connections closed when workers are scarce (the reaper, reap_port) */
+    int workers;                  /* the port's worker threads (set before it starts) */
+    conn_t *head, *tail;          /* every counted connection, oldest first */
+    int live;                     /* counted and not shed */
+    unsigned long reaped;         /* shed since the last warning */
+    time_t reap_warned;
 } conn_limit_t;
 
 /* What a listener's civetweb context carries as user data. */
@@ -160,6 +184,14 @@ struct kq_server {
     port_t wh_port;               /* user data of the webhook context */
     conn_limit_t wh_limit;        /* the webhook port's own per-client connection limit */
     bool wh_limit_init;
+    /* The reaper thread (reaper_main): closes idle connections of the limited ports when
+     * their workers are scarce. reap_mu guards reap_stop; the ports' lists are guarded by
+     * their own conn_limit_t.mu (never both at once). */
+    pthread_t reaper;
+    bool reaper_started;
+    pthread_mutex_t reap_mu;
+    pthread_cond_t reap_cv;
+    bool reap_stop;
     atomic_size_t body_bytes;     /* request body bytes held now (BODY_BUDGET) */
     kq_app_t *app;
     size_t max_body;
@@ -972,10 +1004,14 @@ static double elapsed(const struct timespec *t0)
     return (double)(t1.tv_sec - t0->tv_sec) + (double)(t1.tv_nsec - t0->tv_nsec) / 1e9;
 }
 
+static void conn_mark(conn_t *cn, bool busy);
+
 static int on_request(struct mg_connection *conn)
 {
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
+    conn_t *counted = mg_get_user_connection_data(conn); /* NULL on ports without a limit */
+    conn_mark(counted, false); /* the request started: idle (sheddable) only after REAP_IDLE_S */
     const port_t *port = mg_get_user_data(mg_get_context(conn));
     kq_server_t *s = port->s;
     const struct mg_request_info *ri = mg_get_request_info(conn);
@@ -1130,6 +1166,7 @@ static int on_request(struct mg_connection *conn)
             goto send;
         }
     }
+    conn_mark(counted, true);
     rt->fn(&q, &r);
 
 send:
@@ -1146,6 +1183,7 @@ send:
     send_response(conn, &r, allow, close, strcmp(method, "HEAD") == 0);
     if (close && r.status == 413)
         drain_refused(conn);
+    conn_mark(counted, false);
     double secs = elapsed(&t0);
     if (rt != NULL)
         kq_metrics_latency(s->app->metrics, rt->ep, secs);
@@ -1321,15 +1359,41 @@ static bool peer_key(int fd, unsigned char addr[16], int *family, char *text, si
     return true;
 }
 
-/* ex_data free callback: the connection's SSL is freed (before its socket is closed). */
+static double mono_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* The connection this worker thread counted at its last handshake start, handed to
+ * civetweb's init_connection callback (which runs right after the handshake, in the same
+ * thread) as the connection's user data. Cleared when that connection is freed. */
+static _Thread_local conn_t *tl_conn;
+
+/* ex_data free callback: the connection's SSL is freed (before its socket is closed), in
+ * the worker that served it. */
 static void conn_ex_free(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, long argl, void *argp)
 {
     (void)parent, (void)ad, (void)idx, (void)argl, (void)argp;
-    client_t *c = ptr;
-    if (c == NULL)
+    conn_t *cn = ptr;
+    if (cn == NULL)
         return;
-    conn_limit_t *lim = c->lim;
+    if (tl_conn == cn)
+        tl_conn = NULL;
+    conn_limit_t *lim = cn->lim;
+    client_t *c = cn->c;
     pthread_mutex_lock(&lim->mu);
+    if (cn->prev != NULL)
+        cn->prev->next = cn->next;
+    else
+        lim->head = cn->next;
+    if (cn->next != NULL)
+        cn->next->prev = cn->prev;
+    else
+        lim->tail = cn->prev;
+    if (!cn->shed)
+        lim->live--;
     if (--c->n == 0) {
         client_t **pp = &lim->bucket[client_hash(c->addr, c->family)];
         while (*pp != c)
@@ -1338,6 +1402,7 @@ static void conn_ex_free(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, l
         free(c);
     }
     pthread_mutex_unlock(&lim->mu);
+    free(cn);
 }
 
 /* SSL info callback, in the worker about to read the ClientHello: count the connection
@@ -1347,6 +1412,7 @@ static void on_ssl_info(const SSL *ssl, int where, int ret)
     (void)ret;
     if ((where & SSL_CB_HANDSHAKE_START) == 0 || conn_ex_idx < 0 || SSL_get_ex_data(ssl, conn_ex_idx) != NULL)
         return;
+    tl_conn = NULL;
     const struct mg_connection *conn = SSL_get_app_data(ssl);
     const port_t *port = conn != NULL ? mg_get_user_data(mg_get_context(conn)) : NULL;
     conn_limit_t *lim = port != NULL ? port->limit : NULL;
@@ -1360,6 +1426,9 @@ static void on_ssl_info(const SSL *ssl, int where, int ret)
         return;
     bool refuse = false, warn = false;
     unsigned long refused = 0;
+    conn_t *cn = calloc(1, sizeof(*cn));
+    if (cn == NULL)
+        return;
     pthread_mutex_lock(&lim->mu);
     client_t **head = &lim->bucket[client_hash(addr, family)];
     client_t *c = *head;
@@ -1386,16 +1455,110 @@ static void on_ssl_info(const SSL *ssl, int where, int ret)
         }
         if (c != NULL) {
             c->n++;
-            SSL_set_ex_data((SSL *)ssl, conn_ex_idx, c);
+            cn->c = c;
+            cn->lim = lim;
+            cn->fd = fd;
+            cn->since = mono_now();
+            cn->prev = lim->tail;
+            if (lim->tail != NULL)
+                lim->tail->next = cn;
+            else
+                lim->head = cn;
+            lim->tail = cn;
+            lim->live++;
+            SSL_set_ex_data((SSL *)ssl, conn_ex_idx, cn);
+            tl_conn = cn;
         }
     }
     pthread_mutex_unlock(&lim->mu);
+    if (tl_conn != cn)
+        free(cn);
     if (refuse)
         shutdown(fd, SHUT_RDWR); /* the handshake fails at once; civetweb closes the socket */
     if (warn)
         kq_warn("event=client_connection_limit remote=%s limit=%d refused=%lu msg=\"connections over the "
                 "per-client limit (--max-client-connections) are closed at once\"",
                 text, lim->max, refused);
+}
+
+/* civetweb's init_connection, in the worker, right after the TLS handshake: the counted
+ * connection becomes the connection's user data (NULL on ports without a limit). */
+static int on_init_connection(const struct mg_connection *conn, void **conn_data)
+{
+    (void)conn;
+    *conn_data = tl_conn;
+    tl_conn = NULL;
+    return 0;
+}
+
+/* A request's body is in (busy) or its answer is written (idle again). */
+static void conn_mark(conn_t *cn, bool busy)
+{
+    if (cn == NULL)
+        return;
+    pthread_mutex_lock(&cn->lim->mu);
+    cn->busy = busy;
+    cn->since = mono_now();
+    pthread_mutex_unlock(&cn->lim->mu);
+}
+
+/* The reaper's pass over one port: when fewer than REAP_RESERVE(workers) workers are
+ * free, shut down the connections idle for at least REAP_IDLE_S, oldest first, until that
+ * many are free again (once the shut-down ones are closed). shutdown(2) happens under mu:
+ * a connection is unlinked (conn_ex_free) before its socket is closed, so the fd is still
+ * its own. Worker threads notice at once (their read fails) and close it. */
+static void reap_port(conn_limit_t *lim, const char *role)
+{
+    int reserve = REAP_RESERVE(lim->workers);
+    unsigned long reaped = 0;
+    bool warn = false;
+    double now = mono_now();
+    pthread_mutex_lock(&lim->mu);
+    for (conn_t *cn = lim->head; cn != NULL && lim->live > lim->workers - reserve; cn = cn->next) {
+        if (cn->busy || cn->shed || now - cn->since < REAP_IDLE_S)
+            continue;
+        cn->shed = true;
+        lim->live--;
+        lim->reaped++;
+        shutdown(cn->fd, SHUT_RDWR);
+    }
+    if (lim->reaped > 0 && ((time_t)now - lim->reap_warned >= 10 || lim->reap_warned == 0)) {
+        warn = true;
+        reaped = lim->reaped;
+        lim->reaped = 0;
+        lim->reap_warned = (time_t)now;
+    }
+    pthread_mutex_unlock(&lim->mu);
+    if (warn)
+        kq_warn("event=idle_connections_closed port=%s closed=%lu workers=%d msg=\"workers were scarce: "
+                "connections idle for %.1f s or more (kept alive, or a request or its body not yet in) "
+                "were closed\"", role, reaped, lim->workers, REAP_IDLE_S);
+}
+
+static void *reaper_main(void *arg)
+{
+    kq_server_t *s = arg;
+    pthread_mutex_lock(&s->reap_mu);
+    while (!s->reap_stop) {
+        struct timespec until;
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        until.tv_nsec += REAP_INTERVAL_MS * 1000000L;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&s->reap_cv, &s->reap_mu, &until);
+        if (s->reap_stop)
+            break;
+        pthread_mutex_unlock(&s->reap_mu);
+        if (s->main_port.limit != NULL)
+            reap_port(s->main_port.limit, "main");
+        if (s->wh_port.limit != NULL)
+            reap_port(s->wh_port.limit, "webhooks");
+        pthread_mutex_lock(&s->reap_mu);
+    }
+    pthread_mutex_unlock(&s->reap_mu);
+    return NULL;
 }
 
 /* civetweb's init_ssl: we configure the whole SSL_CTX (return 1 = done). */
@@ -1511,8 +1674,11 @@ static void server_free(kq_server_t *s)
     free(s->key);
     free(s->ca);
     tls_id_free(&s->tls);
-    if (s->tls_mu_init)
+    if (s->tls_mu_init) {
         pthread_mutex_destroy(&s->tls_mu);
+        pthread_mutex_destroy(&s->reap_mu);
+        pthread_cond_destroy(&s->reap_cv);
+    }
     if (s->main_limit_init)
         conn_limit_destroy(&s->main_limit);
     if (s->wh_limit_init)
@@ -1554,6 +1720,7 @@ static struct mg_context *listener_start(kq_server_t *s, port_t *port, const cha
     memset(&cb, 0, sizeof(cb));
     cb.begin_request = on_request;
     cb.log_message = on_log_message;
+    cb.init_connection = on_init_connection;
     if (tls)
         cb.init_ssl = on_init_ssl;
     struct mg_init_data init = {.callbacks = &cb, .user_data = port, .configuration_options = options};
@@ -1610,6 +1777,12 @@ kq_server_t *kq_server_start(const kq_server_opts_t *o, kq_app_t *app, char *err
     bool oom = false;
     pthread_mutex_init(&s->tls_mu, NULL);
     s->tls_mu_init = true;
+    pthread_mutex_init(&s->reap_mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&s->reap_cv, &ca);
+    pthread_condattr_destroy(&ca);
     s->app = app;
     s->max_body = o->max_body ? o->max_body : DEFAULT_MAX_BODY;
     s->auth = o->auth;
@@ -1638,6 +1811,7 @@ kq_server_t *kq_server_start(const kq_server_opts_t *o, kq_app_t *app, char *err
     char threads[16];
     snprintf(threads, sizeof(threads), "%d", nthreads);
     conn_limit_init(&s->main_limit, o->max_client_conns > 0 ? o->max_client_conns : (nthreads + 1) / 2);
+    s->main_limit.workers = nthreads;
     s->main_limit_init = true;
     s->wh_separate = o->webhook_listen != NULL;
     s->main_port = (port_t){.s = s, .scheduler = false, .limit = o->plain_http ? NULL : &s->main_limit};
@@ -1660,6 +1834,13 @@ kq_server_t *kq_server_start(const kq_server_opts_t *o, kq_app_t *app, char *err
         mg_stop(s->ctx);
         s->ctx = NULL;
         goto fail;
+    }
+    if (s->main_port.limit != NULL || s->wh_port.limit != NULL) {
+        if (pthread_create(&s->reaper, NULL, reaper_main, s) == 0)
+            s->reaper_started = true;
+        else
+            kq_warn("event=reaper_not_started msg=\"idle connections will not be closed early when workers "
+                    "are scarce\"");
     }
     return s;
 fail:
@@ -1740,6 +1921,7 @@ static int start_webhook_listener(kq_server_t *s, const kq_server_opts_t *o, cha
     char threads[16];
     snprintf(threads, sizeof(threads), "%d", n);
     conn_limit_init(&s->wh_limit, (n + 1) / 2);
+    s->wh_limit.workers = n;
     s->wh_limit_init = true;
     s->wh_port = (port_t){.s = s, .webhook = true, .limit = tls ? &s->wh_limit : NULL};
     char why[320] = "";
@@ -1758,6 +1940,13 @@ void kq_server_stop(kq_server_t *s)
 {
     if (s == NULL)
         return;
+    if (s->reaper_started) {
+        pthread_mutex_lock(&s->reap_mu);
+        s->reap_stop = true;
+        pthread_cond_signal(&s->reap_cv);
+        pthread_mutex_unlock(&s->reap_mu);
+        pthread_join(s->reaper, NULL);
+    }
     if (s->wh_ctx != NULL)
         mg_stop(s->wh_ctx);
     if (s->sched_ctx != NULL)
