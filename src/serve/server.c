@@ -39,6 +39,11 @@
  *                     atomic read the elastic timer and metering check before acting.
  *   metering          (metering.c) computes prices and charges on its own thread under its own
  *                     lock; the informer feeds it; checkpoints are written with no lock held.
+ *   conn reaper       (this file, reaper_main) every 50 ms, per TLS port with a connection
+ *                     limit (main, webhooks): when its workers are scarce, shuts down the
+ *                     sockets of idle connections under that port's conn_limit_t.mu (a leaf
+ *                     lock, also taken by workers at handshake start, request start/end
+ *                     and connection free). Touches nothing else.
  *   admission gate    (gating.c, with --admission-gate) one thread: passes over the gated pods
  *                     the informer hands it (leader only), reservations in the ledger, then gate
  *                     patches and Events with no lock held; expires old reservations.

@@ -35,6 +35,11 @@
  * of the main TLS port (counted from the start of the TLS handshake, before a byte is read,
  * to the close); more are shut down at once. A TLS handshake, like a request, must finish
  * within 10 s (civetweb's request_timeout_ms, which its SSL_accept loop also uses).
+ * Idle connections: on the main TLS port and the webhook port, a connection is idle unless
+ * a request's body is in and it is being answered (in the handshake, waiting for or reading
+ * a request, kept alive). When fewer than an eighth of a port's workers are free, a reaper
+ * thread (every 50 ms) shuts down connections idle for 0.25 s or more, oldest first, until
+ * that many are free again (logged as event=idle_connections_closed, at most every 10 s).
  *
  * TLS: TLS 1.2 minimum, forward-secret AEAD cipher suites only for TLS 1.2 (TLS 1.3 suites
  * are all strong); certificate chain and key from separate PEM files; with client_ca, a
