@@ -105,7 +105,9 @@
 /* Idle connections (conn_t) on a limited port are closed when fewer than this many of its
  * workers are free: an eighth, at least one. */
 #define REAP_RESERVE(workers) ((workers) / 8 > 1 ? (workers) / 8 : 1)
-#define REAP_IDLE_S 0.25     /* only connections idle at least this long are closed */
+#define REAP_IDLE_MAIN_S 1.0     /* only connections idle at least this long are closed: on the main */
+#define REAP_IDLE_WEBHOOK_S 0.25 /* port (people, scrapers) and on the webhook port (the API server
+                                  * sends its whole request at once; turnover matters more) */
 #define REAP_INTERVAL_MS 50  /* how often the reaper looks */
 #define READ_PIECE_MAX ((size_t)256 << 10) /* largest single body read */
 #define READ_SLOW_S 0.5                    /* a read slower than this restarts at one byte */
@@ -155,6 +157,7 @@ typedef struct conn_limit {
     time_t warned;                /* monotonic seconds of the last warning */
     /* Idle connections closed when workers are scarce (the reaper, reap_port) */
     int workers;                  /* the port's worker threads (set before it starts) */
+    double idle_s;                /* idle this long, a connection may be closed (REAP_IDLE_*) */
     conn_t *head, *tail;          /* every counted connection, oldest first */
     int live;                     /* counted and not shed */
     unsigned long reaped;         /* shed since the last warning */
@@ -1016,7 +1019,7 @@ static int on_request(struct mg_connection *conn)
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     conn_t *counted = mg_get_user_connection_data(conn); /* NULL on ports without a limit */
-    conn_mark(counted, false); /* the request started: idle (sheddable) only after REAP_IDLE_S */
+    conn_mark(counted, false); /* the request started: idle (sheddable) only after idle_s */
     const port_t *port = mg_get_user_data(mg_get_context(conn));
     kq_server_t *s = port->s;
     const struct mg_request_info *ri = mg_get_request_info(conn);
@@ -1508,7 +1511,7 @@ static void conn_mark(conn_t *cn, bool busy)
 }
 
 /* The reaper's pass over one port: when fewer than REAP_RESERVE(workers) workers are
- * free, shut down the connections idle for at least REAP_IDLE_S, oldest first, until that
+ * free, shut down the connections idle for at least lim->idle_s, oldest first, until that
  * many are free again (once the shut-down ones are closed). shutdown(2) happens under mu:
  * a connection is unlinked (conn_ex_free) before its socket is closed, so the fd is still
  * its own. Worker threads notice at once (their read fails) and close it. */
@@ -1520,7 +1523,7 @@ static void reap_port(conn_limit_t *lim, const char *role)
     double now = mono_now();
     pthread_mutex_lock(&lim->mu);
     for (conn_t *cn = lim->head; cn != NULL && lim->live > lim->workers - reserve; cn = cn->next) {
-        if (cn->busy || cn->shed || now - cn->since < REAP_IDLE_S)
+        if (cn->busy || cn->shed || now - cn->since < lim->idle_s)
             continue;
         cn->shed = true;
         lim->live--;
@@ -1537,7 +1540,7 @@ static void reap_port(conn_limit_t *lim, const char *role)
     if (warn)
         kq_warn("event=idle_connections_closed port=%s closed=%lu workers=%d msg=\"workers were scarce: "
                 "connections idle for %.1f s or more (kept alive, or a request or its body not yet in) "
-                "were closed\"", role, reaped, lim->workers, REAP_IDLE_S);
+                "were closed\"", role, reaped, lim->workers, lim->idle_s);
 }
 
 static void *reaper_main(void *arg)
@@ -1817,6 +1820,7 @@ kq_server_t *kq_server_start(const kq_server_opts_t *o, kq_app_t *app, char *err
     snprintf(threads, sizeof(threads), "%d", nthreads);
     conn_limit_init(&s->main_limit, o->max_client_conns > 0 ? o->max_client_conns : (nthreads + 1) / 2);
     s->main_limit.workers = nthreads;
+    s->main_limit.idle_s = REAP_IDLE_MAIN_S;
     s->main_limit_init = true;
     s->wh_separate = o->webhook_listen != NULL;
     s->main_port = (port_t){.s = s, .scheduler = false, .limit = o->plain_http ? NULL : &s->main_limit};
@@ -1927,6 +1931,7 @@ static int start_webhook_listener(kq_server_t *s, const kq_server_opts_t *o, cha
     snprintf(threads, sizeof(threads), "%d", n);
     conn_limit_init(&s->wh_limit, (n + 1) / 2);
     s->wh_limit.workers = n;
+    s->wh_limit.idle_s = REAP_IDLE_WEBHOOK_S;
     s->wh_limit_init = true;
     s->wh_port = (port_t){.s = s, .webhook = true, .limit = tls ? &s->wh_limit : NULL};
     char why[320] = "";

@@ -38,7 +38,8 @@
  * Idle connections: on the main TLS port and the webhook port, a connection is idle unless
  * a request's body is in and it is being answered (in the handshake, waiting for or reading
  * a request, kept alive). When fewer than an eighth of a port's workers are free, a reaper
- * thread (every 50 ms) shuts down connections idle for 0.25 s or more, oldest first, until
+ * thread (every 50 ms) shuts down connections idle for 1 s or more on the main port, 0.25 s
+ * on the webhook port (the API server sends a whole request at once), oldest first, until
  * that many are free again (logged as event=idle_connections_closed, at most every 10 s).
  *
  * TLS: TLS 1.2 minimum, forward-secret AEAD cipher suites only for TLS 1.2 (TLS 1.3 suites
