@@ -52,7 +52,15 @@ class WebhookListenerTest(KQTestCase):
         while wport == self.kq.port:
             wport = free_port()
         self.kq = Kubequota(self.sim, self.CONFIG, extra_args=("--webhook-listen", "127.0.0.1:%d" % wport) + extra)
-        self.kq.start()
+        self.kq.start()  # ready on the main port; the webhook listener starts right after it
+        hook = HttpClient("https://localhost:%d" % wport, ca=certs()["ca"], timeout=WEBHOOK_TIMEOUT_S)
+
+        def up():
+            try:
+                return hook.get("/healthz").status == 200
+            except OSError:
+                return False
+        wait_until(up, 20, 0.05, "the webhook listener")
         return wport
 
     def hold_main_port(self, held, raw):
