@@ -58,7 +58,7 @@ enum {
     O_CONFIG = 256, O_KUBECONFIG, O_LISTEN, O_CERT, O_KEY, O_CA, O_PLAIN, O_SCHED, O_PART, O_USER, O_BODY,
     O_RELOAD, O_LOG, O_LOG_FORMAT, O_VERBOSITY, O_REST_AUTH, O_REST_TOKEN, O_METRICS_AUTH, O_TRUSTED_USERS,
     O_TRUSTED_GROUPS, O_CONFIG_MAP, O_EXT_LOCAL, O_EXT_OPEN, O_WATCH_PROGRESS, O_EVENT_UPDATE, O_SCHED_LISTEN,
-    O_SCHED_THREADS, O_THREADS, O_METRICS_MAX_USERS, O_MAX_CLIENT_CONNS,
+    O_SCHED_THREADS, O_THREADS, O_METRICS_MAX_USERS, O_MAX_CLIENT_CONNS, O_WEBHOOK_LISTEN, O_WEBHOOK_THREADS,
     /* elastic flags */
     O_SYSNS, O_DQMIN, O_DQMAX, O_GRACE, O_ETICK, O_STATUS, O_MINRUN, O_PREEMPT_DEF,
     O_METERING, O_LEADER_ELECT, O_LEASE_NS, O_LEASE_NAME, O_LEASE_DUR, O_RENEW_DEADLINE, O_RETRY_PERIOD,
@@ -132,6 +132,13 @@ static const flag_t serve_flags[] = {
                                                            "(TLS), more are closed at once (default: half of\n"
                                                            "--threads)", NULL},
     {NULL, 0, 0, NULL, "admission webhooks (/admission/...)", NULL},
+    {"webhook-listen", 1, O_WEBHOOK_LISTEN, "HOST:PORT", "serve /admission/* (and the probes) here instead of\n"
+                                                        "on --listen, with its own workers and per-client\n"
+                                                        "limit, so load on the main port never delays the\n"
+                                                        "API server's webhook calls; TLS like --listen\n"
+                                                        "(loopback only with --insecure-plain-http)", NULL},
+    {"webhook-threads", 1, O_WEBHOOK_THREADS, "N", "workers of --webhook-listen (default 32; one client\n"
+                                                   "address may hold half of them)", NULL},
     {"trusted-users", 1, O_TRUSTED_USERS, "LIST", "comma-separated users whose pods and workloads keep the\n"
                                                   "identity already on them ('prefix*' allowed; default\n"
                                                   "system:serviceaccount:kube-system:*,system:kube-controller-manager)",
@@ -268,6 +275,8 @@ typedef struct serve_opts {
     const char *scheduler_listen;
     long scheduler_threads;
     long max_client_conns;
+    const char *webhook_listen;
+    long webhook_threads;
     bool plain_http;
     long long max_body;
     long reload_ms;
@@ -448,6 +457,12 @@ static int parse_serve(int argc, char **argv, serve_opts_t *o)
             if (!parse_long_flag("scheduler-threads", optarg, 1, 256, &n))
                 return 2;
             o->scheduler_threads = (long)n;
+            break;
+        case O_WEBHOOK_LISTEN: o->webhook_listen = optarg; break;
+        case O_WEBHOOK_THREADS:
+            if (!parse_long_flag("webhook-threads", optarg, 1, 1024, &n))
+                return 2;
+            o->webhook_threads = (long)n;
             break;
         case O_MAX_CLIENT_CONNS:
             if (!parse_long_flag("max-client-connections", optarg, 1, 1024, &n))
@@ -950,6 +965,8 @@ static int serve(int argc, char **argv)
         .scheduler_listen = o.scheduler_listen,
         .scheduler_threads = (int)o.scheduler_threads,
         .max_client_conns = (int)o.max_client_conns,
+        .webhook_listen = o.webhook_listen,
+        .webhook_threads = (int)o.webhook_threads,
         .threads = (int)o.threads,
         .listen = o.listen,
         .tls_cert = o.tls_cert,

@@ -33,7 +33,9 @@
 #include <ctype.h>
 #include <curl/curl.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <pthread.h>
@@ -43,6 +45,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #include <uthash.h>
@@ -105,18 +108,35 @@ static void trim_in_place(char *s)
 }
 
 /* Reads a whole file of at most max bytes as a NUL-terminated string. 0, KQ_ENOENT,
- * KQ_ETOOBIG, KQ_EIO or KQ_ENOMEM; *err_no gets errno for the message. */
+ * KQ_ETOOBIG, KQ_EIO, KQ_ETIMEDOUT or KQ_ENOMEM; *err_no gets errno for the message.
+ * Never blocks for long: the file is opened non-blocking (opening a FIFO without a writer
+ * would wait forever), a directory is refused (EISDIR), and anything but a regular file
+ * (a FIFO, a socket, a terminal: `--kubeconfig <(...)`) is read with poll(2) and must end
+ * within PIPE_READ_MS (ETIMEDOUT). */
+#define PIPE_READ_MS 2000 /* the messages say "2 s" */
 static int read_file(const char *path, size_t max, char **out, size_t *len, int *err_no)
 {
     int rc = KQ_EIO;
     char *buf = NULL;
     size_t n = 0, cap = 0;
     *err_no = 0;
-    FILE *f = fopen(path, "rb");
-    if (f == NULL) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
         *err_no = errno;
         return errno == ENOENT ? KQ_ENOENT : KQ_EIO;
     }
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        *err_no = errno;
+        goto out;
+    }
+    if (S_ISDIR(st.st_mode)) {
+        *err_no = EISDIR;
+        goto out;
+    }
+    bool regular = S_ISREG(st.st_mode), waited = false;
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     for (;;) {
         if (n + 4096 + 1 > cap) {
             size_t ncap = cap ? cap * 2 : 8192;
@@ -128,19 +148,34 @@ static int read_file(const char *path, size_t max, char **out, size_t *len, int 
             buf = p;
             cap = ncap;
         }
-        size_t got = fread(buf + n, 1, cap - n - 1, f);
-        n += got;
+        ssize_t got = read(fd, buf + n, cap - n - 1);
+        if (got < 0 && errno == EINTR)
+            continue;
+        /* a FIFO no writer has opened yet reads as empty: wait (bounded) for one, once */
+        bool no_writer_yet = got == 0 && n == 0 && S_ISFIFO(st.st_mode) && !waited;
+        if (no_writer_yet || (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && !regular)) {
+            waited = no_writer_yet || waited;
+            struct timespec t1;
+            clock_gettime(CLOCK_MONOTONIC, &t1);
+            long left = PIPE_READ_MS - (long)((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000);
+            struct pollfd pfd = {.fd = fd, .events = POLLIN};
+            if (left <= 0 || poll(&pfd, 1, (int)left) == 0) {
+                rc = KQ_ETIMEDOUT;
+                goto out;
+            }
+            continue;
+        }
+        if (got < 0) {
+            *err_no = errno;
+            goto out;
+        }
+        n += (size_t)got;
         if (n > max) {
             rc = KQ_ETOOBIG;
             goto out;
         }
-        if (got == 0) {
-            if (ferror(f)) {
-                *err_no = errno;
-                goto out;
-            }
+        if (got == 0)
             break;
-        }
     }
     buf[n] = '\0';
     *out = buf;
@@ -153,7 +188,7 @@ out:
         OPENSSL_cleanse(buf, n);
         free(buf);
     }
-    fclose(f);
+    close(fd);
     return rc;
 }
 
@@ -487,6 +522,15 @@ static int get_path(kc_t *c, yaml_node_t *map, const char *key, const char *wher
         c->oom = true;
         return -1;
     }
+    /* curl and OpenSSL open these themselves, blocking: a FIFO would hang every request */
+    struct stat st;
+    if (stat(*out, &st) == 0 && !S_ISREG(st.st_mode)) {
+        kc_err(c, map, where, "%s %s is not a regular file (%s): give a file", key, *out,
+               S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO" : "a device or socket");
+        free(*out);
+        *out = NULL;
+        return -1;
+    }
     return 0;
 }
 
@@ -772,9 +816,11 @@ int kq_kubeconfig_load(const char *path, kq_kube_conf_t *out, kq_diags_t *diags)
     if (rc != 0) {
         if (diags != NULL)
             (void)kq_diags_add(diags, path, 0, 0, NULL, "cannot read kubeconfig: %s",
-                               rc == KQ_ETOOBIG ? "file too large"
-                               : err_no       ? strerror(err_no)
-                                              : kq_strerror(rc));
+                               rc == KQ_ETOOBIG     ? "file too large"
+                               : rc == KQ_ETIMEDOUT ? "not a regular file, and nothing came out of it within 2 s "
+                                                      "(a FIFO nobody writes to?)"
+                               : err_no             ? strerror(err_no)
+                                                    : kq_strerror(rc));
         return rc;
     }
     const char *slash = strrchr(path, '/');

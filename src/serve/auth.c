@@ -1,8 +1,8 @@
 /* Access control for the usage view: client certificates, a static bearer token from a
  * file, or Kubernetes TokenReview + SubjectAccessReview (see auth.h).
  *
- * DESIGN: one mutex guards the loaded token (with the file identity it came from) and the
- * review cache. kq_auth_check copies what it needs under the lock, releases it, and only
+ * DESIGN: one mutex guards the loaded token (with the file identity it came from), the
+ * review cache and the rejection budgets (by source and global). kq_auth_check copies what it needs under the lock, releases it, and only
  * then talks to the API server; the answer is stored under the lock again. Two requests
  * with the same new token may both ask the API server once; that is harmless and keeps
  * the lock off the network path.
@@ -28,11 +28,29 @@
 #define TOKEN_MAX 16384     /* longest token accepted in a file or a header */
 #define CACHE_MAX 4096      /* cached reviews; the cache is emptied when full */
 #define DENY_CACHE_SECONDS 10
-/* TokenReviews of tokens not in the cache: at most REVIEW_BURST at once, then
- * REVIEW_RATE per second (a flood of random tokens must not turn into a flood of reviews
- * against the API server, nor hold every worker waiting for one). */
-#define REVIEW_RATE 10.0
-#define REVIEW_BURST 20.0
+/* Rejected tokens, by source (issue 29): a flood of random tokens must not turn into a
+ * flood of reviews against the API server, nor hold every worker waiting for one, but it
+ * must not lock out anyone else either. So only failures cost, and they cost their own
+ * source: each client address may have FAIL_BURST tokens rejected at once, then FAIL_RATE
+ * per second; beyond that its unknown tokens are answered 429 without a review. A review
+ * that succeeds costs nothing. On top, sources that have had a rejection share a global
+ * budget (GLOBAL_FAIL_BURST, GLOBAL_FAIL_RATE per second), so many addresses together are
+ * bounded too; a source with no rejection on record is always reviewed, so the first
+ * request of a valid token from it is never refused. */
+#define FAIL_RATE 10.0
+#define FAIL_BURST 20.0
+#define GLOBAL_FAIL_RATE 50.0
+#define GLOBAL_FAIL_BURST 100.0
+#define SOURCES_MAX 4096 /* sources with a rejection on record; forgiven ones are dropped first */
+#define SOURCE_KEY_MAX 64
+
+/* A client address with rejected tokens on record. */
+typedef struct source {
+    char key[SOURCE_KEY_MAX]; /* the peer address as civetweb prints it */
+    double tokens;            /* failure budget left (FAIL_BURST when forgiven) */
+    double refill;            /* monotonic seconds of the last refill */
+    UT_hash_handle hh;
+} source_t;
 
 typedef struct review {
     unsigned char key[SHA256_DIGEST_LENGTH];
@@ -50,13 +68,15 @@ struct kq_auth {
     int cache_seconds;
     char *token_file;
 
-    pthread_mutex_t mu;   /* guards token, token_len, token_st, cache */
+    pthread_mutex_t mu;   /* guards token, token_len, token_st, cache, sources, fail_tokens,
+                           * fail_refill */
     char *token;
     size_t token_len;
     struct stat token_st;
     review_t *cache;
-    double review_tokens;  /* token bucket of uncached reviews */
-    double review_refill;  /* monotonic seconds of the last refill */
+    source_t *sources;    /* rejection budgets by client address (FAIL_*) */
+    double fail_tokens;   /* the global rejection budget of sources with a record */
+    double fail_refill;   /* monotonic seconds of its last refill */
 };
 
 static double mono_seconds(void)
@@ -132,8 +152,8 @@ kq_auth_t *kq_auth_new(const kq_auth_opts_t *o, char *err, size_t errlen)
     a->client_certs = o->client_certs;
     a->kube = o->kube;
     a->cache_seconds = o->cache_seconds > 0 ? o->cache_seconds : 60;
-    a->review_tokens = REVIEW_BURST;
-    a->review_refill = mono_seconds();
+    a->fail_tokens = GLOBAL_FAIL_BURST;
+    a->fail_refill = mono_seconds();
     pthread_mutex_init(&a->mu, NULL);
     if (o->mode == KQ_AUTH_KUBERNETES && o->kube == NULL) {
         snprintf(err, errlen, "--rest-auth=kubernetes needs an API server client");
@@ -160,6 +180,12 @@ void kq_auth_free(kq_auth_t *a)
     {
         HASH_DEL(a->cache, r);
         free(r);
+    }
+    source_t *src, *stmp;
+    HASH_ITER(hh, a->sources, src, stmp)
+    {
+        HASH_DEL(a->sources, src);
+        free(src);
     }
     if (a->token != NULL)
         OPENSSL_cleanse(a->token, a->token_len);
@@ -331,12 +357,83 @@ static int kube_review(kq_auth_t *a, const char *tok, size_t len, kq_auth_who_t 
 int kq_auth_check(kq_auth_t *a, bool has_client_cert, const char *authorization, char *why, size_t whylen)
 {
     kq_auth_who_t who;
-    return kq_auth_check_who(a, has_client_cert, authorization, &who, why, whylen);
+    return kq_auth_check_from(a, NULL, has_client_cert, authorization, &who, why, whylen);
 }
 
 int kq_auth_check_who(kq_auth_t *a, bool has_client_cert, const char *authorization, kq_auth_who_t *who,
                       char *why, size_t whylen)
 {
+    return kq_auth_check_from(a, NULL, has_client_cert, authorization, who, why, whylen);
+}
+
+static void refill(double *tokens, double *last, double now, double rate, double burst)
+{
+    *tokens += (now - *last) * rate;
+    if (*tokens > burst)
+        *tokens = burst;
+    *last = now;
+}
+
+/* Under a->mu: may an unknown token from src be reviewed now? Sources without a rejection
+ * on record always may; the others need their own budget and the global one. */
+static bool may_review(kq_auth_t *a, const char *src, double now)
+{
+    source_t *s;
+    HASH_FIND_STR(a->sources, src, s);
+    if (s == NULL)
+        return true;
+    refill(&s->tokens, &s->refill, now, FAIL_RATE, FAIL_BURST);
+    refill(&a->fail_tokens, &a->fail_refill, now, GLOBAL_FAIL_RATE, GLOBAL_FAIL_BURST);
+    return s->tokens >= 1.0 && a->fail_tokens >= 1.0;
+}
+
+/* Under a->mu: charges one rejected token to src (and, once src has a record, to the
+ * global budget). When the table is full, forgiven sources (full budget) are dropped; if
+ * none is, the table is emptied (each address then gets a fresh budget: bounded by how
+ * many addresses a client has). */
+static void charge_rejection(kq_auth_t *a, const char *src, double now)
+{
+    source_t *s;
+    HASH_FIND_STR(a->sources, src, s);
+    if (s == NULL) {
+        if (HASH_COUNT(a->sources) >= SOURCES_MAX) {
+            source_t *x, *tmp;
+            HASH_ITER(hh, a->sources, x, tmp)
+            {
+                refill(&x->tokens, &x->refill, now, FAIL_RATE, FAIL_BURST);
+                if (x->tokens >= FAIL_BURST) {
+                    HASH_DEL(a->sources, x);
+                    free(x);
+                }
+            }
+            if (HASH_COUNT(a->sources) >= SOURCES_MAX) {
+                HASH_ITER(hh, a->sources, x, tmp)
+                {
+                    HASH_DEL(a->sources, x);
+                    free(x);
+                }
+            }
+        }
+        s = calloc(1, sizeof(*s));
+        if (s == NULL)
+            return;
+        snprintf(s->key, sizeof(s->key), "%s", src);
+        s->tokens = FAIL_BURST;
+        s->refill = now;
+        HASH_ADD_STR(a->sources, key, s);
+    } else {
+        refill(&a->fail_tokens, &a->fail_refill, now, GLOBAL_FAIL_RATE, GLOBAL_FAIL_BURST);
+        a->fail_tokens -= 1.0;
+    }
+    refill(&s->tokens, &s->refill, now, FAIL_RATE, FAIL_BURST);
+    s->tokens -= 1.0;
+}
+
+int kq_auth_check_from(kq_auth_t *a, const char *source, bool has_client_cert, const char *authorization,
+                       kq_auth_who_t *who, char *why, size_t whylen)
+{
+    char src[SOURCE_KEY_MAX];
+    snprintf(src, sizeof(src), "%s", source != NULL ? source : "");
     memset(who, 0, sizeof(*who));
     if (a->mode == KQ_AUTH_NONE || (a->client_certs && has_client_cert)) {
         snprintf(why, whylen, "ok");
@@ -368,23 +465,21 @@ int kq_auth_check_who(kq_auth_t *a, bool has_client_cert, const char *authorizat
             pthread_mutex_unlock(&a->mu);
             return st;
         }
-        double t = mono_seconds();
-        a->review_tokens += (t - a->review_refill) * REVIEW_RATE;
-        if (a->review_tokens > REVIEW_BURST)
-            a->review_tokens = REVIEW_BURST;
-        a->review_refill = t;
-        bool may_review = a->review_tokens >= 1.0;
-        if (may_review)
-            a->review_tokens -= 1.0;
+        bool ok = may_review(a, src, mono_seconds());
         pthread_mutex_unlock(&a->mu);
-        if (!may_review) {
-            snprintf(why, whylen, "too many unknown bearer tokens to review; retry in a second");
+        if (!ok) {
+            snprintf(why, whylen, "too many rejected bearer tokens from this address; retry in a second");
             return 429;
         }
 
         int st = kube_review(a, tok, len, who, why, whylen);
         if (st == 503)
             return st; /* not cached: the next request asks again */
+        if (st == 401) {
+            pthread_mutex_lock(&a->mu);
+            charge_rejection(a, src, mono_seconds());
+            pthread_mutex_unlock(&a->mu);
+        }
         review_t *n = calloc(1, sizeof(*n));
         if (n != NULL) {
             memcpy(n->key, key_only.key, sizeof(n->key));

@@ -3,6 +3,10 @@
  * kubequota's usage view through the API server's service proxy, and prints tables or the
  * view's JSON. Input files (what-if -f) are YAML or JSON, decoded by kq_kubectl_yaml_docs
  * (fuzzed: fuzz/fuzz_kubectl.c).
+ *
+ * Everything the server (or the API server) supplies is printed through
+ * kq_kubectl_escape_terminal: names, messages and error bodies cannot move the cursor,
+ * retitle the window, ring the bell or rewrite a line on the caller's terminal.
  */
 #include "kubequota/serve/kubectl.h"
 
@@ -25,6 +29,76 @@
 #define YAML_NODES_MAX 200000
 #define YAML_DEPTH_MAX 64
 #define REPLICAS_MAX 1000 /* the explain API's own limit of a list */
+
+/* ------------------------------------------------------------------ terminal escaping */
+
+/* Length of the valid UTF-8 sequence at s (1..4), or 0 when it is not one. */
+static size_t utf8_len(const unsigned char *s)
+{
+    if (s[0] < 0x80)
+        return 1;
+    size_t n = s[0] >= 0xF0 && s[0] <= 0xF4 ? 4 : s[0] >= 0xE0 ? 3 : s[0] >= 0xC2 && s[0] < 0xE0 ? 2 : 0;
+    for (size_t i = 1; i < n; i++)
+        if ((s[i] & 0xC0) != 0x80)
+            return 0;
+    if (n == 3 && ((s[0] == 0xE0 && s[1] < 0xA0) || (s[0] == 0xED && s[1] >= 0xA0)))
+        return 0; /* overlong, or a UTF-16 surrogate */
+    if (n == 4 && ((s[0] == 0xF0 && s[1] < 0x90) || (s[0] == 0xF4 && s[1] >= 0x90)))
+        return 0; /* overlong, or above U+10FFFF */
+    return n;
+}
+
+char *kq_kubectl_escape_terminal(const char *in)
+{
+    if (in == NULL)
+        return NULL;
+    size_t len = strlen(in);
+    char *out = malloc(len * 6 + 1); /* the longest replacement, \u009b, is 6 bytes for 2 */
+    if (out == NULL)
+        return NULL;
+    const unsigned char *s = (const unsigned char *)in;
+    char *o = out;
+    while (*s != '\0') {
+        unsigned char c = *s;
+        size_t n = utf8_len(s);
+        if (c == 0x1B) { /* as kubectl: ESC -> ^[ */
+            memcpy(o, "^[", 2), o += 2;
+        } else if (c == '\r') { /* as kubectl: CR -> \r */
+            memcpy(o, "\\r", 2), o += 2;
+        } else if (c == '\n' || c == '\t') {
+            *o++ = (char)c;
+        } else if (c < 0x20 || c == 0x7F) { /* other C0 controls and DEL in caret notation */
+            *o++ = '^';
+            *o++ = (char)(c ^ 0x40);
+        } else if (n == 2 && c == 0xC2 && s[1] < 0xA0) { /* C1 controls U+0080..U+009F */
+            o += sprintf(o, "\\u%04x", s[1]);
+            s += 2;
+            continue;
+        } else if (n == 0) { /* not UTF-8: the byte in hex */
+            o += sprintf(o, "\\x%02x", c);
+        } else {
+            memcpy(o, s, n);
+            o += n;
+            s += n;
+            continue;
+        }
+        s++;
+    }
+    *o = '\0';
+    return out;
+}
+
+/* The escaped form of s for one printf: up to 16 at once (a row's cells); a CLI's single
+ * thread only. NULL prints as "". */
+static const char *tx(const char *s)
+{
+    static char *ring[16];
+    static unsigned next;
+    char **slot = &ring[next++ % 16];
+    free(*slot);
+    *slot = s != NULL ? kq_kubectl_escape_terminal(s) : NULL;
+    return *slot != NULL ? *slot : "";
+}
 
 /* ------------------------------------------------------------------ YAML and JSON input */
 
@@ -566,8 +640,8 @@ static int call(conn_t *c, const char *method, const char *rel, const char *body
         const char *msg = v ? (str_at(v, "description") ? str_at(v, "description") : str_at(v, "message")) : NULL;
         if (msg == NULL)
             msg = v ? str_at(v, "error") : NULL;
-        fprintf(stderr, "kubectl kubequota: %s %s: %ld %s\n", method, path, r.status,
-                msg ? msg : (r.body && r.len < 500 ? r.body : "(no message)"));
+        fprintf(stderr, "kubectl kubequota: %s %s: %ld %s\n", method, tx(path), r.status,
+                tx(msg ? msg : (r.body && r.len < 500 && strlen(r.body) == r.len ? r.body : "(no message)")));
         if (r.status == 401 || r.status == 403) /* the API server's verb for the method (docs/cli.md) */
             fprintf(stderr, "  (through the service proxy you need `%s services/proxy` on kubequota's Service, and "
                             "kubequota's usage view must accept your token: --rest-auth=kubernetes)\n",
@@ -646,8 +720,8 @@ static void tracker_rows(const char *name, json_t *q, bool *first)
             snprintf(apps, sizeof(apps), "%zu/%lld", na, (long long)ma);
         else
             snprintf(apps, sizeof(apps), "%zu", na);
-        printf("%-16s %-28s %-14s %-20s %-10s %s\n", *first ? name : "", str_at(q, "queuePath") ? str_at(q, "queuePath") : "",
-               cpu, mem, pods, apps);
+        printf("%-16s %-28s %-14s %-20s %-10s %s\n", *first ? tx(name) : "", tx(str_at(q, "queuePath")), cpu, mem,
+               pods, apps);
         *first = false;
     }
     size_t i;
@@ -667,7 +741,7 @@ static void print_trackers(json_t *v, const char *key, const char *title)
         const char *name = str_at(t, key) ? str_at(t, key) : "";
         tracker_rows(name, json_object_get(t, "queues"), &first);
         if (first) /* nothing counted, no limit */
-            printf("%-16s %-28s %-14s %-20s %-10s %s\n", name, "root", "0", "0", "0", "0");
+            printf("%-16s %-28s %-14s %-20s %-10s %s\n", tx(name), "root", "0", "0", "0", "0");
     }
     json_decref(list);
 }
@@ -679,7 +753,7 @@ static void queue_rows(json_t *q, int depth)
     cell(use, max, "vcore", cpu, sizeof(cpu));
     cell(use, max, "memory", mem, sizeof(mem));
     cell(use, max, "pods", pods, sizeof(pods));
-    snprintf(name, sizeof(name), "%*s%s", depth * 2, "", str_at(q, "queuename") ? str_at(q, "queuename") : "");
+    snprintf(name, sizeof(name), "%*s%s", depth * 2, "", tx(str_at(q, "queuename")));
     printf("%-32s %-14s %-20s %-10s %lld\n", name, cpu, mem, pods,
            (long long)json_integer_value(json_object_get(q, "runningApps")));
     size_t i;
@@ -693,15 +767,27 @@ static void print_blockers(json_t *v)
     size_t i;
     json_t *b;
     json_array_foreach(json_object_get(v, "blockers"), i, b)
-    printf("  %s %s: %s\n", str_at(b, "kind") ? str_at(b, "kind") : "?", str_at(b, "name") ? str_at(b, "name") : "",
-           str_at(b, "message") ? str_at(b, "message") : "");
+    printf("  %s %s: %s\n", str_at(b, "kind") ? tx(str_at(b, "kind")) : "?", tx(str_at(b, "name")),
+           tx(str_at(b, "message")));
 }
 
+/* The view's JSON as it came, except that DEL and the C1 controls (which JSON allows raw
+ * in strings, and jansson writes raw) are written as \u escapes, like the C0 controls; the
+ * document means the same. */
 static void print_json(json_t *v)
 {
     char *s = json_dumps(v, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-    if (s != NULL)
-        printf("%s\n", s);
+    if (s == NULL)
+        return;
+    for (const unsigned char *p = (const unsigned char *)s; *p != '\0'; p++) {
+        if (*p == 0x7F)
+            fputs("\\u007f", stdout);
+        else if (*p == 0xC2 && p[1] >= 0x80 && p[1] < 0xA0)
+            printf("\\u%04x", *++p);
+        else
+            putchar(*p);
+    }
+    putchar('\n');
     free(s);
 }
 
@@ -766,8 +852,8 @@ static int cmd_why(const cli_t *c, conn_t *k)
     if (c->json) {
         print_json(v);
     } else {
-        printf("pod %s/%s (user %s, queue %s): ", ns, c->pod, str_at(v, "user") ? str_at(v, "user") : "?",
-               str_at(v, "queue") ? str_at(v, "queue") : "?");
+        printf("pod %s/%s (user %s, queue %s): ", tx(ns), tx(c->pod), str_at(v, "user") ? tx(str_at(v, "user")) : "?",
+               str_at(v, "queue") ? tx(str_at(v, "queue")) : "?");
         if (json_is_false(json_object_get(v, "managed")))
             printf("not kubequota's (another scheduler)\n");
         else if (json_is_true(json_object_get(v, "fits")))

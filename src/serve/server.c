@@ -9,7 +9,8 @@
  *                     starts and after it has stopped (except through the modules' APIs).
  *   civetweb master   accepts connections and queues them for the workers. Touches nothing
  *                     of ours.
- *   civetweb workers  (opts.threads, --threads, default 64) run on_request() -> the route handler:
+ *   civetweb workers  (opts.threads, --threads, default 64; the scheduler listener's and the
+ *                     webhook listener's own, when configured) run on_request() -> the route handler:
  *                     filter/bind/preempt (extender.c): config snapshot (holder lock, only
  *                       for the pointer swap; then a reference), ledger check/assume/forget
  *                       (ledger lock -> ugm locks), kube GET pod / POST binding / queue an
@@ -38,6 +39,11 @@
  *                     atomic read the elastic timer and metering check before acting.
  *   metering          (metering.c) computes prices and charges on its own thread under its own
  *                     lock; the informer feeds it; checkpoints are written with no lock held.
+ *   conn reaper       (this file, reaper_main) every 50 ms, per TLS port with a connection
+ *                     limit (main, webhooks): when its workers are scarce, shuts down the
+ *                     sockets of idle connections under that port's conn_limit_t.mu (a leaf
+ *                     lock, also taken by workers at handshake start, request start/end
+ *                     and connection free). Touches nothing else.
  *   admission gate    (gating.c, with --admission-gate) one thread: passes over the gated pods
  *                     the informer hands it (leader only), reservations in the ledger, then gate
  *                     patches and Events with no lock held; expires old reservations.
@@ -95,6 +101,14 @@
                                * below civetweb's request_timeout_ms (10 s) so that ours is met first */
 #define BODY_BUDGET ((size_t)128 << 20) /* request bodies held in memory at once, all requests */
 #define DEFAULT_SCHED_THREADS 8
+#define DEFAULT_WEBHOOK_THREADS 32
+/* Idle connections (conn_t) on a limited port are closed when fewer than this many of its
+ * workers are free: an eighth, at least one. */
+#define REAP_RESERVE(workers) ((workers) / 8 > 1 ? (workers) / 8 : 1)
+#define REAP_IDLE_MAIN_S 1.0     /* only connections idle at least this long are closed: on the main */
+#define REAP_IDLE_WEBHOOK_S 0.25 /* port (people, scrapers) and on the webhook port (the API server
+                                  * sends its whole request at once; turnover matters more) */
+#define REAP_INTERVAL_MS 50  /* how often the reaper looks */
 #define READ_PIECE_MAX ((size_t)256 << 10) /* largest single body read */
 #define READ_SLOW_S 0.5                    /* a read slower than this restarts at one byte */
 #define MAX_PARAMS 3
@@ -106,7 +120,8 @@
     "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:"                \
     "ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305"
 
-/* Connections a TLS port holds per client address, from the start of the TLS handshake
+/* Connections a TLS port (the main one, and the webhook listener with its own instance)
+ * holds per client address, from the start of the TLS handshake
  * (OpenSSL's info callback, before a byte is read) until the connection's SSL object is
  * freed (its ex_data free callback). A connection over the limit is shut down at once, so
  * idle TCP connections that never start TLS, idle TLS connections and slow requests from
@@ -121,18 +136,39 @@ typedef struct client {
     int n; /* connections counted now */
 } client_t;
 
+/* One counted connection (the SSL's ex_data; civetweb's user connection data). Idle means
+ * no request is being answered: in the TLS handshake, waiting for or reading a request's
+ * headers, reading its body, or kept alive between requests. */
+typedef struct conn {
+    struct conn *prev, *next; /* lim->conns, oldest first */
+    client_t *c;
+    struct conn_limit *lim;
+    int fd;
+    bool busy;                /* a request's body is in and it is being answered */
+    bool shed;                /* shut down by the reaper; closes soon */
+    double since;             /* monotonic seconds: idle since (or the request started) */
+} conn_t;
+
 typedef struct conn_limit {
     pthread_mutex_t mu;
     int max;                      /* per client address */
     client_t *bucket[CLIENT_BUCKETS];
     unsigned long refused;        /* since the last warning */
     time_t warned;                /* monotonic seconds of the last warning */
+    /* Idle connections closed when workers are scarce (the reaper, reap_port) */
+    int workers;                  /* the port's worker threads (set before it starts) */
+    double idle_s;                /* idle this long, a connection may be closed (REAP_IDLE_*) */
+    conn_t *head, *tail;          /* every counted connection, oldest first */
+    int live;                     /* counted and not shed */
+    unsigned long reaped;         /* shed since the last warning */
+    time_t reap_warned;
 } conn_limit_t;
 
 /* What a listener's civetweb context carries as user data. */
 typedef struct port {
     struct kq_server *s;
     bool scheduler;      /* the scheduler listener: scheduler verbs and probes only */
+    bool webhook;        /* the webhook listener: admission webhooks and probes only */
     conn_limit_t *limit; /* per-client connection limit, or NULL */
 } port_t;
 
@@ -150,6 +186,20 @@ struct kq_server {
     port_t main_port, sched_port; /* user data of the two contexts */
     conn_limit_t main_limit;      /* the main port's per-client connection limit */
     bool main_limit_init;
+    struct mg_context *wh_ctx;    /* --webhook-listen, or NULL */
+    bool wh_separate;             /* webhook_listen set: the main port does not serve the webhooks
+                                   * (set before any listener starts; read-only after) */
+    port_t wh_port;               /* user data of the webhook context */
+    conn_limit_t wh_limit;        /* the webhook port's own per-client connection limit */
+    bool wh_limit_init;
+    /* The reaper thread (reaper_main): closes idle connections of the limited ports when
+     * their workers are scarce. reap_mu guards reap_stop; the ports' lists are guarded by
+     * their own conn_limit_t.mu (never both at once). */
+    pthread_t reaper;
+    bool reaper_started;
+    pthread_mutex_t reap_mu;
+    pthread_cond_t reap_cv;
+    bool reap_stop;
     atomic_size_t body_bytes;     /* request body bytes held now (BODY_BUDGET) */
     kq_app_t *app;
     size_t max_body;
@@ -962,10 +1012,14 @@ static double elapsed(const struct timespec *t0)
     return (double)(t1.tv_sec - t0->tv_sec) + (double)(t1.tv_nsec - t0->tv_nsec) / 1e9;
 }
 
+static void conn_mark(conn_t *cn, bool busy);
+
 static int on_request(struct mg_connection *conn)
 {
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
+    conn_t *counted = mg_get_user_connection_data(conn); /* NULL on ports without a limit */
+    conn_mark(counted, false); /* the request started: idle (sheddable) only after idle_s */
     const port_t *port = mg_get_user_data(mg_get_context(conn));
     kq_server_t *s = port->s;
     const struct mg_request_info *ri = mg_get_request_info(conn);
@@ -983,7 +1037,8 @@ static int on_request(struct mg_connection *conn)
     const route_t *rt = NULL;
     span_t params[MAX_PARAMS];
     int np = 0;
-    bool elsewhere = false; /* a scheduler verb, served on the scheduler listener */
+    bool elsewhere = false;    /* a scheduler verb, served on the scheduler listener */
+    bool wh_elsewhere = false; /* a webhook, served on the webhook listener */
 
     for (size_t i = 0; i < N_ROUTES; i++) {
         int n;
@@ -997,6 +1052,14 @@ static int on_request(struct mg_connection *conn)
             continue;
         if (!port->scheduler && s->sched_separate && routes[i].guard == GUARD_EXTENDER) {
             elsewhere = true;
+            continue;
+        }
+        /* the webhook listener likewise: the webhooks and the probes; when it exists, the
+         * main port does not serve the webhooks */
+        if (port->webhook && !routes[i].admission && routes[i].ep != KQ_EP_HEALTHZ && routes[i].ep != KQ_EP_READYZ)
+            continue;
+        if (!port->webhook && s->wh_separate && routes[i].admission) {
+            wh_elsewhere = true;
             continue;
         }
         if (strcmp(routes[i].method, method) == 0) {
@@ -1017,6 +1080,11 @@ static int on_request(struct mg_connection *conn)
         snprintf(allow_buf + strlen(allow_buf), sizeof(allow_buf) - strlen(allow_buf), ", OPTIONS");
         allow = allow_buf;
         resp_static(&r, 200, CT_JSON, "");
+        goto send;
+    }
+    if (rt == NULL && wh_elsewhere && allow_buf[0] == '\0') {
+        resp_error(&r, 404, "the admission webhooks are served on their own listener (--webhook-listen), "
+                            "not on this port");
         goto send;
     }
     if (rt == NULL && elsewhere && allow_buf[0] == '\0') {
@@ -1062,13 +1130,14 @@ static int on_request(struct mg_connection *conn)
     q.identities = true;
     if (s->auth != NULL && rt->guard == GUARD_METRICS && !s->metrics_auth) {
         char why[512];
-        q.identities = kq_auth_check(s->auth, ri->client_cert != NULL, caller_authorization(conn), why,
-                                     sizeof(why)) == 200;
+        kq_auth_who_t who;
+        q.identities = kq_auth_check_from(s->auth, ri->remote_addr, ri->client_cert != NULL,
+                                          caller_authorization(conn), &who, why, sizeof(why)) == 200;
     }
     if (s->auth != NULL && (REST_GUARDED(rt->guard) || (rt->guard == GUARD_METRICS && s->metrics_auth))) {
         char why[512];
-        int st = kq_auth_check_who(s->auth, ri->client_cert != NULL, caller_authorization(conn), &q.who, why,
-                                   sizeof(why));
+        int st = kq_auth_check_from(s->auth, ri->remote_addr, ri->client_cert != NULL, caller_authorization(conn),
+                                    &q.who, why, sizeof(why));
         if (st == 403 && rt->guard == GUARD_REST_SELF && q.who.user[0] != '\0') {
             /* self-service: the handler serves only the caller's own user */
             q.self_only = true;
@@ -1105,6 +1174,7 @@ static int on_request(struct mg_connection *conn)
             goto send;
         }
     }
+    conn_mark(counted, true);
     rt->fn(&q, &r);
 
 send:
@@ -1121,6 +1191,7 @@ send:
     send_response(conn, &r, allow, close, strcmp(method, "HEAD") == 0);
     if (close && r.status == 413)
         drain_refused(conn);
+    conn_mark(counted, false);
     double secs = elapsed(&t0);
     if (rt != NULL)
         kq_metrics_latency(s->app->metrics, rt->ep, secs);
@@ -1296,15 +1367,41 @@ static bool peer_key(int fd, unsigned char addr[16], int *family, char *text, si
     return true;
 }
 
-/* ex_data free callback: the connection's SSL is freed (before its socket is closed). */
+static double mono_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* The connection this worker thread counted at its last handshake start, handed to
+ * civetweb's init_connection callback (which runs right after the handshake, in the same
+ * thread) as the connection's user data. Cleared when that connection is freed. */
+static _Thread_local conn_t *tl_conn;
+
+/* ex_data free callback: the connection's SSL is freed (before its socket is closed), in
+ * the worker that served it. */
 static void conn_ex_free(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, long argl, void *argp)
 {
     (void)parent, (void)ad, (void)idx, (void)argl, (void)argp;
-    client_t *c = ptr;
-    if (c == NULL)
+    conn_t *cn = ptr;
+    if (cn == NULL)
         return;
-    conn_limit_t *lim = c->lim;
+    if (tl_conn == cn)
+        tl_conn = NULL;
+    conn_limit_t *lim = cn->lim;
+    client_t *c = cn->c;
     pthread_mutex_lock(&lim->mu);
+    if (cn->prev != NULL)
+        cn->prev->next = cn->next;
+    else
+        lim->head = cn->next;
+    if (cn->next != NULL)
+        cn->next->prev = cn->prev;
+    else
+        lim->tail = cn->prev;
+    if (!cn->shed)
+        lim->live--;
     if (--c->n == 0) {
         client_t **pp = &lim->bucket[client_hash(c->addr, c->family)];
         while (*pp != c)
@@ -1313,6 +1410,7 @@ static void conn_ex_free(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, l
         free(c);
     }
     pthread_mutex_unlock(&lim->mu);
+    free(cn);
 }
 
 /* SSL info callback, in the worker about to read the ClientHello: count the connection
@@ -1322,6 +1420,7 @@ static void on_ssl_info(const SSL *ssl, int where, int ret)
     (void)ret;
     if ((where & SSL_CB_HANDSHAKE_START) == 0 || conn_ex_idx < 0 || SSL_get_ex_data(ssl, conn_ex_idx) != NULL)
         return;
+    tl_conn = NULL;
     const struct mg_connection *conn = SSL_get_app_data(ssl);
     const port_t *port = conn != NULL ? mg_get_user_data(mg_get_context(conn)) : NULL;
     conn_limit_t *lim = port != NULL ? port->limit : NULL;
@@ -1335,6 +1434,9 @@ static void on_ssl_info(const SSL *ssl, int where, int ret)
         return;
     bool refuse = false, warn = false;
     unsigned long refused = 0;
+    conn_t *cn = calloc(1, sizeof(*cn));
+    if (cn == NULL)
+        return;
     pthread_mutex_lock(&lim->mu);
     client_t **head = &lim->bucket[client_hash(addr, family)];
     client_t *c = *head;
@@ -1361,16 +1463,110 @@ static void on_ssl_info(const SSL *ssl, int where, int ret)
         }
         if (c != NULL) {
             c->n++;
-            SSL_set_ex_data((SSL *)ssl, conn_ex_idx, c);
+            cn->c = c;
+            cn->lim = lim;
+            cn->fd = fd;
+            cn->since = mono_now();
+            cn->prev = lim->tail;
+            if (lim->tail != NULL)
+                lim->tail->next = cn;
+            else
+                lim->head = cn;
+            lim->tail = cn;
+            lim->live++;
+            SSL_set_ex_data((SSL *)ssl, conn_ex_idx, cn);
+            tl_conn = cn;
         }
     }
     pthread_mutex_unlock(&lim->mu);
+    if (tl_conn != cn)
+        free(cn);
     if (refuse)
         shutdown(fd, SHUT_RDWR); /* the handshake fails at once; civetweb closes the socket */
     if (warn)
         kq_warn("event=client_connection_limit remote=%s limit=%d refused=%lu msg=\"connections over the "
                 "per-client limit (--max-client-connections) are closed at once\"",
                 text, lim->max, refused);
+}
+
+/* civetweb's init_connection, in the worker, right after the TLS handshake: the counted
+ * connection becomes the connection's user data (NULL on ports without a limit). */
+static int on_init_connection(const struct mg_connection *conn, void **conn_data)
+{
+    (void)conn;
+    *conn_data = tl_conn;
+    tl_conn = NULL;
+    return 0;
+}
+
+/* A request's body is in (busy) or its answer is written (idle again). */
+static void conn_mark(conn_t *cn, bool busy)
+{
+    if (cn == NULL)
+        return;
+    pthread_mutex_lock(&cn->lim->mu);
+    cn->busy = busy;
+    cn->since = mono_now();
+    pthread_mutex_unlock(&cn->lim->mu);
+}
+
+/* The reaper's pass over one port: when fewer than REAP_RESERVE(workers) workers are
+ * free, shut down the connections idle for at least lim->idle_s, oldest first, until that
+ * many are free again (once the shut-down ones are closed). shutdown(2) happens under mu:
+ * a connection is unlinked (conn_ex_free) before its socket is closed, so the fd is still
+ * its own. Worker threads notice at once (their read fails) and close it. */
+static void reap_port(conn_limit_t *lim, const char *role)
+{
+    int reserve = REAP_RESERVE(lim->workers);
+    unsigned long reaped = 0;
+    bool warn = false;
+    double now = mono_now();
+    pthread_mutex_lock(&lim->mu);
+    for (conn_t *cn = lim->head; cn != NULL && lim->live > lim->workers - reserve; cn = cn->next) {
+        if (cn->busy || cn->shed || now - cn->since < lim->idle_s)
+            continue;
+        cn->shed = true;
+        lim->live--;
+        lim->reaped++;
+        shutdown(cn->fd, SHUT_RDWR);
+    }
+    if (lim->reaped > 0 && ((time_t)now - lim->reap_warned >= 10 || lim->reap_warned == 0)) {
+        warn = true;
+        reaped = lim->reaped;
+        lim->reaped = 0;
+        lim->reap_warned = (time_t)now;
+    }
+    pthread_mutex_unlock(&lim->mu);
+    if (warn)
+        kq_warn("event=idle_connections_closed port=%s closed=%lu workers=%d msg=\"workers were scarce: "
+                "connections idle for %.1f s or more (kept alive, or a request or its body not yet in) "
+                "were closed\"", role, reaped, lim->workers, lim->idle_s);
+}
+
+static void *reaper_main(void *arg)
+{
+    kq_server_t *s = arg;
+    pthread_mutex_lock(&s->reap_mu);
+    while (!s->reap_stop) {
+        struct timespec until;
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        until.tv_nsec += REAP_INTERVAL_MS * 1000000L;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&s->reap_cv, &s->reap_mu, &until);
+        if (s->reap_stop)
+            break;
+        pthread_mutex_unlock(&s->reap_mu);
+        if (s->main_port.limit != NULL)
+            reap_port(s->main_port.limit, "main");
+        if (s->wh_port.limit != NULL)
+            reap_port(s->wh_port.limit, "webhooks");
+        pthread_mutex_lock(&s->reap_mu);
+    }
+    pthread_mutex_unlock(&s->reap_mu);
+    return NULL;
 }
 
 /* civetweb's init_ssl: we configure the whole SSL_CTX (return 1 = done). */
@@ -1441,6 +1637,7 @@ static int on_init_ssl(void *ssl_ctx, void *user_data)
 /* ------------------------------------------------------------------ public API */
 
 static int start_scheduler_listener(kq_server_t *s, const kq_server_opts_t *o, char *err, size_t errlen);
+static int start_webhook_listener(kq_server_t *s, const kq_server_opts_t *o, char *err, size_t errlen);
 
 static pthread_once_t global_once = PTHREAD_ONCE_INIT;
 
@@ -1457,6 +1654,26 @@ void kq_server_global_init(void)
     pthread_once(&global_once, global_init_once);
 }
 
+static void conn_limit_init(conn_limit_t *lim, int max)
+{
+    memset(lim, 0, sizeof(*lim));
+    pthread_mutex_init(&lim->mu, NULL);
+    lim->max = max;
+}
+
+/* Every connection's SSL is freed once the contexts have stopped: what is left is freed. */
+static void conn_limit_destroy(conn_limit_t *lim)
+{
+    for (int i = 0; i < CLIENT_BUCKETS; i++) {
+        while (lim->bucket[i] != NULL) {
+            client_t *c = lim->bucket[i];
+            lim->bucket[i] = c->next;
+            free(c);
+        }
+    }
+    pthread_mutex_destroy(&lim->mu);
+}
+
 static void server_free(kq_server_t *s)
 {
     if (s == NULL)
@@ -1465,19 +1682,15 @@ static void server_free(kq_server_t *s)
     free(s->key);
     free(s->ca);
     tls_id_free(&s->tls);
-    if (s->tls_mu_init)
+    if (s->tls_mu_init) {
         pthread_mutex_destroy(&s->tls_mu);
-    if (s->main_limit_init) {
-        /* every connection's SSL is freed once the contexts have stopped: nothing is left */
-        for (int i = 0; i < CLIENT_BUCKETS; i++) {
-            while (s->main_limit.bucket[i] != NULL) {
-                client_t *c = s->main_limit.bucket[i];
-                s->main_limit.bucket[i] = c->next;
-                free(c);
-            }
-        }
-        pthread_mutex_destroy(&s->main_limit.mu);
+        pthread_mutex_destroy(&s->reap_mu);
+        pthread_cond_destroy(&s->reap_cv);
     }
+    if (s->main_limit_init)
+        conn_limit_destroy(&s->main_limit);
+    if (s->wh_limit_init)
+        conn_limit_destroy(&s->wh_limit);
     free(s);
 }
 
@@ -1515,6 +1728,7 @@ static struct mg_context *listener_start(kq_server_t *s, port_t *port, const cha
     memset(&cb, 0, sizeof(cb));
     cb.begin_request = on_request;
     cb.log_message = on_log_message;
+    cb.init_connection = on_init_connection;
     if (tls)
         cb.init_ssl = on_init_ssl;
     struct mg_init_data init = {.callbacks = &cb, .user_data = port, .configuration_options = options};
@@ -1571,6 +1785,12 @@ kq_server_t *kq_server_start(const kq_server_opts_t *o, kq_app_t *app, char *err
     bool oom = false;
     pthread_mutex_init(&s->tls_mu, NULL);
     s->tls_mu_init = true;
+    pthread_mutex_init(&s->reap_mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&s->reap_cv, &ca);
+    pthread_condattr_destroy(&ca);
     s->app = app;
     s->max_body = o->max_body ? o->max_body : DEFAULT_MAX_BODY;
     s->auth = o->auth;
@@ -1598,9 +1818,11 @@ kq_server_t *kq_server_start(const kq_server_opts_t *o, kq_app_t *app, char *err
     int nthreads = o->threads > 0 ? o->threads : DEFAULT_THREADS;
     char threads[16];
     snprintf(threads, sizeof(threads), "%d", nthreads);
-    pthread_mutex_init(&s->main_limit.mu, NULL);
+    conn_limit_init(&s->main_limit, o->max_client_conns > 0 ? o->max_client_conns : (nthreads + 1) / 2);
+    s->main_limit.workers = nthreads;
+    s->main_limit.idle_s = REAP_IDLE_MAIN_S;
     s->main_limit_init = true;
-    s->main_limit.max = o->max_client_conns > 0 ? o->max_client_conns : (nthreads + 1) / 2;
+    s->wh_separate = o->webhook_listen != NULL;
     s->main_port = (port_t){.s = s, .scheduler = false, .limit = o->plain_http ? NULL : &s->main_limit};
     s->sched_port = (port_t){.s = s, .scheduler = true};
     s->ctx = listener_start(s, &s->main_port, listen, threads, !o->plain_http, err, errlen);
@@ -1613,6 +1835,21 @@ kq_server_t *kq_server_start(const kq_server_opts_t *o, kq_app_t *app, char *err
         mg_stop(s->ctx);
         s->ctx = NULL;
         goto fail;
+    }
+    if (o->webhook_listen != NULL && start_webhook_listener(s, o, err, errlen) != 0) {
+        if (s->sched_ctx != NULL)
+            mg_stop(s->sched_ctx);
+        s->sched_ctx = NULL;
+        mg_stop(s->ctx);
+        s->ctx = NULL;
+        goto fail;
+    }
+    if (s->main_port.limit != NULL || s->wh_port.limit != NULL) {
+        if (pthread_create(&s->reaper, NULL, reaper_main, s) == 0)
+            s->reaper_started = true;
+        else
+            kq_warn("event=reaper_not_started msg=\"idle connections will not be closed early when workers "
+                    "are scarce\"");
     }
     return s;
 fail:
@@ -1662,10 +1899,66 @@ static int start_scheduler_listener(kq_server_t *s, const kq_server_opts_t *o, c
     return 0;
 }
 
+/* The webhooks' own listener: its own workers and its own per-client connection limit,
+ * serving only the admission webhooks and the probes, so that connections held on the main
+ * port (idle keep-alive, slow bodies, handshake floods from any number of addresses) never
+ * make the API server's webhook call wait for a worker. TLS like the main port (same
+ * certificate, same client-certificate rule); plain HTTP only on loopback. */
+static int start_webhook_listener(kq_server_t *s, const kq_server_opts_t *o, char *err, size_t errlen)
+{
+    const char *l = o->webhook_listen;
+    bool tls = !o->plain_http;
+    size_t ll = strlen(l);
+    if (o->admission == NULL) {
+        kq_errf(err, errlen, "a webhook listener (--webhook-listen) needs the admission webhooks");
+        return KQ_EINVAL;
+    }
+    if (ll == 0 || ll > 200 || strchr(l, ',') != NULL || l[ll - 1] < '0' || l[ll - 1] > '9') {
+        kq_errf(err, errlen, "webhook listen address \"%s\" must be HOST:PORT, [IPV6]:PORT or PORT", l);
+        return KQ_EINVAL;
+    }
+    if (!tls && !loopback_listen(l)) {
+        kq_errf(err, errlen, "webhook listen address \"%s\" must be a loopback HOST:PORT (127.0.0.1:PORT or "
+               "[::1]:PORT) with --insecure-plain-http: it would serve plain HTTP beyond this host", l);
+        return KQ_EINVAL;
+    }
+    if (o->webhook_threads < 0 || o->webhook_threads > 1024) {
+        kq_errf(err, errlen, "webhook threads must be between 1 and 1024");
+        return KQ_EINVAL;
+    }
+    int n = o->webhook_threads > 0 ? o->webhook_threads : DEFAULT_WEBHOOK_THREADS;
+    char threads[16];
+    snprintf(threads, sizeof(threads), "%d", n);
+    conn_limit_init(&s->wh_limit, (n + 1) / 2);
+    s->wh_limit.workers = n;
+    s->wh_limit.idle_s = REAP_IDLE_WEBHOOK_S;
+    s->wh_limit_init = true;
+    s->wh_port = (port_t){.s = s, .webhook = true, .limit = tls ? &s->wh_limit : NULL};
+    char why[320] = "";
+    s->wh_ctx = listener_start(s, &s->wh_port, l, threads, tls, why, sizeof(why));
+    if (s->wh_ctx == NULL) {
+        kq_errf(err, errlen, "webhook listener %s: %s", l, why);
+        return KQ_EIO;
+    }
+    kq_info("event=http_listening listen=%s port=%d tls=%s client_certs=%s role=webhooks threads=%s "
+            "max_client_connections=%d", l, kq_server_webhook_port(s), tls ? "on" : "off",
+            s->ca ? "required" : "off", threads, tls ? s->wh_limit.max : 0);
+    return 0;
+}
+
 void kq_server_stop(kq_server_t *s)
 {
     if (s == NULL)
         return;
+    if (s->reaper_started) {
+        pthread_mutex_lock(&s->reap_mu);
+        s->reap_stop = true;
+        pthread_cond_signal(&s->reap_cv);
+        pthread_mutex_unlock(&s->reap_mu);
+        pthread_join(s->reaper, NULL);
+    }
+    if (s->wh_ctx != NULL)
+        mg_stop(s->wh_ctx);
     if (s->sched_ctx != NULL)
         mg_stop(s->sched_ctx);
     if (s->ctx != NULL)
@@ -1688,5 +1981,14 @@ int kq_server_scheduler_port(const kq_server_t *s)
         return -1;
     struct mg_server_port ports[2];
     int n = mg_get_server_ports(s->sched_ctx, 2, ports);
+    return n > 0 ? ports[0].port : -1;
+}
+
+int kq_server_webhook_port(const kq_server_t *s)
+{
+    if (s == NULL || s->wh_ctx == NULL)
+        return -1;
+    struct mg_server_port ports[2];
+    int n = mg_get_server_ports(s->wh_ctx, 2, ports);
     return n > 0 ? ports[0].port : -1;
 }

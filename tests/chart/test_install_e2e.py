@@ -123,6 +123,9 @@ class InstallE2E:
         self.sched_port = kqtest.free_port()
         while self.sched_port == self.port:
             self.sched_port = kqtest.free_port()
+        self.webhook_port = kqtest.free_port()
+        while self.webhook_port in (self.port, self.sched_port):
+            self.webhook_port = kqtest.free_port()
         known = cl.serve_flags()
         argv = [cl.binary(), "serve"]
         for flag, val in self.r.kubequota_args():
@@ -133,6 +136,8 @@ class InstallE2E:
             if flag == "--scheduler-listen":
                 self.assertTrue(val.startswith("127.0.0.1:"), val)
                 val = "127.0.0.1:%d" % self.sched_port
+            if flag == "--webhook-listen":
+                val = "127.0.0.1:%d" % self.webhook_port
             argv.append(flag if val is None else "%s=%s" % (flag, self.pod.translate(val)))
         argv.append("--kubeconfig=" + self.sim.kubeconfig(os.path.join(self.root, "kubeconfig")))
         self.log = os.path.join(self.root, "kubequota.log")
@@ -191,6 +196,11 @@ class InstallE2E:
         self.assertEqual(st, 404, body)
         st, body = self.sched.request("GET", "/healthz", port=self.port)
         self.assertEqual(st, 200, body)
+        # the webhooks have their own port (--webhook-listen): the usage view's refuses them
+        st, body = self.sched.request("POST", "/admission/mutate", {}, port=self.port)
+        self.assertEqual(st, 404, body)
+        st, body = self.sched.request("GET", "/ws/v1/partition/default/usage/users", port=self.webhook_port)
+        self.assertEqual(st, 404, body)
 
     def test_tls_is_really_verified(self):
         other = ssl.create_default_context(cafile=kqtest.certs()["ca"])  # another CA
@@ -234,6 +244,12 @@ class InstallE2E:
         hooks = [w for k in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
                  for cfg in self.r.all(k) for w in cfg["webhooks"]]
         self.assertTrue(hooks)
+        # the Service port the webhooks call leads to the --webhook-listen port
+        svc = {p["port"]: p["targetPort"] for p in self.r.one("Service")["spec"]["ports"]}
+        container = {p["name"]: p["containerPort"] for p in self.r.container("kubequota")["ports"]}
+        for w in hooks:
+            target = container[svc[w["clientConfig"]["service"]["port"]]]
+            self.assertEqual(target, int(self.r.arg("--webhook-listen").rpartition(":")[2]), w["name"])
         for w in hooks:
             cc = w["clientConfig"]
             # the API server: caBundle as trust root, the Service's DNS name as TLS name
@@ -243,7 +259,7 @@ class InstallE2E:
                 ctx.load_cert_chain(self.pod.translate(tls["certFile"]), self.pod.translate(tls["keyFile"]))
             host = "%s.%s.svc" % (cc["service"]["name"], cc["service"]["namespace"])
             st, body = self.sched.request("POST", cc["service"]["path"], review, ctx=ctx, server_name=host,
-                                          port=self.port)
+                                          port=self.webhook_port)
             self.assertEqual(st, 200, "%s %s: %s" % (w["name"], cc["service"]["path"], body[:300]))
             resp = json.loads(body)
             self.assertEqual(resp["kind"], "AdmissionReview")

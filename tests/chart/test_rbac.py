@@ -454,7 +454,8 @@ class ServiceProxyAccess(unittest.TestCase):
         m = re.search(r'"/api/v1/namespaces/%s/services/(https:%s:%s)/proxy"', kubectl)
         self.assertIsNotNone(m, "the plugin's proxy path changed: update the chart's resourceNames")
         svc = r.one("Service")
-        (port,) = svc["spec"]["ports"]
+        # the plugin reaches the usage view's port; the webhooks' own port is not granted
+        (port,) = [p for p in svc["spec"]["ports"] if p["name"] == "https"]
         self.assertEqual(port["port"], 8443, "the value set moves the port off 443")
         # --kubequota-port takes a number or a name: both spellings name the Service
         names = sorted(m.group(1) % (svc["metadata"]["name"], p) for p in (port["port"], port["name"]))

@@ -243,6 +243,13 @@ class RenderChecks:
         self.assertIsNotNone(listen)
         self.assertEqual(int(listen.rpartition(":")[2]), ports["https"], "--listen and containerPort differ")
         self.assertEqual(listen.rpartition(":")[0], "0.0.0.0", "the API server reaches kubequota via the Service")
+        wl = self.r.arg("--webhook-listen")
+        if self.v["webhooks"]:
+            self.assertIsNotNone(wl, "the webhooks get their own listener")
+            self.assertEqual(int(wl.rpartition(":")[2]), ports["webhook"], "--webhook-listen and containerPort differ")
+            self.assertEqual(wl.rpartition(":")[0], "0.0.0.0", "the API server reaches the webhooks via the Service")
+        else:
+            self.assertIsNone(wl)
 
     def test_probes(self):
         for c in self.r.deployment()["spec"]["template"]["spec"]["containers"]:
@@ -288,6 +295,8 @@ class RenderChecks:
             s = w["clientConfig"]["service"]
             self.assertEqual((s["name"], s["namespace"]), (svc["metadata"]["name"], cl.NAMESPACE))
             self.assertIn(s["port"], svc_ports)
+            target = [p["targetPort"] for p in svc["spec"]["ports"] if p["port"] == s["port"]]
+            self.assertEqual(target, ["webhook"], "%s: the webhooks call their own port (--webhook-listen)" % name)
             self.assertTrue(cl.route_matches("POST", s["path"]),
                             "%s: path %s is not a POST route of src/serve/server.c" % (name, s["path"]))
             self.assertTrue(s["path"].startswith("/admission/"), s["path"])

@@ -230,3 +230,109 @@ class PluginTest(KQTestCase):
         r = self.sim.http.request("GET", path.replace(":443/", ":8443/"),
                                   headers={"Authorization": "Bearer " + self.kq.rest_token})
         self.assertEqual(r.status, 404)
+
+
+class HostileServer:
+    """An HTTPS stand-in for kubequota's usage view behind the proxy, answering every GET
+    with a fixed JSON document (names and messages with terminal control characters)."""
+
+    def __init__(self, answers):
+        import http.server
+        import threading
+        answers_ = answers
+
+        class H(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                status, doc = answers_(self.path)
+                data = json.dumps(doc).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *a):
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        import ssl
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(certs()["server"], certs()["server_key"])
+        self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)
+        self.port = self.httpd.server_address[1]
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def stop(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+EVIL = "ev\x1b]0;owned\x07il\x1b[2J\rX\x9b"  # retitle + BEL, clear screen, CR, C1 CSI
+
+
+class PluginHostileOutputTest(KQTestCase):
+    """Names and messages from the server reach the terminal escaped (issue 29): ESC as ^[
+    and CR as \\r as kubectl prints them, other controls visibly; and a FIFO given as the
+    kubeconfig's CA or token file is refused with a clear error instead of hanging."""
+    CONFIG = queues_config({"name": "default"})
+    START = False
+
+    def setUp(self):
+        super().setUp()
+        self.kubeconfig = write_kubeconfig(os.path.join(self.kq.workdir, "user-kubeconfig"), self.sim.url,
+                                           certs()["ca"], self.sim.sim.token)
+
+    def answers(self, path):
+        if "/usage/users" in path:
+            return 200, [{"userName": EVIL, "queues": {"queuePath": "root." + EVIL, "resourceUsage": {"vcore": 1000},
+                                                       "maxResources": {}, "runningApplications": []}}]
+        if "/explain/" in path:
+            return 200, {"user": EVIL, "queue": "root.q", "managed": True, "fits": False,
+                         "blockers": [{"kind": "queue", "name": EVIL, "message": "over " + EVIL}]}
+        return 404, {"status_code": 404, "message": "no " + EVIL, "description": "no such thing " + EVIL}
+
+    def run_plugin(self, *args, status=0, kubeconfig=None):
+        e = dict(os.environ, KUBECONFIG=kubeconfig or self.kubeconfig)
+        r = subprocess.run([binary(), "kubectl"] + list(args), capture_output=True, env=e, timeout=30)
+        self.assertEqual(r.returncode, status, r.stderr)
+        return r.stdout.decode("utf-8", "replace"), r.stderr.decode("utf-8", "replace")
+
+    def assert_no_controls(self, text):
+        bad = sorted({"%r" % c for c in text if (ord(c) < 32 and c not in "\n\t") or 0x7f <= ord(c) <= 0x9f})
+        self.assertEqual(bad, [], "control characters reached the terminal:\n%r" % text)
+
+    def test_server_supplied_text_is_escaped(self):
+        srv = HostileServer(self.answers)
+        self.addCleanup(srv.stop)
+        self.sim.sim.proxy_services = {"%s/%s:443" % (NS, SVC): "127.0.0.1:%d" % srv.port}
+        out, _ = self.run_plugin("usage")
+        self.assert_no_controls(out)
+        self.assertIn("ev^[]0;owned^Gil^[[2J\\rX\\u009b", out)
+        out, _ = self.run_plugin("why", "p1")
+        self.assert_no_controls(out)
+        self.assertIn("over ev^[]0;owned^Gil", out)
+        _, err = self.run_plugin("usage", "--user", "x", status=1)
+        self.assert_no_controls(err)
+        self.assertIn("no such thing ev^[]0;owned^Gil", err)
+        # -o json: the same document, control characters as JSON escapes
+        out, _ = self.run_plugin("usage", "-o", "json")
+        self.assert_no_controls(out)
+        self.assertEqual(json.loads(out)[0]["userName"], EVIL)
+
+    def test_fifo_as_ca_or_token_file(self):
+        fifo = os.path.join(self.kq.workdir, "fifo")
+        os.mkfifo(fifo)
+        with open(self.kubeconfig) as f:
+            text = f.read()
+        for key, cfg in (("certificate-authority", text.replace(certs()["ca"], fifo)),
+                         ("tokenFile", text.replace('token: "%s"' % self.sim.sim.token, 'tokenFile: "%s"' % fifo))):
+            self.assertNotEqual(cfg, text)
+            path = os.path.join(self.kq.workdir, "kc-" + key)
+            with open(path, "w") as f:
+                f.write(cfg)
+            try:
+                _, err = self.run_plugin("usage", status=2, kubeconfig=path)
+            except subprocess.TimeoutExpired:
+                self.fail("the plugin hung on a FIFO as %s" % key)
+            self.assertIn("%s %s is not a regular file (a FIFO)" % (key, fifo), err)

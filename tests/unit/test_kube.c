@@ -387,6 +387,54 @@ static void test_kubeconfig_load_file(void **state)
     rmdir(dir);
 }
 
+/* Files named by a kubeconfig that are FIFOs: refused by name when loading (curl and
+ * OpenSSL would open them blocking, forever), and a kubeconfig that is a FIFO nobody
+ * writes to ends with an error instead of hanging (issue 29). */
+static void test_kubeconfig_fifo_files(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/kq-kube-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[256], fifo[256];
+    snprintf(path, sizeof(path), "%s/config", dir);
+    snprintf(fifo, sizeof(fifo), "%s/pipe", dir);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    static const char *configs[] = {
+        "current-context: c\ncontexts: [{name: c, context: {cluster: k, user: u}}]\n"
+        "clusters: [{name: k, cluster: {server: 'https://k', certificate-authority: pipe}}]\n"
+        "users: [{name: u, user: {token: t}}]\n",
+        "current-context: c\ncontexts: [{name: c, context: {cluster: k, user: u}}]\n"
+        "clusters: [{name: k, cluster: {server: 'https://k'}}]\n"
+        "users: [{name: u, user: {tokenFile: pipe}}]\n",
+    };
+    static const char *keys[] = {"certificate-authority", "tokenFile"};
+    for (size_t i = 0; i < 2; i++) {
+        write_file(path, configs[i]);
+        kq_kube_conf_t c = {0};
+        kq_diags_t d;
+        kq_diags_init(&d);
+        assert_int_not_equal(kq_kubeconfig_load(path, &c, &d), 0);
+        assert_true(diags_have(&d, keys[i]));
+        assert_true(diags_have(&d, "is not a regular file (a FIFO)"));
+        kq_diags_free(&d);
+        kq_kube_conf_free(&c);
+    }
+    /* the kubeconfig itself a FIFO without a writer */
+    kq_kube_conf_t c = {0};
+    kq_diags_t d;
+    kq_diags_init(&d);
+    assert_int_equal(kq_kubeconfig_load(fifo, &c, &d), KQ_ETIMEDOUT);
+    assert_true(diags_have(&d, "a FIFO nobody writes to"));
+    kq_diags_free(&d);
+    /* a directory is refused too */
+    assert_int_not_equal(kq_kubeconfig_load(dir, &c, &d), 0);
+    assert_true(diags_have(&d, "Is a directory"));
+    kq_diags_free(&d);
+    unlink(fifo);
+    unlink(path);
+    rmdir(dir);
+}
+
 /* ======================================================================================
  * in-cluster
  * ====================================================================================== */
@@ -2033,6 +2081,7 @@ int main(void)
         cmocka_unit_test(test_kubeconfig_base64_forms),
         cmocka_unit_test(test_kubeconfig_errors),
         cmocka_unit_test(test_kubeconfig_load_file),
+        cmocka_unit_test(test_kubeconfig_fifo_files),
         cmocka_unit_test(test_in_cluster),
         cmocka_unit_test(test_bind),
         cmocka_unit_test(test_get_and_evict),

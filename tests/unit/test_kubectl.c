@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -17,6 +18,32 @@
 static json_t *docs_of(const char *text, char *err, size_t errlen)
 {
     return kq_kubectl_yaml_docs(text, strlen(text), 0, err, errlen);
+}
+
+static void expect_escaped(const char *in, const char *want)
+{
+    char *got = kq_kubectl_escape_terminal(in);
+    assert_non_null(got);
+    assert_string_equal(got, want);
+    free(got);
+}
+
+/* Server-supplied names and messages cannot drive the caller's terminal (issue 29): ESC and
+ * CR as kubectl escapes them, the other controls visibly, UTF-8 text kept. */
+static void test_escape_terminal(void **state)
+{
+    (void)state;
+    expect_escaped("alice", "alice");
+    expect_escaped("\x1b]0;owned\x07x", "^[]0;owned^Gx");       /* OSC retitle + BEL */
+    expect_escaped("\x1b[2J\x1b[H", "^[[2J^[[H");               /* clear screen */
+    expect_escaped("ok\rEVIL", "ok\\rEVIL");                     /* CR rewrites the line */
+    expect_escaped("a\nb\tc", "a\nb\tc");                         /* kept */
+    expect_escaped("\x01\x08\x7f", "^A^H^?");
+    expect_escaped("\xc2\x9b" "31m", "\\u009b31m");             /* C1 CSI as UTF-8 */
+    expect_escaped("\x9b" "31m\xff", "\\x9b31m\\xff");          /* not UTF-8 */
+    expect_escaped("caf\xc3\xa9 \xe6\x97\xa5 \xf0\x9f\x98\x80", "caf\xc3\xa9 \xe6\x97\xa5 \xf0\x9f\x98\x80");
+    expect_escaped("\xc2\xa0", "\xc2\xa0");                       /* NBSP is not C1 */
+    expect_escaped("", "");
 }
 
 static void test_scalars_are_typed_like_kubernetes(void **state)
@@ -127,6 +154,7 @@ static void test_pods_of_workloads(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_escape_terminal),
         cmocka_unit_test(test_scalars_are_typed_like_kubernetes),
         cmocka_unit_test(test_documents_json_and_errors),
         cmocka_unit_test(test_pods_of_workloads),

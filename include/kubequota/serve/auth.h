@@ -20,9 +20,13 @@
  *
  * Kubernetes answers are cached for a short time, keyed by a SHA-256 digest of the token
  * (tokens themselves are never stored or logged): an allowed token for cache_seconds (60),
- * so a revoked token keeps working at most that long; a refused one for 10 s. Tokens not
- * in the cache are reviewed at most 20 at once and then 10 per second; beyond that the
- * answer is 429 (cached tokens are unaffected).
+ * so a revoked token keeps working at most that long; a refused one for 10 s. Rejections
+ * are rate-limited by source and by failure: a client address may have 20 tokens rejected
+ * by TokenReview at once and then 10 per second, after which its unknown tokens are
+ * answered 429 without a review (its cached tokens are unaffected); addresses with a
+ * rejection on record also share a budget of 100 at once, then 50 per second. A review that
+ * succeeds costs nothing, and an address with no rejection on record is always reviewed:
+ * a flood of random tokens from one address never refuses a valid token from another.
  *
  * Threads: kq_auth_check is called from civetweb workers; a private mutex guards the token
  * and the cache, and is never held during a request to the API server.
@@ -85,6 +89,11 @@ typedef struct kq_auth_who {
  * otherwise) when the answer is 200 or 403. */
 int kq_auth_check_who(kq_auth_t *a, bool has_client_cert, const char *authorization, kq_auth_who_t *who,
                       char *why, size_t whylen);
+
+/* kq_auth_check_who for a caller at source (the peer address, the key of the rejection
+ * budget; NULL: one shared source). kq_auth_check and kq_auth_check_who use NULL. */
+int kq_auth_check_from(kq_auth_t *a, const char *source, bool has_client_cert, const char *authorization,
+                       kq_auth_who_t *who, char *why, size_t whylen);
 
 /* True when group is one of who's groups. */
 bool kq_auth_who_in_group(const kq_auth_who_t *who, const char *group);

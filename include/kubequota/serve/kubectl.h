@@ -27,6 +27,13 @@
 /* argv[0] is the program name (ignored), argv[1] the command. Returns the exit status. */
 int kq_kubectl_main(int argc, char **argv);
 
+/* in with terminal control characters made visible (new string, NULL on no memory): ESC as
+ * "^[" and CR as "\r", as kubectl escapes them (cli-runtime printers.EscapeTerminal); also the
+ * other C0 controls except newline and tab, and DEL, in caret notation (BEL "^G", DEL
+ * "^?"), the C1 controls U+0080..U+009F as "\u0080".."\u009f", and bytes that are not
+ * UTF-8 as "\xNN". Everything else, other UTF-8 included, is kept. */
+char *kq_kubectl_escape_terminal(const char *in);
+
 /* The documents of a YAML or JSON text (untrusted input: never crashes), as a new JSON
  * array, one element per document, scalars typed as Kubernetes' YAML decoding does (plain
  * true/false, null/~, integers and floats; quoted scalars stay strings). NULL with the

@@ -24,11 +24,23 @@
  * With scheduler_listen a second listener with its own workers serves the scheduler verbs
  * and the probes only (TLS with the same certificate and client_ca rule unless plain_http,
  * when it must be on loopback); the main port then answers the verbs 404.
+ * With webhook_listen a third listener with its own workers (webhook_threads) and its own
+ * per-client connection limit (half its workers) serves the admission webhooks and the
+ * probes only, under the same TLS rules; the main port then answers the webhooks 404. The
+ * API server is pointed at it (the chart's webhook configurations and Service do), so no
+ * load on the main port (any number of client addresses holding its workers) delays a
+ * webhook call.
  *
  * Per-client connections: one client address holds at most max_client_conns connections
  * of the main TLS port (counted from the start of the TLS handshake, before a byte is read,
  * to the close); more are shut down at once. A TLS handshake, like a request, must finish
  * within 10 s (civetweb's request_timeout_ms, which its SSL_accept loop also uses).
+ * Idle connections: on the main TLS port and the webhook port, a connection is idle unless
+ * a request's body is in and it is being answered (in the handshake, waiting for or reading
+ * a request, kept alive). When fewer than an eighth of a port's workers are free, a reaper
+ * thread (every 50 ms) shuts down connections idle for 1 s or more on the main port, 0.25 s
+ * on the webhook port (the API server sends a whole request at once), oldest first, until
+ * that many are free again (logged as event=idle_connections_closed, at most every 10 s).
  *
  * TLS: TLS 1.2 minimum, forward-secret AEAD cipher suites only for TLS 1.2 (TLS 1.3 suites
  * are all strong); certificate chain and key from separate PEM files; with client_ca, a
@@ -62,6 +74,11 @@ typedef struct kq_server_opts {
                                    * workers; scheduler verbs and probes only; TLS unless
                                    * plain_http, then loopback only), or NULL */
     int scheduler_threads;  /* its workers; 0 = 8 */
+    const char *webhook_listen; /* HOST:PORT of the admission webhooks' own listener (its own
+                                 * workers and per-client limit; webhooks and probes only;
+                                 * TLS unless plain_http, then loopback only), or NULL. Needs
+                                 * admission. */
+    int webhook_threads;    /* its workers; 0 = 32; one client address holds at most half */
     int max_client_conns;   /* connections one client address may hold on the main (TLS)
                              * port, from the TLS handshake on; more are closed at once.
                              * 0 = half of threads */
@@ -85,5 +102,7 @@ void kq_server_stop(kq_server_t *s);
 int kq_server_port(const kq_server_t *s);
 /* The scheduler listener's bound port, or -1 when there is none. */
 int kq_server_scheduler_port(const kq_server_t *s);
+/* The webhook listener's bound port, or -1 when there is none. */
+int kq_server_webhook_port(const kq_server_t *s);
 
 #endif

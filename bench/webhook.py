@@ -1,0 +1,226 @@
+#!/usr/bin/python3
+"""Webhook latency under keep-alive and slow-body load from many addresses (issue 29), a
+bench row (never a test): bin/kubequota against the API simulator, everything on loopback.
+
+  python3 bench/webhook.py [--binary bin/kubequota] [--requests 200] [--seconds 20]
+                           [--layouts shared,own,own-attacked]
+
+It measures POST /admission/mutate (a pod CREATE AdmissionReview, as the API server sends
+it; a new TLS connection per call, as after a keep-alive timeout; client timeout 10 s, the
+chart's webhook timeout) unloaded and then while five client addresses, 127.0.0.2 to
+127.0.0.6 (loopback only), each hold --per-source keep-alive TLS connections (one request
+answered, then idle) and as many slow bodies (a POST whose body comes one byte every 2 s),
+reconnecting whatever the server closes, for --seconds. Layouts:
+
+  shared        the webhooks on the main port (64 workers; before --webhook-listen)
+  own           the webhooks on --webhook-listen (the chart's layout); the load on the main port
+  own-attacked  the same, with the load aimed at the webhook port itself (an in-cluster
+                client that reaches the webhook Service port)
+
+Prints one row per layout and load: calls, timeouts, p50, p99, max and the p99 ratio loaded /
+unloaded. A call that times out counts as 10,000 ms.
+"""
+
+import argparse
+import http.client
+import json
+import os
+import socket
+import ssl
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests", "e2e"))
+
+from kqtest import Kubequota, Sim, certs, free_port, queues_config  # noqa: E402
+
+SOURCES = ["127.0.0.%d" % i for i in range(2, 7)]
+TIMEOUT_S = 10.0
+
+
+def ctx():
+    c = ssl.create_default_context(cafile=certs()["ca"])
+    c.check_hostname = False
+    return c
+
+
+def review(i):
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": "p%d" % i, "namespace": "default", "uid": "uid-%d" % i},
+           "spec": {"schedulerName": "kubequota-scheduler",
+                    "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "100m"}}}]}}
+    req = {"uid": "rev-%d" % i, "kind": {"group": "", "version": "v1", "kind": "Pod"},
+           "resource": {"group": "", "version": "v1", "resource": "pods"}, "namespace": "default",
+           "operation": "CREATE", "userInfo": {"username": "alice", "groups": ["system:authenticated"]},
+           "object": pod, "oldObject": None, "dryRun": False}
+    return json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": req}).encode()
+
+
+class Load:
+    """Keep-alive and slow-body connections from SOURCES to port, each slot reconnecting
+    when the server closes it, until end() or the deadline."""
+
+    def __init__(self, port, per_source, seconds):
+        self.port, self.per_source = port, per_source
+        self.deadline = time.monotonic() + seconds
+        self.stop = threading.Event()
+        self.threads = []
+        self.lock = threading.Lock()
+        self.socks = set()
+
+    def connect(self, src):
+        raw = socket.create_connection(("127.0.0.1", self.port), timeout=30, source_address=(src, 0))
+        s = ctx().wrap_socket(raw)
+        with self.lock:
+            self.socks.add(s)
+        return s
+
+    def drop(self, s):
+        with self.lock:
+            self.socks.discard(s)
+        try:
+            s.close()
+        except OSError:
+            pass
+
+    def running(self):
+        return not self.stop.is_set() and time.monotonic() < self.deadline
+
+    def keep_alive(self, src):
+        while self.running():
+            s = None
+            try:
+                s = self.connect(src)
+                s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+                s.recv(4096)
+                while self.running() and s.recv(4096):  # idle until the server closes it
+                    pass
+            except OSError:
+                self.stop.wait(0.05)
+            finally:
+                if s is not None:
+                    self.drop(s)
+
+    def slow_body(self, src):
+        while self.running():
+            s = None
+            try:
+                s = self.connect(src)
+                s.sendall(b"POST /admission/mutate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                          b"Content-Length: 60000\r\n\r\n{")
+                while self.running():
+                    self.stop.wait(2)
+                    s.sendall(b" ")
+            except OSError:
+                self.stop.wait(0.05)
+            finally:
+                if s is not None:
+                    self.drop(s)
+
+    def start(self):
+        for src in SOURCES:
+            for fn in (self.keep_alive, self.slow_body):
+                for _ in range(self.per_source):
+                    t = threading.Thread(target=fn, args=(src,), daemon=True)
+                    t.start()
+                    self.threads.append(t)
+        time.sleep(3.0)  # let the connections reach the server before measuring
+
+    def end(self):
+        self.stop.set()
+        with self.lock:
+            socks = list(self.socks)
+        for s in socks:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        for t in self.threads:
+            t.join(5)
+
+
+def call(port, body):
+    c = http.client.HTTPSConnection("localhost", port, timeout=TIMEOUT_S, context=ctx())
+    try:
+        c.request("POST", "/admission/mutate", body=body, headers={"Content-Type": "application/json"})
+        r = c.getresponse()
+        data = r.read()
+        if r.status != 200 or b'"allowed"' not in data:
+            raise SystemExit("webhook answered %d %s" % (r.status, data[:200]))
+    finally:
+        c.close()
+
+
+def measure(port, n, seconds):
+    lat, timeouts = [], 0
+    deadline = time.monotonic() + seconds
+    for i in range(n):
+        if time.monotonic() > deadline:
+            break
+        t0 = time.monotonic()
+        try:
+            call(port, review(i))
+            lat.append(time.monotonic() - t0)
+        except (OSError, http.client.HTTPException):
+            timeouts += 1
+            lat.append(TIMEOUT_S)
+    lat.sort()
+    q = lambda p: lat[min(len(lat) - 1, int(p * len(lat)))] * 1e3  # noqa: E731
+    return {"n": len(lat), "timeouts": timeouts, "p50": q(0.50), "p99": q(0.99), "max": lat[-1] * 1e3}
+
+
+def run_layout(args, layout):
+    sim = Sim(nodes=["node-1", "node-2", "node-3"])
+    kq = Kubequota(sim, queues_config({"name": "default"}), extra_args=["--log-level", "warn"], name="bench")
+    wport = kq.port
+    if layout != "shared":
+        wport = free_port()
+        while wport == kq.port:
+            wport = free_port()
+        kq.extra_args += ["--webhook-listen", "127.0.0.1:%d" % wport]
+    kq.start()
+    try:
+        measure(wport, 30, 30)  # warm-up
+        quiet = measure(wport, args.requests, args.seconds)
+        load = Load(wport if layout == "own-attacked" else kq.port, args.per_source, args.seconds + 10)
+        load.start()
+        try:
+            loaded = measure(wport, args.requests, args.seconds)
+        finally:
+            load.end()
+        return quiet, loaded
+    finally:
+        kq.stop(30)
+        sim.stop()
+
+
+NAMES = {"shared": "webhooks on the main port (64 workers)",
+         "own": "--webhook-listen (32 workers), load on the main port",
+         "own-attacked": "--webhook-listen (32 workers), load on the webhook port"}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--binary", default=os.path.join(os.path.dirname(HERE), "bin", "kubequota"))
+    ap.add_argument("--requests", type=int, default=200)
+    ap.add_argument("--seconds", type=float, default=20)
+    ap.add_argument("--per-source", type=int, default=16,
+                    help="keep-alive connections and slow bodies per address (each)")
+    ap.add_argument("--layouts", default="shared,own,own-attacked")
+    args = ap.parse_args()
+    os.environ["KQ_BINARY"] = os.path.abspath(args.binary)
+    print("| layout | load | calls | timeouts | p50 ms | p99 ms | max ms | p99 loaded/unloaded |")
+    print("|---|---|---|---|---|---|---|---|")
+    for layout in args.layouts.split(","):
+        quiet, loaded = run_layout(args, layout)
+        for load, m in (("none", quiet), ("5 addresses", loaded)):
+            ratio = "%.2fx" % (loaded["p99"] / quiet["p99"]) if m is loaded else ""
+            print("| %s | %s | %d | %d | %.2f | %.2f | %.1f | %s |" % (NAMES[layout], load, m["n"], m["timeouts"],
+                                                                      m["p50"], m["p99"], m["max"], ratio),
+                  flush=True)
+
+
+if __name__ == "__main__":
+    main()
