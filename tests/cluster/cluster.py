@@ -238,12 +238,12 @@ class Cluster:
         os.makedirs(self.work, exist_ok=True)
         self.bin = bin_dir()
         self.procs = {}
-        self.kq = {}            # name -> (Proc, listen port, scheduler port)
+        self.kq = {}            # name -> (Proc, listen port, scheduler port, webhook port)
         self.nodes, self.node_cpu, self.node_memory = nodes, node_cpu, node_memory
         self.chart_values = dict(chart_values or {})
         self.etcd_port, self.etcd_peer = free_port(), free_port()
         self.port = free_port()
-        self.kq_port, self.kq_sched_port = free_port(), free_port()
+        self.kq_port, self.kq_sched_port, self.kq_webhook_port = free_port(), free_port(), free_port()
         self.sched_port = free_port()
         self.rendered = None
 
@@ -453,8 +453,9 @@ class Cluster:
         return [d for d in yaml.safe_load_all(out) if d]
 
     def webhook_url_docs(self, docs, kq_port=None):
-        """The chart's webhook configurations with clientConfig.service turned into a URL."""
-        port = kq_port or self.kq_port
+        """The chart's webhook configurations with clientConfig.service turned into a URL of
+        kubequota's webhook listener (--webhook-listen)."""
+        port = kq_port or self.kq_webhook_port
         out = []
         for d in docs:
             if d["kind"] not in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
@@ -577,7 +578,7 @@ class Cluster:
         c = next(c for c in dep["spec"]["template"]["spec"]["containers"] if c["name"] == container)
         return list(c.get("args", []))
 
-    def kubequota_argv(self, config_path, port, sched_port, extra=()):
+    def kubequota_argv(self, config_path, port, sched_port, extra=(), webhook_port=None):
         """The chart's kubequota arguments, with the pod's paths and ports made local."""
         argv = [kq_binary()]
         for a in self.chart_container_args("kubequota"):
@@ -588,6 +589,8 @@ class Cluster:
                 a = "--listen=127.0.0.1:%d" % port
             elif k == "--scheduler-listen":
                 a = "--scheduler-listen=127.0.0.1:%d" % sched_port
+            elif k == "--webhook-listen":
+                a = "--webhook-listen=127.0.0.1:%d" % (webhook_port or free_port())
             elif k == "--tls-cert":
                 a = "--tls-cert=" + self.certs["server"]
             elif k == "--tls-key":
@@ -603,20 +606,21 @@ class Cluster:
                         token=None, wait=True):
         port = port or (self.kq_port if name == "kq" else free_port())
         sched_port = sched_port or (self.kq_sched_port if name == "kq" else free_port())
+        webhook_port = self.kq_webhook_port if name == "kq" else free_port()
         cfg = self.path("%s-queues.yaml" % name)
         _write(cfg, queues_yaml)
         kc = kubeconfig(self.path("%s.kubeconfig" % name), self.port, self.certs["ca"],
                         token or self.sa_token(), "system:serviceaccount:%s:%s" % (NAMESPACE, SA))
-        argv = self.kubequota_argv(cfg, port, sched_port, ["--kubeconfig=" + kc] + list(extra))
+        argv = self.kubequota_argv(cfg, port, sched_port, ["--kubeconfig=" + kc] + list(extra), webhook_port)
         p = self._spawn(name, argv)
-        self.kq[name] = (p, port, sched_port)
+        self.kq[name] = (p, port, sched_port, webhook_port)
         if wait:
             self.wait_kubequota_ready(name)
         return p
 
     def kubequota_client(self, name="kq"):
         from kqtest import HttpClient
-        _, port, _ = self.kq[name]
+        port = self.kq[name][1]
         # the chart's --rest-auth=kubernetes: a bearer token the API server's TokenReview
         # accepts and a SubjectAccessReview allows (the admin is system:masters)
         return HttpClient("https://127.0.0.1:%d" % port, ca=self.certs["ca"], token=USERS["admin"][0])
