@@ -556,20 +556,38 @@ class Cluster:
     def add_node(self, name, **kw):
         self.api().request("POST", "/api/v1/nodes", self.node_body(name, **kw), ok=(201, 409))
 
+    def set_nodes(self, nodes):
+        """Makes the kwok nodes exactly `nodes` ({name: {cpu, memory, ...}}): others are
+        deleted, missing ones created; returns when all are Ready and untainted."""
+        api = self.api()
+        for n in api.get("/api/v1/nodes")["items"]:
+            if n["metadata"]["name"] not in nodes:
+                api.request("DELETE", "/api/v1/nodes/" + n["metadata"]["name"], ok=(200, 404))
+        for name, kw in nodes.items():
+            self.add_node(name, **kw)
+        self._wait_nodes(set(nodes))
+
+    def default_nodes(self):
+        return {"kwok-node-%d" % i: {} for i in range(self.nodes)}
+
     def _create_nodes(self):
         for i in range(self.nodes):
             self.add_node("kwok-node-%d" % i)
+        self._wait_nodes({"kwok-node-%d" % i for i in range(self.nodes)})
+
+    def _wait_nodes(self, names):
         api = self.api()
 
         def ready():
             items = api.get("/api/v1/nodes")["items"]
             # Ready (kwok) and without the not-ready taint (TaintNodesByCondition adds it at
             # creation, the controller-manager's node lifecycle controller removes it)
-            ok = [n for n in items if any(c["type"] == "Ready" and c["status"] == "True"
-                                          for c in n.get("status", {}).get("conditions", []))
-                  and not n["spec"].get("taints")]
-            return len(ok) >= self.nodes
-        wait_until(ready, 90, 0.2, "%d kwok nodes Ready and untainted" % self.nodes)
+            ok = {n["metadata"]["name"] for n in items
+                  if any(c["type"] == "Ready" and c["status"] == "True"
+                         for c in n.get("status", {}).get("conditions", []))
+                  and not n["spec"].get("taints")}
+            return names <= ok and len(items) == len(names)
+        wait_until(ready, 90, 0.2, "kwok nodes %s Ready and untainted" % sorted(names))
 
     # ---- kubequota and kube-scheduler, as the chart renders them -------------------------
 

@@ -121,7 +121,9 @@ class KubeTestCase(unittest.TestCase):
         return self.c.get_pod(ns, name)
 
     def node_of(self, ns, name):
-        return self.get(ns, name)["spec"].get("nodeName")
+        """The pod's node; None while unbound or once it is gone."""
+        p = self.c.api().request("GET", "/api/v1/namespaces/%s/pods/%s" % (ns, name), ok=(200, 404))
+        return (p.get("spec") or {}).get("nodeName")
 
     def wait_bound(self, ns, name, timeout=30):
         return self.c.wait_bound(ns, name, timeout)

@@ -1,0 +1,114 @@
+"""ElasticQuota on a real API server: the chart's CRDs of both API groups with the real
+schema validation, kubequota's validation webhook, runtime, and preemption through the real
+kube-scheduler's preemption path (DefaultPreemption's dry run, then kubequota's preempt verb).
+
+Follows scheduler-plugins' CapacityScheduling e2e/integration test
+(kubernetes-sigs/scheduler-plugins test/integration/capacity_scheduling_test.go: quotas of two
+namespaces with min and max, a full cluster, a higher-priority pod preempting) and
+Koordinator's runtime arithmetic (koordinator-sh/koordinator
+pkg/scheduler/plugins/elasticquota/core/runtime_quota_calculator.go: each group first gets
+min(request, min), the rest goes to groups wanting more, by shared weight, up to max).
+
+The cluster is shrunk to two 4-cpu nodes for this class, so total = 8 cpu:
+  quota A (namespace a): min 4, max 8      quota B (namespace b): min 4, max 8
+B asks 2 cpu, so it lends 2 of its min: A's runtime = 4 + (8 - 4 - 2) = 6 cpu.
+"""
+
+from kubetest import KubeTestCase, queues_config, wait_until
+
+EQ = "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/%s/elasticquotas"
+KOORD = "/apis/scheduling.sigs.k8s.io/v1alpha1/namespaces/%s/elasticquotas"
+
+
+def eq(name, mn, mx, api="scheduling.x-k8s.io/v1alpha1", labels=None):
+    return {"apiVersion": api, "kind": "ElasticQuota",
+            "metadata": {"name": name, "labels": labels or {}},
+            "spec": {"min": mn, "max": mx}}
+
+
+class ElasticQuotaOnRealApi(KubeTestCase):
+    CONFIG = queues_config({"name": "default"})
+    CHART_VALUES = {"kubequota": {"admissionGate": {"enabled": False}}}
+    KQ_ARGS = ("--reclaim-grace=2s",)
+
+    @classmethod
+    def setUpClass(cls):
+        CLUSTER = __import__("kubetest").CLUSTER
+        CLUSTER.set_nodes({"small-0": {"cpu": "4", "memory": "16Gi"},
+                           "small-1": {"cpu": "4", "memory": "16Gi"}})
+        for name, value in (("kq-low", 100), ("kq-high", 1000)):
+            CLUSTER.api().request("POST", "/apis/scheduling.k8s.io/v1/priorityclasses",
+                                  {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                                   "metadata": {"name": name}, "value": value}, ok=(201, 409))
+        super().setUpClass()
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            super().tearDownClass()
+        finally:
+            cls.c.set_nodes(cls.c.default_nodes())
+
+    def test_crd_schemas_of_both_groups_are_enforced_by_the_api_server(self):
+        ns = self.ns()
+        admin = self.c.api("admin")
+        # scheduler-plugins' group: spec.min must be a map of quantities
+        st, body = admin.status("POST", EQ % ns, {"apiVersion": "scheduling.x-k8s.io/v1alpha1",
+                                                  "kind": "ElasticQuota", "metadata": {"name": "bad"},
+                                                  "spec": {"min": "lots"}})
+        self.assertEqual(st, 422, body)
+        self.assertIn("spec.min", body["message"])
+        # Koordinator's group, from the chart too
+        st, body = admin.status("POST", KOORD % ns, {"apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+                                                     "kind": "ElasticQuota", "metadata": {"name": "bad"},
+                                                     "spec": {"max": ["x"]}})
+        self.assertEqual(st, 422, body)
+        # a valid object of each group is stored
+        admin.post(EQ % ns, eq("ok", {"cpu": "1"}, {"cpu": "2"}))
+        admin.post(KOORD % ns, eq(ns + "-koord", {"cpu": "1"}, {"cpu": "2"}, api="scheduling.sigs.k8s.io/v1alpha1"))
+
+    def test_validation_webhook_refuses_min_above_max(self):
+        ns = self.ns()
+        st, body = self.c.api("admin").status("POST", EQ % ns, eq("inverted", {"cpu": "4"}, {"cpu": "2"}))
+        self.assertEqual(st, 403, body)
+        self.assertIn('admission webhook "elasticquotas.kubequota.io" denied the request', body["message"])
+        self.assertIn("min", body["message"])
+
+    def test_runtime_preemption_and_reclaim_through_the_real_scheduler(self):
+        a, b = self.ns(), self.ns()
+        admin = self.c.api("admin")
+        admin.post(EQ % a, eq("quota-a", {"cpu": "4"}, {"cpu": "8"}))
+        admin.post(EQ % b, eq("quota-b", {"cpu": "4"}, {"cpu": "8"}))
+        for g in ("%s/quota-a" % a, "%s/quota-b" % b):
+            wait_until(lambda: "event=quota_group_applied group=%s " % g in self.c.kubequota_log(),
+                       10, 0.2, "kubequota applied group %s" % g)
+        # B first (older pods), then A fills the cluster: 2 + 6 = 8 cpu on two 4-cpu nodes.
+        for i in range(2):
+            self.pod(b, "b%d" % i, user="bob", priority_class="kq-low")
+        for i in range(2):
+            self.wait_bound(b, "b%d" % i)
+        for i in range(6):
+            self.pod(a, "a%d" % i, user="alice", priority_class="kq-low")
+        for i in range(6):
+            self.wait_bound(a, "a%d" % i)
+        # A's runtime is 6: a seventh cpu for A is a quota denial (FailedNodes, so the
+        # scheduler may preempt), and the nodes are full. The real DefaultPreemption proposes
+        # the youngest low-priority pod per node; kubequota's preempt keeps A's own only.
+        self.pod(a, "a-high", user="alice", priority_class="kq-high")
+        self.wait_bound(a, "a-high", timeout=60)
+        self.assertRegex(self.c.kubequota_log(), r"event=preempt pod=%s/a-high .*nodes_kept=[1-9]" % a)
+        gone = [n for n in ("a%d" % i for i in range(6))
+                if self.c.api().request("GET", "/api/v1/namespaces/%s/pods/%s" % (a, n), ok=None).get("code") == 404
+                or self.get(a, n)["metadata"].get("deletionTimestamp")]
+        self.assertEqual(len(gone), 1, gone)
+        for i in range(2):
+            self.assertTrue(self.node_of(b, "b%d" % i), "B's pods are never victims of A's preemption")
+        # B asks for its min back: B wants 3 (within its min 4), so A's runtime falls to 5
+        # while A uses 6; after --reclaim-grace kubequota evicts one of A's pods (the Eviction
+        # API, lowest priority first) and B's pod schedules.
+        self.pod(b, "b2", user="bob", priority_class="kq-low")
+        self.wait_bound(b, "b2", timeout=60)
+        reclaimed = wait_until(lambda: [e for e in self.c.events(a) if e.get("reason") == "Reclaimed"],
+                               30, 0.2, "a Reclaimed event in %s" % a)
+        self.assertIn("quota-a", reclaimed[0]["message"])
+        self.assertTrue(self.node_of(a, "a-high"), "the high-priority pod is never reclaimed first")
