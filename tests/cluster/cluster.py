@@ -496,7 +496,7 @@ class Cluster:
     def use_chart(self, values=None):
         """Renders the chart with these values (over the cluster's) and makes the cluster hold
         exactly its objects: what the last rendering had and this one lacks is deleted."""
-        new = self.render_chart(values)
+        new = mutate(self.render_chart(values), os.environ.get("KQ_CLUSTER_MUTATE", ""))
         key = lambda d: (d["kind"], d["metadata"].get("namespace", ""), d["metadata"]["name"])
         have = {key(d) for d in new}
         for d in self.rendered or []:
@@ -750,6 +750,37 @@ class Cluster:
     def events(self, ns, name=None):
         q = "?fieldSelector=involvedObject.name%3D" + name if name else ""
         return self.api().get("/api/v1/namespaces/%s/events%s" % (ns, q))["items"]
+
+
+def rbac_rules(docs):
+    """(kind/name, index, rule) of every rule of the rendered (Cluster)Roles."""
+    out = []
+    for d in docs:
+        if d["kind"] in ("ClusterRole", "Role"):
+            for i, r in enumerate(d.get("rules") or []):
+                out.append(("%s/%s" % (d["kind"], d["metadata"]["name"]), i, r))
+    return out
+
+
+def mutate(docs, how):
+    """For tests/cluster/mutants.py only: break the rendered chart on purpose.
+      widen-conditions     every webhook loses its matchConditions (sees every pod)
+      drop-rule:KIND/NAME/I  rule I of that (Cluster)Role is removed"""
+    if not how:
+        return docs
+    if how == "widen-conditions":
+        for d in docs:
+            for w in d.get("webhooks") or []:
+                w.pop("matchConditions", None)
+        return docs
+    if how.startswith("drop-rule:"):
+        kn, _, i = how[len("drop-rule:"):].rpartition("/")
+        for d in docs:
+            if "%s/%s" % (d["kind"], d["metadata"]["name"]) == kn:
+                del d["rules"][int(i)]
+                return docs
+        raise AssertionError("no %s in the rendered chart" % kn)
+    raise AssertionError("unknown KQ_CLUSTER_MUTATE %r" % how)
 
 
 def _merge(dst, src):

@@ -36,7 +36,7 @@ RBAC_DENIAL = re.compile(r'forbidden: User \\?"[^"\\]*\\?" cannot|cannot (get|li
 def rbac_denials(log):
     out = []
     for line in log.splitlines():
-        if "event=admission_denied" in line or "being terminated" in line:
+        if "event=admission_denied" in line or "event=rest_refused" in line or "being terminated" in line:
             continue
         if RBAC_DENIAL.search(line) or re.search(r"\b(status|code|http)=403\b", line):
             out.append(line)
@@ -81,7 +81,7 @@ class KubeTestCase(unittest.TestCase):
         log = c.kubequota_log("kq") if "kq" in c.kq else ""
         c.stop_kubequota("kq")
         # Any 403 in kubequota's log: the chart's RBAC lacks a rule kubequota uses. (Not a
-        # 403 kubequota answers as a webhook, nor the API server refusing new objects in a
+        # 403 kubequota answers as a webhook or usage view, nor the API server refusing new objects in a
         # namespace being deleted, which is no permission.)
         forbidden = [l for l in rbac_denials(log)]
         if forbidden:

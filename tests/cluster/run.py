@@ -77,6 +77,7 @@ def main():
     ap.add_argument("--binary")
     ap.add_argument("-k", action="append", default=[])
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--failfast", action="store_true", help="stop at the first failure")
     a = ap.parse_args()
     if a.binary:
         os.environ["KQ_BINARY"] = os.path.abspath(a.binary)
@@ -103,6 +104,7 @@ def main():
     print("kube: control plane up in %.1fs (%s)" % (c.startup_seconds, c.work), flush=True)
     kubetest.CLUSTER = c
     res = Result(c)
+    res.failfast = a.failfast
     try:
         unittest.TestSuite(tests).run(res)
     finally:

@@ -69,6 +69,35 @@ class Identity(KubeTestCase):
         self.assertNotIn("kubequota.io/queue", self.get(ns, "fixed")["metadata"].get("labels", {}))
 
 
+class UsageViewAccess(KubeTestCase):
+    """--rest-auth=kubernetes (the chart's default): a caller's token is reviewed by the real
+    API server (TokenReview) and its access asked of the real RBAC (SubjectAccessReview for
+    get on usage.kubequota.io), granted by binding the chart's usage-viewer ClusterRole."""
+
+    CONFIG = queues_config({"name": "default"})
+
+    def test_usage_viewer_role_grants_the_usage_view(self):
+        from kqtest import HttpClient
+        from cluster import USERS
+        port = self.c.kq["kq"][1]
+        dave = HttpClient("https://127.0.0.1:%d" % port, ca=self.c.certs["ca"], token=USERS["dave"][0])
+        self.assertEqual(dave.get("/ws/v1/partition/default/usage/users").status, 403)
+        crb = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+               "metadata": {"name": "dave-usage"},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                           "name": "kubequota-usage-viewer"},
+               "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "dave"}]}
+        self.c.apply([crb])
+        try:
+            wait_until(lambda: dave.get("/ws/v1/partition/default/usage/users").status == 200, 20, 0.5,
+                       "dave reads the usage view once bound to the usage-viewer role")
+        finally:
+            self.c.kubectl("delete", "clusterrolebinding", "dave-usage")
+        # a token the API server does not know is refused
+        nobody = HttpClient("https://127.0.0.1:%d" % port, ca=self.c.certs["ca"], token="not-a-token")
+        self.assertEqual(nobody.get("/ws/v1/partition/default/usage/users").status, 401)
+
+
 class WebhookScopeWithKubequotaDown(KubeTestCase):
     """kubequota stopped, the chart's webhooks still registered (failurePolicy Fail)."""
 
