@@ -1125,6 +1125,7 @@ int kq_pod_parse(const kq_jnode_t *obj, const kq_pod_opts_t *opts, kq_pod_t *out
             goto out;
         kq_app_id_fallback_t fb = opts ? opts->app_id_fallback : KQ_APPID_OWNER;
         size_t al = app ? strlen(app) : 0, sl = strlen(YK_UNIQUE_AUTOGEN);
+        p.app_named = app != NULL;
         if (app != NULL && al > sl && strcmp(app + al - sl, YK_UNIQUE_AUTOGEN) == 0) {
             /* YuniKorn's admission controller writes "<ns>-uniqueautogen" before the pod has a
              * UID; the shim reads it as "<ns>-<uid>" (utils.go GetApplicationIDFromPod) */

@@ -701,6 +701,15 @@ static void mutate(ctx_t *c)
             if (cur == NULL || strcmp(cur, c->o->scheduler_name) != 0)
                 (void)put(c, sched, 2, json_string(c->o->scheduler_name));
         }
+        /* another user's application is never joined (issue 29): checked with the stamped
+         * identity, before the gate, so that the pod is refused rather than left waiting */
+        if (create && c->o->check_pod_app != NULL && !c->nomem && c->allowed && managed(c, c->obj)) {
+            char m[KQ_ADMISSION_MAX_MESSAGE] = "";
+            if (c->o->check_pod_app(c->o->pod_app_ud, c->obj, NULL, m, sizeof m) == KQ_EDENIED) {
+                deny(c, 403, "%s", m[0] ? m : "the pod's application belongs to another user");
+                return;
+            }
+        }
         /* spec.nodeName at creation skips the scheduler, and so filter and bind. */
         static const char *const node[] = {"spec", "nodeName"};
         const char *on = json_string_value(get_path(c->obj, node, 2));

@@ -85,6 +85,8 @@ typedef struct kq_pod {
     kq_denial_t queue_denial; /* queue_error's kind: KQ_DENIAL_QUEUE_MISSING, _QUEUE_NOT_LEAF or
                                * _ACL (placement); KQ_DENIAL_NONE without queue_error */
     char *app_id;
+    bool app_named;       /* app_id came from a label or annotation (kq_pod_keys, role APP),
+                           * not from a fallback: only a named id can be another user's */
     kq_resource_t request;
     int32_t priority;     /* spec.priority, 0 when absent */
     bool preemptible;     /* false when label quota.scheduling.koordinator.sh/preemptible="false" */

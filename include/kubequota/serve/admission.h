@@ -37,6 +37,9 @@
  *    chart registers this behaviour as a second webhook on POST /admission/mutate-scheduler
  *    with namespaceSelector kubequota.io/enabled=true; it repeats the identity stamping,
  *    which is idempotent.
+ *  - With opts->check_pod_app, Pod CREATE of a managed pod (every requester) whose
+ *    application id, named by a label or annotation, belongs to another user's running
+ *    application is refused (403) with the hook's message (issue 29).
  *  - With opts->check_pod: a managed pod (spec.schedulerName is opts->scheduler_name)
  *    created with spec.nodeName by an untrusted requester bypasses the scheduler, so it is
  *    checked against its limits here (after stamping), as ResourceQuota does; a
@@ -137,6 +140,12 @@ typedef struct kq_admission_opts {
      * (kq_elastic_check_pod); old is NULL on CREATE. NULL: not checked. */
     kq_admission_pod_hook_t check_pod_quota;
     void *pod_quota_ud;
+    /* Pod CREATE of a managed pod, every requester, after the identity is stamped (old is
+     * NULL): may the pod join the application its keys name (issue 29: an application
+     * belongs to the user who started it)? KQ_EDENIED denies (403) with msg; any other
+     * result allows (filter and bind refuse again). NULL: not checked. */
+    kq_admission_pod_hook_t check_pod_app;
+    void *pod_app_ud;
     /* The queues ConfigMap, after it loads: what the running serve requires beyond the
      * loader (kq_app_check_config: its partition, metering budgets), so the webhook refuses
      * exactly what a reload would. NULL: only kq_config_check_partition(cfg, "default"). */
