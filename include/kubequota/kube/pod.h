@@ -28,6 +28,9 @@
  *    (KQ_APPID_OWNER, the default); or YuniKorn's generated id "yunikorn-<namespace>-autogen"
  *    (KQ_APPID_YUNIKORN) or "<namespace, at most 26 bytes>-<pod uid>" (KQ_APPID_YUNIKORN_UNIQUE,
  *    YuniKorn's generateUniqueAppId), both cut at 63 bytes (utils.go GenerateApplicationID).
+ *    app_named says whether the id came from a key (only such an id can name another
+ *    user's application: ugm.h "Application ownership"). Every key read for identity,
+ *    queue and application is in kq_pod_keys (podkeys.h), in the order given here.
  *  - scheduling gates: spec.schedulingGates is counted (n_gates) and the index of
  *    kubequota's gate "kubequota.io/admission" kept (gate_pos = index + 1, 0 absent); a gate
  *    that is not an object with a string name is a parse error.

@@ -9,11 +9,10 @@
  *    A missing annotations map (or metadata) is created by the patch.
  *  - Pod UPDATE: the two annotations are put back to their values in oldObject (or removed
  *    when oldObject had none), so an identity cannot be changed after creation. A change
- *    of a placement label or annotation (kubequota.io/queue, queue,
- *    yunikorn.apache.org/queue, kubequota.io/app-id, applicationId,
- *    quota.scheduling.koordinator.sh/name and /preemptible) is denied (403), for every
- *    requester: the ledger counts a pod where it was admitted, and a restart must count it
- *    in the same place.
+ *    of any other label or annotation that places a pod (its queue, application id and
+ *    quota group: kq_pod_keys in kube/podkeys.h, the list the pod parser reads them from)
+ *    is denied (403), for every requester: the ledger counts a pod where it was admitted,
+ *    and a restart must count it in the same place.
  *  - Deployment, ReplicaSet, StatefulSet, DaemonSet, Job, ReplicationController
  *    (spec.template) and CronJob
  *    (spec.jobTemplate.spec.template) CREATE: the pod template's annotations are stamped
