@@ -40,8 +40,10 @@
  *
  * DESIGN (threads and locks). Locks, in the only order they are taken:
  *   m->lock (manager) -> tracker lock of a user -> tracker lock of a group -> m->qlock.
- * m->lock guards the user and group hash tables, every tracker's refs, and the current
- * limit table pointer and its refs; it is held only for hash lookups and counters, never
+ * m->lock guards the user and group hash tables, every tracker's refs, the application
+ * owners (the hash of chain heads and each chain, see owner_t), and the current limit
+ * table pointer and its refs; it is held only for hash lookups and counters (and a walk of
+ * the users sharing one application id, normally one), never
  * while waiting for a tracker lock except in the cleanup step (manager -> tracker is the
  * documented order and nobody waits for m->lock while holding a tracker lock). A tracker
  * lock guards the tracker's tree, node index and maps; m->qlock guards the queue tree. A
