@@ -152,6 +152,7 @@ static void same_parse(int ra, kq_pod_t *a, const char *ea, int rb, kq_pod_t *b,
                 same_str(a->node, b->node) && same_str(a->scheduler_name, b->scheduler_name) &&
                 same_str(a->user, b->user) && same_str(a->queue, b->queue) &&
                 same_str(a->queue_error, b->queue_error) && same_str(a->app_id, b->app_id) &&
+                a->app_named == b->app_named &&
                 same_str(a->quota_name, b->quota_name) && a->n_groups == b->n_groups && a->phase == b->phase &&
                 a->deleting == b->deleting && a->priority == b->priority && a->preemptible == b->preemptible &&
                 a->created == b->created && kq_resource_equal(&a->request, &b->request);

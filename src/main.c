@@ -905,6 +905,8 @@ static int serve(int argc, char **argv)
     adm.pod_quota_ud = app.elastic;
     adm.check_pod = kq_extender_admission_check; /* nodeName at creation, pods/resize */
     adm.check_pod_ud = &app;
+    adm.check_pod_app = kq_extender_admission_app_check; /* another user's application */
+    adm.pod_app_ud = &app;
     adm.check_config = kq_app_check_config; /* the ConfigMap webhook refuses what a reload would */
     adm.check_config_ud = &app;
     if ((o.trusted_users && split_list(o.trusted_users, &tusers) != 0) ||

@@ -127,6 +127,7 @@ typedef struct spod {
     char *queue_error;
     kq_denial_t queue_denial;
     char *app_id;
+    bool app_named;
     rpack_t *request;
     int32_t priority;
     bool preemptible;
@@ -141,7 +142,7 @@ typedef struct spod {
 
 #define SPOD_FIELDS(X)                                                                                               \
     X(uid) X(ns) X(name) X(node) X(scheduler_name) X(phase) X(deleting) X(user) X(groups) X(n_groups) X(queue)        \
-    X(queue_error) X(queue_denial) X(app_id) X(priority) X(preemptible) X(created) X(quota_name) X(quota_group) X(n_gates) X(gate_pos) \
+    X(queue_error) X(queue_denial) X(app_id) X(app_named) X(priority) X(preemptible) X(created) X(quota_name) X(quota_group) X(n_gates) X(gate_pos) \
     X(gang) X(gang_min)
 
 _Static_assert(sizeof(spod_t) - sizeof(rpack_t *) == sizeof(kq_pod_t) - sizeof(kq_resource_t),
@@ -488,6 +489,13 @@ static entry_t *uncount(kq_ledger_t *l, entry_t *e)
     return NULL;
 }
 
+/* The pod as the ugm's application ownership needs it (ugm.h). */
+static kq_ugm_pod_t since_of(const kq_pod_t *pod)
+{
+    return (kq_ugm_pod_t){.created = pod->created > 0 ? pod->created : INT64_MAX, .uid = pod->uid,
+                          .generated_app = !pod->app_named};
+}
+
 /* Counts a pod the API server shows bound (unchecked). On failure the entry stays
  * PENDING and the next event retries. */
 static void count_bound(kq_ledger_t *l, entry_t *e, const kq_pod_t *pod)
@@ -502,7 +510,8 @@ static void count_bound(kq_ledger_t *l, entry_t *e, const kq_pod_t *pod)
                 "queue; counting it against root\"", pod->ns, pod->name, pod->uid, pod->node,
                 pod->queue_error ? pod->queue_error : "no queue");
     kq_user_t u = counted_user(&c);
-    int rc = kq_ugm_add_unchecked(l->ugm, c.queue, c.app, &u, RV(c.req));
+    kq_ugm_pod_t since = since_of(pod);
+    int rc = kq_ugm_add_unchecked_pod(l->ugm, c.queue, c.app, &u, RV(c.req), &since);
     if (rc == KQ_EINVAL && strcmp(c.queue, "root") != 0) {
         kq_warn("event=count_in_root pod=%s/%s uid=%s queue=%s msg=\"engine rejected the queue; counting "
                 "the bound pod against root\"", pod->ns, pod->name, pod->uid, c.queue);
@@ -510,7 +519,7 @@ static void count_bound(kq_ledger_t *l, entry_t *e, const kq_pod_t *pod)
         if (root != NULL) {
             free(c.queue);
             c.queue = root;
-            rc = kq_ugm_add_unchecked(l->ugm, c.queue, c.app, &u, RV(c.req));
+            rc = kq_ugm_add_unchecked_pod(l->ugm, c.queue, c.app, &u, RV(c.req), &since);
         }
     }
     if (rc != 0) {
@@ -714,7 +723,11 @@ int kq_ledger_check_resize(kq_ledger_t *l, const kq_pod_t *pod, char *reason, si
         (void)kq_resource_sub(&delta, RV(e->c.req));
         if (rc == 0 && !kq_resource_is_zero(&delta)) {
             kq_user_t u = counted_user(&e->c);
-            rc = kq_ugm_check(l->ugm, e->c.queue, e->c.app, &u, &delta, reason, reason_len, kind);
+            /* counted already, in its own user's entry of the application: not a join, so the
+             * application's owner is not asked again (a pod counted unchecked beside another
+             * user's may still grow within its own limits) */
+            kq_ugm_pod_t counted = {.created = INT64_MAX, .uid = pod->uid, .generated_app = true};
+            rc = kq_ugm_check_pod(l->ugm, e->c.queue, e->c.app, &u, &delta, &counted, reason, reason_len, kind);
             if (rc == 0 && l->qt != NULL && e->c.group != NULL) {
                 rc = kq_qtree_check(l->qt, e->c.group, &delta, e->c.np, reason, reason_len, kind);
                 if (rc == KQ_ENOENT) {
@@ -760,7 +773,8 @@ int kq_ledger_check_ex(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t
     char group[KQ_QTREE_NAME_MAX + 1];
     bool in_tree = qt != NULL && resolve != NULL && resolve(resolve_ud, pod, group, sizeof(group)) == 0;
     kq_user_t u = {.name = pod->user, .groups = (const char *const *)pod->groups, .n_groups = pod->n_groups};
-    int rc = kq_ugm_check(l->ugm, pod->queue, pod->app_id, &u, &pod->request, reason, reason_len, kind);
+    kq_ugm_pod_t since = since_of(pod);
+    int rc = kq_ugm_check_pod(l->ugm, pod->queue, pod->app_id, &u, &pod->request, &since, reason, reason_len, kind);
     if (rc != 0 || !in_tree)
         return rc;
     rc = kq_qtree_check(qt, group, &pod->request, !pod->preemptible, reason, reason_len, kind);
@@ -769,6 +783,16 @@ int kq_ledger_check_ex(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t
     if (rc == KQ_EDENIED && by_tree != NULL)
         *by_tree = true;
     return rc;
+}
+
+int kq_ledger_app_owner(kq_ledger_t *l, const kq_pod_t *pod, char *owner, size_t owner_len, char *reason,
+                        size_t reason_len)
+{
+    if (l == NULL || pod == NULL || pod->app_id == NULL || pod->user == NULL)
+        return KQ_EINVAL;
+    if (!pod->app_named)
+        return 0; /* a generated id: its own user's application (ugm.h) */
+    return kq_ugm_app_owner(l->ugm, pod->app_id, pod->user, owner, owner_len, reason, reason_len);
 }
 
 int kq_ledger_check(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reason_len, kq_denial_t *kind)
@@ -783,13 +807,19 @@ static int commit_locked(kq_ledger_t *l, const counted_t *c, const kq_pod_t *pod
 {
     int rc;
     kq_denial_set(kind, KQ_DENIAL_NONE);
+    /* another user's application first: its reason, not a quota group's, is the one to give */
+    if (pod->app_named && (rc = kq_ugm_app_owner(l->ugm, c->app, c->user, NULL, 0, reason, reason_len)) != 0) {
+        kq_denial_set(kind, rc == KQ_EDENIED ? KQ_DENIAL_APP_OWNER : KQ_DENIAL_NONE);
+        return rc;
+    }
     if (l->qt != NULL && c->group != NULL) {
         rc = kq_qtree_check(l->qt, c->group, RV(c->req), c->np, reason, reason_len, kind);
         if (rc != 0)
             goto denied;
     }
     kq_user_t u = counted_user(c);
-    rc = kq_ugm_increase(l->ugm, c->queue, c->app, &u, RV(c->req), reason, reason_len, kind);
+    kq_ugm_pod_t since = since_of(pod);
+    rc = kq_ugm_increase_pod(l->ugm, c->queue, c->app, &u, RV(c->req), &since, reason, reason_len, kind);
     if (rc != 0)
         return rc;
     if (l->qt != NULL && c->group != NULL) {

@@ -40,8 +40,10 @@
  *
  * DESIGN (threads and locks). Locks, in the only order they are taken:
  *   m->lock (manager) -> tracker lock of a user -> tracker lock of a group -> m->qlock.
- * m->lock guards the user and group hash tables, every tracker's refs, and the current
- * limit table pointer and its refs; it is held only for hash lookups and counters, never
+ * m->lock guards the user and group hash tables, every tracker's refs, the application
+ * owners (the hash of chain heads and each chain, see owner_t), and the current limit
+ * table pointer and its refs; it is held only for hash lookups and counters (and a walk of
+ * the users sharing one application id, normally one), never
  * while waiting for a tracker lock except in the cleanup step (manager -> tracker is the
  * documented order and nobody waits for m->lock while holding a tracker lock). A tracker
  * lock guards the tracker's tree, node index and maps; m->qlock guards the queue tree. A
@@ -215,9 +217,21 @@ typedef struct limits {
 
 /* The user an application is charged to: the user of its first allocation (YuniKorn
  * charges an application to the user that submitted it), with that user's groups. Lives
- * while the application has allocations or an operation holds it (n counts both). */
+ * while the application has allocations or an operation holds it (n counts both).
+ *
+ * Ownership (issue 29). An application id belongs to one user: a checked allocation (check,
+ * increase) of another user is refused (KQ_DENIAL_APP_OWNER), never charged to the owner.
+ * Pods counted without a check (bound by someone else, or before the rule existed) are
+ * charged to their own user: each user gets an entry of their own, chained under the
+ * application id in the order of their earliest counted pod (creation time, then UID;
+ * unknown last). The chain's head is the owner. Counting the same bound pods in any order
+ * (a restart's relist) builds the same chain, so the same owner. */
 typedef struct owner {
-    UT_hash_handle hh;      /* in m->owners, keyed by application id */
+    UT_hash_handle hh;      /* in m->owners, keyed by application id (the chain's head only) */
+    struct owner *next;     /* the next user's entry for the same application id (m->lock) */
+    int64_t since;          /* the earliest creation time of a pod counted in this entry
+                             * (INT64_MAX: unknown), then since_uid: the chain's order */
+    char since_uid[64];
     uint64_t n;             /* m->lock */
     uint64_t pods;          /* allocations (m->lock) */
     kq_res_entry_t *used;   /* the application's usage, n_used entries kept as a kq_resource_t
@@ -1096,11 +1110,80 @@ static limits_t *limits_put(limits_t *L)
 /* Application owners (callers hold m->lock)                                            */
 /* ------------------------------------------------------------------------------------ */
 
+/* The application's owner: the head of its chain, or NULL. */
 static owner_t *owner_find(kq_ugm_t *m, const char *app, size_t len)
 {
     owner_t *o = NULL;
     HASH_FIND(hh, m->owners, app, len, o);
     return o;
+}
+
+/* user's entry in the chain that starts at head, or NULL. */
+static owner_t *owner_of(owner_t *head, const char *user)
+{
+    for (owner_t *o = head; o != NULL; o = o->next)
+        if (strcmp(o->user.name, user) == 0)
+            return o;
+    return NULL;
+}
+
+/* Does a come before b in a chain? */
+static bool owner_before(const owner_t *a, const owner_t *b)
+{
+    if (a->since != b->since)
+        return a->since < b->since;
+    return strcmp(a->since_uid, b->since_uid) < 0;
+}
+
+static void owner_unlink(kq_ugm_t *m, owner_t *o)
+{
+    owner_t *head = owner_find(m, o->app, strlen(o->app));
+    if (head == o) {
+        HASH_DEL(m->owners, o);
+        if (o->next != NULL)
+            HASH_ADD_KEYPTR(hh, m->owners, o->next->app, strlen(o->next->app), o->next);
+    } else {
+        owner_t *prev = head;
+        while (prev != NULL && prev->next != o)
+            prev = prev->next;
+        if (prev != NULL)
+            prev->next = o->next;
+    }
+    o->next = NULL;
+}
+
+/* Puts o (not linked) in its application's chain, in order. */
+static void owner_link(kq_ugm_t *m, owner_t *o)
+{
+    size_t len = strlen(o->app);
+    owner_t *head = owner_find(m, o->app, len);
+    if (head == NULL || owner_before(o, head)) {
+        if (head != NULL)
+            HASH_DEL(m->owners, head);
+        o->next = head;
+        HASH_ADD_KEYPTR(hh, m->owners, o->app, len, o);
+        return;
+    }
+    owner_t *prev = head;
+    while (prev->next != NULL && !owner_before(o, prev->next))
+        prev = prev->next;
+    o->next = prev->next;
+    prev->next = o;
+}
+
+/* A pod created at since (NULL: unknown) is counted in o: o moves up its chain when that
+ * pod is its earliest. */
+static void owner_note_since(kq_ugm_t *m, owner_t *o, const kq_ugm_pod_t *since)
+{
+    if (since == NULL)
+        return;
+    const char *uid = since->uid != NULL ? since->uid : "";
+    if (since->created > o->since || (since->created == o->since && strcmp(uid, o->since_uid) >= 0))
+        return;
+    owner_unlink(m, o);
+    o->since = since->created;
+    snprintf(o->since_uid, sizeof(o->since_uid), "%s", uid);
+    owner_link(m, o);
 }
 
 /* A new owner entry (n = 0) for app: a copy of user's name and groups. */
@@ -1117,6 +1200,7 @@ static owner_t *owner_new(const char *app, size_t app_len, const kq_user_t *user
     if (o == NULL)
         return NULL;
     memset(o, 0, sizeof(*o));
+    o->since = INT64_MAX;
     const char **groups = (const char **)(void *)(o + 1);
     char *p = (char *)(groups + ng);
     memcpy(p, app, app_len);
@@ -1193,7 +1277,7 @@ static void owner_put(kq_ugm_t *m, owner_t *o, uint64_t k)
     assert(o->n >= k);
     o->n -= k;
     if (o->n == 0) {
-        HASH_DEL(m->owners, o);
+        owner_unlink(m, o);
         free(o->used);
         free(o);
     }
@@ -1545,7 +1629,7 @@ int kq_ugm_group_of(kq_ugm_t *m, const char *queue_path, const char *app_id, con
     mutex_lock(&m->lock);
     const char *g = NULL;
     bool fixed = false;
-    owner_t *own = owner_find(m, app_id, strlen(app_id));
+    owner_t *own = owner_of(owner_find(m, app_id, strlen(app_id)), user->name);
     if (own != NULL)
         user = &own->user;
     tracker_t *u = tracker_find(m->users, user->name);
@@ -1585,9 +1669,19 @@ static void op_walk(op_t *op, int t)
     op->shared[t] = app_shared(op->apps[t], op->nodes[t], op->path.n);
 }
 
+/* The reason of a KQ_DENIAL_APP_OWNER denial. It does not name the owner: explain answers
+ * callers who may not see other users' usage. */
+static void app_owner_reason(char *reason, size_t rlen, const char *app_id, const char *user)
+{
+    kq_errf(reason, rlen,
+            "application \"%.256s\" belongs to another user: a pod of user %.256s cannot join it (an application "
+            "is charged to the user who started it; give the pod an application id of its own)",
+            app_id, user);
+}
+
 static int do_increase(kq_ugm_t *m, const char *queue_path, const char *app_id,
-                       const kq_user_t *user, const kq_resource_t *req, enum mode mode,
-                       char *reason, size_t rlen, kq_denial_t *kind)
+                       const kq_user_t *user, const kq_resource_t *req, const kq_ugm_pod_t *since,
+                       enum mode mode, char *reason, size_t rlen, kq_denial_t *kind)
 {
     if (reason != NULL && rlen > 0)
         reason[0] = '\0';
@@ -1617,22 +1711,42 @@ static int do_increase(kq_ugm_t *m, const char *queue_path, const char *app_id,
      * tracker and the candidate group, take the limit table. */
     const char *cand;
     mutex_lock(&m->lock);
+    owner_t *head = owner_find(m, app_id, op.app_len);
+    bool generated = since != NULL && since->generated_app;
+    if (mode != MODE_UNCHECKED && !generated && head != NULL && strcmp(head->user.name, user->name) != 0) {
+        /* another user's application: never joined, never charged to its owner */
+        kq_debug("ugm: denied, application of another user app=%s user=%s owner=%s", app_id, user->name,
+                 head->user.name);
+        mutex_unlock(&m->lock);
+        app_owner_reason(reason, rlen, app_id, user->name);
+        kq_denial_set(kind, KQ_DENIAL_APP_OWNER);
+        kq_resource_free(&op.req_pod);
+        return KQ_EDENIED;
+    }
     op.lim = limits_get(m);
-    op.own = owner_find(m, app_id, op.app_len);
+    op.own = owner_of(head, user->name);
     bool oom = false;
     if (op.own == NULL && mode != MODE_CHECK) {
         op.own = owner_new(app_id, op.app_len, user, &op.path);
-        if (op.own != NULL)
-            HASH_ADD_KEYPTR(hh, m->owners, op.own->app, op.app_len, op.own);
-        else
+        if (op.own != NULL) {
+            if (since != NULL) {
+                op.own->since = since->created;
+                snprintf(op.own->since_uid, sizeof(op.own->since_uid), "%s", since->uid ? since->uid : "");
+            }
+            owner_link(m, op.own);
+            if (head != NULL && !generated)
+                kq_info("ugm: a pod counted without a check shares an application id with another user's; "
+                        "each is charged to its own user app=%s user=%s owner=%s", app_id, user->name,
+                        owner_find(m, app_id, op.app_len)->user.name);
+        } else {
             oom = true;
+        }
+    } else if (op.own != NULL && mode != MODE_CHECK) {
+        owner_note_since(m, op.own, since);
     }
     if (op.own != NULL) {
         op.own->n++;
-        if (strcmp(op.own->user.name, user->name) != 0)
-            kq_debug("ugm: application charged to its first user app=%s user=%s owner=%s", app_id, user->name,
-                     op.own->user.name);
-        user = &op.own->user;
+        user = &op.own->user; /* the same user, with the groups of its first pod */
     }
     op.user = user;
     cand = choose_group(op.lim, &op.path, user);
@@ -1766,8 +1880,12 @@ void kq_ugm_free(kq_ugm_t *m)
     owner_t *o, *otmp;
     HASH_ITER(hh, m->owners, o, otmp) {
         HASH_DEL(m->owners, o);
-        free(o->used);
-        free(o);
+        while (o != NULL) {
+            owner_t *next = o->next;
+            free(o->used);
+            free(o);
+            o = next;
+        }
     }
     tree_free(&m->qtree);
     dynlims_free(m);
@@ -1816,20 +1934,61 @@ int kq_ugm_set_config(kq_ugm_t *m, kq_config_t *cfg)
 int kq_ugm_check(kq_ugm_t *m, const char *queue_path, const char *app_id, const kq_user_t *user,
                  const kq_resource_t *req, char *reason, size_t reason_len, kq_denial_t *kind)
 {
-    return do_increase(m, queue_path, app_id, user, req, MODE_CHECK, reason, reason_len, kind);
+    return do_increase(m, queue_path, app_id, user, req, NULL, MODE_CHECK, reason, reason_len, kind);
 }
 
 int kq_ugm_increase(kq_ugm_t *m, const char *queue_path, const char *app_id, const kq_user_t *user,
                     const kq_resource_t *req, char *reason, size_t reason_len, kq_denial_t *kind)
 {
-    return do_increase(m, queue_path, app_id, user, req, MODE_ENFORCE, reason, reason_len, kind);
+    return do_increase(m, queue_path, app_id, user, req, NULL, MODE_ENFORCE, reason, reason_len, kind);
+}
+
+int kq_ugm_check_pod(kq_ugm_t *m, const char *queue_path, const char *app_id, const kq_user_t *user,
+                     const kq_resource_t *req, const kq_ugm_pod_t *pod, char *reason, size_t reason_len,
+                     kq_denial_t *kind)
+{
+    return do_increase(m, queue_path, app_id, user, req, pod, MODE_CHECK, reason, reason_len, kind);
+}
+
+int kq_ugm_increase_pod(kq_ugm_t *m, const char *queue_path, const char *app_id, const kq_user_t *user,
+                        const kq_resource_t *req, const kq_ugm_pod_t *since, char *reason, size_t reason_len,
+                        kq_denial_t *kind)
+{
+    return do_increase(m, queue_path, app_id, user, req, since, MODE_ENFORCE, reason, reason_len, kind);
+}
+
+int kq_ugm_app_owner(kq_ugm_t *m, const char *app_id, const char *user, char *owner, size_t owner_len,
+                     char *reason, size_t reason_len)
+{
+    if (owner != NULL && owner_len > 0)
+        owner[0] = '\0';
+    if (m == NULL || app_id == NULL || app_id[0] == '\0' || user == NULL)
+        return KQ_EINVAL;
+    int rc = 0;
+    mutex_lock(&m->lock);
+    owner_t *head = owner_find(m, app_id, strlen(app_id));
+    if (head != NULL && strcmp(head->user.name, user) != 0) {
+        rc = KQ_EDENIED;
+        if (owner != NULL && owner_len > 0)
+            snprintf(owner, owner_len, "%s", head->user.name);
+    }
+    mutex_unlock(&m->lock);
+    if (rc == KQ_EDENIED)
+        app_owner_reason(reason, reason_len, app_id, user);
+    return rc;
 }
 
 int kq_ugm_add_unchecked(kq_ugm_t *m, const char *queue_path, const char *app_id,
                          const kq_user_t *user, const kq_resource_t *req)
 {
+    return kq_ugm_add_unchecked_pod(m, queue_path, app_id, user, req, NULL);
+}
+
+int kq_ugm_add_unchecked_pod(kq_ugm_t *m, const char *queue_path, const char *app_id,
+                             const kq_user_t *user, const kq_resource_t *req, const kq_ugm_pod_t *since)
+{
     char reason[256];
-    int rc = do_increase(m, queue_path, app_id, user, req, MODE_UNCHECKED, reason, sizeof(reason), NULL);
+    int rc = do_increase(m, queue_path, app_id, user, req, since, MODE_UNCHECKED, reason, sizeof(reason), NULL);
     if (rc != 0)
         kq_warn("ugm: unchecked add failed user=%s queue=%s app=%s error=\"%s\" reason=\"%s\"",
                 user != NULL && user->name != NULL ? user->name : "", queue_path != NULL ? queue_path : "",
@@ -1901,7 +2060,7 @@ int kq_ugm_decrease(kq_ugm_t *m, const char *queue_path, const char *app_id, con
 
     /* The application's allocations are counted for its owner (the user of its first). */
     mutex_lock(&m->lock);
-    owner_t *own = owner_find(m, app_id, app_len);
+    owner_t *own = owner_of(owner_find(m, app_id, app_len), user);
     if (own != NULL) {
         own->n++;
         user = own->user.name;
@@ -3001,10 +3160,13 @@ json_t *kq_ugm_apps_json(kq_ugm_t *m, const char *queue_path)
     bool ok = true;
     size_t n = 0;
     mutex_lock(&m->lock);
-    size_t cap = HASH_COUNT(m->owners);
+    size_t cap = 0;
+    for (owner_t *h = m->owners; h != NULL; h = h->hh.next)
+        for (owner_t *o = h; o != NULL; o = o->next)
+            cap++;
     app_row_t *v = cap > 0 ? calloc(cap, sizeof(*v)) : NULL;
     ok = cap == 0 || v != NULL;
-    for (owner_t *o = m->owners; ok && o != NULL; o = o->hh.next) {
+    for (owner_t *h = m->owners, *o = h; ok && o != NULL; o = o->next != NULL ? o->next : (h = h->hh.next)) {
         if (o->pods == 0 || (queue_path != NULL && strcmp(o->queue, q.s) != 0))
             continue;
         app_row_t *r = &v[n++];
@@ -3056,7 +3218,7 @@ int kq_ugm_totals(kq_ugm_t *m, kq_resource_t *used, size_t *apps, size_t *pods)
         return KQ_EINVAL;
     size_t na = 0, np = 0;
     mutex_lock(&m->lock);
-    for (owner_t *o = m->owners; o != NULL; o = o->hh.next) {
+    for (owner_t *h = m->owners, *o = h; o != NULL; o = o->next != NULL ? o->next : (h = h->hh.next)) {
         if (o->pods > 0) {
             na++;
             np += o->pods;

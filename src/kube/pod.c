@@ -30,6 +30,7 @@
  * Thread safety: no shared state; the partition configuration is only read.
  */
 #include "kubequota/kube/pod.h"
+#include "kubequota/kube/podkeys.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -38,15 +39,8 @@
 #include <strings.h>
 #include <time.h>
 
-#define ANN_USER_INFO "kubequota.io/user-info"
-#define ANN_YK_USER_INFO "yunikorn.apache.org/user.info"
-#define KEY_QUEUE "kubequota.io/queue"
-#define LABEL_YK_QUEUE "queue"
-#define ANN_YK_QUEUE "yunikorn.apache.org/queue"     /* also the canonical label */
-#define LABEL_APP_ID "kubequota.io/app-id"
-#define LABEL_YK_APP_ID "applicationId"
-#define KEY_YK_APP_ID "yunikorn.apache.org/app-id"   /* canonical label and annotation */
-#define LABEL_SPARK_APP_ID "spark-app-selector"
+/* Identity, queue, application and quota group keys: kq_pod_keys (podkeys.h), the list the
+ * webhook guards. The two quota keys are named here too (one read each). */
 #define YK_UNIQUE_AUTOGEN "-uniqueautogen"
 #define LABEL_PREEMPTIBLE "quota.scheduling.koordinator.sh/preemptible"
 #define LABEL_QUOTA_NAME "quota.scheduling.koordinator.sh/name"
@@ -895,6 +889,25 @@ static int gang_of(const jv_t *labels, const jv_t *anns, const char *ns, const c
     return 0;
 }
 
+/* The value of the first key of `role` in kq_pod_keys the pod carries (NULL: none), and
+ * the key in *src (NULL: none). A value that is not a string is a parse error. */
+static int first_key(pctx_t *c, const jv_t *labels, const jv_t *anns, kq_pod_key_role_t role, const char **out,
+                     const char **src)
+{
+    *out = NULL;
+    *src = NULL;
+    for (size_t i = 0; i < KQ_POD_N_KEYS && *out == NULL; i++) {
+        const kq_pod_key_t *k = &kq_pod_keys[i];
+        if (k->role != role)
+            continue;
+        int rc = get_kv(c, k->annotation ? anns : labels, k->key, kq_pod_key_kind(k), out);
+        if (rc != 0)
+            return rc;
+        *src = k->key;
+    }
+    return 0;
+}
+
 /* ---------------------------------------------------------------------------------- */
 /* public API                                                                          */
 
@@ -906,14 +919,19 @@ static char *dup_or(const char *s, const char *dflt)
 /* Keep in step with the reads below (member(), get_*() on the pod's objects): a field read
  * here but missing from this list would parse as absent from the informer's pods. */
 static const kq_jfilter_t f_labels[] = {
-    {KEY_QUEUE, NULL},         {LABEL_YK_QUEUE, NULL},   {LABEL_APP_ID, NULL},
-    {LABEL_YK_APP_ID, NULL},   {LABEL_PREEMPTIBLE, NULL}, {LABEL_QUOTA_NAME, NULL}, {LABEL_KUEUE_POD_GROUP, NULL},
-    {ANN_YK_QUEUE, NULL},      {KEY_YK_APP_ID, NULL},    {LABEL_SPARK_APP_ID, NULL},
+#define F_LABEL_LABEL(k) {k, NULL},
+#define F_LABEL_ANNOTATION(k)
+#define F_LABEL(map, role, key) F_LABEL_##map(key)
+    KQ_POD_KEYS(F_LABEL)
+    {LABEL_KUEUE_POD_GROUP, NULL},
     {NULL, NULL},
 };
 static const kq_jfilter_t f_annotations[] = {
-    {ANN_USER_INFO, NULL}, {ANN_YK_USER_INFO, NULL}, {KEY_QUEUE, NULL}, {ANN_YK_QUEUE, NULL},
-    {KEY_YK_APP_ID, NULL}, {ANN_YK_TASK_GROUP_NAME, NULL}, {ANN_YK_TASK_GROUPS, NULL}, {ANN_KUEUE_TOTAL_COUNT, NULL},
+#define F_ANN_LABEL(k)
+#define F_ANN_ANNOTATION(k) {k, NULL},
+#define F_ANN(map, role, key) F_ANN_##map(key)
+    KQ_POD_KEYS(F_ANN)
+    {ANN_YK_TASK_GROUP_NAME, NULL}, {ANN_YK_TASK_GROUPS, NULL}, {ANN_KUEUE_TOTAL_COUNT, NULL},
     {NULL, NULL},
 };
 static const kq_jfilter_t f_owner[] = {{"uid", NULL}, {"controller", NULL}, {NULL, NULL}};
@@ -1063,17 +1081,19 @@ int kq_pod_parse(const kq_jnode_t *obj, const kq_pod_opts_t *opts, kq_pod_t *out
 
     /* identity */
     {
-        static const char *const anns_ui[] = {ANN_USER_INFO, ANN_YK_USER_INFO};
         bool have = false;
-        for (size_t i = 0; i < 2 && !have; i++) {
-            const jv_t *v = member(anns, anns_ui[i]);
+        for (size_t i = 0; i < KQ_POD_N_KEYS && !have; i++) {
+            const kq_pod_key_t *k = &kq_pod_keys[i];
+            if (k->role != KQ_POD_KEY_IDENTITY)
+                continue;
+            const jv_t *v = member(k->annotation ? anns : labels, k->key);
             if (v == NULL)
                 continue;
             if (!is(v, KQ_JSTRING)) {
-                rc = fail(&c, KQ_EPARSE, "annotation %s: not a string", anns_ui[i]);
+                rc = fail(&c, KQ_EPARSE, "%s %s: not a string", kq_pod_key_kind(k), k->key);
                 goto out;
             }
-            if ((rc = parse_user_info(&c, anns_ui[i], v, &p)) != 0)
+            if ((rc = parse_user_info(&c, k->key, v, &p)) != 0)
                 goto out;
             have = true;
         }
@@ -1087,18 +1107,8 @@ int kq_pod_parse(const kq_jnode_t *obj, const kq_pod_opts_t *opts, kq_pod_t *out
     /* queue */
     {
         const char *q = NULL, *src = NULL;
-        struct { const jv_t *map; const char *key, *kind; } srcs[] = {
-            {labels, KEY_QUEUE, "label"},
-            {anns, KEY_QUEUE, "annotation"},
-            {labels, ANN_YK_QUEUE, "label"},
-            {anns, ANN_YK_QUEUE, "annotation"},
-            {labels, LABEL_YK_QUEUE, "label"},
-        };
-        for (size_t i = 0; i < sizeof(srcs) / sizeof(srcs[0]) && q == NULL; i++) {
-            if ((rc = get_kv(&c, srcs[i].map, srcs[i].key, srcs[i].kind, &q)) != 0)
-                goto out;
-            src = srcs[i].key;
-        }
+        if ((rc = first_key(&c, labels, anns, KQ_POD_KEY_QUEUE, &q, &src)) != 0)
+            goto out;
         const kq_partition_conf_t *part = opts ? opts->partition : NULL;
         if (part != NULL && part->n_rules > 0)
             rc = resolve_placed(part, opts, q, src, &p);
@@ -1110,19 +1120,12 @@ int kq_pod_parse(const kq_jnode_t *obj, const kq_pod_opts_t *opts, kq_pod_t *out
 
     /* application */
     {
-        const char *app = NULL;
-        struct { const jv_t *map; const char *key, *kind; } srcs[] = {
-            {labels, LABEL_APP_ID, "label"},
-            {labels, KEY_YK_APP_ID, "label"},
-            {anns, KEY_YK_APP_ID, "annotation"},
-            {labels, LABEL_YK_APP_ID, "label"},
-            {labels, LABEL_SPARK_APP_ID, "label"},
-        };
-        for (size_t i = 0; i < sizeof(srcs) / sizeof(srcs[0]) && app == NULL; i++)
-            if ((rc = get_kv(&c, srcs[i].map, srcs[i].key, srcs[i].kind, &app)) != 0)
-                goto out;
+        const char *app = NULL, *app_src = NULL;
+        if ((rc = first_key(&c, labels, anns, KQ_POD_KEY_APP, &app, &app_src)) != 0)
+            goto out;
         kq_app_id_fallback_t fb = opts ? opts->app_id_fallback : KQ_APPID_OWNER;
         size_t al = app ? strlen(app) : 0, sl = strlen(YK_UNIQUE_AUTOGEN);
+        p.app_named = app != NULL;
         if (app != NULL && al > sl && strcmp(app + al - sl, YK_UNIQUE_AUTOGEN) == 0) {
             /* YuniKorn's admission controller writes "<ns>-uniqueautogen" before the pod has a
              * UID; the shim reads it as "<ns>-<uid>" (utils.go GetApplicationIDFromPod) */

@@ -28,6 +28,7 @@
 
 #include "kubequota/engine/config.h"
 #include "kubequota/base/log.h"
+#include "kubequota/kube/podkeys.h"
 
 #define IDENT_MAX 512  /* bytes of one user or group name (as the pod model accepts) */
 #define GROUPS_MAX 256 /* groups in one identity (as the pod model accepts) */
@@ -532,28 +533,19 @@ static const char *const *workload_template(const char *group, const char *kind,
 
 /* ------------------------------------------------------------------ mutate */
 
-/* The labels and annotations that place a pod (its queue, application and quota group:
- * pod.c reads them). The ledger counts a pod where it was admitted and releases it from
- * there, but a restart counts it where its labels say: a change would move it to a queue
- * it was never admitted to, so they cannot change after creation. */
-static const struct {
-    const char *map, *key;
-} placement_keys[] = {
-    {"labels", "kubequota.io/queue"},
-    {"annotations", "kubequota.io/queue"},
-    {"labels", "queue"},
-    {"annotations", "yunikorn.apache.org/queue"},
-    {"labels", "kubequota.io/app-id"},
-    {"labels", "applicationId"},
-    {"labels", "quota.scheduling.koordinator.sh/name"},
-    {"labels", "quota.scheduling.koordinator.sh/preemptible"},
-};
-
-/* Pod UPDATE: denies a change of any placement key (added, removed or changed). */
+/* Pod UPDATE: denies a change of any key that places a pod (its queue, application and
+ * quota group: kq_pod_keys in podkeys.h, the list pod.c reads them from) — added, removed
+ * or changed. The ledger counts a pod where it was admitted and releases it from there,
+ * but a restart counts it where its keys say: a change would move it to a queue or
+ * application it was never admitted to. The identity keys of that list are not refused
+ * but put back (stamp/restore). */
 static bool placement_changed(ctx_t *c)
 {
-    for (size_t i = 0; i < sizeof(placement_keys) / sizeof(placement_keys[0]); i++) {
-        const char *segs[3] = {"metadata", placement_keys[i].map, placement_keys[i].key};
+    for (size_t i = 0; i < KQ_POD_N_KEYS; i++) {
+        const kq_pod_key_t *k = &kq_pod_keys[i];
+        if (k->role == KQ_POD_KEY_IDENTITY)
+            continue;
+        const char *segs[3] = {"metadata", k->annotation ? "annotations" : "labels", k->key};
         const json_t *was = get_path(c->old, segs, 3), *now = get_path(c->obj, segs, 3);
         if (was == NULL && now == NULL)
             continue;
@@ -562,7 +554,7 @@ static bool placement_changed(ctx_t *c)
         deny(c, 403,
              "%s %s of a pod cannot change after creation (it decides the queue, application or quota group "
              "the pod is counted in); delete and recreate the pod instead",
-             strcmp(placement_keys[i].map, "labels") == 0 ? "label" : "annotation", placement_keys[i].key);
+             kq_pod_key_kind(k), k->key);
         return true;
     }
     return false;
@@ -708,6 +700,15 @@ static void mutate(ctx_t *c)
             const char *cur = json_string_value(get_path(c->obj, sched, 2));
             if (cur == NULL || strcmp(cur, c->o->scheduler_name) != 0)
                 (void)put(c, sched, 2, json_string(c->o->scheduler_name));
+        }
+        /* another user's application is never joined (issue 29): checked with the stamped
+         * identity, before the gate, so that the pod is refused rather than left waiting */
+        if (create && c->o->check_pod_app != NULL && !c->nomem && c->allowed && managed(c, c->obj)) {
+            char m[KQ_ADMISSION_MAX_MESSAGE] = "";
+            if (c->o->check_pod_app(c->o->pod_app_ud, c->obj, NULL, m, sizeof m) == KQ_EDENIED) {
+                deny(c, 403, "%s", m[0] ? m : "the pod's application belongs to another user");
+                return;
+            }
         }
         /* spec.nodeName at creation skips the scheduler, and so filter and bind. */
         static const char *const node[] = {"spec", "nodeName"};

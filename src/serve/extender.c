@@ -243,6 +243,7 @@ static const denial_kind_t denial_kinds[KQ_DENIAL_COUNT] = {
     [KQ_DENIAL_GROUP_NOT_LEAF] = {"QuotaGroupNotLeaf", "queue_not_leaf"},
     [KQ_DENIAL_ACL] = {"QueueACLDenied", "acl"},
     [KQ_DENIAL_BUDGET] = {"BudgetExhausted", "budget"},
+    [KQ_DENIAL_APP_OWNER] = {"ApplicationOfAnotherUser", "app_owner"},
 };
 
 static const denial_kind_t *classify(kq_denial_t kind)
@@ -1113,6 +1114,41 @@ int kq_extender_admission_check(void *ud, const json_t *pod_obj, const json_t *o
     return rc;
 }
 
+int kq_extender_admission_app_check(void *ud, const json_t *pod_obj, const json_t *old, char *msg, size_t len)
+{
+    kq_app_t *app = ud;
+    (void)old;
+    if (app == NULL || app->ledger == NULL || !atomic_load(&app->ready))
+        return 0;
+    json_t *copy = json_deep_copy(pod_obj);
+    json_t *meta = json_object_get(copy, "metadata");
+    if (copy == NULL || !json_is_object(meta)) {
+        json_decref(copy);
+        return 0; /* the parse at filter says what is wrong with it */
+    }
+    /* at CREATE there is no uid yet (nor, with generateName, a name): stand-ins; a pod
+     * without a named application id is not checked (app_named) */
+    if (str_field(meta, "uid") == NULL)
+        json_object_set_new(meta, "uid", json_string("admission-check"));
+    if (str_field(meta, "name") == NULL || str_field(meta, "name")[0] == '\0')
+        json_object_set_new(meta, "name", json_string(str_field(meta, "generateName") ? str_field(meta, "generateName")
+                                                                                      : "new-pod"));
+    kq_pod_t pod = {0};
+    char err[REASON_MAX] = "", owner[256] = "", reason[REASON_MAX] = "";
+    int rc = parse_pod(app, NULL, copy, &pod, err, sizeof(err));
+    json_decref(copy);
+    if (rc != 0)
+        return 0;
+    rc = kq_ledger_app_owner(app->ledger, &pod, owner, sizeof(owner), reason, sizeof(reason));
+    if (rc == KQ_EDENIED) {
+        kq_errf(msg, len, "pod %s/%s: %s", pod.ns ? pod.ns : "-", pod.name ? pod.name : "-", reason);
+        kq_info("event=admission_app_denied pod=%s/%s user=%s app=%s owner=%s", pod.ns ? pod.ns : "-",
+                pod.name ? pod.name : "-", pod.user ? pod.user : "-", pod.app_id ? pod.app_id : "-", owner);
+    }
+    kq_pod_clear(&pod);
+    return rc == KQ_EDENIED ? rc : 0;
+}
+
 /* ------------------------------------------------------------------ explain (what-if) */
 
 #define EXPLAIN_MAX_PODS 1000
@@ -1145,6 +1181,9 @@ static json_t *blocker_from_reason(const kq_pod_t *pod, const char *reason, kq_d
         kind = "budget";
         const char *q1 = strchr(reason, '"'), *q2 = q1 ? strchr(q1 + 1, '"') : NULL;
         name = span_string(q1 ? q1 + 1 : NULL, q2);
+    } else if (dk == KQ_DENIAL_APP_OWNER) {
+        kind = "application";
+        name = pod->app_id ? json_string(pod->app_id) : NULL;
     } else if (strcmp(k->event_reason, "QueueACLDenied") == 0) {
         kind = "acl";
         name = pod->queue ? json_string(pod->queue) : NULL;
@@ -1202,6 +1241,9 @@ static json_t *blocker_from_reason(const kq_pod_t *pod, const char *reason, kq_d
 /* A pod of an explain request as filter would resolve it. A pod without a uid (one not
  * created yet) gets a placeholder uid that no real pod has, and one without a name a
  * placeholder name; the JSON is copied, never changed. */
+/* The application id of what-if pods without a uid or an id of their own (explain_parse). */
+#define EXPLAIN_JOB_APP "kubequota-explain-job"
+
 static int explain_parse(kq_app_t *app, const json_t *obj, size_t index, kq_pod_t *pod, char *err, size_t errlen)
 {
     if (!json_is_object(obj)) {
@@ -1223,7 +1265,8 @@ static int explain_parse(kq_app_t *app, const json_t *obj, size_t index, kq_pod_
         rc = KQ_EINVAL;
         goto out;
     }
-    if (!json_is_string(json_object_get(md, "uid"))) {
+    bool standin = !json_is_string(json_object_get(md, "uid"));
+    if (standin) {
         snprintf(buf, sizeof(buf), "kubequota-explain-%zu", index);
         json_object_set_new(md, "uid", json_string(buf));
     }
@@ -1232,6 +1275,20 @@ static int explain_parse(kq_app_t *app, const json_t *obj, size_t index, kq_pod_
         json_object_set_new(md, "name", json_string(buf));
     }
     rc = parse_pod(app, NULL, copy, pod, err, errlen);
+    /* A pod not yet created names no uid, and one without an application id would be an
+     * application of its own made from the stand-in uid (each pod of a list a different
+     * one): such pods are one what-if job, as the pods a controller makes from one template
+     * share its UID (issue 29). */
+    if (rc == 0 && standin && !pod->app_named && pod->app_id != NULL && strstr(pod->app_id, buf) != NULL) {
+        char *job = strdup(EXPLAIN_JOB_APP);
+        if (job == NULL) {
+            kq_pod_clear(pod);
+            rc = KQ_ENOMEM;
+            goto out;
+        }
+        free(pod->app_id);
+        pod->app_id = job;
+    }
 out:
     json_decref(copy);
     return rc;
@@ -1243,17 +1300,28 @@ static bool same_str(const char *a, const char *b)
 }
 
 /* Pods of one what-if job: the same owner, queue, application and quota group, so that
- * "pod k assumes pods 1..k-1 admitted" is the check of their summed request. */
-static bool same_job(const kq_pod_t *a, const kq_pod_t *b)
+ * "pod k assumes pods 1..k-1 admitted" is the check of their summed request. NULL when b
+ * is of a's job, else what differs (for the error). */
+static const char *job_differs(const kq_pod_t *a, const kq_pod_t *b)
 {
-    if (!same_str(a->user, b->user) || !same_str(a->queue, b->queue) || !same_str(a->app_id, b->app_id) ||
-        !same_str(a->ns, b->ns) || !same_str(a->quota_name, b->quota_name) || a->preemptible != b->preemptible ||
-        a->n_groups != b->n_groups)
-        return false;
+    if (!same_str(a->ns, b->ns))
+        return "namespace";
+    if (!same_str(a->user, b->user))
+        return "user";
+    if (a->n_groups != b->n_groups)
+        return "groups";
     for (size_t i = 0; i < a->n_groups; i++)
         if (!same_str(a->groups[i], b->groups[i]))
-            return false;
-    return true;
+            return "groups";
+    if (!same_str(a->queue, b->queue))
+        return "queue";
+    if (!same_str(a->app_id, b->app_id))
+        return "application id";
+    if (!same_str(a->quota_name, b->quota_name))
+        return "quota group";
+    if (a->preemptible != b->preemptible)
+        return "preemptible label";
+    return NULL;
 }
 
 /* The answer for pods[0..n): each checked with the filter's decision, pod k with the
@@ -1450,12 +1518,13 @@ int kq_extender_explain_as(kq_app_t *app, const char *partition, const char *bod
     for (; parsed < n; parsed++) {
         int rc = explain_parse(app, list ? json_array_get(arr, parsed) : root, parsed, &pods[parsed], msg,
                                sizeof(msg));
-        if (rc == 0 && parsed > 0 && !same_job(&pods[0], &pods[parsed])) {
+        const char *diff = rc == 0 && parsed > 0 ? job_differs(&pods[0], &pods[parsed]) : NULL;
+        if (diff != NULL) {
             kq_pod_clear(&pods[parsed]);
             kq_errf(msg, sizeof(msg),
-                   "pod %zu is not of the same job as pod 0: a list must share namespace, user, groups, queue, "
-                   "application and quota group (explain them one by one instead)",
-                   parsed);
+                   "pod %zu is not of the same job as pod 0: its %s differs; a list must share namespace, user, "
+                   "groups, queue, application and quota group (explain them one by one instead)",
+                   parsed, diff);
             rc = KQ_EINVAL;
         }
         if (rc != 0) {

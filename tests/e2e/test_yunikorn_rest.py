@@ -298,13 +298,18 @@ class YuniKornSemanticsTest(KQTestCase):
         self.assertEqual(at(star["queues"], "root.dev")["resourceUsage"]["vcore"], 1000)
 
     def test_application_charged_to_its_first_user(self):
-        # yunikorn-core pkg/scheduler/objects/application.go: IncreaseTrackedResource(..., sa.user)
+        # yunikorn-core pkg/scheduler/objects/application.go: IncreaseTrackedResource(..., sa.user):
+        # the application's pods are charged to its user. kubequota differs deliberately (issue 29,
+        # README "Coming from YuniKorn"): another user's pod never joins it, so none is charged
+        # to the owner; it is refused instead
         self.create("f1", user="bob", groups=["dev"], queue="root.dev", cpu="1500m", app="shared")
         self.assert_bound("f1")
-        self.create("f2", user="alice", groups=["dev"], queue="root.dev", cpu="1", app="shared")
-        self.assert_denied("f2", "default", "user bob", "limit \"bob\"")
-        self.create("f3", user="alice", groups=["dev"], queue="root.dev", cpu="500m", app="shared")
-        self.assert_bound("f3")
+        self.create("f2", user="alice", groups=["dev"], queue="root.dev", cpu="500m", app="shared")
+        self.assert_denied("f2", "default", "application \"shared\" belongs to another user", "alice")
+        self.create("f3", user="bob", groups=["dev"], queue="root.dev", cpu="1", app="shared")
+        self.assert_denied("f3", "default", "user bob", "limit \"bob\"")
+        self.create("f4", user="bob", groups=["dev"], queue="root.dev", cpu="500m", app="shared")
+        self.assert_bound("f4")
         st, bob = usage(self.kq, "user", "bob")
         self.assertEqual(at(bob["queues"], "root.dev")["resourceUsage"]["vcore"], 2000)
         self.assertEqual(usage(self.kq, "user", "alice")[0], 404)

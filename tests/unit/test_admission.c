@@ -534,6 +534,9 @@ static void test_pod_placement_immutable(void **state)
         {"labels", "kubequota.io/app-id"},      {"labels", "applicationId"},
         {"labels", "quota.scheduling.koordinator.sh/name"},
         {"labels", "quota.scheduling.koordinator.sh/preemptible"},
+        /* issue 29: read by the pod parser but not guarded before */
+        {"labels", "yunikorn.apache.org/queue"}, {"labels", "yunikorn.apache.org/app-id"},
+        {"annotations", "yunikorn.apache.org/app-id"}, {"labels", "spark-app-selector"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         for (int how = 0; how < 3; how++) { /* changed, added, removed */

@@ -1045,6 +1045,7 @@ static void test_denial_kind_table(void **state)
         {KQ_DENIAL_GROUP_NOT_LEAF, "QuotaGroupNotLeaf", "queue_not_leaf"},
         {KQ_DENIAL_ACL, "QueueACLDenied", "acl"},
         {KQ_DENIAL_BUDGET, "BudgetExhausted", "budget"},
+        {KQ_DENIAL_APP_OWNER, "ApplicationOfAnotherUser", "app_owner"},
         {KQ_DENIAL_COUNT, "QuotaExceeded", "over_limit"},
     };
     assert_int_equal(sizeof(want) / sizeof(want[0]), KQ_DENIAL_COUNT + 1);

@@ -971,6 +971,57 @@ static void test_many_resource_names(void **state)
     kq_pod_clear(&p);
 }
 
+/* Issue 29: a pod of a user who is not the owner of the application it names is refused by
+ * check and assume (KQ_DENIAL_APP_OWNER) and never charged to the owner; bound, it is
+ * counted for its own user, and may then grow (a resize is no join); an id the pod did not
+ * name is never refused. */
+static kq_pod_t mk_app(const char *uid, const char *user, const char *app, bool named, int64_t cpu, const char *node)
+{
+    kq_pod_t p = mk(uid, "root.team-b", user, cpu, node);
+    free(p.app_id);
+    p.app_id = strdup(app);
+    p.app_named = named;
+    p.created = 1000;
+    return p;
+}
+
+static void test_app_of_another_user(void **state)
+{
+    fx_t *f = *state;
+    char why[512], owner[64];
+    kq_denial_t kind;
+    kq_pod_t a1 = mk_app("a1", "alice", "job", true, 100, NULL);
+    assert_int_equal(kq_ledger_assume(f->l, &a1, why, sizeof(why), &kind), 0);
+    kq_pod_t b1 = mk_app("b1", "bob", "job", true, 100, NULL);
+    kind = KQ_DENIAL_COUNT;
+    assert_int_equal(kq_ledger_check(f->l, &b1, why, sizeof(why), &kind), KQ_EDENIED);
+    assert_int_equal(kind, KQ_DENIAL_APP_OWNER);
+    kind = KQ_DENIAL_COUNT;
+    assert_int_equal(kq_ledger_assume(f->l, &b1, why, sizeof(why), &kind), KQ_EDENIED);
+    assert_int_equal(kind, KQ_DENIAL_APP_OWNER);
+    assert_non_null(strstr(why, "\"job\" belongs to another user"));
+    assert_int_equal(kq_ledger_app_owner(f->l, &b1, owner, sizeof(owner), why, sizeof(why)), KQ_EDENIED);
+    assert_string_equal(owner, "alice");
+    assert_int_equal(user_cpu(f, "alice"), 100);
+    assert_int_equal(user_cpu(f, "bob"), -1);
+    /* bound by someone else: counted, for bob */
+    kq_pod_t b2 = mk_app("b2", "bob", "job", true, 200, "node-1");
+    kq_ledger_observe(f->l, &b2);
+    assert_int_equal(user_cpu(f, "bob"), 200);
+    assert_int_equal(user_cpu(f, "alice"), 100);
+    assert_int_equal(kq_resource_set(&b2.request, "cpu", 300), 0);
+    assert_int_equal(kq_ledger_check_resize(f->l, &b2, why, sizeof(why), &kind), 0);
+    /* an id bob's pod did not name: his own application of that id */
+    kq_pod_t b3 = mk_app("b3", "bob", "job", false, 100, NULL);
+    assert_int_equal(kq_ledger_app_owner(f->l, &b3, owner, sizeof(owner), why, sizeof(why)), 0);
+    assert_int_equal(kq_ledger_assume(f->l, &b3, why, sizeof(why), &kind), 0);
+    assert_int_equal(user_cpu(f, "bob"), 300);
+    kq_pod_clear(&a1);
+    kq_pod_clear(&b1);
+    kq_pod_clear(&b2);
+    kq_pod_clear(&b3);
+}
+
 int main(void)
 {
     kq_log_set_level("error");
@@ -995,6 +1046,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_reserve_from_watch, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reserve_after_relist, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fairshare_follows, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_app_of_another_user, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -14,6 +14,7 @@
 
 #include "kubequota/engine/config.h"
 #include "kubequota/kube/pod.h"
+#include "kubequota/kube/podkeys.h"
 
 #include "testutil.h"
 
@@ -465,8 +466,62 @@ static void expect_queue(void **state, const char *ns, const char *labels, const
     kq_pod_clear(&p);
 }
 
+/* Issue 29: every label and annotation the parser can read (kq_pod_fields lets nothing else
+ * through, and a filtered parse equals a whole one: test_fields) is in kq_pod_keys, the
+ * list the webhook guards and the chart's matchConditions name, or is one of the gang keys
+ * below, which place nothing (they only group pods for the admission gate's release). */
+static const kq_jfilter_t *sub_of(const kq_jfilter_t *f, const char *key)
+{
+    for (; f != NULL && f->key != NULL; f++)
+        if (strcmp(f->key, key) == 0)
+            return f->sub;
+    return NULL;
+}
+
+static bool in_pod_keys(bool annotation, const char *key)
+{
+    for (size_t i = 0; i < KQ_POD_N_KEYS; i++)
+        if (kq_pod_keys[i].annotation == annotation && strcmp(kq_pod_keys[i].key, key) == 0)
+            return true;
+    return false;
+}
+
+static void test_read_keys_are_guarded(void **state)
+{
+    (void)state;
+    static const char *const unguarded[] = {
+        "kueue.x-k8s.io/pod-group-name", "kueue.x-k8s.io/pod-group-total-count",
+        "yunikorn.apache.org/task-group-name", "yunikorn.apache.org/task-groups",
+    };
+    const kq_jfilter_t *meta = sub_of(kq_pod_fields, "metadata");
+    assert_non_null(meta);
+    for (int a = 0; a < 2; a++) {
+        const kq_jfilter_t *f = sub_of(meta, a ? "annotations" : "labels");
+        assert_non_null(f);
+        for (; f->key != NULL; f++) {
+            bool ok = in_pod_keys(a == 1, f->key);
+            for (size_t i = 0; !ok && i < sizeof(unguarded) / sizeof(unguarded[0]); i++)
+                ok = strcmp(unguarded[i], f->key) == 0;
+            if (!ok)
+                fail_msg("%s %s is read by the pod parser but is not in KQ_POD_KEYS (podkeys.h)",
+                         a ? "annotation" : "label", f->key);
+        }
+    }
+    /* and every key of the list reaches the parser */
+    for (size_t i = 0; i < KQ_POD_N_KEYS; i++) {
+        const kq_jfilter_t *f = sub_of(meta, kq_pod_keys[i].annotation ? "annotations" : "labels");
+        bool found = false;
+        for (; f != NULL && f->key != NULL && !found; f++)
+            found = strcmp(f->key, kq_pod_keys[i].key) == 0;
+        if (!found)
+            fail_msg("%s is in KQ_POD_KEYS but the informer's field filter drops it", kq_pod_keys[i].key);
+    }
+}
+
 static void test_queue_named(void **state)
 {
+    /* YuniKorn's canonical queue label (issue 29: read, so guarded) */
+    expect_queue(state, "x", "{\"yunikorn.apache.org/queue\":\"root.team-a\"}", NULL, "root.team-a", NULL);
     expect_queue(state, "x", "{\"kubequota.io/queue\":\"root.dev.alice\"}", NULL, "root.dev.alice", NULL);
     expect_queue(state, "x", "{\"kubequota.io/queue\":\"alice\"}", NULL, "root.dev.alice", NULL); /* leaf name */
     expect_queue(state, "x", "{\"kubequota.io/queue\":\"team-a\"}", NULL, "root.team-a", NULL);
@@ -1095,6 +1150,7 @@ int main(void)
         cmocka_unit_test(test_identity_default),
         cmocka_unit_test(test_identity_garbage),
         cmocka_unit_test(test_queue_named),
+        cmocka_unit_test(test_read_keys_are_guarded),
         cmocka_unit_test(test_queue_errors),
         cmocka_unit_test(test_queue_default),
         cmocka_unit_test(test_app_id),

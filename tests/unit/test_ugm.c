@@ -1191,20 +1191,22 @@ static void test_app_in_several_queues(void **state)
     assert_int_equal(queue_apps(m, "root.p"), 1);
     assert_int_equal(queue_apps(m, "root"), 1);
 
-    /* bob's pod of application "a" is charged to alice, the user of its first pod */
-    assert_int_equal(inc(m, "root.p.l1", "a", &bob, 10, 0), 0);
-    assert_int_equal(used_at(m, false, "alice", "root.p.l1", "cpu"), 110);
+    /* bob's pod of alice's application "a" is refused (issue 29), never charged to alice */
+    assert_int_equal(inc(m, "root.p.l1", "a", &bob, 10, 0), KQ_EDENIED);
+    assert_int_equal(kind, KQ_DENIAL_APP_OWNER);
+    assert_string_equal(reason, "application \"a\" belongs to another user: a pod of user bob cannot join it (an "
+                                "application is charged to the user who started it; give the pod an application id "
+                                "of its own)");
+    assert_int_equal(used_at(m, false, "alice", "root.p.l1", "cpu"), 100);
     assert_null(kq_ugm_user_json(m, "bob"));
     assert_int_equal(queue_apps(m, "root.p"), 1);
-    assert_int_equal(queue_apps(m, "root.p.l1"), 1);
     assert_int_equal(inc(m, "root.p.l1", "c", &carol, 10, 0), 0);
     assert_int_equal(queue_apps(m, "root.p"), 2);
     assert_int_equal(inc(m, "root.p.l2", "d", &dave, 10, 0), KQ_EDENIED); /* queue: 2 apps */
     assert_string_equal(reason, "queue root.p: maxapplications exceeded: applications 2 running + 1 new > 2 max");
-    assert_int_equal(inc(m, "root.p.l2", "a", &dave, 10, 0), 0); /* "a" runs there already */
-    assert_int_equal(dec(m, "root.p.l2", "a", "dave", 10, 0), 0);
+    assert_int_equal(inc(m, "root.p.l2", "a", &alice, 10, 0), 0); /* "a" runs there already */
+    assert_int_equal(dec(m, "root.p.l2", "a", "alice", 10, 0), 0);
     assert_int_equal(dec(m, "root.p.l1", "c", "carol", 10, 0), 0);
-    assert_int_equal(dec(m, "root.p.l1", "a", "bob", 10, 0), 0); /* released from alice */
     assert_int_equal(used_at(m, false, "alice", "root.p.l1", "cpu"), 100);
 
     /* nothing counted at exactly root for alice */
@@ -1591,8 +1593,18 @@ static void test_wildcard_group_cumulative(void **state)
 
 /* An application's usage is charged to the user of its first pod: YuniKorn tracks every
  * allocation of an application with the application's user (apache/yunikorn-core
- * pkg/scheduler/objects/application.go calls IncreaseTrackedResource with sa.user). */
-static void test_app_charged_to_first_user(void **state)
+ * pkg/scheduler/objects/application.go calls IncreaseTrackedResource with sa.user). Issue 29:
+ * a pod of another user never joins it — refused when checked, charged to its own user when
+ * counted unchecked (bound by someone else); the users sharing an id are ordered by their
+ * earliest pod's creation (then UID), whatever order they are counted in. */
+static int add_pod(kq_ugm_t *m, const char *app, const kq_user_t *u, int64_t cpu, int64_t created, const char *uid)
+{
+    kq_resource_t r = res(cpu, 0);
+    kq_ugm_pod_t p = {.created = created, .uid = uid};
+    return kq_ugm_add_unchecked_pod(m, "root.q", app, u, &r, &p);
+}
+
+static void test_app_of_another_user(void **state)
 {
     (void)state;
     kq_ugm_t *m = mgr(CFG_HEAD
@@ -1604,29 +1616,72 @@ static void test_app_charged_to_first_user(void **state)
                       "                maxresources: {vcore: \"2\"}\n");
     const char *dev[] = {"dev"};
     kq_user_t alice = usr("alice", NULL, 0), bob = usr("bob", dev, 1);
+    char owner[64], why[512];
     assert_int_equal(inc(m, "root.q", "spark-1", &alice, 1000, 0), 0);
-    /* bob's pod of alice's application: alice's usage and alice's limit */
-    assert_int_equal(inc(m, "root.q", "spark-1", &bob, 1000, 0), 0);
-    assert_int_equal(used_at(m, false, "alice", "root.q", "cpu"), 2000);
-    assert_int_equal(used_at(m, false, "alice", "root.q", "pods"), 2);
-    assert_null(kq_ugm_user_json(m, "bob"));
+    assert_int_equal(inc(m, "root.q", "spark-1", &alice, 1000, 0), 0);
+    /* bob's pod of alice's application: refused by check and increase, nothing changes */
+    kq_resource_t one = res(1000, 0);
+    assert_int_equal(kq_ugm_check(m, "root.q", "spark-1", &bob, &one, reason, sizeof(reason), &kind), KQ_EDENIED);
+    assert_int_equal(kind, KQ_DENIAL_APP_OWNER);
+    assert_null(strstr(reason, "alice")); /* the owner is not named to the caller */
     assert_int_equal(inc(m, "root.q", "spark-1", &bob, 1000, 0), KQ_EDENIED);
-    assert_string_equal(reason, "user alice in queue root.q: limit \"alice\" exceeded: cpu 2 used + 1 requested > 2 max; "
-                                "needs 1 more cpu");
+    assert_int_equal(kind, KQ_DENIAL_APP_OWNER);
+    assert_int_equal(used_at(m, false, "alice", "root.q", "cpu"), 2000);
+    assert_null(kq_ugm_user_json(m, "bob"));
+    assert_int_equal(kq_ugm_app_owner(m, "spark-1", "bob", owner, sizeof(owner), why, sizeof(why)), KQ_EDENIED);
+    assert_string_equal(owner, "alice");
+    assert_non_null(strstr(why, "spark-1"));
+    assert_int_equal(kq_ugm_app_owner(m, "spark-1", "alice", owner, sizeof(owner), why, sizeof(why)), 0);
+    assert_int_equal(kq_ugm_app_owner(m, "other", "bob", owner, sizeof(owner), why, sizeof(why)), 0);
+    /* an id the pod did not name (its controller's UID, YuniKorn's autogen id) is its own
+     * user's application of that id: never refused for another's */
+    kq_ugm_pod_t gen = {.created = 5, .uid = "g", .generated_app = true};
+    assert_int_equal(kq_ugm_increase_pod(m, "root.q", "spark-1", &bob, &one, &gen, reason, sizeof(reason), &kind), 0);
+    assert_int_equal(used_at(m, false, "bob", "root.q", "cpu"), 1000);
+    assert_int_equal(used_at(m, false, "alice", "root.q", "cpu"), 2000);
     char g[64];
     assert_int_equal(kq_ugm_group_of(m, "root.q", "spark-1", &bob, g, sizeof(g)), 0);
-    assert_string_equal(g, ""); /* alice's (none), not bob's */
-    /* released in any order, whoever's pod it was; then the application is gone and a new
-     * first pod makes bob its owner */
-    assert_int_equal(dec(m, "root.q", "spark-1", "alice", 1000, 0), 0);
+    assert_string_equal(g, ""); /* bob's own (no group limit), not alice's */
     assert_int_equal(dec(m, "root.q", "spark-1", "bob", 1000, 0), 0);
-    assert_int_equal(kq_ugm_user_count(m), 0); /* nothing tracked (alice is still shown: named in a limit) */
-    assert_int_equal(dec(m, "root.q", "spark-1", "bob", 1000, 0), KQ_ENOENT);
+    assert_int_equal(used_at(m, false, "alice", "root.q", "cpu"), 2000);
+    /* released: the application is gone and a new first pod makes bob its owner */
+    assert_int_equal(dec(m, "root.q", "spark-1", "alice", 1000, 0), 0);
+    assert_int_equal(dec(m, "root.q", "spark-1", "alice", 1000, 0), 0);
+    assert_int_equal(kq_ugm_user_count(m), 0);
     assert_int_equal(inc(m, "root.q", "spark-1", &bob, 1000, 0), 0);
     assert_int_equal(used_at(m, false, "bob", "root.q", "cpu"), 1000);
-    assert_int_equal(used_at(m, false, "alice", "root.q", "cpu"), 0);
+    assert_int_equal(inc(m, "root.q", "spark-1", &alice, 1000, 0), KQ_EDENIED);
     assert_int_equal(dec(m, "root.q", "spark-1", "bob", 1000, 0), 0);
     assert_int_equal(kq_ugm_user_count(m), 0);
+
+    /* unchecked (bound pods, a relist): each charged to its own user, and the owner is the
+     * user of the earliest-created pod whatever the order of counting */
+    for (int order = 0; order < 2; order++) {
+        if (order == 0) {
+            assert_int_equal(add_pod(m, "x", &bob, 100, 20, "b1"), 0);
+            assert_int_equal(add_pod(m, "x", &alice, 100, 30, "a1"), 0);
+            assert_int_equal(add_pod(m, "x", &alice, 100, 10, "a0"), 0); /* alice's earliest: she owns x */
+        } else {
+            assert_int_equal(add_pod(m, "x", &alice, 100, 10, "a0"), 0);
+            assert_int_equal(add_pod(m, "x", &bob, 100, 20, "b1"), 0);
+            assert_int_equal(add_pod(m, "x", &alice, 100, 30, "a1"), 0);
+        }
+        assert_int_equal(used_at(m, false, "alice", "root.q", "cpu"), 200);
+        assert_int_equal(used_at(m, false, "bob", "root.q", "cpu"), 100);
+        assert_int_equal(kq_ugm_app_owner(m, "x", "bob", owner, sizeof(owner), why, sizeof(why)), KQ_EDENIED);
+        assert_string_equal(owner, "alice");
+        assert_int_equal(kq_ugm_app_owner(m, "x", "alice", owner, sizeof(owner), why, sizeof(why)), 0);
+        json_t *apps = kq_ugm_apps_json(m, NULL);
+        assert_int_equal(json_array_size(apps), 2); /* one per user */
+        json_decref(apps);
+        /* alice's pods end: bob, next in order, owns it */
+        assert_int_equal(dec(m, "root.q", "x", "alice", 100, 0), 0);
+        assert_int_equal(dec(m, "root.q", "x", "alice", 100, 0), 0);
+        assert_int_equal(kq_ugm_app_owner(m, "x", "alice", owner, sizeof(owner), why, sizeof(why)), KQ_EDENIED);
+        assert_string_equal(owner, "bob");
+        assert_int_equal(dec(m, "root.q", "x", "bob", 100, 0), 0);
+        assert_int_equal(kq_ugm_user_count(m), 0);
+    }
     kq_ugm_free(m);
 }
 
@@ -1823,9 +1878,10 @@ static void test_configured_trackers_visible(void **state)
     kq_ugm_free(m);
 }
 
-/* Threads sharing one application id under different users: every pod is charged to the
- * application's owner, whichever thread's user started it, and releasing everything leaves
- * nothing (the owner entry lives exactly as long as the application's pods). */
+/* Threads sharing one application id under different users, counted unchecked (bound pods):
+ * each pod is charged to its own user, the users' entries are linked and unlinked under the
+ * one id concurrently, and releasing everything leaves nothing (an owner entry lives exactly
+ * as long as its user's pods of the application). */
 typedef struct shared_worker {
     kq_ugm_t *m;
     const char *user;
@@ -1842,8 +1898,10 @@ static void *shared_main(void *arg)
     char why[256];
     for (int round = 0; round < 200; round++) {
         for (int k = 0; k < 5; k++)
-            if (kq_ugm_increase(w->m, "root.s", "shared-app", &u, &r, why, sizeof(why), NULL) != 0)
+            if (kq_ugm_add_unchecked_pod(w->m, "root.s", "shared-app", &u, &r,
+                                         &(kq_ugm_pod_t){.created = round * 5 + k, .uid = w->user}) != 0)
                 w->failures++;
+        (void)why;
         for (int k = 0; k < 5; k++)
             if (kq_ugm_decrease(w->m, "root.s", "shared-app", w->user, &r) != 0)
                 w->failures++;
@@ -1916,7 +1974,7 @@ int main(void)
         cmocka_unit_test(test_threads_keep_some),
         cmocka_unit_test(test_threads_shared_application),
         cmocka_unit_test(test_wildcard_group_cumulative),
-        cmocka_unit_test(test_app_charged_to_first_user),
+        cmocka_unit_test(test_app_of_another_user),
         cmocka_unit_test(test_pods_enforced),
         cmocka_unit_test(test_acls),
         cmocka_unit_test(test_denial_kinds),

@@ -54,6 +54,7 @@ typedef enum kq_denial {
     KQ_DENIAL_GROUP_NOT_LEAF, /* the pod's quota group is a parent group */
     KQ_DENIAL_ACL,            /* the queue's submitacl/adminacl do not allow the user */
     KQ_DENIAL_BUDGET,         /* the owner's credit budget is spent */
+    KQ_DENIAL_APP_OWNER,      /* the pod's application id belongs to another user */
     KQ_DENIAL_COUNT
 } kq_denial_t;
 

@@ -50,6 +50,12 @@ typedef struct kq_ledger kq_ledger_t;
 kq_ledger_t *kq_ledger_new(kq_ugm_t *ugm, const char *scheduler_name);
 void kq_ledger_free(kq_ledger_t *l);
 
+/* Issue 29: may the pod join its application? 0 yes (nobody owns the application id, or
+ * the pod's user does); KQ_EDENIED when another user owns it, with the owner in owner[]
+ * (for logs only; may be NULL) and the reason in reason[]. O(1). Takes no ledger lock. */
+int kq_ledger_app_owner(kq_ledger_t *l, const kq_pod_t *pod, char *owner, size_t owner_len, char *reason,
+                        size_t reason_len) KQ_WUR;
+
 /* Filter: would the pod fit? 0 when already counted or when it fits; KQ_EDENIED with the
  * reason (also for an unresolvable queue) and, when kind is not NULL, its kind (the ugm's,
  * the quota tree's, or the pod's queue_denial). Changes nothing: a filter request may name

@@ -13,6 +13,7 @@
  * walking the configured limits from the leaf queue up to root and taking the first group
  * limit that names a group the user belongs to (a "*" group limit matches the user's first
  * group). The choice is fixed until the application's last allocation is released. An
+ * application belongs to the user of its first allocation (see "Application ownership"). An
  * application is running from its first allocation until its last one is released; the
  * manager counts allocations per (user, application) itself.
  *
@@ -78,6 +79,35 @@ int kq_ugm_set_config(kq_ugm_t *m, kq_config_t *cfg) KQ_WUR;
 int kq_ugm_check(kq_ugm_t *m, const char *queue_path, const char *app_id, const kq_user_t *user,
                  const kq_resource_t *req, char *reason, size_t reason_len, kq_denial_t *kind) KQ_WUR;
 
+/* The pod behind an allocation: when it was created (metadata.creationTimestamp, seconds)
+ * and its UID, which order the users that share an application id, and whether the pod
+ * named its application id (see "Application ownership"). */
+typedef struct kq_ugm_pod {
+    int64_t created;
+    const char *uid;
+    bool generated_app; /* the id was not named by the pod (its controller's or its own UID,
+                         * YuniKorn's generated ids): each user has an application of that id
+                         * of their own, and is never refused for another's */
+} kq_ugm_pod_t;
+
+/* Application ownership (issue 29). An application id belongs to one user, its owner: the
+ * user of its first allocation. kq_ugm_check and kq_ugm_increase refuse an allocation of
+ * any other user with KQ_EDENIED and KQ_DENIAL_APP_OWNER (the reason names the application
+ * and the pod's user, not the owner); nothing is ever charged to another user.
+ * kq_ugm_add_unchecked (reality) charges a pod of another user to that user, under an
+ * entry of its own for the same application id; while it lasts the users sharing the id
+ * are ordered by the earliest creation time (then UID) of their counted pods, and the
+ * first is the owner, so counting the same bound pods in any order (a relist) gives the
+ * same owner. When the owner's last allocation ends, the next user in that order owns it.
+ * An allocation whose pod did not name its id (kq_ugm_pod_t.generated_app) is never refused
+ * for it: it joins (or starts) its own user's application of that id.
+ *
+ * kq_ugm_app_owner: 0 when user may join app_id (nobody owns it, or user does); KQ_EDENIED
+ * when another user owns it, with the owner's name in owner[] (for logs; may be NULL) and
+ * the denial's reason in reason[]; KQ_EINVAL. O(1) plus the users sharing the id. */
+int kq_ugm_app_owner(kq_ugm_t *m, const char *app_id, const char *user, char *owner, size_t owner_len,
+                     char *reason, size_t reason_len) KQ_WUR;
+
 /* Check and commit one allocation as one step. 0 when counted; KQ_EDENIED (reason[] and
  * *kind filled as kq_ugm_check's, nothing changed); KQ_EINVAL for a bad path; KQ_ERANGE
  * on overflow. */
@@ -88,6 +118,16 @@ int kq_ugm_increase(kq_ugm_t *m, const char *queue_path, const char *app_id, con
  * by someone else (reality is counted, never refused). Same accounting as an increase. */
 int kq_ugm_add_unchecked(kq_ugm_t *m, const char *queue_path, const char *app_id, const kq_user_t *user,
                          const kq_resource_t *req) KQ_WUR;
+/* The same three with the pod behind the allocation (NULL, as in the forms above: creation
+ * unknown, ordered after every known one; the id named by the pod). */
+int kq_ugm_check_pod(kq_ugm_t *m, const char *queue_path, const char *app_id, const kq_user_t *user,
+                     const kq_resource_t *req, const kq_ugm_pod_t *pod, char *reason, size_t reason_len,
+                     kq_denial_t *kind) KQ_WUR;
+int kq_ugm_increase_pod(kq_ugm_t *m, const char *queue_path, const char *app_id, const kq_user_t *user,
+                        const kq_resource_t *req, const kq_ugm_pod_t *pod, char *reason, size_t reason_len,
+                        kq_denial_t *kind) KQ_WUR;
+int kq_ugm_add_unchecked_pod(kq_ugm_t *m, const char *queue_path, const char *app_id, const kq_user_t *user,
+                             const kq_resource_t *req, const kq_ugm_pod_t *pod) KQ_WUR;
 
 /* Releases one allocation counted by kq_ugm_increase for the same (queue_path, app_id,
  * user name, usage). When it was the application's last allocation the application stops

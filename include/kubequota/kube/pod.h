@@ -28,6 +28,9 @@
  *    (KQ_APPID_OWNER, the default); or YuniKorn's generated id "yunikorn-<namespace>-autogen"
  *    (KQ_APPID_YUNIKORN) or "<namespace, at most 26 bytes>-<pod uid>" (KQ_APPID_YUNIKORN_UNIQUE,
  *    YuniKorn's generateUniqueAppId), both cut at 63 bytes (utils.go GenerateApplicationID).
+ *    app_named says whether the id came from a key (only such an id can name another
+ *    user's application: ugm.h "Application ownership"). Every key read for identity,
+ *    queue and application is in kq_pod_keys (podkeys.h), in the order given here.
  *  - scheduling gates: spec.schedulingGates is counted (n_gates) and the index of
  *    kubequota's gate "kubequota.io/admission" kept (gate_pos = index + 1, 0 absent); a gate
  *    that is not an object with a string name is a parse error.
@@ -85,6 +88,8 @@ typedef struct kq_pod {
     kq_denial_t queue_denial; /* queue_error's kind: KQ_DENIAL_QUEUE_MISSING, _QUEUE_NOT_LEAF or
                                * _ACL (placement); KQ_DENIAL_NONE without queue_error */
     char *app_id;
+    bool app_named;       /* app_id came from a label or annotation (kq_pod_keys, role APP),
+                           * not from a fallback: only a named id can be another user's */
     kq_resource_t request;
     int32_t priority;     /* spec.priority, 0 when absent */
     bool preemptible;     /* false when label quota.scheduling.koordinator.sh/preemptible="false" */

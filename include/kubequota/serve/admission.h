@@ -9,11 +9,10 @@
  *    A missing annotations map (or metadata) is created by the patch.
  *  - Pod UPDATE: the two annotations are put back to their values in oldObject (or removed
  *    when oldObject had none), so an identity cannot be changed after creation. A change
- *    of a placement label or annotation (kubequota.io/queue, queue,
- *    yunikorn.apache.org/queue, kubequota.io/app-id, applicationId,
- *    quota.scheduling.koordinator.sh/name and /preemptible) is denied (403), for every
- *    requester: the ledger counts a pod where it was admitted, and a restart must count it
- *    in the same place.
+ *    of any other label or annotation that places a pod (its queue, application id and
+ *    quota group: kq_pod_keys in kube/podkeys.h, the list the pod parser reads them from)
+ *    is denied (403), for every requester: the ledger counts a pod where it was admitted,
+ *    and a restart must count it in the same place.
  *  - Deployment, ReplicaSet, StatefulSet, DaemonSet, Job, ReplicationController
  *    (spec.template) and CronJob
  *    (spec.jobTemplate.spec.template) CREATE: the pod template's annotations are stamped
@@ -37,6 +36,9 @@
  *    chart registers this behaviour as a second webhook on POST /admission/mutate-scheduler
  *    with namespaceSelector kubequota.io/enabled=true; it repeats the identity stamping,
  *    which is idempotent.
+ *  - With opts->check_pod_app, Pod CREATE of a managed pod (every requester) whose
+ *    application id, named by a label or annotation, belongs to another user's running
+ *    application is refused (403) with the hook's message (issue 29).
  *  - With opts->check_pod: a managed pod (spec.schedulerName is opts->scheduler_name)
  *    created with spec.nodeName by an untrusted requester bypasses the scheduler, so it is
  *    checked against its limits here (after stamping), as ResourceQuota does; a
@@ -137,6 +139,12 @@ typedef struct kq_admission_opts {
      * (kq_elastic_check_pod); old is NULL on CREATE. NULL: not checked. */
     kq_admission_pod_hook_t check_pod_quota;
     void *pod_quota_ud;
+    /* Pod CREATE of a managed pod, every requester, after the identity is stamped (old is
+     * NULL): may the pod join the application its keys name (issue 29: an application
+     * belongs to the user who started it)? KQ_EDENIED denies (403) with msg; any other
+     * result allows (filter and bind refuse again). NULL: not checked. */
+    kq_admission_pod_hook_t check_pod_app;
+    void *pod_app_ud;
     /* The queues ConfigMap, after it loads: what the running serve requires beyond the
      * loader (kq_app_check_config: its partition, metering budgets), so the webhook refuses
      * exactly what a reload would. NULL: only kq_config_check_partition(cfg, "default"). */

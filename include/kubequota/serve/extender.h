@@ -53,6 +53,13 @@ int kq_extender_preempt(kq_app_t *app, const char *body, size_t len, char **out,
  * kq_ledger_check_resize. Refuses (KQ_ESTATE) until the first pod list is loaded. */
 int kq_extender_admission_check(void *ud, const json_t *pod, const json_t *old, char *msg, size_t len);
 
+/* The admission webhook's check_pod_app hook (admission.h; ud is the kq_app_t): a pod being
+ * created whose application id (named by a label or annotation) belongs to another user's
+ * application is KQ_EDENIED with a message naming the pod, its user and the application
+ * (not the owner). 0 otherwise, also while the pod list is not loaded (filter and bind
+ * refuse such a pod again). */
+int kq_extender_admission_app_check(void *ud, const json_t *pod, const json_t *old, char *msg, size_t len);
+
 /* The Event reason of a kind of denial (error.h): QuotaExceeded (over a limit now: fits
  * later; also KQ_DENIAL_NONE), QuotaRuntimeExceeded (over what an elastic group may use now),
  * QuotaNeverFits (the request alone is over a max), QueueNotFound / QuotaGroupNotFound,
