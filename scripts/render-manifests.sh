@@ -22,7 +22,10 @@ release=kubequota
 # older than the API server and never newer, so the scheduler of minor M serves API servers
 # M and M+1. 02-kubequota.yaml uses KUBE_VERSION (default: the newest listed); README.md in
 # OUTDIR gives every supported API server version its scheduler image.
-supported=(1.29.0 1.30.0 1.31.0 1.32.0 1.33.0)
+# The supported minors are Kubernetes' own (the three newest); the newest is the one the
+# real-cluster tier runs against (tests/cluster/versions.env, K8S_VERSION), and it is that exact
+# patch release.
+supported=(1.35.0 1.36.0 $(sed -n 's/^K8S_VERSION=v//p' "$top/tests/cluster/versions.env"))
 kube_version=${KUBE_VERSION:-${supported[${#supported[@]}-1]}}
 helm=$("$top/scripts/helm.sh")
 chart=$top/charts/kubequota
@@ -76,7 +79,7 @@ kubequota runs beside an upstream kube-scheduler, which must be no newer than th
 server and at most one minor version older (Kubernetes' version-skew policy).
 \`02-kubequota.yaml\` uses **registry.k8s.io/kube-scheduler:$sched**, for an API server
 **$minor** (or $next: one minor newer is within the skew policy). For another cluster, re-render for its version
-(\`KUBE_VERSION=1.30.4 scripts/render-manifests.sh DIR\`), or set the image after applying:
+(\`KUBE_VERSION=1.36.4 scripts/render-manifests.sh DIR\`), or set the image after applying:
 \`kubectl -n $ns set image deployment/$deploy kube-scheduler=registry.k8s.io/kube-scheduler:vX.Y.Z\`.
 The chart (\`helm install\`) picks the cluster's own version by itself.
 
@@ -87,8 +90,8 @@ DOC
     m=${v%.*}
     printf '| %s | registry.k8s.io/kube-scheduler:v%s (or v%s.x) |\n' "$m" "$v" "$m"
   done
-  printf '\nSupported: Kubernetes %s to %s (matchConditions of the webhooks need 1.28+; GA in 1.30).\n' \
-    "${supported[0]%.*}" "${supported[${#supported[@]}-1]%.*}"
+  printf '\nSupported: Kubernetes %s to %s, the minors Kubernetes itself supports. Tested on a real control\nplane of Kubernetes %s (make test-kube; tests/cluster/versions.env pins it).\n' \
+    "${supported[0]%.*}" "${supported[${#supported[@]}-1]%.*}" "${supported[${#supported[@]}-1]}"
 } >"$tmp/README.md"
 
 if grep -q 'PRIVATE KEY' "$tmp"/*.yaml; then

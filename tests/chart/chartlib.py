@@ -8,7 +8,7 @@
   serve_flags()          the flags `bin/kubequota serve --help` documents
   binary()               bin/kubequota (KQ_BINARY overrides)
 
-The chart is rendered for Kubernetes 1.29 (the oldest version the chart supports) into the
+The chart is rendered for Kubernetes 1.35 (the oldest version the chart supports) into the
 namespace NAMESPACE with release RELEASE.
 """
 
@@ -27,7 +27,7 @@ CHART = os.path.join(REPO, "charts", "kubequota")
 VALUES_DIR = os.path.join(HERE, "values")
 RELEASE = "kq"
 NAMESPACE = "kubequota-system"
-KUBE_VERSION = "1.29.0"
+KUBE_VERSION = "1.35.0"
 # kubequota.image.repository has no default (no image is published); every rendering names one.
 IMAGE_REPOSITORY = "registry.example.com/kubequota"
 

@@ -16,7 +16,7 @@ import yaml
 
 import chartlib as cl
 
-# apiVersion/kind pairs a Kubernetes 1.29+ API server serves out of the box.
+# apiVersion/kind pairs a Kubernetes 1.35+ API server serves out of the box.
 SERVED = {
     ("v1", "ServiceAccount"), ("v1", "ConfigMap"), ("v1", "Secret"), ("v1", "Service"),
     ("apps/v1", "Deployment"),
@@ -126,7 +126,7 @@ class RenderChecks:
             av = (d["apiVersion"], d["kind"])
             if av in SERVED:
                 continue
-            self.assertIn(av, FROM_CRDS, "%s %s is not served by Kubernetes 1.29+" % av)
+            self.assertIn(av, FROM_CRDS, "%s %s is not served by Kubernetes 1.35+" % av)
             self.assertTrue(FROM_CRDS[av](self.v), "%s %s rendered though not enabled" % av)
         for av, enabled in FROM_CRDS.items():
             if enabled(self.v) and av[1] != "Issuer":

@@ -58,9 +58,10 @@ USERS = {
     "admin": ("admin-token", "kq-admin", ["system:masters"]),
     "alice": ("alice-token", "alice", ["dev", "ml"]),
     "bob": ("bob-token", "bob", ["dev"]),
-    "carol": ("carol-token", "carol", ["ml"]),
-    "dave": ("dave-token", "dave", ["ops"]),
+    "carol": ("carol-token", "carol", ["ml", "test"]),
+    "dave": ("dave-token", "dave", ["ops", "dev"]),
     "eve": ("eve-token", "eve", ["dev"]),
+    "erin": ("erin-token", "erin", []),
     "kwok": ("kwok-token", "kwok", ["system:masters"]),
     # the bootstrap RBAC binds this user to system:kube-controller-manager; each controller
     # then runs as its own ServiceAccount (--use-service-account-credentials), as on kubeadm
@@ -337,7 +338,8 @@ class Cluster:
     def _tokens(self):
         lines = []
         for _, (tok, user, groups) in USERS.items():
-            lines.append('%s,%s,%s,"%s"' % (tok, user, "uid-" + user, ",".join(groups)))
+            # no groups column for a user without groups (an empty one is the group "")
+            lines.append('%s,%s,%s' % (tok, user, "uid-" + user) + (',"%s"' % ",".join(groups) if groups else ""))
         _write(self.path("tokens.csv"), "\n".join(lines) + "\n", 0o600)
 
     # ---- etcd, kube-apiserver ----------------------------------------------------------
@@ -792,9 +794,42 @@ def _merge(dst, src):
     return dst
 
 
+def demo(c):
+    """make run's sample workload (tests/e2e/sample_workload.py, written for
+    examples/queues.yaml) on the real control plane: each pod created by its own token user
+    through the real API server, gated, released and bound by the real kube-scheduler."""
+    import sample_workload as sw
+    from kqtest import HttpClient
+    ns = "demo"
+    c.namespace(ns)
+    c.apply([{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+              "metadata": {"name": "kq-test-tenants", "namespace": ns},
+              "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "kq-test-tenant"},
+              "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": u[1]}
+                           for k, u in USERS.items() if k not in ("admin", "kwok", "kcm")]}])
+    users = ["alice", "bob", "carol", "dave", "erin"]
+    print("Creating %d pods as the users of examples/queues.yaml (each with its own token):" % len(sw.workload()))
+    for name, ui, queue, app, cpu, mem, note in sw.workload():
+        body = c.pod_body(name, cpu=cpu, memory=mem, labels={"kubequota.io/queue": queue, "kubequota.io/app-id": app})
+        c.api(users[ui]).post("/api/v1/namespaces/%s/pods" % ns, body)
+    time.sleep(5)
+    for name, ui, queue, app, cpu, mem, note in sw.workload():
+        p = c.get_pod(ns, name)
+        node = p["spec"].get("nodeName")
+        why = ""
+        if not node:
+            ev = [e for e in c.events(ns, name) if e.get("reason") in ("WaitingForQuota", "QuotaExceeded", "QuotaNeverFits")]
+            why = ev[-1]["message"] if ev else "waiting"
+        print("  %-15s %-6s %-16s %-5s %s" % (name, users[ui], queue, cpu, ("bound to " + node) if node else "WAITS: " + why))
+        print("  %15s (%s)" % ("", note))
+    kq = HttpClient("https://127.0.0.1:%d" % c.kq_port, ca=c.certs["ca"], token=USERS["admin"][0])
+    sw.show(kq)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("command", choices=["up"])
+    ap.add_argument("--demo", action="store_true", help="run make run's sample workload, then serve")
     ap.add_argument("--nodes", type=int, default=3)
     ap.add_argument("--config", default=os.path.join(REPO, "examples", "queues.yaml"))
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
@@ -808,6 +843,8 @@ def main():
         c.apply_webhooks()
         c.start_scheduler()
         print("cluster: up in %.1fs (work directory %s)" % (c.startup_seconds, c.work))
+        if a.demo:
+            demo(c)
         print("  kubectl:   %s --kubeconfig %s get nodes" % (os.path.join(c.bin, "kubectl"), c.kubeconfig_for("admin")))
         for u in ("alice", "bob", "carol"):
             print("  as %-6s %s" % (u + ":", c.kubeconfig_for(u)))
