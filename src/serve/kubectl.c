@@ -444,7 +444,7 @@ static void help(FILE *f)
           "                                                 pod template; YAML or JSON; - = stdin)\n\n"
           "Flags:\n"
           "  --kubeconfig FILE            kubeconfig (default: $KUBECONFIG, else ~/.kube/config)\n"
-          "  --kubequota-namespace NS     namespace of kubequota's Service (default kubequota)\n"
+          "  --kubequota-namespace NS     namespace of kubequota's Service (default kubequota-system)\n"
           "  --kubequota-service NAME     kubequota's Service (default kubequota)\n"
           "  --kubequota-port PORT        its port, number or name (default 443)\n"
           "  --partition NAME             partition (default default)\n"
@@ -462,7 +462,7 @@ static void help(FILE *f)
 
 static int parse(int argc, char **argv, cli_t *c)
 {
-    *c = (cli_t){.ns = "kubequota", .svc = "kubequota", .port = "443", .partition = "default"};
+    *c = (cli_t){.ns = "kubequota-system", .svc = "kubequota", .port = "443", .partition = "default"};
     const char *pos = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];

@@ -22,7 +22,7 @@ CONFIG = queues_config(
          {"limit": "devs", "groups": ["devs"], "maxresources": {"cpu": "6"}}]},
     {"name": "team-b", "submitacl": "*", "resources": {"max": {"vcore": "8"}}},
 )
-NS, SVC = "kubequota", "kubequota"  # the chart's defaults
+NS, SVC = "kubequota-system", "kubequota"  # the README's install (namespace) and the chart's Service name
 
 
 def job_yaml(name, parallelism, cpu, user="alice", groups=("devs",), queue="root.team-a"):

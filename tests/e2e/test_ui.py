@@ -236,14 +236,14 @@ class DashboardTest(KQTestCase):
         X-Kubequota-Authorization reaches kubequota, which the proxy's dropped Authorization
         would not."""
         path = chromium()
-        self.sim.sim.proxy_services = {"kubequota/kubequota:443": "127.0.0.1:%d" % self.kq.port}
+        self.sim.sim.proxy_services = {"kubequota-system/kubequota:443": "127.0.0.1:%d" % self.kq.port}
         self.sim.sim.review_tokens = {"user-token": {"username": "viewer"}, self.kq.rest_token: {"username": "ops"}}
         b = cdp.Browser(path, width=1366, height=768)
         self.addCleanup(b.close)
         b.call("Network.enable")
         # the browser authenticates to the API server (kubectl proxy would add this)
         b.call("Network.setExtraHTTPHeaders", {"headers": {"Authorization": "Bearer user-token"}})
-        base = self.sim.url + "/api/v1/namespaces/kubequota/services/https:kubequota:443/proxy/"
+        base = self.sim.url + "/api/v1/namespaces/kubequota-system/services/https:kubequota:443/proxy/"
         before = self.sim.state()["counters"].get("proxied", 0)
         b.navigate(base + "ui")
         b.wait_for("document.body && document.body.dataset.state === 'auth'", what="the page to ask for a token")
