@@ -19,11 +19,18 @@
  *         beside the other pods kubequota counts there (a node the nodes informer has
  *         not shown is dropped): preemption never crosses groups. A node whose victims
  *         were all dropped is dropped too (evicting nothing there cannot help).
- *         Otherwise the victims are echoed in the meta form.
+ *         Otherwise the victims are echoed in the meta form. The victims answered are
+ *         remembered for the preemptor (kq_ledger_preempt_note, ledger.h "in-flight
+ *         preemption").
  * filter  denials by the quota tree go to FailedNodes (preemption inside the group may
- *         help); denials by user/group/queue limits to FailedAndUnresolvableNodes.
+ *         help); denials by user/group/queue limits to FailedAndUnresolvableNodes. A quota
+ *         tree denial of a preemptor whose victims are in flight gives back the nodes
+ *         where it fits with that node's victims discounted (as kube-scheduler sees the
+ *         nominated node), and bind on such a node counts it the same way
+ *         (kq_ledger_assume_on).
  *
- * DESIGN: stateless; every request owns its parsed JSON and its kq_pod_t. The hot path
+ * DESIGN: stateless apart from the ledger's in-flight preemption table; every request
+ * owns its parsed JSON and its kq_pod_t. The hot path
  * (filter) builds no JSON tree of the body: jscan (jscan.h) validates it in one pass with
  * jansson's exact rules, reports the spans of Nodes and NodeNames and, in the same pass,
  * decodes the fields of the Pod that kq_pod_parse reads into a per-request kq_jdoc (two
