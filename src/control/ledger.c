@@ -34,7 +34,16 @@
  * group goes through kq_ledger_remove_group, which renames the entries' groups to the
  * default group under the ledger lock in the same step as the tree moves the usage.
  *
- * DESIGN: one mutex guards the UID table (uthash) and the counters. Engine calls that
+ * In-flight preemption (ledger.h): a second uthash table, keyed by preemptor UID, holds
+ * the victims the preempt verb answered, per node. A victim's entry points at the record
+ * that claims it (entry_t.claim), so that one victim is discounted for one preemptor
+ * only; freeing a record clears its claims (one lookup per victim). The discount is read
+ * under the ledger lock from the entries themselves (still counted, same quota group, that
+ * node), so a victim released meanwhile is simply no longer discounted: nothing is
+ * subtracted twice.
+ *
+ * DESIGN: one mutex guards the UID table (uthash), the in-flight preemption table and the
+ * counters. Engine calls that
  * change usage are made under it, so the table and the engine never disagree (lock
  * order: ledger -> ugm -> quota tree, never the reverse). kq_ledger_check calls the engine after
  * dropping the ledger lock: it changes nothing, and filter must not serialise on the
@@ -198,6 +207,18 @@ typedef struct counted {
     bool np;     /* counted as non-preemptible used */
 } counted_t;
 
+/* One preemptor's in-flight preemption: the victims the preempt verb answered on each node
+ * (victim[first[i] .. first[i+1]) are node[i]'s), until until_ms (monotonic). */
+typedef struct inflight {
+    char *uid; /* the preemptor; key */
+    UT_hash_handle hh;
+    int64_t until_ms;
+    size_t n_nodes, n_victims;
+    char **node;
+    size_t *first; /* n_nodes + 1 */
+    char **victim;
+} inflight_t;
+
 typedef struct entry {
     char *uid; /* key */
     UT_hash_handle hh;
@@ -220,6 +241,7 @@ typedef struct entry {
     bool res_done;        /* its reservation ended unbound: never reserved again by observe */
     bool want_res;        /* seen ungated during a relist: reserved (checked) at its end */
     int64_t reserved_at;  /* monotonic seconds of the reservation */
+    inflight_t *claim;    /* the in-flight preemption this pod is a victim of, or NULL */
 } entry_t;
 
 struct kq_ledger {
@@ -237,6 +259,9 @@ struct kq_ledger {
     bool gating;                /* kq_ledger_set_gating: ungated unbound pods of ours are reserved */
     size_t n_reserved;
     kq_fairshare_t *fs;         /* kq_ledger_set_fairshare: told of every count and release, or NULL */
+    inflight_t *inflight;       /* in-flight preemptions by preemptor UID */
+    size_t n_inflight;
+    int64_t preempt_ttl_ms;
 };
 
 static int64_t mono_s(void)
@@ -244,6 +269,13 @@ static int64_t mono_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec;
+}
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* ---------------------------------------------------------------------------------- */
@@ -607,6 +639,108 @@ static int resolve_into(kq_ledger_t *l, const kq_pod_t *pod, kq_pod_t *copy)
     return copy->quota_group ? 0 : KQ_ENOMEM;
 }
 
+/* ---- in-flight preemption (lock held unless said otherwise) ---- */
+
+/* Frees a record that is in no table (no lock needed). */
+static void inflight_destroy(inflight_t *r)
+{
+    if (r == NULL)
+        return;
+    for (size_t i = 0; i < r->n_nodes; i++)
+        free(r->node[i]);
+    for (size_t i = 0; i < r->n_victims; i++)
+        free(r->victim[i]);
+    free(r->node);
+    free(r->first);
+    free(r->victim);
+    free(r->uid);
+    free(r);
+}
+
+/* Takes the record out of the table and clears its claims; the caller destroys it. */
+static void inflight_unlink(kq_ledger_t *l, inflight_t *r)
+{
+    for (size_t i = 0; i < r->n_victims; i++) {
+        entry_t *e;
+        HASH_FIND_STR(l->table, r->victim[i], e);
+        if (e != NULL && e->claim == r)
+            e->claim = NULL;
+    }
+    HASH_DEL(l->inflight, r);
+    l->n_inflight--;
+}
+
+static void inflight_drop(kq_ledger_t *l, inflight_t *r)
+{
+    inflight_unlink(l, r);
+    inflight_destroy(r);
+}
+
+/* The pod's record, unless expired (an expired one is dropped). */
+static inflight_t *inflight_live(kq_ledger_t *l, const char *uid, int64_t now)
+{
+    inflight_t *r;
+    HASH_FIND_STR(l->inflight, uid, r);
+    if (r != NULL && now >= r->until_ms) {
+        inflight_drop(l, r);
+        r = NULL;
+    }
+    return r;
+}
+
+/* The record's victim i, when it is still to be discounted: counted, claimed by r, in
+ * `group` (NULL: any) and bound to r's node `ni`. */
+static const entry_t *inflight_victim(kq_ledger_t *l, const inflight_t *r, size_t ni, size_t i, const char *group)
+{
+    entry_t *e;
+    HASH_FIND_STR(l->table, r->victim[i], e);
+    if (e == NULL || e->state == ST_PENDING || e->claim != r || e->c.group == NULL || e->pod.node == NULL ||
+        strcmp(e->pod.node, r->node[ni]) != 0 || (group != NULL && strcmp(e->c.group, group) != 0))
+        return NULL;
+    return e;
+}
+
+/* Sums into *out (an initialised set) the usage of the victims of the pod's in-flight
+ * preemption on `node` that are still counted in `group`. 0 (nothing when there is no
+ * live record or no such victim) or KQ_ENOMEM. */
+static int inflight_discount(kq_ledger_t *l, const char *uid, const char *node, const char *group,
+                             kq_resource_t *out)
+{
+    if (node == NULL || group == NULL || l->inflight == NULL)
+        return 0;
+    inflight_t *r = inflight_live(l, uid, mono_ms());
+    for (size_t ni = 0; r != NULL && ni < r->n_nodes; ni++) {
+        if (strcmp(r->node[ni], node) != 0)
+            continue;
+        for (size_t i = r->first[ni]; i < r->first[ni + 1]; i++) {
+            const entry_t *e = inflight_victim(l, r, ni, i, group);
+            if (e != NULL && kq_resource_add(out, RV(e->c.req)) != 0)
+                return KQ_ENOMEM;
+        }
+    }
+    return 0;
+}
+
+/* True while some victim of r is still counted and claimed by it. */
+static bool inflight_pending(kq_ledger_t *l, const inflight_t *r)
+{
+    for (size_t ni = 0; ni < r->n_nodes; ni++)
+        for (size_t i = r->first[ni]; i < r->first[ni + 1]; i++)
+            if (inflight_victim(l, r, ni, i, NULL) != NULL)
+                return true;
+    return false;
+}
+
+static void inflight_drop_uid(kq_ledger_t *l, const char *uid)
+{
+    inflight_t *r;
+    if (l->inflight == NULL)
+        return;
+    HASH_FIND_STR(l->inflight, uid, r);
+    if (r != NULL)
+        inflight_drop(l, r);
+}
+
 /* ---------------------------------------------------------------------------------- */
 /* public API                                                                          */
 
@@ -626,6 +760,7 @@ kq_ledger_t *kq_ledger_new(kq_ugm_t *ugm, const char *scheduler_name)
     }
     l->ugm = ugm;
     l->gen = 1;
+    l->preempt_ttl_ms = KQ_LEDGER_PREEMPT_TTL_MS;
     return l;
 }
 
@@ -634,6 +769,11 @@ void kq_ledger_free(kq_ledger_t *l)
 {
     if (l == NULL)
         return;
+    inflight_t *r, *rtmp;
+    HASH_ITER(hh, l->inflight, r, rtmp) {
+        HASH_DEL(l->inflight, r);
+        inflight_destroy(r);
+    }
     entry_t *e, *tmp;
     HASH_ITER(hh, l->table, e, tmp) {
         HASH_DEL(l->table, e);
@@ -753,6 +893,12 @@ bool kq_ledger_has_qtree(kq_ledger_t *l)
 int kq_ledger_check_ex(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reason_len, bool *by_tree,
                        kq_denial_t *kind)
 {
+    return kq_ledger_check_on(l, pod, NULL, reason, reason_len, by_tree, kind);
+}
+
+int kq_ledger_check_on(kq_ledger_t *l, const kq_pod_t *pod, const char *node, char *reason, size_t reason_len,
+                       bool *by_tree, kq_denial_t *kind)
+{
     if (by_tree != NULL)
         *by_tree = false;
     kq_denial_set(kind, KQ_DENIAL_NONE);
@@ -777,7 +923,23 @@ int kq_ledger_check_ex(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t
     int rc = kq_ugm_check_pod(l->ugm, pod->queue, pod->app_id, &u, &pod->request, &since, reason, reason_len, kind);
     if (rc != 0 || !in_tree)
         return rc;
-    rc = kq_qtree_check(qt, group, &pod->request, !pod->preemptible, reason, reason_len, kind);
+    bool done = false;
+    if (node != NULL) {
+        /* The preemptor of an in-flight preemption on this node: its victims are read and
+         * the tree checked under the ledger lock, so that a victim released meanwhile is
+         * not subtracted twice. Any other pod takes no ledger lock here. */
+        kq_resource_t disc = KQ_RESOURCE_EMPTY;
+        pthread_mutex_lock(&l->mu);
+        if (inflight_discount(l, pod->uid, node, group, &disc) == 0 && !kq_resource_is_zero(&disc)) {
+            rc = kq_qtree_check_preempt(qt, group, &pod->request, &disc, !pod->preemptible, reason, reason_len,
+                                        kind);
+            done = true;
+        }
+        pthread_mutex_unlock(&l->mu);
+        kq_resource_free(&disc);
+    }
+    if (!done)
+        rc = kq_qtree_check(qt, group, &pod->request, !pod->preemptible, reason, reason_len, kind);
     if (rc == KQ_ENOENT) /* removed since it was resolved: the next resolution says default */
         rc = kq_qtree_check(qt, KQ_QTREE_DEFAULT, &pod->request, !pod->preemptible, reason, reason_len, kind);
     if (rc == KQ_EDENIED && by_tree != NULL)
@@ -802,8 +964,8 @@ int kq_ledger_check(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t re
 
 /* Check and commit of c across the quota tree and the ugm (lock held): both or neither.
  * 0 committed; KQ_EDENIED with the reason; other errors. */
-static int commit_locked(kq_ledger_t *l, const counted_t *c, const kq_pod_t *pod, char *reason, size_t reason_len,
-                         kq_denial_t *kind)
+static int commit_locked(kq_ledger_t *l, const counted_t *c, const kq_pod_t *pod, const kq_resource_t *victims,
+                         char *reason, size_t reason_len, kq_denial_t *kind)
 {
     int rc;
     kq_denial_set(kind, KQ_DENIAL_NONE);
@@ -813,7 +975,7 @@ static int commit_locked(kq_ledger_t *l, const counted_t *c, const kq_pod_t *pod
         return rc;
     }
     if (l->qt != NULL && c->group != NULL) {
-        rc = kq_qtree_check(l->qt, c->group, RV(c->req), c->np, reason, reason_len, kind);
+        rc = kq_qtree_check_preempt(l->qt, c->group, RV(c->req), victims, c->np, reason, reason_len, kind);
         if (rc != 0)
             goto denied;
     }
@@ -823,7 +985,7 @@ static int commit_locked(kq_ledger_t *l, const counted_t *c, const kq_pod_t *pod
     if (rc != 0)
         return rc;
     if (l->qt != NULL && c->group != NULL) {
-        rc = kq_qtree_assume(l->qt, c->group, RV(c->req), c->np, reason, reason_len, kind);
+        rc = kq_qtree_assume_preempt(l->qt, c->group, RV(c->req), victims, c->np, reason, reason_len, kind);
         if (rc != 0) {
             if (kq_ugm_decrease(l->ugm, c->queue, c->app, c->user, RV(c->req)) != 0)
                 kq_error("event=assume_undo_failed pod=%s/%s uid=%s queue=%s", pod->ns, pod->name, pod->uid,
@@ -842,21 +1004,27 @@ denied:
     return rc;
 }
 
-static int assume(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reason_len, kq_denial_t *kind,
-                  bool reserve);
+static int assume(kq_ledger_t *l, const kq_pod_t *pod, const char *node, char *reason, size_t reason_len,
+                  kq_denial_t *kind, bool reserve);
 
 int kq_ledger_assume(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reason_len, kq_denial_t *kind)
 {
-    return assume(l, pod, reason, reason_len, kind, false);
+    return assume(l, pod, NULL, reason, reason_len, kind, false);
+}
+
+int kq_ledger_assume_on(kq_ledger_t *l, const kq_pod_t *pod, const char *node, char *reason, size_t reason_len,
+                        kq_denial_t *kind)
+{
+    return assume(l, pod, node, reason, reason_len, kind, false);
 }
 
 int kq_ledger_reserve(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reason_len, kq_denial_t *kind)
 {
-    return assume(l, pod, reason, reason_len, kind, true);
+    return assume(l, pod, NULL, reason, reason_len, kind, true);
 }
 
-static int assume(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reason_len, kq_denial_t *kind,
-                  bool reserve)
+static int assume(kq_ledger_t *l, const kq_pod_t *pod, const char *node, char *reason, size_t reason_len,
+                  kq_denial_t *kind, bool reserve)
 {
     kq_denial_set(kind, KQ_DENIAL_NONE);
     if (pod == NULL || pod->uid == NULL)
@@ -881,12 +1049,15 @@ static int assume(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reas
 
     int rc;
     entry_t *e;
+    kq_resource_t disc = KQ_RESOURCE_EMPTY; /* in-flight victims on node, discounted */
     pthread_mutex_lock(&l->mu);
     HASH_FIND_STR(l->table, pod->uid, e);
     if (e != NULL && e->state != ST_PENDING) {
         rc = 0; /* already counted: idempotent */
         goto out;
     }
+    if (l->qt != NULL && inflight_discount(l, pod->uid, node, c.group, &disc) != 0)
+        kq_resource_free(&disc); /* out of memory: no discount */
     /* A group's runtime depends on its request: a pod the watch has not shown yet enters
      * its group's request first, as a pending entry (kept if the bind is denied). */
     if (l->qt != NULL && e == NULL && is_ours(l, fpod)) {
@@ -898,7 +1069,7 @@ static int assume(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reas
     /* Quota tree first (cheap, and most denials end here), then the ugm (check and
      * commit), then the tree's check and commit; a tree denial undoes the ugm commit.
      * Every commit happens under the ledger lock, so nothing changes used in between. */
-    rc = commit_locked(l, &c, fpod, reason, reason_len, kind);
+    rc = commit_locked(l, &c, fpod, kq_resource_is_zero(&disc) ? NULL : &disc, reason, reason_len, kind);
     if (rc != 0)
         goto out;
     if (e == NULL) {
@@ -927,6 +1098,14 @@ out:
     if (rc == 0)
         kq_debug("event=%s pod=%s/%s uid=%s queue=%s user=%s", reserve ? "reserved" : "assumed", pod->ns, pod->name,
                  pod->uid, pod->queue, pod->user);
+    if (!kq_resource_is_zero(&disc) && (rc == 0 || rc == KQ_EDENIED)) {
+        char d[256];
+        kq_resource_format(&disc, d, sizeof(d));
+        kq_info("event=assume_inflight_preemption pod=%s/%s uid=%s node=%s result=%s discounted=\"%s\" "
+                "msg=\"checked as if its in-flight victims on the node were gone\"",
+                pod->ns, pod->name, pod->uid, node, rc == 0 ? "counted" : "denied", d);
+    }
+    kq_resource_free(&disc);
     counted_clear(&c);
     entry_free(fresh);
     return rc;
@@ -971,7 +1150,7 @@ static bool reserve_observed(kq_ledger_t *l, entry_t *e)
     char reason[512] = "";
     if (counted_from_pod(&c, pod) != 0)
         return false;
-    int rc = commit_locked(l, &c, pod, reason, sizeof(reason), NULL);
+    int rc = commit_locked(l, &c, pod, NULL, reason, sizeof(reason), NULL);
     if (rc != 0) {
         e->res_done = true;
         kq_info("event=reservation_refused pod=%s/%s uid=%s queue=%s user=%s reason=\"%s\" msg=\"an ungated pod "
@@ -1013,6 +1192,7 @@ void kq_ledger_observe(kq_ledger_t *l, const kq_pod_t *pod)
     pthread_mutex_lock(&l->mu);
     HASH_FIND_STR(l->table, pod->uid, e);
     if (terminal) {
+        inflight_drop_uid(l, pod->uid);
         if (e != NULL) {
             kq_debug("event=released pod=%s/%s uid=%s reason=terminal state=%s", pod->ns, pod->name, pod->uid,
                      state_names[e->state]);
@@ -1064,6 +1244,7 @@ void kq_ledger_remove(kq_ledger_t *l, const char *uid)
 {
     entry_t *e;
     pthread_mutex_lock(&l->mu);
+    inflight_drop_uid(l, uid);
     HASH_FIND_STR(l->table, uid, e);
     if (e != NULL)
         unlink_entry(l, e);
@@ -1443,4 +1624,147 @@ size_t kq_ledger_expire_reserved(kq_ledger_t *l, int64_t max_age_s)
 out:
     pthread_mutex_unlock(&l->mu);
     return n;
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* in-flight preemption                                                                */
+
+void kq_ledger_set_preempt_ttl_ms(kq_ledger_t *l, int64_t ttl_ms)
+{
+    pthread_mutex_lock(&l->mu);
+    l->preempt_ttl_ms = ttl_ms;
+    pthread_mutex_unlock(&l->mu);
+}
+
+size_t kq_ledger_preempt_count(kq_ledger_t *l)
+{
+    pthread_mutex_lock(&l->mu);
+    size_t n = l->n_inflight;
+    pthread_mutex_unlock(&l->mu);
+    return n;
+}
+
+/* A new record (no lock): the nodes with victims, up to KQ_LEDGER_PREEMPT_VICTIMS victims
+ * (a node whose victims do not all fit is left out, and the nodes after it). NULL on
+ * ENOMEM; *out NULL and 0 when there is no victim. */
+static int inflight_build(const char *uid, const kq_ledger_preempt_node_t *nodes, size_t n_nodes, inflight_t **out)
+{
+    *out = NULL;
+    size_t nn = 0, nv = 0;
+    for (size_t i = 0; i < n_nodes; i++) {
+        if (nodes[i].node == NULL || nodes[i].n == 0)
+            continue;
+        if (nv + nodes[i].n > KQ_LEDGER_PREEMPT_VICTIMS)
+            break;
+        nn++;
+        nv += nodes[i].n;
+    }
+    if (nv == 0)
+        return 0;
+    inflight_t *r = calloc(1, sizeof(*r));
+    if (r == NULL || (r->uid = strdup(uid)) == NULL || (r->node = calloc(nn, sizeof(char *))) == NULL ||
+        (r->first = calloc(nn + 1, sizeof(size_t))) == NULL || (r->victim = calloc(nv, sizeof(char *))) == NULL)
+        goto nomem;
+    for (size_t i = 0; i < n_nodes && r->n_nodes < nn; i++) {
+        if (nodes[i].node == NULL || nodes[i].n == 0)
+            continue;
+        if ((r->node[r->n_nodes] = strdup(nodes[i].node)) == NULL)
+            goto nomem;
+        r->first[r->n_nodes] = r->n_victims;
+        r->n_nodes++;
+        for (size_t k = 0; k < nodes[i].n; k++) {
+            if (nodes[i].victims[k] == NULL)
+                continue;
+            if ((r->victim[r->n_victims] = strdup(nodes[i].victims[k])) == NULL)
+                goto nomem;
+            r->n_victims++;
+        }
+        r->first[r->n_nodes] = r->n_victims;
+    }
+    *out = r;
+    return 0;
+nomem:
+    inflight_destroy(r);
+    return KQ_ENOMEM;
+}
+
+int kq_ledger_preempt_note(kq_ledger_t *l, const char *preemptor_uid, const kq_ledger_preempt_node_t *nodes,
+                           size_t n_nodes)
+{
+    if (l == NULL || preemptor_uid == NULL || (nodes == NULL && n_nodes > 0))
+        return KQ_EINVAL;
+    inflight_t *r = NULL;
+    if (inflight_build(preemptor_uid, nodes, n_nodes, &r) != 0)
+        return KQ_ENOMEM;
+    size_t claimed = 0;
+    int64_t now = mono_ms();
+    pthread_mutex_lock(&l->mu);
+    inflight_drop_uid(l, preemptor_uid); /* a new preemption replaces the earlier one */
+    /* Ended records go first: expired, or none of their victims counted any more (a scan of
+     * the records: the preempt verb only, never filter or bind). */
+    inflight_t *x, *tmp;
+    HASH_ITER(hh, l->inflight, x, tmp) {
+        if (now >= x->until_ms || !inflight_pending(l, x))
+            inflight_drop(l, x);
+    }
+    if (r != NULL) {
+        if (l->n_inflight >= KQ_LEDGER_PREEMPT_MAX && l->inflight != NULL) {
+            kq_warn("event=preempt_inflight_full preemptor_uid=%s dropped_uid=%s max=%d msg=\"in-flight "
+                    "preemption table full; forgetting the oldest\"", preemptor_uid, l->inflight->uid,
+                    KQ_LEDGER_PREEMPT_MAX);
+            inflight_drop(l, l->inflight); /* uthash iterates in insertion order: the oldest */
+        }
+        r->until_ms = now + l->preempt_ttl_ms;
+        for (size_t i = 0; i < r->n_victims; i++) {
+            entry_t *e;
+            HASH_FIND_STR(l->table, r->victim[i], e);
+            if (e == NULL || e->state == ST_PENDING)
+                continue;
+            /* one victim, one preemptor: a victim claimed by a live record stays its */
+            if (e->claim != NULL && now < e->claim->until_ms)
+                continue;
+            if (e->claim != NULL)
+                inflight_drop(l, e->claim); /* expired: clears e->claim */
+            e->claim = r;
+            claimed++;
+        }
+        HASH_ADD_KEYPTR(hh, l->inflight, r->uid, strlen(r->uid), r);
+        l->n_inflight++;
+    }
+    pthread_mutex_unlock(&l->mu);
+    if (r != NULL)
+        kq_debug("event=preempt_inflight_noted preemptor_uid=%s nodes=%zu victims=%zu claimed=%zu", preemptor_uid,
+                 r->n_nodes, r->n_victims, claimed);
+    return 0;
+}
+
+int kq_ledger_preempt_nodes(kq_ledger_t *l, const char *preemptor_uid, char ***out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    int rc = 0;
+    pthread_mutex_lock(&l->mu);
+    inflight_t *r = l->inflight != NULL && preemptor_uid != NULL ? inflight_live(l, preemptor_uid, mono_ms())
+                                                                  : NULL;
+    char **v = r != NULL ? calloc(r->n_nodes, sizeof(char *)) : NULL;
+    if (r != NULL && v == NULL)
+        rc = KQ_ENOMEM;
+    size_t k = 0;
+    for (size_t ni = 0; v != NULL && ni < r->n_nodes && rc == 0; ni++) {
+        bool any = false;
+        for (size_t i = r->first[ni]; i < r->first[ni + 1] && !any; i++)
+            any = inflight_victim(l, r, ni, i, NULL) != NULL;
+        if (any && (v[k++] = strdup(r->node[ni])) == NULL)
+            rc = KQ_ENOMEM;
+    }
+    pthread_mutex_unlock(&l->mu);
+    if (rc != 0 || k == 0) {
+        for (size_t i = 0; i < k; i++)
+            free(v[i]);
+        free(v);
+        return rc;
+    }
+    *out = v;
+    *n = k;
+    return 0;
 }

@@ -1665,9 +1665,16 @@ int kq_qtree_check_preempt(kq_qtree_t *t, const char *group, const kq_resource_t
 int kq_qtree_assume(kq_qtree_t *t, const char *group, const kq_resource_t *req, bool nonpreemptible, char *reason,
                     size_t reasonlen, kq_denial_t *kind)
 {
+    return kq_qtree_assume_preempt(t, group, req, NULL, nonpreemptible, reason, reasonlen, kind);
+}
+
+int kq_qtree_assume_preempt(kq_qtree_t *t, const char *group, const kq_resource_t *req,
+                            const kq_resource_t *victims, bool nonpreemptible, char *reason, size_t reasonlen,
+                            kq_denial_t *kind)
+{
     pthread_mutex_lock(&t->lock);
     settle(t);
-    int rc = check_locked(t, group, req, NULL, nonpreemptible, reason, reasonlen, kind);
+    int rc = check_locked(t, group, req, victims, nonpreemptible, reason, reasonlen, kind);
     if (rc == 0) {
         rc = used_add_locked(t, find(t, group), req, nonpreemptible);
         if (rc != 0)

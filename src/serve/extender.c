@@ -19,11 +19,18 @@
  *         beside the other pods kubequota counts there (a node the nodes informer has
  *         not shown is dropped): preemption never crosses groups. A node whose victims
  *         were all dropped is dropped too (evicting nothing there cannot help).
- *         Otherwise the victims are echoed in the meta form.
+ *         Otherwise the victims are echoed in the meta form. The victims answered are
+ *         remembered for the preemptor (kq_ledger_preempt_note, ledger.h "in-flight
+ *         preemption").
  * filter  denials by the quota tree go to FailedNodes (preemption inside the group may
- *         help); denials by user/group/queue limits to FailedAndUnresolvableNodes.
+ *         help); denials by user/group/queue limits to FailedAndUnresolvableNodes. A quota
+ *         tree denial of a preemptor whose victims are in flight gives back the nodes
+ *         where it fits with that node's victims discounted (as kube-scheduler sees the
+ *         nominated node), and bind on such a node counts it the same way
+ *         (kq_ledger_assume_on).
  *
- * DESIGN: stateless; every request owns its parsed JSON and its kq_pod_t. The hot path
+ * DESIGN: stateless apart from the ledger's in-flight preemption table; every request
+ * owns its parsed JSON and its kq_pod_t. The hot path
  * (filter) builds no JSON tree of the body: jscan (jscan.h) validates it in one pass with
  * jansson's exact rules, reports the spans of Nodes and NodeNames and, in the same pass,
  * decodes the fields of the Pod that kq_pod_parse reads into a per-request kq_jdoc (two
@@ -272,10 +279,11 @@ static void post_denial_event(kq_app_t *app, const kq_pod_t *pod, const char *re
 /* The filter's verdict on a resolved pod, changing nothing: the ledger's check (limits,
  * ACLs, quota tree), then the owner's credit budget for a pod not counted yet. 0 fits,
  * KQ_EDENIED with the reason, or an error. Shared by filter and explain. */
-static int decide(kq_app_t *app, const kq_pod_t *pod, char *reason, size_t rlen, bool *by_tree, kq_denial_t *kind)
+static int decide_on(kq_app_t *app, const kq_pod_t *pod, const char *node, char *reason, size_t rlen, bool *by_tree,
+                     kq_denial_t *kind)
 {
     *kind = KQ_DENIAL_NONE;
-    int rc = app->ledger ? kq_ledger_check_ex(app->ledger, pod, reason, rlen, by_tree, kind) : KQ_ESTATE;
+    int rc = app->ledger ? kq_ledger_check_on(app->ledger, pod, node, reason, rlen, by_tree, kind) : KQ_ESTATE;
     if (rc == 0 && app->metering != NULL && !kq_ledger_is_counted(app->ledger, pod->uid)) {
         /* An exhausted credit budget stops new pods of its owner; running pods keep running. */
         char group[KQ_UGM_PATH_MAX];
@@ -285,6 +293,11 @@ static int decide(kq_app_t *app, const kq_pod_t *pod, char *reason, size_t rlen,
                                       kind);
     }
     return rc;
+}
+
+static int decide(kq_app_t *app, const kq_pod_t *pod, char *reason, size_t rlen, bool *by_tree, kq_denial_t *kind)
+{
+    return decide_on(app, pod, NULL, reason, rlen, by_tree, kind);
 }
 
 /* True when the API server has the pod, with the same uid (one GET). */
@@ -525,6 +538,117 @@ static int filter_deny(const kq_jvalue_t *nodes, const kq_jvalue_t *names, const
     return sb_reply(&b, out, out_len);
 }
 
+static bool name_in(const kq_jstr_t *name, char *const *set, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (kq_jscan_str_equal(name, set[i]))
+            return true;
+    return false;
+}
+
+/* The nodes in ok[] back (in the form they came), every other node in FailedNodes with
+ * the reason (preemption may help there). */
+static int filter_split(const kq_jvalue_t *nodes, const kq_jvalue_t *names, char *const *ok, size_t n_ok,
+                        const char *reason, size_t *n_back, char **out, size_t *out_len)
+{
+    *n_back = 0;
+    json_t *why = text_value(reason);
+    char *why_text = why ? json_dumps(why, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+    json_decref(why);
+    if (why_text == NULL) {
+        *out = NULL;
+        *out_len = 0;
+        return 500;
+    }
+    size_t why_len = strlen(why_text);
+    sb_t b = {0}, failed = {0};
+    bool first = true, first_ok = true;
+    kq_jscan_iter_t it;
+    kq_jstr_t s;
+    sb_lit(&b, "{\"Nodes\":");
+    kq_jvalue_t items = member(nodes, "items");
+    if (nodes->type == KQ_JOBJECT) {
+        sb_lit(&b, "{\"metadata\":{},\"items\":[");
+        kq_jvalue_t v;
+        if (items.type == KQ_JARRAY && kq_jscan_iter_begin(&it, items.ptr, items.len, 0, NULL) == 0)
+            while (kq_jscan_iter_next(&it, &v, NULL) == 1) {
+                if (!node_name(&v, &s))
+                    continue;
+                if (name_in(&s, ok, n_ok)) {
+                    if (!first_ok)
+                        sb_put(&b, ",", 1);
+                    first_ok = false;
+                    (*n_back)++;
+                    sb_put(&b, v.ptr, v.len);
+                } else {
+                    put_failed(&failed, &first, &s, why_text, why_len);
+                }
+            }
+        sb_lit(&b, "]}");
+    } else {
+        sb_lit(&b, "null");
+    }
+    sb_lit(&b, ",\"NodeNames\":");
+    if (names->type == KQ_JARRAY) {
+        sb_lit(&b, "[");
+        first_ok = true;
+        if (kq_jscan_iter_begin(&it, names->ptr, names->len, 0, NULL) == 0)
+            while (kq_jscan_iter_next_string(&it, &s, NULL) == 1) {
+                if (name_in(&s, ok, n_ok)) {
+                    if (!first_ok)
+                        sb_put(&b, ",", 1);
+                    first_ok = false;
+                    (*n_back)++;
+                    sb_put(&b, "\"", 1);
+                    sb_put(&b, s.ptr, s.len);
+                    sb_put(&b, "\"", 1);
+                } else {
+                    put_failed(&failed, &first, &s, why_text, why_len);
+                }
+            }
+        sb_lit(&b, "]");
+    } else {
+        sb_lit(&b, "null");
+    }
+    sb_lit(&b, ",\"FailedAndUnresolvableNodes\":{},\"FailedNodes\":{");
+    if (failed.oom)
+        b.oom = true;
+    else if (failed.len > 0)
+        sb_put(&b, failed.p, failed.len);
+    sb_lit(&b, "},\"Error\":\"\"}");
+    free(failed.p);
+    free(why_text);
+    return sb_reply(&b, out, out_len);
+}
+
+/* A quota denial of the preemptor of an in-flight preemption: the nodes of its record where
+ * it fits once that node's victims are discounted (ledger.h), as new strings in *ok.
+ * *n_ok 0 when none (or on any error: the denial stands). */
+static void inflight_nodes_ok(kq_app_t *app, const kq_pod_t *pod, char ***ok, size_t *n_ok)
+{
+    *ok = NULL;
+    *n_ok = 0;
+    char **cand = NULL;
+    size_t n = 0, k = 0;
+    if (app->ledger == NULL || kq_ledger_preempt_nodes(app->ledger, pod->uid, &cand, &n) != 0 || n == 0)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        char why[REASON_MAX];
+        bool by_tree;
+        kq_denial_t kind;
+        if (decide_on(app, pod, cand[i], why, sizeof(why), &by_tree, &kind) == 0)
+            cand[k++] = cand[i];
+        else
+            free(cand[i]);
+    }
+    if (k == 0) {
+        free(cand);
+        return;
+    }
+    *ok = cand;
+    *n_ok = k;
+}
+
 int kq_extender_filter(kq_app_t *app, const char *body, size_t len, char **out, size_t *out_len)
 {
     kq_jvalue_t arg[ARG_COUNT];
@@ -550,6 +674,8 @@ int kq_extender_filter(kq_app_t *app, const char *body, size_t len, char **out, 
     int status;
     char msg[REASON_MAX];
     kq_pod_t pod = {0};
+    char **ok_nodes = NULL; /* nodes where an in-flight preemption makes room */
+    size_t n_ok = 0;
     const kq_jvalue_t *nodes = &arg[ARG_NODES], *names = &arg[ARG_NAMES];
 
     if (!nodes_valid(nodes, names, msg, sizeof(msg))) {
@@ -592,7 +718,35 @@ int kq_extender_filter(kq_app_t *app, const char *body, size_t len, char **out, 
     bool by_tree = false;
     kq_denial_t kind;
     int rc = decide(app, &pod, reason, sizeof(reason), &by_tree, &kind);
-    if (rc == 0) {
+    size_t n_back = 0;
+    char *split = NULL;
+    size_t split_len = 0;
+    if (rc == KQ_EDENIED && by_tree) {
+        /* The preemptor of an in-flight preemption: the nodes whose victims are being
+         * deleted are feasible, as in kube-scheduler's own view of the nominated node; the
+         * other nodes keep the denial (FailedNodes). */
+        inflight_nodes_ok(app, &pod, &ok_nodes, &n_ok);
+        if (n_ok > 0 && filter_split(nodes, names, ok_nodes, n_ok, reason, &n_back, &split, &split_len) != 200) {
+            status = 500;
+            *out = NULL;
+            *out_len = 0;
+            goto out;
+        }
+        if (n_back == 0) {
+            free(split);
+            split = NULL;
+        }
+    }
+    if (split != NULL) {
+        kq_metrics_decision(app->metrics, KQ_VERB_FILTER, KQ_RESULT_ALLOWED);
+        kq_metrics_attempt(app->metrics, pod.queue, "admitted", "");
+        kq_info("event=filter result=allowed_inflight_preemption pod=%s/%s uid=%s user=%s queue=%s nodes=%zu "
+                "msg=\"fits on the nodes where its in-flight preemption's victims are being deleted\"", pod.ns,
+                pod.name, pod.uid, pod.user, pod.queue ? pod.queue : "-", n_back);
+        *out = split;
+        *out_len = split_len;
+        status = 200;
+    } else if (rc == 0) {
         kq_metrics_decision(app->metrics, KQ_VERB_FILTER, KQ_RESULT_ALLOWED);
         kq_metrics_attempt(app->metrics, pod.queue, "admitted", "");
         kq_debug("event=filter result=allowed pod=%s/%s uid=%s user=%s queue=%s", pod.ns, pod.name, pod.uid,
@@ -619,6 +773,9 @@ int kq_extender_filter(kq_app_t *app, const char *body, size_t len, char **out, 
         status = filter_error(app, msg, out, out_len);
     }
 out:
+    for (size_t i = 0; i < n_ok; i++)
+        free(ok_nodes[i]);
+    free(ok_nodes);
     kq_pod_clear(&pod);
     kq_jdoc_free(&doc);
     return status;
@@ -780,7 +937,9 @@ int kq_extender_bind(kq_app_t *app, const char *body, size_t len, char **out, si
     if (ours) {
         char reason[REASON_MAX] = "";
         kq_denial_t kind = KQ_DENIAL_NONE;
-        int rc = app->ledger ? kq_ledger_assume(app->ledger, &pod, reason, sizeof(reason), &kind) : KQ_ESTATE;
+        /* on `node`: the victims of the pod's own in-flight preemption there are discounted */
+        int rc = app->ledger ? kq_ledger_assume_on(app->ledger, &pod, node, reason, sizeof(reason), &kind)
+                             : KQ_ESTATE;
         if (rc == KQ_EDENIED) {
             if (reason[0] == '\0')
                 kq_errf(reason, sizeof(reason), "quota exceeded for user %s in queue %s", pod.user,
@@ -895,6 +1054,40 @@ static json_t *meta_victims(const char *node, const json_t *v, bool full, char *
     return res;
 }
 
+/* The victims answered for the preemptor, per node, for its filter and bind while they
+ * are being deleted (kq_ledger_preempt_note). 0 or KQ_ENOMEM. */
+static int remember_victims(kq_app_t *app, const char *uid, const json_t *map)
+{
+    size_t n_nodes = json_object_size(map), total = 0, i = 0;
+    const char *node;
+    json_t *v;
+    json_object_foreach((json_t *)map, node, v) total += json_array_size(json_object_get(v, "Pods"));
+    kq_ledger_preempt_node_t *nodes = calloc(n_nodes ? n_nodes : 1, sizeof(*nodes));
+    const char **uids = calloc(total ? total : 1, sizeof(*uids));
+    int rc = KQ_ENOMEM;
+    if (nodes == NULL || uids == NULL)
+        goto out;
+    size_t at = 0;
+    json_object_foreach((json_t *)map, node, v) {
+        json_t *pods = json_object_get(v, "Pods"), *p;
+        size_t k;
+        nodes[i] = (kq_ledger_preempt_node_t){.node = node, .victims = &uids[at], .n = 0};
+        json_array_foreach(pods, k, p) {
+            const char *u = str_field(p, "UID");
+            if (u != NULL && at < total) {
+                uids[at++] = u;
+                nodes[i].n++;
+            }
+        }
+        i++;
+    }
+    rc = kq_ledger_preempt_note(app->ledger, uid, nodes, i);
+out:
+    free(nodes);
+    free(uids);
+    return rc;
+}
+
 /* Elastic quota: narrows the meta victims map in place (see the header comment). 0, or
  * KQ_ENOMEM. Pods that are not ours, or without elastic quota, leave the map unchanged. */
 static int preempt_in_group(kq_app_t *app, const json_t *pod_obj, json_t *map)
@@ -998,6 +1191,8 @@ static int preempt_in_group(kq_app_t *app, const json_t *pod_obj, json_t *map)
     }
     kq_info("event=preempt pod=%s/%s uid=%s group=%s nodes_kept=%zu nodes_dropped=%zu victims_dropped=%zu", pod.ns,
             pod.name, pod.uid, group, kept_nodes, dropped_nodes, dropped_victims);
+    if (rc == 0)
+        rc = remember_victims(app, pod.uid, map);
     kq_pod_clear(&pod);
     return rc;
 }

@@ -139,6 +139,44 @@ class PreemptTest(ElasticBase):
         self.assertEqual(list(got), ["node-1"])
         self.assertEqual([p["UID"] for p in got["node-1"]["Pods"]], [uid["a-low"]])
 
+    def test_victims_in_flight_are_discounted_for_their_preemptor_only(self):
+        """kube-scheduler deletes the victims asynchronously and retries the preemptor at
+        once: until kubequota's watch shows the victim gone, the preemptor (and only it)
+        fits on the node its victim is leaving, so the scheduler does not preempt again."""
+        self.wait_total(8000)
+        self.pod("a-low", 2, 1, queue="root.team-a")
+        self.assert_bound("a-low")
+        self.pod("a-high", 2, 100, queue="root.team-a")
+        self.assert_bound("a-high")
+        self.pod("b-low", 2, 1, queue="root.team-b")
+        self.assert_bound("b-low")
+        pre = self.pod("a-pre", 4, 50, queue="root.team-a")
+        other = self.pod("a-other", 4, 50, queue="root.team-a")
+        # team-a: 4 used + 4 > runtime 6
+        self.assertFalse(self.sched.filter(pre, ["node-1"]).get("NodeNames"))
+        uid = {p["metadata"]["name"]: p["metadata"]["uid"] for p in self.sim.state()["pods"]}
+        r = self.kq.post("/scheduler/preempt", {
+            "Pod": self.sched.cached(pre), "NodeNameToVictims": None, "NodeNameToMetaVictims": {
+                "node-1": {"Pods": [{"UID": uid["a-low"]}, {"UID": uid["b-low"]}], "NumPDBViolations": 0}}})
+        self.assertEqual(r.status, 200, r.text)
+        self.assertEqual([p["UID"] for p in r.json()["NodeNameToMetaVictims"]["node-1"]["Pods"]],
+                         [uid["a-low"]])
+        # a-low is being deleted but still counted: a-pre fits where its victim leaves
+        # (2 + 4 <= 6); any other pod still sees a-low (4 + 4 > 6)
+        res = self.sched.filter(pre, ["node-1"])
+        self.assertEqual(res.get("NodeNames"), ["node-1"], res)
+        res = self.sched.filter(other, ["node-1"])
+        self.assertFalse(res.get("NodeNames"), res)
+        self.assertIn("root.team-a", res["FailedNodes"]["node-1"])
+        self.assertEqual(self.sched.bind(self.sim.get_pod("default", "a-pre"), "node-1"), (True, "node-1"))
+        # counted once: a-low until it is gone, then team-a is exactly at its runtime
+        self.assertEqual(group(self.tree(), "root.team-a")["allocatedResource"]["cpu"], 8000)
+        self.sim.delete_pod("default", "a-low")
+        wait_until(lambda: group(self.tree(), "root.team-a")["allocatedResource"]["cpu"] == 6000, 10, 0.05,
+                   "team-a used 6 cpu once a-low is gone")
+        self.assertFalse(self.sched.filter(other, ["node-1"]).get("NodeNames"))
+        self.assertIn('event=filter result=allowed_inflight_preemption pod=default/a-pre', self.kq.logs())
+
 
 def eq_path(api_group, ns=None, name=None, sub=None):
     p = "/apis/%s/v1alpha1" % api_group

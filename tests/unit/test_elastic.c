@@ -955,6 +955,143 @@ static void test_preempt(void **state)
     kq_pod_clear(&pre2);
 }
 
+/* The filter verb's answer for a pod of team-a (1 cpu) on nodes n1 and n2: the node names
+ * it gives back. */
+static json_t *filter_nodes(fx_t *f, const char *uid, int prio)
+{
+    char body[2048];
+    snprintf(body, sizeof body,
+             "{\"Pod\":{\"metadata\":{\"name\":\"%s\",\"namespace\":\"x\",\"uid\":\"%s\",\"labels\":"
+             "{\"kubequota.io/queue\":\"root.team-a\"}},\"spec\":{\"schedulerName\":\"" OURS "\",\"priority\":%d,"
+             "\"containers\":[{\"name\":\"c\",\"resources\":{\"requests\":{\"cpu\":\"1\"}}}]}},"
+             "\"NodeNames\":[\"n1\",\"n2\"]}",
+             uid, uid, prio);
+    char *out = NULL;
+    size_t len = 0;
+    assert_int_equal(kq_extender_filter(&f->app, body, strlen(body), &out, &len), 200);
+    json_t *r = json_loads(out, 0, NULL);
+    free(out);
+    assert_non_null(r);
+    json_t *names = json_incref(json_object_get(r, "NodeNames"));
+    /* every node not given back is a FailedNode (preemption may help), never unresolvable */
+    assert_int_equal(json_array_size(names) + json_object_size(json_object_get(r, "FailedNodes")), 2);
+    assert_int_equal(json_object_size(json_object_get(r, "FailedAndUnresolvableNodes")), 0);
+    json_decref(r);
+    return names;
+}
+
+/* kube-scheduler deletes the victims of a preemption asynchronously and retries the
+ * preemptor at once (the real-cluster tier's a-high): until the watch shows the victim
+ * gone, the preemptor (only it) is checked as if its victims on that node were gone.
+ * Nodes n1, n2: 5 cpu each, 10 in all; team-c keeps 1. team-b asks 3 (b1), team-a uses 6
+ * (a0..a5) and asks 1 more (pre): team-a's runtime = 4 + (9 - 4 - 3) = 6, so pre is denied
+ * (6 + 1 > 6) and preempts a4 (n1) or a5 (n2). */
+static void test_preempt_inflight(void **state)
+{
+    fx_t *f = *state;
+    nodes_total(f, "5");
+    node(f, KQ_WATCH_ADDED, "n2", "5", false);
+    kq_pod_t a[6];
+    for (int i = 0; i < 6; i++) {
+        char uid[8];
+        snprintf(uid, sizeof uid, "a%d", i);
+        a[i] = bound(f, uid, "root.team-a", CPU(1), 1, 1, true);
+        if (i == 5) {
+            set_node(&a[i], "n2");
+            kq_ledger_observe(f->app.ledger, &a[i]);
+        }
+    }
+    kq_pod_t b1 = bound(f, "b1", "root.team-b", CPU(3), 1, 1, true);
+    set_node(&b1, "n2");
+    kq_ledger_observe(f->app.ledger, &b1);
+    kq_pod_t pre = mk("pre", "x", "root.team-a", CPU(1), NULL);
+    pre.priority = 10;
+    kq_ledger_observe(f->app.ledger, &pre);
+    kq_pod_t other = mk("other", "x", "root.team-a", CPU(1), NULL); /* same group and priority */
+    other.priority = 10;
+    kq_ledger_observe(f->app.ledger, &other);
+    assert_int_equal(runtime(f, "root.team-a"), CPU(6));
+    assert_int_equal(used(f, "root.team-a"), CPU(6));
+    char why[512];
+    json_t *names = filter_nodes(f, "pre", 10);
+    assert_int_equal(json_array_size(names), 0);
+    json_decref(names);
+
+    /* the preempt verb keeps a4 on n1 and a5 on n2 and remembers them for pre */
+    json_t *m = preempt(f, "pre", "root.team-a", 1, 10,
+                        "{\"n1\":{\"Pods\":[{\"UID\":\"a4\"}],\"NumPDBViolations\":0},"
+                        "\"n2\":{\"Pods\":[{\"UID\":\"a5\"}],\"NumPDBViolations\":0}}");
+    assert_int_equal(json_object_size(m), 2);
+    json_decref(m);
+    assert_int_equal(kq_ledger_preempt_count(f->app.ledger), 1);
+    /* the scheduler deleted a4 (the watch has not shown it yet) and retries pre: the nodes
+     * whose own victim is discounted are given back (each node's victims only) */
+    names = filter_nodes(f, "pre", 10);
+    assert_int_equal(json_array_size(names), 2);
+    json_decref(names);
+    assert_int_equal(kq_ledger_check_on(f->app.ledger, &pre, "n1", why, sizeof why, NULL, NULL), 0);
+    assert_int_equal(kq_ledger_check_on(f->app.ledger, &pre, "n3", why, sizeof why, NULL, NULL), KQ_EDENIED);
+    /* the victims still count for every other pod, with or without a node */
+    names = filter_nodes(f, "other", 10);
+    assert_int_equal(json_array_size(names), 0);
+    json_decref(names);
+    assert_int_equal(kq_ledger_check_on(f->app.ledger, &other, "n1", why, sizeof why, NULL, NULL), KQ_EDENIED);
+
+    /* bind on n1: counted, with a4 discounted; a4 still counts until it is gone */
+    assert_int_equal(kq_ledger_assume_on(f->app.ledger, &pre, "n1", why, sizeof why, NULL), 0);
+    assert_int_equal(used(f, "root.team-a"), CPU(7));
+    /* a second preemptor offered the same victim: a4 is pre's, so nothing is discounted
+     * for it (one release is never spent twice) */
+    kq_pod_t pre2 = mk("pre2", "x", "root.team-a", CPU(1), NULL);
+    pre2.priority = 10;
+    kq_ledger_observe(f->app.ledger, &pre2);
+    assert_int_equal(kq_ledger_preempt_note(f->app.ledger, "pre2",
+                                            &(kq_ledger_preempt_node_t){.node = "n1",
+                                                                        .victims = (const char *[]){"a4"},
+                                                                        .n = 1},
+                                            1),
+                     0);
+    assert_int_equal(kq_ledger_check_on(f->app.ledger, &pre2, "n1", why, sizeof why, NULL, NULL), KQ_EDENIED);
+    assert_int_equal(kq_ledger_assume_on(f->app.ledger, &pre2, "n1", why, sizeof why, NULL), KQ_EDENIED);
+    /* the watch shows a4 gone: released once; team-a uses exactly its runtime */
+    kq_ledger_remove(f->app.ledger, "a4");
+    assert_int_equal(used(f, "root.team-a"), CPU(6));
+    assert_int_equal(kq_ledger_check_on(f->app.ledger, &pre2, "n1", why, sizeof why, NULL, NULL), KQ_EDENIED);
+    /* the preemptor deleted: its record goes */
+    kq_ledger_remove(f->app.ledger, "pre");
+    kq_ledger_remove(f->app.ledger, "pre2");
+    assert_int_equal(kq_ledger_preempt_count(f->app.ledger), 0);
+
+    /* a preemption that never deletes its victim: discounted only until the record expires */
+    kq_pod_t pre3 = mk("pre3", "x", "root.team-a", CPU(2), NULL);
+    pre3.priority = 10;
+    kq_ledger_observe(f->app.ledger, &pre3);
+    /* team-a: 5 used (a0..a3, a5) + 2 > runtime 6; with a5 gone 4 + 2 <= 6 */
+    m = preempt(f, "pre3", "root.team-a", 2, 10, "{\"n2\":{\"Pods\":[{\"UID\":\"a5\"}],\"NumPDBViolations\":0}}");
+    assert_int_equal(json_object_size(m), 1);
+    json_decref(m);
+    assert_int_equal(kq_ledger_check_on(f->app.ledger, &pre3, "n2", why, sizeof why, NULL, NULL), 0);
+    kq_ledger_set_preempt_ttl_ms(f->app.ledger, 0);
+    m = preempt(f, "pre3", "root.team-a", 2, 10, "{\"n2\":{\"Pods\":[{\"UID\":\"a5\"}],\"NumPDBViolations\":0}}");
+    json_decref(m);
+    assert_int_equal(kq_ledger_check_on(f->app.ledger, &pre3, "n2", why, sizeof why, NULL, NULL), KQ_EDENIED);
+    assert_int_equal(kq_ledger_assume_on(f->app.ledger, &pre3, "n2", why, sizeof why, NULL), KQ_EDENIED);
+    assert_int_equal(kq_ledger_preempt_count(f->app.ledger), 0);
+
+    const char *ids[] = {"a0", "a1", "a2", "a3", "a5", "b1", "other", "pre3"};
+    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++)
+        kq_ledger_remove(f->app.ledger, ids[i]);
+    assert_int_equal(used(f, KQ_QTREE_ROOT), 0);
+    assert_int_equal(request(f, "root.team-a"), 0);
+    for (int i = 0; i < 6; i++)
+        kq_pod_clear(&a[i]);
+    kq_pod_clear(&b1);
+    kq_pod_clear(&pre);
+    kq_pod_clear(&pre2);
+    kq_pod_clear(&pre3);
+    kq_pod_clear(&other);
+}
+
 static int admit(fx_t *f, const char *op, const char *obj, char *msg, size_t len)
 {
     char buf[4096];
@@ -1252,6 +1389,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_remove_group, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reclaim, setup, teardown),
         cmocka_unit_test_setup_teardown(test_preempt, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_preempt_inflight, setup, teardown),
         cmocka_unit_test(test_lowered_max_needs_quota_preemption),
         cmocka_unit_test_setup_teardown(test_reclaim_smallest_set, setup_minrun, teardown),
         cmocka_unit_test_setup_teardown(test_preempt_default_configured, setup_preempt_default, teardown),

@@ -26,8 +26,14 @@
  * both are committed or neither. A bound pod whose group is gone or is a parent is
  * counted in KQ_QTREE_DEFAULT. Without a quota tree the ledger behaves as before.
  *
- * DESIGN: one mutex guards the UID table; engine calls are made under it (lock order:
- * ledger -> ugm -> quota tree, and ledger -> fairshare, a leaf). No I/O under the lock:
+ * In-flight preemption (kq_ledger_preempt_note): the victims the preempt verb answered
+ * for a preemptor, per node, for as long as they may still be counted; filter and bind of
+ * that preemptor (only it) on such a node check the quota tree as if those victims were
+ * gone. See "in-flight preemption" below.
+ *
+ * DESIGN: one mutex guards the UID table and the in-flight preemption table; engine calls
+ * are made under it (lock order: ledger -> ugm -> quota tree, and ledger -> fairshare, a
+ * leaf). No I/O under the lock:
  * bind POSTs happen in the caller, between assume and forget. The resolver is called with
  * no ledger lock held.
  */
@@ -203,6 +209,71 @@ size_t kq_ledger_reserved_count(kq_ledger_t *l);
  * reported to fs, under the ledger's lock (fairshare's lock nests inside it). Set it
  * before the first pod is counted; NULL stops. fs must outlive its use here. */
 void kq_ledger_set_fairshare(kq_ledger_t *l, kq_fairshare_t *fs);
+
+/* ---- in-flight preemption ----
+ *
+ * kube-scheduler deletes the victims of a preemption asynchronously and retries the
+ * preemptor at once, on the nominated node; its own view of that node already leaves the
+ * victims out, but the watch may not have shown them deleted yet, so the quota tree still
+ * counts them and the preemptor would be denied and preempt a second time. As
+ * kube-scheduler does for a pod nominated on a node whose victims are terminating
+ * (k8s.io/kubernetes pkg/scheduler/framework/preemption, PodEligibleToPreemptOthers) and
+ * as scheduler-plugins' CapacityScheduling does while it simulates victims away
+ * (kubernetes-sigs/scheduler-plugins pkg/capacityscheduling, PreFilterExtensions
+ * RemovePod), the ledger remembers, per preemptor UID, the victims the preempt verb
+ * answered on each node, and kq_ledger_check_on / kq_ledger_assume_on of that preemptor on
+ * such a node check its quota group and every ancestor (runtime, max, the root's cluster
+ * total) with those victims' usage discounted:
+ *   - only victims still counted, in the preemptor's quota group, bound to that node;
+ *   - a victim is claimed by one preemptor at a time (a later preemptor does not discount
+ *     it), so one release is never spent twice;
+ *   - a record ends when its preemptor is deleted or terminal, when a later preempt call
+ *     for it replaces it, when none of its victims is counted any more (checked when a
+ *     record is added), and at the latest after the TTL (kq_ledger_set_preempt_ttl_ms,
+ *     default KQ_LEDGER_PREEMPT_TTL_MS): a preemption that never deleted its victims stops
+ *     being discounted then. A bound preemptor's record keeps its claims until then (its
+ *     own checks no longer need it: a counted pod is always admitted).
+ * Other pods are checked against the full usage. Bounds: at most KQ_LEDGER_PREEMPT_MAX
+ * records (beyond: expired ones go first, then the oldest) of at most
+ * KQ_LEDGER_PREEMPT_VICTIMS victims each (further nodes are not recorded): at most about
+ * 20 KB per record and 10 MB for a full table of 128-byte UIDs; a few hundred bytes per
+ * record in practice. filter and bind pay one hash lookup of the preemptor and one per
+ * victim on the node in question: nothing scales with users, groups or pods. */
+#define KQ_LEDGER_PREEMPT_TTL_MS 30000
+#define KQ_LEDGER_PREEMPT_MAX 512
+#define KQ_LEDGER_PREEMPT_VICTIMS 128
+
+/* The victims the preempt verb answered on one node (UIDs borrowed for the call). */
+typedef struct kq_ledger_preempt_node {
+    const char *node;
+    const char *const *victims;
+    size_t n;
+} kq_ledger_preempt_node_t;
+
+/* Remembers the victims of `preemptor_uid`'s preemption, replacing an earlier record of
+ * it. Nodes without victims are skipped. 0, KQ_EINVAL, or KQ_ENOMEM (nothing kept). */
+int kq_ledger_preempt_note(kq_ledger_t *l, const char *preemptor_uid, const kq_ledger_preempt_node_t *nodes,
+                           size_t n_nodes) KQ_WUR;
+
+/* The nodes of the pod's live record that still have a discounted victim, as new strings
+ * (free each and the array). *n 0 (and *out NULL) when none. 0 or KQ_ENOMEM. */
+int kq_ledger_preempt_nodes(kq_ledger_t *l, const char *preemptor_uid, char ***out, size_t *n) KQ_WUR;
+
+/* Changes the lifetime of new records (tests); <= 0 expires them at once. */
+void kq_ledger_set_preempt_ttl_ms(kq_ledger_t *l, int64_t ttl_ms);
+
+/* Number of live records. */
+size_t kq_ledger_preempt_count(kq_ledger_t *l);
+
+/* kq_ledger_check_ex for the pod placed on `node`: the pod's in-flight victims on that node
+ * are discounted from its quota group's usage (above). node NULL: kq_ledger_check_ex. */
+int kq_ledger_check_on(kq_ledger_t *l, const kq_pod_t *pod, const char *node, char *reason, size_t reason_len,
+                       bool *by_tree, kq_denial_t *kind) KQ_WUR;
+
+/* kq_ledger_assume for a bind to `node`, with the same discount (check and commit in one
+ * step under the ledger lock). node NULL: kq_ledger_assume. */
+int kq_ledger_assume_on(kq_ledger_t *l, const kq_pod_t *pod, const char *node, char *reason, size_t reason_len,
+                        kq_denial_t *kind) KQ_WUR;
 
 /* Number of known pods, and of counted ones. */
 size_t kq_ledger_size(kq_ledger_t *l, size_t *counted);

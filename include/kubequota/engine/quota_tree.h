@@ -225,6 +225,13 @@ int kq_qtree_check_preempt(kq_qtree_t *t, const char *group, const kq_resource_t
 int kq_qtree_assume(kq_qtree_t *t, const char *group, const kq_resource_t *req, bool nonpreemptible,
                     char *reason, size_t reasonlen, kq_denial_t *kind) KQ_WUR;
 
+/* kq_qtree_check_preempt and, when admitted, kq_qtree_used_add of req (the victims stay
+ * used: they are released when their pods go) in one step under the lock. victims NULL is
+ * kq_qtree_assume. For the preemptor of an in-flight preemption (ledger.h). */
+int kq_qtree_assume_preempt(kq_qtree_t *t, const char *group, const kq_resource_t *req,
+                            const kq_resource_t *victims, bool nonpreemptible, char *reason,
+                            size_t reasonlen, kq_denial_t *kind) KQ_WUR;
+
 /* The group's current runtime (resources the cluster total names) into *out (an
  * initialised set, see resource.h). KQ_ENOENT unknown, KQ_ENOMEM. The system group's
  * runtime is empty (unlimited). */
