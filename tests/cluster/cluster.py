@@ -299,13 +299,15 @@ class Cluster:
     def stop(self):
         for name in list(self.kq):
             self.stop_kubequota(name)
-        for name in ("kube-scheduler", "kwok", "kube-controller-manager", "kube-apiserver", "etcd"):
+        for name in ("fwd-inner", "fwd-outer", "kube-scheduler", "kwok", "kube-controller-manager",
+                     "kube-apiserver", "etcd"):
             p = self.procs.pop(name, None)
             if p:
                 p.stop()
         for name, p in list(self.procs.items()):
             p.stop()
             self.procs.pop(name)
+        self._unexpose()
         if not self.keep:
             shutil.rmtree(self.work, ignore_errors=True)
 
@@ -703,6 +705,89 @@ class Cluster:
             wait_until(lambda: p.alive() and self.api().get(lease)["spec"].get("holderIdentity"),
                        60, 0.2, "kube-scheduler leader lease")
         return p
+
+    # ---- the service proxy (kubectl plugin, dashboard) ---------------------------------
+
+    def expose_service(self, kq_name="kq"):
+        """Makes kubequota's Service (the chart's name and port, in its namespace) reachable
+        through the real API server's service proxy. The API server refuses to proxy to a
+        loopback address, so: a network namespace of this cluster's own with a veth pair
+        (10.213.N.1 on this side, 10.213.N.2 inside), a TCP forwarder inside on .2:8443 to
+        kubequota's main port on .1, and the Service without a selector whose Endpoints and
+        EndpointSlice name .2 (no pod backs it here). Needs root (ip netns); undone by stop()."""
+        import random
+        tag = "%05d" % random.randrange(100000)
+        n = random.randrange(1, 250)
+        self.netns, host_if, ns_if = "kq-" + tag, "kqh" + tag, "kqn" + tag
+        outer, inner = "10.213.%d.1" % n, "10.213.%d.2" % n
+        for argv in (["ip", "netns", "add", self.netns],
+                     ["ip", "link", "add", host_if, "type", "veth", "peer", "name", ns_if],
+                     ["ip", "link", "set", ns_if, "netns", self.netns],
+                     ["ip", "addr", "add", outer + "/30", "dev", host_if],
+                     ["ip", "link", "set", host_if, "up"],
+                     ["ip", "netns", "exec", self.netns, "ip", "addr", "add", inner + "/30", "dev", ns_if],
+                     ["ip", "netns", "exec", self.netns, "ip", "link", "set", ns_if, "up"],
+                     ["ip", "netns", "exec", self.netns, "ip", "link", "set", "lo", "up"]):
+            subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self.host_if = host_if
+        # kubequota's main port is on loopback; a second forwarder on this side listens on
+        # the veth address (kubequota stays bound to 127.0.0.1 as in every other test)
+        port = self.kq[kq_name][1]
+        self._spawn("fwd-outer", [sys.executable, os.path.join(HERE, "tcpfwd.py"), "%s:%d" % (outer, port),
+                                  "127.0.0.1:%d" % port])
+        self._spawn("fwd-inner", ["ip", "netns", "exec", self.netns, sys.executable,
+                                  os.path.join(HERE, "tcpfwd.py"), inner + ":8443", "%s:%d" % (outer, port)])
+        # The service proxy only proxies to endpoints that are pods with that IP
+        # (pkg/registry/core/service/storage ResourceLocation, isValidAddress): a pod of no
+        # scheduler of ours, on a node of its own that kwok does not manage and that offers
+        # nothing (so quota totals do not change), with the namespace's address as its IP.
+        host = "kq-proxy-host"
+        self.api().request("POST", "/api/v1/nodes", {
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": host, "labels": {"kubernetes.io/hostname": host}},
+            "spec": {"taints": [{"key": "kubequota.test/proxy-host", "effect": "NoSchedule"}]},
+            "status": {"capacity": {"cpu": "0", "memory": "0", "pods": "1"},
+                       "allocatable": {"cpu": "0", "memory": "0", "pods": "1"}}}, ok=(201, 409))
+        pod = self.pod_body("kubequota-netns", cpu="0", memory="0", scheduler="default-scheduler")
+        pod["spec"]["nodeName"] = host
+        pod["spec"]["tolerations"] = [{"operator": "Exists"}]
+        self.api().post("/api/v1/namespaces/%s/pods" % NAMESPACE, pod)
+        self.api().patch("/api/v1/namespaces/%s/pods/kubequota-netns/status" % NAMESPACE,
+                         {"status": {"phase": "Running", "podIP": inner, "podIPs": [{"ip": inner}],
+                                     "conditions": [{"type": "Ready", "status": "True"}]}})
+        target = {"kind": "Pod", "namespace": NAMESPACE, "name": "kubequota-netns"}
+        svc = next(d for d in self.rendered if d["kind"] == "Service")
+        svc = json.loads(json.dumps(svc))
+        svc["spec"].pop("selector", None)
+        name = svc["metadata"]["name"]
+        ports = [{"name": p["name"], "port": p["port"], "protocol": "TCP"} for p in svc["spec"]["ports"]]
+        svc["spec"]["ports"] = [dict(p, targetPort=8443) for p in ports]
+        ep = {"apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": name, "namespace": NAMESPACE},
+              "subsets": [{"addresses": [{"ip": inner, "targetRef": target}],
+                           "ports": [{"name": p["name"], "port": 8443, "protocol": "TCP"} for p in ports]}]}
+        eps = {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+               "metadata": {"name": name + "-netns", "namespace": NAMESPACE,
+                            "labels": {"kubernetes.io/service-name": name}},
+               "addressType": "IPv4", "endpoints": [{"addresses": [inner], "conditions": {"ready": True},
+                                                     "targetRef": target}],
+               "ports": [{"name": p["name"], "port": 8443, "protocol": "TCP"} for p in ports]}
+        self.apply([svc, ep, eps])
+        return name
+
+    def _unexpose(self):
+        if getattr(self, "netns", None):
+            for p in ("fwd-inner", "fwd-outer"):
+                if p in self.procs:
+                    self.procs.pop(p).stop()
+            try:
+                self.api().request("DELETE", "/api/v1/namespaces/%s/pods/kubequota-netns?gracePeriodSeconds=0" % NAMESPACE,
+                                   ok=(200, 404))
+                self.api().request("DELETE", "/api/v1/nodes/kq-proxy-host", ok=(200, 404))
+            except Exception:  # the API server may already be gone (stop())
+                pass
+            subprocess.run(["ip", "netns", "del", self.netns], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            subprocess.run(["ip", "link", "del", self.host_if], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            self.netns = None
 
     # ---- pods --------------------------------------------------------------------------
 
