@@ -126,7 +126,27 @@ class KubeTestCase(unittest.TestCase):
         return (p.get("spec") or {}).get("nodeName")
 
     def wait_bound(self, ns, name, timeout=30):
-        return self.c.wait_bound(ns, name, timeout)
+        try:
+            return self.c.wait_bound(ns, name, timeout)
+        except AssertionError as e:
+            raise AssertionError("%s\n%s" % (e, self.pod_story(ns, name))) from None
+
+    def pod_story(self, ns, name):
+        """What kube-scheduler and kubequota logged about one pod (for a failure message)."""
+        key = "%s/%s" % (ns, name)
+        out = []
+        for proc in ("kube-scheduler", "kq"):
+            p = self.c.procs.get(proc)
+            if p is None:
+                continue
+            try:
+                with open(p.log_path, "rb") as f:
+                    lines = [l.decode("utf-8", "replace") for l in f if key.encode() in l]
+            except OSError:
+                continue
+            out.append("---- %s about %s (last 12 of %d lines) ----" % (proc, key, len(lines)))
+            out.extend(l.rstrip()[:400] for l in lines[-12:])
+        return "\n".join(out)
 
     def wait_unschedulable(self, ns, name, timeout=30):
         """The pod's PodScheduled condition as the real scheduler wrote it: False, Unschedulable."""
