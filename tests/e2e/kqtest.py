@@ -664,8 +664,24 @@ def pod_identity(pod, queues):
         q = "root." + md["namespace"]
     else:
         q = "root.default"
-    app = labels.get(LABEL_APP) or md["uid"]
-    return user, groups, q, app
+    return user, groups, q, app_id(md)
+
+
+def app_id(md):
+    """The application id as YuniKorn's k8shim reads it (pkg/common/utils/utils.go
+    GetApplicationIDFromPod; README "Who, where, what"): kubequota's label, then YuniKorn's
+    app-id label, its annotation, applicationId, spark-app-selector; then the controller's
+    UID, then the pod's own."""
+    labels, ann = md.get("labels") or {}, md.get("annotations") or {}
+    for v in (labels.get(LABEL_APP), labels.get("yunikorn.apache.org/app-id"),
+              ann.get("yunikorn.apache.org/app-id"), labels.get("applicationId"),
+              labels.get("spark-app-selector")):
+        if v:
+            return v
+    for o in md.get("ownerReferences") or []:
+        if o.get("controller"):
+            return o["uid"]
+    return md["uid"]
 
 
 def tracked_group(queues, path, groups):

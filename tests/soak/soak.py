@@ -12,7 +12,9 @@ slow watch requests, watch connections dropped (closed, or cut in the middle of 
 history compaction (410 on resume), bindings that commit while their answer is lost
 (ambiguous outcomes: kubequota must look the pod up, and a retry meets 409), pod watches
 that go silent with the connection open (stalled: kubequota must notice and relist),
-attempts to relabel a bound pod's queue through the webhook (refused) followed by a
+attempts to relabel a bound pod's queue or application through the webhook (refused, for
+every key podkeys.h guards), a hostile tenant's pods labelled with another user's application
+id (refused at filter and bind, never charged to the owner), followed by a
 restart (the restarted process must count every pod where the live one did), and kubequota killed with SIGKILL (at rest, while binds
 are in flight, in the middle of one bind held by the simulator, or, with
 --unready-requests, restarted at once so that requests reach it while it starts), or stopped
@@ -145,7 +147,13 @@ P_LIST = r"^/api/v1/pods\?(?!(.*&)?watch=(1|true))"
 P_WATCH = r"^/api/v1/pods\?(.*&)?watch=(1|true)"
 
 # A bind or filter answer that is a quota decision (ugm's and the ledger's reasons).
-DENIAL_RE = re.compile(r"^(user|group) \S+ in queue \S+: |^queue \S+: |^quota ")
+DENIAL_RE = re.compile(r"^(user|group) \S+ in queue \S+: |^queue \S+: |^quota |^application \"[^\"]*\" belongs to another user")
+# The pod keys that place a pod, name its application or carry its identity
+# (include/kubequota/kube/podkeys.h): fixed once the pod exists.
+GUARDED_LABELS = ["kubequota.io/queue", "yunikorn.apache.org/queue", "queue", "kubequota.io/app-id",
+                  "yunikorn.apache.org/app-id", "applicationId", "spark-app-selector",
+                  "quota.scheduling.koordinator.sh/name"]
+APP_LABELS = ["kubequota.io/app-id", "yunikorn.apache.org/app-id", "applicationId", "spark-app-selector"]
 
 
 def weighted(rng, pairs):
@@ -392,7 +400,7 @@ class Soak:
 
     def track(self, pod, kind):
         md = pod["metadata"]
-        app = (md.get("labels") or {}).get(kqtest.LABEL_APP) or md["uid"]
+        app = kqtest.app_id(md)
         rec = PodRec(md["namespace"], md["name"], md["uid"], app, kind)
         with self.lock:
             if kind != "driver":
@@ -686,8 +694,12 @@ class Soak:
             cur = self.rng.choice(bound)
             new = copy.deepcopy(cur)
             labels = new["metadata"].setdefault("labels", {})
-            old_q = labels.get(kqtest.LABEL_QUEUE)
-            labels[kqtest.LABEL_QUEUE] = self.rng.choice([q for q, _ in LEAVES if q != old_q])
+            key = self.rng.choice(GUARDED_LABELS)   # any key that places the pod or names its app
+            old_q = labels.get(key)
+            if key in APP_LABELS:
+                labels[key] = self.rng.choice([r.app for r in self.recs.values()] or ["x"])
+            else:
+                labels[key] = self.rng.choice([q for q, _ in LEAVES if q != old_q])
             review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
                       "request": {"uid": "soak-relabel", "kind": {"group": "", "version": "v1", "kind": "Pod"},
                                   "resource": {"group": "", "version": "v1", "resource": "pods"},
@@ -698,14 +710,40 @@ class Soak:
             allowed = r.status == 200 and r.json()["response"]["allowed"]
             self.bump("relabel_refused" if not allowed else "relabel_allowed")
             if allowed:
-                raise Failure("the webhook let pod %s/%s change queue %r -> %r"
-                              % (cur["metadata"]["namespace"], cur["metadata"]["name"], old_q,
-                                 labels[kqtest.LABEL_QUEUE]))
+                raise Failure("the webhook let pod %s/%s change %s %r -> %r"
+                              % (cur["metadata"]["namespace"], cur["metadata"]["name"], key, old_q,
+                                 labels[key]))
         rc = self.kq.stop()
         if rc != 0:
             raise Failure("kubequota exited %s after SIGTERM:\n%s" % (rc, self.kq.log_tail(40)))
         self.bump("relabel-restart", self.faults)
         self.restart()
+
+    def hostile_app(self):
+        """A hostile tenant (mallory) labels a pod with the application id of another user's
+        running application, under one of the keys YuniKorn reads, in the same namespace or
+        another: filter and bind must refuse it, never charging the owner (issue 29). The
+        quiescence check then proves nothing drifted."""
+        snap = self.snapshot()
+        with self.lock:
+            owned = {r.uid: r for r in self.recs.values() if r.kind == "driver" and r.app != r.uid}
+        bound = [p for p in self.live(snap, bound=True) if p["metadata"]["uid"] in owned
+                 and (p["metadata"].get("labels") or {}).get(kqtest.LABEL_APP)]
+        if not bound:
+            return
+        victim = self.rng.choice(bound)
+        app = victim["metadata"]["labels"][kqtest.LABEL_APP]
+        ns = self.rng.choice(["default", NS_QUEUELESS])
+        pod = kqtest.pod_manifest(self.new_name("h", "mallory"), ns=ns, user="mallory", groups=["hostile"],
+                                  cpu="100m", queue=(victim["metadata"].get("labels") or {}).get(kqtest.LABEL_QUEUE))
+        key = self.rng.choice(APP_LABELS)
+        pod["metadata"].setdefault("labels", {})[key] = app
+        rec = self.track(self.sim.create_pod(pod), "driver")
+        self.schedule_one(rec, 0)
+        self.bump("hostile_app_" + str(rec.outcome))
+        if rec.outcome == "bound":
+            raise Failure("mallory's pod %s/%s joined application %r of another user (key %s)"
+                          % (rec.ns, rec.name, app, key))
 
     # ---- kills ---------------------------------------------------------------------------
     def sigkill(self, kind):
@@ -1007,6 +1045,8 @@ class Soak:
             middle.append(("kill mid-bind", self.kill_mid_bind))
         if rng.random() < self.args.kill_rate * 0.4:
             middle.append(("relabel then restart", self.relabel_restart))
+        if rng.random() < 0.4:
+            middle.append(("hostile application id", self.hostile_app))
         if rng.random() < self.args.kill_rate * 0.5:
             def at_rest(behind=rng.randint(0, 3), graceful=rng.random() < 0.25):
                 if graceful:
