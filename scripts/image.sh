@@ -71,12 +71,10 @@ bah() { buildah --storage-driver vfs "$@"; }
 
 have_image() { bah inspect --type image "$1" >/dev/null 2>&1; }
 
-# The archive apt uses on this machine (deb822 or one-line sources), else Debian's default.
+# The archive apt uses on this machine (deb822 or one-line sources; scripts/apt-source.sh):
+# debootstrap fetches from the same mirror, whichever it is.
 mirror() {
-  local m
-  m=$(grep -hs '^URIs:' /etc/apt/sources.list.d/*.sources | awk '{print $2}' | grep -v security | head -n 1)
-  [ -n "$m" ] || m=$(grep -hs '^deb ' /etc/apt/sources.list | awk '{print $2}' | grep -v security | head -n 1)
-  echo "${m:-http://deb.debian.org/debian}"
+  bash "$top/scripts/apt-source.sh" mirror
 }
 
 # Makes docker.io/library/debian:bookworm and :bookworm-slim from a debootstrap root file

@@ -7,7 +7,9 @@
  * its guser_t's binary heap (priority, age, arrival); every guser_t with waiting pods
  * sits in its gqueue_t's heap keyed by pass (stride scheduling). A released gpod leaves
  * the heaps (releasing = true) and stays in the table until the watch shows its gate
- * gone, so a refused patch can put it back.
+ * gone, so a refused patch can put it back. A gpod that can never fit as it is is set aside:
+ * out of the heaps, in kq_gating.never (still counted in its queue's waiting), until a
+ * reload or the timed pass puts it back in its user's heap to be checked again.
  *
  * DESIGN: one thread runs passes (woken by the informer's events, at least every
  * interval); one mutex guards everything here. A pass holds the mutex while it chooses
@@ -132,6 +134,11 @@ typedef struct gpod {
     uint64_t posted_ver; /* the user's reason version its last Event said (0: none) */
     struct ggang *gang;  /* its gang while the gang has not started, else NULL */
     size_t gidx;         /* its index in gang->v */
+    /* Set aside (never fits, below): out of its user's heap, counted in nq->waiting. */
+    char *never;         /* why it can never fit as it is (last check); NULL: it may */
+    char *never_key;     /* that, without the usage it names: a new Event only when this changes */
+    struct gqueue *nq;   /* its queue while set aside */
+    size_t nidx;         /* its index in kq_gating.never while set aside, SIZE_MAX: not */
 } gpod_t;
 
 /* A gang (kq_pod_t.gang) of one user in one queue: its waiting pods are released all
@@ -205,6 +212,8 @@ struct kq_gating {
     ucount_t *ucounts;
     parkset_t *parked;
     ggang_t *gangs;
+    gpod_t **never; /* pods set aside because they can never fit as they are */
+    size_t n_never, cap_never;
     uint64_t seq, gen;
     bool resyncing;
     kq_config_t *cfg; /* the snapshot the weights were read from (a reference) */
@@ -440,6 +449,8 @@ static void gpod_free(gpod_t *gp)
     if (gp == NULL)
         return;
     free(gp->uid);
+    free(gp->never);
+    free(gp->never_key);
     kq_pod_clear(&gp->pod);
     free(gp);
 }
@@ -793,6 +804,20 @@ static void user_drop_if_empty(kq_gating_t *g, guser_t *u)
 static void dequeue(kq_gating_t *g, gpod_t *gp)
 {
     gang_leave(g, gp);
+    if (gp->nidx != SIZE_MAX && gp->nidx < g->n_never && g->never[gp->nidx] == gp) {
+        gqueue_t *q = gp->nq;
+        g->never[gp->nidx] = g->never[--g->n_never];
+        g->never[gp->nidx]->nidx = gp->nidx;
+        gp->nidx = SIZE_MAX;
+        gp->nq = NULL;
+        q->waiting--;
+        g->waiting--;
+        if (q->users.n == 0 && q->waiting == 0) {
+            HASH_DEL(g->queues, q);
+            queue_free(q);
+        }
+        return;
+    }
     guser_t *u = gp->user;
     if (u == NULL)
         return;
@@ -860,6 +885,7 @@ void kq_gating_observe(kq_gating_t *g, const kq_pod_t *pod)
         gp->seq = ++g->seq;
         gp->since_ms = mono_ms();
         gp->seen_gen = g->gen;
+        gp->nidx = SIZE_MAX;
         HASH_ADD_KEYPTR(hh, g->pods, gp->uid, strlen(gp->uid), gp);
         if (enqueue(g, gp) != 0) {
             HASH_DEL(g->pods, gp);
@@ -922,6 +948,7 @@ void kq_gating_resync_end(kq_gating_t *g)
 typedef struct work {
     char *uid, *ns, *name, *reason; /* reason: an Event to post; NULL: a gate to remove */
     uint32_t gate_idx;
+    bool warning; /* the Event is a Warning: the pod can never fit as it is */
 } work_t;
 
 typedef struct worklist {
@@ -945,6 +972,7 @@ static void work_add(worklist_t *w, const gpod_t *gp, const char *reason)
     x->name = strdup(gp->pod.name);
     x->reason = reason ? strdup(reason) : NULL;
     x->gate_idx = gp->pod.gate_pos > 0 ? gp->pod.gate_pos - 1 : 0;
+    x->warning = false;
     if (x->uid == NULL || x->ns == NULL || x->name == NULL || (reason != NULL && x->reason == NULL)) {
         free(x->uid);
         free(x->ns);
@@ -969,18 +997,139 @@ static void worklist_free(worklist_t *w)
 
 /* The checks filter and bind make, as one check and commit: budget, then the ledger's
  * reservation. Lock held. */
-static int admit(kq_gating_t *g, const kq_pod_t *p, char *reason, size_t len)
+static int admit(kq_gating_t *g, const kq_pod_t *p, char *reason, size_t len, kq_denial_t *kind)
 {
+    *kind = KQ_DENIAL_NONE;
     kq_app_t *app = g->app;
     if (app->metering != NULL && !kq_ledger_is_counted(app->ledger, p->uid)) {
         char group[KQ_UGM_PATH_MAX];
         if (kq_ledger_pod_group(app->ledger, p, group, sizeof(group)) != 0)
             group[0] = '\0';
-        int rc = kq_metering_check_budget(app->metering, p->user, group[0] ? group : NULL, p->queue, reason, len, NULL);
+        int rc = kq_metering_check_budget(app->metering, p->user, group[0] ? group : NULL, p->queue, reason, len, kind);
         if (rc != 0)
             return rc;
     }
-    return kq_ledger_reserve(app->ledger, p, reason, len, NULL);
+    return kq_ledger_reserve(app->ledger, p, reason, len, kind);
+}
+
+static bool never_kind(kq_denial_t k)
+{
+    return k == KQ_DENIAL_NEVER_FITS || k == KQ_DENIAL_QUEUE_MISSING || k == KQ_DENIAL_QUEUE_NOT_LEAF ||
+           k == KQ_DENIAL_GROUP_MISSING || k == KQ_DENIAL_GROUP_NOT_LEAF;
+}
+
+/* A denied pod that can never fit as it is: its request alone is over some max, or its
+ * queue or quota group is missing or not a leaf. The reservation checks the quota group's
+ * runtime first, which may report a fitting-looking overrun ("needs 4 more cpu") for a pod
+ * that a queue's max forbids outright, so a denial that is not one of those is checked
+ * again the way filter and explain check it (kq_ledger_check: changes nothing). True with
+ * the reason that forbids it in never (lock held). */
+static bool can_never_fit(kq_gating_t *g, const kq_pod_t *p, kq_denial_t kind, const char *reason, char *never,
+                          size_t len)
+{
+    if (never_kind(kind)) {
+        snprintf(never, len, "%s", reason);
+        return true;
+    }
+    if (kind == KQ_DENIAL_BUDGET || kind == KQ_DENIAL_APP_OWNER || kind == KQ_DENIAL_ACL)
+        return false;
+    kq_denial_t k = KQ_DENIAL_NONE;
+    never[0] = '\0';
+    if (kq_ledger_check(g->app->ledger, p, never, len, &k) == KQ_EDENIED && never_kind(k) && never[0] != '\0')
+        return true;
+    never[0] = '\0';
+    return false;
+}
+
+/* The Event text of a pod set aside: the limit that forbids it, and what its owner can do. */
+static void never_text(const char *reason, char *out, size_t len)
+{
+    snprintf(out, len,
+             "never fits: %.400s. The admission gate does not release it; delete it and create it with a request "
+             "that fits, or ask for that limit to be raised (it is checked again when the configuration changes)",
+             reason);
+}
+
+/* text without its "<quantity> used + " parts: what a never-fits reason says apart from
+ * the usage of the moment, which moves while the pod waits. New string or NULL. */
+static char *without_usage(const char *text)
+{
+    char *out = strdup(text);
+    if (out == NULL)
+        return NULL;
+    char *at;
+    while ((at = strstr(out, " used + ")) != NULL) {
+        char *start = at;
+        while (start > out && start[-1] != ' ')
+            start--;
+        memmove(start, at + 8, strlen(at + 8) + 1);
+    }
+    return out;
+}
+
+/* Takes u's head pod out of the fair order because it can never fit as it is (lock held;
+ * u is out of the queue's heap). It stays counted as waiting, listed apart with its reason,
+ * and gets one Warning Event per change of that reason. */
+static int set_aside(kq_gating_t *g, gqueue_t *q, guser_t *u, gpod_t *gp, const char *never, worklist_t *events)
+{
+    char text[768];
+    never_text(never, text, sizeof(text));
+    if (g->n_never == g->cap_never) {
+        size_t cap = g->cap_never ? 2 * g->cap_never : 16;
+        gpod_t **v = realloc(g->never, cap * sizeof(*v));
+        if (v == NULL)
+            return KQ_ENOMEM;
+        g->never = v;
+        g->cap_never = cap;
+    }
+    char *t = strdup(text), *key = without_usage(never);
+    if (t == NULL || key == NULL) {
+        free(t);
+        free(key);
+        return KQ_ENOMEM;
+    }
+    bool changed = gp->never_key == NULL || strcmp(gp->never_key, key) != 0;
+    free(gp->never);
+    gp->never = t;
+    free(gp->never_key);
+    gp->never_key = key;
+    h_remove(&u->pods, gp->hidx, pod_less, pod_idx);
+    gp->user = NULL;
+    gp->nq = q;
+    gp->nidx = g->n_never;
+    g->never[g->n_never++] = gp;
+    if (changed) {
+        size_t n = events->n;
+        work_add(events, gp, gp->never);
+        if (events->n > n)
+            events->v[n].warning = true;
+        kq_info("event=gate_never_fits pod=%s/%s uid=%s user=%s queue=%s reason=\"%s\"", gp->pod.ns, gp->pod.name,
+                gp->uid, u->name, q->path, never);
+    }
+    return 0;
+}
+
+/* Puts every pod set aside back in the fair order, to be checked again: the configuration
+ * (or an ElasticQuota's max) may have changed (lock held; not during a pass). */
+static void restore_never(kq_gating_t *g)
+{
+    while (g->n_never > 0) {
+        gpod_t *gp = g->never[--g->n_never];
+        gqueue_t *q = gp->nq;
+        gp->nidx = SIZE_MAX;
+        gp->nq = NULL;
+        q->waiting--; /* enqueue counts it again */
+        g->waiting--;
+        if (enqueue(g, gp) != 0) {
+            kq_error("event=gating_requeue_failed pod=%s/%s error=\"out of memory\"", gp->pod.ns, gp->pod.name);
+            if (q->users.n == 0 && q->waiting == 0) {
+                HASH_DEL(g->queues, q);
+                queue_free(q);
+            }
+            HASH_DEL(g->pods, gp);
+            gpod_free(gp);
+        }
+    }
 }
 
 static void note_release(kq_gating_t *g, gpod_t *gp)
@@ -1029,6 +1178,7 @@ static void refresh_config(kq_gating_t *g)
     kq_config_unref(g->cfg);
     g->cfg = cfg;
     unpark(g, NULL); /* limits may have changed */
+    restore_never(g); /* and what never fitted may fit now */
     guser_t *u, *tmp;
     HASH_ITER(hh, g->users, u, tmp) {
         if (u->pods.n > 0)
@@ -1149,8 +1299,9 @@ static int gang_release(kq_gating_t *g, gqueue_t *q, guser_t *u, gpod_t *head, w
     char why[512] = "";
     int rc = 0;
     size_t done = 0;
+    kq_denial_t kind;
     for (; done < n; done++) {
-        if ((rc = admit(g, &pick[done]->pod, why, sizeof(why))) != 0)
+        if ((rc = admit(g, &pick[done]->pod, why, sizeof(why), &kind)) != 0)
             break;
     }
     if (rc != 0) { /* all or nothing */
@@ -1242,7 +1393,21 @@ static void pass(kq_gating_t *g, worklist_t *rel, worklist_t *events)
                 }
                 goto blocked;
             }
-            rc = admit(g, &gp->pod, reason, sizeof(reason));
+            kq_denial_t kind;
+            rc = admit(g, &gp->pod, reason, sizeof(reason), &kind);
+            char never[512];
+            if (rc == KQ_EDENIED && can_never_fit(g, &gp->pod, kind, reason, never, sizeof(never)) &&
+                set_aside(g, q, u, gp, never, events) == 0) {
+                /* not a turn: the user's next pod is tried in its place */
+                if (u->pods.n > 0) {
+                    if (h_push(&q->users, u, user_less, user_idx) != 0)
+                        kq_error("event=gating_requeue_failed user=%s error=\"out of memory\"", u->name);
+                } else {
+                    HASH_DEL(g->users, u);
+                    user_free(u);
+                }
+                continue;
+            }
             if (rc == 0) {
                 h_remove(&u->pods, 0, pod_less, pod_idx);
                 gp->user = NULL;
@@ -1378,7 +1543,8 @@ static void apply(kq_gating_t *g, worklist_t *rel, worklist_t *events)
     for (size_t i = 0; i < events->n; i++) {
         const work_t *w = &events->v[i];
         if (g->app->kube != NULL)
-            kq_kube_event(g->app->kube, w->ns, w->name, w->uid, "Normal", KQ_GATING_EVENT_REASON, w->reason);
+            kq_kube_event(g->app->kube, w->ns, w->name, w->uid, w->warning ? "Warning" : "Normal",
+                          KQ_GATING_EVENT_REASON, w->reason);
     }
 }
 
@@ -1600,6 +1766,7 @@ static void *run(void *arg)
         if (g->dirty || now - last_pass >= g->o.interval_ms) {
             if (!g->dirty) { /* the timed pass: whatever no event told us about (expiries) */
                 unpark(g, NULL);
+                restore_never(g); /* an ElasticQuota's max may have moved */
                 rerank_all(g);
             }
             g->dirty = false;
@@ -1722,6 +1889,7 @@ void kq_gating_free(kq_gating_t *g)
         free(ps->v);
         free(ps);
     }
+    free(g->never);
     ucount_t *c, *tc;
     HASH_ITER(hh, g->ucounts, c, tc) {
         HASH_DEL(g->ucounts, c);
@@ -1878,14 +2046,28 @@ static json_t *queue_json(kq_gating_t *g, gqueue_t *q, int64_t now)
     while (h.n > 0) {
         simu_t *x = h_remove(&h, 0, simu_less, NULL);
         gpod_t *gp = x->pods[x->next++];
-        json_t *e = json_pack("{s:s,s:s,s:s,s:s,s:I,s:i,s:f,s:s}", "namespace", gp->pod.ns, "name", gp->pod.name,
-                              "uid", gp->uid, "user", x->u->name, "position", ++pos, "priority", (int)gp->pod.priority,
-                              "waitingSeconds", (double)(now - gp->since_ms) / 1000.0, "reason",
-                              x->u->reason ? x->u->reason : "waiting for the admission controller's next pass");
+        json_t *e = json_pack("{s:s,s:s,s:s,s:s,s:I,s:i,s:f,s:s,s:b}", "namespace", gp->pod.ns, "name",
+                              gp->pod.name, "uid", gp->uid, "user", x->u->name, "position", ++pos, "priority",
+                              (int)gp->pod.priority, "waitingSeconds", (double)(now - gp->since_ms) / 1000.0, "reason",
+                              x->u->reason ? x->u->reason : "waiting for the admission controller's next pass",
+                              "neverFits", 0);
         if (e == NULL || json_array_append_new(pods, e) != 0)
             goto fail;
         x->pass += pod_step(q, x->u, &gp->pod);
         if (x->next < x->n && h_push(&h, x, simu_less, NULL) != 0)
+            goto fail;
+    }
+    /* then the pods set aside: never released as they are, so without a position */
+    for (size_t i = 0; i < g->n_never; i++) {
+        gpod_t *gp = g->never[i];
+        if (gp->nq != q)
+            continue;
+        json_t *e = json_pack("{s:s,s:s,s:s,s:s,s:n,s:i,s:f,s:s,s:b}", "namespace", gp->pod.ns, "name", gp->pod.name,
+                              "uid", gp->uid, "user", gp->pod.user ? gp->pod.user : "nobody", "position",
+                              "priority", (int)gp->pod.priority, "waitingSeconds",
+                              (double)(now - gp->since_ms) / 1000.0, "reason", gp->never ? gp->never : "never fits",
+                              "neverFits", 1);
+        if (e == NULL || json_array_append_new(pods, e) != 0)
             goto fail;
     }
     for (size_t i = 0; i < nu; i++)

@@ -771,6 +771,23 @@ static void print_blockers(json_t *v)
            tx(str_at(b, "message")));
 }
 
+/* What the owner of a pod that can never fit as it is can do (explain's first blocker):
+ * waiting does not help, so say what does. */
+static void print_never_advice(json_t *v)
+{
+    json_t *b = json_array_get(json_object_get(v, "blockers"), 0);
+    const char *kind = str_at(b, "kind"), *res = str_at(b, "resource"), *max = str_at(b, "max");
+    if (kind != NULL && (strcmp(kind, "queue-missing") == 0 || strstr(tx(str_at(b, "message")), "not a leaf") != NULL))
+        printf("  what you can do: waiting will not help; recreate the pod naming an existing leaf queue "
+               "(label kubequota.io/queue), or ask for its queue to be created\n");
+    else if (res != NULL && max != NULL)
+        printf("  what you can do: waiting will not help; recreate the pod requesting at most %s %s, "
+               "or ask for %s %s's limit to be raised\n", tx(max), tx(res), tx(kind), tx(str_at(b, "name")));
+    else
+        printf("  what you can do: waiting will not help; recreate the pod so that it fits, "
+               "or ask for the limit above to be raised\n");
+}
+
 /* The view's JSON as it came, except that DEL and the C1 controls (which JSON allows raw
  * in strings, and jansson writes raw) are written as \u escapes, like the C0 controls; the
  * document means the same. */
@@ -861,6 +878,8 @@ static int cmd_why(const cli_t *c, conn_t *k)
         else
             printf("%s\n", json_is_true(json_object_get(v, "neverFits")) ? "can never fit as it is" : "waits for quota");
         print_blockers(v);
+        if (json_is_false(json_object_get(v, "fits")) && json_is_true(json_object_get(v, "neverFits")))
+            print_never_advice(v);
     }
     json_decref(v);
     return 0;

@@ -88,6 +88,82 @@ class Manifests(unittest.TestCase):
         self.assertIn("caBundle", readme)
         self.assertIn("kubectl apply -f manifests/", readme)
 
+    def test_readme_install_puts_the_ca_in_every_webhook(self):
+        """certs/README.md's commands for manifests/, run word for word (the certificates in a
+        temporary folder) with a kubectl that records what it is given: every object of
+        manifests/ is applied, and every webhook of both webhook configurations carries the CA
+        that gen-certs.sh made (a webhook without it, failurePolicy Fail, refuses all it sees)."""
+        import base64
+        import re
+        readme = open(os.path.join(cl.REPO, "certs", "README.md")).read()
+        section = readme[readme.index("## Plain manifests"):]
+        script = re.search(r"```sh\n(.*?)```", section, re.S).group(1)
+        self.assertIn("/secure/place/kubequota-certs", script)
+        with tempfile.TemporaryDirectory() as d:
+            script = script.replace("/secure/place/kubequota-certs", os.path.join(d, "certs"))
+            log = os.path.join(d, "log")
+            os.makedirs(log)
+            fake = os.path.join(d, "bin", "kubectl")
+            os.makedirs(os.path.dirname(fake))
+            with open(fake, "w") as f:  # records each call's arguments, and its input for -f -
+                f.write('#!/usr/bin/env bash\nn=$(ls "$KLOG" | wc -l)\nprintf "%s\\n" "$@" > "$KLOG/$n.args"\n'
+                        'for a in "$@"; do [ "$a" = - ] && cat > "$KLOG/$n.stdin"; done\nexit 0\n')
+            os.chmod(fake, 0o755)
+            r = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=cl.REPO, capture_output=True, text=True,
+                               env=dict(os.environ, KLOG=log, PATH=os.path.dirname(fake) + ":" + os.environ["PATH"]))
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            with open(os.path.join(d, "certs", "ca.crt"), "rb") as f:
+                ca = base64.b64encode(f.read()).decode()
+            applied, secret = [], None
+            calls = sorted(os.listdir(log), key=lambda x: int(x.split(".")[0]))
+            for c in [c for c in calls if c.endswith(".args")]:
+                args = open(os.path.join(log, c)).read().split("\n")
+                if "apply" in args:
+                    for i, a in enumerate(args):
+                        if a == "-f":
+                            src = args[i + 1]
+                            path = os.path.join(log, c.replace(".args", ".stdin")) if src == "-" else \
+                                os.path.join(cl.REPO, src)
+                            paths = [os.path.join(path, f) for f in sorted(os.listdir(path)) if f.endswith(".yaml")] \
+                                if os.path.isdir(path) else [path]
+                            for x in paths:
+                                applied += [o for o in yaml.safe_load_all(open(x)) if o]
+                elif "secret" in args:
+                    secret = args
+        self.assertIsNotNone(secret, "the README creates the TLS Secret")
+        self.assertIn("kubequota-tls", secret)
+        want = [(d["kind"], d["metadata"]["name"]) for _, d in load_all()]
+        self.assertEqual(sorted(want), sorted((d["kind"], d["metadata"]["name"]) for d in applied),
+                         "the README applies every object of manifests/, once")
+        hooks = [(d["kind"], w) for d in applied if d["kind"].endswith("WebhookConfiguration") for w in d["webhooks"]]
+        kinds = {k for k, _ in hooks}
+        self.assertEqual(kinds, {"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"})
+        self.assertGreaterEqual(len(hooks), 7)
+        for k, w in hooks:
+            self.assertEqual(w["clientConfig"].get("caBundle"), ca, "%s %s: no CA" % (k, w["name"]))
+
+    def test_inject_ca_refuses_bad_input(self):
+        tool = os.path.join(cl.REPO, "certs", "inject-ca.sh")
+        m = os.path.join(MANIFESTS, "02-kubequota.yaml")
+        with tempfile.TemporaryDirectory() as d:
+            subprocess.run(["bash", os.path.join(cl.REPO, "certs", "gen-certs.sh"), d], check=True,
+                           capture_output=True)
+            r = subprocess.run([tool, os.path.join(d, "server.crt"), m], capture_output=True, text=True)
+            self.assertEqual((r.returncode, r.stdout), (1, ""))
+            self.assertIn("not a CA certificate", r.stderr)
+            r = subprocess.run([tool, os.path.join(d, "ca.key"), m], capture_output=True, text=True)
+            self.assertEqual((r.returncode, r.stdout), (1, ""))
+            self.assertIn("not a PEM certificate", r.stderr)
+            r = subprocess.run([tool, os.path.join(d, "ca.crt"), os.path.join(MANIFESTS, "00-namespace.yaml")],
+                               capture_output=True, text=True)
+            self.assertEqual((r.returncode, r.stdout), (1, ""))
+            self.assertIn("no admission webhook", r.stderr)
+            # twice: the old caBundle is replaced, not doubled
+            once = subprocess.run([tool, os.path.join(d, "ca.crt"), m], capture_output=True, text=True, check=True).stdout
+            twice = subprocess.run([tool, os.path.join(d, "ca.crt")], input=once, capture_output=True, text=True,
+                                   check=True).stdout
+            self.assertEqual(once, twice)
+
     def test_gen_certs_matches_the_manifests(self):
         docs = load_all()
         ns = docs[0][1]["metadata"]["name"]

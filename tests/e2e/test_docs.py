@@ -56,6 +56,25 @@ class DocsTest(unittest.TestCase):
         self.assertEqual(gone, [], "metering keys in `serve --help` but not in docs/cli.md: add a row "
                                    "(`key=VALUE` | default | meaning) to its Metering table")
 
+    def test_plugin_defaults_match_cli_md_and_the_chart(self):
+        """The plugin's defaults (`kubequota kubectl --help`, generated from the code) are the
+        ones docs/cli.md's plugin table gives, and its Service name and port are the chart's
+        (a release named kubequota): a newcomer's `kubectl kubequota usage` finds kubequota."""
+        if not have_binary():
+            self.skipTest("%s not built" % binary())
+        out = subprocess.run([binary(), "kubectl", "--help"], capture_output=True, text=True, timeout=10).stdout
+        defaults = dict(re.findall(r"^\s+(--kubequota-[a-z]+|--partition) \S+\s.*\(default (\S+?)\)$", out, re.M))
+        self.assertEqual(set(defaults), {"--kubequota-namespace", "--kubequota-service", "--kubequota-port",
+                                         "--partition"}, out)
+        cli = read("docs", "cli.md")
+        for flag, value in defaults.items():
+            self.assertRegex(cli, r"\| `%s [A-Z]+` \| `%s` \|" % (re.escape(flag), re.escape(value)),
+                             "docs/cli.md's plugin table: %s defaults to %s" % (flag, value))
+        values = read("charts", "kubequota", "values.yaml")
+        port = re.search(r"^service:\n(?:  .*\n)*?  port: (\d+)", values, re.M).group(1)
+        self.assertEqual(defaults["--kubequota-port"], port, "the plugin's port is the chart's service.port")
+        self.assertEqual(defaults["--kubequota-service"], "kubequota", "a release named kubequota's Service")
+
     def test_every_metric_is_in_metrics_md(self):
         names = set()
         for line in read("tests", "e2e", "metrics_golden.txt").splitlines():

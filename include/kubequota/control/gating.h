@@ -109,8 +109,10 @@ void kq_gating_resync_end(kq_gating_t *g);
 
 /* Waiting pods of queue (NULL: every queue), in release order per queue:
  * [{"queue":..., "waiting":N, "pods":[{"namespace","name","uid","user","position",
- *   "priority","waitingSeconds","reason"}...]}...]. Position is 1-based within the queue,
- * by the order of the users' passes (the next release first). New reference or NULL. */
+ *   "priority","waitingSeconds","reason","neverFits"}...]}...]. Position is 1-based within the
+ * queue, by the order of the users' passes (the next release first); pods that can never fit
+ * as they are (set aside: never released until a reload or the timed pass finds they fit)
+ * come last, with position null. New reference or NULL. */
 json_t *kq_gating_waiting_json(kq_gating_t *g, const char *queue);
 
 typedef struct kq_gating_stats {

@@ -291,7 +291,9 @@
         tr.dataset.pod = p.namespace + "/" + p.name;
         var qc = cell(tr, i === 0 ? q.queue : "");
         if (i === 0) qc.title = "order: " + (q.policy || "fair");
-        cell(tr, p.position, "num");
+        /* a pod that can never fit as it is has no place in the order: say so instead */
+        if (p.neverFits) cell(tr, "never fits", "never");
+        else cell(tr, p.position, "num");
         cell(tr, p.namespace + "/" + p.name);
         cell(tr, p.user);
         cell(tr, p.priority, "num");
