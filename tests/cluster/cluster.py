@@ -52,6 +52,14 @@ RELEASE = "kubequota"
 NAMESPACE = "kubequota-system"
 SCHED = "kubequota-scheduler"
 SA = "kubequota"
+# kubequota runs as a ServiceAccount of its own here, bound by exactly the chart's bindings of
+# kubequota's own (Cluster)Roles. In the chart both containers share the pod's ServiceAccount
+# (SA), which is also bound to system:kube-scheduler for the scheduler: that role alone grants
+# much of what kubequota does (pods, bindings, events, leases, token and access reviews), so a
+# missing rule in kubequota's own role would never show. The scheduler keeps the chart's SA.
+KQ_SA = "kubequota-only"
+SCHEDULER_ROLES = ("system:kube-scheduler", "system:volume-scheduler",
+                   "extension-apiserver-authentication-reader")
 
 # Token users of the API server (--token-auth-file): token, user, uid, groups.
 USERS = {
@@ -507,12 +515,29 @@ class Cluster:
             if key(d) not in have and (d["kind"] in self.KEEP_KINDS or "Webhook" in d["kind"]):
                 self.delete_object(d)
         self.rendered = new
-        self.apply([d for d in new if d["kind"] in self.KEEP_KINDS])
+        self.apply([d for d in new if d["kind"] in self.KEEP_KINDS] + self.kubequota_only_bindings(new))
         for crd in (d for d in new if d["kind"] == "CustomResourceDefinition"):
             wait_until(lambda: any(c["type"] == "Established" and c["status"] == "True" for c in
                                    self.api().get("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"
                                                   + crd["metadata"]["name"]).get("status", {}).get("conditions", [])),
                        30, 0.1, "CRD %s established" % crd["metadata"]["name"])
+
+    def kubequota_only_bindings(self, docs):
+        """KQ_SA and a copy of each of the chart's bindings of kubequota's own roles (not the
+        scheduler's, nor its lease Role) naming KQ_SA instead of the chart's SA."""
+        out = [{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": KQ_SA, "namespace": NAMESPACE}}]
+        sched_lease_role = "%s-scheduler" % RELEASE
+        for d in docs:
+            if d["kind"] not in ("RoleBinding", "ClusterRoleBinding"):
+                continue
+            ref = d["roleRef"]["name"]
+            if ref in SCHEDULER_ROLES or ref == sched_lease_role:
+                continue
+            b = json.loads(json.dumps(d))
+            b["metadata"]["name"] = d["metadata"]["name"] + "-only"
+            b["subjects"] = [{"kind": "ServiceAccount", "name": KQ_SA, "namespace": NAMESPACE}]
+            out.append(b)
+        return out
 
     def delete_object(self, d):
         r = self.kubectl("delete", "--ignore-not-found", "--wait=false", "-f", "-", input=yaml.safe_dump(d),
@@ -530,9 +555,9 @@ class Cluster:
                 d["metadata"]["name"])
             self.api().request("DELETE", path, ok=(200, 404))
 
-    def sa_token(self, hours=4):
-        """A TokenRequest token of the chart's ServiceAccount: what the pod would mount."""
-        r = self.api().post("/api/v1/namespaces/%s/serviceaccounts/%s/token" % (NAMESPACE, SA),
+    def sa_token(self, hours=4, sa=SA):
+        """A TokenRequest token of a ServiceAccount (default the chart's): what a pod mounts."""
+        r = self.api().post("/api/v1/namespaces/%s/serviceaccounts/%s/token" % (NAMESPACE, sa),
                             {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
                              "spec": {"expirationSeconds": hours * 3600}})
         return r["status"]["token"]
@@ -621,6 +646,10 @@ class Cluster:
                 a = "--client-ca=" + self.certs["ca"]
             elif k == "--rest-token-file":
                 continue
+            elif k == "--admission-gate-removers":
+                # kubequota's own identity here (KQ_SA), where the chart names the pod's SA
+                a = "--admission-gate-removers=" + v.replace(
+                    "system:serviceaccount:%s:%s" % (NAMESPACE, SA), "system:serviceaccount:%s:%s" % (NAMESPACE, KQ_SA))
             argv.append(a)
         return argv + list(extra)
 
@@ -632,7 +661,7 @@ class Cluster:
         cfg = self.path("%s-queues.yaml" % name)
         _write(cfg, queues_yaml)
         kc = kubeconfig(self.path("%s.kubeconfig" % name), self.port, self.certs["ca"],
-                        token or self.sa_token(), "system:serviceaccount:%s:%s" % (NAMESPACE, SA))
+                        token or self.sa_token(sa=KQ_SA), "system:serviceaccount:%s:%s" % (NAMESPACE, KQ_SA))
         argv = self.kubequota_argv(cfg, port, sched_port, ["--kubeconfig=" + kc] + list(extra), webhook_port)
         p = self._spawn(name, argv)
         self.kq[name] = (p, port, sched_port, webhook_port)
