@@ -189,11 +189,11 @@ test: unit e2e chart-test soak-short test-kube
 kube:
 	bash scripts/kube-build.sh
 
-test-kube: $(BIN) kube
+test-kube: $(BIN) kube | $(TEST_DEPS_OK)
 	bash scripts/helm.sh >/dev/null
 	$(PYTHON) tests/cluster/run.py --binary $(BIN)
 
-run-kube: $(BIN) kube
+run-kube: $(BIN) kube | $(TEST_DEPS_OK)
 	bash scripts/helm.sh >/dev/null
 	$(PYTHON) tests/cluster/cluster.py up --demo
 

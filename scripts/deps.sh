@@ -24,7 +24,7 @@ build_pkgs=(build-essential pkg-config libjansson-dev libyaml-dev libcurl4-opens
             uthash-dev dpkg-dev openssl)
 case $what in
   build) pkgs=("${build_pkgs[@]}") ;;
-  test)  pkgs=("${build_pkgs[@]}" libcmocka-dev python3 python3-yaml) ;;
+  test)  pkgs=("${build_pkgs[@]}" libcmocka-dev python3 python3-yaml iproute2) ;;  # iproute2: the real-cluster tier's network namespace
   fuzz)  pkgs=("${build_pkgs[@]}" clang) ;;
   *) echo "usage: $0 [build|test|fuzz]" >&2; exit 2 ;;
 esac
