@@ -23,7 +23,10 @@ def gates(pod):
 class AdmissionGate(KubeTestCase):
     CONFIG = queues_config(
         {"name": "default"},
-        {"name": "shared", "resources": {"max": {"vcore": "2"}}})
+        {"name": "shared", "resources": {"max": {"vcore": "2"}}},
+        {"name": "hist", "resources": {"max": {"vcore": "4"}},
+         "properties": {"kubequota.io/gating.policy": "usage"}})
+    CHART_VALUES = {"kubequota": {"admissionGate": {"usageCheckpoint": "1s"}}}
 
     def test_gated_at_creation_by_the_real_webhook(self):
         ns = self.ns()
@@ -73,6 +76,24 @@ class AdmissionGate(KubeTestCase):
         # within one user: older first
         self.assertEqual([n for n in released if n[0] == "a"], ["a1", "a2"])
         self.assertEqual([n for n in released if n[0] == "b"], ["b1", "b2"])
+
+    def test_usage_history_is_kept_in_the_charts_configmap(self):
+        # docs/gating.md "Usage policy": the leader writes the history to the ConfigMap the
+        # chart names and lets it create and update (Role <fullname>-gating)
+        ns = self.ns()
+        self.pod(ns, "h1", user="alice", queue="root.hist", cpu="1")
+        self.wait_bound(ns, "h1")
+        path = "/api/v1/namespaces/kubequota-system/configmaps/kubequota-gating-usage"
+
+        def stored():
+            cm = self.c.api().request("GET", path, ok=(200, 404))
+            return "alice" in (cm.get("data") or {}).get("usage.json", "")
+        wait_until(stored, 30, 0.5, "alice's usage history in the ConfigMap")
+        rv = self.c.api().get(path)["metadata"]["resourceVersion"]
+        self.pod(ns, "h2", user="bob", queue="root.hist", cpu="1")
+        self.wait_bound(ns, "h2")
+        wait_until(lambda: self.c.api().get(path)["metadata"]["resourceVersion"] != rv and
+                   "bob" in self.c.api().get(path)["data"]["usage.json"], 30, 0.5, "the history updated")
 
     def test_real_api_server_refuses_a_gate_added_after_creation(self):
         ns = self.ns()
