@@ -5,11 +5,14 @@
 #                             civetweb's Debian source package (never committed) into
 #                             build/third_party
 #   scripts/deps.sh test      `make unit`/`make e2e`/`make test`: build, plus cmocka and
-#                             Python 3 with python3-yaml. promtool (`promtool check metrics` in
-#                             the e2e suite) is not a Debian package of its own here: Debian
-#                             ships it only inside `prometheus`, the whole server (~96 MB
-#                             with its web assets); scripts/promtool.sh builds just promtool
-#                             from its pinned Go module instead, without root, cached
+#                             Python 3 with python3-yaml, iproute2 and promtool
+#                             (`promtool check metrics` in the e2e suite), which Debian ships
+#                             only inside `prometheus` (the whole server, ~96 MB; installed for
+#                             the tests only, never for `make`; where systemd runs, its service
+#                             may start: `systemctl disable --now prometheus`). Building
+#                             just promtool from its Go module (scripts/promtool.sh, used when
+#                             a promtool is neither on PATH nor installable) pulls in the AWS
+#                             and Azure SDKs: over 25 minutes on 2 shared cores, measured
 #   scripts/deps.sh fuzz      `make fuzz`: build, plus clang (libFuzzer)
 #
 # Idempotent: with everything present nothing is installed and root is never asked for. apt
@@ -24,7 +27,8 @@ build_pkgs=(build-essential pkg-config libjansson-dev libyaml-dev libcurl4-opens
             uthash-dev dpkg-dev openssl)
 case $what in
   build) pkgs=("${build_pkgs[@]}") ;;
-  test)  pkgs=("${build_pkgs[@]}" libcmocka-dev python3 python3-yaml iproute2) ;;  # iproute2: the real-cluster tier's network namespace
+  # iproute2: the real-cluster tier's network namespace; prometheus: promtool (below)
+  test)  pkgs=("${build_pkgs[@]}" libcmocka-dev python3 python3-yaml iproute2 prometheus) ;;
   fuzz)  pkgs=("${build_pkgs[@]}" clang) ;;
   *) echo "usage: $0 [build|test|fuzz]" >&2; exit 2 ;;
 esac
