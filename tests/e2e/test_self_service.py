@@ -97,7 +97,7 @@ class SelfServiceTest(KQTestCase):
                           if "/events" not in w and "binding" not in w and not w.endswith("reviews")], [])
 
     def test_through_the_kubectl_plugin(self):
-        self.sim.sim.proxy_services = {"kubequota/kubequota:443": "127.0.0.1:%d" % self.kq.port}
+        self.sim.sim.proxy_services = {"kubequota-system/kubequota:443": "127.0.0.1:%d" % self.kq.port}
         kc = write_kubeconfig(os.path.join(self.kq.workdir, "alice-kubeconfig"), self.sim.url, certs()["ca"],
                               "tok-alice")
 
