@@ -21,6 +21,11 @@
  *                     /readyz: app->ready (atomic).
  *                     The response is written (mg_write) after the handler returned, so no
  *                     lock is ever held across network I/O.
+ *                     Large views (large_view(): users, groups, applications, charges,
+ *                     gating, /metrics) first take one of --max-concurrent-views slots
+ *                     (views_mu, a leaf lock; waiting at most 1 s, else 503) and give it back
+ *                     once their answer is sent and freed; the last one out after a large
+ *                     answer calls malloc_trim(0) (rate-limited) with no lock held.
  *   pod informer      (sync.c, via kube's watch thread) LIST/WATCH pods -> one kq_jdoc per
  *                     informer, reused per event -> kq_pod_parse with a config snapshot ->
  *                     ledger observe/remove/resync (ledger -> ugm);
@@ -63,6 +68,7 @@
  */
 #include "kubequota/serve/server.h"
 
+#include <malloc.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -112,6 +118,10 @@
 #define READ_PIECE_MAX ((size_t)256 << 10) /* largest single body read */
 #define READ_SLOW_S 0.5                    /* a read slower than this restarts at one byte */
 #define MAX_PARAMS 3
+#define DEFAULT_MAX_VIEWS 2     /* large views built and sent at once (--max-concurrent-views) */
+#define VIEW_WAIT_S 1.0         /* a large view over the limit waits this long for a slot, then 503 */
+#define TRIM_MIN ((size_t)1 << 20) /* an answer this large is followed by malloc_trim ... */
+#define TRIM_INTERVAL_S 1.0        /* ... at most once per this long */
 #define CT_JSON "application/json"
 #define CT_TEXT "text/plain; charset=utf-8"
 
@@ -201,6 +211,19 @@ struct kq_server {
     pthread_cond_t reap_cv;
     bool reap_stop;
     atomic_size_t body_bytes;     /* request body bytes held now (BODY_BUDGET) */
+    /* Large views (large_view()) in flight: at most views_max at once, from building the
+     * answer until it is sent and freed. views_mu is a leaf lock (nothing else is taken
+     * under it; no I/O under it); it guards views_busy, trim_pending, trimmed_at and the
+     * refusal counters. */
+    pthread_mutex_t views_mu;
+    pthread_cond_t views_cv;
+    bool views_init;
+    int views_max;                /* 0 = no limit */
+    int views_busy;
+    bool trim_pending;            /* a large answer was freed since the last malloc_trim */
+    double trimmed_at;            /* monotonic seconds of the last malloc_trim */
+    unsigned long views_refused;  /* since the last warning */
+    time_t views_warned;
     kq_app_t *app;
     size_t max_body;
     bool admission;                    /* webhook routes enabled */
@@ -1014,6 +1037,98 @@ static double elapsed(const struct timespec *t0)
 
 static void conn_mark(conn_t *cn, bool busy);
 
+/* ------------------------------------------------------------------ large views */
+
+/* The views whose answer grows with users, groups, pods or applications: each is built
+ * whole in memory (the ugm's JSON tree, then its text), so their number in flight bounds
+ * what the answers cost at once. */
+static bool large_view(kq_endpoint_t ep)
+{
+    switch (ep) {
+    case KQ_EP_USAGE_USERS:
+    case KQ_EP_USAGE_GROUPS:
+    case KQ_EP_APPS:
+    case KQ_EP_QUEUE_APPS:
+    case KQ_EP_CHARGES:
+    case KQ_EP_GATING_WAITING:
+    case KQ_EP_METRICS:
+        return true;
+    default:
+        return false;
+    }
+}
+
+static double mono_now(void);
+
+/* Takes a large-view slot, waiting up to VIEW_WAIT_S for one; false when none came free
+ * (the caller answers 503). */
+static bool views_acquire(kq_server_t *s)
+{
+    if (s->views_max <= 0)
+        return true;
+    struct timespec dl;
+    clock_gettime(CLOCK_MONOTONIC, &dl);
+    dl.tv_sec += (time_t)VIEW_WAIT_S;
+    dl.tv_nsec += (long)((VIEW_WAIT_S - (double)(time_t)VIEW_WAIT_S) * 1e9);
+    if (dl.tv_nsec >= 1000000000L) {
+        dl.tv_sec++;
+        dl.tv_nsec -= 1000000000L;
+    }
+    bool ok = true, warn = false;
+    unsigned long refused = 0;
+    pthread_mutex_lock(&s->views_mu);
+    while (s->views_busy >= s->views_max) {
+        if (pthread_cond_timedwait(&s->views_cv, &s->views_mu, &dl) != 0 && s->views_busy >= s->views_max) {
+            ok = false;
+            break;
+        }
+    }
+    if (ok) {
+        s->views_busy++;
+    } else {
+        s->views_refused++;
+        time_t now = (time_t)mono_now();
+        if (now - s->views_warned >= 10) { /* one warning per 10 s */
+            warn = true;
+            refused = s->views_refused;
+            s->views_refused = 0;
+            s->views_warned = now;
+        }
+    }
+    pthread_mutex_unlock(&s->views_mu);
+    if (warn)
+        kq_warn("event=large_views_refused limit=%d refused=%lu msg=\"more large views (users, groups, "
+                "applications, metrics) were asked for at once than --max-concurrent-views allows; answered 503\"",
+                s->views_max, refused);
+    return ok;
+}
+
+/* Gives the slot back after the answer (`len` bytes) was sent and freed. When the last
+ * large view in flight ends after a large answer, freed heap goes back to the system
+ * (malloc_trim: the answers are built on the workers' malloc arenas, which glibc otherwise
+ * keeps), at most once per TRIM_INTERVAL_S; outside views_mu, so no lock is held while it
+ * walks the arenas. */
+static void views_release(kq_server_t *s, size_t len, bool held)
+{
+    bool trim = false;
+    pthread_mutex_lock(&s->views_mu);
+    if (held && s->views_max > 0) {
+        s->views_busy--;
+        pthread_cond_signal(&s->views_cv);
+    }
+    if (len >= TRIM_MIN)
+        s->trim_pending = true;
+    double now = mono_now();
+    if (s->trim_pending && s->views_busy == 0 && now - s->trimmed_at >= TRIM_INTERVAL_S) {
+        trim = true;
+        s->trim_pending = false;
+        s->trimmed_at = now;
+    }
+    pthread_mutex_unlock(&s->views_mu);
+    if (trim)
+        malloc_trim(0);
+}
+
 static int on_request(struct mg_connection *conn)
 {
     struct timespec t0;
@@ -1038,6 +1153,7 @@ static int on_request(struct mg_connection *conn)
     span_t params[MAX_PARAMS];
     int np = 0;
     bool elsewhere = false;    /* a scheduler verb, served on the scheduler listener */
+    bool large = false;        /* a large view: holds a slot (views_acquire) until freed */
     bool wh_elsewhere = false; /* a webhook, served on the webhook listener */
 
     for (size_t i = 0; i < N_ROUTES; i++) {
@@ -1175,6 +1291,16 @@ static int on_request(struct mg_connection *conn)
         }
     }
     conn_mark(counted, true);
+    if (large_view(rt->ep)) {
+        if (!views_acquire(s)) {
+            snprintf(msg, sizeof(msg), "too many large views are being answered at once (--max-concurrent-views=%d); "
+                     "retry in a second", s->views_max);
+            resp_error(&r, 503, msg);
+            r.headers = "Retry-After: 1\r\n";
+            goto send;
+        }
+        large = true;
+    }
     rt->fn(&q, &r);
 
 send:
@@ -1200,6 +1326,8 @@ send:
              secs * 1e3);
     int status = r.status;
     free(r.body);
+    if (large)
+        views_release(s, r.len, true);
     free(q.body);
     if (q.budget > 0)
         budget_give(s, q.budget);
@@ -1687,6 +1815,10 @@ static void server_free(kq_server_t *s)
         pthread_mutex_destroy(&s->reap_mu);
         pthread_cond_destroy(&s->reap_cv);
     }
+    if (s->views_init) {
+        pthread_mutex_destroy(&s->views_mu);
+        pthread_cond_destroy(&s->views_cv);
+    }
     if (s->main_limit_init)
         conn_limit_destroy(&s->main_limit);
     if (s->wh_limit_init)
@@ -1771,6 +1903,10 @@ kq_server_t *kq_server_start(const kq_server_opts_t *o, kq_app_t *app, char *err
         kq_errf(err, errlen, "threads must be between 1 and 1024");
         goto fail;
     }
+    if (o->max_views > 1024) {
+        kq_errf(err, errlen, "max concurrent views must be at most 1024");
+        goto fail;
+    }
     if (o->max_client_conns < 0 || o->max_client_conns > 1024) {
         kq_errf(err, errlen, "max client connections must be between 1 and 1024");
         goto fail;
@@ -1790,7 +1926,11 @@ kq_server_t *kq_server_start(const kq_server_opts_t *o, kq_app_t *app, char *err
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&s->reap_cv, &ca);
+    pthread_mutex_init(&s->views_mu, NULL);
+    pthread_cond_init(&s->views_cv, &ca);
+    s->views_init = true;
     pthread_condattr_destroy(&ca);
+    s->views_max = o->max_views < 0 ? 0 : o->max_views > 0 ? o->max_views : DEFAULT_MAX_VIEWS;
     s->app = app;
     s->max_body = o->max_body ? o->max_body : DEFAULT_MAX_BODY;
     s->auth = o->auth;
