@@ -24,8 +24,8 @@
  *                     Large views (large_view(): users, groups, applications, charges,
  *                     gating, /metrics) first take one of --max-concurrent-views slots
  *                     (views_mu, a leaf lock; waiting at most 1 s, else 503) and give it back
- *                     once their answer is sent and freed; the last one out after a large
- *                     answer calls malloc_trim(0) (rate-limited) with no lock held.
+ *                     once their answer is sent and freed; the last one out calls
+ *                     malloc_trim(0) with no lock held.
  *   pod informer      (sync.c, via kube's watch thread) LIST/WATCH pods -> one kq_jdoc per
  *                     informer, reused per event -> kq_pod_parse with a config snapshot ->
  *                     ledger observe/remove/resync (ledger -> ugm);
@@ -120,8 +120,6 @@
 #define MAX_PARAMS 3
 #define DEFAULT_MAX_VIEWS 2     /* large views built and sent at once (--max-concurrent-views) */
 #define VIEW_WAIT_S 1.0         /* a large view over the limit waits this long for a slot, then 503 */
-#define TRIM_MIN ((size_t)1 << 20) /* an answer this large is followed by malloc_trim ... */
-#define TRIM_INTERVAL_S 1.0        /* ... at most once per this long */
 #define CT_JSON "application/json"
 #define CT_TEXT "text/plain; charset=utf-8"
 
@@ -214,14 +212,12 @@ struct kq_server {
     /* Large views (large_view()) in flight: at most views_max at once, from building the
      * answer until it is sent and freed. views_mu is a leaf lock (nothing else is taken
      * under it; no I/O under it); it guards views_busy, trim_pending, trimmed_at and the
-     * refusal counters. */
+     * refusal counters. views_busy counts the large views in flight even without a limit. */
     pthread_mutex_t views_mu;
     pthread_cond_t views_cv;
     bool views_init;
     int views_max;                /* 0 = no limit */
     int views_busy;
-    bool trim_pending;            /* a large answer was freed since the last malloc_trim */
-    double trimmed_at;            /* monotonic seconds of the last malloc_trim */
     unsigned long views_refused;  /* since the last warning */
     time_t views_warned;
     kq_app_t *app;
@@ -1064,8 +1060,12 @@ static double mono_now(void);
  * (the caller answers 503). */
 static bool views_acquire(kq_server_t *s)
 {
-    if (s->views_max <= 0)
+    if (s->views_max <= 0) { /* no limit: counted all the same (views_release trims when none is left) */
+        pthread_mutex_lock(&s->views_mu);
+        s->views_busy++;
+        pthread_mutex_unlock(&s->views_mu);
         return true;
+    }
     struct timespec dl;
     clock_gettime(CLOCK_MONOTONIC, &dl);
     dl.tv_sec += (time_t)VIEW_WAIT_S;
@@ -1103,27 +1103,17 @@ static bool views_acquire(kq_server_t *s)
     return ok;
 }
 
-/* Gives the slot back after the answer (`len` bytes) was sent and freed. When the last
- * large view in flight ends after a large answer, freed heap goes back to the system
- * (malloc_trim: the answers are built on the workers' malloc arenas, which glibc otherwise
- * keeps), at most once per TRIM_INTERVAL_S; outside views_mu, so no lock is held while it
- * walks the arenas. */
-static void views_release(kq_server_t *s, size_t len, bool held)
+/* Gives the slot back after the answer was sent and freed. When the last large view in
+ * flight ends, the heap its building freed goes back to the system (malloc_trim: the views
+ * are built on the workers' malloc arenas, whose free pages glibc otherwise keeps; even a
+ * small answer such as /metrics builds large trees on the way). Outside views_mu, so no
+ * lock is held while it walks the arenas; at most once per large view. */
+static void views_release(kq_server_t *s)
 {
-    bool trim = false;
     pthread_mutex_lock(&s->views_mu);
-    if (held && s->views_max > 0) {
-        s->views_busy--;
-        pthread_cond_signal(&s->views_cv);
-    }
-    if (len >= TRIM_MIN)
-        s->trim_pending = true;
-    double now = mono_now();
-    if (s->trim_pending && s->views_busy == 0 && now - s->trimmed_at >= TRIM_INTERVAL_S) {
-        trim = true;
-        s->trim_pending = false;
-        s->trimmed_at = now;
-    }
+    s->views_busy--;
+    pthread_cond_signal(&s->views_cv);
+    bool trim = s->views_busy == 0;
     pthread_mutex_unlock(&s->views_mu);
     if (trim)
         malloc_trim(0);
@@ -1327,7 +1317,7 @@ send:
     int status = r.status;
     free(r.body);
     if (large)
-        views_release(s, r.len, true);
+        views_release(s);
     free(q.body);
     if (q.budget > 0)
         budget_give(s, q.budget);
