@@ -21,6 +21,10 @@
  *                     /readyz: app->ready (atomic).
  *                     The response is written (mg_write) after the handler returned, so no
  *                     lock is ever held across network I/O.
+ *                     usage/users and usage/groups (HTTP/1.1) are written in 64 KB chunks
+ *                     while built one user (group) at a time (kq_ugm_users_each: the trackers
+ *                     are pinned, not locked, while a chunk is written), so no lock is held
+ *                     across network I/O there either.
  *                     Large views (large_view(): users, groups, applications, charges,
  *                     gating, /metrics) first take one of --max-concurrent-views slots
  *                     (views_mu, a leaf lock; waiting at most 1 s, else 503) and give it back
@@ -253,6 +257,7 @@ typedef struct req {
                               * permission; the handler serves only that user's own data */
     kq_auth_who_t who;
     size_t budget;           /* body budget bytes taken for this request */
+    bool chunked_ok;         /* an HTTP/1.1 GET: the answer may be sent in chunks */
 } req_t;
 
 typedef struct resp {
@@ -265,7 +270,11 @@ typedef struct resp {
     bool yapi;                /* /ws/v1 answers: errors as YuniKorn's {"status_code",
                                * "message","description"}; elsewhere {"error": "..."} */
     const char *headers;      /* more header lines (static text, each ending in CRLF), or NULL */
+    int stream;               /* STREAM_*: the body is written in chunks at send time (send_stream);
+                               * status 200 and no body until then */
 } resp_t;
+
+enum { STREAM_NONE = 0, STREAM_USERS = 1, STREAM_GROUPS = 2 };
 
 static void resp_static(resp_t *r, int status, const char *ctype, const char *text)
 {
@@ -328,10 +337,12 @@ static const char *printable(const char *in, char *out, size_t outlen)
     return out;
 }
 
-static void send_response(struct mg_connection *conn, const resp_t *r, const char *allow, bool close,
-                          bool head_only)
+/* The status line and headers into head (size 1536); the body's length, or chunked. Its
+ * length, or 0 when it does not fit. */
+static int response_head(struct mg_connection *conn, const resp_t *r, const char *allow, bool close, bool chunked,
+                         char *head, size_t size)
 {
-    char head[1536], cors[256] = "";
+    char cors[256] = "", length[64];
     /* CORS as YuniKorn's webservice sends it (apache/yunikorn-core pkg/webservice/handlers.go
      * writeHeaders), plus Authorization: the view needs a token. Any origin may read what a
      * token-bearing request returns; cookies and client certificates are not credentials a
@@ -342,17 +353,29 @@ static void send_response(struct mg_connection *conn, const resp_t *r, const cha
                  "Access-Control-Allow-Methods: %s\r\n"
                  "Access-Control-Allow-Headers: X-Requested-With,Content-Type,Accept,Origin,Authorization\r\n",
                  r->cors_methods);
-    int n = snprintf(head, sizeof(head),
+    if (chunked)
+        snprintf(length, sizeof(length), "Transfer-Encoding: chunked\r\n");
+    else
+        snprintf(length, sizeof(length), "Content-Length: %zu\r\n", r->len);
+    int n = snprintf(head, size,
                      "HTTP/1.1 %d %s\r\n"
                      "Content-Type: %s\r\n"
-                     "Content-Length: %zu\r\n"
+                     "%s"
                      "Cache-Control: no-store\r\n"
                      "X-Content-Type-Options: nosniff\r\n"
                      "%s%s%s%s%s%s\r\n",
-                     r->status, mg_get_response_code_text(conn, r->status), r->ctype, r->len,
+                     r->status, mg_get_response_code_text(conn, r->status), r->ctype, length,
                      allow ? "Allow: " : "", allow ? allow : "", allow ? "\r\n" : "",
                      close ? "Connection: close\r\n" : "", cors, r->headers ? r->headers : "");
-    if (n <= 0 || (size_t)n >= sizeof(head))
+    return n > 0 && (size_t)n < size ? n : 0;
+}
+
+static void send_response(struct mg_connection *conn, const resp_t *r, const char *allow, bool close,
+                          bool head_only)
+{
+    char head[1536];
+    int n = response_head(conn, r, allow, close, false, head, sizeof(head));
+    if (n == 0)
         return;
     const char *body = r->body ? r->body : r->static_body;
     size_t blen = head_only ? 0 : r->len; /* a HEAD answer (always 404/405 here) has no body */
@@ -372,6 +395,102 @@ static void send_response(struct mg_connection *conn, const resp_t *r, const cha
         return;
     if (blen > 0)
         mg_write(conn, body, blen);
+}
+
+/* A streamed answer (resp_t.stream): chunks of up to STREAM_CHUNK bytes, each written with
+ * its chunk-size line and CRLF in one mg_write. */
+#define STREAM_CHUNK ((size_t)64 << 10)
+#define STREAM_PAD 16 /* room for the chunk-size line before the data */
+typedef struct chunker {
+    struct mg_connection *conn;
+    const resp_t *r;
+    const char *allow;
+    bool close;
+    bool started;  /* the head is written */
+    bool failed;   /* a write failed: nothing more is written */
+    size_t used;   /* data bytes in buf */
+    size_t total;  /* data bytes written */
+    char buf[STREAM_PAD + STREAM_CHUNK + 2];
+} chunker_t;
+
+static int chunk_flush(chunker_t *c)
+{
+    if (c->used == 0)
+        return 0;
+    char line[STREAM_PAD];
+    int h = snprintf(line, sizeof(line), "%zx\r\n", c->used);
+    memcpy(c->buf + STREAM_PAD - h, line, (size_t)h);
+    memcpy(c->buf + STREAM_PAD + c->used, "\r\n", 2);
+    size_t n = (size_t)h + c->used + 2;
+    if (mg_write(c->conn, c->buf + STREAM_PAD - h, n) != (int)n) {
+        c->failed = true;
+        return -1;
+    }
+    c->total += c->used;
+    c->used = 0;
+    return 0;
+}
+
+/* kq_rest_write_fn: the head on the first piece, then the data in chunks. */
+static int chunk_write(void *ctx, const char *p, size_t n)
+{
+    chunker_t *c = ctx;
+    if (c->failed)
+        return -1;
+    if (!c->started) {
+        char head[1536];
+        int hn = response_head(c->conn, c->r, c->allow, c->close, true, head, sizeof(head));
+        if (hn == 0 || mg_write(c->conn, head, (size_t)hn) != hn) {
+            c->failed = true;
+            return -1;
+        }
+        c->started = true;
+    }
+    while (n > 0) {
+        size_t k = STREAM_CHUNK - c->used < n ? STREAM_CHUNK - c->used : n;
+        memcpy(c->buf + STREAM_PAD + c->used, p, k);
+        c->used += k;
+        p += k;
+        n -= k;
+        if (c->used == STREAM_CHUNK && chunk_flush(c) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* Sends a streamed answer (r->stream). An error found before the first byte (unknown
+ * partition) is answered as usual; a failure after it cuts the answer short (no last
+ * chunk) and closes the connection, so the client sees an incomplete body, never a wrong
+ * one. r->len becomes the bytes of body written. */
+static void send_stream(struct mg_connection *conn, const req_t *q, resp_t *r, const char *allow, bool close)
+{
+    chunker_t *c = malloc(sizeof(*c));
+    char *body = NULL;
+    size_t len = 0;
+    int st;
+    if (c == NULL) {
+        st = r->stream == STREAM_GROUPS ? kq_rest_groups(q->s->app, q->param[0], &body, &len)
+                                        : kq_rest_users(q->s->app, q->param[0], &body, &len);
+        r->stream = STREAM_NONE;
+        resp_take(r, st, CT_JSON, body, len);
+        send_response(conn, r, allow, close, false);
+        return;
+    }
+    *c = (chunker_t){.conn = conn, .r = r, .allow = allow, .close = close};
+    st = kq_rest_usage_stream(q->s->app, q->param[0], r->stream == STREAM_GROUPS, chunk_write, c, &body, &len);
+    if (st == 200 && chunk_flush(c) == 0 && mg_write(conn, "0\r\n\r\n", 5) == 5) {
+        r->len = c->total;
+    } else if (!c->started && st != -1) { /* an error answer, nothing written yet */
+        r->stream = STREAM_NONE;
+        resp_take(r, st, CT_JSON, body, len);
+        send_response(conn, r, allow, close, false);
+    } else {
+        r->len = c->total;
+        mg_disable_keep_alive(conn);
+        kq_warn("event=stream_cut path=%s bytes=%zu msg=\"a streamed answer was cut short (the client went "
+                "away, or out of memory)\"", r->stream == STREAM_GROUPS ? "usage/groups" : "usage/users", c->total);
+    }
+    free(c);
 }
 
 /* ------------------------------------------------------------------ handlers */
@@ -442,6 +561,12 @@ static void h_users(const req_t *q, resp_t *r)
 {
     char *out = NULL;
     size_t len = 0;
+    if (q->chunked_ok) { /* streamed at send time (send_stream) */
+        r->status = 200;
+        r->ctype = CT_JSON;
+        r->stream = STREAM_USERS;
+        return;
+    }
     int st = kq_rest_users(q->s->app, q->param[0], &out, &len);
     resp_take(r, st, CT_JSON, out, len);
 }
@@ -465,6 +590,12 @@ static void h_groups(const req_t *q, resp_t *r)
 {
     char *out = NULL;
     size_t len = 0;
+    if (q->chunked_ok) {
+        r->status = 200;
+        r->ctype = CT_JSON;
+        r->stream = STREAM_GROUPS;
+        return;
+    }
     int st = kq_rest_groups(q->s->app, q->param[0], &out, &len);
     resp_take(r, st, CT_JSON, out, len);
 }
@@ -1132,6 +1263,8 @@ static int on_request(struct mg_connection *conn)
     const char *path = ri->local_uri ? ri->local_uri : "";
 
     req_t q = {.s = s, .query = ri->query_string};
+    /* HTTP/1.1 GETs may be answered in chunks (HTTP/1.0 has no chunked encoding) */
+    q.chunked_ok = ri->http_version != NULL && strcmp(ri->http_version, "1.1") == 0 && strcmp(method, "GET") == 0;
     resp_t r = {0};
     bool ws = strncmp(path, "/ws/v1/", 7) == 0; /* YuniKorn's view: CORS headers, its error body */
     r.yapi = ws;
@@ -1304,7 +1437,10 @@ send:
     }
     if (close)
         mg_disable_keep_alive(conn);
-    send_response(conn, &r, allow, close, strcmp(method, "HEAD") == 0);
+    if (r.stream != STREAM_NONE)
+        send_stream(conn, &q, &r, allow, close);
+    else
+        send_response(conn, &r, allow, close, strcmp(method, "HEAD") == 0);
     if (close && r.status == 413)
         drain_refused(conn);
     conn_mark(counted, false);

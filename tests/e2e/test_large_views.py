@@ -108,3 +108,69 @@ class LargeViewLimitTest(KQTestCase):
         self.addCleanup(slow.close)
         self.assertTrue(slow.head.startswith(b"HTTP/1.1 200"), slow.head)
         self.assertEqual(self.kq.get(USERS_VIEW, timeout=30).status, 200)
+
+
+def raw_get(kq, path, version):
+    """GET over a fresh TLS connection in HTTP/`version`, read to the end: (status line,
+    headers as a lowercase dict, body bytes, chunk-decoded when chunked)."""
+    raw = socket.create_connection(("127.0.0.1", kq.port), timeout=30)
+    ctx = ssl.create_default_context(cafile=certs()["ca"])
+    ctx.check_hostname = False
+    s = ctx.wrap_socket(raw)
+    try:
+        s.sendall(("GET %s HTTP/%s\r\nHost: localhost\r\nAuthorization: Bearer %s\r\nConnection: close\r\n\r\n"
+                   % (path, version, kq.rest_token)).encode())
+        data = b""
+        while True:
+            b = s.recv(65536)
+            if not b:
+                break
+            data += b
+    finally:
+        s.close()
+    head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.decode().split("\r\n")
+    headers = {k.strip().lower(): v.strip() for k, _, v in (l.partition(":") for l in lines[1:])}
+    if headers.get("transfer-encoding") == "chunked":
+        out, rest = b"", body
+        while True:
+            size_line, _, rest = rest.partition(b"\r\n")
+            n = int(size_line, 16)
+            if n == 0:
+                break
+            out, rest = out + rest[:n], rest[n + 2:]
+        body = out
+    return lines[0], headers, body
+
+
+class StreamedViewTest(KQTestCase):
+    """usage/users and usage/groups are written in chunks over HTTP/1.1 while being built;
+    HTTP/1.0 gets the buffered answer with a Content-Length. Same state, same bytes."""
+    CONFIG = CONFIG
+    START = False
+
+    def test_streamed_is_byte_identical(self):
+        preload(self.sim, 3000, apps_per_user=2)
+        self.kq = Kubequota(self.sim, self.CONFIG)
+        self.kq.start(timeout=120)
+        wait_until(lambda: len(self.kq.users()) == 3000, timeout=60, msg="every user in the view")
+        for path in (USERS_VIEW, "/ws/v1/partition/default/usage/groups"):
+            st11, h11, b11 = raw_get(self.kq, path, "1.1")
+            st10, h10, b10 = raw_get(self.kq, path, "1.0")
+            self.assertTrue(st11.startswith("HTTP/1.1 200"), st11)
+            self.assertTrue(st10.startswith("HTTP/1.1 200"), st10)
+            self.assertEqual(h11.get("transfer-encoding"), "chunked", h11)
+            self.assertNotIn("content-length", h11)
+            self.assertEqual(int(h10["content-length"]), len(b10))
+            self.assertEqual(h11.get("content-type"), h10.get("content-type"))
+            self.assertGreater(len(b10), 65536 * 2, "more than one chunk")  # noqa
+            self.assertEqual(b11, b10, path)
+            json.loads(b11)
+            # http.client (what most clients do) reads the chunked answer too
+            r = self.kq.get(path)
+            self.assertEqual(r.status, 200)
+            self.assertEqual(r.body, b10)
+        # an unknown partition is still the ordinary error answer
+        st, h, b = raw_get(self.kq, "/ws/v1/partition/other/usage/users", "1.1")
+        self.assertTrue(st.startswith("HTTP/1.1 404"), st)
+        self.assertEqual(json.loads(b)["message"], "Partition not found")

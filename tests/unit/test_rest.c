@@ -181,6 +181,90 @@ static void test_groups_and_group(void **state)
     json_decref(j);
 }
 
+/* kq_rest_write_fn collecting into a growing buffer; fails once `fail_at` bytes were taken. */
+typedef struct sink {
+    char *buf;
+    size_t len, cap, fail_at;
+    int calls;
+} sink_t;
+
+static int sink_write(void *ctx, const char *p, size_t n)
+{
+    sink_t *k = ctx;
+    k->calls++;
+    if (k->fail_at > 0 && k->len + n > k->fail_at)
+        return -1;
+    if (k->len + n + 1 > k->cap) {
+        k->cap = (k->len + n + 1) * 2;
+        k->buf = realloc(k->buf, k->cap);
+        assert_non_null(k->buf);
+    }
+    memcpy(k->buf + k->len, p, n);
+    k->len += n;
+    k->buf[k->len] = '\0';
+    return 0;
+}
+
+/* The streamed users and groups views are the buffered answers, byte for byte: with no
+ * one, with one, and with many users in many groups. */
+static void check_stream_same(fx_t *f, bool groups)
+{
+    char *b = NULL, *eb = NULL;
+    size_t n = 0, en = 0;
+    int st = groups ? kq_rest_groups(&f->app, "default", &b, &n) : kq_rest_users(&f->app, "default", &b, &n);
+    assert_int_equal(st, 200);
+    sink_t k = {0};
+    assert_int_equal(kq_rest_usage_stream(&f->app, "default", groups, sink_write, &k, &eb, &en), 200);
+    assert_null(eb);
+    assert_int_equal(k.len, n);
+    assert_memory_equal(k.buf, b, n);
+    free(k.buf);
+    free(b);
+}
+
+static void test_usage_stream_same_bytes(void **state)
+{
+    fx_t *f = *state;
+    check_stream_same(f, false);
+    check_stream_same(f, true);
+    add_usage(f);
+    check_stream_same(f, false);
+    check_stream_same(f, true);
+    char reason[256];
+    for (int i = 0; i < 300; i++) {
+        char name[32], group[32];
+        snprintf(name, sizeof(name), "user-%03d", i);
+        snprintf(group, sizeof(group), "g%d", i % 13);
+        const char *gs[] = {group};
+        kq_user_t u = {.name = name, .groups = gs, .n_groups = 1};
+        kq_resource_t r = KQ_RESOURCE_EMPTY;
+        assert_int_equal(kq_resource_set(&r, "cpu", 1 + i % 3), 0);
+        char app[32];
+        snprintf(app, sizeof(app), "batch-%d", i);
+        assert_int_equal(kq_ugm_increase(f->app.ugm, "root.team-a", app, &u, &r, reason,
+                                         sizeof(reason), NULL), 0);
+        kq_resource_free(&r);
+    }
+    check_stream_same(f, false);
+    check_stream_same(f, true);
+
+    /* an unknown partition: the buffered error, nothing written */
+    sink_t k = {0};
+    char *eb = NULL;
+    size_t en = 0;
+    assert_int_equal(kq_rest_usage_stream(&f->app, "other", false, sink_write, &k, &eb, &en), 404);
+    assert_int_equal(k.calls, 0);
+    assert_non_null(eb);
+    free(eb);
+    /* a write that fails part way: cut off (-1), no more writes */
+    k = (sink_t){.fail_at = 1000};
+    assert_int_equal(kq_rest_usage_stream(&f->app, "default", false, sink_write, &k, &eb, &en), -1);
+    int calls = k.calls;
+    assert_true(k.len <= 1000);
+    free(k.buf);
+    assert_true(calls > 1);
+}
+
 static void test_queues(void **state)
 {
     fx_t *f = *state;
@@ -372,6 +456,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_users_and_user, setup, teardown),
         cmocka_unit_test_setup_teardown(test_groups_and_group, setup, teardown),
         cmocka_unit_test_setup_teardown(test_queues, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_usage_stream_same_bytes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unknown_partition, setup, teardown),
         cmocka_unit_test(test_validate_conf),
         cmocka_unit_test(test_error_body),
