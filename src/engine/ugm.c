@@ -3188,13 +3188,13 @@ static void rows_free(app_row_t *v, size_t n)
     free(v);
 }
 
-json_t *kq_ugm_apps_json(kq_ugm_t *m, const char *queue_path)
+int kq_ugm_apps_each(kq_ugm_t *m, const char *queue_path, kq_ugm_emit_fn emit, void *ctx)
 {
     if (m == NULL)
-        return NULL;
+        return KQ_EINVAL;
     qpath_t q;
     if (queue_path != NULL && parse_path(queue_path, &q) != 0)
-        return json_array(); /* no such queue: no applications */
+        return 0; /* no such queue: no applications */
     bool ok = true;
     size_t n = 0;
     mutex_lock(&m->lock);
@@ -3222,17 +3222,13 @@ json_t *kq_ugm_apps_json(kq_ugm_t *m, const char *queue_path)
         ok = ok && owner_used(o, &r->used) == 0;
     }
     mutex_unlock(&m->lock);
-    json_t *out = ok ? json_array() : NULL;
-    ok = out != NULL;
     if (ok && n > 1)
         qsort(v, n, sizeof(*v), cmp_row);
-    for (size_t i = 0; ok && i < n; i++) {
+    int rc = ok ? 0 : KQ_ENOMEM;
+    /* one application's object at a time, from the rows copied under the lock */
+    for (size_t i = 0; rc == 0 && i < n; i++) {
         json_t *a = json_object(), *groups = json_array();
-        if (a != NULL && groups == NULL) {
-            json_decref(a);
-            a = NULL;
-        }
-        ok = a != NULL && jappend(out, a) && jset(a, "applicationID", json_string(v[i].id)) &&
+        ok = a != NULL && groups != NULL && jset(a, "applicationID", json_string(v[i].id)) &&
              jset_res(a, "usedResource", &v[i].used) && jset(a, "partition", json_string(m->partition)) &&
              jset(a, "queueName", json_string(v[i].queue)) && jset(a, "applicationState", json_string("Running")) &&
              jset(a, "user", json_string(v[i].user));
@@ -3241,11 +3237,19 @@ json_t *kq_ugm_apps_json(kq_ugm_t *m, const char *queue_path)
         if (ok && v[i].n_groups > 0)
             ok = jset(a, "groups", json_incref(groups));
         json_decref(groups);
+        rc = ok ? emit(ctx, a) : KQ_ENOMEM;
+        json_decref(a);
     }
     rows_free(v, n);
-    if (!ok) {
+    return rc;
+}
+
+json_t *kq_ugm_apps_json(kq_ugm_t *m, const char *queue_path)
+{
+    json_t *out = m != NULL ? json_array() : NULL;
+    if (out != NULL && kq_ugm_apps_each(m, queue_path, append_emit, out) != 0) {
         json_decref(out);
-        return NULL;
+        out = NULL;
     }
     return out;
 }

@@ -147,16 +147,22 @@ static int stream_elem(void *data, json_t *e)
     return json_dump_callback(e, stream_dump, st, JSON_COMPACT) == 0 ? 0 : -1;
 }
 
-int kq_rest_usage_stream(kq_app_t *app, const char *partition, bool groups, kq_rest_write_fn write, void *ctx,
-                         char **body, size_t *len)
+int kq_rest_stream(kq_app_t *app, kq_rest_view_t view, const char *partition, const char *arg, kq_rest_write_fn write,
+                   void *ctx, char **body, size_t *len)
 {
+    *body = NULL;
+    *len = 0;
+    if (view == KQ_REST_VIEW_APPS && arg != NULL && strcasecmp(arg, "active") != 0)
+        return kq_rest_apps(app, partition, arg, body, len); /* [] or 400: small, buffered */
     int st = check_partition(app, partition, body, len);
     if (st != 0)
         return st;
     stream_t s = {.write = write, .ctx = ctx, .first = true};
     if (write(ctx, "[", 1) != 0)
         return -1;
-    int rc = groups ? kq_ugm_groups_each(app->ugm, stream_elem, &s) : kq_ugm_users_each(app->ugm, stream_elem, &s);
+    int rc = view == KQ_REST_VIEW_APPS     ? kq_ugm_apps_each(app->ugm, NULL, stream_elem, &s)
+             : view == KQ_REST_VIEW_GROUPS ? kq_ugm_groups_each(app->ugm, stream_elem, &s)
+                                           : kq_ugm_users_each(app->ugm, stream_elem, &s);
     if (rc != 0 || write(ctx, "]", 1) != 0)
         return -1;
     return 200;

@@ -21,10 +21,10 @@
  *                     /readyz: app->ready (atomic).
  *                     The response is written (mg_write) after the handler returned, so no
  *                     lock is ever held across network I/O.
- *                     usage/users and usage/groups (HTTP/1.1) are written in 64 KB chunks
- *                     while built one user (group) at a time (kq_ugm_users_each: the trackers
- *                     are pinned, not locked, while a chunk is written), so no lock is held
- *                     across network I/O there either.
+ *                     usage/users, usage/groups and applications (HTTP/1.1) are written in
+ *                     64 KB chunks while built one element at a time (kq_ugm_users_each,
+ *                     kq_ugm_apps_each: the trackers are pinned, the applications copied
+ *                     under the ugm lock, and no lock is held while a chunk is written).
  *                     Large views (large_view(): users, groups, applications, charges,
  *                     gating, /metrics) first take one of --max-concurrent-views slots
  *                     (views_mu, a leaf lock; waiting at most 1 s, else 503) and give it back
@@ -274,7 +274,7 @@ typedef struct resp {
                                * status 200 and no body until then */
 } resp_t;
 
-enum { STREAM_NONE = 0, STREAM_USERS = 1, STREAM_GROUPS = 2 };
+enum { STREAM_NONE = 0, STREAM_USERS = 1, STREAM_GROUPS = 2, STREAM_APPS = 3 };
 
 static void resp_static(resp_t *r, int status, const char *ctype, const char *text)
 {
@@ -458,37 +458,39 @@ static int chunk_write(void *ctx, const char *p, size_t n)
     return 0;
 }
 
-/* Sends a streamed answer (r->stream). An error found before the first byte (unknown
- * partition) is answered as usual; a failure after it cuts the answer short (no last
- * chunk) and closes the connection, so the client sees an incomplete body, never a wrong
- * one. r->len becomes the bytes of body written. */
+/* Sends a streamed answer (r->stream). An answer that is not streamed after all (an
+ * unknown partition, an empty list) is sent as usual; a failure after the first byte cuts
+ * the answer short (no last chunk) and closes the connection, so the client sees an
+ * incomplete body, never a wrong one. r->len becomes the bytes of body written. */
 static void send_stream(struct mg_connection *conn, const req_t *q, resp_t *r, const char *allow, bool close)
 {
+    static const kq_rest_view_t views[] = {[STREAM_USERS] = KQ_REST_VIEW_USERS, [STREAM_GROUPS] = KQ_REST_VIEW_GROUPS,
+                                           [STREAM_APPS] = KQ_REST_VIEW_APPS};
+    static const char *const names[] = {[STREAM_USERS] = "usage/users", [STREAM_GROUPS] = "usage/groups",
+                                        [STREAM_APPS] = "applications"};
+    int kind = r->stream;
+    r->stream = STREAM_NONE;
     chunker_t *c = malloc(sizeof(*c));
-    char *body = NULL;
-    size_t len = 0;
-    int st;
     if (c == NULL) {
-        st = r->stream == STREAM_GROUPS ? kq_rest_groups(q->s->app, q->param[0], &body, &len)
-                                        : kq_rest_users(q->s->app, q->param[0], &body, &len);
-        r->stream = STREAM_NONE;
-        resp_take(r, st, CT_JSON, body, len);
+        resp_error(r, 500, "out of memory");
         send_response(conn, r, allow, close, false);
         return;
     }
     *c = (chunker_t){.conn = conn, .r = r, .allow = allow, .close = close};
-    st = kq_rest_usage_stream(q->s->app, q->param[0], r->stream == STREAM_GROUPS, chunk_write, c, &body, &len);
-    if (st == 200 && chunk_flush(c) == 0 && mg_write(conn, "0\r\n\r\n", 5) == 5) {
-        r->len = c->total;
-    } else if (!c->started && st != -1) { /* an error answer, nothing written yet */
-        r->stream = STREAM_NONE;
+    char *body = NULL;
+    size_t len = 0;
+    int st = kq_rest_stream(q->s->app, views[kind], q->param[0], kind == STREAM_APPS ? q->param[1] : NULL, chunk_write,
+                            c, &body, &len);
+    if (body != NULL || (st != 200 && st != -1 && !c->started)) { /* not streamed: an ordinary answer */
         resp_take(r, st, CT_JSON, body, len);
         send_response(conn, r, allow, close, false);
+    } else if (st == 200 && chunk_flush(c) == 0 && mg_write(conn, "0\r\n\r\n", 5) == 5) {
+        r->len = c->total;
     } else {
         r->len = c->total;
         mg_disable_keep_alive(conn);
         kq_warn("event=stream_cut path=%s bytes=%zu msg=\"a streamed answer was cut short (the client went "
-                "away, or out of memory)\"", r->stream == STREAM_GROUPS ? "usage/groups" : "usage/users", c->total);
+                "away, or out of memory)\"", names[kind], c->total);
     }
     free(c);
 }
@@ -719,6 +721,12 @@ static void h_apps(const req_t *q, resp_t *r)
 {
     char *out = NULL;
     size_t len = 0;
+    if (q->chunked_ok) {
+        r->status = 200;
+        r->ctype = CT_JSON;
+        r->stream = STREAM_APPS;
+        return;
+    }
     int st = kq_rest_apps(q->s->app, q->param[0], q->param[1], &out, &len);
     resp_take(r, st, CT_JSON, out, len);
 }

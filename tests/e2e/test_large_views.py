@@ -144,8 +144,9 @@ def raw_get(kq, path, version):
 
 
 class StreamedViewTest(KQTestCase):
-    """usage/users and usage/groups are written in chunks over HTTP/1.1 while being built;
-    HTTP/1.0 gets the buffered answer with a Content-Length. Same state, same bytes."""
+    """usage/users, usage/groups and applications are written in chunks over HTTP/1.1 while
+    being built; HTTP/1.0 gets the buffered answer with a Content-Length. Same state, same
+    bytes."""
     CONFIG = CONFIG
     START = False
 
@@ -154,7 +155,8 @@ class StreamedViewTest(KQTestCase):
         self.kq = Kubequota(self.sim, self.CONFIG)
         self.kq.start(timeout=120)
         wait_until(lambda: len(self.kq.users()) == 3000, timeout=60, msg="every user in the view")
-        for path in (USERS_VIEW, "/ws/v1/partition/default/usage/groups"):
+        for path in (USERS_VIEW, "/ws/v1/partition/default/usage/groups",
+                     "/ws/v1/partition/default/applications", "/ws/v1/partition/default/applications/active"):
             st11, h11, b11 = raw_get(self.kq, path, "1.1")
             st10, h10, b10 = raw_get(self.kq, path, "1.0")
             self.assertTrue(st11.startswith("HTTP/1.1 200"), st11)
@@ -170,6 +172,11 @@ class StreamedViewTest(KQTestCase):
             r = self.kq.get(path)
             self.assertEqual(r.status, 200)
             self.assertEqual(r.body, b10)
+        # a state without history is the ordinary (empty) answer
+        st, h, b = raw_get(self.kq, "/ws/v1/partition/default/applications/completed", "1.1")
+        self.assertTrue(st.startswith("HTTP/1.1 200"), st)
+        self.assertEqual(h.get("content-length"), "2")
+        self.assertEqual(b, b"[]")
         # an unknown partition is still the ordinary error answer
         st, h, b = raw_get(self.kq, "/ws/v1/partition/other/usage/users", "1.1")
         self.assertTrue(st.startswith("HTTP/1.1 404"), st)

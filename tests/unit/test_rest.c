@@ -205,16 +205,18 @@ static int sink_write(void *ctx, const char *p, size_t n)
     return 0;
 }
 
-/* The streamed users and groups views are the buffered answers, byte for byte: with no
- * one, with one, and with many users in many groups. */
-static void check_stream_same(fx_t *f, bool groups)
+/* The streamed users, groups and applications views are the buffered answers, byte for
+ * byte: with no one, with one, and with many users in many groups. */
+static void check_stream_same(fx_t *f, kq_rest_view_t view)
 {
     char *b = NULL, *eb = NULL;
     size_t n = 0, en = 0;
-    int st = groups ? kq_rest_groups(&f->app, "default", &b, &n) : kq_rest_users(&f->app, "default", &b, &n);
+    int st = view == KQ_REST_VIEW_GROUPS ? kq_rest_groups(&f->app, "default", &b, &n)
+             : view == KQ_REST_VIEW_APPS ? kq_rest_apps(&f->app, "default", NULL, &b, &n)
+                                         : kq_rest_users(&f->app, "default", &b, &n);
     assert_int_equal(st, 200);
     sink_t k = {0};
-    assert_int_equal(kq_rest_usage_stream(&f->app, "default", groups, sink_write, &k, &eb, &en), 200);
+    assert_int_equal(kq_rest_stream(&f->app, view, "default", NULL, sink_write, &k, &eb, &en), 200);
     assert_null(eb);
     assert_int_equal(k.len, n);
     assert_memory_equal(k.buf, b, n);
@@ -222,14 +224,19 @@ static void check_stream_same(fx_t *f, bool groups)
     free(b);
 }
 
+static void check_streams_same(fx_t *f)
+{
+    check_stream_same(f, KQ_REST_VIEW_USERS);
+    check_stream_same(f, KQ_REST_VIEW_GROUPS);
+    check_stream_same(f, KQ_REST_VIEW_APPS);
+}
+
 static void test_usage_stream_same_bytes(void **state)
 {
     fx_t *f = *state;
-    check_stream_same(f, false);
-    check_stream_same(f, true);
+    check_streams_same(f);
     add_usage(f);
-    check_stream_same(f, false);
-    check_stream_same(f, true);
+    check_streams_same(f);
     char reason[256];
     for (int i = 0; i < 300; i++) {
         char name[32], group[32];
@@ -245,20 +252,29 @@ static void test_usage_stream_same_bytes(void **state)
                                          sizeof(reason), NULL), 0);
         kq_resource_free(&r);
     }
-    check_stream_same(f, false);
-    check_stream_same(f, true);
+    check_streams_same(f);
 
-    /* an unknown partition: the buffered error, nothing written */
+    /* a state kubequota keeps no history of: the buffered empty list, nothing written */
     sink_t k = {0};
     char *eb = NULL;
     size_t en = 0;
-    assert_int_equal(kq_rest_usage_stream(&f->app, "other", false, sink_write, &k, &eb, &en), 404);
+    assert_int_equal(kq_rest_stream(&f->app, KQ_REST_VIEW_APPS, "default", "completed", sink_write, &k, &eb, &en), 200);
+    assert_int_equal(k.calls, 0);
+    assert_string_equal(eb, "[]");
+    free(eb);
+    eb = NULL;
+    assert_int_equal(kq_rest_stream(&f->app, KQ_REST_VIEW_APPS, "default", "bogus", sink_write, &k, &eb, &en), 400);
+    assert_int_equal(k.calls, 0);
+    free(eb);
+    eb = NULL;
+    /* an unknown partition: the buffered error, nothing written */
+    assert_int_equal(kq_rest_stream(&f->app, KQ_REST_VIEW_USERS, "other", NULL, sink_write, &k, &eb, &en), 404);
     assert_int_equal(k.calls, 0);
     assert_non_null(eb);
     free(eb);
     /* a write that fails part way: cut off (-1), no more writes */
     k = (sink_t){.fail_at = 1000};
-    assert_int_equal(kq_rest_usage_stream(&f->app, "default", false, sink_write, &k, &eb, &en), -1);
+    assert_int_equal(kq_rest_stream(&f->app, KQ_REST_VIEW_USERS, "default", NULL, sink_write, &k, &eb, &en), -1);
     int calls = k.calls;
     assert_true(k.len <= 1000);
     free(k.buf);

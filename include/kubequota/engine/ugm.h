@@ -204,6 +204,10 @@ bool kq_ugm_may_submit_hook(void *ugm, const kq_queue_conf_t *q, const char *use
  * "Running","user","groups"} (user and groups: the user of its first pod). Only those in
  * queue_path when it is not NULL. New reference; NULL on ENOMEM. */
 json_t *kq_ugm_apps_json(kq_ugm_t *m, const char *queue_path);
+/* The same one application at a time (see kq_ugm_users_each): the rows are copied under
+ * the manager lock (a compact snapshot, no JSON), then each object is built, handed to
+ * emit (borrowed) and freed, with no lock held. 0, KQ_EINVAL, KQ_ENOMEM or emit's result. */
+int kq_ugm_apps_each(kq_ugm_t *m, const char *queue_path, kq_ugm_emit_fn emit, void *ctx) KQ_WUR;
 
 /* The partition's total usage (the root queue's) into *used (an initialised set: release it
  * with kq_resource_free), running applications and counted pods. 0, KQ_EINVAL or KQ_ENOMEM. */
