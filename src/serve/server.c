@@ -215,8 +215,8 @@ struct kq_server {
     atomic_size_t body_bytes;     /* request body bytes held now (BODY_BUDGET) */
     /* Large views (large_view()) in flight: at most views_max at once, from building the
      * answer until it is sent and freed. views_mu is a leaf lock (nothing else is taken
-     * under it; no I/O under it); it guards views_busy, trim_pending, trimmed_at and the
-     * refusal counters. views_busy counts the large views in flight even without a limit. */
+     * under it; no I/O under it); it guards views_busy and the refusal counters.
+     * views_busy counts the large views in flight even without a limit. */
     pthread_mutex_t views_mu;
     pthread_cond_t views_cv;
     bool views_init;
@@ -1174,9 +1174,10 @@ static void conn_mark(conn_t *cn, bool busy);
 
 /* ------------------------------------------------------------------ large views */
 
-/* The views whose answer grows with users, groups, pods or applications: each is built
- * whole in memory (the ugm's JSON tree, then its text), so their number in flight bounds
- * what the answers cost at once. */
+/* The views whose answer grows with users, groups, pods or applications: the streamed ones
+ * still copy their list (or pin its trackers) and are written at the client's pace, the
+ * others are built whole in memory (a JSON tree, then its text), so their number in flight
+ * bounds what the answers cost at once. */
 static bool large_view(kq_endpoint_t ep)
 {
     switch (ep) {
@@ -1254,8 +1255,12 @@ static void views_release(kq_server_t *s)
     pthread_cond_signal(&s->views_cv);
     bool trim = s->views_busy == 0;
     pthread_mutex_unlock(&s->views_mu);
-    if (trim)
-        malloc_trim(0);
+    if (trim) {
+        struct timespec t0;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        int gave = malloc_trim(0);
+        kq_debug("event=malloc_trim released=%s ms=%.1f", gave ? "yes" : "no", elapsed(&t0) * 1e3);
+    }
 }
 
 static int on_request(struct mg_connection *conn)
