@@ -182,6 +182,11 @@ def main():
         print("ROW pods=%d users=%d groups=%d ready=%s peak(VmHWM)=%s sampled_peak=%s after_%.0fs=%s"
               % (args.pods, args.users, args.groups, mb(ready["VmRSS"]), mb(after["VmHWM"]), mb(sampler.peak),
                  args.settle, mb(after["VmRSS"])))
+        trims = [float(x.split("ms=")[1].split()[0]) for x in kq.logs().splitlines()
+                 if "event=malloc_trim" in x and "ms=" in x]
+        if trims:  # only with --log-level debug among the extra flags
+            print("malloc_trim: %d calls, median %.1f ms, max %.1f ms"
+                  % (len(trims), sorted(trims)[len(trims) // 2], max(trims)))
         if not kq.alive():
             print("kubequota died:\n" + kq.log_tail())
             return 1

@@ -28,8 +28,8 @@
  *                     Large views (large_view(): users, groups, applications, charges,
  *                     gating, /metrics) first take one of --max-concurrent-views slots
  *                     (views_mu, a leaf lock; waiting at most 1 s, else 503) and give it back
- *                     once their answer is sent and freed; the last one out calls
- *                     malloc_trim(0) with no lock held.
+ *                     once their answer is sent and freed, then call malloc_trim(0) with
+ *                     no lock held.
  *   pod informer      (sync.c, via kube's watch thread) LIST/WATCH pods -> one kq_jdoc per
  *                     informer, reused per event -> kq_pod_parse with a config snapshot ->
  *                     ledger observe/remove/resync (ledger -> ugm);
@@ -215,8 +215,7 @@ struct kq_server {
     atomic_size_t body_bytes;     /* request body bytes held now (BODY_BUDGET) */
     /* Large views (large_view()) in flight: at most views_max at once, from building the
      * answer until it is sent and freed. views_mu is a leaf lock (nothing else is taken
-     * under it; no I/O under it); it guards views_busy and the refusal counters.
-     * views_busy counts the large views in flight even without a limit. */
+     * under it; no I/O under it); it guards views_busy and the refusal counters. */
     pthread_mutex_t views_mu;
     pthread_cond_t views_cv;
     bool views_init;
@@ -1200,12 +1199,8 @@ static double mono_now(void);
  * (the caller answers 503). */
 static bool views_acquire(kq_server_t *s)
 {
-    if (s->views_max <= 0) { /* no limit: counted all the same (views_release trims when none is left) */
-        pthread_mutex_lock(&s->views_mu);
-        s->views_busy++;
-        pthread_mutex_unlock(&s->views_mu);
+    if (s->views_max <= 0)
         return true;
-    }
     struct timespec dl;
     clock_gettime(CLOCK_MONOTONIC, &dl);
     dl.tv_sec += (time_t)VIEW_WAIT_S;
@@ -1243,24 +1238,24 @@ static bool views_acquire(kq_server_t *s)
     return ok;
 }
 
-/* Gives the slot back after the answer was sent and freed. When the last large view in
- * flight ends, the heap its building freed goes back to the system (malloc_trim: the views
- * are built on the workers' malloc arenas, whose free pages glibc otherwise keeps; even a
- * small answer such as /metrics builds large trees on the way). Outside views_mu, so no
- * lock is held while it walks the arenas; at most once per large view. */
+/* Gives the slot back after the answer was sent and freed, and gives the heap its building
+ * freed back to the system (malloc_trim: each view is built on its worker's malloc arena,
+ * whose free pages glibc otherwise keeps, so a burst of views on many workers would leave
+ * every arena it touched at its peak; even a small answer such as /metrics builds large
+ * lists on the way). Outside views_mu, so no lock of ours is held while it walks the
+ * arenas; once per large view. */
 static void views_release(kq_server_t *s)
 {
-    pthread_mutex_lock(&s->views_mu);
-    s->views_busy--;
-    pthread_cond_signal(&s->views_cv);
-    bool trim = s->views_busy == 0;
-    pthread_mutex_unlock(&s->views_mu);
-    if (trim) {
-        struct timespec t0;
-        clock_gettime(CLOCK_MONOTONIC, &t0);
-        int gave = malloc_trim(0);
-        kq_debug("event=malloc_trim released=%s ms=%.1f", gave ? "yes" : "no", elapsed(&t0) * 1e3);
+    if (s->views_max > 0) {
+        pthread_mutex_lock(&s->views_mu);
+        s->views_busy--;
+        pthread_cond_signal(&s->views_cv);
+        pthread_mutex_unlock(&s->views_mu);
     }
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int gave = malloc_trim(0);
+    kq_debug("event=malloc_trim released=%s ms=%.1f", gave ? "yes" : "no", elapsed(&t0) * 1e3);
 }
 
 static int on_request(struct mg_connection *conn)
