@@ -58,7 +58,7 @@ enum {
     O_CONFIG = 256, O_KUBECONFIG, O_LISTEN, O_CERT, O_KEY, O_CA, O_PLAIN, O_SCHED, O_PART, O_USER, O_BODY,
     O_RELOAD, O_LOG, O_LOG_FORMAT, O_VERBOSITY, O_REST_AUTH, O_REST_TOKEN, O_METRICS_AUTH, O_TRUSTED_USERS,
     O_TRUSTED_GROUPS, O_CONFIG_MAP, O_EXT_LOCAL, O_EXT_OPEN, O_WATCH_PROGRESS, O_EVENT_UPDATE, O_SCHED_LISTEN,
-    O_SCHED_THREADS, O_THREADS, O_METRICS_MAX_USERS, O_MAX_CLIENT_CONNS, O_WEBHOOK_LISTEN, O_WEBHOOK_THREADS,
+    O_SCHED_THREADS, O_THREADS, O_METRICS_MAX_USERS, O_MAX_CLIENT_CONNS, O_MAX_VIEWS, O_WEBHOOK_LISTEN, O_WEBHOOK_THREADS,
     /* elastic flags */
     O_SYSNS, O_DQMIN, O_DQMAX, O_GRACE, O_ETICK, O_STATUS, O_MINRUN, O_PREEMPT_DEF,
     O_METERING, O_LEADER_ELECT, O_LEASE_NS, O_LEASE_NAME, O_LEASE_DUR, O_RENEW_DEADLINE, O_RETRY_PERIOD,
@@ -131,6 +131,10 @@ static const flag_t serve_flags[] = {
     {"max-client-connections", 1, O_MAX_CLIENT_CONNS, "N", "connections one client address may hold on --listen\n"
                                                            "(TLS), more are closed at once (default: half of\n"
                                                            "--threads)", NULL},
+    {"max-concurrent-views", 1, O_MAX_VIEWS, "N", "large views (usage/users, usage/groups, applications,\n"
+                                                  "/metrics ...) built and sent at once; more wait 1 s,\n"
+                                                  "then answer 503 with Retry-After (default 2; 0: no\n"
+                                                  "limit)", NULL},
     {NULL, 0, 0, NULL, "admission webhooks (/admission/...)", NULL},
     {"webhook-listen", 1, O_WEBHOOK_LISTEN, "HOST:PORT", "serve /admission/* (and the probes) here instead of\n"
                                                         "on --listen, with its own workers and per-client\n"
@@ -275,6 +279,7 @@ typedef struct serve_opts {
     const char *scheduler_listen;
     long scheduler_threads;
     long max_client_conns;
+    long max_views; /* 0: not given */
     const char *webhook_listen;
     long webhook_threads;
     bool plain_http;
@@ -463,6 +468,11 @@ static int parse_serve(int argc, char **argv, serve_opts_t *o)
             if (!parse_long_flag("webhook-threads", optarg, 1, 1024, &n))
                 return 2;
             o->webhook_threads = (long)n;
+            break;
+        case O_MAX_VIEWS:
+            if (!parse_long_flag("max-concurrent-views", optarg, 0, 1024, &n))
+                return 2;
+            o->max_views = n == 0 ? -1 : (long)n;
             break;
         case O_MAX_CLIENT_CONNS:
             if (!parse_long_flag("max-client-connections", optarg, 1, 1024, &n))
@@ -967,6 +977,7 @@ static int serve(int argc, char **argv)
         .scheduler_listen = o.scheduler_listen,
         .scheduler_threads = (int)o.scheduler_threads,
         .max_client_conns = (int)o.max_client_conns,
+        .max_views = (int)o.max_views,
         .webhook_listen = o.webhook_listen,
         .webhook_threads = (int)o.webhook_threads,
         .threads = (int)o.threads,

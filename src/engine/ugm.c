@@ -2694,11 +2694,12 @@ static int cmp_str(const void *a, const void *b)
 }
 
 /* Every tracked name and every name a configured limit names (users: not "*"), sorted,
- * with its tracker or NULL. */
-static json_t *trackers_all_json(tracker_t **v, size_t n, const limits_t *L, bool group)
+ * with its tracker or NULL: emit(ctx, element) for each, built one at a time (freed after
+ * emit returns). 0, KQ_ENOMEM or emit's non-zero result. */
+static int trackers_each(tracker_t **v, size_t n, const limits_t *L, bool group, kq_ugm_emit_fn emit, void *ctx)
 {
-    json_t *set = json_object(), *out = json_array();
-    bool ok = set != NULL && out != NULL;
+    json_t *set = json_object();
+    bool ok = set != NULL;
     for (size_t i = 0; ok && i < n; i++)
         ok = jset(set, v[i]->name, json_integer((json_int_t)i));
     for (const level_t *lv = L != NULL ? L->levels : NULL; ok && lv != NULL; lv = lv->hh.next) {
@@ -2717,17 +2718,54 @@ static json_t *trackers_all_json(tracker_t **v, size_t n, const limits_t *L, boo
         json_object_foreach(set, key, val) names[k++] = key;
     if (ok && count > 1)
         qsort(names, count, sizeof(*names), cmp_str);
-    for (size_t i = 0; ok && i < count; i++) {
+    int rc = ok ? 0 : KQ_ENOMEM;
+    for (size_t i = 0; rc == 0 && i < count; i++) {
         json_int_t idx = json_integer_value(json_object_get(set, names[i]));
-        ok = jappend(out, tracker_json(names[i], idx >= 0 ? v[idx] : NULL, L, group));
+        json_t *e = tracker_json(names[i], idx >= 0 ? v[idx] : NULL, L, group);
+        rc = e != NULL ? emit(ctx, e) : KQ_ENOMEM;
+        json_decref(e);
     }
     free(names);
     json_decref(set);
-    if (!ok) {
+    return rc;
+}
+
+static int append_emit(void *ctx, json_t *e)
+{
+    return json_array_append(ctx, e) == 0 ? 0 : KQ_ENOMEM;
+}
+
+/* The same, as one array (new reference; NULL on ENOMEM). */
+static json_t *trackers_all_json(tracker_t **v, size_t n, const limits_t *L, bool group)
+{
+    json_t *out = json_array();
+    if (out != NULL && trackers_each(v, n, L, group, append_emit, out) != 0) {
         json_decref(out);
-        return NULL;
+        out = NULL;
     }
     return out;
+}
+
+static int trackers_stream(kq_ugm_t *m, bool group, kq_ugm_emit_fn emit, void *ctx)
+{
+    if (m == NULL)
+        return KQ_EINVAL;
+    size_t n;
+    limits_t *L;
+    tracker_t **v = view_pin(m, group, NULL, &n, &L);
+    int rc = trackers_each(v, n, L, group, emit, ctx);
+    view_unpin(m, group, v, n, L);
+    return rc;
+}
+
+int kq_ugm_users_each(kq_ugm_t *m, kq_ugm_emit_fn emit, void *ctx)
+{
+    return trackers_stream(m, false, emit, ctx);
+}
+
+int kq_ugm_groups_each(kq_ugm_t *m, kq_ugm_emit_fn emit, void *ctx)
+{
+    return trackers_stream(m, true, emit, ctx);
 }
 
 static json_t *trackers_json(kq_ugm_t *m, bool group, const char *name)
@@ -3150,13 +3188,13 @@ static void rows_free(app_row_t *v, size_t n)
     free(v);
 }
 
-json_t *kq_ugm_apps_json(kq_ugm_t *m, const char *queue_path)
+int kq_ugm_apps_each(kq_ugm_t *m, const char *queue_path, kq_ugm_emit_fn emit, void *ctx)
 {
     if (m == NULL)
-        return NULL;
+        return KQ_EINVAL;
     qpath_t q;
     if (queue_path != NULL && parse_path(queue_path, &q) != 0)
-        return json_array(); /* no such queue: no applications */
+        return 0; /* no such queue: no applications */
     bool ok = true;
     size_t n = 0;
     mutex_lock(&m->lock);
@@ -3184,17 +3222,13 @@ json_t *kq_ugm_apps_json(kq_ugm_t *m, const char *queue_path)
         ok = ok && owner_used(o, &r->used) == 0;
     }
     mutex_unlock(&m->lock);
-    json_t *out = ok ? json_array() : NULL;
-    ok = out != NULL;
     if (ok && n > 1)
         qsort(v, n, sizeof(*v), cmp_row);
-    for (size_t i = 0; ok && i < n; i++) {
+    int rc = ok ? 0 : KQ_ENOMEM;
+    /* one application's object at a time, from the rows copied under the lock */
+    for (size_t i = 0; rc == 0 && i < n; i++) {
         json_t *a = json_object(), *groups = json_array();
-        if (a != NULL && groups == NULL) {
-            json_decref(a);
-            a = NULL;
-        }
-        ok = a != NULL && jappend(out, a) && jset(a, "applicationID", json_string(v[i].id)) &&
+        ok = a != NULL && groups != NULL && jset(a, "applicationID", json_string(v[i].id)) &&
              jset_res(a, "usedResource", &v[i].used) && jset(a, "partition", json_string(m->partition)) &&
              jset(a, "queueName", json_string(v[i].queue)) && jset(a, "applicationState", json_string("Running")) &&
              jset(a, "user", json_string(v[i].user));
@@ -3203,11 +3237,19 @@ json_t *kq_ugm_apps_json(kq_ugm_t *m, const char *queue_path)
         if (ok && v[i].n_groups > 0)
             ok = jset(a, "groups", json_incref(groups));
         json_decref(groups);
+        rc = ok ? emit(ctx, a) : KQ_ENOMEM;
+        json_decref(a);
     }
     rows_free(v, n);
-    if (!ok) {
+    return rc;
+}
+
+json_t *kq_ugm_apps_json(kq_ugm_t *m, const char *queue_path)
+{
+    json_t *out = m != NULL ? json_array() : NULL;
+    if (out != NULL && kq_ugm_apps_each(m, queue_path, append_emit, out) != 0) {
         json_decref(out);
-        return NULL;
+        out = NULL;
     }
     return out;
 }

@@ -643,8 +643,8 @@ static void render_trackers(buf_t *b, const json_t *list, const char *name_field
 }
 
 /* The user trackers that get per-user series: at most max, those using the most cpu, then
- * memory, at the root queue (ties: by name). A new array (borrowed members); *omitted is
- * how many were left out. Bounds the series count however many users there are. */
+ * memory, at the root queue (ties: by name). Bounds the series count however many users
+ * there are. */
 typedef struct ranked {
     const json_t *t;
     long long cpu, mem;
@@ -661,39 +661,81 @@ static int ranked_cmp(const void *a, const void *b)
     return strcmp(x->name, y->name);
 }
 
-static json_t *top_users(const json_t *view, long max, size_t *omitted)
+/* Built while the users view streams past one user at a time (kq_ugm_users_each), so that
+ * only the kept users' trees are held, never the whole view's. */
+typedef struct top {
+    long max;
+    size_t seen;     /* users streamed */
+    size_t named;    /* ... with a userName (the ranked ones) */
+    json_t *first;   /* the first max users in view order: the answer while seen <= max */
+    ranked_t *best;  /* the best `max` named users so far (their trees held), unordered */
+    size_t n_best, cap_best;
+} top_t;
+
+static int top_emit(void *ctx, json_t *t)
 {
-    const json_t *list = tracker_list(view);
-    size_t n = json_array_size(list);
-    json_t *out = json_array();
+    top_t *k = ctx;
+    k->seen++;
+    if ((long)k->seen <= k->max && json_array_append(k->first, t) != 0)
+        return KQ_ENOMEM;
+    const char *name = json_string_value(json_object_get(t, "userName"));
+    if (name == NULL)
+        return 0;
+    k->named++;
+    if (k->max <= 0)
+        return 0;
+    const json_t *use = json_object_get(json_object_get(t, "queues"), "resourceUsage");
+    /* the view names cpu "vcore" (YuniKorn's name) */
+    const json_t *cpu = json_object_get(use, "vcore");
+    ranked_t r = {t, json_integer_value(cpu != NULL ? cpu : json_object_get(use, "cpu")),
+                  json_integer_value(json_object_get(use, "memory")), name};
+    if ((long)k->n_best < k->max) {
+        if (k->n_best == k->cap_best) {
+            size_t cap = k->cap_best ? k->cap_best * 2 : 64;
+            ranked_t *nb = realloc(k->best, cap * sizeof(*nb));
+            if (nb == NULL)
+                return KQ_ENOMEM;
+            k->best = nb;
+            k->cap_best = cap;
+        }
+        json_incref(t);
+        k->best[k->n_best++] = r;
+        return 0;
+    }
+    size_t worst = 0;
+    for (size_t i = 1; i < k->n_best; i++)
+        if (ranked_cmp(&k->best[i], &k->best[worst]) > 0)
+            worst = i;
+    if (ranked_cmp(&r, &k->best[worst]) < 0) {
+        json_decref((json_t *)k->best[worst].t);
+        json_incref(t);
+        k->best[worst] = r;
+    }
+    return 0;
+}
+
+/* The user trackers that get per-user series (see ranked_t), streamed from the ugm: every
+ * user in view order when there are at most max, else the best max in rank order. A new
+ * array; NULL on ENOMEM. *omitted is how many were left out. */
+static json_t *top_users(kq_ugm_t *ugm, long max, size_t *omitted)
+{
+    top_t k = {.max = max, .first = json_array()};
     *omitted = 0;
-    if (out == NULL)
-        return NULL;
-    if ((long)n <= max) {
-        for (size_t i = 0; i < n; i++)
-            json_array_append(out, json_array_get(list, i));
-        return out;
+    json_t *out = NULL;
+    if (k.first != NULL && kq_ugm_users_each(ugm, top_emit, &k) == 0) {
+        if ((long)k.seen <= max) {
+            out = json_incref(k.first);
+        } else if ((out = json_array()) != NULL) {
+            qsort(k.best, k.n_best, sizeof(*k.best), ranked_cmp);
+            for (size_t i = 0; i < k.n_best; i++)
+                json_array_append(out, (json_t *)k.best[i].t);
+            *omitted = k.named > (size_t)max ? k.named - (size_t)max : 0;
+        }
     }
-    ranked_t *r = calloc(n, sizeof(*r));
-    if (r == NULL) {
-        json_decref(out);
-        return NULL;
-    }
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++) {
-        const json_t *t = json_array_get(list, i);
-        const char *name = json_string_value(json_object_get(t, "userName"));
-        if (name == NULL)
-            continue;
-        const json_t *use = json_object_get(json_object_get(t, "queues"), "resourceUsage");
-        r[k++] = (ranked_t){t, json_integer_value(json_object_get(use, "cpu")),
-                            json_integer_value(json_object_get(use, "memory")), name};
-    }
-    qsort(r, k, sizeof(*r), ranked_cmp);
-    for (size_t i = 0; i < k && (long)i < max; i++)
-        json_array_append(out, (json_t *)r[i].t);
-    *omitted = k > (size_t)max ? k - (size_t)max : 0;
-    free(r);
+    for (size_t i = 0; i < k.n_best; i++)
+        json_decref((json_t *)k.best[i].t);
+    free(k.best);
+    json_decref(k.first);
     return out;
 }
 
@@ -924,9 +966,8 @@ char *kq_metrics_render_ex(kq_metrics_t *m, kq_app_t *app, bool identities, size
 
     if (app != NULL && app->ugm != NULL) {
         if (identities) { /* who uses what: only for callers the usage view would let in */
-            json_t *users = kq_ugm_users_json(app->ugm);
             size_t omitted = 0;
-            json_t *top = top_users(users, m != NULL ? m->max_users : 100, &omitted);
+            json_t *top = top_users(app->ugm, m != NULL ? m->max_users : 100, &omitted);
             if (top == NULL)
                 b.oom = true;
             family(&b, "kubequota_user_resource_used", "gauge",
@@ -943,7 +984,6 @@ char *kq_metrics_render_ex(kq_metrics_t *m, kq_app_t *app, bool identities, size
                      "Users with usage but no per-user series because of --metrics-max-users.",
                      omitted);
             json_decref(top);
-            json_decref(users);
 
             json_t *groups = kq_ugm_groups_json(app->ugm);
             const json_t *glist = tracker_list(groups);

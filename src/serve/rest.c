@@ -124,6 +124,50 @@ int kq_rest_groups(kq_app_t *app, const char *partition, char **body, size_t *le
     return reply_json(kq_ugm_groups_json(app->ugm), 200, body, len);
 }
 
+typedef struct stream {
+    kq_rest_write_fn write;
+    void *ctx;
+    bool first;
+} stream_t;
+
+static int stream_dump(const char *p, size_t n, void *data)
+{
+    stream_t *st = data;
+    return st->write(st->ctx, p, n) == 0 ? 0 : -1;
+}
+
+/* One element: "," between elements, then its compact text, as json_dumps(JSON_COMPACT)
+ * writes an array's items. */
+static int stream_elem(void *data, json_t *e)
+{
+    stream_t *st = data;
+    if (!st->first && st->write(st->ctx, ",", 1) != 0)
+        return -1;
+    st->first = false;
+    return json_dump_callback(e, stream_dump, st, JSON_COMPACT) == 0 ? 0 : -1;
+}
+
+int kq_rest_stream(kq_app_t *app, kq_rest_view_t view, const char *partition, const char *arg, kq_rest_write_fn write,
+                   void *ctx, char **body, size_t *len)
+{
+    *body = NULL;
+    *len = 0;
+    if (view == KQ_REST_VIEW_APPS && arg != NULL && strcasecmp(arg, "active") != 0)
+        return kq_rest_apps(app, partition, arg, body, len); /* [] or 400: small, buffered */
+    int st = check_partition(app, partition, body, len);
+    if (st != 0)
+        return st;
+    stream_t s = {.write = write, .ctx = ctx, .first = true};
+    if (write(ctx, "[", 1) != 0)
+        return -1;
+    int rc = view == KQ_REST_VIEW_APPS     ? kq_ugm_apps_each(app->ugm, NULL, stream_elem, &s)
+             : view == KQ_REST_VIEW_GROUPS ? kq_ugm_groups_each(app->ugm, stream_elem, &s)
+                                           : kq_ugm_users_each(app->ugm, stream_elem, &s);
+    if (rc != 0 || write(ctx, "]", 1) != 0)
+        return -1;
+    return 200;
+}
+
 /* A copy of a resource map with cpu named "vcore" (as YuniKorn's shim names it); other
  * values as they are. New reference; NULL on ENOMEM. */
 static json_t *dao_names(json_t *v)

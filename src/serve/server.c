@@ -21,6 +21,15 @@
  *                     /readyz: app->ready (atomic).
  *                     The response is written (mg_write) after the handler returned, so no
  *                     lock is ever held across network I/O.
+ *                     usage/users, usage/groups and applications (HTTP/1.1) are written in
+ *                     64 KB chunks while built one element at a time (kq_ugm_users_each,
+ *                     kq_ugm_apps_each: the trackers are pinned, the applications copied
+ *                     under the ugm lock, and no lock is held while a chunk is written).
+ *                     Large views (large_view(): users, groups, applications, charges,
+ *                     gating, /metrics) first take one of --max-concurrent-views slots
+ *                     (views_mu, a leaf lock; waiting at most 1 s, else 503) and give it back
+ *                     once their answer is sent and freed, then call malloc_trim(0) with
+ *                     no lock held.
  *   pod informer      (sync.c, via kube's watch thread) LIST/WATCH pods -> one kq_jdoc per
  *                     informer, reused per event -> kq_pod_parse with a config snapshot ->
  *                     ledger observe/remove/resync (ledger -> ugm);
@@ -63,6 +72,7 @@
  */
 #include "kubequota/serve/server.h"
 
+#include <malloc.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -112,6 +122,8 @@
 #define READ_PIECE_MAX ((size_t)256 << 10) /* largest single body read */
 #define READ_SLOW_S 0.5                    /* a read slower than this restarts at one byte */
 #define MAX_PARAMS 3
+#define DEFAULT_MAX_VIEWS 2     /* large views built and sent at once (--max-concurrent-views) */
+#define VIEW_WAIT_S 1.0         /* a large view over the limit waits this long for a slot, then 503 */
 #define CT_JSON "application/json"
 #define CT_TEXT "text/plain; charset=utf-8"
 
@@ -201,6 +213,16 @@ struct kq_server {
     pthread_cond_t reap_cv;
     bool reap_stop;
     atomic_size_t body_bytes;     /* request body bytes held now (BODY_BUDGET) */
+    /* Large views (large_view()) in flight: at most views_max at once, from building the
+     * answer until it is sent and freed. views_mu is a leaf lock (nothing else is taken
+     * under it; no I/O under it); it guards views_busy and the refusal counters. */
+    pthread_mutex_t views_mu;
+    pthread_cond_t views_cv;
+    bool views_init;
+    int views_max;                /* 0 = no limit */
+    int views_busy;
+    unsigned long views_refused;  /* since the last warning */
+    time_t views_warned;
     kq_app_t *app;
     size_t max_body;
     bool admission;                    /* webhook routes enabled */
@@ -234,6 +256,7 @@ typedef struct req {
                               * permission; the handler serves only that user's own data */
     kq_auth_who_t who;
     size_t budget;           /* body budget bytes taken for this request */
+    bool chunked_ok;         /* an HTTP/1.1 GET: the answer may be sent in chunks */
 } req_t;
 
 typedef struct resp {
@@ -246,7 +269,11 @@ typedef struct resp {
     bool yapi;                /* /ws/v1 answers: errors as YuniKorn's {"status_code",
                                * "message","description"}; elsewhere {"error": "..."} */
     const char *headers;      /* more header lines (static text, each ending in CRLF), or NULL */
+    int stream;               /* STREAM_*: the body is written in chunks at send time (send_stream);
+                               * status 200 and no body until then */
 } resp_t;
+
+enum { STREAM_NONE = 0, STREAM_USERS = 1, STREAM_GROUPS = 2, STREAM_APPS = 3 };
 
 static void resp_static(resp_t *r, int status, const char *ctype, const char *text)
 {
@@ -309,10 +336,12 @@ static const char *printable(const char *in, char *out, size_t outlen)
     return out;
 }
 
-static void send_response(struct mg_connection *conn, const resp_t *r, const char *allow, bool close,
-                          bool head_only)
+/* The status line and headers into head (size 1536); the body's length, or chunked. Its
+ * length, or 0 when it does not fit. */
+static int response_head(struct mg_connection *conn, const resp_t *r, const char *allow, bool close, bool chunked,
+                         char *head, size_t size)
 {
-    char head[1536], cors[256] = "";
+    char cors[256] = "", length[64];
     /* CORS as YuniKorn's webservice sends it (apache/yunikorn-core pkg/webservice/handlers.go
      * writeHeaders), plus Authorization: the view needs a token. Any origin may read what a
      * token-bearing request returns; cookies and client certificates are not credentials a
@@ -323,17 +352,29 @@ static void send_response(struct mg_connection *conn, const resp_t *r, const cha
                  "Access-Control-Allow-Methods: %s\r\n"
                  "Access-Control-Allow-Headers: X-Requested-With,Content-Type,Accept,Origin,Authorization\r\n",
                  r->cors_methods);
-    int n = snprintf(head, sizeof(head),
+    if (chunked)
+        snprintf(length, sizeof(length), "Transfer-Encoding: chunked\r\n");
+    else
+        snprintf(length, sizeof(length), "Content-Length: %zu\r\n", r->len);
+    int n = snprintf(head, size,
                      "HTTP/1.1 %d %s\r\n"
                      "Content-Type: %s\r\n"
-                     "Content-Length: %zu\r\n"
+                     "%s"
                      "Cache-Control: no-store\r\n"
                      "X-Content-Type-Options: nosniff\r\n"
                      "%s%s%s%s%s%s\r\n",
-                     r->status, mg_get_response_code_text(conn, r->status), r->ctype, r->len,
+                     r->status, mg_get_response_code_text(conn, r->status), r->ctype, length,
                      allow ? "Allow: " : "", allow ? allow : "", allow ? "\r\n" : "",
                      close ? "Connection: close\r\n" : "", cors, r->headers ? r->headers : "");
-    if (n <= 0 || (size_t)n >= sizeof(head))
+    return n > 0 && (size_t)n < size ? n : 0;
+}
+
+static void send_response(struct mg_connection *conn, const resp_t *r, const char *allow, bool close,
+                          bool head_only)
+{
+    char head[1536];
+    int n = response_head(conn, r, allow, close, false, head, sizeof(head));
+    if (n == 0)
         return;
     const char *body = r->body ? r->body : r->static_body;
     size_t blen = head_only ? 0 : r->len; /* a HEAD answer (always 404/405 here) has no body */
@@ -353,6 +394,104 @@ static void send_response(struct mg_connection *conn, const resp_t *r, const cha
         return;
     if (blen > 0)
         mg_write(conn, body, blen);
+}
+
+/* A streamed answer (resp_t.stream): chunks of up to STREAM_CHUNK bytes, each written with
+ * its chunk-size line and CRLF in one mg_write. */
+#define STREAM_CHUNK ((size_t)64 << 10)
+#define STREAM_PAD 16 /* room for the chunk-size line before the data */
+typedef struct chunker {
+    struct mg_connection *conn;
+    const resp_t *r;
+    const char *allow;
+    bool close;
+    bool started;  /* the head is written */
+    bool failed;   /* a write failed: nothing more is written */
+    size_t used;   /* data bytes in buf */
+    size_t total;  /* data bytes written */
+    char buf[STREAM_PAD + STREAM_CHUNK + 2];
+} chunker_t;
+
+static int chunk_flush(chunker_t *c)
+{
+    if (c->used == 0)
+        return 0;
+    char line[STREAM_PAD];
+    int h = snprintf(line, sizeof(line), "%zx\r\n", c->used);
+    memcpy(c->buf + STREAM_PAD - h, line, (size_t)h);
+    memcpy(c->buf + STREAM_PAD + c->used, "\r\n", 2);
+    size_t n = (size_t)h + c->used + 2;
+    if (mg_write(c->conn, c->buf + STREAM_PAD - h, n) != (int)n) {
+        c->failed = true;
+        return -1;
+    }
+    c->total += c->used;
+    c->used = 0;
+    return 0;
+}
+
+/* kq_rest_write_fn: the head on the first piece, then the data in chunks. */
+static int chunk_write(void *ctx, const char *p, size_t n)
+{
+    chunker_t *c = ctx;
+    if (c->failed)
+        return -1;
+    if (!c->started) {
+        char head[1536];
+        int hn = response_head(c->conn, c->r, c->allow, c->close, true, head, sizeof(head));
+        if (hn == 0 || mg_write(c->conn, head, (size_t)hn) != hn) {
+            c->failed = true;
+            return -1;
+        }
+        c->started = true;
+    }
+    while (n > 0) {
+        size_t k = STREAM_CHUNK - c->used < n ? STREAM_CHUNK - c->used : n;
+        memcpy(c->buf + STREAM_PAD + c->used, p, k);
+        c->used += k;
+        p += k;
+        n -= k;
+        if (c->used == STREAM_CHUNK && chunk_flush(c) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* Sends a streamed answer (r->stream). An answer that is not streamed after all (an
+ * unknown partition, an empty list) is sent as usual; a failure after the first byte cuts
+ * the answer short (no last chunk) and closes the connection, so the client sees an
+ * incomplete body, never a wrong one. r->len becomes the bytes of body written. */
+static void send_stream(struct mg_connection *conn, const req_t *q, resp_t *r, const char *allow, bool close)
+{
+    static const kq_rest_view_t views[] = {[STREAM_USERS] = KQ_REST_VIEW_USERS, [STREAM_GROUPS] = KQ_REST_VIEW_GROUPS,
+                                           [STREAM_APPS] = KQ_REST_VIEW_APPS};
+    static const char *const names[] = {[STREAM_USERS] = "usage/users", [STREAM_GROUPS] = "usage/groups",
+                                        [STREAM_APPS] = "applications"};
+    int kind = r->stream;
+    r->stream = STREAM_NONE;
+    chunker_t *c = malloc(sizeof(*c));
+    if (c == NULL) {
+        resp_error(r, 500, "out of memory");
+        send_response(conn, r, allow, close, false);
+        return;
+    }
+    *c = (chunker_t){.conn = conn, .r = r, .allow = allow, .close = close};
+    char *body = NULL;
+    size_t len = 0;
+    int st = kq_rest_stream(q->s->app, views[kind], q->param[0], kind == STREAM_APPS ? q->param[1] : NULL, chunk_write,
+                            c, &body, &len);
+    if (body != NULL || (st != 200 && st != -1 && !c->started)) { /* not streamed: an ordinary answer */
+        resp_take(r, st, CT_JSON, body, len);
+        send_response(conn, r, allow, close, false);
+    } else if (st == 200 && chunk_flush(c) == 0 && mg_write(conn, "0\r\n\r\n", 5) == 5) {
+        r->len = c->total;
+    } else {
+        r->len = c->total;
+        mg_disable_keep_alive(conn);
+        kq_warn("event=stream_cut path=%s bytes=%zu msg=\"a streamed answer was cut short (the client went "
+                "away, or out of memory)\"", names[kind], c->total);
+    }
+    free(c);
 }
 
 /* ------------------------------------------------------------------ handlers */
@@ -423,6 +562,12 @@ static void h_users(const req_t *q, resp_t *r)
 {
     char *out = NULL;
     size_t len = 0;
+    if (q->chunked_ok) { /* streamed at send time (send_stream) */
+        r->status = 200;
+        r->ctype = CT_JSON;
+        r->stream = STREAM_USERS;
+        return;
+    }
     int st = kq_rest_users(q->s->app, q->param[0], &out, &len);
     resp_take(r, st, CT_JSON, out, len);
 }
@@ -446,6 +591,12 @@ static void h_groups(const req_t *q, resp_t *r)
 {
     char *out = NULL;
     size_t len = 0;
+    if (q->chunked_ok) {
+        r->status = 200;
+        r->ctype = CT_JSON;
+        r->stream = STREAM_GROUPS;
+        return;
+    }
     int st = kq_rest_groups(q->s->app, q->param[0], &out, &len);
     resp_take(r, st, CT_JSON, out, len);
 }
@@ -569,6 +720,12 @@ static void h_apps(const req_t *q, resp_t *r)
 {
     char *out = NULL;
     size_t len = 0;
+    if (q->chunked_ok) {
+        r->status = 200;
+        r->ctype = CT_JSON;
+        r->stream = STREAM_APPS;
+        return;
+    }
     int st = kq_rest_apps(q->s->app, q->param[0], q->param[1], &out, &len);
     resp_take(r, st, CT_JSON, out, len);
 }
@@ -1014,6 +1171,93 @@ static double elapsed(const struct timespec *t0)
 
 static void conn_mark(conn_t *cn, bool busy);
 
+/* ------------------------------------------------------------------ large views */
+
+/* The views whose answer grows with users, groups, pods or applications: the streamed ones
+ * still copy their list (or pin its trackers) and are written at the client's pace, the
+ * others are built whole in memory (a JSON tree, then its text), so their number in flight
+ * bounds what the answers cost at once. */
+static bool large_view(kq_endpoint_t ep)
+{
+    switch (ep) {
+    case KQ_EP_USAGE_USERS:
+    case KQ_EP_USAGE_GROUPS:
+    case KQ_EP_APPS:
+    case KQ_EP_QUEUE_APPS:
+    case KQ_EP_CHARGES:
+    case KQ_EP_GATING_WAITING:
+    case KQ_EP_METRICS:
+        return true;
+    default:
+        return false;
+    }
+}
+
+static double mono_now(void);
+
+/* Takes a large-view slot, waiting up to VIEW_WAIT_S for one; false when none came free
+ * (the caller answers 503). */
+static bool views_acquire(kq_server_t *s)
+{
+    if (s->views_max <= 0)
+        return true;
+    struct timespec dl;
+    clock_gettime(CLOCK_MONOTONIC, &dl);
+    dl.tv_sec += (time_t)VIEW_WAIT_S;
+    dl.tv_nsec += (long)((VIEW_WAIT_S - (double)(time_t)VIEW_WAIT_S) * 1e9);
+    if (dl.tv_nsec >= 1000000000L) {
+        dl.tv_sec++;
+        dl.tv_nsec -= 1000000000L;
+    }
+    bool ok = true, warn = false;
+    unsigned long refused = 0;
+    pthread_mutex_lock(&s->views_mu);
+    while (s->views_busy >= s->views_max) {
+        if (pthread_cond_timedwait(&s->views_cv, &s->views_mu, &dl) != 0 && s->views_busy >= s->views_max) {
+            ok = false;
+            break;
+        }
+    }
+    if (ok) {
+        s->views_busy++;
+    } else {
+        s->views_refused++;
+        time_t now = (time_t)mono_now();
+        if (now - s->views_warned >= 10) { /* one warning per 10 s */
+            warn = true;
+            refused = s->views_refused;
+            s->views_refused = 0;
+            s->views_warned = now;
+        }
+    }
+    pthread_mutex_unlock(&s->views_mu);
+    if (warn)
+        kq_warn("event=large_views_refused limit=%d refused=%lu msg=\"more large views (users, groups, "
+                "applications, metrics) were asked for at once than --max-concurrent-views allows; answered 503\"",
+                s->views_max, refused);
+    return ok;
+}
+
+/* Gives the slot back after the answer was sent and freed, and gives the heap its building
+ * freed back to the system (malloc_trim: each view is built on its worker's malloc arena,
+ * whose free pages glibc otherwise keeps, so a burst of views on many workers would leave
+ * every arena it touched at its peak; even a small answer such as /metrics builds large
+ * lists on the way). Outside views_mu, so no lock of ours is held while it walks the
+ * arenas; once per large view. */
+static void views_release(kq_server_t *s)
+{
+    if (s->views_max > 0) {
+        pthread_mutex_lock(&s->views_mu);
+        s->views_busy--;
+        pthread_cond_signal(&s->views_cv);
+        pthread_mutex_unlock(&s->views_mu);
+    }
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int gave = malloc_trim(0);
+    kq_debug("event=malloc_trim released=%s ms=%.1f", gave ? "yes" : "no", elapsed(&t0) * 1e3);
+}
+
 static int on_request(struct mg_connection *conn)
 {
     struct timespec t0;
@@ -1027,6 +1271,8 @@ static int on_request(struct mg_connection *conn)
     const char *path = ri->local_uri ? ri->local_uri : "";
 
     req_t q = {.s = s, .query = ri->query_string};
+    /* HTTP/1.1 GETs may be answered in chunks (HTTP/1.0 has no chunked encoding) */
+    q.chunked_ok = ri->http_version != NULL && strcmp(ri->http_version, "1.1") == 0 && strcmp(method, "GET") == 0;
     resp_t r = {0};
     bool ws = strncmp(path, "/ws/v1/", 7) == 0; /* YuniKorn's view: CORS headers, its error body */
     r.yapi = ws;
@@ -1038,6 +1284,7 @@ static int on_request(struct mg_connection *conn)
     span_t params[MAX_PARAMS];
     int np = 0;
     bool elsewhere = false;    /* a scheduler verb, served on the scheduler listener */
+    bool large = false;        /* a large view: holds a slot (views_acquire) until freed */
     bool wh_elsewhere = false; /* a webhook, served on the webhook listener */
 
     for (size_t i = 0; i < N_ROUTES; i++) {
@@ -1175,6 +1422,16 @@ static int on_request(struct mg_connection *conn)
         }
     }
     conn_mark(counted, true);
+    if (large_view(rt->ep)) {
+        if (!views_acquire(s)) {
+            snprintf(msg, sizeof(msg), "too many large views are being answered at once (--max-concurrent-views=%d); "
+                     "retry in a second", s->views_max);
+            resp_error(&r, 503, msg);
+            r.headers = "Retry-After: 1\r\n";
+            goto send;
+        }
+        large = true;
+    }
     rt->fn(&q, &r);
 
 send:
@@ -1188,7 +1445,10 @@ send:
     }
     if (close)
         mg_disable_keep_alive(conn);
-    send_response(conn, &r, allow, close, strcmp(method, "HEAD") == 0);
+    if (r.stream != STREAM_NONE)
+        send_stream(conn, &q, &r, allow, close);
+    else
+        send_response(conn, &r, allow, close, strcmp(method, "HEAD") == 0);
     if (close && r.status == 413)
         drain_refused(conn);
     conn_mark(counted, false);
@@ -1200,6 +1460,8 @@ send:
              secs * 1e3);
     int status = r.status;
     free(r.body);
+    if (large)
+        views_release(s);
     free(q.body);
     if (q.budget > 0)
         budget_give(s, q.budget);
@@ -1687,6 +1949,10 @@ static void server_free(kq_server_t *s)
         pthread_mutex_destroy(&s->reap_mu);
         pthread_cond_destroy(&s->reap_cv);
     }
+    if (s->views_init) {
+        pthread_mutex_destroy(&s->views_mu);
+        pthread_cond_destroy(&s->views_cv);
+    }
     if (s->main_limit_init)
         conn_limit_destroy(&s->main_limit);
     if (s->wh_limit_init)
@@ -1771,6 +2037,10 @@ kq_server_t *kq_server_start(const kq_server_opts_t *o, kq_app_t *app, char *err
         kq_errf(err, errlen, "threads must be between 1 and 1024");
         goto fail;
     }
+    if (o->max_views > 1024) {
+        kq_errf(err, errlen, "max concurrent views must be at most 1024");
+        goto fail;
+    }
     if (o->max_client_conns < 0 || o->max_client_conns > 1024) {
         kq_errf(err, errlen, "max client connections must be between 1 and 1024");
         goto fail;
@@ -1790,7 +2060,11 @@ kq_server_t *kq_server_start(const kq_server_opts_t *o, kq_app_t *app, char *err
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&s->reap_cv, &ca);
+    pthread_mutex_init(&s->views_mu, NULL);
+    pthread_cond_init(&s->views_cv, &ca);
+    s->views_init = true;
     pthread_condattr_destroy(&ca);
+    s->views_max = o->max_views < 0 ? 0 : o->max_views > 0 ? o->max_views : DEFAULT_MAX_VIEWS;
     s->app = app;
     s->max_body = o->max_body ? o->max_body : DEFAULT_MAX_BODY;
     s->auth = o->auth;

@@ -421,6 +421,82 @@ static void test_usage_gauges_and_escaping(void **state)
     kq_config_unref(cfg);
 }
 
+/* --metrics-max-users: with more users than the limit, the ones using the most cpu (then
+ * memory; ties by name) get series and the rest are counted as omitted; with no more than
+ * the limit, every user. The users are ranked while the view streams past. */
+static void test_top_users(void **state)
+{
+    (void)state;
+    kq_diags_t d;
+    kq_diags_init(&d);
+    kq_config_t *cfg = NULL;
+    assert_int_equal(kq_config_load_buffer(QUEUES_YAML, strlen(QUEUES_YAML), "t.yaml", &cfg, &d), 0);
+    kq_diags_free(&d);
+    kq_app_t app = {.partition = "default", .scheduler_name = "s", .default_user = "nobody"};
+    atomic_init(&app.ready, false);
+    app.ugm = kq_ugm_new("default");
+    assert_int_equal(kq_ugm_set_config(app.ugm, cfg), 0);
+    app.metrics = kq_metrics_new();
+    /* 200 users: user-i uses (i * 37) % 200 + 1 millicores, and memory 1000 - i; users 0 and
+     * 100 use the same cpu (1), ranked by memory */
+    char reason[256];
+    for (int i = 0; i < 200; i++) {
+        char name[32], app_id[32];
+        snprintf(name, sizeof(name), "user-%03d", i);
+        snprintf(app_id, sizeof(app_id), "app-%d", i);
+        const char *groups[] = {"g"};
+        kq_user_t u = {.name = name, .groups = groups, .n_groups = 1};
+        kq_resource_t r = KQ_RESOURCE_EMPTY;
+        assert_int_equal(kq_resource_set(&r, "cpu", (i * 37) % 200 + 1), 0);
+        assert_int_equal(kq_resource_set(&r, "memory", 1000 - i), 0);
+        assert_int_equal(kq_ugm_increase(app.ugm, "root.team-a", app_id, &u, &r, reason, sizeof(reason), NULL), 0);
+        kq_resource_free(&r);
+    }
+    const char *U = "kubequota_user_resource_used";
+    kq_metrics_set_max_users(app.metrics, 3);
+    char *t = render(app.metrics, &app);
+    expo_t e;
+    parse(t, &e);
+    int shown = 0;
+    for (int i = 0; i < 200; i++) {
+        char name[32];
+        snprintf(name, sizeof(name), "user-%03d", i);
+        double v = find(&e, U, "user", name, "queue", "root", "resource", "cpu", NULL);
+        int cpu = (i * 37) % 200 + 1;
+        if (v >= 0) {
+            shown++;
+            assert_true(cpu >= 198); /* 200, 199 and 198 millicores */
+        } else {
+            assert_true(cpu < 198);
+        }
+    }
+    assert_int_equal(shown, 3);
+    assert_true(find(&e, "kubequota_users_omitted", NULL) == 197);
+    free(e.s);
+    free(t);
+
+    kq_metrics_set_max_users(app.metrics, 500);
+    t = render(app.metrics, &app);
+    parse(t, &e);
+    assert_true(find(&e, U, "user", "user-000", "queue", "root", "resource", "cpu", NULL) == 0.001);
+    assert_true(find(&e, U, "user", "user-199", "queue", "root", "resource", "cpu", NULL) >= 0);
+    assert_true(find(&e, "kubequota_users_omitted", NULL) == 0);
+    free(e.s);
+    free(t);
+
+    kq_metrics_set_max_users(app.metrics, 0);
+    t = render(app.metrics, &app);
+    parse(t, &e);
+    assert_true(find(&e, U, "user", "user-000", "queue", "root", "resource", "cpu", NULL) < 0);
+    assert_true(find(&e, "kubequota_users_omitted", NULL) == 200);
+    free(e.s);
+    free(t);
+
+    kq_ugm_free(app.ugm);
+    kq_metrics_free(app.metrics);
+    kq_config_unref(cfg);
+}
+
 int main(void)
 {
     kq_log_set_level("error");
@@ -430,6 +506,7 @@ int main(void)
         cmocka_unit_test(test_concurrent_updates),
         cmocka_unit_test(test_null_registry),
         cmocka_unit_test(test_usage_gauges_and_escaping),
+        cmocka_unit_test(test_top_users),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

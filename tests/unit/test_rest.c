@@ -181,6 +181,106 @@ static void test_groups_and_group(void **state)
     json_decref(j);
 }
 
+/* kq_rest_write_fn collecting into a growing buffer; fails once `fail_at` bytes were taken. */
+typedef struct sink {
+    char *buf;
+    size_t len, cap, fail_at;
+    int calls;
+} sink_t;
+
+static int sink_write(void *ctx, const char *p, size_t n)
+{
+    sink_t *k = ctx;
+    k->calls++;
+    if (k->fail_at > 0 && k->len + n > k->fail_at)
+        return -1;
+    if (k->len + n + 1 > k->cap) {
+        k->cap = (k->len + n + 1) * 2;
+        k->buf = realloc(k->buf, k->cap);
+        assert_non_null(k->buf);
+    }
+    memcpy(k->buf + k->len, p, n);
+    k->len += n;
+    k->buf[k->len] = '\0';
+    return 0;
+}
+
+/* The streamed users, groups and applications views are the buffered answers, byte for
+ * byte: with no one, with one, and with many users in many groups. */
+static void check_stream_same(fx_t *f, kq_rest_view_t view)
+{
+    char *b = NULL, *eb = NULL;
+    size_t n = 0, en = 0;
+    int st = view == KQ_REST_VIEW_GROUPS ? kq_rest_groups(&f->app, "default", &b, &n)
+             : view == KQ_REST_VIEW_APPS ? kq_rest_apps(&f->app, "default", NULL, &b, &n)
+                                         : kq_rest_users(&f->app, "default", &b, &n);
+    assert_int_equal(st, 200);
+    sink_t k = {0};
+    assert_int_equal(kq_rest_stream(&f->app, view, "default", NULL, sink_write, &k, &eb, &en), 200);
+    assert_null(eb);
+    assert_int_equal(k.len, n);
+    assert_memory_equal(k.buf, b, n);
+    free(k.buf);
+    free(b);
+}
+
+static void check_streams_same(fx_t *f)
+{
+    check_stream_same(f, KQ_REST_VIEW_USERS);
+    check_stream_same(f, KQ_REST_VIEW_GROUPS);
+    check_stream_same(f, KQ_REST_VIEW_APPS);
+}
+
+static void test_usage_stream_same_bytes(void **state)
+{
+    fx_t *f = *state;
+    check_streams_same(f);
+    add_usage(f);
+    check_streams_same(f);
+    char reason[256];
+    for (int i = 0; i < 300; i++) {
+        char name[32], group[32];
+        snprintf(name, sizeof(name), "user-%03d", i);
+        snprintf(group, sizeof(group), "g%d", i % 13);
+        const char *gs[] = {group};
+        kq_user_t u = {.name = name, .groups = gs, .n_groups = 1};
+        kq_resource_t r = KQ_RESOURCE_EMPTY;
+        assert_int_equal(kq_resource_set(&r, "cpu", 1 + i % 3), 0);
+        char app[32];
+        snprintf(app, sizeof(app), "batch-%d", i);
+        assert_int_equal(kq_ugm_increase(f->app.ugm, "root.team-a", app, &u, &r, reason,
+                                         sizeof(reason), NULL), 0);
+        kq_resource_free(&r);
+    }
+    check_streams_same(f);
+
+    /* a state kubequota keeps no history of: the buffered empty list, nothing written */
+    sink_t k = {0};
+    char *eb = NULL;
+    size_t en = 0;
+    assert_int_equal(kq_rest_stream(&f->app, KQ_REST_VIEW_APPS, "default", "completed", sink_write, &k, &eb, &en), 200);
+    assert_int_equal(k.calls, 0);
+    assert_string_equal(eb, "[]");
+    free(eb);
+    eb = NULL;
+    assert_int_equal(kq_rest_stream(&f->app, KQ_REST_VIEW_APPS, "default", "bogus", sink_write, &k, &eb, &en), 400);
+    assert_int_equal(k.calls, 0);
+    free(eb);
+    eb = NULL;
+    /* an unknown partition: the buffered error, nothing written */
+    assert_int_equal(kq_rest_stream(&f->app, KQ_REST_VIEW_USERS, "other", NULL, sink_write, &k, &eb, &en), 404);
+    assert_int_equal(k.calls, 0);
+    assert_non_null(eb);
+    free(eb);
+    /* a write that fails part way: cut off (-1), no more writes */
+    k = (sink_t){.fail_at = 1000};
+    assert_int_equal(kq_rest_stream(&f->app, KQ_REST_VIEW_USERS, "default", NULL, sink_write, &k, &eb, &en), -1);
+    int calls = k.calls;
+    assert_true(k.len <= 1000);
+    free(k.buf);
+    assert_true(calls > 1);
+}
+
 static void test_queues(void **state)
 {
     fx_t *f = *state;
@@ -372,6 +472,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_users_and_user, setup, teardown),
         cmocka_unit_test_setup_teardown(test_groups_and_group, setup, teardown),
         cmocka_unit_test_setup_teardown(test_queues, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_usage_stream_same_bytes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unknown_partition, setup, teardown),
         cmocka_unit_test(test_validate_conf),
         cmocka_unit_test(test_error_body),

@@ -170,6 +170,17 @@ json_t *kq_ugm_groups_json(kq_ugm_t *m);
 json_t *kq_ugm_group_json(kq_ugm_t *m, const char *group);
 json_t *kq_ugm_queues_json(kq_ugm_t *m);
 
+/* The users (groups) view one element at a time, for answers streamed in pieces: emit(ctx,
+ * element) for each element of the array kq_ugm_users_json (kq_ugm_groups_json) returns,
+ * in the same order, each built just before its call and freed after it returns
+ * (borrowed). Who is listed and the limits in force are pinned when the walk starts (the
+ * trackers stay alive, not locked); each element is built under its tracker's lock, as in
+ * the array form, and no ugm lock is held while emit runs (it may do I/O). emit returns 0
+ * to go on, anything else to stop. 0, KQ_EINVAL, KQ_ENOMEM or emit's non-zero result. */
+typedef int (*kq_ugm_emit_fn)(void *ctx, json_t *element);
+int kq_ugm_users_each(kq_ugm_t *m, kq_ugm_emit_fn emit, void *ctx) KQ_WUR;
+int kq_ugm_groups_each(kq_ugm_t *m, kq_ugm_emit_fn emit, void *ctx) KQ_WUR;
+
 /* Dynamic queues (placement.h): what the queue tree holds at queue_path right now
  * (KQ_QKIND_NONE when nothing is tracked there). Configured queues are the caller's to
  * look up. A dynamic leaf queue is checked against the child template in force at its
@@ -193,6 +204,10 @@ bool kq_ugm_may_submit_hook(void *ugm, const kq_queue_conf_t *q, const char *use
  * "Running","user","groups"} (user and groups: the user of its first pod). Only those in
  * queue_path when it is not NULL. New reference; NULL on ENOMEM. */
 json_t *kq_ugm_apps_json(kq_ugm_t *m, const char *queue_path);
+/* The same one application at a time (see kq_ugm_users_each): the rows are copied under
+ * the manager lock (a compact snapshot, no JSON), then each object is built, handed to
+ * emit (borrowed) and freed, with no lock held. 0, KQ_EINVAL, KQ_ENOMEM or emit's result. */
+int kq_ugm_apps_each(kq_ugm_t *m, const char *queue_path, kq_ugm_emit_fn emit, void *ctx) KQ_WUR;
 
 /* The partition's total usage (the root queue's) into *used (an initialised set: release it
  * with kq_resource_free), running applications and counted pods. 0, KQ_EINVAL or KQ_ENOMEM. */

@@ -21,6 +21,21 @@
 
 #include "kubequota/app.h"
 
+/* Large views streamed: the bytes kq_rest_users (KQ_REST_VIEW_USERS), kq_rest_groups
+ * (_GROUPS) or kq_rest_apps (_APPS, arg = the state or NULL) answer, handed to write(ctx, p,
+ * n) in pieces while the view is built one element at a time (kq_ugm_users_each,
+ * kq_ugm_apps_each), so that no more than one element's tree is held at once. write returns
+ * 0, or non-zero to stop. An answer that is not streamed (an error such as an unknown
+ * partition, or the fixed empty list of a state kubequota keeps no history of) comes back
+ * as the buffered forms give it, in *body (new) with its status, nothing written. Else
+ * *body is NULL and the result is 200 once the whole answer was written, or -1 when it was
+ * cut off after the first piece (write failed, or ENOMEM): the caller must end the
+ * connection without completing the answer. */
+typedef enum { KQ_REST_VIEW_USERS, KQ_REST_VIEW_GROUPS, KQ_REST_VIEW_APPS } kq_rest_view_t;
+typedef int (*kq_rest_write_fn)(void *ctx, const char *p, size_t n);
+int kq_rest_stream(kq_app_t *app, kq_rest_view_t view, const char *partition, const char *arg, kq_rest_write_fn write,
+                   void *ctx, char **body, size_t *len);
+
 /* GET /ws/v1/partition/{partition}/usage/users */
 int kq_rest_users(kq_app_t *app, const char *partition, char **body, size_t *len);
 /* GET /ws/v1/partition/{partition}/usage/user/{user} */

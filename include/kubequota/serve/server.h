@@ -82,6 +82,10 @@ typedef struct kq_server_opts {
     int max_client_conns;   /* connections one client address may hold on the main (TLS)
                              * port, from the TLS handshake on; more are closed at once.
                              * 0 = half of threads */
+    int max_views;          /* large views (usage/users, usage/groups, applications, a queue's
+                             * applications, charges, gating/waiting, /metrics) built and sent
+                             * at once; one more waits up to 1 s for a slot, then answers 503
+                             * with Retry-After. 0 = 2; negative = no limit */
 } kq_server_opts_t;
 
 typedef struct kq_server kq_server_t;
