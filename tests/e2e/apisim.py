@@ -55,6 +55,11 @@ EQ_RESOURCES = {"elasticquotas." + g: g for g in EQ_GROUPS}  # world resource ke
 EQ_NO_STATUS = ("scheduling.sigs.k8s.io",)  # Koordinator's CRD has no status subresource
 DEFAULT_SCHEDULER = "default-scheduler"
 TERMINAL = ("Succeeded", "Failed")
+# PUT without metadata.resourceVersion is an unconditional update for these (their registry
+# strategies allow it); Leases and the ElasticQuota custom resources refuse it (422)
+UNCONDITIONAL_UPDATE = ("pods", "nodes", "events", "namespaces", "configmaps")
+# PUT of a missing object creates it (AllowCreateOnUpdate) for these; 404 for the others
+CREATE_ON_UPDATE = ("leases", "events")
 
 POD_FIELDS = ("metadata.name", "metadata.namespace", "spec.nodeName", "spec.restartPolicy",
               "spec.schedulerName", "spec.serviceAccountName", "spec.hostNetwork",
@@ -85,9 +90,51 @@ class ApiError(Exception):
         return s
 
 
+RESOURCE_GROUPS = {"leases": "coordination.k8s.io"}
+
+
+def resource_of(resource):
+    """(plural, API group) of a world resource key ("leases", "elasticquotas.<group>")."""
+    if resource in EQ_RESOURCES:
+        return "elasticquotas", EQ_RESOURCES[resource]
+    return resource, RESOURCE_GROUPS.get(resource, "")
+
+
+def qualified(resource):
+    """The resource as kube-apiserver names it in messages: leases.coordination.k8s.io."""
+    plural, group = resource_of(resource)
+    return plural + "." + group if group else plural
+
+
+def details(resource, name, **extra):
+    """A Status's details: name, the API group (when there is one), kind (the plural)."""
+    plural, group = resource_of(resource)
+    d = {"name": name}
+    if group:
+        d["group"] = group
+    d["kind"] = plural
+    d.update(extra)
+    return d
+
+
 def not_found(kind, name):
-    return ApiError(404, "NotFound", '%s "%s" not found' % (kind, name),
-                    {"name": name, "kind": kind})
+    return ApiError(404, "NotFound", '%s "%s" not found' % (qualified(kind), name),
+                    details(kind, name))
+
+
+def conflict_modified(resource, name):
+    return ApiError(409, "Conflict",
+                    'Operation cannot be fulfilled on %s "%s": the object has been modified; please '
+                    'apply your changes to the latest version and try again' % (qualified(resource), name),
+                    details(resource, name))
+
+
+def uid_precondition_failed(name, want, have):
+    """kube-apiserver's answer to a delete whose preconditions.uid does not match."""
+    return ApiError(409, "Conflict",
+                    'Operation cannot be fulfilled on Pod "%s": the UID in the precondition (%s) does not '
+                    'match the UID in record (%s). The object might have been deleted and then recreated'
+                    % (name, want, have), {"name": name, "kind": "Pod"})
 
 
 def status_success(code=201):
@@ -96,6 +143,93 @@ def status_success(code=201):
 
 def status_expired(message):
     return ApiError(410, "Expired", message)
+
+
+QUANTITY_RE = re.compile(r"^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$")
+QUANTITY_FORMAT_ERR = ("quantities must match the regular expression "
+                       "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'")
+DEC_SUFFIX = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+BIN_SUFFIX = {"Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4, "Pi": 5, "Ei": 6}
+
+
+def canonical_quantity(text, digits=9):
+    """A resource.Quantity in the form kube-apiserver stores and answers (k8s.io/apimachinery
+    pkg/api/resource, CanonicalizeBytes): "1000m" -> "1", "0.5" -> "500m", "1024Mi" -> "1Gi",
+    "2000" -> "2k", "1e3" stays "1e3". The value is rounded up to 10^-digits: nano units as
+    ParseQuantity does; a core/v1 ResourceList is defaulted to milli units (digits=3,
+    SetDefaults_ResourceList: "0.1m" cpu is stored as "1m"). ValueError with the API server's
+    message when it is no quantity."""
+    import fractions
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        text = repr(text)  # a JSON number: Quantity's UnmarshalJSON takes its text
+    if not isinstance(text, str):
+        raise ValueError(QUANTITY_FORMAT_ERR)
+    m = QUANTITY_RE.match(text.strip())
+    if not m or m.group(1).count(".") > 1 or not any(ch.isdigit() for ch in m.group(1)):
+        raise ValueError(QUANTITY_FORMAT_ERR)
+    num, suf = m.group(1), m.group(2)
+    value = fractions.Fraction(num)
+    if suf in BIN_SUFFIX:
+        fmt, value = "bin", value * 1024 ** BIN_SUFFIX[suf]
+    elif suf in DEC_SUFFIX:
+        fmt, value = "dec", value * fractions.Fraction(10) ** DEC_SUFFIX[suf]
+    elif re.match(r"^[eE][-+]?[0-9]+$", suf):
+        fmt, value = "exp", value * fractions.Fraction(10) ** int(suf[1:])
+    else:
+        raise ValueError("unable to parse quantity's suffix")
+    scaled = value * 10 ** digits  # round up (away from zero)
+    whole = -((-abs(scaled)) // 1) * (1 if scaled >= 0 else -1)
+    value = fractions.Fraction(whole, 10 ** digits)
+    if value == 0:
+        return "0"
+    if fmt == "bin" and (abs(value) < 1024 or value.denominator != 1):
+        fmt = "dec"
+    sign = "-" if value < 0 else ""
+    value = abs(value)
+    if fmt == "bin":
+        n, k = int(value), 0
+        while k < 6 and n % 1024 == 0:
+            n, k = n // 1024, k + 1
+        return "%s%d%s" % (sign, n, ("", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei")[k])
+    n, e = value * 10 ** 9, -9  # an integer now
+    n = int(n)
+    while n % 10 == 0:
+        n, e = n // 10, e + 1
+    while e % 3:
+        n, e = n * 10, e - 1
+    if fmt == "dec":
+        for s_, x in DEC_SUFFIX.items():
+            if x == e:
+                return "%s%d%s" % (sign, n, s_)
+    return "%s%d%s" % (sign, n, "e%d" % e if e else "")
+
+
+def canonical_resources(obj, kind):
+    """Every resource list of a Pod or Node in canonical quantities (in place); a bad
+    quantity is the API server's 400 for a body it cannot decode."""
+    def fix(rl):
+        if isinstance(rl, dict):
+            for k in list(rl):
+                rl[k] = canonical_quantity(rl[k], 3)
+    try:
+        if kind == "Pod":
+            spec = obj.get("spec") or {}
+            for field in ("containers", "initContainers", "ephemeralContainers"):
+                for c in spec.get(field) or []:
+                    if isinstance(c, dict) and isinstance(c.get("resources"), dict):
+                        fix(c["resources"].get("requests"))
+                        fix(c["resources"].get("limits"))
+            fix(spec.get("overhead"))
+            if isinstance(spec.get("resources"), dict):
+                fix(spec["resources"].get("requests"))
+                fix(spec["resources"].get("limits"))
+        else:
+            st = obj.get("status") or {}
+            fix(st.get("capacity"))
+            fix(st.get("allocatable"))
+    except ValueError as e:
+        raise ApiError(400, "BadRequest", '%s in version "v1" cannot be handled as a %s: %s' % (kind, kind, e))
+    return obj
 
 
 def field_value(obj, path):
@@ -239,7 +373,7 @@ def check_gates_create(pod):
         seen.add(n)
     if gates and pod["spec"].get("nodeName"):
         raise ApiError(422, "Invalid", 'Pod "%s" is invalid: spec.nodeName: Forbidden: cannot be set '
-                       'until all schedulingGates have been removed' % name)
+                       'until all schedulingGates have been cleared' % name)
 
 
 def check_gates_update(name, old, new):
@@ -252,6 +386,8 @@ def check_gates_update(name, old, new):
                            "Forbidden: only deletion is allowed, but found new scheduling gate '%s'"
                            % (name, i, n), {"name": name, "kind": "Pod",
                                             "causes": [{"reason": "FieldValueForbidden",
+                                                        "message": "Forbidden: only deletion is allowed, "
+                                                                   "but found new scheduling gate '%s'" % n,
                                                         "field": "spec.schedulingGates[%d].name" % i}]})
 
 
@@ -536,6 +672,7 @@ class World:
             }
             if extra:
                 node = merge_patch(node, extra)
+            canonical_resources(node, "Node")
             return copy.deepcopy(self.store("nodes", name, node, "ADDED"))
 
     def delete_node(self, name):
@@ -575,6 +712,7 @@ class World:
                 raise ApiError(409, "AlreadyExists", 'pods "%s" already exists' % md["name"],
                                {"name": md["name"], "kind": "pods"})
             check_gates_create(pod)
+            canonical_resources(pod, "Pod")
             md["namespace"] = ns
             md["uid"] = str(uuid.uuid4())
             md["creationTimestamp"] = now_rfc3339()
@@ -615,10 +753,7 @@ class World:
             if pod is None:
                 raise not_found("pods", name)
             if uid and pod["metadata"]["uid"] != uid:
-                raise ApiError(409, "Conflict",
-                               "Precondition failed: UID in precondition: %s, UID in object "
-                               "meta: %s" % (uid, pod["metadata"]["uid"]),
-                               {"name": name, "kind": "pods"})
+                raise uid_precondition_failed(name, uid, pod["metadata"]["uid"])
             prev = copy.deepcopy(pod)
             pod = copy.deepcopy(pod)
             pod["metadata"]["deletionTimestamp"] = now_rfc3339()
@@ -634,7 +769,7 @@ class World:
             raise ApiError(422, "Invalid", 'Binding "%s" is invalid: target: Invalid value' % name)
         md = body.get("metadata") or {}
         if md.get("name") not in (None, "", name):
-            raise ApiError(400, "BadRequest", "binding name does not match the pod")
+            raise ApiError(400, "BadRequest", "name in URL does not match name in Binding object")
         with self.cond:
             key = self.key(ns, name)
             pod = self.objs["pods"].get(key)
@@ -720,17 +855,26 @@ class World:
             return self.json_patch(resource, ns, name, body, subresource)
         if not isinstance(body, dict):
             raise ApiError(400, "BadRequest", "the body of the request was not a JSON object")
+        body_name = (body.get("metadata") or {}).get("name")
+        if not patch and body_name not in (None, "", name):
+            raise ApiError(400, "BadRequest", "the name of the object (%s) does not match the name "
+                           "on the URL (%s)" % (body_name, name))
         with self.cond:
             key = self.key(ns, name)
             cur = self.objs[resource].get(key)
             if cur is None:
                 raise not_found(resource, name)
             want_rv = (body.get("metadata") or {}).get("resourceVersion")
+            if not patch and not want_rv and resource not in UNCONDITIONAL_UPDATE:
+                # Leases and custom resources refuse an update that names no resourceVersion
+                # (their strategies' AllowUnconditionalUpdate is false)
+                msg = "Invalid value: 0: must be specified for an update"
+                raise ApiError(422, "Invalid", '%s "%s" is invalid: metadata.resourceVersion: %s'
+                               % (qualified(resource), name, msg),
+                               details(resource, name, causes=[{"reason": "FieldValueInvalid", "message": msg,
+                                                                "field": "metadata.resourceVersion"}]))
             if want_rv and want_rv != cur["metadata"]["resourceVersion"]:
-                raise ApiError(409, "Conflict",
-                               'Operation cannot be fulfilled on %s "%s": the object has been '
-                               'modified; please apply your changes to the latest version and '
-                               'try again' % (resource, name), {"name": name, "kind": resource})
+                raise conflict_modified(resource, name)
             prev = copy.deepcopy(cur)
             if patch:
                 body = dict(body)
@@ -765,6 +909,7 @@ class World:
             if resource == "pods":
                 if not isinstance(new.get("spec"), dict):
                     raise ApiError(422, "Invalid", 'Pod "%s" is invalid: spec: Required value' % name)
+                canonical_resources(new, "Pod")
                 new["spec"]["nodeName"] = cur["spec"].get("nodeName")
                 if new["spec"]["nodeName"] is None:
                     new["spec"].pop("nodeName")
@@ -834,8 +979,8 @@ class World:
                 md["name"] = md["generateName"] + secrets.token_hex(3)[:5]
             key = self.key(ns, md["name"])
             if key in self.objs[resource]:
-                raise ApiError(409, "AlreadyExists", '%s "%s" already exists' % (resource, md["name"]),
-                               {"name": md["name"], "kind": resource})
+                raise ApiError(409, "AlreadyExists", '%s "%s" already exists' % (qualified(resource), md["name"]),
+                               details(resource, md["name"]))
             if ns:
                 md["namespace"] = ns
             md["uid"] = str(uuid.uuid4())
@@ -850,10 +995,13 @@ class World:
             if cont:
                 try:
                     tok = json.loads(base64.urlsafe_b64decode(cont.encode() + b"=="))
-                    sid, srv = tok["id"], int(tok["rv"])
-                except Exception:
-                    raise ApiError(400, "BadRequest", "continue key is not valid")
-                snap = self.snapshots.pop(sid, None)
+                    sid, srv, off = tok["id"], int(tok["rv"]), int(tok["off"])
+                except Exception as e:
+                    raise ApiError(400, "BadRequest", "invalid continue token: continue key is not "
+                                   "valid: %s" % e)
+                # a token names a position in the list at its resourceVersion, as etcd's keys
+                # do: it can be used again, until compaction removes that version
+                snap = self.snapshots.get(sid)
                 if snap is None or srv < self.floor:
                     self.counters["continue_expired"] += 1
                     raise status_expired(
@@ -864,25 +1012,27 @@ class World:
                         "inconsistent list - objects that were created, modified, or deleted "
                         "between the time the first chunk was returned and now may show up in "
                         "the list.")
-                list_rv, items = snap[0], snap[2]
+                list_rv, snap_items = snap[0], snap[2]
+                items = [copy.deepcopy(o) for o in snap_items[off:]]
             else:
-                list_rv = self.rv
+                list_rv, off, sid = self.rv, 0, None
                 items = [copy.deepcopy(o) for k, o in sorted(self.objs[resource].items())
                          if (not ns or o["metadata"].get("namespace") == ns)
                          and matches(o, fsel, lsel)]
             meta = {"resourceVersion": str(list_rv)}
             if limit and limit > 0 and len(items) > limit:
-                rest = items[limit:]
+                rest = len(items) - limit
+                if sid is None:
+                    sid = secrets.token_hex(8)
+                    self.snapshots[sid] = (list_rv, resource, [copy.deepcopy(o) for o in items], time.time())
+                    # forget abandoned snapshots
+                    old = [k for k, v in self.snapshots.items() if time.time() - v[3] > 600]
+                    for k in old:
+                        del self.snapshots[k]
                 items = items[:limit]
-                sid = secrets.token_hex(8)
-                self.snapshots[sid] = (list_rv, resource, rest, time.time())
-                # forget abandoned snapshots
-                old = [k for k, v in self.snapshots.items() if time.time() - v[3] > 600]
-                for k in old:
-                    del self.snapshots[k]
-                meta["continue"] = base64.urlsafe_b64encode(
-                    json.dumps({"id": sid, "rv": list_rv}).encode()).decode().rstrip("=")
-                meta["remainingItemCount"] = len(rest)
+                meta["continue"] = base64.urlsafe_b64encode(json.dumps(
+                    {"id": sid, "rv": list_rv, "off": off + limit}).encode()).decode().rstrip("=")
+                meta["remainingItemCount"] = rest
             kind = KINDS[resource][0] + "List"
             api = KINDS[resource][1]
             return {"kind": kind, "apiVersion": api, "metadata": meta, "items": items}
@@ -945,10 +1095,12 @@ def with_kind(resource, obj):
     return out
 
 
-def bookmark(resource, rv):
+def bookmark(resource, rv, initial_events_end=False):
     kind, api = KINDS[resource]
-    obj = {"kind": kind, "apiVersion": api,
-           "metadata": {"resourceVersion": str(rv), "creationTimestamp": None}}
+    obj = {"kind": kind, "apiVersion": api, "metadata": {"resourceVersion": str(rv)}}
+    if initial_events_end:
+        # the end of a watch's initial state (the ADDED events of what exists)
+        obj["metadata"]["annotations"] = {"k8s.io/initial-events-end": "true"}
     if resource == "pods":
         obj["spec"] = {"containers": None}
         obj["status"] = {}
@@ -1207,13 +1359,23 @@ class Handler(http.server.BaseHTTPRequestHandler):
         with self.world.cond:
             self.world.counters[path.rsplit("/", 1)[1]] = self.world.counters.get(path.rsplit("/", 1)[1], 0) + 1
         if path.endswith("tokenreviews"):
+            # kube-apiserver's answer: the spec echoed; authenticated users get the group
+            # system:authenticated added; an unknown token leaves "authenticated" out (false)
+            # with an empty user and an error; no token at all is a 400
+            if not spec.get("token"):
+                raise ApiError(400, "BadRequest", "token is required for TokenReview in authentication")
             who = getattr(sim, "review_tokens", {}).get(spec.get("token"))
-            status = {"authenticated": who is not None}
             if who is not None:
-                status["user"] = {"username": who["username"], "groups": who.get("groups", []),
-                                  "uid": "uid-" + who["username"]}
-            return self.send_json(201, {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
-                                        "spec": {}, "status": status})
+                groups = list(who.get("groups", []))
+                if "system:authenticated" not in groups:
+                    groups.append("system:authenticated")
+                status = {"authenticated": True,
+                          "user": {"username": who["username"], "uid": "uid-" + who["username"],
+                                   "groups": groups}}
+            else:
+                status = {"user": {}, "error": "invalid bearer token"}
+            return self.send_json(201, {"kind": "TokenReview", "apiVersion": "authentication.k8s.io/v1",
+                                        "metadata": {}, "spec": spec, "status": status})
         ra = spec.get("resourceAttributes") or {}
         allowed = (spec.get("user") in getattr(sim, "review_allowed", ()) and ra.get("group") == "kubequota.io"
                    and ra.get("resource") == "usage" and ra.get("verb") == "get")
@@ -1318,10 +1480,23 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     raise not_found(res, name)
                 obj = copy.deepcopy(obj)
                 w.store(res, key, obj, "DELETED", prev=obj)
-            return self.send_json(200, status_success(200))
+            return self.send_json(200, {"kind": "Status", "apiVersion": "v1", "metadata": {},
+                                        "status": "Success",
+                                        "details": details(res, name, uid=obj["metadata"].get("uid"))})
         if method in ("PUT", "PATCH"):
             body = self.json_body()
             ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
+            if method == "PUT" and sub is None and res in CREATE_ON_UPDATE and isinstance(body, dict):
+                with w.cond:
+                    missing = w.key(ns, name) not in w.objs[res]
+                if missing:
+                    md = body.get("metadata") if isinstance(body.get("metadata"), dict) else {}
+                    if md.get("name") not in (None, "", name):
+                        raise ApiError(400, "BadRequest", "the name of the object (%s) does not match "
+                                       "the name on the URL (%s)" % (md["name"], name))
+                    body = dict(body, metadata=dict(md, name=name))
+                    body["metadata"].pop("resourceVersion", None)
+                    return self.send_json(201, with_kind(res, w.create_simple(res, ns, body)))
             mode = method == "PATCH"
             if mode and ctype == "application/json-patch+json":
                 mode = "json"
@@ -1349,6 +1524,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 raise ApiError(400, "BadRequest", "invalid resourceVersion %r" % rv_param)
         else:
             start = None
+        # the current state as ADDED events first: by default for "any" resourceVersion
+        # ("" or "0"); sendInitialEvents=true asks for it with any resourceVersion (with
+        # resourceVersionMatch=NotOlderThan), false never
+        initial = {"true": True, "false": False}.get(q.get("sendInitialEvents"), start is None)
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Transfer-Encoding", "chunked")
@@ -1362,7 +1541,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         with w.cond:
             w.bump("watches", res)
             gen = w.generation
-            if start is not None and start < w.floor:
+            if start is not None and start < w.floor and not initial:
                 w.counters["watch_expired"] += 1
                 err = {"type": "ERROR", "object": ApiError(
                     410, "Expired", "too old resource version: %d (%d)" % (start, w.floor + 1)
@@ -1370,12 +1549,18 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 pending = [err]
                 watcher = None
             else:
-                if start is None:
-                    # "any" resource version: synthetic ADDED events for the current state
+                if initial:
+                    # synthetic ADDED events for the current state; with bookmarks, a bookmark
+                    # annotated k8s.io/initial-events-end marks their end (as kube-apiserver's
+                    # watch cache does)
                     for _, o in sorted(w.objs[res].items()):
                         if (not ns or o["metadata"].get("namespace") == ns) and \
                                 matches(o, fsel, lsel):
                             pending.append({"type": "ADDED", "object": with_kind(res, o)})
+                    if bookmarks:
+                        pending.append(bookmark(res, w.rv, initial_events_end=True))
+                    start = w.rv
+                elif start is None:
                     start = w.rv
                 w.watchers.add(watcher)
         pos = start
