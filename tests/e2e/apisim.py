@@ -783,6 +783,13 @@ class World:
                                "failed: UID in precondition: %s, UID in object meta: %s"
                                % (name, uid, pod["metadata"]["uid"]),
                                {"name": name, "kind": "pods/binding"})
+            # kubernetes pkg/registry/core/pod/storage/storage.go setPodNodeAndMetadata, in its
+            # order; a pod that has ended (Succeeded/Failed) is bound like any other
+            if pod["metadata"].get("deletionTimestamp"):
+                self.counters["binding_conflicts"] += 1
+                raise ApiError(409, "Conflict", 'Operation cannot be fulfilled on pods/binding '
+                               '"%s": pod %s is being deleted, cannot be assigned to a host' % (name, name),
+                               {"name": name, "kind": "pods/binding"})
             if pod["spec"].get("nodeName"):
                 self.counters["binding_conflicts"] += 1
                 raise ApiError(409, "Conflict",
@@ -797,10 +804,6 @@ class World:
                 raise ApiError(409, "Conflict", 'Operation cannot be fulfilled on pods/binding '
                                '"%s": pod %s has non-empty .spec.schedulingGates' % (name, name),
                                {"name": name, "kind": "pods/binding"})
-            if pod["status"].get("phase") in TERMINAL or pod["metadata"].get("deletionTimestamp"):
-                raise ApiError(409, "Conflict", 'Operation cannot be fulfilled on pods/binding '
-                               '"%s": pod %s is being deleted or has terminated' % (name, name),
-                               {"name": name, "kind": "pods/binding"})
             prev = copy.deepcopy(pod)
             pod = copy.deepcopy(pod)
             pod["spec"]["nodeName"] = node
@@ -811,7 +814,7 @@ class World:
             pod["status"]["conditions"] = conds
             self.store("pods", key, pod, "MODIFIED", prev)
             self.counters["bindings"] += 1
-            if self.auto_run:
+            if self.auto_run and pod["status"].get("phase") == "Pending":
                 self._run(key)
             return status_success(201)
 
@@ -1658,7 +1661,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if new_ok:
             return {"type": "ADDED", "object": with_kind(res, obj)}
         if old_ok:
-            return {"type": "DELETED", "object": with_kind(res, obj)}
+            # leaving the selection: the object as it was, with the event's resourceVersion
+            # (kube-apiserver's cacheWatcher.convertToWatchEvent)
+            gone = copy.deepcopy(prev)
+            gone["metadata"]["resourceVersion"] = obj["metadata"]["resourceVersion"]
+            return {"type": "DELETED", "object": with_kind(res, gone)}
         return None
 
     def send_events(self, events):
