@@ -717,6 +717,56 @@ def check_watch_bookmarks(t, a):
     t.assertEqual(evs[0]["object"]["metadata"]["annotations"], {"k8s.io/initial-events-end": "true"})
 
 
+def check_elasticquota(t, a):
+    """The ElasticQuota CRD the chart installs (scheduling.x-k8s.io, status subresource): what
+    kubequota's status writes rely on."""
+    ns = a.namespace()
+    base = "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/%s/elasticquotas" % ns
+    st, eq = a.req("POST", base, {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "ElasticQuota",
+                                  "metadata": {"name": "q"},
+                                  "spec": {"min": {"cpu": "1000m", "memory": "1024Mi"}, "max": {"cpu": 4}},
+                                  "status": {"used": {"cpu": "9"}}})
+    t.assertEqual(st, 201, eq)
+    # a custom resource keeps its quantities as written; status is not set at creation
+    t.assertEqual(eq["spec"], {"min": {"cpu": "1000m", "memory": "1024Mi"}, "max": {"cpu": 4}})
+    t.assertNotIn("status", eq)
+    t.assertEqual((eq["kind"], eq["apiVersion"]), ("ElasticQuota", "scheduling.x-k8s.io/v1alpha1"))
+    st, got = a.req("PATCH", base + "/q/status", {"status": {"used": {"cpu": "500m"}}}, "application/merge-patch+json")
+    t.assertEqual(st, 200, got)
+    t.assertEqual(got["status"], {"used": {"cpu": "500m"}})
+    t.assertGreater(rv(got), rv(eq))
+    # status through the object itself is ignored; the annotation is written
+    st, got = a.req("PATCH", base + "/q", {"metadata": {"annotations": {"a": "1"}}, "status": {"used": {"cpu": "7"}}},
+                    "application/merge-patch+json")
+    t.assertEqual(st, 200, got)
+    t.assertEqual((got["metadata"]["annotations"], got["status"]), ({"a": "1"}, {"used": {"cpu": "500m"}}))
+    # spec through the status subresource is ignored
+    st, got = a.req("PATCH", base + "/q/status", {"spec": {"max": {"cpu": "1"}}, "status": {"used": {"cpu": "1"}}},
+                    "application/merge-patch+json")
+    t.assertEqual(st, 200, got)
+    t.assertEqual((got["spec"]["max"], got["status"]["used"]), ({"cpu": 4}, {"cpu": "1"}))
+    for path in (base + "/nope", base + "/nope/status"):
+        st, got = a.req("PATCH", path, {"status": {"used": {}}}, "application/merge-patch+json")
+        t.assertEqual((st, got), (404, failure(404, "NotFound", 'elasticquotas.scheduling.x-k8s.io "nope" not found',
+                                               {"name": "nope", "group": "scheduling.x-k8s.io",
+                                                "kind": "elasticquotas"})), path)
+    stale = dict(eq, spec={"max": {"cpu": "2"}})
+    st, got = a.req("PUT", base + "/q", stale)
+    t.assertEqual((st, got), (409, failure(
+        409, "Conflict", 'Operation cannot be fulfilled on elasticquotas.scheduling.x-k8s.io "q": the object has '
+        'been modified; please apply your changes to the latest version and try again',
+        {"name": "q", "group": "scheduling.x-k8s.io", "kind": "elasticquotas"})))
+    del stale["metadata"]["resourceVersion"]
+    st, got = a.req("PUT", base + "/q", stale)
+    t.assertEqual(st, 422, got)
+    t.assertEqual(got["message"], 'elasticquotas.scheduling.x-k8s.io "q" is invalid: metadata.resourceVersion: '
+                  'Invalid value: 0: must be specified for an update')
+    st, got = a.req("DELETE", base + "/q")
+    t.assertEqual(st, 200, got)
+    t.assertEqual((got["kind"], got["status"], got["details"]["name"], got["details"]["group"], got["details"]["kind"]),
+                  ("Status", "Success", "q", "scheduling.x-k8s.io", "elasticquotas"))
+
+
 def check_gone(t, a):
     """410 Gone: a watch from a compacted resourceVersion (in-band ERROR event) and a LIST with
     an expired continue token. Last in the list: it restarts the real API server."""
@@ -754,7 +804,7 @@ CHECKS = [check_not_found, check_already_exists, check_conflict, check_lease_upd
           check_scheduling_gates, check_binding, check_binding_ended_pods, check_quantities, check_field_selectors,
           check_label_selectors, check_event_patch, check_token_review, check_pagination,
           check_eviction, check_delete, check_resource_version_monotonic, check_watch_bookmarks,
-          check_watch_selection_changes, check_gone]
+          check_watch_selection_changes, check_elasticquota, check_gone]
 
 
 # ---------------------------------------------------------------------------------------

@@ -962,6 +962,9 @@ class World:
                            "match the namespace sent on the request")
         if resource in EQ_RESOURCES:
             obj.setdefault("spec", {})
+            if EQ_RESOURCES[resource] not in EQ_NO_STATUS:
+                # with a status subresource, the status given at creation is dropped
+                obj.pop("status", None)
         if resource == "configmaps":
             check_configmap(md.get("name") or md.get("generateName") or "", obj)
         if resource == "events":
