@@ -354,8 +354,24 @@ def check_scheduling_gates(t, a):
                     "application/json-patch+json")
     t.assertEqual(st, 422, got)
     t.assertIn("only deletion is allowed, but found new scheduling gate 'example.com/a'", got["message"])
+    # kubequota's own ungate patch (src/control/gating.c ungate): uid and gate tested first;
+    # a failed test changes nothing and is a 422
+    uid = a.req("GET", pods(ns, "gated"))[1]["metadata"]["uid"]
+    for wrong_uid, idx, gate in (("not-the-uid", 0, "example.com/b"), (uid, 0, "example.com/x"),
+                                 (uid, 3, "example.com/b")):
+        ops = [{"op": "test", "path": "/metadata/uid", "value": wrong_uid},
+               {"op": "test", "path": "/spec/schedulingGates/%d/name" % idx, "value": gate},
+               {"op": "remove", "path": "/spec/schedulingGates/%d" % idx}]
+        st, got = a.req("PATCH", pods(ns, "gated"), ops, "application/json-patch+json")
+        t.assertEqual((st, got), (422, failure(422, "Invalid", "the server rejected our request due to an error "
+                                               "in our request", {})))
+    t.assertEqual([x["name"] for x in a.req("GET", pods(ns, "gated"))[1]["spec"]["schedulingGates"]],
+                  ["example.com/b"])
     # the last one removed: the field is gone and the pod binds
-    st, got = a.req("PATCH", pods(ns, "gated"), [{"op": "remove", "path": "/spec/schedulingGates/0"}],
+    st, got = a.req("PATCH", pods(ns, "gated"), [{"op": "test", "path": "/metadata/uid", "value": uid},
+                                                 {"op": "test", "path": "/spec/schedulingGates/0/name",
+                                                  "value": "example.com/b"},
+                                                 {"op": "remove", "path": "/spec/schedulingGates/0"}],
                     "application/json-patch+json")
     t.assertEqual(st, 200, got)
     t.assertNotIn("schedulingGates", got["spec"])

@@ -399,6 +399,10 @@ def _pointer(path):
     return [p.replace("~1", "/").replace("~0", "~") for p in path[1:].split("/")]
 
 
+class PatchTestFailed(ValueError):
+    """A JSON patch "test" operation did not hold."""
+
+
 def json_patch(doc, ops):
     """RFC 6902 JSON Patch (add, remove, replace, test, copy, move). ValueError on failure."""
     if not isinstance(ops, list):
@@ -453,8 +457,12 @@ def json_patch(doc, ops):
         segs = _pointer(op["path"])
         kind = op.get("op")
         if kind == "test":
-            if get(segs) != op.get("value"):
-                raise ValueError("testing value %s failed" % op["path"])
+            try:
+                have = get(segs)
+            except ValueError:
+                raise PatchTestFailed("testing value %s failed: no such path" % op["path"])
+            if have != op.get("value"):
+                raise PatchTestFailed("testing value %s failed" % op["path"])
         elif kind == "remove":
             remove(segs)
         elif kind == "add":
@@ -937,6 +945,10 @@ class World:
                 raise not_found(resource, name)
             try:
                 new = json_patch(cur, ops)
+            except PatchTestFailed:
+                # kube-apiserver says no more than this when a "test" operation fails
+                raise ApiError(422, "Invalid", "the server rejected our request due to an error "
+                               "in our request", {})
             except ValueError as e:
                 raise ApiError(422, "Invalid", "the server rejected our request due to an error "
                                "in our request: %s" % e)
