@@ -206,7 +206,13 @@ class ApiSimTest(unittest.TestCase):
         self.addCleanup(w.close)
         self.sim.bind("default", "a", "n1")  # leaves the selection -> DELETED
         ev = w.next_event()
-        self.assertEqual((ev["type"], ev["object"]["spec"]["nodeName"]), ("DELETED", "n1"))
+        # as kube-apiserver sends it: the pod as it was (still matching the selector), with
+        # the resourceVersion of the change that made it leave
+        self.assertEqual(ev["type"], "DELETED")
+        self.assertNotIn("nodeName", ev["object"]["spec"])
+        binding_rv = next(o["metadata"]["resourceVersion"] for _, r, _, o, _ in self.sim.world.history
+                          if r == "pods" and o["spec"].get("nodeName") == "n1")
+        self.assertEqual(ev["object"]["metadata"]["resourceVersion"], binding_rv)
 
     def test_watch_too_old_gives_in_band_410(self):
         self.create("a")
