@@ -630,13 +630,13 @@ def check_eviction(t, a):
     # a pending pod with grace 0 is gone at once
     t.assertEqual(a.req("GET", pods(ns, "v1"))[0], 404)
     create_pod(t, a, ns, "v2", node=NODE)
-    a.refuse_evictions(ns, "v2", "sim-pdb")
+    a.refuse_evictions(ns, "v2", "parity-pdb")
     ev["metadata"]["name"] = "v2"
     st, got = a.req("POST", pods(ns, "v2") + "/eviction", ev)
     t.assertEqual((st, got), (429, failure(
         429, "TooManyRequests", "Cannot evict pod as it would violate the pod's disruption budget.",
         {"causes": [{"reason": "DisruptionBudget",
-                     "message": "The disruption budget sim-pdb needs 1 healthy pods and has 1 currently"}]})))
+                     "message": "The disruption budget parity-pdb needs 1 healthy pods and has 1 currently"}]})))
     t.assertEqual(a.req("GET", pods(ns, "v2"))[0], 200)
     # an eviction whose uid precondition does not hold
     p = create_pod(t, a, ns, "v3")
@@ -816,7 +816,19 @@ def check_gone(t, a):
     t.assertGreater(rv(lst), old)
 
 
-CHECKS = [check_not_found, check_already_exists, check_conflict, check_lease_updates,
+def check_version(t, a):
+    """The simulator names the minor it was last held to (tests/cluster/versions.env): when the
+    pinned control plane moves on, this fails until the checks have been run against it."""
+    with open(os.path.join(HERE, "versions.env")) as f:
+        pinned = next(l.split("=", 1)[1].strip() for l in f if l.startswith("K8S_VERSION="))
+    major, minor = pinned.lstrip("v").split(".")[:2]
+    st, v = a.req("GET", "/version")
+    t.assertEqual(st, 200, v)
+    t.assertEqual((v["major"], v["minor"]), (major, minor))
+    t.assertTrue(v["gitVersion"].startswith("v%s.%s." % (major, minor)), v)
+
+
+CHECKS = [check_version, check_not_found, check_already_exists, check_conflict, check_lease_updates,
           check_scheduling_gates, check_binding, check_binding_ended_pods, check_quantities, check_field_selectors,
           check_label_selectors, check_event_patch, check_token_review, check_pagination,
           check_eviction, check_delete, check_resource_version_monotonic, check_watch_bookmarks,

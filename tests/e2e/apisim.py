@@ -22,6 +22,25 @@ its own request thread: it takes the events after its position under the lock, t
 them (chunked) without the lock. Compaction raises the floor: a watch (or continue token)
 older than the floor gets 410 Expired. Handlers never do socket I/O under the lock.
 
+PARITY: tests/cluster/test_kube_apisim_parity.py runs one set of API checks against this
+simulator and a real kube-apiserver (the version pinned in tests/cluster/versions.env, which
+/version reports); the answers it checks (Status bodies, 410s, bookmarks, gates, bindings,
+quantities, selectors, Leases, TokenReview, pagination, evictions) are the real server's.
+What it models differently on purpose, and the parity checks leave out:
+  - no Namespace objects: any namespace exists; no admission defaults (service account
+    volume, tolerations, dnsPolicy ...) and no managedFields
+  - deletion is immediate: no graceful deletion (deletionTimestamp while a kubelet stops the
+    pod) and no finalizers; binding a pod being deleted is refused as the real server does,
+    but only a pod created with deletionTimestamp set can be in that state
+  - no PodDisruptionBudget objects: evictions are refused for named pods (eviction_refused)
+    or all (eviction_status) with the answer a PDB would give (the budget is named by
+    eviction_pdb, default sim-pdb)
+  - compaction (/_sim/compact) also ends a running watch that is behind the new floor with
+    an in-band 410, as a real server does to a watcher its watch cache dropped; the real
+    watch cache keeps a running watch going through an etcd compaction
+  - bookmarks come every bookmark_interval seconds (the real server: about once a minute)
+  - TokenReview knows only the review_tokens configured (no audiences in its answer)
+
 Standalone: python3 tests/e2e/apisim.py --port 0 --cert C --key K [--port-file F]
             [--token T] [--nodes N] [--bookmark-interval S] [--host H]
 In-process: sim = ApiSim(cert=..., key=...); sim.start(); ...; sim.stop()
@@ -521,6 +540,7 @@ class World:
         self.auto_run = True          # binding also marks the pod Running (the kubelet)
         self.eviction_status = None   # e.g. 429: every eviction is refused like a PDB would
         self.eviction_refused = set()  # "ns/name": evictions of these pods are refused (429)
+        self.eviction_pdb = "sim-pdb"  # the PodDisruptionBudget a refusal names
         self.crds = set(EQ_GROUPS)    # ElasticQuota API groups served
         self.stopping = False
         self.generation = 0           # bumped by reset/drop: watchers of older generations end
@@ -838,8 +858,9 @@ class World:
                 raise ApiError(int(self.eviction_status or 429), "TooManyRequests",
                                "Cannot evict pod as it would violate the pod's disruption budget.",
                                {"causes": [{"reason": "DisruptionBudget",
-                                            "message": "The disruption budget sim-pdb needs 1 "
-                                                       "healthy pods and has 1 currently"}]})
+                                            "message": "The disruption budget %s needs 1 "
+                                                       "healthy pods and has 1 currently"
+                                                       % self.eviction_pdb}]})
             self.delete_pod(ns, name, uid)
             self.counters["evictions"] += 1
             return status_success(201)
@@ -1280,7 +1301,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             if path in ("/api", "/api/"):
                 return self.send_json(200, {"kind": "APIVersions", "versions": ["v1"]})
             if path == "/version":
-                return self.send_json(200, {"major": "1", "minor": "31", "gitVersion": "v1.31.0-sim"})
+                # the kube-apiserver version the parity checks last held it to
+                return self.send_json(200, {"major": "1", "minor": "37", "gitVersion": "v1.37.2-sim"})
             if self.command == "POST" and path in REVIEW_PATHS:
                 return self.review(path)
             m = EQ_RE.match(path)
