@@ -57,11 +57,11 @@ class Target:
     def conn(self, timeout=30):
         return http.client.HTTPSConnection("127.0.0.1", self.port, context=self.ctx, timeout=timeout)
 
-    def req(self, method, path, body=None, ctype="application/json"):
-        """(status, decoded JSON body) of one request as the admin."""
+    def req(self, method, path, body=None, ctype="application/json", token=None):
+        """(status, decoded JSON body) of one request as the admin (or with another token)."""
         c = self.conn()
         try:
-            hdr = {"Authorization": "Bearer " + self.token, "Accept": "application/json"}
+            hdr = {"Authorization": "Bearer " + (token or self.token), "Accept": "application/json"}
             data = None
             if body is not None:
                 data = body if isinstance(body, (bytes, str)) else json.dumps(body)
@@ -238,6 +238,13 @@ def rv(obj):
 # ---------------------------------------------------------------------------------------
 # the checks: each a function of (TestCase for the assertions, Target)
 # ---------------------------------------------------------------------------------------
+
+def check_unauthorized(t, a):
+    """A token the server does not know. (Without a token the real server goes on as
+    system:anonymous and RBAC answers 403; the simulator has no RBAC and answers 401.)"""
+    st, got = a.req("GET", "/api/v1/namespaces/default/pods", token="no-such-token")
+    t.assertEqual((st, got), (401, failure(401, "Unauthorized", "Unauthorized")))
+
 
 def check_not_found(t, a):
     ns = a.namespace()
@@ -470,6 +477,19 @@ def check_quantities(t, a):
         t.assertEqual(p["spec"]["containers"][0]["resources"], want_c)
         t.assertEqual(p["spec"]["initContainers"][0]["resources"], want_i)
         t.assertEqual(p["spec"]["containers"][1]["resources"], want_odd)
+    # a Node's capacity and allocatable too (created and deleted at once: kubequota in later
+    # classes of the real run counts every node)
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "parity-node-" + ns,
+                                                             "labels": {"parity": "yes"}},
+            "status": {"capacity": {"cpu": "4000m", "memory": "8192Mi", "pods": "110"},
+                       "allocatable": {"cpu": "3.5", "memory": "7.5Gi", "pods": "110"}}}
+    st, got = a.req("POST", "/api/v1/nodes", node)
+    try:
+        t.assertEqual(st, 201, got)
+        t.assertEqual((got["status"]["capacity"], got["status"]["allocatable"]),
+                      ({"cpu": "4", "memory": "8Gi", "pods": "110"}, {"cpu": "3500m", "memory": "7680Mi", "pods": "110"}))
+    finally:
+        a.req("DELETE", "/api/v1/nodes/parity-node-" + ns)
     st, got = a.req("POST", pods(ns), pod_body("bad", resources={"requests": {"cpu": "1x"}}))
     t.assertEqual((st, got), (400, failure(
         400, "BadRequest", 'Pod in version "v1" cannot be handled as a Pod: quantities must match the '
@@ -828,7 +848,7 @@ def check_version(t, a):
     t.assertTrue(v["gitVersion"].startswith("v%s.%s." % (major, minor)), v)
 
 
-CHECKS = [check_version, check_not_found, check_already_exists, check_conflict, check_lease_updates,
+CHECKS = [check_version, check_unauthorized, check_not_found, check_already_exists, check_conflict, check_lease_updates,
           check_scheduling_gates, check_binding, check_binding_ended_pods, check_quantities, check_field_selectors,
           check_label_selectors, check_event_patch, check_token_review, check_pagination,
           check_eviction, check_delete, check_resource_version_monotonic, check_watch_bookmarks,

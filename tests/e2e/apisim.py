@@ -40,6 +40,8 @@ What it models differently on purpose, and the parity checks leave out:
     watch cache keeps a running watch going through an etcd compaction
   - bookmarks come every bookmark_interval seconds (the real server: about once a minute)
   - TokenReview knows only the review_tokens configured (no audiences in its answer)
+  - no authorization: a request with the token is allowed everything; one without a token
+    is 401 (the real server goes on as system:anonymous and RBAC answers 403)
 
 Standalone: python3 tests/e2e/apisim.py --port 0 --cert C --key K [--port-file F]
             [--token T] [--nodes N] [--bookmark-interval S] [--host H]
