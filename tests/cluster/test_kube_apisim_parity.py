@@ -391,6 +391,49 @@ def check_scheduling_gates(t, a):
                got["message"])
 
 
+def check_pod_status_at_creation(t, a):
+    """What the API server itself writes into a new pod's status: phase, QoS class, and for a
+    gated pod the PodScheduled=False condition with reason SchedulingGated."""
+    ns = a.namespace()
+
+    def status(name, **kw):
+        st = create_pod(t, a, ns, name, **kw)["status"]
+        for c in st.get("conditions", []):
+            t.assertRegex(c.pop("lastTransitionTime"), r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
+        return st
+    t.assertEqual(status("be"), {"phase": "Pending", "qosClass": "BestEffort"})
+    t.assertEqual(status("bu", resources={"requests": {"cpu": "100m"}}), {"phase": "Pending", "qosClass": "Burstable"})
+    t.assertEqual(status("gu", resources={"limits": {"cpu": "1", "memory": "1Gi"}}),
+                  {"phase": "Pending", "qosClass": "Guaranteed"})
+    # requests default to the limits
+    t.assertEqual(a.req("GET", pods(ns, "gu"))[1]["spec"]["containers"][0]["resources"],
+                  {"limits": {"cpu": "1", "memory": "1Gi"}, "requests": {"cpu": "1", "memory": "1Gi"}})
+    p = create_pod(t, a, ns, "lim", resources={"requests": {"cpu": "500m"}, "limits": {"cpu": "2", "example.com/gpu": "1"}},
+                   init_resources={"limits": {"memory": "64Mi"}})
+    t.assertEqual((p["spec"]["containers"][0]["resources"], p["spec"]["initContainers"][0]["resources"]),
+                  ({"requests": {"cpu": "500m", "example.com/gpu": "1"}, "limits": {"cpu": "2", "example.com/gpu": "1"}},
+                   {"requests": {"memory": "64Mi"}, "limits": {"memory": "64Mi"}}))
+    t.assertEqual(p["status"]["qosClass"], "Burstable")
+    t.assertEqual(status("gu2", resources={"requests": {"cpu": "1", "memory": "1Gi"},
+                                           "limits": {"cpu": "1000m", "memory": "1024Mi"}}),
+                  {"phase": "Pending", "qosClass": "Guaranteed"})
+    t.assertEqual(status("bu2", resources={"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "2"}}),
+                  {"phase": "Pending", "qosClass": "Burstable"})
+    t.assertEqual(status("gated", gates=["example.com/a"]), {
+        "phase": "Pending", "qosClass": "BestEffort",
+        "conditions": [{"type": "PodScheduled", "status": "False", "lastProbeTime": None,
+                        "reason": "SchedulingGated",
+                        "message": "Scheduling is blocked due to non-empty scheduling gates"}]})
+    # binding replaces it with PodScheduled=True
+    st, got = a.req("PATCH", pods(ns, "gated"), [{"op": "remove", "path": "/spec/schedulingGates"}],
+                    "application/json-patch+json")
+    t.assertEqual(st, 200, got)
+    t.assertEqual(a.req("POST", pods(ns, "gated") + "/binding", binding("gated"))[0], 201)
+    conds = [c for c in a.req("GET", pods(ns, "gated"))[1]["status"]["conditions"] if c["type"] == "PodScheduled"]
+    t.assertEqual(len(conds), 1, conds)
+    t.assertEqual((conds[0]["status"], conds[0]["lastProbeTime"], conds[0].get("reason")), ("True", None, None))
+
+
 def check_binding(t, a):
     ns = a.namespace()
     create_pod(t, a, ns, "b1")
@@ -826,10 +869,15 @@ def check_gone(t, a):
     t.assertEqual(err, failure(410, "Expired", msg))
     st, got = a.req("GET", pods(ns) + "?limit=1&continue=" + urllib.parse.quote(cont))
     t.assertEqual(st, 410, got)
-    t.assertEqual(got["reason"], "Expired")
-    t.assertEqual(got["code"], 410)
-    t.assertTrue(got["message"].startswith("The provided continue parameter is too old to display a "
-                                           "consistent list result."), got["message"])
+    t.assertEqual(got, dict(failure(
+        410, "Expired", "The provided continue parameter is too old to display a consistent list result. You "
+        "can start a new list without the continue parameter, or use the continue token in this response to "
+        "retrieve the remainder of the results. Continuing with the provided token results in an inconsistent "
+        "list - objects that were created, modified, or deleted between the time the first chunk was returned "
+        "and now may show up in the list."), metadata={"continue": got["metadata"].get("continue")}))
+    # the token in the answer goes on after the last item returned, in the current state
+    st, rest = a.req("GET", pods(ns) + "?continue=" + urllib.parse.quote(got["metadata"]["continue"]))
+    t.assertEqual((st, names(rest)), (200, ["g1"]))
     # a new list works and names a newer version
     st, lst = a.req("GET", pods(ns))
     t.assertEqual((st, names(lst)), (200, ["g0", "g1"]))
@@ -849,7 +897,7 @@ def check_version(t, a):
 
 
 CHECKS = [check_version, check_unauthorized, check_not_found, check_already_exists, check_conflict, check_lease_updates,
-          check_scheduling_gates, check_binding, check_binding_ended_pods, check_quantities, check_field_selectors,
+          check_scheduling_gates, check_pod_status_at_creation, check_binding, check_binding_ended_pods, check_quantities, check_field_selectors,
           check_label_selectors, check_event_patch, check_token_review, check_pagination,
           check_eviction, check_delete, check_resource_version_monotonic, check_watch_bookmarks,
           check_watch_selection_changes, check_elasticquota, check_gone]

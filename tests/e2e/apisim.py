@@ -101,9 +101,10 @@ class ApiError(Exception):
     def __init__(self, code, reason, message, details=None):
         super().__init__(message)
         self.code, self.reason, self.message, self.details = code, reason, message, details
+        self.list_meta = {}  # the Status's metadata (an expired list's continue token)
 
     def status(self):
-        s = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        s = {"kind": "Status", "apiVersion": "v1", "metadata": dict(self.list_meta), "status": "Failure",
              "message": self.message, "reason": self.reason}
         if self.details is not None:
             s["details"] = self.details
@@ -173,13 +174,9 @@ DEC_SUFFIX = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12,
 BIN_SUFFIX = {"Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4, "Pi": 5, "Ei": 6}
 
 
-def canonical_quantity(text, digits=9):
-    """A resource.Quantity in the form kube-apiserver stores and answers (k8s.io/apimachinery
-    pkg/api/resource, CanonicalizeBytes): "1000m" -> "1", "0.5" -> "500m", "1024Mi" -> "1Gi",
-    "2000" -> "2k", "1e3" stays "1e3". The value is rounded up to 10^-digits: nano units as
-    ParseQuantity does; a core/v1 ResourceList is defaulted to milli units (digits=3,
-    SetDefaults_ResourceList: "0.1m" cpu is stored as "1m"). ValueError with the API server's
-    message when it is no quantity."""
+def parse_quantity(text, digits=9):
+    """(value as a Fraction rounded up to 10^-digits, format "bin"/"dec"/"exp") of a
+    resource.Quantity; ValueError with the API server's message when it is no quantity."""
     import fractions
     if isinstance(text, (int, float)) and not isinstance(text, bool):
         text = repr(text)  # a JSON number: Quantity's UnmarshalJSON takes its text
@@ -200,7 +197,17 @@ def canonical_quantity(text, digits=9):
         raise ValueError("unable to parse quantity's suffix")
     scaled = value * 10 ** digits  # round up (away from zero)
     whole = -((-abs(scaled)) // 1) * (1 if scaled >= 0 else -1)
-    value = fractions.Fraction(whole, 10 ** digits)
+    return fractions.Fraction(whole, 10 ** digits), fmt
+
+
+def canonical_quantity(text, digits=9):
+    """A resource.Quantity in the form kube-apiserver stores and answers (k8s.io/apimachinery
+    pkg/api/resource, CanonicalizeBytes): "1000m" -> "1", "0.5" -> "500m", "1024Mi" -> "1Gi",
+    "2000" -> "2k", "1e3" stays "1e3". The value is rounded up to 10^-digits: nano units as
+    ParseQuantity does; a core/v1 ResourceList is defaulted to milli units (digits=3,
+    SetDefaults_ResourceList: "0.1m" cpu is stored as "1m"). ValueError with the API server's
+    message when it is no quantity."""
+    value, fmt = parse_quantity(text, digits)
     if value == 0:
         return "0"
     if fmt == "bin" and (abs(value) < 1024 or value.denominator != 1):
@@ -223,6 +230,45 @@ def canonical_quantity(text, digits=9):
             if x == e:
                 return "%s%d%s" % (sign, n, s_)
     return "%s%d%s" % (sign, n, "e%d" % e if e else "")
+
+
+def pod_defaults(pod):
+    """What kube-apiserver itself writes into a new pod: a container's requests default to
+    its limits (SetDefaults_Pod), status.qosClass (GetPodQOS), and for a gated pod the
+    PodScheduled=False condition with reason SchedulingGated."""
+    spec, status = pod["spec"], pod["status"]
+    containers = [c for f in ("initContainers", "containers") for c in spec.get(f) or [] if isinstance(c, dict)]
+    for c in containers:
+        res = c.get("resources")
+        if isinstance(res, dict) and isinstance(res.get("limits"), dict):
+            req = res.setdefault("requests", {})
+            for k, v in res["limits"].items():
+                req.setdefault(k, v)
+    requests, limits, guaranteed = {}, {}, True
+    for c in containers:
+        res = c.get("resources") or {}
+        for k, v in (res.get("requests") or {}).items():
+            if k in ("cpu", "memory") and parse_quantity(v)[0] != 0:
+                requests[k] = requests.get(k, 0) + parse_quantity(v)[0]
+        found = set()
+        for k, v in (res.get("limits") or {}).items():
+            if k in ("cpu", "memory") and parse_quantity(v)[0] != 0:
+                found.add(k)
+                limits[k] = limits.get(k, 0) + parse_quantity(v)[0]
+        if found != {"cpu", "memory"}:
+            guaranteed = False
+    if not requests and not limits:
+        status.setdefault("qosClass", "BestEffort")
+    elif guaranteed and requests == limits:
+        status.setdefault("qosClass", "Guaranteed")
+    else:
+        status.setdefault("qosClass", "Burstable")
+    if spec.get("schedulingGates") and not any(c.get("type") == "PodScheduled"
+                                               for c in status.get("conditions") or []):
+        status.setdefault("conditions", []).append({
+            "type": "PodScheduled", "status": "False", "lastProbeTime": None,
+            "lastTransitionTime": now_rfc3339(), "reason": "SchedulingGated",
+            "message": "Scheduling is blocked due to non-empty scheduling gates"})
 
 
 def canonical_resources(obj, kind):
@@ -552,7 +598,7 @@ class World:
         self.objs = {r: {} for r in self.RESOURCES}  # resource -> key -> object (no kind)
         self.history = []       # (rv, resource, type, obj, prev)
         self.history_rvs = []
-        self.snapshots = {}     # continue id -> (rv, resource, [items], created)
+        self.snapshots = {}     # continue id -> (rv, resource, [(key, item)], created)
         self.faults = []
         self.held_faults = []   # hold faults that matched: released by clear/reset/stop
         self.fault_seq = 0
@@ -754,6 +800,7 @@ class World:
             status = pod.get("status") if isinstance(pod.get("status"), dict) else {}
             status.setdefault("phase", "Pending")
             pod["status"] = status
+            pod_defaults(pod)
             self.store("pods", key, pod, "ADDED")
             if spec.get("nodeName") and self.auto_run and status["phase"] == "Pending":
                 self._run(key)
@@ -1031,52 +1078,66 @@ class World:
             return copy.deepcopy(self.store(resource, key, obj, "ADDED"))
 
     def list(self, resource, ns, fsel, lsel, limit, cont):
+        """A list, in pages of `limit` with continue tokens. A token names a position (the key
+        after which the next page starts) in the list at its resourceVersion, as etcd's keys
+        do: it can be used again, until compaction removes that version; then the answer is
+        410 Expired carrying a token that goes on from the same key in the current state (the
+        real server's "inconsistent continue", resourceVersion -1)."""
+        def enc(tok):
+            return base64.urlsafe_b64encode(json.dumps(tok).encode()).decode().rstrip("=")
+
+        def current():
+            return [(k, o) for k, o in sorted(self.objs[resource].items())
+                    if (not ns or o["metadata"].get("namespace") == ns) and matches(o, fsel, lsel)]
         with self.cond:
             self.bump("lists", resource)
+            sid = None
             if cont:
                 try:
                     tok = json.loads(base64.urlsafe_b64decode(cont.encode() + b"=="))
-                    sid, srv, off = tok["id"], int(tok["rv"]), int(tok["off"])
+                    sid, srv, off, after = tok["id"], int(tok["rv"]), int(tok["off"]), str(tok["after"])
                 except Exception as e:
                     raise ApiError(400, "BadRequest", "invalid continue token: continue key is not "
                                    "valid: %s" % e)
-                # a token names a position in the list at its resourceVersion, as etcd's keys
-                # do: it can be used again, until compaction removes that version
-                snap = self.snapshots.get(sid)
-                if snap is None or srv < self.floor:
-                    self.counters["continue_expired"] += 1
-                    raise status_expired(
-                        "The provided continue parameter is too old to display a consistent "
-                        "list result. You can start a new list without the continue parameter, "
-                        "or use the continue token in this response to retrieve the remainder "
-                        "of the results. Continuing with the provided token results in an "
-                        "inconsistent list - objects that were created, modified, or deleted "
-                        "between the time the first chunk was returned and now may show up in "
-                        "the list.")
-                list_rv, snap_items = snap[0], snap[2]
-                items = [copy.deepcopy(o) for o in snap_items[off:]]
+                if srv == -1:  # go on from the key, in the current state
+                    sid, off = None, 0
+                    list_rv, items = self.rv, [(k, o) for k, o in current() if k > after]
+                else:
+                    snap = self.snapshots.get(sid)
+                    if snap is None or srv < self.floor:
+                        self.counters["continue_expired"] += 1
+                        err = status_expired(
+                            "The provided continue parameter is too old to display a consistent "
+                            "list result. You can start a new list without the continue parameter, "
+                            "or use the continue token in this response to retrieve the remainder "
+                            "of the results. Continuing with the provided token results in an "
+                            "inconsistent list - objects that were created, modified, or deleted "
+                            "between the time the first chunk was returned and now may show up in "
+                            "the list.")
+                        err.list_meta = {"continue": enc({"id": None, "rv": -1, "off": 0, "after": after})}
+                        raise err
+                    list_rv, items = snap[0], snap[2][off:]
             else:
-                list_rv, off, sid = self.rv, 0, None
-                items = [copy.deepcopy(o) for k, o in sorted(self.objs[resource].items())
-                         if (not ns or o["metadata"].get("namespace") == ns)
-                         and matches(o, fsel, lsel)]
+                off = 0
+                list_rv, items = self.rv, current()
             meta = {"resourceVersion": str(list_rv)}
             if limit and limit > 0 and len(items) > limit:
-                rest = len(items) - limit
                 if sid is None:
-                    sid = secrets.token_hex(8)
-                    self.snapshots[sid] = (list_rv, resource, [copy.deepcopy(o) for o in items], time.time())
+                    sid, off = secrets.token_hex(8), 0
+                    self.snapshots[sid] = (list_rv, resource, [(k, copy.deepcopy(o)) for k, o in items],
+                                           time.time())
                     # forget abandoned snapshots
                     old = [k for k, v in self.snapshots.items() if time.time() - v[3] > 600]
                     for k in old:
                         del self.snapshots[k]
+                meta["continue"] = enc({"id": sid, "rv": list_rv, "off": off + limit,
+                                        "after": items[limit - 1][0]})
+                meta["remainingItemCount"] = len(items) - limit
                 items = items[:limit]
-                meta["continue"] = base64.urlsafe_b64encode(json.dumps(
-                    {"id": sid, "rv": list_rv, "off": off + limit}).encode()).decode().rstrip("=")
-                meta["remainingItemCount"] = rest
             kind = KINDS[resource][0] + "List"
             api = KINDS[resource][1]
-            return {"kind": kind, "apiVersion": api, "metadata": meta, "items": items}
+            return {"kind": kind, "apiVersion": api, "metadata": meta,
+                    "items": [copy.deepcopy(o) for _, o in items]}
 
     def state(self):
         with self.cond:
