@@ -448,6 +448,18 @@ def check_binding(t, a):
     t.assertEqual((st, got), (409, failure(
         409, "Conflict", 'Operation cannot be fulfilled on pods/binding "b1": pod b1 is already assigned '
         'to node "%s"' % NODE, {"name": "b1", "kind": "pods/binding"})))
+    # kubequota's Binding names the pod's uid (src/kube/kube.c kq_kube_bind): a pod
+    # recreated under the same name is not bound
+    b3 = create_pod(t, a, ns, "b3")
+    body = dict(binding("b3"), metadata={"name": "b3", "namespace": ns, "uid": "not-the-uid"})
+    st, got = a.req("POST", pods(ns, "b3") + "/binding", body)
+    t.assertEqual((st, got), (409, failure(
+        409, "Conflict", 'Operation cannot be fulfilled on pods "b3": StorageError: invalid object, Code: 4, '
+        'Key: /registry/pods/%s/b3, ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: UID in '
+        'precondition: not-the-uid, UID in object meta: %s' % (ns, b3["metadata"]["uid"]),
+        {"name": "b3", "kind": "pods"})))
+    body["metadata"]["uid"] = b3["metadata"]["uid"]
+    t.assertEqual(a.req("POST", pods(ns, "b3") + "/binding", body)[0], 201)
     create_pod(t, a, ns, "b2")
     st, got = a.req("POST", pods(ns, "b2") + "/binding", dict(binding("b2"), metadata={"name": "other"}))
     t.assertEqual((st, got), (400, failure(400, "BadRequest", "name in URL does not match name in Binding object")))
@@ -719,6 +731,8 @@ def check_delete(t, a):
     t.assertEqual(st, 200, got)
     t.assertEqual((got["kind"], got["metadata"]["name"], got["metadata"]["uid"]),
                   ("Pod", "d1", p["metadata"]["uid"]))
+    t.assertEqual((got["metadata"].get("deletionGracePeriodSeconds"), "deletionTimestamp" in got["metadata"]),
+                  (0, True), got["metadata"])
     t.assertGreater(rv(got), rv(p))
     t.assertEqual(a.req("GET", pods(ns, "d1"))[0], 404)
     st, got = a.req("DELETE", pods(ns, "d1"))

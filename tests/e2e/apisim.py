@@ -855,11 +855,13 @@ class World:
             uid = md.get("uid")
             if uid and uid != pod["metadata"]["uid"]:
                 self.counters["binding_conflicts"] += 1
+                # kube-apiserver answers with the storage layer's error, key and all
                 raise ApiError(409, "Conflict",
-                               "Operation cannot be fulfilled on pods/binding \"%s\": Precondition "
-                               "failed: UID in precondition: %s, UID in object meta: %s"
-                               % (name, uid, pod["metadata"]["uid"]),
-                               {"name": name, "kind": "pods/binding"})
+                               "Operation cannot be fulfilled on pods \"%s\": StorageError: invalid "
+                               "object, Code: 4, Key: /registry/pods/%s/%s, ResourceVersion: 0, "
+                               "AdditionalErrorMsg: Precondition failed: UID in precondition: %s, UID "
+                               "in object meta: %s" % (name, ns, name, uid, pod["metadata"]["uid"]),
+                               {"name": name, "kind": "pods"})
             # kubernetes pkg/registry/core/pod/storage/storage.go setPodNodeAndMetadata, in its
             # order; a pod that has ended (Succeeded/Failed) is bound like any other
             if pod["metadata"].get("deletionTimestamp"):
