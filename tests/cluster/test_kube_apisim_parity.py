@@ -434,6 +434,24 @@ def check_pod_status_at_creation(t, a):
     t.assertEqual((conds[0]["status"], conds[0]["lastProbeTime"], conds[0].get("reason")), ("True", None, None))
 
 
+def check_patch_types(t, a):
+    """PATCH needs a patch media type; custom resources take no strategic merge patch."""
+    ns = a.namespace()
+    create_pod(t, a, ns, "p")
+    st, got = a.req("PATCH", pods(ns, "p"), {"metadata": {"labels": {"a": "b"}}}, "application/json")
+    t.assertEqual((st, got), (415, failure(415, "UnsupportedMediaType", "415: Unsupported Media Type", {})))
+    base = "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/%s/elasticquotas" % ns
+    st, eq = a.req("POST", base, {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "ElasticQuota",
+                                  "metadata": {"name": "q"}, "spec": {"max": {"cpu": "1"}}})
+    t.assertEqual(st, 201, eq)
+    st, got = a.req("PATCH", base + "/q", {"metadata": {"labels": {"a": "b"}}}, "application/strategic-merge-patch+json")
+    t.assertEqual((st, got), (415, failure(
+        415, "UnsupportedMediaType", "the body of the request was in an unknown format - accepted media types "
+        "include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml")))
+    st, got = a.req("PATCH", base + "/q", {"metadata": {"labels": {"a": "b"}}}, "application/merge-patch+json")
+    t.assertEqual((st, got["metadata"]["labels"]), (200, {"a": "b"}))
+
+
 def check_binding(t, a):
     ns = a.namespace()
     create_pod(t, a, ns, "b1")
@@ -911,7 +929,7 @@ def check_version(t, a):
 
 
 CHECKS = [check_version, check_unauthorized, check_not_found, check_already_exists, check_conflict, check_lease_updates,
-          check_scheduling_gates, check_pod_status_at_creation, check_binding, check_binding_ended_pods, check_quantities, check_field_selectors,
+          check_scheduling_gates, check_pod_status_at_creation, check_patch_types, check_binding, check_binding_ended_pods, check_quantities, check_field_selectors,
           check_label_selectors, check_event_patch, check_token_review, check_pagination,
           check_eviction, check_delete, check_resource_version_monotonic, check_watch_bookmarks,
           check_watch_selection_changes, check_elasticquota, check_gone]

@@ -40,6 +40,8 @@ What it models differently on purpose, and the parity checks leave out:
     watch cache keeps a running watch going through an etcd compaction
   - bookmarks come every bookmark_interval seconds (the real server: about once a minute)
   - TokenReview knows only the review_tokens configured (no audiences in its answer)
+  - no server-side apply (application/apply-patch+yaml is a 415); a strategic merge patch
+    is a JSON merge patch (lists are replaced, never merged by key)
   - no authorization: a request with the token is allowed everything; one without a token
     is 401 (the real server goes on as system:anonymous and RBAC answers 403)
 
@@ -1603,6 +1605,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     body["metadata"].pop("resourceVersion", None)
                     return self.send_json(201, with_kind(res, w.create_simple(res, ns, body)))
             mode = method == "PATCH"
+            if mode and ctype not in ("application/json-patch+json", "application/merge-patch+json",
+                                      "application/strategic-merge-patch+json"):
+                # (server-side apply, application/apply-patch+yaml, is not simulated)
+                raise ApiError(415, "UnsupportedMediaType", "415: Unsupported Media Type", {})
+            if mode and ctype == "application/strategic-merge-patch+json" and res in EQ_RESOURCES:
+                raise ApiError(415, "UnsupportedMediaType", "the body of the request was in an unknown "
+                               "format - accepted media types include: application/json-patch+json, "
+                               "application/merge-patch+json, application/apply-patch+yaml")
             if mode and ctype == "application/json-patch+json":
                 mode = "json"
             return self.send_json(200, with_kind(res, w.update(res, ns, name, body, sub,
