@@ -592,6 +592,26 @@ def check_field_selectors(t, a):
     t.assertEqual(sel("status.phase=Succeeded"), ["done"])
     t.assertEqual(sel("metadata.name=pending"), ["pending"])
     t.assertEqual(sel("metadata.namespace=" + ns + ",metadata.name!=pending"), ["bound", "done", "other-sched"])
+    # across namespaces, as kubequota's informer lists and watches its scheduler's pods
+    # (src/control/sync.c), in pages
+    sched = "parity-" + ns
+    create_pod(t, a, ns, "x1", scheduler=sched)
+    other = a.namespace()
+    create_pod(t, a, other, "x0", scheduler=sched)
+    create_pod(t, a, other, "x2", scheduler=sched)
+    q = "/api/v1/pods?fieldSelector=" + urllib.parse.quote("spec.schedulerName=" + sched)
+    st, lst = a.req("GET", q)
+    t.assertEqual([(i["metadata"]["namespace"], i["metadata"]["name"]) for i in lst["items"]],
+                  sorted([(ns, "x1"), (other, "x0"), (other, "x2")]))
+    st, page = a.req("GET", q + "&limit=2")
+    # with a selector, how many are left is not said
+    t.assertEqual((len(page["items"]), page["metadata"].get("remainingItemCount")), (2, None))
+    st, rest = a.req("GET", q + "&limit=2&continue=" + urllib.parse.quote(page["metadata"]["continue"]))
+    t.assertEqual([i["metadata"]["name"] for i in page["items"] + rest["items"]],
+                  [i["metadata"]["name"] for i in lst["items"]])
+    st, evs = a.watch(q + "&allowWatchBookmarks=true", 1)
+    t.assertEqual([(e["type"], e["object"]["metadata"].get("name")) for e in evs],
+                  [("ADDED", i["metadata"]["name"]) for i in lst["items"]] + [("BOOKMARK", None)])
     st, got = a.req("GET", pods(ns) + "?fieldSelector=spec.bogus%3D1")
     t.assertEqual((st, got), (400, failure(400, "BadRequest", "field label not supported: spec.bogus")))
 
@@ -872,6 +892,14 @@ def check_elasticquota(t, a):
     t.assertEqual(st, 422, got)
     t.assertEqual(got["message"], 'elasticquotas.scheduling.x-k8s.io "q" is invalid: metadata.resourceVersion: '
                   'Invalid value: 0: must be specified for an update')
+    # a watch of them: the state, then the bookmark ending it (a custom resource's bookmark
+    # is just kind, apiVersion and metadata)
+    st, evs = a.watch(base + "?allowWatchBookmarks=true", 1)
+    t.assertEqual([(e["type"], e["object"]["metadata"].get("name")) for e in evs], [("ADDED", "q"), ("BOOKMARK", None)])
+    bm = evs[1]["object"]
+    t.assertEqual(bm, {"kind": "ElasticQuota", "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+                       "metadata": {"resourceVersion": bm["metadata"]["resourceVersion"],
+                                    "annotations": {"k8s.io/initial-events-end": "true"}}})
     st, got = a.req("DELETE", base + "/q")
     t.assertEqual(st, 200, got)
     t.assertEqual((got["kind"], got["status"], got["details"]["name"], got["details"]["group"], got["details"]["kind"]),

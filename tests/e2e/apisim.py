@@ -1136,7 +1136,9 @@ class World:
                         del self.snapshots[k]
                 meta["continue"] = enc({"id": sid, "rv": list_rv, "off": off + limit,
                                         "after": items[limit - 1][0]})
-                meta["remainingItemCount"] = len(items) - limit
+                if not fsel and not lsel:
+                    # with a selector the number left is unknown: unset, as on the real server
+                    meta["remainingItemCount"] = len(items) - limit
                 items = items[:limit]
             kind = KINDS[resource][0] + "List"
             api = KINDS[resource][1]
