@@ -160,7 +160,8 @@ class SimTarget(Target):
 
     def __init__(self):
         import kqtest
-        self.s = kqtest.Sim(token=clus.USERS["admin"][0], nodes=(NODE,))
+        # bookmarks about every minute, as kube-apiserver sends them
+        self.s = kqtest.Sim(token=clus.USERS["admin"][0], nodes=(NODE,), bookmark_interval=60)
         self.s.sim.review_tokens = {tok: {"username": user, "groups": list(groups)}
                                     for tok, user, groups in clus.USERS.values()}
         super().__init__(self.s.sim.port, kqtest.certs()["ca"], clus.USERS["admin"][0])
@@ -842,6 +843,13 @@ def check_watch_bookmarks(t, a):
     t.assertEqual([e for e in evs if e["type"] != "BOOKMARK"], [])
     for e in evs:
         t.assertNotIn("annotations", e["object"]["metadata"])
+    # a bookmark comes 2 s before the watch's timeout (and about every minute)
+    t0 = time.monotonic()
+    st, evs = a.watch(pods(ns) + "?allowWatchBookmarks=true&resourceVersion=" + lst["metadata"]["resourceVersion"], 4)
+    t.assertGreater(time.monotonic() - t0, 3.5)
+    t.assertEqual([e["type"] for e in evs], ["BOOKMARK"])
+    t.assertEqual(evs[0]["object"]["metadata"].keys(), {"resourceVersion"})
+    t.assertGreaterEqual(rv(evs[0]["object"]), rv(lst))
     # an empty selection still ends its (empty) initial state with the bookmark
     st, evs = a.watch(pods(ns) + "?allowWatchBookmarks=true&labelSelector=app%3Dnone", 1)
     t.assertEqual([e["type"] for e in evs], ["BOOKMARK"])

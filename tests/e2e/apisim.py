@@ -1681,7 +1681,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     start = w.rv
                 w.watchers.add(watcher)
         pos = start
-        next_bookmark = time.monotonic() + w.bookmark_interval
+        def bookmark_after(t):
+            # kube-apiserver's cacheWatcher.nextBookmarkTime: every bookmark_interval (about
+            # a minute there), and once 2 s before the watch's timeout; none after that
+            at = min(t + w.bookmark_interval, deadline - 2.0)
+            return at if at > t else float("inf")
+        next_bookmark = bookmark_after(time.monotonic())
         try:
             if watcher is None:
                 self.send_events(pending)
@@ -1725,7 +1730,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                         if bookmarks and t >= next_bookmark:
                             pending.append(bookmark(res, w.rv))
                             pos = max(pos, w.rv)
-                            next_bookmark = t + w.bookmark_interval
+                            next_bookmark = bookmark_after(t)
                             break
                         wait = deadline - t
                         if bookmarks:
