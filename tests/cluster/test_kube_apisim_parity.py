@@ -1,11 +1,14 @@
 """The simulator answers like the real API server (issue 25).
 
 Every check below is written once, as a function of a small client (Target: method, path,
-body, content type -> status, JSON), and runs twice: class RealApi against the real
-kube-apiserver of this run (cluster.Cluster) and class Simulator against tests/e2e/apisim.py
-(kqtest.Sim, in this process over HTTPS). The real server is right: where the two differ,
-apisim.py is fixed, unless the simulator deliberately models something else (then the check
-says so and compares only what both must share).
+body, content type -> status, JSON), and runs twice: class ApisimParityRealApi against the
+real kube-apiserver of this run (cluster.Cluster) and class ApisimParitySimulator against
+tests/e2e/apisim.py (kqtest.Sim, in this process over HTTPS; it needs no cluster and runs
+alone with `cd tests/cluster && python3 -m unittest test_kube_apisim_parity.ApisimParitySimulator`).
+The real server is right: where the two differ, apisim.py is fixed, unless the simulator
+deliberately models something else (listed in apisim.py's header; the check then says so
+and compares only what both must share). check_gone comes last: it restarts the real API
+server.
 
 Both targets are prepared alike: the token users of cluster.USERS are known to TokenReview,
 node kwok-node-0 exists, and each check works in a namespace of its own. Pods use a
@@ -687,6 +690,8 @@ def check_token_review(t, a):
     t.assertIs(s.get("authenticated"), True)
     t.assertEqual((s["user"]["username"], s["user"]["uid"]), (user, "uid-" + user))
     t.assertEqual(s["user"]["groups"], list(groups) + ["system:authenticated"])
+    t.assertEqual(s["audiences"], ["https://kubernetes.default.svc.cluster.local"])  # cluster.py's issuer
+    t.assertEqual(s.keys(), {"authenticated", "user", "audiences"})
     st, got = a.req("POST", TOKENREVIEWS, {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
                                            "spec": {"token": "no-such-token"}})
     t.assertEqual(st, 201, got)
@@ -843,13 +848,16 @@ def check_watch_bookmarks(t, a):
     t.assertEqual([e for e in evs if e["type"] != "BOOKMARK"], [])
     for e in evs:
         t.assertNotIn("annotations", e["object"]["metadata"])
-    # a bookmark comes 2 s before the watch's timeout (and about every minute)
+    # a bookmark comes 2 s before the watch's timeout (and about every minute). The real
+    # watch cache dispatches bookmarks on a 1 s timer and not always in time (seen missing
+    # once in about ten runs), so at most one is required here, not exactly one
     t0 = time.monotonic()
     st, evs = a.watch(pods(ns) + "?allowWatchBookmarks=true&resourceVersion=" + lst["metadata"]["resourceVersion"], 4)
     t.assertGreater(time.monotonic() - t0, 3.5)
-    t.assertEqual([e["type"] for e in evs], ["BOOKMARK"])
-    t.assertEqual(evs[0]["object"]["metadata"].keys(), {"resourceVersion"})
-    t.assertGreaterEqual(rv(evs[0]["object"]), rv(lst))
+    t.assertIn([e["type"] for e in evs], ([], ["BOOKMARK"]))
+    for e in evs:
+        t.assertEqual(e["object"]["metadata"].keys(), {"resourceVersion"})
+        t.assertGreaterEqual(rv(e["object"]), rv(lst))
     # an empty selection still ends its (empty) initial state with the bookmark
     st, evs = a.watch(pods(ns) + "?allowWatchBookmarks=true&labelSelector=app%3Dnone", 1)
     t.assertEqual([e["type"] for e in evs], ["BOOKMARK"])

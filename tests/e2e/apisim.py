@@ -39,7 +39,8 @@ What it models differently on purpose, and the parity checks leave out:
     an in-band 410, as a real server does to a watcher its watch cache dropped; the real
     watch cache keeps a running watch going through an etcd compaction
   - bookmarks come every bookmark_interval seconds (the real server: about once a minute)
-  - TokenReview knows only the review_tokens configured (no audiences in its answer)
+  - TokenReview knows only the review_tokens configured (service account tokens are not
+    issued; the audience is kubeadm's default one)
   - no server-side apply (application/apply-patch+yaml is a 415); a strategic merge patch
     is a JSON merge patch (lists are replaced, never merged by key)
   - no authorization: a request with the token is allowed everything; one without a token
@@ -1480,7 +1481,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     groups.append("system:authenticated")
                 status = {"authenticated": True,
                           "user": {"username": who["username"], "uid": "uid-" + who["username"],
-                                   "groups": groups}}
+                                   "groups": groups},
+                          # the API server's audiences (--api-audiences; kubeadm's default)
+                          "audiences": list(spec.get("audiences") or
+                                            ["https://kubernetes.default.svc.cluster.local"])}
             else:
                 status = {"user": {}, "error": "invalid bearer token"}
             return self.send_json(201, {"kind": "TokenReview", "apiVersion": "authentication.k8s.io/v1",
