@@ -817,8 +817,9 @@ def check_resource_version_monotonic(t, a):
     t.assertEqual(rvs, sorted(set(rvs)))
     t.assertEqual([(e["type"], e["object"]["metadata"]["name"]) for e in evs][:3],
                   [("ADDED", "m0"), ("ADDED", "m1"), ("ADDED", "m2")])
-    t.assertEqual(evs[-1]["type"], "DELETED")
-    t.assertEqual(rvs[-1], seen[-1])
+    # (on the real cluster kwok may still be updating the bound m1 after the delete)
+    t.assertEqual([(e["object"]["metadata"]["name"], rv(e["object"])) for e in evs if e["type"] == "DELETED"],
+                  [("m2", seen[-1])])
 
 
 def check_watch_bookmarks(t, a):
