@@ -923,6 +923,42 @@ def check_elasticquota(t, a):
                   ("Status", "Success", "q", "scheduling.x-k8s.io", "elasticquotas"))
 
 
+def check_configmap(t, a):
+    """ConfigMaps, where kubequota keeps the gating usage history (src/control/gating.c):
+    create, update with and without resourceVersion, the size limit."""
+    ns = a.namespace()
+    base = "/api/v1/namespaces/%s/configmaps" % ns
+    st, cm = a.req("POST", base, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "u"},
+                                  "data": {"k": "v1"}})
+    t.assertEqual(st, 201, cm)
+    st, cm2 = a.req("PUT", base + "/u", dict(cm, data={"k": "v2"}))
+    t.assertEqual((st, cm2["data"]), (200, {"k": "v2"}))
+    st, got = a.req("PUT", base + "/u", dict(cm, data={"k": "v3"}))
+    t.assertEqual((st, got), (409, failure(
+        409, "Conflict", 'Operation cannot be fulfilled on configmaps "u": the object has been modified; please '
+        'apply your changes to the latest version and try again', {"name": "u", "kind": "configmaps"})))
+    bare = json.loads(json.dumps(cm2))
+    del bare["metadata"]["resourceVersion"]
+    st, got = a.req("PUT", base + "/u", dict(bare, data={"k": "v4"}))  # unconditional update
+    t.assertEqual((st, got["data"]), (200, {"k": "v4"}))
+    st, got = a.req("PUT", base + "/nope", {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "nope"}})
+    t.assertEqual((st, got), (404, failure(404, "NotFound", 'configmaps "nope" not found',
+                                           {"name": "nope", "kind": "configmaps"})))
+    big = "x" * (1024 * 1024 + 1)
+    st, got = a.req("POST", base, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "big"},
+                                   "data": {"k": big}})
+    msg = "Too long: may not be more than 1048576 bytes"
+    t.assertEqual((st, got), (422, failure(
+        422, "Invalid", 'ConfigMap "big" is invalid: []: ' + msg,
+        {"name": "big", "kind": "ConfigMap", "causes": [{"reason": "FieldValueTooLong", "message": msg,
+                                                         "field": "[]"}]})))
+    st, got = a.req("POST", base, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "num"},
+                                   "data": {"k": 1}})
+    t.assertEqual((st, got), (400, failure(
+        400, "BadRequest", 'ConfigMap in version "v1" cannot be handled as a ConfigMap: json: cannot unmarshal '
+        "number into Go struct field ConfigMap.data of type string")))
+
+
 def check_gone(t, a):
     """410 Gone: a watch from a compacted resourceVersion (in-band ERROR event) and a LIST with
     an expired continue token. Last in the list: it restarts the real API server."""
@@ -977,7 +1013,7 @@ CHECKS = [check_version, check_unauthorized, check_not_found, check_already_exis
           check_scheduling_gates, check_pod_status_at_creation, check_patch_types, check_binding, check_binding_ended_pods, check_quantities, check_field_selectors,
           check_label_selectors, check_event_patch, check_token_review, check_pagination,
           check_eviction, check_delete, check_resource_version_monotonic, check_watch_bookmarks,
-          check_watch_selection_changes, check_elasticquota, check_gone]
+          check_watch_selection_changes, check_elasticquota, check_configmap, check_gone]
 
 
 # ---------------------------------------------------------------------------------------

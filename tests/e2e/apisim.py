@@ -1175,20 +1175,37 @@ CONFIGMAP_MAX_BYTES = 1048576  # k8s.io/api/core/v1 MaxSecretSize, also ConfigMa
 
 
 def check_configmap(name, obj):
-    """kube-apiserver's ValidateConfigMap: data and binaryData hold strings, and together at
-    most 1 MiB (pkg/apis/core/validation/validation.go)."""
+    """kube-apiserver's ValidateConfigMap: data holds strings, binaryData base64 strings, and
+    the two together at most 1 MiB (pkg/apis/core/validation/validation.go); a value of
+    another JSON type fails to decode, with encoding/json's words."""
+    go_types = {bool: "bool", int: "number", float: "number", dict: "object", list: "array"}
     total = 0
-    for field in ("data", "binaryData"):
+    for field, gotype in (("data", "string"), ("binaryData", "[]uint8")):
         d = obj.get(field)
         if d is None:
             continue
-        if not isinstance(d, dict) or not all(isinstance(v, str) for v in d.values()):
-            raise ApiError(400, "BadRequest", "ConfigMap in version \"v1\" cannot be handled as a ConfigMap: "
-                           "%s values must be strings" % field)
-        total += sum(len(v.encode()) for v in d.values())
+        if not isinstance(d, dict):
+            raise ApiError(400, "BadRequest", 'ConfigMap in version "v1" cannot be handled as a ConfigMap: '
+                           "json: cannot unmarshal %s into Go struct field ConfigMap.%s of type map[string]%s"
+                           % (go_types.get(type(d), "string"), field, gotype))
+        for v in d.values():
+            if v is not None and not isinstance(v, str):
+                raise ApiError(400, "BadRequest", 'ConfigMap in version "v1" cannot be handled as a '
+                               "ConfigMap: json: cannot unmarshal %s into Go struct field ConfigMap.%s of "
+                               "type %s" % (go_types.get(type(v), "object"), field, gotype))
+            v = v or ""
+            if field == "binaryData":
+                try:
+                    total += len(base64.b64decode(v, validate=True))
+                    continue
+                except ValueError:
+                    pass  # (not checked further)
+            total += len(v.encode())
     if total > CONFIGMAP_MAX_BYTES:
-        raise ApiError(422, "Invalid", 'ConfigMap "%s" is invalid: []: Too long: must have at most %d bytes'
-                       % (name, CONFIGMAP_MAX_BYTES))
+        msg = "Too long: may not be more than %d bytes" % CONFIGMAP_MAX_BYTES
+        raise ApiError(422, "Invalid", 'ConfigMap "%s" is invalid: []: %s' % (name, msg),
+                       {"name": name, "kind": "ConfigMap",
+                        "causes": [{"reason": "FieldValueTooLong", "message": msg, "field": "[]"}]})
 
 
 KINDS = {"pods": ("Pod", "v1"), "nodes": ("Node", "v1"), "events": ("Event", "v1"),
