@@ -27,8 +27,10 @@ simulator and a real kube-apiserver (the version pinned in tests/cluster/version
 /version reports); the answers it checks (Status bodies, 410s, bookmarks, gates, bindings,
 quantities, selectors, Leases, TokenReview, pagination, evictions) are the real server's.
 What it models differently on purpose, and the parity checks leave out:
-  - no Namespace objects: any namespace exists; no admission defaults (service account
-    volume, tolerations, dnsPolicy ...) and no managedFields
+  - no Namespace objects: any namespace exists; of a new pod's defaults only what kubequota
+    reads (requests from limits, canonical quantities, qosClass, the SchedulingGated
+    condition), not the admission plugins' (service account volume, tolerations, dnsPolicy
+    ...), and no managedFields
   - deletion is immediate: no graceful deletion (deletionTimestamp while a kubelet stops the
     pod) and no finalizers; binding a pod being deleted is refused as the real server does,
     but only a pod created with deletionTimestamp set can be in that state
@@ -39,6 +41,7 @@ What it models differently on purpose, and the parity checks leave out:
     an in-band 410, as a real server does to a watcher its watch cache dropped; the real
     watch cache keeps a running watch going through an etcd compaction
   - bookmarks come every bookmark_interval seconds (the real server: about once a minute)
+    and 2 s before a watch's timeout, as there
   - TokenReview knows only the review_tokens configured (service account tokens are not
     issued; the audience is kubeadm's default one)
   - no server-side apply (application/apply-patch+yaml is a 415); a strategic merge patch
