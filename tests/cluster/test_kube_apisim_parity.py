@@ -850,12 +850,12 @@ def check_watch_bookmarks(t, a):
     for e in evs:
         t.assertNotIn("annotations", e["object"]["metadata"])
     # a bookmark comes 2 s before the watch's timeout (and about every minute). The real
-    # watch cache dispatches bookmarks on a 1 s timer and not always in time (seen missing
-    # once in about ten runs), so at most one is required here, not exactly one
+    # watch cache dispatches bookmarks on a 1 s timer and not exactly then (in about ten
+    # runs: once none, once two), so only their form is compared, not their number
     t0 = time.monotonic()
     st, evs = a.watch(pods(ns) + "?allowWatchBookmarks=true&resourceVersion=" + lst["metadata"]["resourceVersion"], 4)
     t.assertGreater(time.monotonic() - t0, 3.5)
-    t.assertIn([e["type"] for e in evs], ([], ["BOOKMARK"]))
+    t.assertEqual({e["type"] for e in evs} - {"BOOKMARK"}, set())
     for e in evs:
         t.assertEqual(e["object"]["metadata"].keys(), {"resourceVersion"})
         t.assertGreaterEqual(rv(e["object"]), rv(lst))
