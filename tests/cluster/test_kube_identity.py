@@ -33,7 +33,8 @@ class Identity(KubeTestCase):
 
     def test_authenticated_user_is_stamped_and_spoofing_replaced(self):
         ns = self.ns()
-        spoof = json.dumps({"user": "bob", "groups": ["system:masters", "admins"]})
+        # the spoofed name is nobody's: no other test's pods can be counted to it
+        spoof = json.dumps({"user": "mallory", "groups": ["system:masters", "admins"]})
         p = self.pod(ns, "mine", user="alice", annotations={ANN: spoof})
         info = json.loads(p["metadata"]["annotations"][ANN])
         self.assertEqual(info["user"], "alice")
@@ -43,10 +44,10 @@ class Identity(KubeTestCase):
         self.assertNotIn("system:masters", info["groups"])
         # YuniKorn's annotation is stamped too, so the key YuniKorn reads says the same
         self.wait_bound(ns, "mine")
-        # counted to alice, not bob
+        # counted to alice, not to the name she wrote
         doc = wait_until(lambda: self.kq_json("/ws/v1/partition/default/usage/user/alice"), 10, 0.2)
         self.assertEqual(doc["userName"], "alice")
-        st = self.c.kubequota_client().get("/ws/v1/partition/default/usage/user/bob").status
+        st = self.c.kubequota_client().get("/ws/v1/partition/default/usage/user/mallory").status
         self.assertEqual(st, 404)
 
     def test_identity_cannot_be_changed_after_creation(self):

@@ -82,10 +82,10 @@ class AppOwnerChecks:
                                                   memory="64Mi"), "labels", "kubequota.io/app-id", "bob-job"))
         self.assert_bound("own", self.BOB_NS)
         self.wait_usage()
-        # and the refusal is an Event with its own reason
-        reasons = {e.get("reason") for e in self.sim.events(self.BOB_NS)
-                   if e["involvedObject"]["name"].startswith("b")}
-        self.assertIn("ApplicationOfAnotherUser", reasons)
+        # and the refusal is an Event with its own reason (Events are written asynchronously)
+        wait_until(lambda: "ApplicationOfAnotherUser" in {
+            e.get("reason") for e in self.sim.events(self.BOB_NS) if e["involvedObject"]["name"].startswith("b")},
+            10, 0.1, "an ApplicationOfAnotherUser Event")
 
     def test_admission_refuses_another_users_application(self):
         self.sim.create_pod(alice("a1"))
