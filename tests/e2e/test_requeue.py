@@ -52,6 +52,8 @@ class RequeueTest(KQTestCase):
         wait_until(lambda: annotation(self.sim, "next"), 10, 0.1,
                    "the denied pod to get %s after the release" % ANN)
         first = annotation(self.sim, "next")
+        self.assertRegex(first, r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
+        self.assertIn("kubequota_requeue_pokes_total 1\n", self.kq.get("/metrics").text)
         # the poke is what kube-scheduler needs: now it fits
         self.assert_bound("next")
         # one poke per denial: nothing more without a new denial and a new release
