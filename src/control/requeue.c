@@ -294,6 +294,10 @@ size_t kq_requeue_run(kq_requeue_t *rq, double now)
         kq_debug("event=requeue_poke pod=%s/%s uid=%s msg=\"denied shortly before usage was released\"", p->ns,
                  p->name, p->uid);
     }
+    if (done > 0) /* one line per pass, not per pod */
+        kq_info("event=requeue_poked pods=%zu first=%s/%s msg=\"pods denied shortly before usage was released "
+                "were annotated %s so that the scheduler retries them\"",
+                done, batch[0].ns, batch[0].name, KQ_REQUEUE_ANNOTATION);
     pthread_mutex_lock(&rq->mu);
     rq->poked += done;
     for (size_t i = done; i < nb; i++) { /* the writer is full: due again, as before */
