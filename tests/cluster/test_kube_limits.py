@@ -30,6 +30,11 @@ class LimitsThroughKubeScheduler(KubeTestCase):
 
     def test_user_limit(self):
         ns = self.ns()
+        # alice is in group ml too: the pods of the tests before (their namespaces are being
+        # deleted) may still hold group ml's 3 cpu in root.dev and deny a1 by the group limit.
+        # Start from an idle root.dev, whatever ran before.
+        wait_until(lambda: not any(self.queue_usage("root.dev").values()), 60, 0.25,
+                   "the earlier tests' pods in root.dev to be gone")
         # alice may use 2 cpu in root.dev: two 1-cpu pods fit, the third does not.
         for i in (1, 2):
             self.pod(ns, "a%d" % i, user="alice", queue="root.dev")
