@@ -31,6 +31,7 @@
 #include "kubequota/base/log.h"
 #include "kubequota/control/metering.h"
 #include "kubequota/control/gating.h"
+#include "kubequota/control/requeue.h"
 #include "kubequota/serve/metrics.h"
 #include "kubequota/serve/server.h"
 #include "kubequota/control/sync.h"
@@ -57,8 +58,9 @@
 enum {
     O_CONFIG = 256, O_KUBECONFIG, O_LISTEN, O_CERT, O_KEY, O_CA, O_PLAIN, O_SCHED, O_PART, O_USER, O_BODY,
     O_RELOAD, O_LOG, O_LOG_FORMAT, O_VERBOSITY, O_REST_AUTH, O_REST_TOKEN, O_METRICS_AUTH, O_TRUSTED_USERS,
-    O_TRUSTED_GROUPS, O_CONFIG_MAP, O_EXT_LOCAL, O_EXT_OPEN, O_WATCH_PROGRESS, O_EVENT_UPDATE, O_SCHED_LISTEN,
-    O_SCHED_THREADS, O_THREADS, O_METRICS_MAX_USERS, O_MAX_CLIENT_CONNS, O_MAX_VIEWS, O_WEBHOOK_LISTEN, O_WEBHOOK_THREADS,
+    O_TRUSTED_GROUPS, O_CONFIG_MAP, O_EXT_LOCAL, O_EXT_OPEN, O_WATCH_PROGRESS, O_EVENT_UPDATE, O_REQUEUE_WINDOW,
+    O_SCHED_LISTEN, O_SCHED_THREADS, O_THREADS, O_METRICS_MAX_USERS, O_MAX_CLIENT_CONNS, O_MAX_VIEWS,
+    O_WEBHOOK_LISTEN, O_WEBHOOK_THREADS,
     /* elastic flags */
     O_SYSNS, O_DQMIN, O_DQMAX, O_GRACE, O_ETICK, O_STATUS, O_MINRUN, O_PREEMPT_DEF,
     O_METERING, O_LEADER_ELECT, O_LEASE_NS, O_LEASE_NAME, O_LEASE_DUR, O_RENEW_DEADLINE, O_RETRY_PERIOD,
@@ -103,6 +105,10 @@ static const flag_t serve_flags[] = {
     {"event-update-interval", 1, O_EVENT_UPDATE, "DURATION", "least time between two updates of one Event\n"
                                                              "(its count) while a pod keeps being denied\n"
                                                              "(default 1m; docs/events.md)", NULL},
+    {"requeue-window", 1, O_REQUEUE_WINDOW, "DURATION", "pods the filter denied this shortly before usage\n"
+                                                        "is released get the kubequota.io/requeue\n"
+                                                        "annotation, so kube-scheduler retries them\n"
+                                                        "(default 10s; 0 off; docs/events.md)", NULL},
     {NULL, 0, 0, NULL, "logging (docs/logging.md)", NULL},
     {"logging-format", 1, O_LOG_FORMAT, "FORMAT", "text (klog lines) or json (one object per line)\n"
                                                   "(default text)", NULL},
@@ -300,6 +306,7 @@ typedef struct serve_opts {
     long lease_duration_ms, renew_deadline_ms, retry_period_ms;
     long watch_progress_ms; /* -1 = the kube client's default */
     long event_update_ms;   /* -1 = the kube client's default */
+    long requeue_window_ms; /* --requeue-window; 0 = no requeue pokes */
     bool admission_gate;
     long gate_timeout_ms;
     const char *gate_removers;
@@ -406,6 +413,7 @@ static int parse_serve(int argc, char **argv, serve_opts_t *o)
         .lease_duration_ms = 15000,
         .watch_progress_ms = -1,
         .event_update_ms = -1,
+        .requeue_window_ms = 10000,
         .renew_deadline_ms = 10000,
         .retry_period_ms = 2000,
     };
@@ -481,6 +489,10 @@ static int parse_serve(int argc, char **argv, serve_opts_t *o)
             break;
         case O_EVENT_UPDATE:
             if (!parse_duration_flag(c, optarg, 0, 1, &o->event_update_ms))
+                return 2;
+            break;
+        case O_REQUEUE_WINDOW:
+            if (!parse_duration_flag(c, optarg, 0, 0, &o->requeue_window_ms))
                 return 2;
             break;
         case O_WATCH_PROGRESS:
@@ -778,6 +790,18 @@ static int serve(int argc, char **argv)
         fprintf(stderr, "kubequota: out of memory\n");
         goto out;
     }
+    /* requeue pokes: denials shortly before a release get an annotation (requeue.h) */
+    if (o.requeue_window_ms > 0) {
+        kq_requeue_opts_t ro;
+        kq_requeue_opts_default(&ro);
+        ro.window_s = (double)o.requeue_window_ms / 1000.0;
+        if ((app.requeue = kq_requeue_new(&ro, kq_requeue_poke_kube, app.kube)) == NULL ||
+            kq_requeue_start(app.requeue) != 0) {
+            fprintf(stderr, "kubequota: cannot start the requeue thread\n");
+            goto out;
+        }
+        kq_ledger_set_release_hook(app.ledger, kq_requeue_released, app.requeue);
+    }
 
     /* ---- elastic quota ---- (the quota tree is wired into the ledger before any pod
      * arrives; the node and ElasticQuota informers and the reclaim/status timer start) */
@@ -1029,6 +1053,10 @@ out:
     app.leader = NULL;
     kq_leader_stop(leader);
     kq_kube_free(lease_kube);
+    if (app.ledger != NULL) /* every thread that releases usage has stopped */
+        kq_ledger_set_release_hook(app.ledger, NULL, NULL);
+    kq_requeue_free(app.requeue); /* before the API client it pokes through */
+    app.requeue = NULL;
     kq_ledger_free(app.ledger);
     kq_elastic_free(app.elastic); /* ---- elastic quota: the tree, after the ledger borrowing it */
     strlist_free(&sysns);

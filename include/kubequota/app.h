@@ -32,6 +32,7 @@ typedef struct kq_app {
     struct kq_metering *metering; /* may be NULL: no charging, no budgets (metering.h) */
     struct kq_leader *leader;     /* may be NULL: no leader election (this replica acts alone) */
     struct kq_gating *gating;     /* may be NULL: no admission gate (gating.h) */
+    struct kq_requeue *requeue;   /* may be NULL: no requeue pokes (--requeue-window 0; requeue.h) */
 } kq_app_t;
 
 #endif

@@ -262,6 +262,8 @@ struct kq_ledger {
     inflight_t *inflight;       /* in-flight preemptions by preemptor UID */
     size_t n_inflight;
     int64_t preempt_ttl_ms;
+    void (*on_release)(void *ud); /* kq_ledger_set_release_hook, or NULL */
+    void *on_release_ud;
 };
 
 static int64_t mono_s(void)
@@ -494,6 +496,8 @@ static void release(kq_ledger_t *l, entry_t *e)
     counted_clear(&e->c);
     e->state = ST_PENDING;
     l->n_counted--;
+    if (l->on_release != NULL)
+        l->on_release(l->on_release_ud);
 }
 
 /* Releases everything and removes the entry from the table (not freed). */
@@ -1552,6 +1556,14 @@ void kq_ledger_set_gating(kq_ledger_t *l, bool on)
 {
     pthread_mutex_lock(&l->mu);
     l->gating = on;
+    pthread_mutex_unlock(&l->mu);
+}
+
+void kq_ledger_set_release_hook(kq_ledger_t *l, void (*fn)(void *ud), void *ud)
+{
+    pthread_mutex_lock(&l->mu);
+    l->on_release = fn;
+    l->on_release_ud = ud;
     pthread_mutex_unlock(&l->mu);
 }
 

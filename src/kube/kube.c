@@ -13,7 +13,8 @@
  * - Events. kq_kube_event deduplicates (uthash keyed by uid/reason/message, entries kept
  *   in insertion order so expired ones are pruned from the head), applies a token bucket,
  *   and pushes onto a bounded ring; all of it under ev_lock, no I/O. One poster thread,
- *   started on the first event, pops and POSTs outside the lock. kq_kube_free stops and
+ *   started on the first event, pops and POSTs outside the lock. kq_kube_pod_annotate's
+ *   pod PATCHes (control/requeue.c) share the bucket, the ring and the thread. kq_kube_free stops and
  *   joins it; events still queued then are dropped.
  * - Watch streams are split on '\n' with a partial-line buffer (chunk boundaries mean
  *   nothing); resourceVersion only advances on events that were delivered, so a re-watch
@@ -911,6 +912,9 @@ typedef struct ev_item {
     unsigned long count;
     bool patch;
     bool confirm; /* GET the pod first; create only if the API server has it with this uid */
+    /* Not an Event: a merge PATCH of one annotation on the pod (kq_kube_pod_annotate); the
+     * series fields above are unused then, except ns, pod and uid. */
+    char *akey, *aval;
 } ev_item_t;
 
 /* An Event series: one Event object per (pod uid, reason, message), its count rising. */
@@ -960,6 +964,7 @@ struct kq_kube {
     CURLM *ev_multi;      /* the poster's own handles (created with the thread) */
     CURL *ev_easy;
     unsigned long posted, suppressed, failed, seq;
+    unsigned long annotated, annotate_failed; /* kq_kube_pod_annotate writes done / failed */
 };
 
 void kq_kube_opts_default(kq_kube_opts_t *o)
@@ -1562,6 +1567,8 @@ static void ev_item_free(ev_item_t *e)
     free(e->message);
     free(e->key);
     free(e->name);
+    free(e->akey);
+    free(e->aval);
     free(e);
 }
 
@@ -1668,9 +1675,43 @@ static bool event_pod_exists(kq_kube_t *k, const chan_t *ch, const ev_item_t *e)
     return ok;
 }
 
+/* The merge PATCH of kq_kube_pod_annotate: metadata.uid is sent too, so that the API
+ * server refuses it (409) for another pod of the same name. */
+static void annotate_post(kq_kube_t *k, const chan_t *ch, const ev_item_t *e)
+{
+    char err[256] = "";
+    json_t *body = json_pack("{s:{s:s, s:{s:s}}}", "metadata", "uid", e->uid, "annotations", e->akey, e->aval);
+    char *path = pod_path(e->ns, e->pod, NULL);
+    int rc = KQ_ENOMEM;
+    if (body != NULL && path != NULL)
+        rc = send_mapped(k, ch, "PATCH", path, "application/merge-patch+json", body, 409, "pod annotation", err,
+                         sizeof(err));
+    json_decref(body);
+    free(path);
+    pthread_mutex_lock(&k->ev_lock);
+    if (rc == 0)
+        k->annotated++;
+    else if (rc != KQ_ESTATE)
+        k->annotate_failed++;
+    unsigned long failed = k->annotate_failed;
+    pthread_mutex_unlock(&k->ev_lock);
+    if (rc == 0)
+        kq_debug("kube: pod annotated pod=%s/%s uid=%s key=%s value=%s", e->ns, e->pod, e->uid, e->akey, e->aval);
+    else if (rc == KQ_ENOENT || rc == KQ_ECONFLICT) /* gone, or another pod of that name now */
+        kq_debug("kube: pod not annotated pod=%s/%s uid=%s key=%s error=\"%s\"", e->ns, e->pod, e->uid, e->akey,
+                 err[0] ? err : kq_strerror(rc));
+    else if (rc != KQ_ESTATE && (failed < 10 || failed % 100 == 0))
+        kq_warn("kube: pod not annotated pod=%s/%s key=%s error=\"%s\" failures=%lu", e->ns, e->pod, e->akey,
+                err[0] ? err : kq_strerror(rc), failed);
+}
+
 static void event_post(kq_kube_t *k, const chan_t *ch, const ev_item_t *e)
 {
     char err[256] = "";
+    if (e->akey != NULL) {
+        annotate_post(k, ch, e);
+        return;
+    }
     if (e->confirm && !e->patch && !event_pod_exists(k, ch, e)) {
         /* not about a real pod: counted as dropped, and its series goes so that it cannot
          * hide a real pod's event */
@@ -1731,8 +1772,9 @@ static ev_item_t *series_item(const dedup_t *d, bool patch, bool confirm, time_t
     return e;
 }
 
-/* Queues a write of series d if the bucket and the ring allow (ev_lock held). */
-static bool series_queue(kq_kube_t *k, dedup_t *d, bool patch, bool confirm, double now)
+/* Refills the token bucket; true when a write may be queued now: a token, room in the
+ * ring, and the poster thread running (started here on first use). ev_lock held. */
+static bool ring_room(kq_kube_t *k, double now)
 {
     k->tokens += (now - k->refill_at) * k->opts.event_rate;
     if (k->tokens > k->opts.event_burst)
@@ -1743,17 +1785,29 @@ static bool series_queue(kq_kube_t *k, dedup_t *d, bool patch, bool confirm, dou
     if (!k->ev_started && k->ev_easy != NULL && k->ev_multi != NULL &&
         pthread_create(&k->ev_thread, NULL, event_main, k) == 0)
         k->ev_started = true;
-    if (!k->ev_started)
+    return k->ev_started;
+}
+
+/* Spends a token and queues e (ring_room said yes; ev_lock held). */
+static void ring_push(kq_kube_t *k, ev_item_t *e)
+{
+    k->tokens -= 1.0;
+    k->ring[(k->ring_head + k->ring_count) % k->opts.event_queue] = e;
+    k->ring_count++;
+    pthread_cond_signal(&k->ev_cond);
+}
+
+/* Queues a write of series d if the bucket and the ring allow (ev_lock held). */
+static bool series_queue(kq_kube_t *k, dedup_t *d, bool patch, bool confirm, double now)
+{
+    if (!ring_room(k, now))
         return false;
     ev_item_t *e = series_item(d, patch, confirm, time(NULL));
     if (e == NULL)
         return false;
-    k->tokens -= 1.0;
-    k->ring[(k->ring_head + k->ring_count) % k->opts.event_queue] = e;
-    k->ring_count++;
+    ring_push(k, e);
     d->queued = true;
     d->at = now;
-    pthread_cond_signal(&k->ev_cond);
     return true;
 }
 
@@ -1956,6 +2010,37 @@ void kq_kube_event_admitted(kq_kube_t *k, const char *ns, const char *pod_name, 
         return;
     free(w);
     event_queue(k, ns, pod_name, pod_uid, "Normal", reason, message, false);
+}
+
+bool kq_kube_pod_annotate(kq_kube_t *k, const char *ns, const char *pod_name, const char *pod_uid, const char *key,
+                          const char *value)
+{
+    if (k == NULL || ns == NULL || pod_name == NULL || pod_uid == NULL || key == NULL || value == NULL)
+        return false;
+    ev_item_t *e = calloc(1, sizeof(*e)); /* built outside the lock */
+    if (e == NULL || (e->ns = strdup(ns)) == NULL || (e->pod = strdup(pod_name)) == NULL ||
+        (e->uid = strdup(pod_uid)) == NULL || (e->akey = strdup(key)) == NULL || (e->aval = strdup(value)) == NULL) {
+        ev_item_free(e);
+        return false;
+    }
+    pthread_mutex_lock(&k->ev_lock);
+    bool ok = ring_room(k, mono_now());
+    if (ok)
+        ring_push(k, e);
+    pthread_mutex_unlock(&k->ev_lock);
+    if (!ok)
+        ev_item_free(e);
+    return ok;
+}
+
+void kq_kube_annotate_stats(kq_kube_t *k, unsigned long *done, unsigned long *failed)
+{
+    pthread_mutex_lock(&k->ev_lock);
+    if (done != NULL)
+        *done = k->annotated;
+    if (failed != NULL)
+        *failed = k->annotate_failed;
+    pthread_mutex_unlock(&k->ev_lock);
 }
 
 void kq_kube_event_stats(kq_kube_t *k, unsigned long *posted, unsigned long *suppressed)

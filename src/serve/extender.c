@@ -60,6 +60,7 @@
 #include "kubequota/kube/kube.h"
 #include "kubequota/control/ledger.h"
 #include "kubequota/control/metering.h"
+#include "kubequota/control/requeue.h"
 #include "kubequota/base/log.h"
 #include "kubequota/serve/metrics.h"
 #include "kubequota/kube/pod.h"
@@ -717,6 +718,7 @@ int kq_extender_filter(kq_app_t *app, const char *body, size_t len, char **out, 
     char reason[REASON_MAX] = "";
     bool by_tree = false;
     kq_denial_t kind;
+    uint64_t mark = kq_requeue_mark(app->requeue); /* before deciding: see kq_requeue_denied */
     int rc = decide(app, &pod, reason, sizeof(reason), &by_tree, &kind);
     size_t n_back = 0;
     char *split = NULL;
@@ -766,6 +768,11 @@ int kq_extender_filter(kq_app_t *app, const char *body, size_t len, char **out, 
             kq_kube_event_confirmed(app->kube, pod.ns, pod.name, pod.uid, "Warning", classify(kind)->event_reason,
                                     reason);
         kq_metrics_attempt(app->metrics, pod.queue, "denied", classify(kind)->label);
+        /* kube-scheduler may have retried it on a pod's deletion our watch has not applied
+         * yet: the release pokes it (requeue.h). Only pods the API server has shown. */
+        if (app->requeue != NULL && kq_requeue_kind_liftable(kind) && app->ledger != NULL &&
+            kq_ledger_is_observed(app->ledger, pod.uid))
+            kq_requeue_denied(app->requeue, pod.ns, pod.name, pod.uid, mark);
         status = filter_deny(nodes, names, reason, by_tree, out, out_len);
     } else {
         kq_errf(msg, sizeof(msg), "quota check for pod %s/%s failed: %s", pod.ns, pod.name,

@@ -11,6 +11,7 @@
  */
 #include "kubequota/serve/metrics.h"
 #include "kubequota/control/gating.h"
+#include "kubequota/control/requeue.h"
 #include "kubequota/kube/leader.h"
 #include "kubequota/control/metering.h"
 
@@ -942,6 +943,15 @@ char *kq_metrics_render_ex(kq_metrics_t *m, kq_app_t *app, bool identities, size
         family(&b, "kubequota_gating_usage_last_checkpoint_timestamp_seconds", "gauge",
                "When the usage history was last written (Unix seconds); 0 before the first checkpoint.");
         sample(&b, "kubequota_gating_usage_last_checkpoint_timestamp_seconds", NULL, num);
+    }
+
+    if (app != NULL) { /* requeue pokes (requeue.h): zero with --requeue-window 0 */
+        unsigned long poked = 0;
+        kq_requeue_stats(app->requeue, &poked, NULL);
+        family_u(&b, "kubequota_requeue_pokes_total", "counter",
+                 "Pods denied shortly before usage was released that were annotated so kube-scheduler retries "
+                 "them.",
+                 poked);
     }
 
     if (app != NULL && app->metering != NULL) {

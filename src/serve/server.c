@@ -13,7 +13,8 @@
  *                     webhook listener's own, when configured) run on_request() -> the route handler:
  *                     filter/bind/preempt (extender.c): config snapshot (holder lock, only
  *                       for the pointer swap; then a reference), ledger check/assume/forget
- *                       (ledger lock -> ugm locks), kube GET pod / POST binding / queue an
+ *                       (ledger lock -> ugm locks), a denial recorded in requeue's table
+ *                       (its leaf lock, O(1)), kube GET pod / POST binding / queue an
  *                       event, always with no lock held;
  *                     REST views (rest.c): ugm JSON views (ugm locks), config parse of the
  *                       request body (no lock);
@@ -53,6 +54,11 @@
  *                     sockets of idle connections under that port's conn_limit_t.mu (a leaf
  *                     lock, also taken by workers at handshake start, request start/end
  *                     and connection free). Touches nothing else.
+ *   requeue           (requeue.c, unless --requeue-window 0) one thread: when the ledger has
+ *                     released usage, copies the recently denied pods out of its table
+ *                     (its own leaf lock; the ledger's release hook and filter take it for
+ *                     O(1) steps) and queues their annotation PATCHes on kube's event
+ *                     queue with no lock held.
  *   admission gate    (gating.c, with --admission-gate) one thread: passes over the gated pods
  *                     the informer hands it (leader only), reservations in the ledger, then gate
  *                     patches and Events with no lock held; expires old reservations.
@@ -60,7 +66,7 @@
  * Shared state and its guard: config snapshots are immutable and reference-counted; the
  * ledger, the ugm, the quota tree, elastic, metering and gating each have private locks, always
  * taken in the order elastic apply -> ledger -> ugm manager -> user tracker -> group tracker
- * -> quota tree (gating's lock comes first of all: gating -> ledger -> ..., gating -> metering) (metering's lock nests only inside the nodes lock); metrics are atomics; app's pointers are
+ * -> quota tree, and ledger -> requeue (a leaf) (gating's lock comes first of all: gating -> ledger -> ..., gating -> metering) (metering's lock nests only inside the nodes lock); metrics are atomics; app's pointers are
  * read-only while the server runs. jansson values never cross threads (each request
  * parses its own), libcurl easy handles are per call.
  *

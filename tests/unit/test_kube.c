@@ -1823,6 +1823,61 @@ static void test_events_rate_limit(void **state)
     srv_stop(s);
 }
 
+static void route_pod_patch(srv_t *s, const rq_t *rq, resp_t *out)
+{
+    resp_body(out, strstr(rq->target, "/pods/gone") != NULL ? 404 : 200, "{\"kind\":\"Pod\"}");
+}
+
+typedef struct annotated_wait {
+    kq_kube_t *k;
+    unsigned long done, failed;
+} annotated_wait_t;
+
+static bool annotated_reached(void *arg)
+{
+    annotated_wait_t *w = arg;
+    unsigned long done = 0, failed = 0;
+    kq_kube_annotate_stats(w->k, &done, &failed);
+    return done >= w->done && failed >= w->failed;
+}
+
+/* kq_kube_pod_annotate (requeue pokes): a merge PATCH of the pod with its uid and one
+ * annotation; through the events' bucket, so an empty bucket refuses it. */
+static void test_pod_annotate(void **state)
+{
+    srv_t *s = srv_start(route_pod_patch);
+    kq_kube_opts_t o;
+    kq_kube_opts_default(&o);
+    o.event_burst = 2;
+    o.event_rate = 0.0001;
+    kq_kube_t *k = client_for(s, &o);
+    assert_true(kq_kube_pod_annotate(k, "team-a", "p1", "uid-1", "kubequota.io/requeue", "t1"));
+    assert_true(kq_kube_pod_annotate(k, "team-a", "gone", "uid-2", "kubequota.io/requeue", "t1"));
+    assert_false(kq_kube_pod_annotate(k, "team-a", "p3", "uid-3", "kubequota.io/requeue", "t1")); /* no token */
+    kq_kube_event(k, "team-a", "p1", "uid-1", "Warning", "QuotaExceeded", "over"); /* shares the bucket */
+    annotated_wait_t w = {k, 1, 1};
+    assert_true(wait_until(annotated_reached, &w));
+    unsigned long posted, suppressed;
+    kq_kube_event_stats(k, &posted, &suppressed);
+    assert_int_equal(posted, 0);
+    assert_int_equal(suppressed, 1);
+    pthread_mutex_lock(&s->lock);
+    assert_int_equal(s->nlog, 2);
+    assert_string_equal(s->log[0].method, "PATCH");
+    assert_string_equal(s->log[0].target, "/api/v1/namespaces/team-a/pods/p1");
+    json_t *b = json_loads(s->log[0].body, 0, NULL);
+    pthread_mutex_unlock(&s->lock);
+    json_t *want = json_loads("{\"metadata\":{\"uid\":\"uid-1\",\"annotations\":{\"kubequota.io/requeue\":\"t1\"}}}",
+                              0, NULL);
+    assert_true(json_equal(b, want));
+    json_decref(b);
+    json_decref(want);
+    assert_false(kq_kube_pod_annotate(k, NULL, "p", "u", "k", "v"));
+    assert_false(kq_kube_pod_annotate(NULL, "n", "p", "u", "k", "v"));
+    kq_kube_free(k);
+    srv_stop(s);
+}
+
 static void test_events_queue_bound(void **state)
 {
     /* The poster blocks on a server that accepts connections (in the kernel's backlog) but
@@ -2100,6 +2155,7 @@ int main(void)
         cmocka_unit_test(test_events_dedup),
         cmocka_unit_test(test_events_aggregate_into_one_series),
         cmocka_unit_test(test_events_rate_limit),
+        cmocka_unit_test(test_pod_annotate),
         cmocka_unit_test(test_events_queue_bound),
         cmocka_unit_test(test_tls),
     };

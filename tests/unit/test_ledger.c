@@ -302,6 +302,37 @@ static void test_delete_once(void **state)
     kq_pod_clear(&b);
 }
 
+static void count_call(void *ud)
+{
+    (*(int *)ud)++;
+}
+
+/* The release hook (requeue pokes): once per release of a counted pod, never for a pod
+ * that was not counted or a second DELETED. */
+static void test_release_hook(void **state)
+{
+    fx_t *f = *state;
+    int calls = 0;
+    kq_ledger_set_release_hook(f->l, count_call, &calls);
+    kq_pod_t a = mk("a", "root.team-b", "alice", 300, "n1");
+    kq_pod_t p = mk("p", "root.team-b", "alice", 300, NULL); /* pending: not counted */
+    kq_ledger_observe(f->l, &a);
+    kq_ledger_observe(f->l, &p);
+    assert_int_equal(calls, 0);
+    kq_ledger_remove(f->l, "p");
+    assert_int_equal(calls, 0);
+    kq_ledger_remove(f->l, "a");
+    assert_int_equal(calls, 1);
+    kq_ledger_remove(f->l, "a");
+    assert_int_equal(calls, 1);
+    kq_ledger_set_release_hook(f->l, NULL, NULL);
+    kq_ledger_observe(f->l, &a);
+    kq_ledger_remove(f->l, "a");
+    assert_int_equal(calls, 1);
+    kq_pod_clear(&a);
+    kq_pod_clear(&p);
+}
+
 static void test_terminal_releases(void **state)
 {
     fx_t *f = *state;
@@ -1031,6 +1062,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_assume_then_forget, setup, teardown),
         cmocka_unit_test_setup_teardown(test_many_resource_names, setup, teardown),
         cmocka_unit_test_setup_teardown(test_delete_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_release_hook, setup, teardown),
         cmocka_unit_test_setup_teardown(test_terminal_releases, setup, teardown),
         cmocka_unit_test_setup_teardown(test_label_change_releases_original, setup, teardown),
         cmocka_unit_test_setup_teardown(test_resize, setup, teardown),

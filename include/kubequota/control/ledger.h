@@ -32,8 +32,8 @@
  * gone. See "in-flight preemption" below.
  *
  * DESIGN: one mutex guards the UID table and the in-flight preemption table; engine calls
- * are made under it (lock order: ledger -> ugm -> quota tree, and ledger -> fairshare, a
- * leaf). No I/O under the lock:
+ * are made under it (lock order: ledger -> ugm -> quota tree, and ledger -> fairshare and
+ * ledger -> requeue, leaves). No I/O under the lock:
  * bind POSTs happen in the caller, between assume and forget. The resolver is called with
  * no ledger lock held.
  */
@@ -274,6 +274,12 @@ int kq_ledger_check_on(kq_ledger_t *l, const kq_pod_t *pod, const char *node, ch
  * step under the ledger lock). node NULL: kq_ledger_assume. */
 int kq_ledger_assume_on(kq_ledger_t *l, const kq_pod_t *pod, const char *node, char *reason, size_t reason_len,
                         kq_denial_t *kind) KQ_WUR;
+
+/* Calls fn(ud) each time a counted pod's usage is released (deleted, terminal, missing
+ * from a relist, a failed bind, an ended reservation), after the engine was told, under
+ * the ledger's lock: fn must be O(1) and may take only a leaf lock (control/requeue.h's).
+ * NULL stops. fn's state must outlive its use here. */
+void kq_ledger_set_release_hook(kq_ledger_t *l, void (*fn)(void *ud), void *ud);
 
 /* Number of known pods, and of counted ones. */
 size_t kq_ledger_size(kq_ledger_t *l, size_t *counted);

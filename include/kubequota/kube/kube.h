@@ -122,6 +122,15 @@ void kq_kube_event_confirmed(kq_kube_t *k, const char *ns, const char *pod_name,
  * Normal event (reason, message). Nothing for a pod that never got a Warning. O(1). */
 void kq_kube_event_admitted(kq_kube_t *k, const char *ns, const char *pod_name, const char *pod_uid,
                             const char *reason, const char *message);
+/* Queues a merge PATCH of one annotation (key: value) on the pod, carrying metadata.uid so
+ * that a pod of that name with another uid is left alone (the API server answers 409).
+ * Shares the events' token bucket, bounded queue and thread: true when queued, false when
+ * the bucket is empty, the queue is full or memory ran out (the caller may try again
+ * later). Never blocks on I/O. */
+bool kq_kube_pod_annotate(kq_kube_t *k, const char *ns, const char *pod_name, const char *pod_uid, const char *key,
+                          const char *value);
+/* kq_kube_pod_annotate writes the API server accepted / that failed. */
+void kq_kube_annotate_stats(kq_kube_t *k, unsigned long *done, unsigned long *failed);
 /* Events actually posted / dropped by dedup or rate limit (for tests and metrics). */
 void kq_kube_event_stats(kq_kube_t *k, unsigned long *posted, unsigned long *suppressed);
 
