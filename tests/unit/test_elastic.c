@@ -993,7 +993,7 @@ static void test_preempt_inflight(void **state)
     node(f, KQ_WATCH_ADDED, "n2", "5", false);
     kq_pod_t a[6];
     for (int i = 0; i < 6; i++) {
-        char uid[8];
+        char uid[16];
         snprintf(uid, sizeof uid, "a%d", i);
         a[i] = bound(f, uid, "root.team-a", CPU(1), 1, 1, true);
         if (i == 5) {
