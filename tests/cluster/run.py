@@ -12,6 +12,7 @@ kube-scheduler's logs are printed; --keep keeps the work directory (logs, kubeco
 
 import argparse
 import fnmatch
+import importlib.util
 import os
 import sys
 import time
@@ -24,52 +25,27 @@ import cluster as clus  # noqa: E402
 import kubetest  # noqa: E402
 
 
-def iter_tests(suite):
-    for t in suite:
-        if isinstance(t, unittest.TestSuite):
-            yield from iter_tests(t)
-        else:
-            yield t
+# The e2e runner's result printer (one line a test, the traceback on failure), loaded by path:
+# both runners are called run.py.
+_spec = importlib.util.spec_from_file_location("e2e_run", os.path.join(os.path.dirname(HERE), "e2e", "run.py"))
+e2e_run = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(e2e_run)
+iter_tests = e2e_run.iter_tests
 
 
-class Result(unittest.TestResult):
+class Result(e2e_run.Result):
+    """The e2e runner's, with the tails of kubequota's and kube-scheduler's logs on a failure."""
+
     def __init__(self, c):
-        super().__init__()
+        super().__init__(verbose=False)
         self.c = c
-        self.passed = 0
-        self.t0 = 0.0
-
-    def startTest(self, test):
-        super().startTest(test)
-        self.t0 = time.monotonic()
-
-    def line(self, status, test, extra=""):
-        print("%-5s %s (%.1fs)%s" % (status, test.id(), time.monotonic() - self.t0, extra), flush=True)
-
-    def addSuccess(self, test):
-        super().addSuccess(test)
-        self.passed += 1
-        self.line("ok", test)
-
-    def addSkip(self, test, reason):
-        super().addSkip(test, reason)
-        self.line("skip", test, ": " + reason)
 
     def _fail(self, kind, test, err):
-        self.line(kind, test)
-        print(self._exc_info_to_string(err, test), flush=True)
+        super()._fail(kind, test, err)
         for name in ("kq", "kq-b", "kube-scheduler"):
             p = self.c.procs.get(name)
             if p:
                 print("---- %s log tail ----\n%s" % (name, p.tail(30)), flush=True)
-
-    def addFailure(self, test, err):
-        super().addFailure(test, err)
-        self._fail("FAIL", test, err)
-
-    def addError(self, test, err):
-        super().addError(test, err)
-        self._fail("ERROR", test, err)
 
 
 def main():
