@@ -727,7 +727,8 @@ static json_t *top_users(kq_ugm_t *ugm, long max, size_t *omitted)
         if ((long)k.seen <= max) {
             out = json_incref(k.first);
         } else if ((out = json_array()) != NULL) {
-            qsort(k.best, k.n_best, sizeof(*k.best), ranked_cmp);
+            if (k.n_best > 0) /* qsort of a NULL array is undefined even with 0 elements */
+                qsort(k.best, k.n_best, sizeof(*k.best), ranked_cmp);
             for (size_t i = 0; i < k.n_best; i++)
                 json_array_append(out, (json_t *)k.best[i].t);
             *omitted = k.named > (size_t)max ? k.named - (size_t)max : 0;
