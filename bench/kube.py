@@ -181,8 +181,8 @@ class RssSampler:
 
     def run(self):
         while not self.stop:
-            for k, pid in self.pids.items():
-                self.peak[k] = max(self.peak[k], proc_kb(pid, "VmRSS"))
+            for k, pid in list(self.pids.items()):
+                self.peak[k] = max(self.peak.get(k, 0), proc_kb(pid, "VmRSS"))
             time.sleep(0.5)
 
     def end(self):
@@ -331,25 +331,37 @@ class Bench:
             cfg.pop("extenders", None)
         return cfg
 
-    def run_row(self, row):
+    def start_sched(self, row):
+        sched = self.c.start_scheduler(config=self.sched_config(row != 1))
+        time.sleep(5)   # informers synced (no Lease to wait for)
+        return sched
+
+    def run_row(self, row, variant=()):
         c, a = self.c, self.a
-        ns = "bench-%d-r%d" % (self.nodes, row)
+        ns = "bench-%d-r%d-%d" % (self.nodes, row, len(self.results))
         c.namespace(ns)
         n = a.pods
         kq = None
-        if row == 1:
-            sched = c.start_scheduler(config=self.sched_config(False))
-        else:
+        if row != 1:
             qs = {2: q_open, 4: q_open, 5: q_elastic}.get(row)
-            kq = c.start_kubequota(q_users(n) if row == 3 else qs())
+            kq = c.start_kubequota(q_users(n) if row == 3 else qs(), extra=list(a.kq_arg) + list(variant))
             if row == 4:
                 c.apply_webhooks()
-            sched = c.start_scheduler(config=self.sched_config(True))
-        time.sleep(5)   # informers synced (no Lease to wait for)
-        pids = {"kube-scheduler": sched.pid, "kube-apiserver": c.procs["kube-apiserver"].pid,
+        sched = None
+        if not a.backlog:
+            sched = self.start_sched(row)
+        pids = {"kube-apiserver": c.procs["kube-apiserver"].pid,
                 "etcd": c.procs["etcd"].pid, "kwok": c.procs["kwok"].pid}
         if kq:
             pids["kubequota"] = kq.pid
+        if sched:
+            pids["kube-scheduler"] = sched.pid
+        perf = None
+        if kq and a.perf:
+            import subprocess
+            perf = subprocess.Popen(["perf", "record", "-F", "999", "-g", "-p", str(kq.pid), "-o",
+                                     "%s-%d-r%d.data" % (a.perf, self.nodes, row)],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         bodies = row_pods(row, pod_template(c), n)
         want = expected_bound(row, n)
         w = BoundWatch(c, ns)
@@ -366,6 +378,16 @@ class Bench:
         self.log("row %d (%s): creating %d pods" % (row, ROWS[row], n))
         t0 = parallel(c, a.threads, bodies, mk, a.rate)
         t_created = time.monotonic()
+        if a.backlog:
+            # every pod exists (and, with the gate, was released) before the scheduler starts:
+            # throughput and latency count from the scheduler's start
+            if row == 4:
+                clus.wait_until(lambda: all(not p.get("spec", {}).get("schedulingGates") for p in
+                                            c.api().get(path, timeout=120)["items"]), 600, 1, "gates released")
+            sched = self.start_sched(row)
+            pids["kube-scheduler"] = sched.pid
+            cpu0["kube-scheduler"] = 0
+            t_sched = time.monotonic()
         self.log("row %d: created in %.1fs (%.0f/s); %d bound" % (row, t_created - t0, n / (t_created - t0),
                                                                   w.count()))
         last, last_t = -1, time.monotonic()
@@ -378,6 +400,9 @@ class Bench:
                 self.log("row %d: stalled at %d of %d bound" % (row, k, want))
                 break
         cpu1 = {k: cpu_ticks(p) for k, p in pids.items()}
+        if perf:
+            perf.send_signal(2)
+            perf.wait()
         peak = rss.end()
         if kq:
             peak["kubequota"] = proc_kb(kq.pid, "VmHWM")
@@ -385,9 +410,13 @@ class Bench:
             time.sleep(2)   # the denied stay pending: count what bound beyond the expected
         w.stop = True
         names = ["p%d" % i for i in range(n)]
+        if a.backlog and w.bound:
+            # from the first binding (the scheduler's start-up is not scheduling)
+            t0 = min(w.bound.values())
+            created = [t0] * n
         lat = sorted(w.bound[x] - created[i] for i, x in enumerate(names) if x in w.bound)
         tb = max(w.bound.values()) if w.bound else t0
-        res = {"nodes": self.nodes, "row": row, "name": ROWS[row], "pods": n, "bound": len(w.bound),
+        res = {"nodes": self.nodes, "row": row, "name": ROWS[row] + "".join(" " + v for v in variant), "pods": n, "bound": len(w.bound),
                "want": want, "create_s": t_created - t0,
                "tput": len(w.bound) / (tb - t0) if w.bound else 0.0,
                "p50": pct(lat, 50), "p99": pct(lat, 99),
@@ -395,6 +424,11 @@ class Bench:
                "cpu_s": {k: (cpu1[k] - cpu0[k]) / CLK for k in pids}}
         self.results.append(res)
         self.log("row %d: %s" % (row, fmt_row(res, self.base())))
+        if kq:
+            # kubequota's own view of the row: per-route latency histograms and counters
+            m = c.kubequota_client().get("/metrics")
+            res["kq_means_ms"] = route_means(m.body.decode() if isinstance(m.body, bytes) else str(m.body))
+            self.log("row %d: kubequota mean per route: %s" % (row, res["kq_means_ms"]))
         # tear down: scheduler, kubequota, webhooks, pods
         sched.stop()
         c.procs.pop("kube-scheduler", None)
@@ -456,6 +490,19 @@ class Bench:
         return res
 
 
+def route_means(text):
+    """Mean latency (ms) and count per endpoint of kubequota_request_duration_seconds."""
+    sums, cnts = {}, {}
+    for ln in text.splitlines():
+        if ln.startswith("kubequota_request_duration_seconds_sum{") or \
+                ln.startswith("kubequota_request_duration_seconds_count{"):
+            lab = ln[ln.index("{"):ln.index("}") + 1]
+            ep = lab.split('endpoint="', 1)[1].split('"', 1)[0] if 'endpoint="' in lab else lab
+            v = float(ln.rsplit(" ", 1)[1])
+            (sums if "_sum{" in ln else cnts)[ep] = v
+    return {k: "%.2f ms x %d" % (1000 * sums[k] / cnts[k], cnts[k]) for k in sums if cnts.get(k)}
+
+
 CLK = os.sysconf("SC_CLK_TCK")
 
 
@@ -502,8 +549,14 @@ def main():
     ap.add_argument("--mem-pods", type=int, default=0)
     ap.add_argument("--json", default=os.path.join(REPO, "build", "bench", "kube-results.json"))
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--backlog", action="store_true",
+                    help="create every pod first, then start kube-scheduler (scheduling capacity, "
+                         "latency from the scheduler's start)")
+    ap.add_argument("--perf", help="perf record kubequota during each row into PREFIX-NODES-rROW.data")
+    ap.add_argument("--kq-arg", action="append", default=[], help="an extra kubequota argument")
     a = ap.parse_args()
-    rows = [int(x) for x in a.rows.split(",") if x]
+    # a row is N, or N:ARG+ARG to give that row's kubequota extra arguments (a variant)
+    rows = [x for x in a.rows.split(",") if x]
     allres = []
     os.makedirs(os.path.dirname(a.json), exist_ok=True)
     for nodes in [int(x) for x in a.nodes.split(",")]:
@@ -511,7 +564,8 @@ def main():
         try:
             b.start()
             for r in rows:
-                b.run_row(r)
+                num, _, extra = r.partition(":")
+                b.run_row(int(num), [x for x in extra.split("+") if x])
             if a.mem_pods:
                 b.mem_row(a.mem_pods)
         finally:
