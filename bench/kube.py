@@ -356,12 +356,11 @@ class Bench:
             pids["kubequota"] = kq.pid
         if sched:
             pids["kube-scheduler"] = sched.pid
-        perf = None
+        perfs = []
         if kq and a.perf:
-            import subprocess
-            perf = subprocess.Popen(["perf", "record", "-F", "999", "-g", "-p", str(kq.pid), "-o",
-                                     "%s-%d-r%d.data" % (a.perf, self.nodes, row)],
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            perfs.append(perf_start(kq.pid, "%s-%d-r%d.data" % (a.perf, self.nodes, row)))
+        if sched and a.perf:
+            perfs.append(perf_start(sched.pid, "%s-%d-r%d-sched.data" % (a.perf, self.nodes, row)))
         bodies = row_pods(row, pod_template(c), n)
         want = expected_bound(row, n)
         w = BoundWatch(c, ns)
@@ -386,6 +385,8 @@ class Bench:
                                             c.api().get(path, timeout=120)["items"]), 600, 1, "gates released")
             sched = self.start_sched(row)
             pids["kube-scheduler"] = sched.pid
+            if a.perf:
+                perfs.append(perf_start(sched.pid, "%s-%d-r%d-sched.data" % (a.perf, self.nodes, row)))
             cpu0["kube-scheduler"] = 0
             t_sched = time.monotonic()
         self.log("row %d: created in %.1fs (%.0f/s); %d bound" % (row, t_created - t0, n / (t_created - t0),
@@ -400,7 +401,7 @@ class Bench:
                 self.log("row %d: stalled at %d of %d bound" % (row, k, want))
                 break
         cpu1 = {k: cpu_ticks(p) for k, p in pids.items()}
-        if perf:
+        for perf in perfs:
             perf.send_signal(2)
             perf.wait()
         peak = rss.end()
@@ -471,7 +472,20 @@ class Bench:
             st, data = conn.req("POST", "/api/v1/namespaces/%s/pods" % ns, body)
             if st != 201:
                 raise AssertionError("pod %d: %d %s" % (i, st, data[:300]))
-        parallel(c, a.threads, range(n), mk)
+
+        # several processes (one Python process tops out near 150 creates/s)
+        import multiprocessing
+        ctx = multiprocessing.get_context("fork")
+        procs = []
+        for k in range(a.mem_procs):
+            idx = list(range(k, n, a.mem_procs))
+            pr = ctx.Process(target=lambda idx=idx: parallel(c, a.threads, idx, lambda conn, _, i: mk(conn, i, None)))
+            pr.start()
+            procs.append(pr)
+        for pr in procs:
+            pr.join()
+            if pr.exitcode != 0:
+                raise AssertionError("a pod creator exited with %s" % pr.exitcode)
         self.log("mem: created in %.0fs" % (time.monotonic() - t0))
         pids = {"kube-apiserver": c.procs["kube-apiserver"].pid, "etcd": c.procs["etcd"].pid}
         t1 = time.monotonic()
@@ -488,6 +502,12 @@ class Bench:
         self.results.append(res)
         c.stop_kubequota()
         return res
+
+
+def perf_start(pid, out):
+    import subprocess
+    return subprocess.Popen(["perf", "record", "-F", "499", "-g", "-p", str(pid), "-o", out],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def route_means(text):
@@ -547,6 +567,7 @@ def main():
     ap.add_argument("--sched-qps", type=int, default=5000)
     ap.add_argument("--stall", type=float, default=30.0, help="seconds without a new binding that end a row")
     ap.add_argument("--mem-pods", type=int, default=0)
+    ap.add_argument("--mem-procs", type=int, default=3, help="creator processes of the memory row")
     ap.add_argument("--json", default=os.path.join(REPO, "build", "bench", "kube-results.json"))
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--backlog", action="store_true",
