@@ -449,11 +449,17 @@ class Bench:
             c.stop_kubequota()
         if row == 4:
             c.delete_webhooks()
-        self.delete_pods(ns)
+        self.delete_pods(ns, names)
         return res
 
-    def delete_pods(self, ns):
-        st, data = Conn(self.c).req("DELETE", "/api/v1/namespaces/%s/pods?gracePeriodSeconds=0" % ns)
+    def delete_pods(self, ns, names):
+        # one DELETE per pod from the client pool: a DeleteCollection is served by one
+        # worker in the API server (--delete-collection-workers=1), about 10 pods/s here
+        def rm(conn, i, name):
+            st, data = conn.req("DELETE", "/api/v1/namespaces/%s/pods/%s?gracePeriodSeconds=0" % (ns, name))
+            if st not in (200, 202, 404):
+                raise AssertionError("delete %s: %d %s" % (name, st, data[:200]))
+        parallel(self.c, self.a.threads, names, rm)
         api = self.c.api()
         clus.wait_until(lambda: not api.get("/api/v1/namespaces/%s/pods?limit=1" % ns, timeout=120)["items"],
                         900, 1, "pods of %s deleted" % ns)
