@@ -2,8 +2,13 @@
 """End-to-end scheduling throughput on the real control plane (issue 26), a bench row (never a
 test): kube-scheduler alone against kube-scheduler with kubequota in the path.
 
-  python3 bench/kube.py [--nodes 500,5000] [--pods 10000] [--rate 0] [--rows 1,2,3,4,5]
-                        [--mem-pods 150000] [--threads 16] [--keep]
+  python3 bench/kube.py [--nodes 500,5000] [--pods 10000] [--backlog | --rate 0]
+                        [--rows 1,2,3,4,5] [--mem-pods 150000] [--threads 16] [--keep]
+                        [--kq-arg FLAG] [--perf PREFIX] [--json FILE]
+
+A row is N, or N:ARG+ARG for a variant whose kubequota gets those extra arguments, or
+N:bin=PATH for another kubequota binary (before/after a change in the same run), e.g.
+--rows "1,2:--scheduler-threads=8,2,4,4:bin=/tmp/new/kubequota".
 
 For each node count one control plane (tests/cluster/cluster.py: etcd, kube-apiserver,
 kube-controller-manager, kwok, kube-scheduler 1.37, all on loopback) is started and every
@@ -14,14 +19,17 @@ where it has one) and its own namespace, so all rows of one node count share one
   2 extender     kubequota as the chart's extender (filter, bind, preempt), limits never hit
   3 users        10,000 users, 1,000 groups, 1,000 leaf queues three levels deep; a fifth of
                  the leaves cap pods at half of what they get: 10% of the pods are denied
-                 (they stay pending until others end; the row's throughput counts the others)
+                 (they stay pending until others end; the row's throughput counts the others; in the one
+                 full run every pod of the capped leaves stayed pending: BENCHMARKS.md)
   4 gate         row 2 with the admission gate on (mutating webhook + release by the leader)
   5 elastic      an elastic quota tree: 10 parents x 100 leaf groups with min and max
 
 Pods (cpu 100m, memory 128Mi) are created by --threads keep-alive HTTPS clients at --rate pods/s
 (0: as fast as they go); a watch records when each pod is first seen with spec.nodeName.
 Throughput is bound pods / (last bound - first create); latency is create (request sent) to
-bound (watch event received). kubequota's peak RSS is its VmHWM at the end of the row (a fresh
+bound (watch event received). --backlog creates every pod first and only then starts
+kube-scheduler (its scheduling capacity, as upstream's SchedulingBasic measures it):
+throughput and latency then count from the first binding. kubequota's peak RSS is its VmHWM at the end of the row (a fresh
 process per row). --mem-pods N then starts one more kubequota after creating N pods already
 bound (spec.nodeName set, to a node kwok does not manage, tolerating everything) and reports its
 RSS when ready: the LIST at start.
