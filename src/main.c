@@ -133,7 +133,7 @@ static const flag_t serve_flags[] = {
                                                          "--listen, with its own workers, so load on the main\n"
                                                          "port never delays the scheduler; TLS like --listen\n"
                                                          "(loopback only with --insecure-plain-http)", NULL},
-    {"scheduler-threads", 1, O_SCHED_THREADS, "N", "workers of --scheduler-listen (default 8)", NULL},
+    {"scheduler-threads", 1, O_SCHED_THREADS, "N", "workers of --scheduler-listen (default 64)", NULL},
     {"max-client-connections", 1, O_MAX_CLIENT_CONNS, "N", "connections one client address may hold on --listen\n"
                                                            "(TLS), more are closed at once (default: half of\n"
                                                            "--threads)", NULL},

@@ -116,7 +116,11 @@
 #define BODY_DEADLINE_S 8.0 /* a whole request body must arrive within this (slow bodies);
                                * below civetweb's request_timeout_ms (10 s) so that ours is met first */
 #define BODY_BUDGET ((size_t)128 << 20) /* request bodies held in memory at once, all requests */
-#define DEFAULT_SCHED_THREADS 8
+/* kube-scheduler binds pods in parallel (a goroutine per pod), and each extender bind holds a
+ * worker for the Binding POST to the API server (tens to hundreds of ms under load); with 8,
+ * filter calls of the (serial) scheduling cycle waited for a worker behind binds: 63 pods/s
+ * against 107 with 64 at 500 nodes (BENCHMARKS.md, "End-to-end scheduling"). */
+#define DEFAULT_SCHED_THREADS 64
 #define DEFAULT_WEBHOOK_THREADS 32
 /* Idle connections (conn_t) on a limited port are closed when fewer than this many of its
  * workers are free: an eighth, at least one. */

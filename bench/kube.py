@@ -1,0 +1,643 @@
+#!/usr/bin/python3
+"""End-to-end scheduling throughput on the real control plane (issue 26), a bench row (never a
+test): kube-scheduler alone against kube-scheduler with kubequota in the path.
+
+  python3 bench/kube.py [--nodes 500,5000] [--pods 10000] [--backlog | --rate 0]
+                        [--rows 1,2,3,4,5] [--mem-pods 150000] [--threads 16] [--keep]
+                        [--kq-arg FLAG] [--perf PREFIX] [--json FILE]
+
+A row is N, or N:ARG+ARG for a variant whose kubequota gets those extra arguments, or
+N:bin=PATH for another kubequota binary (before/after a change in the same run), e.g.
+--rows "1,2:--scheduler-threads=8,2,4,4:bin=/tmp/new/kubequota".
+
+For each node count one control plane (tests/cluster/cluster.py: etcd, kube-apiserver,
+kube-controller-manager, kwok, kube-scheduler 1.37, all on loopback) is started and every
+row runs in it, one after the other, each with a fresh kube-scheduler (and a fresh kubequota
+where it has one) and its own namespace, so all rows of one node count share one run:
+
+  1 sched-only   kube-scheduler alone: the chart's profile and clientConnection, no extender
+  2 extender     kubequota as the chart's extender (filter, bind, preempt), limits never hit
+  3 users        10,000 users, 1,000 groups, 1,000 leaf queues three levels deep; a fifth of
+                 the leaves cap pods at half of what they get: 10% of the pods are denied
+                 (they stay pending until others end; the row's throughput counts the others; in the one
+                 full run every pod of the capped leaves stayed pending: BENCHMARKS.md)
+  4 gate         row 2 with the admission gate on (mutating webhook + release by the leader)
+  5 elastic      an elastic quota tree: 10 parents x 100 leaf groups with min and max
+
+Pods (cpu 100m, memory 128Mi) are created by --threads keep-alive HTTPS clients at --rate pods/s
+(0: as fast as they go); a watch records when each pod is first seen with spec.nodeName.
+Throughput is bound pods / (last bound - first create); latency is create (request sent) to
+bound (watch event received). --backlog creates every pod first and only then starts
+kube-scheduler (its scheduling capacity, as upstream's SchedulingBasic measures it):
+throughput and latency then count from the first binding. kubequota's peak RSS is its VmHWM at the end of the row (a fresh
+process per row). --mem-pods N then starts one more kubequota after creating N pods already
+bound (spec.nodeName set, to a node kwok does not manage, tolerating everything) and reports its
+RSS when ready: the LIST at start.
+
+The same client settings in every row: kube-scheduler clientConnection qps/burst --sched-qps
+(default 5000/5000, not the 50/100 default, which caps binding at 50 pods/s); kubequota has no
+client rate limit. kwok's node heartbeat stage is the cluster's (20 s + up to 25 s jitter).
+"""
+
+import argparse
+import copy
+import http.client
+import json
+import os
+import ssl
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(REPO, "tests", "cluster"))
+
+import cluster as clus  # noqa: E402
+import yaml  # noqa: E402
+
+SCHED = clus.SCHED
+
+
+# ---------------------------------------------------------------- clients
+
+class Conn:
+    """One keep-alive HTTPS connection to the API server as the admin."""
+
+    def __init__(self, c):
+        self.c = c
+        self.ctx = ssl.create_default_context(cafile=c.certs["ca"])
+        self.h = None
+        self.hdr = {"Authorization": "Bearer " + clus.USERS["admin"][0], "Accept": "application/json",
+                    "Content-Type": "application/json"}
+
+    def req(self, method, path, body=None):
+        for attempt in range(3):
+            try:
+                if self.h is None:
+                    self.h = http.client.HTTPSConnection("127.0.0.1", self.c.port, context=self.ctx, timeout=60)
+                self.h.request(method, path, body=body, headers=self.hdr)
+                r = self.h.getresponse()
+                data = r.read()
+                return r.status, data
+            except (OSError, http.client.HTTPException):
+                if self.h is not None:
+                    self.h.close()
+                self.h = None
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
+
+
+def parallel(c, n_threads, items, fn, rate=0.0):
+    """fn(conn, i, item) for every item on n_threads keep-alive clients; with rate > 0, item i
+    is not sent before t0 + i / rate. Returns the start time t0."""
+    lock = threading.Lock()
+    nxt = [0]
+    errors = []
+    t0 = time.monotonic()
+
+    def worker():
+        conn = Conn(c)
+        while True:
+            with lock:
+                i = nxt[0]
+                nxt[0] += 1
+            if i >= len(items) or errors:
+                return
+            if rate > 0:
+                d = t0 + i / rate - time.monotonic()
+                if d > 0:
+                    time.sleep(d)
+            try:
+                fn(conn, i, items[i])
+            except Exception as e:  # reported once the pool ends
+                errors.append(e)
+                return
+    ts = [threading.Thread(target=worker, daemon=True) for _ in range(n_threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    if errors:
+        raise errors[0]
+    return t0
+
+
+class BoundWatch:
+    """Watches the pods of one namespace and records when each is first seen bound."""
+
+    def __init__(self, c, ns):
+        self.c, self.ns = c, ns
+        self.bound = {}
+        self.lock = threading.Lock()
+        self.stop = False
+        st, data = Conn(c).req("GET", "/api/v1/namespaces/%s/pods?limit=1" % ns)
+        self.rv = json.loads(data)["metadata"]["resourceVersion"]
+        self.t = threading.Thread(target=self.run, daemon=True)
+        self.t.start()
+
+    def run(self):
+        ctx = ssl.create_default_context(cafile=self.c.certs["ca"])
+        while not self.stop:
+            h = http.client.HTTPSConnection("127.0.0.1", self.c.port, context=ctx, timeout=600)
+            h.request("GET", "/api/v1/namespaces/%s/pods?watch=1&resourceVersion=%s&timeoutSeconds=3600"
+                      % (self.ns, self.rv), headers={"Authorization": "Bearer " + clus.USERS["admin"][0]})
+            r = h.getresponse()
+            while not self.stop:
+                line = r.readline()
+                if not line:
+                    break
+                now = time.monotonic()
+                ev = json.loads(line)
+                o = ev["object"]
+                if ev["type"] == "ERROR":
+                    raise AssertionError("watch: %s" % o)
+                self.rv = o["metadata"]["resourceVersion"]
+                if o.get("spec", {}).get("nodeName"):
+                    name = o["metadata"]["name"]
+                    with self.lock:
+                        self.bound.setdefault(name, now)
+            h.close()
+
+    def count(self):
+        with self.lock:
+            return len(self.bound)
+
+
+# ---------------------------------------------------------------- process memory
+
+def proc_kb(pid, key):
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for ln in f:
+                if ln.startswith(key + ":"):
+                    return int(ln.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+class RssSampler:
+    """Peak RSS of named processes, sampled every half second (VmHWM is exact for kubequota;
+    the samples are for the others, which live through several rows)."""
+
+    def __init__(self, pids):
+        self.pids, self.peak, self.stop = pids, {k: 0 for k in pids}, False
+        self.t = threading.Thread(target=self.run, daemon=True)
+        self.t.start()
+
+    def run(self):
+        while not self.stop:
+            for k, pid in list(self.pids.items()):
+                self.peak[k] = max(self.peak.get(k, 0), proc_kb(pid, "VmRSS"))
+            time.sleep(0.5)
+
+    def end(self):
+        self.stop = True
+        self.t.join()
+        return self.peak
+
+
+# ---------------------------------------------------------------- configurations
+
+def q_open():
+    """Limits that are never hit: one queue, everybody may submit."""
+    return yaml.safe_dump({"partitions": [{"name": "default", "queues": [{
+        "name": "root", "submitacl": "*", "queues": [{"name": "bench"}]}]}]})
+
+
+def q_users(npods):
+    """root -> 10 -> 100 -> 1,000 leaf queues; 1,000 groups (g<k>, one per leaf, with a group
+    limit there) and 10,000 users (u<j>, in group g<j % 1000>, a wildcard user limit on root so
+    every user is tracked). Every fifth leaf caps pods at half of its share: 10% denied."""
+    per_leaf = max(1, npods // 1000)
+    l1 = []
+    for a in range(10):
+        l2 = []
+        for b in range(10):
+            leaves = []
+            for cc in range(10):
+                k = a * 100 + b * 10 + cc
+                leaf = {"name": "q%d" % k,
+                        "limits": [{"limit": "group g%d" % k, "groups": ["g%d" % k],
+                                    "maxresources": {"vcore": 1000000}, "maxapplications": 1000000}]}
+                if k % 5 == 0:
+                    leaf["resources"] = {"max": {"pods": per_leaf // 2}}
+                leaves.append(leaf)
+            l2.append({"name": "b%d" % b, "parent": True, "queues": leaves})
+        l1.append({"name": "a%d" % a, "parent": True, "queues": l2})
+    return yaml.safe_dump({"partitions": [{"name": "default", "queues": [{
+        "name": "root", "submitacl": "*",
+        "limits": [{"limit": "every user", "users": ["*"], "maxresources": {"pods": 1000000},
+                    "maxapplications": 1000000}],
+        "queues": l1}]}]})
+
+
+def q_elastic():
+    """10 parents x 100 leaf quota groups, each with a min (guaranteed) and a max."""
+    parents = []
+    for a in range(10):
+        leaves = [{"name": "e%d" % (a * 100 + b),
+                   "resources": {"guaranteed": {"vcore": 2, "memory": "4Gi"},
+                                 "max": {"vcore": 1000, "memory": "4000Gi"}}} for b in range(100)]
+        parents.append({"name": "p%d" % a, "parent": True, "queues": leaves})
+    return yaml.safe_dump({"partitions": [{"name": "default", "queues": [{
+        "name": "root", "submitacl": "*", "queues": parents}]}]})
+
+
+def pod_template(c, scheduler=SCHED):
+    return c.pod_body("X", cpu="100m", memory="128Mi", scheduler=scheduler)
+
+
+def pod_json(tpl, name, labels=None, annotations=None, node=None):
+    p = copy.deepcopy(tpl)
+    p["metadata"]["name"] = name
+    if labels:
+        p["metadata"]["labels"] = labels
+    if annotations:
+        p["metadata"]["annotations"] = annotations
+    if node:
+        p["spec"]["nodeName"] = node
+        p["spec"]["tolerations"] = [{"operator": "Exists"}]
+    return json.dumps(p).encode()
+
+
+ROWS = {1: "sched-only", 2: "extender", 3: "users", 4: "gate", 5: "elastic"}
+
+
+def row_pods(row, tpl, n):
+    out = []
+    for i in range(n):
+        name = "p%d" % i
+        if row == 3:
+            leaf, user = i % 1000, i % 10000
+            out.append(pod_json(tpl, name, labels={"kubequota.io/queue": "root.a%d.b%d.q%d" % (
+                leaf // 100, leaf // 10 % 10, leaf)}, annotations={"kubequota.io/user-info": json.dumps(
+                    {"user": "u%d" % user, "groups": ["g%d" % (user % 1000)]})}))
+        elif row == 5:
+            leaf = i % 1000
+            out.append(pod_json(tpl, name, labels={"kubequota.io/queue": "root.p%d.e%d" % (leaf // 100, leaf)}))
+        elif row in (2, 4):
+            out.append(pod_json(tpl, name, labels={"kubequota.io/queue": "root.bench"}))
+        else:
+            out.append(pod_json(tpl, name))
+    return out
+
+
+def expected_bound(row, n):
+    if row != 3:
+        return n
+    per_leaf = max(1, n // 1000)
+    denied = 0
+    for k in range(1000):
+        cnt = len(range(k, n, 1000))
+        if k % 5 == 0:
+            denied += max(0, cnt - per_leaf // 2)
+    return n - denied
+
+
+# ---------------------------------------------------------------- one run
+
+class Bench:
+    def __init__(self, a, nodes):
+        self.a, self.nodes = a, nodes
+        self.c = clus.Cluster(nodes=0, keep=a.keep)
+        self.results = []
+
+    def log(self, msg):
+        print("[%6.1fs] %s" % (time.monotonic() - T0, msg), flush=True)
+
+    def start(self):
+        self.c.start()
+        self.log("control plane up; creating %d nodes" % self.nodes)
+        names = ["kwok-node-%d" % i for i in range(self.nodes)]
+
+        def mk(conn, i, name):
+            st, data = conn.req("POST", "/api/v1/nodes", json.dumps(self.c.node_body(name)).encode())
+            if st not in (201, 409):
+                raise AssertionError("node %s: %d %s" % (name, st, data[:200]))
+        parallel(self.c, 8, names, mk)
+        api = self.c.api()
+
+        def ready():
+            items = api.get("/api/v1/nodes", timeout=120)["items"]
+            ok = [n for n in items if any(x["type"] == "Ready" and x["status"] == "True"
+                                          for x in n.get("status", {}).get("conditions", []))
+                  and not n["spec"].get("taints")]
+            return len(ok) >= self.nodes
+        clus.wait_until(ready, 600, 2, "%d nodes Ready and untainted" % self.nodes)
+        self.log("%d nodes ready" % self.nodes)
+
+    def sched_config(self, extender):
+        cfg = self.c.scheduler_config()
+        cfg["clientConnection"]["qps"] = self.a.sched_qps
+        cfg["clientConnection"]["burst"] = self.a.sched_qps
+        # no leader election: each row's scheduler starts at once, not after the last one's Lease
+        cfg["leaderElection"] = {"leaderElect": False}
+        if not extender:
+            cfg.pop("extenders", None)
+        return cfg
+
+    def start_sched(self, row):
+        sched = self.c.start_scheduler(config=self.sched_config(row != 1))
+        time.sleep(5)   # informers synced (no Lease to wait for)
+        return sched
+
+    def run_row(self, row, variant=()):
+        c, a = self.c, self.a
+        ns = "bench-%d-r%d-%d" % (self.nodes, row, len(self.results))
+        c.namespace(ns)
+        n = a.pods
+        kq = None
+        if row != 1:
+            qs = {2: q_open, 4: q_open, 5: q_elastic}.get(row)
+            # a variant "bin=PATH" runs that kubequota binary (before/after a change, same run)
+            binary = [v[4:] for v in variant if v.startswith("bin=")]
+            saved = os.environ.get("KQ_BINARY")
+            if binary:
+                os.environ["KQ_BINARY"] = binary[0]
+            try:
+                kq = c.start_kubequota(q_users(n) if row == 3 else qs(),
+                                       extra=list(a.kq_arg) + [v for v in variant if not v.startswith("bin=")])
+            finally:
+                if saved is None:
+                    os.environ.pop("KQ_BINARY", None)
+                else:
+                    os.environ["KQ_BINARY"] = saved
+            if row == 4:
+                c.apply_webhooks()
+        sched = None
+        if not a.backlog:
+            sched = self.start_sched(row)
+        pids = {"kube-apiserver": c.procs["kube-apiserver"].pid,
+                "etcd": c.procs["etcd"].pid, "kwok": c.procs["kwok"].pid}
+        if kq:
+            pids["kubequota"] = kq.pid
+        if sched:
+            pids["kube-scheduler"] = sched.pid
+        perfs = []
+        if kq and a.perf:
+            perfs.append(perf_start(kq.pid, "%s-%d-r%d.data" % (a.perf, self.nodes, row)))
+        if sched and a.perf:
+            perfs.append(perf_start(sched.pid, "%s-%d-r%d-sched.data" % (a.perf, self.nodes, row)))
+        bodies = row_pods(row, pod_template(c), n)
+        want = expected_bound(row, n)
+        w = BoundWatch(c, ns)
+        rss = RssSampler(pids)
+        created = [0.0] * n
+        cpu0 = {k: cpu_ticks(p) for k, p in pids.items()}
+        path = "/api/v1/namespaces/%s/pods" % ns
+
+        def mk(conn, i, body):
+            created[i] = time.monotonic()
+            st, data = conn.req("POST", path, body)
+            if st != 201:
+                raise AssertionError("pod %d: %d %s" % (i, st, data[:300]))
+        self.log("row %d (%s): creating %d pods" % (row, ROWS[row], n))
+        t0 = parallel(c, a.threads, bodies, mk, a.rate)
+        t_created = time.monotonic()
+        if a.backlog:
+            # every pod exists (and, with the gate, was released) before the scheduler starts:
+            # throughput and latency count from the scheduler's start
+            if row == 4:
+                clus.wait_until(lambda: all(not p.get("spec", {}).get("schedulingGates") for p in
+                                            c.api().get(path, timeout=120)["items"]), 600, 1, "gates released")
+            sched = self.start_sched(row)
+            pids["kube-scheduler"] = sched.pid
+            if a.perf:
+                perfs.append(perf_start(sched.pid, "%s-%d-r%d-sched.data" % (a.perf, self.nodes, row)))
+            cpu0["kube-scheduler"] = 0
+            t_sched = time.monotonic()
+        self.log("row %d: created in %.1fs (%.0f/s); %d bound" % (row, t_created - t0, n / (t_created - t0),
+                                                                  w.count()))
+        last, last_t = -1, time.monotonic()
+        while w.count() < want:
+            time.sleep(0.5)
+            k = w.count()
+            if k != last:
+                last, last_t = k, time.monotonic()
+            elif time.monotonic() - last_t > a.stall:
+                self.log("row %d: stalled at %d of %d bound" % (row, k, want))
+                break
+        cpu1 = {k: cpu_ticks(p) for k, p in pids.items()}
+        for perf in perfs:
+            perf.send_signal(2)
+            perf.wait()
+        peak = rss.end()
+        if kq:
+            peak["kubequota"] = proc_kb(kq.pid, "VmHWM")
+        if row == 3:
+            time.sleep(2)   # the denied stay pending: count what bound beyond the expected
+        w.stop = True
+        names = ["p%d" % i for i in range(n)]
+        if a.backlog and w.bound:
+            # from the first binding (the scheduler's start-up is not scheduling)
+            t0 = min(w.bound.values())
+            created = [t0] * n
+        lat = sorted(w.bound[x] - created[i] for i, x in enumerate(names) if x in w.bound)
+        tb = max(w.bound.values()) if w.bound else t0
+        res = {"nodes": self.nodes, "row": row, "name": ROWS[row] + "".join(" " + v for v in variant), "pods": n, "bound": len(w.bound),
+               "want": want, "create_s": t_created - t0,
+               "tput": len(w.bound) / (tb - t0) if w.bound else 0.0,
+               "p50": pct(lat, 50), "p99": pct(lat, 99),
+               "rss_mb": {k: v / 1024.0 for k, v in peak.items()},
+               "cpu_s": {k: (cpu1[k] - cpu0[k]) / CLK for k in pids}}
+        self.results.append(res)
+        self.log("row %d: %s" % (row, fmt_row(res, self.base())))
+        if kq:
+            # kubequota's own view of the row: per-route latency histograms and counters
+            m = c.kubequota_client().get("/metrics")
+            res["kq_means_ms"] = route_means(m.body.decode() if isinstance(m.body, bytes) else str(m.body))
+            self.log("row %d: kubequota mean per route: %s" % (row, res["kq_means_ms"]))
+        # tear down: scheduler, kubequota, webhooks, pods
+        sched.stop()
+        c.procs.pop("kube-scheduler", None)
+        if kq:
+            c.stop_kubequota()
+        if row == 4:
+            c.delete_webhooks()
+        self.delete_pods(ns, names)
+        return res
+
+    def delete_pods(self, ns, names):
+        # one DELETE per pod from the client pool: a DeleteCollection is served by one
+        # worker in the API server (--delete-collection-workers=1), about 10 pods/s here
+        def rm(conn, i, name):
+            st, data = conn.req("DELETE", "/api/v1/namespaces/%s/pods/%s?gracePeriodSeconds=0" % (ns, name))
+            if st not in (200, 202, 404):
+                raise AssertionError("delete %s: %d %s" % (name, st, data[:200]))
+        parallel(self.c, self.a.threads, names, rm)
+        api = self.c.api()
+        clus.wait_until(lambda: not api.get("/api/v1/namespaces/%s/pods?limit=1" % ns, timeout=120)["items"],
+                        900, 1, "pods of %s deleted" % ns)
+
+    def base(self):
+        for r in self.results:
+            if r["row"] == 1 and r["nodes"] == self.nodes:
+                return r
+        return None
+
+    def mem_row(self, n):
+        """kubequota's RSS after a LIST of n existing pods (bound to a node kwok ignores)."""
+        c, a = self.c, self.a
+        ns = "bench-mem"
+        c.namespace(ns)
+        api = c.api()
+        api.request("POST", "/api/v1/nodes", c.node_body("kq-mem-node", pods="1000000"), ok=(201, 409))
+        api.patch("/api/v1/nodes/kq-mem-node", {"metadata": {"annotations": {"kwok.x-k8s.io/node": None}}})
+        tpl = pod_template(c)
+        self.log("mem: creating %d bound pods" % n)
+        t0 = time.monotonic()
+
+        def mk(conn, i, _):
+            body = pod_json(tpl, "m%d" % i, labels={"kubequota.io/queue": "root.bench"},
+                            annotations={"kubequota.io/user-info": json.dumps(
+                                {"user": "u%d" % (i % 10000), "groups": ["g%d" % (i % 1000)]})},
+                            node="kq-mem-node")
+            st, data = conn.req("POST", "/api/v1/namespaces/%s/pods" % ns, body)
+            if st != 201:
+                raise AssertionError("pod %d: %d %s" % (i, st, data[:300]))
+
+        # several processes (one Python process tops out near 150 creates/s)
+        import multiprocessing
+        ctx = multiprocessing.get_context("fork")
+        procs = []
+        for k in range(a.mem_procs):
+            idx = list(range(k, n, a.mem_procs))
+            pr = ctx.Process(target=lambda idx=idx: parallel(c, a.threads, idx, lambda conn, _, i: mk(conn, i, None)))
+            pr.start()
+            procs.append(pr)
+        for pr in procs:
+            pr.join()
+            if pr.exitcode != 0:
+                raise AssertionError("a pod creator exited with %s" % pr.exitcode)
+        self.log("mem: created in %.0fs" % (time.monotonic() - t0))
+        pids = {"kube-apiserver": c.procs["kube-apiserver"].pid, "etcd": c.procs["etcd"].pid}
+        t1 = time.monotonic()
+        kq = c.start_kubequota(q_open(), wait=False)
+        c.wait_kubequota_ready(timeout=600)
+        ready_s = time.monotonic() - t1
+        # ready means the informers have listed; let the ledger settle a moment
+        time.sleep(3)
+        res = {"nodes": self.nodes, "row": "mem", "pods": n, "ready_s": ready_s,
+               "kq_hwm_mb": proc_kb(kq.pid, "VmHWM") / 1024.0, "kq_rss_mb": proc_kb(kq.pid, "VmRSS") / 1024.0,
+               "apiserver_rss_mb": proc_kb(pids["kube-apiserver"], "VmRSS") / 1024.0,
+               "etcd_rss_mb": proc_kb(pids["etcd"], "VmRSS") / 1024.0}
+        self.log("mem: %s" % json.dumps(res))
+        self.results.append(res)
+        c.stop_kubequota()
+        return res
+
+
+def perf_start(pid, out):
+    import subprocess
+    return subprocess.Popen(["perf", "record", "-F", "499", "-g", "-p", str(pid), "-o", out],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def route_means(text):
+    """Mean latency (ms) and count per endpoint of kubequota_request_duration_seconds."""
+    sums, cnts = {}, {}
+    for ln in text.splitlines():
+        if ln.startswith("kubequota_request_duration_seconds_sum{") or \
+                ln.startswith("kubequota_request_duration_seconds_count{"):
+            lab = ln[ln.index("{"):ln.index("}") + 1]
+            ep = lab.split('endpoint="', 1)[1].split('"', 1)[0] if 'endpoint="' in lab else lab
+            v = float(ln.rsplit(" ", 1)[1])
+            (sums if "_sum{" in ln else cnts)[ep] = v
+        elif ln.startswith("kubequota_gating_wait_seconds_sum ") or \
+                ln.startswith("kubequota_gating_wait_seconds_count "):
+            v = float(ln.rsplit(" ", 1)[1])
+            (sums if "_sum " in ln else cnts)["gate wait"] = v
+    return {k: "%.2f ms x %d" % (1000 * sums[k] / cnts[k], cnts[k]) for k in sums if cnts.get(k)}
+
+
+CLK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_ticks(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            parts = f.read().rsplit(")", 1)[1].split()
+        return int(parts[11]) + int(parts[12])
+    except OSError:
+        return 0
+
+
+def pct(v, p):
+    if not v:
+        return 0.0
+    return v[min(len(v) - 1, int(len(v) * p / 100.0))] * 1000.0
+
+
+def fmt_row(r, base):
+    ratio = ""
+    if base and r is not base and base["tput"] > 0:
+        ratio = " | %.2fx | %.2fx" % (r["tput"] / base["tput"], r["p99"] / base["p99"] if base["p99"] else 0)
+    elif r is base:
+        ratio = " | 1.00x | 1.00x"
+    rss = r["rss_mb"]
+    return ("%d nodes | %d %s | %d/%d bound | %.0f pods/s | p50 %.0f ms | p99 %.0f ms%s | kubequota peak %s | "
+            "cpu s: %s" % (r["nodes"], r["row"], r["name"], r["bound"], r["want"], r["tput"], r["p50"], r["p99"],
+                           ratio, ("%.0f MiB" % rss["kubequota"]) if "kubequota" in rss else "-",
+                           " ".join("%s=%.0f" % (k, v) for k, v in sorted(r["cpu_s"].items()))))
+
+
+T0 = time.monotonic()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--nodes", default="500")
+    ap.add_argument("--pods", type=int, default=10000)
+    ap.add_argument("--rate", type=float, default=0.0, help="pods/s created (0: as fast as the clients go)")
+    ap.add_argument("--rows", default="1,2,3,4,5")
+    ap.add_argument("--threads", type=int, default=16)
+    ap.add_argument("--sched-qps", type=int, default=5000)
+    ap.add_argument("--stall", type=float, default=30.0, help="seconds without a new binding that end a row")
+    ap.add_argument("--mem-pods", type=int, default=0)
+    ap.add_argument("--mem-procs", type=int, default=3, help="creator processes of the memory row")
+    ap.add_argument("--json", default=os.path.join(REPO, "build", "bench", "kube-results.json"))
+    ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--backlog", action="store_true",
+                    help="create every pod first, then start kube-scheduler (scheduling capacity, "
+                         "latency from the scheduler's start)")
+    ap.add_argument("--perf", help="perf record kubequota during each row into PREFIX-NODES-rROW.data")
+    ap.add_argument("--kq-arg", action="append", default=[], help="an extra kubequota argument")
+    a = ap.parse_args()
+    # a row is N, or N:ARG+ARG to give that row's kubequota extra arguments (a variant)
+    rows = [x for x in a.rows.split(",") if x]
+    allres = []
+    os.makedirs(os.path.dirname(a.json), exist_ok=True)
+    for nodes in [int(x) for x in a.nodes.split(",")]:
+        b = Bench(a, nodes)
+        try:
+            b.start()
+            for r in rows:
+                num, _, extra = r.partition(":")
+                b.run_row(int(num), [x for x in extra.split("+") if x])
+            if a.mem_pods:
+                b.mem_row(a.mem_pods)
+        finally:
+            allres.extend(b.results)
+            with open(a.json, "w") as f:
+                json.dump(allres, f, indent=1)
+            b.c.stop()
+    print("\nnodes | row | bound/want | pods/s | p50 ms | p99 ms | tput ratio | p99 ratio | kubequota peak RSS | cpu s")
+    for nodes in sorted({r["nodes"] for r in allres}):
+        rs = [r for r in allres if r["nodes"] == nodes and r["row"] != "mem"]
+        base = next((r for r in rs if r["row"] == 1), None)
+        for r in rs:
+            print(fmt_row(r, base))
+        for r in allres:
+            if r["nodes"] == nodes and r["row"] == "mem":
+                print("%d nodes | LIST of %d pods at start: ready %.1fs, kubequota VmHWM %.0f MiB (RSS %.0f), "
+                      "kube-apiserver %.0f MiB, etcd %.0f MiB" % (nodes, r["pods"], r["ready_s"], r["kq_hwm_mb"],
+                                                                  r["kq_rss_mb"], r["apiserver_rss_mb"],
+                                                                  r["etcd_rss_mb"]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
