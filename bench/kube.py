@@ -352,19 +352,7 @@ class Bench:
         kq = None
         if row != 1:
             qs = {2: q_open, 4: q_open, 5: q_elastic}.get(row)
-            # a variant "bin=PATH" runs that kubequota binary (before/after a change, same run)
-            binary = [v[4:] for v in variant if v.startswith("bin=")]
-            saved = os.environ.get("KQ_BINARY")
-            if binary:
-                os.environ["KQ_BINARY"] = binary[0]
-            try:
-                kq = c.start_kubequota(q_users(n) if row == 3 else qs(),
-                                       extra=list(a.kq_arg) + [v for v in variant if not v.startswith("bin=")])
-            finally:
-                if saved is None:
-                    os.environ.pop("KQ_BINARY", None)
-                else:
-                    os.environ["KQ_BINARY"] = saved
+            kq = c.start_kubequota(q_users(n) if row == 3 else qs(), extra=list(a.kq_arg) + list(variant))
             if row == 4:
                 c.apply_webhooks()
         sched = None
@@ -546,10 +534,6 @@ def route_means(text):
             ep = lab.split('endpoint="', 1)[1].split('"', 1)[0] if 'endpoint="' in lab else lab
             v = float(ln.rsplit(" ", 1)[1])
             (sums if "_sum{" in ln else cnts)[ep] = v
-        elif ln.startswith("kubequota_gating_wait_seconds_sum ") or \
-                ln.startswith("kubequota_gating_wait_seconds_count "):
-            v = float(ln.rsplit(" ", 1)[1])
-            (sums if "_sum " in ln else cnts)["gate wait"] = v
     return {k: "%.2f ms x %d" % (1000 * sums[k] / cnts[k], cnts[k]) for k in sums if cnts.get(k)}
 
 

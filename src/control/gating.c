@@ -14,10 +14,7 @@
  * DESIGN: one thread runs passes (woken by the informer's events, at least every
  * interval); one mutex guards everything here. A pass holds the mutex while it chooses
  * and reserves (the ledger's lock nests inside: gating -> ledger -> ugm -> quota tree),
- * then unlocks and does the API calls (patches, Events). The gate removals of one pass
- * go out from up to ungate_parallel short-lived helper threads at once (they take the
- * mutex only to handle a failure); the pass's order decides what is released, not which
- * PATCH lands first. Only the leader passes; every
+ * then unlocks and does the API calls (patches, Events). Only the leader passes; every
  * replica follows the gated pods (so a new leader starts at once) and expires old
  * reservations in its own ledger.
  */
@@ -25,7 +22,6 @@
 
 #include <math.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1521,80 +1517,35 @@ static int ungate(kq_gating_t *g, const work_t *w, char *err, size_t errlen)
     return rc;
 }
 
-static void apply_one(kq_gating_t *g, const work_t *w);
-
-typedef struct ungater {
-    kq_gating_t *g;
-    worklist_t *rel;
-    atomic_size_t next;
-} ungater_t;
-
-static void *ungate_worker(void *arg)
-{
-    ungater_t *u = arg;
-    size_t i;
-    while ((i = atomic_fetch_add(&u->next, 1)) < u->rel->n)
-        apply_one(u->g, &u->rel->v[i]);
-    return NULL;
-}
-
-#define UNGATE_PARALLEL_DEFAULT 16
-#define UNGATE_PARALLEL_MAX 64
-
-/* The pass's gate removals: with the real API path, several PATCHes in flight (each a
- * round trip to the API server); a thread that cannot be created leaves its share to
- * the others and to this thread. */
-static void apply_removals(kq_gating_t *g, worklist_t *rel)
-{
-    int par = g->o.ungate != NULL ? 1 : g->o.ungate_parallel;
-    if (par > UNGATE_PARALLEL_MAX)
-        par = UNGATE_PARALLEL_MAX;
-    if ((size_t)par > rel->n)
-        par = (int)rel->n;
-    ungater_t u = {.g = g, .rel = rel};
-    atomic_init(&u.next, 0);
-    pthread_t th[UNGATE_PARALLEL_MAX];
-    int started = 0;
-    for (int t = 1; t < par; t++)
-        if (pthread_create(&th[started], NULL, ungate_worker, &u) == 0)
-            started++;
-    ungate_worker(&u);
-    for (int t = 0; t < started; t++)
-        pthread_join(th[t], NULL);
-}
-
 static void apply(kq_gating_t *g, worklist_t *rel, worklist_t *events)
 {
-    apply_removals(g, rel);
+    for (size_t i = 0; i < rel->n; i++) {
+        const work_t *w = &rel->v[i];
+        char err[512] = "";
+        int rc = ungate(g, w, err, sizeof(err));
+        if (rc == 0)
+            continue;
+        kq_warn("event=ungate_failed pod=%s/%s uid=%s error=\"%s\" msg=\"%s\"", w->ns, w->name, w->uid, err,
+                rc == KQ_EIO ? "outcome unknown: kept reserved, retried" : "reservation released; the pod waits");
+        if (rc != KQ_EIO)
+            (void)kq_ledger_unreserve(g->app->ledger, w->uid);
+        pthread_mutex_lock(&g->mu);
+        g->patch_errors++;
+        gpod_t *gp;
+        HASH_FIND_STR(g->pods, w->uid, gp);
+        if (gp != NULL && gp->releasing && rc != KQ_ENOENT) {
+            gp->releasing = false;
+            if (enqueue(g, gp) != 0)
+                forget(g, gp);
+        }
+        pthread_mutex_unlock(&g->mu);
+    }
     for (size_t i = 0; i < events->n; i++) {
         const work_t *w = &events->v[i];
         if (g->app->kube != NULL)
             kq_kube_event(g->app->kube, w->ns, w->name, w->uid, w->warning ? "Warning" : "Normal",
                           KQ_GATING_EVENT_REASON, w->reason);
     }
-}
-
-/* One gate removal; a failure puts the pod back in line (or releases its reservation). */
-static void apply_one(kq_gating_t *g, const work_t *w)
-{
-    char err[512] = "";
-    int rc = ungate(g, w, err, sizeof(err));
-    if (rc == 0)
-        return;
-    kq_warn("event=ungate_failed pod=%s/%s uid=%s error=\"%s\" msg=\"%s\"", w->ns, w->name, w->uid, err,
-            rc == KQ_EIO ? "outcome unknown: kept reserved, retried" : "reservation released; the pod waits");
-    if (rc != KQ_EIO)
-        (void)kq_ledger_unreserve(g->app->ledger, w->uid);
-    pthread_mutex_lock(&g->mu);
-    g->patch_errors++;
-    gpod_t *gp;
-    HASH_FIND_STR(g->pods, w->uid, gp);
-    if (gp != NULL && gp->releasing && rc != KQ_ENOENT) {
-        gp->releasing = false;
-        if (enqueue(g, gp) != 0)
-            forget(g, gp);
-    }
-    pthread_mutex_unlock(&g->mu);
 }
 
 /* ------------------------------------------------------------------ usage history checkpoint
@@ -1842,7 +1793,6 @@ void kq_gating_opts_default(kq_gating_opts_t *o)
     o->reserve_timeout_ms = 120000;
     o->interval_ms = 1000;
     o->usage_checkpoint_ms = 30000;
-    o->ungate_parallel = UNGATE_PARALLEL_DEFAULT;
 }
 
 kq_gating_t *kq_gating_new(kq_app_t *app, const kq_gating_opts_t *o)
@@ -1861,8 +1811,6 @@ kq_gating_t *kq_gating_new(kq_app_t *app, const kq_gating_opts_t *o)
         g->o.reserve_timeout_ms = 120000;
     if (g->o.usage_checkpoint_ms <= 0)
         g->o.usage_checkpoint_ms = 30000;
-    if (g->o.ungate_parallel <= 0)
-        g->o.ungate_parallel = 1;
     if (g->o.usage_ns == NULL || g->o.usage_name == NULL || g->o.usage_name[0] == '\0')
         g->o.usage_name = NULL;
     if ((g->fs = kq_fairshare_new(3600)) == NULL) {

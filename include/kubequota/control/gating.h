@@ -79,11 +79,6 @@ typedef struct kq_gating_opts {
     int (*ungate)(void *ud, const char *ns, const char *name, const char *uid, uint32_t gate_idx, char *err,
                   size_t errlen);
     void *ungate_ud;
-    /* Gate removals (JSON patches through app->kube) in flight at once within one pass
-     * (default 16; 1: one after the other). One at a time capped releases at one per
-     * PATCH round trip (BENCHMARKS.md, "End-to-end scheduling"). A hook (ungate) is always
-     * called one at a time, in release order. */
-    int ungate_parallel;
     /* Usage history checkpoint (policy "usage", docs/gating.md): the ConfigMap
      * usage_ns/usage_name (usage_name NULL: none) holds it under the key "usage.json". A
      * replica merges it when it becomes leader (or starts leading), and writes it every
