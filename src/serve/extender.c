@@ -499,14 +499,21 @@ static void put_failed(sb_t *b, bool *first, const kq_jstr_t *name, const char *
     sb_put(b, why, why_len);
 }
 
+/* The denial reason as a JSON string (quoted, escaped), or NULL on ENOMEM. */
+static char *reason_json(const char *reason)
+{
+    json_t *why = text_value(reason);
+    char *why_text = why ? json_dumps(why, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+    json_decref(why);
+    return why_text;
+}
+
 /* No node back: each node named in FailedAndUnresolvableNodes (or FailedNodes when
  * preemption may help) with the one reason. */
 static int filter_deny(const kq_jvalue_t *nodes, const kq_jvalue_t *names, const char *reason, bool resolvable,
                        char **out, size_t *out_len)
 {
-    json_t *why = text_value(reason);
-    char *why_text = why ? json_dumps(why, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
-    json_decref(why);
+    char *why_text = reason_json(reason);
     if (why_text == NULL) {
         *out = NULL;
         *out_len = 0;
@@ -553,9 +560,7 @@ static int filter_split(const kq_jvalue_t *nodes, const kq_jvalue_t *names, char
                         const char *reason, size_t *n_back, char **out, size_t *out_len)
 {
     *n_back = 0;
-    json_t *why = text_value(reason);
-    char *why_text = why ? json_dumps(why, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
-    json_decref(why);
+    char *why_text = reason_json(reason);
     if (why_text == NULL) {
         *out = NULL;
         *out_len = 0;
