@@ -474,8 +474,19 @@ static inline bool governs(const struct group *g, const char *d)
     return has;
 }
 
+/* Whether g's parent governs resource d where g itself does not limit it: a configured
+ * parent (not the hidden root) with no max, or one whose max names d while g's does not
+ * (queues.yaml allows both; Koordinator's webhook makes a child's max keys its parent's). */
+static inline bool parent_governs(const struct group *g, const char *d)
+{
+    const struct group *p = g->parent;
+    return p != NULL && p->parent != NULL && governs(p, d);
+}
+
 /* What g asks of its parent, into *a: its request (the default group: its used, which it
- * takes first, see redistribute) masked to the resources its max names, capped by max. */
+ * takes first, see redistribute) masked to the resources its max names, capped by max.
+ * A resource g's max does not name but its parent governs is asked for uncapped: the
+ * parent checks its pods against its runtime in it, so their demand must reach it. */
 static void ask_into(const struct group *g, kq_resource_t *a)
 {
     rcopy(a, g->deflt ? &g->used : &g->request);
@@ -491,8 +502,11 @@ static void ask_into(const struct group *g, kq_resource_t *a)
         for (uint32_t i = 0; i < a->n; i++) {
             bool has;
             int64_t mx = rget(&g->max, KQ_RES_E(a)[i].name, &has);
-            if (!has)
-                continue; /* not limited by g: asks none of it */
+            if (!has) {
+                if (parent_governs(g, KQ_RES_E(a)[i].name))
+                    KQ_RES_E(a)[n++] = KQ_RES_E(a)[i]; /* limited above g only */
+                continue; /* else not limited by g or above: asks none of it */
+            }
             KQ_RES_E(a)[n] = KQ_RES_E(a)[i];
             if (KQ_RES_E(a)[n].value > mx)
                 KQ_RES_E(a)[n].value = mx;
@@ -1304,6 +1318,8 @@ int kq_qtree_set_group(kq_qtree_t *t, const kq_qgroup_spec_t *spec, char *err, s
                 abort();
             refresh_parent(t, op);
         }
+        if (g->nkids > 0)
+            refresh_parent(t, g); /* its children's asks depend on what its max names */
         refresh_parent(t, p);
     }
     changed(t);

@@ -266,3 +266,45 @@ class ElasticQuotaObjectTest(ElasticBase):
         wait_until(lambda: group(self.tree(), "default")["allocatedResource"].get("cpu", 0) == 0,
                    10, 0.05, "w1 released from the default group")
         self.wait_usage()
+
+
+class MaxNamesFewerResourcesTest(KQTestCase):
+    """A queue whose `resources.max` names only some resources, under parents that govern
+    more (no max: every resource; or a max naming cpu). YuniKorn checks a queue's max only
+    in the resources it names (yunikorn-core pkg/common/resources/resources.go,
+    FitInMaxUndef: "Types not defined in resource this is called against are considered
+    the maximum value", used by the queue's headroom checks); kubequota's elastic
+    tree checks every ancestor in what it governs, so the leaf's demand in cpu must reach
+    the parents' runtime. Found by bench/kube.py row 3 (1,000 leaves three deep, a fifth
+    with `max: {pods: 5}`), where every pod of a capped leaf stayed pending: the parents
+    had a cpu runtime of 0 because the capped leaf asked them for no cpu."""
+
+    LEAF = {"name": "capped", "resources": {"max": {"pods": 2}}}
+    CONFIG = {"partitions": [{"name": PARTITION, "queues": [{
+        "name": "root", "submitacl": "*", "queues": [
+            {"name": "a", "parent": True, "queues": [
+                {"name": "b", "parent": True, "queues": [LEAF, {"name": "open"}]}]},
+            {"name": "c", "parent": True, "resources": {"max": {"vcore": "3"}}, "queues": [
+                {"name": "capped", "resources": {"max": {"pods": 5}}}]}]}]}]}
+
+    def test_capped_leaf_binds_up_to_its_pod_max(self):
+        # 3 nodes of 64 cpu: root.a.b.capped may run 2 pods, whatever they ask in cpu
+        for i in range(4):
+            self.create("p%d" % i, user="u%d" % i, queue="root.a.b.capped", cpu="100m",
+                        memory="128Mi")
+        for i in (0, 1):
+            self.assert_bound("p%d" % i)
+        for i in (2, 3):
+            self.assert_denied("p%d" % i, "default", "root.a.b.capped", "pods")
+        # the sibling without a max is not starved by the capped one either
+        self.create("o1", user="u9", queue="root.a.b.open", cpu="1")
+        self.assert_bound("o1")
+
+    def test_parent_max_in_cpu_counts_a_pods_only_child(self):
+        # root.c caps cpu at 3 while its child caps pods at 5: 1-cpu pods stop at 3 (the
+        # parent's cpu), not at 0 (a parent runtime that never saw the child's cpu)
+        for i in range(4):
+            self.create("c%d" % i, user="u%d" % i, queue="root.c.capped", cpu="1")
+        for i in range(3):
+            self.assert_bound("c%d" % i)
+        self.assert_denied("c3", "default", "root.c", "cpu")

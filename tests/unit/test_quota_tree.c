@@ -474,16 +474,19 @@ static void test_parent_request(void **state)
     req(t, "K1", "cpu=5");
     req(t, "K2", "cpu=7,memory=3");
     /* min(25, 10) + min(7, unlimited) = 17 cpu; memory: K1's max names only cpu, so K1
-     * asks no memory (Koordinator masks a quota's request to its max's keys): 3 */
+     * does not limit memory, but P (no max) governs every resource and checks K1's pods in
+     * memory: K1 asks P for all it requests, 40, beside K2's 3 = 43. (Were K1's memory
+     * masked away, P's memory runtime would be K2's 3 and K1's pods, which use no memory
+     * of P's, would be refused at P: bench/kube.py row 3.) */
     kq_qgroup_info_t i = info(t, "P");
     assert_int_equal(val(&i.request, "cpu", NULL), 17);
-    assert_int_equal(val(&i.request, "memory", NULL), 3);
-    /* and memory is not limited by K1: a request far above the cluster passes K1, and is
-     * stopped only where a level governs memory (P, no max: runtime 3; the root: 1000) */
+    assert_int_equal(val(&i.request, "memory", NULL), 43);
+    /* memory is not limited by K1: a request far above the cluster passes K1, and is
+     * stopped only where a level governs memory (P, no max: runtime 43; the root: 1000) */
     char why[256];
     kq_resource_t big = R("memory=900");
     assert_int_equal(kq_qtree_check(t, "K1", &big, false, why, sizeof why, NULL), KQ_EDENIED);
-    assert_string_equal(why, "quota group P: memory 0 used + 900 requested > 3 runtime (runtime = what the group may use now: its min plus what it can borrow); needs 897 more memory");
+    assert_string_equal(why, "quota group P: memory 0 used + 900 requested > 43 runtime (runtime = what the group may use now: its min plus what it can borrow); needs 857 more memory");
     kq_qgroup_info_t k1 = info(t, "K1");
     assert_int_equal(k1.limit.n, 1); /* only cpu */
     assert_int_equal(val(&k1.limit, "cpu", NULL), 10);
@@ -978,12 +981,24 @@ static kq_qgroup_spec_t mspec(const struct mgroup *m, const struct mgroup *all)
     return s;
 }
 
-static int64_t ask_of(const kq_qgroup_info_t *i, const char *d)
+/* Whether a configured parent (pi; NULL for the hidden root) governs d: no max, or a max
+ * naming it. */
+static bool governs_ref(const kq_qgroup_info_t *pi, const char *d)
+{
+    bool named = false;
+    if (pi == NULL)
+        return false;
+    (void)val(&pi->max, d, &named);
+    return pi->max.n == 0 || named;
+}
+
+/* i's ask of d from its parent pi (NULL: the hidden root). */
+static int64_t ask_of(const kq_qgroup_info_t *i, const kq_qgroup_info_t *pi, const char *d)
 {
     bool named;
     (void)val(&i->max, d, &named);
-    if (i->max.n > 0 && !named)
-        return 0; /* a resource its max does not name: asks none */
+    if (i->max.n > 0 && !named && !governs_ref(pi, d))
+        return 0; /* a resource neither its max nor its parent limits: asks none */
     bool deflt = strcmp(i->name, "default") == 0;
     int64_t a = val(deflt ? &i->used : &i->request, d, NULL), sm = val(&i->scaled_min, d, NULL);
     if (!i->allow_lent && sm > a)
@@ -1006,7 +1021,8 @@ static void check_parent(kq_qtree_t *t, const char *p, const struct mgroup *all,
             if (strcmp(par, p) != 0)
                 continue;
             kq_qgroup_info_t ki = info(t, all[k].name);
-            int64_t r = val(&ki.runtime, DIMS[d], NULL), a = ask_of(&ki, DIMS[d]);
+            int64_t r = val(&ki.runtime, DIMS[d], NULL),
+                    a = ask_of(&ki, strcmp(p, "root") != 0 ? &pi : NULL, DIMS[d]);
             int64_t sm = val(&ki.scaled_min, DIMS[d], NULL);
             sum += r;
             want += a;
@@ -1355,8 +1371,9 @@ static void ref_request(struct rgroup *g, int x)
     for (uint32_t j = 0; j < X->ask.n; j++) {
         bool has;
         int64_t mx = val(&X->in.max, KQ_RES_E(&X->ask)[j].name, &has);
-        if (X->in.max.n > 0 && !has)
-            continue;
+        if (X->in.max.n > 0 && !has &&
+            !(X->parent > 0 && governs_ref(&g[X->parent].in, KQ_RES_E(&X->ask)[j].name)))
+            continue; /* named by neither its max nor a configured parent that governs it */
         assert_int_equal(kq_resource_set(&masked, KQ_RES_E(&X->ask)[j].name,
                                          has && KQ_RES_E(&X->ask)[j].value > mx ? mx : KQ_RES_E(&X->ask)[j].value), 0);
     }
