@@ -10,7 +10,11 @@ it; a new TLS connection per call, as after a keep-alive timeout; client timeout
 chart's webhook timeout) unloaded and then while five client addresses, 127.0.0.2 to
 127.0.0.6 (loopback only), each hold --per-source keep-alive TLS connections (one request
 answered, then idle) and as many slow bodies (a POST whose body comes one byte every 2 s),
-reconnecting whatever the server closes, for --seconds. Layouts:
+reconnecting whatever the server closes, for --seconds. The load runs in its own process at
+nice --load-nice (default 10): in a cluster the attacking pods run on other nodes, so their
+CPU is not the webhook's; in one Python process their 160 threads would also hold the GIL
+against the measuring client, which then times its own waiting (--load-nice 0 still shares
+the CPU equally). Layouts:
 
   shared        the webhooks on the main port (64 workers; before --webhook-listen)
   own           the webhooks on --webhook-listen (the chart's layout); the load on the main port
@@ -24,6 +28,7 @@ unloaded. A call that times out counts as 10,000 ms.
 import argparse
 import http.client
 import json
+import multiprocessing
 import os
 import socket
 import ssl
@@ -141,6 +146,21 @@ class Load:
             t.join(5)
 
 
+def load_main(port, per_source, seconds, nice, ready):
+    """The load's own process (spawned): starts it, says so, holds it until the deadline or
+    until the parent terminates it."""
+    if nice:
+        os.nice(nice)
+    load = Load(port, per_source, seconds)
+    load.start()
+    ready.set()
+    try:
+        while load.running():
+            time.sleep(0.2)
+    finally:
+        load.end()
+
+
 def call(port, body):
     c = http.client.HTTPSConnection("localhost", port, timeout=TIMEOUT_S, context=ctx())
     try:
@@ -184,12 +204,19 @@ def run_layout(args, layout):
     try:
         measure(wport, 30, 30)  # warm-up
         quiet = measure(wport, args.requests, args.seconds)
-        load = Load(wport if layout == "own-attacked" else kq.port, args.per_source, args.seconds + 10)
-        load.start()
+        mp = multiprocessing.get_context("spawn")
+        ready = mp.Event()
+        proc = mp.Process(target=load_main, daemon=True,
+                          args=(wport if layout == "own-attacked" else kq.port, args.per_source,
+                                args.seconds + 10, args.load_nice, ready))
+        proc.start()
         try:
+            if not ready.wait(120):
+                raise SystemExit("the load process did not start")
             loaded = measure(wport, args.requests, args.seconds)
         finally:
-            load.end()
+            proc.terminate()
+            proc.join(15)
         return quiet, loaded
     finally:
         kq.stop(30)
@@ -209,6 +236,8 @@ def main():
     ap.add_argument("--per-source", type=int, default=16,
                     help="keep-alive connections and slow bodies per address (each)")
     ap.add_argument("--layouts", default="shared,own,own-attacked")
+    ap.add_argument("--load-nice", type=int, default=10,
+                    help="niceness of the load's process (0: the same priority as kubequota)")
     args = ap.parse_args()
     os.environ["KQ_BINARY"] = os.path.abspath(args.binary)
     print("| layout | load | calls | timeouts | p50 ms | p99 ms | max ms | p99 loaded/unloaded |")
