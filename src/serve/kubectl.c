@@ -969,19 +969,38 @@ static void fmt_wait(double secs, char *out, size_t n)
         snprintf(out, n, "%ldh%ldm", s / 3600, s % 3600 / 60);
 }
 
+static int by_queue(const void *a, const void *b)
+{
+    const char *x = str_at(*(json_t *const *)a, "queue"), *y = str_at(*(json_t *const *)b, "queue");
+    return strcmp(x ? x : "", y ? y : "");
+}
+
 static int cmd_waiting(const cli_t *c, conn_t *k)
 {
     json_t *v = NULL;
     if (get_waiting(c, k, false, &v, NULL) != 0)
         return 1;
-    json_t *shown = json_array();
-    size_t i, j;
+    /* the queues asked for, by name (the view's order is its hash table's) */
+    size_t i, j, n = 0;
     json_t *q, *p;
+    json_t **sel = calloc(json_array_size(v) + 1, sizeof(*sel));
+    json_t *shown = json_array();
+    if (sel == NULL || shown == NULL) {
+        free(sel);
+        json_decref(shown);
+        json_decref(v);
+        fprintf(stderr, "kubectl kubequota: out of memory\n");
+        return 1;
+    }
     json_array_foreach(v, i, q)
     {
         if (c->queue == NULL || in_subtree(str_at(q, "queue"), c->queue))
-            json_array_append(shown, q);
+            sel[n++] = q;
     }
+    qsort(sel, n, sizeof(*sel), by_queue);
+    for (i = 0; i < n; i++)
+        json_array_append(shown, sel[i]);
+    free(sel);
     size_t rows = 0;
     json_array_foreach(shown, i, q)
     rows += json_array_size(json_object_get(q, "pods"));

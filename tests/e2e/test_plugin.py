@@ -314,9 +314,9 @@ class PluginWaitingTest(KQTestCase):
         # -o json: the gate's own view (ages aside)
         j = json.loads(self.run_plugin("waiting", "-o", "json").stdout)
 
-        def ageless(v):
-            return [dict(q, pods=[{k: x for k, x in p.items() if k != "waitingSeconds"} for p in q["pods"]])
-                    for q in v]
+        def ageless(v):  # the plugin lists the queues by name
+            return sorted((dict(q, pods=[{k: x for k, x in p.items() if k != "waitingSeconds"} for p in q["pods"]])
+                           for q in v), key=lambda q: q["queue"])
         self.assertEqual(ageless(j), ageless(self.kq.get_json(WAITING)))
         self.run_plugin("waiting", "--user", "alice", status=2)
 
