@@ -392,6 +392,12 @@ class PluginHostileOutputTest(KQTestCase):
         if "/usage/users" in path:
             return 200, [{"userName": EVIL, "queues": {"queuePath": "root." + EVIL, "resourceUsage": {"vcore": 1000},
                                                        "maxResources": {}, "runningApplications": []}}]
+        if "/gating/waiting" in path:
+            return 200, [{"queue": "root." + EVIL, "waiting": 2, "pods": [
+                {"namespace": "default", "name": "p1", "user": EVIL, "position": 1, "waitingSeconds": 3.5,
+                 "reason": "over " + EVIL, "neverFits": False},
+                {"namespace": EVIL, "name": EVIL, "user": EVIL, "position": None, "waitingSeconds": 1,
+                 "reason": "never fits: " + EVIL, "neverFits": True}]}]
         if "/explain/" in path:
             return 200, {"user": EVIL, "queue": "root.q", "managed": True, "fits": False,
                          "blockers": [{"kind": "queue", "name": EVIL, "message": "over " + EVIL}]}
@@ -417,6 +423,10 @@ class PluginHostileOutputTest(KQTestCase):
         out, _ = self.run_plugin("why", "p1")
         self.assert_no_controls(out)
         self.assertIn("over ev^[]0;owned^Gil", out)
+        self.assertIn("place in line: 1 of 1 behind the admission gate in queue root.ev^[]0;owned^Gil", out)
+        out, _ = self.run_plugin("waiting")
+        self.assert_no_controls(out)
+        self.assertIn("never fits: ev^[]0;owned^Gil^[[2J\\rX\\u009b", out)
         _, err = self.run_plugin("usage", "--user", "x", status=1)
         self.assert_no_controls(err)
         self.assertIn("no such thing ev^[]0;owned^Gil", err)
