@@ -15,7 +15,7 @@ import threading
 import time
 import unittest
 
-from kqtest import REPO, binary, have_binary
+from kqtest import REPO, binary, have_binary, tmp_root
 
 DEADLINE_S = 120  # a hang guard only: the script is ready in seconds
 
@@ -32,7 +32,7 @@ class MakeRun:
     """scripts/run.sh in a session (process group) of its own, its output read line by line."""
 
     def __init__(self, test):
-        self.workdir = tempfile.mkdtemp(prefix="kq-run-")
+        self.workdir = tempfile.mkdtemp(prefix="kq-run-", dir=tmp_root())  # removed at exit unless --keep
         env = dict(os.environ, KQ_LISTEN="127.0.0.1:%d" % free_port(), KQ_RUN_DIR=self.workdir,
                    KQ_BINARY=os.path.abspath(binary()))
         env.pop("KQ_CONFIG", None)
