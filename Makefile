@@ -65,7 +65,7 @@ $(foreach m,error log duration resource config placement ugm quota_tree jscan po
   extender rest metrics server sync admission elastic auth leader metering,$(eval src/$(m).c:))
 
 # The dashboard (GET /ui/): its page, script and style are real files in src/serve/ui/,
-# turned into a C table at build time by scripts/embed.sh (od and sed only); the generated
+# turned into a C table at build time by scripts/embed.sh (xxd -i); the generated
 # file lives in $(BUILD)/gen and is never committed.
 UI_FILES := index.html:text/html;charset=utf-8:src/serve/ui/index.html \
             app.js:text/javascript;charset=utf-8:src/serve/ui/app.js \

@@ -1,5 +1,6 @@
 /* libFuzzer target for the scheduler extender's request decoding: the first byte picks the
- * verb (filter, bind, preempt, explain), the rest is the request body. With no API server client no
+ * verb (filter, bind, preempt, explain), the rest is the request body (explain's in JSON or
+ * YAML: seed explain-yaml). With no API server client no
  * bind can complete, so whatever arrives, nothing may stay counted: every reply must be a
  * valid JSON document of the length reported, and the ledger must hold no counted pod
  * afterwards ("nothing is counted on bad input").

@@ -24,7 +24,7 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 third="$top/build/third_party"
 what=${1:-build}
 build_pkgs=(build-essential pkg-config libjansson-dev libyaml-dev libcurl4-openssl-dev libssl-dev
-            uthash-dev dpkg-dev openssl)
+            uthash-dev dpkg-dev openssl xxd)
 case $what in
   build) pkgs=("${build_pkgs[@]}") ;;
   # iproute2: the real-cluster tier's network namespace; prometheus: promtool (below)

@@ -1,6 +1,6 @@
 #!/bin/sh
-# Embeds files into a C source at build time (the dashboard's page, script and style), with
-# only POSIX tools (od, sed), so that the build needs nothing beyond Debian's base system.
+# Embeds files into a C source at build time (the dashboard's page, script and style): the
+# bytes as `xxd -i` writes them (Debian package xxd, a build dependency: scripts/deps.sh).
 #
 #   scripts/embed.sh OUT.inc NAME:CONTENT-TYPE:FILE ...
 #
@@ -19,8 +19,12 @@ trap 'rm -f "$tmp"' EXIT
     file=${spec#*:*:}
     [ -f "$file" ] || { echo "embed.sh: $file: no such file" >&2; exit 1; }
     echo "static const unsigned char ui_file_$i[] = {"
-    od -An -v -tx1 "$file" | sed -e 's/ *\([0-9a-f][0-9a-f]\)/0x\1,/g' -e '/^$/d'
-    echo "0x00};"
+    if [ -s "$file" ]; then
+      xxd -i <"$file"
+      echo ", 0x00};"
+    else
+      echo "0x00};"
+    fi
     i=$((i + 1))
   done
   echo "static const kq_ui_file_t ui_files[] = {"

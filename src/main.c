@@ -237,7 +237,7 @@ static void usage_main(FILE *f)
                "Usage:\n"
                "  kubequota serve --config FILE [flags]   run the scheduler extender, webhooks and views\n"
                "  kubequota check-config [--partition NAME] FILE   refuse what serve would refuse\n"
-               "  kubequota kubectl usage|why|what-if ...   the kubectl plugin (also as kubectl-kubequota)\n"
+               "  kubequota kubectl usage|waiting|why|what-if ...   the kubectl plugin (also as kubectl-kubequota)\n"
                "  kubequota --version                     version, commit and build date\n"
                "\n"
                "'kubequota COMMAND --help' shows the flags of a command. Reference: docs/.\n");

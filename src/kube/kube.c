@@ -205,24 +205,13 @@ static char *path_join(const char *base_dir, const char *p)
     return out;
 }
 
-/* Percent-encodes everything but RFC 3986 unreserved characters. */
+/* Percent-encodes everything but RFC 3986 unreserved characters (curl's own escaper). A new
+ * string for free(), or NULL. */
 static char *url_escape(const char *s)
 {
-    static const char hex[] = "0123456789ABCDEF";
-    size_t n = strlen(s);
-    char *out = malloc(n * 3 + 1), *p = out;
-    if (out == NULL)
-        return NULL;
-    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
-        if (isalnum(*c) || *c == '-' || *c == '.' || *c == '_' || *c == '~') {
-            *p++ = (char)*c;
-        } else {
-            *p++ = '%';
-            *p++ = hex[*c >> 4];
-            *p++ = hex[*c & 15];
-        }
-    }
-    *p = '\0';
+    char *e = curl_easy_escape(NULL, s, 0);
+    char *out = e != NULL ? strdup(e) : NULL;
+    curl_free(e);
     return out;
 }
 

@@ -64,6 +64,7 @@
 #include "kubequota/base/log.h"
 #include "kubequota/serve/metrics.h"
 #include "kubequota/kube/pod.h"
+#include "kubequota/serve/kubectl.h"
 #include "kubequota/serve/rest.h"
 #include "kubequota/control/sync.h"
 
@@ -1676,6 +1677,56 @@ int kq_extender_explain(kq_app_t *app, const char *partition, const char *body, 
     return kq_extender_explain_as(app, partition, body, len, NULL, out, out_len);
 }
 
+/* The posted body as JSON: JSON as it is; anything that does not start like JSON ('{' or
+ * '[') is YAML, as kubectl users write manifests, decoded the way the plugin decodes what-if
+ * files (kq_kubectl_yaml_docs: Kubernetes' typing of plain scalars, a bound on nodes, so
+ * aliases cannot expand without limit). Several YAML documents are a list. NULL with msg on
+ * a body that is neither; the body's size was bounded by the server (--max-body). */
+static json_t *explain_body(const char *body, size_t len, char *msg, size_t msglen)
+{
+    size_t i = 0;
+    while (body != NULL && i < len && (body[i] == ' ' || body[i] == '\t' || body[i] == '\n' || body[i] == '\r'))
+        i++;
+    if (body == NULL || i == len || body[i] == '{' || body[i] == '[') {
+        json_error_t jerr;
+        json_t *root = json_loadb(body ? body : "", body ? len : 0, JSON_REJECT_DUPLICATES, &jerr);
+        if (root == NULL)
+            kq_errf(msg, msglen, "the body is not JSON: %s (line %d, column %d)", jerr.text, jerr.line, jerr.column);
+        return root;
+    }
+    char yerr[300];
+    json_t *docs = kq_kubectl_yaml_docs(body, len, 0, yerr, sizeof(yerr));
+    if (docs == NULL) {
+        kq_errf(msg, msglen, "the body is neither JSON nor YAML: %s", yerr);
+        return NULL;
+    }
+    json_t *pods = json_array(), *d;
+    size_t k;
+    json_array_foreach(docs, k, d)
+    {
+        if (!json_is_null(d) && pods != NULL && json_array_append(pods, d) != 0) { /* null: an empty document */
+            json_decref(pods);
+            pods = NULL;
+        }
+    }
+    json_decref(docs);
+    if (pods == NULL) {
+        kq_errf(msg, msglen, "out of memory");
+        return NULL;
+    }
+    if (json_array_size(pods) == 0) {
+        json_decref(pods);
+        kq_errf(msg, msglen, "the YAML body has no document: post a Pod, a List or several Pods");
+        return NULL;
+    }
+    if (json_array_size(pods) == 1) {
+        json_t *one = json_incref(json_array_get(pods, 0));
+        json_decref(pods);
+        return one;
+    }
+    return pods;
+}
+
 int kq_extender_explain_as(kq_app_t *app, const char *partition, const char *body, size_t len,
                            const kq_explain_self_t *self, char **out, size_t *out_len)
 {
@@ -1686,14 +1737,10 @@ int kq_extender_explain_as(kq_app_t *app, const char *partition, const char *bod
         return st;
     if (!atomic_load(&app->ready))
         return explain_error(503, "kubequota is starting: the pod list is not loaded yet", out, out_len);
-    json_error_t jerr;
-    json_t *root = json_loadb(body ? body : "", body ? len : 0, JSON_REJECT_DUPLICATES, &jerr);
     char msg[REASON_MAX];
-    if (root == NULL) {
-        kq_errf(msg, sizeof(msg), "the body is not JSON: %s (line %d, column %d)", jerr.text, jerr.line,
-               jerr.column);
+    json_t *root = explain_body(body, len, msg, sizeof(msg));
+    if (root == NULL)
         return explain_error(400, msg, out, out_len);
-    }
     /* A Pod, a JSON array of pods, or a {"kind":"List","items":[...]}. */
     const json_t *arr = NULL;
     bool list = false;

@@ -1,4 +1,4 @@
-/* The kubectl plugin (kubectl.h): `kubectl kubequota usage | why | what-if`. A short-lived
+/* The kubectl plugin (kubectl.h): `kubectl kubequota usage | waiting | why | what-if`. A short-lived
  * client: parses its flags, loads the caller's kubeconfig, makes one to three requests to
  * kubequota's usage view through the API server's service proxy, and prints tables or the
  * view's JSON. Input files (what-if -f) are YAML or JSON, decoded by kq_kubectl_yaml_docs
@@ -29,6 +29,10 @@
 #define YAML_NODES_MAX 200000
 #define YAML_DEPTH_MAX 64
 #define REPLICAS_MAX 1000 /* the explain API's own limit of a list */
+/* what-if's verdict as its exit code: 0 every pod would be admitted now; these when not
+ * (1 and 2 stay errors: an answer that is an error, a bad command line or FILE) */
+#define EXIT_WOULD_WAIT 3 /* some would wait for quota */
+#define EXIT_NEVER_FITS 4 /* some can never fit as they are: waiting will not help */
 
 /* ------------------------------------------------------------------ terminal escaping */
 
@@ -439,9 +443,14 @@ static void help(FILE *f)
     fputs("kubectl kubequota: your quota, why a pod waits, and whether a job would fit now.\n\n"
           "Usage:\n"
           "  kubectl kubequota usage [--user U | --group G | --queue Q] [-o json]\n"
+          "  kubectl kubequota waiting [--queue Q] [-o json]   (pods behind the admission gate, in\n"
+          "                                                     the order they will be released)\n"
           "  kubectl kubequota why POD [-n NAMESPACE] [-o json]\n"
           "  kubectl kubequota what-if -f FILE [-o json]   (a Pod, a List, or a workload with a\n"
           "                                                 pod template; YAML or JSON; - = stdin)\n\n"
+          "Exit codes: 0 done (what-if: every pod would fit now); 1 kubequota or the API server\n"
+          "answered an error; 2 bad command line or FILE; what-if only: 3 some pods would wait\n"
+          "for quota, 4 some can never fit as they are.\n\n"
           "Flags:\n"
           "  --kubeconfig FILE            kubeconfig (default: $KUBECONFIG, else ~/.kube/config)\n"
           "  --kubequota-namespace NS     namespace of kubequota's Service (default kubequota-system)\n"
@@ -449,7 +458,8 @@ static void help(FILE *f)
           "  --kubequota-port PORT        its port, number or name (default 443)\n"
           "  --partition NAME             partition (default default)\n"
           "  -n, --namespace NS           the pod's namespace (why; default: the kubeconfig's, else default)\n"
-          "  --user U, --group G, --queue Q   one user's, group's or queue's usage (usage)\n"
+          "  --user U, --group G, --queue Q   one user's, group's or queue's usage (usage);\n"
+          "                               --queue: the pods waiting in a queue and its children (waiting)\n"
           "  -f, --filename FILE          the pod, list or workload (what-if)\n"
           "  -o, --output json            the usage view's JSON instead of a table\n"
           "  -h, --help\n\n"
@@ -526,6 +536,9 @@ static int parse(int argc, char **argv, cli_t *c)
     if (strcmp(c->cmd, "usage") == 0) {
         if ((c->user != NULL) + (c->group != NULL) + (c->queue != NULL) > 1)
             return usage_err("usage: give at most one of --user, --group and --queue");
+    } else if (strcmp(c->cmd, "waiting") == 0) {
+        if (c->user != NULL || c->group != NULL)
+            return usage_err("waiting: only --queue narrows it (kubectl kubequota waiting [--queue Q])");
     } else if (strcmp(c->cmd, "why") == 0) {
         if (pos == NULL)
             return usage_err("why: which pod? (kubectl kubequota why POD [-n NAMESPACE])");
@@ -535,12 +548,12 @@ static int parse(int argc, char **argv, cli_t *c)
         if (c->file == NULL)
             return usage_err("what-if: -f FILE is required (a Pod, a List or a workload; - for stdin)");
     } else {
-        return usage_err("unknown command '%s' (usage, why, what-if)", c->cmd);
+        return usage_err("unknown command '%s' (usage, waiting, why, what-if)", c->cmd);
     }
     if (pos != NULL)
         return usage_err("unexpected argument '%s'", pos);
-    if (strcmp(c->cmd, "usage") != 0 && (c->user || c->group || c->queue))
-        return usage_err("--user, --group and --queue belong to usage");
+    if (strcmp(c->cmd, "usage") != 0 && (c->user || c->group || (c->queue && strcmp(c->cmd, "waiting") != 0)))
+        return usage_err("--user, --group and --queue belong to usage (and --queue to waiting)");
     return 0;
 }
 
@@ -619,44 +632,93 @@ static int connect_kube(const cli_t *c, conn_t *out)
     return 0;
 }
 
-/* One request to kubequota through the proxy: 0 with *out (the JSON answer), else 1 with a
- * message already printed. */
-static int call(conn_t *c, const char *method, const char *rel, const char *body, json_t **out)
+/* How a request ended: an answer of kubequota's own ({"status_code","message",
+ * "description"}, YuniKorn's error shape) is told apart from the API server's (a Status,
+ * or text): a 404 of kubequota names a missing user, queue or pod; one of the API server
+ * means its Service is not where the plugin looked. */
+typedef struct failure {
+    long status;       /* 0: no HTTP answer (transport error, printed already) */
+    bool ours;         /* kubequota answered */
+    const char *title; /* kubequota's "message" (its short title, e.g. "Partition not found") */
+} failure_t;
+
+/* The text of an error answer v (NULL when none): kubequota's description, the API
+ * server's Status message, or a short text body. */
+static const char *error_text(json_t *v, const kq_kube_resp_t *r)
 {
+    const char *msg = v ? (str_at(v, "description") ? str_at(v, "description") : str_at(v, "message")) : NULL;
+    if (msg == NULL)
+        msg = v ? str_at(v, "error") : NULL;
+    if (msg == NULL && r->body && r->len < 500 && strlen(r->body) == r->len)
+        msg = r->body;
+    return msg != NULL && msg[0] != '\0' ? msg : "(no message)";
+}
+
+/* One request to kubequota through the proxy: 0 with *out (the JSON answer), else 1. On
+ * failure the message is printed unless quiet (then only *f says what happened, for a
+ * caller that goes on without the answer); not_found, when given, is printed instead of
+ * kubequota's own message for a 404 of kubequota other than a missing partition. */
+static int call_ex(conn_t *c, const char *method, const char *rel, const char *body, bool quiet,
+                   const char *not_found, json_t **out, failure_t *f)
+{
+    failure_t dummy;
+    if (f == NULL)
+        f = &dummy;
+    *f = (failure_t){0};
     char *path = NULL;
     if (asprintf(&path, "%s%s", c->base, rel) < 0)
         return 1;
     kq_kube_resp_t r = {0};
     int rc = kq_kube_request(c->kube, method, path, body ? "application/json" : NULL, body, &r);
     if (rc != 0) {
-        fprintf(stderr, "kubectl kubequota: %s %s: %s\n", method, path, kq_strerror(rc));
+        if (!quiet)
+            fprintf(stderr, "kubectl kubequota: %s %s: %s\n", method, tx(path), kq_strerror(rc));
         free(path);
         return 1;
     }
     json_error_t je;
     json_t *v = json_loadb(r.body, r.len, 0, &je);
-    if (r.status != 200 || v == NULL) {
-        /* kubequota's {"message","description"}, the API server's Status {"message"}, or text */
-        const char *msg = v ? (str_at(v, "description") ? str_at(v, "description") : str_at(v, "message")) : NULL;
-        if (msg == NULL)
-            msg = v ? str_at(v, "error") : NULL;
-        fprintf(stderr, "kubectl kubequota: %s %s: %ld %s\n", method, tx(path), r.status,
-                tx(msg ? msg : (r.body && r.len < 500 && strlen(r.body) == r.len ? r.body : "(no message)")));
-        if (r.status == 401 || r.status == 403) /* the API server's verb for the method (docs/cli.md) */
-            fprintf(stderr, "  (through the service proxy you need `%s services/proxy` on kubequota's Service, and "
-                            "kubequota's usage view must accept your token: --rest-auth=kubernetes)\n",
-                    strcmp(method, "POST") == 0 ? "create" : "get");
-        else if (r.status == 404 || r.status == 503)
-            fprintf(stderr, "  (is kubequota's Service there? see --kubequota-namespace and --kubequota-service)\n");
+    if (r.status == 200 && v != NULL) {
+        kq_kube_resp_free(&r);
+        free(path);
+        *out = v;
+        return 0;
+    }
+    f->status = r.status;
+    f->ours = json_is_integer(json_object_get(v, "status_code"));
+    if (quiet) {
         json_decref(v);
         kq_kube_resp_free(&r);
         free(path);
         return 1;
     }
+    const char *title = f->ours ? str_at(v, "message") : NULL;
+    if (f->ours && r.status == 404 && not_found != NULL &&
+        (title == NULL || strcmp(title, "Partition not found") != 0))
+        fprintf(stderr, "kubectl kubequota: %s\n", tx(not_found));
+    else if (f->ours && r.status == 404) /* the message names what is missing */
+        fprintf(stderr, "kubectl kubequota: %s\n", tx(error_text(v, &r)));
+    else if (f->ours)
+        fprintf(stderr, "kubectl kubequota: kubequota answered %ld to %s %s: %s\n", r.status, method, tx(path),
+                tx(error_text(v, &r)));
+    else
+        fprintf(stderr, "kubectl kubequota: the API server answered %ld to %s %s: %s\n", r.status, method, tx(path),
+                tx(error_text(v, &r)));
+    if (r.status == 401 || r.status == 403) /* the API server's verb for the method (docs/cli.md) */
+        fprintf(stderr, "  (through the service proxy you need `%s services/proxy` on kubequota's Service, and "
+                        "kubequota's usage view must accept your token: --rest-auth=kubernetes)\n",
+                strcmp(method, "POST") == 0 ? "create" : "get");
+    else if (!f->ours && (r.status == 404 || r.status == 503))
+        fprintf(stderr, "  (is kubequota's Service there? see --kubequota-namespace and --kubequota-service)\n");
+    json_decref(v);
     kq_kube_resp_free(&r);
     free(path);
-    *out = v;
-    return 0;
+    return 1;
+}
+
+static int call(conn_t *c, const char *method, const char *rel, const char *body, json_t **out)
+{
+    return call_ex(c, method, rel, body, false, NULL, out, NULL);
 }
 
 /* ------------------------------------------------------------------ output */
@@ -762,13 +824,23 @@ static void queue_rows(json_t *q, int depth)
     queue_rows(c, depth + 1);
 }
 
+/* One line per blocker. The message is the denial reason as the Event words it, which
+ * already names its scope ("user alice in queue root.a: ..."), so "kind name: " is only
+ * put before a message that does not start with it. */
 static void print_blockers(json_t *v)
 {
     size_t i;
     json_t *b;
     json_array_foreach(json_object_get(v, "blockers"), i, b)
-    printf("  %s %s: %s\n", str_at(b, "kind") ? tx(str_at(b, "kind")) : "?", tx(str_at(b, "name")),
-           tx(str_at(b, "message")));
+    {
+        const char *kind = str_at(b, "kind"), *name = str_at(b, "name"), *msg = str_at(b, "message");
+        char scope[600];
+        snprintf(scope, sizeof(scope), "%s %s", kind ? kind : "?", name ? name : "");
+        if (msg != NULL && (strncmp(msg, scope, strlen(scope)) == 0 || (name != NULL && strstr(msg, name) != NULL)))
+            printf("  %s\n", tx(msg));
+        else
+            printf("  %s %s: %s\n", kind ? tx(kind) : "?", tx(name), tx(msg));
+    }
 }
 
 /* What the owner of a pod that can never fit as it is can do (explain's first blocker):
@@ -850,6 +922,158 @@ static int cmd_usage(const cli_t *c, conn_t *k)
     return 0;
 }
 
+/* The admission gate's waiting pods (GET gating/waiting): [{"queue","waiting","pods":[{
+ * "namespace","name","user","position","waitingSeconds","reason","neverFits"}...]}...],
+ * each queue's pods in release order; those set aside as never fitting last, position null. */
+static int get_waiting(const cli_t *c, conn_t *k, bool quiet, json_t **out, failure_t *f)
+{
+    char *part = escape(c->partition);
+    if (part == NULL)
+        return 1;
+    char rel[600];
+    snprintf(rel, sizeof(rel), "/ws/v1/partition/%s/gating/waiting", part);
+    free(part);
+    return call_ex(k, "GET", rel, NULL, quiet, NULL, out, f);
+}
+
+/* Is queue path q the queue want or one of its descendants? */
+static bool in_subtree(const char *q, const char *want)
+{
+    size_t n = strlen(want);
+    return q != NULL && strncmp(q, want, n) == 0 && (q[n] == '\0' || q[n] == '.');
+}
+
+/* The pods of a queue that are in line (with a position): the last position. */
+static json_int_t line_length(json_t *queue)
+{
+    json_int_t n = 0;
+    size_t i;
+    json_t *p;
+    json_array_foreach(json_object_get(queue, "pods"), i, p)
+    {
+        json_int_t pos = json_integer_value(json_object_get(p, "position"));
+        if (pos > n)
+            n = pos;
+    }
+    return n;
+}
+
+static void fmt_wait(double secs, char *out, size_t n)
+{
+    long s = secs < 0 ? 0 : (long)secs;
+    if (s < 60)
+        snprintf(out, n, "%lds", s);
+    else if (s < 3600)
+        snprintf(out, n, "%ldm%lds", s / 60, s % 60);
+    else
+        snprintf(out, n, "%ldh%ldm", s / 3600, s % 3600 / 60);
+}
+
+static int by_queue(const void *a, const void *b)
+{
+    const char *x = str_at(*(json_t *const *)a, "queue"), *y = str_at(*(json_t *const *)b, "queue");
+    return strcmp(x ? x : "", y ? y : "");
+}
+
+static int cmd_waiting(const cli_t *c, conn_t *k)
+{
+    json_t *v = NULL;
+    if (get_waiting(c, k, false, &v, NULL) != 0)
+        return 1;
+    /* the queues asked for, by name (the view's order is its hash table's) */
+    size_t i, j, n = 0;
+    json_t *q, *p;
+    json_t **sel = calloc(json_array_size(v) + 1, sizeof(*sel));
+    json_t *shown = json_array();
+    if (sel == NULL || shown == NULL) {
+        free(sel);
+        json_decref(shown);
+        json_decref(v);
+        fprintf(stderr, "kubectl kubequota: out of memory\n");
+        return 1;
+    }
+    json_array_foreach(v, i, q)
+    {
+        if (c->queue == NULL || in_subtree(str_at(q, "queue"), c->queue))
+            sel[n++] = q;
+    }
+    qsort(sel, n, sizeof(*sel), by_queue);
+    for (i = 0; i < n; i++)
+        json_array_append(shown, sel[i]);
+    free(sel);
+    size_t rows = 0;
+    json_array_foreach(shown, i, q)
+    rows += json_array_size(json_object_get(q, "pods"));
+    if (c->json) {
+        print_json(shown);
+    } else if (rows == 0) {
+        if (c->queue != NULL)
+            printf("no pod waits behind the admission gate in queue %s\n", tx(c->queue));
+        else
+            printf("no pod waits behind the admission gate (is it on? kubequota serve --admission-gate)\n");
+    } else {
+        printf("%-24s %-9s %-40s %-16s %-8s %s\n", "QUEUE", "POSITION", "POD", "USER", "WAITING", "REASON");
+        json_array_foreach(shown, i, q)
+        {
+            json_int_t len = line_length(q);
+            json_array_foreach(json_object_get(q, "pods"), j, p)
+            {
+                char pos[64], pod[600], wait[32];
+                json_t *jp = json_object_get(p, "position");
+                if (json_is_integer(jp))
+                    snprintf(pos, sizeof(pos), "%lld/%lld", (long long)json_integer_value(jp), (long long)len);
+                else
+                    snprintf(pos, sizeof(pos), "-");
+                snprintf(pod, sizeof(pod), "%s/%s", tx(str_at(p, "namespace")), tx(str_at(p, "name")));
+                fmt_wait(json_number_value(json_object_get(p, "waitingSeconds")), wait, sizeof(wait));
+                const char *reason = str_at(p, "reason");
+                bool never = json_is_true(json_object_get(p, "neverFits"));
+                printf("%-24s %-9s %-40s %-16s %-8s %s%s\n", tx(str_at(q, "queue")), pos, pod, tx(str_at(p, "user")),
+                       wait, never && (reason == NULL || strstr(reason, "never") == NULL) ? "never fits: " : "",
+                       tx(reason));
+            }
+        }
+    }
+    json_decref(shown);
+    json_decref(v);
+    return 0;
+}
+
+/* Where pod ns/name stands behind the admission gate, printed under why's verdict; nothing
+ * when the gate is off, the pod is not gated, or the caller may not read the waiting view
+ * (self-service: only explain is theirs). */
+static void print_place_in_line(const cli_t *c, conn_t *k, const char *ns, const char *name)
+{
+    json_t *v = NULL;
+    if (get_waiting(c, k, true, &v, NULL) != 0)
+        return;
+    size_t i, j;
+    json_t *q, *p;
+    json_array_foreach(v, i, q)
+    {
+        json_array_foreach(json_object_get(q, "pods"), j, p)
+        {
+            const char *pns = str_at(p, "namespace"), *pname = str_at(p, "name");
+            if (pns == NULL || pname == NULL || strcmp(pns, ns) != 0 || strcmp(pname, name) != 0)
+                continue;
+            char wait[32];
+            fmt_wait(json_number_value(json_object_get(p, "waitingSeconds")), wait, sizeof(wait));
+            json_t *jp = json_object_get(p, "position");
+            if (json_is_integer(jp))
+                printf("  place in line: %lld of %lld behind the admission gate in queue %s (1 is released next), "
+                       "waiting %s\n",
+                       (long long)json_integer_value(jp), (long long)line_length(q), tx(str_at(q, "queue")), wait);
+            else
+                printf("  place in line: none, set aside behind the admission gate in queue %s: it can never fit as "
+                       "it is (waiting %s)\n",
+                       tx(str_at(q, "queue")), wait);
+            json_decref(v);
+            return;
+        }
+    }
+    json_decref(v);
+}
+
 static int cmd_why(const cli_t *c, conn_t *k)
 {
     const char *ns = c->pod_ns ? c->pod_ns : k->default_ns ? k->default_ns : "default";
@@ -857,9 +1081,11 @@ static int cmd_why(const cli_t *c, conn_t *k)
     char rel[1500];
     int rc = 1;
     json_t *v = NULL;
+    char missing[700];
+    snprintf(missing, sizeof(missing), "pod \"%s\" not found in namespace \"%s\"", c->pod, ns);
     if (part && ens && epod) {
         snprintf(rel, sizeof(rel), "/ws/v1/partition/%s/explain/%s/%s", part, ens, epod);
-        rc = call(k, "GET", rel, NULL, &v);
+        rc = call_ex(k, "GET", rel, NULL, false, missing, &v, NULL);
     }
     free(part);
     free(ens);
@@ -880,6 +1106,8 @@ static int cmd_why(const cli_t *c, conn_t *k)
         print_blockers(v);
         if (json_is_false(json_object_get(v, "fits")) && json_is_true(json_object_get(v, "neverFits")))
             print_never_advice(v);
+        if (!json_is_false(json_object_get(v, "managed")))
+            print_place_in_line(c, k, ns, c->pod);
     }
     json_decref(v);
     return 0;
@@ -979,14 +1207,20 @@ static int cmd_what_if(const cli_t *c, conn_t *k)
     if (c->json) {
         print_json(v);
     } else {
-        json_int_t fit = json_object_get(v, "fitCount") ? json_integer_value(json_object_get(v, "fitCount"))
-                                                        : json_is_true(json_object_get(v, "fits"));
-        printf("%lld of %zu pod%s would fit now%s\n", (long long)fit, npods, npods == 1 ? "" : "s",
+        json_int_t nfit = json_object_get(v, "fitCount") ? json_integer_value(json_object_get(v, "fitCount"))
+                                                         : json_is_true(json_object_get(v, "fits"));
+        printf("%lld of %zu pod%s would fit now%s\n", (long long)nfit, npods, npods == 1 ? "" : "s",
                json_is_true(json_object_get(v, "neverFits")) ? "; the rest can never fit as they are" : "");
         print_blockers(v);
     }
+    /* the verdict as the exit code, whatever the output format (docs/cli.md) */
+    json_int_t fit = json_object_get(v, "fitCount") ? json_integer_value(json_object_get(v, "fitCount"))
+                                                    : json_is_true(json_object_get(v, "fits"));
+    rc = fit >= (json_int_t)npods                          ? 0
+         : json_is_true(json_object_get(v, "neverFits")) ? EXIT_NEVER_FITS
+                                                          : EXIT_WOULD_WAIT;
     json_decref(v);
-    return 0;
+    return rc;
 }
 
 int kq_kubectl_main(int argc, char **argv)
@@ -1001,6 +1235,8 @@ int kq_kubectl_main(int argc, char **argv)
     if (rc == 0) {
         if (strcmp(c.cmd, "usage") == 0)
             rc = cmd_usage(&c, &k);
+        else if (strcmp(c.cmd, "waiting") == 0)
+            rc = cmd_waiting(&c, &k);
         else if (strcmp(c.cmd, "why") == 0)
             rc = cmd_why(&c, &k);
         else

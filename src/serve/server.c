@@ -78,6 +78,7 @@
  */
 #include "kubequota/serve/server.h"
 
+#include <limits.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -963,42 +964,30 @@ static bool match(const char *pat, const char *path, span_t *params, int *np)
     return *pat == '\0' && *path == '\0';
 }
 
-static int hexval(char c)
+static bool is_hex(char c)
 {
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
 }
 
-/* Percent-decodes a path segment into a new string. NULL for a bad escape or an encoded
- * NUL (*bad set) or on ENOMEM (*bad clear). '+' is a literal '+' in a path. */
+/* Percent-decodes a path segment into a new string (civetweb's decoder). NULL for a bad
+ * escape or an encoded NUL (*bad set), which civetweb would copy or decode as they are, or on
+ * ENOMEM (*bad clear). '+' is a literal '+' in a path. */
 static char *percent_decode(span_t in, bool *bad)
 {
     *bad = false;
-    char *out = malloc(in.n + 1);
-    if (out == NULL)
-        return NULL;
-    size_t o = 0;
-    for (size_t i = 0; i < in.n; i++) {
-        if (in.p[i] != '%') {
-            out[o++] = in.p[i];
-            continue;
-        }
-        int hi = i + 2 < in.n ? hexval(in.p[i + 1]) : -1;
-        int lo = i + 2 < in.n ? hexval(in.p[i + 2]) : -1;
-        if (hi < 0 || lo < 0 || (hi == 0 && lo == 0)) {
-            free(out);
+    for (size_t i = 0; i < in.n; i++)
+        if (in.p[i] == '%' && (i + 2 >= in.n || !is_hex(in.p[i + 1]) || !is_hex(in.p[i + 2]) ||
+                               (in.p[i + 1] == '0' && in.p[i + 2] == '0'))) {
             *bad = true;
             return NULL;
         }
-        out[o++] = (char)(hi * 16 + lo);
-        i += 2;
+    if (in.n >= INT_MAX) {
+        *bad = true;
+        return NULL;
     }
-    out[o] = '\0';
+    char *out = malloc(in.n + 1);
+    if (out != NULL)
+        mg_url_decode(in.p, (int)in.n, out, (int)in.n + 1, 0);
     return out;
 }
 

@@ -3,8 +3,13 @@
 (simulator), drives kubequota's extender like kube-scheduler (filter, then bind), prints
 every decision, then prints kubequota's usage view.
 
-  sample_workload.py --api URL --ca CA --token T --kubequota URL [--namespace NS]
+  sample_workload.py --api URL --ca CA --token T --kubequota URL [--namespace NS] [--gate]
   sample_workload.py --kubequota URL --ca CA --show          (only print the usage view)
+
+With --gate (kubequota serves with --admission-gate, as the chart does) the pods are created
+with the scheduling gate kubequota.io/admission, as kubequota's mutating webhook creates them
+(the simulator calls no webhooks); the pods kubequota releases are then scheduled, and the
+rest are listed in the order kubequota will release them, each with why it waits.
 
 The workload is written for examples/queues.yaml (queues root.default, root.dev.team-a,
 root.dev.team-b, root.prod; users alice, bob, carol, dave, erin; groups dev, test): some
@@ -110,6 +115,76 @@ class Driver:
         return (False, err) if err else (True, "bound to %s" % left[0])
 
 
+GATE = "kubequota.io/admission"
+
+
+def gated(pod):
+    return any(g.get("name") == GATE for g in pod["spec"].get("schedulingGates") or [])
+
+
+def waiting_view(kq, partition="default"):
+    """{pod name: (queue, position or None, length of the queue's line, reason)} from the
+    admission gate's view."""
+    r = kq.get("/ws/v1/partition/%s/gating/waiting" % partition)
+    if r.status != 200:
+        raise SystemExit("sample: GET gating/waiting: HTTP %d %s" % (r.status, r.text[:200]))
+    out = {}
+    for q in r.json():
+        line = max([p["position"] or 0 for p in q["pods"]] or [0])
+        for p in q["pods"]:
+            out[p["name"]] = (q["queue"], p["position"], line, p["reason"])
+    return out
+
+
+NEXT_PASS = "waiting for the admission controller's next pass"
+
+
+def settle(d, kq, names, timeout=15.0):
+    """Waits until the gate has decided every pod once: each is released (ungated) or waits
+    with a reason of its own. Returns (pods by name, waiting view)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        pods = {n: d.api.get("/api/v1/namespaces/%s/pods/%s" % (d.ns, n)).json() for n in names}
+        view = waiting_view(kq)
+        undecided = [n for n in names if gated(pods[n]) and (n not in view or view[n][3] == NEXT_PASS)]
+        if not undecided or time.monotonic() > deadline:
+            return pods, view
+        time.sleep(0.2)
+
+
+def run_gated(d, kq, nodes, users):
+    print("Creating %d pods behind the admission gate %s, as kubequota's webhook creates them "
+          "(scheduler %s):" % (len(workload()), GATE, SCHED), flush=True)
+    rows = []
+    for name, ui, queue, app, cpu, mem, note in workload():
+        user, groups = users[ui]
+        d.create(pod_manifest(name, ns=d.ns, user=user, groups=groups, cpu=cpu, memory=mem, queue=queue,
+                              app=app, scheduler=SCHED, gates=(GATE,)))
+        rows.append((name, "%s%s" % (user, "(%s)" % ",".join(groups) if groups else ""), queue, cpu, mem, note))
+    pods, view = settle(d, kq, [r[0] for r in rows])
+    print("Released by kubequota, then scheduled like kube-scheduler would (filter, bind):", flush=True)
+    bound = 0
+    for name, who, queue, cpu, mem, note in rows:
+        if gated(pods[name]):
+            continue
+        ok, why = d.schedule(pods[name], nodes)
+        bound += ok
+        print("  %-6s %-15s %-12s %-16s cpu %-5s mem %-6s %s" % (
+            "BOUND" if ok else "DENIED", name, who, queue, cpu, mem, why if not ok else "[%s] %s" % (note, why)),
+            flush=True)
+    waiting = [r for r in rows if gated(pods[r[0]])]
+    order = sorted(waiting, key=lambda r: (view.get(r[0], ("", None))[0], view.get(r[0], ("", None))[1] or 10**9))
+    print("Waiting behind the gate, in the order kubequota will release them "
+          "(GET /ws/v1/partition/default/gating/waiting):", flush=True)
+    for name, who, queue, cpu, mem, note in order:
+        _, pos, line, reason = view.get(name, (queue, None, 0, NEXT_PASS))
+        place = "%d of %d" % (pos, line) if pos else "never"
+        print("  %-6s %-15s %-12s %-16s cpu %-5s mem %-6s %-8s %s" % ("WAITS", name, who, queue, cpu, mem, place,
+                                                                       reason), flush=True)
+    print("%d bound, %d waiting (when a pod ends, the next in its queue's line that fits is released)"
+          % (bound, len(waiting)), flush=True)
+
+
 def fmt_res(res):
     if not res:
         return "-"
@@ -178,6 +253,7 @@ def main(argv=None):
     ap.add_argument("--namespace", default="default")
     ap.add_argument("--show", action="store_true", help="only print the usage view")
     ap.add_argument("--rest-token-file", help="bearer token for kubequota's usage view")
+    ap.add_argument("--gate", action="store_true", help="create the pods behind the admission gate")
     args = ap.parse_args(argv)
     rest_token = None
     if args.rest_token_file:
@@ -191,6 +267,11 @@ def main(argv=None):
         d = Driver(api, kq, args.namespace)
         nodes = d.nodes()
         users = users_from_env()
+        if args.gate:
+            run_gated(d, kq, nodes, users)
+            time.sleep(0.3)  # let the watch deliver the bindings before printing the view
+            show(kq)
+            return 0
         print("Scheduling %d pods on nodes %s (scheduler %s):" % (len(workload()), ", ".join(nodes),
                                                                     SCHED))
         bound = denied = 0
@@ -213,4 +294,9 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:  # Ctrl-C in `make run`: its script stops everything, quietly
+        sys.exit(130)
+    except BrokenPipeError:
+        sys.exit(141)

@@ -10,7 +10,7 @@ import json
 import random
 import urllib.parse
 
-from kqtest import KQTestCase, PARTITION, pod_manifest, wait_until
+from kqtest import KQTestCase, LABEL_QUEUE, PARTITION, pod_manifest, wait_until
 
 EXPLAIN = "/ws/v1/partition/%s/explain" % PARTITION
 
@@ -170,6 +170,59 @@ class ExplainTest(KQTestCase):
         r = self.kq.post(EXPLAIN, mixed)
         self.assertEqual(r.status, 400)
         self.assertIn("same job", r.text)
+
+    def test_yaml_body_as_kubectl_users_write_it(self):
+        """POST explain takes a Pod manifest in YAML (issue 28): the same answer as its JSON;
+        bad YAML is a 400 naming the line and column."""
+        self.create("a1", user="alice", queue="root.dev", cpu="1500m", memory="1Gi")
+        self.assert_bound("a1")
+        self.wait_usage()
+        before = self.writes()
+        yaml_pod = """# as written for kubectl apply -f
+apiVersion: v1
+kind: Pod
+metadata:
+  name: trainer
+  namespace: default
+  labels:
+    %s: root.dev
+  annotations:
+    kubequota.io/user-info: '{"user": "alice", "groups": []}'
+spec:
+  schedulerName: kubequota-scheduler
+  containers:
+    - name: main
+      image: busybox:1.36
+      resources:
+        requests:
+          cpu: 1
+          memory: 1Gi
+""" % LABEL_QUEUE
+        as_json = json.loads(json.dumps(pod_manifest("trainer", user="alice", queue="root.dev", cpu="1",
+                                                     memory="1Gi")))
+        want = self.explain(as_json)
+        self.assertFalse(want["fits"])  # 1500m + 1 > alice's 2
+        for ctype in ("application/yaml", "application/json", None):
+            r = self.kq.post(EXPLAIN, raw=yaml_pod.encode(), headers={"Content-Type": ctype} if ctype else None)
+            self.assertEqual(r.status, 200, r.text)
+            got = r.json()
+            self.assertEqual((got["fits"], got["neverFits"], got["user"], got["queue"], got["blockers"]),
+                             (want["fits"], want["neverFits"], want["user"], want["queue"], want["blockers"]))
+        # two documents are a job: 250m fits beside a1, the second 250m too (2 cpu exactly)
+        small = yaml_pod.replace("cpu: 1\n", "cpu: 250m\n")
+        r = self.kq.post(EXPLAIN, raw=(small + "---\n" + small.replace("name: trainer", "name: trainer-2")).encode(),
+                         headers={"Content-Type": "application/yaml"})
+        self.assertEqual(r.status, 200, r.text)
+        self.assertEqual((r.json()["fitCount"], r.json()["podCount"]), (2, 2))
+        # malformed YAML: where, and why
+        bad = "apiVersion: v1\nkind: Pod\nmetadata: {name: x\nspec: {}\n"
+        r = self.kq.post(EXPLAIN, raw=bad.encode(), headers={"Content-Type": "application/yaml"})
+        self.assertEqual(r.status, 400, r.text)
+        self.assertIn("the body is neither JSON nor YAML: line 4, column", r.json()["message"])
+        r = self.kq.post(EXPLAIN, raw=b"---\n---\n", headers={"Content-Type": "application/yaml"})
+        self.assertEqual(r.status, 400, r.text)
+        self.assertIn("no document", r.json()["message"])
+        self.assertEqual(before, self.writes())
 
     def test_bad_requests(self):
         before = self.writes()

@@ -10,8 +10,8 @@ import json
 import os
 import subprocess
 
-from kqtest import (REPO, KQTestCase, PARTITION, ANN_USER, LABEL_APP, LABEL_QUEUE, binary, certs, queues_config, to_yaml,
-                    write_kubeconfig)
+from kqtest import (REPO, KQTestCase, PARTITION, ANN_USER, LABEL_APP, LABEL_QUEUE, binary, certs, pod_manifest,
+                    queues_config, to_yaml, wait_until, write_kubeconfig)
 
 CONFIG = queues_config(
     {"name": "default", "submitacl": "*"},
@@ -106,32 +106,46 @@ class PluginTest(KQTestCase):
         self.assertIn(["root.team-a", "1.5/6", "1Gi", "1", "1"], [x[-5:] for x in self.rows(r.stdout)])
         r = self.run_plugin("usage", "--queue", "root.team-b")
         self.assertIn(["root.team-b", "2/8", "512Mi", "1", "1"], self.rows(r.stdout))
-        # an unknown user: kubequota's 404 message, exit 1
+        # an unknown user or queue: kubequota's own words, exit 1; no hint that the Service is
+        # missing (it answered), no prefix said twice
         r = self.run_plugin("usage", "--user", "nobody-here", status=1)
-        self.assertIn("404", r.stderr)
+        self.assertEqual(r.stderr, 'kubectl kubequota: user "nobody-here" not found (no usage tracked, not named '
+                                   'in a limit)\n')
+        r = self.run_plugin("usage", "--queue", "root.nope", status=1)
+        self.assertEqual(r.stderr, 'kubectl kubequota: queue "root.nope" is neither configured nor in use\n')
 
     def test_why_matches_explain(self):
         want = self.kq.get_json("/ws/v1/partition/%s/explain/default/a2" % PARTITION)
         self.assertFalse(want["fits"])
         r = self.run_plugin("why", "a2", "-n", "default")
         self.assertIn("pod default/a2 (user alice, queue root.team-a): waits for quota", r.stdout)
-        self.assertIn(want["blockers"][0]["message"], r.stdout)
+        # the blocker's message names its scope itself: printed once, not after "user alice: "
+        msg = want["blockers"][0]["message"]
+        self.assertTrue(msg.startswith("user alice in queue root.team-a: "), msg)
+        self.assertIn("\n  " + msg + "\n", r.stdout)
+        self.assertNotIn("user alice: user alice", r.stdout)
+        self.assertNotIn("place in line", r.stdout)  # no admission gate here
         # the kubeconfig's namespace (default) when -n is not given
         self.assertEqual(json.loads(self.run_plugin("why", "a2", "-o", "json").stdout), want)
         r = self.run_plugin("why", "b1")
         self.assertIn("fits its quota now", r.stdout)
+        # a pod that is not there is named as such: not an HTTP error, not a hint at the Service
         r = self.run_plugin("why", "no-such-pod", status=1)
-        self.assertIn("404", r.stderr)
+        self.assertEqual(r.stderr, 'kubectl kubequota: pod "no-such-pod" not found in namespace "default"\n')
+        r = self.run_plugin("why", "a2", "-n", "elsewhere", status=1)
+        self.assertEqual(r.stderr, 'kubectl kubequota: pod "a2" not found in namespace "elsewhere"\n')
 
     def test_what_if_job_yaml_json_and_list(self):
         path = os.path.join(self.kq.workdir, "job.yaml")
         # alice has 3 - 1.5 = 1.5 cpu left in root.team-a: of three 1-cpu pods one fits
         with open(path, "w") as f:
             f.write(job_yaml("train", 3, "1"))
-        r = self.run_plugin("what-if", "-f", path)
+        # not all would be admitted now: exit 3 (they would wait), with a table or JSON alike
+        r = self.run_plugin("what-if", "-f", path, status=3)
         self.assertIn("1 of 3 pods would fit now", r.stdout)
         self.assertIn('limit "alice" exceeded', r.stdout)
-        j = json.loads(self.run_plugin("what-if", "-f", path, "-o", "json").stdout)
+        self.assertNotIn("user alice: user alice", r.stdout)
+        j = json.loads(self.run_plugin("what-if", "-f", path, "-o", "json", status=3).stdout)
         self.assertEqual((j["fitCount"], j["podCount"]), (1, 3))
         # the same as kubequota's explain of the same pods posted directly
         pods = j["pods"]
@@ -147,10 +161,13 @@ class PluginTest(KQTestCase):
                             "labels": {LABEL_QUEUE: "root.team-a"}},
                "spec": {"schedulerName": "kubequota-scheduler",
                         "containers": [{"name": "m", "image": "x", "resources": {"requests": {"cpu": "4"}}}]}}
-        r = self.run_plugin("what-if", "-f", "-", "-o", "json", stdin=json.dumps(pod, indent="\t"))
+        # can never fit: exit 4, so a script can tell "wait" from "change the request"
+        r = self.run_plugin("what-if", "-f", "-", "-o", "json", stdin=json.dumps(pod, indent="\t"), status=4)
         j = json.loads(r.stdout)
         self.assertFalse(j["fits"])
         self.assertTrue(j["neverFits"])  # 4 cpu alone is over alice's 3
+        r = self.run_plugin("what-if", "-f", "-", stdin=json.dumps(pod), status=4)
+        self.assertIn("0 of 1 pod would fit now; the rest can never fit as they are", r.stdout)
         # a List of two pods of one application, in YAML with an empty second document
         labels = {LABEL_QUEUE: "root.team-a", LABEL_APP: "j2"}
         lst = {"apiVersion": "v1", "kind": "List",
@@ -232,6 +249,94 @@ class PluginTest(KQTestCase):
         self.assertEqual(r.status, 404)
 
 
+GATE = "kubequota.io/admission"
+WAITING = "/ws/v1/partition/%s/gating/waiting" % PARTITION
+
+
+class PluginWaitingTest(KQTestCase):
+    """`waiting` and `why` behind the admission gate (issue 28): the pods in the order they
+    will be released, each with its place in its queue's line, as the gate's own view
+    (gating/waiting) ranks them; a pod that can never fit is listed apart, without a place."""
+    CONFIG = queues_config({"name": "default", "submitacl": "*"},
+                           {"name": "dev", "submitacl": "*", "resources": {"max": {"vcore": "2"}}},
+                           {"name": "other", "submitacl": "*"})
+    EXTRA_ARGS = ("--admission-gate",)
+
+    def setUp(self):
+        super().setUp()
+        self.sim.sim.proxy_services = {"%s/%s:443" % (NS, SVC): "127.0.0.1:%d" % self.kq.port}
+        self.sim.sim.review_tokens = {self.kq.rest_token: {"username": "ops"}}
+        self.kubeconfig = write_kubeconfig(os.path.join(self.kq.workdir, "user-kubeconfig"), self.sim.url,
+                                           certs()["ca"], self.kq.rest_token)
+        # 2 cpu in root.dev: two of the five 1-cpu pods are released, three wait in line;
+        # a 3-cpu pod can never fit
+        for name, user in (("a1", "alice"), ("a2", "alice"), ("a3", "alice"), ("b1", "bob"), ("b2", "bob")):
+            self.sim.create_pod(pod_manifest(name, user=user, cpu="1", memory="64Mi", queue="root.dev",
+                                             gates=(GATE,)))
+        self.sim.create_pod(pod_manifest("huge", user="carol", cpu="3", memory="64Mi", queue="root.dev",
+                                         gates=(GATE,)))
+
+        def settled():
+            pods = [p for q in self.kq.get_json(WAITING) for p in q["pods"]]
+            return len(pods) == 4 and sum(1 for p in pods if p["neverFits"]) == 1 and pods
+        wait_until(settled, timeout=20, msg="three pods in line and one set aside")
+        self.view = [q for q in self.kq.get_json(WAITING) if q["queue"] == "root.dev"][0]
+        self.line = [p for p in self.view["pods"] if p["position"] is not None]
+        self.assertEqual([p["position"] for p in self.line], [1, 2, 3])
+
+    def run_plugin(self, *args, status=0):
+        r = subprocess.run([binary(), "kubectl"] + list(args), capture_output=True, text=True, timeout=30,
+                           env=dict(os.environ, KUBECONFIG=self.kubeconfig))
+        self.assertEqual(r.returncode, status, "%s -> %d\nstdout:\n%s\nstderr:\n%s"
+                         % (" ".join(args), r.returncode, r.stdout, r.stderr))
+        return r
+
+    def test_waiting_lists_the_line_in_release_order(self):
+        for args in ((), ("--queue", "root.dev"), ("--queue", "root")):
+            r = self.run_plugin("waiting", *args)
+            lines = r.stdout.splitlines()
+            self.assertEqual(lines[0].split(), ["QUEUE", "POSITION", "POD", "USER", "WAITING", "REASON"], r.stdout)
+            rows = [x.split() for x in lines[1:]]
+            # the gate's order, each with its place out of three
+            want = [["root.dev", "%d/3" % p["position"], "default/" + p["name"], p["user"]] for p in self.line]
+            self.assertEqual([x[:4] for x in rows[:3]], want, r.stdout)
+            for line, p in zip(lines[1:4], self.line):
+                self.assertTrue(line.endswith(p["reason"]), (line, p["reason"]))
+            # the set-aside pod last, without a place, saying it never fits
+            self.assertEqual(rows[3][:4], ["root.dev", "-", "default/huge", "carol"], r.stdout)
+            self.assertIn("never fits", lines[4])
+            self.assertEqual(len(rows), 4, r.stdout)
+        # another queue, or one that merely shares a prefix: nothing waits there
+        r = self.run_plugin("waiting", "--queue", "root.other")
+        self.assertEqual(r.stdout, "no pod waits behind the admission gate in queue root.other\n")
+        r = self.run_plugin("waiting", "--queue", "root.de")
+        self.assertEqual(r.stdout, "no pod waits behind the admission gate in queue root.de\n")
+        # -o json: the gate's own view (ages aside)
+        j = json.loads(self.run_plugin("waiting", "-o", "json").stdout)
+
+        def ageless(v):  # the plugin lists the queues by name
+            return sorted((dict(q, pods=[{k: x for k, x in p.items() if k != "waitingSeconds"} for p in q["pods"]])
+                           for q in v), key=lambda q: q["queue"])
+        self.assertEqual(ageless(j), ageless(self.kq.get_json(WAITING)))
+        self.run_plugin("waiting", "--user", "alice", status=2)
+
+    def test_why_shows_the_place_in_line(self):
+        for p in self.line:
+            r = self.run_plugin("why", p["name"])
+            self.assertIn("pod default/%s (user %s, queue root.dev): " % (p["name"], p["user"]), r.stdout)
+            self.assertIn("place in line: %d of 3 behind the admission gate in queue root.dev (1 is released next)"
+                          % p["position"], r.stdout)
+        r = self.run_plugin("why", "huge")
+        self.assertIn("can never fit as it is", r.stdout)
+        self.assertIn("place in line: none, set aside behind the admission gate in queue root.dev: it can never "
+                      "fit as it is", r.stdout)
+        # a released pod is not in line any more
+        released = sorted({"a1", "a2", "a3", "b1", "b2"} - {p["name"] for p in self.line})
+        self.assertEqual(len(released), 2)
+        r = self.run_plugin("why", released[0])
+        self.assertNotIn("place in line", r.stdout)
+
+
 class HostileServer:
     """An HTTPS stand-in for kubequota's usage view behind the proxy, answering every GET
     with a fixed JSON document (names and messages with terminal control characters)."""
@@ -287,6 +392,12 @@ class PluginHostileOutputTest(KQTestCase):
         if "/usage/users" in path:
             return 200, [{"userName": EVIL, "queues": {"queuePath": "root." + EVIL, "resourceUsage": {"vcore": 1000},
                                                        "maxResources": {}, "runningApplications": []}}]
+        if "/gating/waiting" in path:
+            return 200, [{"queue": "root." + EVIL, "waiting": 2, "pods": [
+                {"namespace": "default", "name": "p1", "user": EVIL, "position": 1, "waitingSeconds": 3.5,
+                 "reason": "over " + EVIL, "neverFits": False},
+                {"namespace": EVIL, "name": EVIL, "user": EVIL, "position": None, "waitingSeconds": 1,
+                 "reason": "never fits: " + EVIL, "neverFits": True}]}]
         if "/explain/" in path:
             return 200, {"user": EVIL, "queue": "root.q", "managed": True, "fits": False,
                          "blockers": [{"kind": "queue", "name": EVIL, "message": "over " + EVIL}]}
@@ -312,6 +423,10 @@ class PluginHostileOutputTest(KQTestCase):
         out, _ = self.run_plugin("why", "p1")
         self.assert_no_controls(out)
         self.assertIn("over ev^[]0;owned^Gil", out)
+        self.assertIn("place in line: 1 of 1 behind the admission gate in queue root.ev^[]0;owned^Gil", out)
+        out, _ = self.run_plugin("waiting")
+        self.assert_no_controls(out)
+        self.assertIn("never fits: ev^[]0;owned^Gil^[[2J\\rX\\u009b", out)
         _, err = self.run_plugin("usage", "--user", "x", status=1)
         self.assert_no_controls(err)
         self.assertIn("no such thing ev^[]0;owned^Gil", err)

@@ -124,5 +124,5 @@ class SelfServiceTest(KQTestCase):
             p["metadata"]["labels"][LABEL_QUEUE] = "root.dev"
             json.dump(p, f)
         r = plugin("what-if", "-f", job)
-        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.returncode, 3, r.stderr)  # would wait (docs/cli.md: what-if's exit codes)
         self.assertIn("0 of 1 pod would fit now", r.stdout)  # 1500m + 1 > 2

@@ -596,6 +596,8 @@ static void test_rest_routes(void **state)
     assert_json_error(&badesc, NULL);
     http_t nul = {0};
     assert_int_equal(get(f, "/ws/v1/partition/default/usage/user/a%00b", &nul), 400);
+    http_t cut = {0}; /* an escape cut short at the end of the segment */
+    assert_int_equal(get(f, "/ws/v1/partition/default/usage/user/a%2", &cut), 400);
 
     http_t groups_h = {0};
     assert_int_equal(get(f, "/ws/v1/partition/default/usage/groups", &groups_h), 200);

@@ -73,7 +73,8 @@ const char *kq_extender_denial_label(kq_denial_t kind);
 /* Explain / what-if (GET|POST /ws/v1/partition/{p}/explain...): the filter's own decision
  * (the same function: ledger check, then credit budget), changing nothing: no usage, no
  * pending entry, no event, no metric, no API server write. Body: a Pod, a JSON array of
- * pods or {"kind":"List","items":[...]} (one job: at most 1000 pods sharing namespace,
+ * pods or {"kind":"List","items":[...]}, in JSON or in YAML (a body that does not start with
+ * '{' or '['; several YAML documents are an array; decoded by kq_kubectl_yaml_docs) (one job: at most 1000 pods sharing namespace,
  * user, groups, queue, application and quota group; pod k is checked with the requests of
  * the earlier pods that fit added, i.e. as if they had been admitted). A pod without a uid
  * or name gets a placeholder. A single pod answers {"namespace","name","fits","neverFits",

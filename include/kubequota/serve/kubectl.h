@@ -1,4 +1,4 @@
-/* The kubectl plugin: `kubectl kubequota usage | why | what-if`, answered by the kubequota
+/* The kubectl plugin: `kubectl kubequota usage | waiting | why | what-if`, answered by the kubequota
  * binary itself when it runs as `kubectl-kubequota` (kubectl finds plugins by that name on
  * PATH) or as `kubequota kubectl ...`.
  *
