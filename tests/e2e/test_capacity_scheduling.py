@@ -179,8 +179,16 @@ class DryRunPreemptionTest(CapacityBase):
         self.eq("ns2", {"memory": "50"}, {"memory": "200"})
         self.fill([("t1-p1", "ns1", MID), ("t1-p2", "ns2", HIGH), ("t1-p3", "ns2", MID)])
         pre = self.pod("t1-p", "ns1", mem=50, priority=HIGH)
+        # before: the cluster (150) is full, so kubequota's filter denies (resolvably)
+        ok, why = self.prefilter(pre)
+        self.assertFalse(ok)
         # kube-scheduler proposes t1-p1 (lower priority, ns1): not a victim here
         self.assertEqual(self.preempt(pre, [("ns1", "t1-p1")]), {"node-a": ["t1-p3"]})
+        # while t1-p3 terminates, the preemptor's filter on node-a counts without it (the
+        # ledger's in-flight preemption, as CapacityScheduling's PodEligibleToPreemptOthers
+        # waits for a terminating borrower rather than preempting again)
+        ok, why = self.prefilter(pre)
+        self.assertTrue(ok, why)
 
     def test_post_filter_cases(self):
         # TestPostFilter "without elasticQuotas": no quota anywhere; the preemptor takes a
