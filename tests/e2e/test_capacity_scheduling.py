@@ -143,6 +143,12 @@ class PreFilterTest(CapacityBase):
         ok, why = self.prefilter(self.pod("c2", "nomin", mem=1024, cpu="1"))
         self.assertTrue(ok, why)
 
+    def test_the_remaining_difference_is_warned_at_load(self):
+        # without --preempt-default-group, a preemptor of a namespace without quota takes
+        # nothing (TestPostFilter "without elasticQuotas" expects a victim): said at load
+        wait_until(lambda: "event=peer_difference api_group=scheduling.x-k8s.io option=--preempt-default-group"
+                   in self.kq.logs(), 10, 0.05, "the load-time warning")
+
 
 class DryRunPreemptionTest(CapacityBase):
     """TestDryRunPreemption and TestPostFilter (capacity_scheduling_test.go): node-a has 150
