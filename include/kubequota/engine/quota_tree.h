@@ -69,9 +69,10 @@
  * but to its max and to the sum rule instead: what all sum_of_mins groups use plus R must
  * stay within the sum of their mins, with CapacityScheduling's rules for names a max or a min
  * does not name (see sp_prefilter_locked: a max without cpu admits no cpu; a resource no
- * min names has a sum of mins of 0); its ancestors (the root) are checked as usual. Its runtime is still
- * computed and reclaim still uses it (kubequota's stand-in for scheduler-plugins'
- * cross-namespace preemption of quotas above their min). Pods of the system group are always admitted.
+ * min names has a sum of mins of 0); its ancestors (the root) are checked as usual. Its
+ * runtime is still computed and reclaim still uses it (on top of the preempt verb's
+ * cross-namespace preemption, which scheduler-plugins alone relies on). Pods of the system
+ * group are always admitted.
  *
  * Cost. kq_qtree_check and kq_qtree_assume, used_add/sub: O(depth x resources), reading
  * runtimes computed earlier; nothing is recomputed on a check. A request change
