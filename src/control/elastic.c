@@ -1865,6 +1865,12 @@ static void probe(kq_elastic_t *e, int gi, int64_t now)
         pthread_mutex_unlock(&e->tmu);
         if (e->eq_watch[gi] != NULL)
             kq_info("event=elasticquota_watch_started api_group=%s", api_groups[gi]);
+        if (e->eq_watch[gi] != NULL && strcmp(api_groups[gi], KQ_EQ_GROUP_UPSTREAM) == 0 && !e->o.preempt_default)
+            kq_warn("event=peer_difference api_group=%s option=--preempt-default-group msg=\"a preemptor of a "
+                    "namespace without ElasticQuota takes no pod of the default group; CapacityScheduling takes "
+                    "lower-priority pods of namespaces without quota (README, Coming from YuniKorn / "
+                    "Koordinator)\"",
+                    api_groups[gi]);
         return;
     }
     e->probe_delay[gi] = e->probe_delay[gi] ? e->probe_delay[gi] * 2 : PROBE_MIN_MS;

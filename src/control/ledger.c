@@ -705,21 +705,34 @@ static const entry_t *inflight_victim(kq_ledger_t *l, const inflight_t *r, size_
 }
 
 /* Sums into *out (an initialised set) the usage of the victims of the pod's in-flight
- * preemption on `node` that are still counted in `group`. 0 (nothing when there is no
- * live record or no such victim) or KQ_ENOMEM. */
+ * preemption on `node` that are still counted in `group`; and into *others (may be NULL)
+ * those counted in other scheduler-plugins groups when `group` is one too (its
+ * cross-namespace preemption: they lower only the sum of what those groups use). 0
+ * (nothing when there is no live record or no such victim) or KQ_ENOMEM. */
 static int inflight_discount(kq_ledger_t *l, const char *uid, const char *node, const char *group,
-                             kq_resource_t *out)
+                             kq_resource_t *out, kq_resource_t *others)
 {
     if (node == NULL || group == NULL || l->inflight == NULL)
         return 0;
     inflight_t *r = inflight_live(l, uid, mono_ms());
+    bool sp = false;
+    if (r != NULL && others != NULL && l->qt != NULL)
+        (void)kq_qtree_sp_over_min(l->qt, group, NULL, &sp);
     for (size_t ni = 0; r != NULL && ni < r->n_nodes; ni++) {
         if (strcmp(r->node[ni], node) != 0)
             continue;
         for (size_t i = r->first[ni]; i < r->first[ni + 1]; i++) {
-            const entry_t *e = inflight_victim(l, r, ni, i, group);
-            if (e != NULL && kq_resource_add(out, RV(e->c.req)) != 0)
+            const entry_t *e = inflight_victim(l, r, ni, i, NULL);
+            bool vsp = false;
+            if (e == NULL)
+                continue;
+            if (strcmp(e->c.group, group) == 0) {
+                if (kq_resource_add(out, RV(e->c.req)) != 0)
+                    return KQ_ENOMEM;
+            } else if (sp && (kq_qtree_sp_over_min(l->qt, e->c.group, NULL, &vsp), vsp) &&
+                       kq_resource_add(others, RV(e->c.req)) != 0) {
                 return KQ_ENOMEM;
+            }
         }
     }
     return 0;
@@ -932,15 +945,17 @@ int kq_ledger_check_on(kq_ledger_t *l, const kq_pod_t *pod, const char *node, ch
         /* The preemptor of an in-flight preemption on this node: its victims are read and
          * the tree checked under the ledger lock, so that a victim released meanwhile is
          * not subtracted twice. Any other pod takes no ledger lock here. */
-        kq_resource_t disc = KQ_RESOURCE_EMPTY;
+        kq_resource_t disc = KQ_RESOURCE_EMPTY, others = KQ_RESOURCE_EMPTY;
         pthread_mutex_lock(&l->mu);
-        if (inflight_discount(l, pod->uid, node, group, &disc) == 0 && !kq_resource_is_zero(&disc)) {
-            rc = kq_qtree_check_preempt(qt, group, &pod->request, &disc, !pod->preemptible, reason, reason_len,
-                                        kind);
+        if (inflight_discount(l, pod->uid, node, group, &disc, &others) == 0 &&
+            !(kq_resource_is_zero(&disc) && kq_resource_is_zero(&others))) {
+            rc = kq_qtree_check_across(qt, group, &pod->request, &disc, &others, !pod->preemptible, reason,
+                                       reason_len, kind);
             done = true;
         }
         pthread_mutex_unlock(&l->mu);
         kq_resource_free(&disc);
+        kq_resource_free(&others);
     }
     if (!done)
         rc = kq_qtree_check(qt, group, &pod->request, !pod->preemptible, reason, reason_len, kind);
@@ -969,7 +984,7 @@ int kq_ledger_check(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t re
 /* Check and commit of c across the quota tree and the ugm (lock held): both or neither.
  * 0 committed; KQ_EDENIED with the reason; other errors. */
 static int commit_locked(kq_ledger_t *l, const counted_t *c, const kq_pod_t *pod, const kq_resource_t *victims,
-                         char *reason, size_t reason_len, kq_denial_t *kind)
+                         const kq_resource_t *others, char *reason, size_t reason_len, kq_denial_t *kind)
 {
     int rc;
     kq_denial_set(kind, KQ_DENIAL_NONE);
@@ -979,7 +994,7 @@ static int commit_locked(kq_ledger_t *l, const counted_t *c, const kq_pod_t *pod
         return rc;
     }
     if (l->qt != NULL && c->group != NULL) {
-        rc = kq_qtree_check_preempt(l->qt, c->group, RV(c->req), victims, c->np, reason, reason_len, kind);
+        rc = kq_qtree_check_across(l->qt, c->group, RV(c->req), victims, others, c->np, reason, reason_len, kind);
         if (rc != 0)
             goto denied;
     }
@@ -989,7 +1004,8 @@ static int commit_locked(kq_ledger_t *l, const counted_t *c, const kq_pod_t *pod
     if (rc != 0)
         return rc;
     if (l->qt != NULL && c->group != NULL) {
-        rc = kq_qtree_assume_preempt(l->qt, c->group, RV(c->req), victims, c->np, reason, reason_len, kind);
+        rc = kq_qtree_assume_across(l->qt, c->group, RV(c->req), victims, others, c->np, reason, reason_len,
+                                    kind);
         if (rc != 0) {
             if (kq_ugm_decrease(l->ugm, c->queue, c->app, c->user, RV(c->req)) != 0)
                 kq_error("event=assume_undo_failed pod=%s/%s uid=%s queue=%s", pod->ns, pod->name, pod->uid,
@@ -1053,15 +1069,18 @@ static int assume(kq_ledger_t *l, const kq_pod_t *pod, const char *node, char *r
 
     int rc;
     entry_t *e;
-    kq_resource_t disc = KQ_RESOURCE_EMPTY; /* in-flight victims on node, discounted */
+    kq_resource_t disc = KQ_RESOURCE_EMPTY;   /* in-flight victims on node, discounted */
+    kq_resource_t others = KQ_RESOURCE_EMPTY; /* those of other scheduler-plugins groups */
     pthread_mutex_lock(&l->mu);
     HASH_FIND_STR(l->table, pod->uid, e);
     if (e != NULL && e->state != ST_PENDING) {
         rc = 0; /* already counted: idempotent */
         goto out;
     }
-    if (l->qt != NULL && inflight_discount(l, pod->uid, node, c.group, &disc) != 0)
+    if (l->qt != NULL && inflight_discount(l, pod->uid, node, c.group, &disc, &others) != 0) {
         kq_resource_free(&disc); /* out of memory: no discount */
+        kq_resource_free(&others);
+    }
     /* A group's runtime depends on its request: a pod the watch has not shown yet enters
      * its group's request first, as a pending entry (kept if the bind is denied). */
     if (l->qt != NULL && e == NULL && is_ours(l, fpod)) {
@@ -1073,7 +1092,8 @@ static int assume(kq_ledger_t *l, const kq_pod_t *pod, const char *node, char *r
     /* Quota tree first (cheap, and most denials end here), then the ugm (check and
      * commit), then the tree's check and commit; a tree denial undoes the ugm commit.
      * Every commit happens under the ledger lock, so nothing changes used in between. */
-    rc = commit_locked(l, &c, fpod, kq_resource_is_zero(&disc) ? NULL : &disc, reason, reason_len, kind);
+    rc = commit_locked(l, &c, fpod, kq_resource_is_zero(&disc) ? NULL : &disc,
+                       kq_resource_is_zero(&others) ? NULL : &others, reason, reason_len, kind);
     if (rc != 0)
         goto out;
     if (e == NULL) {
@@ -1102,6 +1122,8 @@ out:
     if (rc == 0)
         kq_debug("event=%s pod=%s/%s uid=%s queue=%s user=%s", reserve ? "reserved" : "assumed", pod->ns, pod->name,
                  pod->uid, pod->queue, pod->user);
+    if (!kq_resource_is_zero(&others) && kq_resource_add(&disc, &others) != 0)
+        kq_resource_free(&disc); /* (only the log line below loses it) */
     if (!kq_resource_is_zero(&disc) && (rc == 0 || rc == KQ_EDENIED)) {
         char d[256];
         kq_resource_format(&disc, d, sizeof(d));
@@ -1110,6 +1132,7 @@ out:
                 pod->ns, pod->name, pod->uid, node, rc == 0 ? "counted" : "denied", d);
     }
     kq_resource_free(&disc);
+    kq_resource_free(&others);
     counted_clear(&c);
     entry_free(fresh);
     return rc;
@@ -1154,7 +1177,7 @@ static bool reserve_observed(kq_ledger_t *l, entry_t *e)
     char reason[512] = "";
     if (counted_from_pod(&c, pod) != 0)
         return false;
-    int rc = commit_locked(l, &c, pod, NULL, reason, sizeof(reason), NULL);
+    int rc = commit_locked(l, &c, pod, NULL, NULL, reason, sizeof(reason), NULL);
     if (rc != 0) {
         e->res_done = true;
         kq_info("event=reservation_refused pod=%s/%s uid=%s queue=%s user=%s reason=\"%s\" msg=\"an ungated pod "

@@ -107,6 +107,7 @@ struct kq_qtree {
     kq_resource_t alloc;
     bool have_total;
     kq_resource_t sp_min, sp_used; /* sums over the groups with summin */
+    const char *spf[4];            /* interned sp_fields (NULL: not internable) */
     int pending;       /* for settle(): PEND_TOTAL or PEND_ALL, else the dirty heap */
     unsigned batch;    /* kq_qtree_batch_begin nesting: recomputation waits for the end */
     struct group **heap;
@@ -120,6 +121,29 @@ struct kq_qtree {
 };
 
 /* ================================================================== helpers ==== */
+
+/* scheduler-plugins' resource kinds, as its ElasticQuotaInfo compares them
+ * (kubernetes-sigs/scheduler-plugins pkg/capacityscheduling/elasticquota.go cmp2, on
+ * k8s.io/kubernetes pkg/scheduler/framework Resource): cpu, memory, ephemeral-storage and
+ * pods are fields, compared even where a list does not name them (then 0); the "scalar"
+ * names (extended resources with a domain, kubernetes.io/-prefixed, hugepages-,
+ * attachable-volumes-; schedutil.IsScalarResourceName) are compared where the left side
+ * names them; any other name is not a scheduler resource and is not compared. */
+enum { SP_NONE, SP_FIELD, SP_SCALAR };
+
+static int sp_kind(const char *d)
+{
+    if (strcmp(d, "cpu") == 0 || strcmp(d, "memory") == 0 || strcmp(d, "ephemeral-storage") == 0 ||
+        strcmp(d, "pods") == 0)
+        return SP_FIELD;
+    if ((strchr(d, '/') != NULL && strncmp(d, "requests.", 9) != 0) || strncmp(d, "hugepages-", 10) == 0 ||
+        strncmp(d, "attachable-volumes-", 19) == 0)
+        return SP_SCALAR;
+    return SP_NONE;
+}
+
+static const char *const sp_fields[] = {"cpu", "memory", "ephemeral-storage", "pods"};
+
 
 static int64_t rget(const kq_resource_t *r, const char *iname, bool *present)
 {
@@ -1179,6 +1203,8 @@ kq_qtree_t *kq_qtree_new(void)
         return NULL;
     }
     t->ngroups = 3;
+    for (size_t k = 0; k < sizeof(t->spf) / sizeof(t->spf[0]); k++)
+        t->spf[k] = kq_resource_name(sp_fields[k]);
     t->root->is_parent = true;
     t->sys->system = true;
     t->sys->depth = 1;
@@ -1570,34 +1596,90 @@ static kq_denial_t overrun(char *reason, size_t len, const char *group, const ch
     return *why != '\0' ? KQ_DENIAL_OVER_RUNTIME : KQ_DENIAL_OVER_LIMIT;
 }
 
-/* scheduler-plugins' rule for a sum_of_mins group g: what all such groups use plus req
- * stays within the sum of their mins. */
-static int sum_rule_locked(const kq_qtree_t *t, const struct group *g, const kq_resource_t *req,
-                           const kq_resource_t *victims, char *reason, size_t len, kq_denial_t *dk)
+/* less: `used` minus what `a` and `b` (may be NULL) hold of d, at least 0. */
+static int64_t sp_less(int64_t used, const kq_resource_t *a, const kq_resource_t *b, const char *d)
 {
+    const kq_resource_t *v[2] = {a, b};
+    for (int k = 0; k < 2; k++) {
+        int64_t x = v[k] != NULL ? rget(v[k], d, NULL) : 0;
+        used = x >= used ? 0 : used - x;
+    }
+    return used;
+}
+
+/* One resource d of cmp2: used + r > limit? Denies with the one wording. */
+static int sp_cmp(const struct group *g, const char *d, int64_t used, const char *used_by, int64_t r, int64_t lim,
+                  const char *what, char *reason, size_t len, kq_denial_t *dk)
+{
+    if ((u128)used + (u128)r <= (u128)lim)
+        return 0;
+    kq_denial_set(dk, overrun(reason, len, g->name, "", d, used, used_by, r, lim, what));
+    return KQ_EDENIED;
+}
+
+/* CapacityScheduling's PreFilter for a sum_of_mins group g (pkg/capacityscheduling
+ * capacity_scheduling.go PreFilter; elasticquota.go usedOverMaxWith,
+ * aggregatedUsedOverMinWith): first its max, then the sum rule, with cmp2's handling of
+ * names a list does not name:
+ *   max: a group without a max is unlimited; with one, a field it does not name is 0 (a
+ *        max of memory only admits no cpu), a scalar it does not name is unlimited. The
+ *        fields are compared even when the pod requests none of them (a group already
+ *        over its max admits nothing); scalars where the pod's request names them.
+ *   sum: what all sum_of_mins groups use plus req, within the sum of their mins, for the
+ *        fields and for every scalar that the sum of used or req names; a name no min
+ *        names has a sum of mins of 0 (a group without a min adds 0).
+ * victims (own group) lower g's used and the sum; others (other sum_of_mins groups) only
+ * the sum. */
+static int sp_prefilter_locked(const kq_qtree_t *t, const struct group *g, const kq_resource_t *req,
+                               const kq_resource_t *victims, const kq_resource_t *others, char *reason, size_t len,
+                               kq_denial_t *dk)
+{
+    int rc;
+    for (size_t k = 0; k < sizeof(t->spf) / sizeof(t->spf[0]); k++) {
+        const char *d = t->spf[k];
+        if (d == NULL || !g->has_max)
+            continue;
+        int64_t lim = rget(&g->max, d, NULL);
+        if ((rc = sp_cmp(g, d, sp_less(rget(&g->used, d, NULL), victims, NULL, d), "", rget(req, d, NULL), lim,
+                         "max", reason, len, dk)) != 0)
+            return rc;
+    }
     for (uint32_t i = 0; i < req->n; i++) {
         const char *d = KQ_RES_E(req)[i].name;
-        int64_t r = KQ_RES_E(req)[i].value, m;
         bool has;
-        if (r == 0 || !governs(g, d) || ((m = rget(&t->sp_min, d, &has)), !has))
+        int64_t lim = rget(&g->max, d, &has);
+        if (sp_kind(d) != SP_SCALAR || !g->has_max || !has)
             continue;
-        int64_t used = rget(&t->sp_used, d, NULL);
-        if (victims != NULL) {
-            int64_t v = rget(victims, d, NULL);
-            used = v >= used ? 0 : used - v;
-        }
-        if ((u128)used + (u128)r > (u128)m) {
-            kq_denial_set(dk, overrun(reason, len, g->name, "", d, used, " by all scheduler-plugins quotas", r, m,
-                                      "sum of their mins"));
-            return KQ_EDENIED;
-        }
+        if ((rc = sp_cmp(g, d, sp_less(rget(&g->used, d, NULL), victims, NULL, d), "", KQ_RES_E(req)[i].value, lim,
+                         "max", reason, len, dk)) != 0)
+            return rc;
     }
+    const char *by = " by all scheduler-plugins quotas";
+    for (size_t k = 0; k < sizeof(t->spf) / sizeof(t->spf[0]); k++) {
+        const char *d = t->spf[k];
+        if (d != NULL && (rc = sp_cmp(g, d, sp_less(rget(&t->sp_used, d, NULL), victims, others, d), by,
+                                      rget(req, d, NULL), rget(&t->sp_min, d, NULL), "sum of their mins", reason,
+                                      len, dk)) != 0)
+            return rc;
+    }
+    const kq_resource_t *sides[2] = {req, &t->sp_used};
+    for (int s = 0; s < 2; s++)
+        for (uint32_t i = 0; i < sides[s]->n; i++) {
+            const char *d = KQ_RES_E(sides[s])[i].name;
+            bool in_req;
+            int64_t r = rget(req, d, &in_req);
+            if (sp_kind(d) != SP_SCALAR || (s == 1 && in_req))
+                continue;
+            if ((rc = sp_cmp(g, d, sp_less(rget(&t->sp_used, d, NULL), victims, others, d), by, r,
+                             rget(&t->sp_min, d, NULL), "sum of their mins", reason, len, dk)) != 0)
+                return rc;
+        }
     return 0;
 }
 
 /* The admission rule, at g and every ancestor. */
 static int check_locked(kq_qtree_t *t, const char *name, const kq_resource_t *req, const kq_resource_t *victims,
-                        bool np, char *reason, size_t len, kq_denial_t *dk)
+                        const kq_resource_t *others, bool np, char *reason, size_t len, kq_denial_t *dk)
 {
     kq_denial_set(dk, KQ_DENIAL_NONE);
     struct group *g = find(t, name);
@@ -1619,11 +1701,9 @@ static int check_locked(kq_qtree_t *t, const char *name, const kq_resource_t *re
             int64_t r = KQ_RES_E(req)[i].value;
             if (r == 0 || !governs(x, d))
                 continue; /* a resource x's max does not name is not limited by x */
-            int64_t used = rget(&x->used, d, NULL);
-            if (victims != NULL) {
-                int64_t v = rget(victims, d, NULL);
-                used = v >= used ? 0 : used - v;
-            }
+            /* victims of g lower every level; those of other scheduler-plugins groups
+             * (first-level groups: their only common ancestor is the root) the ancestors */
+            int64_t used = sp_less(rget(&x->used, d, NULL), victims, x != g ? others : NULL, d);
             u128 sum = (u128)used + (u128)r;
             bool has;
             int64_t rt = rget(&x->runtime, d, &has);
@@ -1634,7 +1714,7 @@ static int check_locked(kq_qtree_t *t, const char *name, const kq_resource_t *re
                 return KQ_EDENIED;
             }
             int64_t mx = rget(&x->max, d, &has);
-            if (has && sum > (u128)mx) {
+            if (has && !x->summin && sum > (u128)mx) {
                 kq_denial_set(dk, overrun(reason, len, x->name, "", d, used, "", r, mx, "max"));
                 return KQ_EDENIED;
             }
@@ -1649,9 +1729,9 @@ static int check_locked(kq_qtree_t *t, const char *name, const kq_resource_t *re
                 }
             }
         }
-        /* scheduler-plugins: its max first, then the sum of mins, then the ancestors */
+        /* scheduler-plugins: its max, then the sum of mins, then the ancestors */
         int rc;
-        if (x == g && g->summin && (rc = sum_rule_locked(t, g, req, victims, reason, len, dk)) != 0)
+        if (x == g && g->summin && (rc = sp_prefilter_locked(t, g, req, victims, others, reason, len, dk)) != 0)
             return rc;
     }
     return 0;
@@ -1662,7 +1742,7 @@ int kq_qtree_check(kq_qtree_t *t, const char *group, const kq_resource_t *req, b
 {
     pthread_mutex_lock(&t->lock);
     settle(t);
-    int rc = check_locked(t, group, req, NULL, nonpreemptible, reason, reasonlen, kind);
+    int rc = check_locked(t, group, req, NULL, NULL, nonpreemptible, reason, reasonlen, kind);
     pthread_mutex_unlock(&t->lock);
     return rc;
 }
@@ -1671,9 +1751,16 @@ int kq_qtree_check_preempt(kq_qtree_t *t, const char *group, const kq_resource_t
                            const kq_resource_t *victims, bool nonpreemptible, char *reason, size_t reasonlen,
                            kq_denial_t *kind)
 {
+    return kq_qtree_check_across(t, group, req, victims, NULL, nonpreemptible, reason, reasonlen, kind);
+}
+
+int kq_qtree_check_across(kq_qtree_t *t, const char *group, const kq_resource_t *req, const kq_resource_t *victims,
+                          const kq_resource_t *others, bool nonpreemptible, char *reason, size_t reasonlen,
+                          kq_denial_t *kind)
+{
     pthread_mutex_lock(&t->lock);
     settle(t);
-    int rc = check_locked(t, group, req, victims, nonpreemptible, reason, reasonlen, kind);
+    int rc = check_locked(t, group, req, victims, others, nonpreemptible, reason, reasonlen, kind);
     pthread_mutex_unlock(&t->lock);
     return rc;
 }
@@ -1688,9 +1775,16 @@ int kq_qtree_assume_preempt(kq_qtree_t *t, const char *group, const kq_resource_
                             const kq_resource_t *victims, bool nonpreemptible, char *reason, size_t reasonlen,
                             kq_denial_t *kind)
 {
+    return kq_qtree_assume_across(t, group, req, victims, NULL, nonpreemptible, reason, reasonlen, kind);
+}
+
+int kq_qtree_assume_across(kq_qtree_t *t, const char *group, const kq_resource_t *req, const kq_resource_t *victims,
+                           const kq_resource_t *others, bool nonpreemptible, char *reason, size_t reasonlen,
+                           kq_denial_t *kind)
+{
     pthread_mutex_lock(&t->lock);
     settle(t);
-    int rc = check_locked(t, group, req, victims, nonpreemptible, reason, reasonlen, kind);
+    int rc = check_locked(t, group, req, victims, others, nonpreemptible, reason, reasonlen, kind);
     if (rc == 0) {
         rc = used_add_locked(t, find(t, group), req, nonpreemptible);
         if (rc != 0)
@@ -1698,6 +1792,32 @@ int kq_qtree_assume_preempt(kq_qtree_t *t, const char *group, const kq_resource_
     }
     pthread_mutex_unlock(&t->lock);
     return rc;
+}
+
+bool kq_qtree_sp_over_min(kq_qtree_t *t, const char *group, const kq_resource_t *with, bool *sum_of_mins)
+{
+    pthread_mutex_lock(&t->lock);
+    const struct group *g = find(t, group);
+    bool sp = g != NULL && g->summin, over = false;
+    /* elasticquota.go usedOverMin / usedOverMinWith: cmp2(with, used, min, 0) */
+    for (size_t k = 0; sp && !over && k < sizeof(t->spf) / sizeof(t->spf[0]); k++) {
+        const char *d = t->spf[k];
+        if (d != NULL)
+            over = (u128)rget(&g->used, d, NULL) + (u128)(with ? rget(with, d, NULL) : 0) >
+                   (u128)rget(&g->min, d, NULL);
+    }
+    /* the scalars the left side (with, else used) names */
+    const kq_resource_t *left = with != NULL ? with : (g != NULL ? &g->used : NULL);
+    for (uint32_t i = 0; sp && !over && i < left->n; i++) {
+        const char *d = KQ_RES_E(left)[i].name;
+        if (sp_kind(d) == SP_SCALAR)
+            over = (u128)rget(&g->used, d, NULL) + (u128)(with ? KQ_RES_E(with)[i].value : 0) >
+                   (u128)rget(&g->min, d, NULL);
+    }
+    pthread_mutex_unlock(&t->lock);
+    if (sum_of_mins != NULL)
+        *sum_of_mins = sp;
+    return over;
 }
 
 bool kq_qtree_lookup(kq_qtree_t *t, const char *group, bool *is_parent)

@@ -22,6 +22,13 @@
  *         Otherwise the victims are echoed in the meta form. The victims answered are
  *         remembered for the preemptor (kq_ledger_preempt_note, ledger.h "in-flight
  *         preemption").
+ *         A preemptor of a scheduler-plugins quota (scheduling.x-k8s.io) gets
+ *         CapacityScheduling's victims instead (capacity_victims): within its min, pods
+ *         of other scheduler-plugins quotas above their min, whatever their priority;
+ *         beyond it, its own quota's pods of lower priority; chosen from the pods
+ *         kubequota counts on each node kube-scheduler proposed, not from kube-scheduler's
+ *         own victims. kq_ledger_preempt_note discounts the other quotas' victims too,
+ *         in the sum of what scheduler-plugins quotas use.
  * filter  denials by the quota tree go to FailedNodes (preemption inside the group may
  *         help); denials by user/group/queue limits to FailedAndUnresolvableNodes. A quota
  *         tree denial of a preemptor whose victims are in flight gives back the nodes
@@ -1101,6 +1108,126 @@ out:
     return rc;
 }
 
+/* Would `req` fit on the node of allocatable `alloc` beside the counted pods there (their
+ * requests summed in on_sum, n_on of them) once the pods in `freed` (n_freed) are gone?
+ * The node's pods count bounds the number of pods. */
+static bool node_fits(const kq_resource_t *alloc, const kq_resource_t *on_sum, size_t n_on, const kq_resource_t *freed,
+                      size_t n_freed, const kq_resource_t *req)
+{
+    for (uint32_t k = 0; k < req->n; k++) {
+        const char *d = KQ_RES_E(req)[k].name;
+        int64_t r = KQ_RES_E(req)[k].value, busy = kq_resource_get(on_sum, d, NULL), f = kq_resource_get(freed, d, NULL);
+        bool has;
+        int64_t av = kq_resource_get(alloc, d, &has);
+        busy = f >= busy ? 0 : busy - f;
+        if (r > 0 && (!has || busy > av - r))
+            return false;
+    }
+    bool hasp;
+    int64_t maxpods = kq_resource_get(alloc, "pods", &hasp);
+    return !(hasp && (int64_t)(n_on - n_freed) + 1 > maxpods);
+}
+
+/* scheduler-plugins' MoreImportantPod order, most important first: higher priority, then
+ * the earlier start (creation here), then the uid (a stable answer). */
+static int more_important_first(const void *a, const void *b)
+{
+    const kq_ledger_victim_t *x = *(const kq_ledger_victim_t *const *)a, *y = *(const kq_ledger_victim_t *const *)b;
+    if (x->priority != y->priority)
+        return x->priority > y->priority ? -1 : 1;
+    if (x->created != y->created)
+        return x->created < y->created ? -1 : 1;
+    return strcmp(x->uid, y->uid);
+}
+
+/* CapacityScheduling's SelectVictimsOnNode (kubernetes-sigs/scheduler-plugins
+ * pkg/capacityscheduling/capacity_scheduling.go) for a preemptor of scheduler-plugins
+ * group `group`, on one node kube-scheduler proposed: the victims, as a new "Pods" array
+ * of {"UID"}, or NULL with *why set when the node cannot help (or *rc = KQ_ENOMEM).
+ *   - within its min (used + request <= min, usedOverMinWith false): potential victims are
+ *     the node's pods of OTHER scheduler-plugins groups that use more than their min,
+ *     whatever their priority; otherwise, the node's pods of its own group of lower
+ *     priority. Pods of no scheduler-plugins group are never victims.
+ *   - with every potential victim gone, the preemptor must fit the node and the quota
+ *     rules (its max, the sum of mins): else the node cannot help;
+ *   - then, most important first, each potential victim is reprieved when the preemptor
+ *     still fits the node and the rules with it back; the others are the victims.
+ * kube-scheduler's own victims for the node are not consulted: it proposes only pods of
+ * lower priority, CapacityScheduling takes borrowers of any priority (kube-scheduler
+ * accepts any pod of the node in the answer: extender.go convertToVictims). PDBs are not
+ * known here: every victim counts as not violating one (NumPDBViolations 0). */
+static json_t *capacity_victims(kq_app_t *app, const kq_pod_t *pod, const char *group, bool more_than_min,
+                                const kq_ledger_victim_t *on, size_t n_on, const kq_resource_t *alloc, char *why,
+                                size_t whylen, int *rc)
+{
+    kq_qtree_t *qt = kq_elastic_qtree(app->elastic);
+    const kq_ledger_victim_t **pot = calloc(n_on ? n_on : 1, sizeof(*pot));
+    kq_resource_t on_sum = KQ_RESOURCE_EMPTY, own = KQ_RESOURCE_EMPTY, others = KQ_RESOURCE_EMPTY,
+                  freed = KQ_RESOURCE_EMPTY;
+    json_t *out = NULL;
+    size_t n_pot = 0, n_gone = 0;
+    if (pot == NULL)
+        goto nomem;
+    for (size_t k = 0; k < n_on; k++) {
+        const kq_ledger_victim_t *x = &on[k];
+        if (kq_resource_add(&on_sum, &x->req) != 0)
+            goto nomem;
+        bool sp = false, same = x->group != NULL && strcmp(x->group, group) == 0;
+        bool over = x->group != NULL && kq_qtree_sp_over_min(qt, x->group, NULL, &sp);
+        if (!sp)
+            continue; /* a pod of no scheduler-plugins quota */
+        if (more_than_min ? (same && x->priority < pod->priority) : (!same && over))
+            pot[n_pot++] = x;
+    }
+    if (n_pot == 0) {
+        kq_errf(why, whylen, "no victims: %s", more_than_min ? "no pod of its own quota with a lower priority"
+                                                              : "no pod of another quota above its min");
+        goto done;
+    }
+    /* everything potential gone */
+    for (size_t k = 0; k < n_pot; k++)
+        if (kq_resource_add(&freed, &pot[k]->req) != 0 ||
+            kq_resource_add(strcmp(pot[k]->group, group) == 0 ? &own : &others, &pot[k]->req) != 0)
+            goto nomem;
+    if (!node_fits(alloc, &on_sum, n_on, &freed, n_pot, &pod->request)) {
+        kq_errf(why, whylen, "does not fit the node even with every potential victim gone");
+        goto done;
+    }
+    if (kq_qtree_check_across(qt, group, &pod->request, &own, &others, false, why, whylen, NULL) != 0)
+        goto done;
+    qsort(pot, n_pot, sizeof(*pot), more_important_first);
+    if ((out = json_array()) == NULL)
+        goto nomem;
+    n_gone = n_pot;
+    for (size_t k = 0; k < n_pot; k++) {
+        kq_resource_t *side = strcmp(pot[k]->group, group) == 0 ? &own : &others;
+        (void)kq_resource_sub(&freed, &pot[k]->req);
+        (void)kq_resource_sub(side, &pot[k]->req);
+        char tmp[8];
+        bool fits = node_fits(alloc, &on_sum, n_on, &freed, n_gone - 1, &pod->request) &&
+                    kq_qtree_check_across(qt, group, &pod->request, &own, &others, false, tmp, sizeof(tmp), NULL) == 0;
+        if (fits) {
+            n_gone--;
+            continue;
+        }
+        if (kq_resource_add(&freed, &pot[k]->req) != 0 || kq_resource_add(side, &pot[k]->req) != 0 ||
+            json_array_append_new(out, json_pack("{s:s}", "UID", pot[k]->uid)) != 0)
+            goto nomem;
+    }
+    goto done;
+nomem:
+    *rc = KQ_ENOMEM;
+    json_decref(out);
+    out = NULL;
+done:
+    free(pot);
+    kq_resource_free(&on_sum);
+    kq_resource_free(&own);
+    kq_resource_free(&others);
+    kq_resource_free(&freed);
+    return out;
+}
+
 /* Elastic quota: narrows the meta victims map in place (see the header comment). 0, or
  * KQ_ENOMEM. Pods that are not ours, or without elastic quota, leave the map unchanged. */
 static int preempt_in_group(kq_app_t *app, const json_t *pod_obj, json_t *map)
@@ -1124,7 +1251,42 @@ static int preempt_in_group(kq_app_t *app, const json_t *pod_obj, json_t *map)
     const char *node;
     json_t *v, *tmp;
     bool def_ok = kq_elastic_preempt_default(app->elastic);
+    /* a scheduler-plugins group: CapacityScheduling's victims (capacity_victims) */
+    bool sp = false;
+    bool more_than_min = kq_qtree_sp_over_min(qt, group, &pod.request, &sp);
     json_object_foreach_safe(map, tmp, node, v) {
+        if (sp) {
+            kq_ledger_victim_t *on = NULL;
+            size_t n_on = 0;
+            kq_resource_t alloc = KQ_RESOURCE_EMPTY;
+            char why[REASON_MAX] = "";
+            json_t *vs = NULL;
+            if (kq_ledger_node_pods(app->ledger, node, &on, &n_on) != 0) {
+                rc = KQ_ENOMEM;
+                break;
+            }
+            if (kq_elastic_node_allocatable(app->elastic, node, &alloc) != 0)
+                kq_errf(why, sizeof(why), "node not known");
+            else
+                vs = capacity_victims(app, &pod, group, more_than_min, on, n_on, &alloc, why, sizeof(why), &rc);
+            dropped_victims += json_array_size(json_object_get(v, "Pods"));
+            if (vs != NULL && (json_object_set_new(v, "Pods", vs) != 0 ||
+                               json_object_set_new(v, "NumPDBViolations", json_integer(0)) != 0))
+                rc = KQ_ENOMEM;
+            if (vs != NULL && rc == 0) {
+                kept_nodes++;
+            } else {
+                kq_debug("event=preempt_node_dropped pod=%s/%s node=%s reason=\"%s\"", pod.ns, pod.name, node,
+                         why);
+                json_object_del(map, node);
+                dropped_nodes++;
+            }
+            kq_resource_free(&alloc);
+            kq_ledger_victims_free(on, n_on);
+            if (rc != 0)
+                break;
+            continue;
+        }
         json_t *pods = json_object_get(v, "Pods");
         json_t *keep = json_array();
         kq_ledger_victim_t *on = NULL; /* the counted pods on this node */

@@ -825,7 +825,8 @@ class Cluster:
         spec = {"schedulerName": scheduler, "restartPolicy": "Never",
                 "automountServiceAccountToken": False,
                 "containers": [{"name": "c", "image": "registry.invalid/pause:1",
-                                "resources": {"requests": {"cpu": cpu, "memory": memory}}}],
+                                "resources": {"requests": {k: v for k, v in (("cpu", cpu), ("memory", memory))
+                                                           if v is not None}}}],
                 "terminationGracePeriodSeconds": 0}
         if gates:
             spec["schedulingGates"] = [{"name": g} for g in gates]

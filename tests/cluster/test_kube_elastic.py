@@ -77,6 +77,7 @@ class ElasticQuotaOnRealApi(KubeTestCase):
     def test_runtime_preemption_and_reclaim_through_the_real_scheduler(self):
         a, b = self.ns(), self.ns()
         admin = self.c.api("admin")
+        # the pods ask cpu only: a max without memory is a max of 0 memory (CapacityScheduling)
         admin.post(EQ % a, eq("quota-a", {"cpu": "4"}, {"cpu": "8"}))
         admin.post(EQ % b, eq("quota-b", {"cpu": "4"}, {"cpu": "8"}))
         for g in ("%s/quota-a" % a, "%s/quota-b" % b):
@@ -84,17 +85,17 @@ class ElasticQuotaOnRealApi(KubeTestCase):
                        10, 0.2, "kubequota applied group %s" % g)
         # B first (older pods), then A fills the cluster: 2 + 6 = 8 cpu on two 4-cpu nodes.
         for i in range(2):
-            self.pod(b, "b%d" % i, user="bob", priority_class="kq-low")
+            self.pod(b, "b%d" % i, user="bob", priority_class="kq-low", memory=None)
         for i in range(2):
             self.wait_bound(b, "b%d" % i)
         for i in range(6):
-            self.pod(a, "a%d" % i, user="alice", priority_class="kq-low")
+            self.pod(a, "a%d" % i, user="alice", priority_class="kq-low", memory=None)
         for i in range(6):
             self.wait_bound(a, "a%d" % i)
         # A's runtime is 6: a seventh cpu for A is a quota denial (FailedNodes, so the
         # scheduler may preempt), and the nodes are full. The real DefaultPreemption proposes
         # the youngest low-priority pod per node; kubequota's preempt keeps A's own only.
-        self.pod(a, "a-high", user="alice", priority_class="kq-high")
+        self.pod(a, "a-high", user="alice", priority_class="kq-high", memory=None)
         self.wait_bound(a, "a-high", timeout=60)
         self.assertRegex(self.c.kubequota_log(), r"event=preempt pod=%s/a-high .*nodes_kept=[1-9]" % a)
         gone = [n for n in ("a%d" % i for i in range(6))
@@ -106,9 +107,76 @@ class ElasticQuotaOnRealApi(KubeTestCase):
         # B asks for its min back: B wants 3 (within its min 4), so A's runtime falls to 5
         # while A uses 6; after --reclaim-grace kubequota evicts one of A's pods (the Eviction
         # API, lowest priority first) and B's pod schedules.
-        self.pod(b, "b2", user="bob", priority_class="kq-low")
+        self.pod(b, "b2", user="bob", priority_class="kq-low", memory=None)
         self.wait_bound(b, "b2", timeout=60)
         reclaimed = wait_until(lambda: [e for e in self.c.events(a) if e.get("reason") == "Reclaimed"],
                                30, 0.2, "a Reclaimed event in %s" % a)
         self.assertIn("quota-a", reclaimed[0]["message"])
         self.assertTrue(self.node_of(a, "a-high"), "the high-priority pod is never reclaimed first")
+
+
+class CrossNamespacePreemptionOnRealApi(KubeTestCase):
+    """CapacityScheduling's cross-namespace preemption (kubernetes-sigs/scheduler-plugins
+    pkg/capacityscheduling/capacity_scheduling.go SelectVictimsOnNode; its unit case
+    TestDryRunPreemption "cross-namespace preemption") through the real kube-scheduler:
+    DefaultPreemption's dry run proposes lower-priority pods per node, kubequota's preempt
+    answers the borrower's, kube-scheduler deletes them. Reclaim is held off (a long
+    --reclaim-grace), so only preemption can take anything back.
+
+    Two 4-cpu nodes, 8 cpu. Quota A (min 2, max 8) borrows: 6 pods of 1 cpu; quota B
+    (min 6, max 8) runs 2. Every min is in use or lent: 8 used = the sum of mins 8. B asks
+    1 more cpu at a higher priority: 2 + 1 <= 6 is within its min (usedOverMinWith false),
+    so the victims come from A (6 > its min 2), one pod: 7 + 1 <= 8. B's own pods, of lower
+    priority too, are not taken."""
+    CONFIG = queues_config({"name": "default"})
+    CHART_VALUES = {"kubequota": {"admissionGate": {"enabled": False}}}
+    KQ_ARGS = ("--reclaim-grace=10m",)
+
+    @classmethod
+    def setUpClass(cls):
+        CLUSTER = __import__("kubetest").CLUSTER
+        CLUSTER.set_nodes({"small-0": {"cpu": "4", "memory": "16Gi"},
+                           "small-1": {"cpu": "4", "memory": "16Gi"}})
+        for name, value in (("kq-low", 100), ("kq-high", 1000)):
+            CLUSTER.api().request("POST", "/apis/scheduling.k8s.io/v1/priorityclasses",
+                                  {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                                   "metadata": {"name": name}, "value": value}, ok=(201, 409))
+        super().setUpClass()
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            super().tearDownClass()
+        finally:
+            cls.c.set_nodes(cls.c.default_nodes())
+
+    def alive(self, ns, names):
+        return [n for n in names
+                if self.c.api().request("GET", "/api/v1/namespaces/%s/pods/%s" % (ns, n), ok=None).get("code") != 404
+                and not self.get(ns, n)["metadata"].get("deletionTimestamp")]
+
+    def test_a_quota_within_its_min_takes_back_from_a_borrower(self):
+        a, b = self.ns(), self.ns()
+        admin = self.c.api("admin")
+        admin.post(EQ % a, eq("quota-a", {"cpu": "2"}, {"cpu": "8"}))
+        admin.post(EQ % b, eq("quota-b", {"cpu": "6"}, {"cpu": "8"}))
+        for g in ("%s/quota-a" % a, "%s/quota-b" % b):
+            wait_until(lambda: "event=quota_group_applied group=%s " % g in self.c.kubequota_log(),
+                       10, 0.2, "kubequota applied group %s" % g)
+        bs = ["b0", "b1"]
+        as_ = ["a%d" % i for i in range(6)]
+        for n in bs:
+            self.pod(b, n, user="bob", priority_class="kq-low", memory=None)
+        for n in bs:
+            self.wait_bound(b, n)
+        for n in as_:
+            self.pod(a, n, user="alice", priority_class="kq-low", memory=None)
+        for n in as_:
+            self.wait_bound(a, n)
+        self.pod(b, "b-high", user="bob", priority_class="kq-high", memory=None)
+        self.wait_bound(b, "b-high", timeout=60)
+        self.assertRegex(self.c.kubequota_log(), r"event=preempt pod=%s/b-high .*nodes_kept=[1-9]" % b)
+        self.assertEqual(len(self.alive(a, as_)), 5, "exactly one of A's borrowed pods is preempted")
+        self.assertEqual(self.alive(b, bs), bs, "B's own pods are not victims: B is within its min")
+        self.assertFalse([e for e in self.c.events(a) if e.get("reason") == "Reclaimed"],
+                         "taken back by preemption, not by reclaim")

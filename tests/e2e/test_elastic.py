@@ -245,7 +245,9 @@ class ElasticQuotaObjectTest(ElasticBase):
         upstream = "scheduling.x-k8s.io"
         with self.sim.world.cond:
             self.sim.world.crds = {koord, upstream}
-        self.create_eq(upstream, "web", "web-quota", {"cpu": "1"}, {"cpu": "2"})
+        # min and max name memory too: CapacityScheduling reads a max without memory as 0
+        # memory, and the pod asks 64Mi
+        self.create_eq(upstream, "web", "web-quota", {"cpu": "1", "memory": "1Gi"}, {"cpu": "2", "memory": "1Gi"})
         wait_until(lambda: group(self.tree(), "web/web-quota") is not None, 20, 0.1,
                    "group web/web-quota in the tree")
         self.pod("w1", 1, 0, ns="web")

@@ -326,7 +326,9 @@ class FailoverActsOnceTest(LeaderElectionTest):
         r = self.sim.http.post("/apis/%s/v1alpha1/namespaces/web/elasticquotas" % EQ_GROUP, body)
         self.assertEqual(r.status, 201, r.text)
         from kqtest import pod_manifest
-        w = pod_manifest("w1", ns="web", user="wendy", cpu="1", memory="64Mi")
+        # cpu only: the quota names no memory (CapacityScheduling reads a max without memory
+        # as 0 memory)
+        w = pod_manifest("w1", ns="web", user="wendy", cpu="1", memory=None)
         self.sim.create_pod(w)
         ok, why = SchedulerDriver(leader, self.sim).schedule("web", "w1")
         self.assertTrue(ok, why)

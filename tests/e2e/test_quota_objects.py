@@ -54,6 +54,8 @@ class QuotaObjectBase(KQTestCase):
                    "group %s in the tree" % name)
 
     def pod(self, name, ns, cpu, priority=0, labels=None, memory="64Mi"):
+        # (scheduler-plugins quotas: pass memory=None when the quota's max names no memory;
+        # CapacityScheduling reads a max without memory as a max of 0 memory)
         p = pod_manifest(name, ns=ns, user="alice", cpu=str(cpu), memory=memory, labels=labels)
         p["spec"]["priority"] = priority
         return self.sim.create_pod(p)
@@ -71,7 +73,8 @@ class UpstreamDemoTest(QuotaObjectBase):
     """kubernetes-sigs/scheduler-plugins pkg/capacityscheduling/README.md, "Demo": two
     quotas min cpu 4 / max cpu 6 in namespaces quota1 and quota2, 8 cpus in the cluster.
     Here both objects carry the same name ("quota") to show that scheduler-plugins quotas
-    are per namespace: two objects, two groups."""
+    are per namespace: two objects, two groups. The pods request cpu only, as the README's
+    do: the quotas' max names no memory, which CapacityScheduling reads as 0 memory."""
 
     def test_demo_with_the_same_name_in_two_namespaces(self):
         for ns in ("quota1", "quota2"):
@@ -82,14 +85,14 @@ class UpstreamDemoTest(QuotaObjectBase):
         self.assertEqual(self.g("quota2/quota")["minResource"]["cpu"], 4000)
         # app1: 4 replicas of 2 cpu in quota1; three run (6 = max), one stays pending
         for i in range(4):
-            self.pod("app1-%d" % i, "quota1", 2)
+            self.pod("app1-%d" % i, "quota1", 2, memory=None)
         for i in range(3):
             self.assert_bound("app1-%d" % i, "quota1")
         # (runtime = min(request 8, max 6) = 6: the reason may name either)
         self.assert_denied("app1-3", "quota1", "quota1/quota", "6 used + 2 requested")
         # app2: 2 replicas of 2 cpu in quota2. The first takes the 2 free cpus.
-        self.pod("app2-0", "quota2", 2)
-        self.pod("app2-1", "quota2", 2)
+        self.pod("app2-0", "quota2", 2, memory=None)
+        self.pod("app2-1", "quota2", 2, memory=None)
         self.assert_bound("app2-0", "quota2")
         # The second is within quota2's min (2 + 2 <= 4) but the cluster is full (8 used):
         # quota1 uses 6, above what is left to it (8 - quota2's min 4 = 4), so one of its
@@ -367,7 +370,8 @@ class UpstreamKepStoryTest(QuotaObjectBase):
                    "10 GPUs in the cluster")
 
     def gpod(self, name, ns, gpus, priority=0):
-        p = pod_manifest(name, ns=ns, user="alice", cpu="100m", memory="64Mi",
+        # GPUs only: the quotas name nothing else (a max without cpu is a max of 0 cpu)
+        p = pod_manifest(name, ns=ns, user="alice", cpu=None, memory=None,
                          extra_requests={"nvidia.com/gpu": str(gpus)})
         p["spec"]["priority"] = priority
         return self.sim.create_pod(p)
@@ -421,9 +425,9 @@ class UpstreamKepStoryTest(QuotaObjectBase):
         for ns, mn in (("quota1", 0), ("quota2", 0), ("quota3", 1)):
             self.create_eq(UPSTREAM, ns, ns, {"cpu": mn}, {"cpu": 2})
             self.wait_group("%s/%s" % (ns, ns))
-        self.pod("nginx", "quota1", 1)
+        self.pod("nginx", "quota1", 1, memory=None)
         self.assert_bound("nginx", "quota1")
-        self.pod("nginx", "quota2", 1, priority=1000000)
+        self.pod("nginx", "quota2", 1, priority=1000000, memory=None)
         self.assert_denied("nginx", "quota2", "quota2/quota2", "sum of their mins")
 
 

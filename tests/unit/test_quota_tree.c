@@ -716,6 +716,82 @@ static void test_sum_of_mins(void **state)
     kq_qtree_free(t);
 }
 
+/* A tree with one scheduler-plugins group "q" (min, max as given; "" = none) using `used`,
+ * beside "big", a scheduler-plugins group whose min covers every sum, on a huge cluster:
+ * only q's own min and max can decide. */
+static kq_qtree_t *sp_tree(const char *min, const char *max, const char *used)
+{
+    kq_qtree_t *t = kq_qtree_new();
+    const char *huge = "cpu=1000000000,memory=1000000000000,ephemeral-storage=1000000000000,nvidia.com/gpu=1000000";
+    total(t, huge);
+    const char *names[2] = {"big", "q"}, *mins[2] = {huge, min}, *maxs[2] = {huge, max};
+    for (int i = 0; i < 2; i++) {
+        kq_qgroup_spec_t s;
+        kq_qgroup_spec_init(&s, names[i]);
+        s.min = R(mins[i]);
+        s.max = R(maxs[i]);
+        s.sum_of_mins = true;
+        char err[256];
+        assert_int_equal(kq_qtree_set_group(t, &s, err, sizeof err), 0);
+    }
+    kq_resource_t u = R(used);
+    assert_int_equal(kq_qtree_used_add(t, "q", &u, false), 0);
+    return t;
+}
+
+/* kubernetes-sigs/scheduler-plugins pkg/capacityscheduling/elasticquota_test.go
+ * TestUsedOverMin and TestUsedOverMaxWith, case by case (cpu in millicores, as
+ * MilliCPU; GPU is their ResourceGPU, nvidia.com/gpu). The max cases go through the
+ * admission check (PreFilter's usedOverMaxWith). */
+static void test_sp_used_over_min_and_max(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *name, *min, *used;
+        bool over;
+    } mins[] = {
+        {"OverMin Used Is Bigger Than Min", "cpu=3000,memory=300,nvidia.com/gpu=5", "cpu=4000,memory=200,nvidia.com/gpu=5", true},
+        {"OverMin Used Is Not Bigger Than Min", "cpu=4000,memory=200,nvidia.com/gpu=5", "cpu=300,memory=100,nvidia.com/gpu=5", false},
+        {"OverMin ElasticQuotaInfo Doesn't Have Min", "", "cpu=3900,memory=100,nvidia.com/gpu=5", true},
+        {"OverMin Used Has GPU But Min Doesn't Have GPU", "cpu=4000,memory=200", "cpu=300,memory=100,nvidia.com/gpu=5", true},
+        {"OverMin EphemeralStorage", "cpu=4000,memory=200,ephemeral-storage=10", "cpu=300,memory=100,ephemeral-storage=100", true},
+    };
+    for (size_t i = 0; i < sizeof mins / sizeof mins[0]; i++) {
+        kq_qtree_t *t = sp_tree(mins[i].min, "", mins[i].used);
+        bool sp = false;
+        bool over = kq_qtree_sp_over_min(t, "q", NULL, &sp);
+        if (!sp || over != mins[i].over)
+            fail_msg("%s: want %d, got %d (sum_of_mins %d)", mins[i].name, mins[i].over, over, sp);
+        kq_qtree_free(t);
+    }
+    static const struct {
+        const char *name, *max, *used, *req;
+        bool over;
+    } maxs[] = {
+        {"OverMaxWith Sum Of PodRequest And Used Is Bigger Than Max", "cpu=4000,memory=200,nvidia.com/gpu=5",
+         "cpu=4000,memory=200,nvidia.com/gpu=5", "cpu=100,memory=100", true},
+        {"OverMaxWith Sum Of PodRequest And Used Is Not Bigger Than Max", "cpu=4000,memory=200,nvidia.com/gpu=5",
+         "cpu=3900,memory=100,nvidia.com/gpu=5", "cpu=100,memory=100", false},
+        {"OverMaxWith ElasticQuotaInfo Doesn't Have Max", "", "cpu=3900,memory=100,nvidia.com/gpu=5",
+         "cpu=100,memory=100", false},
+        {"OverMaxWith Used And Max Don't Have GPU Value", "cpu=3000,memory=100", "cpu=10,memory=10",
+         "cpu=10,memory=10,nvidia.com/gpu=5", false},
+        {"OverMaxWith EphemeralStorage", "cpu=3000,memory=100,ephemeral-storage=100",
+         "cpu=10,memory=10,ephemeral-storage=10", "cpu=10,memory=10,ephemeral-storage=100", true},
+        /* cmp2's missing field: a max without memory is a max of 0 memory */
+        {"max without a field", "cpu=3000", "cpu=10", "cpu=10,memory=1", true},
+    };
+    for (size_t i = 0; i < sizeof maxs / sizeof maxs[0]; i++) {
+        kq_qtree_t *t = sp_tree("", maxs[i].max, maxs[i].used);
+        kq_resource_t r = R(maxs[i].req);
+        char why[256] = "";
+        int rc = kq_qtree_check(t, "q", &r, false, why, sizeof why, NULL);
+        if ((rc == KQ_EDENIED) != maxs[i].over || (rc != 0 && strstr(why, " max") == NULL))
+            fail_msg("%s: want over=%d, got rc %d: %s", maxs[i].name, maxs[i].over, rc, why);
+        kq_qtree_free(t);
+    }
+}
+
 /* ------------------------------------------------------------------ validation */
 
 static int try_set(kq_qtree_t *t, const char *name, const char *parent, const char *min, const char *max,
@@ -1856,6 +1932,7 @@ int main(void)
         cmocka_unit_test(test_ancestor_denies),
         cmocka_unit_test(test_nonpreemptible_within_min),
         cmocka_unit_test(test_sum_of_mins),
+        cmocka_unit_test(test_sp_used_over_min_and_max),
         cmocka_unit_test(test_validation),
         cmocka_unit_test(test_remove_moves_usage_to_default),
         cmocka_unit_test(test_system_group),

@@ -224,7 +224,10 @@ void kq_ledger_set_fairshare(kq_ledger_t *l, kq_fairshare_t *fs);
  * answered on each node, and kq_ledger_check_on / kq_ledger_assume_on of that preemptor on
  * such a node check its quota group and every ancestor (runtime, max, the root's cluster
  * total) with those victims' usage discounted:
- *   - only victims still counted, in the preemptor's quota group, bound to that node;
+ *   - only victims still counted, in the preemptor's quota group, bound to that node
+ *     (for a preemptor of a scheduler-plugins group, also those of other scheduler-plugins
+ *     groups: they lower the sum of what those groups use, CapacityScheduling's
+ *     cross-namespace preemption; kq_qtree_check_across);
  *   - a victim is claimed by one preemptor at a time (a later preemptor does not discount
  *     it), so one release is never spent twice;
  *   - a record ends when its preemptor is deleted or terminal, when a later preempt call

@@ -67,10 +67,12 @@
  * parent group is denied. A group with sum_of_mins (scheduler-plugins' CapacityScheduling,
  * kubernetes-sigs/scheduler-plugins pkg/capacityscheduling) is not held to its own runtime
  * but to its max and to the sum rule instead: what all sum_of_mins groups use plus R must
- * stay within the sum of their mins, for the resources some of their mins name (and its
- * max names); its ancestors (the root) are checked as usual. Its runtime is still
- * computed and reclaim still uses it (kubequota's stand-in for scheduler-plugins'
- * cross-namespace preemption of quotas above their min). Pods of the system group are always admitted.
+ * stay within the sum of their mins, with CapacityScheduling's rules for names a max or a min
+ * does not name (see sp_prefilter_locked: a max without cpu admits no cpu; a resource no
+ * min names has a sum of mins of 0); its ancestors (the root) are checked as usual. Its
+ * runtime is still computed and reclaim still uses it (on top of the preempt verb's
+ * cross-namespace preemption, which scheduler-plugins alone relies on). Pods of the system
+ * group are always admitted.
  *
  * Cost. kq_qtree_check and kq_qtree_assume, used_add/sub: O(depth x resources), reading
  * runtimes computed earlier; nothing is recomputed on a check. A request change
@@ -231,6 +233,24 @@ int kq_qtree_assume(kq_qtree_t *t, const char *group, const kq_resource_t *req, 
 int kq_qtree_assume_preempt(kq_qtree_t *t, const char *group, const kq_resource_t *req,
                             const kq_resource_t *victims, bool nonpreemptible, char *reason,
                             size_t reasonlen, kq_denial_t *kind) KQ_WUR;
+
+/* kq_qtree_check_preempt / kq_qtree_assume_preempt with `others` (may be NULL): the
+ * summed requests of victims in other scheduler-plugins (sum_of_mins) groups, which lower
+ * only what all those groups use in the sum rule (CapacityScheduling's cross-namespace
+ * preemption). */
+int kq_qtree_check_across(kq_qtree_t *t, const char *group, const kq_resource_t *req, const kq_resource_t *victims,
+                          const kq_resource_t *others, bool nonpreemptible, char *reason, size_t reasonlen,
+                          kq_denial_t *kind) KQ_WUR;
+int kq_qtree_assume_across(kq_qtree_t *t, const char *group, const kq_resource_t *req, const kq_resource_t *victims,
+                           const kq_resource_t *others, bool nonpreemptible, char *reason, size_t reasonlen,
+                           kq_denial_t *kind) KQ_WUR;
+
+/* scheduler-plugins' usedOverMin (with NULL) or usedOverMinWith(with) of `group`
+ * (pkg/capacityscheduling/elasticquota.go): whether its used (plus `with`) exceeds its min
+ * in some resource, with cmp2's rules (an unnamed min is 0). *sum_of_mins (may be NULL)
+ * says whether the group is a scheduler-plugins group at all; false and *sum_of_mins
+ * false for any other or unknown group. */
+bool kq_qtree_sp_over_min(kq_qtree_t *t, const char *group, const kq_resource_t *with, bool *sum_of_mins);
 
 /* The group's current runtime (resources the cluster total names) into *out (an
  * initialised set, see resource.h). KQ_ENOENT unknown, KQ_ENOMEM. The system group's
