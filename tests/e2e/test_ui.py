@@ -391,6 +391,33 @@ class DashboardTest(KQTestCase):
         self.assertEqual(self.kq.get("%s/queue/%s" % (hist, "root.nope")).status, 404)
         self.assertEqual(self.kq.get("/ws/v1/partition/other/history").status, 404)
 
+    def test_hostile_names_stay_text(self):
+        """A user name made of markup reaches the summary, the tables, the history menu and
+        its chart as text: no element is made from it and no script of it runs."""
+        evil = '<img src=x onerror="document.body.dataset.pwned=1">'
+        self.create("x1", user=evil, queue="root.team-b", cpu="100m", memory="64Mi", app="app-x1")
+        self.assert_bound("x1")
+        hist = "/ws/v1/partition/%s/history" % PARTITION
+        wait_until(lambda: evil in self.kq.get_json(hist)["users"], 15, 0.1, "the hostile user's series")
+        b = cdp.Browser(chromium(), width=1366, height=768)
+        self.addCleanup(b.close)
+        b.navigate(self.kq.url + "/ui/")
+        b.wait_for("document.body.dataset.state === 'auth'", what="the page to ask for a token")
+        b.eval("document.getElementById('token').value = %s;"
+               "document.getElementById('auth-form').requestSubmit(); true" % json.dumps(self.kq.rest_token))
+        b.wait_for("document.body.dataset.state === 'ready' && !!document.querySelector('#history figure')",
+                   what="the dashboard")
+        b.eval("const s = document.getElementById('history-select'); s.value = %s;"
+               "s.dispatchEvent(new Event('change')); true" % json.dumps("user:" + evil))
+        b.wait_for("document.getElementById('history').dataset.series === %s" % json.dumps("user:" + evil),
+                   what="the hostile user's chart")
+        b.pump(0.3)
+        self.assertEqual(b.eval("document.querySelectorAll('img').length"), 0)
+        self.assertIsNone(b.eval("document.body.dataset.pwned || null"))
+        self.assertIn(evil, b.eval("Array.from(document.querySelectorAll('#history-select option'))"
+                                   ".map(o => o.textContent).join('|')"))
+        self.assertIn(evil, b.eval("document.getElementById('users').textContent"))
+
     def assert_on_screen(self, b, element_id, width, height):
         r = json.loads(b.eval("JSON.stringify(document.getElementById(%s).getBoundingClientRect())"
                               % json.dumps(element_id)))
