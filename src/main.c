@@ -497,9 +497,11 @@ static int parse_serve(int argc, char **argv, serve_opts_t *o)
             if (!parse_duration_flag(c, optarg, 0, 1, &o->event_update_ms))
                 return 2;
             break;
-        case O_HISTORY:
+        case O_HISTORY: /* 0 (off) or at least 100ms: each sample builds the queue and user views */
             if (!parse_duration_flag(c, optarg, 0, 0, &o->history_ms))
                 return 2;
+            if (o->history_ms > 0 && o->history_ms < 100)
+                return bad_usage("serve", "--history-interval %s: must be 0 (off) or at least 100ms", optarg);
             break;
         case O_REQUEUE_WINDOW:
             if (!parse_duration_flag(c, optarg, 0, 0, &o->requeue_window_ms))
