@@ -342,7 +342,7 @@ class DashboardTest(KQTestCase):
                 self.assertEqual(queues["team-c"][7], "1 / 1")
                 self.assertEqual(queues["team-a"][7], "1")
                 # phone: the rows are stacked cards, each value headed by its column
-                if width < 760:
+                if width <= 1000:
                     self.assertEqual(lay["cardCell"], {"display": "flex", "label": "applications"})
                 # the chart of the busiest queue below root: 60 samples, latest 1.5 cpu
                 chart = json.loads(b.eval(CHART_JS))
