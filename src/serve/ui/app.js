@@ -140,7 +140,7 @@
       Array.prototype.forEach.call(t.tBodies[0].rows, function (tr) {
         Array.prototype.forEach.call(tr.cells, function (td, i) {
           if (head[i] !== undefined) td.dataset.label = head[i];
-          if (td.textContent.trim() === "" && td.children.length === 0) td.classList.add("blank");
+          if (td.textContent.trim() === "") td.classList.add("blank"); /* no empty line on a card */
         });
       });
     });
