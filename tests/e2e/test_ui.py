@@ -183,6 +183,8 @@ class DashboardTest(KQTestCase):
         f = self.kq.get("/ui/features.json").json()
         self.assertEqual(f["partition"], PARTITION)
         self.assertIs(f["metering"], True)
+        self.assertEqual((f["history"], f["gate"]), (True, True))
+        self.assertIn("/ws/v1/partition/*/history/user/*", f["routes"])
         self.assertIn("/ws/v1/partition/*/usage/users", f["routes"])
         self.assertNotIn("/ws/v1/validate-conf", f["routes"])  # GET routes only
         # the data itself still needs credentials
@@ -460,3 +462,41 @@ class DashboardTest(KQTestCase):
         for r in rows:
             owner = r[0] or owner
             yield owner, r
+
+
+class DashboardWithoutHistoryTest(KQTestCase):
+    """--history-interval 0 and no admission gate: the history routes answer 404,
+    features.json says so, and the page neither asks for them nor shows a chart; the denials
+    and waiting tiles say what is off instead of showing a 0 that would mean "none"."""
+    CONFIG = CONFIG
+    EXTRA_ARGS = ("--history-interval", "0")
+
+    def test_no_chart_and_no_request_for_one(self):
+        hist = "/ws/v1/partition/%s/history" % PARTITION
+        for path in ("", "/queue/root", "/user/alice"):
+            r = self.kq.get(hist + path)
+            self.assertEqual(r.status, 404, path)
+            self.assertIn("--history-interval 0", r.text)
+        f = self.kq.get("/ui/features.json").json()
+        self.assertEqual((f["history"], f["gate"]), (False, False))
+        self.create("c1", user="carol", queue="root.team-c", cpu="500m", memory="512Mi", app="app-c1")
+        self.assert_bound("c1")
+        self.wait_usage()
+        b = cdp.Browser(chromium(), width=390, height=844)
+        self.addCleanup(b.close)
+        b.navigate(self.kq.url + "/ui/")
+        b.wait_for("document.body.dataset.state === 'auth'", what="the page to ask for a token")
+        b.pump(0.2)
+        b.messages.clear()
+        b.eval("document.getElementById('token').value = %s;"
+               "document.getElementById('auth-form').requestSubmit(); true" % json.dumps(self.kq.rest_token))
+        b.wait_for("document.body.dataset.state === 'ready'", what="the dashboard")
+        lay = json.loads(b.eval(LAYOUT_JS))
+        self.assertNotIn("history-section", lay["order"])
+        self.assertEqual(lay["tiles"]["denials"], ["–", "usage history is off"])
+        self.assertEqual(lay["tiles"]["waiting"], ["–", "admission gate off: kubectl kubequota why POD"])
+        self.assertIn("admission gate is off", b.eval("document.getElementById('waiting').textContent"))
+        self.assertEqual(lay["tiles"]["full"], ["1", "root.team-c"])
+        self.assertLessEqual(lay["scrollWidth"], lay["clientWidth"])
+        b.pump(0.2)
+        self.assertEqual([m for m in b.messages if m[1] in ("error", "warning")], [])

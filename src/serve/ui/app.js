@@ -397,7 +397,9 @@
   }
 
   function summary(queues, waiting, history) {
-    if (waiting === undefined) {
+    if (waiting === null) {
+      tile("waiting", "–", "admission gate off: kubectl kubequota why POD");
+    } else if (waiting === undefined) {
       tile("waiting", "–", "no admission gate view");
     } else {
       var pods = [];
@@ -543,17 +545,17 @@
       $("partition").textContent = "partition " + f.partition;
       var waiting = (f.routes || []).filter(function (r) { return /waiting/.test(r) && !/\*$/.test(r); })[0];
       var waitingPath = waiting ? waiting.replace(/^\/ws\/v1\/partition\/\*\//, p).replace(/^\//, "") : null;
-      var history = (f.routes || []).indexOf("/ws/v1/partition/*/history") >= 0;
+      var history = !!f.history && (f.routes || []).indexOf("/ws/v1/partition/*/history") >= 0;
       return Promise.all([
         get(p + "usage/users"), get(p + "usage/groups"), get(p + "queues"),
         optional(p + "charges", f.metering), optional(waitingPath, !!waitingPath && waitingPath.indexOf("*") < 0),
-        /* history answers 404 when --history-interval is 0: then no chart */
+        /* off with --history-interval 0 (features.history false): no chart, no denials tile */
         optional(p + "history", history).catch(function (e) {
           if (e instanceof AuthError) throw e;
           return undefined;
         })
       ]).then(function (r) {
-        summary(r[2], r[4], r[5]);
+        summary(r[2], f.gate === false ? null : r[4], r[5]);
         $("history-section").hidden = !r[5];
         return (r[5] ? loadHistory(p, r[5], r[2]) : Promise.resolve()).then(function () { return r; });
       }).then(function (r) {
@@ -565,7 +567,10 @@
         if (tree) fill("tree", treeTable(tree));
         $("charges-section").hidden = r[3] === undefined;
         if (r[3] !== undefined) fill("charges", chargesTable(r[3]));
-        if (r[4] === undefined) {
+        if (f.gate === false) {
+          fill("waiting", empty("the admission gate is off (--admission-gate): pods wait in kube-scheduler's " +
+                                "queue; kubectl kubequota why POD tells why one waits"));
+        } else if (r[4] === undefined) {
           fill("waiting", empty("this kubequota has no admission gate view"));
         } else {
           var perQueue = Array.isArray(r[4]) && r[4].every(function (q) { return q && Array.isArray(q.pods); });
