@@ -365,6 +365,8 @@ class DashboardTest(KQTestCase):
                 b.pump(0.2)
                 bad = [m for m in b.messages if m[1] in ("error", "warning")]
                 self.assertEqual(bad, [], "console errors or warnings on the dashboard")
+                b.eval("document.getElementById('history-section').scrollIntoView(); true")
+                b.screenshot(os.path.join(SHOTS, "dashboard-%dx%d-history.png" % (width, height)))
                 b.eval("window.scrollTo(0, 0); true")
                 b.screenshot(os.path.join(SHOTS, "dashboard-%dx%d.png" % (width, height)))
                 b.screenshot(os.path.join(SHOTS, "dashboard-%dx%d-full.png" % (width, height)), full_page=True)

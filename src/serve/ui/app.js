@@ -497,7 +497,7 @@
       var grp = el("optgroup");
       grp.label = kv[0] === "queue" ? "Queues" : "Users";
       kv[1].forEach(function (n) {
-        var o = el("option", null, n);
+        var o = el("option", null, kv[0] + " " + n); /* the closed menu shows which kind it is */
         o.value = kv[0] + ":" + n;
         if (o.value === key) o.selected = true;
         grp.appendChild(o);
