@@ -109,13 +109,14 @@ LAYOUT_JS = """(() => {
 # The usage-over-time chart: the series shown, the points of each resource's line, captions.
 CHART_JS = """(() => {
   const figs = Array.from(document.querySelectorAll("#history figure"));
-  const points = {}, captions = {};
+  const points = {}, captions = {}, limits = {};
   for (const f of figs) {
     points[f.dataset.resource] = f.querySelector("polyline").getAttribute("points").trim().split(/\\s+/).length;
     captions[f.dataset.resource] = f.querySelector("figcaption").textContent;
+    limits[f.dataset.resource] = f.querySelectorAll("line.limit").length;
   }
   return JSON.stringify({series: document.getElementById("history").dataset.series, points: points,
-                         captions: captions});
+                         captions: captions, limits: limits});
 })()"""
 
 
@@ -352,6 +353,9 @@ class DashboardTest(KQTestCase):
                 self.assertEqual(chart["points"], {"cpu": 60, "memory": 60, "pods": 60})
                 self.assertIn("now " + cores("1500m") + ",", chart["captions"]["cpu"])
                 self.assertIn("now " + binary_size("1Gi") + ",", chart["captions"]["memory"])
+                # team-a's max (8 cpu) is drawn as a line; it has no memory max
+                self.assertTrue(chart["captions"]["cpu"].endswith(", max " + cores("8")), chart["captions"])
+                self.assertEqual(chart["limits"], {"cpu": 1, "memory": 0, "pods": 0})
                 # another series is one choice away: alice's
                 b.eval("const s = document.getElementById('history-select'); s.value = 'user:alice';"
                        "s.dispatchEvent(new Event('change')); true")

@@ -427,11 +427,13 @@
 
   /* One small line chart of res over the samples: SVG built here (no inline style), the
    * latest value and the highest one written beside it. */
-  function chart(res, title, points) {
+  function chart(res, title, points, limit) {
     var W = 300, H = 70, PAD = 4;
     var vals = points.map(function (p) { return p[res] || 0; });
     var top = Math.max.apply(null, vals.concat([0]));
-    var scale = top * 1.15; /* headroom: a steady line is not drawn on the border */
+    var hasLimit = typeof limit === "number";
+    /* headroom: a steady line is not drawn on the border; a queue's max is in view */
+    var scale = Math.max(top, hasLimit ? limit : 0) * 1.15;
     var box = el("figure", "chart");
     box.dataset.resource = resName(res);
     var g = svg("svg", { viewBox: "0 0 " + W + " " + H, preserveAspectRatio: "none", role: "img",
@@ -448,22 +450,40 @@
                                      "class": "area" }));
     var line = svg("polyline", { points: xy.join(" "), "class": "series" });
     g.appendChild(line);
+    if (hasLimit && scale > 0) {
+      var ly = (H - PAD - ((H - 2 * PAD) * limit) / scale).toFixed(1);
+      g.appendChild(svg("line", { x1: 0, y1: ly, x2: W, y2: ly, "class": "limit" }));
+    }
     box.dataset.points = String(n);
     box.appendChild(g);
     var cap = el("figcaption");
     cap.appendChild(el("span", "name", title));
-    cap.appendChild(el("span", "muted", " now " + fmt(res, n ? vals[n - 1] : 0) + ", highest " + fmt(res, top)));
+    cap.appendChild(el("span", "muted", " now " + fmt(res, n ? vals[n - 1] : 0) + ", highest " + fmt(res, top) +
+                       (hasLimit ? ", max " + fmt(res, limit) : "")));
     box.appendChild(cap);
     return box;
   }
 
-  function historyView(series, sumry) {
+  /* The queue named in the queue view, or null. */
+  function findQueue(q, name) {
+    if (!q) return null;
+    if (q.queuename === name) return q;
+    var kids = q.children || [];
+    for (var i = 0; i < kids.length; i++) {
+      var f = findQueue(kids[i], name);
+      if (f) return f;
+    }
+    return null;
+  }
+
+  /* max: a queue's maxResource (drawn as a dashed line), {} for a user. */
+  function historyView(series, sumry, max) {
     var pts = series.points || [];
     var wrap = el("div", "charts");
     if (pts.length === 0) return empty("no samples yet");
-    wrap.appendChild(chart("vcore", "cpu", pts));
-    wrap.appendChild(chart("memory", "memory", pts));
-    wrap.appendChild(chart("pods", "pods", pts));
+    wrap.appendChild(chart("vcore", "cpu", pts, max.vcore));
+    wrap.appendChild(chart("memory", "memory", pts, max.memory));
+    wrap.appendChild(chart("pods", "pods", pts, max.pods));
     var first = new Date(pts[0].time * 1000), last = new Date(pts[pts.length - 1].time * 1000);
     $("history-window").textContent = pts.length + " sample" + (pts.length === 1 ? "" : "s") + ", " +
       first.toLocaleTimeString() + " – " + last.toLocaleTimeString() + " (every " +
@@ -511,7 +531,8 @@
     chosen = key;
     var kind = key.slice(0, key.indexOf(":")), name = key.slice(key.indexOf(":") + 1);
     return get(p + "history/" + kind + "/" + encodeURIComponent(name)).then(function (series) {
-      fill("history", historyView(series, sumry));
+      var q = kind === "queue" ? findQueue(queues, name) : null;
+      fill("history", historyView(series, sumry, (q && q.maxResource) || {}));
       $("history").dataset.series = key;
     }, function (e) {
       if (e instanceof AuthError) throw e;
