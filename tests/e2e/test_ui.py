@@ -356,6 +356,8 @@ class DashboardTest(KQTestCase):
                 # team-a's max (8 cpu) is drawn as a line; it has no memory max
                 self.assertTrue(chart["captions"]["cpu"].endswith(", max " + cores("8")), chart["captions"])
                 self.assertEqual(chart["limits"], {"cpu": 1, "memory": 0, "pods": 0})
+                b.eval("document.getElementById('history-section').scrollIntoView(); true")
+                b.screenshot(os.path.join(SHOTS, "dashboard-%dx%d-history.png" % (width, height)))
                 # another series is one choice away: alice's
                 b.eval("const s = document.getElementById('history-select'); s.value = 'user:alice';"
                        "s.dispatchEvent(new Event('change')); true")
@@ -369,8 +371,6 @@ class DashboardTest(KQTestCase):
                 b.pump(0.2)
                 bad = [m for m in b.messages if m[1] in ("error", "warning")]
                 self.assertEqual(bad, [], "console errors or warnings on the dashboard")
-                b.eval("document.getElementById('history-section').scrollIntoView(); true")
-                b.screenshot(os.path.join(SHOTS, "dashboard-%dx%d-history.png" % (width, height)))
                 b.eval("window.scrollTo(0, 0); true")
                 b.screenshot(os.path.join(SHOTS, "dashboard-%dx%d.png" % (width, height)))
                 b.screenshot(os.path.join(SHOTS, "dashboard-%dx%d-full.png" % (width, height)), full_page=True)
