@@ -31,6 +31,7 @@
 #include "kubequota/base/log.h"
 #include "kubequota/control/metering.h"
 #include "kubequota/control/gating.h"
+#include "kubequota/control/history.h"
 #include "kubequota/control/requeue.h"
 #include "kubequota/serve/metrics.h"
 #include "kubequota/serve/server.h"
@@ -64,7 +65,7 @@ enum {
     /* elastic flags */
     O_SYSNS, O_DQMIN, O_DQMAX, O_GRACE, O_ETICK, O_STATUS, O_MINRUN, O_PREEMPT_DEF,
     O_METERING, O_LEADER_ELECT, O_LEASE_NS, O_LEASE_NAME, O_LEASE_DUR, O_RENEW_DEADLINE, O_RETRY_PERIOD,
-    O_APPID_FALLBACK, O_GATE, O_GATE_TIMEOUT, O_GATE_REMOVERS, O_GATE_USAGE_CM, O_GATE_USAGE_CKPT,
+    O_HISTORY, O_APPID_FALLBACK, O_GATE, O_GATE_TIMEOUT, O_GATE_REMOVERS, O_GATE_USAGE_CM, O_GATE_USAGE_CKPT,
     O_HELP = 'h',
 };
 
@@ -109,6 +110,9 @@ static const flag_t serve_flags[] = {
                                                         "is released get the kubequota.io/requeue\n"
                                                         "annotation, so kube-scheduler retries them\n"
                                                         "(default 10s; 0 off; docs/events.md)", NULL},
+    {"history-interval", 1, O_HISTORY, "DURATION", "sample each queue's and user's usage this often for\n"
+                                                   "the dashboard's charts; 60 samples and 256 series\n"
+                                                   "kept in memory (default 1m; 0 off; docs/endpoints.md)", NULL},
     {NULL, 0, 0, NULL, "logging (docs/logging.md)", NULL},
     {"logging-format", 1, O_LOG_FORMAT, "FORMAT", "text (klog lines) or json (one object per line)\n"
                                                   "(default text)", NULL},
@@ -307,6 +311,7 @@ typedef struct serve_opts {
     long watch_progress_ms; /* -1 = the kube client's default */
     long event_update_ms;   /* -1 = the kube client's default */
     long requeue_window_ms; /* --requeue-window; 0 = no requeue pokes */
+    long history_ms;        /* --history-interval; 0 = no usage history */
     bool admission_gate;
     long gate_timeout_ms;
     const char *gate_removers;
@@ -414,6 +419,7 @@ static int parse_serve(int argc, char **argv, serve_opts_t *o)
         .watch_progress_ms = -1,
         .event_update_ms = -1,
         .requeue_window_ms = 10000,
+        .history_ms = 60000,
         .renew_deadline_ms = 10000,
         .retry_period_ms = 2000,
     };
@@ -490,6 +496,12 @@ static int parse_serve(int argc, char **argv, serve_opts_t *o)
         case O_EVENT_UPDATE:
             if (!parse_duration_flag(c, optarg, 0, 1, &o->event_update_ms))
                 return 2;
+            break;
+        case O_HISTORY: /* 0 (off) or at least 100ms: each sample builds the queue and user views */
+            if (!parse_duration_flag(c, optarg, 0, 0, &o->history_ms))
+                return 2;
+            if (o->history_ms > 0 && o->history_ms < 100)
+                return bad_usage("serve", "--history-interval %s: must be 0 (off) or at least 100ms", optarg);
             break;
         case O_REQUEUE_WINDOW:
             if (!parse_duration_flag(c, optarg, 0, 0, &o->requeue_window_ms))
@@ -693,6 +705,13 @@ static void print_diags(const kq_diags_t *d)
     }
 }
 
+/* The usage history's denial count (history.h): the filter's and bind's denied decisions. */
+static unsigned long denials_so_far(void *ud)
+{
+    return kq_metrics_decision_count(ud, KQ_VERB_FILTER, KQ_RESULT_DENIED) +
+           kq_metrics_decision_count(ud, KQ_VERB_BIND, KQ_RESULT_DENIED);
+}
+
 static int serve(int argc, char **argv)
 {
     serve_opts_t o;
@@ -789,6 +808,14 @@ static int serve(int argc, char **argv)
     if (app.ledger == NULL) {
         fprintf(stderr, "kubequota: out of memory\n");
         goto out;
+    }
+    /* usage over time for the dashboard (history.h): its own sampler thread */
+    if (o.history_ms > 0) {
+        kq_history_opts_t ho = {.interval_ms = o.history_ms, .denials = denials_so_far, .denials_ud = app.metrics};
+        if ((app.history = kq_history_new(app.ugm, &ho)) == NULL || kq_history_start(app.history) != 0) {
+            fprintf(stderr, "kubequota: cannot start the usage history\n");
+            goto out;
+        }
     }
     /* requeue pokes: denials shortly before a release get an annotation (requeue.h) */
     if (o.requeue_window_ms > 0) {
@@ -1043,6 +1070,8 @@ out:
     free(cm_buf);
     kq_sync_stop(sync);
     kq_reloader_stop(reloader);
+    kq_history_free(app.history); /* the server reading it has stopped; before the ugm */
+    app.history = NULL;
     kq_gating_free(app.gating); /* after the informer that feeds it, before the ledger */
     app.gating = NULL;
     kq_elastic_stop(app.elastic); /* ---- elastic quota: threads stop before the ledger goes */

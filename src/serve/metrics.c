@@ -69,6 +69,7 @@ static const char *const endpoint_names[KQ_EP_COUNT] = {
     [KQ_EP_EXPLAIN_POD] = "/ws/v1/partition/{partition}/explain/{namespace}/{pod}",
     [KQ_EP_UI] = "/ui/",
     [KQ_EP_GATING_WAITING] = "/ws/v1/partition/{partition}/gating/waiting",
+    [KQ_EP_HISTORY] = "/ws/v1/partition/{partition}/history",
 };
 
 static const char *const verb_names[KQ_VERB_COUNT] = {"filter", "bind", "preempt", "admission"};

@@ -59,6 +59,10 @@
  *                     (its own leaf lock; the ledger's release hook and filter take it for
  *                     O(1) steps) and queues their annotation PATCHes on kube's event
  *                     queue with no lock held.
+ *   usage history     (history.c, unless --history-interval 0) one thread: every interval
+ *                     builds the ugm's queue and user views (ugm locks), then pushes the
+ *                     numbers under its own leaf lock; /ws/v1/.../history readers copy out
+ *                     under that lock and serialise after releasing it.
  *   admission gate    (gating.c, with --admission-gate) one thread: passes over the gated pods
  *                     the informer hands it (leader only), reservations in the ledger, then gate
  *                     patches and Events with no lock held; expires old reservations.
@@ -107,6 +111,7 @@
 #include "kubequota/serve/metrics.h"
 #include "kubequota/serve/rest.h"
 #include "kubequota/serve/ui.h"
+#include "kubequota/control/history.h"
 
 #define DEFAULT_LISTEN "0.0.0.0:8443"
 #define DEFAULT_MAX_BODY ((size_t)64 << 20)
@@ -765,6 +770,65 @@ static void h_gating_waiting(const req_t *q, resp_t *r)
     resp_take(r, st, CT_JSON, out, len);
 }
 
+/* Usage over time (history.h): the summary and one queue's or user's series. 404 when
+ * the partition is not ours, --history-interval is 0 or no such series is kept; a
+ * self-service caller reads their own user's series only, as usage/user/{user}. */
+static bool history_route(const req_t *q, resp_t *r)
+{
+    kq_app_t *app = q->s->app;
+    if (app->partition == NULL || strcmp(q->param[0], app->partition) != 0) {
+        resp_error(r, 404, "Partition not found");
+        return false;
+    }
+    if (app->history == NULL) {
+        resp_error(r, 404, "usage history is off (--history-interval 0)");
+        return false;
+    }
+    return true;
+}
+
+static void h_history(const req_t *q, resp_t *r)
+{
+    if (history_route(q, r)) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        resp_json(r, kq_history_summary_json(q->s->app->history, (double)ts.tv_sec + (double)ts.tv_nsec / 1e9));
+    }
+}
+
+static void history_series(const req_t *q, resp_t *r, const char *kind)
+{
+    if (!history_route(q, r))
+        return;
+    bool found = false;
+    json_t *o = kq_history_series_json(q->s->app->history, kind, q->param[1], &found);
+    if (!found) {
+        char msg[400];
+        snprintf(msg, sizeof(msg), "no usage history of %s %.200s (none used yet, or beyond the %d series kept)",
+                 kind, q->param[1], KQ_HISTORY_SERIES);
+        resp_error(r, 404, msg);
+        return;
+    }
+    resp_json(r, o);
+}
+
+static void h_history_queue(const req_t *q, resp_t *r)
+{
+    history_series(q, r, "queue");
+}
+
+static void h_history_user(const req_t *q, resp_t *r)
+{
+    if (q->self_only && strcmp(q->param[1], q->who.user) != 0) {
+        char msg[600];
+        snprintf(msg, sizeof(msg), "user %.200s may read only their own usage history (history/user/%.200s) without "
+                 "the usage permission (get usage.kubequota.io)", q->who.user, q->who.user);
+        resp_error(r, 403, msg);
+        return;
+    }
+    history_series(q, r, "user");
+}
+
 static void h_partitions(const req_t *q, resp_t *r)
 {
     char *out = NULL;
@@ -912,6 +976,9 @@ static const route_t routes[] = {
     {"GET", "/ws/v1/config", KQ_EP_CONFIG, false, h_config, false, GUARD_REST},
     {"GET", "/ws/v1/partition/*/placementrules", KQ_EP_PLACEMENT_RULES, false, h_placement_rules, false, GUARD_REST},
     {"GET", "/ws/v1/partition/*/gating/waiting", KQ_EP_GATING_WAITING, false, h_gating_waiting, false, GUARD_REST},
+    {"GET", "/ws/v1/partition/*/history", KQ_EP_HISTORY, false, h_history, false, GUARD_REST},
+    {"GET", "/ws/v1/partition/*/history/queue/*", KQ_EP_HISTORY, false, h_history_queue, false, GUARD_REST},
+    {"GET", "/ws/v1/partition/*/history/user/*", KQ_EP_HISTORY, false, h_history_user, false, GUARD_REST_SELF},
     {"POST", "/ws/v1/partition/*/explain", KQ_EP_EXPLAIN, true, h_explain, false, GUARD_REST_SELF},
     {"GET", "/ws/v1/partition/*/explain/*/*", KQ_EP_EXPLAIN_POD, false, h_explain_pod, false, GUARD_REST_SELF},
     {"GET", "/ui", KQ_EP_UI, false, h_ui_redirect, false, GUARD_OPEN},

@@ -34,8 +34,10 @@ char *kq_ui_features(const kq_app_t *app, const char *const *routes, size_t n, s
             r = NULL;
         }
     json_t *o = r == NULL ? NULL
-                          : json_pack("{s:s, s:b, s:b, s:o}", "partition", app->partition ? app->partition : "default",
-                                      "metering", app->metering != NULL, "elastic", app->elastic != NULL, "routes", r);
+                          : json_pack("{s:s, s:b, s:b, s:b, s:b, s:o}", "partition",
+                                      app->partition ? app->partition : "default", "metering", app->metering != NULL,
+                                      "elastic", app->elastic != NULL, "history", app->history != NULL, "gate",
+                                      app->gating != NULL, "routes", r);
     char *s = o != NULL ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
     if (s != NULL)

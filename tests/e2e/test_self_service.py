@@ -11,7 +11,7 @@ import os
 import subprocess
 
 from kqtest import (ANN_USER, LABEL_QUEUE, PARTITION, HttpClient, KQTestCase, binary, certs, pod_manifest,
-                    queues_config, write_kubeconfig)
+                    queues_config, wait_until, write_kubeconfig)
 
 CONFIG = queues_config(
     {"name": "default", "submitacl": "*"},
@@ -24,7 +24,7 @@ P = "/ws/v1/partition/%s" % PARTITION
 
 class SelfServiceTest(KQTestCase):
     CONFIG = CONFIG
-    EXTRA_ARGS = ("--rest-auth", "kubernetes")
+    EXTRA_ARGS = ("--rest-auth", "kubernetes", "--history-interval", "100ms")
 
     def setUp(self):
         super().setUp()
@@ -79,6 +79,22 @@ class SelfServiceTest(KQTestCase):
         self.assertEqual(self.ops.get(P + "/explain/default/b1").status, 200)
         stranger = HttpClient(self.kq.url, ca=certs()["ca"], token="tok-nobody")
         self.assertEqual(stranger.get(P + "/usage/user/nobody").status, 401)
+
+    def test_own_usage_history_only(self):
+        """Usage over time follows the views it comes from: alice reads her own user's
+        series (as usage/user/alice), not bob's, not the queues' and not the list of names."""
+        wait_until(lambda: self.ops.get(P + "/history/user/alice").status == 200, 15, 0.1, "alice's history")
+        r = self.alice.get(P + "/history/user/alice")
+        self.assertEqual(r.status, 200, r.text)
+        self.assertEqual(r.json()["name"], "alice")
+        self.assertEqual(r.json()["points"][-1]["vcore"], 1500)
+        for path in ("/history/user/bob", "/history", "/history/queue/root.dev"):
+            r = self.alice.get(P + path)
+            self.assertEqual(r.status, 403, (path, r.text))
+            self.assertNotIn("500", r.text)  # none of bob's numbers
+        self.assertEqual(self.bob.get(P + "/history/user/bob").status, 200)
+        for path in ("/history", "/history/queue/root.dev", "/history/user/bob"):
+            self.assertEqual(self.ops.get(P + path).status, 200, path)
 
     def test_what_if_only_for_own_identity_and_groups(self):
         # a what-if pod as alice with her own group: answered (1500m used + 300m <= 2)

@@ -28,10 +28,13 @@ CONFIG = queues_config(
          {"limit": "devs", "groups": ["devs"], "maxresources": {"cpu": "6"}}]},
     {"name": "team-b", "submitacl": "*",
      "resources": {"guaranteed": {"vcore": "4"}, "max": {"vcore": "8"}}},
+    # one application at most: carol's c1 fills it (a queue at its max)
+    {"name": "team-c", "submitacl": "*", "maxapplications": 1, "resources": {"max": {"vcore": "4"}}},
 )
 PODS = [  # name, user, groups, queue, cpu, memory
     ("a1", "alice", ["devs"], "root.team-a", "1500m", "1Gi"),
     ("b1", "bob", [], "root.team-b", "2", "2560Mi"),
+    ("c1", "carol", [], "root.team-c", "500m", "512Mi"),
 ]
 SHOTS = os.path.join(REPO, "build", "ui")
 GATE = "kubequota.io/admission"
@@ -78,6 +81,45 @@ ROWS_JS = """(() => {
 })()"""
 
 
+# Where things are: the summary tiles' texts, the visible sections in document order with
+# their tops, the page's and the viewport's widths, every element that scrolls on its own
+# (overflow auto or scroll, form controls aside) and every element wider than the viewport.
+LAYOUT_JS = """(() => {
+  const tile = id => [document.getElementById("sum-" + id).textContent.trim(),
+                      document.getElementById("sum-" + id + "-note").textContent.trim()];
+  const secs = Array.from(document.querySelectorAll("main > section")).filter(s => !s.hidden);
+  const vw = document.documentElement.clientWidth;
+  const all = Array.from(document.querySelectorAll("body *"));
+  const scrollers = all.filter(e => !["SELECT", "INPUT", "OPTION", "OPTGROUP"].includes(e.tagName))
+    .filter(e => { const c = getComputedStyle(e);
+                   return ["auto", "scroll"].includes(c.overflowX) || ["auto", "scroll"].includes(c.overflowY); })
+    .map(e => e.tagName + "#" + e.id + "." + e.className);
+  const wide = all.filter(e => e.getClientRects().length && e.getBoundingClientRect().right > vw + 0.5)
+    .map(e => e.tagName + "#" + e.id + "." + (e.className.baseVal !== undefined ? e.className.baseVal : e.className));
+  const td = document.querySelector("#queues tbody tr td:last-child");
+  return JSON.stringify({
+    tiles: {waiting: tile("waiting"), denials: tile("denials"), full: tile("full")},
+    order: secs.map(s => s.id), tops: secs.map(s => s.getBoundingClientRect().top + window.scrollY),
+    scrollWidth: document.documentElement.scrollWidth, clientWidth: vw,
+    scrollers: scrollers, wide: wide.slice(0, 10),
+    cardCell: {display: getComputedStyle(td).display, label: td.dataset.label},
+  });
+})()"""
+
+# The usage-over-time chart: the series shown, the points of each resource's line, captions.
+CHART_JS = """(() => {
+  const figs = Array.from(document.querySelectorAll("#history figure"));
+  const points = {}, captions = {}, limits = {};
+  for (const f of figs) {
+    points[f.dataset.resource] = f.querySelector("polyline").getAttribute("points").trim().split(/\\s+/).length;
+    captions[f.dataset.resource] = f.querySelector("figcaption").textContent;
+    limits[f.dataset.resource] = f.querySelectorAll("line.limit").length;
+  }
+  return JSON.stringify({series: document.getElementById("history").dataset.series, points: points,
+                         captions: captions, limits: limits});
+})()"""
+
+
 class DashboardTest(KQTestCase):
     CONFIG = CONFIG
     NODES = ()
@@ -88,7 +130,7 @@ class DashboardTest(KQTestCase):
         self.sim.world.add_node("node-1", cpu="16", memory="64Gi")
         self.kq.extra_args += ["--metering", "interval=0.2", "--metering", "min-runtime=0",
                                "--metering", "state-dir=%s" % os.path.join(self.kq.workdir, "state"),
-                               "--admission-gate"]
+                               "--admission-gate", "--history-interval", "100ms"]
         self.kq.start()
         for name, user, groups, queue, cpu, mem in PODS:
             self.create(name, user=user, groups=groups, queue=queue, cpu=cpu, memory=mem, app="app-" + name)
@@ -98,8 +140,17 @@ class DashboardTest(KQTestCase):
         p = pod_manifest("w1", user="alice", groups=["devs"], queue="root.team-a", cpu="2", memory="1Gi",
                          app="app-w1", gates=(GATE,))
         self.sim.create_pod(p)
-        self.waiting = wait_until(lambda: [x for q in self.kq.get_json(WAITING) for x in q["pods"]], 15, 0.1,
-                                  "w1 to be listed as waiting")
+        # and one that never fits: 9 cpu in team-b, whose max is 8
+        p = pod_manifest("w2", user="bob", queue="root.team-b", cpu="9", memory="1Gi", app="app-w2", gates=(GATE,))
+        self.sim.create_pod(p)
+        self.waiting = wait_until(lambda: (lambda ps: ps if {x["name"] for x in ps} == {"w1", "w2"} and
+                                           any(x["neverFits"] for x in ps) else None)(
+                                               [x for q in self.kq.get_json(WAITING) for x in q["pods"]]), 15, 0.1,
+                                  "w1 to wait and w2 to be set aside as never fitting")
+        # d1 (not gated) is refused by the filter twice: bob runs 2 of team-b's 8 cpu and asks 7
+        self.create("d1", user="bob", queue="root.team-b", cpu="7", memory="1Gi", app="app-d1")
+        self.assert_denied("d1")
+        self.assert_denied("d1")
 
     def test_page_files_and_headers(self):
         anon = HttpClient(self.kq.url, ca=certs()["ca"])  # no credentials at all
@@ -133,6 +184,8 @@ class DashboardTest(KQTestCase):
         f = self.kq.get("/ui/features.json").json()
         self.assertEqual(f["partition"], PARTITION)
         self.assertIs(f["metering"], True)
+        self.assertEqual((f["history"], f["gate"]), (True, True))
+        self.assertIn("/ws/v1/partition/*/history/user/*", f["routes"])
         self.assertIn("/ws/v1/partition/*/usage/users", f["routes"])
         self.assertNotIn("/ws/v1/validate-conf", f["routes"])  # GET routes only
         # the data itself still needs credentials
@@ -191,8 +244,8 @@ class DashboardTest(KQTestCase):
         self.assertEqual(queues["team-a"][1], "%s / %s" % (cores("1500m"), cores("8")))
         self.assertEqual(queues["team-b"][1], "%s / %s" % (cores("2"), cores("8")))
         self.assertEqual(queues["team-a"][5], "cpu " + cores("4"))
-        self.assertEqual(queues["root"][1], cores("3500m"))
-        self.assertEqual(queues["root"][2], binary_size("3584Mi"))
+        self.assertEqual(queues["root"][1], cores("4"))           # 1.5 + 2 + 0.5
+        self.assertEqual(queues["root"][2], binary_size("4Gi"))   # 1Gi + 2560Mi + 512Mi
         # the elastic quota tree: used against runtime, min and max
         self.assertFalse(page["hidden"]["tree"])
         tree = {r[0]: r for r in page["tree"]}
@@ -210,7 +263,7 @@ class DashboardTest(KQTestCase):
         w = [r for r in page["waiting"] if r[2] == "default/w1"]
         self.assertEqual(len(w), 1, page["waiting"])
         self.assertEqual((w[0][0], w[0][1], w[0][3]), ("root.team-a", "1", "alice"))
-        self.assertEqual(w[0][7], self.waiting[0]["reason"])
+        self.assertEqual(w[0][7], [x for x in self.waiting if x["name"] == "w1"][0]["reason"])
         self.assertIn("alice", w[0][7])
         # the usage policy's share: alice runs 1.5 of team-a's 8 cpu (memory is not capped)
         self.assertEqual(w[0][6], "%.1f%%" % (100 * 1.5 / 8))
@@ -229,6 +282,158 @@ class DashboardTest(KQTestCase):
         b.screenshot(os.path.join(SHOTS, "dashboard.png"))
         png = b.screenshot(os.path.join(SHOTS, "dashboard-full.png"), full_page=True)
         self.assertEqual(png[:8], b"\x89PNG\r\n\x1a\n")
+
+    def test_summary_first_and_fits_a_laptop_and_a_phone(self):
+        """Issue 28: the summary tiles come first with numbers counted by hand from the
+        scenario, waiting pods before the big tables, no table in its own scroll box, no
+        sideways scroll and the token button on screen at 1366x768 and at 390x844 (where the
+        tables become stacked cards), queues show maxapplications, and the usage-over-time
+        chart has one point per sample kept."""
+        path = chromium()
+        hist = "/ws/v1/partition/%s/history" % PARTITION
+        # every series below has been sampled a whole window (KQ_HISTORY_POINTS = 60 samples)
+        for kind, name in (("queue", "root.team-a"), ("user", "alice")):
+            wait_until(lambda: len(self.kq.get_json("%s/%s/%s" % (hist, kind, name))["points"]) == 60, 30, 0.2,
+                       "60 samples of %s %s" % (kind, name))
+        never = [p for q in self.kq.get_json(WAITING) for p in q["pods"] if p["name"] == "w2"][0]
+        self.assertTrue(never["neverFits"])
+        for width, height in ((1366, 768), (390, 844)):
+            with self.subTest(viewport="%dx%d" % (width, height)):
+                b = cdp.Browser(path, width=width, height=height)
+                self.addCleanup(b.close)
+                b.navigate(self.kq.url + "/ui/")
+                b.wait_for("document.body.dataset.state === 'auth'", what="the page to ask for a token")
+                # the prompt says where a token comes from
+                help_text = b.eval("document.getElementById('token-help').textContent")
+                self.assertIn("kubectl -n kubequota-system create token", help_text)
+                self.assertIn("--rest-token-file", help_text)
+                self.assertIn("kubeconfig", help_text)
+                self.assert_on_screen(b, "token-toggle", width, height)
+                self.assert_on_screen(b, "token", width, height)
+                b.pump(0.2)
+                b.messages.clear()  # the view's 401 answers before a token (test_dashboard_in_chromium)
+                b.eval("document.getElementById('token').value = %s;"
+                       "document.getElementById('auth-form').requestSubmit(); true" % json.dumps(self.kq.rest_token))
+                b.wait_for("document.body.dataset.state === 'ready' && "
+                           "!!document.querySelector('#history figure')", what="the dashboard and its chart")
+                lay = json.loads(b.eval(LAYOUT_JS))
+                # summary: w1 and w2 wait (w2 never fits), d1 was denied twice, team-c runs
+                # its one allowed application
+                self.assertEqual(lay["tiles"]["waiting"], ["2", "1 never fits as asked"])
+                self.assertEqual(lay["tiles"]["denials"][0], "2")
+                self.assertEqual(lay["tiles"]["full"], ["1", "root.team-c"])
+                # order: summary, waiting pods, usage over time, then the big tables
+                self.assertEqual(lay["order"], ["summary-section", "waiting-section", "history-section",
+                                                "queues-section", "users-section", "groups-section",
+                                                "tree-section", "charges-section"])
+                self.assertEqual(lay["tops"], sorted(lay["tops"]))
+                self.assertLess(lay["tops"][0], height)  # the summary is on the first screen
+                # nothing scrolls sideways, nothing scrolls inside the page
+                self.assertLessEqual(lay["scrollWidth"], lay["clientWidth"])
+                self.assertEqual(lay["scrollers"], [])
+                self.assertEqual(lay["wide"], [])
+                self.assert_on_screen(b, "token-toggle", width, height)
+                # waiting pods: w2 says it never fits, with the gate's reason naming the limit
+                page = json.loads(b.eval(ROWS_JS))
+                w2 = [r for r in page["waiting"] if r[2] == "default/w2"]
+                self.assertEqual(len(w2), 1, page["waiting"])
+                self.assertEqual(w2[0][1], "never fits")
+                self.assertEqual(w2[0][7], never["reason"])
+                self.assertTrue(w2[0][7].startswith("never fits: queue root.team-b"), w2[0][7])
+                # queues show running applications against maxapplications
+                queues = {r[0]: r for r in page["queues"]}
+                self.assertEqual(queues["team-c"][7], "1 / 1")
+                self.assertEqual(queues["team-a"][7], "1")
+                # phone: the rows are stacked cards, each value headed by its column
+                if width <= 1000:
+                    self.assertEqual(lay["cardCell"], {"display": "flex", "label": "applications"})
+                # the chart of the busiest queue below root: 60 samples, latest 1.5 cpu
+                chart = json.loads(b.eval(CHART_JS))
+                self.assertEqual(chart["series"], "queue:root.team-a")
+                self.assertEqual(chart["points"], {"cpu": 60, "memory": 60, "pods": 60})
+                self.assertIn("now " + cores("1500m") + ",", chart["captions"]["cpu"])
+                self.assertIn("now " + binary_size("1Gi") + ",", chart["captions"]["memory"])
+                # team-a's max (8 cpu) is drawn as a line; it has no memory max
+                self.assertTrue(chart["captions"]["cpu"].endswith(", max " + cores("8")), chart["captions"])
+                self.assertEqual(chart["limits"], {"cpu": 1, "memory": 0, "pods": 0})
+                b.eval("document.getElementById('history-section').scrollIntoView(); true")
+                b.screenshot(os.path.join(SHOTS, "dashboard-%dx%d-history.png" % (width, height)))
+                # another series is one choice away: alice's
+                b.eval("const s = document.getElementById('history-select'); s.value = 'user:alice';"
+                       "s.dispatchEvent(new Event('change')); true")
+                b.wait_for("document.getElementById('history').dataset.series === 'user:alice'",
+                           what="alice's chart")
+                chart = json.loads(b.eval(CHART_JS))
+                self.assertEqual(chart["points"], {"cpu": 60, "memory": 60, "pods": 60})
+                self.assertIn("now " + cores("1500m") + ",", chart["captions"]["cpu"])
+                lay = json.loads(b.eval(LAYOUT_JS))
+                self.assertLessEqual(lay["scrollWidth"], lay["clientWidth"])
+                b.pump(0.2)
+                bad = [m for m in b.messages if m[1] in ("error", "warning")]
+                self.assertEqual(bad, [], "console errors or warnings on the dashboard")
+                b.eval("window.scrollTo(0, 0); true")
+                b.screenshot(os.path.join(SHOTS, "dashboard-%dx%d.png" % (width, height)))
+                b.screenshot(os.path.join(SHOTS, "dashboard-%dx%d-full.png" % (width, height)), full_page=True)
+                b.close()
+
+    def test_history_endpoint(self):
+        """The history routes need the usage view's credentials and answer what was sampled."""
+        anon = HttpClient(self.kq.url, ca=certs()["ca"])
+        hist = "/ws/v1/partition/%s/history" % PARTITION
+        for path in ("", "/queue/root.team-a", "/user/alice"):
+            self.assertEqual(anon.get(hist + path).status, 401, path)
+        s = wait_until(lambda: (lambda x: x if "carol" in x["users"] else None)(self.kq.get_json(hist)), 15, 0.1,
+                       "carol's series")
+        self.assertEqual((s["intervalSeconds"], s["points"], s["maxSeries"]), (0.1, 60, 256))
+        self.assertEqual(s["windowSeconds"], 6.0)
+        self.assertEqual(s["denialsLastHour"], 2)
+        self.assertEqual(s["seriesDropped"], 0)
+        # every queue; the users who used something (bob's d1 was never counted, but b1 is)
+        self.assertEqual(s["queues"], ["root", "root.default", "root.team-a", "root.team-b", "root.team-c"])
+        self.assertEqual(s["users"], ["alice", "bob", "carol"])
+        c = self.kq.get_json(hist + "/user/carol")
+        last = c["points"][-1]
+        self.assertEqual((last["vcore"], last["memory"], last["pods"]), (500, 512 * 2 ** 20, 1))
+        times = [p["time"] for p in c["points"]]
+        self.assertEqual(times, sorted(times))
+        self.assertEqual(self.kq.get("%s/queue/%s" % (hist, "root.nope")).status, 404)
+        self.assertEqual(self.kq.get("/ws/v1/partition/other/history").status, 404)
+
+    def test_hostile_names_stay_text(self):
+        """A user name made of markup reaches the summary, the tables, the history menu and
+        its chart as text: no element is made from it and no script of it runs."""
+        evil = '<img src=x onerror="document.body.dataset.pwned=1">'
+        self.create("x1", user=evil, queue="root.team-b", cpu="100m", memory="64Mi", app="app-x1")
+        self.assert_bound("x1")
+        hist = "/ws/v1/partition/%s/history" % PARTITION
+        wait_until(lambda: evil in self.kq.get_json(hist)["users"], 15, 0.1, "the hostile user's series")
+        b = cdp.Browser(chromium(), width=1366, height=768)
+        self.addCleanup(b.close)
+        b.navigate(self.kq.url + "/ui/")
+        b.wait_for("document.body.dataset.state === 'auth'", what="the page to ask for a token")
+        b.eval("document.getElementById('token').value = %s;"
+               "document.getElementById('auth-form').requestSubmit(); true" % json.dumps(self.kq.rest_token))
+        b.wait_for("document.body.dataset.state === 'ready' && !!document.querySelector('#history figure')",
+                   what="the dashboard")
+        b.eval("const s = document.getElementById('history-select'); s.value = %s;"
+               "s.dispatchEvent(new Event('change')); true" % json.dumps("user:" + evil))
+        b.wait_for("document.getElementById('history').dataset.series === %s" % json.dumps("user:" + evil),
+                   what="the hostile user's chart")
+        b.pump(0.3)
+        self.assertEqual(b.eval("document.querySelectorAll('img').length"), 0)
+        self.assertIsNone(b.eval("document.body.dataset.pwned || null"))
+        self.assertIn(evil, b.eval("Array.from(document.querySelectorAll('#history-select option'))"
+                                   ".map(o => o.textContent).join('|')"))
+        self.assertIn(evil, b.eval("document.getElementById('users').textContent"))
+
+    def assert_on_screen(self, b, element_id, width, height):
+        r = json.loads(b.eval("JSON.stringify(document.getElementById(%s).getBoundingClientRect())"
+                              % json.dumps(element_id)))
+        self.assertGreaterEqual(r["left"], 0, element_id)
+        self.assertGreaterEqual(r["top"], 0, element_id)
+        self.assertLessEqual(r["right"], width, element_id)
+        self.assertLessEqual(r["bottom"], height, element_id)
+        self.assertGreater(r["width"], 0, element_id)
 
     def test_dashboard_behind_the_service_proxy(self):
         """The page at the API server's service proxy path (as `kubectl proxy` serves it): its
@@ -263,3 +468,41 @@ class DashboardTest(KQTestCase):
         for r in rows:
             owner = r[0] or owner
             yield owner, r
+
+
+class DashboardWithoutHistoryTest(KQTestCase):
+    """--history-interval 0 and no admission gate: the history routes answer 404,
+    features.json says so, and the page neither asks for them nor shows a chart; the denials
+    and waiting tiles say what is off instead of showing a 0 that would mean "none"."""
+    CONFIG = CONFIG
+    EXTRA_ARGS = ("--history-interval", "0")
+
+    def test_no_chart_and_no_request_for_one(self):
+        hist = "/ws/v1/partition/%s/history" % PARTITION
+        for path in ("", "/queue/root", "/user/alice"):
+            r = self.kq.get(hist + path)
+            self.assertEqual(r.status, 404, path)
+            self.assertIn("--history-interval 0", r.text)
+        f = self.kq.get("/ui/features.json").json()
+        self.assertEqual((f["history"], f["gate"]), (False, False))
+        self.create("c1", user="carol", queue="root.team-c", cpu="500m", memory="512Mi", app="app-c1")
+        self.assert_bound("c1")
+        self.wait_usage()
+        b = cdp.Browser(chromium(), width=390, height=844)
+        self.addCleanup(b.close)
+        b.navigate(self.kq.url + "/ui/")
+        b.wait_for("document.body.dataset.state === 'auth'", what="the page to ask for a token")
+        b.pump(0.2)
+        b.messages.clear()
+        b.eval("document.getElementById('token').value = %s;"
+               "document.getElementById('auth-form').requestSubmit(); true" % json.dumps(self.kq.rest_token))
+        b.wait_for("document.body.dataset.state === 'ready'", what="the dashboard")
+        lay = json.loads(b.eval(LAYOUT_JS))
+        self.assertNotIn("history-section", lay["order"])
+        self.assertEqual(lay["tiles"]["denials"], ["–", "usage history is off"])
+        self.assertEqual(lay["tiles"]["waiting"], ["–", "admission gate off: kubectl kubequota why POD"])
+        self.assertIn("admission gate is off", b.eval("document.getElementById('waiting').textContent"))
+        self.assertEqual(lay["tiles"]["full"], ["1", "root.team-c"])
+        self.assertLessEqual(lay["scrollWidth"], lay["clientWidth"])
+        b.pump(0.2)
+        self.assertEqual([m for m in b.messages if m[1] in ("error", "warning")], [])

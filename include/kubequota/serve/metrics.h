@@ -61,6 +61,7 @@ typedef enum kq_endpoint {
     KQ_EP_EXPLAIN_POD,    /* /ws/v1/partition/{partition}/explain/{namespace}/{pod} */
     KQ_EP_UI,             /* /ui, /ui/ and /ui/{file}: the dashboard */
     KQ_EP_GATING_WAITING, /* /ws/v1/partition/{partition}/gating/waiting */
+    KQ_EP_HISTORY,        /* /ws/v1/partition/{partition}/history[/{kind}/{name}] */
     KQ_EP_COUNT
 } kq_endpoint_t;
 

@@ -33,7 +33,8 @@ typedef struct kq_ui_file {
 const kq_ui_file_t *kq_ui_file(const char *name);
 
 /* GET /ui/features.json: what the page may ask for, so that it never requests a route that
- * is not there: {"partition": ..., "metering": bool, "elastic": bool, "routes": [GET
+ * is not there: {"partition": ..., "metering": bool, "elastic": bool, "history": bool (usage
+ * over time is sampled), "gate": bool (--admission-gate), "routes": [GET
  * patterns of the usage view, '*' for a path parameter]}. routes/n are the server's. A new
  * malloc'ed string (*len its length), NULL on ENOMEM. */
 char *kq_ui_features(const kq_app_t *app, const char *const *routes, size_t n, size_t *len);

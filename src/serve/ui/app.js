@@ -129,9 +129,27 @@
     return td;
   }
 
+  /* Each cell gets its column's name (data-label): on a narrow screen the rows become
+   * stacked cards and the CSS writes the name before the value (attr(), no inline style). */
+  function labelCells(node) {
+    var tables = node.tagName === "TABLE" ? [node] : Array.prototype.slice.call(node.querySelectorAll("table"));
+    tables.forEach(function (t) {
+      var head = Array.prototype.map.call(t.tHead ? t.tHead.rows[0].cells : [], function (th) {
+        return th.textContent;
+      });
+      Array.prototype.forEach.call(t.tBodies[0].rows, function (tr) {
+        Array.prototype.forEach.call(tr.cells, function (td, i) {
+          if (head[i] !== undefined) td.dataset.label = head[i];
+          if (td.textContent.trim() === "") td.classList.add("blank"); /* no empty line on a card */
+        });
+      });
+    });
+  }
+
   function fill(id, node) {
     var p = $(id);
     while (p.firstChild) p.removeChild(p.firstChild);
+    labelCells(node);
     p.appendChild(node);
   }
 
@@ -214,14 +232,15 @@
     cell(tr, order(keys(g)).map(function (r) { return resName(r) + " " + fmt(r, g[r]); }).join(", "));
     var p = q.pendingResource || {};
     cell(tr, order(keys(p)).map(function (r) { return resName(r) + " " + fmt(r, p[r]); }).join(", "));
-    cell(tr, q.runningApps || 0, "num");
+    cell(tr, q.maxRunningApps ? usage("applications", q.runningApps || 0, q.maxRunningApps)
+                              : String(q.runningApps || 0), "num");
     body.appendChild(tr);
     (q.children || []).forEach(function (c) { queueRows(c, depth + 1, body); });
   }
 
   function queuesTable(root) {
     if (!root) return empty("no queues");
-    var t = table(["Queue", "cpu", "memory", "pods", "other", "guaranteed", "pending", "apps"]);
+    var t = table(["Queue", "cpu", "memory", "pods", "other", "guaranteed", "pending", "applications"]);
     queueRows(root, 0, t.tBodies[0]);
     return t;
   }
@@ -277,7 +296,7 @@
    * order, with the reason each waits; under the usage policy, the share each user is
    * ranked by (the smallest goes first). */
   function waitingTable(data) {
-    var t = table(["Queue", "#", "Pod", "User", "Priority", "Waiting", "Share", "Reason"]);
+    var t = table(["Queue", "#", "Pod", "User", "Priority", "Waiting", "Share", "Why it waits"]);
     var body = t.tBodies[0];
     data.forEach(function (q) {
       var share = {};
@@ -297,14 +316,23 @@
         cell(tr, p.namespace + "/" + p.name);
         cell(tr, p.user);
         cell(tr, p.priority, "num");
-        cell(tr, Math.round(p.waitingSeconds || 0) + " s", "num");
+        cell(tr, duration(p.waitingSeconds || 0), "num");
         cell(tr, share[p.user] || "", "num");
         var reason = cell(tr, p.reason || "", "reason");
         reason.title = p.reason || "";
         body.appendChild(tr);
       });
     });
-    return body.rows.length ? t : empty("no pods are waiting");
+    return body.rows.length ? t : empty("no pods are waiting behind the admission gate");
+  }
+
+  /* "42 s", "3 min", "2 h 5 min": how long a person reads a wait. */
+  function duration(s) {
+    if (s > 0 && s < 10) return trim(s, 1) + " s";
+    s = Math.round(s);
+    if (s < 60) return s + " s";
+    if (s < 3600) return Math.floor(s / 60) + " min";
+    return Math.floor(s / 3600) + " h " + Math.floor((s % 3600) / 60) + " min";
   }
 
   /* Waiting pods: whatever list the route returns, as a table of its fields. */
@@ -348,6 +376,170 @@
     return body.rows.length ? t : empty("nothing charged yet");
   }
 
+  /* ---------------------------------------------------------------- summary */
+
+  /* Queues at their max: any resource of maxResource used in full (or beyond), or as many
+   * running applications as maxRunningApps. */
+  function fullQueues(q, out) {
+    if (!q) return out;
+    var use = q.allocatedResource || {}, max = q.maxResource || {};
+    var full = keys(max).some(function (r) { return (use[r] || 0) >= max[r]; }) ||
+      (q.maxRunningApps > 0 && (q.runningApps || 0) >= q.maxRunningApps);
+    if (full) out.push(q.queuename);
+    (q.children || []).forEach(function (c) { fullQueues(c, out); });
+    return out;
+  }
+
+  function tile(id, value, note, alert) {
+    $("sum-" + id).textContent = value;
+    $("sum-" + id + "-note").textContent = note || "";
+    $("tile-" + id).classList.toggle("alert", !!alert);
+  }
+
+  function summary(queues, waiting, history) {
+    if (waiting === null) {
+      tile("waiting", "–", "admission gate off: kubectl kubequota why POD");
+    } else if (waiting === undefined) {
+      tile("waiting", "–", "no admission gate view");
+    } else {
+      var pods = [];
+      (Array.isArray(waiting) ? waiting : []).forEach(function (q) { pods = pods.concat(q.pods || []); });
+      var never = pods.filter(function (p) { return p.neverFits; }).length;
+      tile("waiting", String(pods.length), never ? never + " never fit" + (never === 1 ? "s" : "") + " as asked"
+                                                 : "behind the admission gate", never > 0);
+    }
+    if (!history) tile("denials", "–", "usage history is off");
+    else tile("denials", String(history.denialsLastHour || 0), "filter and bind refusals", history.denialsLastHour > 0);
+    var full = fullQueues(queues, []);
+    tile("full", String(full.length), full.slice(0, 3).join(", ") + (full.length > 3 ? ", …" : ""), full.length > 0);
+  }
+
+  /* ---------------------------------------------------------------- usage over time */
+
+  var SVG = "http://www.w3.org/2000/svg";
+  var chosen = null; /* "queue:NAME" or "user:NAME", kept across refreshes */
+
+  function svg(tag, attrs) {
+    var e = document.createElementNS(SVG, tag);
+    keys(attrs).forEach(function (k) { e.setAttribute(k, String(attrs[k])); });
+    return e;
+  }
+
+  /* One small line chart of res over the samples: SVG built here (no inline style), the
+   * latest value and the highest one written beside it. */
+  function chart(res, title, points, limit) {
+    var W = 300, H = 70, PAD = 4;
+    var vals = points.map(function (p) { return p[res] || 0; });
+    var top = Math.max.apply(null, vals.concat([0]));
+    var hasLimit = typeof limit === "number";
+    /* headroom: a steady line is not drawn on the border; a queue's max is in view */
+    var scale = Math.max(top, hasLimit ? limit : 0) * 1.15;
+    var box = el("figure", "chart");
+    box.dataset.resource = resName(res);
+    var g = svg("svg", { viewBox: "0 0 " + W + " " + H, preserveAspectRatio: "none", role: "img",
+                         "aria-label": title + " over time" });
+    g.appendChild(svg("line", { x1: 0, y1: H - PAD, x2: W, y2: H - PAD, "class": "axis" }));
+    var n = vals.length;
+    var xy = vals.map(function (v, i) {
+      var x = n > 1 ? (i * W) / (n - 1) : W / 2;
+      var y = H - PAD - (scale > 0 ? ((H - 2 * PAD) * v) / scale : 0);
+      return x.toFixed(1) + "," + y.toFixed(1);
+    });
+    if (n > 1) /* the area under the line */
+      g.appendChild(svg("polygon", { points: "0," + (H - PAD) + " " + xy.join(" ") + " " + W + "," + (H - PAD),
+                                     "class": "area" }));
+    var line = svg("polyline", { points: xy.join(" "), "class": "series" });
+    g.appendChild(line);
+    if (hasLimit && scale > 0) {
+      var ly = (H - PAD - ((H - 2 * PAD) * limit) / scale).toFixed(1);
+      g.appendChild(svg("line", { x1: 0, y1: ly, x2: W, y2: ly, "class": "limit" }));
+    }
+    box.dataset.points = String(n);
+    box.appendChild(g);
+    var cap = el("figcaption");
+    cap.appendChild(el("span", "name", title));
+    cap.appendChild(el("span", "muted", " now " + fmt(res, n ? vals[n - 1] : 0) + ", highest " + fmt(res, top) +
+                       (hasLimit ? ", max " + fmt(res, limit) : "")));
+    box.appendChild(cap);
+    return box;
+  }
+
+  /* The queue named in the queue view, or null. */
+  function findQueue(q, name) {
+    if (!q) return null;
+    if (q.queuename === name) return q;
+    var kids = q.children || [];
+    for (var i = 0; i < kids.length; i++) {
+      var f = findQueue(kids[i], name);
+      if (f) return f;
+    }
+    return null;
+  }
+
+  /* max: a queue's maxResource (drawn as a dashed line), {} for a user. */
+  function historyView(series, sumry, max) {
+    var pts = series.points || [];
+    var wrap = el("div", "charts");
+    if (pts.length === 0) return empty("no samples yet");
+    wrap.appendChild(chart("vcore", "cpu", pts, max.vcore));
+    wrap.appendChild(chart("memory", "memory", pts, max.memory));
+    wrap.appendChild(chart("pods", "pods", pts, max.pods));
+    var first = new Date(pts[0].time * 1000), last = new Date(pts[pts.length - 1].time * 1000);
+    $("history-window").textContent = pts.length + " sample" + (pts.length === 1 ? "" : "s") + ", " +
+      first.toLocaleTimeString() + " – " + last.toLocaleTimeString() + " (every " +
+      duration(sumry.intervalSeconds) + ", last " + sumry.points + " kept)";
+    return wrap;
+  }
+
+  /* The series to show: the one chosen before, else the first queue below root that uses
+   * something, else root. */
+  function pickSeries(sumry, queues) {
+    var all = (sumry.queues || []).map(function (n) { return "queue:" + n; })
+      .concat((sumry.users || []).map(function (n) { return "user:" + n; }));
+    if (chosen && all.indexOf(chosen) >= 0) return chosen;
+    var busy = [];
+    (function walk(q) {
+      if (!q) return;
+      if (q.queuename !== "root" && keys(q.allocatedResource).some(function (k) { return q.allocatedResource[k]; }))
+        busy.push("queue:" + q.queuename);
+      (q.children || []).forEach(walk);
+    })(queues);
+    var pick = busy.filter(function (k) { return all.indexOf(k) >= 0; })[0];
+    return pick || all[0] || null;
+  }
+
+  function loadHistory(p, sumry, queues) {
+    var sel = $("history-select");
+    while (sel.firstChild) sel.removeChild(sel.firstChild);
+    var key = pickSeries(sumry, queues);
+    [["queue", sumry.queues || []], ["user", sumry.users || []]].forEach(function (kv) {
+      if (kv[1].length === 0) return;
+      var grp = el("optgroup");
+      grp.label = kv[0] === "queue" ? "Queues" : "Users";
+      kv[1].forEach(function (n) {
+        var o = el("option", null, kv[0] + " " + n); /* the closed menu shows which kind it is */
+        o.value = kv[0] + ":" + n;
+        if (o.value === key) o.selected = true;
+        grp.appendChild(o);
+      });
+      sel.appendChild(grp);
+    });
+    if (!key) {
+      fill("history", empty("nothing sampled yet"));
+      return Promise.resolve();
+    }
+    chosen = key;
+    var kind = key.slice(0, key.indexOf(":")), name = key.slice(key.indexOf(":") + 1);
+    return get(p + "history/" + kind + "/" + encodeURIComponent(name)).then(function (series) {
+      var q = kind === "queue" ? findQueue(queues, name) : null;
+      fill("history", historyView(series, sumry, (q && q.maxResource) || {}));
+      $("history").dataset.series = key;
+    }, function (e) {
+      if (e instanceof AuthError) throw e;
+      fill("history", empty("no history of " + kind + " " + name + " (" + (e.message || e.status) + ")"));
+    });
+  }
+
   /* ---------------------------------------------------------------- flow */
 
   function status(text, isError) {
@@ -374,10 +566,20 @@
       $("partition").textContent = "partition " + f.partition;
       var waiting = (f.routes || []).filter(function (r) { return /waiting/.test(r) && !/\*$/.test(r); })[0];
       var waitingPath = waiting ? waiting.replace(/^\/ws\/v1\/partition\/\*\//, p).replace(/^\//, "") : null;
+      var history = !!f.history && (f.routes || []).indexOf("/ws/v1/partition/*/history") >= 0;
       return Promise.all([
         get(p + "usage/users"), get(p + "usage/groups"), get(p + "queues"),
-        optional(p + "charges", f.metering), optional(waitingPath, !!waitingPath && waitingPath.indexOf("*") < 0)
+        optional(p + "charges", f.metering), optional(waitingPath, !!waitingPath && waitingPath.indexOf("*") < 0),
+        /* off with --history-interval 0 (features.history false): no chart, no denials tile */
+        optional(p + "history", history).catch(function (e) {
+          if (e instanceof AuthError) throw e;
+          return undefined;
+        })
       ]).then(function (r) {
+        summary(r[2], f.gate === false ? null : r[4], r[5]);
+        $("history-section").hidden = !r[5];
+        return (r[5] ? loadHistory(p, r[5], r[2]) : Promise.resolve()).then(function () { return r; });
+      }).then(function (r) {
         fill("users", trackerTable(r[0], "userName", false));
         fill("groups", trackerTable(r[1], "groupName", true));
         fill("queues", queuesTable(r[2]));
@@ -386,8 +588,12 @@
         if (tree) fill("tree", treeTable(tree));
         $("charges-section").hidden = r[3] === undefined;
         if (r[3] !== undefined) fill("charges", chargesTable(r[3]));
-        $("waiting-section").hidden = r[4] === undefined;
-        if (r[4] !== undefined) {
+        if (f.gate === false) {
+          fill("waiting", empty("the admission gate is off (--admission-gate): pods wait in kube-scheduler's " +
+                                "queue; kubectl kubequota why POD tells why one waits"));
+        } else if (r[4] === undefined) {
+          fill("waiting", empty("this kubequota has no admission gate view"));
+        } else {
           var perQueue = Array.isArray(r[4]) && r[4].every(function (q) { return q && Array.isArray(q.pods); });
           fill("waiting", perQueue ? waitingTable(r[4]) : genericTable(r[4]));
         }
@@ -432,6 +638,10 @@
       if (!a.hidden) $("token").focus();
     });
     $("refresh").addEventListener("click", function () { load(); });
+    $("history-select").addEventListener("change", function () {
+      chosen = $("history-select").value;
+      load();
+    });
     load();
   });
 })();
