@@ -2306,7 +2306,7 @@ static void on_prof(void *ud, int type, json_t *obj)
                 "stays)\"", err);
 }
 
-#define PROFILE_PATH "/apis/" KQ_EQ_GROUP_PROFILE "/v1alpha1/elasticquotaprofiles"
+#define PROFILE_PATH "/apis/quota.koordinator.sh/v1alpha1/elasticquotaprofiles" /* KQ_PROFILE_GROUP */
 
 /* Starts the ElasticQuotaProfile informer once the cluster serves the CRD (timer thread),
  * as probe() does for the ElasticQuota groups. */
@@ -2325,7 +2325,7 @@ static void probe_profiles(kq_elastic_t *e, int64_t now)
             e->prof_watch = kq_kube_watch_start(e->app->kube, PROFILE_PATH, NULL, &h);
         pthread_mutex_unlock(&e->tmu);
         if (e->prof_watch != NULL)
-            kq_info("event=profile_watch_started api_group=%s", KQ_EQ_GROUP_PROFILE);
+            kq_info("event=profile_watch_started api_group=%s", KQ_PROFILE_GROUP);
         return;
     }
     e->prof_probe_delay = e->prof_probe_delay ? e->prof_probe_delay * 2 : PROBE_MIN_MS;
@@ -2336,9 +2336,9 @@ static void probe_profiles(kq_elastic_t *e, int64_t now)
         e->prof_probe_logged = true;
         if (st == 404)
             kq_info("event=profile_not_served api_group=%s msg=\"the cluster does not serve ElasticQuotaProfile; "
-                    "one quota tree; probing again, up to every %ds\"", KQ_EQ_GROUP_PROFILE, PROBE_MAX_MS / 1000);
+                    "one quota tree; probing again, up to every %ds\"", KQ_PROFILE_GROUP, PROBE_MAX_MS / 1000);
         else
-            kq_warn("event=profile_probe_failed api_group=%s status=%ld error=\"%s\"", KQ_EQ_GROUP_PROFILE, st,
+            kq_warn("event=profile_probe_failed api_group=%s status=%ld error=\"%s\"", KQ_PROFILE_GROUP, st,
                     kq_strerror(rc != 0 ? rc : KQ_EHTTP));
     }
 }

@@ -101,7 +101,7 @@
 
 #define KQ_EQ_GROUP_UPSTREAM "scheduling.x-k8s.io"
 #define KQ_EQ_GROUP_KOORD    "scheduling.sigs.k8s.io"
-#define KQ_EQ_GROUP_PROFILE  "quota.koordinator.sh" /* Koordinator's ElasticQuotaProfile */
+#define KQ_PROFILE_GROUP "quota.koordinator.sh" /* Koordinator's ElasticQuotaProfile */
 #define KQ_EQ_LABEL_PREFIX   "quota.scheduling.koordinator.sh/"
 #define KQ_EQ_ANN_RUNTIME    "quota.scheduling.koordinator.sh/runtime"
 
