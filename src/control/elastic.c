@@ -20,7 +20,7 @@
  * thread call in; the resolver runs on whatever thread the ledger is called from
  * (civetweb workers, the pod informer). Locks: apply_mu serialises everything that
  * changes groups or the objs table (reconcile, object events, status bookkeeping);
- * map_mu (rwlock) guards the namespace map; node_mu the node table (with the nodes'
+ * map_mu (rwlock) guards the namespace map and the trees' placement snapshot; node_mu the node table (with the nodes'
  * labels) and the total; apply_mu also guards the ElasticQuotaProfiles and their trees'
  * totals (section "trees"). Order: apply_mu -> ledger -> ugm -> quota tree; apply_mu ->
  * node_mu (a tree's total is summed from the nodes); map_mu -> quota tree; node_mu ->
@@ -165,6 +165,13 @@ typedef struct profile {
     uint64_t list_gen;
 } profile_t;
 
+/* The trees' placement snapshot (section "trees"): a group's or a node's tree id. */
+typedef struct treeof {
+    char *name;
+    char *tree;
+    UT_hash_handle hh;
+} treeof_t;
+
 typedef struct failmsg {
     char *name;
     char *msg;
@@ -208,6 +215,8 @@ struct kq_elastic {
     pthread_rwlock_t map_mu;
     nsmap_t *nsmap;
     nsmap_t *qbound; /* queue groups that bound something (ns = group name) */
+    treeof_t *tgroups; /* map_mu: groups in a profile's tree -> its tree id */
+    treeof_t *tnodes;  /* map_mu: nodes a profile selects -> its tree id (the first profile) */
 
     pthread_mutex_t node_mu;
     node_t *nodes;
@@ -246,6 +255,7 @@ static void profile_free(profile_t *p);
 static int trees_desired(kq_elastic_t *e, gent_t **want);
 static bool tree_root_object(const kq_elastic_t *e, const eqobj_t *o);
 static void trees_refresh(kq_elastic_t *e);
+static void trees_snapshot(kq_elastic_t *e);
 
 /* ================================================================== helpers ==== */
 
@@ -876,6 +886,7 @@ static void reconcile(kq_elastic_t *e)
     }
     gent_table_free(&want);
     rebuild_nsmap(e);
+    trees_snapshot(e);
 }
 
 /* ================================================================== config ==== */
@@ -1521,8 +1532,115 @@ static void trees_refresh(kq_elastic_t *e)
 {
     pthread_mutex_lock(&e->apply_mu);
     if (trees_compute(e))
-        reconcile(e);
+        reconcile(e); /* takes the snapshot */
+    else
+        trees_snapshot(e); /* a node may have changed trees with no total changing */
     pthread_mutex_unlock(&e->apply_mu);
+}
+
+static void treeof_free(treeof_t *t)
+{
+    treeof_t *x, *tmp;
+    HASH_ITER(hh, t, x, tmp) {
+        HASH_DEL(t, x);
+        free(x->name);
+        free(x->tree);
+        free(x);
+    }
+}
+
+static int treeof_add(treeof_t **t, const char *name, const char *tree)
+{
+    treeof_t *x;
+    HASH_FIND_STR(*t, name, x);
+    if (x != NULL)
+        return 0; /* the first profile (by key) keeps it */
+    if ((x = calloc(1, sizeof(*x))) == NULL || (x->name = strdup(name)) == NULL ||
+        (x->tree = strdup(tree)) == NULL) {
+        if (x != NULL)
+            free(x->name);
+        free(x);
+        return KQ_ENOMEM;
+    }
+    HASH_ADD_KEYPTR(hh, *t, x->name, strlen(x->name), x);
+    return 0;
+}
+
+/* Rebuilds the placement snapshot the extender filter reads (kq_elastic_group_tree,
+ * kq_elastic_node_in_tree): which tree each applied group and each node is in. Built
+ * under apply_mu (and node_mu for the nodes), swapped in under map_mu. Nothing to do
+ * without profiles once the old snapshot is empty. */
+static void trees_snapshot(kq_elastic_t *e)
+{
+    if (e->profiles == NULL && e->tgroups == NULL && e->tnodes == NULL)
+        return;
+    treeof_t *tg = NULL, *tn = NULL;
+    int rc = 0;
+    HASH_SRT(hh, e->profiles, strcmp_key);
+    for (gent_t *g = e->applied; rc == 0 && e->profiles != NULL && g != NULL; g = g->hh.next) {
+        const gent_t *top = g;
+        for (int d = 0; d < KQ_QTREE_MAX_DEPTH && top->s.parent != NULL; d++) {
+            gent_t *up;
+            HASH_FIND_STR(e->applied, top->s.parent, up);
+            if (up == NULL)
+                break;
+            top = up;
+        }
+        for (const profile_t *p = e->profiles; rc == 0 && p != NULL; p = p->hh.next)
+            if (strcmp(p->quota, top->s.name) == 0)
+                rc = treeof_add(&tg, g->s.name, p->tree_id);
+    }
+    pthread_mutex_lock(&e->node_mu);
+    for (node_t *x = e->nodes; rc == 0 && e->profiles != NULL && x != NULL; x = x->hh.next)
+        for (const profile_t *p = e->profiles; rc == 0 && p != NULL; p = p->hh.next)
+            if (sel_match(p->selector, x->labels))
+                rc = treeof_add(&tn, x->name, p->tree_id);
+    pthread_mutex_unlock(&e->node_mu);
+    if (rc != 0) {
+        kq_error("event=tree_snapshot_failed error=\"%s\" msg=\"the last placement snapshot stays\"",
+                 kq_strerror(rc));
+        treeof_free(tg);
+        treeof_free(tn);
+        return;
+    }
+    pthread_rwlock_wrlock(&e->map_mu);
+    treeof_t *og = e->tgroups, *on = e->tnodes;
+    e->tgroups = tg;
+    e->tnodes = tn;
+    pthread_rwlock_unlock(&e->map_mu);
+    treeof_free(og);
+    treeof_free(on);
+}
+
+bool kq_elastic_has_trees(kq_elastic_t *e)
+{
+    return e != NULL && atomic_load(&e->n_profiles) > 0;
+}
+
+bool kq_elastic_group_tree(kq_elastic_t *e, const char *group, char *tree, size_t len)
+{
+    bool found = false;
+    pthread_rwlock_rdlock(&e->map_mu);
+    treeof_t *x = NULL;
+    if (e->tgroups != NULL)
+        HASH_FIND_STR(e->tgroups, group, x);
+    if (x != NULL && strlen(x->tree) < len) {
+        memcpy(tree, x->tree, strlen(x->tree) + 1);
+        found = true;
+    }
+    pthread_rwlock_unlock(&e->map_mu);
+    return found;
+}
+
+bool kq_elastic_node_in_tree(kq_elastic_t *e, const char *tree, const char *node, size_t node_len)
+{
+    pthread_rwlock_rdlock(&e->map_mu);
+    treeof_t *x = NULL;
+    if (e->tnodes != NULL)
+        HASH_FIND(hh, e->tnodes, node, node_len, x);
+    bool in = x != NULL && strcmp(x->tree, tree) == 0;
+    pthread_rwlock_unlock(&e->map_mu);
+    return in;
 }
 
 static void log_tree(const profile_t *p, const char *ev)
@@ -2570,6 +2688,8 @@ void kq_elastic_free(kq_elastic_t *e)
     }
     nsmap_free(e->nsmap);
     nsmap_free(e->qbound);
+    treeof_free(e->tgroups);
+    treeof_free(e->tnodes);
     node_t *n, *ntmp;
     HASH_ITER(hh, e->nodes, n, ntmp) {
         HASH_DEL(e->nodes, n);

@@ -211,3 +211,35 @@ class BadProfileTest(MultiTreeBase):
         self.assertIn("ElasticQuotaProfile koordinator-system/bad", logs)
         self.assertIsNone(group(self.tree(), "bad-root"))
         self.assertEqual(self.tree()["trees"], [])
+
+
+class TreeNodesTest(MultiTreeBase):
+    """pkg/webhook/pod/mutating/multi_quota_tree_affinity.go, addNodeAffinityForMultiQuotaTree,
+    and its test TestAddNodeAffinityForMultiQuotaTree, cases "add node affinity" (a pod of a
+    tree's quota gets a required node affinity for the profile's nodeSelector) and "default
+    quota" (a pod of a quota outside every tree gets none): a tree pod may use its tree's
+    nodes only, a default-tree pod any node."""
+
+    def test_a_tree_pod_uses_its_trees_nodes(self):
+        self.two_trees()
+        self.eq("b-team", "b-team", {"cpu": "0"}, {"cpu": "100"},
+                labels={L + "parent": "profile2-root", L + "tree-id": "tree2"})
+        self.eq("d-team", "d-team", {"cpu": "0"}, {"cpu": "100"})
+        for n in ("b-team", "d-team"):
+            wait_until(lambda n=n: group(self.tree(), n) is not None, 15, 0.05, "group " + n)
+        all_nodes = ["node-a1", "node-a2", "node-b1", "node-d1"]
+        b = self.pod("b1", "b-team", 1)
+        res = self.sched.filter(b, all_nodes)
+        self.assertEqual(res.get("NodeNames"), ["node-b1"])
+        failed = res.get("FailedNodes") or {}
+        self.assertEqual(sorted(failed), ["node-a1", "node-a2", "node-d1"])
+        self.assertIn("quota tree tree2", failed["node-a1"])
+        self.assert_bound("b1", "b-team")
+        self.assertEqual(self.sim.get_pod("b-team", "b1")["spec"]["nodeName"], "node-b1")
+        d = self.pod("d1", "d-team", 1)
+        res = self.sched.filter(d, all_nodes)
+        self.assertEqual(res.get("NodeNames"), all_nodes)
+        # a node labelled into zone b joins tree2's nodes
+        self.sim.world.add_node("node-b2", cpu="4", memory="2Gi", labels={ZONE: "cn-hangzhou-b"})
+        wait_until(lambda: self.sched.filter(b, all_nodes + ["node-b2"]).get("NodeNames")
+                   == ["node-b1", "node-b2"], 15, 0.05, "node-b2 in tree2")

@@ -165,6 +165,14 @@ json_t *kq_elastic_trees_json(kq_elastic_t *e);
 /* Sets "tree" (Koordinator's QuotaInfoSummary field: the tree id, "" for the default tree)
  * on every group of a kq_qtree_json view. 0 or KQ_ENOMEM. */
 int kq_elastic_tree_of_groups(kq_elastic_t *e, json_t *qtree) KQ_WUR;
+/* Placement in a tree, for the extender filter (Koordinator's pod webhook gives a pod of a
+ * tree's quota a required node affinity for its profile's nodeSelector): whether `group`
+ * is in a profile's tree (its id copied into tree, len bytes with the NUL), and whether a
+ * node (name of node_len bytes) is in tree `tree`. Hash lookups under a read lock; no
+ * allocation. */
+bool kq_elastic_has_trees(kq_elastic_t *e); /* any profile (one atomic load) */
+bool kq_elastic_group_tree(kq_elastic_t *e, const char *group, char *tree, size_t len);
+bool kq_elastic_node_in_tree(kq_elastic_t *e, const char *tree, const char *node, size_t node_len);
 
 /* The pod's quota group (rules above) in group; 0. KQ_ENOENT never: every pod has one.
  * Matches kq_ledger_resolve_fn (ud = the module). */
