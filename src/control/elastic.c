@@ -63,6 +63,7 @@
 #define ANN_REQUEST KQ_EQ_LABEL_PREFIX "request"
 #define ANN_CHILD_REQUEST KQ_EQ_LABEL_PREFIX "child-request"
 #define ANN_NP_USED KQ_EQ_LABEL_PREFIX "non-preemptible-used"
+#define ANN_RESOURCE_KEYS KQ_EQ_LABEL_PREFIX "resource-keys" /* on an ElasticQuotaProfile */
 #define EVICT_RETRY_MS 60000
 #define PROBE_MIN_MS 1000
 #define PROBE_MAX_MS 60000
@@ -160,6 +161,8 @@ typedef struct profile {
     double ratio;        /* spec.resourceRatio, 1 when absent or out of (0, 1] */
     json_t *selector;    /* spec.nodeSelector (own copy, checked); NULL selects no node */
     bool is_parent;      /* spec.quotaLabels' is-parent */
+    char **keys;         /* annotation resource-keys (default cpu, memory): the root's min/max */
+    size_t n_keys;
     kq_resource_t total; /* the tree's total, as last computed (apply_mu) */
     size_t n_nodes;
     uint64_t list_gen;
@@ -1267,6 +1270,9 @@ static void profile_free(profile_t *p)
     free(p->tree_id);
     free(p->quota);
     json_decref(p->selector);
+    for (size_t i = 0; i < p->n_keys; i++)
+        free(p->keys[i]);
+    free(p->keys);
     kq_resource_free(&p->total);
     free(p);
 }
@@ -1440,6 +1446,26 @@ static int profile_parse(const json_t *obj, profile_t **out, char *err, size_t l
     }
     const char *isp = kv(json_object_get(spec, "quotaLabels"), LABEL_IS_PARENT);
     p->is_parent = isp != NULL && strcmp(isp, "true") == 0;
+    /* the root quota's min and max name these resources (profile_controller.go: the
+     * resource-keys annotation, a JSON list; unreadable: warned, the default) */
+    const char *rk = kv(json_object_get(meta, "annotations"), ANN_RESOURCE_KEYS);
+    json_t *keys = rk != NULL ? json_loads(rk, 0, NULL) : NULL;
+    bool keys_ok = json_is_array(keys) && json_array_size(keys) <= 64;
+    for (size_t i = 0; keys_ok && i < json_array_size(keys); i++)
+        keys_ok = json_is_string(json_array_get(keys, i)) && kq_resource_name(json_string_value(json_array_get(keys, i)));
+    if (rk != NULL && !keys_ok)
+        kq_warn("event=profile_resource_keys_ignored profile=%s/%s value=\"%.64s\" msg=\"not a JSON list of "
+                "resource names: cpu and memory, as Koordinator\"", ns, name, rk);
+    size_t nk = keys_ok ? json_array_size(keys) : 2;
+    p->keys = calloc(nk + 1, sizeof(char *));
+    for (size_t i = 0; p->keys != NULL && i < nk; i++) {
+        const char *k = keys_ok ? json_string_value(json_array_get(keys, i)) : (i == 0 ? "cpu" : "memory");
+        if ((p->keys[p->n_keys] = strdup(k)) != NULL)
+            p->n_keys++;
+    }
+    json_decref(keys);
+    if (p->keys == NULL || p->n_keys != nk)
+        goto nomem;
     if (asprintf(&p->key, "%s/%s", ns, name) < 0)
         p->key = NULL;
     p->tree_id = strdup(tid);
@@ -1501,16 +1527,28 @@ static int trees_desired(kq_elastic_t *e, gent_t **want)
             note_fail(e, p->quota, "ElasticQuotaProfile's root quota name is taken by a queue or another profile");
             continue;
         }
+        /* min and max: the tree's total of each resource key (0 when its nodes have none),
+         * as the profile controller sets the root's min; the max is that total too, not
+         * Koordinator's MaxInt64/2000, as the tree's manager caps its root by its total */
         gspec_t s = {0};
         s.name = p->quota;
-        s.min = p->total;
-        s.max = p->total;
+        int rc = 0;
+        for (size_t i = 0; rc == 0 && i < p->n_keys; i++) {
+            int64_t v = kq_resource_get(&p->total, p->keys[i], NULL);
+            rc = kq_resource_set(&s.min, p->keys[i], v);
+            if (rc == 0)
+                rc = kq_resource_set(&s.max, p->keys[i], v);
+        }
         s.allow_lent = false;
         s.is_parent = p->is_parent;
         char owner[600];
         snprintf(owner, sizeof(owner), "profile %s", p->key);
-        if (desired_add(want, &s, owner) != 0)
-            return KQ_ENOMEM;
+        if (rc == 0)
+            rc = desired_add(want, &s, owner);
+        kq_resource_free(&s.min);
+        kq_resource_free(&s.max);
+        if (rc != 0)
+            return rc;
     }
     return 0;
 }

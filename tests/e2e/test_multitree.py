@@ -72,7 +72,7 @@ class MultiTreeBase(KQTestCase):
         r = self.sim.http.post(path, body)
         self.assertEqual(r.status, 201, r.text)
 
-    def profile(self, name, quota, selector, ratio=None, labels=None):
+    def profile(self, name, quota, selector, ratio=None, labels=None, annotations=None):
         spec = {"quotaName": quota, "nodeSelector": selector,
                 "quotaLabels": {L + "is-parent": "true"}}
         if ratio is not None:
@@ -80,7 +80,7 @@ class MultiTreeBase(KQTestCase):
         self.create(profile_path("koordinator-system"),
                     {"apiVersion": PROFILE + "/v1alpha1", "kind": "ElasticQuotaProfile",
                      "metadata": {"name": name, "namespace": "koordinator-system",
-                                  "labels": labels or {}},
+                                  "labels": labels or {}, "annotations": annotations or {}},
                      "spec": spec})
 
     def eq(self, ns, name, min_, max_, labels=None):
@@ -124,7 +124,9 @@ class TreeTotalsTest(MultiTreeBase):
         self.assertEqual(t2["totalResource"]["cpu"], 10000)
         self.assertEqual(t2["totalResource"]["memory"], 10 * GI)
         root1 = self.g("profile1-root")
-        self.assertEqual(root1["minResource"]["cpu"], 18000)
+        # the root quota's min (and here max) name the resource keys, cpu and memory by default
+        self.assertEqual(root1["minResource"], {"cpu": 18000, "memory": 19327352832})
+        self.assertEqual(sorted(root1["maxResource"]), ["cpu", "memory"])
         self.assertIs(root1["allowLent"], False)
         self.assertEqual(root1["tree"], t1["tree"])
         self.assertEqual(self.g("profile2-root")["tree"], "tree2")
@@ -136,6 +138,21 @@ class TreeTotalsTest(MultiTreeBase):
         self.assertEqual(self.g("profile1-root")["maxResource"]["cpu"], 18000)
 
 
+class ResourceKeysTest(MultiTreeBase):
+    """TestQuotaProfileReconciler_Reconciler_CreateQuota, "with resource key": the
+    quota.scheduling.koordinator.sh/resource-keys annotation ["cpu"] gives the root a cpu min
+    only (18 of 20 cpu with ratio 0.9); the tree's total keeps every resource."""
+
+    def test_resource_keys_annotation(self):
+        self.profile("profile1", "profile1-root", {"matchLabels": {ZONE: "cn-hangzhou-a"}}, "0.9",
+                     labels={L + "tree-id": "tree1"}, annotations={L + "resource-keys": '["cpu"]'})
+        wait_until(lambda: self.g("profile1-root").get("minResource") == {"cpu": 18000}, 15, 0.05,
+                   "the root's min: cpu 18 only")
+        t = self.tree()["trees"][0]
+        self.assertEqual(t["tree"], "tree1")
+        self.assertEqual(t["totalResource"]["memory"], 19327352832)
+
+
 class NoBorrowingAcrossTreesTest(MultiTreeBase):
     """handlerQuotaWhenRoot / GetOrCreateGroupQuotaManagerForTree: a quota shares its own
     tree's total; the default tree has what the profiles leave: 36 - 18 - 10 = 8 cpu."""
@@ -143,11 +160,11 @@ class NoBorrowingAcrossTreesTest(MultiTreeBase):
     def test_trees_do_not_borrow(self):
         self.two_trees()
         tid1 = fnv64a("koordinator-system/profile1")
-        self.eq("a-team", "a-team", {"cpu": "4"}, {"cpu": "100"},
+        self.eq("a-team", "a-team", {"cpu": "4"}, {"cpu": "100", "memory": "100Gi"},
                 labels={L + "parent": "profile1-root", L + "tree-id": tid1})
-        self.eq("b-team", "b-team", {"cpu": "0"}, {"cpu": "100"},
+        self.eq("b-team", "b-team", {"cpu": "0"}, {"cpu": "100", "memory": "100Gi"},
                 labels={L + "parent": "profile2-root", L + "tree-id": "tree2"})
-        self.eq("d-team", "d-team", {"cpu": "0"}, {"cpu": "100"})
+        self.eq("d-team", "d-team", {"cpu": "0"}, {"cpu": "100", "memory": "100Gi"})
         for n in ("a-team", "b-team", "d-team"):
             wait_until(lambda n=n: group(self.tree(), n) is not None, 15, 0.05, "group " + n)
         self.assertEqual(self.g("a-team")["tree"], tid1)
@@ -222,9 +239,9 @@ class TreeNodesTest(MultiTreeBase):
 
     def test_a_tree_pod_uses_its_trees_nodes(self):
         self.two_trees()
-        self.eq("b-team", "b-team", {"cpu": "0"}, {"cpu": "100"},
+        self.eq("b-team", "b-team", {"cpu": "0"}, {"cpu": "100", "memory": "100Gi"},
                 labels={L + "parent": "profile2-root", L + "tree-id": "tree2"})
-        self.eq("d-team", "d-team", {"cpu": "0"}, {"cpu": "100"})
+        self.eq("d-team", "d-team", {"cpu": "0"}, {"cpu": "100", "memory": "100Gi"})
         for n in ("b-team", "d-team"):
             wait_until(lambda n=n: group(self.tree(), n) is not None, 15, 0.05, "group " + n)
         all_nodes = ["node-a1", "node-a2", "node-b1", "node-d1"]
