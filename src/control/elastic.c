@@ -1028,11 +1028,13 @@ void kq_elastic_node_event(kq_elastic_t *e, int type, const json_t *node)
     json_t *labels = NULL; /* copied off-lock, for the profiles' node selectors */
     if (type != KQ_WATCH_DELETED && json_is_object(json_object_get(json_object_get(node, "metadata"), "labels")))
         labels = json_deep_copy(json_object_get(json_object_get(node, "metadata"), "labels"));
+    bool moved = false; /* what the trees read changed: allocatable, labels, the node itself */
     pthread_mutex_lock(&e->node_mu);
     node_t *n;
     HASH_FIND_STR(e->nodes, name, n);
     if (type == KQ_WATCH_DELETED) {
         if (n != NULL) {
+            moved = true;
             node_put(e, n, &alloc);
             HASH_DEL(e->nodes, n);
             free(n->name);
@@ -1054,6 +1056,8 @@ void kq_elastic_node_event(kq_elastic_t *e, int type, const json_t *node)
         }
         if (n != NULL) {
             n->gen = e->node_gen;
+            moved = !(kq_resource_equal(&n->alloc, &alloc) && n->alloc.n == alloc.n) ||
+                    (n->labels == NULL) != (labels == NULL) || (labels != NULL && !json_equal(n->labels, labels));
             node_put(e, n, &alloc);
             json_decref(n->labels);
             n->labels = labels;
@@ -1063,7 +1067,8 @@ void kq_elastic_node_event(kq_elastic_t *e, int type, const json_t *node)
     pthread_mutex_unlock(&e->node_mu);
     json_decref(labels);
     kq_resource_free(&alloc);
-    if (atomic_load(&e->n_profiles) > 0)
+    /* node status updates (conditions, heartbeats) change nothing the trees read */
+    if (moved && atomic_load(&e->n_profiles) > 0)
         trees_refresh(e);
 }
 
