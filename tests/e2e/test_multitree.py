@@ -260,3 +260,40 @@ class TreeNodesTest(MultiTreeBase):
         self.sim.world.add_node("node-b2", cpu="4", memory="2Gi", labels={ZONE: "cn-hangzhou-b"})
         wait_until(lambda: self.sched.filter(b, all_nodes + ["node-b2"]).get("NodeNames")
                    == ["node-b1", "node-b2"], 15, 0.05, "node-b2 in tree2")
+
+
+class TreeDashboardTest(MultiTreeBase):
+    """The dashboard's quota tree shows each tree (issue 27: "the REST view and dashboard show
+    each tree"), read in headless Chromium as tests/e2e/test_ui.py reads the page: one line per
+    profile's tree with its nodes and total (zone a: 2 nodes, 20 cpu * 0.9 = 18; tree2: 1 node,
+    10 cpu), and each group row carries its tree (koordinator's QuotaInfoSummary.Tree)."""
+
+    def test_dashboard_shows_each_tree(self):
+        import json
+        import cdp
+        from test_ui import chromium
+        path = chromium()
+        self.two_trees()
+        self.eq("b-team", "b-team", {"cpu": "0"}, {"cpu": "100", "memory": "100Gi"},
+                labels={L + "parent": "profile2-root", L + "tree-id": "tree2"})
+        wait_until(lambda: group(self.tree(), "b-team") is not None, 15, 0.05, "group b-team")
+        b = cdp.Browser(path, width=1366, height=768)
+        self.addCleanup(b.close)
+        b.navigate(self.kq.url + "/ui/")
+        b.wait_for("document.body.dataset.state === 'auth'", what="the page to ask for a token")
+        b.eval("document.getElementById('token').value = %s;"
+               "document.getElementById('auth-form').requestSubmit(); true" % json.dumps(self.kq.rest_token))
+        b.wait_for("document.body.dataset.state === 'ready'", what="the dashboard to load")
+        page = json.loads(b.eval("""JSON.stringify({
+          lines: Object.fromEntries(Array.from(document.querySelectorAll("#tree div[data-tree]"))
+                   .map(d => [d.dataset.tree, d.textContent])),
+          rows: Object.fromEntries(Array.from(document.querySelectorAll("#tree tbody tr"))
+                   .map(tr => [tr.dataset.group, tr.dataset.tree || ""]))})"""))
+        tid1 = fnv64a("koordinator-system/profile1")
+        self.assertEqual(sorted(page["lines"]), sorted([tid1, "tree2"]))
+        self.assertIn("profile koordinator-system/profile1, root profile1-root): 2 nodes, cpu 18,",
+                      page["lines"][tid1])
+        self.assertIn("root profile2-root): 1 node, cpu 10,", page["lines"]["tree2"])
+        self.assertEqual(page["rows"]["b-team"], "tree2")
+        self.assertEqual(page["rows"]["profile1-root"], tid1)
+        self.assertEqual(page["rows"]["default"], "")

@@ -274,7 +274,7 @@
     (tree.trees || []).forEach(function (q) {
       var tt = q.totalResource || {};
       var d = el("div", "empty", "tree " + q.tree + " (profile " + q.profile + ", root " + q.rootQuota +
-                 "): " + (q.nodes || []).length + " nodes, cpu " + fmt("cpu", tt.cpu) + ", memory " +
+                 "): " + (q.nodes || []).length + ((q.nodes || []).length === 1 ? " node" : " nodes") + ", cpu " + fmt("cpu", tt.cpu) + ", memory " +
                  fmt("memory", tt.memory));
       d.dataset.tree = q.tree;
       wrap.appendChild(d);
