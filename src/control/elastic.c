@@ -57,6 +57,7 @@
 #define LABEL_FORCE KQ_EQ_LABEL_PREFIX "allow-force-update"
 #define LABEL_TREE_ID KQ_EQ_LABEL_PREFIX "tree-id"
 #define LABEL_IS_ROOT KQ_EQ_LABEL_PREFIX "is-root"
+#define LABEL_IGNORE_DEFAULT_TREE KQ_EQ_LABEL_PREFIX "ignore-default-tree"
 #define ANN_STRICT_KEYS KQ_EQ_LABEL_PREFIX "max-strict-check-resource-keys"
 #define ANN_SHARED_WEIGHT KQ_EQ_LABEL_PREFIX "shared-weight"
 #define ANN_NAMESPACES KQ_EQ_LABEL_PREFIX "namespaces"
@@ -1451,6 +1452,9 @@ static int profile_parse(const json_t *obj, profile_t **out, char *err, size_t l
     }
     const char *isp = kv(json_object_get(spec, "quotaLabels"), LABEL_IS_PARENT);
     p->is_parent = isp != NULL && strcmp(isp, "true") == 0;
+    if (kv(json_object_get(spec, "quotaLabels"), LABEL_IGNORE_DEFAULT_TREE) != NULL)
+        kq_warn("event=profile_key_ignored profile=%s/%s key=%s msg=\"not honoured: the tree's total is taken off "
+                "the default tree's, as without the label\"", ns, name, LABEL_IGNORE_DEFAULT_TREE);
     /* the root quota's min and max name these resources (profile_controller.go: the
      * resource-keys annotation, a JSON list; unreadable: warned, the default) */
     const char *rk = kv(json_object_get(meta, "annotations"), ANN_RESOURCE_KEYS);

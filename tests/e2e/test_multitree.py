@@ -72,9 +72,9 @@ class MultiTreeBase(KQTestCase):
         r = self.sim.http.post(path, body)
         self.assertEqual(r.status, 201, r.text)
 
-    def profile(self, name, quota, selector, ratio=None, labels=None, annotations=None):
+    def profile(self, name, quota, selector, ratio=None, labels=None, annotations=None, quota_labels=None):
         spec = {"quotaName": quota, "nodeSelector": selector,
-                "quotaLabels": {L + "is-parent": "true"}}
+                "quotaLabels": dict({L + "is-parent": "true"}, **(quota_labels or {}))}
         if ratio is not None:
             spec["resourceRatio"] = ratio
         self.create(profile_path("koordinator-system"),
@@ -151,6 +151,18 @@ class ResourceKeysTest(MultiTreeBase):
         t = self.tree()["trees"][0]
         self.assertEqual(t["tree"], "tree1")
         self.assertEqual(t["totalResource"]["memory"], 19327352832)
+        self.assertNotIn("event=profile_key_ignored", self.kq.logs())
+
+    def test_ignore_default_tree_is_warned_about(self):
+        # quota_handler.go handlerQuotaWhenRoot reads quota.scheduling.koordinator.sh/ignore-default-tree
+        # on the root quota (the profile's quotaLabels); kubequota does not honour it and says so
+        self.profile("profile2", "profile2-root", {"matchLabels": {ZONE: "cn-hangzhou-b"}},
+                     quota_labels={L + "ignore-default-tree": "true"})
+        wait_until(lambda: "event=profile_key_ignored profile=koordinator-system/profile2 key=" + L
+                   + "ignore-default-tree" in self.kq.logs(), 10, 0.05, "the warning")
+        # and the tree's total is still taken off the default tree: its root keeps 10 cpu
+        wait_until(lambda: self.g("profile2-root").get("minResource", {}).get("cpu") == 10000, 10, 0.05,
+                   "the root's min 10 cpu")
 
 
 class NoBorrowingAcrossTreesTest(MultiTreeBase):
