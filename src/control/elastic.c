@@ -20,8 +20,11 @@
  * thread call in; the resolver runs on whatever thread the ledger is called from
  * (civetweb workers, the pod informer). Locks: apply_mu serialises everything that
  * changes groups or the objs table (reconcile, object events, status bookkeeping);
- * map_mu (rwlock) guards the namespace map; node_mu the node table and the total. Order:
- * apply_mu -> ledger -> ugm -> quota tree; map_mu -> quota tree; node_mu -> quota tree.
+ * map_mu (rwlock) guards the namespace map and the trees' placement snapshot; node_mu the node table (with the nodes'
+ * labels) and the total; apply_mu also guards the ElasticQuotaProfiles and their trees'
+ * totals (section "trees"). Order: apply_mu -> ledger -> ugm -> quota tree; apply_mu ->
+ * node_mu (a tree's total is summed from the nodes); map_mu -> quota tree; node_mu ->
+ * quota tree. Node events take apply_mu only after releasing node_mu.
  * The timer thread alone touches the reclaim state (over-since table, evictions in
  * flight) and the CRD probe state. No I/O under a lock: probes, evictions, events and
  * status PATCHes use copies made under the locks.
@@ -54,12 +57,14 @@
 #define LABEL_FORCE KQ_EQ_LABEL_PREFIX "allow-force-update"
 #define LABEL_TREE_ID KQ_EQ_LABEL_PREFIX "tree-id"
 #define LABEL_IS_ROOT KQ_EQ_LABEL_PREFIX "is-root"
+#define LABEL_IGNORE_DEFAULT_TREE KQ_EQ_LABEL_PREFIX "ignore-default-tree"
 #define ANN_STRICT_KEYS KQ_EQ_LABEL_PREFIX "max-strict-check-resource-keys"
 #define ANN_SHARED_WEIGHT KQ_EQ_LABEL_PREFIX "shared-weight"
 #define ANN_NAMESPACES KQ_EQ_LABEL_PREFIX "namespaces"
 #define ANN_REQUEST KQ_EQ_LABEL_PREFIX "request"
 #define ANN_CHILD_REQUEST KQ_EQ_LABEL_PREFIX "child-request"
 #define ANN_NP_USED KQ_EQ_LABEL_PREFIX "non-preemptible-used"
+#define ANN_RESOURCE_KEYS KQ_EQ_LABEL_PREFIX "resource-keys" /* on an ElasticQuotaProfile */
 #define EVICT_RETRY_MS 60000
 #define PROBE_MIN_MS 1000
 #define PROBE_MAX_MS 60000
@@ -121,6 +126,7 @@ typedef struct eqobj {
     char **nss;         /* namespaces annotation */
     size_t n_nss;
     char *tree_id;      /* label quota.scheduling.koordinator.sh/tree-id, NULL none */
+    bool is_root;       /* label quota.scheduling.koordinator.sh/is-root: "true" */
     bool ignored;       /* koordinator root/system quota */
     uint64_t seq;       /* arrival order */
     uint64_t list_gen;
@@ -144,7 +150,31 @@ typedef struct node {
     UT_hash_handle hh;
     kq_resource_t alloc; /* counted part: allocatable when schedulable, else empty */
     uint64_t gen;
+    json_t *labels;      /* metadata.labels (own copy), for ElasticQuotaProfile selectors */
 } node_t;
+
+/* An ElasticQuotaProfile (quota.koordinator.sh/v1alpha1): one quota tree (see "trees"). */
+typedef struct profile {
+    char *key; /* namespace/name */
+    UT_hash_handle hh;
+    char *tree_id;       /* label tree-id, else Koordinator's hash of the key */
+    char *quota;         /* spec.quotaName: the tree's root quota group */
+    double ratio;        /* spec.resourceRatio, 1 when absent or out of (0, 1] */
+    json_t *selector;    /* spec.nodeSelector (own copy, checked); NULL selects no node */
+    bool is_parent;      /* spec.quotaLabels' is-parent */
+    char **keys;         /* annotation resource-keys (default cpu, memory): the root's min/max */
+    size_t n_keys;
+    kq_resource_t total; /* the tree's total, as last computed (apply_mu) */
+    size_t n_nodes;
+    uint64_t list_gen;
+} profile_t;
+
+/* The trees' placement snapshot (section "trees"): a group's or a node's tree id. */
+typedef struct treeof {
+    char *name;
+    char *tree;
+    UT_hash_handle hh;
+} treeof_t;
 
 typedef struct failmsg {
     char *name;
@@ -189,6 +219,8 @@ struct kq_elastic {
     pthread_rwlock_t map_mu;
     nsmap_t *nsmap;
     nsmap_t *qbound; /* queue groups that bound something (ns = group name) */
+    treeof_t *tgroups; /* map_mu: groups in a profile's tree -> its tree id */
+    treeof_t *tnodes;  /* map_mu: nodes a profile selects -> its tree id (the first profile) */
 
     pthread_mutex_t node_mu;
     node_t *nodes;
@@ -203,6 +235,12 @@ struct kq_elastic {
     pthread_t timer;
     kq_watch_t *node_watch;
     kq_watch_t *eq_watch[N_API];
+    kq_watch_t *prof_watch; /* ElasticQuotaProfiles, started like eq_watch once served */
+    int64_t prof_probe_at, prof_probe_delay;
+    bool prof_probe_logged;
+    profile_t *profiles;    /* apply_mu */
+    uint64_t prof_list_gen; /* apply_mu */
+    atomic_int n_profiles;  /* HASH_COUNT(profiles), read without apply_mu by node events */
     struct informer_ud iud[N_API];
     int64_t probe_at[N_API], probe_delay[N_API];
     bool probe_logged[N_API];
@@ -215,6 +253,13 @@ struct kq_elastic {
 
     atomic_ulong evicted, evict_failed, st_ok, st_failed;
 };
+
+/* multi-tree quotas (section "trees") */
+static void profile_free(profile_t *p);
+static int trees_desired(kq_elastic_t *e, gent_t **want);
+static bool tree_root_object(const kq_elastic_t *e, const eqobj_t *o);
+static void trees_refresh(kq_elastic_t *e);
+static void trees_snapshot(kq_elastic_t *e);
 
 /* ================================================================== helpers ==== */
 
@@ -495,6 +540,8 @@ static int eq_parse(const json_t *obj, const char *hint, const char *ns_hint, eq
     const char *tid = kv(labels, LABEL_TREE_ID);
     if (tid != NULL && (o->tree_id = strdup(tid)) == NULL)
         goto nomem;
+    const char *isr = kv(labels, LABEL_IS_ROOT);
+    o->is_root = isr != NULL && strcmp(isr, "true") == 0;
     const char *sw = kv(anns, ANN_SHARED_WEIGHT);
     if (sw != NULL) {
         json_error_t je;
@@ -727,11 +774,13 @@ static void reconcile(kq_elastic_t *e)
         if (desired_add(&want, &g->s, "queue") != 0)
             oom = true;
     }
+    if (trees_desired(e, &want) != 0)
+        oom = true;
     HASH_SRT(hh, e->objs, eq_seq_cmp);
     eqobj_t *o, *otmp;
     bool have_default = false;
     HASH_ITER(hh, e->objs, o, otmp) {
-        if (o->ignored)
+        if (o->ignored || tree_root_object(e, o))
             continue;
         gent_t *x;
         HASH_FIND_STR(want, o->s.name, x);
@@ -841,6 +890,7 @@ static void reconcile(kq_elastic_t *e)
     }
     gent_table_free(&want);
     rebuild_nsmap(e);
+    trees_snapshot(e);
 }
 
 /* ================================================================== config ==== */
@@ -976,15 +1026,21 @@ void kq_elastic_node_event(kq_elastic_t *e, int type, const json_t *node)
             kq_resource_clear(&alloc); /* rlist left it unchanged: empty */
         }
     }
+    json_t *labels = NULL; /* copied off-lock, for the profiles' node selectors */
+    if (type != KQ_WATCH_DELETED && json_is_object(json_object_get(json_object_get(node, "metadata"), "labels")))
+        labels = json_deep_copy(json_object_get(json_object_get(node, "metadata"), "labels"));
+    bool moved = false; /* what the trees read changed: allocatable, labels, the node itself */
     pthread_mutex_lock(&e->node_mu);
     node_t *n;
     HASH_FIND_STR(e->nodes, name, n);
     if (type == KQ_WATCH_DELETED) {
         if (n != NULL) {
+            moved = true;
             node_put(e, n, &alloc);
             HASH_DEL(e->nodes, n);
             free(n->name);
             kq_resource_free(&n->alloc);
+            json_decref(n->labels);
             free(n);
         }
     } else {
@@ -1001,11 +1057,20 @@ void kq_elastic_node_event(kq_elastic_t *e, int type, const json_t *node)
         }
         if (n != NULL) {
             n->gen = e->node_gen;
+            moved = !(kq_resource_equal(&n->alloc, &alloc) && n->alloc.n == alloc.n) ||
+                    (n->labels == NULL) != (labels == NULL) || (labels != NULL && !json_equal(n->labels, labels));
             node_put(e, n, &alloc);
+            json_decref(n->labels);
+            n->labels = labels;
+            labels = NULL;
         }
     }
     pthread_mutex_unlock(&e->node_mu);
+    json_decref(labels);
     kq_resource_free(&alloc);
+    /* node status updates (conditions, heartbeats) change nothing the trees read */
+    if (moved && atomic_load(&e->n_profiles) > 0)
+        trees_refresh(e);
 }
 
 void kq_elastic_nodes_list_begin(kq_elastic_t *e)
@@ -1027,6 +1092,7 @@ void kq_elastic_nodes_list_end(kq_elastic_t *e)
         HASH_DEL(e->nodes, n);
         free(n->name);
         kq_resource_free(&n->alloc);
+        json_decref(n->labels);
         free(n);
     }
     bool first = !e->nodes_synced;
@@ -1037,6 +1103,8 @@ void kq_elastic_nodes_list_end(kq_elastic_t *e)
     kq_resource_format(&e->total, buf, sizeof(buf));
     pthread_mutex_unlock(&e->node_mu);
     kq_info("event=%s nodes=%zu cluster_total=\"%s\"", first ? "nodes_synced" : "nodes_resynced", count, buf);
+    if (atomic_load(&e->n_profiles) > 0)
+        trees_refresh(e);
 }
 
 typedef struct node_row {
@@ -1098,18 +1166,6 @@ static const char *koord_key_of(const json_t *obj)
     return NULL;
 }
 
-/* Koordinator's multi-tree labels, which kubequota cannot honour yet (one tree, whose
- * total is every schedulable node): the first one the object carries, or NULL. */
-static const char *multi_tree_key_of(const json_t *obj)
-{
-    const json_t *labels = json_object_get(json_object_get(obj, "metadata"), "labels");
-    static const char *const keys[] = {LABEL_TREE_ID, LABEL_IS_ROOT};
-    for (size_t i = 0; i < 2; i++)
-        if (json_object_get(labels, keys[i]) != NULL)
-            return keys[i];
-    return NULL;
-}
-
 int kq_elastic_quota_event(kq_elastic_t *e, int type, const json_t *obj, const char *api_group, char *err,
                            size_t errlen)
 {
@@ -1117,8 +1173,6 @@ int kq_elastic_quota_event(kq_elastic_t *e, int type, const json_t *obj, const c
     int rc = eq_parse(obj, api_group, NULL, &o, err, errlen);
     if (rc != 0)
         return rc;
-    const char *tree_key = strcmp(o->api_group, KQ_EQ_GROUP_KOORD) == 0 ? multi_tree_key_of(obj) : NULL;
-    char tree_obj[600] = ""; /* the object to warn about, after unlock */
     pthread_mutex_lock(&e->apply_mu);
     eqobj_t *cur;
     HASH_FIND_STR(e->objs, o->key, cur);
@@ -1153,8 +1207,6 @@ int kq_elastic_quota_event(kq_elastic_t *e, int type, const json_t *obj, const c
             o->seq = ++e->seq;
             HASH_ADD_KEYPTR(hh, e->objs, o->key, strlen(o->key), o);
             kq_info("event=elasticquota_added object=%s group=%s", o->key, o->s.name);
-            if (tree_key != NULL)
-                snprintf(tree_obj, sizeof(tree_obj), "%s", o->key);
             const char *koord_key = strcmp(o->api_group, KQ_EQ_GROUP_UPSTREAM) == 0 ? koord_key_of(obj) : NULL;
             if (koord_key != NULL)
                 kq_warn("event=elasticquota_key_ignored object=%s key=%s msg=\"scheduler-plugins ElasticQuota "
@@ -1164,10 +1216,6 @@ int kq_elastic_quota_event(kq_elastic_t *e, int type, const json_t *obj, const c
         }
     }
     pthread_mutex_unlock(&e->apply_mu);
-    if (tree_obj[0] != '\0')
-        kq_warn("event=elasticquota_key_ignored object=%s key=%s msg=\"Koordinator's multi-tree quotas "
-                "(ElasticQuotaProfile, tree-id / is-root labels) are not supported: the quota is counted in the "
-                "one tree whose total is every schedulable node\"", tree_obj, tree_key);
     return 0;
 }
 
@@ -1197,6 +1245,579 @@ void kq_elastic_quotas_list_end(kq_elastic_t *e, const char *api_group)
     size_t n = HASH_COUNT(e->objs);
     pthread_mutex_unlock(&e->apply_mu);
     kq_info("event=elasticquotas_synced api_group=%s objects=%zu", api_groups[gi], n);
+}
+
+/* ================================================================== trees ==== */
+
+/* Koordinator's multi-tree quotas (koordinator-sh/koordinator pkg/quota-controller/profile,
+ * pkg/scheduler/plugins/elasticquota/quota_handler.go). An ElasticQuotaProfile names a root
+ * quota (spec.quotaName) and a node selector; Koordinator's profile controller writes that
+ * root quota with the tree-id / is-root labels and the matching nodes' allocatable (times
+ * spec.resourceRatio) as its min and total, and the scheduler runs one GroupQuotaManager
+ * per tree whose total is that, taking it off the default tree's total. kubequota reads
+ * the profiles itself and keeps every tree in its one quota tree: a profile's root group
+ * is a first-level group whose min and max are the tree's total and which lends nothing
+ * (allow-lent-resource false), so its total is kept off what the other first-level groups
+ * (the default tree) share, and its children share at most that total: no borrowing
+ * across trees either way. An ElasticQuota object named like a profile's root (the one
+ * Koordinator's controller wrote) is that root: its spec is not read. Data: profiles and
+ * their totals under apply_mu; node labels under node_mu (order apply_mu -> node_mu). */
+
+static int strcmp_key(const profile_t *a, const profile_t *b)
+{
+    return strcmp(a->key, b->key);
+}
+
+static void profile_free(profile_t *p)
+{
+    if (p == NULL)
+        return;
+    free(p->key);
+    free(p->tree_id);
+    free(p->quota);
+    json_decref(p->selector);
+    for (size_t i = 0; i < p->n_keys; i++)
+        free(p->keys[i]);
+    free(p->keys);
+    kq_resource_free(&p->total);
+    free(p);
+}
+
+/* Whether a node's labels satisfy a metav1.LabelSelector (checked by sel_check):
+ * matchLabels and matchExpressions ANDed, as metav1.LabelSelectorAsSelector builds it;
+ * an empty selector selects every node, a NULL one none. */
+static bool sel_match(const json_t *sel, const json_t *labels)
+{
+    if (sel == NULL)
+        return false;
+    const char *k;
+    const json_t *v;
+    json_object_foreach((json_t *)json_object_get(sel, "matchLabels"), k, v) {
+        const char *have = json_string_value(json_object_get(labels, k));
+        if (have == NULL || strcmp(have, json_string_value(v)) != 0)
+            return false;
+    }
+    size_t i;
+    const json_t *x;
+    json_array_foreach(json_object_get(sel, "matchExpressions"), i, x) {
+        const char *key = json_string_value(json_object_get(x, "key"));
+        const char *op = json_string_value(json_object_get(x, "operator"));
+        const char *have = json_string_value(json_object_get(labels, key));
+        bool in = false;
+        size_t j;
+        const json_t *val;
+        json_array_foreach(json_object_get(x, "values"), j, val) {
+            if (have != NULL && strcmp(have, json_string_value(val)) == 0)
+                in = true;
+        }
+        bool ok = strcmp(op, "In") == 0 ? in
+                  : strcmp(op, "NotIn") == 0 ? !in
+                  : strcmp(op, "Exists") == 0 ? have != NULL
+                                               : have == NULL; /* DoesNotExist */
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
+/* Checks a nodeSelector as metav1.LabelSelectorAsSelector does; 0 or KQ_EPARSE with why. */
+static int sel_check(const json_t *sel, const char *what, char *err, size_t len)
+{
+    if (!json_is_object(sel)) {
+        kq_errf(err, len, "%s: not an object", what);
+        return KQ_EPARSE;
+    }
+    const json_t *ml = json_object_get(sel, "matchLabels");
+    const char *k;
+    const json_t *v;
+    if (ml != NULL && !json_is_object(ml)) {
+        kq_errf(err, len, "%s.matchLabels: not an object", what);
+        return KQ_EPARSE;
+    }
+    json_object_foreach((json_t *)ml, k, v) {
+        if (!json_is_string(v)) {
+            kq_errf(err, len, "%s.matchLabels[%s]: not a string", what, k);
+            return KQ_EPARSE;
+        }
+    }
+    const json_t *me = json_object_get(sel, "matchExpressions");
+    if (me != NULL && !json_is_array(me)) {
+        kq_errf(err, len, "%s.matchExpressions: not an array", what);
+        return KQ_EPARSE;
+    }
+    size_t i;
+    const json_t *x;
+    json_array_foreach(me, i, x) {
+        const char *key = json_string_value(json_object_get(x, "key"));
+        const char *op = json_string_value(json_object_get(x, "operator"));
+        const json_t *vals = json_object_get(x, "values");
+        size_t n = json_array_size(vals);
+        if (key == NULL || *key == '\0') {
+            kq_errf(err, len, "%s.matchExpressions[%zu].key: missing", what, i);
+            return KQ_EPARSE;
+        }
+        if (vals != NULL && !json_is_array(vals)) {
+            kq_errf(err, len, "%s.matchExpressions[%zu].values: not an array", what, i);
+            return KQ_EPARSE;
+        }
+        for (size_t j = 0; j < n; j++)
+            if (!json_is_string(json_array_get(vals, j))) {
+                kq_errf(err, len, "%s.matchExpressions[%zu].values[%zu]: not a string", what, i, j);
+                return KQ_EPARSE;
+            }
+        bool set_op = op != NULL && (strcmp(op, "In") == 0 || strcmp(op, "NotIn") == 0);
+        bool exist_op = op != NULL && (strcmp(op, "Exists") == 0 || strcmp(op, "DoesNotExist") == 0);
+        if (!set_op && !exist_op) {
+            kq_errf(err, len, "%s.matchExpressions[%zu].operator: \"%s\" is not a valid label selector operator",
+                    what, i, op ? op : "");
+            return KQ_EPARSE;
+        }
+        if (set_op && n == 0) {
+            kq_errf(err, len, "%s.matchExpressions[%zu].values: for 'in', 'notin' operators, values set can't be "
+                    "empty", what, i);
+            return KQ_EPARSE;
+        }
+        if (exist_op && n != 0) {
+            kq_errf(err, len, "%s.matchExpressions[%zu].values: values set must be empty for exists and does not "
+                    "exist", what, i);
+            return KQ_EPARSE;
+        }
+    }
+    return 0;
+}
+
+/* Koordinator's tree id of a profile without the label: fnv-64a of "namespace/name", in
+ * decimal (profile_controller.go, hash). */
+static void tree_hash(const char *key, char *out, size_t len)
+{
+    uint64_t h = 14695981039346656037ULL;
+    for (const unsigned char *p = (const unsigned char *)key; *p; p++) {
+        h ^= *p;
+        h *= 1099511628211ULL;
+    }
+    snprintf(out, len, "%llu", (unsigned long long)h);
+}
+
+static int profile_parse(const json_t *obj, profile_t **out, char *err, size_t len)
+{
+    const json_t *meta = json_object_get(obj, "metadata");
+    const json_t *spec = json_object_get(obj, "spec");
+    const char *name = kv(meta, "name"), *ns = kv(meta, "namespace");
+    if (name == NULL) {
+        kq_errf(err, len, "ElasticQuotaProfile: metadata.name missing");
+        return KQ_EPARSE;
+    }
+    if (ns == NULL)
+        ns = "default";
+    char what[300];
+    snprintf(what, sizeof(what), "ElasticQuotaProfile %.100s/%.100s", ns, name);
+    const char *quota = kv(spec, "quotaName");
+    if (quota == NULL) {
+        kq_errf(err, len, "%s: spec.quotaName missing (it names the tree's root quota)", what);
+        return KQ_EPARSE;
+    }
+    if (strlen(quota) > KQ_QTREE_NAME_MAX || strcmp(quota, KOORD_ROOT) == 0 || strcmp(quota, KOORD_SYSTEM) == 0 ||
+        strcmp(quota, KOORD_DEFAULT) == 0 || strcmp(quota, KQ_QTREE_DEFAULT) == 0 ||
+        strcmp(quota, KQ_QTREE_SYSTEM) == 0 || strcmp(quota, KQ_QTREE_ROOT) == 0) {
+        kq_errf(err, len, "%s: spec.quotaName \"%.64s\" is reserved or longer than %d bytes", what, quota,
+                KQ_QTREE_NAME_MAX);
+        return KQ_EPARSE;
+    }
+    const json_t *sel = json_object_get(spec, "nodeSelector");
+    char swhat[320];
+    snprintf(swhat, sizeof(swhat), "%s: spec.nodeSelector", what);
+    if (sel != NULL && !json_is_null(sel) && sel_check(sel, swhat, err, len) != 0)
+        return KQ_EPARSE;
+    profile_t *p = calloc(1, sizeof(*p));
+    if (p == NULL)
+        goto nomem;
+    p->ratio = 1.0;
+    const char *rr = json_string_value(json_object_get(spec, "resourceRatio"));
+    if (rr != NULL) { /* DecorateResourceByResourceRatio: a bad or out-of-range ratio is 1 */
+        char *end;
+        double r = strtod(rr, &end);
+        if (end != rr && *end == '\0' && r > 0 && r <= 1.0)
+            p->ratio = r;
+        else
+            kq_warn("event=profile_ratio_ignored profile=%s/%s resourceRatio=\"%.32s\" msg=\"not a number in "
+                    "(0, 1]: ratio 1, as Koordinator\"", ns, name, rr);
+    }
+    char hash[24];
+    const char *tid = kv(json_object_get(meta, "labels"), LABEL_TREE_ID);
+    if (tid == NULL) {
+        char key[600];
+        snprintf(key, sizeof(key), "%s/%s", ns, name);
+        tree_hash(key, hash, sizeof(hash));
+        tid = hash;
+    }
+    const char *isp = kv(json_object_get(spec, "quotaLabels"), LABEL_IS_PARENT);
+    p->is_parent = isp != NULL && strcmp(isp, "true") == 0;
+    if (kv(json_object_get(spec, "quotaLabels"), LABEL_IGNORE_DEFAULT_TREE) != NULL)
+        kq_warn("event=profile_key_ignored profile=%s/%s key=%s msg=\"not honoured: the tree's total is taken off "
+                "the default tree's, as without the label\"", ns, name, LABEL_IGNORE_DEFAULT_TREE);
+    /* the root quota's min and max name these resources (profile_controller.go: the
+     * resource-keys annotation, a JSON list; unreadable: warned, the default) */
+    const char *rk = kv(json_object_get(meta, "annotations"), ANN_RESOURCE_KEYS);
+    json_t *keys = rk != NULL ? json_loads(rk, 0, NULL) : NULL;
+    bool keys_ok = json_is_array(keys) && json_array_size(keys) <= 64;
+    for (size_t i = 0; keys_ok && i < json_array_size(keys); i++)
+        keys_ok = json_is_string(json_array_get(keys, i)) && kq_resource_name(json_string_value(json_array_get(keys, i)));
+    if (rk != NULL && !keys_ok)
+        kq_warn("event=profile_resource_keys_ignored profile=%s/%s value=\"%.64s\" msg=\"not a JSON list of "
+                "resource names: cpu and memory, as Koordinator\"", ns, name, rk);
+    size_t nk = keys_ok ? json_array_size(keys) : 2;
+    p->keys = calloc(nk + 1, sizeof(char *));
+    for (size_t i = 0; p->keys != NULL && i < nk; i++) {
+        const char *k = keys_ok ? json_string_value(json_array_get(keys, i)) : (i == 0 ? "cpu" : "memory");
+        if ((p->keys[p->n_keys] = strdup(k)) != NULL)
+            p->n_keys++;
+    }
+    json_decref(keys);
+    if (p->keys == NULL || p->n_keys != nk)
+        goto nomem;
+    if (asprintf(&p->key, "%s/%s", ns, name) < 0)
+        p->key = NULL;
+    p->tree_id = strdup(tid);
+    p->quota = strdup(quota);
+    if (sel != NULL && !json_is_null(sel))
+        p->selector = json_deep_copy(sel);
+    if (p->key == NULL || p->tree_id == NULL || p->quota == NULL || (sel != NULL && !json_is_null(sel) && !p->selector))
+        goto nomem;
+    *out = p;
+    return 0;
+nomem:
+    profile_free(p);
+    kq_errf(err, len, "out of memory");
+    return KQ_ENOMEM;
+}
+
+/* Recomputes every tree's total from the nodes; true when one changed. apply_mu held. */
+static bool trees_compute(kq_elastic_t *e)
+{
+    bool changed = false;
+    pthread_mutex_lock(&e->node_mu);
+    bool synced = e->nodes_synced;
+    for (profile_t *p = e->profiles; p != NULL; p = p->hh.next) {
+        kq_resource_t t = KQ_RESOURCE_EMPTY;
+        size_t n = 0;
+        int rc = 0;
+        for (node_t *x = e->nodes; synced && rc == 0 && x != NULL; x = x->hh.next)
+            if (sel_match(p->selector, x->labels)) {
+                rc = kq_resource_add(&t, &x->alloc);
+                n++;
+            }
+        if (rc != 0) {
+            kq_warn("event=tree_total_overflow tree=%s error=\"%s\" msg=\"total kept\"", p->tree_id, kq_strerror(rc));
+            kq_resource_free(&t);
+            continue;
+        }
+        for (uint32_t i = 0; p->ratio < 1.0 && i < t.n; i++) /* MultiplyQuantity: truncated */
+            KQ_RES_E(&t)[i].value = (int64_t)((double)KQ_RES_E(&t)[i].value * p->ratio);
+        if (!kq_resource_equal(&t, &p->total) || t.n != p->total.n || n != p->n_nodes) {
+            kq_resource_move(&p->total, &t);
+            p->n_nodes = n;
+            changed = true;
+        }
+        kq_resource_free(&t);
+    }
+    pthread_mutex_unlock(&e->node_mu);
+    return changed;
+}
+
+/* The profiles' root groups into the desired set (before the objects: the root is the
+ * profile's, whatever object carries its name). apply_mu held. */
+static int trees_desired(kq_elastic_t *e, gent_t **want)
+{
+    HASH_SRT(hh, e->profiles, strcmp_key);
+    for (profile_t *p = e->profiles; p != NULL; p = p->hh.next) {
+        gent_t *x;
+        HASH_FIND_STR(*want, p->quota, x);
+        if (x != NULL) {
+            note_fail(e, p->quota, "ElasticQuotaProfile's root quota name is taken by a queue or another profile");
+            continue;
+        }
+        /* min and max: the tree's total of each resource key (0 when its nodes have none),
+         * as the profile controller sets the root's min; the max is that total too, not
+         * Koordinator's MaxInt64/2000, as the tree's manager caps its root by its total */
+        gspec_t s = {0};
+        s.name = p->quota;
+        int rc = 0;
+        for (size_t i = 0; rc == 0 && i < p->n_keys; i++) {
+            int64_t v = kq_resource_get(&p->total, p->keys[i], NULL);
+            rc = kq_resource_set(&s.min, p->keys[i], v);
+            if (rc == 0)
+                rc = kq_resource_set(&s.max, p->keys[i], v);
+        }
+        s.allow_lent = false;
+        s.is_parent = p->is_parent;
+        char owner[600];
+        snprintf(owner, sizeof(owner), "profile %s", p->key);
+        if (rc == 0)
+            rc = desired_add(want, &s, owner);
+        kq_resource_free(&s.min);
+        kq_resource_free(&s.max);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* Whether an ElasticQuota object is the root quota of a profile's tree (its group is the
+ * profile's). apply_mu held. */
+static bool tree_root_object(const kq_elastic_t *e, const eqobj_t *o)
+{
+    if (strcmp(o->api_group, KQ_EQ_GROUP_KOORD) != 0)
+        return false;
+    for (const profile_t *p = e->profiles; p != NULL; p = p->hh.next)
+        if (strcmp(p->quota, o->s.name) == 0)
+            return true;
+    return false;
+}
+
+/* Node events: the trees' totals follow the nodes. Takes apply_mu (no lock held). */
+static void trees_refresh(kq_elastic_t *e)
+{
+    pthread_mutex_lock(&e->apply_mu);
+    if (trees_compute(e))
+        reconcile(e); /* takes the snapshot */
+    else
+        trees_snapshot(e); /* a node may have changed trees with no total changing */
+    pthread_mutex_unlock(&e->apply_mu);
+}
+
+static void treeof_free(treeof_t *t)
+{
+    treeof_t *x, *tmp;
+    HASH_ITER(hh, t, x, tmp) {
+        HASH_DEL(t, x);
+        free(x->name);
+        free(x->tree);
+        free(x);
+    }
+}
+
+static int treeof_add(treeof_t **t, const char *name, const char *tree)
+{
+    treeof_t *x;
+    HASH_FIND_STR(*t, name, x);
+    if (x != NULL)
+        return 0; /* the first profile (by key) keeps it */
+    if ((x = calloc(1, sizeof(*x))) == NULL || (x->name = strdup(name)) == NULL ||
+        (x->tree = strdup(tree)) == NULL) {
+        if (x != NULL)
+            free(x->name);
+        free(x);
+        return KQ_ENOMEM;
+    }
+    HASH_ADD_KEYPTR(hh, *t, x->name, strlen(x->name), x);
+    return 0;
+}
+
+/* Rebuilds the placement snapshot the extender filter reads (kq_elastic_group_tree,
+ * kq_elastic_node_in_tree): which tree each applied group and each node is in. Built
+ * under apply_mu (and node_mu for the nodes), swapped in under map_mu. Nothing to do
+ * without profiles once the old snapshot is empty. */
+static void trees_snapshot(kq_elastic_t *e)
+{
+    if (e->profiles == NULL && e->tgroups == NULL && e->tnodes == NULL)
+        return;
+    treeof_t *tg = NULL, *tn = NULL;
+    int rc = 0;
+    HASH_SRT(hh, e->profiles, strcmp_key);
+    for (gent_t *g = e->applied; rc == 0 && e->profiles != NULL && g != NULL; g = g->hh.next) {
+        const gent_t *top = g;
+        for (int d = 0; d < KQ_QTREE_MAX_DEPTH && top->s.parent != NULL; d++) {
+            gent_t *up;
+            HASH_FIND_STR(e->applied, top->s.parent, up);
+            if (up == NULL)
+                break;
+            top = up;
+        }
+        for (const profile_t *p = e->profiles; rc == 0 && p != NULL; p = p->hh.next)
+            if (strcmp(p->quota, top->s.name) == 0)
+                rc = treeof_add(&tg, g->s.name, p->tree_id);
+    }
+    pthread_mutex_lock(&e->node_mu);
+    for (node_t *x = e->nodes; rc == 0 && e->profiles != NULL && x != NULL; x = x->hh.next)
+        for (const profile_t *p = e->profiles; rc == 0 && p != NULL; p = p->hh.next)
+            if (sel_match(p->selector, x->labels))
+                rc = treeof_add(&tn, x->name, p->tree_id);
+    pthread_mutex_unlock(&e->node_mu);
+    if (rc != 0) {
+        kq_error("event=tree_snapshot_failed error=\"%s\" msg=\"the last placement snapshot stays\"",
+                 kq_strerror(rc));
+        treeof_free(tg);
+        treeof_free(tn);
+        return;
+    }
+    pthread_rwlock_wrlock(&e->map_mu);
+    treeof_t *og = e->tgroups, *on = e->tnodes;
+    e->tgroups = tg;
+    e->tnodes = tn;
+    pthread_rwlock_unlock(&e->map_mu);
+    treeof_free(og);
+    treeof_free(on);
+}
+
+bool kq_elastic_has_trees(kq_elastic_t *e)
+{
+    return e != NULL && atomic_load(&e->n_profiles) > 0;
+}
+
+bool kq_elastic_group_tree(kq_elastic_t *e, const char *group, char *tree, size_t len)
+{
+    bool found = false;
+    pthread_rwlock_rdlock(&e->map_mu);
+    treeof_t *x = NULL;
+    if (e->tgroups != NULL)
+        HASH_FIND_STR(e->tgroups, group, x);
+    if (x != NULL && strlen(x->tree) < len) {
+        memcpy(tree, x->tree, strlen(x->tree) + 1);
+        found = true;
+    }
+    pthread_rwlock_unlock(&e->map_mu);
+    return found;
+}
+
+bool kq_elastic_node_in_tree(kq_elastic_t *e, const char *tree, const char *node, size_t node_len)
+{
+    pthread_rwlock_rdlock(&e->map_mu);
+    treeof_t *x = NULL;
+    if (e->tnodes != NULL)
+        HASH_FIND(hh, e->tnodes, node, node_len, x);
+    bool in = x != NULL && strcmp(x->tree, tree) == 0;
+    pthread_rwlock_unlock(&e->map_mu);
+    return in;
+}
+
+static void log_tree(const profile_t *p, const char *ev)
+{
+    char buf[512];
+    kq_resource_format(&p->total, buf, sizeof(buf));
+    kq_info("event=%s profile=%s tree=%s root=%s nodes=%zu total=\"%s\"", ev, p->key, p->tree_id, p->quota,
+            p->n_nodes, buf);
+}
+
+int kq_elastic_profile_event(kq_elastic_t *e, int type, const json_t *obj, char *err, size_t len)
+{
+    profile_t *p = NULL;
+    int rc = profile_parse(obj, &p, err, len);
+    if (rc != 0)
+        return rc;
+    pthread_mutex_lock(&e->apply_mu);
+    profile_t *cur;
+    HASH_FIND_STR(e->profiles, p->key, cur);
+    if (cur != NULL) {
+        HASH_DEL(e->profiles, cur);
+        profile_free(cur);
+    }
+    if (type == KQ_WATCH_DELETED) {
+        kq_info("event=profile_deleted profile=%s", p->key);
+        profile_free(p);
+        p = NULL;
+    } else {
+        p->list_gen = e->prof_list_gen;
+        HASH_ADD_KEYPTR(hh, e->profiles, p->key, strlen(p->key), p);
+    }
+    atomic_store(&e->n_profiles, (int)HASH_COUNT(e->profiles));
+    (void)trees_compute(e);
+    reconcile(e);
+    if (p != NULL)
+        log_tree(p, cur != NULL ? "profile_updated" : "profile_added");
+    pthread_mutex_unlock(&e->apply_mu);
+    return 0;
+}
+
+void kq_elastic_profiles_list_begin(kq_elastic_t *e)
+{
+    pthread_mutex_lock(&e->apply_mu);
+    e->prof_list_gen++;
+    pthread_mutex_unlock(&e->apply_mu);
+}
+
+void kq_elastic_profiles_list_end(kq_elastic_t *e)
+{
+    pthread_mutex_lock(&e->apply_mu);
+    profile_t *p, *tmp;
+    bool changed = false;
+    HASH_ITER(hh, e->profiles, p, tmp) {
+        if (p->list_gen == e->prof_list_gen)
+            continue;
+        HASH_DEL(e->profiles, p);
+        profile_free(p);
+        changed = true;
+    }
+    atomic_store(&e->n_profiles, (int)HASH_COUNT(e->profiles));
+    if (trees_compute(e) || changed)
+        reconcile(e);
+    size_t n = HASH_COUNT(e->profiles);
+    pthread_mutex_unlock(&e->apply_mu);
+    kq_info("event=profiles_synced profiles=%zu", n);
+}
+
+json_t *kq_elastic_trees_json(kq_elastic_t *e)
+{
+    json_t *arr = json_array();
+    pthread_mutex_lock(&e->apply_mu);
+    HASH_SRT(hh, e->profiles, strcmp_key);
+    pthread_mutex_lock(&e->node_mu);
+    for (profile_t *p = e->profiles; arr != NULL && p != NULL; p = p->hh.next) {
+        json_t *nodes = json_array();
+        for (node_t *x = e->nodes; nodes != NULL && x != NULL; x = x->hh.next)
+            if (sel_match(p->selector, x->labels) && json_array_append_new(nodes, json_string(x->name)) != 0) {
+                json_decref(nodes);
+                nodes = NULL;
+            }
+        json_t *o = nodes ? json_pack("{s:s,s:s,s:s,s:f,s:o,s:o}", "tree", p->tree_id, "profile", p->key,
+                                      "rootQuota", p->quota, "resourceRatio", p->ratio, "nodes", nodes,
+                                      "totalResource", kq_resource_to_json(&p->total))
+                          : NULL;
+        if (o == NULL || json_array_append_new(arr, o) != 0) {
+            json_decref(arr);
+            arr = NULL;
+        }
+    }
+    pthread_mutex_unlock(&e->node_mu);
+    pthread_mutex_unlock(&e->apply_mu);
+    return arr;
+}
+
+int kq_elastic_tree_of_groups(kq_elastic_t *e, json_t *qtree)
+{
+    json_t *groups = json_object_get(qtree, "groups");
+    json_t *by = json_object();
+    size_t i;
+    json_t *g;
+    int rc = by != NULL ? 0 : KQ_ENOMEM;
+    json_array_foreach(groups, i, g) {
+        const char *n = json_string_value(json_object_get(g, "name"));
+        if (rc == 0 && n != NULL && json_object_set(by, n, g) != 0)
+            rc = KQ_ENOMEM;
+    }
+    pthread_mutex_lock(&e->apply_mu);
+    json_array_foreach(groups, i, g) {
+        if (rc != 0)
+            break;
+        /* the first-level ancestor (depth is bounded by KQ_QTREE_MAX_DEPTH) */
+        const json_t *top = g;
+        for (int d = 0; d <= KQ_QTREE_MAX_DEPTH; d++) {
+            const char *par = json_string_value(json_object_get(top, "parent"));
+            const json_t *up = par != NULL ? json_object_get(by, par) : NULL;
+            if (up == NULL || json_is_null(json_object_get(up, "parent")))
+                break;
+            top = up;
+        }
+        const char *tn = json_string_value(json_object_get(top, "name"));
+        const char *tree = "";
+        for (const profile_t *p = e->profiles; tn != NULL && p != NULL; p = p->hh.next)
+            if (strcmp(p->quota, tn) == 0)
+                tree = p->tree_id;
+        if (json_object_set_new(g, "tree", json_string(tree)) != 0)
+            rc = KQ_ENOMEM;
+    }
+    pthread_mutex_unlock(&e->apply_mu);
+    json_decref(by);
+    return rc;
 }
 
 /* ================================================================== resolver ==== */
@@ -1814,7 +2435,7 @@ static void on_node(void *ud, int type, json_t *obj) { kq_elastic_node_event(ud,
 
 /* What kq_elastic_node_event reads of a Node (plus the informer's resourceVersion): a
  * node's status also carries its image list and conditions, often tens of KB. */
-static const kq_jfilter_t node_meta[] = {{"name", NULL}, {"resourceVersion", NULL}, {NULL, NULL}};
+static const kq_jfilter_t node_meta[] = {{"name", NULL}, {"resourceVersion", NULL}, {"labels", NULL}, {NULL, NULL}};
 static const kq_jfilter_t node_spec[] = {{"unschedulable", NULL}, {NULL, NULL}};
 static const kq_jfilter_t node_status[] = {{"allocatable", NULL}, {NULL, NULL}};
 static const kq_jfilter_t node_fields[] = {
@@ -1838,6 +2459,53 @@ static void on_eq(void *ud, int type, json_t *obj)
     char err[ERR_MAX] = "";
     if (kq_elastic_quota_event(i->e, type, obj, i->api_group, err, sizeof(err)) != 0)
         kq_warn("event=bad_elasticquota api_group=%s error=\"%s\" msg=\"object ignored\"", i->api_group, err);
+}
+
+static void on_prof_begin(void *ud) { kq_elastic_profiles_list_begin(ud); }
+static void on_prof_end(void *ud) { kq_elastic_profiles_list_end(ud); }
+static void on_prof(void *ud, int type, json_t *obj)
+{
+    char err[ERR_MAX] = "";
+    if (kq_elastic_profile_event(ud, type, obj, err, sizeof(err)) != 0)
+        kq_warn("event=bad_elasticquotaprofile error=\"%s\" msg=\"profile ignored (the last good one, if any, "
+                "stays)\"", err);
+}
+
+#define PROFILE_PATH "/apis/quota.koordinator.sh/v1alpha1/elasticquotaprofiles" /* KQ_PROFILE_GROUP */
+
+/* Starts the ElasticQuotaProfile informer once the cluster serves the CRD (timer thread),
+ * as probe() does for the ElasticQuota groups. */
+static void probe_profiles(kq_elastic_t *e, int64_t now)
+{
+    if (e->prof_watch != NULL || now < e->prof_probe_at)
+        return;
+    kq_kube_resp_t r = {0};
+    int rc = kq_kube_request(e->app->kube, "GET", PROFILE_PATH "?limit=1", NULL, NULL, &r);
+    long st = r.status;
+    kq_kube_resp_free(&r);
+    if (rc == 0 && st == 200) {
+        kq_watch_handler_t h = {.list_begin = on_prof_begin, .object = on_prof, .list_end = on_prof_end, .ud = e};
+        pthread_mutex_lock(&e->tmu);
+        if (!e->stopping)
+            e->prof_watch = kq_kube_watch_start(e->app->kube, PROFILE_PATH, NULL, &h);
+        pthread_mutex_unlock(&e->tmu);
+        if (e->prof_watch != NULL)
+            kq_info("event=profile_watch_started api_group=%s", KQ_PROFILE_GROUP);
+        return;
+    }
+    e->prof_probe_delay = e->prof_probe_delay ? e->prof_probe_delay * 2 : PROBE_MIN_MS;
+    if (e->prof_probe_delay > PROBE_MAX_MS)
+        e->prof_probe_delay = PROBE_MAX_MS;
+    e->prof_probe_at = now + e->prof_probe_delay;
+    if (!e->prof_probe_logged) {
+        e->prof_probe_logged = true;
+        if (st == 404)
+            kq_info("event=profile_not_served api_group=%s msg=\"the cluster does not serve ElasticQuotaProfile; "
+                    "one quota tree; probing again, up to every %ds\"", KQ_PROFILE_GROUP, PROBE_MAX_MS / 1000);
+        else
+            kq_warn("event=profile_probe_failed api_group=%s status=%ld error=\"%s\"", KQ_PROFILE_GROUP, st,
+                    kq_strerror(rc != 0 ? rc : KQ_EHTTP));
+    }
 }
 
 static void eq_path(int gi, char *buf, size_t len)
@@ -1914,9 +2582,11 @@ static void *timer_main(void *arg)
             break;
         int64_t now = now_ms();
         config_poll(e);
-        if (e->o.watch_quotas && e->app->kube != NULL)
+        if (e->o.watch_quotas && e->app->kube != NULL) {
             for (int gi = 0; gi < N_API; gi++)
                 probe(e, gi, now);
+            probe_profiles(e, now);
+        }
         /* Only the leader evicts and writes status (all replicas compute the same tree). A
          * replica that becomes leader starts the grace period afresh, never early. */
         bool leads = kq_leader_acts(e->app->leader);
@@ -2046,6 +2716,8 @@ void kq_elastic_stop(kq_elastic_t *e)
         kq_kube_watch_stop(e->eq_watch[i]);
         e->eq_watch[i] = NULL;
     }
+    kq_kube_watch_stop(e->prof_watch);
+    e->prof_watch = NULL;
 }
 
 void kq_elastic_free(kq_elastic_t *e)
@@ -2069,12 +2741,20 @@ void kq_elastic_free(kq_elastic_t *e)
     }
     nsmap_free(e->nsmap);
     nsmap_free(e->qbound);
+    treeof_free(e->tgroups);
+    treeof_free(e->tnodes);
     node_t *n, *ntmp;
     HASH_ITER(hh, e->nodes, n, ntmp) {
         HASH_DEL(e->nodes, n);
         free(n->name);
         kq_resource_free(&n->alloc);
+        json_decref(n->labels);
         free(n);
+    }
+    profile_t *pf, *pftmp;
+    HASH_ITER(hh, e->profiles, pf, pftmp) {
+        HASH_DEL(e->profiles, pf);
+        profile_free(pf);
     }
     kq_resource_free(&e->total);
     kq_resource_free(&e->o.default_min);

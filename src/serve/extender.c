@@ -562,10 +562,23 @@ static bool name_in(const kq_jstr_t *name, char *const *set, size_t n)
     return false;
 }
 
-/* The nodes in ok[] back (in the form they came), every other node in FailedNodes with
- * the reason (preemption may help there). */
-static int filter_split(const kq_jvalue_t *nodes, const kq_jvalue_t *names, char *const *ok, size_t n_ok,
-                        const char *reason, size_t *n_back, char **out, size_t *out_len)
+typedef bool (*keep_fn)(void *ud, const kq_jstr_t *name);
+
+typedef struct name_set {
+    char *const *v;
+    size_t n;
+} name_set_t;
+
+static bool keep_listed(void *ud, const kq_jstr_t *name)
+{
+    const name_set_t *set = ud;
+    return name_in(name, set->v, set->n);
+}
+
+/* The nodes keep() accepts back (in the form they came), every other node in FailedNodes
+ * with the reason. */
+static int filter_keep(const kq_jvalue_t *nodes, const kq_jvalue_t *names, keep_fn keep, void *ud,
+                       const char *reason, size_t *n_back, char **out, size_t *out_len)
 {
     *n_back = 0;
     char *why_text = reason_json(reason);
@@ -588,7 +601,7 @@ static int filter_split(const kq_jvalue_t *nodes, const kq_jvalue_t *names, char
             while (kq_jscan_iter_next(&it, &v, NULL) == 1) {
                 if (!node_name(&v, &s))
                     continue;
-                if (name_in(&s, ok, n_ok)) {
+                if (keep(ud, &s)) {
                     if (!first_ok)
                         sb_put(&b, ",", 1);
                     first_ok = false;
@@ -608,7 +621,7 @@ static int filter_split(const kq_jvalue_t *nodes, const kq_jvalue_t *names, char
         first_ok = true;
         if (kq_jscan_iter_begin(&it, names->ptr, names->len, 0, NULL) == 0)
             while (kq_jscan_iter_next_string(&it, &s, NULL) == 1) {
-                if (name_in(&s, ok, n_ok)) {
+                if (keep(ud, &s)) {
                     if (!first_ok)
                         sb_put(&b, ",", 1);
                     first_ok = false;
@@ -633,6 +646,51 @@ static int filter_split(const kq_jvalue_t *nodes, const kq_jvalue_t *names, char
     free(failed.p);
     free(why_text);
     return sb_reply(&b, out, out_len);
+}
+
+/* The nodes in ok[] back, every other node in FailedNodes with the reason (preemption may
+ * help there). */
+static int filter_split(const kq_jvalue_t *nodes, const kq_jvalue_t *names, char *const *ok, size_t n_ok,
+                        const char *reason, size_t *n_back, char **out, size_t *out_len)
+{
+    name_set_t set = {ok, n_ok};
+    return filter_keep(nodes, names, keep_listed, &set, reason, n_back, out, out_len);
+}
+
+typedef struct tree_keep {
+    kq_elastic_t *e;
+    const char *tree;
+} tree_keep_t;
+
+static bool keep_in_tree(void *ud, const kq_jstr_t *name)
+{
+    const tree_keep_t *t = ud;
+    return !name->escaped && kq_elastic_node_in_tree(t->e, t->tree, name->ptr, name->len);
+}
+
+/* An admitted pod of a quota in one of Koordinator's multi-tree quotas (elastic.h) may use
+ * only its tree's nodes: koordinator's pod webhook (pkg/webhook/pod/mutating/
+ * multi_quota_tree_affinity.go) gives it a required node affinity for its profile's
+ * nodeSelector. 1 with the answer in *out when the pod is in a tree, 0 when not (no
+ * allocation then), -1 on ENOMEM. */
+static int filter_tree(kq_app_t *app, const kq_pod_t *pod, const kq_jvalue_t *nodes, const kq_jvalue_t *names,
+                       char **out, size_t *out_len)
+{
+    char group[KQ_QTREE_NAME_MAX + 1], tree[64];
+    if (app->elastic == NULL || !kq_elastic_has_trees(app->elastic) ||
+        kq_elastic_resolve(app->elastic, pod, group, sizeof(group)) != 0 ||
+        !kq_elastic_group_tree(app->elastic, group, tree, sizeof(tree)))
+        return 0;
+    char reason[REASON_MAX];
+    snprintf(reason, sizeof(reason), "node is not in quota tree %s of quota group %s (its ElasticQuotaProfile's "
+             "nodeSelector)", tree, group);
+    tree_keep_t t = {app->elastic, tree};
+    size_t n_back = 0;
+    if (filter_keep(nodes, names, keep_in_tree, &t, reason, &n_back, out, out_len) != 200)
+        return -1;
+    kq_debug("event=filter result=allowed_in_tree pod=%s/%s uid=%s group=%s tree=%s nodes=%zu", pod->ns, pod->name,
+             pod->uid, group, tree, n_back);
+    return 1;
 }
 
 /* A quota denial of the preemptor of an in-flight preemption: the nodes of its record where
@@ -766,7 +824,8 @@ int kq_extender_filter(kq_app_t *app, const char *body, size_t len, char **out, 
         kq_metrics_attempt(app->metrics, pod.queue, "admitted", "");
         kq_debug("event=filter result=allowed pod=%s/%s uid=%s user=%s queue=%s", pod.ns, pod.name, pod.uid,
                  pod.user, pod.queue ? pod.queue : "-");
-        status = filter_pass(nodes, names, out, out_len);
+        int in_tree = filter_tree(app, &pod, nodes, names, out, out_len);
+        status = in_tree == 0 ? filter_pass(nodes, names, out, out_len) : in_tree > 0 ? 200 : 500;
     } else if (rc == KQ_EDENIED) {
         if (reason[0] == '\0')
             kq_errf(reason, sizeof(reason), "quota exceeded for user %s in queue %s", pod.user,

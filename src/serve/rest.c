@@ -226,7 +226,8 @@ int kq_rest_queues(kq_app_t *app, const char *partition, char **body, size_t *le
         return reply_json(view, 200, body, len);
     json_t *tree = kq_qtree_json(kq_elastic_qtree(app->elastic));
     json_t *by_name = json_object();
-    bool ok = tree != NULL && by_name != NULL;
+    bool ok = tree != NULL && by_name != NULL && kq_elastic_tree_of_groups(app->elastic, tree) == 0 &&
+              json_object_set_new(tree, "trees", kq_elastic_trees_json(app->elastic)) == 0;
     size_t i;
     json_t *g;
     json_array_foreach(json_object_get(tree, "groups"), i, g) {

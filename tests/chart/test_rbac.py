@@ -40,6 +40,7 @@ PATH_TABLE = [
     (r"^/apis/(scheduling\.x-k8s\.io|scheduling\.sigs\.k8s\.io)/v1alpha1/elasticquotas$", ("@1", "elasticquotas", False)),
     (r"^/apis/%s/v1alpha1/(namespaces/%s/)?elasticquotas(/%s)?$", ("@eq", "elasticquotas", None)),
     (r"^/apis/coordination\.k8s\.io/v1(/namespaces/%s/leases(/%s)?)?$", ("coordination.k8s.io", "leases", None)),
+    (r"^/apis/quota\.koordinator\.sh/v1alpha1/elasticquotaprofiles$", ("quota.koordinator.sh", "elasticquotaprofiles", False)),
     (r"^/api/v1/namespaces/%s/configmaps(/%s)?$", ("", "configmaps", None)),  # gating.c's usage history
     (r"^/api/v1/namespaces/%s/services/https:%s:%s/proxy$", ("", "services/proxy", True)),  # the kubectl plugin
 ]
@@ -67,6 +68,12 @@ def call_sites():
                       r'kq_kube_request\([^;]*"PATCH"'],
          "methods": {"PATCH"},
          "perms": [(x, r, "patch") for x in g for r in ("elasticquotas", "elasticquotas/status")]},
+        {"file": "elastic.c", "why": "ElasticQuotaProfile informer (Koordinator's multi-tree quotas): GET ?limit=1 "
+                                     "probe, then list+watch",
+         "evidence": [r'#define PROFILE_PATH "/apis/quota\.koordinator\.sh/v1alpha1/elasticquotaprofiles"',
+                      r'kq_kube_watch_start\([^;]*PROFILE_PATH', r'kq_kube_request\([^;]*"GET", PROFILE_PATH'],
+         "methods": {"GET"}, "watch": True,
+         "perms": [("quota.koordinator.sh", "elasticquotaprofiles", v) for v in ("list", "watch")]},
         {"file": "gating.c", "why": "the admission gate: JSON patch removing kubequota.io/admission from the "
                                     "pod's spec.schedulingGates (docs/gating.md)",
          "evidence": [r'"/api/v1/namespaces/%s/pods/%s"', r'kq_kube_request\([^;]*"PATCH"'],

@@ -80,6 +80,9 @@ MAX_BODY = 3 * 1024 * 1024  # the API server's request body limit
 EQ_GROUPS = ("scheduling.x-k8s.io", "scheduling.sigs.k8s.io")
 EQ_RESOURCES = {"elasticquotas." + g: g for g in EQ_GROUPS}  # world resource key -> API group
 EQ_NO_STATUS = ("scheduling.sigs.k8s.io",)  # Koordinator's CRD has no status subresource
+# Koordinator's ElasticQuotaProfile (namespaced, no status subresource used); served when
+# World.crds holds its group, which it does not by default
+PROFILE_GROUP = "quota.koordinator.sh"
 DEFAULT_SCHEDULER = "default-scheduler"
 TERMINAL = ("Succeeded", "Failed")
 # PUT without metadata.resourceVersion is an unconditional update for these (their registry
@@ -118,7 +121,7 @@ class ApiError(Exception):
         return s
 
 
-RESOURCE_GROUPS = {"leases": "coordination.k8s.io"}
+RESOURCE_GROUPS = {"leases": "coordination.k8s.io", "elasticquotaprofiles": PROFILE_GROUP}
 
 
 def resource_of(resource):
@@ -584,7 +587,8 @@ class Fault:
 class World:
     """All simulated state, guarded by self.cond."""
 
-    RESOURCES = ("pods", "nodes", "events", "leases", "namespaces", "configmaps") + tuple(EQ_RESOURCES)
+    RESOURCES = ("pods", "nodes", "events", "leases", "namespaces", "configmaps",
+                 "elasticquotaprofiles") + tuple(EQ_RESOURCES)
 
     def __init__(self, bookmark_interval=2.0):
         self.cond = threading.Condition()
@@ -1215,6 +1219,7 @@ KINDS = {"pods": ("Pod", "v1"), "nodes": ("Node", "v1"), "events": ("Event", "v1
          "namespaces": ("Namespace", "v1"), "configmaps": ("ConfigMap", "v1"),
          "leases": ("Lease", "coordination.k8s.io/v1")}
 KINDS.update({r: ("ElasticQuota", g + "/v1alpha1") for r, g in EQ_RESOURCES.items()})
+KINDS["elasticquotaprofiles"] = ("ElasticQuotaProfile", PROFILE_GROUP + "/v1alpha1")
 
 
 def with_kind(resource, obj):
@@ -1264,6 +1269,12 @@ EQ_RE = re.compile(
     r"/elasticquotas"
     r"(?:/(?P<name>[^/]+))?"
     r"(?:/(?P<sub>status))?/?$")
+
+PROFILE_RE = re.compile(
+    r"^/apis/quota\.koordinator\.sh/v1alpha1"
+    r"(?:/namespaces/(?P<ns>[^/]+))?"
+    r"/elasticquotaprofiles"
+    r"(?:/(?P<name>[^/]+))?/?$")
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -1404,6 +1415,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     raise ApiError(404, "NotFound", "the server could not find the requested resource")
                 return self.api(m.group("ns"), "elasticquotas." + m.group("group"), m.group("name"),
                                 m.group("sub"), q, True)
+            m = PROFILE_RE.match(path)
+            if m:
+                with self.world.cond:
+                    served = PROFILE_GROUP in self.world.crds
+                if not served:
+                    self.read_body_quietly()
+                    raise ApiError(404, "NotFound", "the server could not find the requested resource")
+                return self.api(m.group("ns"), "elasticquotaprofiles", m.group("name"), None, q, True)
             m = API_RE.match(path)
             if not m:
                 self.read_body_quietly()
@@ -1543,7 +1562,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
     # ---- Kubernetes API ----
     def api(self, ns, res, name, sub, q, is_apis):
         w = self.world
-        if (res == "leases" or res in EQ_RESOURCES) != is_apis:
+        if (res in RESOURCE_GROUPS or res in EQ_RESOURCES) != is_apis:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         if ns is not None:
             ns = urllib.parse.unquote(ns)
@@ -1867,7 +1886,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 if "token" in body:
                     sim.token = body["token"]
                 if "crds" in body:
-                    w.crds = set(body["crds"]) & set(EQ_GROUPS)
+                    w.crds = set(body["crds"]) & (set(EQ_GROUPS) | {PROFILE_GROUP})
                 if "review_tokens" in body:
                     sim.review_tokens = dict(body["review_tokens"])
                 if "proxy_services" in body:

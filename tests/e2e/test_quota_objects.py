@@ -583,32 +583,3 @@ class ReclaimMinRuntimeTest(QuotaObjectBase):
                    "reclaim to find no pod old enough")
         self.assertEqual(self.sim.state()["counters"].get("evictions", 0), 0)
         self.assertEqual(self.alive("team"), ["t0", "t1", "t2"])
-
-
-class MultiTreeNotSupportedTest(QuotaObjectBase):
-    """Koordinator's multi-tree quotas (koordinator-sh/koordinator
-    docs/proposals/scheduling/20240206-multi-tree-quota.md: ElasticQuotaProfile, the
-    quota.scheduling.koordinator.sh/tree-id and /is-root labels) are not supported yet: a quota
-    carrying those labels is counted in the one tree whose total is every schedulable node, and
-    kubequota says so in a warning naming the label (README, "Coming from YuniKorn / Koordinator")."""
-
-    def test_tree_labels_are_reported(self):
-        self.create_eq(KOORD, "kube-system", "pool-root", {"cpu": "2"}, {"cpu": "4"},
-                       labels={"quota.scheduling.koordinator.sh/is-root": "true",
-                               "quota.scheduling.koordinator.sh/is-parent": "true"})
-        self.create_eq(KOORD, "team", "team", {"cpu": "1"}, {"cpu": "2"},
-                       labels={"quota.scheduling.koordinator.sh/tree-id": "9066322268974913314"})
-        self.wait_group("pool-root")
-        self.wait_group("team")
-        wait_until(lambda: "key=quota.scheduling.koordinator.sh/is-root" in self.kq.logs()
-                   and "key=quota.scheduling.koordinator.sh/tree-id" in self.kq.logs(), 10, 0.05,
-                   "a warning naming each multi-tree label")
-        logs = self.kq.logs()
-        self.assertIn("event=elasticquota_key_ignored object=" + KOORD + "/team/team", logs)
-        self.assertIn("ElasticQuotaProfile", logs)
-        # still one tree: its total is node-1's 8 cpu, whatever the labels say
-        self.assertEqual(self.tree()["clusterTotal"].get("cpu"), 8000)
-        # a quota without those labels is not reported
-        self.create_eq(KOORD, "plain", "plain", {"cpu": "1"}, {"cpu": "1"})
-        self.wait_group("plain")
-        self.assertNotIn("object=" + KOORD + "/plain/plain key=", self.kq.logs())

@@ -1374,6 +1374,96 @@ static void test_threads(void **state)
     assert_int_equal(cpu_of(&r.used_nonpreemptible), 0);
 }
 
+/* ---- ElasticQuotaProfile (multi-tree quotas) ---- */
+
+static void lnode(fx_t *f, const char *name, const char *cpu, const char *labels)
+{
+    json_t *n = json_pack("{s:{s:s,s:o},s:{s:{s:s}}}", "metadata", "name", name, "labels",
+                          json_loads(labels, 0, NULL), "status", "allocatable", "cpu", cpu);
+    kq_elastic_node_event(f->e, KQ_WATCH_ADDED, n);
+    json_decref(n);
+}
+
+static int profile(fx_t *f, const char *name, const char *selector, const char *ratio, char *err, size_t len)
+{
+    char buf[1024];
+    snprintf(buf, sizeof(buf),
+             "{\"metadata\":{\"name\":\"%s\",\"namespace\":\"koordinator-system\"},\"spec\":{\"quotaName\":\"r-%s\""
+             "%s%s%s%s%s}}", name, name, selector ? ",\"nodeSelector\":" : "", selector ? selector : "",
+             ratio ? ",\"resourceRatio\":\"" : "", ratio ? ratio : "", ratio ? "\"" : "");
+    json_t *o = json_loads(buf, 0, NULL);
+    assert_non_null(o);
+    int rc = kq_elastic_profile_event(f->e, KQ_WATCH_ADDED, o, err, len);
+    json_decref(o);
+    return rc;
+}
+
+/* Node selectors as metav1.LabelSelectorAsSelector builds them (k8s.io/apimachinery
+ * pkg/labels/selector.go, Requirement.Matches: NotIn and DoesNotExist match a node without
+ * the label; an empty selector selects everything, a nil one nothing), Koordinator's tree id
+ * (koordinator-sh/koordinator pkg/quota-controller/profile/profile_controller.go hash():
+ * fnv-64a of "namespace/name", here worked out with Python) and resourceRatio
+ * (DecorateResourceByResourceRatio: truncated; outside (0, 1] it is 1). Nodes: a (3 cpu,
+ * zone a, gpu), b (5 cpu, zone b), c (7 cpu, no labels). */
+static void test_profiles(void **state)
+{
+    fx_t *f = *state;
+    char err[512] = "";
+    kq_elastic_nodes_list_begin(f->e);
+    lnode(f, "a", "3", "{\"zone\":\"a\",\"gpu\":\"yes\"}");
+    lnode(f, "b", "5", "{\"zone\":\"b\"}");
+    lnode(f, "c", "7", "{}");
+    kq_elastic_nodes_list_end(f->e);
+    static const struct {
+        const char *name, *sel, *ratio;
+        int64_t cpu;
+    } cases[] = {
+        {"in", "{\"matchExpressions\":[{\"key\":\"zone\",\"operator\":\"In\",\"values\":[\"a\",\"b\"]}]}", NULL, 8000},
+        {"notin", "{\"matchExpressions\":[{\"key\":\"zone\",\"operator\":\"NotIn\",\"values\":[\"a\"]}]}", NULL, 12000},
+        {"exists", "{\"matchExpressions\":[{\"key\":\"gpu\",\"operator\":\"Exists\"}]}", NULL, 3000},
+        {"absent", "{\"matchExpressions\":[{\"key\":\"zone\",\"operator\":\"DoesNotExist\"}]}", NULL, 7000},
+        {"both", "{\"matchLabels\":{\"zone\":\"a\"},\"matchExpressions\":[{\"key\":\"gpu\",\"operator\":\"In\","
+                 "\"values\":[\"no\"]}]}", NULL, 0},
+        {"all", "{}", NULL, 15000},
+        {"none", NULL, NULL, 0},
+        {"third", "{}", "0.333", 4995},
+        {"over", "{}", "1.5", 15000},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        assert_int_equal(profile(f, cases[i].name, cases[i].sel, cases[i].ratio, err, sizeof err), 0);
+        char g[64];
+        snprintf(g, sizeof g, "r-%s", cases[i].name);
+        if (max_of(f, g) != cases[i].cpu || min_of(f, g) != cases[i].cpu)
+            fail_msg("profile %s: min %lld max %lld, want %lld", cases[i].name, (long long)min_of(f, g),
+                     (long long)max_of(f, g), (long long)cases[i].cpu);
+    }
+    json_t *trees = kq_elastic_trees_json(f->e);
+    const char *tid = NULL;
+    size_t i;
+    json_t *t;
+    json_array_foreach(trees, i, t) {
+        if (strcmp(json_string_value(json_object_get(t, "profile")), "koordinator-system/in") == 0)
+            tid = json_string_value(json_object_get(t, "tree"));
+    }
+    assert_non_null(tid);
+    assert_string_equal(tid, "15482172437487018481"); /* fnv-64a("koordinator-system/in") */
+    json_decref(trees);
+    /* a bad operator: refused with where and why, nothing changed */
+    assert_int_equal(profile(f, "in", "{\"matchExpressions\":[{\"key\":\"zone\",\"operator\":\"Near\","
+                                      "\"values\":[\"a\"]}]}", NULL, err, sizeof err), KQ_EPARSE);
+    assert_non_null(strstr(err, "ElasticQuotaProfile koordinator-system/in: spec.nodeSelector.matchExpressions[0]"
+                                ".operator: \"Near\" is not a valid label selector operator"));
+    assert_int_equal(max_of(f, "r-in"), 8000);
+    /* In without values is refused as LabelSelectorAsSelector refuses it */
+    assert_int_equal(profile(f, "in", "{\"matchExpressions\":[{\"key\":\"zone\",\"operator\":\"In\"}]}", NULL, err,
+                             sizeof err), KQ_EPARSE);
+    assert_non_null(strstr(err, "values set can't be empty"));
+    /* a node leaving zone a leaves tree "in" */
+    lnode(f, "a", "3", "{\"gpu\":\"yes\"}");
+    assert_int_equal(max_of(f, "r-in"), 5000);
+    assert_int_equal(max_of(f, "r-absent"), 10000);
+}
+
 int main(void)
 {
     kq_log_set_level(getenv("KQ_LOG") ? getenv("KQ_LOG") : "error");
@@ -1396,6 +1486,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_preempt_rules, setup, teardown),
         cmocka_unit_test_setup_teardown(test_admission, setup, teardown),
         cmocka_unit_test_setup_teardown(test_admission_koord, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_profiles, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reload, setup, teardown),
         cmocka_unit_test_setup_teardown(test_threads, setup, teardown),
     };

@@ -101,6 +101,7 @@
 
 #define KQ_EQ_GROUP_UPSTREAM "scheduling.x-k8s.io"
 #define KQ_EQ_GROUP_KOORD    "scheduling.sigs.k8s.io"
+#define KQ_PROFILE_GROUP "quota.koordinator.sh" /* Koordinator's ElasticQuotaProfile */
 #define KQ_EQ_LABEL_PREFIX   "quota.scheduling.koordinator.sh/"
 #define KQ_EQ_ANN_RUNTIME    "quota.scheduling.koordinator.sh/runtime"
 
@@ -157,6 +158,22 @@ kq_qtree_t *kq_elastic_qtree(kq_elastic_t *e);
  * resource map; {} for an unschedulable node)}]. New reference; NULL on ENOMEM. */
 json_t *kq_elastic_nodes_json(kq_elastic_t *e);
 
+/* The quota trees of the ElasticQuotaProfiles, sorted by profile: [{"tree", "profile"
+ * (namespace/name), "rootQuota", "resourceRatio", "nodes" (names), "totalResource"}]. New
+ * reference; NULL on ENOMEM. */
+json_t *kq_elastic_trees_json(kq_elastic_t *e);
+/* Sets "tree" (Koordinator's QuotaInfoSummary field: the tree id, "" for the default tree)
+ * on every group of a kq_qtree_json view. 0 or KQ_ENOMEM. */
+int kq_elastic_tree_of_groups(kq_elastic_t *e, json_t *qtree) KQ_WUR;
+/* Placement in a tree, for the extender filter (Koordinator's pod webhook gives a pod of a
+ * tree's quota a required node affinity for its profile's nodeSelector): whether `group`
+ * is in a profile's tree (its id copied into tree, len bytes with the NUL), and whether a
+ * node (name of node_len bytes) is in tree `tree`. Hash lookups under a read lock; no
+ * allocation. */
+bool kq_elastic_has_trees(kq_elastic_t *e); /* any profile (one atomic load) */
+bool kq_elastic_group_tree(kq_elastic_t *e, const char *group, char *tree, size_t len);
+bool kq_elastic_node_in_tree(kq_elastic_t *e, const char *tree, const char *node, size_t node_len);
+
 /* The pod's quota group (rules above) in group; 0. KQ_ENOENT never: every pod has one.
  * Matches kq_ledger_resolve_fn (ud = the module). */
 int kq_elastic_resolve(void *ud, const kq_pod_t *pod, char *group, size_t len);
@@ -176,6 +193,12 @@ int kq_elastic_quota_event(kq_elastic_t *e, int type, const json_t *obj, const c
 /* A full list of one API group starts / ends (objects not listed are removed). */
 void kq_elastic_quotas_list_begin(kq_elastic_t *e, const char *api_group);
 void kq_elastic_quotas_list_end(kq_elastic_t *e, const char *api_group);
+/* An ElasticQuotaProfile (quota.koordinator.sh/v1alpha1): one quota tree, whose root group
+ * (spec.quotaName) has the selected nodes' allocatable times spec.resourceRatio as min and
+ * max and lends nothing. 0, or KQ_EPARSE with what, where and why in err (nothing changed). */
+int kq_elastic_profile_event(kq_elastic_t *e, int type, const json_t *obj, char *err, size_t errlen) KQ_WUR;
+void kq_elastic_profiles_list_begin(kq_elastic_t *e);
+void kq_elastic_profiles_list_end(kq_elastic_t *e);
 
 /* One reclaim pass at monotonic time now_ms (the timer passes its clock). Returns the
  * number of evictions that succeeded. */

@@ -265,8 +265,9 @@
           seen[g.name] = true;
           var tr = el("tr");
           tr.dataset.group = g.name;
+          if (g.tree) tr.dataset.tree = g.tree;
           var c = cell(tr, g.name, "indent" + Math.min(depth, 5));
-          c.title = g.name;
+          c.title = g.name + (g.tree ? " (tree " + g.tree + ")" : "");
           var used = g.allocatedResource || {}, rt = g.runtimeResource || {};
           var min = g.minResource || {}, max = g.maxResource || {};
           cell(tr, usage("cpu", used.cpu, rt.cpu));
@@ -288,6 +289,15 @@
     var wrap = el("div");
     wrap.appendChild(el("div", "empty", "cluster: cpu " + fmt("cpu", total.cpu) + ", memory " +
                         fmt("memory", total.memory)));
+    /* Koordinator's multi-tree quotas: one line per ElasticQuotaProfile's tree */
+    (tree.trees || []).forEach(function (q) {
+      var tt = q.totalResource || {};
+      var d = el("div", "empty", "tree " + q.tree + " (profile " + q.profile + ", root " + q.rootQuota +
+                 "): " + (q.nodes || []).length + ((q.nodes || []).length === 1 ? " node" : " nodes") + ", cpu " + fmt("cpu", tt.cpu) + ", memory " +
+                 fmt("memory", tt.memory));
+      d.dataset.tree = q.tree;
+      wrap.appendChild(d);
+    });
     wrap.appendChild(t);
     return wrap;
   }
