@@ -68,6 +68,54 @@ class UserInfoDefaultsTest(KQTestCase):
         self.assertEqual(user_usage(self.kq, "nobody").get("cpu"), 400)
 
 
+def owned(name, ns, owner_uid, user="alice"):
+    """A pod of a controller (ReplicaSet owner_uid) without an application id."""
+    p = pod_manifest(name, ns=ns, user=user, cpu="100m", memory="64Mi")
+    p["metadata"]["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs-" + owner_uid[:8],
+                                         "uid": owner_uid, "controller": True}]
+    return p
+
+
+RS_A, RS_B = "0b3f6e2a-0000-4000-8000-00000000000a", "0b3f6e2a-0000-4000-8000-00000000000b"
+# one application per user in the queue: the count YuniKorn's generated ids give
+APPS_CONFIG = queues_config({"name": "default", "limits": [
+    {"limit": "one app", "users": ["*"], "maxapplications": 1}]})
+
+
+class AppIdDefaultTest(KQTestCase):
+    CONFIG = APPS_CONFIG
+
+    def test_pods_without_an_id_join_the_namespace_application(self):
+        # utils_test.go TestGetApplicationIDFromPod "No AppID defined but not generateUnique":
+        # namespace testns -> "yunikorn-testns-autogen", whichever controller made the pod
+        self.sim.create_pod(owned("a", "testns", RS_A))
+        self.assert_bound("a", "testns")
+        self.sim.create_pod(owned("b", "testns", RS_B))
+        self.assert_bound("b", "testns")  # the same application: maxapplications 1 holds
+        apps = wait_until(lambda: actual_usage(self.kq)["apps"].get("alice") or None, 10, 0.1, "alice's apps")
+        self.assertEqual(apps, {"yunikorn-testns-autogen"})
+        # another namespace is another application (TestGenerateApplicationID "short":
+        # "yunikorn-short-autogen"): over the limit of one
+        self.sim.create_pod(owned("c", "short", RS_A))
+        self.assert_denied("c", "short", "alice", "applications", "one app")
+        self.assertNotIn("event=yunikorn_difference", self.kq.logs())
+
+
+class AppIdOwnerOptionTest(KQTestCase):
+    CONFIG = APPS_CONFIG
+    EXTRA_ARGS = ("--app-id-fallback", "owner")
+
+    def test_owner_groups_by_controller_and_is_warned(self):
+        self.sim.create_pod(owned("a", "testns", RS_A))
+        self.assert_bound("a", "testns")
+        self.sim.create_pod(owned("a2", "testns", RS_A))
+        self.assert_bound("a2", "testns")  # the same controller: the same application
+        self.sim.create_pod(owned("b", "testns", RS_B))
+        self.assert_denied("b", "testns", "alice", "applications", "one app")
+        self.assertEqual(actual_usage(self.kq)["apps"].get("alice"), {RS_A})
+        self.assertIn("event=yunikorn_difference key=app-id-fallback", self.kq.logs())
+
+
 if __name__ == "__main__":
     import unittest
     unittest.main()

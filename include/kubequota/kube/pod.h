@@ -30,8 +30,8 @@
  *    yunikorn.apache.org/app-id, label applicationId, label spark-app-selector (an id ending
  *    in "-uniqueautogen" has that suffix replaced by "-<pod uid>"); then, by
  *    opts->app_id_fallback: the controller ownerReference UID, then the pod's own UID
- *    (KQ_APPID_OWNER, the default); or YuniKorn's generated id "yunikorn-<namespace>-autogen"
- *    (KQ_APPID_YUNIKORN) or "<namespace, at most 26 bytes>-<pod uid>" (KQ_APPID_YUNIKORN_UNIQUE,
+ *    (KQ_APPID_OWNER, zeroed opts; serve's --app-id-fallback owner); or YuniKorn's generated id
+ *    "yunikorn-<namespace>-autogen" (KQ_APPID_YUNIKORN, serve's default) or "<namespace, at most 26 bytes>-<pod uid>" (KQ_APPID_YUNIKORN_UNIQUE,
  *    YuniKorn's generateUniqueAppId), both cut at 63 bytes (utils.go GenerateApplicationID).
  *    app_named says whether the id came from a key (only such an id can name another
  *    user's application: ugm.h "Application ownership"). Every key read for identity,
