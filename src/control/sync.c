@@ -112,7 +112,7 @@ static void identity_warning(kq_app_t *app, const kq_pod_t *pod, const char *why
     kq_warn("event=user_info_invalid pod=%s/%s uid=%s user=%s msg=\"%s\"", pod->ns, pod->name, pod->uid, pod->user,
             why);
     if (app->kube != NULL)
-        kq_kube_event(app->kube, pod->ns, pod->name, pod->uid, "Warning", "UserInfoInvalid", why);
+        kq_kube_event_notice(app->kube, pod->ns, pod->name, pod->uid, "UserInfoInvalid", why);
 }
 
 static void on_object(void *ud, int type, const kq_jnode_t *obj)
