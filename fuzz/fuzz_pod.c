@@ -76,6 +76,7 @@ static const char PLACED[] =
 
 static kq_config_t *cfg, *cfg_placed;
 static kq_pod_opts_t opts, opts_placed;
+static char ident_note[128]; /* short, so long reasons are cut */
 
 static bool parent_of_ns(void *arg, const char *ns, char *buf, size_t len)
 {
@@ -106,6 +107,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     opts_placed.partition = kq_config_partition(cfg_placed, "default");
     opts_placed.ns_parent_queue = parent_of_ns;
     opts_placed.app_id_fallback = KQ_APPID_YUNIKORN_UNIQUE;
+    opts_placed.identity_note = ident_note; /* the reason a malformed user-info is not used */
+    opts_placed.identity_note_len = sizeof(ident_note);
     return 0;
 }
 

@@ -91,10 +91,11 @@ static const flag_t serve_flags[] = {
                                            "(default kubequota-scheduler)", NULL},
     {"partition", 1, O_PART, "NAME", "partition of queues.yaml to enforce (default default)", NULL},
     {"default-user", 1, O_USER, "NAME", "user of pods without identity (default nobody)", NULL},
-    {"app-id-fallback", 1, O_APPID_FALLBACK, "MODE", "application of pods without an app id label: owner (the\n"
-                                                     "controller's UID, else the pod's; default), yunikorn\n"
-                                                     "(yunikorn-<namespace>-autogen) or yunikorn-unique\n"
-                                                     "(<namespace>-<pod uid>, YuniKorn's generateUniqueAppId)", NULL},
+    {"app-id-fallback", 1, O_APPID_FALLBACK, "MODE", "application of pods without an app id label: yunikorn\n"
+                                                     "(yunikorn-<namespace>-autogen, as YuniKorn; default),\n"
+                                                     "yunikorn-unique (<namespace>-<pod uid>, YuniKorn's\n"
+                                                     "generateUniqueAppId) or owner (the controller's UID,\n"
+                                                     "else the pod's)", NULL},
     {"max-body", 1, O_BODY, "BYTES", "largest accepted request body (default 67108864)", NULL},
     {"reload-interval", 1, O_RELOAD, "DURATION", "how often the config file is checked (default 2s;\n"
                                                  "a bare number is milliseconds)", NULL},
@@ -401,6 +402,7 @@ static int parse_serve(int argc, char **argv, serve_opts_t *o)
         .scheduler_name = "kubequota-scheduler",
         .partition = "default",
         .default_user = "nobody",
+        .app_id_fallback = KQ_APPID_YUNIKORN, /* as YuniKorn's shim (README "Who, where, what") */
         .log_level = NULL,
         .log_format = "text",
         .verbosity = -1,
@@ -987,6 +989,10 @@ static int serve(int argc, char **argv)
     }
     adm.gate_removers = gremovers.v;
     adm.n_gate_removers = gremovers.n;
+    if (o.app_id_fallback == KQ_APPID_OWNER)
+        kq_warn("event=yunikorn_difference key=app-id-fallback msg=\"--app-id-fallback owner: a pod without an "
+                "application id is an application of its controller (else of its own), not YuniKorn's "
+                "yunikorn-<namespace>-autogen: maxapplications counts workloads, not namespaces\"");
     if (o.admission_gate && gremovers.n == 0)
         kq_warn("event=gate_unguarded msg=\"--admission-gate without --admission-gate-removers: whoever may "
                 "update a pod may remove the gate kubequota.io/admission and skip the fair order (not the "

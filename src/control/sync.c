@@ -101,6 +101,20 @@ static void meter(kq_app_t *app, const kq_jnode_t *obj, const kq_pod_t *pod)
         kq_warn("event=metering_feed_failed pod=%s/%s error=\"%s\"", pod->ns, pod->name, kq_strerror(rc));
 }
 
+/* A pod of kubequota's scheduler whose identity annotation could not be used as written
+ * (pod.h "user/groups": it counts as the default user): one Warning Event saying why, when
+ * the informer first shows the pod (a relist shows it again: the Event's count rises). */
+static void identity_warning(kq_app_t *app, const kq_pod_t *pod, const char *why)
+{
+    if (kq_pod_is_terminal(pod) || app->scheduler_name == NULL || pod->scheduler_name == NULL ||
+        strcmp(app->scheduler_name, pod->scheduler_name) != 0)
+        return;
+    kq_warn("event=user_info_invalid pod=%s/%s uid=%s user=%s msg=\"%s\"", pod->ns, pod->name, pod->uid, pod->user,
+            why);
+    if (app->kube != NULL)
+        kq_kube_event_notice(app->kube, pod->ns, pod->name, pod->uid, "UserInfoInvalid", why);
+}
+
 static void on_object(void *ud, int type, const kq_jnode_t *obj)
 {
     kq_sync_t *s = ud;
@@ -136,7 +150,9 @@ static void on_object(void *ud, int type, const kq_jnode_t *obj)
         .ns_arg = s,
     };
     kq_pod_t pod;
-    char err[512];
+    char err[512], ident_note[512];
+    opts.identity_note = ident_note;
+    opts.identity_note_len = sizeof(ident_note);
     if (kq_pod_parse(obj, &opts, &pod, err, sizeof(err)) != 0) {
         unsigned long n = atomic_fetch_add(&s->bad_pods, 1) + 1;
         /* Logged for the first ones and then every 100th, so a flood cannot drown the log. */
@@ -144,6 +160,8 @@ static void on_object(void *ud, int type, const kq_jnode_t *obj)
             kq_warn("event=pod_skipped uid=%s bad_pods=%lu reason=\"%s\"", pod_uid(obj) ? pod_uid(obj) : "?", n,
                     err);
     } else {
+        if (ident_note[0] != '\0' && type == KQ_WATCH_ADDED)
+            identity_warning(app, &pod, ident_note);
         kq_ledger_observe(app->ledger, &pod);
         kq_gating_observe(app->gating, &pod);
         if (app->metering)

@@ -1874,7 +1874,8 @@ static void check_rule_syntax(struct ctx *c, const struct rule *r, const char *w
         err_at(c, r->at, where, "the recovery rule is implicit and cannot be configured");
     else if (strcasecmp(r->name, "provided") != 0 && strcasecmp(r->name, "user") != 0 &&
              strcasecmp(r->name, "fixed") != 0 && strcasecmp(r->name, "tag") != 0)
-        err_at(c, r->at, where, "unknown placement rule '%s' (use provided, user, fixed or tag)",
+        err_at(c, r->at, where, "unknown placement rule '%s' (use provided, user, fixed or tag): YuniKorn's "
+               "validator passes the name, but its scheduler cannot build the rule and refuses the rule set",
                r->name);
     else if ((strcasecmp(r->name, "fixed") == 0 || strcasecmp(r->name, "tag") == 0) &&
              r->value[0] == '\0')

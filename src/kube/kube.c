@@ -1852,24 +1852,33 @@ static void dedup_prune(kq_kube_t *k, double now)
     }
 }
 
+#define EVQ_CONFIRM 1u /* kq_kube_event_confirmed */
+#define EVQ_NOTICE 2u  /* kq_kube_event_notice: a Warning that is no denial */
 static void event_queue(kq_kube_t *k, const char *ns, const char *pod_name, const char *pod_uid,
-                        const char *type, const char *reason, const char *message, bool confirm);
+                        const char *type, const char *reason, const char *message, unsigned flags);
 
 void kq_kube_event(kq_kube_t *k, const char *ns, const char *pod_name, const char *pod_uid,
                    const char *type, const char *reason, const char *message)
 {
-    event_queue(k, ns, pod_name, pod_uid, type, reason, message, false);
+    event_queue(k, ns, pod_name, pod_uid, type, reason, message, 0);
 }
 
 void kq_kube_event_confirmed(kq_kube_t *k, const char *ns, const char *pod_name, const char *pod_uid,
                              const char *type, const char *reason, const char *message)
 {
-    event_queue(k, ns, pod_name, pod_uid, type, reason, message, true);
+    event_queue(k, ns, pod_name, pod_uid, type, reason, message, EVQ_CONFIRM);
+}
+
+void kq_kube_event_notice(kq_kube_t *k, const char *ns, const char *pod_name, const char *pod_uid, const char *reason,
+                          const char *message)
+{
+    event_queue(k, ns, pod_name, pod_uid, "Warning", reason, message, EVQ_NOTICE);
 }
 
 static void event_queue(kq_kube_t *k, const char *ns, const char *pod_name, const char *pod_uid,
-                        const char *type, const char *reason, const char *message, bool confirm)
+                        const char *type, const char *reason, const char *message, unsigned flags)
 {
+    bool confirm = (flags & EVQ_CONFIRM) != 0;
     if (k == NULL || pod_name == NULL || reason == NULL)
         return;
     if (ns == NULL || ns[0] == '\0')
@@ -1930,7 +1939,7 @@ static void event_queue(kq_kube_t *k, const char *ns, const char *pod_name, cons
     HASH_FIND_STR(k->dedup, d->key, raced);
     bool queued = false;
     if (raced == NULL && series_queue(k, d, false, confirm, now)) {
-        if (pod_uid != NULL && strcmp(type, "Warning") == 0)
+        if (pod_uid != NULL && strcmp(type, "Warning") == 0 && !(flags & EVQ_NOTICE))
             warned_note(k, pod_uid, now);
         d->seen = now;
         d->written = 0; /* set by the poster once created */
@@ -1998,7 +2007,7 @@ void kq_kube_event_admitted(kq_kube_t *k, const char *ns, const char *pod_name, 
     if (w == NULL)
         return;
     free(w);
-    event_queue(k, ns, pod_name, pod_uid, "Normal", reason, message, false);
+    event_queue(k, ns, pod_name, pod_uid, "Normal", reason, message, 0);
 }
 
 bool kq_kube_pod_annotate(kq_kube_t *k, const char *ns, const char *pod_name, const char *pod_uid, const char *key,

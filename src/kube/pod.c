@@ -588,78 +588,98 @@ static bool ident_ok(const char *s, size_t len)
     return true;
 }
 
-/* A repeated member name anywhere in the document (the user-info annotation is strict,
- * as jansson's JSON_REJECT_DUPLICATES was): the first one, or NULL. */
-static const jv_t *first_repeat(const kq_jdoc_t *d)
+/* Why an identity annotation was not used as written, for opts->identity_note. */
+static void note(char *buf, size_t len, const char *fmt, ...) KQ_PRINTF(3, 4);
+static void note(char *buf, size_t len, const char *fmt, ...)
 {
-    for (size_t i = 0; i < d->n; i++)
-        if (d->nodes[i].shadowed)
-            return &d->nodes[i];
-    return NULL;
+    if (buf == NULL || len == 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, len, fmt, ap);
+    va_end(ap);
 }
 
-static int parse_user_info(pctx_t *c, const char *ann, const jv_t *val, kq_pod_t *p)
+/* One identity annotation, read as YuniKorn's shim reads yunikorn.apache.org/user.info
+ * (apache/yunikorn-k8shim pkg/common/utils/utils.go GetUserFromPod: json.Unmarshal into
+ * si.UserGroupInformation): member names match "user" and "groups" case-insensitively, the
+ * last one wins, other members are ignored, null is absent. An annotation that does not
+ * decode so (not JSON, not an object, a member of the wrong type), or whose names are not
+ * printable strings of at most IDENT_MAX bytes, counts as the default user without groups;
+ * an empty or absent user as the default user with the groups given. Either way the pod
+ * is counted, never refused, and the reason goes to opts->identity_note. 0 or KQ_ENOMEM. */
+static int parse_user_info(pctx_t *c, const char *ann, const jv_t *val, const kq_pod_opts_t *opts, kq_pod_t *p)
 {
-    if (val->len > USER_INFO_MAX)
-        return fail(c, KQ_EPARSE, "annotation %s: longer than %d bytes", ann, USER_INFO_MAX);
+    const char *dflt = opts && opts->default_user ? opts->default_user : "nobody";
+    char *nbuf = opts ? opts->identity_note : NULL;
+    size_t nlen = opts ? opts->identity_note_len : 0;
     kq_jdoc_t local = {0}, *d = c->scratch != NULL ? c->scratch : &local;
+    const jv_t *user = NULL, *groups = NULL;
+    char why[256] = "";
+    int rc = 0;
+    if (val->len > USER_INFO_MAX) {
+        snprintf(why, sizeof(why), "longer than %d bytes", USER_INFO_MAX);
+        goto fallback;
+    }
     kq_jscan_error_t je;
-    int rc = kq_jdoc_parse(d, val->str, val->len, NULL, &je);
-    if (rc == KQ_ENOMEM) {
-        rc = fail(c, KQ_ENOMEM, "out of memory");
+    rc = kq_jdoc_parse(d, val->str, val->len, NULL, &je);
+    if (rc == KQ_ENOMEM)
         goto out;
-    }
     if (rc != 0) {
-        rc = fail(c, KQ_EPARSE, "annotation %s: not valid JSON: %s (column %d)", ann, je.text, je.column);
-        goto out;
+        rc = 0;
+        snprintf(why, sizeof(why), "not valid JSON: %s (column %d)", je.text, je.column);
+        goto fallback;
     }
-    const jv_t *j = kq_jdoc_root(d), *rep = first_repeat(d);
-    if (rep != NULL) {
-        rc = fail(c, KQ_EPARSE, "annotation %s: not valid JSON: duplicate object key \"%.64s\"", ann, rep->key);
-        goto out;
+    const jv_t *j = kq_jdoc_root(d);
+    if (!is(j, KQ_JOBJECT) && !is(j, KQ_JNULL)) {
+        snprintf(why, sizeof(why), "not a JSON object");
+        goto fallback;
     }
-    if (!is(j, KQ_JOBJECT)) {
-        rc = fail(c, KQ_EPARSE, "annotation %s: not a JSON object", ann);
-        goto out;
-    }
-    for (const jv_t *v = kq_jnode_first(j); v != NULL; v = kq_jnode_next(j, v)) {
-        if (strcmp(v->key, "user") != 0 && strcmp(v->key, "groups") != 0) {
-            rc = fail(c, KQ_EPARSE, "annotation %s: unknown field \"%.64s\" (expected user, groups)", ann,
-                      v->key);
-            goto out;
+    for (const jv_t *v = is(j, KQ_JOBJECT) ? kq_jnode_first(j) : NULL; v != NULL; v = kq_jnode_next(j, v)) {
+        if (strcasecmp(v->key, "user") == 0) {
+            if (!is(v, KQ_JSTRING) && !is(v, KQ_JNULL)) {
+                snprintf(why, sizeof(why), "\"%.16s\" is not a string", v->key);
+                goto fallback;
+            }
+            user = is(v, KQ_JSTRING) ? v : user;
+        } else if (strcasecmp(v->key, "groups") == 0) {
+            if (!is(v, KQ_JARRAY) && !is(v, KQ_JNULL)) {
+                snprintf(why, sizeof(why), "\"%.16s\" is not an array of strings", v->key);
+                goto fallback;
+            }
+            groups = is(v, KQ_JARRAY) ? v : NULL;
         }
     }
-    const jv_t *user = kq_jnode_get(j, "user");
-    if (!is(user, KQ_JSTRING) || !ident_ok(user->str, user->len)) {
-        rc = fail(c, KQ_EPARSE, "annotation %s: \"user\" must be a non-empty string of at most %d "
-                  "printable bytes", ann, IDENT_MAX);
-        goto out;
-    }
-    const jv_t *groups = kq_jnode_get(j, "groups");
-    if (groups != NULL && !is(groups, KQ_JNULL) && !is(groups, KQ_JARRAY)) {
-        rc = fail(c, KQ_EPARSE, "annotation %s: \"groups\" must be an array of strings", ann);
-        goto out;
-    }
-    size_t ng = is(groups, KQ_JARRAY) ? groups->count : 0;
+    size_t ng = groups != NULL ? groups->count : 0;
     if (ng > GROUPS_MAX) {
-        rc = fail(c, KQ_EPARSE, "annotation %s: more than %d groups", ann, GROUPS_MAX);
-        goto out;
+        snprintf(why, sizeof(why), "more than %d groups", GROUPS_MAX);
+        goto fallback;
     }
     size_t i = 0;
     for (const jv_t *g = ng ? kq_jnode_first(groups) : NULL; g != NULL; g = kq_jnode_next(groups, g), i++) {
+        if (is(g, KQ_JNULL) || (is(g, KQ_JSTRING) && g->len == 0))
+            continue; /* Go decodes null as ""; an empty name is no group */
         if (!is(g, KQ_JSTRING) || !ident_ok(g->str, g->len)) {
-            rc = fail(c, KQ_EPARSE, "annotation %s: groups[%zu] must be a non-empty string of at most "
-                      "%d printable bytes", ann, i, IDENT_MAX);
-            goto out;
+            snprintf(why, sizeof(why), "groups[%zu] is not a string of at most %d printable bytes", i, IDENT_MAX);
+            goto fallback;
         }
     }
-    p->user = strdup(user->str);
+    if (user != NULL && user->len > 0 && !ident_ok(user->str, user->len)) {
+        snprintf(why, sizeof(why), "\"user\" is longer than %d bytes or has control characters", IDENT_MAX);
+        goto fallback;
+    }
+    if (user == NULL || user->len == 0)
+        note(nbuf, nlen, "annotation %s has no user: the pod is counted as user %s with the groups given "
+             "(as YuniKorn's shim reads it)", ann, dflt);
+    p->user = strdup(user != NULL && user->len > 0 ? user->str : dflt);
     p->groups = ng ? calloc(ng, sizeof(char *)) : NULL;
     if (p->user == NULL || (ng && p->groups == NULL)) {
-        rc = fail(c, KQ_ENOMEM, "out of memory");
+        rc = KQ_ENOMEM;
         goto out;
     }
     for (const jv_t *gv = ng ? kq_jnode_first(groups) : NULL; gv != NULL; gv = kq_jnode_next(groups, gv)) {
+        if (!is(gv, KQ_JSTRING) || gv->len == 0)
+            continue;
         const char *g = gv->str;
         bool dup = false;
         for (size_t k = 0; k < p->n_groups && !dup; k++)
@@ -667,12 +687,20 @@ static int parse_user_info(pctx_t *c, const char *ann, const jv_t *val, kq_pod_t
         if (dup)
             continue;
         if ((p->groups[p->n_groups] = strdup(g)) == NULL) {
-            rc = fail(c, KQ_ENOMEM, "out of memory");
+            rc = KQ_ENOMEM;
             goto out;
         }
         p->n_groups++;
     }
+    goto out;
+fallback:
+    note(nbuf, nlen, "annotation %s: %s: the pod is counted as user %s without groups (as YuniKorn's shim "
+         "reads it)", ann, why, dflt);
+    if ((p->user = strdup(dflt)) == NULL)
+        rc = KQ_ENOMEM;
 out:
+    if (rc == KQ_ENOMEM)
+        fail(c, KQ_ENOMEM, "out of memory");
     kq_jdoc_free(&local);
     return rc;
 }
@@ -968,6 +996,8 @@ const kq_jfilter_t kq_pod_fields[] = {
 int kq_pod_parse(const kq_jnode_t *obj, const kq_pod_opts_t *opts, kq_pod_t *out, char *err, size_t errlen)
 {
     pctx_t c = {.err = err, .errlen = errlen, .scratch = opts ? opts->scratch : NULL};
+    if (opts != NULL && opts->identity_note != NULL && opts->identity_note_len > 0)
+        opts->identity_note[0] = '\0';
     kq_pod_t p;
     memset(&p, 0, sizeof(p));
     int rc;
@@ -1093,7 +1123,9 @@ int kq_pod_parse(const kq_jnode_t *obj, const kq_pod_opts_t *opts, kq_pod_t *out
                 rc = fail(&c, KQ_EPARSE, "%s %s: not a string", kq_pod_key_kind(k), k->key);
                 goto out;
             }
-            if ((rc = parse_user_info(&c, k->key, v, &p)) != 0)
+            if (v->len == 0)
+                continue; /* YuniKorn's shim: an empty annotation is none */
+            if ((rc = parse_user_info(&c, k->key, v, opts, &p)) != 0)
                 goto out;
             have = true;
         }

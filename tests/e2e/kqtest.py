@@ -667,17 +667,20 @@ def pod_identity(pod, queues):
     return user, groups, q, app_id(md)
 
 
-def app_id(md):
+def app_id(md, owner=False):
     """The application id as YuniKorn's k8shim reads it (pkg/common/utils/utils.go
     GetApplicationIDFromPod; README "Who, where, what"): kubequota's label, then YuniKorn's
-    app-id label, its annotation, applicationId, spark-app-selector; then the controller's
-    UID, then the pod's own."""
+    app-id label, its annotation, applicationId, spark-app-selector; then YuniKorn's
+    generated id (GenerateApplicationID: "yunikorn-<namespace>-autogen", cut at 63 bytes).
+    owner=True: --app-id-fallback owner, the controller's UID, then the pod's own."""
     labels, ann = md.get("labels") or {}, md.get("annotations") or {}
     for v in (labels.get(LABEL_APP), labels.get("yunikorn.apache.org/app-id"),
               ann.get("yunikorn.apache.org/app-id"), labels.get("applicationId"),
               labels.get("spark-app-selector")):
         if v:
             return v
+    if not owner:
+        return ("yunikorn-%s-autogen" % md.get("namespace", "default"))[:63]
     for o in md.get("ownerReferences") or []:
         if o.get("controller"):
             return o["uid"]

@@ -230,6 +230,60 @@ class ConfigParityTest(KQTestCase):
         self.assertEqual(self.webhook(read(both)), (True, None))
 
 
+def yunikorn_corpus():
+    """(path, YuniKorn's verdict, kubequota's documented refusal or None) for every config of
+    YuniKorn's own tests and docs in tests/data/config/yunikorn (each file names its source
+    and YuniKorn's verdict as that test asserts it) and of examples/yunikorn (configurations
+    from YuniKorn's code and docs, each naming its source: YuniKorn loads them)."""
+    out = []
+    d = os.path.join(DATA, "yunikorn")
+    for f in sorted(os.listdir(d)):
+        path = os.path.join(d, f)
+        head = [ln for ln in read(path).splitlines() if ln.startswith("# ")]
+        verdict = [ln[len("# yunikorn: "):] for ln in head if ln.startswith("# yunikorn: ")]
+        differs = [ln[len("# kubequota: refused: "):] for ln in head if ln.startswith("# kubequota: refused: ")]
+        assert verdict and verdict[0] in ("valid", "invalid"), path
+        out.append((path, verdict[0], differs[0] if differs else None))
+    ex = os.path.join(kqtest.REPO, "examples", "yunikorn")
+    out += [(os.path.join(ex, f), "valid", None) for f in sorted(os.listdir(ex)) if f.endswith(".yaml")]
+    return out
+
+
+class YuniKornVerdictTest(KQTestCase):
+    """Issue 27: check-config's verdict is YuniKorn's validator's (yunikorn-core
+    pkg/common/configs ParseAndValidateConfig) on YuniKorn's own test configs
+    (config_test.go, configvalidator_test.go TestCheckPlacementRules), the configs of its
+    docs (yunikorn-site docs/api/cluster.md) and examples/yunikorn. Where kubequota refuses
+    what YuniKorn's validator passes, the refusal is the one README "YuniKorn: configuration
+    validation" documents, and its message says what YuniKorn does."""
+    CONFIG = GOOD
+    START = False
+
+    def test_check_config_gives_yunikorns_verdicts(self):
+        files = yunikorn_corpus()
+        self.assertGreater(len(files), 70)
+        readme = read(os.path.join(kqtest.REPO, "README.md"))
+        section = readme.split("### YuniKorn: configuration validation", 1)[1].split("\n### ", 1)[0]
+        differ = 0
+        for path, verdict, refusal in files:
+            name = os.path.relpath(path, kqtest.REPO)
+            r = subprocess.run([binary(), "check-config", path], capture_output=True, text=True, errors="replace",
+                               timeout=20)
+            self.assertIn(r.returncode, (0, 1), "%s: %s" % (name, r.stderr))
+            first = first_after(r.stderr, path)
+            if refusal is None:
+                self.assertEqual(r.returncode == 0, verdict == "valid", "%s: YuniKorn's verdict is %s, check-config "
+                                 "says %s" % (name, verdict, first or "valid"))
+                continue
+            differ += 1
+            self.assertEqual(verdict, "valid", name)
+            self.assertEqual(r.returncode, 1, "%s: the documented refusal is gone; drop its kubequota line" % name)
+            self.assertIn(refusal, first, name)
+            self.assertIn(refusal.split(" (", 1)[0].split(" '", 1)[0], section,
+                          "%s: README does not document this difference" % name)
+        self.assertEqual(differ, 3, "the differences README documents: the empty config, two unknown rule names")
+
+
 class MeteringOffByDefaultTest(KQTestCase):
     """Issue 14: metering runs only when asked (a --metering flag). Without one, nothing is
     priced or charged and the metering views answer 404; with one, they answer."""

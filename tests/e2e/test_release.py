@@ -69,8 +69,10 @@ def populate(t):
              ("c1", "carol", ["test"], "root.dev", "500m"),
              ("c2", "carol", ["test"], "root.default", "250m"),
              ("d1", "dan", [], "root.prod", "3")]
+    # each pod its own application: alice's pods are in two queues, and one application's
+    # group is fixed at its first pod (ugm.h), which the usage model does not follow
     for name, user, groups, queue, cpu in specs:
-        t.create(name, user=user, groups=groups, queue=queue, cpu=cpu, memory="512Mi")
+        t.create(name, user=user, groups=groups, queue=queue, cpu=cpu, memory="512Mi", app=name)
         t.assert_bound(name)
     p = t.create("foreign", user="bob", groups=["dev"], queue="root.dev", cpu="1")
     t.assertEqual(t.sim.bind("default", "foreign", "node-1", p["metadata"]["uid"]).status, 201)

@@ -396,45 +396,85 @@ static void test_identity_default(void **state)
     kq_pod_clear(&p);
 }
 
+/* An identity annotation is read as YuniKorn's shim reads it (apache/yunikorn-k8shim
+ * pkg/common/utils/utils.go GetUserFromPod, utils_test.go TestGetUserFromPodAnnotation:
+ * "Empty username" -> nobody with the groups, "Invalid JSON" -> nobody without groups;
+ * json.Unmarshal ignores unknown members, matches names case-insensitively, keeps the last
+ * of repeated ones and fails on a wrong type): never a refused pod; the reason is noted. */
 static void test_identity_garbage(void **state)
 {
+    fx_t *f = *state;
     static const struct {
-        const char *anns, *want;
+        const char *anns, *user, *groups, *why; /* groups: comma-joined; why: NULL = no note */
     } cases[] = {
-        {"{\"kubequota.io/user-info\":\"alice\"}", "annotation kubequota.io/user-info: not valid JSON"},
-        {"{\"kubequota.io/user-info\":\"{\\\"user\\\":\"}", "annotation kubequota.io/user-info: not valid JSON"},
-        {"{\"kubequota.io/user-info\":\"[\\\"alice\\\"]\"}", "annotation kubequota.io/user-info: not a JSON object"},
-        {"{\"kubequota.io/user-info\":\"{}\"}", "annotation kubequota.io/user-info: \"user\" must be"},
-        {"{\"kubequota.io/user-info\":\"{\\\"user\\\":7}\"}", "\"user\" must be a non-empty string"},
-        {"{\"kubequota.io/user-info\":\"{\\\"user\\\":\\\"\\\"}\"}", "\"user\" must be a non-empty string"},
-        {"{\"kubequota.io/user-info\":\"{\\\"user\\\":\\\"a\\\\nb\\\"}\"}", "\"user\" must be"},
-        {"{\"kubequota.io/user-info\":\"{\\\"user\\\":\\\"a\\\",\\\"groups\\\":\\\"admin\\\"}\"}",
-         "\"groups\" must be an array"},
-        {"{\"kubequota.io/user-info\":\"{\\\"user\\\":\\\"a\\\",\\\"groups\\\":[1]}\"}", "groups[0] must be"},
-        {"{\"kubequota.io/user-info\":\"{\\\"user\\\":\\\"a\\\",\\\"admin\\\":true}\"}",
-         "unknown field \"admin\""},
-        {"{\"kubequota.io/user-info\":\"{\\\"user\\\":\\\"a\\\",\\\"user\\\":\\\"root\\\"}\"}",
-         "not valid JSON: duplicate object key \"user\""},
-        {"{\"kubequota.io/user-info\":\"{\\\"user\\\":\\\"a\\\",\\\"groups\\\":[{\\\"x\\\":1,\\\"x\\\":2}]}\"}",
-         "not valid JSON: duplicate object key \"x\""},
-        {"{\"kubequota.io/user-info\":{\"user\":\"alice\"}}", "annotation kubequota.io/user-info: not a string"},
-        {"{\"yunikorn.apache.org/user.info\":\"nope\"}", "annotation yunikorn.apache.org/user.info: not valid JSON"},
-        /* A valid YuniKorn annotation does not rescue a broken kubequota one. */
-        {"{\"kubequota.io/user-info\":\"x\",\"yunikorn.apache.org/user.info\":\"{\\\"user\\\":\\\"b\\\"}\"}",
-         "kubequota.io/user-info: not valid JSON"},
+        /* TestGetUserFromPodAnnotation's cases */
+        {"{\"yunikorn.apache.org/user.info\":\"{\\\"user\\\":\\\"test\\\",\\\"groups\\\":[\\\"devops\\\",\\\"test\\\"]}\"}",
+         "test", "devops,test", NULL},
+        {"{\"yunikorn.apache.org/user.info\":\"{\\\"user\\\":\\\"\\\",\\\"groups\\\":[\\\"devops\\\",\\\"test\\\"]}\"}",
+         "nobody", "devops,test", "has no user"},
+        {"{\"yunikorn.apache.org/user.info\":\"xyzxyz\"}", "nobody", "",
+         "annotation yunikorn.apache.org/user.info: not valid JSON"},
+        /* an empty annotation is none (GetUserFromPod: != "") */
+        {"{\"yunikorn.apache.org/user.info\":\"\"}", "nobody", "", NULL},
+        {"{\"kubequota.io/user-info\":\"\",\"yunikorn.apache.org/user.info\":\"{\\\"user\\\":\\\"b\\\"}\"}", "b", "",
+         NULL},
+        /* json.Unmarshal into si.UserGroupInformation */
+        {"{\"kubequota.io/user-info\":\"alice\"}", "nobody", "", "not valid JSON"},
+        {"{\"kubequota.io/user-info\":\"{\\\"user\\\":\"}", "nobody", "", "not valid JSON"},
+        {"{\"kubequota.io/user-info\":\"[\\\"alice\\\"]\"}", "nobody", "", "not a JSON object"},
+        {"{\"kubequota.io/user-info\":\"null\"}", "nobody", "", "has no user"},
+        {"{\"kubequota.io/user-info\":\"{}\"}", "nobody", "", "has no user"},
+        {"{\"kubequota.io/user-info\":\"{\\\"user\\\":7,\\\"groups\\\":[\\\"g\\\"]}\"}", "nobody", "", "is not a string"},
+        {"{\"kubequota.io/user-info\":\"{\\\"user\\\":\\\"a\\\",\\\"groups\\\":\\\"admin\\\"}\"}", "nobody", "",
+         "is not an array"},
+        {"{\"kubequota.io/user-info\":\"{\\\"user\\\":\\\"a\\\",\\\"groups\\\":[1]}\"}", "nobody", "", "groups[0]"},
+        {"{\"kubequota.io/user-info\":\"{\\\"user\\\":\\\"a\\\",\\\"admin\\\":true}\"}", "a", "", NULL},
+        {"{\"kubequota.io/user-info\":\"{\\\"User\\\":\\\"a\\\",\\\"GROUPS\\\":[\\\"g\\\",null,\\\"g\\\"]}\"}", "a", "g",
+         NULL},
+        {"{\"kubequota.io/user-info\":\"{\\\"user\\\":\\\"a\\\",\\\"user\\\":\\\"root\\\"}\"}", "root", "", NULL},
+        {"{\"kubequota.io/user-info\":\"{\\\"user\\\":\\\"a\\\",\\\"groups\\\":null}\"}", "a", "", NULL},
+        /* kubequota's own bound on names: control characters */
+        {"{\"kubequota.io/user-info\":\"{\\\"user\\\":\\\"a\\\\nb\\\"}\"}", "nobody", "", "control characters"},
+        /* the first annotation present decides: a valid YuniKorn one does not rescue a broken one */
+        {"{\"kubequota.io/user-info\":\"x\",\"yunikorn.apache.org/user.info\":\"{\\\"user\\\":\\\"b\\\"}\"}", "nobody",
+         "", "kubequota.io/user-info: not valid JSON"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         kq_pod_t p;
-        memset(&p, 0xab, sizeof(p));
-        char err[512];
-        int rc = parse_parts(state, "team-a", NULL, cases[i].anns, NULL, NULL, &p, err, sizeof(err));
-        if (rc != KQ_EPARSE)
-            fail_msg("case %zu: rc %d", i, rc);
-        assert_contains(err, "pod team-a/web-1: ");
-        assert_contains(err, cases[i].want);
-        assert_null(p.uid); /* zeroed on failure */
-        assert_null(p.user);
+        char err[512], why[512];
+        kq_pod_opts_t o = f->opts;
+        o.identity_note = why;
+        o.identity_note_len = sizeof(why);
+        strcpy(why, "stale");
+        char *s = pod_json("team-a", NULL, cases[i].anns, NULL, NULL);
+        int rc = parse_with(&o, s, &p, err, sizeof(err));
+        free(s);
+        if (rc != 0)
+            fail_msg("case %zu: rc %d: %s", i, rc, err);
+        char got[256] = "";
+        for (size_t g = 0; g < p.n_groups; g++)
+            snprintf(got + strlen(got), sizeof(got) - strlen(got), "%s%s", g ? "," : "", p.groups[g]);
+        if (strcmp(p.user, cases[i].user) != 0 || strcmp(got, cases[i].groups) != 0)
+            fail_msg("case %zu: want %s [%s], got %s [%s]", i, cases[i].user, cases[i].groups, p.user, got);
+        if (cases[i].why == NULL ? why[0] != '\0' : strstr(why, cases[i].why) == NULL)
+            fail_msg("case %zu: want a note with \"%s\", got \"%s\"", i, cases[i].why ? cases[i].why : "", why);
+        kq_pod_clear(&p);
     }
+    /* the default user stands in, whatever it is named */
+    kq_pod_t p;
+    char err[512];
+    kq_pod_opts_t o = f->opts;
+    o.default_user = "anonymous";
+    char *s = pod_json("team-a", NULL, "{\"yunikorn.apache.org/user.info\":\"xyzxyz\"}", NULL, NULL);
+    assert_int_equal(parse_with(&o, s, &p, err, sizeof(err)), 0);
+    free(s);
+    assert_string_equal(p.user, "anonymous");
+    kq_pod_clear(&p);
+    /* not a string at all is not a pod the API server would store */
+    assert_int_equal(parse_parts(state, "team-a", NULL, "{\"kubequota.io/user-info\":{\"user\":\"alice\"}}", NULL, NULL,
+                                 &p, err, sizeof(err)),
+                     KQ_EPARSE);
+    assert_contains(err, "annotation kubequota.io/user-info: not a string");
 }
 
 /* --------------------------------------------------------------------------- queue -- */

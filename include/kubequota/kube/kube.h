@@ -118,6 +118,10 @@ void kq_kube_event(kq_kube_t *k, const char *ns, const char *pod_name, const cha
  * not exist, in namespaces a caller picked). */
 void kq_kube_event_confirmed(kq_kube_t *k, const char *ns, const char *pod_name, const char *pod_uid,
                              const char *type, const char *reason, const char *message);
+/* kq_kube_event of a Warning that is not a denial (the pod is not held back for it): its
+ * admission later posts no QuotaAdmitted. */
+void kq_kube_event_notice(kq_kube_t *k, const char *ns, const char *pod_name, const char *pod_uid, const char *reason,
+                          const char *message);
 /* A pod that got a Warning event from this client (a denial) is admitted now: queues one
  * Normal event (reason, message). Nothing for a pod that never got a Warning. O(1). */
 void kq_kube_event_admitted(kq_kube_t *k, const char *ns, const char *pod_name, const char *pod_uid,

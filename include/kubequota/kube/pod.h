@@ -3,8 +3,13 @@
  *
  * Resolution rules:
  *  - user/groups: annotation kubequota.io/user-info = {"user":"alice","groups":["dev"]},
- *    else YuniKorn's yunikorn.apache.org/user.info (same shape); neither: the default user
- *    (opts->default_user, "nobody") with no groups.
+ *    else YuniKorn's yunikorn.apache.org/user.info (same shape); neither (or empty): the
+ *    default user (opts->default_user, "nobody") with no groups. Read as YuniKorn's shim
+ *    reads it (apache/yunikorn-k8shim pkg/common/utils/utils.go GetUserFromPod): one that
+ *    does not decode (not JSON, not an object, a member of the wrong type; kubequota also:
+ *    a name longer than 512 bytes or with control characters) is the default user without
+ *    groups, one with an empty user the default user with its groups; such a pod is counted,
+ *    never refused, and opts->identity_note says why.
  *  - queue named by the pod: label or annotation kubequota.io/queue, else YuniKorn's keys in
  *    YuniKorn's order (apache/yunikorn-k8shim pkg/common/utils/utils.go GetQueueNameFromPod):
  *    label yunikorn.apache.org/queue, annotation yunikorn.apache.org/queue, label queue.
@@ -25,8 +30,8 @@
  *    yunikorn.apache.org/app-id, label applicationId, label spark-app-selector (an id ending
  *    in "-uniqueautogen" has that suffix replaced by "-<pod uid>"); then, by
  *    opts->app_id_fallback: the controller ownerReference UID, then the pod's own UID
- *    (KQ_APPID_OWNER, the default); or YuniKorn's generated id "yunikorn-<namespace>-autogen"
- *    (KQ_APPID_YUNIKORN) or "<namespace, at most 26 bytes>-<pod uid>" (KQ_APPID_YUNIKORN_UNIQUE,
+ *    (KQ_APPID_OWNER, zeroed opts; serve's --app-id-fallback owner); or YuniKorn's generated id
+ *    "yunikorn-<namespace>-autogen" (KQ_APPID_YUNIKORN, serve's default) or "<namespace, at most 26 bytes>-<pod uid>" (KQ_APPID_YUNIKORN_UNIQUE,
  *    YuniKorn's generateUniqueAppId), both cut at 63 bytes (utils.go GenerateApplicationID).
  *    app_named says whether the id came from a key (only such an id can name another
  *    user's application: ugm.h "Application ownership"). Every key read for identity,
@@ -125,6 +130,10 @@ typedef struct kq_pod_opts {
     kq_jdoc_t *scratch; /* a document to reuse for the user-info annotation's JSON (one
                          * thread's, e.g. the informer's); NULL: a temporary one */
     kq_app_id_fallback_t app_id_fallback;
+    /* when not NULL: set to why the pod's identity annotation was not used as written (the
+     * pod then counts as default_user, see "user/groups" above), else to "" */
+    char *identity_note;
+    size_t identity_note_len;
     /* placement hooks, each may be NULL (see kq_place_in_t): dynamic queues in use and the
      * submit ACL, both called with hook_arg */
     kq_qkind_t (*dynamic_kind)(void *arg, const char *path);
