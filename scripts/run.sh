@@ -212,14 +212,30 @@ Try:
 Edit $config and kubequota reloads it$([ -n "${KQ_CONFIG:-}" ] || echo " (a copy of examples/queues.yaml, made afresh by each make run)"). Press Ctrl-C to stop.
 EOF
 
+# Ctrl-C reaches kubequota and the simulator too (one process group), and either may stop
+# before this shell runs its INT trap: one that stopped cleanly (exit 0, as both do on
+# SIGINT and SIGTERM) is a stop, not a failure.
+sim_gone=""
 while kill -0 "$kq_pid" 2>/dev/null; do
   if [ -n "$sim_pid" ] && ! kill -0 "$sim_pid" 2>/dev/null; then
-    echo "run: the API simulator stopped" >&2
+    sim_gone=1
     break
   fi
   sleep 1 &
   wait $! || true
 done
-echo "run: kubequota exited; last log lines:" >&2
+if [ -n "$sim_gone" ]; then
+  sim_rc=0
+  wait "$sim_pid" 2>/dev/null || sim_rc=$?
+  sim_pid=""
+  [ "$sim_rc" -eq 0 ] && exit 0
+  echo "run: the API simulator stopped ($sim_rc); its log: $run/apisim.log" >&2
+  exit 1
+fi
+kq_rc=0
+wait "$kq_pid" 2>/dev/null || kq_rc=$?
+kq_pid=""
+[ "$kq_rc" -eq 0 ] && exit 0
+echo "run: kubequota exited ($kq_rc); last log lines:" >&2
 tail -n 20 "$run/kubequota.log" >&2
 exit 1

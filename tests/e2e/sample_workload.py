@@ -20,6 +20,7 @@ dave:dev erin:" (user:group,group ...) in that order. Standard library only.
 
 import argparse
 import os
+import signal
 import sys
 import time
 
@@ -294,6 +295,10 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
+    # Ctrl-C in `make run` reaches kubequota in the same instant: a request in flight may fail
+    # with a reset before Python raises KeyboardInterrupt. Die of SIGINT at once instead, so
+    # that run.sh (bash waits for its foreground child) sees it and runs its INT trap.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
     try:
         sys.exit(main())
     except KeyboardInterrupt:  # Ctrl-C in `make run`: its script stops everything, quietly
