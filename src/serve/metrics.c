@@ -69,6 +69,8 @@ static const char *const endpoint_names[KQ_EP_COUNT] = {
     [KQ_EP_EXPLAIN_POD] = "/ws/v1/partition/{partition}/explain/{namespace}/{pod}",
     [KQ_EP_UI] = "/ui/",
     [KQ_EP_GATING_WAITING] = "/ws/v1/partition/{partition}/gating/waiting",
+    [KQ_EP_NODE] = "/ws/v1/partition/{partition}/node/{node}",
+    [KQ_EP_APPLICATION] = "/ws/v1/partition/{partition}/application/{application}",
 };
 
 static const char *const verb_names[KQ_VERB_COUNT] = {"filter", "bind", "preempt", "admission"};

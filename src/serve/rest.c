@@ -23,6 +23,7 @@
 #include "kubequota/serve/rest.h"
 #include "kubequota/control/gating.h"
 
+#include <ctype.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +36,7 @@
 #include "kubequota/control/elastic.h"
 #include "kubequota/base/error.h"
 #include "kubequota/engine/placement.h"
+#include "kubequota/control/ledger.h"
 #include "kubequota/control/sync.h"
 #include "kubequota/engine/ugm.h"
 
@@ -42,8 +44,9 @@
 
 char *kq_rest_error_body(int status, const char *message, const char *description, size_t *len)
 {
+    (void)description; /* YuniKorn's handlers pass no cause: description == message */
     json_t *o = json_pack("{s:i,s:s,s:s}", "status_code", status, "message", message ? message : "",
-                          "description", description ? description : (message ? message : ""));
+                          "description", message ? message : "");
     if (o == NULL)
         return NULL;
     char *s = json_dumps(o, JSON_COMPACT);
@@ -68,10 +71,11 @@ static int reply_json(json_t *view, int status, char **body, size_t *len)
     return status;
 }
 
-/* message: YuniKorn's fixed text (clients compare it); description: the specifics. */
-static int reply_error(int status, const char *message, const char *description, char **body, size_t *len)
+/* message: YuniKorn's fixed text (clients compare it), also the description, as YuniKorn's
+ * buildJSONErrorResponse gives it (dao.NewYAPIError with no cause). */
+static int reply_error(int status, const char *message, char **body, size_t *len)
 {
-    *body = kq_rest_error_body(status, message, description, len);
+    *body = kq_rest_error_body(status, message, NULL, len);
     if (*body == NULL) {
         *len = 0;
         return 500;
@@ -79,30 +83,13 @@ static int reply_error(int status, const char *message, const char *description,
     return status;
 }
 
-/* A name from the URL, safe to quote in a JSON error message: control characters and
- * non-ASCII bytes (possibly invalid UTF-8) become '?', and it is cut at 200 bytes. */
-static const char *printable(const char *in, char *out, size_t outlen)
-{
-    size_t i = 0;
-    for (; in != NULL && in[i] != '\0' && i + 1 < outlen && i < 200; i++) {
-        unsigned char c = (unsigned char)in[i];
-        out[i] = (c < 0x20 || c >= 0x7f) ? '?' : (char)c;
-    }
-    out[i] = '\0';
-    return out;
-}
-
 /* 0 when the partition is the one this process serves; else a 404 reply. */
 static int check_partition(kq_app_t *app, const char *partition, char **body, size_t *len)
 {
     if (app->ugm == NULL)
-        return reply_error(503, "usage tracking is not initialised", NULL, body, len);
-    if (partition == NULL || app->partition == NULL || strcmp(partition, app->partition) != 0) {
-        char msg[512], name[256];
-        snprintf(msg, sizeof(msg), "partition \"%s\" not found (this scheduler serves partition \"%s\")",
-                 printable(partition, name, sizeof(name)), app->partition != NULL ? app->partition : "");
-        return reply_error(404, "Partition not found", msg, body, len);
-    }
+        return reply_error(503, "usage tracking is not initialised", body, len);
+    if (partition == NULL || app->partition == NULL || strcmp(partition, app->partition) != 0)
+        return reply_error(404, "Partition not found", body, len);
     return 0;
 }
 
@@ -166,6 +153,34 @@ int kq_rest_stream(kq_app_t *app, kq_rest_view_t view, const char *partition, co
     if (rc != 0 || write(ctx, "]", 1) != 0)
         return -1;
     return 200;
+}
+
+/* configs.UserRegExp: ^[_a-zA-Z][a-zA-Z0-9:#/_.@-]*[$]?$ */
+bool kq_rest_user_name_valid(const char *name)
+{
+    if (name == NULL || !(name[0] == '_' || isalpha((unsigned char)name[0])))
+        return false;
+    for (const char *p = name + 1; *p != '\0'; p++) {
+        unsigned char c = (unsigned char)*p;
+        if (c == '$' && p[1] == '\0')
+            return true;
+        if (!(c < 0x80 && (isalnum(c) || strchr(":#/_.@-", c) != NULL)))
+            return false;
+    }
+    return true;
+}
+
+/* configs.GroupRegExp: ^[_a-zA-Z][a-zA-Z0-9:_.-]*$ */
+bool kq_rest_group_name_valid(const char *name)
+{
+    if (name == NULL || !(name[0] == '_' || isalpha((unsigned char)name[0])))
+        return false;
+    for (const char *p = name + 1; *p != '\0'; p++) {
+        unsigned char c = (unsigned char)*p;
+        if (!(c < 0x80 && (isalnum(c) || strchr(":_.-", c) != NULL)))
+            return false;
+    }
+    return true;
 }
 
 /* A copy of a resource map with cpu named "vcore" (as YuniKorn's shim names it); other
@@ -253,13 +268,15 @@ static int reply_identity(kq_app_t *app, const char *partition, const char *kind
     if (st != 0)
         return st;
     json_t *v = view(app->ugm, name);
-    if (v == NULL) {
-        char msg[512], shown[256];
-        snprintf(msg, sizeof(msg), "%s \"%s\" not found (no usage tracked, not named in a limit)", kind,
-                 printable(name, shown, sizeof(shown)));
-        return reply_error(404, title, msg, body, len);
-    }
-    return reply_json(v, 200, body, len);
+    if (v != NULL)
+        return reply_json(v, 200, body, len);
+    /* YuniKorn checks the name against configs.UserRegExp / GroupRegExp first (400); a name
+     * kubequota tracks stays reachable even when the regexp refuses it (Kubernetes allows
+     * such names, and the wildcard group "*"): README, "Coming from YuniKorn". */
+    bool user = strcmp(kind, "user") == 0;
+    if (!(user ? kq_rest_user_name_valid(name) : kq_rest_group_name_valid(name)))
+        return reply_error(400, user ? "Invalid user name" : "Invalid group name", body, len);
+    return reply_error(404, title, body, len);
 }
 
 int kq_rest_user(kq_app_t *app, const char *partition, const char *user, char **body, size_t *len)
@@ -318,7 +335,14 @@ static json_t *find_queue(json_t *q, const char *path)
     return NULL;
 }
 
-/* YuniKorn's validateQueue: every part of the path a valid queue name. */
+/* common.ErrorInvalidQueueName (apache/yunikorn-core pkg/common/errors.go), the 400 of an
+ * invalid queue path. */
+#define QUEUE_NAME_INVALID                                                                                    \
+    "invalid queue name, max 64 characters consisting of alphanumeric characters and '-', '_', '#', '@', '/', " \
+    "':' allowed"
+
+/* YuniKorn's validateQueue: every part of the path a valid queue name (QueueNameRegExp
+ * ^[a-zA-Z0-9_:#/@-]{1,64}$). An empty path is valid there (it never reaches a handler). */
 static bool queue_path_valid(const char *path)
 {
     if (path == NULL || path[0] == '\0' || strlen(path) > KQ_UGM_PATH_MAX)
@@ -326,7 +350,7 @@ static bool queue_path_valid(const char *path)
     size_t part = 0;
     for (const char *p = path;; p++) {
         if (*p == '.' || *p == '\0') {
-            if (part == 0)
+            if (part == 0 || part > 64)
                 return false;
             if (*p == '\0')
                 return true;
@@ -349,11 +373,8 @@ static int queue_object(kq_app_t *app, const char *partition, const char *queue,
     int st = check_partition(app, partition, body, len);
     if (st != 0)
         return st;
-    char name[256], msg[512];
-    if (!queue_path_valid(queue)) {
-        snprintf(msg, sizeof(msg), "\"%s\" is not a valid queue path", printable(queue, name, sizeof(name)));
-        return reply_error(400, msg, msg, body, len);
-    }
+    if (!queue_path_valid(queue))
+        return reply_error(400, QUEUE_NAME_INVALID, body, len);
     char *view_body = NULL;
     size_t view_len = 0;
     st = kq_rest_queues(app, partition, &view_body, &view_len);
@@ -365,12 +386,11 @@ static int queue_object(kq_app_t *app, const char *partition, const char *queue,
     json_t *view = json_loadb(view_body, view_len, 0, NULL);
     free(view_body);
     if (view == NULL)
-        return reply_error(500, "out of memory", NULL, body, len);
+        return reply_error(500, "out of memory", body, len);
     json_t *q = find_queue(view, queue);
     if (q == NULL) {
         json_decref(view);
-        snprintf(msg, sizeof(msg), "queue \"%s\" is neither configured nor in use", printable(queue, name, sizeof(name)));
-        return reply_error(404, "Queue not found", msg, body, len);
+        return reply_error(404, "Queue not found", body, len);
     }
     *out = json_incref(q);
     json_decref(view);
@@ -409,9 +429,7 @@ int kq_rest_apps(kq_app_t *app, const char *partition, const char *state, char *
         return reply_json(kq_ugm_apps_json(app->ugm, NULL), 200, body, len);
     if (strcasecmp(state, "rejected") == 0 || strcasecmp(state, "completed") == 0)
         return reply_json(json_array(), 200, body, len); /* kubequota keeps no history */
-    return reply_error(400, "Only following application states are allowed: active, rejected, completed",
-                       "kubequota lists the active (running) applications; rejected and completed are always empty",
-                       body, len);
+    return reply_error(400, "Only following application states are allowed: active, rejected, completed", body, len);
 }
 
 /* A canonical resource map as the DAOs name it. New reference; NULL on ENOMEM. */
@@ -423,30 +441,189 @@ static json_t *dao_res(const kq_resource_t *r)
     return o;
 }
 
+/* A canonical resource map without its zero values (resources.Prune), as the DAOs name it.
+ * New reference; NULL on ENOMEM. */
+static json_t *dao_res_pruned(const kq_resource_t *r)
+{
+    json_t *o = json_object();
+    for (uint32_t i = 0; o != NULL && i < r->n; i++) {
+        if (KQ_RES_E(r)[i].value == 0)
+            continue;
+        const char *name = strcmp(KQ_RES_E(r)[i].name, "cpu") == 0 ? "vcore" : KQ_RES_E(r)[i].name;
+        if (json_object_set_new(o, name, json_integer((json_int_t)KQ_RES_E(r)[i].value)) != 0) {
+            json_decref(o);
+            o = NULL;
+        }
+    }
+    return o;
+}
+
+/* dao.NodeDAOInfo of every node the nodes informer shows (only: the one named so), sorted by
+ * name: capacity (allocatable), allocated (what the counted pods bound to it request: the
+ * ledger's, so pods of other schedulers are not in it) and available (capacity - allocated,
+ * zero values pruned as YuniKorn's refreshAvailableResource prunes them). New reference;
+ * NULL on ENOMEM. The ledger's lock is taken once, for one scan, after the nodes are copied. */
+static json_t *nodes_view(kq_app_t *app, const char *only)
+{
+    json_t *nodes = app->elastic != NULL ? kq_elastic_nodes_json(app->elastic) : json_array();
+    size_t n = json_array_size(nodes), k = 0;
+    const char **names = n > 0 ? calloc(n, sizeof(*names)) : NULL;
+    kq_resource_t *used = n > 0 ? calloc(n, sizeof(*used)) : NULL;
+    const json_t **objs = n > 0 ? calloc(n, sizeof(*objs)) : NULL;
+    json_t *out = nodes != NULL && (n == 0 || (names != NULL && used != NULL && objs != NULL)) ? json_array() : NULL;
+    size_t i;
+    json_t *x;
+    json_array_foreach(nodes, i, x) {
+        const char *name = json_string_value(json_object_get(x, "name"));
+        if (name != NULL && (only == NULL || strcmp(name, only) == 0) && names != NULL && objs != NULL) {
+            objs[k] = x;
+            names[k++] = name; /* sorted: kq_elastic_nodes_json sorts by name */
+        }
+    }
+    if (out != NULL && app->ledger != NULL && kq_ledger_nodes_used(app->ledger, names, k, used) != 0) {
+        json_decref(out);
+        out = NULL;
+    }
+    for (i = 0; out != NULL && i < k; i++) {
+        kq_resource_t cap = KQ_RESOURCE_EMPTY, avail = KQ_RESOURCE_EMPTY;
+        char err[128];
+        json_t *alloc = json_object_get(objs[i], "allocatable");
+        bool ok = kq_resource_from_json(alloc, &cap, err, sizeof(err)) == 0 && kq_resource_copy(&avail, &cap) == 0;
+        for (uint32_t r = 0; ok && r < avail.n; r++)
+            ok = kq_resource_set(&avail, KQ_RES_E(&avail)[r].name,
+                                 KQ_RES_E(&avail)[r].value - kq_resource_get(&used[i], KQ_RES_E(&avail)[r].name, NULL)) == 0;
+        json_t *o = ok ? json_pack("{s:s,s:s,s:b,s:b}", "nodeID", names[i], "hostName", names[i], "schedulable",
+                                   cap.n > 0, "isReserved", 0)
+                       : NULL;
+        json_t *c = o != NULL ? dao_res_pruned(&cap) : NULL, *u = c != NULL ? dao_res_pruned(&used[i]) : NULL,
+               *a = u != NULL ? dao_res_pruned(&avail) : NULL;
+        ok = a != NULL;
+        if (ok && json_object_size(c) > 0)
+            ok = json_object_set(o, "capacity", c) == 0;
+        if (ok && json_object_size(u) > 0)
+            ok = json_object_set(o, "allocated", u) == 0;
+        if (ok && cap.n > 0 && json_object_size(a) > 0)
+            ok = json_object_set(o, "available", a) == 0;
+        json_decref(c);
+        json_decref(u);
+        json_decref(a);
+        kq_resource_free(&cap);
+        kq_resource_free(&avail);
+        if (!ok || json_array_append_new(out, o) != 0) {
+            if (!ok)
+                json_decref(o);
+            json_decref(out);
+            out = NULL;
+        }
+    }
+    for (i = 0; used != NULL && i < n; i++)
+        kq_resource_free(&used[i]);
+    free(used);
+    free(names);
+    free(objs);
+    json_decref(nodes);
+    return out;
+}
+
 int kq_rest_nodes(kq_app_t *app, const char *partition, char **body, size_t *len)
 {
     int st = check_partition(app, partition, body, len);
     if (st != 0)
         return st;
-    json_t *nodes = app->elastic != NULL ? kq_elastic_nodes_json(app->elastic) : json_array();
-    json_t *out = nodes != NULL ? json_array() : NULL;
-    size_t i;
-    json_t *n;
-    json_array_foreach(nodes, i, n) {
-        json_t *alloc = json_object_get(n, "allocatable");
-        json_t *o = json_pack("{s:O,s:O,s:b,s:b}", "nodeID", json_object_get(n, "name"), "hostName",
-                              json_object_get(n, "name"), "schedulable", json_object_size(alloc) > 0, "isReserved", 0);
-        if (o != NULL && json_object_size(alloc) > 0 && json_object_set_new(o, "capacity", dao_names(alloc)) != 0) {
-            json_decref(o);
-            o = NULL;
-        }
-        if (out != NULL && (o == NULL || json_array_append_new(out, o) != 0)) {
-            json_decref(out);
-            out = NULL;
-        }
+    return reply_json(nodes_view(app, NULL), 200, body, len);
+}
+
+int kq_rest_node(kq_app_t *app, const char *partition, const char *node, char **body, size_t *len)
+{
+    int st = check_partition(app, partition, body, len);
+    if (st != 0)
+        return st;
+    json_t *v = nodes_view(app, node != NULL ? node : "");
+    if (v == NULL)
+        return reply_json(NULL, 500, body, len);
+    json_t *one = json_incref(json_array_get(v, 0));
+    json_decref(v);
+    if (one == NULL)
+        return reply_error(404, "Node not found", body, len);
+    return reply_json(one, 200, body, len);
+}
+
+/* YuniKorn's allowedAppActiveStatuses (handlers.go init): the states of an active
+ * application. kubequota's applications are all Running (each has a running pod). */
+static const char *const active_statuses[] = {"new", "accepted", "running", "completing", "failing", "resuming"};
+#define ACTIVE_STATUS_MSG "Only following active statuses are allowed: new,accepted,running,completing,failing,resuming"
+
+/* 0: the answer is every active application; 1: a state or status no kubequota
+ * application is in ([]); else an error reply (*body set). */
+static int status_select(const char *status, char **body, size_t *len)
+{
+    if (status == NULL || status[0] == '\0' || strcasecmp(status, "running") == 0)
+        return 0;
+    for (size_t i = 0; i < sizeof(active_statuses) / sizeof(active_statuses[0]); i++)
+        if (strcasecmp(status, active_statuses[i]) == 0)
+            return 1;
+    return reply_error(400, ACTIVE_STATUS_MSG, body, len);
+}
+
+int kq_rest_apps_select(kq_app_t *app, const char *partition, const char *queue, const char *state,
+                        const char *status, char **body, size_t *len)
+{
+    *body = NULL;
+    *len = 0;
+    int st = check_partition(app, partition, body, len);
+    if (st != 0)
+        return st;
+    if (queue != NULL) { /* getQueueApplicationsByState: the queue, then the state, then the status */
+        json_t *q;
+        st = queue_object(app, partition, queue, &q, body, len);
+        if (st != 0)
+            return st;
+        json_decref(q);
+        if (state == NULL || strcasecmp(state, "active") != 0)
+            return reply_error(400, "Only following application states are allowed: active", body, len);
+    } else if (state != NULL && strcasecmp(state, "active") != 0) {
+        return kq_rest_apps(app, partition, state, body, len); /* [] or 400 */
     }
-    json_decref(nodes);
-    return reply_json(out, 200, body, len);
+    st = status_select(status, body, len);
+    return st == 1 ? reply_json(json_array(), 200, body, len) : st;
+}
+
+typedef struct app_find {
+    const char *id;
+    json_t *hit;
+} app_find_t;
+
+static int find_app(void *data, json_t *a)
+{
+    app_find_t *f = data;
+    if (f->hit == NULL && strcmp(json_string_value(json_object_get(a, "applicationID")), f->id) == 0)
+        f->hit = json_incref(a);
+    return 0;
+}
+
+int kq_rest_application(kq_app_t *app, const char *partition, const char *queue, const char *id, char **body,
+                        size_t *len)
+{
+    int st = check_partition(app, partition, body, len);
+    if (st != 0)
+        return st;
+    char path[KQ_UGM_PATH_MAX + 1] = "";
+    if (queue != NULL) {
+        json_t *q;
+        st = queue_object(app, partition, queue, &q, body, len);
+        if (st != 0)
+            return st;
+        snprintf(path, sizeof(path), "%s", json_string_value(json_object_get(q, "queuename")));
+        json_decref(q);
+    }
+    app_find_t f = {.id = id != NULL ? id : "", .hit = NULL};
+    if (kq_ugm_apps_each(app->ugm, queue != NULL ? path : NULL, find_app, &f) != 0) {
+        json_decref(f.hit);
+        return reply_json(NULL, 500, body, len);
+    }
+    if (f.hit == NULL)
+        return reply_error(404, "Application not found", body, len);
+    return reply_json(f.hit, 200, body, len);
 }
 
 /* Process start in nanoseconds since the epoch (the first call). */
@@ -474,12 +651,12 @@ void kq_rest_init(void)
 int kq_rest_partitions(kq_app_t *app, char **body, size_t *len)
 {
     if (app->ugm == NULL)
-        return reply_error(503, "usage tracking is not initialised", NULL, body, len);
+        return reply_error(503, "usage tracking is not initialised", body, len);
     kq_resource_t used = KQ_RESOURCE_EMPTY, cap = KQ_RESOURCE_EMPTY;
     size_t apps = 0, pods = 0;
     if (kq_ugm_totals(app->ugm, &used, &apps, &pods) != 0) {
         kq_resource_free(&used);
-        return reply_error(500, "usage totals unavailable", NULL, body, len);
+        return reply_error(500, "usage totals unavailable", body, len);
     }
     json_t *nodes = app->elastic != NULL ? kq_elastic_nodes_json(app->elastic) : json_array();
     size_t i;
@@ -658,7 +835,7 @@ int kq_rest_config(kq_app_t *app, char **body, size_t *len)
 {
     kq_config_t *cfg = app->config != NULL ? kq_config_holder_get(app->config) : NULL;
     if (cfg == NULL)
-        return reply_error(404, "Configuration not found", "no configuration is loaded", body, len);
+        return reply_error(404, "Configuration not found", body, len);
     json_t *parts = json_array();
     bool ok = parts != NULL;
     for (size_t i = 0; ok && i < kq_config_partition_count(cfg); i++) {

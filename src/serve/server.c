@@ -135,6 +135,7 @@
 #define DEFAULT_MAX_VIEWS 2     /* large views built and sent at once (--max-concurrent-views) */
 #define VIEW_WAIT_S 1.0         /* a large view over the limit waits this long for a slot, then 503 */
 #define CT_JSON "application/json"
+#define CT_JSON_WS "application/json; charset=UTF-8" /* /ws/v1 answers, as YuniKorn's writeHeaders */
 #define CT_TEXT "text/plain; charset=utf-8"
 
 /* TLS 1.2 suites: ECDHE key exchange (forward secrecy) with AEAD ciphers only. */
@@ -726,10 +727,35 @@ static void h_queue_apps(const req_t *q, resp_t *r)
     resp_take(r, st, CT_JSON, out, len);
 }
 
+/* The ?status= of an applications-by-state request ("" when absent); false (400 answered)
+ * when it is too long. */
+static bool status_param(const req_t *q, resp_t *r, char *v, size_t n)
+{
+    const char *qs = q->query ? q->query : "";
+    int got = mg_get_var(qs, strlen(qs), "status", v, n);
+    if (got == -2) {
+        resp_error(r, 400, "a query parameter is too long");
+        return false;
+    }
+    if (got < 0)
+        v[0] = '\0';
+    return true;
+}
+
 static void h_apps(const req_t *q, resp_t *r)
 {
     char *out = NULL;
     size_t len = 0;
+    char status[64];
+    if (q->param[1] != NULL) { /* applications/{state}[?status=] */
+        if (!status_param(q, r, status, sizeof(status)))
+            return;
+        int st = kq_rest_apps_select(q->s->app, q->param[0], NULL, q->param[1], status, &out, &len);
+        if (st != 0) {
+            resp_take(r, st, CT_JSON, out, len);
+            return;
+        }
+    }
     if (q->chunked_ok) {
         r->status = 200;
         r->ctype = CT_JSON;
@@ -737,6 +763,43 @@ static void h_apps(const req_t *q, resp_t *r)
         return;
     }
     int st = kq_rest_apps(q->s->app, q->param[0], q->param[1], &out, &len);
+    resp_take(r, st, CT_JSON, out, len);
+}
+
+static void h_queue_apps_state(const req_t *q, resp_t *r)
+{
+    char *out = NULL;
+    size_t len = 0;
+    char status[64];
+    if (!status_param(q, r, status, sizeof(status)))
+        return;
+    int st = kq_rest_apps_select(q->s->app, q->param[0], q->param[1], q->param[2], status, &out, &len);
+    if (st == 0)
+        st = kq_rest_queue_apps(q->s->app, q->param[0], q->param[1], &out, &len);
+    resp_take(r, st, CT_JSON, out, len);
+}
+
+static void h_application(const req_t *q, resp_t *r)
+{
+    char *out = NULL;
+    size_t len = 0;
+    int st = kq_rest_application(q->s->app, q->param[0], NULL, q->param[1], &out, &len);
+    resp_take(r, st, CT_JSON, out, len);
+}
+
+static void h_queue_application(const req_t *q, resp_t *r)
+{
+    char *out = NULL;
+    size_t len = 0;
+    int st = kq_rest_application(q->s->app, q->param[0], q->param[1], q->param[2], &out, &len);
+    resp_take(r, st, CT_JSON, out, len);
+}
+
+static void h_node(const req_t *q, resp_t *r)
+{
+    char *out = NULL;
+    size_t len = 0;
+    int st = kq_rest_node(q->s->app, q->param[0], q->param[1], &out, &len);
     resp_take(r, st, CT_JSON, out, len);
 }
 
@@ -906,6 +969,12 @@ static const route_t routes[] = {
     {"GET", "/ws/v1/partition/*/applications", KQ_EP_APPS, false, h_apps, false, GUARD_REST},
     {"GET", "/ws/v1/partition/*/applications/*", KQ_EP_APPS, false, h_apps, false, GUARD_REST},
     {"GET", "/ws/v1/partition/*/nodes", KQ_EP_NODES, false, h_nodes, false, GUARD_REST},
+    {"GET", "/ws/v1/partition/*/node/*", KQ_EP_NODE, false, h_node, false, GUARD_REST},
+    {"GET", "/ws/v1/partition/*/application/*", KQ_EP_APPLICATION, false, h_application, false, GUARD_REST},
+    {"GET", "/ws/v1/partition/*/queue/*/application/*", KQ_EP_APPLICATION, false, h_queue_application, false,
+     GUARD_REST},
+    {"GET", "/ws/v1/partition/*/queue/*/applications/*", KQ_EP_QUEUE_APPS, false, h_queue_apps_state, false,
+     GUARD_REST},
     {"GET", "/ws/v1/clusters", KQ_EP_CLUSTERS, false, h_clusters, false, GUARD_REST},
     {"GET", "/ws/v1/scheduler/healthcheck", KQ_EP_HEALTHCHECK, false, h_healthcheck, false, GUARD_REST},
     {"GET", "/ws/v1/config", KQ_EP_CONFIG, false, h_config, false, GUARD_REST},
@@ -1445,6 +1514,8 @@ static int on_request(struct mg_connection *conn)
     rt->fn(&q, &r);
 
 send:
+    if (ws && r.ctype != NULL && strcmp(r.ctype, CT_JSON) == 0)
+        r.ctype = CT_JSON_WS;
     if (ws && r.cors_methods == NULL)
         r.cors_methods = strcmp(method, "POST") == 0 ? "OPTIONS, POST" : "GET, OPTIONS";
     if (!close && (!rt || !rt->has_body)) {

@@ -61,6 +61,8 @@ typedef enum kq_endpoint {
     KQ_EP_EXPLAIN_POD,    /* /ws/v1/partition/{partition}/explain/{namespace}/{pod} */
     KQ_EP_UI,             /* /ui, /ui/ and /ui/{file}: the dashboard */
     KQ_EP_GATING_WAITING, /* /ws/v1/partition/{partition}/gating/waiting */
+    KQ_EP_NODE,           /* /ws/v1/partition/{partition}/node/{node} */
+    KQ_EP_APPLICATION,    /* /ws/v1/partition/{partition}[/queue/{queue}]/application/{application} */
     KQ_EP_COUNT
 } kq_endpoint_t;
 
