@@ -24,6 +24,7 @@
 #include "kubequota/control/gating.h"
 
 #include <ctype.h>
+#include <math.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -231,14 +232,13 @@ static bool merge_groups(json_t *q, const json_t *by_name)
     return true;
 }
 
-int kq_rest_queues(kq_app_t *app, const char *partition, char **body, size_t *len)
+/* The queues view: the ugm's, with the quota groups' fields merged in. New reference; NULL
+ * on ENOMEM. */
+static json_t *queues_view(kq_app_t *app)
 {
-    int st = check_partition(app, partition, body, len);
-    if (st != 0)
-        return st;
     json_t *view = kq_ugm_queues_json(app->ugm);
     if (view == NULL || app->elastic == NULL)
-        return reply_json(view, 200, body, len);
+        return view;
     json_t *tree = kq_qtree_json(kq_elastic_qtree(app->elastic));
     json_t *by_name = json_object();
     bool ok = tree != NULL && by_name != NULL;
@@ -256,7 +256,15 @@ int kq_rest_queues(kq_app_t *app, const char *partition, char **body, size_t *le
         json_decref(view);
         view = NULL;
     }
-    return reply_json(view, 200, body, len);
+    return view;
+}
+
+int kq_rest_queues(kq_app_t *app, const char *partition, char **body, size_t *len)
+{
+    int st = check_partition(app, partition, body, len);
+    if (st != 0)
+        return st;
+    return reply_json(queues_view(app), 200, body, len);
 }
 
 /* The view of one user or group (kind "user"/"group", view from kq_ugm_user_json or
@@ -876,4 +884,290 @@ int kq_rest_gating_waiting(kq_app_t *app, const char *partition, char **body, si
     if (st != 0)
         return st;
     return reply_json(app->gating ? kq_gating_waiting_json(app->gating, NULL) : json_array(), 200, body, len);
+}
+
+/* ------------------------------------------------------------------ YuniKorn's metrics */
+
+/* A label value as the text format escapes it. */
+static void prom_label(FILE *f, const char *v)
+{
+    for (; v != NULL && *v != '\0'; v++) {
+        if (*v == '\\' || *v == '"')
+            fputc('\\', f);
+        if (*v == '\n')
+            fputs("\\n", f);
+        else
+            fputc(*v, f);
+    }
+}
+
+static void prom_family(FILE *f, const char *name, const char *type, const char *help)
+{
+    fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* yunikorn-core pkg/metrics/init.go formatMetricName: bytes outside [a-zA-Z0-9_:] become
+ * '_', and a leading digit gets a '_' before it. */
+static void metric_name(const char *in, char *out, size_t n)
+{
+    size_t k = 0;
+    if (in[0] >= '0' && in[0] <= '9' && k + 1 < n)
+        out[k++] = '_';
+    for (; *in != '\0' && k + 1 < n; in++) {
+        unsigned char c = (unsigned char)*in;
+        out[k++] = (isalnum(c) && c < 0x80) || c == '_' || c == ':' ? (char)c : '_';
+    }
+    out[k] = '\0';
+}
+
+#define HELP_QUEUE_APP                                                                                        \
+    "Queue application metrics. State of the application includes `new`, `accepted`, `rejected`, `running`, " \
+    "`failing`, `failed`, `resuming`, `completing`, `completed`."
+#define HELP_QUEUE_RESOURCE                                                                                   \
+    "Queue resource metrics. State of the resource includes `guaranteed`, `max`, `allocated`, `pending`, "     \
+    "`preempting`, `maxRunningApps`."
+
+/* The queue states of queue_resource and the queue view's field each comes from. */
+static const struct { const char *state, *field; } queue_states[] = {
+    {"guaranteed", "guaranteedResource"},
+    {"max", "maxResource"},
+    {"allocated", "allocatedResource"},
+    {"pending", "pendingResource"},
+};
+
+/* The samples of one queue: queue_app (leaves: running applications) when app is set, else
+ * queue_resource. label: the queue label (yunikorn_queue_*), or NULL for the per-queue
+ * families of YuniKorn before 1.7 (yunikorn_<queue>_queue_*), named `family`. */
+static void queue_samples(FILE *f, const json_t *q, bool app, const char *family, const char *label)
+{
+    const char *lbl = label != NULL ? "queue=\"" : "";
+    if (app) {
+        if (!json_is_true(json_object_get(q, "isLeaf")))
+            return;
+        fprintf(f, "%s{%s", family, lbl);
+        if (label != NULL) {
+            prom_label(f, label);
+            fputs("\",", f);
+        }
+        fprintf(f, "state=\"running\"} %" JSON_INTEGER_FORMAT "\n", json_integer_value(json_object_get(q, "runningApps")));
+        return;
+    }
+    for (size_t s = 0; s < sizeof(queue_states) / sizeof(queue_states[0]); s++) {
+        const char *res;
+        json_t *v;
+        json_object_foreach((json_t *)json_object_get(q, queue_states[s].field), res, v) {
+            fprintf(f, "%s{%s", family, lbl);
+            if (label != NULL) {
+                prom_label(f, label);
+                fputs("\",", f);
+            }
+            fputs("resource=\"", f);
+            prom_label(f, res);
+            fprintf(f, "\",state=\"%s\"} %" JSON_INTEGER_FORMAT "\n", queue_states[s].state, json_integer_value(v));
+        }
+    }
+    json_t *max_apps = json_object_get(q, "maxRunningApps");
+    if (max_apps != NULL) {
+        fprintf(f, "%s{%s", family, lbl);
+        if (label != NULL) {
+            prom_label(f, label);
+            fputs("\",", f);
+        }
+        fprintf(f, "resource=\"apps\",state=\"maxRunningApps\"} %" JSON_INTEGER_FORMAT "\n", json_integer_value(max_apps));
+    }
+}
+
+/* Every queue of the view, depth first: the labelled families (legacy false) or each
+ * queue's own pre-1.7 families (legacy true). */
+static void queue_walk(FILE *f, const json_t *q, bool app, bool legacy)
+{
+    const char *name = json_string_value(json_object_get(q, "queuename"));
+    if (name != NULL && !legacy) {
+        queue_samples(f, q, app, app ? "yunikorn_queue_app" : "yunikorn_queue_resource", name);
+    } else if (name != NULL) {
+        char fmt[KQ_UGM_PATH_MAX + 2], family[KQ_UGM_PATH_MAX + 64];
+        metric_name(name, fmt, sizeof(fmt));
+        snprintf(family, sizeof(family), "yunikorn_%s_queue_%s", fmt, app ? "app" : "resource");
+        bool any = app ? json_is_true(json_object_get(q, "isLeaf")) : json_object_get(q, "maxRunningApps") != NULL;
+        for (size_t s = 0; !app && !any && s < sizeof(queue_states) / sizeof(queue_states[0]); s++)
+            any = json_object_size(json_object_get(q, queue_states[s].field)) > 0;
+        if (any) { /* a family without samples is not written, as client_golang writes none */
+            prom_family(f, family, "gauge", app ? HELP_QUEUE_APP : HELP_QUEUE_RESOURCE);
+            queue_samples(f, q, app, family, NULL);
+        }
+    }
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(q, "children"), i, c) {
+        queue_walk(f, c, app, legacy);
+    }
+}
+
+/* yunikorn-core pkg/metrics/scheduler.go resourceUsageRangeBuckets */
+static const char *const usage_ranges[10] = {"[0,10%]",   "(10%,20%]", "(20%,30%]", "(30%,40%]", "(40%,50%]",
+                                             "(50%,60%]", "(60%,70%]", "(70%,80%]", "(80%,90%]", "(90%,100%]"};
+
+/* yunikorn_scheduler_<resource>_node_usage_total{range}: how many nodes use each tenth of
+ * their capacity of a resource, as partition.go calculateNodesResourceUsage counts them. */
+static bool node_usage(FILE *f, const json_t *nodes)
+{
+    json_t *hist = json_object(); /* resource -> [10 counts] */
+    size_t i;
+    json_t *n;
+    json_array_foreach(nodes, i, n) {
+        const char *res;
+        json_t *total;
+        json_object_foreach(json_object_get(n, "capacity"), res, total) {
+            json_int_t t = json_integer_value(total);
+            if (t <= 0 || hist == NULL)
+                continue;
+            double v = (double)json_integer_value(json_object_get(json_object_get(n, "allocated"), res)) / (double)t;
+            v = v > 1 ? 1 : v; /* over-allocated: 100% */
+            int idx = (int)ceil(v * 10) - 1;
+            idx = idx < 0 ? 0 : idx;
+            json_t *h = json_object_get(hist, res);
+            if (h == NULL) {
+                h = json_pack("[iiiiiiiiii]", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+                if (h == NULL || json_object_set_new(hist, res, h) != 0) {
+                    json_decref(hist);
+                    hist = NULL;
+                    continue;
+                }
+            }
+            json_t *c = json_array_get(h, (size_t)idx);
+            json_integer_set(c, json_integer_value(c) + 1);
+        }
+    }
+    const char *res;
+    json_t *h;
+    json_object_foreach(hist, res, h) {
+        char fmt[128], family[192];
+        metric_name(res, fmt, sizeof(fmt));
+        snprintf(family, sizeof(family), "yunikorn_scheduler_%s_node_usage_total", fmt);
+        prom_family(f, family, "gauge", "Total resource usage of node, by resource name.");
+        for (size_t k = 0; k < 10; k++)
+            fprintf(f, "%s{range=\"%s\"} %" JSON_INTEGER_FORMAT "\n", family, usage_ranges[k],
+                    json_integer_value(json_array_get(h, k)));
+    }
+    bool ok = hist != NULL;
+    json_decref(hist);
+    return ok;
+}
+
+char *kq_rest_metrics(kq_app_t *app, size_t *len)
+{
+    *len = 0;
+    if (app->ugm == NULL)
+        return NULL;
+    json_t *queues = queues_view(app);
+    json_t *nodes = queues != NULL ? nodes_view(app, NULL) : NULL;
+    kq_resource_t used = KQ_RESOURCE_EMPTY;
+    size_t apps = 0, pods = 0;
+    bool ok = nodes != NULL && kq_ugm_totals(app->ugm, &used, &apps, &pods) == 0;
+    kq_resource_free(&used);
+    char *text = NULL;
+    size_t n = 0;
+    FILE *f = ok ? open_memstream(&text, &n) : NULL;
+    if (f != NULL) {
+        prom_family(f, "yunikorn_queue_app", "gauge", HELP_QUEUE_APP);
+        queue_walk(f, queues, true, false);
+        prom_family(f, "yunikorn_queue_resource", "gauge", HELP_QUEUE_RESOURCE);
+        queue_walk(f, queues, false, false);
+        queue_walk(f, queues, true, true);
+        queue_walk(f, queues, false, true);
+        prom_family(f, "yunikorn_scheduler_application_total", "gauge",
+                    "Total number of applications. State of the application includes `running`, `resuming`, "
+                    "`failing`, `completing`, `completed` and `failed`.");
+        fprintf(f, "yunikorn_scheduler_application_total{state=\"running\"} %zu\n", apps);
+        prom_family(f, "yunikorn_scheduler_node", "gauge",
+                    "Total number of nodes. State of the node includes `active` and `failed`.");
+        fprintf(f, "yunikorn_scheduler_node{state=\"active\"} %zu\n", json_array_size(nodes));
+        ok = node_usage(f, nodes);
+        ok = fclose(f) == 0 && ok;
+    }
+    json_decref(queues);
+    json_decref(nodes);
+    if (!ok || text == NULL) {
+        free(text);
+        return NULL;
+    }
+    *len = n;
+    return text;
+}
+
+/* ------------------------------------------------------------------ the web UI's other reads */
+
+int kq_rest_node_utilizations(kq_app_t *app, char **body, size_t *len)
+{
+    if (app->ugm == NULL)
+        return reply_error(503, "usage tracking is not initialised", body, len);
+    json_t *nodes = nodes_view(app, NULL);
+    json_t *by_type = nodes != NULL ? json_object() : NULL; /* resource -> [10 arrays of names] */
+    size_t i;
+    json_t *n;
+    bool ok = by_type != NULL;
+    json_array_foreach(nodes, i, n) {
+        const char *res;
+        json_t *cap;
+        json_object_foreach(json_object_get(n, "capacity"), res, cap) {
+            /* resources.CalculateAbsUsedCapacity: a whole percentage; then the bucket
+             * Dim(Ceil(v/10), 1) of getPartitionNodesUtilJSON */
+            json_int_t c = json_integer_value(cap), u = json_integer_value(json_object_get(json_object_get(n, "allocated"), res));
+            json_int_t pct = u <= 0 ? 0 : c <= 0 ? 100 : (json_int_t)((double)u / (double)c * 100);
+            int idx = (int)ceil((double)pct / 10) - 1;
+            idx = idx < 0 ? 0 : idx > 9 ? 9 : idx;
+            json_t *b = json_object_get(by_type, res);
+            if (ok && b == NULL) {
+                b = json_pack("[[],[],[],[],[],[],[],[],[],[]]");
+                ok = b != NULL && json_object_set_new(by_type, res, b) == 0;
+            }
+            if (ok)
+                ok = json_array_append(json_array_get(b, (size_t)idx), json_object_get(n, "nodeID")) == 0;
+        }
+    }
+    json_t *list = ok ? json_array() : NULL;
+    const char *res;
+    json_t *b;
+    json_object_foreach(by_type, res, b) {
+        json_t *util = json_array();
+        for (int k = 0; util != NULL && k < 10; k++) {
+            char name[16];
+            snprintf(name, sizeof(name), "%d-%d%%", k * 10, (k + 1) * 10);
+            json_t *names = json_array_get(b, (size_t)k);
+            json_t *o = json_pack("{s:s}", "bucketName", name);
+            if (o != NULL && json_array_size(names) > 0 && /* omitempty */
+                (json_object_set_new(o, "numOfNodes", json_integer((json_int_t)json_array_size(names))) != 0 ||
+                 json_object_set(o, "nodeNames", names) != 0)) {
+                json_decref(o);
+                o = NULL;
+            }
+            if (o == NULL || json_array_append_new(util, o) != 0) {
+                json_decref(util);
+                util = NULL;
+            }
+        }
+        json_t *t = util != NULL ? json_pack("{s:s,s:o}", "type", res, "utilization", util) : NULL;
+        if (list != NULL && (t == NULL || json_array_append_new(list, t) != 0)) {
+            json_decref(list);
+            list = NULL;
+        }
+    }
+    json_decref(by_type);
+    json_decref(nodes);
+    json_t *part = list != NULL ? json_pack("{s:s,s:s}", "clusterId", "kubernetes", "partition", app->partition) : NULL;
+    if (part != NULL && json_array_size(list) > 0 && json_object_set(part, "utilizations", list) != 0) {
+        json_decref(part);
+        part = NULL;
+    }
+    json_decref(list);
+    json_t *out = part != NULL ? json_pack("[o]", part) : NULL;
+    return reply_json(out, 200, body, len);
+}
+
+int kq_rest_history(kq_app_t *app, char **body, size_t *len)
+{
+    (void)app;
+    /* what YuniKorn answers with its internal metrics collection off (getApplicationHistory,
+     * getContainerHistory): kubequota keeps no history */
+    return reply_error(500, "Internal metrics collection is not enabled.", body, len);
 }

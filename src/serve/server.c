@@ -569,6 +569,14 @@ static void h_metrics(const req_t *q, resp_t *r)
     resp_take(r, 200, KQ_METRICS_CONTENT_TYPE, out, len);
 }
 
+/* YuniKorn's metric families (rest.h kq_rest_metrics), beside kubequota's own /metrics. */
+static void h_ws_metrics(const req_t *q, resp_t *r)
+{
+    size_t len = 0;
+    char *out = kq_rest_metrics(q->s->app, &len);
+    resp_take(r, 200, KQ_METRICS_CONTENT_TYPE, out, len);
+}
+
 static void h_users(const req_t *q, resp_t *r)
 {
     char *out = NULL;
@@ -803,6 +811,22 @@ static void h_node(const req_t *q, resp_t *r)
     resp_take(r, st, CT_JSON, out, len);
 }
 
+static void h_node_utilizations(const req_t *q, resp_t *r)
+{
+    char *out = NULL;
+    size_t len = 0;
+    int st = kq_rest_node_utilizations(q->s->app, &out, &len);
+    resp_take(r, st, CT_JSON, out, len);
+}
+
+static void h_history(const req_t *q, resp_t *r)
+{
+    char *out = NULL;
+    size_t len = 0;
+    int st = kq_rest_history(q->s->app, &out, &len);
+    resp_take(r, st, CT_JSON, out, len);
+}
+
 static void h_nodes(const req_t *q, resp_t *r)
 {
     char *out = NULL;
@@ -955,6 +979,7 @@ static const route_t routes[] = {
     {"GET", "/healthz", KQ_EP_HEALTHZ, false, h_healthz, false, GUARD_OPEN},
     {"GET", "/readyz", KQ_EP_READYZ, false, h_readyz, false, GUARD_OPEN},
     {"GET", "/metrics", KQ_EP_METRICS, false, h_metrics, false, GUARD_METRICS},
+    {"GET", "/ws/v1/metrics", KQ_EP_WS_METRICS, false, h_ws_metrics, false, GUARD_METRICS},
     {"GET", "/ws/v1/partition/*/usage/users", KQ_EP_USAGE_USERS, false, h_users, false, GUARD_REST},
     {"GET", "/ws/v1/partition/*/usage/user/*", KQ_EP_USAGE_USER, false, h_user, false, GUARD_REST_SELF},
     {"GET", "/ws/v1/partition/*/usage/groups", KQ_EP_USAGE_GROUPS, false, h_groups, false, GUARD_REST},
@@ -977,6 +1002,9 @@ static const route_t routes[] = {
      GUARD_REST},
     {"GET", "/ws/v1/clusters", KQ_EP_CLUSTERS, false, h_clusters, false, GUARD_REST},
     {"GET", "/ws/v1/scheduler/healthcheck", KQ_EP_HEALTHCHECK, false, h_healthcheck, false, GUARD_REST},
+    {"GET", "/ws/v1/scheduler/node-utilizations", KQ_EP_NODE_UTILIZATIONS, false, h_node_utilizations, false, GUARD_REST},
+    {"GET", "/ws/v1/history/apps", KQ_EP_HISTORY, false, h_history, false, GUARD_REST},
+    {"GET", "/ws/v1/history/containers", KQ_EP_HISTORY, false, h_history, false, GUARD_REST},
     {"GET", "/ws/v1/config", KQ_EP_CONFIG, false, h_config, false, GUARD_REST},
     {"GET", "/ws/v1/partition/*/placementrules", KQ_EP_PLACEMENT_RULES, false, h_placement_rules, false, GUARD_REST},
     {"GET", "/ws/v1/partition/*/gating/waiting", KQ_EP_GATING_WAITING, false, h_gating_waiting, false, GUARD_REST},
@@ -1266,6 +1294,7 @@ static bool large_view(kq_endpoint_t ep)
     case KQ_EP_CHARGES:
     case KQ_EP_GATING_WAITING:
     case KQ_EP_METRICS:
+    case KQ_EP_WS_METRICS:
         return true;
     default:
         return false;

@@ -6,6 +6,9 @@ Expected values come from apache/yunikorn-core pkg/webservice/handlers.go and it
 (pkg/webservice/handlers_test.go, function named at each check) and from the pods this test
 creates (their requests, with the shim's pods: 1 per pod), never from kubequota's answers."""
 
+import os
+import shutil
+import subprocess
 import urllib.parse
 
 from kqtest import KQTestCase, HttpClient, certs, wait_until
@@ -171,10 +174,220 @@ class YuniKornRestMoreTest(KQTestCase):
             h = {k.lower(): v for k, v in r.headers.items()}
             self.assertEqual(h.get("content-type"), "application/json; charset=UTF-8", path)
 
+    def test_web_ui_calls(self):
+        # apache/yunikorn-web src/app/services/scheduler/scheduler.service.ts (commit 63b7660):
+        # every /ws/v1 call the web UI makes, with what it reads from each answer
+        ok = {
+            "/ws/v1/clusters": list,                                      # fetchClusterList
+            "/ws/v1/partitions": list,                                    # fetchPartitionList
+            WS + "/queues": dict,                                         # fetchSchedulerQueues
+            WS + "/queue/root.dev/applications": list,                    # fetchAppList
+            WS + "/nodes": list,                                          # fetchNodeList
+            "/ws/v1/scheduler/node-utilizations": list,                   # fetchNodeUtilizationsInfo
+            "/ws/v1/scheduler/healthcheck": dict,                         # fecthHealthchecks
+        }
+        for path, typ in ok.items():
+            r = self.kq.http.get(path)
+            self.assertEqual(r.status, 200, "%s: %s" % (path, r.text))
+            self.assertIsInstance(r.json(), typ, path)
+        # fetchAppHistory / fetchContainerHistory: what YuniKorn answers with its internal
+        # metrics off (handlers.go getApplicationHistory, TestApplicationHistory)
+        for path in ("/ws/v1/history/apps", "/ws/v1/history/containers"):
+            self.error(path, 500, "Internal metrics collection is not enabled.")
+        # fetchNodeList reads capacity, allocated, available of every node
+        for n in self.kq.get_json(WS + "/nodes"):
+            self.assertIn("capacity", n)
+            self.assertIn("available", n)
+
+    def test_node_utilizations(self):
+        # handlers.go getPartitionNodesUtilJSON (handlers_test.go TestGetNodeUtilisations,
+        # TestGetPartitionNodesUtilJSON): per resource ten buckets "0-10%" .. "90-100%" of node
+        # names by CalculateAbsUsedCapacity (a whole percentage), bucket Dim(Ceil(pct/10), 1);
+        # numOfNodes and nodeNames omitted when empty. The two pods use under 10% of any node.
+        r = self.kq.http.get("/ws/v1/scheduler/node-utilizations")
+        self.assertEqual(r.status, 200, r.text)
+        body = r.json()
+        self.assertEqual(len(body), 1)
+        self.assertEqual(body[0]["partition"], "default")
+        self.assertIsInstance(body[0]["clusterId"], str)
+        util = {u["type"]: u["utilization"] for u in body[0]["utilizations"]}
+        self.assertEqual(sorted(util), ["memory", "pods", "vcore"])
+        names = ["%d-%d%%" % (k * 10, (k + 1) * 10) for k in range(10)]
+        for typ, buckets in util.items():
+            self.assertEqual([b["bucketName"] for b in buckets], names, typ)
+            self.assertEqual(buckets[0], {"bucketName": "0-10%", "numOfNodes": 3,
+                                          "nodeNames": ["node-1", "node-2", "node-3"]}, typ)
+            for b in buckets[1:]:
+                self.assertEqual(b, {"bucketName": b["bucketName"]}, typ)
+
     def test_new_endpoints_need_the_usage_permission(self):
         # the same access rules as the other /ws/v1 views (serve/auth.c): no token, no data
         anon = HttpClient(self.kq.url, ca=certs()["ca"])
         for path in (WS + "/application/spark-1", WS + "/queue/root.dev/application/spark-1",
                      WS + "/node/node-1", WS + "/queue/root.dev/applications/Active",
-                     WS + "/applications/active?status=Running"):
+                     WS + "/applications/active?status=Running", "/ws/v1/scheduler/node-utilizations",
+                     "/ws/v1/history/apps"):
             self.assertEqual(anon.get(path).status, 401, path)
+
+
+def parse_prom(text):
+    """{(name, frozenset(labels.items())): value} of a text exposition (no escapes needed here)."""
+    out = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        head, value = line.rsplit(" ", 1)
+        name, labels = head, {}
+        if "{" in head:
+            name, rest = head.split("{", 1)
+            for part in rest.rstrip("}").split('",'):
+                if part:
+                    k, v = part.split('="', 1)
+                    labels[k] = v.rstrip('"')
+        out[(name, frozenset(labels.items()))] = float(value)
+    return out
+
+
+def sample(samples, name, **labels):
+    return samples.get((name, frozenset(labels.items())))
+
+
+# apache/yunikorn-k8shim deployments/grafana-dashboard/yunikorn-metrics.json (commit ac4f1416,
+# YUNIKORN-2753): the metric names its panels query, the queue ones with the dashboard's
+# $Queue variable (regex /yunikorn_root_(.*)_queue/) set to "dev"
+DASHBOARD_SERVED = [
+    "yunikorn_scheduler_application_total",
+    "yunikorn_scheduler_vcore_node_usage_total",
+    "yunikorn_scheduler_memory_node_usage_total",
+    "yunikorn_scheduler_pods_node_usage_total",
+    "yunikorn_scheduler_ephemeral_storage_node_usage_total",
+    "yunikorn_root_dev_queue_app",
+    "yunikorn_root_dev_queue_resource",
+]
+# ... and those kubequota does not serve (it runs no scheduling loop and keeps no submission
+# or allocation-attempt history): named in docs/metrics.md
+DASHBOARD_NOT_SERVED = [
+    "yunikorn_scheduler_application_submission_total",
+    "yunikorn_scheduler_container_allocation_attempt_total",
+    "yunikorn_scheduler_scheduling_latency_milliseconds",
+    "yunikorn_scheduler_trynode_latency_milliseconds",
+    "yunikorn_scheduler_trypreemption_latency_milliseconds",
+]
+# YuniKorn's gauges named *_total (pkg/metrics/scheduler.go): promtool's one lint, kept for
+# the dashboards
+GAUGES_NAMED_TOTAL = {"yunikorn_scheduler_application_total"} | {
+    n for n in DASHBOARD_SERVED if n.endswith("_node_usage_total")}
+
+
+class YuniKornMetricsTest(KQTestCase):
+    CONFIG = CONFIG
+
+    def setUp(self):
+        super().setUp()
+        # a node with ephemeral storage (the dashboard has a panel for it)
+        self.sim.world.add_node("node-eph", cpu="4", memory="8Gi", extra={
+            "status": {"capacity": {"ephemeral-storage": "100Gi"},
+                       "allocatable": {"ephemeral-storage": "100Gi"}}})
+        wait_until(lambda: len(self.kq.get_json(WS + "/nodes")) == 4, msg="four nodes")
+        self.create("a1", user="alice", groups=["dev"], queue="root.dev", cpu="500m", memory="1Gi",
+                    app="spark-1")
+        self.assert_bound("a1")
+        self.create("a2", user="carol", groups=["ops"], queue="root.dev", cpu="250m", memory="256Mi",
+                    app="carol-1")
+        self.assert_bound("a2")
+        self.create("big", user="alice", groups=["dev"], queue="root.default", cpu="20", memory="256Mi",
+                    app="big-1")
+        self.assert_bound("big")
+        wait_until(lambda: len(self.kq.get_json(WS + "/applications")) == 3, msg="three applications")
+
+    def scrape(self):
+        r = self.kq.http.get("/ws/v1/metrics")
+        self.assertEqual(r.status, 200, r.text)
+        self.assertTrue(r.headers.get("Content-Type", "").startswith("text/plain; version=0.0.4"))
+        return r.text
+
+    def test_queue_and_scheduler_families(self):
+        s = parse_prom(self.scrape())
+        # yunikorn-core pkg/metrics/queue.go (queue_test.go TestApplicationsRunning,
+        # TestQueueAllocatedResourceMetrics, TestQueueMaxResourceMetrics): the labelled families
+        self.assertEqual(sample(s, "yunikorn_queue_app", queue="root.dev", state="running"), 2)
+        self.assertEqual(sample(s, "yunikorn_queue_app", queue="root.default", state="running"), 1)
+        self.assertEqual(sample(s, "yunikorn_queue_resource", queue="root.dev", state="allocated",
+                                resource="vcore"), 750)
+        self.assertEqual(sample(s, "yunikorn_queue_resource", queue="root.dev", state="allocated",
+                                resource="memory"), GI + 256 * MI)
+        self.assertEqual(sample(s, "yunikorn_queue_resource", queue="root.dev", state="allocated",
+                                resource="pods"), 2)
+        self.assertEqual(sample(s, "yunikorn_queue_resource", queue="root.dev", state="max",
+                                resource="memory"), 16 * GI)
+        self.assertEqual(sample(s, "yunikorn_queue_resource", queue="root", state="allocated",
+                                resource="vcore"), 20750)
+        # the pre-1.7 per-queue names (formatMetricName("root.dev") = "root_dev"), which the
+        # dashboard queries: removed from yunikorn-core by YUNIKORN-3087 (1a07ad75)
+        self.assertEqual(sample(s, "yunikorn_root_dev_queue_app", state="running"), 2)
+        self.assertEqual(sample(s, "yunikorn_root_dev_queue_resource", state="allocated", resource="vcore"), 750)
+        self.assertEqual(sample(s, "yunikorn_root_queue_resource", state="allocated", resource="pods"), 3)
+        # scheduler.go: application_total{state} and node{state}
+        self.assertEqual(sample(s, "yunikorn_scheduler_application_total", state="running"), 3)
+        self.assertEqual(sample(s, "yunikorn_scheduler_node", state="active"), 4)
+
+    def test_node_usage_buckets(self):
+        # yunikorn-core pkg/scheduler/partition.go calculateNodesResourceUsage: per resource a
+        # node's allocated/capacity (at most 1), bucket ceil(10v)-1 (0 for an idle node), the
+        # ranges of pkg/metrics/scheduler.go resourceUsageRangeBuckets
+        ranges = ["[0,10%]", "(10%,20%]", "(20%,30%]", "(30%,40%]", "(40%,50%]", "(50%,60%]",
+                  "(60%,70%]", "(70%,80%]", "(80%,90%]", "(90%,100%]"]
+        cap = {n: {"vcore": 64000, "memory": 256 * GI, "pods": 110} for n in ("node-1", "node-2", "node-3")}
+        cap["node-eph"] = {"vcore": 4000, "memory": 8 * GI, "pods": 110, "ephemeral_storage": 100 * GI}
+        req = {"a1": {"vcore": 500, "memory": GI, "pods": 1}, "a2": {"vcore": 250, "memory": 256 * MI, "pods": 1},
+               "big": {"vcore": 20000, "memory": 256 * MI, "pods": 1}}
+        used = {n: {} for n in cap}
+        for pod, r in req.items():
+            node = self.sim.get_pod("default", pod)["spec"]["nodeName"]
+            for k, v in r.items():
+                used[node][k] = used[node].get(k, 0) + v
+        want = {}
+        for node, c in cap.items():
+            for res, total in c.items():
+                v = min(used[node].get(res, 0) / total, 1)
+                idx = max(-(-int(v * 1000) // 100) - 1, 0)  # ceil(10v)-1 on exact thousandths
+                want.setdefault(res, [0] * 10)[idx] += 1
+        self.assertEqual(want["vcore"][3], 1)  # the node with "big": 20.75 of 64 cores, (30%,40%]
+        s = parse_prom(self.scrape())
+        for res, counts in want.items():
+            name = "yunikorn_scheduler_%s_node_usage_total" % res
+            got = [sample(s, name, range=r) for r in ranges]
+            self.assertEqual(got, counts, name)
+
+    def test_grafana_dashboard_names(self):
+        text = self.scrape()
+        families = {k[0] for k in parse_prom(text)}
+        for name in DASHBOARD_SERVED:
+            self.assertIn(name, families, name)
+        with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs",
+                               "metrics.md")) as f:
+            doc = f.read()
+        for name in DASHBOARD_NOT_SERVED:
+            self.assertFalse(any(f.startswith(name) for f in families), name)
+            self.assertIn(name, doc, "docs/metrics.md does not name %s as not served" % name)
+
+    def test_promtool_accepts_it(self):
+        promtool = os.environ.get("KQ_PROMTOOL") or shutil.which("promtool")
+        if promtool is None:
+            self.skipTest("no promtool (scripts/promtool.sh; or set KQ_PROMTOOL)")
+        r = subprocess.run([promtool, "check", "metrics"], input=self.scrape(), capture_output=True, text=True,
+                           timeout=60)
+        problems = [l.strip() for l in (r.stdout + r.stderr).splitlines() if l.strip()]
+        for p in problems:  # YuniKorn's own names: gauges ending in _total, nothing else
+            name = p.split()[0]
+            self.assertIn(name, GAUGES_NAMED_TOTAL, p)
+            self.assertIn('non-counter metrics should not have "_total" suffix', p)
+
+    def test_follows_the_metrics_rules(self):
+        # /ws/v1/metrics is guarded like /metrics (open unless --metrics-auth), and holds no
+        # user or group names
+        anon = HttpClient(self.kq.url, ca=certs()["ca"])
+        self.assertEqual(anon.get("/metrics").status, anon.get("/ws/v1/metrics").status)
+        text = self.scrape()
+        self.assertNotIn("alice", text)
+        self.assertNotIn("carol", text)

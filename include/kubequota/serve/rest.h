@@ -78,6 +78,23 @@ int kq_rest_apps_select(kq_app_t *app, const char *partition, const char *queue,
  * applications view; 404 "Application not found". */
 int kq_rest_application(kq_app_t *app, const char *partition, const char *queue, const char *id, char **body,
                         size_t *len);
+/* GET /ws/v1/metrics: YuniKorn's metric families that kubequota can compute (Prometheus text
+ * format 0.0.4): yunikorn_queue_app{queue,state="running"} (leaf queues),
+ * yunikorn_queue_resource{queue,resource,state} (guaranteed, max, allocated, pending,
+ * maxRunningApps), the same per queue under YuniKorn's pre-1.7 names
+ * yunikorn_<queue>_queue_app / _queue_resource (its Grafana dashboard queries those),
+ * yunikorn_scheduler_application_total{state="running"}, yunikorn_scheduler_node{state=
+ * "active"} and yunikorn_scheduler_<resource>_node_usage_total{range}. A new malloc'ed text
+ * (*len its length); NULL on ENOMEM or without usage tracking. */
+char *kq_rest_metrics(kq_app_t *app, size_t *len);
+/* GET /ws/v1/scheduler/node-utilizations: [dao.PartitionNodesUtilDAOInfo] of the partition:
+ * per resource, ten buckets of nodes by allocated/capacity (kq_rest_nodes' numbers), as
+ * YuniKorn's getPartitionNodesUtilJSON. */
+int kq_rest_node_utilizations(kq_app_t *app, char **body, size_t *len);
+/* GET /ws/v1/history/apps and /ws/v1/history/containers: YuniKorn's answer when its internal
+ * metrics collection is off (500 "Internal metrics collection is not enabled."): kubequota
+ * keeps no history. */
+int kq_rest_history(kq_app_t *app, char **body, size_t *len);
 /* YuniKorn's configs.UserRegExp and GroupRegExp. */
 bool kq_rest_user_name_valid(const char *name);
 bool kq_rest_group_name_valid(const char *name);
