@@ -11,7 +11,7 @@ import shutil
 import subprocess
 import urllib.parse
 
-from kqtest import KQTestCase, HttpClient, certs, wait_until
+from kqtest import KQTestCase, HttpClient, certs, queues_config, wait_until
 from test_yunikorn_rest import (APPLICATION, CONFIG, ERROR, NODE, WS, Contract)
 
 GI = 1 << 30
@@ -391,3 +391,36 @@ class YuniKornMetricsTest(KQTestCase):
         text = self.scrape()
         self.assertNotIn("alice", text)
         self.assertNotIn("carol", text)
+
+
+# yunikorn-core pkg/webservice/handlers_test.go configTwoLevelQueues (partition "default"):
+# root's childtemplate, a parent "a" without one, and a leaf "a1"
+TEMPLATE_CONFIG = queues_config(
+    {"name": "a", "resources": {"guaranteed": {"memory": "500000", "vcore": "50000"},
+                                "max": {"memory": "800000", "vcore": "80000"}},
+     "queues": [{"name": "a1", "properties": {"application.sort.policy": "fifo"},
+                 "resources": {"guaranteed": {"memory": "500000", "vcore": "50000"},
+                               "max": {"memory": "800000", "vcore": "80000"}}}]},
+)
+TEMPLATE_CONFIG["partitions"][0]["queues"][0].update({
+    "properties": {"application.sort.policy": "fifo"},
+    "childtemplate": {"maxapplications": 10, "properties": {"application.sort.policy": "fifo"},
+                      "resources": {"guaranteed": {"memory": "400000"}, "max": {"memory": "600000"}}}})
+
+
+class YuniKornTemplateTest(KQTestCase):
+    CONFIG = TEMPLATE_CONFIG
+
+    def test_parent_queue_template(self):
+        # handlers_test.go TestGetPartitionQueuesHandler: root and root.a (which inherits
+        # root's template: queue.go addChildQueue) carry dao.TemplateInfo, the leaf none
+        want = {"maxApplications": 10, "maxResource": {"memory": 600000},
+                "guaranteedResource": {"memory": 400000},
+                "properties": {"application.sort.policy": "fifo"}}
+        root = self.kq.queues()
+        self.assertEqual(root["template"], want)
+        a = [c for c in root["children"] if c["queuename"] == "root.a"][0]
+        self.assertEqual(a["template"], want)
+        a1 = [c for c in a["children"] if c["queuename"] == "root.a.a1"][0]
+        self.assertNotIn("template", a1)
+        self.assertEqual(self.kq.get_json(WS + "/queue/root.a")["template"], want)
