@@ -152,6 +152,68 @@ static void test_users_and_user(void **state)
     json_decref(j);
 }
 
+/* The checks of yunikorn-core pkg/webservice/handlers.go getPartitionApplicationsByState and
+ * getQueueApplicationsByState, in their order (handlers_test.go
+ * TestGetQueueApplicationsByStateHandler's illegal states and statuses). */
+static void test_apps_select(void **state)
+{
+    fx_t *f = *state;
+    add_usage(f);
+    char *b = NULL;
+    size_t n = 0;
+    assert_int_equal(kq_rest_apps_select(&f->app, "default", NULL, "Active", "", &b, &n), 0);
+    assert_null(b);
+    assert_int_equal(kq_rest_apps_select(&f->app, "default", NULL, "active", "RUNNING", &b, &n), 0);
+    json_t *j = parsed(kq_rest_apps_select(&f->app, "default", NULL, "active", "Accepted", &b, &n), 200, &b, &n);
+    assert_int_equal(json_array_size(j), 0);
+    json_decref(j);
+    j = parsed(kq_rest_apps_select(&f->app, "default", NULL, "active", "Invalid", &b, &n), 400, &b, &n);
+    assert_true(strncmp(json_string_value(json_object_get(j, "message")),
+                        "Only following active statuses are allowed: ", 44) == 0);
+    json_decref(j);
+    j = parsed(kq_rest_apps_select(&f->app, "default", NULL, "sleeping", "", &b, &n), 400, &b, &n);
+    assert_yapi_error(j, 400, "Only following application states are allowed: active, rejected, completed");
+    json_decref(j);
+    j = parsed(kq_rest_apps_select(&f->app, "other", NULL, "sleeping", "", &b, &n), 404, &b, &n);
+    assert_yapi_error(j, 404, "Partition not found");
+    json_decref(j);
+    /* the queue form: partition, queue name, queue, then the state (active only), then the status */
+    assert_int_equal(kq_rest_apps_select(&f->app, "default", "root.team-a", "ACTIVE", NULL, &b, &n), 0);
+    j = parsed(kq_rest_apps_select(&f->app, "default", "root.team-a", "Completed", "", &b, &n), 400, &b, &n);
+    assert_yapi_error(j, 400, "Only following application states are allowed: active");
+    json_decref(j);
+    j = parsed(kq_rest_apps_select(&f->app, "default", "root.nope", "Completed", "", &b, &n), 404, &b, &n);
+    assert_yapi_error(j, 404, "Queue not found");
+    json_decref(j);
+    j = parsed(kq_rest_application(&f->app, "default", NULL, "app-1", &b, &n), 200, &b, &n);
+    assert_string_equal(json_string_value(json_object_get(j, "applicationID")), "app-1");
+    json_decref(j);
+    j = parsed(kq_rest_application(&f->app, "default", "root.team-a", "app-2", &b, &n), 404, &b, &n);
+    assert_yapi_error(j, 404, "Application not found");
+    json_decref(j);
+}
+
+/* /ws/v1/metrics: yunikorn-core pkg/metrics/queue.go's labelled families and the pre-1.7
+ * per-queue names (formatMetricName: '.' becomes '_'). */
+static void test_yunikorn_metrics(void **state)
+{
+    fx_t *f = *state;
+    add_usage(f);
+    size_t n = 0;
+    char *t = kq_rest_metrics(&f->app, &n);
+    assert_non_null(t);
+    assert_int_equal(n, strlen(t));
+    assert_non_null(strstr(t, "# TYPE yunikorn_queue_app gauge\n"));
+    assert_non_null(strstr(t, "yunikorn_queue_app{queue=\"root.team-a\",state=\"running\"} 1\n"));
+    assert_non_null(strstr(t, "yunikorn_queue_resource{queue=\"root.team-a\",resource=\"vcore\",state=\"allocated\"} 1500\n"));
+    assert_non_null(strstr(t, "yunikorn_queue_resource{queue=\"root.team-a\",resource=\"vcore\",state=\"max\"} 8000\n"));
+    assert_non_null(strstr(t, "# TYPE yunikorn_root_team_a_queue_app gauge\n"));
+    assert_non_null(strstr(t, "yunikorn_root_team_a_queue_resource{resource=\"vcore\",state=\"allocated\"} 1500\n"));
+    assert_non_null(strstr(t, "yunikorn_scheduler_application_total{state=\"running\"} 1\n"));
+    assert_null(strstr(t, "alice")); /* no identities */
+    free(t);
+}
+
 /* yunikorn-core pkg/common/configs/configvalidator.go UserRegExp and GroupRegExp, with the
  * names of pkg/webservice/handlers_test.go TestSpecificUserResourceUsage and
  * TestSpecificGroupResourceUsage */
@@ -485,6 +547,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_users_and_user, setup, teardown),
         cmocka_unit_test(test_name_patterns),
+        cmocka_unit_test_setup_teardown(test_apps_select, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_yunikorn_metrics, setup, teardown),
         cmocka_unit_test_setup_teardown(test_groups_and_group, setup, teardown),
         cmocka_unit_test_setup_teardown(test_queues, setup, teardown),
         cmocka_unit_test_setup_teardown(test_usage_stream_same_bytes, setup, teardown),
