@@ -5,9 +5,13 @@
  * Wire compatibility with YuniKorn's webservice (apache/yunikorn-core pkg/webservice/
  * handlers.go and dao/): the same paths, the DAO field names and omitempty rules (the ugm
  * renders them), errors as dao.YAPIError {"status_code","message","description"} with
- * YuniKorn's messages ("Partition not found", "User not found", "Group not found", "Queue
- * not found") and status codes, and the views YuniKorn clients read: partitions, clusters,
- * queue, applications, nodes, scheduler health and the configuration.
+ * YuniKorn's messages ("Partition not found", "User not found", "Invalid user name", "Queue
+ * not found", "Application not found", "Node not found", ...), description = message, and
+ * status codes, checked in the order of YuniKorn's handlers, and the views YuniKorn clients
+ * and its web UI read: partitions, clusters, queues (with a parent's template), applications
+ * (by state and status, one by id), nodes (capacity, allocated, available; one by id), node
+ * utilisation, scheduler health, the configuration, and YuniKorn's metric families
+ * (kq_rest_metrics, /ws/v1/metrics).
  *
  * Elastic quota: with app->elastic set, every queue of the queues view that is a quota
  * group (root and the queue paths) gains the group's minResource, scaledMinResource,
@@ -18,7 +22,9 @@
  * every group, ElasticQuota groups included).
  *
  * DESIGN: no state of its own. The views are built by the ugm under its own locks and
- * handed over as new references; serialisation happens after the locks are released.
+ * handed over as new references; serialisation happens after the locks are released. The
+ * node views copy the nodes (elastic's node lock), then sum the counted pods per node in one
+ * scan of the ledger under its lock (kq_ledger_nodes_used); no lock is held across I/O.
  */
 #include "kubequota/serve/rest.h"
 #include "kubequota/control/gating.h"
