@@ -984,8 +984,10 @@ static void queue_samples(FILE *f, const json_t *q, bool app, const char *family
 }
 
 /* Every queue of the view, depth first: the labelled families (legacy false) or each
- * queue's own pre-1.7 families (legacy true). */
-static void queue_walk(FILE *f, const json_t *q, bool app, bool legacy)
+ * queue's own pre-1.7 families (legacy true). seen: the legacy family names written; two
+ * queue paths that format alike ("root.a-b", "root.a_b") get one family, the first, as
+ * YuniKorn's registry refuses the second. */
+static void queue_walk(FILE *f, const json_t *q, bool app, bool legacy, json_t *seen)
 {
     const char *name = json_string_value(json_object_get(q, "queuename"));
     if (name != NULL && !legacy) {
@@ -997,7 +999,8 @@ static void queue_walk(FILE *f, const json_t *q, bool app, bool legacy)
         bool any = app ? json_is_true(json_object_get(q, "isLeaf")) : json_object_get(q, "maxRunningApps") != NULL;
         for (size_t s = 0; !app && !any && s < sizeof(queue_states) / sizeof(queue_states[0]); s++)
             any = json_object_size(json_object_get(q, queue_states[s].field)) > 0;
-        if (any) { /* a family without samples is not written, as client_golang writes none */
+        if (any && json_object_get(seen, family) == NULL && json_object_set_new(seen, family, json_true()) == 0) {
+            /* a family without samples is not written, as client_golang writes none */
             prom_family(f, family, "gauge", app ? HELP_QUEUE_APP : HELP_QUEUE_RESOURCE);
             queue_samples(f, q, app, family, NULL);
         }
@@ -1005,7 +1008,7 @@ static void queue_walk(FILE *f, const json_t *q, bool app, bool legacy)
     size_t i;
     json_t *c;
     json_array_foreach(json_object_get(q, "children"), i, c) {
-        queue_walk(f, c, app, legacy);
+        queue_walk(f, c, app, legacy, seen);
     }
 }
 
@@ -1076,11 +1079,13 @@ char *kq_rest_metrics(kq_app_t *app, size_t *len)
     FILE *f = ok ? open_memstream(&text, &n) : NULL;
     if (f != NULL) {
         prom_family(f, "yunikorn_queue_app", "gauge", HELP_QUEUE_APP);
-        queue_walk(f, queues, true, false);
+        queue_walk(f, queues, true, false, NULL);
         prom_family(f, "yunikorn_queue_resource", "gauge", HELP_QUEUE_RESOURCE);
-        queue_walk(f, queues, false, false);
-        queue_walk(f, queues, true, true);
-        queue_walk(f, queues, false, true);
+        queue_walk(f, queues, false, false, NULL);
+        json_t *seen = json_object();
+        queue_walk(f, queues, true, true, seen);
+        queue_walk(f, queues, false, true, seen);
+        json_decref(seen);
         prom_family(f, "yunikorn_scheduler_application_total", "gauge",
                     "Total number of applications. State of the application includes `running`, `resuming`, "
                     "`failing`, `completing`, `completed` and `failed`.");
