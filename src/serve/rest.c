@@ -503,9 +503,10 @@ static json_t *nodes_view(kq_app_t *app, const char *only)
         char err[128];
         json_t *alloc = json_object_get(objs[i], "allocatable");
         bool ok = kq_resource_from_json(alloc, &cap, err, sizeof(err)) == 0 && kq_resource_copy(&avail, &cap) == 0;
-        for (uint32_t r = 0; ok && r < avail.n; r++)
-            ok = kq_resource_set(&avail, KQ_RES_E(&avail)[r].name,
-                                 KQ_RES_E(&avail)[r].value - kq_resource_get(&used[i], KQ_RES_E(&avail)[r].name, NULL)) == 0;
+        for (uint32_t r = 0; ok && r < avail.n; r++) {
+            const char *res = KQ_RES_E(&avail)[r].name;
+            ok = kq_resource_set(&avail, res, KQ_RES_E(&avail)[r].value - kq_resource_get(&used[i], res, NULL)) == 0;
+        }
         json_t *o = ok ? json_pack("{s:s,s:s,s:b,s:b}", "nodeID", names[i], "hostName", names[i], "schedulable",
                                    cap.n > 0, "isReserved", 0)
                        : NULL;
@@ -955,7 +956,8 @@ static void queue_samples(FILE *f, const json_t *q, bool app, const char *family
             prom_label(f, label);
             fputs("\",", f);
         }
-        fprintf(f, "state=\"running\"} %" JSON_INTEGER_FORMAT "\n", json_integer_value(json_object_get(q, "runningApps")));
+        fprintf(f, "state=\"running\"} %" JSON_INTEGER_FORMAT "\n",
+                json_integer_value(json_object_get(q, "runningApps")));
         return;
     }
     for (size_t s = 0; s < sizeof(queue_states) / sizeof(queue_states[0]); s++) {
@@ -979,7 +981,8 @@ static void queue_samples(FILE *f, const json_t *q, bool app, const char *family
             prom_label(f, label);
             fputs("\",", f);
         }
-        fprintf(f, "resource=\"apps\",state=\"maxRunningApps\"} %" JSON_INTEGER_FORMAT "\n", json_integer_value(max_apps));
+        fprintf(f, "resource=\"apps\",state=\"maxRunningApps\"} %" JSON_INTEGER_FORMAT "\n",
+                json_integer_value(max_apps));
     }
 }
 
@@ -1123,7 +1126,8 @@ int kq_rest_node_utilizations(kq_app_t *app, char **body, size_t *len)
         json_object_foreach(json_object_get(n, "capacity"), res, cap) {
             /* resources.CalculateAbsUsedCapacity: a whole percentage; then the bucket
              * Dim(Ceil(v/10), 1) of getPartitionNodesUtilJSON */
-            json_int_t c = json_integer_value(cap), u = json_integer_value(json_object_get(json_object_get(n, "allocated"), res));
+            json_int_t c = json_integer_value(cap);
+            json_int_t u = json_integer_value(json_object_get(json_object_get(n, "allocated"), res));
             json_int_t pct = u <= 0 ? 0 : c <= 0 ? 100 : (json_int_t)((double)u / (double)c * 100);
             int idx = (int)ceil((double)pct / 10) - 1;
             idx = idx < 0 ? 0 : idx > 9 ? 9 : idx;
