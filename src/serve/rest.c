@@ -238,11 +238,54 @@ static bool merge_groups(json_t *q, const json_t *by_name)
     return true;
 }
 
+/* Each queue's absUsedCapacity: resources.CalculateAbsUsedCapacity(maxResource,
+ * allocatedResource) as yunikorn-core's queue DAO sets it (pkg/scheduler/objects/queue.go):
+ * per resource of max that the queue uses, the whole percentage used (0 when nothing is
+ * used, 100 for a max of 0, at most MaxInt32); resources it does not use are left out. The
+ * web UI draws its queue usage bars from it. false on ENOMEM. */
+static bool abs_used(json_t *q)
+{
+    json_t *max = json_object_get(q, "maxResource"), *used = json_object_get(q, "allocatedResource");
+    json_t *abs = json_object_size(max) > 0 && json_object_size(used) > 0 ? json_object() : NULL;
+    const char *res;
+    json_t *cap;
+    bool ok = true;
+    json_object_foreach(abs != NULL ? max : NULL, res, cap) {
+        json_t *u = json_object_get(used, res);
+        if (u == NULL)
+            continue;
+        json_int_t c = json_integer_value(cap), v = json_integer_value(u), pct;
+        if (v <= 0)
+            pct = 0;
+        else if (c <= 0)
+            pct = 100;
+        else {
+            double d = (double)v / (double)c * 100;
+            pct = d > 2147483647.0 ? 2147483647 : (json_int_t)d;
+        }
+        ok = ok && json_object_set_new(abs, res, json_integer(pct)) == 0;
+    }
+    if (abs != NULL) {
+        ok = ok && (json_object_size(abs) == 0 || json_object_set(q, "absUsedCapacity", abs) == 0);
+        json_decref(abs);
+    }
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(q, "children"), i, c) {
+        ok = ok && abs_used(c);
+    }
+    return ok;
+}
+
 /* The queues view: the ugm's, with the quota groups' fields merged in. New reference; NULL
  * on ENOMEM. */
 static json_t *queues_view(kq_app_t *app)
 {
     json_t *view = kq_ugm_queues_json(app->ugm);
+    if (view != NULL && !abs_used(view)) {
+        json_decref(view);
+        view = NULL;
+    }
     if (view == NULL || app->elastic == NULL)
         return view;
     json_t *tree = kq_qtree_json(kq_elastic_qtree(app->elastic));

@@ -220,6 +220,17 @@ class YuniKornRestMoreTest(KQTestCase):
             for b in buckets[1:]:
                 self.assertEqual(b, {"bucketName": b["bucketName"]}, typ)
 
+    def test_queue_abs_used_capacity(self):
+        # yunikorn-core pkg/scheduler/objects/queue.go GetPartitionQueueDAOInfo:
+        # AbsUsedCapacity = resources.CalculateAbsUsedCapacity(maxResource, allocatedResource),
+        # whole percentages, truncated (the web UI's queue usage bars read it). root.dev: max
+        # vcore 8, memory 16Gi, pods 20; used 750m, 1Gi + 256Mi, 2 pods
+        want = {"vcore": 750 * 100 // 8000, "memory": (GI + 256 * MI) * 100 // (16 * GI), "pods": 2 * 100 // 20}
+        self.assertEqual(want, {"vcore": 9, "memory": 7, "pods": 10})
+        self.assertEqual(self.kq.get_json(WS + "/queue/root.dev")["absUsedCapacity"], want)
+        # a queue without max or without usage has none (the DAO's omitempty)
+        self.assertNotIn("absUsedCapacity", self.kq.get_json(WS + "/queue/root.default"))
+
     def test_new_endpoints_need_the_usage_permission(self):
         # the same access rules as the other /ws/v1 views (serve/auth.c): no token, no data
         anon = HttpClient(self.kq.url, ca=certs()["ca"])
