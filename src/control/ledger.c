@@ -1423,6 +1423,8 @@ void kq_ledger_victims_free(kq_ledger_victim_t *v, size_t n)
         free(v[i].ns);
         free(v[i].name);
         free(v[i].group);
+        free(v[i].app);
+        free(v[i].queue);
         kq_resource_free(&v[i].req);
     }
     free(v);
@@ -1458,8 +1460,11 @@ static int collect_pods(kq_ledger_t *l, const char *group, const char *node, kq_
         x->ns = strdup(e->pod.ns ? e->pod.ns : "default");
         x->name = strdup(e->pod.name ? e->pod.name : "");
         x->group = e->c.group ? strdup(e->c.group) : NULL;
+        x->app = e->c.app ? strdup(e->c.app) : NULL;
+        x->queue = e->c.queue ? strdup(e->c.queue) : NULL;
         k++;
-        if (!x->uid || !x->ns || !x->name || (e->c.group && !x->group)) {
+        if (!x->uid || !x->ns || !x->name || (e->c.group && !x->group) || (e->c.app && !x->app) ||
+            (e->c.queue && !x->queue)) {
             rc = KQ_ENOMEM;
             break;
         }

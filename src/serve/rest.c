@@ -591,6 +591,54 @@ int kq_rest_nodes(kq_app_t *app, const char *partition, char **body, size_t *len
     return reply_json(nodes_view(app, NULL), 200, body, len);
 }
 
+static int cmp_victim(const void *a, const void *b)
+{
+    const kq_ledger_victim_t *x = a, *y = b;
+    int c = strcmp(x->ns, y->ns);
+    return c != 0 ? c : strcmp(x->name, y->name);
+}
+
+/* dao.AllocationDAOInfo of each counted pod bound to the node, by namespace and name: the
+ * shim's allocation key (the pod UID) and tags (yunikorn-k8shim pkg/common/si_helper.go
+ * CreateTagsForTask: kubernetes.io/meta/namespace and .../podName, which the web UI shows),
+ * resource (the request, pods: 1), priority, node and application. A node holds at most
+ * its kubelet's max-pods, so the list is bounded. 0 or KQ_ENOMEM. */
+static int node_allocations(kq_app_t *app, const char *node, json_t *o)
+{
+    kq_ledger_victim_t *v = NULL;
+    size_t n = 0;
+    if (app->ledger == NULL)
+        return 0;
+    int rc = kq_ledger_node_pods(app->ledger, node, &v, &n);
+    if (rc != 0 || n == 0)
+        return rc;
+    qsort(v, n, sizeof(*v), cmp_victim);
+    json_t *list = json_array();
+    bool ok = list != NULL;
+    for (size_t i = 0; ok && i < n; i++) {
+        kq_resource_t r = KQ_RESOURCE_EMPTY;
+        char prio[16];
+        snprintf(prio, sizeof(prio), "%d", (int)v[i].priority);
+        ok = kq_resource_copy(&r, &v[i].req) == 0 && kq_resource_set(&r, "pods", 1) == 0;
+        json_t *res = ok ? dao_res_pruned(&r) : NULL;
+        kq_resource_free(&r);
+        json_t *a = res != NULL ? json_pack("{s:s,s:{s:s,s:s},s:o,s:s,s:s}", "allocationKey", v[i].uid,
+                                            "allocationTags", "kubernetes.io/meta/namespace", v[i].ns,
+                                            "kubernetes.io/meta/podName", v[i].name, "resource", res,
+                                            "priority", prio, "nodeId", node)
+                                : NULL;
+        if (a != NULL && v[i].app != NULL && json_object_set_new(a, "applicationId", json_string(v[i].app)) != 0) {
+            json_decref(a);
+            a = NULL;
+        }
+        ok = a != NULL && json_array_append_new(list, a) == 0;
+    }
+    ok = ok && json_object_set(o, "allocations", list) == 0;
+    json_decref(list);
+    kq_ledger_victims_free(v, n);
+    return ok ? 0 : KQ_ENOMEM;
+}
+
 int kq_rest_node(kq_app_t *app, const char *partition, const char *node, char **body, size_t *len)
 {
     int st = check_partition(app, partition, body, len);
@@ -603,6 +651,10 @@ int kq_rest_node(kq_app_t *app, const char *partition, const char *node, char **
     json_decref(v);
     if (one == NULL)
         return reply_error(404, "Node not found", body, len);
+    if (node_allocations(app, node, one) != 0) {
+        json_decref(one);
+        one = NULL;
+    }
     return reply_json(one, 200, body, len);
 }
 

@@ -141,7 +141,21 @@ class YuniKornRestMoreTest(KQTestCase):
             self.assertTrue(n["schedulable"])
             one = self.kq.http.get(WS + "/node/" + node_id)
             self.assertEqual(one.status, 200, one.text)
-            self.assertEqual(one.json(), n)
+            single = one.json()
+            allocs = single.pop("allocations", [])
+            self.assertEqual(single, n)
+            # TestGetPartitionNode: the node's allocations (dao.AllocationDAOInfo), each with
+            # the shim's key (pod UID) and tags (yunikorn-k8shim pkg/common/si_helper.go
+            # CreateTagsForTask), which the web UI shows as namespace/podName
+            want = []
+            for p in sorted(where.get(node_id, [])):
+                pod = self.sim.get_pod("default", p)
+                want.append({"allocationKey": pod["metadata"]["uid"],
+                             "allocationTags": {"kubernetes.io/meta/namespace": "default",
+                                                "kubernetes.io/meta/podName": p},
+                             "resource": per_pod[p], "priority": "0", "nodeId": node_id,
+                             "applicationId": {"a1": "spark-1", "a2": "carol-1"}[p]})
+            self.assertEqual(allocs, want, node_id)
         self.error(WS + "/node/no-such-node", 404, "Node not found")
         self.error("/ws/v1/partition/nope/node/node-1", 404, "Partition not found")
 

@@ -152,6 +152,7 @@ int kq_ledger_remove_group(kq_ledger_t *l, const char *group, char *err, size_t 
 typedef struct kq_ledger_victim {
     char *uid, *ns, *name;
     char *group;          /* its quota group; NULL: not in the tree */
+    char *app, *queue;    /* the application and queue it is counted in */
     int32_t priority;
     int64_t created;      /* seconds since epoch, 0 unknown */
     bool preemptible;
