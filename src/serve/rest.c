@@ -787,16 +787,24 @@ int kq_rest_partitions(kq_app_t *app, char **body, size_t *len)
         ok = json_object_set_new(capacity, "capacity", dao_res(&cap)) == 0;
     if (ok && used.n > 0)
         ok = json_object_set_new(capacity, "usedCapacity", dao_res(&used)) == 0;
-    if (ok && cap.n > 0) { /* percent used per resource, as YuniKorn's CalculateAbsUsedCapacity */
+    if (ok && cap.n > 0 && used.n > 0) {
+        /* percent used per resource, as YuniKorn's CalculateAbsUsedCapacity: only the
+         * resources something uses (a missing one is left out, not 0) */
         json_t *util = json_object();
         ok = util != NULL && json_object_set_new(capacity, "utilization", util) == 0;
         for (uint32_t k = 0; ok && k < cap.n; k++) {
-            if (KQ_RES_E(&cap)[k].value <= 0)
+            bool present = false;
+            int64_t u = kq_resource_get(&used, KQ_RES_E(&cap)[k].name, &present);
+            if (!present)
                 continue;
-            int64_t u = kq_resource_get(&used, KQ_RES_E(&cap)[k].name, NULL);
+            int64_t c = KQ_RES_E(&cap)[k].value;
+            double d = c > 0 ? (double)u / (double)c * 100 : 100;
+            json_int_t pct = u <= 0 ? 0 : d > 2147483647.0 ? 2147483647 : (json_int_t)d;
             const char *name = strcmp(KQ_RES_E(&cap)[k].name, "cpu") == 0 ? "vcore" : KQ_RES_E(&cap)[k].name;
-            ok = json_object_set_new(util, name, json_integer((json_int_t)(u * 100 / KQ_RES_E(&cap)[k].value))) == 0;
+            ok = json_object_set_new(util, name, json_integer(pct)) == 0;
         }
+        if (ok && json_object_size(util) == 0)
+            json_object_del(capacity, "utilization"); /* omitempty */
     }
     kq_resource_free(&cap);
     kq_resource_free(&used);

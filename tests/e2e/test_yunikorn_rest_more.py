@@ -450,6 +450,13 @@ class YuniKornTemplateTest(KQTestCase):
         self.assertNotIn("template", a1)
         self.assertEqual(self.kq.get_json(WS + "/queue/root.a")["template"], want)
 
+    def test_partition_utilization_without_usage(self):
+        # CalculateAbsUsedCapacity leaves out a resource the partition does not use (it only
+        # logs it as missing): with nothing running there is no utilization at all (omitempty)
+        cap = self.kq.get_json("/ws/v1/partitions")[0]["capacity"]
+        self.assertNotIn("utilization", cap)
+        self.assertNotIn("usedCapacity", cap)
+
 
 class YuniKornMetricsNameClashTest(KQTestCase):
     # "root.a-b" and "root.a_b" both format to yunikorn_root_a_b_queue_* (pkg/metrics/init.go
