@@ -1446,6 +1446,8 @@ void kq_ledger_victims_free(kq_ledger_victim_t *v, size_t n)
         free(v[i].ns);
         free(v[i].name);
         free(v[i].group);
+        free(v[i].app);
+        free(v[i].queue);
         kq_resource_free(&v[i].req);
     }
     free(v);
@@ -1481,8 +1483,11 @@ static int collect_pods(kq_ledger_t *l, const char *group, const char *node, kq_
         x->ns = strdup(e->pod.ns ? e->pod.ns : "default");
         x->name = strdup(e->pod.name ? e->pod.name : "");
         x->group = e->c.group ? strdup(e->c.group) : NULL;
+        x->app = e->c.app ? strdup(e->c.app) : NULL;
+        x->queue = e->c.queue ? strdup(e->c.queue) : NULL;
         k++;
-        if (!x->uid || !x->ns || !x->name || (e->c.group && !x->group)) {
+        if (!x->uid || !x->ns || !x->name || (e->c.group && !x->group) || (e->c.app && !x->app) ||
+            (e->c.queue && !x->queue)) {
             rc = KQ_ENOMEM;
             break;
         }
@@ -1526,6 +1531,37 @@ int kq_ledger_node_pods(kq_ledger_t *l, const char *node, kq_ledger_victim_t **o
         return 0;
     }
     return collect_pods(l, NULL, node, out, n);
+}
+
+static int cmp_name(const void *key, const void *elem)
+{
+    return strcmp(key, *(const char *const *)elem);
+}
+
+int kq_ledger_nodes_used(kq_ledger_t *l, const char *const *nodes, size_t n, kq_resource_t *used)
+{
+    int rc = 0;
+    entry_t *e, *tmp;
+    if (l == NULL || n == 0)
+        return 0;
+    pthread_mutex_lock(&l->mu);
+    HASH_ITER(hh, l->table, e, tmp) {
+        if (e->state == ST_PENDING || e->pod.node == NULL)
+            continue;
+        const char *const *hit = bsearch(e->pod.node, nodes, n, sizeof(*nodes), cmp_name);
+        if (hit == NULL)
+            continue;
+        /* pods: 1 per pod, as the ugm counts it (YuniKorn's shim puts it in every pod's
+         * resource: yunikorn-k8shim pkg/common/resource.go GetPodResource) */
+        kq_resource_t *u = &used[hit - nodes];
+        int64_t pods = kq_resource_get(u, "pods", NULL);
+        if (kq_resource_add(u, RV(e->c.req)) != 0 || kq_resource_set(u, "pods", pods + 1) != 0) {
+            rc = KQ_ENOMEM;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&l->mu);
+    return rc;
 }
 
 int kq_ledger_counted_group(kq_ledger_t *l, const char *uid, char *group, size_t glen, kq_resource_t *req,

@@ -2862,6 +2862,44 @@ static json_t *unmanaged_queue_json(const view_t *vw, const node_t *n, const cha
     return o;
 }
 
+/* A parent queue's "template" (YuniKorn's dao.TemplateInfo, yunikorn-core
+ * pkg/scheduler/objects/template/template.go GetTemplateInfo): the child template in force
+ * there (its own, else the nearest ancestor's, as YuniKorn's parents inherit it); none when
+ * it sets nothing (template.FromConf's isChildTemplateEmpty). Resources only when every
+ * value is above zero (resources.StrictlyGreaterThanZero), properties without empty keys
+ * or values. false on ENOMEM. */
+static bool template_json(json_t *o, const kq_child_template_t *t)
+{
+    bool max_pos = t->has_max && t->max.n > 0, gua_pos = t->has_guaranteed && t->guaranteed.n > 0;
+    for (uint32_t i = 0; i < t->max.n && max_pos; i++)
+        max_pos = KQ_RES_E(&t->max)[i].value > 0;
+    for (uint32_t i = 0; i < t->guaranteed.n && gua_pos; i++)
+        gua_pos = KQ_RES_E(&t->guaranteed)[i].value > 0;
+    size_t props = 0;
+    for (size_t i = 0; i < t->n_properties; i++)
+        props += t->properties[i].key[0] != '\0' && t->properties[i].value[0] != '\0';
+    bool conf_empty = t->max_applications == 0 && props == 0 && !(t->has_max && t->max.n > 0) &&
+                      !(t->has_guaranteed && t->guaranteed.n > 0);
+    if (conf_empty)
+        return true;
+    json_t *tmpl = json_object();
+    bool ok = jset(o, "template", tmpl);
+    if (ok && t->max_applications != 0)
+        ok = jset(tmpl, "maxApplications", json_integer((json_int_t)t->max_applications));
+    if (ok && max_pos)
+        ok = jset_res(tmpl, "maxResource", &t->max);
+    if (ok && gua_pos)
+        ok = jset_res(tmpl, "guaranteedResource", &t->guaranteed);
+    if (ok && props > 0) {
+        json_t *p = json_object();
+        ok = jset(tmpl, "properties", p);
+        for (size_t i = 0; ok && i < t->n_properties; i++)
+            if (t->properties[i].key[0] != '\0' && t->properties[i].value[0] != '\0')
+                ok = jset(p, t->properties[i].key, json_string(t->properties[i].value));
+    }
+    return ok;
+}
+
 static json_t *managed_queue_json(const tree_t *t, const view_t *vw, const kq_partition_conf_t *part,
                                   const kq_queue_conf_t *q, const node_t *n, const char *partition)
 {
@@ -2876,6 +2914,8 @@ static json_t *managed_queue_json(const tree_t *t, const view_t *vw, const kq_pa
         ok = jset_res(o, "guaranteedResource", &q->guaranteed);
     if (ok && q->max_applications != 0)
         ok = jset(o, "maxRunningApps", json_integer((json_int_t)q->max_applications));
+    if (ok && q->is_parent && q->child_template != NULL)
+        ok = template_json(o, q->child_template);
     if (ok && q->n_properties > 0) {
         json_t *props = json_object();
         ok = jset(o, "properties", props);

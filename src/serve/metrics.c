@@ -70,6 +70,11 @@ static const char *const endpoint_names[KQ_EP_COUNT] = {
     [KQ_EP_UI] = "/ui/",
     [KQ_EP_GATING_WAITING] = "/ws/v1/partition/{partition}/gating/waiting",
     [KQ_EP_HISTORY] = "/ws/v1/partition/{partition}/history",
+    [KQ_EP_NODE] = "/ws/v1/partition/{partition}/node/{node}",
+    [KQ_EP_APPLICATION] = "/ws/v1/partition/{partition}/application/{application}",
+    [KQ_EP_WS_METRICS] = "/ws/v1/metrics",
+    [KQ_EP_YK_HISTORY] = "/ws/v1/history/{kind}",
+    [KQ_EP_NODE_UTILIZATIONS] = "/ws/v1/scheduler/node-utilizations",
 };
 
 static const char *const verb_names[KQ_VERB_COUNT] = {"filter", "bind", "preempt", "admission"};

@@ -141,6 +141,7 @@
 #define DEFAULT_MAX_VIEWS 2     /* large views built and sent at once (--max-concurrent-views) */
 #define VIEW_WAIT_S 1.0         /* a large view over the limit waits this long for a slot, then 503 */
 #define CT_JSON "application/json"
+#define CT_JSON_WS "application/json; charset=UTF-8" /* /ws/v1 answers, as YuniKorn's writeHeaders */
 #define CT_TEXT "text/plain; charset=utf-8"
 
 /* TLS 1.2 suites: ECDHE key exchange (forward secrecy) with AEAD ciphers only. */
@@ -574,6 +575,14 @@ static void h_metrics(const req_t *q, resp_t *r)
     resp_take(r, 200, KQ_METRICS_CONTENT_TYPE, out, len);
 }
 
+/* YuniKorn's metric families (rest.h kq_rest_metrics), beside kubequota's own /metrics. */
+static void h_ws_metrics(const req_t *q, resp_t *r)
+{
+    size_t len = 0;
+    char *out = kq_rest_metrics(q->s->app, &len);
+    resp_take(r, 200, KQ_METRICS_CONTENT_TYPE, out, len);
+}
+
 static void h_users(const req_t *q, resp_t *r)
 {
     char *out = NULL;
@@ -732,10 +741,35 @@ static void h_queue_apps(const req_t *q, resp_t *r)
     resp_take(r, st, CT_JSON, out, len);
 }
 
+/* The ?status= of an applications-by-state request ("" when absent); false (400 answered)
+ * when it is too long. */
+static bool status_param(const req_t *q, resp_t *r, char *v, size_t n)
+{
+    const char *qs = q->query ? q->query : "";
+    int got = mg_get_var(qs, strlen(qs), "status", v, n);
+    if (got == -2) {
+        resp_error(r, 400, "a query parameter is too long");
+        return false;
+    }
+    if (got < 0)
+        v[0] = '\0';
+    return true;
+}
+
 static void h_apps(const req_t *q, resp_t *r)
 {
     char *out = NULL;
     size_t len = 0;
+    char status[64];
+    if (q->param[1] != NULL) { /* applications/{state}[?status=] */
+        if (!status_param(q, r, status, sizeof(status)))
+            return;
+        int st = kq_rest_apps_select(q->s->app, q->param[0], NULL, q->param[1], status, &out, &len);
+        if (st != 0) {
+            resp_take(r, st, CT_JSON, out, len);
+            return;
+        }
+    }
     if (q->chunked_ok) {
         r->status = 200;
         r->ctype = CT_JSON;
@@ -743,6 +777,59 @@ static void h_apps(const req_t *q, resp_t *r)
         return;
     }
     int st = kq_rest_apps(q->s->app, q->param[0], q->param[1], &out, &len);
+    resp_take(r, st, CT_JSON, out, len);
+}
+
+static void h_queue_apps_state(const req_t *q, resp_t *r)
+{
+    char *out = NULL;
+    size_t len = 0;
+    char status[64];
+    if (!status_param(q, r, status, sizeof(status)))
+        return;
+    int st = kq_rest_apps_select(q->s->app, q->param[0], q->param[1], q->param[2], status, &out, &len);
+    if (st == 0)
+        st = kq_rest_queue_apps(q->s->app, q->param[0], q->param[1], &out, &len);
+    resp_take(r, st, CT_JSON, out, len);
+}
+
+static void h_application(const req_t *q, resp_t *r)
+{
+    char *out = NULL;
+    size_t len = 0;
+    int st = kq_rest_application(q->s->app, q->param[0], NULL, q->param[1], &out, &len);
+    resp_take(r, st, CT_JSON, out, len);
+}
+
+static void h_queue_application(const req_t *q, resp_t *r)
+{
+    char *out = NULL;
+    size_t len = 0;
+    int st = kq_rest_application(q->s->app, q->param[0], q->param[1], q->param[2], &out, &len);
+    resp_take(r, st, CT_JSON, out, len);
+}
+
+static void h_node(const req_t *q, resp_t *r)
+{
+    char *out = NULL;
+    size_t len = 0;
+    int st = kq_rest_node(q->s->app, q->param[0], q->param[1], &out, &len);
+    resp_take(r, st, CT_JSON, out, len);
+}
+
+static void h_node_utilizations(const req_t *q, resp_t *r)
+{
+    char *out = NULL;
+    size_t len = 0;
+    int st = kq_rest_node_utilizations(q->s->app, &out, &len);
+    resp_take(r, st, CT_JSON, out, len);
+}
+
+static void h_yk_history(const req_t *q, resp_t *r)
+{
+    char *out = NULL;
+    size_t len = 0;
+    int st = kq_rest_history(q->s->app, &out, &len);
     resp_take(r, st, CT_JSON, out, len);
 }
 
@@ -957,6 +1044,7 @@ static const route_t routes[] = {
     {"GET", "/healthz", KQ_EP_HEALTHZ, false, h_healthz, false, GUARD_OPEN},
     {"GET", "/readyz", KQ_EP_READYZ, false, h_readyz, false, GUARD_OPEN},
     {"GET", "/metrics", KQ_EP_METRICS, false, h_metrics, false, GUARD_METRICS},
+    {"GET", "/ws/v1/metrics", KQ_EP_WS_METRICS, false, h_ws_metrics, false, GUARD_METRICS},
     {"GET", "/ws/v1/partition/*/usage/users", KQ_EP_USAGE_USERS, false, h_users, false, GUARD_REST},
     {"GET", "/ws/v1/partition/*/usage/user/*", KQ_EP_USAGE_USER, false, h_user, false, GUARD_REST_SELF},
     {"GET", "/ws/v1/partition/*/usage/groups", KQ_EP_USAGE_GROUPS, false, h_groups, false, GUARD_REST},
@@ -971,8 +1059,18 @@ static const route_t routes[] = {
     {"GET", "/ws/v1/partition/*/applications", KQ_EP_APPS, false, h_apps, false, GUARD_REST},
     {"GET", "/ws/v1/partition/*/applications/*", KQ_EP_APPS, false, h_apps, false, GUARD_REST},
     {"GET", "/ws/v1/partition/*/nodes", KQ_EP_NODES, false, h_nodes, false, GUARD_REST},
+    {"GET", "/ws/v1/partition/*/node/*", KQ_EP_NODE, false, h_node, false, GUARD_REST},
+    {"GET", "/ws/v1/partition/*/application/*", KQ_EP_APPLICATION, false, h_application, false, GUARD_REST},
+    {"GET", "/ws/v1/partition/*/queue/*/application/*", KQ_EP_APPLICATION, false, h_queue_application, false,
+     GUARD_REST},
+    {"GET", "/ws/v1/partition/*/queue/*/applications/*", KQ_EP_QUEUE_APPS, false, h_queue_apps_state, false,
+     GUARD_REST},
     {"GET", "/ws/v1/clusters", KQ_EP_CLUSTERS, false, h_clusters, false, GUARD_REST},
     {"GET", "/ws/v1/scheduler/healthcheck", KQ_EP_HEALTHCHECK, false, h_healthcheck, false, GUARD_REST},
+    {"GET", "/ws/v1/scheduler/node-utilizations", KQ_EP_NODE_UTILIZATIONS, false, h_node_utilizations, false,
+     GUARD_REST},
+    {"GET", "/ws/v1/history/apps", KQ_EP_YK_HISTORY, false, h_yk_history, false, GUARD_REST},
+    {"GET", "/ws/v1/history/containers", KQ_EP_YK_HISTORY, false, h_yk_history, false, GUARD_REST},
     {"GET", "/ws/v1/config", KQ_EP_CONFIG, false, h_config, false, GUARD_REST},
     {"GET", "/ws/v1/partition/*/placementrules", KQ_EP_PLACEMENT_RULES, false, h_placement_rules, false, GUARD_REST},
     {"GET", "/ws/v1/partition/*/gating/waiting", KQ_EP_GATING_WAITING, false, h_gating_waiting, false, GUARD_REST},
@@ -1253,6 +1351,7 @@ static bool large_view(kq_endpoint_t ep)
     case KQ_EP_CHARGES:
     case KQ_EP_GATING_WAITING:
     case KQ_EP_METRICS:
+    case KQ_EP_WS_METRICS:
         return true;
     default:
         return false;
@@ -1501,6 +1600,8 @@ static int on_request(struct mg_connection *conn)
     rt->fn(&q, &r);
 
 send:
+    if (ws && r.ctype != NULL && strcmp(r.ctype, CT_JSON) == 0)
+        r.ctype = CT_JSON_WS;
     if (ws && r.cors_methods == NULL)
         r.cors_methods = strcmp(method, "POST") == 0 ? "OPTIONS, POST" : "GET, OPTIONS";
     if (!close && (!rt || !rt->has_body)) {

@@ -152,6 +152,7 @@ int kq_ledger_remove_group(kq_ledger_t *l, const char *group, char *err, size_t 
 typedef struct kq_ledger_victim {
     char *uid, *ns, *name;
     char *group;          /* its quota group; NULL: not in the tree */
+    char *app, *queue;    /* the application and queue it is counted in */
     int32_t priority;
     int64_t created;      /* seconds since epoch, 0 unknown */
     bool preemptible;
@@ -165,6 +166,10 @@ int kq_ledger_group_pods(kq_ledger_t *l, const char *group, kq_ledger_victim_t *
  * filter or bind; a pod whose bind is still in flight has no node yet). */
 int kq_ledger_node_pods(kq_ledger_t *l, const char *node, kq_ledger_victim_t **out, size_t *n) KQ_WUR;
 void kq_ledger_victims_free(kq_ledger_victim_t *v, size_t n);
+/* What the counted pods bound to each of `nodes` (n names, sorted by strcmp) request, with
+ * pods: 1 each (as the ugm counts them): used[i] (initialised sets) gains the sum for nodes[i]. One scan of the ledger under its lock, for
+ * the REST node views (never for filter or bind). 0 or KQ_ENOMEM. */
+int kq_ledger_nodes_used(kq_ledger_t *l, const char *const *nodes, size_t n, kq_resource_t *used) KQ_WUR;
 
 /* The quota group and request a counted pod is counted with, and its priority. KQ_ENOENT
  * when the pod is not counted or not in the quota tree; KQ_ENOMEM. req (if non-NULL) is an

@@ -62,6 +62,11 @@ typedef enum kq_endpoint {
     KQ_EP_UI,             /* /ui, /ui/ and /ui/{file}: the dashboard */
     KQ_EP_GATING_WAITING, /* /ws/v1/partition/{partition}/gating/waiting */
     KQ_EP_HISTORY,        /* /ws/v1/partition/{partition}/history[/{kind}/{name}] */
+    KQ_EP_NODE,           /* /ws/v1/partition/{partition}/node/{node} */
+    KQ_EP_APPLICATION,    /* /ws/v1/partition/{partition}[/queue/{queue}]/application/{application} */
+    KQ_EP_WS_METRICS,     /* /ws/v1/metrics: YuniKorn's metric families */
+    KQ_EP_YK_HISTORY,     /* /ws/v1/history/apps, /ws/v1/history/containers */
+    KQ_EP_NODE_UTILIZATIONS, /* /ws/v1/scheduler/node-utilizations */
     KQ_EP_COUNT
 } kq_endpoint_t;
 

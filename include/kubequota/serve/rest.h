@@ -5,11 +5,12 @@
  * Each function returns the HTTP status and sets *body to a new malloc'ed, NUL-terminated
  * JSON text (caller frees with free()) and *len to its length. On ENOMEM it returns 500
  * and *body is NULL. Errors have YuniKorn's body {"status_code":N,"message":"...",
- * "description":"..."} (dao.YAPIError): message is YuniKorn's fixed text ("Partition not
- * found", "User not found", "Group not found", "Queue not found"), description says more.
- * An unknown partition (anything but app->partition) is 404, as is an unknown user or
- * group (users and groups named in a configured limit are known) and an unknown queue; a
- * malformed queue path is 400.
+ * "description":"..."} (dao.YAPIError) with YuniKorn's handlers' texts ("Partition not
+ * found", "User not found", "Invalid user name", "Queue not found", "Application not
+ * found", "Node not found", ...) and description equal to message, as YuniKorn's
+ * buildJSONErrorResponse sends them. An unknown partition (anything but app->partition) is
+ * 404, as is an unknown user or group (users and groups named in a configured limit are
+ * known), queue, application or node; a malformed queue path, user or group name is 400.
  *
  * Threads: any; the data comes from the ugm's JSON views (which take the ugm's locks).
  */
@@ -58,8 +59,45 @@ int kq_rest_queue_apps(kq_app_t *app, const char *partition, const char *queue, 
  * running applications; "rejected", "completed": [] (no history kept); else 400. */
 int kq_rest_apps(kq_app_t *app, const char *partition, const char *state, char **body, size_t *len);
 /* GET /ws/v1/partition/{partition}/nodes: [{"nodeID","hostName","capacity" (allocatable),
- * "schedulable","isReserved"}] from the nodes informer ([] without elastic quota). */
+ * "allocated" (the requests of the counted pods bound to it), "available" (capacity -
+ * allocated), "schedulable","isReserved"}] from the nodes informer ([] without elastic
+ * quota); zero values pruned. */
 int kq_rest_nodes(kq_app_t *app, const char *partition, char **body, size_t *len);
+/* GET /ws/v1/partition/{partition}/node/{node}: one node of that view; 404 "Node not found". */
+int kq_rest_node(kq_app_t *app, const char *partition, const char *node, char **body, size_t *len);
+/* GET /ws/v1/partition/{p}/applications/{state}?status= (queue NULL) and
+ * /ws/v1/partition/{p}/queue/{queue}/applications/{state}?status=, checked in the order of
+ * YuniKorn's getPartitionApplicationsByState / getQueueApplicationsByState. 0 when the
+ * answer is every active application (of the queue): the caller then answers as
+ * kq_rest_stream / kq_rest_queue_apps do; else the status with *body ([] for a state or
+ * status no kubequota application is in, or an error). */
+int kq_rest_apps_select(kq_app_t *app, const char *partition, const char *queue, const char *state,
+                        const char *status, char **body, size_t *len);
+/* GET /ws/v1/partition/{p}/application/{id} (queue NULL) and
+ * /ws/v1/partition/{p}/queue/{queue}/application/{id}: the application's object of the
+ * applications view; 404 "Application not found". */
+int kq_rest_application(kq_app_t *app, const char *partition, const char *queue, const char *id, char **body,
+                        size_t *len);
+/* GET /ws/v1/metrics: YuniKorn's metric families that kubequota can compute (Prometheus text
+ * format 0.0.4): yunikorn_queue_app{queue,state="running"} (leaf queues),
+ * yunikorn_queue_resource{queue,resource,state} (guaranteed, max, allocated, pending,
+ * maxRunningApps), the same per queue under YuniKorn's pre-1.7 names
+ * yunikorn_<queue>_queue_app / _queue_resource (its Grafana dashboard queries those),
+ * yunikorn_scheduler_application_total{state="running"}, yunikorn_scheduler_node{state=
+ * "active"} and yunikorn_scheduler_<resource>_node_usage_total{range}. A new malloc'ed text
+ * (*len its length); NULL on ENOMEM or without usage tracking. */
+char *kq_rest_metrics(kq_app_t *app, size_t *len);
+/* GET /ws/v1/scheduler/node-utilizations: [dao.PartitionNodesUtilDAOInfo] of the partition:
+ * per resource, ten buckets of nodes by allocated/capacity (kq_rest_nodes' numbers), as
+ * YuniKorn's getPartitionNodesUtilJSON. */
+int kq_rest_node_utilizations(kq_app_t *app, char **body, size_t *len);
+/* GET /ws/v1/history/apps and /ws/v1/history/containers: YuniKorn's answer when its internal
+ * metrics collection is off (500 "Internal metrics collection is not enabled."): kubequota
+ * keeps no history. */
+int kq_rest_history(kq_app_t *app, char **body, size_t *len);
+/* YuniKorn's configs.UserRegExp and GroupRegExp. */
+bool kq_rest_user_name_valid(const char *name);
+bool kq_rest_group_name_valid(const char *name);
 /* GET /ws/v1/partitions: [dao.PartitionInfo] for the one partition served. */
 int kq_rest_partitions(kq_app_t *app, char **body, size_t *len);
 /* GET /ws/v1/clusters: [dao.ClusterDAOInfo]. */
@@ -86,8 +124,9 @@ void kq_rest_init(void);
  * NULL: the loader's rules only. */
 int kq_rest_validate_conf(kq_app_t *app, const char *yaml, size_t yaml_len, char **body, size_t *len);
 
-/* {"status_code":status,"message":message,"description":description (message when NULL)}
- * as a new malloc'ed string (*len its length); NULL on ENOMEM. */
+/* {"status_code":status,"message":message,"description":message} as a new malloc'ed string
+ * (*len its length); NULL on ENOMEM. description is ignored: YuniKorn's handlers send the
+ * message as the description too (dao.NewYAPIError with no cause). */
 char *kq_rest_error_body(int status, const char *message, const char *description, size_t *len);
 
 #endif
