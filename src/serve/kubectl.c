@@ -692,8 +692,11 @@ static int call_ex(conn_t *c, const char *method, const char *rel, const char *b
         free(path);
         return 1;
     }
-    const char *title = f->ours ? str_at(v, "message") : NULL;
-    if (f->ours && r.status == 404 && not_found != NULL &&
+    const char *title = f->ours ? str_at(v, "message") : NULL, *desc = f->ours ? str_at(v, "description") : NULL;
+    /* YuniKorn's error bodies repeat the bare title ("User not found") as the description:
+     * then not_found says which; a description of its own is printed as it is */
+    bool bare = desc == NULL || title == NULL || strcmp(desc, title) == 0;
+    if (f->ours && r.status == 404 && not_found != NULL && bare &&
         (title == NULL || strcmp(title, "Partition not found") != 0))
         fprintf(stderr, "kubectl kubequota: %s\n", tx(not_found));
     else if (f->ours && r.status == 404) /* the message names what is missing */
@@ -906,8 +909,15 @@ static int cmd_usage(const cli_t *c, conn_t *k)
         snprintf(rel, sizeof(rel), "/ws/v1/partition/%s/usage/%s/%s", part, what, e);
     free(part);
     free(e);
+    /* kubequota answers YuniKorn's bare "User not found" / "Queue not found": say which */
+    char missing[1200] = "";
+    if (what != NULL && strcmp(what, "queue") == 0)
+        snprintf(missing, sizeof(missing), "queue \"%s\" is neither configured nor in use", val);
+    else if (what != NULL)
+        snprintf(missing, sizeof(missing), "%s \"%s\" not found (no usage tracked, not named in a limit)", what,
+                 val);
     json_t *v = NULL;
-    if (call(k, "GET", rel, NULL, &v) != 0)
+    if (call_ex(k, "GET", rel, NULL, false, missing[0] ? missing : NULL, &v, NULL) != 0)
         return 1;
     if (c->json)
         print_json(v);
