@@ -93,9 +93,12 @@
 #include <strings.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <civetweb.h>
 #include <openssl/pem.h>
@@ -2137,6 +2140,24 @@ static char *dup_opt(const char *s, bool *oom)
     return d;
 }
 
+/* The main port's workers run at nice +MAIN_PORT_NICE once the scheduler verbs and the
+ * webhooks have listeners of their own (the chart's layout): the main port is the one any
+ * client in the cluster reaches (views, dashboard, metrics, probes), and its TLS handshakes
+ * and views must not take the CPU from kube-scheduler's filter and bind or the API
+ * server's webhook calls (BENCHMARKS.md, "Webhook latency under load"). A probe still
+ * answers in milliseconds: the weight of nice 10 is a tenth of nice 0's, not nothing.
+ * Linux applies setpriority to the one thread whose id it is given. */
+#define MAIN_PORT_NICE 10
+
+static void *on_init_thread(const struct mg_context *ctx, int thread_type)
+{
+    const port_t *p = mg_get_user_data(ctx);
+    if (thread_type == 1 && p != NULL && !p->scheduler && !p->webhook && p->s->wh_separate && p->s->sched_separate &&
+        setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), MAIN_PORT_NICE) != 0)
+        kq_warn("event=nice_failed msg=\"a main-port worker keeps its priority\"");
+    return NULL;
+}
+
 /* One civetweb context: the main port and the scheduler listener differ only in address,
  * workers, TLS and the port_t their requests see. */
 static struct mg_context *listener_start(kq_server_t *s, port_t *port, const char *listen, const char *threads,
@@ -2162,6 +2183,7 @@ static struct mg_context *listener_start(kq_server_t *s, port_t *port, const cha
     cb.begin_request = on_request;
     cb.log_message = on_log_message;
     cb.init_connection = on_init_connection;
+    cb.init_thread = on_init_thread;
     if (tls)
         cb.init_ssl = on_init_ssl;
     struct mg_init_data init = {.callbacks = &cb, .user_data = port, .configuration_options = options};

@@ -251,3 +251,44 @@ class TokenFloodBySourceTest(KQTestCase):
 if __name__ == "__main__":
     import unittest
     unittest.main()
+
+
+def thread_nices(pid):
+    """The nice value of every thread of pid (field 19 of /proc/PID/task/TID/stat)."""
+    out = []
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/stat" % (pid, tid)) as f:
+                stat = f.read()
+        except FileNotFoundError:
+            continue
+        out.append(int(stat.rsplit(")", 1)[1].split()[16]))
+    return out
+
+
+class MainPortPriorityTest(KQTestCase):
+    """With the scheduler verbs and the webhooks on listeners of their own (the chart's
+    layout), the main port's workers (what any client in the cluster reaches) run at nice
+    10, so their TLS handshakes and views yield the CPU to filter, bind and webhook calls;
+    every other thread keeps nice 0. With the verbs or webhooks still on the main port,
+    nothing is lowered."""
+    CONFIG = queues_config({"name": "default"})
+    START = False
+
+    def start_with(self, *extra):
+        self.kq = Kubequota(self.sim, self.CONFIG, extra_args=("--threads", "7", "--scheduler-threads", "5",
+                                                               "--webhook-threads", "3") + extra)
+        self.kq.start()
+        return self.kq.proc.pid
+
+    def test_main_port_workers_yield_in_the_chart_layout(self):
+        pid = self.start_with("--webhook-listen", "127.0.0.1:%d" % free_port(),
+                              "--scheduler-listen", "127.0.0.1:%d" % free_port())
+        wait_until(lambda: thread_nices(pid).count(10) == 7, timeout=10, msg="7 main-port workers at nice 10")
+        nices = thread_nices(pid)
+        self.assertEqual(sorted(set(nices)), [0, 10], nices)
+        self.assertGreaterEqual(nices.count(0), 5 + 3, nices)  # the scheduler's and the webhooks' workers
+
+    def test_nothing_lowered_while_the_main_port_serves_the_webhooks(self):
+        pid = self.start_with("--scheduler-listen", "127.0.0.1:%d" % free_port())
+        self.assertEqual(set(thread_nices(pid)), {0})
