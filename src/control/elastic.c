@@ -403,6 +403,26 @@ static const char *kv(const json_t *map, const char *key)
     return s && *s ? s : NULL;
 }
 
+/* The shared-weight annotation as Koordinator's webhook stores it (koordinator-sh/koordinator
+ * pkg/webhook/elasticquota/quota_topology.go fixedSharedWeight): exactly the resources of
+ * max, those the annotation leaves out weighing their max. (One that is 0 in every resource
+ * then means the max: quota_tree.h.) 0 or KQ_ENOMEM (*w unchanged). */
+static int weight_as_max_keys(kq_resource_t *w, const kq_resource_t *max)
+{
+    kq_resource_t fixed = KQ_RESOURCE_EMPTY;
+    for (uint32_t i = 0; i < max->n; i++) {
+        bool has = false;
+        int64_t v = kq_resource_get(w, KQ_RES_E(max)[i].name, &has);
+        if (kq_resource_put(&fixed, KQ_RES_E(max)[i].name, has ? v : KQ_RES_E(max)[i].value) != 0) {
+            kq_resource_free(&fixed);
+            return KQ_ENOMEM;
+        }
+    }
+    kq_resource_move(w, &fixed);
+    kq_resource_free(&fixed);
+    return 0;
+}
+
 /* API group of an object from its apiVersion, else the hint. NULL when neither is one of ours. */
 static const char *api_group_of(const json_t *obj, const char *hint)
 {
@@ -423,6 +443,7 @@ static int eq_parse(const json_t *obj, const char *hint, const char *ns_hint, eq
 {
     eqobj_t *o = NULL;
     int rc = KQ_EPARSE;
+    bool fix_weight = false;
     const json_t *meta = json_object_get(obj, "metadata");
     const char *grp = api_group_of(obj, hint);
     const char *name = kv(meta, "name");
@@ -509,6 +530,7 @@ static int eq_parse(const json_t *obj, const char *hint, const char *ns_hint, eq
         if (rc != 0)
             goto out;
         rc = KQ_EPARSE;
+        fix_weight = true;
     }
     const char *nss = kv(anns, ANN_NAMESPACES);
     if (nss != NULL) {
@@ -549,6 +571,8 @@ limits:
     snprintf(what, sizeof(what), "ElasticQuota %.50s/%.50s spec.max", ns, name);
     if ((rc = rlist(json_object_get(spec, "max"), what, &o->s.max, err, len)) != 0)
         goto out;
+    if (fix_weight && weight_as_max_keys(&o->s.weight, &o->s.max) != 0)
+        goto nomem;
     *out = o;
     return 0;
 nomem:

@@ -447,20 +447,27 @@ static void test_nodes(void **state)
     node(f, KQ_WATCH_ADDED, "n2", "4", false);
     node(f, KQ_WATCH_ADDED, "n3", "100", true); /* cordoned */
     kq_elastic_nodes_list_end(f->e);
-    /* total 8; first-level mins 4+4+1+1 = 10 > 8: scaled to 8 in proportion (3.2, 3.2,
-     * 0.8, 0.8 cpu); team-a asks 6: its scaled min 3200m, then alone hungry: everything
-     * left over, 8000 - 3200 - 800 (team-c keeps its min) = 4000, capped by its ask 6000
-     * -> 3200 + 2800 = 6000 */
+    /* total 8; first-level mins 4+4+1+1 = 10 > 8: scaled to 8 in proportion, truncated as
+     * Koordinator truncates (8000*4000/10000 = 3200, 3200, 800, 800); team-a asks 6: its
+     * scaled min 3200m; team-c does not lend, so it asks its whole min 1000 (Koordinator's
+     * request of a quota that does not lend) and first gets its scaled 800. Left: 4000,
+     * shared by team-a (weight cpu=1: 1000) and team-c (no weight, no max: the total, 8000):
+     * 444 and 3555 + the leftover unit (remainder 5000 > 4000) = 3556; team-c needs only 200
+     * and gives 3356 back, which team-a takes up to its ask: 3200 + 2800 = 6000 */
     assert_int_equal(runtime(f, "root.team-a"), CPU(6));
-    node(f, KQ_WATCH_DELETED, "n2", "4", false); /* total 4: mins 1.6/1.6/0.4/0.4 */
-    /* team-a: 1600 + what is left after team-c's 400: 4000 - 1600 - 400 = 2000 -> 3600 */
-    assert_int_equal(runtime(f, "root.team-a"), 3600);
+    assert_int_equal(runtime(f, "root.team-c"), CPU(1));
+    node(f, KQ_WATCH_DELETED, "n2", "4", false); /* total 4: mins 1600/1600/400/400 */
+    /* 4000 - 1600 - 400 = 2000 shared 1000:4000: team-a 400, team-c 1600 of which it needs
+     * 600 (up to its min): 1000 back to team-a -> team-a 1600 + 400 + 1000 = 3000, team-c
+     * keeps its whole min 1000 */
+    assert_int_equal(runtime(f, "root.team-a"), 3000);
+    assert_int_equal(runtime(f, "root.team-c"), CPU(1));
     node(f, KQ_WATCH_MODIFIED, "n3", "100", false); /* uncordoned: total 104 */
     assert_int_equal(runtime(f, "root.team-a"), CPU(6));
     kq_elastic_nodes_list_begin(f->e); /* relist without n3 */
     node(f, KQ_WATCH_ADDED, "n1", "4", false);
     kq_elastic_nodes_list_end(f->e);
-    assert_int_equal(runtime(f, "root.team-a"), 3600);
+    assert_int_equal(runtime(f, "root.team-a"), 3000);
     kq_ledger_remove(f->app.ledger, "a1");
     assert_int_equal(request(f, "root.team-a"), 0);
     kq_pod_clear(&p);
@@ -1361,7 +1368,7 @@ static void test_threads(void **state)
         pthread_join(th[i], NULL);
     assert_int_equal(kq_ledger_size(f->app.ledger, NULL), 0);
     assert_int_equal(used(f, KQ_QTREE_ROOT), 0);
-    /* (the root's request is not 0: team-c keeps its scaled min, 800 of 8000) */
+    /* (the root's request is not 0: team-c, which does not lend, asks its min) */
     static const char *const leaves[] = {"root.team-a", "root.team-b", "root.team-c", "root.org.child", "root.default",
                                          KQ_QTREE_DEFAULT};
     for (size_t i = 0; i < sizeof(leaves) / sizeof(leaves[0]); i++) {
