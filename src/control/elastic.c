@@ -2156,6 +2156,41 @@ static const char *str_or(const char *s, const char *dflt)
     return s != NULL ? s : dflt;
 }
 
+/* Pods bound to a Koordinator quota, as Koordinator's webhook finds them
+ * (koordinator-sh/koordinator pkg/webhook/elasticquota/pod_check.go hasQuotaBoundedPods):
+ * labelled quota.scheduling.koordinator.sh/name with it, in the namespace named like it, or
+ * in a namespace its quota.scheduling.koordinator.sh/namespaces annotation lists. */
+struct bound_pods {
+    const eqobj_t *q;
+};
+
+static bool bound_pod(void *ud, const kq_pod_t *pod)
+{
+    const eqobj_t *q = ((const struct bound_pods *)ud)->q;
+    if (str_eq(pod->quota_name, q->name) || str_eq(pod->ns, q->name))
+        return true;
+    for (size_t i = 0; i < q->n_nss; i++)
+        if (str_eq(pod->ns, q->nss[i]))
+            return true;
+    return false;
+}
+
+/* A quota becoming a parent (label is-parent "true") while pods are bound to it is refused
+ * with Koordinator's message (quota_topology_check.go checkIsParentChange; its test
+ * quota_topology_test.go TestQuotaTopology_ValidUpdateQuota): the pods kubequota knows
+ * (those of its scheduler). 0, or KQ_EDENIED with msg. */
+static int koord_becomes_parent(kq_elastic_t *e, const eqobj_t *o, const eqobj_t *prev, char *msg, size_t len)
+{
+    char ns[254], name[254];
+    struct bound_pods bp = {.q = prev};
+    if (e->app == NULL || e->app->ledger == NULL ||
+        !kq_ledger_find_pod(e->app->ledger, bound_pod, &bp, ns, sizeof(ns), name, sizeof(name)))
+        return 0;
+    kq_errf(msg, len, "ElasticQuota %s/%s: quota has bound pods, isParent is forbidden to modify as true, "
+            "quotaName: %s (pod %s/%s)", o->ns, o->name, prev->name, ns, name);
+    return KQ_EDENIED;
+}
+
 /* Koordinator's webhook rules for a CREATE/UPDATE of a Koordinator object o (old: the
  * object before an UPDATE, else NULL), beyond the tree's own (koordinator-sh/koordinator
  * pkg/webhook/elasticquota/quota_topology_check.go). 0, or KQ_EDENIED with msg. */
@@ -2353,19 +2388,20 @@ int kq_elastic_validate_admission(void *ud, const json_t *request, char *msg, si
                strcmp(owner, "queue") == 0 ? "queues.yaml" : "ElasticQuota ", strcmp(owner, "queue") == 0 ? "" : owner);
         rc = KQ_EDENIED;
     } else {
+        eqobj_t *prev = NULL;
+        if (koord && strcmp(op, "UPDATE") == 0 && old != NULL && eq_parse(old, rgroup, rns, &prev, err, sizeof(err)) != 0)
+            prev = NULL;
         kq_qgroup_spec_t q;
         to_qspec(&o->s, &q);
-        rc = kq_qtree_validate_group(e->qt, &q, err, sizeof(err));
-        if (rc != 0) {
+        if (prev != NULL && o->s.is_parent && !prev->s.is_parent)
+            rc = koord_becomes_parent(e, o, prev, msg, len);
+        if (rc == 0 && (rc = kq_qtree_validate_group(e->qt, &q, err, sizeof(err))) != 0) {
             kq_errf(msg, len, "ElasticQuota %s/%s: %s", o->ns, o->name, err[0] ? err : kq_strerror(rc));
             rc = rc == KQ_ENOMEM ? KQ_ENOMEM : KQ_EDENIED;
-        } else if (koord) {
-            eqobj_t *prev = NULL;
-            if (strcmp(op, "UPDATE") == 0 && old != NULL && eq_parse(old, rgroup, rns, &prev, err, sizeof(err)) != 0)
-                prev = NULL;
+        } else if (rc == 0 && koord) {
             rc = koord_rules(e, o, prev, obj, msg, len);
-            eqobj_free(prev);
         }
+        eqobj_free(prev);
     }
     eqobj_free(o);
     return rc;

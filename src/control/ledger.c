@@ -1505,6 +1505,25 @@ int kq_ledger_node_pods(kq_ledger_t *l, const char *node, kq_ledger_victim_t **o
     return collect_pods(l, NULL, node, out, n);
 }
 
+bool kq_ledger_find_pod(kq_ledger_t *l, bool (*match)(void *ud, const kq_pod_t *pod), void *ud, char *ns,
+                        size_t nslen, char *name, size_t namelen)
+{
+    bool found = false;
+    pthread_mutex_lock(&l->mu);
+    for (entry_t *e = l->table; e != NULL && !found; e = e->hh.next) {
+        const kq_pod_t *pod = EPOD(&e->pod);
+        if (pod->uid == NULL || !match(ud, pod))
+            continue;
+        found = true;
+        if (ns != NULL && nslen > 0)
+            snprintf(ns, nslen, "%s", pod->ns ? pod->ns : "");
+        if (name != NULL && namelen > 0)
+            snprintf(name, namelen, "%s", pod->name ? pod->name : "");
+    }
+    pthread_mutex_unlock(&l->mu);
+    return found;
+}
+
 int kq_ledger_counted_group(kq_ledger_t *l, const char *uid, char *group, size_t glen, kq_resource_t *req,
                             int32_t *priority)
 {

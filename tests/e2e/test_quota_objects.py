@@ -517,6 +517,45 @@ class WebhookTest(QuotaObjectBase):
         self.assertTrue(ok, why)
 
 
+class BecomingAParentTest(QuotaObjectBase):
+    """Turning a quota into a parent (label is-parent "true") while pods are bound to it is
+    refused, with Koordinator's message (koordinator-sh/koordinator
+    pkg/webhook/elasticquota/quota_topology_check.go checkIsParentChange, pod_check.go
+    hasQuotaBoundedPods; the cases of quota_topology_test.go TestQuotaTopology_ValidUpdateQuota
+    with quota sub-1): a pod labelled quota.scheduling.koordinator.sh/name with it, a pod in
+    the namespace named like it, a pod in a namespace its namespaces annotation lists. Without
+    any, the change is allowed."""
+
+    review = WebhookTest.review
+    obj = staticmethod(WebhookTest.obj)
+    MSG = "quota has bound pods, isParent is forbidden to modify as true, quotaName: sub-1"
+
+    def test_bound_pods_refuse_is_parent(self):
+        # sub-1 lives in kube-system, so a pod of namespace sub-1 is bound to it only by
+        # Koordinator's webhook rule (its scheduler would put it in the default quota)
+        old = self.obj("sub-1", "kube-system", {"cpu": "1"}, {"cpu": "4"},
+                       annotations={"quota.scheduling.koordinator.sh/namespaces": '["namespace1","namespace2"]'})
+        self.create_eq(KOORD, "kube-system", "sub-1", old["spec"]["min"], old["spec"]["max"],
+                       annotations=old["metadata"]["annotations"])
+        self.wait_group("sub-1")
+        new = json.loads(json.dumps(old))
+        new["metadata"]["labels"]["quota.scheduling.koordinator.sh/is-parent"] = "true"
+        ok, why = self.review("UPDATE", new, old=old)
+        self.assertTrue(ok, why)  # no pod yet
+        for ns, name, labels in (("other", "pod1", {"quota.scheduling.koordinator.sh/name": "sub-1"}),
+                                 ("sub-1", "pod2", None),
+                                 ("namespace2", "pod3", None)):
+            self.pod(name, ns, 1, labels=labels)
+            wait_until(lambda: not self.review("UPDATE", new, old=old)[0], 10, 0.05,
+                       "the change refused once kubequota sees pod %s/%s" % (ns, name))
+            ok, why = self.review("UPDATE", new, old=old)
+            self.assertIn(self.MSG, why)
+            self.assertIn("%s/%s" % (ns, name), why)
+            self.sim.delete_pod(ns, name)
+            wait_until(lambda: self.review("UPDATE", new, old=old)[0], 10, 0.05,
+                       "the change allowed once %s/%s is gone" % (ns, name))
+
+
 class PodWebhookTest(QuotaObjectBase):
     """Koordinator's pod rules at admission (koordinator-sh/koordinator
     pkg/webhook/elasticquota/pod_check.go ValidateAddPod/ValidateUpdatePod): a pod cannot be
