@@ -158,6 +158,13 @@ typedef struct overg { /* reclaim: since when a group is over */
     UT_hash_handle hh;
 } overg_t;
 
+typedef struct quietg { /* reclaim: a group over but not reclaimed, and what was logged */
+    char *name;
+    char *line;
+    uint64_t gen;
+    UT_hash_handle hh;
+} quietg_t;
+
 typedef struct inflight { /* an eviction done (until the pod is gone) or refused (until until_ms) */
     char *uid;
     bool evicted;
@@ -210,6 +217,8 @@ struct kq_elastic {
 
     /* timer thread only */
     overg_t *over;
+    quietg_t *quiet;
+    uint64_t quiet_gen;
     inflight_t *inflight;
     int64_t next_expire_ms;
 
@@ -1517,40 +1526,102 @@ static long quota_preemption_delay(const kq_elastic_t *e, const char *name)
     return 0;
 }
 
+/* Where a group comes from, for reclaim_sources: the owner reconcile() recorded. */
+static unsigned group_source(kq_elastic_t *e, const char *name)
+{
+    unsigned src = 0;
+    pthread_mutex_lock(&e->apply_mu);
+    gent_t *a;
+    HASH_FIND_STR(e->applied, name, a);
+    if (a != NULL && strcmp(a->owner, "queue") == 0)
+        src = KQ_RECLAIM_QUEUES;
+    else if (a != NULL && strncmp(a->owner, KQ_EQ_GROUP_UPSTREAM "/", strlen(KQ_EQ_GROUP_UPSTREAM) + 1) == 0)
+        src = KQ_RECLAIM_UPSTREAM;
+    else if (a != NULL && strncmp(a->owner, KQ_EQ_GROUP_KOORD "/", strlen(KQ_EQ_GROUP_KOORD) + 1) == 0)
+        src = KQ_RECLAIM_KOORD;
+    pthread_mutex_unlock(&e->apply_mu);
+    return src;
+}
+
+static const char *source_name(unsigned src)
+{
+    return src == KQ_RECLAIM_QUEUES ? "queues" : src == KQ_RECLAIM_UPSTREAM ? "scheduler-plugins"
+                                   : src == KQ_RECLAIM_KOORD ? "koordinator" : "none";
+}
+
 /* Splits a queue group's over into the part above its resources.max (where the max, not
  * the runtime, is what binds) and the rest (lent resources wanted back). The part above max
- * is dropped unless quota preemption applies (*delay_ms > 0). True when something is left. */
-static bool queue_over_filter(kq_elastic_t *e, kq_qgroup_over_t *ov, long *delay_ms, bool *max_only)
+ * is dropped unless quota preemption applies (*delay_ms > 0), the rest unless reclaim of
+ * queues is on (rest_on). True when something is left; else why (a log line's text, "" when
+ * nothing was dropped) says why nothing is reclaimed. */
+static bool queue_over_filter(kq_elastic_t *e, kq_qgroup_over_t *ov, bool rest_on, long *delay_ms, bool *max_only,
+                              char *why, size_t whylen)
 {
     *delay_ms = 0;
     *max_only = false;
-    if (strcmp(ov->name, "root") != 0 && strncmp(ov->name, "root.", 5) != 0)
-        return true; /* not a queue: ElasticQuota groups keep Koordinator's reclaim */
+    why[0] = '\0';
     kq_qgroup_info_t info;
     if (kq_qtree_info(e->qt, ov->name, &info) != 0)
-        return true;
+        return rest_on;
     long delay = quota_preemption_delay(e, ov->name);
     uint32_t j = 0;
-    bool any_max = false, any_rest = false;
+    bool any_max = false, any_rest = false, dropped_max = false;
+    char over_s[256];
+    kq_resource_format(&ov->over, over_s, sizeof(over_s));
     for (uint32_t k = 0; k < ov->over.n; k++) {
         bool has_max = false;
         int64_t mx = kq_resource_get(&info.max, KQ_RES_E(&ov->over)[k].name, &has_max);
         int64_t rt = kq_resource_get(&info.runtime, KQ_RES_E(&ov->over)[k].name, NULL);
         bool by_max = has_max && mx <= rt;
-        if (by_max && delay <= 0)
+        if (by_max ? delay <= 0 : !rest_on) {
+            dropped_max |= by_max;
             continue;
+        }
         any_max |= by_max;
         any_rest |= !by_max;
         KQ_RES_E(&ov->over)[j++] = KQ_RES_E(&ov->over)[k];
     }
     kq_qtree_info_free(&info);
-    if (j < ov->over.n && j == 0)
-        kq_debug("event=quota_group_over_max group=%s msg=\"over its resources.max: no eviction without "
-                 "preemption.quotapreemptionenabled and quota.preemption.delay\"", ov->name);
+    if (j == 0 && dropped_max)
+        snprintf(why, whylen, "event=quota_group_over_max group=%s over=\"%s\" msg=\"over its resources.max: no "
+                 "eviction without preemption.quotapreemptionenabled and quota.preemption.delay\"", ov->name, over_s);
+    else if (j == 0)
+        snprintf(why, whylen, "event=quota_group_over_not_reclaimed group=%s source=queues msg=\"over its runtime; "
+                 "reclaim of queues is off (--reclaim-sources)\"", ov->name);
     ov->over.n = j;
     *delay_ms = delay;
     *max_only = any_max && !any_rest;
     return j > 0;
+}
+
+/* A group over but not reclaimed is logged once per distinct line (line: the log text, NULL
+ * when it is reclaimed or no longer over; the table forgets it then). Timer thread. */
+static void note_quiet(kq_elastic_t *e, const char *name, const char *line, uint64_t gen)
+{
+    quietg_t *q;
+    HASH_FIND_STR(e->quiet, name, q);
+    if (line == NULL || *line == '\0') {
+        if (q != NULL) {
+            HASH_DEL(e->quiet, q);
+            free(q->name);
+            free(q->line);
+            free(q);
+        }
+        return;
+    }
+    if (q == NULL) {
+        if ((q = calloc(1, sizeof(*q))) == NULL || (q->name = strdup(name)) == NULL) {
+            free(q);
+            return;
+        }
+        HASH_ADD_KEYPTR(hh, e->quiet, q->name, strlen(q->name), q);
+    }
+    q->gen = gen;
+    if (q->line != NULL && strcmp(q->line, line) == 0)
+        return;
+    kq_info("%s", line);
+    free(q->line);
+    q->line = strdup(line);
 }
 
 size_t kq_elastic_reclaim_once(kq_elastic_t *e, int64_t now)
@@ -1569,24 +1640,50 @@ size_t kq_elastic_reclaim_once(kq_elastic_t *e, int64_t now)
         return 0;
     }
     long *grace = n > 0 ? malloc(n * sizeof(*grace)) : NULL;
-    if (n > 0 && grace == NULL) {
-        free(ov);
+    bool *restart = n > 0 ? malloc(n * sizeof(*restart)) : NULL;
+    if (n > 0 && (grace == NULL || restart == NULL)) {
+        free(grace);
+        free(restart);
+        kq_qtree_over_free(ov, n);
         return 0;
     }
+    uint64_t gen = ++e->quiet_gen;
     size_t kept = 0;
     for (size_t i = 0; i < n; i++) {
-        long delay;
-        bool max_only;
-        if (!queue_over_filter(e, &ov[i], &delay, &max_only)) {
+        unsigned src = group_source(e, ov[i].name);
+        bool on = (e->o.reclaim_sources & src) != 0;
+        char why[768] = "";
+        long delay = 0;
+        bool max_only = false, keep;
+        if (src == KQ_RECLAIM_QUEUES) {
+            keep = queue_over_filter(e, &ov[i], on, &delay, &max_only, why, sizeof(why));
+        } else {
+            keep = on;
+            if (!on) {
+                snprintf(why, sizeof(why), "event=quota_group_over_not_reclaimed group=%s source=%s msg=\"over its "
+                         "runtime; reclaim of %s quotas is off (--reclaim-sources%s)\"", ov[i].name,
+                         source_name(src), source_name(src),
+                         src == KQ_RECLAIM_KOORD ? ", as Koordinator's monitorAllQuotas defaults to false" : "");
+            }
+        }
+        note_quiet(e, ov[i].name, keep ? NULL : why, gen);
+        if (!keep) {
             kq_resource_free(&ov[i].over);
             continue;
         }
-        grace[kept] = max_only ? delay : e->o.reclaim_grace_ms;
+        grace[kept] = max_only ? delay : src == KQ_RECLAIM_KOORD ? e->o.koord_delay_ms : e->o.reclaim_grace_ms;
+        restart[kept] = src == KQ_RECLAIM_KOORD && !max_only;
         if (kept != i)
             memcpy(&ov[kept], &ov[i], sizeof(ov[i])); /* a move: ov[i] is not used again */
         kept++;
     }
     n = kept;
+    /* groups no longer over (or reclaimed) are forgotten by the quiet log */
+    quietg_t *q, *qtmp;
+    HASH_ITER(hh, e->quiet, q, qtmp) {
+        if (q->gen != gen)
+            note_quiet(e, q->name, NULL, gen);
+    }
     /* groups no longer over start their grace period again */
     overg_t *g, *gtmp;
     HASH_ITER(hh, e->over, g, gtmp) {
@@ -1611,14 +1708,17 @@ size_t kq_elastic_reclaim_once(kq_elastic_t *e, int64_t now)
             HASH_ADD_KEYPTR(hh, e->over, g->name, strlen(g->name), g);
             char buf[256];
             kq_resource_format(&ov[i].over, buf, sizeof(buf));
-            kq_info("event=quota_group_over group=%s over=\"%s\" grace_ms=%ld", ov[i].name, buf,
-                    e->o.reclaim_grace_ms);
+            kq_info("event=quota_group_over group=%s over=\"%s\" grace_ms=%ld", ov[i].name, buf, grace[i]);
         }
         if (now - g->since_ms < grace[i])
             continue;
         done += reclaim_group(e, &ov[i], now);
+        /* Koordinator's monitor: after a revoke it waits a whole delay again before the next */
+        if (restart[i])
+            g->since_ms = now;
     }
     free(grace);
+    free(restart);
     kq_qtree_over_free(ov, n);
     return done;
 }
@@ -1965,12 +2065,44 @@ static void *timer_main(void *arg)
 
 static const char *const default_system_ns[] = {"kube-system"};
 
+int kq_elastic_parse_reclaim_sources(const char *s, unsigned *out, char *err, size_t errlen)
+{
+    unsigned v = 0;
+    const char *p = s != NULL ? s : "";
+    while (*p != '\0') {
+        size_t n = strcspn(p, ",");
+        static const struct {
+            const char *name;
+            unsigned bit;
+        } words[] = {{"queues", KQ_RECLAIM_QUEUES},
+                     {"scheduler-plugins", KQ_RECLAIM_UPSTREAM},
+                     {"koordinator", KQ_RECLAIM_KOORD},
+                     {"none", 0}};
+        size_t w = 0;
+        while (w < sizeof(words) / sizeof(words[0]) && (strlen(words[w].name) != n || strncmp(p, words[w].name, n) != 0))
+            w++;
+        if (n > 0 && w == sizeof(words) / sizeof(words[0])) {
+            kq_errf(err, errlen, "unknown source \"%.*s\" (queues, scheduler-plugins, koordinator or none)", (int)(n > 64 ? 64 : n), p);
+            return KQ_EINVAL;
+        }
+        if (n > 0)
+            v |= words[w].bit;
+        p += n;
+        if (*p == ',')
+            p++;
+    }
+    *out = v;
+    return 0;
+}
+
 void kq_elastic_opts_default(kq_elastic_opts_t *o)
 {
     memset(o, 0, sizeof(*o));
     o->system_namespaces = default_system_ns;
     o->n_system_namespaces = 1;
+    o->reclaim_sources = KQ_RECLAIM_DEFAULT;
     o->reclaim_grace_ms = 60000;
+    o->koord_delay_ms = 120000; /* Koordinator's defaultDelayEvictTime */
     o->tick_ms = 1000;
     o->status_interval_ms = 10000;
     o->status_burst = 20;
@@ -2043,6 +2175,15 @@ int kq_elastic_start(kq_elastic_t *e)
         return KQ_ENOMEM;
     }
     e->started = true;
+    char srcs[64] = "";
+    for (unsigned b = KQ_RECLAIM_QUEUES; b <= KQ_RECLAIM_KOORD; b <<= 1)
+        if (e->o.reclaim_sources & b)
+            snprintf(srcs + strlen(srcs), sizeof(srcs) - strlen(srcs), "%s%s", srcs[0] ? "," : "", source_name(b));
+    kq_info("event=reclaim_config sources=%s grace_ms=%ld koordinator_delay_ms=%ld msg=\"groups of these sources "
+            "lose pods when they use more than their runtime (--reclaim-sources)%s\"", srcs[0] ? srcs : "none",
+            e->o.reclaim_grace_ms, e->o.koord_delay_ms,
+            (e->o.reclaim_sources & KQ_RECLAIM_KOORD) ? "" : "; Koordinator quotas are not reclaimed, as in "
+            "Koordinator without monitorAllQuotas");
     return 0;
 }
 
@@ -2103,6 +2244,8 @@ void kq_elastic_free(kq_elastic_t *e)
         free(g->name);
         free(g);
     }
+    quietg_t *q, *qtmp;
+    HASH_ITER(hh, e->quiet, q, qtmp) note_quiet(e, q->name, NULL, 0);
     inflight_t *x, *xtmp;
     HASH_ITER(hh, e->inflight, x, xtmp) inflight_drop(e, x);
     kq_config_unref(e->cfg);
