@@ -63,7 +63,8 @@ enum {
     O_SCHED_LISTEN, O_SCHED_THREADS, O_THREADS, O_METRICS_MAX_USERS, O_MAX_CLIENT_CONNS, O_MAX_VIEWS,
     O_WEBHOOK_LISTEN, O_WEBHOOK_THREADS,
     /* elastic flags */
-    O_SYSNS, O_DQMIN, O_DQMAX, O_GRACE, O_ETICK, O_STATUS, O_MINRUN, O_PREEMPT_DEF,
+    O_SYSNS, O_DQMIN, O_DQMAX, O_GRACE, O_ETICK, O_STATUS, O_MINRUN, O_PREEMPT_DEF, O_RECLAIM_SOURCES,
+    O_KOORD_DELAY,
     O_METERING, O_LEADER_ELECT, O_LEASE_NS, O_LEASE_NAME, O_LEASE_DUR, O_RENEW_DEADLINE, O_RETRY_PERIOD,
     O_HISTORY, O_APPID_FALLBACK, O_GATE, O_GATE_TIMEOUT, O_GATE_REMOVERS, O_GATE_USAGE_CM, O_GATE_USAGE_CKPT,
     O_HELP = 'h',
@@ -186,6 +187,13 @@ static const flag_t serve_flags[] = {
                                               "its pods are evicted (default 1m)", NULL},
     {"reclaim-min-runtime", 1, O_MINRUN, "DURATION", "a pod running for less than this is not evicted by\n"
                                                      "reclaim (default 0)", NULL},
+    {"reclaim-sources", 1, O_RECLAIM_SOURCES, "LIST", "whose groups are reclaimed when over their runtime:\n"
+                                                      "queues, scheduler-plugins, koordinator, or none\n"
+                                                      "(default queues,scheduler-plugins; Koordinator's\n"
+                                                      "revoke controller is off unless monitorAllQuotas)", NULL},
+    {"koordinator-delay-evict-time", 1, O_KOORD_DELAY, "DURATION", "how long a Koordinator quota may use more\n"
+                                                                   "than its runtime before reclaim, when on\n"
+                                                                   "(default 2m, Koordinator's delayEvictTime)", NULL},
     {"preempt-default-group", 0, O_PREEMPT_DEF, NULL, "pods of the default quota group may be preemption\n"
                                                       "victims (default: never, as in Koordinator)", NULL},
     {"elastic-tick", 1, O_ETICK, "DURATION", "reclaim / status / config check period (default 1s)", NULL},
@@ -301,7 +309,8 @@ typedef struct serve_opts {
     long metrics_max_users;
     /* elastic flags */
     const char *system_namespaces, *default_quota_min, *default_quota_max;
-    long reclaim_grace_ms, elastic_tick_ms, status_interval_ms, reclaim_min_runtime_ms;
+    long reclaim_grace_ms, elastic_tick_ms, status_interval_ms, reclaim_min_runtime_ms, koord_delay_ms;
+    unsigned reclaim_sources;
     bool preempt_default;
     kq_metering_opts_t metering;
     bool metering_on; /* any --metering flag: metering (prices, charges, budgets) runs */
@@ -414,6 +423,8 @@ static int parse_serve(int argc, char **argv, serve_opts_t *o)
         .gate_usage_ckpt_ms = 30000,
         .system_namespaces = "kube-system", /* elastic flags */
         .reclaim_grace_ms = 60000,
+        .reclaim_sources = KQ_RECLAIM_DEFAULT,
+        .koord_delay_ms = 120000,
         .elastic_tick_ms = 1000,
         .status_interval_ms = 10000,
         .lease_name = "kubequota", /* leader election: kube-scheduler's 15s / 10s / 2s */
@@ -540,6 +551,16 @@ static int parse_serve(int argc, char **argv, serve_opts_t *o)
                 return 2;
             break;
         case O_PREEMPT_DEF: o->preempt_default = true; break;
+        case O_RECLAIM_SOURCES: {
+            char rerr[256];
+            if (kq_elastic_parse_reclaim_sources(optarg, &o->reclaim_sources, rerr, sizeof(rerr)) != 0)
+                return bad_usage("serve", "--reclaim-sources %s: %s", optarg, rerr);
+            break;
+        }
+        case O_KOORD_DELAY:
+            if (!parse_duration_flag(c, optarg, 0, 0, &o->koord_delay_ms))
+                return 2;
+            break;
         case O_ETICK:
             if (!parse_duration_flag(c, optarg, 1, 10, &o->elastic_tick_ms))
                 return 2;
@@ -851,6 +872,8 @@ static int serve(int argc, char **argv)
             goto out;
         eo.reclaim_grace_ms = o.reclaim_grace_ms;
         eo.reclaim_min_runtime_ms = o.reclaim_min_runtime_ms;
+        eo.reclaim_sources = o.reclaim_sources;
+        eo.koord_delay_ms = o.koord_delay_ms;
         eo.preempt_default = o.preempt_default;
         eo.tick_ms = o.elastic_tick_ms;
         eo.status_interval_ms = o.status_interval_ms;

@@ -188,6 +188,13 @@ typedef struct overg { /* reclaim: since when a group is over */
     UT_hash_handle hh;
 } overg_t;
 
+typedef struct quietg { /* reclaim: a group over but not reclaimed, and what was logged */
+    char *name;
+    char *line;
+    uint64_t gen;
+    UT_hash_handle hh;
+} quietg_t;
+
 typedef struct inflight { /* an eviction done (until the pod is gone) or refused (until until_ms) */
     char *uid;
     bool evicted;
@@ -248,6 +255,8 @@ struct kq_elastic {
 
     /* timer thread only */
     overg_t *over;
+    quietg_t *quiet;
+    uint64_t quiet_gen;
     inflight_t *inflight;
     int64_t next_expire_ms;
 
@@ -448,6 +457,26 @@ static const char *kv(const json_t *map, const char *key)
     return s && *s ? s : NULL;
 }
 
+/* The shared-weight annotation as Koordinator's webhook stores it (koordinator-sh/koordinator
+ * pkg/webhook/elasticquota/quota_topology.go fixedSharedWeight): exactly the resources of
+ * max, those the annotation leaves out weighing their max. (One that is 0 in every resource
+ * then means the max: quota_tree.h.) 0 or KQ_ENOMEM (*w unchanged). */
+static int weight_as_max_keys(kq_resource_t *w, const kq_resource_t *max)
+{
+    kq_resource_t fixed = KQ_RESOURCE_EMPTY;
+    for (uint32_t i = 0; i < max->n; i++) {
+        bool has = false;
+        int64_t v = kq_resource_get(w, KQ_RES_E(max)[i].name, &has);
+        if (kq_resource_put(&fixed, KQ_RES_E(max)[i].name, has ? v : KQ_RES_E(max)[i].value) != 0) {
+            kq_resource_free(&fixed);
+            return KQ_ENOMEM;
+        }
+    }
+    kq_resource_move(w, &fixed);
+    kq_resource_free(&fixed);
+    return 0;
+}
+
 /* API group of an object from its apiVersion, else the hint. NULL when neither is one of ours. */
 static const char *api_group_of(const json_t *obj, const char *hint)
 {
@@ -468,6 +497,7 @@ static int eq_parse(const json_t *obj, const char *hint, const char *ns_hint, eq
 {
     eqobj_t *o = NULL;
     int rc = KQ_EPARSE;
+    bool fix_weight = false;
     const json_t *meta = json_object_get(obj, "metadata");
     const char *grp = api_group_of(obj, hint);
     const char *name = kv(meta, "name");
@@ -556,6 +586,7 @@ static int eq_parse(const json_t *obj, const char *hint, const char *ns_hint, eq
         if (rc != 0)
             goto out;
         rc = KQ_EPARSE;
+        fix_weight = true;
     }
     const char *nss = kv(anns, ANN_NAMESPACES);
     if (nss != NULL) {
@@ -596,6 +627,8 @@ limits:
     snprintf(what, sizeof(what), "ElasticQuota %.50s/%.50s spec.max", ns, name);
     if ((rc = rlist(json_object_get(spec, "max"), what, &o->s.max, err, len)) != 0)
         goto out;
+    if (fix_weight && weight_as_max_keys(&o->s.weight, &o->s.max) != 0)
+        goto nomem;
     *out = o;
     return 0;
 nomem:
@@ -2114,40 +2147,102 @@ static long quota_preemption_delay(const kq_elastic_t *e, const char *name)
     return 0;
 }
 
+/* Where a group comes from, for reclaim_sources: the owner reconcile() recorded. */
+static unsigned group_source(kq_elastic_t *e, const char *name)
+{
+    unsigned src = 0;
+    pthread_mutex_lock(&e->apply_mu);
+    gent_t *a;
+    HASH_FIND_STR(e->applied, name, a);
+    if (a != NULL && strcmp(a->owner, "queue") == 0)
+        src = KQ_RECLAIM_QUEUES;
+    else if (a != NULL && strncmp(a->owner, KQ_EQ_GROUP_UPSTREAM "/", strlen(KQ_EQ_GROUP_UPSTREAM) + 1) == 0)
+        src = KQ_RECLAIM_UPSTREAM;
+    else if (a != NULL && strncmp(a->owner, KQ_EQ_GROUP_KOORD "/", strlen(KQ_EQ_GROUP_KOORD) + 1) == 0)
+        src = KQ_RECLAIM_KOORD;
+    pthread_mutex_unlock(&e->apply_mu);
+    return src;
+}
+
+static const char *source_name(unsigned src)
+{
+    return src == KQ_RECLAIM_QUEUES ? "queues" : src == KQ_RECLAIM_UPSTREAM ? "scheduler-plugins"
+                                   : src == KQ_RECLAIM_KOORD ? "koordinator" : "none";
+}
+
 /* Splits a queue group's over into the part above its resources.max (where the max, not
  * the runtime, is what binds) and the rest (lent resources wanted back). The part above max
- * is dropped unless quota preemption applies (*delay_ms > 0). True when something is left. */
-static bool queue_over_filter(kq_elastic_t *e, kq_qgroup_over_t *ov, long *delay_ms, bool *max_only)
+ * is dropped unless quota preemption applies (*delay_ms > 0), the rest unless reclaim of
+ * queues is on (rest_on). True when something is left; else why (a log line's text, "" when
+ * nothing was dropped) says why nothing is reclaimed. */
+static bool queue_over_filter(kq_elastic_t *e, kq_qgroup_over_t *ov, bool rest_on, long *delay_ms, bool *max_only,
+                              char *why, size_t whylen)
 {
     *delay_ms = 0;
     *max_only = false;
-    if (strcmp(ov->name, "root") != 0 && strncmp(ov->name, "root.", 5) != 0)
-        return true; /* not a queue: ElasticQuota groups keep Koordinator's reclaim */
+    why[0] = '\0';
     kq_qgroup_info_t info;
     if (kq_qtree_info(e->qt, ov->name, &info) != 0)
-        return true;
+        return rest_on;
     long delay = quota_preemption_delay(e, ov->name);
     uint32_t j = 0;
-    bool any_max = false, any_rest = false;
+    bool any_max = false, any_rest = false, dropped_max = false;
+    char over_s[256];
+    kq_resource_format(&ov->over, over_s, sizeof(over_s));
     for (uint32_t k = 0; k < ov->over.n; k++) {
         bool has_max = false;
         int64_t mx = kq_resource_get(&info.max, KQ_RES_E(&ov->over)[k].name, &has_max);
         int64_t rt = kq_resource_get(&info.runtime, KQ_RES_E(&ov->over)[k].name, NULL);
         bool by_max = has_max && mx <= rt;
-        if (by_max && delay <= 0)
+        if (by_max ? delay <= 0 : !rest_on) {
+            dropped_max |= by_max;
             continue;
+        }
         any_max |= by_max;
         any_rest |= !by_max;
         KQ_RES_E(&ov->over)[j++] = KQ_RES_E(&ov->over)[k];
     }
     kq_qtree_info_free(&info);
-    if (j < ov->over.n && j == 0)
-        kq_debug("event=quota_group_over_max group=%s msg=\"over its resources.max: no eviction without "
-                 "preemption.quotapreemptionenabled and quota.preemption.delay\"", ov->name);
+    if (j == 0 && dropped_max)
+        snprintf(why, whylen, "event=quota_group_over_max group=%s over=\"%s\" msg=\"over its resources.max: no "
+                 "eviction without preemption.quotapreemptionenabled and quota.preemption.delay\"", ov->name, over_s);
+    else if (j == 0)
+        snprintf(why, whylen, "event=quota_group_over_not_reclaimed group=%s source=queues msg=\"over its runtime; "
+                 "reclaim of queues is off (--reclaim-sources)\"", ov->name);
     ov->over.n = j;
     *delay_ms = delay;
     *max_only = any_max && !any_rest;
     return j > 0;
+}
+
+/* A group over but not reclaimed is logged once per distinct line (line: the log text, NULL
+ * when it is reclaimed or no longer over; the table forgets it then). Timer thread. */
+static void note_quiet(kq_elastic_t *e, const char *name, const char *line, uint64_t gen)
+{
+    quietg_t *q;
+    HASH_FIND_STR(e->quiet, name, q);
+    if (line == NULL || *line == '\0') {
+        if (q != NULL) {
+            HASH_DEL(e->quiet, q);
+            free(q->name);
+            free(q->line);
+            free(q);
+        }
+        return;
+    }
+    if (q == NULL) {
+        if ((q = calloc(1, sizeof(*q))) == NULL || (q->name = strdup(name)) == NULL) {
+            free(q);
+            return;
+        }
+        HASH_ADD_KEYPTR(hh, e->quiet, q->name, strlen(q->name), q);
+    }
+    q->gen = gen;
+    if (q->line != NULL && strcmp(q->line, line) == 0)
+        return;
+    kq_info("%s", line);
+    free(q->line);
+    q->line = strdup(line);
 }
 
 size_t kq_elastic_reclaim_once(kq_elastic_t *e, int64_t now)
@@ -2166,24 +2261,50 @@ size_t kq_elastic_reclaim_once(kq_elastic_t *e, int64_t now)
         return 0;
     }
     long *grace = n > 0 ? malloc(n * sizeof(*grace)) : NULL;
-    if (n > 0 && grace == NULL) {
-        free(ov);
+    bool *restart = n > 0 ? malloc(n * sizeof(*restart)) : NULL;
+    if (n > 0 && (grace == NULL || restart == NULL)) {
+        free(grace);
+        free(restart);
+        kq_qtree_over_free(ov, n);
         return 0;
     }
+    uint64_t gen = ++e->quiet_gen;
     size_t kept = 0;
     for (size_t i = 0; i < n; i++) {
-        long delay;
-        bool max_only;
-        if (!queue_over_filter(e, &ov[i], &delay, &max_only)) {
+        unsigned src = group_source(e, ov[i].name);
+        bool on = (e->o.reclaim_sources & src) != 0;
+        char why[768] = "";
+        long delay = 0;
+        bool max_only = false, keep;
+        if (src == KQ_RECLAIM_QUEUES) {
+            keep = queue_over_filter(e, &ov[i], on, &delay, &max_only, why, sizeof(why));
+        } else {
+            keep = on;
+            if (!on) {
+                snprintf(why, sizeof(why), "event=quota_group_over_not_reclaimed group=%s source=%s msg=\"over its "
+                         "runtime; reclaim of %s quotas is off (--reclaim-sources%s)\"", ov[i].name,
+                         source_name(src), source_name(src),
+                         src == KQ_RECLAIM_KOORD ? ", as Koordinator's monitorAllQuotas defaults to false" : "");
+            }
+        }
+        note_quiet(e, ov[i].name, keep ? NULL : why, gen);
+        if (!keep) {
             kq_resource_free(&ov[i].over);
             continue;
         }
-        grace[kept] = max_only ? delay : e->o.reclaim_grace_ms;
+        grace[kept] = max_only ? delay : src == KQ_RECLAIM_KOORD ? e->o.koord_delay_ms : e->o.reclaim_grace_ms;
+        restart[kept] = src == KQ_RECLAIM_KOORD && !max_only;
         if (kept != i)
             memcpy(&ov[kept], &ov[i], sizeof(ov[i])); /* a move: ov[i] is not used again */
         kept++;
     }
     n = kept;
+    /* groups no longer over (or reclaimed) are forgotten by the quiet log */
+    quietg_t *q, *qtmp;
+    HASH_ITER(hh, e->quiet, q, qtmp) {
+        if (q->gen != gen)
+            note_quiet(e, q->name, NULL, gen);
+    }
     /* groups no longer over start their grace period again */
     overg_t *g, *gtmp;
     HASH_ITER(hh, e->over, g, gtmp) {
@@ -2208,14 +2329,17 @@ size_t kq_elastic_reclaim_once(kq_elastic_t *e, int64_t now)
             HASH_ADD_KEYPTR(hh, e->over, g->name, strlen(g->name), g);
             char buf[256];
             kq_resource_format(&ov[i].over, buf, sizeof(buf));
-            kq_info("event=quota_group_over group=%s over=\"%s\" grace_ms=%ld", ov[i].name, buf,
-                    e->o.reclaim_grace_ms);
+            kq_info("event=quota_group_over group=%s over=\"%s\" grace_ms=%ld", ov[i].name, buf, grace[i]);
         }
         if (now - g->since_ms < grace[i])
             continue;
         done += reclaim_group(e, &ov[i], now);
+        /* Koordinator's monitor: after a revoke it waits a whole delay again before the next */
+        if (restart[i])
+            g->since_ms = now;
     }
     free(grace);
+    free(restart);
     kq_qtree_over_free(ov, n);
     return done;
 }
@@ -2617,12 +2741,44 @@ static void *timer_main(void *arg)
 
 static const char *const default_system_ns[] = {"kube-system"};
 
+int kq_elastic_parse_reclaim_sources(const char *s, unsigned *out, char *err, size_t errlen)
+{
+    unsigned v = 0;
+    const char *p = s != NULL ? s : "";
+    while (*p != '\0') {
+        size_t n = strcspn(p, ",");
+        static const struct {
+            const char *name;
+            unsigned bit;
+        } words[] = {{"queues", KQ_RECLAIM_QUEUES},
+                     {"scheduler-plugins", KQ_RECLAIM_UPSTREAM},
+                     {"koordinator", KQ_RECLAIM_KOORD},
+                     {"none", 0}};
+        size_t w = 0;
+        while (w < sizeof(words) / sizeof(words[0]) && (strlen(words[w].name) != n || strncmp(p, words[w].name, n) != 0))
+            w++;
+        if (n > 0 && w == sizeof(words) / sizeof(words[0])) {
+            kq_errf(err, errlen, "unknown source \"%.*s\" (queues, scheduler-plugins, koordinator or none)", (int)(n > 64 ? 64 : n), p);
+            return KQ_EINVAL;
+        }
+        if (n > 0)
+            v |= words[w].bit;
+        p += n;
+        if (*p == ',')
+            p++;
+    }
+    *out = v;
+    return 0;
+}
+
 void kq_elastic_opts_default(kq_elastic_opts_t *o)
 {
     memset(o, 0, sizeof(*o));
     o->system_namespaces = default_system_ns;
     o->n_system_namespaces = 1;
+    o->reclaim_sources = KQ_RECLAIM_DEFAULT;
     o->reclaim_grace_ms = 60000;
+    o->koord_delay_ms = 120000; /* Koordinator's defaultDelayEvictTime */
     o->tick_ms = 1000;
     o->status_interval_ms = 10000;
     o->status_burst = 20;
@@ -2695,6 +2851,15 @@ int kq_elastic_start(kq_elastic_t *e)
         return KQ_ENOMEM;
     }
     e->started = true;
+    char srcs[64] = "";
+    for (unsigned b = KQ_RECLAIM_QUEUES; b <= KQ_RECLAIM_KOORD; b <<= 1)
+        if (e->o.reclaim_sources & b)
+            snprintf(srcs + strlen(srcs), sizeof(srcs) - strlen(srcs), "%s%s", srcs[0] ? "," : "", source_name(b));
+    kq_info("event=reclaim_config sources=%s grace_ms=%ld koordinator_delay_ms=%ld msg=\"groups of these sources "
+            "lose pods when they use more than their runtime (--reclaim-sources)%s\"", srcs[0] ? srcs : "none",
+            e->o.reclaim_grace_ms, e->o.koord_delay_ms,
+            (e->o.reclaim_sources & KQ_RECLAIM_KOORD) ? "" : "; Koordinator quotas are not reclaimed, as in "
+            "Koordinator without monitorAllQuotas");
     return 0;
 }
 
@@ -2765,6 +2930,8 @@ void kq_elastic_free(kq_elastic_t *e)
         free(g->name);
         free(g);
     }
+    quietg_t *q, *qtmp;
+    HASH_ITER(hh, e->quiet, q, qtmp) note_quiet(e, q->name, NULL, 0);
     inflight_t *x, *xtmp;
     HASH_ITER(hh, e->inflight, x, xtmp) inflight_drop(e, x);
     kq_config_unref(e->cfg);
@@ -2816,6 +2983,41 @@ static bool keys_in(const kq_resource_t *sub, const kq_resource_t *sup)
 static const char *str_or(const char *s, const char *dflt)
 {
     return s != NULL ? s : dflt;
+}
+
+/* Pods bound to a Koordinator quota, as Koordinator's webhook finds them
+ * (koordinator-sh/koordinator pkg/webhook/elasticquota/pod_check.go hasQuotaBoundedPods):
+ * labelled quota.scheduling.koordinator.sh/name with it, in the namespace named like it, or
+ * in a namespace its quota.scheduling.koordinator.sh/namespaces annotation lists. */
+struct bound_pods {
+    const eqobj_t *q;
+};
+
+static bool bound_pod(void *ud, const kq_pod_t *pod)
+{
+    const eqobj_t *q = ((const struct bound_pods *)ud)->q;
+    if (str_eq(pod->quota_name, q->name) || str_eq(pod->ns, q->name))
+        return true;
+    for (size_t i = 0; i < q->n_nss; i++)
+        if (str_eq(pod->ns, q->nss[i]))
+            return true;
+    return false;
+}
+
+/* A quota becoming a parent (label is-parent "true") while pods are bound to it is refused
+ * with Koordinator's message (quota_topology_check.go checkIsParentChange; its test
+ * quota_topology_test.go TestQuotaTopology_ValidUpdateQuota): the pods kubequota knows
+ * (those of its scheduler). 0, or KQ_EDENIED with msg. */
+static int koord_becomes_parent(kq_elastic_t *e, const eqobj_t *o, const eqobj_t *prev, char *msg, size_t len)
+{
+    char ns[254], name[254];
+    struct bound_pods bp = {.q = prev};
+    if (e->app == NULL || e->app->ledger == NULL ||
+        !kq_ledger_find_pod(e->app->ledger, bound_pod, &bp, ns, sizeof(ns), name, sizeof(name)))
+        return 0;
+    kq_errf(msg, len, "ElasticQuota %s/%s: quota has bound pods, isParent is forbidden to modify as true, "
+            "quotaName: %s (pod %s/%s)", o->ns, o->name, prev->name, ns, name);
+    return KQ_EDENIED;
 }
 
 /* Koordinator's webhook rules for a CREATE/UPDATE of a Koordinator object o (old: the
@@ -3015,19 +3217,20 @@ int kq_elastic_validate_admission(void *ud, const json_t *request, char *msg, si
                strcmp(owner, "queue") == 0 ? "queues.yaml" : "ElasticQuota ", strcmp(owner, "queue") == 0 ? "" : owner);
         rc = KQ_EDENIED;
     } else {
+        eqobj_t *prev = NULL;
+        if (koord && strcmp(op, "UPDATE") == 0 && old != NULL && eq_parse(old, rgroup, rns, &prev, err, sizeof(err)) != 0)
+            prev = NULL;
         kq_qgroup_spec_t q;
         to_qspec(&o->s, &q);
-        rc = kq_qtree_validate_group(e->qt, &q, err, sizeof(err));
-        if (rc != 0) {
+        if (prev != NULL && o->s.is_parent && !prev->s.is_parent)
+            rc = koord_becomes_parent(e, o, prev, msg, len);
+        if (rc == 0 && (rc = kq_qtree_validate_group(e->qt, &q, err, sizeof(err))) != 0) {
             kq_errf(msg, len, "ElasticQuota %s/%s: %s", o->ns, o->name, err[0] ? err : kq_strerror(rc));
             rc = rc == KQ_ENOMEM ? KQ_ENOMEM : KQ_EDENIED;
-        } else if (koord) {
-            eqobj_t *prev = NULL;
-            if (strcmp(op, "UPDATE") == 0 && old != NULL && eq_parse(old, rgroup, rns, &prev, err, sizeof(err)) != 0)
-                prev = NULL;
+        } else if (rc == 0 && koord) {
             rc = koord_rules(e, o, prev, obj, msg, len);
-            eqobj_free(prev);
         }
+        eqobj_free(prev);
     }
     eqobj_free(o);
     return rc;

@@ -135,6 +135,7 @@ typedef struct spod {
     char *queue;
     char *queue_error;
     kq_denial_t queue_denial;
+    bool queue_named;
     char *app_id;
     bool app_named;
     rpack_t *request;
@@ -151,7 +152,7 @@ typedef struct spod {
 
 #define SPOD_FIELDS(X)                                                                                               \
     X(uid) X(ns) X(name) X(node) X(scheduler_name) X(phase) X(deleting) X(user) X(groups) X(n_groups) X(queue)        \
-    X(queue_error) X(queue_denial) X(app_id) X(app_named) X(priority) X(preemptible) X(created) X(quota_name) X(quota_group) X(n_gates) X(gate_pos) \
+    X(queue_error) X(queue_denial) X(queue_named) X(app_id) X(app_named) X(priority) X(preemptible) X(created) X(quota_name) X(quota_group) X(n_gates) X(gate_pos) \
     X(gang) X(gang_min)
 
 _Static_assert(sizeof(spod_t) - sizeof(rpack_t *) == sizeof(kq_pod_t) - sizeof(kq_resource_t),
@@ -532,6 +533,17 @@ static kq_ugm_pod_t since_of(const kq_pod_t *pod)
                           .generated_app = !pod->app_named};
 }
 
+/* A pod whose queue could not be resolved is still admitted, in the root queue, when an
+ * ElasticQuota governs it instead: it names no queue itself, no ACL refused it, and its quota
+ * group (group, as resolved) is neither the default nor the system group, e.g. a pod of a
+ * Koordinator quota by its label quota.scheduling.koordinator.sh/name or its namespace, in a
+ * cluster whose queues.yaml has no queue for it (Koordinator knows no queues). */
+static bool queueless_ok(const kq_pod_t *pod, const char *group)
+{
+    return pod->queue == NULL && !pod->queue_named && pod->queue_denial != KQ_DENIAL_ACL && group != NULL &&
+           strcmp(group, KQ_QTREE_DEFAULT) != 0 && strcmp(group, KQ_QTREE_SYSTEM) != 0;
+}
+
 /* Counts a pod the API server shows bound (unchecked). On failure the entry stays
  * PENDING and the next event retries. */
 static void count_bound(kq_ledger_t *l, entry_t *e, const kq_pod_t *pod)
@@ -541,7 +553,7 @@ static void count_bound(kq_ledger_t *l, entry_t *e, const kq_pod_t *pod)
         kq_error("event=count_failed pod=%s/%s uid=%s error=\"out of memory\"", pod->ns, pod->name, pod->uid);
         return;
     }
-    if (pod->queue == NULL)
+    if (pod->queue == NULL && !queueless_ok(pod, pod->quota_group))
         kq_warn("event=count_in_root pod=%s/%s uid=%s node=%s reason=\"%s\" msg=\"bound pod has no valid "
                 "queue; counting it against root\"", pod->ns, pod->name, pod->uid, pod->node,
                 pod->queue_error ? pod->queue_error : "no queue");
@@ -931,13 +943,14 @@ int kq_ledger_check_on(kq_ledger_t *l, const kq_pod_t *pod, const char *node, ch
     pthread_mutex_unlock(&l->mu);
     if (counted)
         return 0;
-    if (pod->queue == NULL)
-        return no_queue(pod, reason, reason_len, kind);
     char group[KQ_QTREE_NAME_MAX + 1];
     bool in_tree = qt != NULL && resolve != NULL && resolve(resolve_ud, pod, group, sizeof(group)) == 0;
+    if (pod->queue == NULL && !(in_tree && queueless_ok(pod, group)))
+        return no_queue(pod, reason, reason_len, kind);
     kq_user_t u = {.name = pod->user, .groups = (const char *const *)pod->groups, .n_groups = pod->n_groups};
     kq_ugm_pod_t since = since_of(pod);
-    int rc = kq_ugm_check_pod(l->ugm, pod->queue, pod->app_id, &u, &pod->request, &since, reason, reason_len, kind);
+    int rc = kq_ugm_check_pod(l->ugm, pod->queue ? pod->queue : "root", pod->app_id, &u, &pod->request, &since,
+                              reason, reason_len, kind);
     if (rc != 0 || !in_tree)
         return rc;
     bool done = false;
@@ -1049,8 +1062,6 @@ static int assume(kq_ledger_t *l, const kq_pod_t *pod, const char *node, char *r
     kq_denial_set(kind, KQ_DENIAL_NONE);
     if (pod == NULL || pod->uid == NULL)
         return KQ_EINVAL;
-    if (pod->queue == NULL)
-        return no_queue(pod, reason, reason_len, kind);
     /* Everything that may fail to allocate, before the engine commits. */
     counted_t c;
     entry_t *fresh = entry_new(pod->uid);
@@ -1062,6 +1073,10 @@ static int assume(kq_ledger_t *l, const kq_pod_t *pod, const char *node, char *r
         return KQ_ENOMEM;
     }
     const kq_pod_t *fpod = EPOD(&fresh->pod); /* fresh's facts, for as long as fresh has them */
+    if (fpod->queue == NULL && !queueless_ok(fpod, fpod->quota_group)) {
+        entry_free(fresh);
+        return no_queue(pod, reason, reason_len, kind);
+    }
     if (counted_from_pod(&c, fpod) != 0) {
         entry_free(fresh);
         return KQ_ENOMEM;
@@ -1164,7 +1179,7 @@ static bool reserve_observed(kq_ledger_t *l, entry_t *e)
 {
     const kq_pod_t *pod = EPOD(&e->pod);
     if (!l->gating || e->res_done || !is_ours(l, pod) || kq_pod_is_gated(pod) || pod->deleting ||
-        pod->node != NULL || pod->queue == NULL)
+        pod->node != NULL || (pod->queue == NULL && !queueless_ok(pod, pod->quota_group)))
         return false;
     if (l->resyncing) {
         /* During a relist the bound pods are not all counted yet and the quota tree's
@@ -1562,6 +1577,25 @@ int kq_ledger_nodes_used(kq_ledger_t *l, const char *const *nodes, size_t n, kq_
     }
     pthread_mutex_unlock(&l->mu);
     return rc;
+}
+
+bool kq_ledger_find_pod(kq_ledger_t *l, bool (*match)(void *ud, const kq_pod_t *pod), void *ud, char *ns,
+                        size_t nslen, char *name, size_t namelen)
+{
+    bool found = false;
+    pthread_mutex_lock(&l->mu);
+    for (entry_t *e = l->table; e != NULL && !found; e = e->hh.next) {
+        const kq_pod_t *pod = EPOD(&e->pod);
+        if (pod->uid == NULL || !match(ud, pod))
+            continue;
+        found = true;
+        if (ns != NULL && nslen > 0)
+            snprintf(ns, nslen, "%s", pod->ns ? pod->ns : "");
+        if (name != NULL && namelen > 0)
+            snprintf(name, namelen, "%s", pod->name ? pod->name : "");
+    }
+    pthread_mutex_unlock(&l->mu);
+    return found;
 }
 
 int kq_ledger_counted_group(kq_ledger_t *l, const char *uid, char *group, size_t glen, kq_resource_t *req,

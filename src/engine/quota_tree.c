@@ -8,9 +8,10 @@
  * every computation visits them in one deterministic order and an index orders them by
  * name. Per group we keep the spec (min, max, weight, allow-lent, is-parent) and the
  * derived values:
- *   smin     scaled min (== min unless the parent's scaled min is too small);
+ *   smin     scaled min (== min unless the parent's runtime is smaller than the sum of
+ *            its children's mins; set when the parent is redistributed);
  *   request  leaf: exact sum of pod requests; parent: saturating sum of the children's ask;
- *   ask      what the group asks of its parent: min(request (or max(request, smin) when it
+ *   ask      what the group asks of its parent: min(request (or max(request, min) when it
  *            does not lend), max);
  *   used, used_np   exact sums over the subtree (a leaf's pods; parents add children);
  *   runtime  computed at the parent, per resource the cluster total names.
@@ -25,33 +26,43 @@
  * nothing (two phases: compute every level, then commit).
  *
  * Incremental recomputation. A change marks the parents whose distribution inputs
- * changed (children's ask, scaled min, weight, or their own runtime) "dirty" in a min-heap
+ * changed (children's ask, min, weight, or their own runtime) "dirty" in a min-heap
  * keyed by depth. run_dirty() pops the shallowest parent, redistributes its runtime among
  * its children, and pushes only children that are parents and whose runtime changed, so a
  * parent is always redistributed after its ancestors and untouched subtrees are never
  * visited. The heap and the per-distribution scratch arrays are sized when groups are
  * added, so recomputation never allocates and never fails.
  *
- * Full recomputation. A change of the cluster total rescales mins from the root
- * (recursing only where a scaled min changed; a lending child's ask does not depend on
- * its scaled min) and then redistributes every parent in one pre-order pass
- * (redistribute_all: every unlimited group's default weight follows the total), not
- * through the heap. Batches (kq_qtree_batch_begin/end) record "pending" instead of
- * recomputing: settle() then rebuilds every scaled min, ask and request from the root and
- * redistributes every parent once, so N changes cost one O(groups) pass. Readers call
+ * Scaled mins are part of a distribution (Koordinator's GroupQuotaManager.refreshRuntime
+ * scales a quota's children against the quota's runtime before sharing it): redistribute()
+ * first sets its children's scaled mins from the parent's runtime and the sum of their
+ * mins (kidmin, kept per parent by asks_refresh), so nothing else depends on them and asks
+ * never do (a group that does not lend asks for its min, not its scaled min, as in
+ * Koordinator). A parent remembers whether it scaled (kscaled), so that children get their
+ * plain mins back when the total returns.
+ *
+ * Full recomputation. A change of the cluster total redistributes every parent in one
+ * pre-order pass (redistribute_all: scaled mins follow the runtimes, and every unlimited
+ * group's default weight follows the total), not through the heap. Batches
+ * (kq_qtree_batch_begin/end) record "pending" instead of recomputing: settle() then
+ * rebuilds every ask and request from the root and redistributes every parent once, so N
+ * changes cost one O(groups) pass. Readers call
  * settle() first, so a read inside a batch is exact too (and outside one it is a no-op).
  * These passes are bound by memory latency (a group is about 3 KB, 10,000 groups exceed
  * the caches): the first loop over a parent's children prefetches the lines the next
  * loops read, the fields every pass reads first share one cache line, and a child's
  * runtime is rewritten in place.
  *
- * Sharing (apportion): floor(units * w_i / W) each (128-bit products, 64-bit when they
- * fit), the leftover units one each by largest remainder then name, never above a
- * child's remaining cap; capped children drop out and what they could not take is shared
- * again. Every round either hands out all units or caps someone, so it ends after at most
- * n+1 rounds. The leftover units go to the first `left` candidates in (remainder, name)
- * order, found by quickselect (O(n)), not a sort; with equal weights all remainders are
- * equal and they go to the first ones by name without any product.
+ * Sharing (apportion), Koordinator's iterationForRedistribution with its largest-remainder
+ * deltas (koordinator-sh/koordinator pkg/scheduler/plugins/elasticquota/core/
+ * runtime_quota_calculator.go, computeHamiltonDeltas): each round, floor(units * w_i / W)
+ * each (128-bit products, 64-bit when they fit) and the leftover units one each by largest
+ * remainder then name; then every child above its cap gives the excess back and drops
+ * out, and what was given back is shared again among the rest. Every round either hands
+ * out all units or caps someone, so it ends after at most n+1 rounds. The leftover units
+ * go to the first `left` candidates in (remainder, name) order, found by quickselect
+ * (O(n)), not a sort; with equal weights all remainders are equal and they go to the first
+ * ones by name without any product.
  *
  * Lock: t->lock guards everything. It is the last lock in the order ledger -> user ->
  * group -> quota tree; nothing is logged, written or called back while it is held (log
@@ -89,6 +100,8 @@ struct group {
     UT_hash_handle hh;
     kq_resource_t min, smin, max, weight;
     kq_resource_t request, ask, used, used_np, runtime;
+    kq_resource_t kidmin; /* sum of the children's min (the default group's left out) */
+    bool kscaled;         /* some child's smin differs from its min */
 };
 
 struct cand {
@@ -114,7 +127,7 @@ struct kq_qtree {
     size_t heap_n, heap_cap;
     size_t scr_cap;
     int64_t *sw, *scap, *sadd, *sbase;
-    int64_t *sval;     /* scaled mins: per child, one per resource of the parent's min */
+    int64_t *sval;     /* scale_kids: what the parent shares of each resource scaled */
     const char **scd;  /* the resources scaled */
     size_t sval_cap, scd_cap;
     struct cand *cand, *sel;
@@ -291,12 +304,13 @@ static void select_first(struct cand *c, size_t n, size_t k)
 /* Hands out up to `units` among n items, item i taking at most cap[i], in proportion to
  * w[i] (w[i] == 0 takes nothing). add[i] receives each one's amount. Returns the total,
  * which is min(units, sum of caps of items with w > 0).
- * Each round: floor shares, then the leftover units one each to the candidates with room
- * for one more, by largest remainder then name; shares are cut to the room left. The
- * candidates of a round are those of the previous one that still have room (add only
- * grows), kept in index (= name) order. When all their weights are equal every share is
- * units / m and every remainder the same, so the leftover units go to the first ones with
- * room in name order: no products, one division. */
+ * Each round (Koordinator's): floor shares, then the leftover units one each by largest
+ * remainder then name, whether or not the candidate has room for them; then shares are cut
+ * to the room left and what was cut is shared again in the next round. The candidates of
+ * a round are those of the previous one that still have room (add only grows), kept in
+ * index (= name) order. When all their weights are equal every share is units / m and
+ * every remainder the same, so the leftover units go to the first ones in name order: no
+ * products, one division. */
 static int64_t apportion(kq_qtree_t *t, size_t n, int64_t units, const int64_t *w, const int64_t *cap,
                          int64_t *add)
 {
@@ -320,14 +334,8 @@ static int64_t apportion(kq_qtree_t *t, size_t n, int64_t units, const int64_t *
         if (wmin == wmax) {
             int64_t share = units / (int64_t)m;
             left = units % (int64_t)m;
-            for (size_t k = 0; k < m; k++) {
-                size_t i = c[k].i;
-                c[k].share = share;
-                if (left > 0 && share < cap[i] - add[i]) {
-                    c[k].share++;
-                    left--;
-                }
-            }
+            for (size_t k = 0; k < m; k++)
+                c[k].share = share + ((int64_t)k < left);
         } else {
             int64_t floors = 0;
             if (W <= UINT64_MAX && (uint64_t)units <= UINT64_MAX / (uint64_t)wmax) {
@@ -348,14 +356,9 @@ static int64_t apportion(kq_qtree_t *t, size_t n, int64_t units, const int64_t *
             }
             left = units - floors; /* < m */
             if (left > 0) {
-                size_t e = 0; /* the candidates with room for one more; share = position */
-                for (size_t k = 0; k < m; k++)
-                    if (c[k].share < cap[c[k].i] - add[c[k].i])
-                        sel[e++] = (struct cand){.rem = c[k].rem, .share = (int64_t)k, .i = c[k].i};
-                if ((size_t)left < e)
-                    select_first(sel, e, (size_t)left);
-                else
-                    left = (int64_t)e;
+                for (size_t k = 0; k < m; k++) /* share = position */
+                    sel[k] = (struct cand){.rem = c[k].rem, .share = (int64_t)k, .i = c[k].i};
+                select_first(sel, m, (size_t)left);
                 for (size_t k = 0; k < (size_t)left; k++)
                     c[sel[k].share].share++;
             }
@@ -388,9 +391,9 @@ static void scratch_free(kq_qtree_t *t)
     free(t->scd);
 }
 
-/* Room for the scaled mins of n children in m resources. Grows only when a parent's min
- * names more resources (or it has more children) than any before. */
-static int ensure_sval(kq_qtree_t *t, size_t n, size_t m)
+/* Room for m scaled resources (scale_kids). Grows only when the cluster total names more
+ * resources than KQ_RES_INLINE and than ever before. */
+static int ensure_sval(kq_qtree_t *t, size_t m)
 {
     if (m > t->scd_cap) {
         const char **v = realloc(t->scd, m * sizeof *v);
@@ -399,12 +402,12 @@ static int ensure_sval(kq_qtree_t *t, size_t n, size_t m)
         t->scd = v;
         t->scd_cap = m;
     }
-    if (n * m > t->sval_cap) {
-        int64_t *v = realloc(t->sval, n * m * sizeof *v);
+    if (m > t->sval_cap) {
+        int64_t *v = realloc(t->sval, m * sizeof *v);
         if (v == NULL)
             return KQ_ENOMEM;
         t->sval = v;
-        t->sval_cap = n * m;
+        t->sval_cap = m;
     }
     return 0;
 }
@@ -418,19 +421,20 @@ static int ensure_scratch(kq_qtree_t *t, size_t n)
         cap *= 2;
     int64_t *sw = malloc(cap * sizeof *sw), *scap = malloc(cap * sizeof *scap);
     int64_t *sadd = malloc(cap * sizeof *sadd), *sbase = malloc(cap * sizeof *sbase);
-    int64_t *sval = malloc(cap * KQ_RES_INLINE * sizeof *sval);
     struct cand *cand = malloc(cap * sizeof *cand), *sel = malloc(cap * sizeof *sel);
     const char **scd = t->scd;
-    if (!sw || !scap || !sadd || !sbase || !sval || !cand || !sel) {
-        free(sw), free(scap), free(sadd), free(sbase), free(sval), free(cand), free(sel);
+    int64_t *sval = t->sval;
+    if (!sw || !scap || !sadd || !sbase || !cand || !sel) {
+        free(sw), free(scap), free(sadd), free(sbase), free(cand), free(sel);
         return KQ_ENOMEM;
     }
-    t->scd = NULL; /* kept: its size does not depend on the children */
+    t->scd = NULL; /* kept: their size does not depend on the children */
+    t->sval = NULL;
     scratch_free(t);
     t->scd = scd;
-    t->sw = sw, t->scap = scap, t->sadd = sadd, t->sbase = sbase, t->sval = sval, t->cand = cand, t->sel = sel;
+    t->sval = sval;
+    t->sw = sw, t->scap = scap, t->sadd = sadd, t->sbase = sbase, t->cand = cand, t->sel = sel;
     t->scr_cap = cap;
-    t->sval_cap = cap * KQ_RES_INLINE;
     return 0;
 }
 
@@ -508,18 +512,20 @@ static inline bool parent_governs(const struct group *g, const char *d)
 }
 
 /* What g asks of its parent, into *a: its request (the default group: its used, which it
- * takes first, see redistribute) masked to the resources its max names, capped by max.
- * A resource g's max does not name but its parent governs is asked for uncapped: the
- * parent checks its pods against its runtime in it, so their demand must reach it. */
+ * takes first, see redistribute; a group that does not lend: at least its min, as
+ * Koordinator's recursiveUpdateGroupTreeWithDeltaRequest) masked to the resources its max
+ * names, capped by max. A resource g's max does not name but its parent governs is asked
+ * for uncapped: the parent checks its pods against its runtime in it, so their demand
+ * must reach it. */
 static void ask_into(const struct group *g, kq_resource_t *a)
 {
     rcopy(a, g->deflt ? &g->used : &g->request);
     if (!g->allow_lent)
-        for (uint32_t i = 0; i < g->smin.n; i++) {
-            const char *d = KQ_RES_E(&g->smin)[i].name;
+        for (uint32_t i = 0; i < g->min.n; i++) {
+            const char *d = KQ_RES_E(&g->min)[i].name;
             int64_t v = rget(a, d, NULL);
-            if (KQ_RES_E(&g->smin)[i].value > v)
-                (void)put(a, d, KQ_RES_E(&g->smin)[i].value);
+            if (KQ_RES_E(&g->min)[i].value > v)
+                (void)put(a, d, KQ_RES_E(&g->min)[i].value);
         }
     if (g->has_max) {
         uint32_t n = 0;
@@ -600,87 +606,89 @@ static inline void prefetch_kid(const struct group *k, bool for_runtime)
     }
 }
 
-/* Recomputes the scaled mins of p's children from p's scaled min, recursing into the
- * children whose scaled min changed, then the asks that depend on what changed and p's
- * request; `force` (p's children or their specs changed) recomputes every child's ask;
- * `deep` recomputes everything below p (the end of a batch). Marks p dirty. Returns
- * whether p's request changed. */
-static bool smin_refresh(kq_qtree_t *t, struct group *p, bool force, bool deep)
+/* p's children or their specs changed: recomputes p's kidmin, every child's ask and p's
+ * request; `deep` does the same below p first (the end of a batch). Marks p dirty. */
+static void asks_refresh(kq_qtree_t *t, struct group *p, bool deep)
 {
     size_t n = p->nkids;
     struct group **kid = p->kid;
-    if (n == 0) {
-        bool changed = p->request.n != 0;
+    kq_resource_t sum;
+    kq_resource_init(&sum);
+    for (size_t i = 0; i < n; i++) {
+        struct group *k = kid[i];
+        if (i + PF_AHEAD < n)
+            prefetch_kid(kid[i + PF_AHEAD], false);
+        if (deep && k->is_parent)
+            asks_refresh(t, k, true);
+        for (uint32_t j = 0; !k->deflt && j < k->min.n; j++) {
+            const char *d = KQ_RES_E(&k->min)[j].name;
+            (void)put(&sum, d, sat_add(rget(&sum, d, NULL), KQ_RES_E(&k->min)[j].value));
+        }
+        ask_into(k, &k->ask);
+    }
+    kq_resource_move(&p->kidmin, &sum);
+    kq_resource_free(&sum);
+    if (n == 0)
         kq_resource_clear(&p->request);
-        return changed;
-    }
-    uint32_t nsc = 0; /* resources whose children's mins are scaled (else smin = min) */
-    const uint32_t stride = p->smin.n;
-    /* out of memory (only when p's min names more resources than ever before): mins
-     * stay unscaled until the next recomputation */
-    const uint32_t nres = ensure_sval(t, n, stride) == 0 ? stride : 0;
-    const char **scd = t->scd;
-    for (uint32_t j = 0; j < nres; j++) {
-        const char *d = KQ_RES_E(&p->smin)[j].name;
-        int64_t E = KQ_RES_E(&p->smin)[j].value;
-        u128 S = 0;
-        for (size_t i = 0; i < n; i++) {
-            if (j == 0 && i + PF_AHEAD < n)
-                prefetch_kid(kid[i + PF_AHEAD], false);
-            t->sw[i] = rget(&kid[i]->min, d, NULL);
-            S += (u128)t->sw[i];
-        }
-        if (S <= (u128)E)
-            continue;
-        apportion(t, n, E, t->sw, t->sw, t->sadd);
-        for (size_t i = 0; i < n; i++)
-            t->sval[i * stride + nsc] = t->sadd[i];
-        scd[nsc++] = d;
-    }
-    kq_resource_t want;
-    kq_resource_init(&want);
-    for (size_t i = 0; i < n; i++) {
-        struct group *k = kid[i];
-        rcopy(&want, &k->min);
-        for (uint32_t c = 0; c < nsc; c++) {
-            kq_res_entry_t *e = slot(&want, scd[c]); /* a min naming the resource */
-            if (e != NULL)
-                e->value = t->sval[i * stride + c];
-        }
-        k->flag = !same(&k->smin, &want);
-        if (k->flag)
-            rcopy(&k->smin, &want);
-    }
-    kq_resource_free(&want);
-    bool asks = force;
-    for (size_t i = 0; i < n; i++) {
-        struct group *k = kid[i];
-        bool kreq = false;
-        if (deep ? k->is_parent : k->flag && k->nkids > 0)
-            kreq = smin_refresh(t, k, deep, deep); /* reuses the scratch arrays: not read after this */
-        /* a lending child's ask does not depend on its scaled min */
-        if (force || kreq || (k->flag && !k->allow_lent)) {
-            kq_resource_t a;
-            kq_resource_init(&a);
-            ask_into(k, &a);
-            if (!same(&a, &k->ask)) {
-                kq_resource_move(&k->ask, &a);
-                asks = true;
-            }
-            kq_resource_free(&a);
-        }
-        k->flag = false;
-    }
+    else
+        resum_request(p);
     mark_dirty(t, p);
-    if (!asks)
-        return false;
-    kq_resource_t old;
-    kq_resource_init(&old);
-    rcopy(&old, &p->request);
-    resum_request(p);
-    bool changed = !same(&old, &p->request);
-    kq_resource_free(&old);
-    return changed;
+}
+
+/* Koordinator's scaled min of a child whose min of a resource is m, when its parent's
+ * runtime E (less what the default group takes, at the root) is below S, the sum of the
+ * children's mins (ScaleMinQuotaManager.getScaledMinQuota): E * m / S in float64,
+ * truncated, 0 when nothing is left. Same operations in the same order as Go's, so the
+ * same results (IEEE 754 doubles, no fused multiply-add). */
+static int64_t scaled_min(int64_t E, int64_t m, int64_t S)
+{
+    if (E <= 0 || S <= 0)
+        return 0;
+    double v = (double)E * (double)m / (double)S;
+    return v >= (double)E ? E : (int64_t)v; /* never above E (nor past INT64_MAX) */
+}
+
+/* What p shares of resource d (the j-th of the cluster total): its runtime, less at the
+ * root what the default group takes first (Koordinator's totalResourceExceptSystemAndDefaultUsed). */
+static int64_t shared_part(const kq_qtree_t *t, const struct group *p, const char *d, uint32_t j)
+{
+    int64_t R = rget_at(&p->runtime, j, d, NULL);
+    if (p != t->root)
+        return R;
+    int64_t db = rget_at(&t->def->ask, j, d, NULL);
+    return db >= R ? 0 : R - db;
+}
+
+/* Sets the scaled mins of p's children (see Scaled min in quota_tree.h) from what p shares
+ * of each resource of the cluster total. Children whose mins are not scaled keep
+ * smin == min; the default group is never scaled (it takes what it uses). */
+static void scale_kids(kq_qtree_t *t, struct group *p)
+{
+    const kq_resource_t *dims = &t->root->runtime;
+    if (ensure_sval(t, dims->n) != 0)
+        return; /* out of memory (a total naming more resources than ever): left as they were */
+    const char **scd = t->scd;
+    uint32_t nsc = 0;
+    for (uint32_t j = 0; j < dims->n; j++) {
+        const char *d = KQ_RES_E(dims)[j].name;
+        int64_t E = shared_part(t, p, d, j);
+        if (rget(&p->kidmin, d, NULL) > E)
+            scd[nsc] = d, t->sval[nsc++] = E;
+    }
+    if (nsc == 0 && !p->kscaled)
+        return;
+    for (size_t i = 0; i < p->nkids; i++) {
+        struct group *k = p->kid[i];
+        if (k->deflt)
+            continue;
+        rcopy(&k->smin, &k->min);
+        for (uint32_t c = 0; c < nsc; c++) {
+            kq_res_entry_t *e = slot(&k->smin, scd[c]); /* a min naming the resource */
+            if (e != NULL)
+                e->value = scaled_min(t->sval[c], e->value, rget(&p->kidmin, scd[c], NULL));
+        }
+    }
+    p->kscaled = nsc > 0;
 }
 
 /* k's sharing weight of resource d, the j-th resource of the cluster total. */
@@ -696,13 +704,16 @@ static int64_t weight_of(const kq_qtree_t *t, const struct group *k, const char 
     return rget_at(&t->root->runtime, j, d, NULL);
 }
 
-/* Shares p's runtime among its children, per resource the cluster total names. */
+/* Shares p's runtime among its children, per resource the cluster total names, after
+ * scaling their mins to it (Koordinator's RuntimeQuotaCalculator.redistribution: each
+ * child first gets min(ask, scaled min), the rest goes by shared weight, see apportion). */
 static void redistribute(kq_qtree_t *t, struct group *p)
 {
     size_t n = p->nkids;
     struct group **kid = p->kid;
     if (n == 0)
         return;
+    scale_kids(t, p);
     const kq_resource_t *dims = &t->root->runtime;
     int64_t *base = t->sbase, *ask = t->scap;
     /* Children's runtimes are rewritten in place (nothing here reads them); flag = changed. */
@@ -729,9 +740,9 @@ static void redistribute(kq_qtree_t *t, struct group *p)
             sum += (u128)base[i];
         }
         if (sum > (u128)R) {
-            /* only while mins are being scaled, or when the default group uses what the
-             * others' mins would need: the default group keeps what it uses (up to R), the
-             * rest of R is shared by first shares */
+            /* scaled mins fit in what is shared, so only when the default group uses more
+             * than R (or scaling ran out of memory): the default group keeps what it uses
+             * (up to R), the rest of R is shared by first shares */
             size_t dp = n;
             for (size_t i = 0; i < n && p == t->root; i++)
                 if (kid[i]->deflt)
@@ -799,18 +810,17 @@ static void clear_dirty(kq_qtree_t *t)
     t->heap_n = 0;
 }
 
-/* Completes the pending recomputation. After a change of the cluster total, the scaled
- * mins from the root (and what depends on the changed ones); after changes in a batch,
- * every scaled min, ask and request. Then every parent's distribution (default weights
- * of unlimited groups follow the total), in one pass from the root instead of through
- * the dirty heap. Otherwise only the dirty parents. Readers call it first (a no-op
- * outside batches). */
+/* Completes the pending recomputation. After changes in a batch, every ask and request
+ * first. Then (after a change of the cluster total too) every parent's distribution
+ * (scaled mins and default weights of unlimited groups follow the total), in one pass
+ * from the root instead of through the dirty heap. Otherwise only the dirty parents.
+ * Readers call it first (a no-op outside batches). */
 static void settle(kq_qtree_t *t)
 {
     if (t->pending != 0) {
-        bool all = t->pending == PEND_ALL;
+        if (t->pending == PEND_ALL)
+            asks_refresh(t, t->root, true);
         t->pending = 0;
-        (void)smin_refresh(t, t->root, all, all);
         clear_dirty(t);
         redistribute_all(t, t->root);
         clear_dirty(t);
@@ -850,7 +860,7 @@ static void total_refresh(kq_qtree_t *t)
     }
     bool same_total = same(&tot, &t->root->runtime);
     if (!same_total) {
-        rcopy(&t->root->smin, &tot);
+        rcopy(&t->root->smin, &tot); /* the root's min (for the non-preemptible check) */
         kq_resource_move(&t->root->runtime, &tot);
     }
     kq_resource_free(&tot);
@@ -866,7 +876,7 @@ static void refresh_parent(kq_qtree_t *t, struct group *p)
 {
     if (deferred(t))
         return;
-    (void)smin_refresh(t, p, true, false);
+    asks_refresh(t, p, false);
     fix_up(t, p);
 }
 
@@ -993,7 +1003,7 @@ static void group_free(struct group *g)
     if (g == NULL)
         return;
     kq_resource_t *sets[] = {&g->min, &g->smin, &g->max, &g->weight, &g->request,
-                             &g->ask, &g->used, &g->used_np, &g->runtime};
+                             &g->ask, &g->used, &g->used_np, &g->runtime, &g->kidmin};
     for (size_t i = 0; i < sizeof sets / sizeof sets[0]; i++)
         kq_resource_free(sets[i]);
     free(g->name);
@@ -1283,8 +1293,11 @@ static void apply_spec(struct group *g, const kq_qgroup_spec_t *s, struct spec_s
     kq_resource_move(&g->min, &c->min);
     kq_resource_move(&g->max, &c->max);
     kq_resource_move(&g->weight, &c->weight);
+    (void)rcopy(&g->smin, &g->min); /* until its parent scales it (redistribute) */
     g->has_max = g->max.n > 0;
-    g->has_weight = g->weight.n > 0;
+    /* Koordinator's GetSharedWeight: a weight that is zero in every resource is no weight
+     * (the max weighs instead) */
+    g->has_weight = !kq_resource_is_zero(&g->weight);
     g->allow_lent = s->allow_lent;
     g->is_parent = s->is_parent;
 }

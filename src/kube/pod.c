@@ -1142,6 +1142,7 @@ int kq_pod_parse(const kq_jnode_t *obj, const kq_pod_opts_t *opts, kq_pod_t *out
         if ((rc = first_key(&c, labels, anns, KQ_POD_KEY_QUEUE, &q, &src)) != 0)
             goto out;
         const kq_partition_conf_t *part = opts ? opts->partition : NULL;
+        p.queue_named = q != NULL;
         if (part != NULL && part->n_rules > 0)
             rc = resolve_placed(part, opts, q, src, &p);
         else

@@ -180,3 +180,55 @@ class CrossNamespacePreemptionOnRealApi(KubeTestCase):
         self.assertEqual(self.alive(b, bs), bs, "B's own pods are not victims: B is within its min")
         self.assertFalse([e for e in self.c.events(a) if e.get("reason") == "Reclaimed"],
                          "taken back by preemption, not by reclaim")
+
+
+class KoordinatorQuotaOnRealApi(KubeTestCase):
+    """Koordinator's quotas through the real API server, kube-scheduler and the chart's
+    flags (issue 27): reclaim of Koordinator quotas is off as the chart renders it, as
+    Koordinator's revoke controller is without monitorAllQuotas (koordinator-sh/koordinator
+    pkg/scheduler/apis/config/v1/defaults.go); a pod labelled with an existing quota runs in it
+    although queues.yaml has no queue for it; and the validating webhook refuses to turn a
+    quota with a bound pod into a parent with Koordinator's message
+    (pkg/webhook/elasticquota/quota_topology_check.go checkIsParentChange)."""
+    CONFIG = queues_config({"name": "teams", "resources": {"max": {"vcore": "2"}}})  # no root.default
+    CHART_VALUES = ElasticQuotaOnRealApi.CHART_VALUES
+
+    def quota(self, ns, name, labels=None):
+        self.c.api("admin").post(KOORD % ns, eq(name, {"cpu": "1"}, {"cpu": "2"},
+                                                api="scheduling.sigs.k8s.io/v1alpha1", labels=labels))
+        wait_until(lambda: "event=quota_group_applied group=%s " % name in self.c.kubequota_log(),
+                   10, 0.2, "kubequota applied group %s" % name)
+
+    def test_chart_renders_koordinator_reclaim_off(self):
+        self.assertIn("event=reclaim_config sources=queues,scheduler-plugins grace_ms=60000 "
+                      "koordinator_delay_ms=120000", self.c.kubequota_log())
+
+    def test_labelled_pod_without_a_queue_runs_in_its_quota(self):
+        ns = self.ns()
+        q = ns + "-q"
+        self.quota(ns, q)
+        self.pod(ns, "p1", labels={"quota.scheduling.koordinator.sh/name": q})
+        self.wait_bound(ns, "p1")
+
+        def used():
+            o = self.c.api("admin").get((KOORD % ns) + "/" + q)
+            return ((o.get("status") or {}).get("used") or {}).get("cpu")
+        wait_until(lambda: used() == "1", 30, 0.2, "status.used cpu 1 on quota %s" % q)
+
+    def test_a_quota_with_a_bound_pod_cannot_become_a_parent(self):
+        ns = self.ns()
+        q = ns + "-q"
+        self.quota(ns, q)
+        self.pod(ns, "p1", labels={"quota.scheduling.koordinator.sh/name": q})
+        self.wait_bound(ns, "p1")
+        path = (KOORD % ns) + "/" + q
+        st, body = self.c.api("admin").status("PATCH", path, {"metadata": {"labels": {
+            "quota.scheduling.koordinator.sh/is-parent": "true"}}}, ctype="application/merge-patch+json")
+        self.assertEqual(st, 403, body)
+        self.assertIn("quota has bound pods, isParent is forbidden to modify as true, quotaName: %s" % q,
+                      body["message"])
+        self.c.delete_pod(ns, "p1")
+        self.c.wait_pod_gone(ns, "p1")
+        wait_until(lambda: self.c.api("admin").status("PATCH", path, {"metadata": {"labels": {
+            "quota.scheduling.koordinator.sh/is-parent": "true"}}}, ctype="application/merge-patch+json")[0] == 200,
+            20, 0.2, "the change allowed once p1 is gone")

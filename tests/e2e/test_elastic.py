@@ -4,6 +4,8 @@ against the API simulator. Waits are condition-based (wait_until); nothing sleep
 asserts."""
 
 import json
+import re
+import time
 import urllib.parse
 
 from kqtest import (KQTestCase, PARTITION, SCHED, pod_manifest, queues_config, wait_until)
@@ -112,6 +114,39 @@ class ReclaimTest(ElasticBase):
         self.assertIn("sharedWeight", a)
         self.assertIn("requestResource", a)
         self.wait_usage()
+
+
+class OverMaxLoggedOnceTest(ElasticBase):
+    """A queue over a lowered resources.max is not evicted without YuniKorn's quota
+    preemption (preemption.quotapreemptionenabled, quota.preemption.delay), and kubequota says
+    so once per change of what it is over by, not at every reclaim tick (issue 27); debug
+    logging on, where the line used to repeat every tick."""
+    EXTRA_ARGS = FAST + ("--reload-interval", "100", "--v", "4")
+
+    def lines(self):
+        return [l for l in self.kq.logs().splitlines()
+                if re.search(r"event=quota_group_over_max group=root\.team-a(\s|$)", l)]
+
+    def test_logged_once_per_change(self):
+        self.wait_total(8000)
+        for name in ("a1", "a2", "a3"):
+            self.pod(name, 2, queue="root.team-a")
+            self.assert_bound(name)
+        lowered = json.loads(json.dumps(CONFIG))
+        for q in lowered["partitions"][0]["queues"][0]["queues"]:
+            if q["name"] == "team-a":
+                q["resources"] = {"guaranteed": {"vcore": "2"}, "max": {"vcore": "2"}}
+        self.kq.write_config(lowered)
+        wait_until(lambda: self.lines(), 15, 0.05, "the over-max line")
+        time.sleep(1.5)  # 15 reclaim ticks
+        self.assertEqual(len(self.lines()), 1, self.lines())
+        self.assertIn('over="cpu=4"', self.lines()[0])
+        self.sim.delete_pod("default", "a1")
+        wait_until(lambda: len(self.lines()) == 2, 15, 0.05, "a second line once a1 is gone")
+        self.assertIn('over="cpu=2"', self.lines()[1])
+        time.sleep(1.0)
+        self.assertEqual(len(self.lines()), 2, self.lines())
+        self.assertEqual(self.sim.state()["counters"].get("evictions", 0), 0)
 
 
 class PreemptTest(ElasticBase):

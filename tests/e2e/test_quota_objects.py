@@ -4,6 +4,7 @@ and the upstream documented examples. Expected numbers are worked out in the com
 the upstream documents, not from kubequota's code. Waits are condition-based."""
 
 import json
+import time
 
 from kqtest import (KQTestCase, pod_manifest, queues_config, wait_until)
 from test_elastic import eq_path, group
@@ -11,6 +12,10 @@ from test_elastic import eq_path, group
 KOORD = "scheduling.sigs.k8s.io"
 UPSTREAM = "scheduling.x-k8s.io"
 FAST = ("--reclaim-grace", "1500", "--elastic-tick", "100", "--status-interval", "200")
+# Reclaim of Koordinator's quotas is off by default, as Koordinator's revoke controller is
+# (monitorAllQuotas false); tests that reclaim them turn it on, with a short delay.
+KOORD_RECLAIM = ("--reclaim-sources", "queues,scheduler-plugins,koordinator",
+                 "--koordinator-delay-evict-time", "1500ms")
 
 
 class QuotaObjectBase(KQTestCase):
@@ -19,10 +24,11 @@ class QuotaObjectBase(KQTestCase):
     EXTRA_ARGS = FAST
     START = False
     NODE_CPU = "8"
+    NODE_MEMORY = "64Gi"
 
     def setUp(self):
         super().setUp()
-        self.sim.world.add_node("node-1", cpu=self.NODE_CPU, memory="64Gi")
+        self.sim.world.add_node("node-1", cpu=self.NODE_CPU, memory=self.NODE_MEMORY)
         with self.sim.world.cond:
             self.sim.world.crds = {KOORD, UPSTREAM}
         self.kq.start()
@@ -316,7 +322,8 @@ class ReclaimRulesTest(QuotaObjectBase):
     pkg/scheduler/plugins/elasticquota/quota_overuse_revoke.go): lowest priority first, the
     smallest set that brings used back to runtime; an eviction a PodDisruptionBudget refuses
     (429) makes reclaim choose another pod, and the refused pod is not asked again at every
-    tick."""
+    tick. Koordinator's quotas are reclaimed only when asked (--reclaim-sources)."""
+    EXTRA_ARGS = FAST + KOORD_RECLAIM
 
     def test_pdb_refusal_picks_another_victim(self):
         self.create_eq(KOORD, "team", "team", {"cpu": "2"}, {"cpu": "8"})
@@ -521,6 +528,45 @@ class WebhookTest(QuotaObjectBase):
         self.assertTrue(ok, why)
 
 
+class BecomingAParentTest(QuotaObjectBase):
+    """Turning a quota into a parent (label is-parent "true") while pods are bound to it is
+    refused, with Koordinator's message (koordinator-sh/koordinator
+    pkg/webhook/elasticquota/quota_topology_check.go checkIsParentChange, pod_check.go
+    hasQuotaBoundedPods; the cases of quota_topology_test.go TestQuotaTopology_ValidUpdateQuota
+    with quota sub-1): a pod labelled quota.scheduling.koordinator.sh/name with it, a pod in
+    the namespace named like it, a pod in a namespace its namespaces annotation lists. Without
+    any, the change is allowed."""
+
+    review = WebhookTest.review
+    obj = staticmethod(WebhookTest.obj)
+    MSG = "quota has bound pods, isParent is forbidden to modify as true, quotaName: sub-1"
+
+    def test_bound_pods_refuse_is_parent(self):
+        # sub-1 lives in kube-system, so a pod of namespace sub-1 is bound to it only by
+        # Koordinator's webhook rule (its scheduler would put it in the default quota)
+        old = self.obj("sub-1", "kube-system", {"cpu": "1"}, {"cpu": "4"},
+                       annotations={"quota.scheduling.koordinator.sh/namespaces": '["namespace1","namespace2"]'})
+        self.create_eq(KOORD, "kube-system", "sub-1", old["spec"]["min"], old["spec"]["max"],
+                       annotations=old["metadata"]["annotations"])
+        self.wait_group("sub-1")
+        new = json.loads(json.dumps(old))
+        new["metadata"]["labels"]["quota.scheduling.koordinator.sh/is-parent"] = "true"
+        ok, why = self.review("UPDATE", new, old=old)
+        self.assertTrue(ok, why)  # no pod yet
+        for ns, name, labels in (("other", "pod1", {"quota.scheduling.koordinator.sh/name": "sub-1"}),
+                                 ("sub-1", "pod2", None),
+                                 ("namespace2", "pod3", None)):
+            self.pod(name, ns, 1, labels=labels)
+            wait_until(lambda: not self.review("UPDATE", new, old=old)[0], 10, 0.05,
+                       "the change refused once kubequota sees pod %s/%s" % (ns, name))
+            ok, why = self.review("UPDATE", new, old=old)
+            self.assertIn(self.MSG, why)
+            self.assertIn("%s/%s" % (ns, name), why)
+            self.sim.delete_pod(ns, name)
+            wait_until(lambda: self.review("UPDATE", new, old=old)[0], 10, 0.05,
+                       "the change allowed once %s/%s is gone" % (ns, name))
+
+
 class PodWebhookTest(QuotaObjectBase):
     """Koordinator's pod rules at admission (koordinator-sh/koordinator
     pkg/webhook/elasticquota/pod_check.go ValidateAddPod/ValidateUpdatePod): a pod cannot be
@@ -564,7 +610,7 @@ class ReclaimMinRuntimeTest(QuotaObjectBase):
     """--reclaim-min-runtime: a pod running for less than this is never chosen by reclaim
     (Koordinator's revoke controller skips young pods the same way)."""
     EXTRA_ARGS = ("--reclaim-grace", "500ms", "--elastic-tick", "100ms", "--reclaim-min-runtime", "1h",
-                  "--v", "4")
+                  "--v", "4", "--reclaim-sources", "koordinator", "--koordinator-delay-evict-time", "500ms")
 
     def test_young_pods_are_not_evicted(self):
         self.create_eq(KOORD, "team", "team", {"cpu": "2"}, {"cpu": "8"})
@@ -583,3 +629,151 @@ class ReclaimMinRuntimeTest(QuotaObjectBase):
                    "reclaim to find no pod old enough")
         self.assertEqual(self.sim.state()["counters"].get("evictions", 0), 0)
         self.assertEqual(self.alive("team"), ["t0", "t1", "t2"])
+
+
+class KoordReclaimOffTest(QuotaObjectBase):
+    """Koordinator's quotas are not reclaimed by default, as Koordinator's
+    QuotaOverUsedRevokeController does not run unless its plugin argument monitorAllQuotas is
+    true (koordinator-sh/koordinator pkg/scheduler/plugins/elasticquota/quota_overuse_revoke.go
+    Start: "monitorAllQuotas not true. will not start"; pkg/scheduler/apis/config/v1/defaults.go
+    defaultMonitorAllQuotas false). A quota over its runtime keeps its pods, and kubequota
+    says once why."""
+
+    def test_over_runtime_keeps_its_pods(self):
+        self.assertIn("event=reclaim_config sources=queues,scheduler-plugins ", self.kq.logs())
+        self.create_eq(KOORD, "team", "team", {"cpu": "2"}, {"cpu": "8"})
+        self.create_eq(KOORD, "other", "other", {"cpu": "6"}, {"cpu": "8"})
+        self.wait_group("team")
+        self.wait_group("other")
+        for i in range(3):
+            self.pod("t%d" % i, "team", 2)
+            self.assert_bound("t%d" % i, "team")
+        for i in range(3):
+            self.pod("o%d" % i, "other", 2)
+        wait_until(lambda: self.g("team").get("runtimeResource", {}).get("cpu") == 2000,
+                   10, 0.05, "team's runtime 2 (over by 4)")
+        line = "event=quota_group_over_not_reclaimed group=team source=koordinator"
+        wait_until(lambda: line in self.kq.logs(), 10, 0.05, "the log line saying why team keeps its pods")
+        time.sleep(2.5)  # past --reclaim-grace (1.5 s), 25 reclaim ticks
+        self.assertEqual(self.sim.state()["counters"].get("evictions", 0), 0)
+        self.assertEqual(self.alive("team"), ["t0", "t1", "t2"])
+        self.assertEqual(self.kq.logs().count(line), 1, "said once, not at every tick")
+
+
+class KoordReclaimOnTest(QuotaObjectBase):
+    """--reclaim-sources with koordinator is Koordinator with monitorAllQuotas: a quota over
+    its runtime loses pods after Koordinator's delayEvictTime, 120 s unless
+    --koordinator-delay-evict-time says otherwise (koordinator-sh/koordinator
+    pkg/scheduler/apis/config/v1/defaults.go defaultDelayEvictTime)."""
+    EXTRA_ARGS = FAST + ("--reclaim-sources", "koordinator,queues")
+
+    def test_default_delay_is_koordinators(self):
+        self.assertIn("event=reclaim_config sources=queues,koordinator grace_ms=1500 koordinator_delay_ms=120000",
+                      self.kq.logs())
+        self.create_eq(KOORD, "team", "team", {"cpu": "2"}, {"cpu": "8"})
+        self.create_eq(KOORD, "other", "other", {"cpu": "6"}, {"cpu": "8"})
+        self.wait_group("team")
+        self.wait_group("other")
+        for i in range(3):
+            self.pod("t%d" % i, "team", 2)
+            self.assert_bound("t%d" % i, "team")
+        for i in range(3):
+            self.pod("o%d" % i, "other", 2)
+        wait_until(lambda: 'event=quota_group_over group=team over="cpu=4" grace_ms=120000' in self.kq.logs(),
+                   10, 0.05, "team over by 4 cpu, with Koordinator's delay")
+        time.sleep(2.0)  # past --reclaim-grace (1.5 s), which is not the delay of Koordinator's quotas
+        self.assertEqual(self.sim.state()["counters"].get("evictions", 0), 0)
+
+
+class NoQueueForKoordQuotaTest(QuotaObjectBase):
+    """A pod of an existing Koordinator quota is governed by that quota even when queues.yaml
+    has no queue for it (Koordinator has no queues: koordinator-sh/koordinator
+    pkg/scheduler/plugins/elasticquota/plugin_helper.go GetQuotaName reads the label
+    quota.scheduling.koordinator.sh/name, then the namespace): it is counted in the root queue
+    for users and applications, and held to the quota's runtime and max. A pod that names a
+    queue that does not exist, or whose quota does not exist (the default group), is still
+    refused for want of a queue."""
+    CONFIG = queues_config({"name": "teams", "resources": {"max": {"vcore": "4"}}})
+
+    def test_label_and_namespace(self):
+        self.create_eq(KOORD, "ml", "ml-quota", {"cpu": "1"}, {"cpu": "2"})
+        self.create_eq(KOORD, "cv", "cv", {"cpu": "1"}, {"cpu": "1"})  # binds namespace cv
+        self.wait_group("ml-quota")
+        self.wait_group("cv")
+        label = {"quota.scheduling.koordinator.sh/name": "ml-quota"}
+        for name in ("p1", "p2"):
+            self.pod(name, "ml", 1, labels=label)
+            self.assert_bound(name, "ml")
+        wait_until(lambda: self.g("ml-quota").get("allocatedResource", {}).get("cpu") == 2000,
+                   10, 0.05, "p1 and p2 counted in ml-quota")
+        self.pod("p3", "ml", 1, labels=label)
+        self.assert_denied("p3", "ml", "quota group ml-quota", "cpu 2 used + 1 requested > 2")
+        # by its namespace
+        self.pod("c1", "cv", 1)
+        self.assert_bound("c1", "cv")
+        self.pod("c2", "cv", 1)
+        self.assert_denied("c2", "cv", "quota group cv")
+        # counted for its user in the root queue
+        alice = [u for u in self.kq.users() if u.get("userName") == "alice"]
+        self.assertEqual(len(alice), 1, alice)
+        self.assertEqual(alice[0]["queues"]["queuePath"], "root")
+        self.assertEqual(alice[0]["queues"]["resourceUsage"]["vcore"], 3000)
+        # no quota (the label names none: the default group) and no queue: refused
+        self.pod("d1", "ml", 1, labels={"quota.scheduling.koordinator.sh/name": "nope"})
+        self.assert_denied("d1", "ml", "no queue named for the pod")
+        # a queue named that does not exist: refused, whatever the quota
+        p = pod_manifest("q1", ns="ml", user="alice", cpu="100m", memory="64Mi", queue="root.nope",
+                         labels=label)
+        self.sim.create_pod(p)
+        self.assert_denied("q1", "ml", "root.nope", "does not exist")
+        self.assertNotIn("event=count_in_root", self.kq.logs())
+
+
+class KoordScaledMinQuotaTest(QuotaObjectBase):
+    """Koordinator's own numbers through ElasticQuota objects and pods: its test
+    TestGroupQuotaManager_MultiUpdateQuotaRequest_WithScaledMinQuota2 (koordinator-sh/koordinator
+    pkg/scheduler/plugins/elasticquota/core/group_quota_manager_test.go). Quotas as its
+    CreateQuota makes them (shared weight = max): p (parent, min [300, 300Gi], max [1000,
+    1000Gi]) and its children a, b, c (min [100, 100Gi]); a and c each ask [200, 200Gi], b
+    nothing; the cluster has [200, 200Gi]. Expected: p's runtime [200, 200Gi]; a, b, c's
+    scaled mins 200*100/300 truncated = 66666m cpu and 200Gi/3 = 71582788266 bytes; runtimes
+    a and c [100, 100Gi], b 0. The runtime annotation says the same."""
+    NODE_CPU = "200"
+    NODE_MEMORY = "200Gi"
+
+    def quota(self, name, parent, max_cpu, max_gi, min_cpu, min_gi, is_parent):
+        gib = 1024 * 1048576
+        labels = {"quota.scheduling.koordinator.sh/parent": parent,
+                  "quota.scheduling.koordinator.sh/allow-lent-resource": "true"}
+        if is_parent:
+            labels["quota.scheduling.koordinator.sh/is-parent"] = "true"
+        self.create_eq(KOORD, "kube-system", name, {"cpu": min_cpu, "memory": "%dGi" % min_gi},
+                       {"cpu": max_cpu, "memory": "%dGi" % max_gi}, labels=labels,
+                       annotations={"quota.scheduling.koordinator.sh/shared-weight":
+                                    '{"cpu":%d, "memory":"%d"}' % (max_cpu, max_gi * gib)})
+        self.wait_group(name)
+
+    def test_with_scaled_min_quota_2(self):
+        gib = 1024 * 1048576
+        self.quota("p", "koordinator-root-quota", 1000, 1000, 300, 300, True)
+        for q in ("a", "b", "c"):
+            self.quota(q, "p", 1000, 1000, 100, 100, False)
+        for q in ("a", "c"):
+            self.pod(q + "-pod", "team", 200, memory="200Gi",
+                     labels={"quota.scheduling.koordinator.sh/name": q})
+        want = {"p": (200000, 200 * gib), "a": (100000, 100 * gib), "b": (0, 0), "c": (100000, 100 * gib)}
+
+        def runtimes():
+            return {q: (self.g(q).get("runtimeResource", {}).get("cpu"),
+                        self.g(q).get("runtimeResource", {}).get("memory")) for q in want}
+        wait_until(lambda: runtimes() == want, 15, 0.05, "Koordinator's runtimes %s" % want)
+        for q in ("a", "b", "c"):
+            self.assertEqual(self.g(q)["scaledMinResource"], {"cpu": 66666, "memory": 200 * gib // 3})
+        self.assertEqual(self.g("p")["scaledMinResource"], {"cpu": 200000, "memory": 200 * gib})
+
+        def annotated():
+            a = self.get_eq(KOORD, "kube-system", "a")["metadata"].get("annotations") or {}
+            v = a.get("quota.scheduling.koordinator.sh/runtime")
+            return v and json.loads(v)
+        wait_until(lambda: annotated() == {"cpu": "100", "memory": "100Gi"}, 15, 0.1,
+                   "a's runtime annotation [100, 100Gi]")

@@ -90,6 +90,7 @@ static int test_evict(void *ud, const char *ns, const char *name, const char *ui
 }
 
 static long g_min_runtime_ms; /* opts.reclaim_min_runtime_ms of the next fixture */
+static unsigned g_sources = KQ_RECLAIM_DEFAULT; /* opts.reclaim_sources of the next fixture */
 static bool g_preempt_default; /* opts.preempt_default of the next fixture */
 
 static int setup_yaml(void **state, const char *yaml)
@@ -105,6 +106,8 @@ static int setup_yaml(void **state, const char *yaml)
     o.watch_nodes = o.watch_quotas = false;
     o.reclaim_grace_ms = 5000;
     o.reclaim_min_runtime_ms = g_min_runtime_ms;
+    o.reclaim_sources = g_sources;
+    g_sources = KQ_RECLAIM_DEFAULT;
     o.preempt_default = g_preempt_default;
     o.evict = test_evict;
     o.evict_ud = f;
@@ -447,20 +450,27 @@ static void test_nodes(void **state)
     node(f, KQ_WATCH_ADDED, "n2", "4", false);
     node(f, KQ_WATCH_ADDED, "n3", "100", true); /* cordoned */
     kq_elastic_nodes_list_end(f->e);
-    /* total 8; first-level mins 4+4+1+1 = 10 > 8: scaled to 8 in proportion (3.2, 3.2,
-     * 0.8, 0.8 cpu); team-a asks 6: its scaled min 3200m, then alone hungry: everything
-     * left over, 8000 - 3200 - 800 (team-c keeps its min) = 4000, capped by its ask 6000
-     * -> 3200 + 2800 = 6000 */
+    /* total 8; first-level mins 4+4+1+1 = 10 > 8: scaled to 8 in proportion, truncated as
+     * Koordinator truncates (8000*4000/10000 = 3200, 3200, 800, 800); team-a asks 6: its
+     * scaled min 3200m; team-c does not lend, so it asks its whole min 1000 (Koordinator's
+     * request of a quota that does not lend) and first gets its scaled 800. Left: 4000,
+     * shared by team-a (weight cpu=1: 1000) and team-c (no weight, no max: the total, 8000):
+     * 444 and 3555 + the leftover unit (remainder 5000 > 4000) = 3556; team-c needs only 200
+     * and gives 3356 back, which team-a takes up to its ask: 3200 + 2800 = 6000 */
     assert_int_equal(runtime(f, "root.team-a"), CPU(6));
-    node(f, KQ_WATCH_DELETED, "n2", "4", false); /* total 4: mins 1.6/1.6/0.4/0.4 */
-    /* team-a: 1600 + what is left after team-c's 400: 4000 - 1600 - 400 = 2000 -> 3600 */
-    assert_int_equal(runtime(f, "root.team-a"), 3600);
+    assert_int_equal(runtime(f, "root.team-c"), CPU(1));
+    node(f, KQ_WATCH_DELETED, "n2", "4", false); /* total 4: mins 1600/1600/400/400 */
+    /* 4000 - 1600 - 400 = 2000 shared 1000:4000: team-a 400, team-c 1600 of which it needs
+     * 600 (up to its min): 1000 back to team-a -> team-a 1600 + 400 + 1000 = 3000, team-c
+     * keeps its whole min 1000 */
+    assert_int_equal(runtime(f, "root.team-a"), 3000);
+    assert_int_equal(runtime(f, "root.team-c"), CPU(1));
     node(f, KQ_WATCH_MODIFIED, "n3", "100", false); /* uncordoned: total 104 */
     assert_int_equal(runtime(f, "root.team-a"), CPU(6));
     kq_elastic_nodes_list_begin(f->e); /* relist without n3 */
     node(f, KQ_WATCH_ADDED, "n1", "4", false);
     kq_elastic_nodes_list_end(f->e);
-    assert_int_equal(runtime(f, "root.team-a"), 3600);
+    assert_int_equal(runtime(f, "root.team-a"), 3000);
     kq_ledger_remove(f->app.ledger, "a1");
     assert_int_equal(request(f, "root.team-a"), 0);
     kq_pod_clear(&p);
@@ -646,6 +656,175 @@ static void test_reclaim_smallest_set(void **state)
     }
     kq_ledger_remove(f->app.ledger, "b");
     kq_pod_clear(&b);
+}
+
+/* Reclaim per source (--reclaim-sources). Koordinator's revoke controller runs only with
+ * monitorAllQuotas (default false) and then revokes after delayEvictTime (default 120 s),
+ * waiting that long again after each revoke (koordinator-sh/koordinator
+ * pkg/scheduler/plugins/elasticquota/quota_overuse_revoke.go Start and
+ * QuotaOverUsedGroupMonitor.monitor; pkg/scheduler/apis/config/v1/defaults.go). team (min
+ * 2) borrows: 6 used; other asks its min 6 back: team's runtime 2, over by 4. */
+static const char PLAIN_YAML[] = "partitions:\n  - name: default\n    queues:\n      - name: root\n"
+                                 "        queues:\n          - name: default\n";
+
+#define KOORD_EQ(name, min, max)                                                                              \
+    "{\"apiVersion\":\"scheduling.sigs.k8s.io/v1alpha1\",\"metadata\":{\"name\":\"" name "\",\"namespace\":\"" \
+    name "\"},\"spec\":{\"min\":{\"cpu\":\"" min "\"},\"max\":{\"cpu\":\"" max "\"}}}"
+
+static void koord_over(fx_t *f, kq_pod_t *t, kq_pod_t *o)
+{
+    nodes_total(f, "8");
+    eq(f, KQ_WATCH_ADDED, KOORD_EQ("team", "2", "8"));
+    eq(f, KQ_WATCH_ADDED, KOORD_EQ("other", "6", "8"));
+    for (int i = 0; i < 3; i++) {
+        char uid[16];
+        snprintf(uid, sizeof(uid), "t%d", i + 1);
+        t[i] = mk(uid, "team", "root.default", CPU(2), "n1");
+        t[i].priority = i + 1;
+        t[i].created = 100;
+        kq_ledger_observe(f->app.ledger, &t[i]);
+    }
+    *o = mk("o1", "other", "root.default", CPU(6), NULL);
+    kq_ledger_observe(f->app.ledger, o);
+    assert_int_equal(used(f, "team"), CPU(6));
+    assert_int_equal(runtime(f, "team"), CPU(2));
+}
+
+static void test_reclaim_sources(void **state)
+{
+    (void)state;
+    unsigned v = 0;
+    char err[256];
+    assert_int_equal(kq_elastic_parse_reclaim_sources("queues,koordinator", &v, err, sizeof(err)), 0);
+    assert_int_equal(v, KQ_RECLAIM_QUEUES | KQ_RECLAIM_KOORD);
+    assert_int_equal(kq_elastic_parse_reclaim_sources("none", &v, err, sizeof(err)), 0);
+    assert_int_equal(v, 0);
+    assert_int_equal(kq_elastic_parse_reclaim_sources("", &v, err, sizeof(err)), 0);
+    assert_int_equal(v, 0);
+    assert_int_equal(kq_elastic_parse_reclaim_sources("scheduler-plugins", &v, err, sizeof(err)), 0);
+    assert_int_equal(v, KQ_RECLAIM_UPSTREAM);
+    assert_int_equal(kq_elastic_parse_reclaim_sources("queues,yunikorn", &v, err, sizeof(err)), KQ_EINVAL);
+    assert_non_null(strstr(err, "yunikorn"));
+    kq_elastic_opts_t o;
+    kq_elastic_opts_default(&o);
+    assert_int_equal(o.reclaim_sources, KQ_RECLAIM_QUEUES | KQ_RECLAIM_UPSTREAM);
+    assert_int_equal(o.koord_delay_ms, 120000);
+
+    /* default: Koordinator's quotas are never reclaimed, however long they stay over */
+    void *st = NULL;
+    assert_int_equal(setup_yaml(&st, PLAIN_YAML), 0);
+    fx_t *f = st;
+    kq_pod_t t[3], p;
+    koord_over(f, t, &p);
+    assert_int_equal(kq_elastic_reclaim_once(f->e, 1000), 0);
+    assert_int_equal(kq_elastic_reclaim_once(f->e, 3600 * 1000), 0);
+    assert_int_equal(f->n_calls, 0);
+    for (int i = 0; i < 3; i++) {
+        kq_ledger_remove(f->app.ledger, t[i].uid);
+        kq_pod_clear(&t[i]);
+    }
+    kq_ledger_remove(f->app.ledger, "o1");
+    kq_pod_clear(&p);
+    teardown(&st);
+
+    /* on: after Koordinator's default delay (120 s), the two lowest pods go */
+    g_sources = KQ_RECLAIM_DEFAULT | KQ_RECLAIM_KOORD;
+    assert_int_equal(setup_yaml(&st, PLAIN_YAML), 0);
+    f = st;
+    koord_over(f, t, &p);
+    assert_int_equal(kq_elastic_reclaim_once(f->e, 1000), 0);
+    assert_int_equal(kq_elastic_reclaim_once(f->e, 120999), 0);
+    assert_int_equal(kq_elastic_reclaim_once(f->e, 121000), 2);
+    assert_string_equal(f->calls[0].uid, "t1");
+    assert_string_equal(f->calls[1].uid, "t2");
+    /* t1 and t2 are still going (counted); t4 arrives and team is over again, by 2 beyond
+     * the evictions under way. Koordinator's monitor started its clock again at the revoke:
+     * the next one is a whole delay later (241 000), not at once */
+    kq_pod_t t4 = mk("t4", "team", "root.default", CPU(2), "n1");
+    t4.priority = 9;
+    t4.created = 100;
+    kq_ledger_observe(f->app.ledger, &t4);
+    assert_int_equal(kq_elastic_reclaim_once(f->e, 122000), 0);
+    assert_int_equal(kq_elastic_reclaim_once(f->e, 240999), 0);
+    assert_int_equal(kq_elastic_reclaim_once(f->e, 241000), 1);
+    assert_string_equal(f->calls[2].uid, "t3");
+    for (int i = 0; i < 3; i++) {
+        kq_ledger_remove(f->app.ledger, t[i].uid);
+        kq_pod_clear(&t[i]);
+    }
+    kq_ledger_remove(f->app.ledger, "t4");
+    kq_pod_clear(&t4);
+    kq_ledger_remove(f->app.ledger, "o1");
+    kq_pod_clear(&p);
+    teardown(&st);
+
+    /* none: even a queue borrowing its neighbour's min keeps its pods */
+    g_sources = 0;
+    assert_int_equal(setup_yaml(&st, QUEUES_YAML), 0);
+    f = st;
+    nodes_total(f, "10");
+    kq_pod_t a = bound(f, "a", "root.team-a", CPU(9), 0, 100, true);
+    kq_pod_t b = mk("b", "x", "root.team-b", CPU(4), NULL);
+    kq_ledger_observe(f->app.ledger, &b);
+    assert_int_equal(runtime(f, "root.team-a"), CPU(5));
+    assert_int_equal(kq_elastic_reclaim_once(f->e, 1000), 0);
+    assert_int_equal(kq_elastic_reclaim_once(f->e, 3600 * 1000), 0);
+    assert_int_equal(f->n_calls, 0);
+    kq_ledger_remove(f->app.ledger, "a");
+    kq_ledger_remove(f->app.ledger, "b");
+    kq_pod_clear(&a);
+    kq_pod_clear(&b);
+    teardown(&st);
+}
+
+/* A pod without a queue (none named, none configured for it) is admitted in the root queue
+ * when an ElasticQuota group governs it (issue 27: Koordinator has no queues), and held to
+ * that group; not when it named a queue, an ACL refused it, or it falls to the default group. */
+static void test_queueless_pod_of_a_quota(void **state)
+{
+    (void)state;
+    void *st = NULL;
+    assert_int_equal(setup_yaml(&st, PLAIN_YAML), 0);
+    fx_t *f = st;
+    nodes_total(f, "8");
+    eq(f, KQ_WATCH_ADDED, KOORD_EQ("ml", "1", "2"));
+    char why[512];
+    kq_pod_t p[5];
+    for (int i = 0; i < 5; i++) {
+        char uid[16];
+        snprintf(uid, sizeof(uid), "p%d", i);
+        p[i] = mk(uid, "elsewhere", NULL, CPU(1), NULL);
+        p[i].queue_error = strdup("no queue named for the pod, and neither root.elsewhere nor root.default is a "
+                                  "leaf queue");
+        p[i].queue_denial = KQ_DENIAL_QUEUE_NOT_LEAF;
+        p[i].quota_name = strdup("ml");
+        if (i < 3)
+            kq_ledger_observe(f->app.ledger, &p[i]); /* pending: their requests enter ml's */
+    }
+    assert_int_equal(kq_ledger_check(f->app.ledger, &p[0], why, sizeof(why), NULL), 0);
+    assert_int_equal(kq_ledger_assume(f->app.ledger, &p[0], why, sizeof(why), NULL), 0);
+    assert_int_equal(kq_ledger_assume(f->app.ledger, &p[1], why, sizeof(why), NULL), 0);
+    assert_int_equal(used(f, "ml"), CPU(2));
+    /* held to the quota: max 2 */
+    assert_int_equal(kq_ledger_assume(f->app.ledger, &p[2], why, sizeof(why), NULL), KQ_EDENIED);
+    assert_non_null(strstr(why, "quota group ml"));
+    /* named a queue that does not exist, refused by an ACL, or no quota: no queue, refused */
+    p[3].queue_named = true;
+    assert_int_equal(kq_ledger_assume(f->app.ledger, &p[3], why, sizeof(why), NULL), KQ_EDENIED);
+    assert_non_null(strstr(why, "no queue named"));
+    p[3].queue_named = false;
+    p[3].queue_denial = KQ_DENIAL_ACL;
+    assert_int_equal(kq_ledger_check(f->app.ledger, &p[3], why, sizeof(why), NULL), KQ_EDENIED);
+    free(p[4].quota_name);
+    p[4].quota_name = strdup("nope");
+    assert_int_equal(kq_ledger_assume(f->app.ledger, &p[4], why, sizeof(why), NULL), KQ_EDENIED);
+    assert_int_equal(used(f, KQ_QTREE_DEFAULT), 0);
+    for (int i = 0; i < 5; i++) {
+        kq_ledger_remove(f->app.ledger, p[i].uid);
+        kq_pod_clear(&p[i]);
+    }
+    assert_int_equal(used(f, "ml"), 0);
+    teardown(&st);
 }
 
 /* A queue using more than its resources.max (a lowered max) is never evicted unless the
@@ -1361,7 +1540,7 @@ static void test_threads(void **state)
         pthread_join(th[i], NULL);
     assert_int_equal(kq_ledger_size(f->app.ledger, NULL), 0);
     assert_int_equal(used(f, KQ_QTREE_ROOT), 0);
-    /* (the root's request is not 0: team-c keeps its scaled min, 800 of 8000) */
+    /* (the root's request is not 0: team-c, which does not lend, asks its min) */
     static const char *const leaves[] = {"root.team-a", "root.team-b", "root.team-c", "root.org.child", "root.default",
                                          KQ_QTREE_DEFAULT};
     for (size_t i = 0; i < sizeof(leaves) / sizeof(leaves[0]); i++) {
@@ -1481,6 +1660,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_preempt, setup, teardown),
         cmocka_unit_test_setup_teardown(test_preempt_inflight, setup, teardown),
         cmocka_unit_test(test_lowered_max_needs_quota_preemption),
+        cmocka_unit_test(test_reclaim_sources),
+        cmocka_unit_test(test_queueless_pod_of_a_quota),
         cmocka_unit_test_setup_teardown(test_reclaim_smallest_set, setup_minrun, teardown),
         cmocka_unit_test_setup_teardown(test_preempt_default_configured, setup_preempt_default, teardown),
         cmocka_unit_test_setup_teardown(test_preempt_rules, setup, teardown),

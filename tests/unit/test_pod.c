@@ -101,6 +101,7 @@ static void assert_same_pod(const kq_pod_t *a, const kq_pod_t *b)
     assert_same_str(a->queue, b->queue, "queue");
     assert_same_str(a->queue_error, b->queue_error, "queue_error");
     assert_int_equal(a->queue_denial, b->queue_denial);
+    assert_int_equal(a->queue_named, b->queue_named);
     assert_same_str(a->app_id, b->app_id, "app_id");
     assert_same_str(a->quota_name, b->quota_name, "quota_name");
     assert_int_equal(a->n_groups, b->n_groups);
@@ -480,6 +481,7 @@ static void test_identity_garbage(void **state)
 /* --------------------------------------------------------------------------- queue -- */
 
 static kq_denial_t last_qdenial; /* the queue_denial of expect_queue's last pod */
+static bool last_qnamed;         /* and whether it named a queue */
 
 static void expect_queue(void **state, const char *ns, const char *labels, const char *anns, const char *queue,
                          const char *qerr)
@@ -503,6 +505,7 @@ static void expect_queue(void **state, const char *ns, const char *labels, const
             fail_msg("want queue_error \"%s\", got \"%s\"", qerr, p.queue_error);
     }
     last_qdenial = p.queue_denial;
+    last_qnamed = p.queue_named;
     kq_pod_clear(&p);
 }
 
@@ -602,6 +605,7 @@ static void test_queue_errors(void **state)
     expect_queue(state, "x", "{\"kubequota.io/queue\":\"shared\"}", NULL, NULL,
                  "queue name \"shared\" is ambiguous (root.dev.shared, root.prod.shared, ...); use the full path");
     assert_int_equal(last_qdenial, KQ_DENIAL_QUEUE_MISSING); /* no one queue by that name */
+    assert_true(last_qnamed); /* named: the pod ledger never admits it without a queue */
 
     /* a label that is not a string is a parse error naming it */
     kq_pod_t p;
@@ -627,6 +631,7 @@ static void test_queue_default(void **state)
     assert_null(p.queue);
     assert_string_equal(p.queue_error,
                         "no queue named for the pod, and neither root.other nor root.default is a leaf queue");
+    assert_false(p.queue_named); /* an ElasticQuota group may still govern it (ledger.c) */
     kq_pod_clear(&p);
     /* root.<ns> exists there */
     free(s);

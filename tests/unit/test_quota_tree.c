@@ -284,8 +284,14 @@ static void test_default_weight_follows_total(void **state)
     assert_int_equal(rt(t, "P", "cpu"), 100);
     assert_int_equal(rt(t, "K1", "cpu"), 67);
     assert_int_equal(rt(t, "K2", "cpu"), 33);
-    /* weight 0: gets nothing from sharing, even with nobody else hungry */
+    /* a weight of 0 in every resource is no weight (Koordinator's GetSharedWeight falls
+     * back to the max, here none: the total), so K1:K2 = 2000:2000 -> 50/50 */
     grp(t, "K2", "P", "", "", "cpu=0", true, false);
+    assert_int_equal(rt(t, "K1", "cpu"), 50);
+    assert_int_equal(rt(t, "K2", "cpu"), 50);
+    /* a weight of 0 in cpu beside another resource's: gets no cpu from sharing, even with
+     * nobody else hungry */
+    grp(t, "K2", "P", "", "", "cpu=0,memory=1", true, false);
     assert_int_equal(rt(t, "K1", "cpu"), 100);
     assert_int_equal(rt(t, "K2", "cpu"), 0);
     kq_resource_t r = R("cpu=100");
@@ -344,17 +350,20 @@ static void test_min_scaling(void **state)
     kq_qgroup_info_t i = info(t, "A");
     assert_int_equal(val(&i.scaled_min, "cpu", NULL), 50);
 
-    /* Nodes lost: total 85 < 100 of first-level mins. 85*50/100 = 42.5, 25.5, 17 -> floors
-     * 42/25/17 = 84; 1 left, A and B tie on remainder, A wins by name -> 43/25/17 = 85. */
+    /* Nodes lost: total 85 < 100 of first-level mins. Koordinator truncates each
+     * (ScaleMinQuotaManager.getScaledMinQuota): 85*50/100 = 42.5, 25.5, 17 -> 42/25/17 = 84.
+     * Everyone is hungry: the 1 left is shared by weight (no weight, no max: each weighs
+     * the total, equal), a tie on remainder that A wins by name -> runtimes 43/25/17 = 85. */
     total(t, "cpu=85");
-    assert_int_equal(IV(t, "A", scaled_min, "cpu"), 43);
+    assert_int_equal(IV(t, "A", scaled_min, "cpu"), 42);
     assert_int_equal(IV(t, "B", scaled_min, "cpu"), 25);
     assert_int_equal(IV(t, "C", scaled_min, "cpu"), 17);
     assert_int_equal(IV(t, "default", scaled_min, "cpu"), 0);
-    /* Below: A1/A2 share A's 43 as 30:20 -> 25.8, 17.2 -> 25/17 + 1 to A1 -> 26/17. */
-    assert_int_equal(IV(t, "A1", scaled_min, "cpu"), 26);
+    /* Below, against A's runtime 43 (Koordinator scales a quota's children against its
+     * runtime): 43*30/50 = 25.8, 43*20/50 = 17.2 -> 25/17, and the 1 left goes to A1 (tie,
+     * name) -> runtimes 26/17. */
+    assert_int_equal(IV(t, "A1", scaled_min, "cpu"), 25);
     assert_int_equal(IV(t, "A2", scaled_min, "cpu"), 17);
-    /* Everyone is hungry; nothing is left to share: runtime = scaled min, summing to 85. */
     assert_int_equal(rt(t, "A", "cpu"), 43);
     assert_int_equal(rt(t, "B", "cpu"), 25);
     assert_int_equal(rt(t, "C", "cpu"), 17);
@@ -395,6 +404,260 @@ static void test_min_scaling(void **state)
     assert_int_equal(rt(t, "C", "cpu"), 53);
     assert_int_equal(rt(t, "default", "cpu"), 0);
     kq_qtree_free(t);
+}
+
+/* ------------------------------------------------------------------ Koordinator's own cases */
+
+/* Inputs and expected outputs copied from koordinator-sh/koordinator (master a7a1b76b,
+ * pkg/scheduler/plugins/elasticquota/core): runtime_quota_calculator_test.go and
+ * group_quota_manager_test.go. Their createResourceList(cpu, memory) is cpu in cores
+ * (milli-cpu here) and memory in bytes; GigaByte is 1024 * 1048576; CreateQuota sets the
+ * shared weight to the max. Each quota here is a group with the same min, max, weight and
+ * allow-lent, and its request goes in as a pod request. */
+
+#define GIB ((int64_t)1024 * 1048576)
+
+/* Creates a group from Koordinator's CreateQuota(name, parent, maxCpu, maxMem, minCpu,
+ * minMem, allowLent, isParent): cpu in cores, memory in bytes, weight = max. */
+static void kq_quota(kq_qtree_t *t, const char *name, const char *parent, int64_t max_cpu, int64_t max_mem,
+                     int64_t min_cpu, int64_t min_mem, bool lent, bool is_parent)
+{
+    char min[128], max[128];
+    snprintf(max, sizeof max, "cpu=%lld,memory=%lld", (long long)max_cpu * 1000, (long long)max_mem);
+    snprintf(min, sizeof min, "cpu=%lld,memory=%lld", (long long)min_cpu * 1000, (long long)min_mem);
+    grp(t, name, parent, min, max, max, lent, is_parent);
+}
+
+static void kq_req(kq_qtree_t *t, const char *g, int64_t cpu, int64_t mem)
+{
+    char r[128];
+    snprintf(r, sizeof r, "cpu=%lld,memory=%lld", (long long)cpu * 1000, (long long)mem);
+    req(t, g, r);
+}
+
+static void kq_total(kq_qtree_t *t, int64_t cpu, int64_t mem)
+{
+    char r[128];
+    snprintf(r, sizeof r, "cpu=%lld,memory=%lld", (long long)cpu * 1000, (long long)mem);
+    total(t, r);
+}
+
+/* TestRuntimeQuotaCalculator_IterationAdjustQuota, case1-no-guarantee and
+ * case2-node4.sharedWeight=0 (100 milli-cpu; node{1..4} weight 40/60/50/80, request
+ * 5/20/40/70, min 10/15/20/15, all lending): 5/20/35/40, and with node4's weight 0
+ * 5/20/40/15 (the 20 node2 and node3 cannot take stays idle). case3 needs the
+ * ElasticQuotaGuaranteeUsage feature gate (off by default; kubequota has no guarantee). A
+ * weight of 0 needs another resource's weight beside it here: a weight that is 0 in
+ * every resource means the max (GetSharedWeight). */
+static void test_koord_iteration_adjust_quota(void **state)
+{
+    (void)state;
+    for (int c = 1; c <= 2; c++) {
+        kq_qtree_t *t = kq_qtree_new();
+        total(t, "cpu=100");
+        grp(t, "node1", NULL, "cpu=10", "", "cpu=40", true, false);
+        grp(t, "node2", NULL, "cpu=15", "", "cpu=60", true, false);
+        grp(t, "node3", NULL, "cpu=20", "", "cpu=50", true, false);
+        grp(t, "node4", NULL, "cpu=15", "", c == 1 ? "cpu=80" : "cpu=0,memory=1", true, false);
+        req(t, "node1", "cpu=5");
+        req(t, "node2", "cpu=20");
+        req(t, "node3", "cpu=40");
+        req(t, "node4", "cpu=70");
+        assert_int_equal(rt(t, "node1", "cpu"), 5);
+        assert_int_equal(rt(t, "node2", "cpu"), 20);
+        assert_int_equal(rt(t, "node3", "cpu"), c == 1 ? 35 : 40);
+        assert_int_equal(rt(t, "node4", "cpu"), c == 1 ? 40 : 15);
+        kq_qtree_free(t);
+    }
+}
+
+/* TestRuntimeQuotaCalculator_IterationAdjustQuota_IntegerDistribution: 81 GPUs; a donor
+ * (min 3, request 0) and ten borrowers (min 8 x8 and 7 x2, request 100, weight 1): the 3
+ * the donor lends all go out (Koordinator's old per-node rounding lost them), the donor
+ * gets 0 and every borrower at least its min. Which borrowers get the 3: the first by name
+ * (equal weights, equal remainders). */
+static void test_koord_integer_distribution(void **state)
+{
+    (void)state;
+    static const int64_t mins[10] = {8, 8, 8, 8, 8, 8, 8, 8, 7, 7};
+    kq_qtree_t *t = kq_qtree_new();
+    total(t, "nvidia.com/gpu=81");
+    grp(t, "donor", NULL, "nvidia.com/gpu=3", "", "nvidia.com/gpu=1", true, false);
+    char name[32], min[64];
+    for (int i = 0; i < 10; i++) {
+        snprintf(name, sizeof name, "borrower-%02d", i);
+        snprintf(min, sizeof min, "nvidia.com/gpu=%lld", (long long)mins[i]);
+        grp(t, name, NULL, min, "", "nvidia.com/gpu=1", true, false);
+        req(t, name, "nvidia.com/gpu=100");
+    }
+    int64_t sum = rt(t, "donor", "nvidia.com/gpu");
+    assert_int_equal(sum, 0);
+    for (int i = 0; i < 10; i++) {
+        snprintf(name, sizeof name, "borrower-%02d", i);
+        int64_t got = rt(t, name, "nvidia.com/gpu");
+        assert_true(got >= mins[i]);
+        assert_int_equal(got, mins[i] + (i < 3));
+        sum += got;
+    }
+    assert_int_equal(sum, 81);
+    kq_qtree_free(t);
+}
+
+/* A round's leftover units go by largest remainder even to a child they take past its
+ * ask; it gives the excess back and the next round shares it (Koordinator's
+ * iterationForRedistribution over computeHamiltonDeltas), worked by hand from that code:
+ * cluster 52 milli-cpu; g0 min 7 weight 13 asks 18, g1 min 3 weight 2 asks 34, g2 min 7
+ * weight 10 asks 6, g3 min 4 weight 12 asks 24. First shares 7 + 3 + 6 + 4 = 20; 32 left
+ * for g0/g1/g3 (weights 13/2/12 = 27): 416/27 = 15 r11, 64/27 = 2 r10, 384/27 = 14 r6, the
+ * leftover unit to g0 (r11) -> g0 23, above its 18: 5 back; g1 5, g3 18. Round 2: 5 for
+ * g1/g3 (2/12): 10/14 = 0 r10, 60/14 = 4 r4, the unit to g1 -> g1 6, g3 22. (Giving the
+ * unit to the next child with room instead, g1 7 and g3 21.) */
+static void test_koord_leftover_past_ask(void **state)
+{
+    (void)state;
+    kq_qtree_t *t = kq_qtree_new();
+    total(t, "cpu=52");
+    grp(t, "g0", NULL, "cpu=7", "", "cpu=13", true, false);
+    grp(t, "g1", NULL, "cpu=3", "", "cpu=2", true, false);
+    grp(t, "g2", NULL, "cpu=7", "", "cpu=10", true, false);
+    grp(t, "g3", NULL, "cpu=4", "", "cpu=12", true, false);
+    req(t, "g0", "cpu=18");
+    req(t, "g1", "cpu=34");
+    req(t, "g2", "cpu=6");
+    req(t, "g3", "cpu=24");
+    assert_int_equal(rt(t, "g0", "cpu"), 18);
+    assert_int_equal(rt(t, "g1", "cpu"), 6);
+    assert_int_equal(rt(t, "g2", "cpu"), 6);
+    assert_int_equal(rt(t, "g3", "cpu"), 22);
+    kq_qtree_free(t);
+}
+
+/* TestGroupQuotaManager_UpdateQuotaDeltaRequest (and UpdateQuotaRequest's last step):
+ * cluster [96, 160Gi]; test1 min [50, 80Gi] and test2 min [40, 80Gi], both max
+ * [96, 160Gi]. test1 alone asks [120, 200Gi]: runtime = the cluster; then test2 asks
+ * [150, 210Gi]: test1 [53, 80Gi], test2 [43, 80Gi]. */
+static void test_koord_update_quota_delta_request(void **state)
+{
+    (void)state;
+    kq_qtree_t *t = kq_qtree_new();
+    kq_total(t, 96, 160 * GIB);
+    kq_quota(t, "test1", "root", 96, 160 * GIB, 50, 80 * GIB, true, false);
+    kq_quota(t, "test2", "root", 96, 160 * GIB, 40, 80 * GIB, true, false);
+    kq_req(t, "test1", 120, 200 * GIB);
+    assert_int_equal(rt(t, "test1", "cpu"), 96000);
+    assert_int_equal(rt(t, "test1", "memory"), 160 * GIB);
+    kq_req(t, "test2", 150, 210 * GIB);
+    assert_int_equal(rt(t, "test1", "cpu"), 53000);
+    assert_int_equal(rt(t, "test1", "memory"), 80 * GIB);
+    assert_int_equal(rt(t, "test2", "cpu"), 43000);
+    assert_int_equal(rt(t, "test2", "memory"), 80 * GIB);
+    kq_qtree_free(t);
+}
+
+/* TestGroupQuotaManager_NotAllowLentResource (cluster 100 cpu: test1 lends, min 60,
+ * requests 120; test2 does not lend, min 40, requests nothing: 60 / 40) and _2, _3, _4
+ * (a parent test-root, min 60, and two children of min 20 under it; child1 requests 0, 40,
+ * then 60). */
+static void test_koord_not_allow_lent(void **state)
+{
+    (void)state;
+    kq_qtree_t *t = kq_qtree_new();
+    kq_total(t, 100, 0);
+    kq_quota(t, "test1", "root", 96, 0, 60, 0, true, false);
+    kq_quota(t, "test2", "root", 96, 0, 40, 0, false, false);
+    kq_req(t, "test1", 120, 0);
+    assert_int_equal(rt(t, "test1", "cpu"), 60000);
+    assert_int_equal(rt(t, "test2", "cpu"), 40000);
+    kq_qtree_free(t);
+
+    /* _2: root and children do not lend; _3: root lends, child1 does not, child2 does;
+     * _4: root lends, neither child does. Expected (root, child1, child2) per step. */
+    static const struct {
+        bool root_lent, c1_lent, c2_lent;
+        int64_t want[3][3];
+    } cases[] = {
+        {false, false, false, {{60, 20, 20}, {60, 40, 20}, {80, 60, 20}}},
+        {true, false, true, {{20, 20, 0}, {40, 40, 0}, {60, 60, 0}}},
+        {true, false, false, {{40, 20, 20}, {60, 40, 20}, {80, 60, 20}}},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        t = kq_qtree_new();
+        kq_total(t, 100, 0);
+        kq_quota(t, "test-root", "root", 96, 0, 60, 0, cases[c].root_lent, true);
+        kq_quota(t, "test-child1", "test-root", 96, 0, 20, 0, cases[c].c1_lent, false);
+        kq_quota(t, "test-child2", "test-root", 96, 0, 20, 0, cases[c].c2_lent, false);
+        for (int step = 0; step < 3; step++) {
+            if (step == 1)
+                kq_req(t, "test-child1", 40, 0);
+            if (step == 2)
+                kq_req(t, "test-child1", 20, 0);
+            assert_int_equal(rt(t, "test-root", "cpu"), cases[c].want[step][0] * 1000);
+            assert_int_equal(rt(t, "test-child1", "cpu"), cases[c].want[step][1] * 1000);
+            assert_int_equal(rt(t, "test-child2", "cpu"), cases[c].want[step][2] * 1000);
+        }
+        kq_qtree_free(t);
+    }
+}
+
+/* TestGroupQuotaManager_MultiUpdateQuotaRequest_WithScaledMinQuota1: p (min [300,
+ * 300Gi], max [1000, 1000Gi]) with children a, b, c (min [100, 100Gi] each), each asking
+ * [200, 200Gi]; cluster [200, 200Gi]. p's runtime and scaled min [200, 200Gi]; a, b, c
+ * scaled to 200*100/300 truncated = 66666m and 200Gi/3 = 71582788266 bytes, runtimes
+ * [66667m, 200Gi/3 + 1] for a and b (the 2 units left go to the first by name). The
+ * cluster grows by [400, 400Gi]: p [600, 600Gi], children [200, 200Gi] with their mins
+ * back. _WithScaledMinQuota2: cluster [1, 1Gi] + [199, 199Gi], b asks nothing: a and c
+ * [100, 100Gi], b 0; the scaled mins as above. (_3 turns scaling off, which Koordinator
+ * does not by default and kubequota never does.) */
+static void test_koord_scaled_min_quota(void **state)
+{
+    (void)state;
+    for (int c = 1; c <= 2; c++) {
+        kq_qtree_t *t = kq_qtree_new();
+        if (c == 2)
+            kq_total(t, 1, 1 * GIB);
+        kq_quota(t, "p", "root", 1000, 1000 * GIB, 300, 300 * GIB, true, true);
+        kq_quota(t, "a", "p", 1000, 1000 * GIB, 100, 100 * GIB, true, false);
+        kq_quota(t, "b", "p", 1000, 1000 * GIB, 100, 100 * GIB, true, false);
+        kq_quota(t, "c", "p", 1000, 1000 * GIB, 100, 100 * GIB, true, false);
+        kq_req(t, "a", 200, 200 * GIB);
+        if (c == 1)
+            kq_req(t, "b", 200, 200 * GIB);
+        kq_req(t, "c", 200, 200 * GIB);
+        kq_total(t, 200, 200 * GIB); /* 0 + [200, 200Gi], or [1, 1Gi] + [199, 199Gi] */
+        assert_int_equal(rt(t, "p", "cpu"), 200000);
+        assert_int_equal(rt(t, "p", "memory"), 200 * GIB);
+        assert_int_equal(IV(t, "p", scaled_min, "cpu"), 200000);
+        assert_int_equal(IV(t, "p", scaled_min, "memory"), 200 * GIB);
+        const char *kids[] = {"a", "b", "c"};
+        for (int i = 0; i < 3; i++) {
+            assert_int_equal(IV(t, kids[i], scaled_min, "cpu"), 66666);
+            assert_int_equal(IV(t, kids[i], scaled_min, "memory"), 200 * GIB / 3);
+        }
+        if (c == 1) {
+            assert_int_equal(rt(t, "a", "cpu"), 66667);
+            assert_int_equal(rt(t, "a", "memory"), 200 * GIB / 3 + 1);
+            assert_int_equal(rt(t, "b", "cpu"), 66667);
+            assert_int_equal(rt(t, "b", "memory"), 200 * GIB / 3 + 1);
+            kq_total(t, 600, 600 * GIB);
+            assert_int_equal(rt(t, "p", "cpu"), 600000);
+            assert_int_equal(rt(t, "p", "memory"), 600 * GIB);
+            for (int i = 0; i < 3; i++) {
+                assert_int_equal(rt(t, kids[i], "cpu"), 200000);
+                assert_int_equal(rt(t, kids[i], "memory"), 200 * GIB);
+                assert_int_equal(IV(t, kids[i], scaled_min, "cpu"), 100000);
+                assert_int_equal(IV(t, kids[i], scaled_min, "memory"), 100 * GIB);
+            }
+            assert_int_equal(IV(t, "p", scaled_min, "cpu"), 300000);
+        } else {
+            assert_int_equal(rt(t, "a", "cpu"), 100000);
+            assert_int_equal(rt(t, "a", "memory"), 100 * GIB);
+            assert_int_equal(rt(t, "b", "cpu"), 0);
+            assert_int_equal(rt(t, "b", "memory"), 0);
+            assert_int_equal(rt(t, "c", "cpu"), 100000);
+            assert_int_equal(rt(t, "c", "memory"), 100 * GIB);
+        }
+        kq_qtree_free(t);
+    }
 }
 
 /* ------------------------------------------------------------------ max */
@@ -1076,9 +1339,9 @@ static int64_t ask_of(const kq_qgroup_info_t *i, const kq_qgroup_info_t *pi, con
     if (i->max.n > 0 && !named && !governs_ref(pi, d))
         return 0; /* a resource neither its max nor its parent limits: asks none */
     bool deflt = strcmp(i->name, "default") == 0;
-    int64_t a = val(deflt ? &i->used : &i->request, d, NULL), sm = val(&i->scaled_min, d, NULL);
-    if (!i->allow_lent && sm > a)
-        a = sm;
+    int64_t a = val(deflt ? &i->used : &i->request, d, NULL), m = val(&i->min, d, NULL);
+    if (!i->allow_lent && m > a)
+        a = m; /* one that does not lend asks for its min (not its scaled min) */
     bool has;
     int64_t mx = val(&i->max, d, &has);
     return has && mx < a ? mx : a;
@@ -1107,7 +1370,7 @@ static void check_parent(kq_qtree_t *t, const char *p, const struct mgroup *all,
             int64_t mx = val(&ki.max, DIMS[d], &has);
             if (has)
                 assert_true(r <= mx);       /* runtime <= max */
-            assert_true(r <= a || (!ki.allow_lent && r <= sm)); /* never more than it asks */
+            assert_true(r <= a); /* never more than it asks */
             if (mins_fit)
                 assert_true(r >= (a < sm ? a : sm)); /* at least min(request, min) */
             if (r < a)
@@ -1251,14 +1514,15 @@ static void test_random_invariants(void **state)
             if (all[k].parent < 0)
                 fl_min[0] += all[k].min[0];
         check_all(t, all, n, mins_fit && fl_min[0] <= val(&tot, "cpu", NULL));
-        /* scaled first-level mins never sum to more than the total */
-        int64_t ssum = 0;
+        /* scaled first-level mins never sum to more than the total; truncated, each loses
+         * less than a unit */
+        int64_t ssum = 0, nfl = 0;
         for (int k = 0; k < n; k++)
             if (all[k].parent < 0)
-                ssum += IV(t, all[k].name, scaled_min, "cpu");
+                ssum += IV(t, all[k].name, scaled_min, "cpu"), nfl++;
         assert_true(ssum <= val(&tot, "cpu", NULL));
         if (fl_min[0] > val(&tot, "cpu", NULL))
-            assert_int_equal(ssum, val(&tot, "cpu", NULL));
+            assert_true(ssum > val(&tot, "cpu", NULL) - nfl);
         kq_qtree_free(t);
     }
 }
@@ -1267,9 +1531,12 @@ static void test_random_invariants(void **state)
 
 /* A from-scratch recomputation of the rules in quota_tree.h, written for clarity and kept
  * independent of quota_tree.c: it reads only the tree's inputs (group specs, leaf
- * requests, the system group's used) through the public API, recomputes scaled mins,
- * requests and runtimes top-down with a plain sort for the largest remainders, and the
- * test demands the tree's own values equal it after every operation. */
+ * requests, the system group's used) through the public API, recomputes requests, scaled
+ * mins and runtimes top-down, sharing each parent's runtime the way Koordinator's
+ * RuntimeQuotaCalculator does (koordinator-sh/koordinator
+ * pkg/scheduler/plugins/elasticquota/core/runtime_quota_calculator.go, redistribution and
+ * iterationForRedistribution with computeHamiltonDeltas, transcribed below with a plain
+ * sort), and the test demands the tree's own values equal it after every operation. */
 
 #define RG_MAX 400
 static const char *RDIMS[3] = {"cpu", "memory", "nvidia.com/gpu"};
@@ -1281,65 +1548,82 @@ struct rgroup {
     kq_resource_t smin, ask, request, runtime;
 };
 
-struct rcand {
-    int64_t share;
+struct rnode { /* Koordinator's quotaNode, one resource */
+    const char *name;
+    int64_t weight, request, min, runtime;
+    bool lent;
+};
+
+struct rrem {
     unsigned __int128 rem;
-    int k; /* index into the caller's arrays */
+    int k;
     const char *name;
 };
 
-static int rcand_cmp(const void *a, const void *b)
+static int rrem_cmp(const void *a, const void *b)
 {
-    const struct rcand *x = a, *y = b;
+    const struct rrem *x = a, *y = b;
     if (x->rem != y->rem)
         return x->rem > y->rem ? -1 : 1;
     return strcmp(x->name, y->name);
 }
 
-/* The sharing rule: proportional to w, floor shares, leftover units one each by largest
- * remainder then name, never above cap; capped ones drop out and the rest is shared again. */
-static void ref_apportion(int n, int64_t units, const int64_t *w, const int64_t *cap, const char *const *names,
-                          int64_t *add)
+/* computeHamiltonDeltas: total split in proportion to the weights, floors, then one unit
+ * each to the largest remainders (ties by name) until nothing is left. */
+static void ref_hamilton(int64_t total, int64_t W, struct rnode *const *v, int m, int64_t *delta)
 {
-    struct rcand c[RG_MAX];
-    for (int i = 0; i < n; i++)
-        add[i] = 0;
-    while (units > 0) {
-        unsigned __int128 W = 0;
-        int m = 0;
-        for (int i = 0; i < n; i++)
-            if (w[i] > 0 && cap[i] > add[i]) {
-                W += (unsigned __int128)w[i];
-                c[m].k = i;
-                c[m].name = names[i];
-                m++;
-            }
-        if (m == 0)
-            break;
-        int64_t floors = 0;
-        for (int j = 0; j < m; j++) {
-            unsigned __int128 prod = (unsigned __int128)units * (unsigned __int128)w[c[j].k];
-            c[j].share = (int64_t)(prod / W);
-            c[j].rem = prod % W;
-            floors += c[j].share;
+    struct rrem r[RG_MAX];
+    int nr = 0;
+    int64_t given = 0;
+    for (int i = 0; i < m; i++) {
+        delta[i] = 0;
+        if (v[i]->weight <= 0)
+            continue;
+        unsigned __int128 prod = (unsigned __int128)v[i]->weight * (unsigned __int128)total;
+        delta[i] = (int64_t)(prod / (unsigned __int128)W);
+        given += delta[i];
+        r[nr++] = (struct rrem){.rem = prod % (unsigned __int128)W, .k = i, .name = v[i]->name};
+    }
+    qsort(r, (size_t)nr, sizeof r[0], rrem_cmp);
+    for (int i = 0; i < nr && given < total; i++, given++)
+        delta[r[i].k]++;
+}
+
+/* quotaTree.redistribution: every node first gets its request when within its min (its min
+ * when it does not lend), else its min and it is hungry; what is left goes to the hungry
+ * by weight, round after round, each round's excess over a request shared again. */
+static void ref_redistribution(struct rnode *v, int n, int64_t total)
+{
+    struct rnode *hungry[RG_MAX];
+    int64_t delta[RG_MAX];
+    int m = 0;
+    int64_t W = 0, left = total;
+    for (int i = 0; i < n; i++) {
+        if (v[i].request > v[i].min) {
+            hungry[m++] = &v[i];
+            W += v[i].weight;
+            v[i].runtime = v[i].min;
+        } else {
+            v[i].runtime = v[i].lent ? v[i].request : v[i].min;
         }
-        int64_t left = units - floors;
-        qsort(c, (size_t)m, sizeof c[0], rcand_cmp);
-        for (int j = 0; j < m && left > 0; j++)
-            if (c[j].share < cap[c[j].k] - add[c[j].k]) {
-                c[j].share++;
-                left--;
+        left -= v[i].runtime;
+    }
+    while (left > 0 && W > 0 && m > 0) {
+        ref_hamilton(left, W, hungry, m, delta);
+        int still = 0;
+        W = 0;
+        left = 0;
+        for (int i = 0; i < m; i++) {
+            hungry[i]->runtime += delta[i];
+            if (hungry[i]->runtime < hungry[i]->request) {
+                W += hungry[i]->weight;
+                hungry[still++] = hungry[i];
+            } else {
+                left += hungry[i]->runtime - hungry[i]->request;
+                hungry[i]->runtime = hungry[i]->request;
             }
-        int64_t round = 0;
-        for (int j = 0; j < m; j++) {
-            int64_t room = cap[c[j].k] - add[c[j].k];
-            int64_t g = c[j].share < room ? c[j].share : room;
-            add[c[j].k] += g;
-            round += g;
         }
-        units -= round;
-        if (round == 0)
-            break;
+        m = still;
     }
 }
 
@@ -1384,39 +1668,6 @@ static void assert_same_values(const char *what, const char *group, const kq_res
         }
 }
 
-static void ref_smin(struct rgroup *g, int p)
-{
-    struct rgroup *P = &g[p];
-    int n = P->nk;
-    if (n == 0)
-        return;
-    int64_t w[RG_MAX], add[RG_MAX];
-    const char *names[RG_MAX];
-    for (int i = 0; i < n; i++) {
-        g[P->kids[i]].smin = g[P->kids[i]].in.min;
-        names[i] = g[P->kids[i]].in.name;
-    }
-    for (uint32_t j = 0; j < P->smin.n; j++) {
-        const char *d = KQ_RES_E(&P->smin)[j].name;
-        int64_t E = KQ_RES_E(&P->smin)[j].value, S = 0;
-        for (int i = 0; i < n; i++) {
-            w[i] = val(&g[P->kids[i]].in.min, d, NULL);
-            S += w[i];
-        }
-        if (S <= E)
-            continue;
-        ref_apportion(n, E, w, w, names, add);
-        for (int i = 0; i < n; i++) {
-            bool has;
-            val(&g[P->kids[i]].in.min, d, &has);
-            if (has)
-                assert_int_equal(kq_resource_set(&g[P->kids[i]].smin, d, add[i]), 0);
-        }
-    }
-    for (int i = 0; i < n; i++)
-        ref_smin(g, P->kids[i]);
-}
-
 static void ref_request(struct rgroup *g, int x)
 {
     struct rgroup *X = &g[x];
@@ -1436,13 +1687,13 @@ static void ref_request(struct rgroup *g, int x)
     } else {
         X->request = X->in.request;
     }
-    /* ask: min(request, max), or min(max(request, scaled min), max) when it does not lend;
+    /* ask: min(request, max), or min(max(request, min), max) when it does not lend;
      * the default group asks what it uses; only the resources max names (if it names any) */
     X->ask = strcmp(X->in.name, "default") == 0 ? X->in.used : X->request;
     if (!X->in.allow_lent)
-        for (uint32_t j = 0; j < X->smin.n; j++)
-            if (KQ_RES_E(&X->smin)[j].value > val(&X->ask, KQ_RES_E(&X->smin)[j].name, NULL))
-                assert_int_equal(kq_resource_set(&X->ask, KQ_RES_E(&X->smin)[j].name, KQ_RES_E(&X->smin)[j].value), 0);
+        for (uint32_t j = 0; j < X->in.min.n; j++)
+            if (KQ_RES_E(&X->in.min)[j].value > val(&X->ask, KQ_RES_E(&X->in.min)[j].name, NULL))
+                assert_int_equal(kq_resource_set(&X->ask, KQ_RES_E(&X->in.min)[j].name, KQ_RES_E(&X->in.min)[j].value), 0);
     kq_resource_t masked = KQ_RESOURCE_EMPTY;
     for (uint32_t j = 0; j < X->ask.n; j++) {
         bool has;
@@ -1456,59 +1707,76 @@ static void ref_request(struct rgroup *g, int x)
     X->ask = masked;
 }
 
+/* A child's weight of d: its shared weight unless that is 0 in every resource
+ * (Koordinator's GetSharedWeight), else its max, else (kubequota's unlimited group) the
+ * total. */
+static int64_t ref_weight(const struct rgroup *K, const char *d, const kq_resource_t *tot)
+{
+    bool has = false, any = false;
+    for (uint32_t j = 0; j < K->in.shared_weight.n; j++)
+        any |= KQ_RES_E(&K->in.shared_weight)[j].value != 0;
+    int64_t w = any ? val(&K->in.shared_weight, d, &has) : 0;
+    if (!has)
+        w = val(&K->in.max, d, &has);
+    if (!has)
+        w = val(tot, d, NULL);
+    return w;
+}
+
+/* Scaled mins of P's children, then their runtimes, per resource of the total: at the root
+ * the default group takes what it uses first (at most the root's runtime) and the others
+ * share the rest; mins are scaled against what is shared when they sum to more
+ * (Koordinator's getScaledMinQuota: E * min / sum in float64, truncated). */
 static void ref_runtime(struct rgroup *g, int p, const kq_resource_t *tot)
 {
     struct rgroup *P = &g[p];
     int n = P->nk;
     if (n == 0)
         return;
-    int64_t base[RG_MAX], w[RG_MAX], cap[RG_MAX], add[RG_MAX];
-    const char *names[RG_MAX];
+    static struct rnode v[RG_MAX];
     for (int i = 0; i < n; i++) {
         g[P->kids[i]].runtime = KQ_RESOURCE_EMPTY;
-        names[i] = g[P->kids[i]].in.name;
+        g[P->kids[i]].smin = g[P->kids[i]].in.min;
     }
     for (uint32_t j = 0; j < tot->n; j++) {
         const char *d = KQ_RES_E(tot)[j].name;
-        int64_t R_ = val(&P->runtime, d, NULL), sum = 0;
+        int64_t R_ = val(&P->runtime, d, NULL), E = R_, S = 0, db = 0;
+        int dk = -1;
         for (int i = 0; i < n; i++) {
             struct rgroup *K = &g[P->kids[i]];
-            int64_t a = val(&K->ask, d, NULL), m = val(&K->smin, d, NULL);
-            base[i] = a < m || strcmp(K->in.name, "default") == 0 ? a : m; /* default: all it uses */
-            sum += base[i]; /* each is at most a scaled min: no overflow with test values */
-        }
-        if (sum > R_) {
-            /* the default group keeps what it uses (at most R), the others share the rest by
-             * their first shares */
-            int dk = -1;
-            for (int i = 0; i < n; i++)
-                if (p == 0 && strcmp(g[P->kids[i]].in.name, "default") == 0)
-                    dk = i;
-            int64_t db = dk >= 0 ? (base[dk] < R_ ? base[dk] : R_) : 0;
-            if (dk >= 0)
-                base[dk] = 0;
-            ref_apportion(n, R_ - db, base, base, names, add);
-            for (int i = 0; i < n; i++)
-                base[i] = add[i];
-            if (dk >= 0)
-                base[dk] = db;
-        } else {
-            for (int i = 0; i < n; i++) {
-                struct rgroup *K = &g[P->kids[i]];
-                bool has;
-                cap[i] = val(&K->ask, d, NULL) - base[i];
-                w[i] = val(&K->in.shared_weight, d, &has);
-                if (!has)
-                    w[i] = val(&K->in.max, d, &has);
-                if (!has)
-                    w[i] = val(tot, d, NULL);
+            if (strcmp(K->in.name, "default") == 0) {
+                dk = i;
+                db = val(&K->ask, d, NULL);
+                db = db < R_ ? db : R_;
+                E = R_ - db;
+            } else {
+                S += val(&K->in.min, d, NULL);
             }
-            ref_apportion(n, R_ - sum, w, cap, names, add);
-            for (int i = 0; i < n; i++)
-                base[i] += add[i];
         }
+        int m = 0;
+        for (int i = 0; i < n; i++) {
+            struct rgroup *K = &g[P->kids[i]];
+            if (i == dk)
+                continue;
+            bool named;
+            int64_t mn = val(&K->in.min, d, &named);
+            if (S > E && named) {
+                int64_t sm = E <= 0 ? 0 : (int64_t)((double)E * (double)mn / (double)S);
+                assert_int_equal(kq_resource_set(&K->smin, d, sm), 0);
+                mn = sm;
+            }
+            /* a resource its max does not name is not its to ask for (masking): it asks
+             * none of it, whether or not it lends */
+            bool governed = K->in.max.n == 0;
+            (void)val(&K->in.max, d, governed ? NULL : &governed);
+            v[m++] = (struct rnode){.name = K->in.name, .weight = ref_weight(K, d, tot),
+                                    .request = val(&K->ask, d, NULL), .min = S > E ? mn : val(&K->in.min, d, NULL),
+                                    .lent = K->in.allow_lent || !governed};
+        }
+        ref_redistribution(v, m, E);
+        m = 0;
         for (int i = 0; i < n; i++)
-            assert_int_equal(kq_resource_set(&g[P->kids[i]].runtime, d, base[i]), 0);
+            assert_int_equal(kq_resource_set(&g[P->kids[i]].runtime, d, i == dk ? db : v[m++].runtime), 0);
     }
     for (int i = 0; i < n; i++)
         ref_runtime(g, P->kids[i], tot);
@@ -1559,7 +1827,6 @@ static void compare_reference(kq_qtree_t *t, const kq_resource_t *alloc)
     }
     g[0].smin = tot;
     g[0].runtime = tot;
-    ref_smin(g, 0);
     ref_request(g, 0);
     ref_runtime(g, 0, &tot);
     for (int x = 0; x < n; x++) {
@@ -1844,10 +2111,12 @@ static int restore_limit(void **state)
 
 /* Issue 15: more resource names than a set holds inline (GPU nodes with MIG profiles,
  * hugepages, RDMA...). Cluster total: 24 names of 100 each. Parent p: min 10, max 100 in
- * r00..r19; its children a and b: min 8 each (forced: 16 > 10, so both scale to
- * 10 * 8/16 = 5). a requests 30 in r00..r19: the root gives p its min 10 plus 20 of the
- * 90 left (its ask is 30; the default group asks nothing), p gives a all 30 (b asks
- * nothing). Only the 20 names of p's max limit p. */
+ * r00..r19; its children a and b: min 8 each (forced: 16 > 10). a requests 12 in
+ * r00..r19: p's runtime is 12, less than its children's mins, so both scale to
+ * 12 * 8/16 = 6 (Koordinator scales a quota's children against its runtime); a gets 6 and
+ * the 6 b does not ask. Then a requests 30: the root gives p its min 10 plus 20 of the 90
+ * left (its ask is 30; the default group asks nothing), p gives a all 30 (b asks nothing)
+ * and the mins are mins again (16 <= 30). Only the 20 names of p's max limit p. */
 static void test_many_names(void **state)
 {
     (void)state;
@@ -1871,8 +2140,15 @@ static void test_many_names(void **state)
         assert_int_equal(kq_qtree_set_group(t, &s, err, sizeof err), 0);
         kq_resource_free(&s.min);
     }
-    kq_resource_t r30 = RN(0, 20, 30), r1 = RN(0, 20, 1);
-    assert_int_equal(kq_qtree_request_add(t, "p.a", &r30), 0);
+    kq_resource_t r30 = RN(0, 20, 30), r1 = RN(0, 20, 1), r12 = RN(0, 20, 12), r18 = RN(0, 20, 18);
+    assert_int_equal(kq_qtree_request_add(t, "p.a", &r12), 0);
+    kq_qgroup_info_t i12 = info(t, "p.a");
+    assert_int_equal(i12.scaled_min.n, 20);
+    for (int i = 0; i < 20; i++)
+        assert_int_equal(KQ_RES_E(&i12.scaled_min)[i].value, 6);
+    assert_int_equal(val(&i12.runtime, "example.com/r07", NULL), 12);
+    kq_qtree_info_free(&i12);
+    assert_int_equal(kq_qtree_request_add(t, "p.a", &r18), 0);
 
     json_t *j = kq_qtree_json(t);
     json_t *ct = json_object_get(j, "clusterTotal");
@@ -1883,7 +2159,7 @@ static void test_many_names(void **state)
     kq_qgroup_info_t ia = info(t, "p.a"), ip = info(t, "p");
     assert_int_equal(ia.scaled_min.n, 20);
     for (int i = 0; i < 20; i++)
-        assert_int_equal(KQ_RES_E(&ia.scaled_min)[i].value, 5);
+        assert_int_equal(KQ_RES_E(&ia.scaled_min)[i].value, 8);
     assert_int_equal(ip.limit.n, 20);
     for (int i = 0; i < 20; i++)
         assert_int_equal(KQ_RES_E(&ip.limit)[i].value, 30);
@@ -1912,6 +2188,8 @@ static void test_many_names(void **state)
     kq_resource_free(&tot);
     kq_resource_free(&r30);
     kq_resource_free(&r1);
+    kq_resource_free(&r12);
+    kq_resource_free(&r18);
     kq_qtree_free(t);
 }
 
@@ -1926,6 +2204,12 @@ int main(void)
         cmocka_unit_test(test_default_weight_follows_total),
         cmocka_unit_test(test_allow_lent_false),
         cmocka_unit_test(test_min_scaling),
+        cmocka_unit_test(test_koord_iteration_adjust_quota),
+        cmocka_unit_test(test_koord_integer_distribution),
+        cmocka_unit_test(test_koord_leftover_past_ask),
+        cmocka_unit_test(test_koord_update_quota_delta_request),
+        cmocka_unit_test(test_koord_not_allow_lent),
+        cmocka_unit_test(test_koord_scaled_min_quota),
         cmocka_unit_test(test_max_caps),
         cmocka_unit_test(test_parent_request),
         cmocka_unit_test(test_check_denies_and_changes_nothing),

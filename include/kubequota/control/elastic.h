@@ -56,8 +56,16 @@
  * later, with the delay doubling from 1s up to 60s.
  *
  * Reclaim: a timer (every tick_ms) lists the leaf groups whose used exceeds min(runtime,
- * max) in a resource their max names (never the default group). A group over for at
- * least reclaim_grace_ms loses the smallest set of pods that brings it back (Koordinator's
+ * max) in a resource their max names (never the default group). Reclaim is on per source
+ * of the group (reclaim_sources): queues.yaml and scheduler-plugins objects by default,
+ * Koordinator objects only when asked (Koordinator's QuotaOverUsedRevokeController runs
+ * only with monitorAllQuotas, default false: koordinator-sh/koordinator
+ * pkg/scheduler/plugins/elasticquota/quota_overuse_revoke.go, pkg/scheduler/apis/config/
+ * v1/defaults.go). A queue group over its lowered resources.max alone is YuniKorn's quota
+ * preemption instead (quota_preemption_delay), whatever reclaim_sources says. A group over
+ * for at least its grace (reclaim_grace_ms; Koordinator objects koord_delay_ms,
+ * Koordinator's delayEvictTime, after which the clock starts again, as Koordinator's
+ * monitor does) loses the smallest set of pods that brings it back (Koordinator's
  * assign-back): pods are taken lowest priority first, then youngest, until the excess is
  * covered, then every taken pod that can stay without going over again is given back,
  * highest priority first; the rest are evicted through the Eviction API. Never evicted:
@@ -67,6 +75,8 @@
  * 429, or any error) in the last 60s: the plan is made again without it, so another pod
  * is chosen and the refused one is not asked at every tick. Every eviction is logged,
  * counted (kq_elastic_evictions) and recorded as a Warning Event "Reclaimed" on the pod.
+ * A group that is over but not reclaimed (its source's reclaim is off, or a queue over its
+ * max without quota preemption) is logged once each time what it is over by changes.
  *
  * Status: at most every status_interval_ms per object and at most status_burst writes
  * per tick, each applied ElasticQuota whose group's used or runtime changed gets a
@@ -112,12 +122,24 @@ typedef struct kq_elastic kq_elastic_t;
 typedef int (*kq_elastic_evict_fn)(void *ud, const char *ns, const char *name, const char *uid, char *err,
                                    size_t errlen);
 
+/* Sources of quota groups, for kq_elastic_opts_t.reclaim_sources. */
+#define KQ_RECLAIM_QUEUES   0x1u /* queues.yaml */
+#define KQ_RECLAIM_UPSTREAM 0x2u /* scheduler-plugins ElasticQuota objects */
+#define KQ_RECLAIM_KOORD    0x4u /* Koordinator ElasticQuota objects */
+#define KQ_RECLAIM_DEFAULT (KQ_RECLAIM_QUEUES | KQ_RECLAIM_UPSTREAM)
+
+/* "queues,scheduler-plugins,koordinator" (any of them, comma-separated; "none" or "" for
+ * none) into *out. 0, or KQ_EINVAL with the bad word in err. */
+int kq_elastic_parse_reclaim_sources(const char *s, unsigned *out, char *err, size_t errlen) KQ_WUR;
+
 typedef struct kq_elastic_opts {
     const char *const *system_namespaces; /* borrowed; NULL = {"kube-system"} */
     size_t n_system_namespaces;
     kq_resource_t default_min;            /* default group's min (empty) */
     kq_resource_t default_max;            /* default group's max (empty = unlimited) */
-    long reclaim_grace_ms;                /* 60000 */
+    unsigned reclaim_sources;             /* KQ_RECLAIM_DEFAULT */
+    long reclaim_grace_ms;                /* 60000: queues and scheduler-plugins objects */
+    long koord_delay_ms;                  /* 120000: Koordinator objects (delayEvictTime) */
     long reclaim_min_runtime_ms;          /* 0: reclaim skips pods running for less */
     long tick_ms;                         /* 1000 */
     long status_interval_ms;              /* 10000 */

@@ -171,6 +171,12 @@ void kq_ledger_victims_free(kq_ledger_victim_t *v, size_t n);
  * the REST node views (never for filter or bind). 0 or KQ_ENOMEM. */
 int kq_ledger_nodes_used(kq_ledger_t *l, const char *const *nodes, size_t n, kq_resource_t *used) KQ_WUR;
 
+/* Whether the ledger holds a pod (pending or counted) that match accepts; its namespace and
+ * name then go into ns / name (may be NULL). A scan of the ledger under its lock, for the
+ * admission webhook: match must not call into the ledger, block or do I/O. */
+bool kq_ledger_find_pod(kq_ledger_t *l, bool (*match)(void *ud, const kq_pod_t *pod), void *ud, char *ns,
+                        size_t nslen, char *name, size_t namelen);
+
 /* The quota group and request a counted pod is counted with, and its priority. KQ_ENOENT
  * when the pod is not counted or not in the quota tree; KQ_ENOMEM. req (if non-NULL) is an
  * initialised set (kq_resource_copy). */

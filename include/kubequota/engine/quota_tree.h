@@ -23,13 +23,16 @@
  * offers is bounded only by max (until the first kq_qtree_set_cluster_total, runtime
  * bounds nothing). Set the total before serving filter requests.
  *
- * Scaled min. At every parent (the root's "min" being the cluster total), when the sum of
- * the children's min of a resource exceeds the parent's scaled min, the children's scaled
- * mins are the parent's scaled min apportioned in proportion to their mins (whole units,
- * largest remainder, ties by name; they sum exactly to the parent's). Validation keeps
- * this from happening below the first level unless an ancestor was scaled, so in practice
- * it is the issue's "first-level mins scaled down when nodes are lost". Otherwise the
- * scaled min is the min.
+ * Scaled min (Koordinator's ScaleMinQuotaManager, koordinator-sh/koordinator
+ * pkg/scheduler/plugins/elasticquota/core/scale_minquota_when_over_root_res.go, called
+ * from GroupQuotaManager.refreshRuntime). At every parent, per resource of the cluster
+ * total, when the sum S of its children's mins exceeds E, what the parent shares (its
+ * runtime; at the root the cluster total less what the default group takes first), each
+ * child's scaled min is E * min / S computed in float64 and truncated, as Koordinator
+ * computes it (so they may sum to a few units less than E); 0 when E is 0. The default
+ * group is never scaled and not in S. Otherwise the scaled min is the min. Below the first
+ * level this happens whenever a parent's runtime is less than its children's mins (an
+ * idle parent lends, or nodes were lost).
  *
  * Masking (Koordinator's). A group whose max names some resources is not limited by it in
  * the others: it asks none of them, its runtime does not bound them (only its ancestors
@@ -40,22 +43,29 @@
  * Request. A leaf's request is the sum of the requests of its pods (pending and running:
  * kq_qtree_request_add/sub, one call per pod). What a group asks of its parent is
  * min(request, max) per resource its max names (see Masking); for a group with allow-lent false it is
- * min(max(request, scaled min), max), because such a group keeps its whole min and its
- * parent must ask for it (the issue's "parent request = sum of min(child request, child
- * max)" for lending children). A parent's request is the sum of what its children ask.
+ * min(max(request, min), max), because such a group keeps its whole min and its parent
+ * must ask for it (Koordinator's request of a quota that does not lend: its min, not its
+ * scaled min). A parent's request is the sum of what its children ask.
  *
- * Runtime, per resource and top-down: each child first gets min(asked, scaled min) (a
- * group with allow-lent false thus its whole scaled min); what remains of the parent's
- * runtime is shared among children whose ask exceeds what they got, in proportion to
- * shared weight, each capped at its ask: floor shares, then leftover units one at a time by
- * largest remainder (ties by name), never above a child's cap; what capped children do not
- * take is shared again among the rest until nothing is left or nobody is hungry. Units are
- * the canonical integers of resource.h; nothing is lost or invented. A child's weight of a
- * resource is its shared weight's value if named, else its max if named, else the cluster
- * total (an unlimited group weighs as much as the cluster). A weight of 0 gets nothing
- * from sharing (capacity nobody else wants then stays idle). If the children's first
- * shares ever exceed the parent's runtime (only possible while mins are being scaled),
- * the runtime is apportioned in proportion to those shares instead.
+ * Runtime, per resource and top-down, as Koordinator's RuntimeQuotaCalculator computes it
+ * (runtime_quota_calculator.go: redistribution, iterationForRedistribution,
+ * computeHamiltonDeltas): each child first gets min(asked, scaled min) (a group with
+ * allow-lent false thus its whole scaled min, and it is hungry for the rest of its min);
+ * what remains of the parent's runtime is shared among children whose ask exceeds what
+ * they got, in proportion to shared weight, in rounds: floor shares, then the leftover
+ * units one at a time by largest remainder (ties by name); a child that got more than its
+ * ask gives the excess back and drops out, and what was given back is shared again among
+ * the rest, until nothing is left or nobody is hungry. Units are the canonical integers of
+ * resource.h (milli-cpu, bytes: Koordinator's MilliValue/Value); nothing is lost or
+ * invented. A child's weight of a resource is its shared weight's value if named, else its
+ * max if named, else the cluster total (an unlimited group weighs as much as the cluster).
+ * A shared weight that is 0 in every resource (or names none) is no weight: the max
+ * weighs instead, as Koordinator's GetSharedWeight falls back to the max. A weight of 0 in
+ * one resource beside a non-zero one gets nothing of that resource from sharing (capacity
+ * nobody else wants then stays idle). If the children's first shares ever exceed the
+ * parent's runtime (only when the default group uses more than the cluster), the default
+ * group keeps what it uses up to the runtime and the rest is apportioned in proportion to
+ * the others' first shares.
  *
  * Enforcement (kq_qtree_check / kq_qtree_assume): a pod of group G with request R is
  * admitted when, at G and every ancestor including the root, for the resources that
@@ -119,7 +129,8 @@ typedef struct kq_qgroup_spec {
     const char *parent;          /* NULL, "" or KQ_QTREE_ROOT: first level */
     kq_resource_t min;           /* guaranteed; missing names are 0 */
     kq_resource_t max;           /* missing names are unlimited */
-    kq_resource_t shared_weight; /* missing names default to max, else the cluster total */
+    kq_resource_t shared_weight; /* missing names default to max, else the cluster total;
+                                  * 0 in every name: no weight (see Runtime) */
     bool allow_lent;             /* default true */
     bool is_parent;              /* default false */
     bool sum_of_mins;            /* scheduler-plugins' admission rule (see Enforcement) */

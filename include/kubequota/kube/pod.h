@@ -92,6 +92,7 @@ typedef struct kq_pod {
     char *queue_error;
     kq_denial_t queue_denial; /* queue_error's kind: KQ_DENIAL_QUEUE_MISSING, _QUEUE_NOT_LEAF or
                                * _ACL (placement); KQ_DENIAL_NONE without queue_error */
+    bool queue_named;     /* a queue label or annotation (kq_pod_keys, role QUEUE) is set */
     char *app_id;
     bool app_named;       /* app_id came from a label or annotation (kq_pod_keys, role APP),
                            * not from a fallback: only a named id can be another user's */
