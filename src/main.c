@@ -189,8 +189,9 @@ static const flag_t serve_flags[] = {
                                                      "reclaim (default 0)", NULL},
     {"reclaim-sources", 1, O_RECLAIM_SOURCES, "LIST", "whose groups are reclaimed when over their runtime:\n"
                                                       "queues, scheduler-plugins, koordinator, or none\n"
-                                                      "(default queues,scheduler-plugins; Koordinator's\n"
-                                                      "revoke controller is off unless monitorAllQuotas)", NULL},
+                                                      "(default queues: CapacityScheduling only preempts,\n"
+                                                      "Koordinator's revoke controller is off unless\n"
+                                                      "monitorAllQuotas)", NULL},
     {"koordinator-delay-evict-time", 1, O_KOORD_DELAY, "DURATION", "how long a Koordinator quota may use more\n"
                                                                    "than its runtime before reclaim, when on\n"
                                                                    "(default 2m, Koordinator's delayEvictTime)", NULL},

@@ -29,7 +29,7 @@ def eq(name, mn, mx, api="scheduling.x-k8s.io/v1alpha1", labels=None):
 class ElasticQuotaOnRealApi(KubeTestCase):
     CONFIG = queues_config({"name": "default"})
     CHART_VALUES = {"kubequota": {"admissionGate": {"enabled": False}}}
-    KQ_ARGS = ("--reclaim-grace=2s",)
+    KQ_ARGS = ("--reclaim-grace=2s", "--reclaim-sources=queues,scheduler-plugins")  # CapacityScheduling has no reclaim: on here
 
     @classmethod
     def setUpClass(cls):
@@ -200,7 +200,7 @@ class KoordinatorQuotaOnRealApi(KubeTestCase):
                    10, 0.2, "kubequota applied group %s" % name)
 
     def test_chart_renders_koordinator_reclaim_off(self):
-        self.assertIn("event=reclaim_config sources=queues,scheduler-plugins grace_ms=60000 "
+        self.assertIn("event=reclaim_config sources=queues grace_ms=60000 "
                       "koordinator_delay_ms=120000", self.c.kubequota_log())
 
     def test_labelled_pod_without_a_queue_runs_in_its_quota(self):

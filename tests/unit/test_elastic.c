@@ -707,7 +707,7 @@ static void test_reclaim_sources(void **state)
     assert_non_null(strstr(err, "yunikorn"));
     kq_elastic_opts_t o;
     kq_elastic_opts_default(&o);
-    assert_int_equal(o.reclaim_sources, KQ_RECLAIM_QUEUES | KQ_RECLAIM_UPSTREAM);
+    assert_int_equal(o.reclaim_sources, KQ_RECLAIM_QUEUES); /* neither peer reclaims by default */
     assert_int_equal(o.koord_delay_ms, 120000);
 
     /* default: Koordinator's quotas are never reclaimed, however long they stay over */

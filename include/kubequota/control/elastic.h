@@ -126,7 +126,7 @@ typedef int (*kq_elastic_evict_fn)(void *ud, const char *ns, const char *name, c
 #define KQ_RECLAIM_QUEUES   0x1u /* queues.yaml */
 #define KQ_RECLAIM_UPSTREAM 0x2u /* scheduler-plugins ElasticQuota objects */
 #define KQ_RECLAIM_KOORD    0x4u /* Koordinator ElasticQuota objects */
-#define KQ_RECLAIM_DEFAULT (KQ_RECLAIM_QUEUES | KQ_RECLAIM_UPSTREAM)
+#define KQ_RECLAIM_DEFAULT KQ_RECLAIM_QUEUES
 
 /* "queues,scheduler-plugins,koordinator" (any of them, comma-separated; "none" or "" for
  * none) into *out. 0, or KQ_EINVAL with the bad word in err. */
