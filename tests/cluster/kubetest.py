@@ -46,20 +46,30 @@ def rbac_denials(log):
 class KubeTestCase(unittest.TestCase):
     """Subclasses set CONFIG (queues.yaml as Python data, kqtest.queues_config) and may set
     CHART_VALUES (chart values for this class: kubequota's arguments, RBAC, webhooks and the
-    scheduler's configuration are rendered from them), KQ_ARGS (more flags), WEBHOOKS (False: the chart's webhooks are not registered) and
-    SCHEDULER (False: no kube-scheduler)."""
+    scheduler's configuration are rendered from them), KQ_ARGS (more flags), WEBHOOKS (False: the chart's webhooks are not registered),
+    SCHEDULER (False: no kube-scheduler), NODES (the kwok nodes of this class, {name: {cpu,
+    memory, labels}}; the default nodes come back after it) and PRIORITY_CLASSES ({name:
+    value}, created once)."""
 
     CONFIG = None
     CHART_VALUES = {}
     KQ_ARGS = ()
     WEBHOOKS = True
     SCHEDULER = True
+    NODES = None
+    PRIORITY_CLASSES = {}
 
     @classmethod
     def setUpClass(cls):
         c = cls.c = CLUSTER
         if cls.CONFIG is None:
             raise unittest.SkipTest("no CONFIG")
+        if cls.NODES is not None:
+            c.set_nodes(cls.NODES)
+        for name, value in cls.PRIORITY_CLASSES.items():
+            c.api().request("POST", "/apis/scheduling.k8s.io/v1/priorityclasses",
+                            {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                             "metadata": {"name": name}, "value": value}, ok=(201, 409))
         if getattr(c, "current_values", {}) != cls.CHART_VALUES:
             c.use_chart(cls.CHART_VALUES)
             c.current_values = cls.CHART_VALUES
@@ -78,6 +88,14 @@ class KubeTestCase(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         c = cls.c
+        try:
+            cls._stop_kubequota(c)
+        finally:
+            if cls.NODES is not None:
+                c.set_nodes(c.default_nodes())
+
+    @classmethod
+    def _stop_kubequota(cls, c):
         log = c.kubequota_log("kq") if "kq" in c.kq else ""
         c.stop_kubequota("kq")
         # Any 403 in kubequota's log: the chart's RBAC lacks a rule kubequota uses. (Not a

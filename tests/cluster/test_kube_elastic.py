@@ -20,6 +20,10 @@ EQ = "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/%s/elasticquotas"
 KOORD = "/apis/scheduling.sigs.k8s.io/v1alpha1/namespaces/%s/elasticquotas"
 
 
+TWO_SMALL_NODES = {"small-0": {"cpu": "4", "memory": "16Gi"}, "small-1": {"cpu": "4", "memory": "16Gi"}}
+PRIORITIES = {"kq-low": 100, "kq-high": 1000}
+
+
 def eq(name, mn, mx, api="scheduling.x-k8s.io/v1alpha1", labels=None):
     return {"apiVersion": api, "kind": "ElasticQuota",
             "metadata": {"name": name, "labels": labels or {}},
@@ -31,23 +35,8 @@ class ElasticQuotaOnRealApi(KubeTestCase):
     CHART_VALUES = {"kubequota": {"admissionGate": {"enabled": False}}}
     KQ_ARGS = ("--reclaim-grace=2s", "--reclaim-sources=queues,scheduler-plugins")  # CapacityScheduling has no reclaim: on here
 
-    @classmethod
-    def setUpClass(cls):
-        CLUSTER = __import__("kubetest").CLUSTER
-        CLUSTER.set_nodes({"small-0": {"cpu": "4", "memory": "16Gi"},
-                           "small-1": {"cpu": "4", "memory": "16Gi"}})
-        for name, value in (("kq-low", 100), ("kq-high", 1000)):
-            CLUSTER.api().request("POST", "/apis/scheduling.k8s.io/v1/priorityclasses",
-                                  {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-                                   "metadata": {"name": name}, "value": value}, ok=(201, 409))
-        super().setUpClass()
-
-    @classmethod
-    def tearDownClass(cls):
-        try:
-            super().tearDownClass()
-        finally:
-            cls.c.set_nodes(cls.c.default_nodes())
+    NODES = TWO_SMALL_NODES
+    PRIORITY_CLASSES = PRIORITIES
 
     def test_crd_schemas_of_both_groups_are_enforced_by_the_api_server(self):
         ns = self.ns()
@@ -132,23 +121,8 @@ class CrossNamespacePreemptionOnRealApi(KubeTestCase):
     CHART_VALUES = {"kubequota": {"admissionGate": {"enabled": False}}}
     KQ_ARGS = ("--reclaim-grace=10m",)
 
-    @classmethod
-    def setUpClass(cls):
-        CLUSTER = __import__("kubetest").CLUSTER
-        CLUSTER.set_nodes({"small-0": {"cpu": "4", "memory": "16Gi"},
-                           "small-1": {"cpu": "4", "memory": "16Gi"}})
-        for name, value in (("kq-low", 100), ("kq-high", 1000)):
-            CLUSTER.api().request("POST", "/apis/scheduling.k8s.io/v1/priorityclasses",
-                                  {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-                                   "metadata": {"name": name}, "value": value}, ok=(201, 409))
-        super().setUpClass()
-
-    @classmethod
-    def tearDownClass(cls):
-        try:
-            super().tearDownClass()
-        finally:
-            cls.c.set_nodes(cls.c.default_nodes())
+    NODES = TWO_SMALL_NODES
+    PRIORITY_CLASSES = PRIORITIES
 
     def alive(self, ns, names):
         return [n for n in names

@@ -26,21 +26,9 @@ ZONE = "topology.kubernetes.io/zone"
 class MultiTreeOnRealApi(KubeTestCase):
     CONFIG = queues_config({"name": "default"})
     CHART_VALUES = {"kubequota": {"admissionGate": {"enabled": False}}}
-
-    @classmethod
-    def setUpClass(cls):
-        CLUSTER = __import__("kubetest").CLUSTER
-        CLUSTER.set_nodes({"pool-a-0": {"cpu": "4", "memory": "16Gi", "labels": {ZONE: "zone-a"}},
-                           "pool-a-1": {"cpu": "4", "memory": "16Gi", "labels": {ZONE: "zone-a"}},
-                           "plain-0": {"cpu": "4", "memory": "16Gi"}})
-        super().setUpClass()
-
-    @classmethod
-    def tearDownClass(cls):
-        try:
-            super().tearDownClass()
-        finally:
-            cls.c.set_nodes(cls.c.default_nodes())
+    NODES = {"pool-a-0": {"cpu": "4", "memory": "16Gi", "labels": {ZONE: "zone-a"}},
+             "pool-a-1": {"cpu": "4", "memory": "16Gi", "labels": {ZONE: "zone-a"}},
+             "plain-0": {"cpu": "4", "memory": "16Gi"}}
 
     def test_a_tree_quota_shares_its_pool_only(self):
         ns = self.ns()
