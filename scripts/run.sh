@@ -187,6 +187,7 @@ kubequota is serving on $kq_url
   usage view   $kq_url/ws/v1/partition/default/usage/users
                $kq_url/ws/v1/partition/default/usage/groups
                $kq_url/ws/v1/partition/default/queues
+  dashboard    $kq_url/ui/  (Token button: paste the token in $rest_token_file)
   metrics      $kq_url/metrics
   health       $kq_url/healthz  $kq_url/readyz
 EOF

@@ -116,6 +116,22 @@ class MakeRunTest(unittest.TestCase):
         self.assertTrue(all(re.search(r" \d+ of \d+ ", line) for line in waits), waits)
         self.assertTrue(any(line.lstrip().startswith("BOUND") for line in out.splitlines()), out)
 
+        # the dashboard: its URL and where its token is; the page and a view it reads answer
+        dash = re.search(r"^\s*dashboard\s+(https://\S+/ui/)\s+\(Token button: paste the token in (\S+)\)$",
+                         out, re.M)
+        self.assertIsNotNone(dash, out)
+        ca = os.path.join(REPO, "build", "dev-certs", "ca.crt")
+        page = subprocess.run(["curl", "-sS", "--cacert", ca, "-o", "/dev/null", "-w", "%{http_code}", dash.group(1)],
+                              capture_output=True, text=True, timeout=30)
+        self.assertEqual(page.stdout, "200", page.stderr)
+        with open(dash.group(2)) as f:
+            token = f.read().strip()
+        view = subprocess.run(["curl", "-sS", "--cacert", ca, "-o", "/dev/null", "-w", "%{http_code}", "-H",
+                               "Authorization: Bearer " + token, dash.group(1).replace("/ui/", "/ws/v1/partition/"
+                                                                                        "default/queues")],
+                              capture_output=True, text=True, timeout=30)
+        self.assertEqual(view.stdout, "200", view.stderr)
+
         # the plugin line, pasted as it is, answers (through the simulator's service proxy)
         lines = [line.strip() for line in out.splitlines() if line.strip().endswith(" kubectl usage")]
         self.assertEqual(len(lines), 1, out)
