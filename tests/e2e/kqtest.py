@@ -647,7 +647,9 @@ def config_queues(config):
     return out
 
 
-def pod_identity(pod, queues):
+def pod_identity(pod, queues, owner=False):
+    """(user, groups, queue path, application) as kubequota reads them; owner=True: the
+    application as with --app-id-fallback owner."""
     md = pod["metadata"]
     ann = md.get("annotations") or {}
     labels = md.get("labels") or {}
@@ -664,7 +666,7 @@ def pod_identity(pod, queues):
         q = "root." + md["namespace"]
     else:
         q = "root.default"
-    return user, groups, q, app_id(md)
+    return user, groups, q, app_id(md, owner)
 
 
 def app_id(md, owner=False):
