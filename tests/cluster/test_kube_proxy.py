@@ -17,7 +17,7 @@ import subprocess
 import tempfile
 import unittest
 
-from kubetest import KubeTestCase, queues_config
+from kubetest import KubeTestCase, queues_config, wait_until
 
 PROXY = "/api/v1/namespaces/kubequota-system/services/https:kubequota:443/proxy"
 
@@ -56,11 +56,16 @@ class ServiceProxy(KubeTestCase):
         ns = self.ns()
         self.pod(ns, "a1", user="alice", queue="root.dev", cpu="1500m")
         self.wait_bound(ns, "a1")
-        r = self.plugin("alice", "kubequota", "usage", "--user", "alice", "-o", "json")
-        self.assertEqual(r.returncode, 0, r.stderr)
-        doc = json.loads(r.stdout)
+
+        def usage():
+            r = self.plugin("alice", "kubequota", "usage", "--user", "alice", "-o", "json")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            return json.loads(r.stdout)
+        # alice's pods of earlier classes may still be on their way out with their namespaces
+        # (deleted in tearDown, not waited for): her usage is this pod's once they are gone
+        doc = wait_until(lambda: (lambda d: d if d["queues"]["resourceUsage"].get("vcore") == 1500 else None)(
+            usage()), 90, 0.5, "alice's usage to be her one pod's 1500m")
         self.assertEqual(doc["userName"], "alice")
-        self.assertEqual(doc["queues"]["resourceUsage"]["vcore"], 1500)
         # why: a pod over alice's limit, explained through the proxy
         self.pod(ns, "a2", user="alice", queue="root.dev", cpu="1")
         self.wait_unschedulable(ns, "a2")
