@@ -1351,6 +1351,7 @@ static bool large_view(kq_endpoint_t ep)
     case KQ_EP_USAGE_GROUPS:
     case KQ_EP_APPS:
     case KQ_EP_QUEUE_APPS:
+    case KQ_EP_APPLICATION: /* one application, found in a copy of every application */
     case KQ_EP_CHARGES:
     case KQ_EP_GATING_WAITING:
     case KQ_EP_METRICS:

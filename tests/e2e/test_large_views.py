@@ -85,7 +85,8 @@ class LargeViewLimitTest(KQTestCase):
         self.assertTrue(slow.head.startswith(b"HTTP/1.1 200"), slow.head)
         # the slow reader holds the only slot: every large view is refused ...
         for path in (USERS_VIEW, "/ws/v1/partition/default/usage/groups",
-                     "/ws/v1/partition/default/applications", "/metrics"):
+                     "/ws/v1/partition/default/applications", "/metrics", "/ws/v1/metrics",
+                     "/ws/v1/partition/default/application/app-00001"):
             r = self.kq.get(path, timeout=30)
             self.assertEqual(r.status, 503, "%s: %r" % (path, r))
             self.assertEqual(r.headers.get("Retry-After"), "1", path)
