@@ -31,6 +31,7 @@
  */
 #include "kubequota/kube/pod.h"
 #include "kubequota/kube/podkeys.h"
+#include "kubequota/base/error.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -588,18 +589,6 @@ static bool ident_ok(const char *s, size_t len)
     return true;
 }
 
-/* Why an identity annotation was not used as written, for opts->identity_note. */
-static void note(char *buf, size_t len, const char *fmt, ...) KQ_PRINTF(3, 4);
-static void note(char *buf, size_t len, const char *fmt, ...)
-{
-    if (buf == NULL || len == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, len, fmt, ap);
-    va_end(ap);
-}
-
 /* One identity annotation, read as YuniKorn's shim reads yunikorn.apache.org/user.info
  * (apache/yunikorn-k8shim pkg/common/utils/utils.go GetUserFromPod: json.Unmarshal into
  * si.UserGroupInformation): member names match "user" and "groups" case-insensitively, the
@@ -669,7 +658,7 @@ static int parse_user_info(pctx_t *c, const char *ann, const jv_t *val, const kq
         goto fallback;
     }
     if (user == NULL || user->len == 0)
-        note(nbuf, nlen, "annotation %s has no user: the pod is counted as user %s with the groups given "
+        kq_errf(nbuf, nlen, "annotation %s has no user: the pod is counted as user %s with the groups given "
              "(as YuniKorn's shim reads it)", ann, dflt);
     p->user = strdup(user != NULL && user->len > 0 ? user->str : dflt);
     p->groups = ng ? calloc(ng, sizeof(char *)) : NULL;
@@ -694,7 +683,7 @@ static int parse_user_info(pctx_t *c, const char *ann, const jv_t *val, const kq
     }
     goto out;
 fallback:
-    note(nbuf, nlen, "annotation %s: %s: the pod is counted as user %s without groups (as YuniKorn's shim "
+    kq_errf(nbuf, nlen, "annotation %s: %s: the pod is counted as user %s without groups (as YuniKorn's shim "
          "reads it)", ann, why, dflt);
     if ((p->user = strdup(dflt)) == NULL)
         rc = KQ_ENOMEM;
