@@ -118,6 +118,7 @@ struct kq_metrics {
     atomic_bool last_reload_ok;
     atomic_llong last_reload_ok_ns; /* wall time of the last successful load */
     atomic_ulong watch_restarts;
+    atomic_ulong tls_connections[KQ_LISTENER_COUNT];
     pthread_mutex_t attempts_lock; /* leaf: only for inserting a key */
     attempt_slot_t attempts[ATTEMPT_SLOTS];
     atomic_ulong attempts_other[3]; /* admitted, denied, other result, when the table is full */
@@ -160,6 +161,8 @@ kq_metrics_t *kq_metrics_new(void)
     atomic_init(&m->reload_ok, 0);
     atomic_init(&m->reload_failed, 0);
     atomic_init(&m->watch_restarts, 0);
+    for (int l = 0; l < KQ_LISTENER_COUNT; l++)
+        atomic_init(&m->tls_connections[l], 0);
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     atomic_init(&m->last_reload_ok, true); /* the configuration serve started with */
@@ -317,6 +320,19 @@ void kq_metrics_watch_restart(kq_metrics_t *m)
 {
     if (m != NULL)
         atomic_fetch_add_explicit(&m->watch_restarts, 1, memory_order_relaxed);
+}
+
+void kq_metrics_tls_connection(kq_metrics_t *m, kq_listener_t l)
+{
+    if (m != NULL && (unsigned)l < KQ_LISTENER_COUNT)
+        atomic_fetch_add_explicit(&m->tls_connections[l], 1, memory_order_relaxed);
+}
+
+unsigned long kq_metrics_tls_connection_count(kq_metrics_t *m, kq_listener_t l)
+{
+    return m != NULL && (unsigned)l < KQ_LISTENER_COUNT
+               ? atomic_load_explicit(&m->tls_connections[l], memory_order_relaxed)
+               : 0;
 }
 
 unsigned long kq_metrics_decision_count(kq_metrics_t *m, kq_verb_t verb, kq_result_t result)
@@ -870,6 +886,19 @@ char *kq_metrics_render_ex(kq_metrics_t *m, kq_app_t *app, bool identities, size
         snprintf(num, sizeof(num), "%llu.%09llu", sum_ns / 1000000000ULL, sum_ns % 1000000000ULL);
         sample(&b, "kubequota_request_duration_seconds_sum", labels, num);
         sample_u(&b, "kubequota_request_duration_seconds_count", labels, cum);
+    }
+
+    /* kube-scheduler's extender client keeps Go's 2 idle connections per host while its
+     * binds run in parallel, so it opens connections (and pays a handshake on both sides)
+     * under load: this shows how many (BENCHMARKS.md, "End-to-end scheduling"). */
+    family(&b, "kubequota_tls_connections_total", "counter",
+           "TLS connections accepted (one handshake each), by listener (main, scheduler, webhook).");
+    {
+        static const char *const names[KQ_LISTENER_COUNT] = {"main", "scheduler", "webhook"};
+        for (int l = 0; l < KQ_LISTENER_COUNT; l++) {
+            const char *labels[] = {"listener", names[l], NULL};
+            sample_u(&b, "kubequota_tls_connections_total", labels, kq_metrics_tls_connection_count(m, l));
+        }
     }
 
     family(&b, "kubequota_watch_restarts_total", "counter", "Restarts (reconnects and relists) of the pod watch.");

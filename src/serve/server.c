@@ -202,6 +202,7 @@ typedef struct port {
     bool scheduler;      /* the scheduler listener: scheduler verbs and probes only */
     bool webhook;        /* the webhook listener: admission webhooks and probes only */
     conn_limit_t *limit; /* per-client connection limit, or NULL */
+    bool tls;            /* serves TLS (set before its listener starts; read-only after) */
 } port_t;
 
 typedef struct tls_id {
@@ -1926,7 +1927,11 @@ static void on_ssl_info(const SSL *ssl, int where, int ret)
  * connection becomes the connection's user data (NULL on ports without a limit). */
 static int on_init_connection(const struct mg_connection *conn, void **conn_data)
 {
-    (void)conn;
+    const port_t *port = mg_get_user_data(mg_get_context(conn));
+    if (port != NULL && port->tls)
+        kq_metrics_tls_connection(port->s->app->metrics, port->scheduler ? KQ_LISTENER_SCHEDULER
+                                                         : port->webhook ? KQ_LISTENER_WEBHOOK
+                                                                         : KQ_LISTENER_MAIN);
     *conn_data = tl_conn;
     tl_conn = NULL;
     return 0;
@@ -2166,6 +2171,7 @@ static struct mg_context *listener_start(kq_server_t *s, port_t *port, const cha
 {
     char ports[256];
     snprintf(ports, sizeof(ports), "%s%s", listen, tls ? "s" : "");
+    port->tls = tls;
     const char *options[] = {
         "listening_ports", ports,
         "num_threads", threads,

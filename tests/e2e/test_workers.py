@@ -292,3 +292,48 @@ class MainPortPriorityTest(KQTestCase):
     def test_nothing_lowered_while_the_main_port_serves_the_webhooks(self):
         pid = self.start_with("--scheduler-listen", "127.0.0.1:%d" % free_port())
         self.assertEqual(set(thread_nices(pid)), {0})
+
+
+class TlsConnectionCounterTest(KQTestCase):
+    """kubequota_tls_connections_total{listener} counts each TLS connection once, on the
+    listener that accepted it: the end-to-end benchmark reads it to show how often
+    kube-scheduler's extender client reconnects (it keeps 2 idle connections per host)."""
+    CONFIG = queues_config({"name": "default"})
+    START = False
+
+    def counts(self):
+        out = {}
+        for ln in self.kq.get("/metrics").text.splitlines():
+            if ln.startswith("kubequota_tls_connections_total{"):
+                out[ln.split('listener="', 1)[1].split('"', 1)[0]] = int(ln.rsplit(" ", 1)[1])
+        return out
+
+    def probe(self, port, requests=1):
+        c = http.client.HTTPSConnection("127.0.0.1", port, timeout=10, context=tls_ctx())
+        try:
+            for _ in range(requests):
+                c.request("GET", "/healthz")
+                r = c.getresponse()
+                r.read()
+                self.assertEqual(r.status, 200)
+        finally:
+            c.close()
+
+    def test_each_connection_counts_once_on_its_listener(self):
+        sport, wport = free_port(), free_port()
+        while wport == sport:
+            wport = free_port()
+        self.kq = Kubequota(self.sim, self.CONFIG, extra_args=(
+            "--scheduler-listen", "127.0.0.1:%d" % sport, "--webhook-listen", "127.0.0.1:%d" % wport))
+        self.kq.start()
+        before = self.counts()
+        self.assertEqual(sorted(before), ["main", "scheduler", "webhook"])
+        for _ in range(5):
+            self.probe(sport)
+        self.probe(sport, requests=4)  # one keep-alive connection, four requests: one handshake
+        for _ in range(3):
+            self.probe(wport)
+        after = self.counts()
+        self.assertEqual(after["scheduler"] - before["scheduler"], 6)
+        self.assertEqual(after["webhook"] - before["webhook"], 3)
+        self.assertEqual(after["main"] - before["main"], 1)  # the second /metrics read's own connection

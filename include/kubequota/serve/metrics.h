@@ -7,6 +7,8 @@
  *   kubequota_watch_restarts_total                         counter (kq_metrics_watch_restart
  *                                                          calls plus app->sync's restarts)
  *   kubequota_config_reloads_total{result}                 counter (success|failure)
+ *   kubequota_tls_connections_total{listener}              counter (main|scheduler|webhook): TLS
+ *                                                          connections accepted, one handshake each
  *   kubequota_pods_tracked{state}                          gauge (pending|counted), from the ledger
  *   kubequota_user_resource_used{user,queue,resource}      gauge, from the ugm user view
  *   kubequota_group_resource_used{group,queue,resource}    gauge, from the ugm group view
@@ -96,6 +98,18 @@ void kq_metrics_decision(kq_metrics_t *m, kq_verb_t verb, kq_result_t result);
 void kq_metrics_latency(kq_metrics_t *m, kq_endpoint_t ep, double seconds);
 void kq_metrics_config_reload(kq_metrics_t *m, bool ok);
 void kq_metrics_watch_restart(kq_metrics_t *m);
+
+/* Listeners with a TLS connection counter. */
+typedef enum kq_listener {
+    KQ_LISTENER_MAIN = 0,
+    KQ_LISTENER_SCHEDULER,
+    KQ_LISTENER_WEBHOOK,
+    KQ_LISTENER_COUNT
+} kq_listener_t;
+
+/* One TLS connection accepted (its handshake done) on listener l. */
+void kq_metrics_tls_connection(kq_metrics_t *m, kq_listener_t l);
+unsigned long kq_metrics_tls_connection_count(kq_metrics_t *m, kq_listener_t l);
 
 /* One quota decision on a pod of ours: kubequota_admission_attempts_total{queue,result,
  * reason}; result "admitted" or "denied", reason a fixed word for denials ("" when
