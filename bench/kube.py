@@ -7,8 +7,12 @@ test): kube-scheduler alone against kube-scheduler with kubequota in the path.
                         [--kq-arg FLAG] [--perf PREFIX] [--json FILE]
 
 A row is N, or N:ARG+ARG for a variant whose kubequota gets those extra arguments, or
-N:bin=PATH for another kubequota binary (before/after a change in the same run), e.g.
---rows "1,2:--scheduler-threads=8,2,4,4:bin=/tmp/new/kubequota".
+N:bin=PATH for another kubequota binary (before/after a change in the same run), or N:nobind
+for the extender without its bindVerb (kube-scheduler binds; kubequota filters and counts from
+its watch), N:split for the extender as two entries (filter and preempt; bind; the chart's
+layout since 2026-11-27) or N:joined for one entry with every verb (the layout before), words
+joined by +, e.g.
+--rows "1,2:--scheduler-threads=8,2,2:nobind,4,4:bin=/tmp/new/kubequota".
 
 For each node count one control plane (tests/cluster/cluster.py: etcd, kube-apiserver,
 kube-controller-manager, kwok, kube-scheduler 1.37, all on loopback) is started and every
@@ -322,14 +326,17 @@ class Bench:
 
         def ready():
             items = api.get("/api/v1/nodes", timeout=120)["items"]
-            ok = [n for n in items if any(x["type"] == "Ready" and x["status"] == "True"
-                                          for x in n.get("status", {}).get("conditions", []))
-                  and not n["spec"].get("taints")]
+            rdy = [n for n in items if any(x["type"] == "Ready" and x["status"] == "True"
+                                           for x in n.get("status", {}).get("conditions", []))]
+            ok = [n for n in rdy if not n["spec"].get("taints")]
+            self.log("nodes: %d created, %d Ready, %d Ready and untainted" % (len(items), len(rdy), len(ok)))
             return len(ok) >= self.nodes
-        clus.wait_until(ready, 600, 2, "%d nodes Ready and untainted" % self.nodes)
+        # a LIST of 5,000 Nodes is ~20 MB for the API server: poll slowly
+        clus.wait_until(ready, self.a.node_wait or max(600, self.nodes * 0.3), 10,
+                        "%d nodes Ready and untainted" % self.nodes)
         self.log("%d nodes ready" % self.nodes)
 
-    def sched_config(self, extender):
+    def sched_config(self, extender, bind=True, split=False, joined=False):
         cfg = self.c.scheduler_config()
         cfg["clientConnection"]["qps"] = self.a.sched_qps
         cfg["clientConnection"]["burst"] = self.a.sched_qps
@@ -337,10 +344,28 @@ class Bench:
         cfg["leaderElection"] = {"leaderElect": False}
         if not extender:
             cfg.pop("extenders", None)
+        elif not bind:
+            for e in cfg.get("extenders", []):
+                e.pop("bindVerb", None)
+        elif joined and len(cfg.get("extenders", [])) == 2:
+            # the chart's two entries as one (as the chart had it before 2026-11-27)
+            f, b = cfg["extenders"]
+            f["bindVerb"] = b["bindVerb"]
+            cfg["extenders"] = [f]
+        elif split and len(cfg.get("extenders", [])) == 1:
+            # the same extender as two entries, filter (+ preempt) and bind: kube-scheduler
+            # gives each its own HTTP transport, so the serial filter calls keep their idle
+            # connection while the parallel binds open theirs
+            e = cfg["extenders"][0]
+            f, b = copy.deepcopy(e), copy.deepcopy(e)
+            f.pop("bindVerb", None)
+            for k in ("filterVerb", "preemptVerb", "prioritizeVerb"):
+                b.pop(k, None)
+            cfg["extenders"] = [f, b]
         return cfg
 
-    def start_sched(self, row):
-        sched = self.c.start_scheduler(config=self.sched_config(row != 1))
+    def start_sched(self, row, bind=True, split=False, joined=False):
+        sched = self.c.start_scheduler(config=self.sched_config(row != 1, bind, split, joined))
         time.sleep(5)   # informers synced (no Lease to wait for)
         return sched
 
@@ -350,14 +375,30 @@ class Bench:
         c.namespace(ns)
         n = a.pods
         kq = None
+        # variant words: bin=PATH (another kubequota binary), nobind (the extender without
+        # its bindVerb: kube-scheduler binds), anything else an extra kubequota argument
+        binary = next((v[4:] for v in variant if v.startswith("bin=")), None)
+        bind = "nobind" not in variant
+        split, joined = "split" in variant, "joined" in variant
+        kq_extra = [v for v in variant if not v.startswith("bin=") and v not in ("nobind", "split", "joined")]
         if row != 1:
             qs = {2: q_open, 4: q_open, 5: q_elastic}.get(row)
-            kq = c.start_kubequota(q_users(n) if row == 3 else qs(), extra=list(a.kq_arg) + list(variant))
+            old = os.environ.get("KQ_BINARY")
+            if binary:
+                os.environ["KQ_BINARY"] = os.path.abspath(binary)
+            try:
+                kq = c.start_kubequota(q_users(n) if row == 3 else qs(), extra=list(a.kq_arg) + kq_extra)
+            finally:
+                if binary:
+                    if old is None:
+                        os.environ.pop("KQ_BINARY", None)
+                    else:
+                        os.environ["KQ_BINARY"] = old
             if row == 4:
                 c.apply_webhooks()
         sched = None
         if not a.backlog:
-            sched = self.start_sched(row)
+            sched = self.start_sched(row, bind, split, joined)
         pids = {"kube-apiserver": c.procs["kube-apiserver"].pid,
                 "etcd": c.procs["etcd"].pid, "kwok": c.procs["kwok"].pid}
         if kq:
@@ -369,6 +410,10 @@ class Bench:
             perfs.append(perf_start(kq.pid, "%s-%d-r%d.data" % (a.perf, self.nodes, row)))
         if sched and a.perf:
             perfs.append(perf_start(sched.pid, "%s-%d-r%d-sched.data" % (a.perf, self.nodes, row)))
+        tag = "r%d%s" % (row, "".join("-" + v.replace("/", "_").replace("=", "") for v in variant))
+        if sched and a.pprof:
+            pprof_start(sched.secure_port, a.pprof_seconds, "%s-%d-%s-%d.pprof" % (a.pprof, self.nodes, tag,
+                                                                                  len(self.results)))
         bodies = row_pods(row, pod_template(c), n)
         want = expected_bound(row, n)
         w = BoundWatch(c, ns)
@@ -391,10 +436,13 @@ class Bench:
             if row == 4:
                 clus.wait_until(lambda: all(not p.get("spec", {}).get("schedulingGates") for p in
                                             c.api().get(path, timeout=120)["items"]), 600, 1, "gates released")
-            sched = self.start_sched(row)
+            sched = self.start_sched(row, bind, split, joined)
             pids["kube-scheduler"] = sched.pid
             if a.perf:
                 perfs.append(perf_start(sched.pid, "%s-%d-r%d-sched.data" % (a.perf, self.nodes, row)))
+            if a.pprof:
+                pprof_start(sched.secure_port, a.pprof_seconds, "%s-%d-%s-%d.pprof" % (a.pprof, self.nodes, tag,
+                                                                                      len(self.results)))
             cpu0["kube-scheduler"] = 0
             t_sched = time.monotonic()
         self.log("row %d: created in %.1fs (%.0f/s); %d bound" % (row, t_created - t0, n / (t_created - t0),
@@ -436,8 +484,12 @@ class Bench:
         if kq:
             # kubequota's own view of the row: per-route latency histograms and counters
             m = c.kubequota_client().get("/metrics")
-            res["kq_means_ms"] = route_means(m.body.decode() if isinstance(m.body, bytes) else str(m.body))
+            text = m.body.decode() if isinstance(m.body, bytes) else str(m.body)
+            res["kq_means_ms"] = route_means(text)
             self.log("row %d: kubequota mean per route: %s" % (row, res["kq_means_ms"]))
+            # each is a TLS handshake on both sides (kube-scheduler keeps 2 idle connections)
+            res["kq_tls_connections"] = tls_connections(text)
+            self.log("row %d: TLS connections accepted by kubequota: %s" % (row, res["kq_tls_connections"]))
         # tear down: scheduler, kubequota, webhooks, pods
         sched.stop()
         c.procs.pop("kube-scheduler", None)
@@ -518,6 +570,33 @@ class Bench:
         return res
 
 
+def pprof_start(port, seconds, out):
+    """kube-scheduler's own CPU profile (Go's pprof, with symbols: the binary is stripped, so
+    perf cannot name its functions) for `seconds`, written to `out` by a thread; summarize with
+    `go tool pprof -top out`."""
+    def run():
+        ctx = ssl.create_default_context()
+        ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE  # its self-signed serving cert
+        h = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=seconds + 60)
+        try:
+            h.request("GET", "/debug/pprof/profile?seconds=%d" % seconds,
+                      headers={"Authorization": "Bearer " + clus.USERS["admin"][0]})
+            r = h.getresponse()
+            data = r.read()
+            if r.status == 200:
+                with open(out, "wb") as f:
+                    f.write(data)
+            else:
+                print("pprof %s: HTTP %d %s" % (out, r.status, data[:200]), flush=True)
+        except OSError as e:
+            print("pprof %s: %s" % (out, e), flush=True)
+        finally:
+            h.close()
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t
+
+
 def perf_start(pid, out):
     import subprocess
     return subprocess.Popen(["perf", "record", "-F", "499", "-g", "-p", str(pid), "-o", out],
@@ -535,6 +614,15 @@ def route_means(text):
             v = float(ln.rsplit(" ", 1)[1])
             (sums if "_sum{" in ln else cnts)[ep] = v
     return {k: "%.2f ms x %d" % (1000 * sums[k] / cnts[k], cnts[k]) for k in sums if cnts.get(k)}
+
+
+def tls_connections(text):
+    """kubequota_tls_connections_total per listener."""
+    out = {}
+    for ln in text.splitlines():
+        if ln.startswith("kubequota_tls_connections_total{"):
+            out[ln.split('listener="', 1)[1].split('"', 1)[0]] = int(float(ln.rsplit(" ", 1)[1]))
+    return out
 
 
 CLK = os.sysconf("SC_CLK_TCK")
@@ -584,10 +672,15 @@ def main():
     ap.add_argument("--mem-procs", type=int, default=3, help="creator processes of the memory row")
     ap.add_argument("--json", default=os.path.join(REPO, "build", "bench", "kube-results.json"))
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--node-wait", type=float, default=0,
+                    help="seconds to wait for the nodes to be Ready and untainted (0: max(600, 0.3 s per node))")
     ap.add_argument("--backlog", action="store_true",
                     help="create every pod first, then start kube-scheduler (scheduling capacity, "
                          "latency from the scheduler's start)")
     ap.add_argument("--perf", help="perf record kubequota during each row into PREFIX-NODES-rROW.data")
+    ap.add_argument("--pprof", help="kube-scheduler's CPU profile (Go pprof) of each row into "
+                    "PREFIX-NODES-rROW[-variant]-N.pprof (go tool pprof -top FILE)")
+    ap.add_argument("--pprof-seconds", type=int, default=20)
     ap.add_argument("--kq-arg", action="append", default=[], help="an extra kubequota argument")
     a = ap.parse_args()
     # a row is N, or N:ARG+ARG to give that row's kubequota extra arguments (a variant)
