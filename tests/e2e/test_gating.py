@@ -460,19 +460,32 @@ class ParallelReleaseTest(ReleasePassCase):
     still the pass's, read from the log."""
 
     def test_one_pass_removals_overlap(self):
+        # the simulator holds every removal until told: all 8 of the pass are in flight at
+        # once (one after the other, the first would hold the rest back)
         self.gated_pods(8)
-        self.sim.fault(method="PATCH", path=r"/namespaces/default/pods/p\d$", delay=PATCH_DELAY, count=None)
+        self.sim.fault(method="PATCH", path=r"/namespaces/default/pods/p\d$", hold=True, count=None)
         self.kq.start()
+        wait_until(lambda: self.sim.state()["held"] == 8, timeout=20, msg="the pass's 8 removals held at once")
+        self.assertEqual(self.removal_times(), {})
+        self.sim.clear_faults()
         wait_until(lambda: len(self.removal_times()) == 8, timeout=20, msg="the 8 pods ungated")
-        t = sorted(self.removal_times().values())
-        # one after the other, the last lands at least 7 x 300 ms = 2.1 s after the first
-        self.assertLess(t[-1] - t[0], 1.5, "removals of one pass did not overlap: %s" % t)
-        self.assertEqual(self.sim.state()["counters"]["faults_hit"], 8)
         # one user, one priority: oldest first, whatever order the PATCHes landed in
         self.assertEqual(self.released(), ["p%d" % i for i in range(8)])
         rel = [ln for ln in self.kq.logs().splitlines() if "event=gate_released" in ln]
         self.assertEqual(len(rel), 8, rel)
         self.assertRegex(self.kq.logs(), r"event=gating_started .*release_parallel=16\b")
+
+    def test_one_pass_removals_overlap_in_time(self):
+        # the same with every removal answered 300 ms late: one after the other, the last
+        # lands at least 7 x 300 ms = 2.1 s after the first; together, well within 1.5 s
+        self.gated_pods(8)
+        self.sim.fault(method="PATCH", path=r"/namespaces/default/pods/p\d$", delay=PATCH_DELAY, count=None)
+        self.kq.start()
+        wait_until(lambda: len(self.removal_times()) == 8, timeout=20, msg="the 8 pods ungated")
+        t = sorted(self.removal_times().values())
+        self.assertLess(t[-1] - t[0], 1.5, "removals of one pass did not overlap: %s" % t)
+        self.assertEqual(self.sim.state()["counters"]["faults_hit"], 8)
+        self.assertEqual(self.released(), ["p%d" % i for i in range(8)])
 
     def test_failed_removals_in_parallel_pass(self):
         # 10 pods, room for 8. In the first pass p3's removal is refused (422, as when another
@@ -511,14 +524,17 @@ class SerialReleaseTest(ReleasePassCase):
     EXTRA_ARGS = ("--admission-gate", "--admission-gate-release-parallel", "1")
 
     def test_one_pass_removals_one_after_the_other(self):
+        # the simulator holds every removal until told: only the first is ever in flight
         self.gated_pods(8)
-        self.sim.fault(method="PATCH", path=r"/namespaces/default/pods/p\d$", delay=PATCH_DELAY, count=None)
+        self.sim.fault(method="PATCH", path=r"/namespaces/default/pods/p\d$", hold=True, count=None)
         self.kq.start()
+        wait_until(lambda: self.sim.state()["held"] == 1, timeout=20, msg="the first removal held")
+        time.sleep(1)
+        self.assertEqual(self.sim.state()["held"], 1)
+        self.sim.clear_faults()
         wait_until(lambda: len(self.removal_times()) == 8, timeout=20, msg="the 8 pods ungated")
+        # sent one after the other: they land in the pass's order
         t = self.removal_times()
-        # sent one after the other: each lands at least one delay after the one before, in order
         self.assertEqual(sorted(t, key=t.get), ["p%d" % i for i in range(8)])
-        times = sorted(t.values())
-        self.assertGreaterEqual(times[-1] - times[0], 7 * PATCH_DELAY * 0.9, times)
         self.assertEqual(self.released(), ["p%d" % i for i in range(8)])
         self.assertRegex(self.kq.logs(), r"event=gating_started .*release_parallel=1\b")
