@@ -13,7 +13,8 @@
  *
  * DESIGN: one thread runs passes (woken by the informer's events, at least every
  * interval). g->mu guards everything in struct kq_gating except what is marked otherwise
- * (the pods, users, queues, heaps, parked and never sets, counters). A pass holds g->mu
+ * (the pods, users, queues, heaps, parked and never sets, counters); g->o and g->app are
+ * set before the thread starts and only read after. A pass holds g->mu
  * while it chooses and reserves, in fair order (the ledger's lock nests inside: gating ->
  * ledger -> ugm -> quota tree), and logs each decision (event=gate_released) there, so the
  * log has the release order. Then it unlocks and does the API calls (patches, Events).

@@ -44,9 +44,10 @@
  * DESIGN: one mutex (gating.mu) guards the waiting pods, the per-queue user heaps and the
  * counters. Lock order: gating.mu -> ledger -> ugm -> quota tree, and gating.mu ->
  * metering; no module calls into gating while holding its own lock. No API I/O under
- * gating.mu: a pass chooses and reserves under it, then patches (up to
- * ungate_parallel at once, from short-lived threads that take gating.mu or the ledger's
- * lock, one at a time, only for a failed patch) and posts Events after unlocking. Observe/remove are called by the informer thread and only queue work.
+ * gating.mu: a pass chooses and reserves under it, then patches (up to ungate_parallel at
+ * once, from short-lived threads that take gating.mu or the ledger's lock, one at a time,
+ * only for a failed patch) and posts Events after unlocking. Observe/remove are called by
+ * the informer thread and only queue work.
  */
 #ifndef KUBEQUOTA_GATING_H
 #define KUBEQUOTA_GATING_H
