@@ -66,7 +66,7 @@ enum {
     O_SYSNS, O_DQMIN, O_DQMAX, O_GRACE, O_ETICK, O_STATUS, O_MINRUN, O_PREEMPT_DEF, O_RECLAIM_SOURCES,
     O_KOORD_DELAY,
     O_METERING, O_LEADER_ELECT, O_LEASE_NS, O_LEASE_NAME, O_LEASE_DUR, O_RENEW_DEADLINE, O_RETRY_PERIOD,
-    O_HISTORY, O_APPID_FALLBACK, O_GATE, O_GATE_TIMEOUT, O_GATE_REMOVERS, O_GATE_USAGE_CM, O_GATE_USAGE_CKPT,
+    O_HISTORY, O_APPID_FALLBACK, O_GATE, O_GATE_TIMEOUT, O_GATE_REMOVERS, O_GATE_USAGE_CM, O_GATE_USAGE_CKPT, O_GATE_PARALLEL,
     O_HELP = 'h',
 };
 
@@ -178,6 +178,9 @@ static const flag_t serve_flags[] = {
                                                                         "the Lease's namespace; \"\" keeps none)", NULL},
     {"admission-gate-usage-checkpoint", 1, O_GATE_USAGE_CKPT, "DURATION", "how often the leader writes that\n"
                                                                           "history (default 30s)", NULL},
+    {"admission-gate-release-parallel", 1, O_GATE_PARALLEL, "N", "gate removals (PATCHes) of one pass in flight\n"
+                                                                 "at once, 1 to 64 (default 16; 1: one after\n"
+                                                                 "the other)", NULL},
     {NULL, 0, 0, NULL, "elastic quota (docs/elastic-quota.md)", NULL},
     {"system-namespaces", 1, O_SYSNS, "LIST", "comma-separated namespaces whose pods form the system\n"
                                               "quota group (default kube-system)", NULL},
@@ -328,6 +331,7 @@ typedef struct serve_opts {
     const char *gate_removers;
     const char *gate_usage_cm; /* NULL: the default name; "": none */
     long gate_usage_ckpt_ms;
+    int gate_parallel;
 } serve_opts_t;
 
 static const flag_t *flag_by_id(int id)
@@ -422,6 +426,7 @@ static int parse_serve(int argc, char **argv, serve_opts_t *o)
         .reload_ms = 2000,
         .gate_timeout_ms = 120000,
         .gate_usage_ckpt_ms = 30000,
+        .gate_parallel = KQ_GATING_RELEASE_PARALLEL_DEFAULT,
         .system_namespaces = "kube-system", /* elastic flags */
         .reclaim_grace_ms = 60000,
         .reclaim_sources = KQ_RECLAIM_DEFAULT,
@@ -592,6 +597,11 @@ static int parse_serve(int argc, char **argv, serve_opts_t *o)
         case O_GATE_USAGE_CKPT:
             if (!parse_duration_flag(c, optarg, 0, 1000, &o->gate_usage_ckpt_ms))
                 return 2;
+            break;
+        case O_GATE_PARALLEL:
+            if (!parse_long_flag("admission-gate-release-parallel", optarg, 1, KQ_GATING_RELEASE_PARALLEL_MAX, &n))
+                return 2;
+            o->gate_parallel = (int)n;
             break;
         case O_GATE_TIMEOUT:
             if (!parse_duration_flag(c, optarg, 0, 1000, &o->gate_timeout_ms))
@@ -956,6 +966,7 @@ static int serve(int argc, char **argv)
         kq_gating_opts_default(&go);
         go.reserve_timeout_ms = o.gate_timeout_ms;
         go.usage_checkpoint_ms = o.gate_usage_ckpt_ms;
+        go.ungate_parallel = o.gate_parallel;
         go.usage_ns = own_ns;
         go.usage_name = "kubequota-gating-usage";
         if (o.gate_usage_cm != NULL) { /* [NS/]NAME, checked by parse_serve; "" keeps none */

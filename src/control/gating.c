@@ -12,9 +12,18 @@
  * reload or the timed pass puts it back in its user's heap to be checked again.
  *
  * DESIGN: one thread runs passes (woken by the informer's events, at least every
- * interval); one mutex guards everything here. A pass holds the mutex while it chooses
- * and reserves (the ledger's lock nests inside: gating -> ledger -> ugm -> quota tree),
- * then unlocks and does the API calls (patches, Events). Only the leader passes; every
+ * interval). g->mu guards everything in struct kq_gating except what is marked otherwise
+ * (the pods, users, queues, heaps, parked and never sets, counters); g->o and g->app are
+ * set before the thread starts and only read after. A pass holds g->mu
+ * while it chooses and reserves, in fair order (the ledger's lock nests inside: gating ->
+ * ledger -> ugm -> quota tree), and logs each decision (event=gate_released) there, so the
+ * log has the release order. Then it unlocks and does the API calls (patches, Events).
+ * The gate removals of one pass go out from up to o.ungate_parallel threads at once (the
+ * controller thread and short-lived helpers, joined before the pass's Events): they share
+ * only the pass's worklist, read-only, and an atomic index into it; each takes the ledger's
+ * lock alone (kq_ledger_unreserve) and then g->mu, never both, and only for a failed
+ * removal. Which pods a pass releases, and in what order, is decided under g->mu; which
+ * PATCH lands first is not an order anyone may rely on. Only the leader passes; every
  * replica follows the gated pods (so a new leader starts at once) and expires old
  * reservations in its own ledger.
  */
@@ -22,6 +31,7 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1517,29 +1527,71 @@ static int ungate(kq_gating_t *g, const work_t *w, char *err, size_t errlen)
     return rc;
 }
 
+/* One gate removal (no lock held): a failure puts the pod back in line and, unless the
+ * outcome is unknown, releases its reservation. Any removal thread. */
+static void apply_one(kq_gating_t *g, const work_t *w)
+{
+    char err[512] = "";
+    int rc = ungate(g, w, err, sizeof(err));
+    if (rc == 0)
+        return;
+    kq_warn("event=ungate_failed pod=%s/%s uid=%s error=\"%s\" msg=\"%s\"", w->ns, w->name, w->uid, err,
+            rc == KQ_EIO ? "outcome unknown: kept reserved, retried" : "reservation released; the pod waits");
+    if (rc != KQ_EIO)
+        (void)kq_ledger_unreserve(g->app->ledger, w->uid); /* the ledger's lock alone */
+    pthread_mutex_lock(&g->mu);
+    g->patch_errors++;
+    gpod_t *gp;
+    HASH_FIND_STR(g->pods, w->uid, gp);
+    if (gp != NULL && gp->releasing && rc != KQ_ENOENT) {
+        gp->releasing = false;
+        if (enqueue(g, gp) != 0)
+            forget(g, gp);
+    }
+    pthread_mutex_unlock(&g->mu);
+}
+
+/* The removals of one pass, shared by its removal threads: rel is read-only while they
+ * run; next is the index of the next removal to send. */
+typedef struct remover {
+    kq_gating_t *g;
+    const worklist_t *rel;
+    atomic_size_t next;
+} remover_t;
+
+static void *remove_gates(void *arg)
+{
+    remover_t *r = arg;
+    size_t i;
+    while ((i = atomic_fetch_add(&r->next, 1)) < r->rel->n)
+        apply_one(r->g, &r->rel->v[i]);
+    return NULL;
+}
+
+/* Sends the pass's removals, up to o.ungate_parallel at once: this thread and helpers
+ * joined before it returns. A helper that cannot be created leaves its share to the
+ * others (at worst this thread sends them all, one after the other). A hook (o.ungate) is
+ * called from this thread only, in release order. */
+static void apply_removals(kq_gating_t *g, const worklist_t *rel)
+{
+    size_t par = g->o.ungate != NULL ? 1 : (size_t)g->o.ungate_parallel;
+    if (par > rel->n)
+        par = rel->n;
+    remover_t r = {.g = g, .rel = rel};
+    atomic_init(&r.next, 0);
+    pthread_t th[KQ_GATING_RELEASE_PARALLEL_MAX];
+    size_t started = 0;
+    for (size_t t = 1; t < par; t++)
+        if (pthread_create(&th[started], NULL, remove_gates, &r) == 0)
+            started++;
+    remove_gates(&r);
+    for (size_t t = 0; t < started; t++)
+        pthread_join(th[t], NULL);
+}
+
 static void apply(kq_gating_t *g, worklist_t *rel, worklist_t *events)
 {
-    for (size_t i = 0; i < rel->n; i++) {
-        const work_t *w = &rel->v[i];
-        char err[512] = "";
-        int rc = ungate(g, w, err, sizeof(err));
-        if (rc == 0)
-            continue;
-        kq_warn("event=ungate_failed pod=%s/%s uid=%s error=\"%s\" msg=\"%s\"", w->ns, w->name, w->uid, err,
-                rc == KQ_EIO ? "outcome unknown: kept reserved, retried" : "reservation released; the pod waits");
-        if (rc != KQ_EIO)
-            (void)kq_ledger_unreserve(g->app->ledger, w->uid);
-        pthread_mutex_lock(&g->mu);
-        g->patch_errors++;
-        gpod_t *gp;
-        HASH_FIND_STR(g->pods, w->uid, gp);
-        if (gp != NULL && gp->releasing && rc != KQ_ENOENT) {
-            gp->releasing = false;
-            if (enqueue(g, gp) != 0)
-                forget(g, gp);
-        }
-        pthread_mutex_unlock(&g->mu);
-    }
+    apply_removals(g, rel);
     for (size_t i = 0; i < events->n; i++) {
         const work_t *w = &events->v[i];
         if (g->app->kube != NULL)
@@ -1793,6 +1845,7 @@ void kq_gating_opts_default(kq_gating_opts_t *o)
     o->reserve_timeout_ms = 120000;
     o->interval_ms = 1000;
     o->usage_checkpoint_ms = 30000;
+    o->ungate_parallel = KQ_GATING_RELEASE_PARALLEL_DEFAULT;
 }
 
 kq_gating_t *kq_gating_new(kq_app_t *app, const kq_gating_opts_t *o)
@@ -1811,6 +1864,10 @@ kq_gating_t *kq_gating_new(kq_app_t *app, const kq_gating_opts_t *o)
         g->o.reserve_timeout_ms = 120000;
     if (g->o.usage_checkpoint_ms <= 0)
         g->o.usage_checkpoint_ms = 30000;
+    if (g->o.ungate_parallel <= 0)
+        g->o.ungate_parallel = 1;
+    if (g->o.ungate_parallel > KQ_GATING_RELEASE_PARALLEL_MAX)
+        g->o.ungate_parallel = KQ_GATING_RELEASE_PARALLEL_MAX;
     if (g->o.usage_ns == NULL || g->o.usage_name == NULL || g->o.usage_name[0] == '\0')
         g->o.usage_name = NULL;
     if ((g->fs = kq_fairshare_new(3600)) == NULL) {
@@ -1839,7 +1896,8 @@ int kq_gating_start(kq_gating_t *g)
     if (pthread_create(&g->thread, NULL, run, g) != 0)
         return KQ_ENOMEM;
     g->started = true;
-    kq_info("event=gating_started gate=%s reserve_timeout_ms=%ld", KQ_POD_ADMISSION_GATE, g->o.reserve_timeout_ms);
+    kq_info("event=gating_started gate=%s reserve_timeout_ms=%ld release_parallel=%d", KQ_POD_ADMISSION_GATE,
+            g->o.reserve_timeout_ms, g->o.ungate_parallel);
     return 0;
 }
 

@@ -19,6 +19,7 @@ import fractions
 import http.client
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -97,6 +98,39 @@ def free_port():
     port = s.getsockname()[1]
     s.close()
     return port
+
+
+GATE_RELEASED = re.compile(r"event=gate_released pod=(\S+)")
+UNGATE_FAILED = re.compile(r"event=ungate_failed pod=(\S+)")
+
+
+def gate_release_order(kq, sim, gate="kubequota.io/admission"):
+    """The pods ("ns/name") whose gate kubequota removed, in the order its passes decided to
+    release them: the order of its event=gate_released log lines (written under the gating
+    controller's lock, before any PATCH of the pass is sent), not the order the PATCHes
+    reached the simulator (one pass sends them in parallel). A decision followed by an
+    event=ungate_failed for the same pod did not release it (the pod went back in line);
+    of a pod decided more than once (a failed removal, a restart in between) its last
+    decision counts. Only pods whose removal reached the simulator are listed, and every
+    one of those must have a decision in the log."""
+    landed = {key for _, key, g in sim.state()["gate_removals"] if g == gate}
+    decided = []  # [key or None], in log order; None: a decision a failure took back
+    last = {}     # key -> index in decided of its latest decision
+    for line in kq.logs().splitlines():
+        m = GATE_RELEASED.search(line)
+        if m:
+            last[m.group(1)] = len(decided)
+            decided.append(m.group(1))
+            continue
+        m = UNGATE_FAILED.search(line)
+        if m and m.group(1) in last and decided[last[m.group(1)]] is not None:
+            decided[last.pop(m.group(1))] = None
+    order = [k for i, k in enumerate(decided) if k is not None and last.get(k) == i and k in landed]
+    missing = landed - set(order)
+    if missing:
+        raise AssertionError("gate removed without a release decision in kubequota's log: %s"
+                             % sorted(missing))
+    return order
 
 
 def wait_until(pred, timeout=10.0, interval=0.05, msg=None):

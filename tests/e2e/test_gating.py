@@ -7,7 +7,8 @@ read from the API simulator's state, never from kubequota's own numbers."""
 import threading
 import time
 
-from kqtest import (KQTestCase, SCHED, Kubequota, SchedulerDriver, pod_manifest, queues_config, wait_until)
+from kqtest import (KQTestCase, SCHED, Kubequota, SchedulerDriver, gate_release_order, pod_manifest, queues_config,
+                    wait_until)
 
 GATE = "kubequota.io/admission"
 
@@ -243,7 +244,9 @@ class Workload:
                 self.ended_at[n] = now
 
     def releases(self):
-        return [key.split("/", 1)[1] for _, key, gate in self.test.sim.state()["gate_removals"] if gate == GATE]
+        """The released pods' names in the order kubequota decided (its log), not the order
+        its PATCHes reached the simulator: one pass sends them in parallel."""
+        return [key.split("/", 1)[1] for key in gate_release_order(self.test.kq, self.test.sim, GATE)]
 
 
 def user_of(name):
@@ -422,7 +425,104 @@ class GangTest(KQTestCase):
             mon_stop.set()
             t.join(5)
         self.assertTrue(before and set(before) == {0}, "part of a gang was released early: %s" % sorted(set(before)))
-        # the three patches of one release are sent one after the other, so a poll may see
-        # them land; the log shows the three released in the same pass
+        # the three patches of one release are separate requests, so a poll may see them
+        # land one by one; the log shows the three released in the same pass
         rel = [ln for ln in self.kq.logs().splitlines() if "event=gate_released" in ln and "gang=kueue:" in ln]
         self.assertEqual(len(rel), 3, rel)
+
+
+PATCH_DELAY = 0.3  # seconds the simulator holds each gate removal (a slow API server)
+
+
+class ReleasePassCase(KQTestCase):
+    """Pods of alice (8 cpu) that all wait before kubequota starts, so its first pass
+    releases all that fit at once; the simulator holds each gate removal 300 ms."""
+    CONFIG = queues_config({"name": "default"}, {"name": "dev", "limits": [
+        {"limit": "alice", "users": ["alice"], "maxresources": {"cpu": "8"}}]})
+    EXTRA_ARGS = ("--admission-gate",)
+    START = False
+
+    def gated_pods(self, n):
+        for i in range(n):
+            self.sim.create_pod(pod_manifest("p%d" % i, user="alice", cpu="1", memory="64Mi", queue="root.dev",
+                                             gates=(GATE,)))
+
+    def removal_times(self):
+        return {key.split("/", 1)[1]: t for t, key, gate in self.sim.state()["gate_removals"] if gate == GATE}
+
+    def released(self):
+        return [key.split("/", 1)[1] for key in gate_release_order(self.kq, self.sim, GATE)]
+
+
+class ParallelReleaseTest(ReleasePassCase):
+    """The removals of one pass overlap (--admission-gate-release-parallel, default 16): 8
+    pods released by one pass are all ungated far sooner than 8 x 300 ms; the fair order is
+    still the pass's, read from the log."""
+
+    def test_one_pass_removals_overlap(self):
+        # the simulator holds every removal until told: all 8 of the pass are in flight at
+        # once (one after the other, the first would hold the rest back)
+        self.gated_pods(8)
+        self.sim.fault(method="PATCH", path=r"/namespaces/default/pods/p\d$", hold=True, count=None)
+        self.kq.start()
+        wait_until(lambda: self.sim.state()["held"] == 8, timeout=20, msg="the pass's 8 removals held at once")
+        self.assertEqual(self.removal_times(), {})
+        self.sim.clear_faults()
+        wait_until(lambda: len(self.removal_times()) == 8, timeout=20, msg="the 8 pods ungated")
+        # one user, one priority: oldest first, whatever order the PATCHes landed in
+        self.assertEqual(self.released(), ["p%d" % i for i in range(8)])
+        rel = [ln for ln in self.kq.logs().splitlines() if "event=gate_released" in ln]
+        self.assertEqual(len(rel), 8, rel)
+        self.assertRegex(self.kq.logs(), r"event=gating_started .*release_parallel=16\b")
+
+    def test_failed_removals_in_parallel_pass(self):
+        # 10 pods, room for 8. In the first pass p3's removal is refused (422, as when another
+        # controller moved the gate: the pod goes back in line) and p5's finds no pod (404:
+        # deleted meanwhile, so it is not put back); both release their reservations, which
+        # a second pass must see: p3 again, then p8 in p5's room; p9 never fits.
+        self.gated_pods(10)
+        self.sim.fault(method="PATCH", path=r"/namespaces/default/pods/p3$", delay=PATCH_DELAY, status=422,
+                       reason="Invalid", message="the request is invalid", count=1)
+        self.sim.fault(method="PATCH", path=r"/namespaces/default/pods/p5$", delay=PATCH_DELAY, status=404,
+                       reason="NotFound", message='pods "p5" not found', count=1)
+        self.sim.fault(method="PATCH", path=r"/namespaces/default/pods/p\d$", delay=PATCH_DELAY, count=None)
+        mon = Monitor(self, "alice", 8000).start()
+        try:
+            self.kq.start()
+            wait_until(lambda: len(self.removal_times()) == 8, timeout=20, msg="8 pods ungated")
+            time.sleep(1.5)  # at least one more pass: nothing else fits
+        finally:
+            mon.stop()
+        self.assertEqual(sorted(self.removal_times()), ["p0", "p1", "p2", "p3", "p4", "p6", "p7", "p8"])
+        log = self.kq.logs().splitlines()
+        failed = sorted(ln.split("event=ungate_failed ", 1)[1].split(" ", 1)[0]
+                        for ln in log if "event=ungate_failed" in ln and "reservation released; the pod waits" in ln)
+        self.assertEqual(failed, ["pod=default/p3", "pod=default/p5"], log)
+        self.assertEqual(len([ln for ln in log if "event=gate_released pod=default/p3 " in ln]), 2)
+        self.assertEqual(len([ln for ln in log if "event=gate_released pod=default/p5 " in ln]), 1)
+        # p3 went back to the head of alice's line, before p8, in the second pass
+        self.assertEqual(self.released(), ["p0", "p1", "p2", "p4", "p6", "p7", "p3", "p8"])
+        text = self.kq.get("/metrics").text
+        self.assertIn("kubequota_gating_patch_errors_total 2\n", text)
+        self.assertIn("kubequota_gating_reserved_pods 8\n", text)
+
+
+class SerialReleaseTest(ReleasePassCase):
+    """--admission-gate-release-parallel 1: the removals of a pass go one after the other."""
+    EXTRA_ARGS = ("--admission-gate", "--admission-gate-release-parallel", "1")
+
+    def test_one_pass_removals_one_after_the_other(self):
+        # the simulator holds every removal until told: only the first is ever in flight
+        self.gated_pods(8)
+        self.sim.fault(method="PATCH", path=r"/namespaces/default/pods/p\d$", hold=True, count=None)
+        self.kq.start()
+        wait_until(lambda: self.sim.state()["held"] == 1, timeout=20, msg="the first removal held")
+        time.sleep(1)
+        self.assertEqual(self.sim.state()["held"], 1)
+        self.sim.clear_faults()
+        wait_until(lambda: len(self.removal_times()) == 8, timeout=20, msg="the 8 pods ungated")
+        # sent one after the other: they land in the pass's order
+        t = self.removal_times()
+        self.assertEqual(sorted(t, key=t.get), ["p%d" % i for i in range(8)])
+        self.assertEqual(self.released(), ["p%d" % i for i in range(8)])
+        self.assertRegex(self.kq.logs(), r"event=gating_started .*release_parallel=1\b")

@@ -137,7 +137,10 @@ class CommandLineTest(unittest.TestCase):
                           (["serve", "--config", "x", "--leader-elect-lease-duration", "15"],
                            "missing unit"),
                           (["serve", "--config", "x", "--logging-format", "xml"],
-                           "expected text or json")):
+                           "expected text or json")) + tuple(
+                (["serve", "--config", "x", "--admission-gate-release-parallel", v],
+                 "--admission-gate-release-parallel %s: expected a whole number from 1 to 64" % v)
+                for v in ("0", "-1", "65", "many", "1.5", "")):
             r = run(*cmd)
             self.assertEqual(r.returncode, 2, cmd)
             self.assertEqual(r.stdout, "", cmd)

@@ -44,8 +44,10 @@
  * DESIGN: one mutex (gating.mu) guards the waiting pods, the per-queue user heaps and the
  * counters. Lock order: gating.mu -> ledger -> ugm -> quota tree, and gating.mu ->
  * metering; no module calls into gating while holding its own lock. No API I/O under
- * gating.mu: a pass chooses and reserves under it, then patches and posts Events after
- * unlocking. Observe/remove are called by the informer thread and only queue work.
+ * gating.mu: a pass chooses and reserves under it, then patches (up to ungate_parallel at
+ * once, from short-lived threads that take gating.mu or the ledger's lock, one at a time,
+ * only for a failed patch) and posts Events after unlocking. Observe/remove are called by
+ * the informer thread and only queue work.
  */
 #ifndef KUBEQUOTA_GATING_H
 #define KUBEQUOTA_GATING_H
@@ -68,6 +70,10 @@
 
 typedef struct kq_gating kq_gating_t;
 
+/* kq_gating_opts_t.ungate_parallel: its default and its largest value. */
+#define KQ_GATING_RELEASE_PARALLEL_DEFAULT 16
+#define KQ_GATING_RELEASE_PARALLEL_MAX 64
+
 typedef struct kq_gating_opts {
     long reserve_timeout_ms; /* a released pod not bound within this loses its reservation (default 2m) */
     long interval_ms;        /* a pass at least this often (default 1s); events wake it sooner */
@@ -79,6 +85,12 @@ typedef struct kq_gating_opts {
     int (*ungate)(void *ud, const char *ns, const char *name, const char *uid, uint32_t gate_idx, char *err,
                   size_t errlen);
     void *ungate_ud;
+    /* Gate removals (JSON patches through app->kube) of one pass in flight at once, 1 to
+     * KQ_GATING_RELEASE_PARALLEL_MAX (default 16; 1: one after the other; out of range is
+     * clamped). One at a time capped releases at one per PATCH round trip (BENCHMARKS.md,
+     * "What bounds the extender path"). A hook (ungate) is always called one at a time, in
+     * release order. */
+    int ungate_parallel;
     /* Usage history checkpoint (policy "usage", docs/gating.md): the ConfigMap
      * usage_ns/usage_name (usage_name NULL: none) holds it under the key "usage.json". A
      * replica merges it when it becomes leader (or starts leading), and writes it every
