@@ -144,8 +144,7 @@ class InstallE2E:
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         self.addCleanup(self.stop)
-        flt, bnd = self.r.scheduler_config()["extenders"]  # filter + preempt, bind
-        ext = dict(flt, bindVerb=bnd["bindVerb"])
+        (ext,) = self.r.scheduler_config()["extenders"]
         # the scheduler reaches kubequota at urlPrefix's port: the --scheduler-listen one
         self.assertEqual(urllib.parse.urlparse(ext["urlPrefix"]).port,
                          int(self.r.arg("--scheduler-listen").rpartition(":")[2]))

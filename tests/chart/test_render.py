@@ -382,19 +382,7 @@ class RenderChecks:
         self.assertEqual(le["resourceNamespace"], cl.NAMESPACE)
         role = self.r.one("Role", cl.fullname() + "-scheduler")
         self.assertEqual(role["rules"][0]["resourceNames"], [le["resourceName"]])
-        # one extender as two entries, filter + preempt and bind: kube-scheduler gives each
-        # entry its own HTTP client (2 idle connections each), so the parallel binds do not
-        # take the serial filter calls' connections (BENCHMARKS.md, "End-to-end scheduling")
-        flt, bnd = sc["extenders"]
-        self.assertEqual((flt["filterVerb"], flt["preemptVerb"]), ("filter", "preempt"))
-        self.assertNotIn("bindVerb", flt)
-        self.assertEqual(bnd["bindVerb"], "bind")
-        for verb in ("filterVerb", "preemptVerb", "prioritizeVerb"):
-            self.assertNotIn(verb, bnd)
-        self.assertEqual({k: v for k, v in bnd.items() if k != "bindVerb"},
-                         {k: v for k, v in flt.items() if k not in ("filterVerb", "preemptVerb")},
-                         "both entries reach the same kubequota the same way")
-        ext = dict(flt, bindVerb=bnd["bindVerb"])
+        (ext,) = sc["extenders"]
         m = re.match(r"^https://([^/:]+):(\d+)(/.*)$", ext["urlPrefix"])
         self.assertIsNotNone(m, ext["urlPrefix"])
         host, port, prefix = m.group(1), int(m.group(2)), m.group(3)

@@ -134,18 +134,3 @@ pods in ImagePullBackOff. */}}
 {{- define "kubequota.meteringClaim" -}}
 {{- default (printf "%s-metering" (include "kubequota.fullname" .)) .Values.metering.persistence.existingClaim }}
 {{- end }}
-
-{{- /* How kube-scheduler reaches kubequota's scheduler port: every extender entry (configmap-scheduler.yaml). */}}
-{{- define "kubequota.extenderConnection" -}}
-nodeCacheCapable: true
-enableHTTPS: true
-tlsConfig:
-  serverName: {{ include "kubequota.serviceHost" . }}
-  caFile: {{ include "kubequota.caDir" . }}/ca.crt
-  {{- if .Values.tls.clientAuth.enabled }}
-  certFile: {{ include "kubequota.clientDir" . }}/tls.crt
-  keyFile: {{ include "kubequota.clientDir" . }}/tls.key
-  {{- end }}
-httpTimeout: {{ .Values.scheduler.httpTimeout }}
-ignorable: {{ .Values.scheduler.ignorable }}
-{{- end }}
