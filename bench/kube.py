@@ -10,8 +10,9 @@ A row is N, or N:ARG+ARG for a variant whose kubequota gets those extra argument
 N:bin=PATH for another kubequota binary (before/after a change in the same run), or N:nobind
 for the extender without its bindVerb (kube-scheduler binds; kubequota filters and counts from
 its watch), N:split for the extender as two entries (filter and preempt; bind; the chart's
-layout since 2026-11-27) or N:joined for one entry with every verb (the layout before), words
-joined by +, e.g.
+layout since 2026-11-27), N:joined for one entry with every verb (the layout before) or
+N:nofilter for the extender without its filterVerb (with the gate, row 4: the release and
+bind decide), words joined by +, e.g.
 --rows "1,2:--scheduler-threads=8,2,2:nobind,4,4:bin=/tmp/new/kubequota".
 
 For each node count one control plane (tests/cluster/cluster.py: etcd, kube-apiserver,
@@ -336,7 +337,7 @@ class Bench:
                         "%d nodes Ready and untainted" % self.nodes)
         self.log("%d nodes ready" % self.nodes)
 
-    def sched_config(self, extender, bind=True, split=False, joined=False):
+    def sched_config(self, extender, bind=True, split=False, joined=False, filt=True):
         cfg = self.c.scheduler_config()
         cfg["clientConnection"]["qps"] = self.a.sched_qps
         cfg["clientConnection"]["burst"] = self.a.sched_qps
@@ -347,6 +348,12 @@ class Bench:
         elif not bind:
             for e in cfg.get("extenders", []):
                 e.pop("bindVerb", None)
+        elif not filt:
+            # no filterVerb: the scheduling cycle never calls kubequota; bind (and, with the
+            # gate, the release) still decide every pod
+            for e in cfg.get("extenders", []):
+                e.pop("filterVerb", None)
+            cfg["extenders"] = [e for e in cfg["extenders"] if any(k.endswith("Verb") for k in e)]
         elif joined and len(cfg.get("extenders", [])) == 2:
             # the chart's two entries as one (as the chart had it before 2026-11-27)
             f, b = cfg["extenders"]
@@ -364,8 +371,8 @@ class Bench:
             cfg["extenders"] = [f, b]
         return cfg
 
-    def start_sched(self, row, bind=True, split=False, joined=False):
-        sched = self.c.start_scheduler(config=self.sched_config(row != 1, bind, split, joined))
+    def start_sched(self, row, bind=True, split=False, joined=False, filt=True):
+        sched = self.c.start_scheduler(config=self.sched_config(row != 1, bind, split, joined, filt))
         time.sleep(5)   # informers synced (no Lease to wait for)
         return sched
 
@@ -379,8 +386,9 @@ class Bench:
         # its bindVerb: kube-scheduler binds), anything else an extra kubequota argument
         binary = next((v[4:] for v in variant if v.startswith("bin=")), None)
         bind = "nobind" not in variant
-        split, joined = "split" in variant, "joined" in variant
-        kq_extra = [v for v in variant if not v.startswith("bin=") and v not in ("nobind", "split", "joined")]
+        split, joined, filt = "split" in variant, "joined" in variant, "nofilter" not in variant
+        kq_extra = [v for v in variant if not v.startswith("bin=") and v not in ("nobind", "split", "joined",
+                                                                                 "nofilter")]
         if row != 1:
             qs = {2: q_open, 4: q_open, 5: q_elastic}.get(row)
             old = os.environ.get("KQ_BINARY")
@@ -398,7 +406,7 @@ class Bench:
                 c.apply_webhooks()
         sched = None
         if not a.backlog:
-            sched = self.start_sched(row, bind, split, joined)
+            sched = self.start_sched(row, bind, split, joined, filt)
         pids = {"kube-apiserver": c.procs["kube-apiserver"].pid,
                 "etcd": c.procs["etcd"].pid, "kwok": c.procs["kwok"].pid}
         if kq:
@@ -414,6 +422,9 @@ class Bench:
         if sched and a.pprof:
             pprof_start(sched.secure_port, a.pprof_seconds, "%s-%d-%s-%d.pprof" % (a.pprof, self.nodes, tag,
                                                                                   len(self.results)))
+        if sched and a.trace:
+            pprof_start(sched.secure_port, a.trace_seconds, "%s-%d-%s-%d.trace" % (a.trace, self.nodes, tag,
+                                                                                  len(self.results)), "trace")
         bodies = row_pods(row, pod_template(c), n)
         want = expected_bound(row, n)
         w = BoundWatch(c, ns)
@@ -436,13 +447,16 @@ class Bench:
             if row == 4:
                 clus.wait_until(lambda: all(not p.get("spec", {}).get("schedulingGates") for p in
                                             c.api().get(path, timeout=120)["items"]), 600, 1, "gates released")
-            sched = self.start_sched(row, bind, split, joined)
+            sched = self.start_sched(row, bind, split, joined, filt)
             pids["kube-scheduler"] = sched.pid
             if a.perf:
                 perfs.append(perf_start(sched.pid, "%s-%d-r%d-sched.data" % (a.perf, self.nodes, row)))
             if a.pprof:
                 pprof_start(sched.secure_port, a.pprof_seconds, "%s-%d-%s-%d.pprof" % (a.pprof, self.nodes, tag,
                                                                                       len(self.results)))
+            if a.trace:
+                pprof_start(sched.secure_port, a.trace_seconds, "%s-%d-%s-%d.trace" % (
+                    a.trace, self.nodes, tag, len(self.results)), "trace")
             cpu0["kube-scheduler"] = 0
             t_sched = time.monotonic()
         self.log("row %d: created in %.1fs (%.0f/s); %d bound" % (row, t_created - t0, n / (t_created - t0),
@@ -570,16 +584,18 @@ class Bench:
         return res
 
 
-def pprof_start(port, seconds, out):
+def pprof_start(port, seconds, out, kind="profile"):
     """kube-scheduler's own CPU profile (Go's pprof, with symbols: the binary is stripped, so
     perf cannot name its functions) for `seconds`, written to `out` by a thread; summarize with
-    `go tool pprof -top out`."""
+    `go tool pprof -top out`. kind "trace": its execution trace, whose network-blocking profile
+    (`go tool trace -pprof=net out`) is the wall time the scheduling cycle waits for the
+    extender's answers."""
     def run():
         ctx = ssl.create_default_context()
         ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE  # its self-signed serving cert
         h = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=seconds + 60)
         try:
-            h.request("GET", "/debug/pprof/profile?seconds=%d" % seconds,
+            h.request("GET", "/debug/pprof/%s?seconds=%d" % (kind, seconds),
                       headers={"Authorization": "Bearer " + clus.USERS["admin"][0]})
             r = h.getresponse()
             data = r.read()
@@ -681,6 +697,9 @@ def main():
     ap.add_argument("--pprof", help="kube-scheduler's CPU profile (Go pprof) of each row into "
                     "PREFIX-NODES-rROW[-variant]-N.pprof (go tool pprof -top FILE)")
     ap.add_argument("--pprof-seconds", type=int, default=20)
+    ap.add_argument("--trace", help="kube-scheduler's execution trace of each row into "
+                    "PREFIX-NODES-rROW[-variant]-N.trace (go tool trace -pprof=net FILE: where it waits)")
+    ap.add_argument("--trace-seconds", type=int, default=5)
     ap.add_argument("--kq-arg", action="append", default=[], help="an extra kubequota argument")
     a = ap.parse_args()
     # a row is N, or N:ARG+ARG to give that row's kubequota extra arguments (a variant)
