@@ -12,7 +12,8 @@ for the extender without its bindVerb (kube-scheduler binds; kubequota filters a
 its watch), N:split for the extender as two entries (filter and preempt; bind; the chart's
 layout since 2026-11-27), N:joined for one entry with every verb (the layout before) or
 N:nofilter for the extender without its filterVerb (with the gate, row 4: the release and
-bind decide), words joined by +, e.g.
+bind decide), or 1:kq for kube-scheduler alone with kubequota running beside it (watching
+pods and nodes, never called), words joined by +, e.g.
 --rows "1,2:--scheduler-threads=8,2,2:nobind,4,4:bin=/tmp/new/kubequota".
 
 For each node count one control plane (tests/cluster/cluster.py: etcd, kube-apiserver,
@@ -387,10 +388,13 @@ class Bench:
         binary = next((v[4:] for v in variant if v.startswith("bin=")), None)
         bind = "nobind" not in variant
         split, joined, filt = "split" in variant, "joined" in variant, "nofilter" not in variant
+        # kq (row 1 only): kubequota runs and watches, kube-scheduler does not call it; what its
+        # presence alone costs the API server
+        beside = row == 1 and "kq" in variant
         kq_extra = [v for v in variant if not v.startswith("bin=") and v not in ("nobind", "split", "joined",
-                                                                                 "nofilter")]
-        if row != 1:
-            qs = {2: q_open, 4: q_open, 5: q_elastic}.get(row)
+                                                                                 "nofilter", "kq")]
+        if row != 1 or beside:
+            qs = {1: q_open, 2: q_open, 4: q_open, 5: q_elastic}.get(row)
             old = os.environ.get("KQ_BINARY")
             if binary:
                 os.environ["KQ_BINARY"] = os.path.abspath(binary)
