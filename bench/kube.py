@@ -508,6 +508,13 @@ class Bench:
             # each is a TLS handshake on both sides (kube-scheduler keeps 2 idle connections)
             res["kq_tls_connections"] = tls_connections(text)
             self.log("row %d: TLS connections accepted by kubequota: %s" % (row, res["kq_tls_connections"]))
+        # kube-scheduler's own view: mean time per extension point and per scheduling
+        # attempt, attempts by result (retries would show here)
+        try:
+            res["sched_metrics"] = sched_metrics(sched.secure_port)
+            self.log("row %d: kube-scheduler: %s" % (row, res["sched_metrics"]))
+        except (OSError, ValueError) as e:
+            self.log("row %d: kube-scheduler metrics: %s" % (row, e))
         # tear down: scheduler, kubequota, webhooks, pods
         sched.stop()
         c.procs.pop("kube-scheduler", None)
@@ -634,6 +641,40 @@ def route_means(text):
             v = float(ln.rsplit(" ", 1)[1])
             (sums if "_sum{" in ln else cnts)[ep] = v
     return {k: "%.2f ms x %d" % (1000 * sums[k] / cnts[k], cnts[k]) for k in sums if cnts.get(k)}
+
+
+def sched_metrics(port):
+    """From kube-scheduler's /metrics: mean ms and count of each extension point's duration
+    and of scheduling attempts, and schedule_attempts_total by result."""
+    ctx = ssl.create_default_context()
+    ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
+    h = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=30)
+    try:
+        h.request("GET", "/metrics", headers={"Authorization": "Bearer " + clus.USERS["admin"][0]})
+        r = h.getresponse()
+        text = r.read().decode()
+        if r.status != 200:
+            raise ValueError("HTTP %d" % r.status)
+    finally:
+        h.close()
+    sums, cnts, out = {}, {}, {}
+    for ln in text.splitlines():
+        if ln.startswith("#"):
+            continue
+        name, _, val = ln.rpartition(" ")
+        for fam, key in (("scheduler_framework_extension_point_duration_seconds", "extension_point"),
+                         ("scheduler_scheduling_attempt_duration_seconds", "result")):
+            for suf, d in (("_sum{", sums), ("_count{", cnts)):
+                if name.startswith(fam + suf):
+                    lab = name.split(key + '="', 1)[1].split('"', 1)[0] if key + '="' in name else "-"
+                    k = (fam.split("_")[1 if fam.startswith("scheduler_framework") else 2], lab)
+                    d[k] = d.get(k, 0.0) + float(val)
+        if name.startswith("scheduler_schedule_attempts_total{"):
+            out["attempts " + name.split('result="', 1)[1].split('"', 1)[0]] = int(float(val))
+    for k in sums:
+        if cnts.get(k):
+            out["%s %s" % k] = "%.2f ms x %d" % (1000 * sums[k] / cnts[k], cnts[k])
+    return out
 
 
 def tls_connections(text):

@@ -95,9 +95,11 @@ out="$cache/bin"
 mkdir -p "$out" "$top/build/kube"
 ln -sfn "$cache" "$top/build/kube/$key"
 want=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok)
-# kwok's own stages, as kwokctl runs it by default (node: fast + heartbeat; pod: fast, that is
-# ready, complete for Job-owned pods, delete), copied from the pinned module.
-stages=(node/fast/node-initialize.yaml node/heartbeat/node-heartbeat.yaml
+# kwok's own stages, as kwokctl runs it by default (node: fast + heartbeat with a Lease, as
+# kwokctl does with its default nodeLeaseDurationSeconds 40: status every 10-20 min like a
+# kubelet's, not every 20-45 s; pod: fast, that is ready, complete for Job-owned pods,
+# delete), copied from the pinned module.
+stages=(node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml
         pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml)
 copy_stages() {
   local dir
@@ -108,7 +110,7 @@ copy_stages() {
 missing=0
 for b in "${want[@]}"; do [ -x "$out/$b" ] || missing=1; done
 if [ $missing = 0 ]; then
-  [ -f "$out/../stages/pod-fast-pod-delete.yaml" ] || copy_stages
+  [ -f "$out/../stages/node-heartbeat-with-lease-node-heartbeat-with-lease.yaml" ] || copy_stages
   echo "$out"; exit 0
 fi
 
