@@ -29,7 +29,6 @@ SERVED = {
     ("policy/v1", "PodDisruptionBudget"),
     ("apiextensions.k8s.io/v1", "CustomResourceDefinition"),
     ("v1", "PersistentVolumeClaim"),
-    ("flowcontrol.apiserver.k8s.io/v1", "FlowSchema"),  # GA since Kubernetes 1.29
 }
 # Served once their operator's CRDs are installed; rendered only when the values ask.
 FROM_CRDS = {
@@ -38,7 +37,7 @@ FROM_CRDS = {
     ("monitoring.coreos.com/v1", "ServiceMonitor"): lambda v: v["serviceMonitor"],
 }
 CLUSTER_SCOPED = {"ClusterRole", "ClusterRoleBinding", "MutatingWebhookConfiguration",
-                  "ValidatingWebhookConfiguration", "CustomResourceDefinition", "Namespace", "FlowSchema"}
+                  "ValidatingWebhookConfiguration", "CustomResourceDefinition", "Namespace"}
 BUILTIN_ROLES = {("ClusterRole", "system:kube-scheduler"), ("ClusterRole", "system:volume-scheduler"),
                  ("Role", "extension-apiserver-authentication-reader")}
 # Objects the chart deliberately puts outside the release namespace.
@@ -442,23 +441,6 @@ class RenderChecks:
             return {"%s.%s.svc" % (cl.fullname(), cl.NAMESPACE)}
         crt = b64(self.r.one("Secret", self.tls_secret())["data"]["tls.crt"])
         return {v for k, v in cert_info(crt).get("subjectAltName", ()) if k == "DNS"}
-
-    def test_flow_schema_lifts_binds_only(self):
-        # kubequota's binds, gate removals and evictions get the priority level kube-scheduler's
-        # binds get (workload-high, the kube-system service accounts' level), not the
-        # workload-low of the built-in "service-accounts" FlowSchema (precedence 9000)
-        (fs,) = self.r.all("FlowSchema")
-        spec = fs["spec"]
-        self.assertEqual(spec["priorityLevelConfiguration"]["name"], "workload-high")
-        self.assertLess(spec["matchingPrecedence"], 9000)
-        (rule,) = spec["rules"]
-        sa = self.r.one("ServiceAccount", self.r.deployment()["spec"]["template"]["spec"]["serviceAccountName"])
-        self.assertEqual(rule["subjects"], [{"kind": "ServiceAccount", "serviceAccount": {
-            "name": sa["metadata"]["name"], "namespace": sa["metadata"]["namespace"]}}])
-        self.assertNotIn("nonResourceRules", rule)
-        verbs = {(v, r) for rr in rule["resourceRules"] for v in rr["verbs"] for r in rr["resources"]}
-        self.assertEqual(verbs, {("create", "pods/binding"), ("create", "pods/eviction"), ("patch", "pods")},
-                         "lists and watches stay at their default level")
 
     def test_tls_material(self):
         text = self.r.text

@@ -506,7 +506,7 @@ class Cluster:
         self.use_chart()
 
     KEEP_KINDS = ("CustomResourceDefinition", "ServiceAccount", "ClusterRole", "ClusterRoleBinding",
-                  "Role", "RoleBinding", "ConfigMap", "FlowSchema")
+                  "Role", "RoleBinding", "ConfigMap")
 
     def use_chart(self, values=None):
         """Renders the chart with these values (over the cluster's) and makes the cluster hold
@@ -531,14 +531,6 @@ class Cluster:
         out = [{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": KQ_SA, "namespace": NAMESPACE}}]
         sched_lease_role = "%s-scheduler" % RELEASE
         for d in docs:
-            if d["kind"] == "FlowSchema":  # the chart's priority for kubequota's binds, for KQ_SA
-                f = json.loads(json.dumps(d))
-                f["metadata"]["name"] += "-only"
-                for rule in f["spec"]["rules"]:
-                    rule["subjects"] = [{"kind": "ServiceAccount",
-                                         "serviceAccount": {"name": KQ_SA, "namespace": NAMESPACE}}]
-                out.append(f)
-                continue
             if d["kind"] not in ("RoleBinding", "ClusterRoleBinding"):
                 continue
             ref = d["roleRef"]["name"]
