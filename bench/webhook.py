@@ -10,11 +10,16 @@ it; a new TLS connection per call, as after a keep-alive timeout; client timeout
 chart's webhook timeout) unloaded and then while five client addresses, 127.0.0.2 to
 127.0.0.6 (loopback only), each hold --per-source keep-alive TLS connections (one request
 answered, then idle) and as many slow bodies (a POST whose body comes one byte every 2 s),
-reconnecting whatever the server closes, for --seconds. The load runs in its own process at
-nice --load-nice (default 10): in a cluster the attacking pods run on other nodes, so their
-CPU is not the webhook's; in one Python process their 160 threads would also hold the GIL
-against the measuring client, which then times its own waiting (--load-nice 0 still shares
-the CPU equally). Layouts:
+reconnecting whatever the server closes, for --seconds. The load runs in its own process: in
+a cluster the attacking pods run on other nodes, so their CPU is not the webhook's (in one
+Python process their 160 threads would also hold the GIL against the measuring client, which
+then times its own waiting). --load-policy nice (the default) runs it at nice --load-nice
+(default 10; 0 shares the CPU equally). --load-policy idle runs that process under
+SCHED_IDLE, the nearest a shared two-core host comes to "another machine": it gets only CPU
+nobody else wants, and a waking kubequota or client thread preempts it at once, where a nice
+10 thread keeps its slice (up to a few ms with EEVDF) before the webhook's thread gets the
+core. kubequota's own work for the load (accepts, TLS handshakes, reaping, on the main
+port's workers) is unchanged: it stays on the host. Layouts:
 
   shared        the webhooks on the main port (64 workers; before --webhook-listen)
   own           the webhooks on --webhook-listen (the chart's layout); the load on the main port
@@ -146,10 +151,12 @@ class Load:
             t.join(5)
 
 
-def load_main(port, per_source, seconds, nice, ready):
+def load_main(port, per_source, seconds, policy, nice, ready):
     """The load's own process (spawned): starts it, says so, holds it until the deadline or
-    until the parent terminates it."""
-    if nice:
+    until the parent terminates it. Its threads inherit the policy set here."""
+    if policy == "idle":
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    elif nice:
         os.nice(nice)
     load = Load(port, per_source, seconds)
     load.start()
@@ -213,7 +220,7 @@ def run_layout(args, layout):
         ready = mp.Event()
         proc = mp.Process(target=load_main, daemon=True,
                           args=(wport if layout == "own-attacked" else kq.port, args.per_source,
-                                args.seconds + 10, args.load_nice, ready))
+                                args.seconds + 10, args.load_policy, args.load_nice, ready))
         proc.start()
         try:
             if not ready.wait(120):
@@ -241,8 +248,10 @@ def main():
     ap.add_argument("--per-source", type=int, default=16,
                     help="keep-alive connections and slow bodies per address (each)")
     ap.add_argument("--layouts", default="shared,own,own-attacked")
+    ap.add_argument("--load-policy", choices=("idle", "nice"), default="nice",
+                    help="the load process's CPU policy: SCHED_IDLE (another machine's CPU) or --load-nice")
     ap.add_argument("--load-nice", type=int, default=10,
-                    help="niceness of the load's process (0: the same priority as kubequota)")
+                    help="with --load-policy nice: niceness of the load's process (0: the same priority as kubequota)")
     args = ap.parse_args()
     os.environ["KQ_BINARY"] = os.path.abspath(args.binary)
     print("| layout | load | calls | timeouts | p50 ms | p99 ms | max ms | p99 loaded/unloaded |")
