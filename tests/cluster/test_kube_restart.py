@@ -60,11 +60,24 @@ class RestartAndRelist(KubeTestCase):
                 out[u] = {"vcore": ru.get("vcore", 0), "pods": ru.get("pods", 0)}
         return out
 
+    def want(self):
+        return {u: v for u, v in expected_by_user(self.all_pods()).items() if u in self.USERS}
+
     def assert_usage_matches(self, msg):
-        want = {u: v for u, v in expected_by_user(self.all_pods()).items() if u in self.USERS}
-        wait_until(lambda: self.actual_by_user(self.USERS) == want, 30, 0.25,
-                   "%s: kubequota's usage %s == the API server's %s" % (msg, self.actual_by_user(self.USERS), want))
-        return want
+        # both sides move until every deleted pod is gone: a deleted pod counts in kubequota
+        # while it is terminating (it still runs) and leaves when kwok completes its deletion,
+        # which after an API server restart waits for kwok's own watches to come back; the
+        # API server's side is read again at every poll
+        last = {}
+
+        def agree():
+            last["want"], last["have"] = self.want(), self.actual_by_user(self.USERS)
+            return last["want"] == last["have"]
+        try:
+            wait_until(agree, 60, 0.25, "%s: kubequota's usage == the API server's" % msg)
+        except AssertionError as e:
+            raise AssertionError("%s (last: kubequota %s, API server %s)" % (e, last.get("have"), last.get("want")))
+        return last["want"]
 
     def start_workload(self, ns):
         sizes = {"alice": ("500m", "250m", "1"), "bob": ("1", "2"), "carol": ("100m",)}
