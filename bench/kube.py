@@ -9,8 +9,7 @@ test): kube-scheduler alone against kube-scheduler with kubequota in the path.
 A row is N, or N:ARG+ARG for a variant whose kubequota gets those extra arguments, or
 N:bin=PATH for another kubequota binary (before/after a change in the same run), or N:nobind
 for the extender without its bindVerb (kube-scheduler binds; kubequota filters and counts from
-its watch), N:split for the extender as two entries (filter and preempt; bind; the chart's
-layout since 2026-11-27), N:joined for one entry with every verb (the layout before) or
+its watch), N:split for the extender as two entries (filter and preempt; bind) or
 N:nofilter for the extender without its filterVerb (with the gate, row 4: the release and
 bind decide), or 1:kq for kube-scheduler alone with kubequota running beside it (watching
 pods and nodes, never called), words joined by +, e.g.
@@ -338,7 +337,10 @@ class Bench:
                         "%d nodes Ready and untainted" % self.nodes)
         self.log("%d nodes ready" % self.nodes)
 
-    def sched_config(self, extender, bind=True, split=False, joined=False, filt=True):
+    # scheduler-side variant words (run_row): the extender's entries as the row uses them
+    SCHED_WORDS = ("nobind", "nofilter", "split")
+
+    def sched_config(self, extender, variant=()):
         cfg = self.c.scheduler_config()
         cfg["clientConnection"]["qps"] = self.a.sched_qps
         cfg["clientConnection"]["burst"] = self.a.sched_qps
@@ -346,25 +348,18 @@ class Bench:
         cfg["leaderElection"] = {"leaderElect": False}
         if not extender:
             cfg.pop("extenders", None)
-        elif not bind:
-            for e in cfg.get("extenders", []):
-                e.pop("bindVerb", None)
-        elif not filt:
+            return cfg
+        (e,) = cfg["extenders"]  # the chart's one entry
+        if "nobind" in variant:
+            e.pop("bindVerb", None)
+        elif "nofilter" in variant:
             # no filterVerb: the scheduling cycle never calls kubequota; bind (and, with the
             # gate, the release) still decide every pod
-            for e in cfg.get("extenders", []):
-                e.pop("filterVerb", None)
-            cfg["extenders"] = [e for e in cfg["extenders"] if any(k.endswith("Verb") for k in e)]
-        elif joined and len(cfg.get("extenders", [])) == 2:
-            # the chart's two entries as one (as the chart had it before 2026-11-27)
-            f, b = cfg["extenders"]
-            f["bindVerb"] = b["bindVerb"]
-            cfg["extenders"] = [f]
-        elif split and len(cfg.get("extenders", [])) == 1:
+            e.pop("filterVerb", None)
+        elif "split" in variant:
             # the same extender as two entries, filter (+ preempt) and bind: kube-scheduler
             # gives each its own HTTP transport, so the serial filter calls keep their idle
             # connection while the parallel binds open theirs
-            e = cfg["extenders"][0]
             f, b = copy.deepcopy(e), copy.deepcopy(e)
             f.pop("bindVerb", None)
             for k in ("filterVerb", "preemptVerb", "prioritizeVerb"):
@@ -372,8 +367,8 @@ class Bench:
             cfg["extenders"] = [f, b]
         return cfg
 
-    def start_sched(self, row, bind=True, split=False, joined=False, filt=True):
-        sched = self.c.start_scheduler(config=self.sched_config(row != 1, bind, split, joined, filt))
+    def start_sched(self, row, variant=()):
+        sched = self.c.start_scheduler(config=self.sched_config(row != 1, variant))
         time.sleep(5)   # informers synced (no Lease to wait for)
         return sched
 
@@ -383,16 +378,13 @@ class Bench:
         c.namespace(ns)
         n = a.pods
         kq = None
-        # variant words: bin=PATH (another kubequota binary), nobind (the extender without
-        # its bindVerb: kube-scheduler binds), anything else an extra kubequota argument
+        # variant words: bin=PATH (another kubequota binary), SCHED_WORDS (the extender as
+        # kube-scheduler calls it), kq (row 1 only: kubequota runs and watches, kube-scheduler
+        # does not call it; what its presence alone costs the API server), anything else an
+        # extra kubequota argument
         binary = next((v[4:] for v in variant if v.startswith("bin=")), None)
-        bind = "nobind" not in variant
-        split, joined, filt = "split" in variant, "joined" in variant, "nofilter" not in variant
-        # kq (row 1 only): kubequota runs and watches, kube-scheduler does not call it; what its
-        # presence alone costs the API server
         beside = row == 1 and "kq" in variant
-        kq_extra = [v for v in variant if not v.startswith("bin=") and v not in ("nobind", "split", "joined",
-                                                                                 "nofilter", "kq")]
+        kq_extra = [v for v in variant if not v.startswith("bin=") and v not in self.SCHED_WORDS + ("kq",)]
         if row != 1 or beside:
             qs = {1: q_open, 2: q_open, 4: q_open, 5: q_elastic}.get(row)
             old = os.environ.get("KQ_BINARY")
@@ -410,7 +402,7 @@ class Bench:
                 c.apply_webhooks()
         sched = None
         if not a.backlog:
-            sched = self.start_sched(row, bind, split, joined, filt)
+            sched = self.start_sched(row, variant)
         pids = {"kube-apiserver": c.procs["kube-apiserver"].pid,
                 "etcd": c.procs["etcd"].pid, "kwok": c.procs["kwok"].pid}
         if kq:
@@ -451,7 +443,7 @@ class Bench:
             if row == 4:
                 clus.wait_until(lambda: all(not p.get("spec", {}).get("schedulingGates") for p in
                                             c.api().get(path, timeout=120)["items"]), 600, 1, "gates released")
-            sched = self.start_sched(row, bind, split, joined, filt)
+            sched = self.start_sched(row, variant)
             pids["kube-scheduler"] = sched.pid
             if a.perf:
                 perfs.append(perf_start(sched.pid, "%s-%d-r%d-sched.data" % (a.perf, self.nodes, row)))
