@@ -1791,7 +1791,11 @@ static bool series_queue(kq_kube_t *k, dedup_t *d, bool patch, bool confirm, dou
 {
     if (!ring_room(k, now))
         return false;
-    ev_item_t *e = series_item(d, patch, confirm, time(NULL));
+    /* The same clock as the series' firstTimestamp: time() reads the coarse clock, which can
+     * still show the previous second and would write lastTimestamp before firstTimestamp. */
+    struct timespec rt;
+    clock_gettime(CLOCK_REALTIME, &rt);
+    ev_item_t *e = series_item(d, patch, confirm, rt.tv_sec < d->first ? d->first : rt.tv_sec);
     if (e == NULL)
         return false;
     ring_push(k, e);
