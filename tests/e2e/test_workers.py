@@ -9,6 +9,7 @@ all held."""
 import http.client
 import json
 import os
+import re
 import socket
 import ssl
 import subprocess
@@ -266,6 +267,27 @@ def thread_nices(pid):
     return out
 
 
+def thread_slices(pid):
+    """The EEVDF time slice in ns of every thread of pid (se.slice in /proc/PID/task/TID/sched),
+    or None where the kernel does not show it."""
+    out = []
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/sched" % (pid, tid)) as f:
+                text = f.read()
+        except (FileNotFoundError, PermissionError):
+            continue
+        m = re.search(r"^se\.slice\s*:\s*(\d+)", text, re.M)
+        out.append(int(m.group(1)) if m else None)
+    return out
+
+
+def kernel_custom_slices():
+    """Linux 6.12+ takes a SCHED_OTHER thread's slice from sched_setattr's sched_runtime."""
+    major, minor = (int(x) for x in re.match(r"(\d+)\.(\d+)", os.uname().release).groups())
+    return (major, minor) >= (6, 12) and thread_slices(os.getpid())[0] is not None
+
+
 class MainPortPriorityTest(KQTestCase):
     """With the scheduler verbs and the webhooks on listeners of their own (the chart's
     layout), the main port's workers (what any client in the cluster reaches) run at nice
@@ -288,6 +310,20 @@ class MainPortPriorityTest(KQTestCase):
         nices = thread_nices(pid)
         self.assertEqual(sorted(set(nices)), [0, 10], nices)
         self.assertGreaterEqual(nices.count(0), 5 + 3, nices)  # the scheduler's and the webhooks' workers
+
+    def test_scheduler_and_webhook_workers_ask_for_a_short_slice(self):
+        # src/serve/server.c, LATENCY_SLICE_NS: 0.1 ms for the workers whose calls something
+        # waits on (kube-scheduler's serial cycle, the API server's pod creation); every
+        # other thread keeps the kernel's default, which is longer
+        if not kernel_custom_slices():
+            self.skipTest("kernel %s has no per-thread slice (6.12+)" % os.uname().release)
+        pid = self.start_with("--webhook-listen", "127.0.0.1:%d" % free_port(),
+                              "--scheduler-listen", "127.0.0.1:%d" % free_port())
+        wait_until(lambda: thread_slices(pid).count(100000) == 5 + 3, timeout=10,
+                   msg="5 scheduler and 3 webhook workers with a 0.1 ms slice")
+        slices = thread_slices(pid)
+        others = [x for x in slices if x != 100000]
+        self.assertTrue(others and all(x > 100000 for x in others), slices)
 
     def test_nothing_lowered_while_the_main_port_serves_the_webhooks(self):
         pid = self.start_with("--scheduler-listen", "127.0.0.1:%d" % free_port())
