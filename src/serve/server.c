@@ -51,7 +51,8 @@
  *                     lock; the informer feeds it; checkpoints are written with no lock held.
  *   conn reaper       (this file, reaper_main) every 50 ms, per TLS port with a connection
  *                     limit (main, webhooks): when its workers are scarce, shuts down the
- *                     sockets of idle connections under that port's conn_limit_t.mu (a leaf
+ *                     sockets of idle connections (on the webhook port only those never
+ *                     answered) under that port's conn_limit_t.mu (a leaf
  *                     lock, also taken by workers at handshake start, request start/end
  *                     and connection free). Touches nothing else.
  *   requeue           (requeue.c, unless --requeue-window 0) one thread: when the ledger has
@@ -133,8 +134,8 @@
  * against 107 with 64 at 500 nodes (BENCHMARKS.md, "End-to-end scheduling"). */
 #define DEFAULT_SCHED_THREADS 64
 #define DEFAULT_WEBHOOK_THREADS 32
-/* Idle connections (conn_t) on a limited port are closed when fewer than this many of its
- * workers are free: an eighth, at least one. */
+/* Idle connections (conn_t) on a limited port are closed, and answers say Connection: close,
+ * when fewer than this many of its workers are free: an eighth, at least one. */
 #define REAP_RESERVE(workers) ((workers) / 8 > 1 ? (workers) / 8 : 1)
 #define REAP_IDLE_MAIN_S 1.0     /* only connections idle at least this long are closed: on the main */
 #define REAP_IDLE_WEBHOOK_S 0.25 /* port (people, scrapers) and on the webhook port (the API server
@@ -180,12 +181,13 @@ typedef struct conn {
     int fd;
     bool busy;                /* a request's body is in and it is being answered */
     bool shed;                /* shut down by the reaper; closes soon */
+    bool answered;            /* a response was written on it (kept alive since) */
     double since;             /* monotonic seconds: idle since (or the request started) */
 } conn_t;
 
 typedef struct conn_limit {
     pthread_mutex_t mu;
-    int max;                      /* per client address */
+    int max;                      /* per client address; 0: no cap (the webhook port) */
     client_t *bucket[CLIENT_BUCKETS];
     unsigned long refused;        /* since the last warning */
     time_t warned;                /* monotonic seconds of the last warning */
@@ -196,6 +198,9 @@ typedef struct conn_limit {
     int live;                     /* counted and not shed */
     unsigned long reaped;         /* shed since the last warning */
     time_t reap_warned;
+    bool keep_answered;           /* never shed a connection that was answered (the webhook port) */
+    unsigned long declined;       /* answered with Connection: close while scarce, since the warning */
+    time_t decline_warned;
 } conn_limit_t;
 
 /* What a listener's civetweb context carries as user data. */
@@ -1339,7 +1344,8 @@ static double elapsed(const struct timespec *t0)
     return (double)(t1.tv_sec - t0->tv_sec) + (double)(t1.tv_nsec - t0->tv_nsec) / 1e9;
 }
 
-static void conn_mark(conn_t *cn, bool busy);
+static void conn_mark(conn_t *cn, bool busy, bool answered);
+static bool conn_close_when_scarce(conn_t *cn, const char *role);
 
 /* ------------------------------------------------------------------ large views */
 
@@ -1435,7 +1441,7 @@ static int on_request(struct mg_connection *conn)
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     conn_t *counted = mg_get_user_connection_data(conn); /* NULL on ports without a limit */
-    conn_mark(counted, false); /* the request started: idle (sheddable) only after idle_s */
+    conn_mark(counted, false, false); /* the request started: idle (sheddable) only after idle_s */
     const port_t *port = mg_get_user_data(mg_get_context(conn));
     kq_server_t *s = port->s;
     const struct mg_request_info *ri = mg_get_request_info(conn);
@@ -1593,7 +1599,7 @@ static int on_request(struct mg_connection *conn)
             goto send;
         }
     }
-    conn_mark(counted, true);
+    conn_mark(counted, true, false);
     if (large_view(rt->ep)) {
         if (!views_acquire(s)) {
             snprintf(msg, sizeof(msg), "too many large views are being answered at once (--max-concurrent-views=%d); "
@@ -1617,6 +1623,8 @@ send:
         if (cl > IGNORED_BODY_MAX || (cl < 0 && mg_get_header(conn, "Transfer-Encoding") != NULL))
             close = true;
     }
+    if (!close && conn_close_when_scarce(counted, port->webhook ? "webhooks" : "main"))
+        close = true;
     if (close)
         mg_disable_keep_alive(conn);
     if (r.stream != STREAM_NONE)
@@ -1625,7 +1633,7 @@ send:
         send_response(conn, &r, allow, close, strcmp(method, "HEAD") == 0);
     if (close && r.status == 413)
         drain_refused(conn);
-    conn_mark(counted, false);
+    conn_mark(counted, false, true);
     double secs = elapsed(&t0);
     if (rt != NULL)
         kq_metrics_latency(s->app->metrics, rt->ep, secs);
@@ -1878,7 +1886,7 @@ static void on_ssl_info(const SSL *ssl, int where, int ret)
     client_t *c = *head;
     while (c != NULL && (c->family != family || memcmp(c->addr, addr, 16) != 0))
         c = c->next;
-    if (c != NULL && c->n >= lim->max) {
+    if (c != NULL && lim->max > 0 && c->n >= lim->max) {
         refuse = true;
         lim->refused++;
         struct timespec now;
@@ -1939,15 +1947,49 @@ static int on_init_connection(const struct mg_connection *conn, void **conn_data
     return 0;
 }
 
-/* A request's body is in (busy) or its answer is written (idle again). */
-static void conn_mark(conn_t *cn, bool busy)
+/* A request's body is in (busy) or its answer is written (idle again: answered). */
+static void conn_mark(conn_t *cn, bool busy, bool answered)
 {
     if (cn == NULL)
         return;
     pthread_mutex_lock(&cn->lim->mu);
     cn->busy = busy;
+    cn->answered = cn->answered || answered;
     cn->since = mono_now();
     pthread_mutex_unlock(&cn->lim->mu);
+}
+
+/* Before an answer on a limited port: are its workers scarce (fewer than REAP_RESERVE free)?
+ * Then the answer says Connection: close, and the client opens a new connection for its next
+ * request, which waits in civetweb's queue for a free worker. Closing at an answer is the one
+ * close HTTP/1.1 makes safe: a client reuses an idle connection at any moment, so shutting one
+ * down races with a request already on its way, which a client does not resend when it is a
+ * POST (Go's net/http: "write: broken pipe"; the API server then fails the webhook call and,
+ * with failurePolicy Fail, the pod's create; tests/cluster/test_kube_connections.py). */
+static bool conn_close_when_scarce(conn_t *cn, const char *role)
+{
+    if (cn == NULL)
+        return false;
+    conn_limit_t *lim = cn->lim;
+    bool scarce, warn = false;
+    unsigned long n = 0;
+    pthread_mutex_lock(&lim->mu);
+    scarce = lim->workers > 0 && lim->live > lim->workers - REAP_RESERVE(lim->workers);
+    if (scarce) {
+        lim->declined++;
+        time_t now = (time_t)mono_now();
+        if (now - lim->decline_warned >= 10 || lim->decline_warned == 0) {
+            warn = true;
+            n = lim->declined;
+            lim->declined = 0;
+            lim->decline_warned = now;
+        }
+    }
+    pthread_mutex_unlock(&lim->mu);
+    if (warn)
+        kq_warn("event=keep_alive_declined port=%s answers=%lu workers=%d msg=\"workers were scarce: answers "
+                "said Connection: close, so their connections free their workers\"", role, n, lim->workers);
+    return scarce;
 }
 
 /* The reaper's pass over one port: when fewer than REAP_RESERVE(workers) workers are
@@ -1963,7 +2005,7 @@ static void reap_port(conn_limit_t *lim, const char *role)
     double now = mono_now();
     pthread_mutex_lock(&lim->mu);
     for (conn_t *cn = lim->head; cn != NULL && lim->live > lim->workers - reserve; cn = cn->next) {
-        if (cn->busy || cn->shed || now - cn->since < lim->idle_s)
+        if (cn->busy || cn->shed || (cn->answered && lim->keep_answered) || now - cn->since < lim->idle_s)
             continue;
         cn->shed = true;
         lim->live--;
@@ -1979,8 +2021,8 @@ static void reap_port(conn_limit_t *lim, const char *role)
     pthread_mutex_unlock(&lim->mu);
     if (warn)
         kq_warn("event=idle_connections_closed port=%s closed=%lu workers=%d msg=\"workers were scarce: "
-                "connections idle for %.1f s or more (kept alive, or a request or its body not yet in) "
-                "were closed\"", role, reaped, lim->workers, lim->idle_s);
+                "connections idle for %.1f s or more (%s) were closed\"", role, reaped, lim->workers, lim->idle_s,
+                lim->keep_answered ? "a request or its body not yet in" : "kept alive, or a request or its body not yet in");
 }
 
 static void *reaper_main(void *arg)
@@ -2437,8 +2479,22 @@ static int start_webhook_listener(kq_server_t *s, const kq_server_opts_t *o, cha
     int n = o->webhook_threads > 0 ? o->webhook_threads : DEFAULT_WEBHOOK_THREADS;
     char threads[16];
     snprintf(threads, sizeof(threads), "%d", n);
-    conn_limit_init(&s->wh_limit, (n + 1) / 2);
+    /* No per-address cap here: the port's one legitimate client, the API server, calls from
+     * one address per instance over as many connections as it has creates in flight (a
+     * ReplicaSet's slow-start batch is up to 500), and a connection shut down over a cap
+     * fails its create ("failed calling webhook ... EOF"; with half the workers, 13 of 200
+     * creates 64 at a time failed on the real API server: tests/cluster/
+     * test_kube_connections.py). Connections beyond the workers wait in civetweb's queue
+     * instead, and the reaper frees workers held by idle or slow connections, from any
+     * address, when they are scarce; keeping other clients off the port is the
+     * NetworkPolicy's part (charts/kubequota/README.md, TLS). The limit still tracks every
+     * connection for the reaper. */
+    conn_limit_init(&s->wh_limit, 0);
     s->wh_limit.workers = n;
+    /* An answered connection is the API server's, kept alive: shutting it down would race
+     * with its next call (conn_close_when_scarce). While workers are scarce, answers close
+     * their connections instead; connections that never finish a request are shed. */
+    s->wh_limit.keep_answered = true;
     s->wh_limit.idle_s = REAP_IDLE_WEBHOOK_S;
     s->wh_limit_init = true;
     s->wh_port = (port_t){.s = s, .webhook = true, .limit = tls ? &s->wh_limit : NULL};
@@ -2449,8 +2505,8 @@ static int start_webhook_listener(kq_server_t *s, const kq_server_opts_t *o, cha
         return KQ_EIO;
     }
     kq_info("event=http_listening listen=%s port=%d tls=%s client_certs=%s role=webhooks threads=%s "
-            "max_client_connections=%d", l, kq_server_webhook_port(s), tls ? "on" : "off",
-            s->ca ? "required" : "off", threads, tls ? s->wh_limit.max : 0);
+            "max_client_connections=none", l, kq_server_webhook_port(s), tls ? "on" : "off",
+            s->ca ? "required" : "off", threads);
     return 0;
 }
 

@@ -15,6 +15,7 @@ reports about itself; that each create went through the webhook is read from the
 (the identity webhook's annotation, tests/cluster/test_kube_identity.py).
 """
 
+import concurrent.futures
 import json
 
 import re
@@ -22,6 +23,7 @@ import re
 from kubetest import KubeTestCase, queues_config, wait_until
 
 PODS = 24
+BURST, BURST_PARALLEL = 200, 64
 
 
 def counter(text, name, labels):
@@ -65,3 +67,25 @@ class ConnectionsFromTheControlPlane(KubeTestCase):
         self.assertLess(sched, PODS / 2, "%d scheduler-listener TLS connections for %d pods" % (sched, PODS))
         self.assertGreater(counter(after, "kubequota_tls_connections_total", {"listener": "webhook"}), 0,
                            "the webhook listener counted no connection at all")
+
+    def test_a_burst_of_creates_all_pass_the_webhooks(self):
+        # kube-controller-manager creates a ReplicaSet's or Job's pods in slow-start batches of
+        # up to 500 at once (k8s.io/kubernetes pkg/controller/replicaset/replica_set.go,
+        # slowStartBatch): the API server then calls the webhooks over as many connections at
+        # once, all from its one address. Every create must pass; a webhook that refuses or
+        # drops a connection fails the create (failurePolicy Fail: "failed calling webhook").
+        ns = self.ns()
+        n, par = BURST, BURST_PARALLEL
+        failures = []
+
+        def create(i):
+            st, body = self.c.api("alice").status(
+                "POST", "/api/v1/namespaces/%s/pods" % ns,
+                # held by a gate of nobody's: the webhooks see every create, kube-scheduler none
+                self.c.pod_body("b%d" % i, cpu="1m", memory="1Mi", gates=["example.com/hold"]))
+            if st != 201:
+                failures.append((i, st, str(body)[:300]))
+        with concurrent.futures.ThreadPoolExecutor(par) as ex:
+            list(ex.map(create, range(n)))
+        self.assertEqual(failures, [], "%d of %d creates failed" % (len(failures), n))
+        self.assertEqual(len(self.c.pods(ns)), n)
