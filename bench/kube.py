@@ -11,7 +11,7 @@ N:bin=PATH for another kubequota binary (before/after a change in the same run),
 for the extender without its bindVerb (kube-scheduler binds; kubequota filters and counts from
 its watch), N:split for the extender as two entries (filter and preempt; bind) or
 N:nofilter for the extender without its filterVerb (with the gate, row 4: the release and
-bind decide), or 1:kq for kube-scheduler alone with kubequota running beside it (watching
+bind decide; 4:nofilter+nobind: the gate's release alone decides and kube-scheduler binds), or 1:kq for kube-scheduler alone with kubequota running beside it (watching
 pods and nodes, never called), words joined by +, e.g.
 --rows "1,2:--scheduler-threads=8,2,2:nobind,4,4:bin=/tmp/new/kubequota".
 
@@ -352,11 +352,13 @@ class Bench:
         (e,) = cfg["extenders"]  # the chart's one entry
         if "nobind" in variant:
             e.pop("bindVerb", None)
-        elif "nofilter" in variant:
+        if "nofilter" in variant:
             # no filterVerb: the scheduling cycle never calls kubequota; bind (and, with the
-            # gate, the release) still decide every pod
+            # gate, the release) still decide every pod. With nobind too (row 4), only the
+            # gate's release decides and kube-scheduler binds: the extender entry is left
+            # with its preemptVerb, called only when kube-scheduler preempts
             e.pop("filterVerb", None)
-        elif "split" in variant:
+        if "split" in variant and "bindVerb" in e and "filterVerb" in e:
             # the same extender as two entries, filter (+ preempt) and bind: kube-scheduler
             # gives each its own HTTP transport, so the serial filter calls keep their idle
             # connection while the parallel binds open theirs
