@@ -6,8 +6,11 @@ bench row (never a test): bin/kubequota against the API simulator, everything on
                            [--layouts shared,own,own-attacked]
 
 It measures POST /admission/mutate (a pod CREATE AdmissionReview, as the API server sends
-it; a new TLS connection per call, as after a keep-alive timeout; client timeout 10 s, the
-chart's webhook timeout) unloaded and then while five client addresses, 127.0.0.2 to
+it; client timeout 10 s, the chart's webhook timeout). --client reuse (the default) sends the
+calls over one kept-alive connection, reconnecting only when it is closed, as the API server
+does (its cached client-go transport: 1 TLS connection for 24 creates on the real control
+plane, tests/cluster/test_kube_connections.py); --client new opens a TLS connection per call,
+as after a keep-alive timeout (the rounds before 2026-11-28 measured that way) unloaded and then while five client addresses, 127.0.0.2 to
 127.0.0.6 (loopback only), each hold --per-source keep-alive TLS connections (one request
 answered, then idle) and as many slow bodies (a POST whose body comes one byte every 2 s),
 reconnecting whatever the server closes, for --seconds. The load runs in its own process: in
@@ -168,31 +171,63 @@ def load_main(port, per_source, seconds, policy, nice, ready):
         load.end()
 
 
-def call(port, body):
-    c = http.client.HTTPSConnection("localhost", port, timeout=TIMEOUT_S, context=ctx())
-    try:
-        c.request("POST", "/admission/mutate", body=body, headers={"Content-Type": "application/json"})
-        r = c.getresponse()
-        data = r.read()
-        if r.status != 200 or b'"allowed"' not in data:
-            raise SystemExit("webhook answered %d %s" % (r.status, data[:200]))
-    finally:
-        c.close()
+class Client:
+    """The measuring client: one connection kept across calls (reuse) or one per call (new)."""
+
+    def __init__(self, port, reuse):
+        self.port, self.reuse, self.conn = port, reuse, None
+
+    def close(self):
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+    def call(self, body):
+        if self.conn is None:
+            self.conn = http.client.HTTPSConnection("localhost", self.port, timeout=TIMEOUT_S, context=ctx())
+        try:
+            self.conn.request("POST", "/admission/mutate", body=body, headers={"Content-Type": "application/json"})
+            r = self.conn.getresponse()
+            data = r.read()
+            if r.status != 200 or b'"allowed"' not in data:
+                raise SystemExit("webhook answered %d %s" % (r.status, data[:200]))
+            if not self.reuse or r.will_close:
+                self.close()
+        except BaseException:
+            self.close()
+            raise
 
 
-def measure(port, n, seconds):
+def short_slice():
+    """This thread asks the kernel for a 0.1 ms slice (sched_setattr, as kubequota's webhook
+    workers do): with --client-slice short the measuring client wakes as promptly as a client
+    on another machine would, so what is left of the loaded p99 is kubequota's."""
+    import ctypes
+    import struct
+    attr = struct.pack("IIQiIQQQ", 48, 0, 0, os.getpriority(os.PRIO_PROCESS, 0), 0, 100000, 0, 0)
+    buf = ctypes.create_string_buffer(attr)
+    libc = ctypes.CDLL(None, use_errno=True)
+    nr = 314 if os.uname().machine == "x86_64" else 274  # sched_setattr on x86_64 / arm64
+    if libc.syscall(nr, 0, buf, 0) != 0:
+        print("# sched_setattr failed: errno %d (the client keeps the default slice)" % ctypes.get_errno(),
+              file=sys.stderr)
+
+
+def measure(port, n, seconds, reuse):
     lat, timeouts = [], 0
     deadline = time.monotonic() + seconds
+    cl = Client(port, reuse)
     for i in range(n):
         if time.monotonic() > deadline:
             break
         t0 = time.monotonic()
         try:
-            call(port, review(i))
+            cl.call(review(i))
             lat.append(time.monotonic() - t0)
         except (OSError, http.client.HTTPException):
             timeouts += 1
             lat.append(TIMEOUT_S)
+    cl.close()
     lat.sort()
     q = lambda p: lat[min(len(lat) - 1, int(p * len(lat)))] * 1e3  # noqa: E731
     return {"n": len(lat), "timeouts": timeouts, "p50": q(0.50), "p99": q(0.99), "max": lat[-1] * 1e3}
@@ -214,8 +249,9 @@ def run_layout(args, layout):
         kq.extra_args += ["--webhook-listen", "127.0.0.1:%d" % wport, "--scheduler-listen", "127.0.0.1:%d" % sport]
     kq.start()
     try:
-        measure(wport, 30, 30)  # warm-up
-        quiet = measure(wport, args.requests, args.seconds)
+        reuse = args.client == "reuse"
+        measure(wport, 30, 30, reuse)  # warm-up
+        quiet = measure(wport, args.requests, args.seconds, reuse)
         mp = multiprocessing.get_context("spawn")
         ready = mp.Event()
         proc = mp.Process(target=load_main, daemon=True,
@@ -225,7 +261,7 @@ def run_layout(args, layout):
         try:
             if not ready.wait(120):
                 raise SystemExit("the load process did not start")
-            loaded = measure(wport, args.requests, args.seconds)
+            loaded = measure(wport, args.requests, args.seconds, reuse)
         finally:
             proc.terminate()
             proc.join(15)
@@ -252,7 +288,13 @@ def main():
                     help="the load process's CPU policy: SCHED_IDLE (another machine's CPU) or --load-nice")
     ap.add_argument("--load-nice", type=int, default=10,
                     help="with --load-policy nice: niceness of the load's process (0: the same priority as kubequota)")
+    ap.add_argument("--client", choices=("reuse", "new"), default="reuse",
+                    help="the measuring client keeps its connection as the API server does (reuse) or opens one per call")
+    ap.add_argument("--client-slice", choices=("default", "short"), default="default",
+                    help="short: the measuring client asks for a 0.1 ms time slice (Linux 6.12+)")
     args = ap.parse_args()
+    if args.client_slice == "short":
+        short_slice()
     os.environ["KQ_BINARY"] = os.path.abspath(args.binary)
     print("| layout | load | calls | timeouts | p50 ms | p99 ms | max ms | p99 loaded/unloaded |")
     print("|---|---|---|---|---|---|---|---|")
