@@ -1373,6 +1373,22 @@ static bool large_view(kq_endpoint_t ep)
 
 static double mono_now(void);
 
+
+/* Counted events (refusals, sheds) are logged at most once per WARN_EVERY_S: called with the
+ * counter's lock held after counting one; true when a warning is due, with the count since
+ * the last one moved to *n. */
+#define WARN_EVERY_S 10
+
+static bool warn_due(unsigned long *pending, time_t *warned, unsigned long *n)
+{
+    time_t now = (time_t)mono_now();
+    if (*pending == 0 || (*warned != 0 && now - *warned < WARN_EVERY_S))
+        return false;
+    *n = *pending;
+    *pending = 0;
+    *warned = now;
+    return true;
+}
 /* Takes a large-view slot, waiting up to VIEW_WAIT_S for one; false when none came free
  * (the caller answers 503). */
 static bool views_acquire(kq_server_t *s)
@@ -1400,13 +1416,7 @@ static bool views_acquire(kq_server_t *s)
         s->views_busy++;
     } else {
         s->views_refused++;
-        time_t now = (time_t)mono_now();
-        if (now - s->views_warned >= 10) { /* one warning per 10 s */
-            warn = true;
-            refused = s->views_refused;
-            s->views_refused = 0;
-            s->views_warned = now;
-        }
+        warn = warn_due(&s->views_refused, &s->views_warned, &refused);
     }
     pthread_mutex_unlock(&s->views_mu);
     if (warn)
@@ -1889,14 +1899,7 @@ static void on_ssl_info(const SSL *ssl, int where, int ret)
     if (c != NULL && lim->max > 0 && c->n >= lim->max) {
         refuse = true;
         lim->refused++;
-        struct timespec now;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        if (now.tv_sec - lim->warned >= 10 || lim->warned == 0) {
-            warn = true;
-            refused = lim->refused;
-            lim->refused = 0;
-            lim->warned = now.tv_sec;
-        }
+        warn = warn_due(&lim->refused, &lim->warned, &refused);
     } else {
         if (c == NULL && (c = calloc(1, sizeof(*c))) != NULL) {
             c->lim = lim;
@@ -1977,13 +1980,7 @@ static bool conn_close_when_scarce(conn_t *cn, const char *role)
     scarce = lim->workers > 0 && lim->live > lim->workers - REAP_RESERVE(lim->workers);
     if (scarce) {
         lim->declined++;
-        time_t now = (time_t)mono_now();
-        if (now - lim->decline_warned >= 10 || lim->decline_warned == 0) {
-            warn = true;
-            n = lim->declined;
-            lim->declined = 0;
-            lim->decline_warned = now;
-        }
+        warn = warn_due(&lim->declined, &lim->decline_warned, &n);
     }
     pthread_mutex_unlock(&lim->mu);
     if (warn)
@@ -2012,12 +2009,7 @@ static void reap_port(conn_limit_t *lim, const char *role)
         lim->reaped++;
         shutdown(cn->fd, SHUT_RDWR);
     }
-    if (lim->reaped > 0 && ((time_t)now - lim->reap_warned >= 10 || lim->reap_warned == 0)) {
-        warn = true;
-        reaped = lim->reaped;
-        lim->reaped = 0;
-        lim->reap_warned = (time_t)now;
-    }
+    warn = warn_due(&lim->reaped, &lim->reap_warned, &reaped);
     pthread_mutex_unlock(&lim->mu);
     if (warn)
         kq_warn("event=idle_connections_closed port=%s closed=%lu workers=%d msg=\"workers were scarce: "
