@@ -149,13 +149,14 @@ static const flag_t serve_flags[] = {
                                                   "limit)", NULL},
     {NULL, 0, 0, NULL, "admission webhooks (/admission/...)", NULL},
     {"webhook-listen", 1, O_WEBHOOK_LISTEN, "HOST:PORT", "serve /admission/* (and the probes) here instead of\n"
-                                                        "on --listen, with its own workers, so load on\n"
-                                                        "the main port never delays the\n"
-                                                        "API server's webhook calls; TLS like --listen\n"
+                                                        "on --listen, with its own workers, so load on the\n"
+                                                        "main port never delays the API server's webhook\n"
+                                                        "calls; TLS like --listen\n"
                                                         "(loopback only with --insecure-plain-http)", NULL},
     {"webhook-threads", 1, O_WEBHOOK_THREADS, "N", "workers of --webhook-listen (default 32; connections\n"
-                                                   "beyond them wait, idle ones are closed when\n"
-                                                   "workers are scarce)", NULL},
+                                                   "beyond them wait; while workers are scarce, answers\n"
+                                                   "close their connections and connections that never\n"
+                                                   "finish a request are closed)", NULL},
     {"trusted-users", 1, O_TRUSTED_USERS, "LIST", "comma-separated users whose pods and workloads keep the\n"
                                                   "identity already on them ('prefix*' allowed; default\n"
                                                   "system:serviceaccount:kube-system:*,system:kube-controller-manager)",

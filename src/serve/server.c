@@ -1373,7 +1373,6 @@ static bool large_view(kq_endpoint_t ep)
 
 static double mono_now(void);
 
-
 /* Counted events (refusals, sheds) are logged at most once per WARN_EVERY_S: called with the
  * counter's lock held after counting one; true when a warning is due, with the count since
  * the last one moved to *n. */
@@ -1389,6 +1388,7 @@ static bool warn_due(unsigned long *pending, time_t *warned, unsigned long *n)
     *warned = now;
     return true;
 }
+
 /* Takes a large-view slot, waiting up to VIEW_WAIT_S for one; false when none came free
  * (the caller answers 503). */
 static bool views_acquire(kq_server_t *s)
@@ -2013,8 +2013,8 @@ static void reap_port(conn_limit_t *lim, const char *role)
     pthread_mutex_unlock(&lim->mu);
     if (warn)
         kq_warn("event=idle_connections_closed port=%s closed=%lu workers=%d msg=\"workers were scarce: "
-                "connections idle for %.1f s or more (%s) were closed\"", role, reaped, lim->workers, lim->idle_s,
-                lim->keep_answered ? "a request or its body not yet in" : "kept alive, or a request or its body not yet in");
+                "connections idle for %.1f s or more (%sa request or its body not yet in) were closed\"", role, reaped,
+                lim->workers, lim->idle_s, lim->keep_answered ? "" : "kept alive, or ");
 }
 
 static void *reaper_main(void *arg)
@@ -2230,7 +2230,7 @@ static void *on_init_thread(const struct mg_context *ctx, int thread_type)
         return NULL;
     if ((p->scheduler && p->s->sched_separate) || p->webhook)
         latency_slice();
-    else if (!p->scheduler && !p->webhook && p->s->wh_separate && p->s->sched_separate &&
+    else if (!p->scheduler && p->s->wh_separate && p->s->sched_separate &&
              setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), MAIN_PORT_NICE) != 0)
         kq_warn("event=nice_failed msg=\"a main-port worker keeps its priority\"");
     return NULL;
