@@ -3,7 +3,7 @@
 bench row (never a test): bin/kubequota against the API simulator, everything on loopback.
 
   python3 bench/webhook.py [--binary bin/kubequota] [--requests 200] [--seconds 20]
-                           [--layouts shared,own,own-attacked]
+                           [--rounds 1] [--layouts shared,own,own-attacked]
 
 It measures POST /admission/mutate (a pod CREATE AdmissionReview, as the API server sends
 it; client timeout 10 s, the chart's webhook timeout). --client reuse (the default) sends the
@@ -28,7 +28,16 @@ port's workers) is unchanged: it stays on the host. Layouts:
   own           the webhooks on --webhook-listen (the chart's layout); the load on the main port
   own-attacked  the same, with the load aimed at the webhook port itself (an in-cluster
                 client that reaches the webhook Service port)
+  own-elsewhere the same, with the load aimed at a second kubequota process's main port: what
+                the load costs the measured webhook through the host alone (CPU, kernel),
+                none of it through the measured process
+  own-host      own-elsewhere's load and own's load, phase after phase in the same rounds: the
+                p99 with the load on a bystander is the limit this host sets, and the ratio of
+                own's p99 to it is what the load costs through kubequota itself
 
+--rounds R alternates the two phases R times on the same kubequota (unloaded, loaded,
+unloaded, ...) and pools each condition's calls: on a shared host the other work drifts over
+minutes, and one unloaded phase followed by one loaded phase charges that drift to the load.
 Prints one row per layout and load: calls, timeouts, p50, p99, max and the p99 ratio loaded /
 unloaded. A call that times out counts as 10,000 ms.
 """
@@ -214,6 +223,7 @@ def short_slice():
 
 
 def measure(port, n, seconds, reuse):
+    """Latencies in seconds of up to n calls within seconds, and how many timed out."""
     lat, timeouts = [], 0
     deadline = time.monotonic() + seconds
     cl = Client(port, reuse)
@@ -228,12 +238,26 @@ def measure(port, n, seconds, reuse):
             timeouts += 1
             lat.append(TIMEOUT_S)
     cl.close()
-    lat.sort()
+    return lat, timeouts
+
+
+def summary(lat, timeouts):
+    lat = sorted(lat)
     q = lambda p: lat[min(len(lat) - 1, int(p * len(lat)))] * 1e3  # noqa: E731
     return {"n": len(lat), "timeouts": timeouts, "p50": q(0.50), "p99": q(0.99), "max": lat[-1] * 1e3}
 
 
+# where each layout's load goes, phase after phase: "main" the measured kubequota's main port,
+# "webhook" its webhook port, "bystander" the main port of a second kubequota process
+PHASES = {"shared": ("main",), "own": ("main",), "own-attacked": ("webhook",),
+          "own-elsewhere": ("bystander",), "own-host": ("bystander", "main")}
+
+
 def run_layout(args, layout):
+    """--rounds rounds of phases on one kubequota: unloaded, then the layout's loads one after
+    the other. The host's other work drifts over minutes, so alternating lets every condition
+    see the same drift; each condition's calls are pooled over the rounds. Returns
+    {condition: summary} and the per-round p99s."""
     sim = Sim(nodes=["node-1", "node-2", "node-3"])
     kq = Kubequota(sim, queues_config({"name": "default"}), extra_args=["--log-level", "warn"], name="bench")
     wport = kq.port
@@ -248,32 +272,66 @@ def run_layout(args, layout):
         # port serves only views and probes (and its workers run at nice 10)
         kq.extra_args += ["--webhook-listen", "127.0.0.1:%d" % wport, "--scheduler-listen", "127.0.0.1:%d" % sport]
     kq.start()
+    other = None
     try:
+        if "bystander" in PHASES[layout]:
+            # configured as the measured one (its own webhook and scheduler listeners, so its
+            # main port's workers run at nice 10 too): the same work for the load, elsewhere
+            other = Kubequota(sim, queues_config({"name": "default"}), extra_args=["--log-level", "warn"],
+                              name="bench-bystander")
+            used = {kq.port, wport, sport, other.port}
+            ports = []
+            while len(ports) < 2:
+                p = free_port()
+                if p not in used:
+                    used.add(p)
+                    ports.append(p)
+            other.extra_args += ["--webhook-listen", "127.0.0.1:%d" % ports[0],
+                                 "--scheduler-listen", "127.0.0.1:%d" % ports[1]]
+            other.start()
+        target = {"main": kq.port, "webhook": wport, "bystander": other.port if other else None}
         reuse = args.client == "reuse"
         measure(wport, 30, 30, reuse)  # warm-up
-        quiet = measure(wport, args.requests, args.seconds, reuse)
+        conds = ("none",) + PHASES[layout]
+        pooled = {k: ([], 0) for k in conds}
+        rounds = []
         mp = multiprocessing.get_context("spawn")
-        ready = mp.Event()
-        proc = mp.Process(target=load_main, daemon=True,
-                          args=(wport if layout == "own-attacked" else kq.port, args.per_source,
-                                args.seconds + 10, args.load_policy, args.load_nice, ready))
-        proc.start()
-        try:
-            if not ready.wait(120):
-                raise SystemExit("the load process did not start")
-            loaded = measure(wport, args.requests, args.seconds, reuse)
-        finally:
-            proc.terminate()
-            proc.join(15)
-        return quiet, loaded
+        for _ in range(args.rounds):
+            this = {}
+            for cond in conds:
+                if cond == "none":
+                    this[cond] = measure(wport, args.requests, args.seconds, reuse)
+                    continue
+                ready = mp.Event()
+                proc = mp.Process(target=load_main, daemon=True,
+                                  args=(target[cond], args.per_source, args.seconds + 10, args.load_policy,
+                                        args.load_nice, ready))
+                proc.start()
+                try:
+                    if not ready.wait(120):
+                        raise SystemExit("the load process did not start")
+                    this[cond] = measure(wport, args.requests, args.seconds, reuse)
+                finally:
+                    proc.terminate()
+                    proc.join(15)
+            for k, (lat, to) in this.items():
+                pooled[k] = (pooled[k][0] + lat, pooled[k][1] + to)
+            rounds.append({k: summary(*v)["p99"] for k, v in this.items()})
+        return {k: summary(*v) for k, v in pooled.items()}, rounds
     finally:
+        if other:
+            other.stop(30)
         kq.stop(30)
         sim.stop()
 
 
 NAMES = {"shared": "webhooks on the main port (64 workers)",
          "own": "--webhook-listen (32 workers), load on the main port",
-         "own-attacked": "--webhook-listen (32 workers), load on the webhook port"}
+         "own-attacked": "--webhook-listen (32 workers), load on the webhook port",
+         "own-elsewhere": "--webhook-listen (32 workers), load on another kubequota process",
+         "own-host": "--webhook-listen (32 workers)"}
+LOADS = {"none": "none", "main": "5 addresses on its main port", "webhook": "5 addresses on its webhook port",
+         "bystander": "5 addresses on a bystander process"}
 
 
 def main():
@@ -281,6 +339,8 @@ def main():
     ap.add_argument("--binary", default=os.path.join(os.path.dirname(HERE), "bin", "kubequota"))
     ap.add_argument("--requests", type=int, default=200)
     ap.add_argument("--seconds", type=float, default=20)
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="alternate unloaded and loaded phases this many times, pooling each condition's calls")
     ap.add_argument("--per-source", type=int, default=16,
                     help="keep-alive connections and slow bodies per address (each)")
     ap.add_argument("--layouts", default="shared,own,own-attacked")
@@ -296,15 +356,19 @@ def main():
     if args.client_slice == "short":
         short_slice()
     os.environ["KQ_BINARY"] = os.path.abspath(args.binary)
-    print("| layout | load | calls | timeouts | p50 ms | p99 ms | max ms | p99 loaded/unloaded |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| layout | load | calls | timeouts | p50 ms | p99 ms | max ms | p99 / unloaded | p99 / bystander |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for layout in args.layouts.split(","):
-        quiet, loaded = run_layout(args, layout)
-        for load, m in (("none", quiet), ("5 addresses", loaded)):
-            ratio = "%.2fx" % (loaded["p99"] / quiet["p99"]) if m is loaded else ""
-            print("| %s | %s | %d | %d | %.2f | %.2f | %.1f | %s |" % (NAMES[layout], load, m["n"], m["timeouts"],
-                                                                      m["p50"], m["p99"], m["max"], ratio),
-                  flush=True)
+        res, rounds = run_layout(args, layout)
+        for cond, m in res.items():
+            r_none = "%.2fx" % (m["p99"] / res["none"]["p99"]) if cond != "none" else ""
+            r_by = "%.2fx" % (m["p99"] / res["bystander"]["p99"]) if cond == "main" and "bystander" in res else ""
+            print("| %s | %s | %d | %d | %.2f | %.2f | %.1f | %s | %s |" % (
+                NAMES[layout], LOADS[cond], m["n"], m["timeouts"], m["p50"], m["p99"], m["max"], r_none, r_by),
+                flush=True)
+        if len(rounds) > 1:
+            print("#   per round, p99 ms (%s): %s" % (" / ".join(rounds[0]), ", ".join(
+                " / ".join("%.2f" % v for v in r.values()) for r in rounds)), flush=True)
 
 
 if __name__ == "__main__":
