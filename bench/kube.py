@@ -41,7 +41,10 @@ RSS when ready: the LIST at start.
 
 The same client settings in every row: kube-scheduler clientConnection qps/burst --sched-qps
 (default 5000/5000, not the 50/100 default, which caps binding at 50 pods/s); kubequota has no
-client rate limit. kwok's node heartbeat stage is the cluster's (20 s + up to 25 s jitter).
+client rate limit. kwok heartbeats each Node through a Lease of --node-lease seconds (40, a
+kubelet's), renewed every quarter of it. Before each row the idle control plane's CPU is
+measured (--idle-seconds), and each row reports the host's busy cores and CPU per bound pod
+while it schedules: at 5,000 nodes the Lease renewals alone keep both cores of this host busy.
 """
 
 import argparse
@@ -307,7 +310,7 @@ def expected_bound(row, n):
 class Bench:
     def __init__(self, a, nodes):
         self.a, self.nodes = a, nodes
-        self.c = clus.Cluster(nodes=0, keep=a.keep)
+        self.c = clus.Cluster(nodes=0, keep=a.keep, node_lease_s=a.node_lease)
         self.results = []
 
     def log(self, msg):
@@ -336,6 +339,23 @@ class Bench:
         clus.wait_until(ready, self.a.node_wait or max(600, self.nodes * 0.3), 10,
                         "%d nodes Ready and untainted" % self.nodes)
         self.log("%d nodes ready" % self.nodes)
+        self.idle_cores = 0.0
+
+    def measure_idle(self, seconds):
+        """The control plane's own load with no pod being created or scheduled (node
+        heartbeats through Leases, controllers): cores busy on the host, and per process.
+        Every row shares the host with it; at 5,000 nodes it is a large part of two cores."""
+        if seconds <= 0:
+            return 0.0
+        pids = {k: p.pid for k, p in self.c.procs.items()}
+        cpu0, h0, t0 = {k: cpu_ticks(p) for k, p in pids.items()}, host_ticks(), time.monotonic()
+        time.sleep(seconds)
+        cpu1, h1, dt = {k: cpu_ticks(p) for k, p in pids.items()}, host_ticks(), time.monotonic() - t0
+        busy = (h1[0] - h0[0]) / CLK / dt
+        self.log("idle control plane, %d nodes, %.0f s: host busy %.2f of %d cores (%s)" % (
+            self.nodes, dt, busy, os.cpu_count(),
+            ", ".join("%s %.2f" % (k, (cpu1[k] - cpu0[k]) / CLK / dt) for k in sorted(pids))))
+        return busy
 
     # scheduler-side variant words (run_row): the extender's entries as the row uses them
     SCHED_WORDS = ("nobind", "nofilter", "split")
@@ -436,7 +456,11 @@ class Bench:
             st, data = conn.req("POST", path, body)
             if st != 201:
                 raise AssertionError("pod %d: %d %s" % (i, st, data[:300]))
+        # before each row: the host drifts between rows (run K: the last row 1 of a 5,000-node
+        # run at 0.69x of the first), and this says how much of it is the control plane's own
+        self.idle_cores = self.measure_idle(a.idle_seconds)
         self.log("row %d (%s): creating %d pods" % (row, ROWS[row], n))
+        host0, t_host0 = host_ticks(), time.monotonic()
         t0 = parallel(c, a.threads, bodies, mk, a.rate)
         t_created = time.monotonic()
         if a.backlog:
@@ -456,7 +480,7 @@ class Bench:
                 pprof_start(sched.secure_port, a.trace_seconds, "%s-%d-%s-%d.trace" % (
                     a.trace, self.nodes, tag, len(self.results)), "trace")
             cpu0["kube-scheduler"] = 0
-            t_sched = time.monotonic()
+            host0, t_host0 = host_ticks(), time.monotonic()
         self.log("row %d: created in %.1fs (%.0f/s); %d bound" % (row, t_created - t0, n / (t_created - t0),
                                                                   w.count()))
         last, last_t = -1, time.monotonic()
@@ -469,6 +493,7 @@ class Bench:
                 self.log("row %d: stalled at %d of %d bound" % (row, k, want))
                 break
         cpu1 = {k: cpu_ticks(p) for k, p in pids.items()}
+        host1, t_host1 = host_ticks(), time.monotonic()
         for perf in perfs:
             perf.send_signal(2)
             perf.wait()
@@ -491,8 +516,20 @@ class Bench:
                "p50": pct(lat, 50), "p99": pct(lat, 99),
                "rss_mb": {k: v / 1024.0 for k, v in peak.items()},
                "cpu_s": {k: (cpu1[k] - cpu0[k]) / CLK for k in pids}}
+        # the whole host's CPU while pods were being scheduled (from the scheduler's start with
+        # --backlog, else from the first create), per bound pod, with and without the idle
+        # control plane's share: the row's throughput is about (cores - idle) / that
+        busy = (host1[0] - host0[0]) / CLK
+        dur = t_host1 - t_host0
+        if w.bound:
+            res["host"] = {"busy_cores": busy / dur, "cpu_ms_per_pod": busy * 1e3 / len(w.bound),
+                           "work_ms_per_pod": max(0.0, busy - self.idle_cores * dur) * 1e3 / len(w.bound)}
         self.results.append(res)
         self.log("row %d: %s" % (row, fmt_row(res, self.base())))
+        if "host" in res:
+            self.log("row %d: host busy %.2f cores while scheduling; %.2f cpu-ms per bound pod, %.2f beyond the "
+                     "idle control plane's %.2f cores" % (row, res["host"]["busy_cores"], res["host"]["cpu_ms_per_pod"],
+                                                         res["host"]["work_ms_per_pod"], self.idle_cores))
         if kq:
             # kubequota's own view of the row: per-route latency histograms and counters
             m = c.kubequota_client().get("/metrics")
@@ -692,6 +729,14 @@ def cpu_ticks(pid):
         return 0
 
 
+def host_ticks():
+    """(busy, total) clock ticks of the whole host since boot, from /proc/stat."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    idle = v[3] + v[4]  # idle, iowait
+    return sum(v[:8]) - idle, sum(v[:8])
+
+
 def pct(v, p):
     if not v:
         return 0.0
@@ -722,6 +767,11 @@ def main():
     ap.add_argument("--rows", default="1,2,3,4,5")
     ap.add_argument("--threads", type=int, default=16)
     ap.add_argument("--sched-qps", type=int, default=5000)
+    ap.add_argument("--node-lease", type=int, default=40,
+                    help="seconds of each kwok Node's Lease, renewed every quarter of it (40: a kubelet's; at "
+                         "5,000 nodes the renewals alone keep this 2-core host busy)")
+    ap.add_argument("--idle-seconds", type=float, default=20,
+                    help="before each row, measure the idle control plane's CPU this long (0: skip)")
     ap.add_argument("--stall", type=float, default=30.0, help="seconds without a new binding that end a row")
     ap.add_argument("--mem-pods", type=int, default=0)
     ap.add_argument("--mem-procs", type=int, default=3, help="creator processes of the memory row")

@@ -241,8 +241,11 @@ class Cluster:
     start_scheduler() add the two components the chart deploys."""
 
     def __init__(self, workdir=None, nodes=3, node_cpu="64", node_memory="256Gi",
-                 chart_values=None, keep=False):
+                 chart_values=None, keep=False, node_lease_s=40):
         self.keep = keep
+        # kwok renews each Node's Lease every quarter of this, as a kubelet does (40 s, its
+        # default: 5,000 Nodes renew 500 times a second)
+        self.node_lease_s = node_lease_s
         self.work = workdir or tempfile.mkdtemp(prefix="kq-cluster-")
         os.makedirs(self.work, exist_ok=True)
         self.bin = bin_dir()
@@ -409,7 +412,10 @@ class Cluster:
             # the node lifecycle controller removes the not-ready taint of every new Node with
             # one PATCH each; at the default 20 requests/s, 5,000 kwok Nodes take 4 minutes
             "--kube-api-qps=500", "--kube-api-burst=500",
-            "--cluster-cidr", "10.244.0.0/16", "--allocate-node-cidrs=false", "--v=1"])
+            "--cluster-cidr", "10.244.0.0/16", "--allocate-node-cidrs=false", "--v=1"]
+            # a Node is NotReady once its Lease is older than this (default 50 s): with a
+            # longer lease than a kubelet's (bench/kube.py --node-lease), the grace grows with it
+            + (["--node-monitor-grace-period=%ds" % (self.node_lease_s * 3 // 2)] if self.node_lease_s > 40 else []))
 
     def restart_apiserver(self):
         """Stops kube-apiserver and starts it again on the same port and etcd: every watch
@@ -579,7 +585,7 @@ class Cluster:
         self._spawn("kwok", [
             os.path.join(self.bin, "kwok"), "--kubeconfig", self.kubeconfig_for("kwok"),
             "--config", ",".join(os.path.join(stages, f) for f in self.KWOK_STAGES),
-            "--node-lease-duration-seconds=40",
+            "--node-lease-duration-seconds=%d" % self.node_lease_s,
             "--manage-all-nodes=false",
             "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
             "--cidr=10.244.0.0/16", "--node-ip=10.244.0.1",
