@@ -2,7 +2,7 @@
 
 For a value set with Helm-generated certificates, the test takes from `helm template`:
 the kubequota container's args, the Secret's tls.crt/tls.key/ca.crt (real PEMs made by
-genCA/genSignedCert at template time), the queues.yaml ConfigMap, and the scheduler's
+genCAWithKey/genSignedCertWithKey at template time), the queues.yaml ConfigMap, and the scheduler's
 extender configuration (urlPrefix, verbs, tlsConfig.serverName, client certificate). It
 lays the files out as the pod's volumes would, swaps only the mount paths for a temp dir,
 the listen address for a free loopback port, and adds --kubeconfig for the local API

@@ -448,6 +448,12 @@ class RenderChecks:
             s = self.r.one("Secret", self.tls_secret())
             self.assertEqual(s["type"], "kubernetes.io/tls")
             self.assertIn("PRIVATE KEY", b64(s["data"]["tls.key"]))
+            # ECDSA P-256 like cert-manager's and gen-certs.sh's, not genCA's RSA-2048 (an RSA
+            # signature in every handshake, and kube-scheduler reconnects for most binds)
+            for pem, cmd in ((b64(s["data"]["tls.key"]), "pkey"), (b64(s["data"]["ca.crt"]), "x509")):
+                out = subprocess.run(["openssl", cmd, "-noout", "-text"], input=pem, capture_output=True,
+                                     text=True, check=True).stdout
+                self.assertIn("NIST CURVE: P-256", out, "%s: not an ECDSA P-256 key" % cmd)
             ca = cert_info(b64(s["data"]["ca.crt"]))
             leaf = cert_info(b64(s["data"]["tls.crt"]))
             self.assertEqual(leaf["issuer"], ca["subject"], "the serving certificate is signed by the CA")
