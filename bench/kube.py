@@ -42,7 +42,9 @@ RSS when ready: the LIST at start.
 The same client settings in every row: kube-scheduler clientConnection qps/burst --sched-qps
 (default 5000/5000, not the 50/100 default, which caps binding at 50 pods/s); kubequota has no
 client rate limit. kwok heartbeats each Node through a Lease of --node-lease seconds (40, a
-kubelet's), renewed every quarter of it. Before each row the idle control plane's CPU is
+kubelet's), renewed every quarter of it. Before each row after the first, the bench waits (up
+to --settle s) until the host is as idle as before the first row: kwok and the API server work
+off a row's deleted pods for minutes after the last DELETE. Then the idle control plane's CPU is
 measured (--idle-seconds), and each row reports the host's busy cores and CPU per bound pod
 while it schedules: at 5,000 nodes the Lease renewals alone keep both cores of this host busy.
 """
@@ -341,6 +343,28 @@ class Bench:
         self.log("%d nodes ready" % self.nodes)
         self.idle_cores = 0.0
 
+    def settle(self, seconds, max_wait):
+        """measure_idle, first waiting (10-s windows, at most max_wait s) until the host is no
+        busier than the run's first idle measurement allows: 1.25x it plus 0.1 core."""
+        if seconds <= 0:
+            return 0.0
+        if getattr(self, "idle_first", None) is not None and max_wait > 0:
+            limit = self.idle_first * 1.25 + 0.1
+            t_end = time.monotonic() + max_wait
+            while time.monotonic() < t_end:
+                h0, t0 = host_ticks(), time.monotonic()
+                time.sleep(10)
+                busy = (host_ticks()[0] - h0[0]) / CLK / (time.monotonic() - t0)
+                if busy <= limit:
+                    break
+                self.log("settling: host busy %.2f cores, waiting for %.2f" % (busy, limit))
+            else:
+                self.log("not settled after %.0f s; the row starts on a busier host" % max_wait)
+        busy = self.measure_idle(seconds)
+        if getattr(self, "idle_first", None) is None:
+            self.idle_first = busy
+        return busy
+
     def measure_idle(self, seconds):
         """The control plane's own load with no pod being created or scheduled (node
         heartbeats through Leases, controllers): cores busy on the host, and per process.
@@ -457,8 +481,11 @@ class Bench:
             if st != 201:
                 raise AssertionError("pod %d: %d %s" % (i, st, data[:300]))
         # before each row: the host drifts between rows (run K: the last row 1 of a 5,000-node
-        # run at 0.69x of the first), and this says how much of it is the control plane's own
-        self.idle_cores = self.measure_idle(a.idle_seconds)
+        # run at 0.69x of the first). After a row's pods are deleted, kwok and the API server
+        # keep working off the deletions for minutes (run N: 1.8 busy cores at 500 nodes, where
+        # the first row started at 0.3), so wait until the idle load is back near the run's
+        # first measurement (--settle seconds at most), then record it
+        self.idle_cores = self.settle(a.idle_seconds, a.settle)
         self.log("row %d (%s): creating %d pods" % (row, ROWS[row], n))
         host0, t_host0 = host_ticks(), time.monotonic()
         t0 = parallel(c, a.threads, bodies, mk, a.rate)
@@ -770,6 +797,9 @@ def main():
     ap.add_argument("--node-lease", type=int, default=40,
                     help="seconds of each kwok Node's Lease, renewed every quarter of it (40: a kubelet's; at "
                          "5,000 nodes the renewals alone keep this 2-core host busy)")
+    ap.add_argument("--settle", type=float, default=300,
+                    help="before each row after the first, wait up to this long for the host to be as idle as "
+                         "before the first row (0: do not wait)")
     ap.add_argument("--idle-seconds", type=float, default=20,
                     help="before each row, measure the idle control plane's CPU this long (0: skip)")
     ap.add_argument("--stall", type=float, default=30.0, help="seconds without a new binding that end a row")
