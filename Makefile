@@ -16,6 +16,7 @@
 #   make test-kube  the real-cluster tier: kube-apiserver, kube-scheduler, etcd, kwok + kubequota
 #   make run-kube   make run's demo on the local real control plane instead of the simulator
 #   make bench      benchmarks (never part of test)
+#   make bench-kube scheduling throughput on the real control plane, with and without kubequota
 #   make clean
 #
 # SANITIZER=address|thread selects an instrumented build in its own build folder.
@@ -117,7 +118,7 @@ ifneq ($(SANITIZER),)
   BIN := $(BUILD)/kubequota
 endif
 
-.PHONY: all deps install test unit e2e chart-test kube test-kube run-kube manifests image image-smoke soak soak-short run asan tsan e2e-asan e2e-tsan bench clean
+.PHONY: all deps install test unit e2e chart-test kube test-kube run-kube manifests image image-smoke soak soak-short run asan tsan e2e-asan e2e-tsan bench bench-kube clean
 .DEFAULT_GOAL := all
 
 all: $(BIN)
@@ -268,6 +269,14 @@ run: $(BIN) | $(TEST_DEPS_OK)
 
 bench: $(BIN)
 	$(MAKE) -C bench
+
+# End-to-end scheduling throughput on the real control plane (issue 26): kube-scheduler alone
+# against kube-scheduler with kubequota, same run. Long (tens of minutes); never in test or CI.
+# BENCH_KUBE_ARGS chooses sizes and rows (bench/kube.py --help), e.g. "--nodes 5000 --pods 30000".
+BENCH_KUBE_ARGS ?= --nodes 500,5000 --pods 10000 --backlog --mem-pods 150000
+bench-kube: $(BIN) kube | $(TEST_DEPS_OK)
+	bash scripts/helm.sh >/dev/null
+	KQ_BINARY=$(CURDIR)/$(BIN) $(PYTHON) bench/kube.py $(BENCH_KUBE_ARGS)
 
 clean:
 	rm -rf build/release build/asan build/tsan bin
