@@ -314,6 +314,8 @@ class Bench:
         self.a, self.nodes = a, nodes
         self.c = clus.Cluster(nodes=0, keep=a.keep, node_lease_s=a.node_lease)
         self.results = []
+        self.idle_first = None  # the host's busy cores before the first row (settle)
+        self.idle_cores = 0.0   # ... and before the current row
 
     def log(self, msg):
         print("[%6.1fs] %s" % (time.monotonic() - T0, msg), flush=True)
@@ -341,27 +343,24 @@ class Bench:
         clus.wait_until(ready, self.a.node_wait or max(600, self.nodes * 0.3), 10,
                         "%d nodes Ready and untainted" % self.nodes)
         self.log("%d nodes ready" % self.nodes)
-        self.idle_cores = 0.0
 
     def settle(self, seconds, max_wait):
         """measure_idle, first waiting (10-s windows, at most max_wait s) until the host is no
         busier than the run's first idle measurement allows: 1.25x it plus 0.1 core."""
         if seconds <= 0:
             return 0.0
-        if getattr(self, "idle_first", None) is not None and max_wait > 0:
+        if self.idle_first is not None and max_wait > 0:
             limit = self.idle_first * 1.25 + 0.1
             t_end = time.monotonic() + max_wait
             while time.monotonic() < t_end:
-                h0, t0 = host_ticks(), time.monotonic()
-                time.sleep(10)
-                busy = (host_ticks()[0] - h0[0]) / CLK / (time.monotonic() - t0)
+                busy = host_busy_cores(10)
                 if busy <= limit:
                     break
                 self.log("settling: host busy %.2f cores, waiting for %.2f" % (busy, limit))
             else:
                 self.log("not settled after %.0f s; the row starts on a busier host" % max_wait)
         busy = self.measure_idle(seconds)
-        if getattr(self, "idle_first", None) is None:
+        if self.idle_first is None:
             self.idle_first = busy
         return busy
 
@@ -372,10 +371,9 @@ class Bench:
         if seconds <= 0:
             return 0.0
         pids = {k: p.pid for k, p in self.c.procs.items()}
-        cpu0, h0, t0 = {k: cpu_ticks(p) for k, p in pids.items()}, host_ticks(), time.monotonic()
-        time.sleep(seconds)
-        cpu1, h1, dt = {k: cpu_ticks(p) for k, p in pids.items()}, host_ticks(), time.monotonic() - t0
-        busy = (h1[0] - h0[0]) / CLK / dt
+        cpu0, t0 = {k: cpu_ticks(p) for k, p in pids.items()}, time.monotonic()
+        busy = host_busy_cores(seconds)
+        cpu1, dt = {k: cpu_ticks(p) for k, p in pids.items()}, time.monotonic() - t0
         self.log("idle control plane, %d nodes, %.0f s: host busy %.2f of %d cores (%s)" % (
             self.nodes, dt, busy, os.cpu_count(),
             ", ".join("%s %.2f" % (k, (cpu1[k] - cpu0[k]) / CLK / dt) for k in sorted(pids))))
@@ -546,7 +544,7 @@ class Bench:
         # the whole host's CPU while pods were being scheduled (from the scheduler's start with
         # --backlog, else from the first create), per bound pod, with and without the idle
         # control plane's share: the row's throughput is about (cores - idle) / that
-        busy = (host1[0] - host0[0]) / CLK
+        busy = (host1 - host0) / CLK
         dur = t_host1 - t_host0
         if w.bound:
             res["host"] = {"busy_cores": busy / dur, "cpu_ms_per_pod": busy * 1e3 / len(w.bound),
@@ -757,11 +755,17 @@ def cpu_ticks(pid):
 
 
 def host_ticks():
-    """(busy, total) clock ticks of the whole host since boot, from /proc/stat."""
+    """Busy clock ticks of the whole host since boot (all CPUs), from /proc/stat."""
     with open("/proc/stat") as f:
-        v = [int(x) for x in f.readline().split()[1:]]
-    idle = v[3] + v[4]  # idle, iowait
-    return sum(v[:8]) - idle, sum(v[:8])
+        v = [int(x) for x in f.readline().split()[1:9]]
+    return sum(v) - v[3] - v[4]  # all but idle and iowait
+
+
+def host_busy_cores(seconds):
+    """How many of the host's cores were busy, on average, over the next `seconds`."""
+    h0, t0 = host_ticks(), time.monotonic()
+    time.sleep(seconds)
+    return (host_ticks() - h0) / CLK / (time.monotonic() - t0)
 
 
 def pct(v, p):
