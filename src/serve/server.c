@@ -19,7 +19,7 @@
  *                     REST views (rest.c): ugm JSON views (ugm locks), config parse of the
  *                       request body (no lock);
  *                     /metrics: atomics, ledger size (ledger lock), ugm views (ugm locks);
- *                     /readyz: app->ready (atomic).
+ *                     /readyz: s->all_listening, app->ready (atomics).
  *                     The response is written (mg_write) after the handler returned, so no
  *                     lock is ever held across network I/O.
  *                     usage/users, usage/groups and applications (HTTP/1.1) are written in
@@ -232,6 +232,10 @@ struct kq_server {
     port_t wh_port;               /* user data of the webhook context */
     conn_limit_t wh_limit;        /* the webhook port's own per-client connection limit */
     bool wh_limit_init;
+    /* Set once every listener of kq_server_start is up: /readyz answers 503 before, since
+     * the pod list may be in (app->ready) while the scheduler's or the webhooks' own
+     * listener is still starting, and a caller told "ready" would be refused there. */
+    atomic_bool all_listening;
     /* The reaper thread (reaper_main): closes idle connections of the limited ports when
      * their workers are scarce. reap_mu guards reap_stop; the ports' lists are guarded by
      * their own conn_limit_t.mu (never both at once). */
@@ -573,7 +577,9 @@ static void h_healthz(const req_t *q, resp_t *r)
 
 static void h_readyz(const req_t *q, resp_t *r)
 {
-    if (atomic_load(&q->s->app->ready))
+    if (!atomic_load(&q->s->all_listening))
+        resp_static(r, 503, CT_TEXT, "not ready: the listeners are still starting");
+    else if (atomic_load(&q->s->app->ready))
         resp_static(r, 200, CT_TEXT, "ok");
     else
         resp_static(r, 503, CT_TEXT, "not ready: the first pod list has not been loaded yet");
@@ -2320,6 +2326,7 @@ kq_server_t *kq_server_start(const kq_server_opts_t *o, kq_app_t *app, char *err
         kq_errf(err, errlen, "out of memory");
         goto fail;
     }
+    atomic_init(&s->all_listening, false);
     bool oom = false;
     pthread_mutex_init(&s->tls_mu, NULL);
     s->tls_mu_init = true;
@@ -2393,6 +2400,7 @@ kq_server_t *kq_server_start(const kq_server_opts_t *o, kq_app_t *app, char *err
             kq_warn("event=reaper_not_started msg=\"idle connections will not be closed early when workers "
                     "are scarce\"");
     }
+    atomic_store(&s->all_listening, true);
     return s;
 fail:
     server_free(s);
