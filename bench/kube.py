@@ -312,7 +312,8 @@ def expected_bound(row, n):
 class Bench:
     def __init__(self, a, nodes):
         self.a, self.nodes = a, nodes
-        self.c = clus.Cluster(nodes=0, keep=a.keep, node_lease_s=a.node_lease)
+        self.c = clus.Cluster(nodes=0, keep=a.keep, node_lease_s=a.node_lease,
+                                apiserver_profiling=bool(a.pprof_apiserver))
         self.results = []
         self.idle_first = None  # the host's busy cores before the first row (settle)
         self.idle_cores = 0.0   # ... and before the current row
@@ -462,6 +463,9 @@ class Bench:
         if sched and a.pprof:
             pprof_start(sched.secure_port, a.pprof_seconds, "%s-%d-%s-%d.pprof" % (a.pprof, self.nodes, tag,
                                                                                   len(self.results)))
+        if sched and a.pprof_apiserver:
+            pprof_start(c.port, a.pprof_seconds, "%s-%d-%s-%d-apiserver.pprof" % (
+                a.pprof_apiserver, self.nodes, tag, len(self.results)))
         if sched and a.trace:
             pprof_start(sched.secure_port, a.trace_seconds, "%s-%d-%s-%d.trace" % (a.trace, self.nodes, tag,
                                                                                   len(self.results)), "trace")
@@ -501,6 +505,9 @@ class Bench:
             if a.pprof:
                 pprof_start(sched.secure_port, a.pprof_seconds, "%s-%d-%s-%d.pprof" % (a.pprof, self.nodes, tag,
                                                                                       len(self.results)))
+            if a.pprof_apiserver:
+                pprof_start(c.port, a.pprof_seconds, "%s-%d-%s-%d-apiserver.pprof" % (
+                    a.pprof_apiserver, self.nodes, tag, len(self.results)))
             if a.trace:
                 pprof_start(sched.secure_port, a.trace_seconds, "%s-%d-%s-%d.trace" % (
                     a.trace, self.nodes, tag, len(self.results)), "trace")
@@ -652,8 +659,8 @@ class Bench:
 
 
 def pprof_start(port, seconds, out, kind="profile"):
-    """kube-scheduler's own CPU profile (Go's pprof, with symbols: the binary is stripped, so
-    perf cannot name its functions) for `seconds`, written to `out` by a thread; summarize with
+    """kube-scheduler's (or kube-apiserver's) own CPU profile (Go's pprof, with symbols: the
+    binaries are stripped, so perf cannot name their functions) for `seconds`, written to `out` by a thread; summarize with
     `go tool pprof -top out`. kind "trace": its execution trace, whose network-blocking profile
     (`go tool trace -pprof=net out`) is the wall time the scheduling cycle waits for the
     extender's answers."""
@@ -819,6 +826,9 @@ def main():
     ap.add_argument("--perf", help="perf record kubequota during each row into PREFIX-NODES-rROW.data")
     ap.add_argument("--pprof", help="kube-scheduler's CPU profile (Go pprof) of each row into "
                     "PREFIX-NODES-rROW[-variant]-N.pprof (go tool pprof -top FILE)")
+    ap.add_argument("--pprof-apiserver", help="kube-apiserver's CPU profile of each row into "
+                    "PREFIX-NODES-rROW[-variant]-N-apiserver.pprof (the bench's API server then runs "
+                    "with --profiling=true): where the API server's extra CPU per pod goes")
     ap.add_argument("--pprof-seconds", type=int, default=20)
     ap.add_argument("--trace", help="kube-scheduler's execution trace of each row into "
                     "PREFIX-NODES-rROW[-variant]-N.trace (go tool trace -pprof=net FILE: where it waits)")

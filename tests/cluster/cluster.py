@@ -241,11 +241,13 @@ class Cluster:
     start_scheduler() add the two components the chart deploys."""
 
     def __init__(self, workdir=None, nodes=3, node_cpu="64", node_memory="256Gi",
-                 chart_values=None, keep=False, node_lease_s=40):
+                 chart_values=None, keep=False, node_lease_s=40, apiserver_profiling=False):
         self.keep = keep
         # kwok renews each Node's Lease every quarter of this, as a kubelet does (40 s, its
         # default: 5,000 Nodes renew 500 times a second)
         self.node_lease_s = node_lease_s
+        # /debug/pprof on kube-apiserver (bench/kube.py --pprof-apiserver); off as on kubeadm's
+        self.apiserver_profiling = apiserver_profiling
         self.work = workdir or tempfile.mkdtemp(prefix="kq-cluster-")
         os.makedirs(self.work, exist_ok=True)
         self.bin = bin_dir()
@@ -391,7 +393,7 @@ class Cluster:
             "--service-cluster-ip-range", "10.96.0.0/24",
             # no kubernetes Service endpoints: its reconciler refuses a loopback address
             "--endpoint-reconciler-type", "none",
-            "--profiling=false", "--v=0"])
+            "--profiling=%s" % ("true" if self.apiserver_profiling else "false"), "--v=0"])
         api = self.api()
 
         def ready():
