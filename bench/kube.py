@@ -417,6 +417,21 @@ class Bench:
         time.sleep(5)   # informers synced (no Lease to wait for)
         return sched
 
+    def profile_scheduling(self, sched, row, tag, perfs):
+        """The profiles asked for, from the moment kube-scheduler schedules the row: perf of
+        kube-scheduler (appended to perfs), its pprof and execution trace, the API server's pprof."""
+        a, k = self.a, len(self.results)
+        if a.perf:
+            perfs.append(perf_start(sched.pid, "%s-%d-r%d-sched.data" % (a.perf, self.nodes, row)))
+        if a.pprof:
+            pprof_start(sched.secure_port, a.pprof_seconds, "%s-%d-%s-%d.pprof" % (a.pprof, self.nodes, tag, k))
+        if a.pprof_apiserver:
+            pprof_start(self.c.port, a.pprof_seconds, "%s-%d-%s-%d-apiserver.pprof" % (
+                a.pprof_apiserver, self.nodes, tag, k))
+        if a.trace:
+            pprof_start(sched.secure_port, a.trace_seconds, "%s-%d-%s-%d.trace" % (a.trace, self.nodes, tag, k),
+                        "trace")
+
     def run_row(self, row, variant=()):
         c, a = self.c, self.a
         ns = "bench-%d-r%d-%d" % (self.nodes, row, len(self.results))
@@ -457,18 +472,9 @@ class Bench:
         perfs = []
         if kq and a.perf:
             perfs.append(perf_start(kq.pid, "%s-%d-r%d.data" % (a.perf, self.nodes, row)))
-        if sched and a.perf:
-            perfs.append(perf_start(sched.pid, "%s-%d-r%d-sched.data" % (a.perf, self.nodes, row)))
         tag = "r%d%s" % (row, "".join("-" + v.replace("/", "_").replace("=", "") for v in variant))
-        if sched and a.pprof:
-            pprof_start(sched.secure_port, a.pprof_seconds, "%s-%d-%s-%d.pprof" % (a.pprof, self.nodes, tag,
-                                                                                  len(self.results)))
-        if sched and a.pprof_apiserver:
-            pprof_start(c.port, a.pprof_seconds, "%s-%d-%s-%d-apiserver.pprof" % (
-                a.pprof_apiserver, self.nodes, tag, len(self.results)))
-        if sched and a.trace:
-            pprof_start(sched.secure_port, a.trace_seconds, "%s-%d-%s-%d.trace" % (a.trace, self.nodes, tag,
-                                                                                  len(self.results)), "trace")
+        if sched:
+            self.profile_scheduling(sched, row, tag, perfs)
         bodies = row_pods(row, pod_template(c), n)
         want = expected_bound(row, n)
         w = BoundWatch(c, ns)
@@ -500,17 +506,7 @@ class Bench:
                                             c.api().get(path, timeout=120)["items"]), 600, 1, "gates released")
             sched = self.start_sched(row, variant)
             pids["kube-scheduler"] = sched.pid
-            if a.perf:
-                perfs.append(perf_start(sched.pid, "%s-%d-r%d-sched.data" % (a.perf, self.nodes, row)))
-            if a.pprof:
-                pprof_start(sched.secure_port, a.pprof_seconds, "%s-%d-%s-%d.pprof" % (a.pprof, self.nodes, tag,
-                                                                                      len(self.results)))
-            if a.pprof_apiserver:
-                pprof_start(c.port, a.pprof_seconds, "%s-%d-%s-%d-apiserver.pprof" % (
-                    a.pprof_apiserver, self.nodes, tag, len(self.results)))
-            if a.trace:
-                pprof_start(sched.secure_port, a.trace_seconds, "%s-%d-%s-%d.trace" % (
-                    a.trace, self.nodes, tag, len(self.results)), "trace")
+            self.profile_scheduling(sched, row, tag, perfs)
             cpu0["kube-scheduler"] = 0
             host0, t_host0 = host_ticks(), time.monotonic()
         self.log("row %d: created in %.1fs (%.0f/s); %d bound" % (row, t_created - t0, n / (t_created - t0),
@@ -660,8 +656,8 @@ class Bench:
 
 def pprof_start(port, seconds, out, kind="profile"):
     """kube-scheduler's (or kube-apiserver's) own CPU profile (Go's pprof, with symbols: the
-    binaries are stripped, so perf cannot name their functions) for `seconds`, written to `out` by a thread; summarize with
-    `go tool pprof -top out`. kind "trace": its execution trace, whose network-blocking profile
+    binaries are stripped, so perf cannot name their functions) for `seconds`, written to `out`
+    by a thread; summarize with `go tool pprof -top out`. kind "trace": its execution trace, whose network-blocking profile
     (`go tool trace -pprof=net out`) is the wall time the scheduling cycle waits for the
     extender's answers."""
     def run():
