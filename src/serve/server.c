@@ -1480,6 +1480,7 @@ static int on_request(struct mg_connection *conn)
     bool elsewhere = false;    /* a scheduler verb, served on the scheduler listener */
     bool large = false;        /* a large view: holds a slot (views_acquire) until freed */
     bool wh_elsewhere = false; /* a webhook, served on the webhook listener */
+    double t_read = 0, t_handled = 0; /* since t0: headers and body read, handler done */
 
     for (size_t i = 0; i < N_ROUTES; i++) {
         int n;
@@ -1616,6 +1617,7 @@ static int on_request(struct mg_connection *conn)
         }
     }
     conn_mark(counted, true, false);
+    t_read = elapsed(&t0);
     if (large_view(rt->ep)) {
         if (!views_acquire(s)) {
             snprintf(msg, sizeof(msg), "too many large views are being answered at once (--max-concurrent-views=%d); "
@@ -1627,6 +1629,7 @@ static int on_request(struct mg_connection *conn)
         large = true;
     }
     rt->fn(&q, &r);
+    t_handled = elapsed(&t0);
 
 send:
     if (ws && r.ctype != NULL && strcmp(r.ctype, CT_JSON) == 0)
@@ -1653,9 +1656,10 @@ send:
     double secs = elapsed(&t0);
     if (rt != NULL)
         kq_metrics_latency(s->app->metrics, rt->ep, secs);
-    kq_debug("event=http_request method=%s path=\"%s\" status=%d bytes=%zu close=%s ms=%.3f",
+    kq_debug("event=http_request method=%s path=\"%s\" status=%d bytes=%zu close=%s ms=%.3f read_ms=%.3f "
+             "handle_ms=%.3f",
              printable(method, qpath, 32), printable(path, qpath + 64, 192), r.status, r.len, close ? "yes" : "no",
-             secs * 1e3);
+             secs * 1e3, t_read * 1e3, t_handled > 0 ? (t_handled - t_read) * 1e3 : 0.0);
     int status = r.status;
     free(r.body);
     if (large)
