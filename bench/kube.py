@@ -11,7 +11,9 @@ N:bin=PATH for another kubequota binary (before/after a change in the same run),
 for the extender without its bindVerb (kube-scheduler binds; kubequota filters and counts from
 its watch), N:split for the extender as two entries (filter and preempt; bind) or
 N:nofilter for the extender without its filterVerb (with the gate, row 4: the release and
-bind decide; 4:nofilter+nobind: the gate's release alone decides and kube-scheduler binds), or 1:kq for kube-scheduler alone with kubequota running beside it (watching
+bind decide; 4:nofilter+nobind: the gate's release alone decides and kube-scheduler binds),
+N:nobatch for kube-scheduler with its OpportunisticBatching feature off (as it turns it off by
+itself for a profile with an extender), or 1:kq for kube-scheduler alone with kubequota running beside it (watching
 pods and nodes, never called), words joined by +, e.g.
 --rows "1,2:--scheduler-threads=8,2,2:nobind,4,4:bin=/tmp/new/kubequota".
 
@@ -381,7 +383,7 @@ class Bench:
         return busy
 
     # scheduler-side variant words (run_row): the extender's entries as the row uses them
-    SCHED_WORDS = ("nobind", "nofilter", "split")
+    SCHED_WORDS = ("nobind", "nofilter", "split", "nobatch")
 
     def sched_config(self, extender, variant=()):
         cfg = self.c.scheduler_config()
@@ -413,7 +415,11 @@ class Bench:
         return cfg
 
     def start_sched(self, row, variant=()):
-        sched = self.c.start_scheduler(config=self.sched_config(row != 1, variant))
+        # nobatch: kube-scheduler without OpportunisticBatching (beta, on by default since
+        # 1.35), which it turns off by itself for a profile with any extender
+        # (computeBatchablePlugins in pkg/scheduler/framework/runtime/framework.go)
+        args = ["--feature-gates=OpportunisticBatching=false"] if "nobatch" in variant else []
+        sched = self.c.start_scheduler(config=self.sched_config(row != 1, variant), extra_args=args)
         time.sleep(5)   # informers synced (no Lease to wait for)
         return sched
 
@@ -730,6 +736,16 @@ def sched_metrics(port):
                     d[k] = d.get(k, 0.0) + float(val)
         if name.startswith("scheduler_schedule_attempts_total{"):
             out["attempts " + name.split('result="', 1)[1].split('"', 1)[0]] = int(float(val))
+        if name in ("scheduler_scheduling_algorithm_duration_seconds_sum",
+                    "scheduler_scheduling_algorithm_duration_seconds_count"):
+            # the serial cycle's filtering and scoring, the extender's filter call included
+            # (schedulingAlgorithm in pkg/scheduler/schedule_one.go)
+            (sums if name.endswith("_sum") else cnts)[("algorithm", "-")] = float(val)
+        if name.startswith("scheduler_batch_attempts_total{"):
+            # OpportunisticBatching: "hint_used" when a pod reused the previous pods' filtering
+            # and scoring, "no_hint" when it was filtered and scored over the nodes
+            k = "batch " + name.split('result="', 1)[1].split('"', 1)[0]
+            out[k] = out.get(k, 0) + int(float(val))
     for k in sums:
         if cnts.get(k):
             out["%s %s" % k] = "%.2f ms x %d" % (1000 * sums[k] / cnts[k], cnts[k])

@@ -737,7 +737,7 @@ class Cluster:
                 tc["certFile"], tc["keyFile"] = self.certs["client"], self.certs["client_key"]
         return cfg
 
-    def start_scheduler(self, name="kube-scheduler", kq_sched_port=None, config=None, wait=True):
+    def start_scheduler(self, name="kube-scheduler", kq_sched_port=None, config=None, wait=True, extra_args=()):
         cfg = config or self.scheduler_config(kq_sched_port)
         path = self.path(name + "-config.yaml")
         _write(path, yaml.safe_dump(cfg))
@@ -746,7 +746,7 @@ class Cluster:
         p = self._spawn(name, [
             os.path.join(self.bin, "kube-scheduler"), "--config", path,
             "--bind-address", "127.0.0.1", "--secure-port", str(secure_port),
-            "--authentication-kubeconfig", kc, "--authorization-kubeconfig", kc, "--v=2"])
+            "--authentication-kubeconfig", kc, "--authorization-kubeconfig", kc, "--v=2"] + list(extra_args))
         p.secure_port = secure_port  # /metrics, /debug/pprof (admin's token: system:masters)
         if wait and cfg.get("leaderElection", {}).get("leaderElect", True):
             le = cfg.get("leaderElection", {})
