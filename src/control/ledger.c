@@ -50,9 +50,13 @@
  * ledger. No I/O under the lock: bind POSTs happen in the caller between assume and
  * forget. Entries and pod copies for kq_ledger_assume are allocated before the lock is
  * taken, so a successful engine increase can never be lost to an allocation failure.
+ * seen_cv goes with the ledger mutex: kq_ledger_observe broadcasts it when someone waits
+ * (seen_waiters, guarded by the mutex) for the watch to show a pod; the waiter
+ * (kq_ledger_wait_observed, the filter) holds no other lock.
  */
 #include "kubequota/control/ledger.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -265,6 +269,8 @@ struct kq_ledger {
     int64_t preempt_ttl_ms;
     void (*on_release)(void *ud); /* kq_ledger_set_release_hook, or NULL */
     void *on_release_ud;
+    pthread_cond_t seen_cv;     /* with mu: broadcast when the watch shows a pod and seen_waiters > 0 */
+    unsigned seen_waiters;      /* threads in kq_ledger_wait_observed */
 };
 
 static int64_t mono_s(void)
@@ -787,6 +793,18 @@ kq_ledger_t *kq_ledger_new(kq_ugm_t *ugm, const char *scheduler_name)
         free(l);
         return NULL;
     }
+    pthread_condattr_t ca;
+    bool cv_ok = pthread_condattr_init(&ca) == 0;
+    if (cv_ok) {
+        cv_ok = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) == 0 && pthread_cond_init(&l->seen_cv, &ca) == 0;
+        pthread_condattr_destroy(&ca);
+    }
+    if (!cv_ok) {
+        pthread_mutex_destroy(&l->mu);
+        free(l->scheduler_name);
+        free(l);
+        return NULL;
+    }
     l->ugm = ugm;
     l->gen = 1;
     l->preempt_ttl_ms = KQ_LEDGER_PREEMPT_TTL_MS;
@@ -808,6 +826,7 @@ void kq_ledger_free(kq_ledger_t *l)
         HASH_DEL(l->table, e);
         entry_free(e);
     }
+    pthread_cond_destroy(&l->seen_cv);
     pthread_mutex_destroy(&l->mu);
     free(l->scheduler_name);
     free(l);
@@ -1253,6 +1272,8 @@ void kq_ledger_observe(kq_ledger_t *l, const kq_pod_t *pod)
     }
     e->observed = true;
     e->seen_gen = l->gen;
+    if (l->seen_waiters > 0)
+        pthread_cond_broadcast(&l->seen_cv);
     {
         spod_t old = e->pod;
         e->pod = copy;
@@ -1375,12 +1396,43 @@ bool kq_ledger_is_counted(kq_ledger_t *l, const char *uid)
     return counted;
 }
 
-bool kq_ledger_is_observed(kq_ledger_t *l, const char *uid)
+static bool observed_locked(kq_ledger_t *l, const char *uid)
 {
     entry_t *e;
-    pthread_mutex_lock(&l->mu);
     HASH_FIND_STR(l->table, uid, e);
-    bool seen = e != NULL && e->observed;
+    return e != NULL && e->observed;
+}
+
+bool kq_ledger_is_observed(kq_ledger_t *l, const char *uid)
+{
+    pthread_mutex_lock(&l->mu);
+    bool seen = observed_locked(l, uid);
+    pthread_mutex_unlock(&l->mu);
+    return seen;
+}
+
+bool kq_ledger_wait_observed(kq_ledger_t *l, const char *uid, int timeout_ms)
+{
+    struct timespec dl;
+    clock_gettime(CLOCK_MONOTONIC, &dl);
+    if (timeout_ms > 0) {
+        dl.tv_sec += timeout_ms / 1000;
+        dl.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+        if (dl.tv_nsec >= 1000000000L) {
+            dl.tv_sec++;
+            dl.tv_nsec -= 1000000000L;
+        }
+    }
+    pthread_mutex_lock(&l->mu);
+    l->seen_waiters++;
+    bool seen;
+    while (!(seen = observed_locked(l, uid)) && timeout_ms > 0) {
+        if (pthread_cond_timedwait(&l->seen_cv, &l->mu, &dl) == ETIMEDOUT) {
+            seen = observed_locked(l, uid);
+            break;
+        }
+    }
+    l->seen_waiters--;
     pthread_mutex_unlock(&l->mu);
     return seen;
 }

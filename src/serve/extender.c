@@ -285,6 +285,10 @@ static void post_denial_event(kq_app_t *app, const kq_pod_t *pod, const char *re
 
 /* ------------------------------------------------------------------ filter */
 
+/* How long the filter of a pod our watch has not shown waits for it before asking the
+ * API server (kq_extender_filter). */
+#define UNSEEN_WAIT_MS 100
+
 /* The filter's verdict on a resolved pod, changing nothing: the ledger's check (limits,
  * ACLs, quota tree), then the owner's credit budget for a pod not counted yet. 0 fits,
  * KQ_EDENIED with the reason, or an error. Shared by filter and explain. */
@@ -779,18 +783,33 @@ int kq_extender_filter(kq_app_t *app, const char *body, size_t len, char **out, 
         status = filter_error(app, msg, out, out_len);
         goto out;
     }
-    /* With a quota tree a group's runtime depends on its request: a pod the watch has not
-     * shown yet (our watch lags the scheduler's) enters its group's request first, but
-     * only once the API server confirms it exists with this uid, so that a forged filter
-     * leaves nothing behind (issue 20). */
-    if (app->ledger != NULL && app->kube != NULL && kq_ledger_has_qtree(app->ledger) &&
-        !kq_ledger_is_observed(app->ledger, pod.uid) && pod_exists(app, &pod))
-        kq_ledger_note_pending(app->ledger, &pod);
     char reason[REASON_MAX] = "";
     bool by_tree = false;
     kq_denial_t kind;
     uint64_t mark = kq_requeue_mark(app->requeue); /* before deciding: see kq_requeue_denied */
     int rc = decide(app, &pod, reason, sizeof(reason), &by_tree, &kind);
+    /* With a quota tree a group's runtime depends on its request: a pod the watch has not
+     * shown yet (our watch lags the scheduler's) is missing from its group's request, and
+     * may be denied for that alone. Such a pod enters its group's request, but only once
+     * the API server confirms it exists with this uid, so that a forged filter leaves
+     * nothing behind (issue 20), and then it is decided again. Only a denial by the tree
+     * can change: adding a pod's request to its group (and its ancestors) never lowers
+     * their runtime, so an allowed pod stays allowed, and the GET (a round trip to the
+     * API server inside kube-scheduler's serial cycle, tens of ms on a busy control
+     * plane) is not made for it. */
+    if (rc == KQ_EDENIED && by_tree && app->ledger != NULL && app->kube != NULL &&
+        kq_ledger_has_qtree(app->ledger) && !kq_ledger_is_observed(app->ledger, pod.uid)) {
+        /* Our watch usually shows the pod a few ms after kube-scheduler's: waiting for it
+         * costs less than the GET, which is made only when it does not come. */
+        bool seen = kq_ledger_wait_observed(app->ledger, pod.uid, UNSEEN_WAIT_MS);
+        if (seen || pod_exists(app, &pod)) {
+            if (!seen)
+                kq_ledger_note_pending(app->ledger, &pod);
+            reason[0] = '\0';
+            by_tree = false;
+            rc = decide(app, &pod, reason, sizeof(reason), &by_tree, &kind);
+        }
+    }
     size_t n_back = 0;
     char *split = NULL;
     size_t split_len = 0;

@@ -14,8 +14,8 @@ import subprocess
 import threading
 import time
 
-from kqtest import (HttpClient, KQTestCase, Kubequota, SchedulerDriver, certs, free_port, pod_manifest,
-                    queues_config, user_usage, wait_until)
+from kqtest import (HttpClient, KQTestCase, Kubequota, SchedulerDriver, certs, ci_get, free_port,
+                    pod_manifest, queues_config, user_usage, wait_until)
 from test_elastic import CONFIG as ELASTIC_CONFIG, FAST, group
 from test_tls import non_loopback_address
 
@@ -134,6 +134,58 @@ class ForgedFilterTest(KQTestCase):
         self.assertFalse([e for e in self.sim.events() if
                           (e.get("involvedObject") or {}).get("name", "").startswith("ghost-")])
         self.assertFalse([e for e in self.sim.events("victims")])
+
+
+class UnseenPodFilterTest(KQTestCase):
+    """kube-scheduler's watch can show a pod before kubequota's does. With a quota tree the
+    filter of such a pod asks the API server whether it exists (issue 20: a forged filter
+    must leave nothing) only when the pod's own missing request is what denies it: that GET
+    is a round trip inside kube-scheduler's serial cycle (issue 26: tens of ms on a busy
+    control plane, for nearly every pod when pods are created at a steady rate). A pod its
+    group already has room for is allowed without it; a pod of an empty group is confirmed
+    with one GET, enters its group's request and is allowed. Koordinator counts a pod in
+    its group's request from its scheduler's own informer, before the pod is scheduled
+    (koordinator-sh/koordinator pkg/scheduler/plugins/elasticquota, OnPodAdd)."""
+    CONFIG = ELASTIC_CONFIG
+    NODES = ()
+    EXTRA_ARGS = FAST
+    START = False
+
+    def setUp(self):
+        super().setUp()
+        self.sim.world.add_node("node-1", cpu="8", memory="64Gi")
+        self.kq.start()
+
+    def hits(self, fid):
+        with self.sim.world.cond:
+            return next(f.hits for f in self.sim.world.faults if f.id == fid)
+
+    def request(self, name):
+        return (group(self.kq.queues()["quotaTree"], name) or {}).get("requestResource", {}).get("cpu")
+
+    def test_get_only_when_the_pods_own_request_decides(self):
+        wait_until(lambda: self.kq.queues()["quotaTree"]["clusterTotal"].get("cpu") == 8000,
+                   15, 0.05, "cluster total")
+        # team-a has a pod waiting (seen, not bound): 4 cpu in its group's request
+        self.create("waiting", user="alice", cpu="4", queue="root.team-a")
+        wait_until(lambda: self.request("root.team-a") == 4000, 10, 0.05, "team-a's request")
+        # from here on kubequota's pod watch shows nothing new
+        self.assertGreaterEqual(self.sim.stall_watches("pods"), 1)
+        fid = self.sim.fault(method="GET", path=r"/api/v1/namespaces/default/pods/(fits|first)(\?|$)",
+                             count=-1)["id"]
+        # unseen, and team-a already requests room for it: allowed, no GET
+        self.create("fits", user="alice", cpu="1", queue="root.team-a")
+        res = self.sched.filter(self.sim.get_pod("default", "fits"), ["node-1"])
+        self.assertEqual(ci_get(res, "NodeNames"), ["node-1"], res)
+        self.assertEqual(self.hits(fid), 0)
+        self.assertEqual(self.request("root.team-a"), 4000)
+        # unseen, in team-b whose request is empty: its own request decides, so one GET
+        # confirms it, it enters team-b's request and is allowed
+        self.create("first", user="bob", cpu="1", queue="root.team-b")
+        res = self.sched.filter(self.sim.get_pod("default", "first"), ["node-1"])
+        self.assertEqual(ci_get(res, "NodeNames"), ["node-1"], res)
+        self.assertEqual(self.hits(fid), 1)
+        self.assertEqual(self.request("root.team-b"), 1000)
 
 
 class PodNamesTest(KQTestCase):

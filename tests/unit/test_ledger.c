@@ -820,6 +820,54 @@ static void test_threads(void **state)
     expect_empty(f);
 }
 
+/* The filter of a pod kube-scheduler's watch showed before ours waits for ours
+ * (kq_ledger_wait_observed): it returns true once another thread observes the pod during
+ * the wait, false when the wait ends without it, and true at once for a pod already seen. */
+typedef struct {
+    fx_t *f;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool waiting_started;
+    bool result;
+} wobs_t;
+
+static void *wait_observer(void *arg)
+{
+    wobs_t *w = arg;
+    pthread_mutex_lock(&w->mu);
+    w->waiting_started = true;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    w->result = kq_ledger_wait_observed(w->f->l, "late", 60000);
+    return NULL;
+}
+
+static void test_wait_observed(void **state)
+{
+    fx_t *f = *state;
+    assert_false(kq_ledger_wait_observed(f->l, "nobody", 0));
+    assert_false(kq_ledger_wait_observed(f->l, "nobody", 20));
+
+    wobs_t w = {.f = f};
+    pthread_mutex_init(&w.mu, NULL);
+    pthread_cond_init(&w.cv, NULL);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, wait_observer, &w), 0);
+    pthread_mutex_lock(&w.mu);
+    while (!w.waiting_started)
+        pthread_cond_wait(&w.cv, &w.mu);
+    pthread_mutex_unlock(&w.mu);
+    kq_pod_t p = mk("late", "root.team-b", "alice", 100, NULL);
+    kq_ledger_observe(f->l, &p); /* the watch shows it: the waiter returns (not after 60 s) */
+    pthread_join(th, NULL);
+    assert_true(w.result);
+    assert_true(kq_ledger_wait_observed(f->l, "late", 0));
+    pthread_cond_destroy(&w.cv);
+    pthread_mutex_destroy(&w.mu);
+    kq_ledger_remove(f->l, "late");
+    kq_pod_clear(&p);
+}
+
 /* ------------------------------------------------------------------ gating (RESERVED) */
 
 /* A reservation is counted (filter: fits; bind: nothing more), survives a failed bind,
@@ -1074,6 +1122,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_lookup_keeps_every_field, setup, teardown),
         cmocka_unit_test_setup_teardown(test_parsed_pod, setup, teardown),
         cmocka_unit_test_setup_teardown(test_threads, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_wait_observed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reserve, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reserve_from_watch, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reserve_after_relist, setup, teardown),

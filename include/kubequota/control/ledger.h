@@ -102,6 +102,12 @@ bool kq_ledger_is_counted(kq_ledger_t *l, const char *uid);
 /* True when the watch (or a relist) has shown the pod: the API server knows it. */
 bool kq_ledger_is_observed(kq_ledger_t *l, const char *uid);
 
+/* Waits up to timeout_ms for the watch (or a relist) to show the pod with this uid; true
+ * when it has, false at once for timeout_ms <= 0 and an unseen pod. For the filter of a
+ * pod kube-scheduler's watch showed before ours (ours usually follows within a few ms).
+ * Call it holding no other lock: it waits on the ledger's lock. */
+bool kq_ledger_wait_observed(kq_ledger_t *l, const char *uid, int timeout_ms);
+
 /* The user group the pod's application is (or would be) tracked against, as the ugm
  * chooses it (kq_ugm_group_of; an unresolvable queue counts at "root"). out gets "" for no
  * group. No ledger lock is taken. */
