@@ -787,6 +787,10 @@ int kq_extender_filter(kq_app_t *app, const char *body, size_t len, char **out, 
     bool by_tree = false;
     kq_denial_t kind;
     uint64_t mark = kq_requeue_mark(app->requeue); /* before deciding: see kq_requeue_denied */
+    /* before deciding: a pod the watch shows between the decision and a later look
+     * was still decided without its request */
+    bool unseen = app->ledger != NULL && app->kube != NULL && kq_ledger_has_qtree(app->ledger) &&
+                  !kq_ledger_is_observed(app->ledger, pod.uid);
     int rc = decide(app, &pod, reason, sizeof(reason), &by_tree, &kind);
     /* With a quota tree a group's runtime depends on its request: a pod the watch has not
      * shown yet (our watch lags the scheduler's) is missing from its group's request, and
@@ -797,10 +801,10 @@ int kq_extender_filter(kq_app_t *app, const char *body, size_t len, char **out, 
      * their runtime, so an allowed pod stays allowed, and the GET (a round trip to the
      * API server inside kube-scheduler's serial cycle, tens of ms on a busy control
      * plane) is not made for it. */
-    if (rc == KQ_EDENIED && by_tree && app->ledger != NULL && app->kube != NULL &&
-        kq_ledger_has_qtree(app->ledger) && !kq_ledger_is_observed(app->ledger, pod.uid)) {
+    if (rc == KQ_EDENIED && by_tree && unseen) {
         /* Our watch usually shows the pod a few ms after kube-scheduler's: waiting for it
-         * costs less than the GET, which is made only when it does not come. */
+         * costs less than the GET, which is made only when it does not come (the wait
+         * returns at once if the watch showed it since). */
         bool seen = kq_ledger_wait_observed(app->ledger, pod.uid, UNSEEN_WAIT_MS);
         if (seen || pod_exists(app, &pod)) {
             if (!seen)
