@@ -16,7 +16,8 @@ import time
 
 from kqtest import (HttpClient, KQTestCase, Kubequota, SchedulerDriver, certs, ci_get, free_port,
                     pod_manifest, queues_config, user_usage, wait_until)
-from test_elastic import CONFIG as ELASTIC_CONFIG, FAST, group
+import test_elastic
+from test_elastic import group
 from test_tls import non_loopback_address
 
 FILTER_OTHER = {"Pod": {"metadata": {"name": "p", "namespace": "default", "uid": "u1"},
@@ -93,18 +94,9 @@ class ExtenderClosedByDefaultTest(KQTestCase):
         self.assertIn("contradict", self.kq.logs())
 
 
-class ForgedFilterTest(KQTestCase):
+class ForgedFilterTest(test_elastic.ElasticBase):
     """A filter request naming a pod the API server does not have leaves nothing behind:
     no event in the namespace it names, no pending entry, no raised group request."""
-    CONFIG = ELASTIC_CONFIG
-    NODES = ()
-    EXTRA_ARGS = FAST
-    START = False
-
-    def setUp(self):
-        super().setUp()
-        self.sim.world.add_node("node-1", cpu="8", memory="64Gi")
-        self.kq.start()
 
     def metric(self, name, labels):
         for line in self.kq.get("/metrics").text.splitlines():
@@ -136,7 +128,7 @@ class ForgedFilterTest(KQTestCase):
         self.assertFalse([e for e in self.sim.events("victims")])
 
 
-class UnseenPodFilterTest(KQTestCase):
+class UnseenPodFilterTest(test_elastic.ElasticBase):
     """kube-scheduler's watch can show a pod before kubequota's does. With a quota tree the
     filter of such a pod asks the API server whether it exists (issue 20: a forged filter
     must leave nothing) only when the pod's own missing request is what denies it: that GET
@@ -146,15 +138,6 @@ class UnseenPodFilterTest(KQTestCase):
     with one GET, enters its group's request and is allowed. Koordinator counts a pod in
     its group's request from its scheduler's own informer, before the pod is scheduled
     (koordinator-sh/koordinator pkg/scheduler/plugins/elasticquota, OnPodAdd)."""
-    CONFIG = ELASTIC_CONFIG
-    NODES = ()
-    EXTRA_ARGS = FAST
-    START = False
-
-    def setUp(self):
-        super().setUp()
-        self.sim.world.add_node("node-1", cpu="8", memory="64Gi")
-        self.kq.start()
 
     def hits(self, fid):
         with self.sim.world.cond:
@@ -164,8 +147,7 @@ class UnseenPodFilterTest(KQTestCase):
         return (group(self.kq.queues()["quotaTree"], name) or {}).get("requestResource", {}).get("cpu")
 
     def test_get_only_when_the_pods_own_request_decides(self):
-        wait_until(lambda: self.kq.queues()["quotaTree"]["clusterTotal"].get("cpu") == 8000,
-                   15, 0.05, "cluster total")
+        self.wait_total(8000)
         # team-a has a pod waiting (seen, not bound): 4 cpu in its group's request
         self.create("waiting", user="alice", cpu="4", queue="root.team-a")
         wait_until(lambda: self.request("root.team-a") == 4000, 10, 0.05, "team-a's request")
