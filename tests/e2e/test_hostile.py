@@ -137,7 +137,7 @@ class UnseenPodFilterTest(test_elastic.ElasticBase):
     group already has room for is allowed without it; a pod of an empty group is confirmed
     with one GET, enters its group's request and is allowed. Koordinator counts a pod in
     its group's request from its scheduler's own informer, before the pod is scheduled
-    (koordinator-sh/koordinator pkg/scheduler/plugins/elasticquota, OnPodAdd)."""
+    (koordinator-sh/koordinator pkg/scheduler/plugins/elasticquota/pod_handler.go, OnPodAdd)."""
 
     def hits(self, fid):
         with self.sim.world.cond:
