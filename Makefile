@@ -91,22 +91,22 @@ obj = $(addprefix $(BUILD)/obj/,$(addsuffix .o,$(1)))
 # never blocks another's tests. A test not listed links every module.
 TEST_MODULES_resource := error log resource
 TEST_MODULES_config   := error log duration resource config
-TEST_MODULES_auth     := error log resource jscan kube auth
+TEST_MODULES_auth     := error log duration resource jscan kube auth
 TEST_MODULES_ugm      := error log duration resource config ugm
-TEST_MODULES_kube     := error log resource jscan kube
+TEST_MODULES_kube     := error log duration resource jscan kube
 TEST_MODULES_pod      := error log duration resource config placement jscan pod
 TEST_MODULES_ledger   := error log duration resource config placement ugm quota_tree fairshare jscan pod ledger
 TEST_MODULES_admission := error log duration resource config admission
 TEST_MODULES_quota_tree := error log resource quota_tree
 TEST_MODULES_fairshare := error log resource fairshare
 TEST_MODULES_metering := error log duration resource config placement ugm jscan pod metering
-TEST_MODULES_leader := error log resource jscan kube leader
+TEST_MODULES_leader := error log duration resource jscan kube leader
 TEST_MODULES_jscan := error log jscan
 TEST_MODULES_log := error log duration
 TEST_MODULES_duration := error duration
 TEST_MODULES_placement := error log duration resource config placement ugm
-TEST_MODULES_kubectl := error log resource jscan kube kubectl
-TEST_MODULES_requeue := error log resource jscan kube requeue
+TEST_MODULES_kubectl := error log duration resource jscan kube kubectl
+TEST_MODULES_requeue := error log duration resource jscan kube requeue
 TEST_MODULES_history := error log duration resource config ugm history
 test_modules = $(if $(TEST_MODULES_$(1)),$(TEST_MODULES_$(1)),$(MODULES))
 

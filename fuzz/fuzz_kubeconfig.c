@@ -3,7 +3,7 @@
  * fail with at least one diagnostic.
  *
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -Iinclude fuzz/fuzz_kubeconfig.c \
- *     src/kube/kube.c src/base/error.c src/base/log.c -ljansson -lyaml -lcurl -lssl -lcrypto -lpthread \
+ *     src/kube/kube.c src/base/error.c src/base/log.c src/base/duration.c -ljansson -lyaml -lcurl -lssl -lcrypto -lpthread \
  *     -o /tmp/fk && /tmp/fk -max_total_time=60 fuzz/corpus/kubeconfig
  */
 #include <stdint.h>

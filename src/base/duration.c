@@ -130,3 +130,13 @@ const char *kq_duration_format(long ms, char *buf, size_t len)
     }
     return buf;
 }
+
+void kq_timespec_add_ms(struct timespec *t, long ms)
+{
+    t->tv_sec += (time_t)(ms / 1000);
+    t->tv_nsec += (ms % 1000) * 1000000L;
+    if (t->tv_nsec >= 1000000000L) {
+        t->tv_sec++;
+        t->tv_nsec -= 1000000000L;
+    }
+}

@@ -1788,12 +1788,7 @@ static void *run(void *arg)
             long wait_ms = g->o.interval_ms - (long)(now - last_pass);
             if (wait_ms > 1000)
                 wait_ms = 1000;
-            ts.tv_sec += wait_ms / 1000;
-            ts.tv_nsec += (wait_ms % 1000) * 1000000L;
-            if (ts.tv_nsec >= 1000000000L) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000L;
-            }
+            kq_timespec_add_ms(&ts, wait_ms);
             pthread_cond_timedwait(&g->cv, &g->mu, &ts);
             now = mono_ms();
         }

@@ -66,6 +66,7 @@
 
 #include <uthash.h>
 
+#include "kubequota/base/duration.h"
 #include "kubequota/base/log.h"
 
 typedef enum { ST_PENDING = 0, ST_ASSUMED, ST_BOUND } state_t;
@@ -1415,14 +1416,8 @@ bool kq_ledger_wait_observed(kq_ledger_t *l, const char *uid, int timeout_ms)
 {
     struct timespec dl;
     clock_gettime(CLOCK_MONOTONIC, &dl);
-    if (timeout_ms > 0) {
-        dl.tv_sec += timeout_ms / 1000;
-        dl.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-        if (dl.tv_nsec >= 1000000000L) {
-            dl.tv_sec++;
-            dl.tv_nsec -= 1000000000L;
-        }
-    }
+    if (timeout_ms > 0)
+        kq_timespec_add_ms(&dl, timeout_ms);
     pthread_mutex_lock(&l->mu);
     l->seen_waiters++;
     bool seen;

@@ -1253,15 +1253,6 @@ static void checkpoint_now(kq_metering_t *m)
     pthread_mutex_unlock(&m->io);
 }
 
-static void mono_add(struct timespec *t, long ms)
-{
-    t->tv_sec += ms / 1000;
-    t->tv_nsec += (ms % 1000) * 1000000L;
-    if (t->tv_nsec >= 1000000000L) {
-        t->tv_sec++;
-        t->tv_nsec -= 1000000000L;
-    }
-}
 
 static bool mono_before(const struct timespec *a, const struct timespec *b)
 {
@@ -1273,13 +1264,13 @@ static void *thread_main(void *arg)
     kq_metering_t *m = arg;
     struct timespec next, last_ckpt = {0, 0}, now;
     clock_gettime(CLOCK_MONOTONIC, &next);
-    mono_add(&next, m->o.interval_ms);
+    kq_timespec_add_ms(&next, m->o.interval_ms);
     pthread_mutex_lock(&m->tmu);
     while (!m->stop) {
         struct timespec wake = next;
         if (atomic_load(&m->ckpt_wanted)) {
             struct timespec soon = last_ckpt;
-            mono_add(&soon, 1000);
+            kq_timespec_add_ms(&soon, 1000);
             if (mono_before(&soon, &wake))
                 wake = soon;
         }
@@ -1294,7 +1285,7 @@ static void *thread_main(void *arg)
             (void)kq_metering_compute_now(m);
             clock_gettime(CLOCK_MONOTONIC, &next);
             last_ckpt = next;
-            mono_add(&next, m->o.interval_ms);
+            kq_timespec_add_ms(&next, m->o.interval_ms);
         } else {
             checkpoint_now(m);
             clock_gettime(CLOCK_MONOTONIC, &last_ckpt);

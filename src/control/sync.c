@@ -22,6 +22,7 @@
 #include "kubequota/engine/config.h"
 #include "kubequota/kube/kube.h"
 #include "kubequota/control/ledger.h"
+#include "kubequota/base/duration.h"
 #include "kubequota/base/log.h"
 #include "kubequota/control/metering.h"
 #include "kubequota/serve/metrics.h"
@@ -558,12 +559,7 @@ static void *reloader_main(void *arg)
     while (!r->stop) {
         struct timespec deadline;
         clock_gettime(CLOCK_REALTIME, &deadline);
-        deadline.tv_sec += r->interval_ms / 1000;
-        deadline.tv_nsec += (long)(r->interval_ms % 1000) * 1000000L;
-        if (deadline.tv_nsec >= 1000000000L) {
-            deadline.tv_sec++;
-            deadline.tv_nsec -= 1000000000L;
-        }
+        kq_timespec_add_ms(&deadline, (long)r->interval_ms);
         pthread_cond_timedwait(&r->cv, &r->mu, &deadline);
         if (r->stop)
             break;

@@ -29,6 +29,7 @@
 #endif
 #include "kubequota/kube/jscan.h"
 #include "kubequota/kube/kube.h"
+#include "kubequota/base/duration.h"
 #include "kubequota/base/log.h"
 
 #include <ctype.h>
@@ -2128,12 +2129,7 @@ static bool watch_sleep(kq_watch_t *w, long ms)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += ms / 1000;
-    ts.tv_nsec += (ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
+    kq_timespec_add_ms(&ts, ms);
     pthread_mutex_lock(&w->lock);
     while (!atomic_load(&w->stop))
         if (pthread_cond_timedwait(&w->cond, &w->lock, &ts) == ETIMEDOUT)

@@ -112,6 +112,7 @@
 #include "kubequota/serve/admission.h"
 #include "kubequota/serve/auth.h"
 #include "kubequota/serve/extender.h"
+#include "kubequota/base/duration.h"
 #include "kubequota/base/log.h"
 #include "kubequota/control/metering.h"
 #include "kubequota/serve/metrics.h"
@@ -1403,12 +1404,7 @@ static bool views_acquire(kq_server_t *s)
         return true;
     struct timespec dl;
     clock_gettime(CLOCK_MONOTONIC, &dl);
-    dl.tv_sec += (time_t)VIEW_WAIT_S;
-    dl.tv_nsec += (long)((VIEW_WAIT_S - (double)(time_t)VIEW_WAIT_S) * 1e9);
-    if (dl.tv_nsec >= 1000000000L) {
-        dl.tv_sec++;
-        dl.tv_nsec -= 1000000000L;
-    }
+    kq_timespec_add_ms(&dl, (long)(VIEW_WAIT_S * 1000));
     bool ok = true, warn = false;
     unsigned long refused = 0;
     pthread_mutex_lock(&s->views_mu);
@@ -2034,11 +2030,7 @@ static void *reaper_main(void *arg)
     while (!s->reap_stop) {
         struct timespec until;
         clock_gettime(CLOCK_MONOTONIC, &until);
-        until.tv_nsec += REAP_INTERVAL_MS * 1000000L;
-        if (until.tv_nsec >= 1000000000L) {
-            until.tv_sec++;
-            until.tv_nsec -= 1000000000L;
-        }
+        kq_timespec_add_ms(&until, REAP_INTERVAL_MS);
         pthread_cond_timedwait(&s->reap_cv, &s->reap_mu, &until);
         if (s->reap_stop)
             break;

@@ -67,11 +67,31 @@ static void test_format_round_trips(void **state)
     }
 }
 
+/* Deadlines for pthread_cond_timedwait: milliseconds added with the carry into seconds
+ * (tv_nsec stays below 1e9, as pthread_cond_timedwait requires). */
+static void test_timespec_add_ms(void **state)
+{
+    (void)state;
+    struct timespec t = {.tv_sec = 10, .tv_nsec = 999000000L};
+    kq_timespec_add_ms(&t, 1);
+    assert_int_equal(t.tv_sec, 11);
+    assert_int_equal(t.tv_nsec, 0);
+    t = (struct timespec){.tv_sec = 10, .tv_nsec = 500000000L};
+    kq_timespec_add_ms(&t, 2750);
+    assert_int_equal(t.tv_sec, 13);
+    assert_int_equal(t.tv_nsec, 250000000L);
+    t = (struct timespec){.tv_sec = 10, .tv_nsec = 123};
+    kq_timespec_add_ms(&t, 0);
+    assert_int_equal(t.tv_sec, 10);
+    assert_int_equal(t.tv_nsec, 123);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_table),
         cmocka_unit_test(test_format_round_trips),
+        cmocka_unit_test(test_timespec_add_ms),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <pthread.h>
 
@@ -822,13 +823,16 @@ static void test_threads(void **state)
 
 /* The filter of a pod kube-scheduler's watch showed before ours waits for ours
  * (kq_ledger_wait_observed): it returns true once another thread observes the pod during
- * the wait, false when the wait ends without it, and true at once for a pod already seen. */
+ * the wait, woken by the observation rather than at its timeout (the wait re-checks at
+ * the timeout, so only the return before it shows the wake-up), false when the wait ends
+ * without it, and true at once for a pod already seen. */
 typedef struct {
     fx_t *f;
     pthread_mutex_t mu;
     pthread_cond_t cv;
     bool waiting_started;
     bool result;
+    bool before_timeout; /* returned before its 60 s timeout */
 } wobs_t;
 
 static void *wait_observer(void *arg)
@@ -838,7 +842,11 @@ static void *wait_observer(void *arg)
     w->waiting_started = true;
     pthread_cond_signal(&w->cv);
     pthread_mutex_unlock(&w->mu);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     w->result = kq_ledger_wait_observed(w->f->l, "late", 60000);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    w->before_timeout = t1.tv_sec - t0.tv_sec < 60;
     return NULL;
 }
 
@@ -857,10 +865,13 @@ static void test_wait_observed(void **state)
     while (!w.waiting_started)
         pthread_cond_wait(&w.cv, &w.mu);
     pthread_mutex_unlock(&w.mu);
+    struct timespec pause = {.tv_sec = 0, .tv_nsec = 50 * 1000000L};
+    nanosleep(&pause, NULL); /* most likely inside the wait by now (either way it must pass) */
     kq_pod_t p = mk("late", "root.team-b", "alice", 100, NULL);
-    kq_ledger_observe(f->l, &p); /* the watch shows it: the waiter returns (not after 60 s) */
+    kq_ledger_observe(f->l, &p); /* the watch shows it: the waiter is woken */
     pthread_join(th, NULL);
     assert_true(w.result);
+    assert_true(w.before_timeout);
     assert_true(kq_ledger_wait_observed(f->l, "late", 0));
     pthread_cond_destroy(&w.cv);
     pthread_mutex_destroy(&w.mu);

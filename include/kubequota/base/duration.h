@@ -8,6 +8,7 @@
 #define KUBEQUOTA_DURATION_H
 
 #include <stddef.h>
+#include <time.h>
 
 #include "kubequota/base/error.h"
 
@@ -22,5 +23,9 @@ int kq_duration_parse(const char *s, long legacy_unit_ms, long *ms, char *err, s
 
 /* ms in the same syntax, shortest form ("1h30m", "1500ms", "0s"); returns buf. */
 const char *kq_duration_format(long ms, char *buf, size_t len);
+
+/* Adds ms (>= 0) to *t, carrying into seconds: a deadline for pthread_cond_timedwait from
+ * clock_gettime on the condition variable's clock. */
+void kq_timespec_add_ms(struct timespec *t, long ms);
 
 #endif
