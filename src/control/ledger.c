@@ -42,8 +42,14 @@
  * node), so a victim released meanwhile is simply no longer discounted: nothing is
  * subtracted twice.
  *
- * DESIGN: one mutex guards the UID table (uthash), the in-flight preemption table and the
- * counters. Engine calls that
+ * Resize reservations (kq_ledger_check_resize, ledger.h): an entry whose resize was
+ * admitted and not yet shown by the watch keeps the admitted request (rs_req) and sits on
+ * a doubly linked list, so that expiry costs O(such entries), never a table scan. What it
+ * makes counted is ordinary usage: a growth is committed at admission by grow_locked, the
+ * same check-and-commit that bind uses for a reserved pod whose request grew.
+ *
+ * DESIGN: one mutex guards the UID table (uthash), the in-flight preemption table, the
+ * resize reservation list and the counters. Engine calls that
  * change usage are made under it, so the table and the engine never disagree (lock
  * order: ledger -> ugm -> quota tree, never the reverse). kq_ledger_check calls the engine after
  * dropping the ledger lock: it changes nothing, and filter must not serialise on the
