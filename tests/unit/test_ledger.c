@@ -1336,6 +1336,55 @@ static void test_resize_within_a_quota_group(void **state)
     kq_pod_clear(&q2);
 }
 
+/* A pod the gate reserved a moment ago, its gate removal still in flight, is resized to a
+ * request that does not fit now (not one that never fits): the reservation made for the old
+ * request goes and the resize is admitted; once the watch shows it ungated it is reserved
+ * afresh, checked, with the new request, or not at all. A growth that fits moves the
+ * reservation instead; one that never fits is refused. */
+static void test_resize_of_a_reserved_gated_pod(void **state)
+{
+    fx_t *f = *state;
+    char why[512] = "";
+    kq_denial_t kind;
+    kq_ledger_set_gating(f->l, true);
+    kq_pod_t b = mk("b", "root.team-a", "bob", 300, "n1"), a = mk("a", "root.team-a", "alice", 400, NULL);
+    a.gate_pos = 1;
+    a.n_gates = 1;
+    kq_ledger_observe(f->l, &b);
+    kq_ledger_observe(f->l, &a);
+    assert_int_equal(kq_ledger_reserve(f->l, &a, why, sizeof why, NULL), 0);
+    assert_int_equal(alloc_cpu(f, "root.team-a"), 700);
+    /* 500m: 300 + 500 fits, the reservation moves */
+    assert_int_equal(kq_resource_set(&a.request, "cpu", 500), 0);
+    assert_int_equal(kq_ledger_check_resize(f->l, &a, why, sizeof why, NULL), 0);
+    assert_true(kq_ledger_is_reserved(f->l, "a"));
+    assert_int_equal(alloc_cpu(f, "root.team-a"), 800);
+    /* 1200m can never fit: refused, nothing moves */
+    assert_int_equal(kq_resource_set(&a.request, "cpu", 1200), 0);
+    kind = KQ_DENIAL_COUNT;
+    assert_int_equal(kq_ledger_check_resize(f->l, &a, why, sizeof why, &kind), KQ_EDENIED);
+    assert_int_equal(kind, KQ_DENIAL_NEVER_FITS);
+    assert_int_equal(alloc_cpu(f, "root.team-a"), 800);
+    /* 900m does not fit beside b now: admitted, the reservation dropped */
+    assert_int_equal(kq_resource_set(&a.request, "cpu", 900), 0);
+    assert_int_equal(kq_ledger_check_resize(f->l, &a, why, sizeof why, NULL), 0);
+    assert_false(kq_ledger_is_reserved(f->l, "a"));
+    assert_int_equal(alloc_cpu(f, "root.team-a"), 300);
+    /* the watch shows it ungated: reserved afresh, checked at 900m: refused while b runs */
+    a.gate_pos = 0;
+    a.n_gates = 0;
+    kq_ledger_observe(f->l, &a);
+    assert_false(kq_ledger_is_reserved(f->l, "a"));
+    assert_int_equal(alloc_cpu(f, "root.team-a"), 300);
+    kq_ledger_remove(f->l, "b");
+    assert_int_equal(kq_ledger_assume(f->l, &a, why, sizeof why, NULL), 0); /* bind decides it */
+    assert_int_equal(alloc_cpu(f, "root.team-a"), 900);
+    kq_ledger_remove(f->l, "a");
+    expect_empty(f);
+    kq_pod_clear(&a);
+    kq_pod_clear(&b);
+}
+
 int main(void)
 {
     kq_log_set_level("error");
@@ -1366,6 +1415,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_bind_counts_the_grown_request, setup, teardown),
         cmocka_unit_test_setup_teardown(test_resize_of_a_waiting_pod, setup, teardown),
         cmocka_unit_test_setup_teardown(test_resize_reservation, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_resize_of_a_reserved_gated_pod, setup, teardown),
         cmocka_unit_test_setup_teardown(test_resize_within_a_quota_group, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
