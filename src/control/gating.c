@@ -886,6 +886,17 @@ void kq_gating_observe(kq_gating_t *g, const kq_pod_t *pod)
         gp->pod.gate_pos = copy.gate_pos; /* placement is immutable (admission.h): only the index moves */
         gp->pod.n_gates = copy.n_gates;
         gp->seen_gen = g->gen;
+        /* ... and the request, by a resize (pods/resize): the gate decides with the request
+         * the pod has now, never the one it came with (the ledger counts a released pod with
+         * at least the request of a resize it admitted, whichever the gate saw). A pod that
+         * shrank may fit now: its user is offered a try again. */
+        if (!kq_resource_equal(&gp->pod.request, &copy.request)) {
+            kq_resource_t t = gp->pod.request;
+            gp->pod.request = copy.request;
+            copy.request = t; /* the old one is freed with copy */
+            if (gp->pod.user != NULL)
+                unpark_key(g, "u:", gp->pod.user);
+        }
     } else if ((gp = calloc(1, sizeof(*gp))) == NULL || (gp->uid = strdup(pod->uid)) == NULL) {
         free(gp);
         kq_error("event=gating_observe_failed pod=%s/%s error=\"out of memory\"", pod->ns, pod->name);

@@ -42,8 +42,14 @@
  * node), so a victim released meanwhile is simply no longer discounted: nothing is
  * subtracted twice.
  *
- * DESIGN: one mutex guards the UID table (uthash), the in-flight preemption table and the
- * counters. Engine calls that
+ * Resize reservations (kq_ledger_check_resize, ledger.h): an entry whose resize was
+ * admitted and not yet shown by the watch keeps the admitted request (rs_req) and sits on
+ * a doubly linked list, so that expiry costs O(such entries), never a table scan. What it
+ * makes counted is ordinary usage: a growth is committed at admission by grow_locked, the
+ * same check-and-commit that bind uses for a reserved pod whose request grew.
+ *
+ * DESIGN: one mutex guards the UID table (uthash), the in-flight preemption table, the
+ * resize reservation list and the counters. Engine calls that
  * change usage are made under it, so the table and the engine never disagree (lock
  * order: ledger -> ugm -> quota tree, never the reverse). kq_ledger_check calls the engine after
  * dropping the ledger lock: it changes nothing, and filter must not serialise on the
@@ -248,6 +254,14 @@ typedef struct entry {
     bool want_res;        /* seen ungated during a relist: reserved (checked) at its end */
     int64_t reserved_at;  /* monotonic seconds of the reservation */
     inflight_t *claim;    /* the in-flight preemption this pod is a victim of, or NULL */
+    /* A resize admitted by kq_ledger_check_resize that the watch has not shown yet: the
+     * request the pod is to have. Until the watch shows a request at least this large (or
+     * rs_until_ms passes), the pod is counted with at least it: a counted pod's growth was
+     * committed at admission, and a pod counted later (gate, bind) is counted with it.
+     * Entries with one are on the list l->resizing (rs_prev, rs_next). */
+    rpack_t *rs_req;
+    int64_t rs_until_ms;  /* monotonic */
+    struct entry *rs_prev, *rs_next;
 } entry_t;
 
 struct kq_ledger {
@@ -270,6 +284,9 @@ struct kq_ledger {
     int64_t preempt_ttl_ms;
     void (*on_release)(void *ud); /* kq_ledger_set_release_hook, or NULL */
     void *on_release_ud;
+    entry_t *resizing;          /* entries with a resize reservation (rs_req), a list */
+    int64_t resize_ttl_ms;      /* kq_ledger_set_resize_ttl_ms */
+    int64_t rs_next_ms;         /* no resize reservation ends before this (monotonic) */
     pthread_cond_t seen_cv;     /* with mu: broadcast when the watch shows a pod and seen_waiters > 0 */
     unsigned seen_waiters;      /* threads in kq_ledger_wait_observed */
 };
@@ -354,6 +371,7 @@ static void entry_free(entry_t *e)
     free(e->p_req);
     free(e->rq_group);
     free(e->rq_req);
+    free(e->rs_req);
     free(e);
 }
 
@@ -508,9 +526,12 @@ static void release(kq_ledger_t *l, entry_t *e)
         l->on_release(l->on_release_ud);
 }
 
+static void rs_clear(kq_ledger_t *l, entry_t *e);
+
 /* Releases everything and removes the entry from the table (not freed). */
 static void unlink_entry(kq_ledger_t *l, entry_t *e)
 {
+    rs_clear(l, e);
     release(l, e);
     pending_drop(l, e);
     tree_sync(l, e, true);
@@ -593,36 +614,36 @@ static void count_bound(kq_ledger_t *l, entry_t *e, const kq_pod_t *pod)
              e->c.queue, e->c.user);
 }
 
-/* In-place resize of a counted pod: count the new request, then release the old one,
- * under the identity it was counted with. */
-static void resize(kq_ledger_t *l, entry_t *e, const kq_pod_t *pod)
+/* In-place resize of a counted pod: count the new request `to` (unchecked), then release
+ * the old one, under the identity it was counted with. */
+static void resize(kq_ledger_t *l, entry_t *e, const kq_pod_t *pod, const kq_resource_t *to)
 {
-    if (rpack_equal(e->c.req, &pod->request))
+    if (rpack_equal(e->c.req, to))
         return;
     rpack_t *req = NULL;
-    if (rpack_set(&req, &pod->request) != 0) {
+    if (rpack_set(&req, to) != 0) {
         kq_error("event=resize_failed pod=%s/%s uid=%s error=\"out of memory\"", pod->ns, pod->name, pod->uid);
         return;
     }
     bool tree = l->qt != NULL && e->c.group != NULL;
     int rc;
-    if (tree && (rc = kq_qtree_used_add(l->qt, e->c.group, &pod->request, e->c.np)) != 0) {
+    if (tree && (rc = kq_qtree_used_add(l->qt, e->c.group, to, e->c.np)) != 0) {
         kq_error("event=resize_failed pod=%s/%s uid=%s group=%s error=\"%s\"", pod->ns, pod->name, pod->uid,
                  e->c.group, kq_strerror(rc));
         free(req);
         return;
     }
     kq_user_t u = counted_user(&e->c);
-    rc = kq_ugm_add_unchecked(l->ugm, e->c.queue, e->c.app, &u, &pod->request);
+    rc = kq_ugm_add_unchecked(l->ugm, e->c.queue, e->c.app, &u, to);
     if (rc != 0) {
         kq_error("event=resize_failed pod=%s/%s uid=%s error=\"%s\"", pod->ns, pod->name, pod->uid,
                  kq_strerror(rc));
-        if (tree && kq_qtree_used_sub(l->qt, e->c.group, &pod->request, e->c.np) != 0)
+        if (tree && kq_qtree_used_sub(l->qt, e->c.group, to, e->c.np) != 0)
             kq_error("event=resize_undo_failed pod=%s/%s uid=%s", pod->ns, pod->name, pod->uid);
         free(req);
         return;
     }
-    fs_note(l, e->c.queue, e->c.user, &pod->request, +1);
+    fs_note(l, e->c.queue, e->c.user, to, +1);
     rc = kq_ugm_decrease(l->ugm, e->c.queue, e->c.app, e->c.user, RV(e->c.req));
     if (rc == 0)
         fs_note(l, e->c.queue, e->c.user, RV(e->c.req), -1);
@@ -634,6 +655,194 @@ static void resize(kq_ledger_t *l, entry_t *e, const kq_pod_t *pod)
     free(e->c.req);
     e->c.req = req;
     kq_debug("event=resized pod=%s/%s uid=%s", pod->ns, pod->name, pod->uid);
+}
+
+
+/* ---- resize reservations (lock held) ----
+ *
+ * kq_ledger_check_resize admits a resize before the API server stores it: the growth of a
+ * counted pod is committed then (so that two resizes admitted one after the other see each
+ * other), and the entry remembers the request admitted (rs_req) until the watch shows it.
+ * Meanwhile the pod counts with at least that request: a watch event that still shows the
+ * old request does not take the growth back, and a pod counted later (the gate's
+ * reservation, a bind) is counted with it. A resize the watch never shows (refused after
+ * kubequota admitted it: another webhook, validation, a dry run) ends after the TTL. */
+
+/* Ends the entry's resize reservation (what it made counted stays: the caller recounts). */
+static void rs_clear(kq_ledger_t *l, entry_t *e)
+{
+    if (e->rs_req == NULL)
+        return;
+    free(e->rs_req);
+    e->rs_req = NULL;
+    if (e->rs_prev != NULL)
+        e->rs_prev->rs_next = e->rs_next;
+    else
+        l->resizing = e->rs_next;
+    if (e->rs_next != NULL)
+        e->rs_next->rs_prev = e->rs_prev;
+    e->rs_prev = e->rs_next = NULL;
+}
+
+/* The entry's resize reservation becomes req, for the TTL. KQ_ENOMEM changes nothing. */
+static int rs_set(kq_ledger_t *l, entry_t *e, const kq_resource_t *req)
+{
+    rpack_t *p = NULL;
+    if (kq_resource_is_zero(req)) {
+        rs_clear(l, e);
+        return 0;
+    }
+    if (rpack_set(&p, req) != 0)
+        return KQ_ENOMEM;
+    if (e->rs_req == NULL) {
+        e->rs_prev = NULL;
+        e->rs_next = l->resizing;
+        if (l->resizing != NULL)
+            l->resizing->rs_prev = e;
+        l->resizing = e;
+    }
+    free(e->rs_req);
+    e->rs_req = p;
+    e->rs_until_ms = mono_ms() + l->resize_ttl_ms;
+    if (e->rs_until_ms < l->rs_next_ms)
+        l->rs_next_ms = e->rs_until_ms;
+    return 0;
+}
+
+/* True when req is at least the entry's resize reservation in every resource: the watch
+ * shows the resize. */
+static bool rs_shown(const entry_t *e, const kq_resource_t *req)
+{
+    if (e->rs_req == NULL)
+        return true;
+    kq_resource_t over = KQ_RESOURCE_EMPTY;
+    if (kq_resource_copy(&over, RV(e->rs_req)) != 0)
+        return false;
+    (void)kq_resource_sub(&over, req);
+    bool shown = kq_resource_is_zero(&over);
+    kq_resource_free(&over);
+    return shown;
+}
+
+/* *out (an initialised set) = req raised to the entry's resize reservation (e may be NULL):
+ * the request the pod counts with. 0 or KQ_ENOMEM. */
+static int with_rs(const entry_t *e, const kq_resource_t *req, kq_resource_t *out)
+{
+    int rc = kq_resource_copy(out, req);
+    if (rc == 0 && e != NULL && e->rs_req != NULL)
+        rc = kq_resource_max(out, RV(e->rs_req));
+    return rc;
+}
+
+/* Ends the resize reservations whose time is up; a counted pod goes back to the request
+ * its facts show. O(resize reservations), and nothing until the earliest one is due. */
+static void rs_sweep(kq_ledger_t *l)
+{
+    if (l->resizing == NULL)
+        return;
+    int64_t now = mono_ms(), next = INT64_MAX;
+    if (now < l->rs_next_ms)
+        return;
+    for (entry_t *e = l->resizing, *n; e != NULL; e = n) {
+        n = e->rs_next;
+        if (now < e->rs_until_ms) {
+            if (e->rs_until_ms < next)
+                next = e->rs_until_ms;
+            continue;
+        }
+        kq_info("event=resize_reservation_expired pod=%s/%s uid=%s msg=\"the watch never showed the admitted "
+                "resize; the pod counts with the request it shows\"", e->pod.ns ? e->pod.ns : "-",
+                e->pod.name ? e->pod.name : "-", e->uid);
+        rs_clear(l, e);
+        if (e->state != ST_PENDING) {
+            resize(l, e, EPOD(&e->pod), RV(e->pod.request));
+            tree_sync(l, e, false);
+        }
+    }
+    l->rs_next_ms = next;
+}
+
+/* A counted entry's request grows to cover `want` (per resource, the larger of what it is
+ * counted with and want), checked against the queue, application, user and quota group it
+ * is counted in, and committed under the ledger lock, so that growths (and binds) are
+ * checked one after the other and never pass a limit together. The quota group's request
+ * takes the growth before the check: a group's runtime follows its request, and a growth
+ * not yet in it would be held to a runtime that leaves it out. commit false: only the
+ * check (filter). *grew (may be NULL): something grew (was committed). 0 (also when
+ * nothing grows), KQ_EDENIED with the reason, KQ_ENOMEM. */
+static int grow_locked(kq_ledger_t *l, entry_t *e, const kq_resource_t *want, bool commit, bool *grew,
+                       char *reason, size_t reason_len, kq_denial_t *kind)
+{
+    kq_denial_set(kind, KQ_DENIAL_NONE);
+    if (grew != NULL)
+        *grew = false;
+    kq_resource_t up = KQ_RESOURCE_EMPTY, to = KQ_RESOURCE_EMPTY; /* freed at out */
+    rpack_t *to_p = NULL;
+    bool tree = l->qt != NULL && e->c.group != NULL, req_in = false, used_in = false, done = false;
+    int rc = kq_resource_copy(&up, want);
+    if (rc != 0)
+        goto out;
+    (void)kq_resource_sub(&up, RV(e->c.req)); /* clamped at 0: what grows */
+    if (kq_resource_is_zero(&up))
+        goto out;
+    if (commit && (kq_resource_copy(&to, RV(e->c.req)) != 0 || kq_resource_max(&to, want) != 0 ||
+                   rpack_set(&to_p, &to) != 0)) {
+        rc = KQ_ENOMEM;
+        goto out;
+    }
+    kq_user_t u = counted_user(&e->c);
+    /* counted already, in its own user's entry of the application: not a join, so the
+     * application's owner is not asked again (a pod counted unchecked beside another user's
+     * may still grow within its own limits) */
+    kq_ugm_pod_t counted = {.created = INT64_MAX, .uid = e->uid, .generated_app = true};
+    rc = kq_ugm_check_pod(l->ugm, e->c.queue, e->c.app, &u, &up, &counted, reason, reason_len, kind);
+    if (rc != 0)
+        goto out;
+    if (tree) {
+        req_in = kq_qtree_request_add(l->qt, e->c.group, &up) == 0;
+        rc = commit ? kq_qtree_assume(l->qt, e->c.group, &up, e->c.np, reason, reason_len, kind)
+                    : kq_qtree_check(l->qt, e->c.group, &up, e->c.np, reason, reason_len, kind);
+        used_in = commit && rc == 0;
+        if (rc == KQ_ENOENT) { /* the group is gone: the pod is being moved to the default group */
+            rc = 0;
+            kq_denial_set(kind, KQ_DENIAL_NONE);
+        }
+        if (rc != 0 || !commit)
+            goto out;
+    }
+    /* the ugm (checked above, under the ledger lock that every commit takes): the grown
+     * request is counted, then the old one released, as a resize seen by the watch is */
+    rc = kq_ugm_add_unchecked(l->ugm, e->c.queue, e->c.app, &u, &to);
+    if (rc != 0)
+        goto out;
+    fs_note(l, e->c.queue, e->c.user, &to, +1);
+    if (kq_ugm_decrease(l->ugm, e->c.queue, e->c.app, e->c.user, RV(e->c.req)) == 0)
+        fs_note(l, e->c.queue, e->c.user, RV(e->c.req), -1);
+    else
+        kq_error("event=resize_release_failed uid=%s queue=%s", e->uid, e->c.queue);
+    /* the group's used: the grown request as one allocation, as the ugm's (the growth
+     * assumed above goes at out: its check is done, and used never dips meanwhile) */
+    if (used_in && kq_qtree_used_add(l->qt, e->c.group, &to, e->c.np) == 0)
+        tree_release(l, e);
+    else if (used_in)
+        used_in = false; /* (keeps the growth as an allocation of its own; logged by the tree) */
+    free(e->c.req);
+    e->c.req = to_p;
+    to_p = NULL;
+    done = true;
+    if (grew != NULL)
+        *grew = true;
+out:
+    if (used_in && kq_qtree_used_sub(l->qt, e->c.group, &up, e->c.np) != 0)
+        kq_error("event=resize_undo_failed uid=%s group=%s", e->uid, e->c.group);
+    if (req_in && kq_qtree_request_sub(l->qt, e->c.group, &up) != 0)
+        kq_error("event=resize_undo_failed uid=%s group=%s", e->uid, e->c.group);
+    if (done)
+        tree_sync(l, e, false); /* the entry's share of the group's request: the grown request */
+    kq_resource_free(&up);
+    kq_resource_free(&to);
+    free(to_p);
+    return rc;
 }
 
 static entry_t *entry_new(const char *uid)
@@ -809,6 +1018,8 @@ kq_ledger_t *kq_ledger_new(kq_ugm_t *ugm, const char *scheduler_name)
     l->ugm = ugm;
     l->gen = 1;
     l->preempt_ttl_ms = KQ_LEDGER_PREEMPT_TTL_MS;
+    l->resize_ttl_ms = KQ_LEDGER_RESIZE_TTL_MS;
+    l->rs_next_ms = INT64_MAX;
     return l;
 }
 
@@ -894,6 +1105,44 @@ static int no_queue(const kq_pod_t *pod, char *reason, size_t reason_len, kq_den
     return KQ_EDENIED;
 }
 
+/* Whether req alone is over a max the counted entry is held to (its queue's, user's or
+ * group's, its quota group's): with it the pod could never fit. The reason into never. */
+static bool never_fits_locked(kq_ledger_t *l, const entry_t *e, const kq_resource_t *req, char *never, size_t len)
+{
+    kq_denial_t k = KQ_DENIAL_NONE;
+    kq_user_t u = counted_user(&e->c);
+    kq_ugm_pod_t counted = {.created = INT64_MAX, .uid = e->uid, .generated_app = true};
+    char r[512] = "";
+    if (kq_ugm_check_pod(l->ugm, e->c.queue, e->c.app, &u, req, &counted, r, sizeof(r), &k) == KQ_EDENIED &&
+        k == KQ_DENIAL_NEVER_FITS)
+        goto never;
+    /* the quota group's own max (kq_qtree_check reports its runtime first) */
+    kq_qgroup_info_t i;
+    if (l->qt != NULL && e->c.group != NULL && kq_qtree_info(l->qt, e->c.group, &i) == 0) {
+        bool over = false;
+        for (uint32_t n = 0; n < req->n; n++) {
+            const kq_res_entry_t *x = &KQ_RES_E(req)[n];
+            bool named = false;
+            int64_t max = kq_resource_get(&i.max, x->name, &named);
+            over = over || (named && x->value > max);
+        }
+        if (over) {
+            char rq[160], mx[160];
+            kq_resource_format(req, rq, sizeof(rq));
+            kq_resource_format(&i.max, mx, sizeof(mx));
+            snprintf(r, sizeof(r), "quota group %s: the request (%s) alone is over its max (%s)", e->c.group, rq,
+                     mx);
+        }
+        kq_qtree_info_free(&i);
+        if (over)
+            goto never;
+    }
+    return false;
+never:
+    set_reason(never, len, "%s", r);
+    return true;
+}
+
 int kq_ledger_check_resize(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reason_len,
                            kq_denial_t *kind)
 {
@@ -901,33 +1150,65 @@ int kq_ledger_check_resize(kq_ledger_t *l, const kq_pod_t *pod, char *reason, si
     if (pod == NULL || pod->uid == NULL)
         return KQ_EINVAL;
     int rc = 0;
-    entry_t *e;
+    entry_t *e, *gone = NULL;
+    pthread_mutex_lock(&l->mu);
+    rs_sweep(l);
+    HASH_FIND_STR(l->table, pod->uid, e);
+    bool known = e != NULL, counted = e != NULL && e->state != ST_PENDING;
+    pthread_mutex_unlock(&l->mu);
+    if (!known)
+        return 0; /* not ours, or not seen yet: whoever counts it checks what it then requests */
+    if (!counted) {
+        /* Waiting (at the gate, or for kube-scheduler): whoever counts it later checks the
+         * new request then; only a request that can never fit is refused now. */
+        kq_denial_t k = KQ_DENIAL_NONE;
+        rc = kq_ledger_check(l, pod, reason, reason_len, &k);
+        if (rc == KQ_EDENIED && k == KQ_DENIAL_NEVER_FITS) {
+            kq_denial_set(kind, k);
+            return rc;
+        }
+        if (rc != 0 && rc != KQ_EDENIED)
+            return rc;
+        rc = 0;
+        set_reason(reason, reason_len, "%s", "");
+    }
     pthread_mutex_lock(&l->mu);
     HASH_FIND_STR(l->table, pod->uid, e);
-    if (e != NULL && e->state != ST_PENDING) {
-        /* only what grows needs room: the counted request is already in */
-        kq_resource_t delta = KQ_RESOURCE_EMPTY; /* freed below */
-        if (kq_resource_copy(&delta, &pod->request) != 0)
-            rc = KQ_ENOMEM;
-        (void)kq_resource_sub(&delta, RV(e->c.req));
-        if (rc == 0 && !kq_resource_is_zero(&delta)) {
-            kq_user_t u = counted_user(&e->c);
-            /* counted already, in its own user's entry of the application: not a join, so the
-             * application's owner is not asked again (a pod counted unchecked beside another
-             * user's may still grow within its own limits) */
-            kq_ugm_pod_t counted = {.created = INT64_MAX, .uid = pod->uid, .generated_app = true};
-            rc = kq_ugm_check_pod(l->ugm, e->c.queue, e->c.app, &u, &delta, &counted, reason, reason_len, kind);
-            if (rc == 0 && l->qt != NULL && e->c.group != NULL) {
-                rc = kq_qtree_check(l->qt, e->c.group, &delta, e->c.np, reason, reason_len, kind);
-                if (rc == KQ_ENOENT) {
-                    rc = 0; /* the group is gone: the pod is being moved to the default group */
-                    kq_denial_set(kind, KQ_DENIAL_NONE);
-                }
-            }
-        }
-        kq_resource_free(&delta);
+    if (e == NULL)
+        goto out;
+    if (e->state == ST_PENDING) {
+        /* the gate, a bind or the watch counts it with at least this request from now on */
+        rc = rs_set(l, e, &pod->request);
+        goto out;
     }
+    bool grew = false;
+    rc = grow_locked(l, e, &pod->request, true, &grew, reason, reason_len, kind);
+    if (rc == 0 && (grew || e->rs_req != NULL)) {
+        if (rs_set(l, e, &pod->request) != 0)
+            kq_error("event=resize_reservation_failed pod=%s/%s uid=%s error=\"out of memory\"", pod->ns, pod->name,
+                     pod->uid);
+    } else if (rc == KQ_EDENIED && e->reserved && kq_pod_is_gated(pod) &&
+               !never_fits_locked(l, e, &pod->request, NULL, 0)) {
+        /* Released by the gate a moment ago, its gate removal still in flight: the pod has
+         * not reached kube-scheduler. Its reservation, made for the old request, goes; the
+         * pod is decided afresh with the new one (the watch reserves it, checked, once the
+         * gate is gone; else filter and bind). */
+        kq_info("event=reservation_dropped pod=%s/%s uid=%s reason=\"%s\" msg=\"resized while its gate was being "
+                "removed, to a request that does not fit now; decided afresh\"", pod->ns, pod->name, pod->uid,
+                reason);
+        gone = uncount(l, e);
+        if (gone == NULL && rs_set(l, e, &pod->request) != 0)
+            kq_error("event=resize_reservation_failed pod=%s/%s uid=%s error=\"out of memory\"", pod->ns, pod->name,
+                     pod->uid);
+        rc = 0;
+        set_reason(reason, reason_len, "%s", "");
+        kq_denial_set(kind, KQ_DENIAL_NONE);
+    } else if (rc == KQ_EDENIED && never_fits_locked(l, e, &pod->request, reason, reason_len)) {
+        kq_denial_set(kind, KQ_DENIAL_NEVER_FITS);
+    }
+out:
     pthread_mutex_unlock(&l->mu);
+    entry_free(gone);
     return rc;
 }
 
@@ -954,25 +1235,39 @@ int kq_ledger_check_on(kq_ledger_t *l, const kq_pod_t *pod, const char *node, ch
     if (pod == NULL || pod->uid == NULL)
         return KQ_EINVAL;
     entry_t *e;
+    int rc = 0;
+    kq_resource_t eff = KQ_RESOURCE_EMPTY; /* the request with a resize admitted; freed at out */
+    kq_pod_t raised;
     pthread_mutex_lock(&l->mu);
     HASH_FIND_STR(l->table, pod->uid, e);
     bool counted = e != NULL && e->state != ST_PENDING;
+    /* Counted already: only a growth since (a resize the counted request lacks) is checked;
+     * not counted: with at least the request of a resize admitted for it. */
+    if (counted)
+        rc = grow_locked(l, e, &pod->request, false, NULL, reason, reason_len, kind);
+    else if (e != NULL && e->rs_req != NULL && with_rs(e, &pod->request, &eff) == 0) {
+        raised = *pod;
+        raised.request = eff; /* borrowed: eff outlives every use of raised */
+        pod = &raised;
+    }
     kq_qtree_t *qt = l->qt;
     kq_ledger_resolve_fn resolve = l->resolve;
     void *resolve_ud = l->resolve_ud;
     pthread_mutex_unlock(&l->mu);
     if (counted)
-        return 0;
+        goto out;
     char group[KQ_QTREE_NAME_MAX + 1];
     bool in_tree = qt != NULL && resolve != NULL && resolve(resolve_ud, pod, group, sizeof(group)) == 0;
-    if (pod->queue == NULL && !(in_tree && queueless_ok(pod, group)))
-        return no_queue(pod, reason, reason_len, kind);
+    if (pod->queue == NULL && !(in_tree && queueless_ok(pod, group))) {
+        rc = no_queue(pod, reason, reason_len, kind);
+        goto out;
+    }
     kq_user_t u = {.name = pod->user, .groups = (const char *const *)pod->groups, .n_groups = pod->n_groups};
     kq_ugm_pod_t since = since_of(pod);
-    int rc = kq_ugm_check_pod(l->ugm, pod->queue ? pod->queue : "root", pod->app_id, &u, &pod->request, &since,
-                              reason, reason_len, kind);
+    rc = kq_ugm_check_pod(l->ugm, pod->queue ? pod->queue : "root", pod->app_id, &u, &pod->request, &since,
+                          reason, reason_len, kind);
     if (rc != 0 || !in_tree)
-        return rc;
+        goto out;
     bool done = false;
     if (node != NULL) {
         /* The preemptor of an in-flight preemption on this node: its victims are read and
@@ -996,6 +1291,8 @@ int kq_ledger_check_on(kq_ledger_t *l, const kq_pod_t *pod, const char *node, ch
         rc = kq_qtree_check(qt, KQ_QTREE_DEFAULT, &pod->request, !pod->preemptible, reason, reason_len, kind);
     if (rc == KQ_EDENIED && by_tree != NULL)
         *by_tree = true;
+out:
+    kq_resource_free(&eff);
     return rc;
 }
 
@@ -1012,6 +1309,17 @@ int kq_ledger_app_owner(kq_ledger_t *l, const kq_pod_t *pod, char *owner, size_t
 int kq_ledger_check(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reason_len, kq_denial_t *kind)
 {
     return kq_ledger_check_ex(l, pod, reason, reason_len, NULL, kind);
+}
+
+/* c (to be counted) with at least the request of the entry's resize reservation. */
+static int raise_to_rs(const entry_t *e, counted_t *c)
+{
+    kq_resource_t want = KQ_RESOURCE_EMPTY;
+    int rc = with_rs(e, RV(c->req), &want);
+    if (rc == 0)
+        rc = rpack_set(&c->req, &want);
+    kq_resource_free(&want);
+    return rc;
 }
 
 /* Check and commit of c across the quota tree and the ugm (lock held): both or neither.
@@ -1107,9 +1415,20 @@ static int assume(kq_ledger_t *l, const kq_pod_t *pod, const char *node, char *r
     kq_resource_t disc = KQ_RESOURCE_EMPTY;   /* in-flight victims on node, discounted */
     kq_resource_t others = KQ_RESOURCE_EMPTY; /* those of other scheduler-plugins groups */
     pthread_mutex_lock(&l->mu);
+    rs_sweep(l);
     HASH_FIND_STR(l->table, pod->uid, e);
     if (e != NULL && e->state != ST_PENDING) {
-        rc = 0; /* already counted: idempotent */
+        /* Counted already (the gate's reservation, an earlier bind): counted with the request
+         * the pod has now, which a resize may have grown since; the growth is checked. */
+        kq_resource_t want = KQ_RESOURCE_EMPTY;
+        rc = with_rs(e, &fpod->request, &want);
+        if (rc == 0)
+            rc = grow_locked(l, e, &want, true, NULL, reason, reason_len, kind);
+        kq_resource_free(&want);
+        goto out;
+    }
+    if (e != NULL && e->rs_req != NULL && raise_to_rs(e, &c) != 0) {
+        rc = KQ_ENOMEM;
         goto out;
     }
     if (l->qt != NULL && inflight_discount(l, pod->uid, node, c.group, &disc, &others) != 0) {
@@ -1212,6 +1531,10 @@ static bool reserve_observed(kq_ledger_t *l, entry_t *e)
     char reason[512] = "";
     if (counted_from_pod(&c, pod) != 0)
         return false;
+    if (e->rs_req != NULL && raise_to_rs(e, &c) != 0) {
+        counted_clear(&c);
+        return false;
+    }
     int rc = commit_locked(l, &c, pod, NULL, NULL, reason, sizeof(reason), NULL);
     if (rc != 0) {
         e->res_done = true;
@@ -1252,6 +1575,7 @@ void kq_ledger_observe(kq_ledger_t *l, const kq_pod_t *pod)
 
     entry_t *e, *gone = NULL;
     pthread_mutex_lock(&l->mu);
+    rs_sweep(l);
     HASH_FIND_STR(l->table, pod->uid, e);
     if (terminal) {
         inflight_drop_uid(l, pod->uid);
@@ -1280,16 +1604,25 @@ void kq_ledger_observe(kq_ledger_t *l, const kq_pod_t *pod)
         e->pod = copy;
         copy = old; /* freed after unlock */
     }
+    if (e->rs_req != NULL && rs_shown(e, &pod->request))
+        rs_clear(l, e); /* the watch shows the admitted resize: the pod counts with what it shows */
     if (pod->node != NULL) {
-        if (e->state == ST_PENDING) {
+        if (e->state == ST_PENDING)
             count_bound(l, e, EPOD(&e->pod));
-        } else {
-            if (e->reserved) {
-                e->reserved = false;
-                l->n_reserved--;
-            }
+        else if (e->reserved) {
+            e->reserved = false;
+            l->n_reserved--;
+        }
+        if (e->state != ST_PENDING) {
             e->state = ST_BOUND;
-            resize(l, e, pod);
+            /* a resize: counted with the request shown, or one admitted and not shown yet */
+            kq_resource_t want = KQ_RESOURCE_EMPTY;
+            if (with_rs(e, &pod->request, &want) == 0)
+                resize(l, e, pod, &want);
+            else
+                kq_error("event=resize_failed pod=%s/%s uid=%s error=\"out of memory\"", pod->ns, pod->name,
+                         pod->uid);
+            kq_resource_free(&want);
         }
     } else if (e->state == ST_PENDING) {
         if (!reserve_observed(l, e))
@@ -1756,6 +2089,7 @@ size_t kq_ledger_expire_reserved(kq_ledger_t *l, int64_t max_age_s)
     size_t n = 0;
     int64_t now = mono_s();
     pthread_mutex_lock(&l->mu);
+    rs_sweep(l); /* (this is the ledger's timer when the gate is on) */
     if (l->n_reserved == 0)
         goto out;
     HASH_ITER(hh, l->table, e, tmp) {
@@ -1780,6 +2114,13 @@ out:
 
 /* ---------------------------------------------------------------------------------- */
 /* in-flight preemption                                                                */
+
+void kq_ledger_set_resize_ttl_ms(kq_ledger_t *l, int64_t ttl_ms)
+{
+    pthread_mutex_lock(&l->mu);
+    l->resize_ttl_ms = ttl_ms;
+    pthread_mutex_unlock(&l->mu);
+}
 
 void kq_ledger_set_preempt_ttl_ms(kq_ledger_t *l, int64_t ttl_ms)
 {

@@ -1551,8 +1551,12 @@ int kq_extender_admission_check(void *ud, const json_t *pod_obj, const json_t *o
                    pod.ns ? pod.ns : "-", pod.name ? pod.name : "-", pod.node ? pod.node : "-",
                    reason[0] ? reason : "quota exceeded");
     } else {
-        rc = kq_ledger_check_resize(app->ledger, &pod, reason, sizeof(reason), NULL);
-        if (rc == KQ_EDENIED)
+        kq_denial_t kind = KQ_DENIAL_NONE;
+        rc = kq_ledger_check_resize(app->ledger, &pod, reason, sizeof(reason), &kind);
+        if (rc == KQ_EDENIED && kind == KQ_DENIAL_NEVER_FITS)
+            kq_errf(msg, len, "resizing pod %s/%s refused: with the new request it can never fit: %s",
+                   pod.ns ? pod.ns : "-", pod.name ? pod.name : "-", reason[0] ? reason : "over a max");
+        else if (rc == KQ_EDENIED)
             kq_errf(msg, len, "resizing pod %s/%s would exceed its limits: %s", pod.ns ? pod.ns : "-",
                    pod.name ? pod.name : "-", reason[0] ? reason : "quota exceeded");
     }

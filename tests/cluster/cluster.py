@@ -496,8 +496,10 @@ class Cluster:
         for ns in TENANT_NAMESPACES:
             self.namespace(ns)
         # The tenants: create, read and delete their own pods, as a namespace admin would.
+        # pods/resize: in-place resize of their own pods, a permission platforms commonly grant
         tenant_rules = [{"apiGroups": [""], "resources": ["pods"],
                          "verbs": ["create", "get", "list", "watch", "delete", "patch", "update"]},
+                        {"apiGroups": [""], "resources": ["pods/resize"], "verbs": ["patch", "update"]},
                         {"apiGroups": [""], "resources": ["events"], "verbs": ["get", "list"]},
                         {"apiGroups": ["apps"], "resources": ["deployments"],
                          "verbs": ["create", "get", "list", "delete"]}]

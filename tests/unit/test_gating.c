@@ -569,6 +569,32 @@ static void test_dynamic_queue_history_survives_reload(void **state)
     assert_false(is_tracked(f, "root.dyn.y"));
 }
 
+/* Issue 37 route 5: a waiting pod resized while gated (pods/resize) is decided with its new
+ * request. root.four has max 4 cpu: a-0 (3 cpu) goes first; b-0 asked 1 cpu, then was
+ * resized to 2 cpu before the pass: it must wait (3 + 2 > 4), not be reserved for 1 cpu
+ * and bound at 2. When a-0 ends it is released, reserved for 2 cpu. */
+static void test_resized_while_gated(void **state)
+{
+    fx_t *f = *state;
+    gated(f, "a-0", "a", "root.four", 3000, 0, 100, 0);
+    gated(f, "b-0", "b", "root.four", 1000, 0, 101, 0);
+    gated(f, "b-0", "b", "root.four", 2000, 0, 101, 0); /* the watch shows the resize */
+    assert_int_equal(kq_gating_start(f->g), 0);
+    wait_n(f, 1);
+    assert_int_equal(settle(f), 1);
+    assert_string_equal(f->names[0], "a-0");
+    assert_false(kq_ledger_is_reserved(f->app.ledger, "b-0"));
+    gone(f, "a-0", "a");
+    wait_n(f, 2);
+    assert_string_equal(f->names[1], "b-0");
+    assert_true(kq_ledger_is_reserved(f->app.ledger, "b-0"));
+    kq_resource_t used = KQ_RESOURCE_EMPTY;
+    size_t apps = 0, pods = 0;
+    assert_int_equal(kq_ugm_totals(f->app.ugm, &used, &apps, &pods), 0);
+    assert_int_equal(kq_resource_get(&used, "cpu", NULL), 2000);
+    kq_resource_free(&used);
+}
+
 int main(void)
 {
     (void)kq_log_set_level("error");
@@ -577,6 +603,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_weights, setup, teardown),
         cmocka_unit_test_setup_teardown(test_queue_full_and_deletion, setup, teardown),
         cmocka_unit_test_setup_teardown(test_user_limit_parks, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_resized_while_gated, setup, teardown),
         cmocka_unit_test_setup_teardown(test_gang_all_or_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_usage_dominant_share, setup, teardown),
         cmocka_unit_test_setup_teardown(test_usage_history, setup, teardown),

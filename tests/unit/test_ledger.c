@@ -561,20 +561,20 @@ static void test_check_and_denials(void **state)
     assert_int_equal(kq_ledger_check(f->l, &big, why, sizeof(why), &kind), KQ_EDENIED);
     assert_int_equal(kind, KQ_DENIAL_NEVER_FITS);
     kq_pod_clear(&big);
-    /* a resize of a (800m counted) is checked for its growth: +100m fits, +300m is over now,
-     * +1200m alone is over the max */
+    /* a resize of a (800m counted) is checked for its growth: +100m fits (and is counted at
+     * once: a's resize reservation); 1100m and 2000m alone are over the max */
     kq_pod_t ra = mk("a", "root.team-a", "alice", 900, NULL);
     kind = KQ_DENIAL_COUNT;
     assert_int_equal(kq_ledger_check_resize(f->l, &ra, why, sizeof(why), &kind), 0);
     assert_int_equal(kind, KQ_DENIAL_NONE);
     assert_int_equal(kq_resource_set(&ra.request, "cpu", 1100), 0);
     assert_int_equal(kq_ledger_check_resize(f->l, &ra, why, sizeof(why), &kind), KQ_EDENIED);
-    assert_int_equal(kind, KQ_DENIAL_OVER_LIMIT);
+    assert_int_equal(kind, KQ_DENIAL_NEVER_FITS);
     assert_int_equal(kq_resource_set(&ra.request, "cpu", 2000), 0);
     assert_int_equal(kq_ledger_check_resize(f->l, &ra, why, sizeof(why), &kind), KQ_EDENIED);
     assert_int_equal(kind, KQ_DENIAL_NEVER_FITS);
     kq_pod_clear(&ra);
-    assert_int_equal(alloc_cpu(f, "root.team-a"), 800);
+    assert_int_equal(alloc_cpu(f, "root.team-a"), 900);
     assert_int_equal(user_cpu(f, "bob"), -1);
     expect_size(f, 1, 1);
     kq_pod_t tmp;
@@ -583,7 +583,7 @@ static void test_check_and_denials(void **state)
     /* reality is never refused: the same pod bound by someone else is counted */
     set_node(&b, "n1");
     kq_ledger_observe(f->l, &b);
-    assert_int_equal(alloc_cpu(f, "root.team-a"), 1100);
+    assert_int_equal(alloc_cpu(f, "root.team-a"), 1200);
     expect_size(f, 2, 2);
 
     kq_ledger_remove(f->l, "a");
@@ -1101,15 +1101,288 @@ static void test_app_of_another_user(void **state)
     assert_int_equal(user_cpu(f, "alice"), 100);
     assert_int_equal(kq_resource_set(&b2.request, "cpu", 300), 0);
     assert_int_equal(kq_ledger_check_resize(f->l, &b2, why, sizeof(why), &kind), 0);
+    assert_int_equal(user_cpu(f, "bob"), 300); /* the growth counted from its admission */
     /* an id bob's pod did not name: his own application of that id */
     kq_pod_t b3 = mk_app("b3", "bob", "job", false, 100, NULL);
     assert_int_equal(kq_ledger_app_owner(f->l, &b3, owner, sizeof(owner), why, sizeof(why)), 0);
     assert_int_equal(kq_ledger_assume(f->l, &b3, why, sizeof(why), &kind), 0);
-    assert_int_equal(user_cpu(f, "bob"), 300);
+    assert_int_equal(user_cpu(f, "bob"), 400);
     kq_pod_clear(&a1);
     kq_pod_clear(&b1);
     kq_pod_clear(&b2);
     kq_pod_clear(&b3);
+}
+
+/* ------------------------------------------------------------------ resize (issue 37) */
+
+/* Issue 37 route 5: the gate reserves a pod with the request it has then; the pod is
+ * resized before it is bound. Bind counts the request it has now: the growth when it fits
+ * (team-a max 1000m: 400m reserved, grown to 900m), a denial when it does not (the
+ * reservation stays as it was), and filter says the same. */
+static void test_bind_counts_the_grown_request(void **state)
+{
+    fx_t *f = *state;
+    char why[512] = "";
+    kq_denial_t kind;
+    kq_pod_t a = mk("a", "root.team-a", "alice", 400, NULL);
+    kq_ledger_observe(f->l, &a);
+    assert_int_equal(kq_ledger_reserve(f->l, &a, why, sizeof why, NULL), 0);
+    assert_int_equal(alloc_cpu(f, "root.team-a"), 400);
+    /* resized to 900m (the watch shows it ungated and unbound: the reservation stays) */
+    assert_int_equal(kq_resource_set(&a.request, "cpu", 900), 0);
+    kq_ledger_observe(f->l, &a);
+    assert_int_equal(alloc_cpu(f, "root.team-a"), 400);
+    assert_int_equal(kq_ledger_check(f->l, &a, why, sizeof why, NULL), 0); /* 400 + 500 <= 1000 */
+    assert_int_equal(kq_ledger_assume(f->l, &a, why, sizeof why, NULL), 0);
+    assert_int_equal(alloc_cpu(f, "root.team-a"), 900);
+    set_node(&a, "n1");
+    kq_ledger_observe(f->l, &a);
+    assert_int_equal(alloc_cpu(f, "root.team-a"), 900);
+    kq_ledger_remove(f->l, "a");
+    assert_int_equal(alloc_cpu(f, "root.team-a"), 0);
+
+    /* b (300m) bound; c reserved at 400m, then resized to 800m: 300 + 800 > 1000 */
+    kq_pod_t b = mk("b", "root.team-a", "bob", 300, "n1"), c = mk("c", "root.team-a", "carol", 400, NULL);
+    kq_ledger_observe(f->l, &b);
+    kq_ledger_observe(f->l, &c);
+    assert_int_equal(kq_ledger_reserve(f->l, &c, why, sizeof why, NULL), 0);
+    assert_int_equal(alloc_cpu(f, "root.team-a"), 700);
+    assert_int_equal(kq_resource_set(&c.request, "cpu", 800), 0);
+    kq_ledger_observe(f->l, &c);
+    kind = KQ_DENIAL_COUNT;
+    assert_int_equal(kq_ledger_check(f->l, &c, why, sizeof why, &kind), KQ_EDENIED);
+    assert_int_equal(kind, KQ_DENIAL_OVER_LIMIT);
+    kind = KQ_DENIAL_COUNT;
+    why[0] = '\0';
+    assert_int_equal(kq_ledger_assume(f->l, &c, why, sizeof why, &kind), KQ_EDENIED);
+    assert_int_equal(kind, KQ_DENIAL_OVER_LIMIT);
+    assert_non_null(strstr(why, "root.team-a"));
+    assert_int_equal(alloc_cpu(f, "root.team-a"), 700); /* nothing more counted */
+    assert_true(kq_ledger_is_reserved(f->l, "c"));
+    /* b goes: c's growth fits now, and its bind counts 800m */
+    kq_ledger_remove(f->l, "b");
+    assert_int_equal(kq_ledger_assume(f->l, &c, why, sizeof why, NULL), 0);
+    assert_int_equal(alloc_cpu(f, "root.team-a"), 800);
+    kq_ledger_remove(f->l, "c");
+    expect_empty(f);
+    kq_pod_clear(&a);
+    kq_pod_clear(&b);
+    kq_pod_clear(&c);
+}
+
+/* A resize of a pod that waits (not counted) is refused only when it can never fit; the
+ * gate, which may still hold the old request, then reserves the new one. */
+static void test_resize_of_a_waiting_pod(void **state)
+{
+    fx_t *f = *state;
+    char why[512] = "";
+    kq_denial_t kind;
+    kq_pod_t full = mk("full", "root.team-a", "bob", 1000, "n1"), w = mk("w", "root.team-a", "alice", 100, NULL);
+    kq_ledger_observe(f->l, &full);
+    kq_ledger_observe(f->l, &w);
+    kq_pod_t big = mk("w", "root.team-a", "alice", 2000, NULL); /* over the 1000m max */
+    kind = KQ_DENIAL_COUNT;
+    assert_int_equal(kq_ledger_check_resize(f->l, &big, why, sizeof why, &kind), KQ_EDENIED);
+    assert_int_equal(kind, KQ_DENIAL_NEVER_FITS);
+    assert_non_null(strstr(why, "max"));
+    kq_pod_t grown = mk("w", "root.team-a", "alice", 700, NULL); /* no room now, but it may come */
+    kind = KQ_DENIAL_COUNT;
+    assert_int_equal(kq_ledger_check_resize(f->l, &grown, why, sizeof why, &kind), 0);
+    assert_int_equal(kind, KQ_DENIAL_NONE);
+    assert_int_equal(alloc_cpu(f, "root.team-a"), 1000); /* a waiting pod counts nothing */
+    kq_ledger_remove(f->l, "full");
+    kq_pod_t other = mk("o", "root.team-a", "bob", 400, "n1");
+    kq_ledger_observe(f->l, &other);
+    /* the gate still holds the 100m request: the reservation is made for 700m, which does
+     * not fit beside 400m */
+    assert_int_equal(kq_ledger_reserve(f->l, &w, why, sizeof why, NULL), KQ_EDENIED);
+    kq_ledger_remove(f->l, "o");
+    assert_int_equal(kq_ledger_reserve(f->l, &w, why, sizeof why, NULL), 0);
+    assert_int_equal(alloc_cpu(f, "root.team-a"), 700);
+    /* a watch event still showing 100m does not take it back; the resized pod ends it */
+    kq_ledger_observe(f->l, &w);
+    assert_int_equal(alloc_cpu(f, "root.team-a"), 700);
+    set_node(&grown, "n1");
+    kq_ledger_observe(f->l, &grown);
+    assert_int_equal(alloc_cpu(f, "root.team-a"), 700);
+    kq_ledger_remove(f->l, "w");
+    expect_empty(f);
+    kq_pod_clear(&full);
+    kq_pod_clear(&w);
+    kq_pod_clear(&big);
+    kq_pod_clear(&grown);
+    kq_pod_clear(&other);
+}
+
+/* Issue 37 route 9: an admitted growth is counted at once (its resize reservation), so two
+ * resizes that together pass the max cannot both be admitted; the watch showing the resize
+ * ends the reservation, an unseen one ends after the TTL and the pod goes back to what the
+ * watch shows. */
+static void test_resize_reservation(void **state)
+{
+    fx_t *f = *state;
+    char why[512] = "";
+    kq_denial_t kind;
+    kq_pod_t x = mk("x", "root.team-a", "alice", 300, "n1"), y = mk("y", "root.team-a", "bob", 300, "n1");
+    kq_ledger_observe(f->l, &x);
+    kq_ledger_observe(f->l, &y);
+    assert_int_equal(alloc_cpu(f, "root.team-a"), 600);
+    kq_pod_t x2 = mk("x", "root.team-a", "alice", 600, "n1"), y2 = mk("y", "root.team-a", "bob", 600, "n1");
+    assert_int_equal(kq_ledger_check_resize(f->l, &x2, why, sizeof why, NULL), 0);
+    assert_int_equal(alloc_cpu(f, "root.team-a"), 900);
+    assert_int_equal(user_cpu(f, "alice"), 600);
+    kind = KQ_DENIAL_COUNT;
+    assert_int_equal(kq_ledger_check_resize(f->l, &y2, why, sizeof why, &kind), KQ_EDENIED); /* 900 + 300 */
+    assert_int_equal(kind, KQ_DENIAL_OVER_LIMIT);
+    assert_int_equal(alloc_cpu(f, "root.team-a"), 900);
+    /* a watch event of x from before its resize keeps the reservation */
+    kq_ledger_observe(f->l, &x);
+    assert_int_equal(alloc_cpu(f, "root.team-a"), 900);
+    /* the resized x: counted as it shows, reservation gone (a later old event shrinks it) */
+    kq_ledger_observe(f->l, &x2);
+    assert_int_equal(alloc_cpu(f, "root.team-a"), 900);
+    /* a resize the watch never shows (refused after admission) ends after the TTL */
+    kq_ledger_set_resize_ttl_ms(f->l, 0);
+    kq_pod_t y3 = mk("y", "root.team-a", "bob", 400, "n1");
+    assert_int_equal(kq_ledger_check_resize(f->l, &y3, why, sizeof why, NULL), 0); /* 900 + 100 */
+    assert_int_equal(alloc_cpu(f, "root.team-a"), 1000);
+    assert_int_equal(kq_ledger_expire_reserved(f->l, 3600), 0); /* the timer */
+    assert_int_equal(alloc_cpu(f, "root.team-a"), 900);
+    assert_int_equal(user_cpu(f, "bob"), 300);
+    kq_ledger_remove(f->l, "x");
+    kq_ledger_remove(f->l, "y");
+    expect_empty(f);
+    kq_pod_clear(&x);
+    kq_pod_clear(&y);
+    kq_pod_clear(&x2);
+    kq_pod_clear(&y2);
+    kq_pod_clear(&y3);
+}
+
+/* Issue 37 route 9 (over-refusal): a queue's quota group whose runtime follows its request
+ * (cluster 10 cpu, group ga max 4 cpu, no min). A bound 2-cpu pod is the group's whole
+ * request: runtime 2 cpu. Its resize to 3500m is admitted (the growth enters the group's
+ * request first: runtime 3500m), one to 4500m is over the max (never fits); with 3500m
+ * counted, another pod's 1-cpu growth is over the max 4. */
+static int resolve_ga(void *ud, const kq_pod_t *pod, char *group, size_t len)
+{
+    (void)ud;
+    (void)pod;
+    snprintf(group, len, "ga");
+    return 0;
+}
+
+static void test_resize_within_a_quota_group(void **state)
+{
+    fx_t *f = *state;
+    char why[512] = "", err[256] = "";
+    kq_denial_t kind;
+    kq_qtree_t *t = kq_qtree_new();
+    assert_non_null(t);
+    kq_resource_t tot = KQ_RESOURCE_EMPTY;
+    assert_int_equal(kq_resource_set(&tot, "cpu", 10000), 0);
+    kq_qtree_set_cluster_total(t, &tot);
+    kq_resource_free(&tot);
+    kq_qgroup_spec_t s;
+    kq_qgroup_spec_init(&s, "ga");
+    assert_int_equal(kq_resource_set(&s.max, "cpu", 4000), 0);
+    assert_int_equal(kq_qtree_set_group(t, &s, err, sizeof err), 0);
+    kq_resource_free(&s.max);
+    kq_ledger_set_qtree(f->l, t, resolve_ga, NULL);
+
+    kq_pod_t p = mk("p", "root.team-b", "alice", 2000, "n1");
+    kq_ledger_observe(f->l, &p);
+    kq_resource_t rt = KQ_RESOURCE_EMPTY;
+    assert_int_equal(kq_qtree_runtime(t, "ga", &rt), 0);
+    assert_int_equal(kq_resource_get(&rt, "cpu", NULL), 2000);
+    kq_resource_free(&rt);
+    kq_pod_t p2 = mk("p", "root.team-b", "alice", 3500, "n1");
+    kind = KQ_DENIAL_COUNT;
+    assert_int_equal(kq_ledger_check_resize(f->l, &p2, why, sizeof why, &kind), 0);
+    assert_int_equal(kind, KQ_DENIAL_NONE);
+    kq_qgroup_info_t i;
+    assert_int_equal(kq_qtree_info(t, "ga", &i), 0);
+    assert_int_equal(kq_resource_get(&i.used, "cpu", NULL), 3500);
+    assert_int_equal(kq_resource_get(&i.request, "cpu", NULL), 3500);
+    kq_qtree_info_free(&i);
+    /* 4500m alone is over ga's max */
+    kq_pod_t p3 = mk("p", "root.team-b", "alice", 4500, "n1");
+    kind = KQ_DENIAL_COUNT;
+    assert_int_equal(kq_ledger_check_resize(f->l, &p3, why, sizeof why, &kind), KQ_EDENIED);
+    assert_int_equal(kind, KQ_DENIAL_NEVER_FITS);
+    /* q (500m) grows by 1 cpu: 3500 + 500 + 1000 > 4000 */
+    kq_pod_t q = mk("q", "root.team-b", "bob", 500, "n1"), q2 = mk("q", "root.team-b", "bob", 1500, "n1");
+    kq_ledger_observe(f->l, &q);
+    kind = KQ_DENIAL_COUNT;
+    assert_int_equal(kq_ledger_check_resize(f->l, &q2, why, sizeof why, &kind), KQ_EDENIED);
+    assert_int_equal(kind, KQ_DENIAL_OVER_RUNTIME); /* runtime = min(request 5000, max 4000) */
+    assert_int_equal(kq_qtree_info(t, "ga", &i), 0);
+    assert_int_equal(kq_resource_get(&i.used, "cpu", NULL), 4000);
+    assert_int_equal(kq_resource_get(&i.request, "cpu", NULL), 4000); /* the refused growth left */
+    kq_qtree_info_free(&i);
+    kq_ledger_remove(f->l, "p");
+    kq_ledger_remove(f->l, "q");
+    assert_int_equal(kq_qtree_info(t, "ga", &i), 0);
+    assert_int_equal(kq_resource_get(&i.used, "cpu", NULL), 0);
+    assert_int_equal(kq_resource_get(&i.request, "cpu", NULL), 0);
+    kq_qtree_info_free(&i);
+    kq_ledger_free(f->l);
+    f->l = NULL;
+    kq_qtree_free(t);
+    kq_pod_clear(&p);
+    kq_pod_clear(&p2);
+    kq_pod_clear(&p3);
+    kq_pod_clear(&q);
+    kq_pod_clear(&q2);
+}
+
+/* A pod the gate reserved a moment ago, its gate removal still in flight, is resized to a
+ * request that does not fit now (not one that never fits): the reservation made for the old
+ * request goes and the resize is admitted; once the watch shows it ungated it is reserved
+ * afresh, checked, with the new request, or not at all. A growth that fits moves the
+ * reservation instead; one that never fits is refused. */
+static void test_resize_of_a_reserved_gated_pod(void **state)
+{
+    fx_t *f = *state;
+    char why[512] = "";
+    kq_denial_t kind;
+    kq_ledger_set_gating(f->l, true);
+    kq_pod_t b = mk("b", "root.team-a", "bob", 300, "n1"), a = mk("a", "root.team-a", "alice", 400, NULL);
+    a.gate_pos = 1;
+    a.n_gates = 1;
+    kq_ledger_observe(f->l, &b);
+    kq_ledger_observe(f->l, &a);
+    assert_int_equal(kq_ledger_reserve(f->l, &a, why, sizeof why, NULL), 0);
+    assert_int_equal(alloc_cpu(f, "root.team-a"), 700);
+    /* 500m: 300 + 500 fits, the reservation moves */
+    assert_int_equal(kq_resource_set(&a.request, "cpu", 500), 0);
+    assert_int_equal(kq_ledger_check_resize(f->l, &a, why, sizeof why, NULL), 0);
+    assert_true(kq_ledger_is_reserved(f->l, "a"));
+    assert_int_equal(alloc_cpu(f, "root.team-a"), 800);
+    /* 1200m can never fit: refused, nothing moves */
+    assert_int_equal(kq_resource_set(&a.request, "cpu", 1200), 0);
+    kind = KQ_DENIAL_COUNT;
+    assert_int_equal(kq_ledger_check_resize(f->l, &a, why, sizeof why, &kind), KQ_EDENIED);
+    assert_int_equal(kind, KQ_DENIAL_NEVER_FITS);
+    assert_int_equal(alloc_cpu(f, "root.team-a"), 800);
+    /* 900m does not fit beside b now: admitted, the reservation dropped */
+    assert_int_equal(kq_resource_set(&a.request, "cpu", 900), 0);
+    assert_int_equal(kq_ledger_check_resize(f->l, &a, why, sizeof why, NULL), 0);
+    assert_false(kq_ledger_is_reserved(f->l, "a"));
+    assert_int_equal(alloc_cpu(f, "root.team-a"), 300);
+    /* the watch shows it ungated: reserved afresh, checked at 900m: refused while b runs */
+    a.gate_pos = 0;
+    a.n_gates = 0;
+    kq_ledger_observe(f->l, &a);
+    assert_false(kq_ledger_is_reserved(f->l, "a"));
+    assert_int_equal(alloc_cpu(f, "root.team-a"), 300);
+    kq_ledger_remove(f->l, "b");
+    assert_int_equal(kq_ledger_assume(f->l, &a, why, sizeof why, NULL), 0); /* bind decides it */
+    assert_int_equal(alloc_cpu(f, "root.team-a"), 900);
+    kq_ledger_remove(f->l, "a");
+    expect_empty(f);
+    kq_pod_clear(&a);
+    kq_pod_clear(&b);
 }
 
 int main(void)
@@ -1139,6 +1412,11 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_reserve_after_relist, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fairshare_follows, setup, teardown),
         cmocka_unit_test_setup_teardown(test_app_of_another_user, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bind_counts_the_grown_request, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_resize_of_a_waiting_pod, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_resize_reservation, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_resize_of_a_reserved_gated_pod, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_resize_within_a_quota_group, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

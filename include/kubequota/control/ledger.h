@@ -11,7 +11,8 @@
  * The ledger remembers exactly what it counted (queue, application, user, request) and
  * releases that, even if the pod's labels change later. A bound pod without a valid queue
  * is counted against "root" (and a warning logged). An in-place resize of a bound pod
- * releases the old request and counts the new one.
+ * releases the old request and counts the new one; a resize admitted by
+ * kq_ledger_check_resize is counted from its admission (see there).
  *
  * Relist (after a 410 or at start): kq_ledger_resync_begin, kq_ledger_observe for each
  * listed pod, kq_ledger_resync_end: pods not listed are released, except pods assumed
@@ -62,7 +63,9 @@ void kq_ledger_free(kq_ledger_t *l);
 int kq_ledger_app_owner(kq_ledger_t *l, const kq_pod_t *pod, char *owner, size_t owner_len, char *reason,
                         size_t reason_len) KQ_WUR;
 
-/* Filter: would the pod fit? 0 when already counted or when it fits; KQ_EDENIED with the
+/* Filter: would the pod fit? 0 when it fits, or when it is already counted and its request
+ * (pod->request) has not grown past what it is counted with (a growth is checked as
+ * kq_ledger_check_resize checks one, committing nothing); KQ_EDENIED with the
  * reason (also for an unresolvable queue) and, when kind is not NULL, its kind (the ugm's,
  * the quota tree's, or the pod's queue_denial). Changes nothing: a filter request may name
  * a pod the API server does not know (anyone who reaches the port can send one), so it
@@ -72,7 +75,10 @@ int kq_ledger_check(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t re
                     kq_denial_t *kind) KQ_WUR;
 
 /* Bind: check and count the pod (enforced). 0 when counted now or already counted;
- * KQ_EDENIED with the reason, no usage changed. With a quota tree: ugm and tree are both
+ * KQ_EDENIED with the reason, no usage changed. A pod counted already (the gate's
+ * reservation) whose request grew since (a resize) is counted with the new request: the
+ * growth is checked and committed, or the bind denied. A pod with a resize reservation
+ * (kq_ledger_check_resize) is counted with at least its request. With a quota tree: ugm and tree are both
  * committed or neither; a pod not known yet is first remembered as pending (its request
  * enters its group's request, which its group's runtime depends on) and stays so when
  * denied. */
@@ -141,12 +147,34 @@ int kq_ledger_check_ex(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t
 void kq_ledger_note_pending(kq_ledger_t *l, const kq_pod_t *pod);
 bool kq_ledger_has_qtree(kq_ledger_t *l);
 
-/* Admission of an in-place resize: would the pod, counted with its old request, fit with
- * pod->request? Only the growth is checked, against the queue, application, user and
- * quota group the pod is counted in. 0 (also for a pod not counted: its bind checks the
- * new request), or KQ_EDENIED with the reason. Changes nothing. */
+/* Admission of an in-place resize (pods/resize; pod is the object after it). What a pod
+ * counts with is always its request at the moment it is counted, so:
+ *  - a counted pod (bound, being bound, or reserved by the gate): its growth (pod->request
+ *    above what it is counted with, per resource) is checked against the queue,
+ *    application, user and quota group it is counted in (the growth enters the group's
+ *    request first: a group's runtime follows its request) and COMMITTED, check and commit
+ *    under the ledger lock, so that two resizes admitted one after the other never pass a
+ *    limit together. KQ_EDENIED with the reason when it does not fit (kind NEVER_FITS when
+ *    pod->request alone is over a max); except a reserved pod that still carries its gate
+ *    (its gate removal in flight), whose reservation is dropped instead (0): it is decided
+ *    afresh with the new request;
+ *  - a pod not counted (waiting at the gate or for kube-scheduler): refused only when
+ *    pod->request can never fit (KQ_EDENIED, kind NEVER_FITS); whoever counts it later
+ *    (the gate, a bind, the watch) counts the new request;
+ *  - a pod the ledger does not know: 0.
+ * An admitted resize is remembered as the pod's *resize reservation* until the watch shows
+ * the pod with at least that request, or for KQ_LEDGER_RESIZE_TTL_MS (a resize refused
+ * after this admission, by the API server or another webhook): meanwhile the pod counts
+ * with at least it, and when it ends unseen a counted pod goes back to the request the
+ * watch shows. Expired reservations end at the next pod event, gate timer tick, bind or
+ * resize admission after their time. */
 int kq_ledger_check_resize(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reason_len,
                            kq_denial_t *kind) KQ_WUR;
+
+#define KQ_LEDGER_RESIZE_TTL_MS 30000
+
+/* Changes the lifetime of new resize reservations (tests). */
+void kq_ledger_set_resize_ttl_ms(kq_ledger_t *l, int64_t ttl_ms);
 
 /* Removes the quota group `group` from the tree (kq_qtree_remove_group) and, in the same
  * step under the ledger lock, makes every pod counted or pending in it belong to
@@ -208,8 +236,10 @@ size_t kq_ledger_expire_unobserved(kq_ledger_t *l, int64_t max_age_s);
  * reservation from the watch, today's behaviour. */
 void kq_ledger_set_gating(kq_ledger_t *l, bool on);
 
-/* Check and count the pod as reserved (kq_ledger_assume's check and commit). 0 when
- * counted now or already counted; KQ_EDENIED with the reason. */
+/* Check and count the pod as reserved (kq_ledger_assume's check and commit, with the same
+ * rules for a grown request and a resize reservation). The reservation remembers the
+ * request it counted; filter and bind of the pod check, and bind counts, any growth past
+ * it. 0 when counted now or already counted; KQ_EDENIED with the reason. */
 int kq_ledger_reserve(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reason_len,
                       kq_denial_t *kind) KQ_WUR;
 
