@@ -1119,8 +1119,9 @@ static void test_app_of_another_user(void **state)
  * uid the API server gave it (kq_ledger_admit); the watch then shows the same uid bound.
  * Counted once: 600m reserved, the watch shows it, still 600m; deleted, 0. Expected numbers
  * from the queue max (1000m) by hand. As Kubernetes' ResourceQuota admission charges a
- * create once (k8s.io/kubernetes plugin/pkg/admission/resourcequota, controller.go: the
- * usage is committed at admission and the quota controller does not add the pod again). */
+ * create once, at validation (k8s.io/apiserver pkg/admission/plugin/resourcequota,
+ * controller.go checkQuotas; its test TestAdmitBelowQuotaLimit in k8s.io/kubernetes
+ * plugin/pkg/admission/resourcequota/admission_test.go). */
 static void test_admit_then_watch_counts_once(void **state)
 {
     fx_t *f = *state;

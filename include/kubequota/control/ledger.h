@@ -305,8 +305,9 @@ int kq_ledger_assume_on(kq_ledger_t *l, const kq_pod_t *pod, const char *node, c
  * Such a pod is bound from its creation: no scheduler, filter, bind or gate sees it, so it
  * is checked at admission whoever creates it (a tenant, or a controller creating a pod for a
  * tenant's workload: it carries the identity the workloads webhook stamped on the
- * template), as Kubernetes' ResourceQuota admission charges a create for any requester
- * (k8s.io/kubernetes plugin/pkg/admission/resourcequota). Two steps:
+ * template), as Kubernetes' ResourceQuota admission, a validating plugin, charges a create
+ * for any requester and not on a dry run (k8s.io/apiserver
+ * pkg/admission/plugin/resourcequota, QuotaAdmission.Validate). Two steps:
  *
  *  - the mutating webhook asks kq_ledger_check_new (changes nothing; the pod has no uid
  *    and, with generateName, no name yet);
