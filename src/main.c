@@ -1005,6 +1005,8 @@ static int serve(int argc, char **argv)
     adm.pod_quota_ud = app.elastic;
     adm.check_pod = kq_extender_admission_check; /* nodeName at creation, pods/resize */
     adm.check_pod_ud = &app;
+    adm.reserve_pod = kq_extender_admission_reserve; /* nodeName at creation, validating: counted */
+    adm.reserve_pod_ud = &app;
     adm.check_pod_app = kq_extender_admission_app_check; /* another user's application */
     adm.pod_app_ud = &app;
     adm.check_config = kq_app_check_config; /* the ConfigMap webhook refuses what a reload would */

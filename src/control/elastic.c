@@ -2722,6 +2722,7 @@ static void *timer_main(void *arg)
         }
         if (now >= e->next_expire_ms && e->app->ledger != NULL) {
             (void)kq_ledger_expire_unobserved(e->app->ledger, EXPIRE_AGE_S);
+            (void)kq_ledger_expire_admitted(e->app->ledger); /* nodeName creates that never came */
             e->next_expire_ms = now + EXPIRE_EVERY_MS;
         }
         struct timespec ts;

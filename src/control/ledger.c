@@ -48,8 +48,15 @@
  * makes counted is ordinary usage: a growth is committed at admission by grow_locked, the
  * same check-and-commit that bind uses for a reserved pod whose request grew.
  *
+ * Admission reservations (ledger.h): an entry counted by kq_ledger_admit for a pod being
+ * created with spec.nodeName, under the UID the API server gave it, is an ASSUMED entry
+ * that is also in a doubly linked list in reservation order (entry_t.adm_prev/adm_next), so
+ * that expiry looks only at the list's head. release() and the watch's first sight of the
+ * pod bound take it off the list; nothing else changes: the watch finds the entry by UID
+ * and turns it BOUND, so the pod is counted once.
+ *
  * DESIGN: one mutex guards the UID table (uthash), the in-flight preemption table, the
- * resize reservation list and the counters. Engine calls that
+ * resize reservation list, the admission list and the counters. Engine calls that
  * change usage are made under it, so the table and the engine never disagree (lock
  * order: ledger -> ugm -> quota tree, never the reverse). kq_ledger_check calls the engine after
  * dropping the ledger lock: it changes nothing, and filter must not serialise on the
@@ -262,6 +269,13 @@ typedef struct entry {
     rpack_t *rs_req;
     int64_t rs_until_ms;  /* monotonic */
     struct entry *rs_prev, *rs_next;
+    /* Admission reservation (kq_ledger_admit): an ASSUMED entry counted by the validating
+     * webhook for a pod created with spec.nodeName, keyed by the UID the API server gave
+     * it, until the watch shows it (then simply counted) or the TTL ends it. In the
+     * ledger's admission list, oldest first. */
+    bool admitted;
+    int64_t admitted_ms;  /* monotonic ms of the reservation */
+    struct entry *adm_prev, *adm_next;
 } entry_t;
 
 struct kq_ledger {
@@ -287,6 +301,9 @@ struct kq_ledger {
     entry_t *resizing;          /* entries with a resize reservation (rs_req), a list */
     int64_t resize_ttl_ms;      /* kq_ledger_set_resize_ttl_ms */
     int64_t rs_next_ms;         /* no resize reservation ends before this (monotonic) */
+    entry_t *adm_head, *adm_tail; /* admission reservations, oldest first (kq_ledger_admit) */
+    size_t n_admitted;
+    int64_t admit_ttl_ms;
     pthread_cond_t seen_cv;     /* with mu: broadcast when the watch shows a pod and seen_waiters > 0 */
     unsigned seen_waiters;      /* threads in kq_ledger_wait_observed */
 };
@@ -503,6 +520,74 @@ static void pending_set(kq_ledger_t *l, entry_t *e, const kq_pod_t *pod)
     e->pending = true;
 }
 
+/* ---- admission reservations (lock held) ---- */
+
+/* Ends the entry's admission reservation, if it has one (what it counted stays counted). */
+static void adm_unlink(kq_ledger_t *l, entry_t *e)
+{
+    if (!e->admitted)
+        return;
+    if (e->adm_prev != NULL)
+        e->adm_prev->adm_next = e->adm_next;
+    else
+        l->adm_head = e->adm_next;
+    if (e->adm_next != NULL)
+        e->adm_next->adm_prev = e->adm_prev;
+    else
+        l->adm_tail = e->adm_prev;
+    e->adm_prev = e->adm_next = NULL;
+    e->admitted = false;
+    l->n_admitted--;
+}
+
+static void adm_link(kq_ledger_t *l, entry_t *e, int64_t now_ms)
+{
+    e->admitted = true;
+    e->admitted_ms = now_ms;
+    e->adm_next = NULL;
+    e->adm_prev = l->adm_tail;
+    if (l->adm_tail != NULL)
+        l->adm_tail->adm_next = e;
+    else
+        l->adm_head = e;
+    l->adm_tail = e;
+    l->n_admitted++;
+}
+
+static entry_t *uncount(kq_ledger_t *l, entry_t *e);
+
+/* Releases the admission reservations older than the TTL (the pod was refused after our
+ * webhook, or its create failed): the list is in reservation order, so this stops at the
+ * first live one. Returns the entries to free after unlocking, chained through hh.next. */
+static entry_t *adm_expire_locked(kq_ledger_t *l, int64_t now_ms, size_t *n)
+{
+    entry_t *gone = NULL;
+    while (l->adm_head != NULL && now_ms - l->adm_head->admitted_ms >= l->admit_ttl_ms) {
+        entry_t *e = l->adm_head;
+        kq_info("event=admission_reservation_expired pod=%s/%s uid=%s queue=%s user=%s msg=\"the API server "
+                "never showed the pod admitted with a node; its reservation is released\"",
+                e->pod.ns ? e->pod.ns : "-", e->pod.name ? e->pod.name : "-", e->uid, e->c.queue ? e->c.queue : "-",
+                e->c.user ? e->c.user : "-");
+        entry_t *f = uncount(l, e); /* releases, which ends the reservation */
+        if (f != NULL) {
+            f->hh.next = gone;
+            gone = f;
+        }
+        if (n != NULL)
+            (*n)++;
+    }
+    return gone;
+}
+
+static void free_chain(entry_t *gone)
+{
+    while (gone != NULL) {
+        entry_t *e = gone;
+        gone = e->hh.next;
+        entry_free(e);
+    }
+}
+
 /* Releases what the entry counted; the entry becomes PENDING (not counted). */
 static void release(kq_ledger_t *l, entry_t *e)
 {
@@ -512,6 +597,7 @@ static void release(kq_ledger_t *l, entry_t *e)
         e->reserved = false;
         l->n_reserved--;
     }
+    adm_unlink(l, e);
     int rc = kq_ugm_decrease(l->ugm, e->c.queue, e->c.app, e->c.user, RV(e->c.req));
     if (rc == 0)
         fs_note(l, e->c.queue, e->c.user, RV(e->c.req), -1);
@@ -1020,6 +1106,7 @@ kq_ledger_t *kq_ledger_new(kq_ugm_t *ugm, const char *scheduler_name)
     l->preempt_ttl_ms = KQ_LEDGER_PREEMPT_TTL_MS;
     l->resize_ttl_ms = KQ_LEDGER_RESIZE_TTL_MS;
     l->rs_next_ms = INT64_MAX;
+    l->admit_ttl_ms = KQ_LEDGER_ADMIT_TTL_MS;
     return l;
 }
 
@@ -1573,9 +1660,11 @@ void kq_ledger_observe(kq_ledger_t *l, const kq_pod_t *pod)
         return;
     }
 
-    entry_t *e, *gone = NULL;
+    entry_t *e, *gone = NULL, *expired = NULL;
     pthread_mutex_lock(&l->mu);
     rs_sweep(l);
+    if (l->adm_head != NULL)
+        expired = adm_expire_locked(l, mono_ms(), NULL);
     HASH_FIND_STR(l->table, pod->uid, e);
     if (terminal) {
         inflight_drop_uid(l, pod->uid);
@@ -1614,6 +1703,7 @@ void kq_ledger_observe(kq_ledger_t *l, const kq_pod_t *pod)
             l->n_reserved--;
         }
         if (e->state != ST_PENDING) {
+            adm_unlink(l, e); /* the pod is real now: counted once, by this entry */
             e->state = ST_BOUND;
             /* a resize: counted with the request shown, or one admitted and not shown yet */
             kq_resource_t want = KQ_RESOURCE_EMPTY;
@@ -1635,6 +1725,7 @@ out:
     pthread_mutex_unlock(&l->mu);
     spod_clear(&copy);
     entry_free(gone);
+    free_chain(expired);
 }
 
 void kq_ledger_remove(kq_ledger_t *l, const char *uid)
@@ -2260,4 +2351,152 @@ int kq_ledger_preempt_nodes(kq_ledger_t *l, const char *preemptor_uid, char ***o
     *out = v;
     *n = k;
     return 0;
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* admission of pods created with spec.nodeName                                        */
+
+int kq_ledger_check_new(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reason_len, kq_denial_t *kind)
+{
+    kq_denial_set(kind, KQ_DENIAL_NONE);
+    if (l == NULL || pod == NULL)
+        return KQ_EINVAL;
+    entry_t *expired = NULL;
+    pthread_mutex_lock(&l->mu);
+    if (l->adm_head != NULL)
+        expired = adm_expire_locked(l, mono_ms(), NULL);
+    kq_qtree_t *qt = l->qt;
+    kq_ledger_resolve_fn resolve = l->resolve;
+    void *resolve_ud = l->resolve_ud;
+    pthread_mutex_unlock(&l->mu);
+    free_chain(expired);
+    char group[KQ_QTREE_NAME_MAX + 1];
+    bool in_tree = qt != NULL && resolve != NULL && resolve(resolve_ud, pod, group, sizeof(group)) == 0;
+    if (pod->queue == NULL && !(in_tree && queueless_ok(pod, group)))
+        return no_queue(pod, reason, reason_len, kind);
+    kq_user_t u = {.name = pod->user, .groups = (const char *const *)pod->groups, .n_groups = pod->n_groups};
+    kq_ugm_pod_t since = since_of(pod);
+    int rc = kq_ugm_check_pod(l->ugm, pod->queue ? pod->queue : "root", pod->app_id, &u, &pod->request, &since,
+                              reason, reason_len, kind);
+    if (rc != 0 || !in_tree)
+        return rc;
+    rc = kq_qtree_check_new(qt, group, &pod->request, !pod->preemptible, reason, reason_len, kind);
+    if (rc == KQ_ENOENT) /* removed since it was resolved: the next resolution says default */
+        rc = kq_qtree_check_new(qt, KQ_QTREE_DEFAULT, &pod->request, !pod->preemptible, reason, reason_len, kind);
+    return rc;
+}
+
+int kq_ledger_admit(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reason_len, kq_denial_t *kind)
+{
+    kq_denial_set(kind, KQ_DENIAL_NONE);
+    if (l == NULL || pod == NULL || pod->uid == NULL || *pod->uid == '\0' || pod->node == NULL)
+        return KQ_EINVAL;
+    /* Everything that may fail to allocate, before the engine commits. */
+    counted_t c;
+    entry_t *fresh = entry_new(pod->uid);
+    kq_pod_t copy = {.n_groups = 0};
+    if (fresh == NULL || kq_pod_copy(&copy, pod) != 0 || resolve_into(l, pod, &copy) != 0 ||
+        spod_take(&fresh->pod, &copy) != 0) {
+        kq_pod_clear(&copy);
+        entry_free(fresh);
+        return KQ_ENOMEM;
+    }
+    const kq_pod_t *fpod = EPOD(&fresh->pod); /* valid while fresh (or the entry it becomes) lives */
+    if (fpod->queue == NULL && !queueless_ok(fpod, fpod->quota_group)) {
+        entry_free(fresh);
+        return no_queue(pod, reason, reason_len, kind);
+    }
+    if (counted_from_pod(&c, fpod) != 0) {
+        entry_free(fresh);
+        return KQ_ENOMEM;
+    }
+
+    int rc = 0;
+    entry_t *e, *expired = NULL, *refused = NULL;
+    int64_t now = mono_ms();
+    pthread_mutex_lock(&l->mu);
+    if (l->adm_head != NULL)
+        expired = adm_expire_locked(l, now, NULL);
+    HASH_FIND_STR(l->table, pod->uid, e);
+    if (e != NULL && e->state != ST_PENDING)
+        goto out; /* counted already (a validation retried for the same uid): idempotent */
+    if (e == NULL && l->qt != NULL && c.group != NULL) {
+        /* The what-if first, in one step of the tree: a pod over its limits (a controller
+         * retrying a create) is refused without its request ever entering its group. */
+        rc = kq_qtree_check_new(l->qt, c.group, RV(c.req), c.np, reason, reason_len, kind);
+        if (rc == KQ_EDENIED)
+            goto out;
+        rc = 0; /* KQ_ENOENT: commit_locked below says it as a bind would */
+    }
+    bool inserted = false;
+    if (e == NULL) {
+        /* As the watch will: the pod of ours enters its group's request, which its
+         * group's runtime follows, and is then checked and counted. */
+        e = fresh;
+        fresh = NULL;
+        HASH_ADD_KEYPTR(hh, l->table, e->uid, strlen(e->uid), e);
+        tree_sync(l, e, false);
+        inserted = true;
+    }
+    rc = commit_locked(l, &c, EPOD(&e->pod), NULL, NULL, reason, reason_len, kind);
+    if (rc != 0) {
+        if (inserted) { /* the pod will not exist: nothing of it stays */
+            unlink_entry(l, e);
+            refused = e;
+        }
+        goto out;
+    }
+    pending_drop(l, e);
+    e->c = c;
+    memset(&c, 0, sizeof(c));
+    e->state = ST_ASSUMED;
+    e->assumed_gen = l->gen;
+    l->n_counted++;
+    adm_link(l, e, now);
+    tree_sync(l, e, false);
+out:
+    pthread_mutex_unlock(&l->mu);
+    kq_info("event=admission_reservation pod=%s/%s uid=%s node=%s queue=%s user=%s result=%s", pod->ns ? pod->ns : "-",
+            pod->name ? pod->name : "-", pod->uid, pod->node, pod->queue ? pod->queue : "-",
+            pod->user ? pod->user : "-", rc == 0 ? "reserved" : rc == KQ_EDENIED ? "denied" : "error");
+    counted_clear(&c);
+    entry_free(fresh);
+    entry_free(refused);
+    free_chain(expired);
+    return rc;
+}
+
+size_t kq_ledger_expire_admitted(kq_ledger_t *l)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&l->mu);
+    entry_t *gone = adm_expire_locked(l, mono_ms(), &n);
+    pthread_mutex_unlock(&l->mu);
+    free_chain(gone);
+    return n;
+}
+
+void kq_ledger_set_admit_ttl_ms(kq_ledger_t *l, int64_t ttl_ms)
+{
+    pthread_mutex_lock(&l->mu);
+    l->admit_ttl_ms = ttl_ms;
+    pthread_mutex_unlock(&l->mu);
+}
+
+size_t kq_ledger_admitted_count(kq_ledger_t *l)
+{
+    pthread_mutex_lock(&l->mu);
+    size_t n = l->n_admitted;
+    pthread_mutex_unlock(&l->mu);
+    return n;
+}
+
+bool kq_ledger_is_admitted(kq_ledger_t *l, const char *uid)
+{
+    entry_t *e;
+    pthread_mutex_lock(&l->mu);
+    HASH_FIND_STR(l->table, uid, e);
+    bool admitted = e != NULL && e->admitted;
+    pthread_mutex_unlock(&l->mu);
+    return admitted;
 }

@@ -1760,6 +1760,33 @@ int kq_qtree_check(kq_qtree_t *t, const char *group, const kq_resource_t *req, b
     return rc;
 }
 
+int kq_qtree_check_new(kq_qtree_t *t, const char *group, const kq_resource_t *req, bool nonpreemptible,
+                       char *reason, size_t reasonlen, kq_denial_t *kind)
+{
+    struct group *g = NULL;
+    pthread_mutex_lock(&t->lock);
+    settle(t);
+    /* errors (unknown, parent) and the system group: as kq_qtree_check */
+    bool what_if = pod_group(t, group, &g) == 0 && !g->system && !kq_resource_is_zero(req);
+    if (what_if && kq_resource_add(&g->request, req) != 0) {
+        pthread_mutex_unlock(&t->lock);
+        kq_errf(reason, reasonlen, "quota group %s: out of memory", group);
+        return KQ_ENOMEM;
+    }
+    if (what_if) {
+        fix_up(t, g);
+        settle(t); /* the runtimes as they would be with the pod's request in */
+    }
+    int rc = check_locked(t, group, req, NULL, NULL, nonpreemptible, reason, reasonlen, kind);
+    if (what_if) {
+        (void)kq_resource_sub(&g->request, req); /* exact: added above */
+        fix_up(t, g);
+        settle(t); /* back to the runtimes every other reader sees */
+    }
+    pthread_mutex_unlock(&t->lock);
+    return rc;
+}
+
 int kq_qtree_check_preempt(kq_qtree_t *t, const char *group, const kq_resource_t *req,
                            const kq_resource_t *victims, bool nonpreemptible, char *reason, size_t reasonlen,
                            kq_denial_t *kind)

@@ -710,12 +710,15 @@ static void mutate(ctx_t *c)
                 return;
             }
         }
-        /* spec.nodeName at creation skips the scheduler, and so filter and bind. */
+        /* spec.nodeName at creation skips the scheduler, and so filter and bind: checked
+         * whoever creates it. A controller creating a pod for a tenant's workload acts for
+         * that tenant (the pod carries the template's stamped identity); trusted only
+         * spares the requester the stamping above. The validating webhook reserves. */
         static const char *const node[] = {"spec", "nodeName"};
         const char *on = json_string_value(get_path(c->obj, node, 2));
         if (create && c->o->admission_gate && (on == NULL || *on == '\0') && !c->nomem && managed(c, c->obj))
             add_gate(c);
-        if (create && !trusted && on != NULL && *on != '\0' && c->o->check_pod != NULL && !c->nomem &&
+        if (create && on != NULL && *on != '\0' && c->o->check_pod != NULL && !c->nomem && c->allowed &&
             managed(c, c->obj))
             check_limits(c, NULL);
         return;
@@ -819,11 +822,38 @@ static void validate_elastic_quota(ctx_t *c)
              "ElasticQuota objects yet)", or_dash(c->ns), or_dash(c->name));
 }
 
+/* Pod CREATE of a managed pod with spec.nodeName, every requester: the pod as it will be
+ * stored (uid and generated name filled in) is checked and counted (opts->reserve_pod);
+ * a dry run is only checked (opts->check_pod). */
+static void validate_pod(ctx_t *c)
+{
+    static const char *const node[] = {"spec", "nodeName"};
+    const kq_admission_opts_t *o = c->o;
+    if (strcmp(c->op, "CREATE") != 0 || c->obj == NULL || !managed(c, c->obj))
+        return;
+    const char *on = json_string_value(get_path(c->obj, node, 2));
+    if (on == NULL || *on == '\0')
+        return;
+    bool dry = json_is_true(json_object_get(c->req, "dryRun"));
+    kq_admission_pod_hook_t hook = dry ? o->check_pod : o->reserve_pod;
+    void *ud = dry ? o->check_pod_ud : o->reserve_pod_ud;
+    if (hook == NULL)
+        return;
+    char msg[KQ_ADMISSION_MAX_MESSAGE];
+    msg[0] = '\0';
+    int rc = hook(ud, c->obj, NULL, msg, sizeof(msg));
+    msg[sizeof(msg) - 1] = '\0';
+    if (rc != 0)
+        deny(c, rc == KQ_EDENIED ? 403 : 500, "%s", *msg != '\0' ? msg : kq_strerror(rc));
+}
+
 static void validate(ctx_t *c)
 {
     if (*c->sub != '\0')
         return;
-    if (strcmp(c->group, "") == 0 && strcmp(c->kind, "ConfigMap") == 0)
+    if (strcmp(c->group, "") == 0 && strcmp(c->kind, "Pod") == 0)
+        validate_pod(c);
+    else if (strcmp(c->group, "") == 0 && strcmp(c->kind, "ConfigMap") == 0)
         validate_config_map(c);
     else if (strcmp(c->kind, "ElasticQuota") == 0 &&
              (strcmp(c->group, "scheduling.x-k8s.io") == 0 || strcmp(c->group, "scheduling.sigs.k8s.io") == 0))

@@ -1545,7 +1545,8 @@ int kq_extender_admission_check(void *ud, const json_t *pod_obj, const json_t *o
     }
     char reason[REASON_MAX] = "";
     if (old == NULL) {
-        rc = kq_ledger_check(app->ledger, &pod, reason, sizeof(reason), NULL);
+        /* not known to the ledger: checked with its request in its group's request */
+        rc = kq_ledger_check_new(app->ledger, &pod, reason, sizeof(reason), NULL);
         if (rc == KQ_EDENIED)
             kq_errf(msg, len, "pod %s/%s names node %s and so skips the scheduler, but does not fit its limits: %s",
                    pod.ns ? pod.ns : "-", pod.name ? pod.name : "-", pod.node ? pod.node : "-",
@@ -1566,6 +1567,44 @@ int kq_extender_admission_check(void *ud, const json_t *pod_obj, const json_t *o
     kq_info("event=admission_pod_check pod=%s/%s kind=%s user=%s queue=%s result=%s", pod.ns ? pod.ns : "-",
             pod.name ? pod.name : "-", old == NULL ? "create-on-node" : "resize", pod.user ? pod.user : "-",
             pod.queue ? pod.queue : "-", rc == 0 ? "allowed" : rc == KQ_EDENIED ? "denied" : "error");
+    kq_pod_clear(&pod);
+    return rc;
+}
+
+int kq_extender_admission_reserve(void *ud, const json_t *pod_obj, const json_t *old, char *msg, size_t len)
+{
+    kq_app_t *app = ud;
+    kq_pod_t pod = {0};
+    char err[REASON_MAX] = "", reason[REASON_MAX] = "";
+    (void)old;
+    if (app == NULL || app->ledger == NULL) {
+        kq_errf(msg, len, "kubequota has no pod ledger to check the pod against");
+        return KQ_ESTATE;
+    }
+    if (!atomic_load(&app->ready)) {
+        kq_errf(msg, len, "kubequota is starting: the pod list is not loaded yet, so the pod's limits cannot be "
+               "checked; retry");
+        return KQ_ESTATE;
+    }
+    /* validating admission: the API server has filled in the uid and the name */
+    int rc = parse_pod(app, NULL, pod_obj, &pod, err, sizeof(err));
+    if (rc != 0) {
+        kq_errf(msg, len, "%s", err);
+        return rc;
+    }
+    if (pod.uid == NULL || pod.uid[0] == '\0' || pod.node == NULL) {
+        kq_errf(msg, len, "pod %s/%s has no uid or no spec.nodeName at validating admission", pod.ns ? pod.ns : "-",
+               pod.name ? pod.name : "-");
+        kq_pod_clear(&pod);
+        return KQ_EINVAL;
+    }
+    rc = kq_ledger_admit(app->ledger, &pod, reason, sizeof(reason), NULL);
+    if (rc == KQ_EDENIED)
+        kq_errf(msg, len, "pod %s/%s names node %s and so skips the scheduler, but does not fit its limits: %s",
+               pod.ns ? pod.ns : "-", pod.name ? pod.name : "-", pod.node, reason[0] ? reason : "quota exceeded");
+    else if (rc != 0)
+        kq_errf(msg, len, "checking pod %s/%s against its limits failed: %s", pod.ns ? pod.ns : "-",
+               pod.name ? pod.name : "-", kq_strerror(rc));
     kq_pod_clear(&pod);
     return rc;
 }

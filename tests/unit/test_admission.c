@@ -565,9 +565,10 @@ static void test_pod_placement_immutable(void **state)
     result_free(&r);
 }
 
-/* The pod-limits hook (issue 20): called for a managed pod created on a node by an
- * untrusted requester (after stamping: it sees the requester's identity) and for every
- * pods/resize of a managed pod; its refusal is a 403; a failed check a 500. */
+/* The pod-limits hook (issue 20): called for a managed pod created on a node by any
+ * requester (after stamping: it sees the requester's identity; issue 37: a trusted
+ * controller's pod too, with the identity its template carries) and for every pods/resize
+ * of a managed pod; its refusal is a 403; a failed check a 500. */
 static int hook_calls, hook_rc;
 static char hook_user[64];
 static bool hook_had_old;
@@ -606,7 +607,7 @@ static void test_pod_limits_hook(void **state)
     assert_false(allowed(&r));
     assert_int_equal(status_code(&r), 500);
     result_free(&r);
-    /* not called: no node, another scheduler, a trusted requester */
+    /* not called: no node, another scheduler */
     hook_calls = 0;
     run(kq_admission_mutate, &o,
         alice_review("CREATE", "", "Pod", J("{'metadata':{'name':'p'},'spec':{'schedulerName':'kubequota-scheduler'}}"),
@@ -618,13 +619,23 @@ static void test_pod_limits_hook(void **state)
         &r);
     assert_true(allowed(&r));
     result_free(&r);
-    static const char *const ks[] = {"system:serviceaccounts:kube-system"};
-    run(kq_admission_mutate, &o,
-        review("CREATE", "", "Pod", "system:serviceaccount:kube-system:daemon-set-controller", ks, 1, J(on_node), NULL),
-        &r);
-    assert_true(allowed(&r));
-    result_free(&r);
     assert_int_equal(hook_calls, 0);
+    /* issue 37: a trusted controller creating a tenant's pod on a node is checked too (it
+     * is not stamped: the hook sees the identity the pod's template gave it) */
+    static const char *const ks[] = {"system:serviceaccounts:kube-system"};
+    const char *rs_pod = "{'metadata':{'generateName':'web-','annotations':{'" ANN "':'{\\\"user\\\":\\\"alice\\\"}'}},"
+                         "'spec':{'schedulerName':'kubequota-scheduler','nodeName':'n1'}}";
+    hook_rc = KQ_EDENIED;
+    run(kq_admission_mutate, &o,
+        review("CREATE", "", "Pod", "system:serviceaccount:kube-system:replicaset-controller", ks, 1, J(rs_pod), NULL),
+        &r);
+    assert_false(allowed(&r));
+    assert_int_equal(status_code(&r), 403);
+    assert_int_equal(hook_calls, 1);
+    assert_string_equal(hook_user, "alice");
+    assert_null(json_object_get(r.resp, "patch"));
+    result_free(&r);
+    hook_calls = 0;
     /* pods/resize: called with the old pod, for trusted requesters too */
     hook_rc = KQ_EDENIED;
     json_t *rev = review("UPDATE", "", "Pod", "system:serviceaccount:kube-system:vpa", ks, 1, J(on_node), J(on_node));
@@ -1329,6 +1340,75 @@ static void test_elastic_quota_hook(void **state)
     assert_int_equal(h.calls, 4);
 }
 
+/* The validating webhook reserves a managed pod created on a node (any requester), once per
+ * call, with the uid the API server gave it; a dry run is only checked; other pods are not
+ * seen by either hook. */
+static int reserve_calls;
+static int reserve_hook(void *ud, const json_t *pod, const json_t *old, char *msg, size_t len)
+{
+    (void)ud;
+    (void)old;
+    reserve_calls++;
+    const char *uid = json_string_value(json_object_get(json_object_get(pod, "metadata"), "uid"));
+    if (uid == NULL || strcmp(uid, "u-1") != 0 || hook_rc != 0) {
+        snprintf(msg, len, "no room");
+        return KQ_EDENIED;
+    }
+    return 0;
+}
+
+static void test_validate_reserves_pods_on_nodes(void **state)
+{
+    kq_admission_opts_t o = kq_admission_opts_default();
+    o.check_pod = pod_hook;
+    o.reserve_pod = reserve_hook;
+    const char *on_node = "{'metadata':{'name':'web-x1','uid':'u-1'},'spec':{'schedulerName':'kubequota-scheduler',"
+                          "'nodeName':'n1'}}";
+    static const char *const ks[] = {"system:serviceaccounts:kube-system"};
+    result_t r;
+    hook_calls = reserve_calls = 0;
+    hook_rc = 0;
+    run(kq_admission_validate, &o,
+        review("CREATE", "", "Pod", "system:serviceaccount:kube-system:replicaset-controller", ks, 1, J(on_node), NULL),
+        &r);
+    assert_true(allowed(&r));
+    assert_int_equal(reserve_calls, 1);
+    assert_int_equal(hook_calls, 0);
+    result_free(&r);
+    hook_rc = KQ_EDENIED;
+    run(kq_admission_validate, &o, alice_review("CREATE", "", "Pod", J(on_node), NULL), &r);
+    assert_false(allowed(&r));
+    assert_int_equal(status_code(&r), 403);
+    assert_contains(message(&r), "no room");
+    result_free(&r);
+    /* a dry run: checked, not reserved */
+    reserve_calls = hook_calls = 0;
+    json_t *dry = alice_review("CREATE", "", "Pod", J(on_node), NULL);
+    json_object_set_new(json_object_get(dry, "request"), "dryRun", json_true());
+    run(kq_admission_validate, &o, dry, &r);
+    assert_false(allowed(&r));
+    assert_int_equal(reserve_calls, 0);
+    assert_int_equal(hook_calls, 1);
+    result_free(&r);
+    /* no node, another scheduler, an UPDATE: neither hook */
+    reserve_calls = hook_calls = 0;
+    run(kq_admission_validate, &o,
+        alice_review("CREATE", "", "Pod", J("{'metadata':{'uid':'u-1'},'spec':{'schedulerName':'kubequota-scheduler'}}"),
+                     NULL), &r);
+    assert_true(allowed(&r));
+    result_free(&r);
+    run(kq_admission_validate, &o,
+        alice_review("CREATE", "", "Pod", J("{'metadata':{'uid':'u-1'},'spec':{'schedulerName':'x','nodeName':'n1'}}"),
+                     NULL), &r);
+    assert_true(allowed(&r));
+    result_free(&r);
+    run(kq_admission_validate, &o, alice_review("UPDATE", "", "Pod", J(on_node), J(on_node)), &r);
+    assert_true(allowed(&r));
+    result_free(&r);
+    assert_int_equal(reserve_calls + hook_calls, 0);
+    hook_rc = 0;
+}
+
 static void test_validate_ignores_pods(void **state)
 {
     kq_admission_opts_t o = kq_admission_opts_default();
@@ -1379,6 +1459,7 @@ int main(void)
         cmocka_unit_test(test_elastic_quota_unhooked_warns),
         cmocka_unit_test(test_elastic_quota_hook),
         cmocka_unit_test(test_validate_ignores_pods),
+        cmocka_unit_test(test_validate_reserves_pods_on_nodes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

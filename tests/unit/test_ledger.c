@@ -1385,6 +1385,236 @@ static void test_resize_of_a_reserved_gated_pod(void **state)
     kq_pod_clear(&b);
 }
 
+/* ----------------------------------------------- admission of pods created on a node -- */
+
+/* Issue 37. A pod created with spec.nodeName is counted by the validating webhook under the
+ * uid the API server gave it (kq_ledger_admit); the watch then shows the same uid bound.
+ * Counted once: 600m reserved, the watch shows it, still 600m; deleted, 0. Expected numbers
+ * from the queue max (1000m) by hand. As Kubernetes' ResourceQuota admission charges a
+ * create once, at validation (k8s.io/apiserver pkg/admission/plugin/resourcequota,
+ * controller.go checkQuotas; its test TestAdmitBelowQuotaLimit in k8s.io/kubernetes
+ * plugin/pkg/admission/resourcequota/admission_test.go). */
+static void test_admit_then_watch_counts_once(void **state)
+{
+    fx_t *f = *state;
+    char why[512] = "";
+    kq_pod_t a = mk("a", "root.team-a", "alice", 600, "n1");
+    assert_int_equal(kq_ledger_admit(f->l, &a, why, sizeof why, NULL), 0);
+    assert_true(kq_ledger_is_admitted(f->l, "a"));
+    assert_int_equal(kq_ledger_admitted_count(f->l), 1);
+    assert_int_equal(alloc_cpu(f, "root.team-a"), 600);
+    assert_int_equal(user_cpu(f, "alice"), 600);
+    expect_size(f, 1, 1);
+    /* a retried validation of the same uid counts nothing more */
+    assert_int_equal(kq_ledger_admit(f->l, &a, why, sizeof why, NULL), 0);
+    assert_int_equal(alloc_cpu(f, "root.team-a"), 600);
+    /* the watch shows the stored pod (already bound): the same entry, counted once */
+    kq_ledger_observe(f->l, &a);
+    assert_false(kq_ledger_is_admitted(f->l, "a"));
+    assert_int_equal(kq_ledger_admitted_count(f->l), 0);
+    assert_int_equal(alloc_cpu(f, "root.team-a"), 600);
+    assert_int_equal(user_cpu(f, "alice"), 600);
+    expect_size(f, 1, 1);
+    /* the TTL no longer applies to it */
+    kq_ledger_set_admit_ttl_ms(f->l, 0);
+    assert_int_equal(kq_ledger_expire_admitted(f->l), 0);
+    assert_int_equal(alloc_cpu(f, "root.team-a"), 600);
+    kq_ledger_remove(f->l, "a");
+    assert_int_equal(alloc_cpu(f, "root.team-a"), 0);
+    assert_int_equal(user_cpu(f, "alice"), -1); /* no tracker left */
+    expect_empty(f);
+    kq_pod_clear(&a);
+}
+
+/* Two reservations cannot together pass a limit: 600m + 600m > 1000m, so the second is
+ * refused and leaves nothing; 600m + 400m = 1000m fits. A refusal is not counted, and its
+ * pod never enters the ledger (it will not exist). */
+static void test_admit_two_cannot_exceed(void **state)
+{
+    fx_t *f = *state;
+    char why[512] = "";
+    kq_pod_t a = mk("a", "root.team-a", "alice", 600, "n1"), b = mk("b", "root.team-a", "alice", 600, "n1"),
+             c = mk("c", "root.team-a", "alice", 400, "n2");
+    assert_int_equal(kq_ledger_admit(f->l, &a, why, sizeof why, NULL), 0);
+    kq_denial_t kind = KQ_DENIAL_NONE;
+    assert_int_equal(kq_ledger_admit(f->l, &b, why, sizeof why, &kind), KQ_EDENIED);
+    assert_non_null(strstr(why, "team-a"));
+    assert_false(kq_ledger_is_admitted(f->l, "b"));
+    assert_int_equal(alloc_cpu(f, "root.team-a"), 600);
+    expect_size(f, 1, 1);
+    /* the what-if says the same, and changes nothing */
+    assert_int_equal(kq_ledger_check_new(f->l, &b, why, sizeof why, NULL), KQ_EDENIED);
+    assert_int_equal(kq_ledger_check_new(f->l, &c, why, sizeof why, NULL), 0);
+    expect_size(f, 1, 1);
+    assert_int_equal(kq_ledger_admit(f->l, &c, why, sizeof why, NULL), 0);
+    assert_int_equal(alloc_cpu(f, "root.team-a"), 1000);
+    assert_int_equal(kq_ledger_admitted_count(f->l), 2);
+    /* no uid or no node: not an admission of a pod created on a node */
+    kq_pod_t n = mk("", "root.team-a", "alice", 1, "n1");
+    assert_int_equal(kq_ledger_admit(f->l, &n, why, sizeof why, NULL), KQ_EINVAL);
+    set_node(&n, NULL);
+    free(n.uid);
+    n.uid = strdup("n");
+    assert_int_equal(kq_ledger_admit(f->l, &n, why, sizeof why, NULL), KQ_EINVAL);
+    kq_ledger_remove(f->l, "a");
+    kq_ledger_remove(f->l, "c");
+    expect_empty(f);
+    kq_pod_clear(&a);
+    kq_pod_clear(&b);
+    kq_pod_clear(&c);
+    kq_pod_clear(&n);
+}
+
+/* TTL: a reservation the watch never confirms (a later webhook refused the pod) is released
+ * and forgotten; a pod the watch shows only after that is counted then, by the watch: once. */
+static void test_admit_ttl(void **state)
+{
+    fx_t *f = *state;
+    char why[512] = "";
+    kq_pod_t a = mk("a", "root.team-a", "alice", 600, "n1"), b = mk("b", "root.team-a", "alice", 600, "n1");
+    assert_int_equal(kq_ledger_admit(f->l, &a, why, sizeof why, NULL), 0);
+    assert_int_equal(kq_ledger_expire_admitted(f->l), 0); /* 30 s by default */
+    assert_int_equal(alloc_cpu(f, "root.team-a"), 600);
+    kq_ledger_set_admit_ttl_ms(f->l, 0);
+    assert_int_equal(kq_ledger_expire_admitted(f->l), 1);
+    assert_int_equal(alloc_cpu(f, "root.team-a"), 0);
+    assert_int_equal(kq_ledger_admitted_count(f->l), 0);
+    expect_empty(f);
+    /* the slow watch shows it now: counted by the watch, once */
+    kq_ledger_observe(f->l, &a);
+    assert_int_equal(alloc_cpu(f, "root.team-a"), 600);
+    expect_size(f, 1, 1);
+    kq_ledger_remove(f->l, "a");
+    /* expiry also happens lazily: the next admission releases the expired one first, so
+     * b fits the room a's expired reservation held */
+    assert_int_equal(kq_ledger_admit(f->l, &a, why, sizeof why, NULL), 0);
+    assert_int_equal(kq_ledger_admit(f->l, &b, why, sizeof why, NULL), 0);
+    assert_false(kq_ledger_is_admitted(f->l, "a"));
+    assert_true(kq_ledger_is_admitted(f->l, "b"));
+    assert_int_equal(alloc_cpu(f, "root.team-a"), 600);
+    /* deleted before the watch saw it bound (DELETED of a pod it never showed): released */
+    kq_ledger_remove(f->l, "b");
+    assert_int_equal(kq_ledger_admitted_count(f->l), 0);
+    expect_empty(f);
+    kq_pod_clear(&a);
+    kq_pod_clear(&b);
+}
+
+/* With a quota tree. The queue's group team-a (max 1000m) shares a 4000m cluster with
+ * team-b, whose pending pods request 8000m: team-a's runtime follows its request, so with
+ * nothing requested it is 0 and the plain check refuses any new pod (the over-refusal of
+ * issue 37: "0 of 12 concurrent creates"). With the pod's own request added, team-a asks
+ * min(600, 1000) = 600m, and the cluster's 4000m covers both asks' first shares (min 0:
+ * weights by max, team-b unlimited weighs the cluster 4000m): 4000 * 1000/5000 = 800m >=
+ * 600m, so team-a's runtime is its whole ask, 600m (the rest goes back to team-b). Numbers by hand from Koordinator's
+ * runtime rule (quota_tree.h "Runtime"). */
+static int resolve_queue_leaf(void *ud, const kq_pod_t *pod, char *group, size_t len)
+{
+    (void)ud;
+    if (pod->queue == NULL || strncmp(pod->queue, "root.", 5) != 0)
+        return KQ_ENOENT;
+    snprintf(group, len, "%s", pod->queue + 5);
+    return 0;
+}
+
+static void group_cpu(kq_qtree_t *t, const char *name, int64_t max_milli)
+{
+    kq_qgroup_spec_t s;
+    char err[256];
+    kq_qgroup_spec_init(&s, name);
+    if (max_milli >= 0)
+        assert_int_equal(kq_resource_set(&s.max, "cpu", max_milli), 0);
+    assert_int_equal(kq_qtree_set_group(t, &s, err, sizeof err), 0);
+    kq_resource_free(&s.max);
+}
+
+static int64_t tree_cpu(kq_qtree_t *t, const char *group, const char *what)
+{
+    kq_qgroup_info_t info;
+    assert_int_equal(kq_qtree_info(t, group, &info), 0);
+    const kq_resource_t *r = strcmp(what, "request") == 0 ? &info.request
+                             : strcmp(what, "used") == 0  ? &info.used
+                                                          : &info.runtime;
+    int64_t v = 0;
+    for (uint32_t i = 0; i < r->n; i++)
+        if (strcmp(KQ_RES_E(r)[i].name, "cpu") == 0)
+            v = KQ_RES_E(r)[i].value;
+    kq_qtree_info_free(&info);
+    return v;
+}
+
+static void test_admit_with_tree_runtime(void **state)
+{
+    fx_t *f = *state;
+    char why[512] = "";
+    kq_qtree_t *t = kq_qtree_new();
+    assert_non_null(t);
+    group_cpu(t, "team-a", 1000);
+    group_cpu(t, "team-b", -1);
+    kq_resource_t total = KQ_RESOURCE_EMPTY;
+    assert_int_equal(kq_resource_set(&total, "cpu", 4000), 0);
+    kq_qtree_set_cluster_total(t, &total);
+    kq_resource_free(&total);
+    kq_ledger_set_qtree(f->l, t, resolve_queue_leaf, NULL);
+    kq_pod_t hog = mk("hog", "root.team-b", "bob", 8000, NULL); /* pending: requests 8000m */
+    kq_ledger_observe(f->l, &hog);
+    assert_int_equal(tree_cpu(t, "team-b", "request"), 8000);
+    assert_int_equal(tree_cpu(t, "team-a", "runtime"), 0);
+
+    kq_pod_t a = mk("a", "root.team-a", "alice", 600, "n1"), b = mk("b", "root.team-a", "alice", 600, "n1"),
+             c = mk("c", "root.team-a", "alice", 200, "n1"), d = mk("d", "root.team-a", "alice", 300, "n1");
+    /* the plain check: held to a runtime computed without the pod */
+    assert_int_equal(kq_ledger_check(f->l, &a, why, sizeof why, NULL), KQ_EDENIED);
+    /* the what-if: admitted, and nothing of it stays in the tree */
+    assert_int_equal(kq_ledger_check_new(f->l, &a, why, sizeof why, NULL), 0);
+    assert_int_equal(tree_cpu(t, "team-a", "request"), 0);
+    assert_int_equal(tree_cpu(t, "team-a", "runtime"), 0);
+    /* reserved: request, used and runtime 600m */
+    assert_int_equal(kq_ledger_admit(f->l, &a, why, sizeof why, NULL), 0);
+    assert_int_equal(tree_cpu(t, "team-a", "request"), 600);
+    assert_int_equal(tree_cpu(t, "team-a", "used"), 600);
+    assert_int_equal(tree_cpu(t, "team-a", "runtime"), 600);
+    /* b: 600 + 600 = 1200m, over max 1000m (and over runtime): refused, and its request
+     * does not stay */
+    assert_int_equal(kq_ledger_check_new(f->l, &b, why, sizeof why, NULL), KQ_EDENIED);
+    assert_int_equal(kq_ledger_admit(f->l, &b, why, sizeof why, NULL), KQ_EDENIED);
+    assert_int_equal(tree_cpu(t, "team-a", "request"), 600);
+    assert_int_equal(tree_cpu(t, "team-a", "used"), 600);
+    /* d: 600 + 300 = 900m is within max, but team-a would ask 900m and sharing gives it
+     * at most 4000 * 1000/5000 = 800m (team-b hungry for the rest): over runtime, refused */
+    assert_int_equal(kq_ledger_admit(f->l, &d, why, sizeof why, NULL), KQ_EDENIED);
+    assert_non_null(strstr(why, "runtime"));
+    assert_int_equal(tree_cpu(t, "team-a", "request"), 600);
+    /* c: 600 + 200 = 800m: asks 800m, gets 800m, fits exactly */
+    assert_int_equal(kq_ledger_admit(f->l, &c, why, sizeof why, NULL), 0);
+    assert_int_equal(tree_cpu(t, "team-a", "used"), 800);
+    assert_int_equal(tree_cpu(t, "team-a", "request"), 800);
+    assert_int_equal(tree_cpu(t, "team-a", "runtime"), 800);
+    /* the watch shows a: counted once in the tree too */
+    kq_ledger_observe(f->l, &a);
+    assert_int_equal(tree_cpu(t, "team-a", "used"), 800);
+    assert_int_equal(tree_cpu(t, "team-a", "request"), 800);
+    /* c never came: its reservation ends, its request and used leave the group */
+    kq_ledger_set_admit_ttl_ms(f->l, 0);
+    assert_int_equal(kq_ledger_expire_admitted(f->l), 1);
+    assert_int_equal(tree_cpu(t, "team-a", "used"), 600);
+    assert_int_equal(tree_cpu(t, "team-a", "request"), 600);
+    kq_ledger_remove(f->l, "a");
+    kq_ledger_remove(f->l, "hog");
+    assert_int_equal(tree_cpu(t, "team-a", "used"), 0);
+    assert_int_equal(tree_cpu(t, "team-a", "request"), 0);
+    assert_int_equal(tree_cpu(t, "team-b", "request"), 0);
+    expect_empty(f);
+    kq_pod_clear(&hog);
+    kq_pod_clear(&a);
+    kq_pod_clear(&b);
+    kq_pod_clear(&c);
+    kq_pod_clear(&d);
+    kq_ledger_free(f->l); /* before the tree it borrows */
+    f->l = kq_ledger_new(f->ugm, OURS);
+    kq_qtree_free(t);
+}
+
 int main(void)
 {
     kq_log_set_level("error");
@@ -1417,6 +1647,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_resize_reservation, setup, teardown),
         cmocka_unit_test_setup_teardown(test_resize_of_a_reserved_gated_pod, setup, teardown),
         cmocka_unit_test_setup_teardown(test_resize_within_a_quota_group, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_admit_then_watch_counts_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_admit_two_cannot_exceed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_admit_ttl, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_admit_with_tree_runtime, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -32,7 +32,12 @@
  * that preemptor (only it) on such a node check the quota tree as if those victims were
  * gone. See "in-flight preemption" below.
  *
- * DESIGN: one mutex guards the UID table and the in-flight preemption table; engine calls
+ * Admission reservations (kq_ledger_admit): a pod created with spec.nodeName never meets
+ * filter or bind, so the validating webhook counts it, checked, before the API server
+ * stores it; see "admission of pods created with spec.nodeName" below.
+ *
+ * DESIGN: one mutex guards the UID table, the in-flight preemption table and the list of
+ * admission reservations; engine calls
  * are made under it (lock order: ledger -> ugm -> quota tree, and ledger -> fairshare and
  * ledger -> requeue, leaves). No I/O under the lock:
  * bind POSTs happen in the caller, between assume and forget. The resolver is called with
@@ -324,6 +329,74 @@ int kq_ledger_check_on(kq_ledger_t *l, const kq_pod_t *pod, const char *node, ch
  * step under the ledger lock). node NULL: kq_ledger_assume. */
 int kq_ledger_assume_on(kq_ledger_t *l, const kq_pod_t *pod, const char *node, char *reason, size_t reason_len,
                         kq_denial_t *kind) KQ_WUR;
+
+/* ---- admission of pods created with spec.nodeName ----
+ *
+ * Such a pod is bound from its creation: no scheduler, filter, bind or gate sees it, so it
+ * is checked at admission whoever creates it (a tenant, or a controller creating a pod for a
+ * tenant's workload: it carries the identity the workloads webhook stamped on the
+ * template), as Kubernetes' ResourceQuota admission, a validating plugin, charges a create
+ * for any requester and not on a dry run (k8s.io/apiserver
+ * pkg/admission/plugin/resourcequota, QuotaAdmission.Validate). Two steps:
+ *
+ *  - the mutating webhook asks kq_ledger_check_new (changes nothing; the pod has no uid
+ *    and, with generateName, no name yet);
+ *  - the validating webhook asks kq_ledger_admit, which checks and counts the pod in one
+ *    step under the ledger lock, so concurrent creates cannot together pass a limit.
+ *
+ * Key. The reservation is an ordinary ledger entry keyed by the pod's UID: the API server
+ * fills metadata.uid (and the name generated from generateName) before it calls validating
+ * webhooks (k8s.io/apiserver pkg/registry/generic/registry/store.go, Store.create:
+ * FillObjectMetaSystemFields, then createValidation), and a mutating webhook may be called
+ * several times for one create (two of kubequota's own match an opted-in pod, and
+ * reinvocation), a validating one once per storage attempt. No synthetic key, no matching
+ * by content: the watch event of the stored pod names the same UID.
+ *
+ * Match. When the watch (or a relist) shows the pod bound, its entry, ASSUMED by the
+ * reservation, becomes BOUND like an assumed pod after its bind: the usage stays counted
+ * once, under the queue, application, user and quota group the reservation counted, and
+ * the reservation ends (kq_ledger_is_admitted false). A pod deleted or terminal is
+ * released once, as any.
+ *
+ * TTL. A reservation the watch has not confirmed after the TTL (kq_ledger_set_admit_ttl_ms,
+ * default KQ_LEDGER_ADMIT_TTL_MS) is released and its entry forgotten: a later webhook or
+ * the storage refused the create, or a generateName conflict made the API server retry
+ * with a new UID (each attempt is validated, and reserved, again). Expiry runs lazily on
+ * every admission call and watch event and from kq_ledger_expire_admitted (a timer): at
+ * most one list-head comparison when nothing is due. If the watch is slower than the TTL,
+ * the reservation is released first and the watch then counts the pod unchecked: never
+ * twice. A relist releases reservations it does not list, except those made since it
+ * began. A dry run is checked (kq_ledger_check_new), never reserved.
+ *
+ * Both checks hold the pod to its group's runtime as it would be with the pod's request in
+ * its group's request (kq_qtree_check_new): a group's runtime follows its request, and a
+ * new pod's request is not in it yet. kq_ledger_check_new is the reusable "what-if with the
+ * pod's own request added to its group" for any pod the ledger does not know. */
+#define KQ_LEDGER_ADMIT_TTL_MS 30000
+
+/* Would a pod the ledger does not know yet fit its limits (queue, application, user, and
+ * its quota group with its request added to the group's request)? 0 or KQ_EDENIED with the
+ * reason and kind. Changes nothing (expired admission reservations aside). The pod's uid
+ * is not looked up. */
+int kq_ledger_check_new(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reason_len,
+                        kq_denial_t *kind) KQ_WUR;
+
+/* Checks and counts a pod being created with spec.nodeName (pod->uid: the UID the API
+ * server assigned; pod->node set) as an admission reservation, check and commit under the
+ * ledger lock. 0 when counted now or already counted; KQ_EDENIED with the reason (nothing
+ * is left of the pod); KQ_EINVAL without a uid or a node; KQ_ENOMEM. */
+int kq_ledger_admit(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reason_len,
+                    kq_denial_t *kind) KQ_WUR;
+
+/* Releases the admission reservations older than the TTL (also done lazily). How many. */
+size_t kq_ledger_expire_admitted(kq_ledger_t *l);
+
+/* Changes the TTL of admission reservations (tests); <= 0 expires them at the next call. */
+void kq_ledger_set_admit_ttl_ms(kq_ledger_t *l, int64_t ttl_ms);
+
+/* Live admission reservations, and whether uid holds one. */
+size_t kq_ledger_admitted_count(kq_ledger_t *l);
+bool kq_ledger_is_admitted(kq_ledger_t *l, const char *uid);
 
 /* Calls fn(ud) each time a counted pod's usage is released (deleted, terminal, missing
  * from a relist, a failed bind, an ended reservation), after the engine was told, under

@@ -228,6 +228,16 @@ int kq_qtree_used_sub(kq_qtree_t *t, const char *group, const kq_resource_t *res
 int kq_qtree_check(kq_qtree_t *t, const char *group, const kq_resource_t *req, bool nonpreemptible,
                    char *reason, size_t reasonlen, kq_denial_t *kind) KQ_WUR;
 
+/* kq_qtree_check for a pod whose request is not yet in its group's request (a pod being
+ * created: the API server has not stored it, so no watch event has added it). A group's
+ * runtime follows its request, so the plain check would hold the pod to a runtime computed
+ * without it (0 for an idle group); here the request is added, the runtimes recomputed,
+ * the pod checked and the request taken out again, all under the tree's lock: no other
+ * reader ever sees the pod's request in. Changes nothing. Costs two request changes
+ * (see Cost). */
+int kq_qtree_check_new(kq_qtree_t *t, const char *group, const kq_resource_t *req, bool nonpreemptible,
+                       char *reason, size_t reasonlen, kq_denial_t *kind) KQ_WUR;
+
 /* As kq_qtree_check, as if `victims` (the summed requests of pods of the same group that
  * preemption would evict) were released first. Changes nothing. */
 int kq_qtree_check_preempt(kq_qtree_t *t, const char *group, const kq_resource_t *req,

@@ -40,9 +40,10 @@
  *    application id, named by a label or annotation, belongs to another user's running
  *    application is refused (403) with the hook's message (issue 29).
  *  - With opts->check_pod: a managed pod (spec.schedulerName is opts->scheduler_name)
- *    created with spec.nodeName by an untrusted requester bypasses the scheduler, so it is
- *    checked against its limits here (after stamping), as ResourceQuota does; a
- *    pods/resize UPDATE of a managed pod is checked too (every requester). Denied: 403.
+ *    created with spec.nodeName bypasses the scheduler, so it is checked against its
+ *    limits here (after stamping), as ResourceQuota does, whoever creates it: a trusted
+ *    controller creating a tenant's pod acts for that tenant (issue 37); a pods/resize
+ *    UPDATE of a managed pod is checked too (every requester). Denied: 403.
  *  - With opts->admission_gate, Pod CREATE of a managed pod (spec.schedulerName is
  *    opts->scheduler_name after the step above) without spec.nodeName appends the
  *    scheduling gate KQ_ADMISSION_GATE to spec.schedulingGates (creating the list), for
@@ -60,6 +61,11 @@
  *    data[opts->config_map_key] must load with kq_config_load_buffer; otherwise the
  *    request is denied (status.code 422) with the validator's diagnostics joined by "; ".
  *    A missing or non-string key is denied too. Other ConfigMaps are allowed.
+ *  - Pod CREATE of a managed pod with spec.nodeName (every requester): passed to
+ *    opts->reserve_pod, which checks and counts it (control/ledger.h, kq_ledger_admit):
+ *    by now the API server has given the pod its uid and name, and this webhook is called
+ *    once per storage attempt. A dry run goes to opts->check_pod instead (no reservation).
+ *    Denied: 403 (500 when the check could not be made).
  *  - ElasticQuota (scheduling.x-k8s.io or scheduling.sigs.k8s.io): passed to
  *    opts->validate_elasticquota when set; until the quota tree fills that hook, CREATE
  *    and UPDATE are allowed with a warning saying the tree rules were not checked.
@@ -108,8 +114,7 @@
 typedef int (*kq_admission_eq_hook_t)(void *ud, const json_t *request, char *msg, size_t len);
 
 /* Hook that checks a managed pod against its limits at admission (issue 20): a pod
- * created with spec.nodeName by a requester who is not trusted (it skips the scheduler:
- * old NULL), or a pods/resize of a pod (old: the pod before). pod is the object as it
+ * created with spec.nodeName, by any requester (it skips the scheduler: old NULL), or a pods/resize of a pod (old: the pod before). pod is the object as it
  * will be stored (identity stamped). 0 allows; KQ_EDENIED denies (403) with msg; other
  * negative codes deny with 500 and msg (the check could not be made: fail closed, as the
  * scheduler would). */
@@ -135,6 +140,10 @@ typedef struct kq_admission_opts {
     void *elasticquota_ud;
     kq_admission_pod_hook_t check_pod;   /* NULL: such pods are not checked */
     void *check_pod_ud;
+    /* Validating: Pod CREATE of a managed pod with spec.nodeName, not a dry run (old is
+     * NULL): check and count it. NULL: not reserved. */
+    kq_admission_pod_hook_t reserve_pod;
+    void *reserve_pod_ud;
     /* Every Pod CREATE/UPDATE (trusted requesters too): the elastic quota's pod rules
      * (kq_elastic_check_pod); old is NULL on CREATE. NULL: not checked. */
     kq_admission_pod_hook_t check_pod_quota;

@@ -49,9 +49,16 @@ int kq_extender_bind(kq_app_t *app, const char *body, size_t len, char **out, si
 int kq_extender_preempt(kq_app_t *app, const char *body, size_t len, char **out, size_t *out_len);
 
 /* kq_admission_pod_hook_t (admission.h) with ud = the kq_app_t: a pod created with
- * spec.nodeName is checked like a filter (kq_ledger_check); a resize (old set) with
- * kq_ledger_check_resize. Refuses (KQ_ESTATE) until the first pod list is loaded. */
+ * spec.nodeName is checked with kq_ledger_check_new (its request in its group's request);
+ * a resize (old set) with kq_ledger_check_resize. Refuses (KQ_ESTATE) until the first pod
+ * list is loaded. */
 int kq_extender_admission_check(void *ud, const json_t *pod, const json_t *old, char *msg, size_t len);
+
+/* The validating webhook's reserve_pod hook (admission.h; ud is the kq_app_t): a pod being
+ * created with spec.nodeName, with the uid the API server gave it, is checked and counted
+ * (kq_ledger_admit). KQ_EDENIED with a message naming the pod, its node and the limit;
+ * KQ_ESTATE until the first pod list is loaded. */
+int kq_extender_admission_reserve(void *ud, const json_t *pod, const json_t *old, char *msg, size_t len);
 
 /* The admission webhook's check_pod_app hook (admission.h; ud is the kq_app_t): a pod being
  * created whose application id (named by a label or annotation) belongs to another user's
