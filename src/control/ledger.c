@@ -914,8 +914,9 @@ int kq_ledger_check_resize(kq_ledger_t *l, const kq_pod_t *pod, char *reason, si
             kq_user_t u = counted_user(&e->c);
             /* counted already, in its own user's entry of the application: not a join, so the
              * application's owner is not asked again (a pod counted unchecked beside another
-             * user's may still grow within its own limits) */
-            kq_ugm_pod_t counted = {.created = INT64_MAX, .uid = pod->uid, .generated_app = true};
+             * user's may still grow within its own limits), nor its queue's ACLs */
+            kq_ugm_pod_t counted = {
+                .created = INT64_MAX, .uid = pod->uid, .generated_app = true, .counted = true};
             rc = kq_ugm_check_pod(l->ugm, e->c.queue, e->c.app, &u, &delta, &counted, reason, reason_len, kind);
             if (rc == 0 && l->qt != NULL && e->c.group != NULL) {
                 rc = kq_qtree_check(l->qt, e->c.group, &delta, e->c.np, reason, reason_len, kind);
