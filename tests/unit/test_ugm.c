@@ -1788,12 +1788,12 @@ static void test_acls(void **state)
 }
 
 /* Issue 37 route 3: the ACL is asked for every pod, not only for an application's first.
- * Follows YuniKorn's apache/yunikorn-core pkg/scheduler/partition_test.go addApplication
- * cases (a queue whose submitacl refuses the user: "failed to find queue") and queue.go
- * CheckSubmitAccess; YuniKorn asks once per application because an application lives in
- * one queue, while here a later pod of the same application (a named id, or YuniKorn's
- * autogen "yunikorn-<ns>-autogen") may name another queue. The resize of a pod already
- * counted (kq_ugm_pod_t.counted) is not asked again. */
+ * Follows YuniKorn's apache/yunikorn-core pkg/scheduler/partition.go addApplication (a leaf
+ * queue whose CheckSubmitAccess, queue.go, refuses the user: "failed to find queue %s for
+ * application %s") with the users and ACLs of test_acls above; YuniKorn asks once per
+ * application because an application lives in one queue, while here a later pod of the same
+ * application (a named id, or YuniKorn's autogen "yunikorn-<ns>-autogen") may name another
+ * queue. The resize of a pod already counted (kq_ugm_pod_t.counted) is not asked again. */
 static void test_acl_every_pod(void **state)
 {
     (void)state;
