@@ -145,6 +145,18 @@ typedef struct nsmap {
     UT_hash_handle hh;
 } nsmap_t;
 
+/* Which namespaces may name a group by the label quota.scheduling.koordinator.sh/name
+ * (issue 37; section "quota names"): a snapshot rebuilt with the namespace map. */
+enum { GOV_OBJECT, GOV_QUEUE, GOV_DEFAULT };
+typedef struct govern {
+    char *group;
+    UT_hash_handle hh;
+    int kind;     /* GOV_OBJECT: an ElasticQuota object or a profile's root; GOV_QUEUE; GOV_DEFAULT */
+    char *ns;     /* GOV_OBJECT: the object's (or profile's) namespace */
+    char **nss;   /* GOV_OBJECT: its namespaces annotation (own copies) */
+    size_t n_nss;
+} govern_t;
+
 typedef struct node {
     char *name;
     UT_hash_handle hh;
@@ -226,6 +238,7 @@ struct kq_elastic {
     pthread_rwlock_t map_mu;
     nsmap_t *nsmap;
     nsmap_t *qbound; /* queue groups that bound something (ns = group name) */
+    govern_t *gov;   /* map_mu: who may name each applied group by the quota label */
     treeof_t *tgroups; /* map_mu: groups in a profile's tree -> its tree id */
     treeof_t *tnodes;  /* map_mu: nodes a profile selects -> its tree id (the first profile) */
 
@@ -698,6 +711,170 @@ static int desired_add(gent_t **d, const gspec_t *s, const char *owner)
     return 0;
 }
 
+/* ================================================================== quota names ==== */
+
+/* Issue 37: the label quota.scheduling.koordinator.sh/name may name only a quota that
+ * governs the pod's namespace. An ElasticQuota object governs its own namespace and those
+ * its namespaces annotation lists (a scheduler-plugins object: its namespace); a profile's
+ * root group, the profile's namespace; a queue group, the pods of that queue; the default
+ * group (and the names that mean it), the namespaces without a quota of their own. */
+
+static bool is_system_ns(const kq_elastic_t *e, const char *ns);
+
+static void govern_free_one(govern_t *g)
+{
+    if (g == NULL)
+        return;
+    for (size_t i = 0; i < g->n_nss; i++)
+        free(g->nss[i]);
+    free(g->nss);
+    free(g->ns);
+    free(g->group);
+    free(g);
+}
+
+static void govern_free(govern_t *t)
+{
+    govern_t *g, *tmp;
+    HASH_ITER(hh, t, g, tmp) {
+        HASH_DEL(t, g);
+        govern_free_one(g);
+    }
+}
+
+/* A new entry for group of kind, with namespace ns (may be NULL) and the namespaces
+ * nss[n] copied; NULL on ENOMEM. */
+static govern_t *govern_new(const char *group, int kind, const char *ns, char *const *nss, size_t n)
+{
+    govern_t *g = calloc(1, sizeof(*g));
+    if (g == NULL || (g->group = strdup(group)) == NULL || (ns != NULL && (g->ns = strdup(ns)) == NULL) ||
+        (n > 0 && (g->nss = calloc(n, sizeof(*g->nss))) == NULL))
+        goto fail;
+    g->kind = kind;
+    for (; g->n_nss < n; g->n_nss++)
+        if ((g->nss[g->n_nss] = strdup(nss[g->n_nss])) == NULL)
+            goto fail;
+    return g;
+fail:
+    govern_free_one(g);
+    return NULL;
+}
+
+/* Rebuilds e->gov from the applied groups and swaps it in under map_mu. On ENOMEM the old
+ * snapshot stays (logged). apply_mu held. */
+static void rebuild_govern(kq_elastic_t *e)
+{
+    govern_t *t = NULL;
+    gent_t *a, *atmp;
+    bool oom = false;
+    HASH_ITER(hh, e->applied, a, atmp) {
+        govern_t *g = NULL;
+        const eqobj_t *o = NULL;
+        if (strcmp(a->s.name, KQ_QTREE_DEFAULT) == 0 || strcmp(a->owner, "default") == 0) {
+            g = govern_new(a->s.name, GOV_DEFAULT, NULL, NULL, 0);
+        } else if (strcmp(a->owner, "queue") == 0) {
+            g = govern_new(a->s.name, GOV_QUEUE, NULL, NULL, 0);
+        } else if (strncmp(a->owner, "profile ", 8) == 0) {
+            char ns[254];
+            const char *key = a->owner + 8, *slash = strchr(key, '/');
+            snprintf(ns, sizeof(ns), "%.*s", slash != NULL ? (int)(slash - key) : (int)strlen(key), key);
+            g = govern_new(a->s.name, GOV_OBJECT, ns, NULL, 0);
+        } else {
+            HASH_FIND_STR(e->objs, a->owner, o);
+            if (o == NULL)
+                continue;
+            bool upstream = strcmp(o->api_group, KQ_EQ_GROUP_UPSTREAM) == 0;
+            g = govern_new(a->s.name, GOV_OBJECT, o->ns, o->nss, upstream ? 0 : o->n_nss);
+        }
+        if (g == NULL) {
+            oom = true;
+            break;
+        }
+        HASH_ADD_KEYPTR(hh, t, g->group, strlen(g->group), g);
+    }
+    if (oom) {
+        kq_error("event=quota_names_not_rebuilt error=\"out of memory\" msg=\"keeping the previous view of "
+                 "which namespaces may name each quota\"");
+        govern_free(t);
+        return;
+    }
+    pthread_rwlock_wrlock(&e->map_mu);
+    govern_t *old = e->gov;
+    e->gov = t;
+    pthread_rwlock_unlock(&e->map_mu);
+    govern_free(old);
+}
+
+/* The names the resolver takes as the default group (Koordinator's reserved quotas, the
+ * tree's reserved groups). */
+static bool default_name(const char *name)
+{
+    return strcmp(name, KQ_QTREE_DEFAULT) == 0 || strcmp(name, KOORD_DEFAULT) == 0 ||
+           strcmp(name, KOORD_ROOT) == 0 || strcmp(name, KOORD_SYSTEM) == 0 || strcmp(name, KQ_QTREE_ROOT) == 0 ||
+           strcmp(name, KQ_QTREE_SYSTEM) == 0;
+}
+
+/* May a pod of namespace ns (its queue; NULL when not known, as at admission) name quota
+ * `name`? 0, or KQ_EDENIED with msg (pod names the pod) and *kind. map_mu taken for
+ * reading; nothing else. */
+static int name_check(kq_elastic_t *e, const char *ns, const char *pod, const char *name, const char *queue,
+                      char *msg, size_t len, kq_denial_t *kind)
+{
+    kq_denial_set(kind, KQ_DENIAL_NONE);
+    if (e == NULL || name == NULL || ns == NULL || is_system_ns(e, ns))
+        return 0;
+    int rc = 0;
+    pthread_rwlock_rdlock(&e->map_mu);
+    govern_t *g = NULL;
+    nsmap_t *own = NULL;
+    HASH_FIND_STR(e->nsmap, ns, own);
+    if (!default_name(name))
+        HASH_FIND_STR(e->gov, name, g);
+    if (default_name(name) || (g != NULL && g->kind == GOV_DEFAULT)) {
+        if (own != NULL && strcmp(own->group, KQ_QTREE_DEFAULT) != 0) {
+            kq_errf(msg, len, "pod %s/%s: label %sname names %s, the default quota, but namespace %s has a quota of "
+                    "its own, %s: a pod may name only a quota that governs its namespace", ns, pod,
+                    KQ_EQ_LABEL_PREFIX, name, ns, own->group);
+            kq_denial_set(kind, KQ_DENIAL_QUOTA_OTHER_NS);
+            rc = KQ_EDENIED;
+        }
+    } else if (g == NULL) {
+        kq_errf(msg, len, "pod %s/%s: elastic quota %s not found: label %sname names no ElasticQuota, queue or "
+                "quota group of that name", ns, pod, name, KQ_EQ_LABEL_PREFIX);
+        kq_denial_set(kind, KQ_DENIAL_QUOTA_NOT_FOUND);
+        rc = KQ_EDENIED;
+    } else if (g->kind == GOV_QUEUE) {
+        if (queue != NULL && strcmp(queue, name) != 0) {
+            kq_errf(msg, len, "pod %s/%s: label %sname names quota group %s, the group of queue %s, not of the pod's "
+                    "queue %s", ns, pod, KQ_EQ_LABEL_PREFIX, name, name, queue);
+            kq_denial_set(kind, KQ_DENIAL_QUOTA_OTHER_NS);
+            rc = KQ_EDENIED;
+        }
+    } else {
+        bool ok = g->ns != NULL && strcmp(g->ns, ns) == 0;
+        for (size_t i = 0; !ok && i < g->n_nss; i++)
+            ok = strcmp(g->nss[i], ns) == 0;
+        if (!ok) {
+            kq_errf(msg, len, "pod %s/%s: label %sname names quota %s of namespace %s, which does not govern "
+                    "namespace %s: a pod may name only a quota of its own namespace or one whose %snamespaces "
+                    "annotation lists it", ns, pod, KQ_EQ_LABEL_PREFIX, name, g->ns ? g->ns : "-", ns,
+                    KQ_EQ_LABEL_PREFIX);
+            kq_denial_set(kind, KQ_DENIAL_QUOTA_OTHER_NS);
+            rc = KQ_EDENIED;
+        }
+    }
+    pthread_rwlock_unlock(&e->map_mu);
+    return rc;
+}
+
+int kq_elastic_check_quota_name(kq_elastic_t *e, const kq_pod_t *pod, char *msg, size_t len, kq_denial_t *kind)
+{
+    kq_denial_set(kind, KQ_DENIAL_NONE);
+    if (e == NULL || pod == NULL)
+        return 0;
+    return name_check(e, pod->ns, pod->name ? pod->name : "-", pod->quota_name, pod->queue, msg, len, kind);
+}
+
 /* The namespace -> group map (elastic.h, resolution step 3). Objects are visited in
  * arrival order (reconcile sorts them), so of two objects binding a namespace at the same
  * rank the earlier one keeps it and the later one is logged once. apply_mu held. */
@@ -788,6 +965,7 @@ static void rebuild_nsmap(kq_elastic_t *e)
     pthread_rwlock_unlock(&e->map_mu);
     nsmap_free(old);
     nsmap_free(oldq);
+    rebuild_govern(e);
 }
 
 static int remove_group(kq_elastic_t *e, const char *name, char *err, size_t len)
@@ -1873,13 +2051,18 @@ int kq_elastic_resolve(void *ud, const kq_pod_t *pod, char *group, size_t len)
         pick = KQ_QTREE_SYSTEM;
         goto out;
     }
-    if (pod->quota_name != NULL) {
+    kq_denial_t nk = KQ_DENIAL_NONE;
+    if (pod->quota_name != NULL &&
+        (name_check(e, pod->ns, "-", pod->quota_name, pod->queue, NULL, 0, &nk) == 0 ||
+         nk == KQ_DENIAL_QUOTA_NOT_FOUND)) {
         /* Koordinator: a label naming no quota (or a reserved one) means the default group */
         if (strcmp(pod->quota_name, KQ_QTREE_SYSTEM) != 0 && strcmp(pod->quota_name, KQ_QTREE_ROOT) != 0 &&
             kq_qtree_lookup(e->qt, pod->quota_name, &parent))
             pick = pod->quota_name;
         goto out;
     }
+    /* a label naming a quota that does not govern the namespace is not taken (issue 37): the
+     * pod is denied at filter and bind; one bound by someone else counts as if unlabelled */
     found[0] = '\0';
     pthread_rwlock_rdlock(&e->map_mu);
     nsmap_t *m = NULL;
@@ -2907,6 +3090,7 @@ void kq_elastic_free(kq_elastic_t *e)
     }
     nsmap_free(e->nsmap);
     nsmap_free(e->qbound);
+    govern_free(e->gov);
     treeof_free(e->tgroups);
     treeof_free(e->tnodes);
     node_t *n, *ntmp;
@@ -3252,6 +3436,10 @@ int kq_elastic_check_pod(void *ud, const json_t *pod, const json_t *old, char *m
                "quotas", ns, name, KQ_EQ_LABEL_PREFIX, q);
         return KQ_EDENIED;
     }
+    /* issue 37: only a quota that exists and governs the pod's namespace (a queue group's
+     * pods are known only once the pod's queue is: that is checked at filter and bind) */
+    if (e != NULL && q != NULL && name_check(e, ns, name, q, NULL, msg, len, NULL) != 0)
+        return KQ_EDENIED;
     if (old != NULL) {
         const char *a = json_string_value(json_object_get(json_object_get(json_object_get(old, "metadata"), "labels"),
                                                           KQ_EQ_LABEL_PREFIX "preemptible"));

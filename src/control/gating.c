@@ -28,6 +28,7 @@
  * reservations in its own ledger.
  */
 #include "kubequota/control/gating.h"
+#include "kubequota/control/elastic.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -1027,6 +1028,12 @@ static int admit(kq_gating_t *g, const kq_pod_t *p, char *reason, size_t len, kq
         if (kq_ledger_pod_group(app->ledger, p, group, sizeof(group)) != 0)
             group[0] = '\0';
         int rc = kq_metering_check_budget(app->metering, p->user, group[0] ? group : NULL, p->queue, reason, len, kind);
+        if (rc != 0)
+            return rc;
+    }
+    /* a quota label naming no quota, or one of another namespace (issue 37), as filter */
+    if (app->elastic != NULL && p->quota_name != NULL && !kq_ledger_is_counted(app->ledger, p->uid)) {
+        int rc = kq_elastic_check_quota_name(app->elastic, p, reason, len, kind);
         if (rc != 0)
             return rc;
     }

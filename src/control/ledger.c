@@ -879,8 +879,8 @@ static int grow_locked(kq_ledger_t *l, entry_t *e, const kq_resource_t *want, bo
     kq_user_t u = counted_user(&e->c);
     /* counted already, in its own user's entry of the application: not a join, so the
      * application's owner is not asked again (a pod counted unchecked beside another user's
-     * may still grow within its own limits) */
-    kq_ugm_pod_t counted = {.created = INT64_MAX, .uid = e->uid, .generated_app = true};
+     * may still grow within its own limits), nor its queue's ACLs */
+    kq_ugm_pod_t counted = {.created = INT64_MAX, .uid = e->uid, .generated_app = true, .counted = true};
     rc = kq_ugm_check_pod(l->ugm, e->c.queue, e->c.app, &u, &up, &counted, reason, reason_len, kind);
     if (rc != 0)
         goto out;
@@ -1198,7 +1198,7 @@ static bool never_fits_locked(kq_ledger_t *l, const entry_t *e, const kq_resourc
 {
     kq_denial_t k = KQ_DENIAL_NONE;
     kq_user_t u = counted_user(&e->c);
-    kq_ugm_pod_t counted = {.created = INT64_MAX, .uid = e->uid, .generated_app = true};
+    kq_ugm_pod_t counted = {.created = INT64_MAX, .uid = e->uid, .generated_app = true, .counted = true};
     char r[512] = "";
     if (kq_ugm_check_pod(l->ugm, e->c.queue, e->c.app, &u, req, &counted, r, sizeof(r), &k) == KQ_EDENIED &&
         k == KQ_DENIAL_NEVER_FITS)

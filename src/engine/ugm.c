@@ -1308,6 +1308,8 @@ typedef struct op {
     const char *gname;     /* the application's group name, or NULL */
     kq_denial_t *kind;     /* the caller's: the kind of a denial, or NULL */
     bool new_app;          /* the application has no allocation for this user yet */
+    bool acl;              /* ask the queue's ACLs (every pod but a counted one's resize) */
+    const kq_user_t *pod_user; /* the caller's user and groups: the ACLs are asked of them */
     tree_t *trees[T_COUNT];  /* NULL: not tracked (no group, or an unknown user in a check) */
     app_t *apps[T_COUNT];    /* the application's entry in each tree, or NULL */
     unsigned shared[T_COUNT]; /* levels where the application already runs (app_shared) */
@@ -1424,25 +1426,30 @@ static int check_queue(const op_t *op, unsigned i, char *reason, size_t rlen)
     return 0;
 }
 
-/* A new application may start in the queue when the submitacl or adminacl of the queue
- * or of one of its parents allows its user or one of the user's groups (YuniKorn:
- * apache/yunikorn-core pkg/scheduler/objects/queue.go CheckSubmitAccess). Queues the
- * configuration does not define have no ACL of their own. Without any ACL in the
- * partition everybody may submit (README, "Coming from YuniKorn"). */
+/* A pod may run in the queue when the submitacl or adminacl of the queue or of one of its
+ * parents allows its user or one of the user's groups (YuniKorn: apache/yunikorn-core
+ * pkg/scheduler/objects/queue.go CheckSubmitAccess). Every pod is asked, not only the
+ * first of an application (issue 37): YuniKorn asks once, in partition.go addApplication,
+ * because there an application lives in one queue; here each pod names its queue, and a
+ * pod of an application already running elsewhere must not land in a queue its user may
+ * not submit to (README, "Coming from YuniKorn / Koordinator"). Only the resize of a pod
+ * already counted is not asked again. Queues the configuration does not define have no
+ * ACL of their own. Without any ACL in the partition everybody may submit. */
 static int check_acl(const op_t *op, char *reason, size_t rlen)
 {
-    if (op->lim == NULL || !op->lim->acls || !op->new_app)
+    if (op->lim == NULL || !op->lim->acls || !op->acl)
         return 0;
+    const kq_user_t *u = op->pod_user != NULL ? op->pod_user : op->user;
     for (unsigned i = op->path.n; i-- > 0;) {
         const level_t *lv = level_find(op->lim, op->path.s, op->path.end[i]);
-        if (lv != NULL && (acl_allows(&lv->submit, op->user) || acl_allows(&lv->admin, op->user)))
+        if (lv != NULL && (acl_allows(&lv->submit, u) || acl_allows(&lv->admin, u)))
             return 0;
     }
     char groups[256] = "";
     size_t used = 0;
-    for (size_t j = 0; j < op->user->n_groups && used + 1 < sizeof(groups); j++) {
+    for (size_t j = 0; j < u->n_groups && used + 1 < sizeof(groups); j++) {
         int w = snprintf(groups + used, sizeof(groups) - used, "%s%s", j > 0 ? "," : "",
-                         op->user->groups[j] != NULL ? op->user->groups[j] : "");
+                         u->groups[j] != NULL ? u->groups[j] : "");
         if (w < 0)
             break;
         used += (size_t)w < sizeof(groups) - used ? (size_t)w : sizeof(groups) - used - 1;
@@ -1450,7 +1457,7 @@ static int check_acl(const op_t *op, char *reason, size_t rlen)
     kq_errf(reason, rlen,
                "user %s (groups: %s) may not submit to queue %s: neither the submitacl nor the adminacl of the "
                "queue or of a parent queue allows the user or one of its groups",
-               op->user->name, used > 0 ? groups : "none", op->path.s);
+               u->name, used > 0 ? groups : "none", op->path.s);
     kq_denial_set(op->kind, KQ_DENIAL_ACL);
     return KQ_EDENIED;
 }
@@ -1697,6 +1704,8 @@ static int do_increase(kq_ugm_t *m, const char *queue_path, const char *app_id,
     }
     op.m = m;
     op.kind = kind;
+    op.acl = since == NULL || !since->counted;
+    op.pod_user = user;
     op.app = app_id;
     op.app_len = strlen(app_id);
     rc = with_pod(req, &op.req_pod);

@@ -260,6 +260,8 @@ static const denial_kind_t denial_kinds[KQ_DENIAL_COUNT] = {
     [KQ_DENIAL_ACL] = {"QueueACLDenied", "acl"},
     [KQ_DENIAL_BUDGET] = {"BudgetExhausted", "budget"},
     [KQ_DENIAL_APP_OWNER] = {"ApplicationOfAnotherUser", "app_owner"},
+    [KQ_DENIAL_QUOTA_NOT_FOUND] = {"QuotaNotFound", "quota_not_found"},
+    [KQ_DENIAL_QUOTA_OTHER_NS] = {"QuotaOfAnotherNamespace", "quota_other_namespace"},
 };
 
 static const denial_kind_t *classify(kq_denial_t kind)
@@ -289,14 +291,27 @@ static void post_denial_event(kq_app_t *app, const kq_pod_t *pod, const char *re
  * API server (kq_extender_filter). */
 #define UNSEEN_WAIT_MS 100
 
-/* The filter's verdict on a resolved pod, changing nothing: the ledger's check (limits,
- * ACLs, quota tree), then the owner's credit budget for a pod not counted yet. 0 fits,
- * KQ_EDENIED with the reason, or an error. Shared by filter and explain. */
+/* The quota label of a pod not counted yet: only a quota that exists and governs the pod's
+ * namespace (kq_elastic_check_quota_name; issue 37), for a pod that skipped the webhook. */
+static int check_quota_name(kq_app_t *app, const kq_pod_t *pod, char *reason, size_t rlen, kq_denial_t *kind)
+{
+    if (app->elastic == NULL || pod->quota_name == NULL || app->ledger == NULL ||
+        kq_ledger_is_counted(app->ledger, pod->uid))
+        return 0;
+    return kq_elastic_check_quota_name(app->elastic, pod, reason, rlen, kind);
+}
+
+/* The filter's verdict on a resolved pod, changing nothing: its quota label, the ledger's
+ * check (limits, ACLs, quota tree), then the owner's credit budget for a pod not counted
+ * yet. 0 fits, KQ_EDENIED with the reason, or an error. Shared by filter and explain. */
 static int decide_on(kq_app_t *app, const kq_pod_t *pod, const char *node, char *reason, size_t rlen, bool *by_tree,
                      kq_denial_t *kind)
 {
     *kind = KQ_DENIAL_NONE;
-    int rc = app->ledger ? kq_ledger_check_on(app->ledger, pod, node, reason, rlen, by_tree, kind) : KQ_ESTATE;
+    int rc = check_quota_name(app, pod, reason, rlen, kind);
+    if (rc != 0)
+        return rc;
+    rc = app->ledger ? kq_ledger_check_on(app->ledger, pod, node, reason, rlen, by_tree, kind) : KQ_ESTATE;
     if (rc == 0 && app->metering != NULL && !kq_ledger_is_counted(app->ledger, pod->uid)) {
         /* An exhausted credit budget stops new pods of its owner; running pods keep running. */
         char group[KQ_UGM_PATH_MAX];
@@ -1040,7 +1055,9 @@ int kq_extender_bind(kq_app_t *app, const char *body, size_t len, char **out, si
         char reason[REASON_MAX] = "";
         kq_denial_t kind = KQ_DENIAL_NONE;
         /* on `node`: the victims of the pod's own in-flight preemption there are discounted */
-        int rc = app->ledger ? kq_ledger_assume_on(app->ledger, &pod, node, reason, sizeof(reason), &kind)
+        int rc = check_quota_name(app, &pod, reason, sizeof(reason), &kind);
+        if (rc == 0)
+            rc = app->ledger ? kq_ledger_assume_on(app->ledger, &pod, node, reason, sizeof(reason), &kind)
                              : KQ_ESTATE;
         if (rc == KQ_EDENIED) {
             if (reason[0] == '\0')
@@ -1679,6 +1696,9 @@ static json_t *blocker_from_reason(const kq_pod_t *pod, const char *reason, kq_d
     } else if (dk == KQ_DENIAL_APP_OWNER) {
         kind = "application";
         name = pod->app_id ? json_string(pod->app_id) : NULL;
+    } else if (dk == KQ_DENIAL_QUOTA_NOT_FOUND || dk == KQ_DENIAL_QUOTA_OTHER_NS) {
+        kind = "quota-name";
+        name = pod->quota_name ? json_string(pod->quota_name) : NULL;
     } else if (strcmp(k->event_reason, "QueueACLDenied") == 0) {
         kind = "acl";
         name = pod->queue ? json_string(pod->queue) : NULL;

@@ -299,15 +299,21 @@ static void test_resolution(void **state)
                           "\"spec\":{\"min\":{\"cpu\":1},\"max\":{\"cpu\":\"2\"}}}");
     resolve(f, &p, "team-x/eq-x");                  /* 3: the namespace's object */
     p.quota_name = strdup("root.team-b");
-    resolve(f, &p, "root.team-b");                  /* 2: the label */
+    resolve(f, &p, "team-x/eq-x");                  /* another queue's group: not taken (issue 37) */
+    free(p.queue);
+    p.queue = strdup("root.team-b");
+    resolve(f, &p, "root.team-b");                  /* 2: the label (its own queue's group) */
     free(p.quota_name);
     p.quota_name = strdup("no-such-group");         /* unknown label: Koordinator's default group */
     resolve(f, &p, KQ_QTREE_DEFAULT);
     free(p.quota_name);
-    p.quota_name = strdup(KQ_QTREE_SYSTEM);         /* nobody labels into the system group */
-    resolve(f, &p, KQ_QTREE_DEFAULT);
+    p.quota_name = strdup(KQ_QTREE_SYSTEM);         /* nobody labels into the system group, nor */
+    resolve(f, &p, "team-x/eq-x");                  /* out of a namespace's own quota (issue 37) */
     free(p.quota_name);
     p.quota_name = strdup("koordinator-system-quota");
+    resolve(f, &p, "team-x/eq-x");
+    free(p.ns);
+    p.ns = strdup("team-y");                        /* a namespace without a quota: the default */
     resolve(f, &p, KQ_QTREE_DEFAULT);
     free(p.ns);
     p.ns = strdup("kube-system");
@@ -572,7 +578,10 @@ static void test_unseen_pod_and_parent(void **state)
     assert_int_equal(kq_ledger_expire_unobserved(f->app.ledger, 3600), 0);
     assert_int_equal(kq_ledger_expire_unobserved(f->app.ledger, 0), 1);
     assert_int_equal(request(f, "root.team-a"), 0);
-    a.quota_name = strdup("root.org");
+    eq(f, KQ_WATCH_ADDED, "{\"apiVersion\":\"scheduling.sigs.k8s.io/v1alpha1\",\"metadata\":{\"name\":\"px\","
+                          "\"namespace\":\"x\",\"labels\":{\"quota.scheduling.koordinator.sh/is-parent\":\"true\"}},"
+                          "\"spec\":{\"max\":{\"cpu\":\"4\"}}}");
+    a.quota_name = strdup("px"); /* a parent quota of the pod's namespace */
     bool by_tree = false;
     kq_denial_t kind = KQ_DENIAL_COUNT;
     assert_int_equal(kq_ledger_check_ex(f->app.ledger, &a, why, sizeof(why), &by_tree, &kind), KQ_EDENIED);
@@ -787,7 +796,10 @@ static void test_queueless_pod_of_a_quota(void **state)
     assert_int_equal(setup_yaml(&st, PLAIN_YAML), 0);
     fx_t *f = st;
     nodes_total(f, "8");
-    eq(f, KQ_WATCH_ADDED, KOORD_EQ("ml", "1", "2"));
+    /* the quota lists the pods' namespace (issue 37: a pod names only a quota governing it) */
+    eq(f, KQ_WATCH_ADDED, "{\"apiVersion\":\"scheduling.sigs.k8s.io/v1alpha1\",\"metadata\":{\"name\":\"ml\","
+                          "\"namespace\":\"ml\",\"annotations\":{\"quota.scheduling.koordinator.sh/namespaces\":"
+                          "\"[\\\"elsewhere\\\"]\"}},\"spec\":{\"min\":{\"cpu\":\"1\"},\"max\":{\"cpu\":\"2\"}}}");
     char why[512];
     kq_pod_t p[5];
     for (int i = 0; i < 5; i++) {
@@ -1474,6 +1486,106 @@ static void test_reload(void **state)
     kq_pod_clear(&p);
 }
 
+
+/* Issue 37 route 2: the label quota.scheduling.koordinator.sh/name names only a quota that
+ * governs the pod's namespace. Follows Koordinator's pod webhook test
+ * (koordinator-sh/koordinator pkg/webhook/pod/validating/evaluate_quota_test.go
+ * TestEvaluateQuota): its "quota not found" case (a label naming no quota is refused with
+ * "elastic quota quota2 not found") is kept; its "normal case 1" (a pod of ns1 names quota1
+ * of kube-system and is admitted) is refused here unless quota1's namespaces annotation
+ * lists ns1: isolation wins (README, "Coming from YuniKorn / Koordinator"). */
+static json_t *labelled_pod(const char *ns, const char *quota)
+{
+    return json_pack("{s:{s:s,s:s,s:{s:s}}}", "metadata", "name", "p", "namespace", ns, "labels",
+                     "quota.scheduling.koordinator.sh/name", quota);
+}
+
+static int name_verdict(fx_t *f, const char *ns, const char *quota, const char *queue, kq_denial_t *kind)
+{
+    kq_pod_t p = mk("n", ns, queue, CPU(1), NULL);
+    p.quota_name = strdup(quota);
+    char why[512] = "";
+    int rc = kq_elastic_check_quota_name(f->e, &p, why, sizeof(why), kind);
+    kq_pod_clear(&p);
+    return rc;
+}
+
+static void test_quota_name_governs(void **state)
+{
+    fx_t *f = *state;
+    nodes_total(f, "8");
+    eq(f, KQ_WATCH_ADDED, KOORD_EQ("tenant-a", "1", "2"));
+    eq(f, KQ_WATCH_ADDED, KOORD_EQ("tenant-b", "1", "8"));
+    eq(f, KQ_WATCH_ADDED, "{\"apiVersion\":\"scheduling.sigs.k8s.io/v1alpha1\",\"metadata\":{\"name\":\"shared\","
+                          "\"namespace\":\"quotas\",\"annotations\":{\"quota.scheduling.koordinator.sh/namespaces\":"
+                          "\"[\\\"tenant-c\\\"]\"}},\"spec\":{\"max\":{\"cpu\":\"4\"}}}");
+    char msg[512];
+    kq_denial_t kind = KQ_DENIAL_COUNT;
+
+    /* another namespace's quota: refused at admission, naming it; not taken by the resolver */
+    json_t *pod = labelled_pod("tenant-a", "tenant-b");
+    assert_int_equal(kq_elastic_check_pod(f->e, pod, NULL, msg, sizeof msg), KQ_EDENIED);
+    assert_non_null(strstr(msg, "names quota tenant-b of namespace tenant-b, which does not govern namespace "
+                                "tenant-a"));
+    json_decref(pod);
+    assert_int_equal(name_verdict(f, "tenant-a", "tenant-b", NULL, &kind), KQ_EDENIED);
+    assert_int_equal(kind, KQ_DENIAL_QUOTA_OTHER_NS);
+    kq_pod_t a = mk("a1", "tenant-a", NULL, CPU(1), NULL);
+    a.quota_name = strdup("tenant-b");
+    resolve(f, &a, "tenant-a");
+    /* a pod that skipped the webhook and reached the ledger anyway counts in its own quota */
+    char why[512];
+    assert_int_equal(kq_ledger_assume(f->app.ledger, &a, why, sizeof(why), NULL), 0);
+    assert_int_equal(used(f, "tenant-b"), 0);
+    assert_int_equal(used(f, "tenant-a"), CPU(1));
+    kq_ledger_remove(f->app.ledger, "a1");
+    kq_pod_clear(&a);
+
+    /* a name that matches no quota: refused with the name (Koordinator's wording) */
+    pod = labelled_pod("tenant-a", "no-such-quota");
+    assert_int_equal(kq_elastic_check_pod(f->e, pod, NULL, msg, sizeof msg), KQ_EDENIED);
+    assert_non_null(strstr(msg, "elastic quota no-such-quota not found"));
+    json_decref(pod);
+    assert_int_equal(name_verdict(f, "tenant-a", "no-such-quota", NULL, &kind), KQ_EDENIED);
+    assert_int_equal(kind, KQ_DENIAL_QUOTA_NOT_FOUND);
+    /* ... until it is created (in the pod's namespace): then it is the pod's */
+    eq(f, KQ_WATCH_ADDED, "{\"apiVersion\":\"scheduling.sigs.k8s.io/v1alpha1\",\"metadata\":{\"name\":"
+                          "\"no-such-quota\",\"namespace\":\"tenant-a\"},\"spec\":{\"max\":{\"cpu\":\"1\"}}}");
+    assert_int_equal(name_verdict(f, "tenant-a", "no-such-quota", NULL, &kind), 0);
+
+    /* no over-refusal: its own quota, one whose namespaces annotation lists it */
+    pod = labelled_pod("tenant-a", "tenant-a");
+    assert_int_equal(kq_elastic_check_pod(f->e, pod, NULL, msg, sizeof msg), 0);
+    json_decref(pod);
+    pod = labelled_pod("tenant-c", "shared");
+    assert_int_equal(kq_elastic_check_pod(f->e, pod, NULL, msg, sizeof msg), 0);
+    json_decref(pod);
+    kq_pod_t c = mk("c1", "tenant-c", NULL, CPU(1), NULL);
+    c.quota_name = strdup("shared");
+    resolve(f, &c, "shared");
+    kq_pod_clear(&c);
+    /* ... but the annotation binds only the namespaces it lists */
+    assert_int_equal(name_verdict(f, "tenant-b", "shared", NULL, &kind), KQ_EDENIED);
+    assert_int_equal(kind, KQ_DENIAL_QUOTA_OTHER_NS);
+
+    /* the default quota: only for a namespace without a quota of its own */
+    assert_int_equal(name_verdict(f, "tenant-a", "koordinator-default-quota", NULL, &kind), KQ_EDENIED);
+    assert_int_equal(kind, KQ_DENIAL_QUOTA_OTHER_NS);
+    assert_int_equal(name_verdict(f, "elsewhere", "koordinator-default-quota", NULL, &kind), 0);
+    /* a queue's group: only the pod's own queue (unknown at admission: checked at filter) */
+    assert_int_equal(name_verdict(f, "tenant-a", "root.team-a", "root.team-b", &kind), KQ_EDENIED);
+    assert_int_equal(kind, KQ_DENIAL_QUOTA_OTHER_NS);
+    assert_int_equal(name_verdict(f, "tenant-a", "root.team-a", "root.team-a", &kind), 0);
+    assert_int_equal(name_verdict(f, "tenant-a", "root.team-a", NULL, &kind), 0);
+    /* system namespaces are never asked */
+    assert_int_equal(name_verdict(f, "kube-system", "tenant-b", NULL, &kind), 0);
+    /* removing the other namespace's listing takes the right away */
+    eq(f, KQ_WATCH_MODIFIED, "{\"apiVersion\":\"scheduling.sigs.k8s.io/v1alpha1\",\"metadata\":{\"name\":\"shared\","
+                             "\"namespace\":\"quotas\"},\"spec\":{\"max\":{\"cpu\":\"4\"}}}");
+    assert_int_equal(name_verdict(f, "tenant-c", "shared", NULL, &kind), KQ_EDENIED);
+    assert_int_equal(name_verdict(f, "quotas", "shared", NULL, &kind), 0);
+}
+
 /* Threads: pods counted, resized and released from several threads while nodes and
  * objects change; at the end every usage is back to zero (run under TSan too). */
 typedef struct targ {
@@ -1669,6 +1781,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_admission_koord, setup, teardown),
         cmocka_unit_test_setup_teardown(test_profiles, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reload, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_quota_name_governs, setup, teardown),
         cmocka_unit_test_setup_teardown(test_threads, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1046,6 +1046,8 @@ static void test_denial_kind_table(void **state)
         {KQ_DENIAL_ACL, "QueueACLDenied", "acl"},
         {KQ_DENIAL_BUDGET, "BudgetExhausted", "budget"},
         {KQ_DENIAL_APP_OWNER, "ApplicationOfAnotherUser", "app_owner"},
+        {KQ_DENIAL_QUOTA_NOT_FOUND, "QuotaNotFound", "quota_not_found"},
+        {KQ_DENIAL_QUOTA_OTHER_NS, "QuotaOfAnotherNamespace", "quota_other_namespace"},
         {KQ_DENIAL_COUNT, "QuotaExceeded", "over_limit"},
     };
     assert_int_equal(sizeof(want) / sizeof(want[0]), KQ_DENIAL_COUNT + 1);

@@ -1787,6 +1787,63 @@ static void test_acls(void **state)
     kq_ugm_free(m);
 }
 
+/* Issue 37 route 3: the ACL is asked for every pod, not only for an application's first.
+ * Follows YuniKorn's apache/yunikorn-core pkg/scheduler/partition.go addApplication (a leaf
+ * queue whose CheckSubmitAccess, queue.go, refuses the user: "failed to find queue %s for
+ * application %s") with the users and ACLs of test_acls above; YuniKorn asks once per
+ * application because an application lives in one queue, while here a later pod of the same
+ * application (a named id, or YuniKorn's autogen "yunikorn-<ns>-autogen") may name another
+ * queue. The resize of a pod already counted (kq_ugm_pod_t.counted) is not asked again. */
+static void test_acl_every_pod(void **state)
+{
+    (void)state;
+    kq_ugm_t *m = mgr(CFG_HEAD
+                      "        submitacl: admin\n"
+                      "        queues:\n"
+                      "          - name: open\n"
+                      "            submitacl: alice\n"
+                      "          - name: closed\n"
+                      "            submitacl: bob\n");
+    kq_user_t alice = usr("alice", NULL, 0);
+    kq_resource_t r = res(100, 0);
+    static const char *const apps[] = {"x", "yunikorn-team-a-autogen"};
+    for (size_t i = 0; i < 2; i++) {
+        kq_ugm_pod_t named = {.created = 1, .uid = "p1", .generated_app = i == 1};
+        assert_int_equal(kq_ugm_increase_pod(m, "root.open", apps[i], &alice, &r, &named, reason, sizeof(reason),
+                                             &kind), 0);
+        char *before = snapshot(m);
+        /* the second pod of the running application names the closed queue */
+        kq_ugm_pod_t second = {.created = 2, .uid = "p2", .generated_app = i == 1};
+        kind = KQ_DENIAL_COUNT;
+        assert_int_equal(kq_ugm_check_pod(m, "root.closed", apps[i], &alice, &r, &second, reason, sizeof(reason),
+                                          &kind), KQ_EDENIED);
+        assert_int_equal(kind, KQ_DENIAL_ACL);
+        kind = KQ_DENIAL_COUNT;
+        assert_int_equal(kq_ugm_increase_pod(m, "root.closed", apps[i], &alice, &r, &second, reason,
+                                             sizeof(reason), &kind), KQ_EDENIED);
+        assert_int_equal(kind, KQ_DENIAL_ACL);
+        assert_string_equal(reason, "user alice (groups: none) may not submit to queue root.closed: neither the "
+                                    "submitacl nor the adminacl of the queue or of a parent queue allows the user "
+                                    "or one of its groups");
+        assert_int_equal(queue_alloc(m, "root.closed", "pods"), 0);
+        char *after = snapshot(m);
+        assert_string_equal(before, after);
+        free(before);
+        free(after);
+        /* a second pod in the queue it is allowed in still fits */
+        assert_int_equal(kq_ugm_increase_pod(m, "root.open", apps[i], &alice, &r, &second, reason, sizeof(reason),
+                                             &kind), 0);
+    }
+    /* the forms without a pod ask too */
+    assert_int_equal(inc(m, "root.closed", "x", &alice, 100, 0), KQ_EDENIED);
+    assert_int_equal(kind, KQ_DENIAL_ACL);
+    /* reality is still counted; its resize is not asked again */
+    assert_int_equal(kq_ugm_add_unchecked(m, "root.closed", "x", &alice, &r), 0);
+    kq_ugm_pod_t grow = {.created = INT64_MAX, .uid = "p3", .generated_app = true, .counted = true};
+    assert_int_equal(kq_ugm_check_pod(m, "root.closed", "x", &alice, &r, &grow, reason, sizeof(reason), &kind), 0);
+    kq_ugm_free(m);
+}
+
 /* Every denial reports its kind next to its text, whatever the names in the text say: a
  * limit described as "the pod can never fit" and users named after other denials are
  * still an ordinary over-the-limit denial; the request alone over a max never fits. */
@@ -1977,6 +2034,7 @@ int main(void)
         cmocka_unit_test(test_app_of_another_user),
         cmocka_unit_test(test_pods_enforced),
         cmocka_unit_test(test_acls),
+        cmocka_unit_test(test_acl_every_pod),
         cmocka_unit_test(test_denial_kinds),
         cmocka_unit_test(test_configured_trackers_visible),
     };

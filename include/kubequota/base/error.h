@@ -55,6 +55,8 @@ typedef enum kq_denial {
     KQ_DENIAL_ACL,            /* the queue's submitacl/adminacl do not allow the user */
     KQ_DENIAL_BUDGET,         /* the owner's credit budget is spent */
     KQ_DENIAL_APP_OWNER,      /* the pod's application id belongs to another user */
+    KQ_DENIAL_QUOTA_NOT_FOUND, /* the pod's quota label names no quota (yet) */
+    KQ_DENIAL_QUOTA_OTHER_NS, /* the pod's quota label names a quota that does not govern its namespace */
     KQ_DENIAL_COUNT
 } kq_denial_t;
 

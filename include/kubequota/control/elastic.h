@@ -35,7 +35,9 @@
  *   2. label quota.scheduling.koordinator.sh/name: the group it names (a parent group
  *      too: the pod is then denied, "only leaf groups run pods"); a name that is no
  *      group ("koordinator-default-quota", "koordinator-system-quota", unknown names)
- *      -> the default group, as Koordinator does (a label never reaches the system group);
+ *      -> the default group, as Koordinator does (a label never reaches the system group).
+ *      Not taken when the group does not govern the pod's namespace
+ *      (kq_elastic_check_quota_name, issue 37): the next steps decide;
  *   3. the namespace's quota, in this order: the Koordinator object named like the
  *      namespace in that namespace; the Koordinator object whose annotation
  *      quota.scheduling.koordinator.sh/namespaces lists it; the scheduler-plugins object
@@ -248,10 +250,25 @@ unsigned long kq_elastic_status_writes(kq_elastic_t *e, unsigned long *failed);
  * koordinator-default-quota not deleted. Denials say why. */
 int kq_elastic_validate_admission(void *ud, const json_t *request, char *msg, size_t len);
 
+/* Issue 37: may the pod name the quota its label quota.scheduling.koordinator.sh/name names?
+ * Only a quota that governs its namespace: an ElasticQuota object of its namespace, or one
+ * whose namespaces annotation lists it (a scheduler-plugins object: of its namespace); a
+ * profile's root group of its namespace; the quota group of the pod's own queue (pod->queue;
+ * not checked while NULL); the default group (or a name that means it:
+ * koordinator-default-quota, -root-quota, -system-quota, root, system) only when the
+ * namespace has no quota of its own. Pods of system namespaces and pods without the label
+ * pass. 0, or KQ_EDENIED with msg and *kind: KQ_DENIAL_QUOTA_NOT_FOUND (no group of that
+ * name: not applied yet, or never) or KQ_DENIAL_QUOTA_OTHER_NS. A read lock, no allocation.
+ * The resolver (kq_elastic_resolve) does not take a label this refuses for another
+ * namespace: such a pod, bound by someone else, counts as if it had no label. */
+int kq_elastic_check_quota_name(kq_elastic_t *e, const kq_pod_t *pod, char *msg, size_t len,
+                                kq_denial_t *kind) KQ_WUR;
+
 /* kq_admission_pod_hook_t for kq_admission_opts_t.check_pod_quota (ud = the module),
  * Koordinator's pod rules (koordinator-sh/koordinator pkg/webhook/elasticquota/pod_check.go):
  * a pod whose label quota.scheduling.koordinator.sh/name names a parent quota group is
- * denied (CREATE and UPDATE); an UPDATE may not change the label
+ * denied (CREATE and UPDATE), and so is one naming a quota kq_elastic_check_quota_name
+ * refuses (issue 37; the pod's queue not known here); an UPDATE may not change the label
  * quota.scheduling.koordinator.sh/preemptible (whether the pod counts within min). 0 or
  * KQ_EDENIED with msg. */
 int kq_elastic_check_pod(void *ud, const json_t *pod, const json_t *old, char *msg, size_t len);

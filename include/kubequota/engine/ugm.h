@@ -88,6 +88,9 @@ typedef struct kq_ugm_pod {
     bool generated_app; /* the id was not named by the pod (its controller's or its own UID,
                          * YuniKorn's generated ids): each user has an application of that id
                          * of their own, and is never refused for another's */
+    bool counted;       /* already counted in this queue (the growth of a resize): the queue's
+                         * submitacl/adminacl are not asked again. Every other allocation is
+                         * checked against them, the first of its application or not */
 } kq_ugm_pod_t;
 
 /* Application ownership (issue 29). An application id belongs to one user, its owner: the
