@@ -58,7 +58,7 @@
 
 enum {
     O_CONFIG = 256, O_KUBECONFIG, O_LISTEN, O_CERT, O_KEY, O_CA, O_PLAIN, O_SCHED, O_PART, O_USER, O_BODY,
-    O_RELOAD, O_LOG, O_LOG_FORMAT, O_VERBOSITY, O_REST_AUTH, O_REST_TOKEN, O_METRICS_AUTH, O_TRUSTED_USERS,
+    O_RELOAD, O_LOG, O_LOG_FORMAT, O_VERBOSITY, O_REST_AUTH, O_REST_TOKEN, O_METRICS_AUTH, O_TRUSTED_USERS, O_PROCESS_NS, O_BYPASS_NS,
     O_TRUSTED_GROUPS, O_CONFIG_MAP, O_EXT_LOCAL, O_EXT_OPEN, O_WATCH_PROGRESS, O_EVENT_UPDATE, O_REQUEUE_WINDOW,
     O_SCHED_LISTEN, O_SCHED_THREADS, O_THREADS, O_METRICS_MAX_USERS, O_MAX_CLIENT_CONNS, O_MAX_VIEWS,
     O_WEBHOOK_LISTEN, O_WEBHOOK_THREADS,
@@ -157,6 +157,14 @@ static const flag_t serve_flags[] = {
                                                    "beyond them wait; while workers are scarce, answers\n"
                                                    "close their connections and connections that never\n"
                                                    "finish a request are closed)", NULL},
+    {"process-namespaces", 1, O_PROCESS_NS, "REGEXES", "comma-separated POSIX extended regular expressions:\n"
+                                                        "/admission/mutate-scheduler governs only namespaces\n"
+                                                        "one of them matches (YuniKorn's processNamespaces;\n"
+                                                        "unanchored: write ^...$ for a whole name; default\n"
+                                                        "empty: every namespace)", NULL},
+    {"bypass-namespaces", 1, O_BYPASS_NS, "REGEXES", "namespaces it leaves alone, answering allowed and\n"
+                                                      "unchanged (YuniKorn's bypassNamespaces; default\n"
+                                                      "^kube-system$; \"\" bypasses none)", NULL},
     {"trusted-users", 1, O_TRUSTED_USERS, "LIST", "comma-separated users whose pods and workloads keep the\n"
                                                   "identity already on them ('prefix*' allowed; default\n"
                                                   "system:serviceaccount:kube-system:*,system:kube-controller-manager)",
@@ -300,6 +308,7 @@ typedef struct serve_opts {
     const char *scheduler_name, *partition, *default_user, *log_level, *log_format;
     int app_id_fallback;
     const char *rest_auth, *rest_token_file, *trusted_users, *trusted_groups, *config_map;
+    const char *process_ns, *bypass_ns; /* --process-namespaces, --bypass-namespaces */
     bool metrics_auth, extender_local_only, extender_open;
     const char *scheduler_listen;
     long scheduler_threads;
@@ -424,6 +433,7 @@ static int parse_serve(int argc, char **argv, serve_opts_t *o)
         .verbosity = -1,
         .metrics_max_users = 100,
         .rest_auth = "default",
+        .bypass_ns = KQ_ADMISSION_DEFAULT_BYPASS,
         .max_body = 64LL << 20,
         .reload_ms = 2000,
         .gate_timeout_ms = 120000,
@@ -488,6 +498,8 @@ static int parse_serve(int argc, char **argv, serve_opts_t *o)
             o->metrics_max_users = (long)n;
             break;
         case O_TRUSTED_USERS: o->trusted_users = optarg; break;
+        case O_PROCESS_NS: o->process_ns = optarg; break;
+        case O_BYPASS_NS: o->bypass_ns = optarg; break;
         case O_TRUSTED_GROUPS: o->trusted_groups = optarg; break;
         case O_CONFIG_MAP: o->config_map = optarg; break;
         case O_EXT_LOCAL: o->extender_local_only = true; break;
@@ -754,6 +766,13 @@ static int serve(int argc, char **argv)
     int rc = parse_serve(argc, argv, &o);
     if (rc != 0)
         return rc;
+    kq_admission_ns_filter_t *ns_filter = NULL; /* --process-namespaces, --bypass-namespaces */
+    {
+        char ferr[512] = "";
+        if ((rc = kq_admission_ns_filter_new(o.process_ns, o.bypass_ns, &ns_filter, ferr, sizeof ferr)) != 0)
+            return rc == KQ_ENOMEM ? (fprintf(stderr, "kubequota: out of memory\n"), 1)
+                                   : bad_usage("serve", "%s", ferr);
+    }
 
     /* Signals are taken by sigwait() below; every thread started from here inherits the mask. */
     sigset_t sigs;
@@ -999,6 +1018,7 @@ static int serve(int argc, char **argv)
     kq_admission_opts_t adm = kq_admission_opts_default();
     adm.scheduler_name = o.scheduler_name;
     adm.admission_gate = o.admission_gate;
+    adm.ns_filter = ns_filter; /* the server applies it to /admission/mutate-scheduler only */
     adm.validate_elasticquota = kq_elastic_validate_admission; /* the quota tree's rules */
     adm.elasticquota_ud = app.elastic;
     adm.check_pod_quota = kq_elastic_check_pod; /* Koordinator's pod rules */
@@ -1113,6 +1133,7 @@ out:
     strlist_free(&tgroups);
     strlist_free(&gremovers);
     free(cm_buf);
+    kq_admission_ns_filter_free(ns_filter);
     kq_sync_stop(sync);
     kq_reloader_stop(reloader);
     kq_history_free(app.history); /* the server reading it has stopped; before the ugm */

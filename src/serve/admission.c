@@ -18,7 +18,9 @@
 #endif
 #include "kubequota/serve/admission.h"
 
+#include <ctype.h>
 #include <limits.h>
+#include <regex.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,6 +64,115 @@ kq_admission_opts_t kq_admission_opts_default(void)
         .check_config = NULL,
         .check_config_ud = NULL,
     };
+}
+
+/* ------------------------------------------------------------------ namespace filter */
+
+struct kq_admission_ns_filter {
+    regex_t *process, *bypass; /* compiled lists, or NULL when empty */
+    size_t n_process, n_bypass;
+};
+
+static void free_list(regex_t *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        regfree(&v[i]);
+    free(v);
+}
+
+/* Compiles a comma-separated list as parseRegexes does (blanks trimmed, empties skipped). */
+static int compile_list(const char *what, const char *list, regex_t **out, size_t *n, char *err, size_t errlen)
+{
+    *out = NULL;
+    *n = 0;
+    if (list == NULL || *list == '\0')
+        return 0;
+    size_t cap = 1;
+    for (const char *p = list; *p != '\0'; p++)
+        cap += *p == ',';
+    regex_t *v = calloc(cap, sizeof(*v));
+    char *copy = strdup(list);
+    int rc = KQ_ENOMEM;
+    size_t k = 0;
+    if (v == NULL || copy == NULL)
+        goto out;
+    char *save = NULL;
+    for (char *tok = strtok_r(copy, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save)) {
+        while (isspace((unsigned char)*tok))
+            tok++;
+        size_t len = strlen(tok);
+        while (len > 0 && isspace((unsigned char)tok[len - 1]))
+            tok[--len] = '\0';
+        if (len == 0)
+            continue;
+        int e = regcomp(&v[k], tok, REG_EXTENDED | REG_NOSUB);
+        if (e != 0) {
+            char why[256];
+            regerror(e, &v[k], why, sizeof why);
+            snprintf(err, errlen, "%s: \"%s\" is not a regular expression: %s", what, tok, why);
+            rc = e == REG_ESPACE ? KQ_ENOMEM : KQ_EINVAL;
+            goto out;
+        }
+        k++;
+    }
+    rc = 0;
+out:
+    free(copy);
+    if (rc != 0 || k == 0) {
+        free_list(v, k);
+        v = NULL;
+        k = 0;
+    }
+    *out = v;
+    *n = k;
+    return rc;
+}
+
+int kq_admission_ns_filter_new(const char *process, const char *bypass, kq_admission_ns_filter_t **out, char *err,
+                               size_t errlen)
+{
+    kq_admission_ns_filter_t *f = calloc(1, sizeof(*f));
+    if (f == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return KQ_ENOMEM;
+    }
+    int rc = compile_list("--process-namespaces (processNamespaces)", process, &f->process, &f->n_process, err, errlen);
+    if (rc == 0)
+        rc = compile_list("--bypass-namespaces (bypassNamespaces)", bypass, &f->bypass, &f->n_bypass, err, errlen);
+    if (rc != 0) {
+        if (rc == KQ_ENOMEM && *err == '\0')
+            snprintf(err, errlen, "out of memory");
+        kq_admission_ns_filter_free(f);
+        return rc;
+    }
+    *out = f;
+    return 0;
+}
+
+void kq_admission_ns_filter_free(kq_admission_ns_filter_t *f)
+{
+    if (f == NULL)
+        return;
+    free_list(f->process, f->n_process);
+    free_list(f->bypass, f->n_bypass);
+    free(f);
+}
+
+static bool any_match(const regex_t *v, size_t n, const char *s)
+{
+    for (size_t i = 0; i < n; i++)
+        if (regexec(&v[i], s, 0, NULL, 0) == 0)
+            return true;
+    return false;
+}
+
+bool kq_admission_ns_processed(const kq_admission_ns_filter_t *f, const char *ns)
+{
+    if (f == NULL)
+        return true;
+    if (ns == NULL || *ns == '\0')
+        ns = "default";
+    return (f->n_process == 0 || any_match(f->process, f->n_process, ns)) && !any_match(f->bypass, f->n_bypass, ns);
 }
 
 /* ------------------------------------------------------------------ text */
@@ -648,6 +759,24 @@ static void add_gate(ctx_t *c)
     json_decref(gate);
 }
 
+/* pods/status UPDATE (issue 37: a tenant granted pods/status, e.g. through a pods wildcard, could
+ * rewrite the identity annotation and the queue label where no pod UPDATE rule looks):
+ * the fixed keys of kq_pod_keys are held as in a pod UPDATE, identity put back, any other
+ * key's change refused. The chart sends only updates that change one of them, so the
+ * kubelet's status writes never reach kubequota. */
+static void status_update(ctx_t *c)
+{
+    static const char *const pod_base[] = {"metadata", "annotations"};
+    if (c->obj == NULL || c->old == NULL) {
+        deny(c, 400, "request.object and request.oldObject are required in a pods/status UPDATE");
+        return;
+    }
+    if (parse_user_info(c) != 0 || placement_changed(c))
+        return;
+    if (!is_trusted(c))
+        (void)restore(c, pod_base, 2);
+}
+
 static void mutate(ctx_t *c)
 {
     static const char *const pod_base[] = {"metadata", "annotations"};
@@ -655,6 +784,15 @@ static void mutate(ctx_t *c)
     bool pod = strcmp(c->group, "") == 0 && strcmp(c->kind, "Pod") == 0;
     size_t ntmpl = 0;
     const char *const *tmpl = workload_template(c->group, c->kind, &ntmpl);
+
+    /* A namespace the filters bypass is not governed: allowed, unchanged (issue 37). */
+    if (!kq_admission_ns_processed(c->o->ns_filter, c->ns))
+        return;
+    /* pods/status writes metadata too: its fixed keys are guarded like a pod UPDATE's. */
+    if (pod && update && strcmp(c->sub, "status") == 0) {
+        status_update(c);
+        return;
+    }
 
     /* An in-place resize changes what a counted pod uses: checked like a new request. */
     if (pod && update && strcmp(c->sub, "resize") == 0 && c->o->check_pod != NULL) {

@@ -263,7 +263,9 @@ struct kq_server {
     bool metrics_auth;                 /* /metrics follows the usage view's rules */
     bool extender_local_only;          /* scheduler verbs only from loopback (sidecar) */
     bool extender_open;                /* scheduler verbs from anyone (explicitly opened) */
-    kq_admission_opts_t adm, adm_sched; /* copies; adm_sched sets spec.schedulerName */
+    /* copies; adm_sched sets spec.schedulerName in the namespaces its filter processes,
+     * adm_optin everywhere it is called (namespaces labelled kubequota.io/enabled=true) */
+    kq_admission_opts_t adm, adm_sched, adm_optin;
     char *cert, *key, *ca;
     char tls_err[512]; /* written by init_ssl during kq_server_start (caller's thread) */
 
@@ -998,6 +1000,14 @@ static void h_mutate_sched(const req_t *q, resp_t *r)
     admission_reply(st, out, len, r);
 }
 
+static void h_mutate_optin(const req_t *q, resp_t *r)
+{
+    char *out = NULL;
+    size_t len = 0;
+    int st = kq_admission_mutate(&q->s->adm_optin, q->body, q->body_len, &out, &len);
+    admission_reply(st, out, len, r);
+}
+
 static void h_validate(const req_t *q, resp_t *r)
 {
     char *out = NULL;
@@ -1102,6 +1112,9 @@ static const route_t routes[] = {
     {"GET", "/ui/*", KQ_EP_UI, false, h_ui, false, GUARD_OPEN},
     {"POST", "/admission/mutate", KQ_EP_ADMISSION, true, h_mutate, true, GUARD_OPEN},
     {"POST", "/admission/mutate-scheduler", KQ_EP_ADMISSION_SCHED, true, h_mutate_sched, true, GUARD_OPEN},
+    /* The same without the namespace filters: the chart sends namespaces labelled
+     * kubequota.io/enabled=true here, which opts them in whatever the filters say. */
+    {"POST", "/admission/mutate-scheduler-opt-in", KQ_EP_ADMISSION_SCHED, true, h_mutate_optin, true, GUARD_OPEN},
     {"POST", "/admission/validate", KQ_EP_ADMISSION_VALIDATE, true, h_validate, true, GUARD_OPEN},
     /* The same validator; a separate path lets the chart register ElasticQuota objects
      * with their own failure policy and timeout. */
@@ -2346,8 +2359,11 @@ kq_server_t *kq_server_start(const kq_server_opts_t *o, kq_app_t *app, char *err
         /* Shallow copies: the strings and arrays they point to are borrowed, like app. */
         s->admission = true;
         s->adm = *o->admission;
+        s->adm.ns_filter = NULL; /* identity and workloads naming the scheduler: every namespace sent */
         s->adm_sched = *o->admission;
         s->adm_sched.set_scheduler_name = true;
+        s->adm_optin = s->adm_sched;
+        s->adm_optin.ns_filter = NULL;
     }
     if (!o->plain_http) {
         s->cert = dup_opt(o->tls_cert, &oom);

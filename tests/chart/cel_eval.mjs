@@ -4,7 +4,8 @@
 //
 //   node tests/chart/cel_eval.mjs MODELS_DIR < cases.json
 //
-// stdin: a JSON array of {expression, object, oldObject, request}. stdout: a JSON array,
+// stdin: a JSON array of {expression, object, oldObject, request} (and, for a
+// ValidatingAdmissionPolicy, namespaceObject and variables). stdout: a JSON array,
 // per case true/false, or {"error": "..."} when the expression does not evaluate to a bool
 // (the API server then applies the webhook's failurePolicy).
 import fs from "node:fs";
@@ -29,9 +30,13 @@ function toCel(v) {
 const out = [];
 for (const c of JSON.parse(fs.readFileSync(0, "utf8"))) {
   try {
-    const r = cel.run(c.expression, {
+    const vars = {
       object: toCel(c.object ?? null), oldObject: toCel(c.oldObject ?? null), request: toCel(c.request),
-    });
+    };
+    // a ValidatingAdmissionPolicy's expressions also see namespaceObject and variables
+    if ("namespaceObject" in c) vars.namespaceObject = toCel(c.namespaceObject);
+    if ("variables" in c) vars.variables = toCel(c.variables);
+    const r = cel.run(c.expression, vars);
     out.push(typeof r === "boolean" ? r : { error: String(r && r.message ? r.message : r) });
   } catch (e) {
     out.push({ error: String(e && e.message ? e.message : e) });

@@ -72,6 +72,7 @@ VALUE_SETS = {
     "minimal": ["-f", os.path.join(VALUES_DIR, "minimal.yaml")],
     "metrics-scraper": ["-f", os.path.join(VALUES_DIR, "metrics-scraper.yaml")],
     "service-proxy": ["-f", os.path.join(VALUES_DIR, "service-proxy.yaml")],
+    "filtering": ["-f", os.path.join(VALUES_DIR, "filtering.yaml")],
 }
 
 

@@ -73,8 +73,10 @@ class PodKeysChecks:
             with_b = copy.deepcopy(base)
             with_b["metadata"][field][key] = "b"
             for new, old, how in ((with_a, base, "added"), (with_b, with_a, "changed"), (base, with_a, "removed")):
-                cases.append(request("UPDATE", TEAM, new, old))
-                what.append("%s %s %s" % (m.lower(), key, how))
+                # the pod, and its status subresource, which writes metadata too (issue 37)
+                for sub in ("", "status"):
+                    cases.append(request("UPDATE", TEAM, new, old, sub=sub))
+                    what.append("%s %s %s%s" % (m.lower(), key, how, " via /status" if sub else ""))
         hits = self.d.called(cases)
         missed = []
         for w, hit in zip(what, hits):

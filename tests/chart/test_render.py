@@ -26,6 +26,8 @@ SERVED = {
     ("rbac.authorization.k8s.io/v1", "RoleBinding"),
     ("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration"),
     ("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration"),
+    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy"),         # GA in 1.30
+    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding"),
     ("policy/v1", "PodDisruptionBudget"),
     ("apiextensions.k8s.io/v1", "CustomResourceDefinition"),
     ("v1", "PersistentVolumeClaim"),
@@ -37,7 +39,8 @@ FROM_CRDS = {
     ("monitoring.coreos.com/v1", "ServiceMonitor"): lambda v: v["serviceMonitor"],
 }
 CLUSTER_SCOPED = {"ClusterRole", "ClusterRoleBinding", "MutatingWebhookConfiguration",
-                  "ValidatingWebhookConfiguration", "CustomResourceDefinition", "Namespace"}
+                  "ValidatingWebhookConfiguration", "CustomResourceDefinition", "Namespace",
+                  "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
 BUILTIN_ROLES = {("ClusterRole", "system:kube-scheduler"), ("ClusterRole", "system:volume-scheduler"),
                  ("Role", "extension-apiserver-authentication-reader")}
 # Objects the chart deliberately puts outside the release namespace.
@@ -333,7 +336,12 @@ class RenderChecks:
         for g, res in [("", "pods"), ("apps", "deployments"), ("apps", "replicasets"), ("apps", "statefulsets"),
                        ("apps", "daemonsets"), ("batch", "jobs"), ("batch", "cronjobs")]:
             self.assertLessEqual({(g, res, "CREATE"), (g, res, "UPDATE")}, mutate)
-        self.assertEqual(by_path["/admission/mutate-scheduler"], {("", "pods", "CREATE")})
+        # pods/status is guarded like a pod UPDATE (issue 37 route 7), next to pods/resize
+        self.assertLessEqual({("", "pods/status", "UPDATE"), ("", "pods/resize", "UPDATE")}, mutate)
+        self.assertEqual(by_path["/admission/mutate-scheduler-opt-in"], {("", "pods", "CREATE")})
+        self.assertLessEqual({("", "pods", "CREATE"), ("apps", "deployments", "CREATE")},
+                             by_path["/admission/mutate-scheduler"])
+        self.assertNotIn(("", "pods", "UPDATE"), by_path["/admission/mutate-scheduler"])
         self.assertEqual(by_path["/admission/validate"], {("", "configmaps", "CREATE"), ("", "configmaps", "UPDATE")} |
                          ({("", "pods", "CREATE")} if self.v["full"]["webhooks"]["identity"]["enabled"] else set()))
         validate = by_path["/admission/validate-elasticquota"]
@@ -341,11 +349,17 @@ class RenderChecks:
             for op in ("CREATE", "UPDATE", "DELETE"):
                 self.assertIn((g, "elasticquotas", op), validate)
         wh = self.v["full"]["webhooks"]
-        sched_hook = [w for _, w in hooks if w["clientConfig"]["service"]["path"] == "/admission/mutate-scheduler"][0]
+        by_name = {w["name"]: w for _, w in hooks}
+        # issue 37: unlabelled namespaces are governed (kubequota's filters decide), true opts
+        # in whatever they say, false opts out
+        self.assertIn({"key": "kubequota.io/enabled", "operator": "NotIn", "values": ["true", "false"]},
+                      by_name["scheduler.kubequota.io"]["namespaceSelector"]["matchExpressions"])
         self.assertIn({"key": "kubequota.io/enabled", "operator": "In", "values": ["true"]},
-                      sched_hook["namespaceSelector"]["matchExpressions"])
-        self.assertEqual(sched_hook["failurePolicy"], wh["setSchedulerName"]["failurePolicy"])
-        for w in [w for _, w in hooks if w["clientConfig"]["service"]["path"] == "/admission/mutate"]:
+                      by_name["scheduler-opt-in.kubequota.io"]["namespaceSelector"]["matchExpressions"])
+        for n in ("scheduler.kubequota.io", "scheduler-opt-in.kubequota.io"):
+            self.assertEqual(by_name[n]["failurePolicy"], wh["setSchedulerName"]["failurePolicy"])
+        for w in [w for _, w in hooks if w["clientConfig"]["service"]["path"] == "/admission/mutate"
+                  or w["name"].startswith("workloads")]:
             self.assertEqual(w["failurePolicy"], wh["identity"]["failurePolicy"], w["name"])
         # the scheduler webhook runs before the identity webhooks (the API server calls a
         # configuration's webhooks in order), so a renamed pod is stamped in the same request

@@ -12,22 +12,30 @@ conditions true: call; any false: skip, even beside an error; otherwise an error
 webhook's failurePolicy) and .../webhook/predicates/rules/rules.go (a subresource must be
 named to match).
 
-Expectations are written per request from the issue's rules, not from the chart: a pod
-or workload kubequota does not manage (another scheduler, not in an opted-in namespace)
-reaches no webhook at all; kube-system, the release namespace and
-webhooks.excludeNamespaces reach none whatever they carry; ElasticQuota DELETE reaches
-only Ignore webhooks.
+Expectations are written per request from the issue's rules, not from the chart. Since
+issue 37 kubequota governs every namespace but kube-system, kube-public, kube-node-lease,
+the release namespace and webhooks.excludeNamespaces (which reach no webhook whatever they
+carry), narrowed by webhooks.filtering (YuniKorn's processNamespaces/bypassNamespaces) and
+by the kubequota.io/enabled label (true: governed whatever the filters say; false: not).
+A pod or workload kubequota does not manage (another scheduler, in a namespace it does
+not govern) reaches no webhook at all, so nothing there waits while kubequota is down; in
+a governed namespace every new pod and workload goes to kubequota; ElasticQuota DELETE
+reaches only Ignore webhooks.
 """
 
 import copy
 import os
+import re
 import unittest
 
 import chartlib as cl
 from test_render import values_of
 
-TEAM = "team-a"          # a namespace that did not opt in
+TEAM = "team-a"          # no label: governed unless webhooks.filtering bypasses it
 OPTED = "opted-in"       # labelled kubequota.io/enabled=true
+OPTED_OUT = "opted-out"  # labelled kubequota.io/enabled=false
+# unlabelled namespaces some value set's webhooks.filtering may not process or may bypass
+OTHERS = ["team-a-sandbox", "web", "batch"]
 USER = {"username": "alice", "groups": ["dev", "system:authenticated"]}
 
 
@@ -35,7 +43,18 @@ def ns_labels(name):
     labels = {"kubernetes.io/metadata.name": name}
     if name == OPTED:
         labels["kubequota.io/enabled"] = "true"
+    if name == OPTED_OUT:
+        labels["kubequota.io/enabled"] = "false"
     return labels
+
+
+def filtered_in(filtering, ns):
+    """YuniKorn's shouldProcessNamespace over the values (Python's re for the expressions:
+    the values here are ones POSIX, RE2 and Python read alike)."""
+    def res(v):
+        return [x.strip() for x in (v or "").split(",") if x.strip()]
+    proc, byp = res(filtering.get("processNamespaces")), res(filtering.get("bypassNamespaces"))
+    return (not proc or any(re.search(p, ns) for p in proc)) and not any(re.search(b, ns) for b in byp)
 
 
 def selector_matches(sel, labels):
@@ -173,7 +192,11 @@ class ScopeChecks:
         cls.full = cls.v["full"]
         cls.sched = cls.full["schedulerName"]
         cls.d = Dispatch(cls.r)
-        cls.excluded = ["kube-system", cl.NAMESPACE] + list(cls.full["webhooks"]["excludeNamespaces"])
+        cls.excluded = ["kube-system", "kube-public", "kube-node-lease", cl.NAMESPACE] + \
+            list(cls.full["webhooks"]["excludeNamespaces"])
+        filt = cls.full["webhooks"]["filtering"]
+        cls.governed = [OPTED] + [ns for ns in [TEAM] + OTHERS if filtered_in(filt, ns)]
+        cls.ungoverned = [OPTED_OUT] + [ns for ns in [TEAM] + OTHERS if not filtered_in(filt, ns)]
 
     # -- every object is a valid Kubernetes object ------------------------------------
 
@@ -197,8 +220,10 @@ class ScopeChecks:
         return cases
 
     def test_unmanaged_work_reaches_no_webhook(self):
-        """Pods and workloads of another scheduler, outside opted-in namespaces."""
-        for ns in [TEAM] + self.excluded:
+        """Pods and workloads of another scheduler, in namespaces kubequota does not govern:
+        opted out, excluded, or left alone by webhooks.filtering (issue 37: these are what
+        is never blocked)."""
+        for ns in self.ungoverned + self.excluded:
             for (req, _, _), hit in zip(self.unmanaged_cases(ns), self.d.called(self.unmanaged_cases(ns))):
                 self.assertEqual(hit, {}, "%s %s %s in %s reaches %s" % (
                     self.set_name, req["operation"], req["kind"]["kind"], ns, hit))
@@ -257,6 +282,11 @@ class ScopeChecks:
             (request("UPDATE", TEAM, pod(self.sched, annotations=ann), old_pod, sub="resize"), True),
             (request("UPDATE", TEAM, pod(annotations=ann), pod(annotations=ann), sub="resize"), False),
             (request("UPDATE", TEAM, pod(self.sched, annotations=ann), old_pod, sub="status"), False),
+            # issue 37 route 7: a status write that rewrites a fixed key is seen (and the
+            # kubelet's, which change none, are not: the case above)
+            (request("UPDATE", TEAM, pod(self.sched, annotations=forged), old_pod, sub="status"), True),
+            (request("UPDATE", TEAM, requeued, old_pod, sub="status"), True),
+            (request("UPDATE", TEAM, relabelled, old_pod, sub="status"), False),
         ]
         # The admission gate (docs/gating.md): only kubequota may remove it, so with gating on
         # the webhook must see an update that removes it; never one that keeps it, or that
@@ -292,12 +322,39 @@ class ScopeChecks:
         cases = [request("CREATE", OPTED, pod()), request("CREATE", OPTED, workload("Deployment", "default-scheduler")),
                  request("CREATE", OPTED, workload("CronJob", "default-scheduler"))]
         hits = self.d.called(cases)
-        self.assertIn("/admission/mutate-scheduler", {self.path(n) for n in hits[0]})
+        # no namespace filter on this path: the label governs whatever the filters say
+        self.assertEqual({self.path(n) for n in hits[0]}, {"/admission/mutate-scheduler-opt-in"})
         if wh["identity"]["enabled"]:
             for h in hits[1:]:
                 self.assertIn("/admission/mutate", {self.path(n) for n in h}, h)
         for h in hits:
             self.assertEqual(len(h), 1, "one webhook per object, not several: %s" % h)
+
+    def test_governed_namespace(self):
+        """Issue 37 route 4: an unlabelled namespace the filters process is governed by
+        default: another scheduler's new pods and workloads go to kubequota (which renames
+        the pods), once each; its other updates and deletes reach nothing."""
+        wh = self.full["webhooks"]
+        if not (wh["enabled"] and wh["setSchedulerName"]["enabled"]):
+            self.skipTest("scheduler webhook off")
+        unlabelled = [ns for ns in self.governed if ns != OPTED]
+        if self.set_name == "default":
+            self.assertEqual(unlabelled, [TEAM] + OTHERS, "the default governs every unlabelled namespace")
+        for ns in unlabelled:
+            cases = [request("CREATE", ns, pod())]
+            if wh["identity"]["enabled"]:
+                cases += [request("CREATE", ns, workload(k, "default-scheduler")) for k in ("Deployment", "CronJob")]
+            for (req, _, _), hit in zip(cases, self.d.called(cases)):
+                self.assertEqual({self.path(n) for n in hit}, {"/admission/mutate-scheduler"},
+                                 "%s: %s in %s -> %s" % (self.set_name, req["kind"]["kind"], ns, hit))
+                self.assertTrue(all(v is True for v in hit.values()), hit)
+            quiet = [request("UPDATE", ns, pod(annotations={"kubequota.io/user-info": "{}"}), pod()),
+                     request("DELETE", ns, None, pod()),
+                     request("UPDATE", ns, workload("Deployment", "default-scheduler", 3),
+                             workload("Deployment", "default-scheduler", 1))]
+            for (req, _, _), hit in zip(quiet, self.d.called(quiet)):
+                self.assertEqual(hit, {}, "%s: %s %s in %s -> %s" % (self.set_name, req["operation"],
+                                                                     req["kind"]["kind"], ns, hit))
 
     def test_elasticquota_delete_never_blocked(self):
         if not (self.full["webhooks"]["enabled"] and self.full["webhooks"]["validate"]["enabled"]):

@@ -475,15 +475,27 @@ class Cluster:
                              check=True, stdout=subprocess.PIPE, text=True).stdout
         return [d for d in yaml.safe_load_all(out) if d]
 
+    ADMISSION_KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration",
+                       "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
+
     def webhook_url_docs(self, docs, kq_port=None):
-        """The chart's webhook configurations with clientConfig.service turned into a URL of
-        kubequota's webhook listener (--webhook-listen)."""
+        """The chart's admission objects: webhook configurations with clientConfig.service
+        turned into a URL of kubequota's webhook listener (--webhook-listen), and the binding
+        policy (issue 37) with kubequota's own identity here (KQ_SA) allowed next to the
+        chart's SA, under which both containers run in the chart's pod."""
         port = kq_port or self.kq_webhook_port
         out = []
         for d in docs:
-            if d["kind"] not in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+            if d["kind"] not in self.ADMISSION_KINDS:
                 continue
             d = json.loads(json.dumps(d))
+            if d["kind"] == "ValidatingAdmissionPolicy":
+                chart_sa = "'system:serviceaccount:%s:%s'" % (NAMESPACE, SA)
+                for v in d["spec"].get("variables", []):
+                    v["expression"] = v["expression"].replace(
+                        chart_sa, "%s, 'system:serviceaccount:%s:%s'" % (chart_sa, NAMESPACE, KQ_SA))
+                out.append(d)
+                continue
             for w in d.get("webhooks", []):
                 cc = w["clientConfig"]
                 svc = cc.pop("service")
@@ -525,7 +537,7 @@ class Cluster:
         key = lambda d: (d["kind"], d["metadata"].get("namespace", ""), d["metadata"]["name"])
         have = {key(d) for d in new}
         for d in self.rendered or []:
-            if key(d) not in have and (d["kind"] in self.KEEP_KINDS or "Webhook" in d["kind"]):
+            if key(d) not in have and (d["kind"] in self.KEEP_KINDS or d["kind"] in self.ADMISSION_KINDS):
                 self.delete_object(d)
         self.rendered = new
         self.apply([d for d in new if d["kind"] in self.KEEP_KINDS] + self.kubequota_only_bindings(new))
@@ -562,10 +574,12 @@ class Cluster:
         self.apply(self.webhook_url_docs(self.rendered, kq_port))
 
     def delete_webhooks(self):
+        plural = {"MutatingWebhookConfiguration": "mutatingwebhookconfigurations",
+                  "ValidatingWebhookConfiguration": "validatingwebhookconfigurations",
+                  "ValidatingAdmissionPolicy": "validatingadmissionpolicies",
+                  "ValidatingAdmissionPolicyBinding": "validatingadmissionpolicybindings"}
         for d in self.webhook_url_docs(self.rendered):
-            path = "/apis/admissionregistration.k8s.io/v1/%s/%s" % (
-                "mutatingwebhookconfigurations" if d["kind"].startswith("Mutating") else "validatingwebhookconfigurations",
-                d["metadata"]["name"])
+            path = "/apis/admissionregistration.k8s.io/v1/%s/%s" % (plural[d["kind"]], d["metadata"]["name"])
             self.api().request("DELETE", path, ok=(200, 404))
 
     def sa_token(self, hours=4, sa=SA):

@@ -35,8 +35,10 @@ class AdmissionGate(KubeTestCase):
         self.assertIn(GATE, gates(created))
         self.wait_bound(ns, "g1")
         self.assertNotIn(GATE, gates(self.get(ns, "g1")))
-        # a pod of another scheduler is never gated (the chart's matchConditions)
-        other = self.c.create_pod(ns, "other", user="alice", scheduler="default-scheduler")
+        # a pod of another scheduler is never gated (the chart's matchConditions) where
+        # kubequota does not govern (issue 37: governed namespaces make every pod kubequota's)
+        out = self.ns(labels={"kubequota.io/enabled": "false"})
+        other = self.c.create_pod(out, "other", user="alice", scheduler="default-scheduler")
         self.assertNotIn(GATE, gates(other))
 
     def test_fair_order_across_users(self):

@@ -7,8 +7,12 @@
   admission_controller_test.go TestMutate...UserInfo).
 - The chart's webhook scope (charts/kubequota/README.md, "Webhooks and what they can block"):
   with kubequota stopped and its webhooks registered with failurePolicy Fail, pods of another
-  scheduler, kube-system pods and Deployments in namespaces that did not opt in are still
-  created; a pod of kubequota's scheduler is not (the webhooks are really there).
+  scheduler and Deployments in namespaces kubequota does not govern (since issue 37 every
+  namespace is governed by default: these are the opted-out ones, labelled
+  kubequota.io/enabled=false, and kube-system) are still created; a pod of kubequota's
+  scheduler is not, and neither is another scheduler's pod in a governed namespace (the
+  webhooks are really there). Namespaces webhooks.filtering bypasses:
+  tests/cluster/test_kube_governance.py.
 """
 
 import json
@@ -106,8 +110,8 @@ class WebhookScopeWithKubequotaDown(KubeTestCase):
 
     def test_unmanaged_work_is_never_blocked(self):
         self.c.stop_kubequota("kq")
-        ns = self.ns()
-        # another scheduler's pod in a namespace that did not opt in
+        ns = self.ns(labels={"kubequota.io/enabled": "false"})
+        # another scheduler's pod in a namespace that opted out
         self.c.create_pod(ns, "plain", user="alice", scheduler="default-scheduler")
         # a kube-system pod, even one that names kubequota's scheduler
         self.c.api("admin").post("/api/v1/namespaces/kube-system/pods",
@@ -126,3 +130,10 @@ class WebhookScopeWithKubequotaDown(KubeTestCase):
                                               deployment("managed", "kubequota-scheduler", ns))
         self.assertEqual(st, 500, body)
         self.assertIn("workloads.kubequota.io", body["message"])
+        # in a governed namespace (no label: the default) another scheduler's pod is
+        # kubequota's too, so it waits for kubequota rather than escape quota
+        gov = self.ns()
+        st, body = self.c.api("alice").status("POST", "/api/v1/namespaces/%s/pods" % gov,
+                                              self.c.pod_body("plain", scheduler="default-scheduler"))
+        self.assertEqual(st, 500, body)
+        self.assertIn("scheduler.kubequota.io", body["message"])

@@ -875,6 +875,180 @@ static void test_scheduler_name(void **state)
     result_free(&r);
 }
 
+/* ------------------------------------------------------------------ namespace filters (issue 37) */
+
+/* rev's request.<key> set to value (a string). Returns rev. */
+static json_t *with_req(json_t *rev, const char *key, const char *value)
+{
+    json_object_set_new(json_object_get(rev, "request"), key, json_string(value));
+    return rev;
+}
+
+static kq_admission_ns_filter_t *filter(const char *process, const char *bypass)
+{
+    kq_admission_ns_filter_t *f = NULL;
+    char err[256] = "";
+    if (kq_admission_ns_filter_new(process, bypass, &f, err, sizeof err) != 0)
+        fail_msg("filter(%s, %s): %s", process ? process : "NULL", bypass ? bypass : "NULL", err);
+    return f;
+}
+
+/* YuniKorn's semantics, case for case: pkg/admission/admission_controller_test.go
+ * TestShouldProcessNamespace (bypass "^kube-system$,^pre-,-post$"; process "^allow-" with
+ * bypass "^allow-except-"), TestMutate ("pod with empty namespace" is in "default"), and
+ * pkg/admission/conf/am_conf_test.go TestConfigMapVars (the default bypass list is
+ * "^kube-system$", processNamespaces empty; "?" is not an expression). Unanchored as Go's
+ * MatchString: "x-kube-system" and "kube-system-x" are processed. */
+static void test_ns_filter_yunikorn_semantics(void **state)
+{
+    kq_admission_ns_filter_t *f = filter("", "^kube-system$,^pre-,-post$");
+    assert_true(kq_admission_ns_processed(f, "test"));
+    assert_false(kq_admission_ns_processed(f, "kube-system"));
+    assert_true(kq_admission_ns_processed(f, "x-kube-system"));
+    assert_true(kq_admission_ns_processed(f, "kube-system-x"));
+    assert_false(kq_admission_ns_processed(f, "pre-ns"));
+    assert_false(kq_admission_ns_processed(f, "ns-post"));
+    kq_admission_ns_filter_free(f);
+
+    f = filter("^allow-", "^allow-except-");
+    assert_false(kq_admission_ns_processed(f, "test"));
+    assert_true(kq_admission_ns_processed(f, "allow-this"));
+    assert_false(kq_admission_ns_processed(f, "allow-except-this"));
+    kq_admission_ns_filter_free(f);
+
+    /* kubequota's defaults are YuniKorn's; an empty namespace is "default" */
+    f = filter(NULL, KQ_ADMISSION_DEFAULT_BYPASS);
+    assert_false(kq_admission_ns_processed(f, "kube-system"));
+    assert_true(kq_admission_ns_processed(f, "team-a"));
+    assert_true(kq_admission_ns_processed(f, ""));
+    assert_true(kq_admission_ns_processed(f, NULL));
+    kq_admission_ns_filter_free(f);
+    f = filter("^default$", "");
+    assert_true(kq_admission_ns_processed(f, ""));
+    assert_false(kq_admission_ns_processed(f, "team-a"));
+    kq_admission_ns_filter_free(f);
+
+    /* parseRegexes: blanks around entries trimmed, empty entries skipped; unanchored
+     * substrings; nothing configured processes everything, as a NULL filter does */
+    f = filter(" ^team-[a-z]+$ , ,batch", "  ");
+    assert_true(kq_admission_ns_processed(f, "team-ml"));
+    assert_true(kq_admission_ns_processed(f, "nightly-batch-1"));
+    assert_false(kq_admission_ns_processed(f, "team-1"));
+    kq_admission_ns_filter_free(f);
+    f = filter("", "");
+    assert_true(kq_admission_ns_processed(f, "kube-system"));
+    kq_admission_ns_filter_free(f);
+    assert_true(kq_admission_ns_processed(NULL, "kube-system"));
+
+    /* not an expression: refused with the entry named (YuniKorn logs it and keeps its
+     * default; kubequota refuses to start, so a typo is not a silent change of scope) */
+    kq_admission_ns_filter_t *bad = NULL;
+    char err[256] = "";
+    assert_int_equal(kq_admission_ns_filter_new("^ok$", "^a$,b(", &bad, err, sizeof err), KQ_EINVAL);
+    assert_null(bad);
+    assert_contains(err, "b(");
+    assert_contains(err, "bypassNamespaces");
+    assert_int_equal(kq_admission_ns_filter_new("?", NULL, &bad, err, sizeof err), KQ_EINVAL);
+    assert_contains(err, "processNamespaces");
+    kq_admission_ns_filter_free(NULL);
+}
+
+/* The filter in the webhook (TestMutate's "pod in bypassed namespace": allowed, empty
+ * patch): /admission/mutate-scheduler answers a bypassed namespace allowed and unchanged,
+ * pods and workloads alike, and governs the others (scheduler name and identity). */
+static void test_ns_filter_in_mutate_scheduler(void **state)
+{
+    kq_admission_ns_filter_t *f = filter(NULL, "^kube-system$,^bypass$");
+    kq_admission_opts_t o = kq_admission_opts_default();
+    o.set_scheduler_name = true;
+    o.admission_gate = true;
+    o.ns_filter = f;
+    result_t r;
+    const char *pod = "{'metadata':{},'spec':{'schedulerName':'default-scheduler'}}";
+
+    run(kq_admission_mutate, &o, with_req(alice_review("CREATE", "", "Pod", J(pod), NULL), "namespace", "bypass"), &r);
+    assert_true(allowed(&r));
+    assert_null(r.ops);
+    result_free(&r);
+    run(kq_admission_mutate, &o,
+        with_req(alice_review("CREATE", "apps", "Deployment", J("{'spec':{'template':{'spec':{}}}}"), NULL),
+                 "namespace", "bypass"), &r);
+    assert_true(allowed(&r));
+    assert_null(r.ops);
+    result_free(&r);
+
+    run(kq_admission_mutate, &o, with_req(alice_review("CREATE", "", "Pod", J(pod), NULL), "namespace", "test-ns"), &r);
+    assert_true(allowed(&r));
+    assert_string_equal(at(r.patched, "spec", "schedulerName", NULL), "kubequota-scheduler");
+    assert_pod_identity(&r, "alice", ALICE_GROUPS, 2);
+    result_free(&r);
+
+    /* without the filter (the opt-in path), the bypassed name is governed too */
+    o.ns_filter = NULL;
+    run(kq_admission_mutate, &o, with_req(alice_review("CREATE", "", "Pod", J(pod), NULL), "namespace", "bypass"), &r);
+    assert_string_equal(at(r.patched, "spec", "schedulerName", NULL), "kubequota-scheduler");
+    result_free(&r);
+    kq_admission_ns_filter_free(f);
+}
+
+/* pods/status (issue 37 route 7): a status update that rewrites the identity annotation
+ * gets it back; one that changes a placement key is refused, as a pod UPDATE would be
+ * (test_pod_update_restores_identity, test_pod_placement_immutable); a status update that
+ * changes neither is allowed untouched. */
+static void test_pod_status_fixed_keys(void **state)
+{
+    kq_admission_opts_t o = kq_admission_opts_default();
+    result_t r;
+    json_t *old = J("{'metadata':{'labels':{'kubequota.io/queue':'root.a'},'annotations':{}},"
+                    "'spec':{'schedulerName':'kubequota-scheduler'},'status':{'phase':'Pending'}}");
+    json_object_set_new(json_object_get(json_object_get(old, "metadata"), "annotations"), ANN, json_string(BOB));
+    json_t *now = json_deep_copy(old);
+    json_object_set_new(json_object_get(json_object_get(now, "metadata"), "annotations"), ANN, json_string(ALICE));
+    json_object_set_new(json_object_get(now, "status"), "phase", json_string("Running"));
+    run(kq_admission_mutate, &o,
+        with_req(alice_review("UPDATE", "", "Pod", now, json_deep_copy(old)), "subResource", "status"), &r);
+    assert_true(allowed(&r));
+    assert_string_equal(at(r.patched, "metadata", "annotations", ANN, NULL), BOB);
+    assert_string_equal(at(r.patched, "status", "phase", NULL), "Running");
+    result_free(&r);
+
+    now = json_deep_copy(old);
+    json_object_set_new(json_object_get(json_object_get(now, "metadata"), "labels"), "kubequota.io/queue",
+                        json_string("root.b"));
+    run(kq_admission_mutate, &o,
+        with_req(alice_review("UPDATE", "", "Pod", now, json_deep_copy(old)), "subResource", "status"), &r);
+    assert_false(allowed(&r));
+    assert_int_equal(status_code(&r), 403);
+    assert_contains(message(&r), "kubequota.io/queue");
+    result_free(&r);
+
+    /* the kubelet's kind of update: status only */
+    now = json_deep_copy(old);
+    json_object_set_new(json_object_get(now, "status"), "phase", json_string("Running"));
+    run(kq_admission_mutate, &o,
+        with_req(review("UPDATE", "", "Pod", "system:node:n1", NULL, 0, now, json_deep_copy(old)), "subResource",
+                 "status"), &r);
+    assert_true(allowed(&r));
+    assert_null(r.ops);
+    result_free(&r);
+
+    /* no oldObject: refused, not guessed */
+    run(kq_admission_mutate, &o,
+        with_req(alice_review("UPDATE", "", "Pod", json_deep_copy(old), NULL), "subResource", "status"), &r);
+    assert_false(allowed(&r));
+    assert_int_equal(status_code(&r), 400);
+    result_free(&r);
+    json_decref(old);
+
+    /* other subresources stay unlooked-at */
+    old = J("{'metadata':{'annotations':{}}}");
+    now = J("{'metadata':{'annotations':{'kubequota.io/user-info':'x'}}}");
+    run(kq_admission_mutate, &o, with_req(alice_review("UPDATE", "", "Pod", now, old), "subResource", "ephemeralcontainers"), &r);
+    assert_true(allowed(&r));
+    assert_null(r.ops);
+    result_free(&r);
+}
+
 /* The admission gate (issue 18): managed pods without a node get kubequota.io/admission
  * at creation, appended to gates they already carry, trusted requesters' pods too; other
  * schedulers' pods, pods with a node, updates and the option off are untouched. */
@@ -1446,6 +1620,9 @@ int main(void)
         cmocka_unit_test(test_admission_gate),
         cmocka_unit_test(test_gate_removal_guarded),
         cmocka_unit_test(test_scheduler_name),
+        cmocka_unit_test(test_ns_filter_yunikorn_semantics),
+        cmocka_unit_test(test_ns_filter_in_mutate_scheduler),
+        cmocka_unit_test(test_pod_status_fixed_keys),
         cmocka_unit_test(test_not_an_admission_review),
         cmocka_unit_test(test_body_too_large),
         cmocka_unit_test(test_bad_arguments),

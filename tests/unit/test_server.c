@@ -711,6 +711,26 @@ static void test_admission_routes(void **state)
     assert_non_null(strstr(patch_of(res), "quota-scheduler"));
     json_decref(res);
 
+    /* issue 37: the namespace filter (here bypassing ^bypassed-) applies to mutate-scheduler
+     * only; mutate-scheduler-opt-in and mutate govern the namespace whatever it says */
+    json_object_set_new(json_object_get(req, "request"), "namespace", json_string("bypassed-ns"));
+    char *bypassed = json_dumps(req, JSON_COMPACT);
+    http_t mb = {0}, mo = {0}, mm = {0};
+    assert_int_equal(post(f, "/admission/mutate-scheduler", bypassed, strlen(bypassed), &mb), 200);
+    res = json_body(&mb);
+    assert_true(json_is_true(json_object_get(json_object_get(res, "response"), "allowed")));
+    assert_null(json_object_get(json_object_get(res, "response"), "patch"));
+    json_decref(res);
+    assert_int_equal(post(f, "/admission/mutate-scheduler-opt-in", bypassed, strlen(bypassed), &mo), 200);
+    res = json_body(&mo);
+    assert_non_null(strstr(patch_of(res), "quota-scheduler"));
+    json_decref(res);
+    assert_int_equal(post(f, "/admission/mutate", bypassed, strlen(bypassed), &mm), 200);
+    res = json_body(&mm);
+    assert_non_null(strstr(patch_of(res), "user-info"));
+    json_decref(res);
+    free(bypassed);
+
     http_t bad = {0};
     assert_int_equal(post(f, "/admission/validate", "nope", 4, &bad), 400);
     json_decref(req);
@@ -790,6 +810,8 @@ static void *stop_thread(void *p)
     return NULL;
 }
 
+static kq_admission_ns_filter_t *ns_filter; /* the webhook server's, freed at teardown */
+
 static int group_setup(void **state)
 {
     (void)state;
@@ -798,6 +820,10 @@ static int group_setup(void **state)
     static kq_admission_opts_t adm;
     adm = kq_admission_opts_default();
     adm.scheduler_name = "quota-scheduler";
+    char ferr[128];
+    if (kq_admission_ns_filter_new(NULL, "^kube-system$,^bypassed-", &ns_filter, ferr, sizeof ferr) != 0)
+        return -1;
+    adm.ns_filter = ns_filter;
     srv_tls = start(true, NULL, NULL, MAX_BODY);
     srv_mtls = start(true, ca_crt, NULL, MAX_BODY);
     srv_plain = start(false, NULL, &adm, 1 << 20); /* with the admission webhook */
@@ -813,6 +839,7 @@ static int group_teardown(void **state)
         pthread_create(&th[i], NULL, stop_thread, all[i]);
     for (int i = 0; i < 3; i++)
         pthread_join(th[i], NULL);
+    kq_admission_ns_filter_free(ns_filter);
     remove_certs();
     return 0;
 }

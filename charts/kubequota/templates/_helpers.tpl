@@ -120,7 +120,7 @@ pods in ImagePullBackOff. */}}
 
 {{/* Namespaces every webhook leaves alone. */}}
 {{- define "kubequota.excludedNamespaces" -}}
-{{- concat (list "kube-system" .Release.Namespace) .Values.webhooks.excludeNamespaces | uniq | toJson }}
+{{- concat (list "kube-system" "kube-public" "kube-node-lease" .Release.Namespace) .Values.webhooks.excludeNamespaces | uniq | toJson }}
 {{- end }}
 
 {{/* Mount points inside the pod. */}}
@@ -133,4 +133,29 @@ pods in ImagePullBackOff. */}}
 {{- define "kubequota.meteringDir" -}}/var/lib/kubequota{{- end }}
 {{- define "kubequota.meteringClaim" -}}
 {{- default (printf "%s-metering" (include "kubequota.fullname" .)) .Values.metering.persistence.existingClaim }}
+{{- end }}
+
+{{/* webhooks.filtering as one CEL expression over request.namespace: processed (any
+processNamespaces expression matches, or there is none) and not bypassed (no
+bypassNamespaces expression matches). The same expressions kubequota evaluates with POSIX
+regcomp (--process-namespaces, --bypass-namespaces), here with CEL's RE2 `matches`, which
+is unanchored too; both must agree to govern a namespace, so write expressions the two
+read alike (^ $ . [...] * + ? | ( ) {n,m}). Each becomes a CEL string literal. */}}
+{{- define "kubequota.namespaceFilterCEL" -}}
+{{- $match := dict }}
+{{- range $key, $val := dict "process" .Values.webhooks.filtering.processNamespaces "bypass" .Values.webhooks.filtering.bypassNamespaces }}
+{{- $out := list }}
+{{- range splitList "," ($val | default "") }}
+{{- $re := trim . }}
+{{- if $re }}
+{{- $out = append $out (printf "request.namespace.matches('%s')" ($re | replace "\\" "\\\\" | replace "'" "\\'")) }}
+{{- end }}
+{{- end }}
+{{- $_ := set $match $key $out }}
+{{- end }}
+{{- $processed := "true" }}
+{{- with $match.process }}{{ $processed = printf "(%s)" (join " || " .) }}{{ end }}
+{{- $bypassed := "false" }}
+{{- with $match.bypass }}{{ $bypassed = printf "(%s)" (join " || " .) }}{{ end }}
+{{- printf "%s && !%s" $processed $bypassed }}
 {{- end }}

@@ -36,6 +36,11 @@
  *    chart registers this behaviour as a second webhook on POST /admission/mutate-scheduler
  *    with namespaceSelector kubequota.io/enabled=true; it repeats the identity stamping,
  *    which is idempotent.
+ *  - With opts->ns_filter, a request for a namespace the filter does not process
+ *    (kq_admission_ns_processed: YuniKorn's processNamespaces and bypassNamespaces) is
+ *    allowed unchanged before anything else: no stamp, no scheduler name, no gate. The
+ *    server sets it on /admission/mutate-scheduler only; /admission/mutate-scheduler-opt-in
+ *    (namespaces labelled kubequota.io/enabled=true) is the same handler without it.
  *  - With opts->check_pod_app, Pod CREATE of a managed pod (every requester) whose
  *    application id, named by a label or annotation, belongs to another user's running
  *    application is refused (403) with the hook's message (issue 29).
@@ -53,8 +58,11 @@
  *    requester is one of opts->gate_removers (kubequota's own service account in the
  *    chart): a tenant who removes the gate by hand would skip the fair order (not the
  *    limits: filter and bind still decide). With no gate_removers, anyone may.
- *  - Subresources (pods/status, deployments/scale, ...), other kinds and other
- *    operations (DELETE, CONNECT) are allowed without a patch.
+ *  - pods/status UPDATE: the status subresource writes metadata too (issue 37), so it is
+ *    held to the pod UPDATE rules for the fixed keys: identity annotations put back,
+ *    a change of another kq_pod_keys key refused (403). Nothing else of it is looked at.
+ *  - Other subresources (deployments/scale, ...), other kinds and other operations
+ *    (DELETE, CONNECT) are allowed without a patch.
  *
  * Validating (POST /admission/validate):
  *  - The ConfigMap opts->config_map_namespace/opts->config_map_name, CREATE or UPDATE:
@@ -120,7 +128,32 @@ typedef int (*kq_admission_eq_hook_t)(void *ud, const json_t *request, char *msg
  * scheduler would). */
 typedef int (*kq_admission_pod_hook_t)(void *ud, const json_t *pod, const json_t *old, char *msg, size_t len);
 
+/* Which namespaces /admission/mutate-scheduler governs, as YuniKorn's admission controller
+ * decides it (pkg/admission/admission_controller.go shouldProcessNamespace, with the
+ * regular expressions of pkg/admission/conf/am_conf.go parseRegexes): a namespace is
+ * processed when `process` is empty or one of its expressions matches, and none of
+ * `bypass` matches. Each is a comma-separated list of POSIX extended regular expressions,
+ * blanks around them ignored, empty entries skipped. Unanchored, as Go's MatchString:
+ * "^team-" is a prefix, "kube" matches anywhere; anchor with ^ and $ for a whole name.
+ * An empty namespace is "default" (YuniKorn's mutate). Immutable once made: concurrent
+ * kq_admission_ns_processed calls are safe. */
+typedef struct kq_admission_ns_filter kq_admission_ns_filter_t;
+
+/* YuniKorn's default bypassNamespaces. */
+#define KQ_ADMISSION_DEFAULT_BYPASS "^kube-system$"
+
+/* A new filter in *out, or a negative code: KQ_EINVAL with the bad expression and
+ * regcomp's reason in err (a typo fails at start, where YuniKorn would log it and fall
+ * back to its default), KQ_ENOMEM. NULL lists are empty. */
+int kq_admission_ns_filter_new(const char *process, const char *bypass, kq_admission_ns_filter_t **out, char *err,
+                               size_t errlen) KQ_WUR;
+void kq_admission_ns_filter_free(kq_admission_ns_filter_t *f); /* NULL: no-op */
+/* Is ns processed? A NULL filter processes every namespace. */
+bool kq_admission_ns_processed(const kq_admission_ns_filter_t *f, const char *ns);
+
 typedef struct kq_admission_opts {
+    /* Namespaces this handler governs (borrowed); NULL: all. See above. */
+    const kq_admission_ns_filter_t *ns_filter;
     const char *scheduler_name;          /* "kubequota-scheduler" */
     bool set_scheduler_name;             /* stamp spec.schedulerName on Pod CREATE */
     bool admission_gate;                 /* gate managed pods at creation (KQ_ADMISSION_GATE) */

@@ -9,9 +9,11 @@
  *        usage/group/{group} | queues                                   (rest.h)
  *   POST /ws/v1/validate-conf                                            (rest.h)
  *   GET  /ui (redirect to ui/), /ui/, /ui/{file}: the dashboard, open (ui.h)
- *   POST /admission/mutate | /admission/mutate-scheduler | /admission/validate
- *        (admission.h; only when opts.admission is set, else 404). mutate-scheduler is
- *        mutate with set_scheduler_name forced on.
+ *   POST /admission/mutate | /admission/mutate-scheduler | /admission/mutate-scheduler-opt-in |
+ *        /admission/validate (admission.h; only when opts.admission is set, else 404).
+ *        mutate-scheduler is mutate with set_scheduler_name forced on, in the namespaces
+ *        opts.admission->ns_filter processes; mutate-scheduler-opt-in the same without the
+ *        filter; mutate never applies the filter.
  * The scheduler verbs answer loopback peers and callers with a client certificate verified
  * against client_ca; others get 403 unless extender_open (loopback only with
  * extender_local_only).
