@@ -213,6 +213,16 @@ class InstallE2E:
         with open(FIXTURE) as f:
             args = json.load(f)
         args["Pod"]["spec"]["schedulerName"] = self.r.arg("--scheduler-name")
+        # the fixture's pod names Koordinator quota "team-a", which this install does not
+        # have: a pod may name only a quota that exists and governs its namespace (issue 37)
+        st, body = self.sched.verb("filterVerb", args)
+        self.assertEqual(st, 200, body)
+        res = json.loads(body)
+        self.assertFalse(kqtest.ci_get(res, "NodeNames"), res)
+        unres = kqtest.ci_get(res, "FailedAndUnresolvableNodes") or {}
+        self.assertEqual(sorted(unres), sorted(args["NodeNames"]), res)
+        self.assertIn("elastic quota team-a not found", unres[args["NodeNames"][0]])
+        del args["Pod"]["metadata"]["labels"]["quota.scheduling.koordinator.sh/name"]
         st, body = self.sched.verb("filterVerb", args)
         self.assertEqual(st, 200, body)
         res = json.loads(body)
