@@ -3257,13 +3257,13 @@ int kq_elastic_validate_admission(void *ud, const json_t *request, char *msg, si
     if (strcmp(op, "DELETE") == 0) {
         kq_qgroup_info_t *info = malloc(sizeof(*info));
         bool have = !owned_by_other && info != NULL && kq_qtree_info(e->qt, o->s.name, info) == 0;
+        /* Only child groups refuse a deletion, as Koordinator's ValidDeleteQuota
+         * (pkg/webhook/elasticquota/quota_topology.go) refuses it; scheduler-plugins has no
+         * such webhook. A quota's pods fall to the default group (issue 38) and move
+         * back if it returns: resolution is level-triggered (kq_ledger_reresolve). */
         if (have && info->n_children > 0) {
             kq_errf(msg, len, "ElasticQuota %s/%s: quota group %s still has %zu child group(s); delete or move them "
                    "first", o->ns, o->name, o->s.name, info->n_children);
-            rc = KQ_EDENIED;
-        } else if (have && (info->pods > 0 || info->pods_used > 0)) {
-            kq_errf(msg, len, "ElasticQuota %s/%s: quota group %s still has %lld pod(s); delete them first", o->ns,
-                   o->name, o->s.name, (long long)(info->pods > info->pods_used ? info->pods : info->pods_used));
             rc = KQ_EDENIED;
         }
         if (have)
