@@ -1593,6 +1593,10 @@ size_t kq_ledger_reresolve(kq_ledger_t *l)
         moved += reresolve_entry(l, e);
     }
     kq_qtree_batch_end(l->qt);
+    /* A pod that moved may fit now (its new group has room, or its old one was full): the
+     * release hook pokes recent denials (control/requeue.h), as a release does. */
+    if (moved > 0 && l->on_release != NULL)
+        l->on_release(l->on_release_ud);
     pthread_mutex_unlock(&l->mu);
     kq_info("event=pods_reresolved pods=%zu moved=%zu", n, moved);
     return moved;

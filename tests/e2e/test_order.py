@@ -179,3 +179,28 @@ class RestartPodListFirstTest(OrderBase):
         wait_until(lambda: self.view()["q"][0] == 0, 10, 0.05, "q1 released from q")
         self.assert_bound("q2", "q")
         self.wait_view({"q": (2000, 2000, 2000), "default": (0, 0, 0)}, ("q", "default"), "q2 counted in q")
+
+
+class PodBeforeQuotaPokedTest(OrderBase):
+    """With a default group that is full (--default-quota-max cpu=1, and a 1-cpu pod in it),
+    a pod created before its quota is denied at once ("over max"), and kube-scheduler keeps
+    it in its unschedulable pool; when the quota appears and the pod moves into it,
+    kubequota pokes it (the kubequota.io/requeue annotation, docs/events.md) so that
+    kube-scheduler retries it at once instead of at its 5-minute flush. (A pod the default
+    group can never hold, over a max of 0, is a "never fits" denial and is not poked: see
+    the report of issue 38.)"""
+    EXTRA_ARGS = FAST + ("--default-quota-max", "cpu=1")
+
+    def test_denied_pod_is_poked_when_its_quota_appears(self):
+        self.pod("f0", "1", ns="other")
+        self.assert_bound("f0", "other")
+        self.pod("e1", "1", ns="early")
+        self.assert_denied("e1", "early", "quota group default", "max")
+        self.assertNotIn("kubequota.io/requeue",
+                         self.sim.get_pod("early", "e1")["metadata"].get("annotations") or {})
+        self.create_eq(UPSTREAM, "early", "q", {"cpu": "2", "memory": "1Gi"}, {"cpu": "2", "memory": "1Gi"})
+        wait_until(lambda: "kubequota.io/requeue" in (self.sim.get_pod("early", "e1")["metadata"].get(
+            "annotations") or {}), 10, 0.05, "e1 poked once it moved into early/q")
+        self.assert_bound("e1", "early")
+        self.wait_view({"early/q": (1000, 1000, 1000), "default": (1000, 1000, 1000)}, ("early/q", "default"),
+                       "e1 counted in early/q, f0 in default (whose runtime shows its max, 1 cpu)")

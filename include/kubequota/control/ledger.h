@@ -167,7 +167,9 @@ int kq_ledger_remove_group(kq_ledger_t *l, const char *group, char *err, size_t 
  * have been listed, so that the tree a pod is filed in never depends on the order in which
  * the pod and its quota arrived. O(pods) with the ledger lock held: for quota events,
  * never for filter or bind. A pod resolved with no lock held while a re-resolution ran is
- * asked again when it is stored. Returns how many pods moved. No-op without a tree. */
+ * asked again when it is stored. When a pod moved, the release hook is called once (a pod
+ * denied a moment ago, say for want of its quota, may fit now: control/requeue.h pokes it).
+ * Returns how many pods moved. No-op without a tree. */
 size_t kq_ledger_reresolve(kq_ledger_t *l);
 
 /* A counted pod of a quota group, for reclaim (copies; free with kq_ledger_victims_free). */
@@ -312,7 +314,8 @@ int kq_ledger_assume_on(kq_ledger_t *l, const kq_pod_t *pod, const char *node, c
                         kq_denial_t *kind) KQ_WUR;
 
 /* Calls fn(ud) each time a counted pod's usage is released (deleted, terminal, missing
- * from a relist, a failed bind, an ended reservation), after the engine was told, under
+ * from a relist, a failed bind, an ended reservation) and after a re-resolution moved pods
+ * between quota groups (kq_ledger_reresolve), after the engine was told, under
  * the ledger's lock: fn must be O(1) and may take only a leaf lock (control/requeue.h's).
  * NULL stops. fn's state must outlive its use here. */
 void kq_ledger_set_release_hook(kq_ledger_t *l, void (*fn)(void *ud), void *ud);
