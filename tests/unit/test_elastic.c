@@ -789,6 +789,60 @@ static void test_reresolve_waits_for_list_end(void **state)
     kq_pod_clear(&a1);
 }
 
+static int g_hook_calls;
+static void count_hook(void *ud)
+{
+    (void)ud;
+    g_hook_calls++;
+}
+
+/* kq_ledger_reresolve itself: it says how many pods moved; a non-preemptible pod's
+ * non-preemptible used moves with its used; the pod counts (pods, pods_used) follow; the
+ * release hook (requeue's poke) is called once per re-resolution that moved something and
+ * not for one that moved nothing. */
+static void test_reresolve_moves_everything(void **state)
+{
+    fx_t *f = *state;
+    nodes_total(f, "20");
+    kq_ledger_set_release_hook(f->app.ledger, count_hook, NULL);
+    g_hook_calls = 0;
+    kq_pod_t n = mk("np", "m", "root.default", CPU(2), "n1");
+    n.preemptible = false;
+    kq_ledger_observe(f->app.ledger, &n);
+    kq_pod_t w = mk("w", "m", "root.default", CPU(1), NULL);
+    kq_ledger_observe(f->app.ledger, &w);
+    assert_int_equal(kq_ledger_reresolve(f->app.ledger), 0); /* nothing changed */
+    assert_int_equal(g_hook_calls, 0);
+    /* a Koordinator quota named like namespace m, created with no re-resolution (as a
+     * list does), then one re-resolution moves both */
+    kq_elastic_quotas_list_begin(f->e, KQ_EQ_GROUP_KOORD);
+    eq(f, KQ_WATCH_ADDED, "{\"apiVersion\":\"scheduling.sigs.k8s.io/v1alpha1\",\"metadata\":{\"name\":\"m\","
+                          "\"namespace\":\"m\"},\"spec\":{\"min\":{\"cpu\":\"4\"},\"max\":{\"cpu\":\"8\"}}}");
+    assert_int_equal(kq_ledger_reresolve(f->app.ledger), 2);
+    assert_int_equal(g_hook_calls, 1);
+    kq_qgroup_info_t m = info(f, "m"), d = info(f, KQ_QTREE_DEFAULT);
+    assert_int_equal(cpu_of(&m.used), CPU(2));
+    assert_int_equal(cpu_of(&m.used_nonpreemptible), CPU(2));
+    assert_int_equal(cpu_of(&m.request), CPU(3));
+    assert_int_equal(m.pods, 2);
+    assert_int_equal(m.pods_used, 1);
+    assert_int_equal(cpu_of(&d.used), 0);
+    assert_int_equal(cpu_of(&d.used_nonpreemptible), 0);
+    assert_int_equal(d.pods, 0);
+    assert_int_equal(d.pods_used, 0);
+    kq_elastic_quotas_list_end(f->e, KQ_EQ_GROUP_KOORD); /* nothing left to move */
+    assert_int_equal(g_hook_calls, 1);
+    kq_ledger_remove(f->app.ledger, "np");
+    kq_ledger_remove(f->app.ledger, "w");
+    m = info(f, "m");
+    assert_int_equal(cpu_of(&m.used), 0);
+    assert_int_equal(cpu_of(&m.used_nonpreemptible), 0);
+    assert_int_equal(cpu_of(&m.request), 0);
+    kq_ledger_set_release_hook(f->app.ledger, NULL, NULL);
+    kq_pod_clear(&n);
+    kq_pod_clear(&w);
+}
+
 static kq_pod_t bound(fx_t *f, const char *uid, const char *queue, int64_t cpu, int32_t prio, int64_t created,
                       bool preemptible)
 {
@@ -1835,6 +1889,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_pod_before_quota, setup, teardown),
         cmocka_unit_test(test_restart_order),
         cmocka_unit_test_setup_teardown(test_reresolve_waits_for_list_end, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reresolve_moves_everything, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reclaim, setup, teardown),
         cmocka_unit_test_setup_teardown(test_preempt, setup, teardown),
         cmocka_unit_test_setup_teardown(test_preempt_inflight, setup, teardown),
