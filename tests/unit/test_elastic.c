@@ -633,7 +633,7 @@ static void test_pod_before_quota(void **state)
     nodes_total(f, "200");
     kq_pod_t p[4];
     for (int i = 0; i < 4; i++) {
-        char uid[8];
+        char uid[16];
         snprintf(uid, sizeof(uid), "%d", i + 1);
         p[i] = mk(uid, "ns1", "root.default", CPU(10), "test");
         p[i].quota_name = strdup("test1");
