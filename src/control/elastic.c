@@ -14,7 +14,10 @@
  * passes until nothing changes, so a parent is created before its children and removed
  * after them whatever order the events came in. What the tree refuses stays as it was and
  * is logged when the reason changes. The namespace -> group map used by the resolver is
- * rebuilt at the end of every reconcile and swapped in under map_mu.
+ * rebuilt at the end of every reconcile and swapped in under map_mu. Resolution is
+ * level-triggered: when a reconcile changed what the resolver answers (groups, leaf or
+ * parent, the namespace map), the ledger re-resolves every pod (reresolve(); deferred to
+ * the end of a list, so a restart files no pod before its quota is listed for good).
  *
  * Threads. Informer threads (nodes; one per served ElasticQuota API group) and the timer
  * thread call in; the resolver runs on whatever thread the ledger is called from
@@ -23,6 +26,7 @@
  * map_mu (rwlock) guards the namespace map and the trees' placement snapshot; node_mu the node table (with the nodes'
  * labels) and the total; apply_mu also guards the ElasticQuotaProfiles and their trees'
  * totals (section "trees"). Order: apply_mu -> ledger -> ugm -> quota tree; apply_mu ->
+ * ledger -> map_mu (re-resolution calls the resolver under the ledger lock); apply_mu ->
  * node_mu (a tree's total is summed from the nodes); map_mu -> quota tree; node_mu ->
  * quota tree. Node events take apply_mu only after releasing node_mu.
  * The timer thread alone touches the reclaim state (over-since table, evictions in
@@ -233,6 +237,9 @@ struct kq_elastic {
     failmsg_t *fails;
     uint64_t seq;
     uint64_t list_gen[N_API];
+    bool listing[N_API];  /* an ElasticQuota list is being applied (between begin and end) */
+    bool prof_listing;    /* the same for ElasticQuotaProfiles */
+    bool reresolve_due;   /* resolution changed while listing: re-resolve at the list's end */
     kq_config_t *cfg;  /* last applied snapshot (timer thread) */
 
     pthread_rwlock_t map_mu;
@@ -875,10 +882,25 @@ int kq_elastic_check_quota_name(kq_elastic_t *e, const kq_pod_t *pod, char *msg,
     return name_check(e, pod->ns, pod->name ? pod->name : "-", pod->quota_name, pod->queue, msg, len, kind);
 }
 
+/* Whether two namespace maps give every namespace the same group. */
+static bool nsmap_same(nsmap_t *a, nsmap_t *b)
+{
+    if (HASH_COUNT(a) != HASH_COUNT(b))
+        return false;
+    for (nsmap_t *x = a; x != NULL; x = x->hh.next) {
+        nsmap_t *y;
+        HASH_FIND_STR(b, x->ns, y);
+        if (y == NULL || !str_eq(x->group, y->group))
+            return false;
+    }
+    return true;
+}
+
 /* The namespace -> group map (elastic.h, resolution step 3). Objects are visited in
  * arrival order (reconcile sorts them), so of two objects binding a namespace at the same
- * rank the earlier one keeps it and the later one is logged once. apply_mu held. */
-static void rebuild_nsmap(kq_elastic_t *e)
+ * rank the earlier one keeps it and the later one is logged once. apply_mu held. True
+ * when the maps now answer differently (pods may have to move). */
+static bool rebuild_nsmap(kq_elastic_t *e)
 {
     nsmap_t *m = NULL;
     eqobj_t *o, *tmp;
@@ -963,9 +985,32 @@ static void rebuild_nsmap(kq_elastic_t *e)
     e->nsmap = m;
     e->qbound = qb;
     pthread_rwlock_unlock(&e->map_mu);
+    bool changed = !nsmap_same(old, m) || !nsmap_same(oldq, qb);
     nsmap_free(old);
     nsmap_free(oldq);
     rebuild_govern(e);
+    return changed;
+}
+
+/* Level-triggered resolution (issue 38): after a change to what the resolver reads (a group
+ * created or removed, a group becoming or ceasing to be a parent, the namespace map), every
+ * known pod whose group changed moves with its request and used (kq_ledger_reresolve).
+ * While an informer applies a list, this waits for the list's end: one O(pods) walk per
+ * list rather than one per object, and none before the objects a restart lists are all in
+ * (a pod listed before its quota would otherwise stay in the default group). apply_mu held
+ * (order apply_mu -> ledger -> map_mu -> quota tree). */
+static void reresolve(kq_elastic_t *e)
+{
+    bool listing = e->prof_listing;
+    for (int i = 0; i < N_API; i++)
+        listing = listing || e->listing[i];
+    if (listing) {
+        e->reresolve_due = true;
+        return;
+    }
+    e->reresolve_due = false;
+    if (e->app != NULL && e->app->ledger != NULL)
+        (void)kq_ledger_reresolve(e->app->ledger);
 }
 
 static int remove_group(kq_elastic_t *e, const char *name, char *err, size_t len)
@@ -1026,6 +1071,7 @@ static void reconcile(kq_elastic_t *e)
     /* 2. drive the tree towards it, recomputing runtimes once at the end (a ConfigMap or
      * CRD resync may bring thousands of groups) */
     bool progress = true;
+    bool moved = false; /* a group appeared, went, or changed between leaf and parent */
     char err[ERR_MAX];
     kq_qtree_batch_begin(e->qt);
     for (int pass = 0; progress && pass < KQ_QTREE_MAX_DEPTH + 2; pass++) {
@@ -1054,6 +1100,8 @@ static void reconcile(kq_elastic_t *e)
                 kq_error("event=quota_reconcile_failed error=\"out of memory\"");
                 continue;
             }
+            if (a == NULL || a->s.is_parent != n->s.is_parent)
+                moved = true;
             if (a != NULL) {
                 HASH_DEL(e->applied, a);
                 gent_free(a);
@@ -1078,6 +1126,7 @@ static void reconcile(kq_elastic_t *e)
             HASH_DEL(e->applied, g);
             gent_free(g);
             progress = true;
+            moved = true;
         }
     }
     kq_qtree_batch_end(e->qt);
@@ -1100,8 +1149,11 @@ static void reconcile(kq_elastic_t *e)
             note_fail(e, g->s.name, "cannot be removed while it has child groups");
     }
     gent_table_free(&want);
-    rebuild_nsmap(e);
+    if (rebuild_nsmap(e))
+        moved = true;
     trees_snapshot(e);
+    if (moved || e->reresolve_due)
+        reresolve(e);
 }
 
 /* ================================================================== config ==== */
@@ -1435,6 +1487,7 @@ void kq_elastic_quotas_list_begin(kq_elastic_t *e, const char *api_group)
     int gi = api_group != NULL && strcmp(api_group, KQ_EQ_GROUP_UPSTREAM) == 0 ? 0 : 1;
     pthread_mutex_lock(&e->apply_mu);
     e->list_gen[gi]++;
+    e->listing[gi] = true;
     pthread_mutex_unlock(&e->apply_mu);
 }
 
@@ -1451,8 +1504,11 @@ void kq_elastic_quotas_list_end(kq_elastic_t *e, const char *api_group)
         eqobj_free(o);
         changed = true;
     }
+    e->listing[gi] = false;
     if (changed)
         reconcile(e);
+    else if (e->reresolve_due)
+        reresolve(e);
     size_t n = HASH_COUNT(e->objs);
     pthread_mutex_unlock(&e->apply_mu);
     kq_info("event=elasticquotas_synced api_group=%s objects=%zu", api_groups[gi], n);
@@ -1943,6 +1999,7 @@ void kq_elastic_profiles_list_begin(kq_elastic_t *e)
 {
     pthread_mutex_lock(&e->apply_mu);
     e->prof_list_gen++;
+    e->prof_listing = true;
     pthread_mutex_unlock(&e->apply_mu);
 }
 
@@ -1959,8 +2016,11 @@ void kq_elastic_profiles_list_end(kq_elastic_t *e)
         changed = true;
     }
     atomic_store(&e->n_profiles, (int)HASH_COUNT(e->profiles));
+    e->prof_listing = false;
     if (trees_compute(e) || changed)
         reconcile(e);
+    else if (e->reresolve_due)
+        reresolve(e);
     size_t n = HASH_COUNT(e->profiles);
     pthread_mutex_unlock(&e->apply_mu);
     kq_info("event=profiles_synced profiles=%zu", n);
@@ -3382,13 +3442,13 @@ int kq_elastic_validate_admission(void *ud, const json_t *request, char *msg, si
     if (strcmp(op, "DELETE") == 0) {
         kq_qgroup_info_t *info = malloc(sizeof(*info));
         bool have = !owned_by_other && info != NULL && kq_qtree_info(e->qt, o->s.name, info) == 0;
+        /* Only child groups refuse a deletion, as Koordinator's ValidDeleteQuota
+         * (pkg/webhook/elasticquota/quota_topology.go) refuses it; scheduler-plugins has no
+         * such webhook. A quota's pods fall to the default group (issue 38) and move
+         * back if it returns: resolution is level-triggered (kq_ledger_reresolve). */
         if (have && info->n_children > 0) {
             kq_errf(msg, len, "ElasticQuota %s/%s: quota group %s still has %zu child group(s); delete or move them "
                    "first", o->ns, o->name, o->s.name, info->n_children);
-            rc = KQ_EDENIED;
-        } else if (have && (info->pods > 0 || info->pods_used > 0)) {
-            kq_errf(msg, len, "ElasticQuota %s/%s: quota group %s still has %lld pod(s); delete them first", o->ns,
-                   o->name, o->s.name, (long long)(info->pods > info->pods_used ? info->pods : info->pods_used));
             rc = KQ_EDENIED;
         }
         if (have)

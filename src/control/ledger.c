@@ -33,6 +33,11 @@
  * bound pod whose group is gone or a parent is counted in KQ_QTREE_DEFAULT. Removing a
  * group goes through kq_ledger_remove_group, which renames the entries' groups to the
  * default group under the ledger lock in the same step as the tree moves the usage.
+ * Resolution is level-triggered: kq_ledger_reresolve asks the resolver again for every
+ * entry (under the lock) and moves what changed, used and request together
+ * (reresolve_entry). A resolution made with no lock held is stamped with resolve_gen
+ * first; if a re-resolution ran before the entry was stored, the entry is asked again
+ * (reresolve_if_stale), so no answer older than the last quota event survives.
  *
  * In-flight preemption (ledger.h): a second uthash table, keyed by preemptor UID, holds
  * the victims the preempt verb answered, per node. A victim's entry points at the record
@@ -71,6 +76,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -290,6 +296,7 @@ struct kq_ledger {
     kq_qtree_t *batch_qt;       /* the tree a resync batches (kq_qtree_batch_begin), or NULL */
     kq_ledger_resolve_fn resolve;
     void *resolve_ud;
+    atomic_uint_fast64_t resolve_gen; /* bumped (under mu) by each kq_ledger_reresolve */
     bool gating;                /* kq_ledger_set_gating: ungated unbound pods of ours are reserved */
     size_t n_reserved;
     kq_fairshare_t *fs;         /* kq_ledger_set_fairshare: told of every count and release, or NULL */
@@ -957,6 +964,69 @@ static int resolve_into(kq_ledger_t *l, const kq_pod_t *pod, kq_pod_t *copy)
     return copy->quota_group ? 0 : KQ_ENOMEM;
 }
 
+/* ---- re-resolution (lock held) ---- */
+
+/* Level-triggered resolution: asks the resolver again for the entry's pod and, when the
+ * answer differs from what the entry holds, moves the entry in one step: its pod's group
+ * (so its request follows, through tree_sync) and, when counted, its used (and
+ * non-preemptible used) from the group it was counted in to the new one, unchecked, as
+ * Koordinator's migrateDefaultQuotaGroupsPod moves a running pod's used (a pod that
+ * runs is reality, never refused). A new group that is gone or a parent means the default
+ * group, as tree_count decides for a bound pod. true when something moved. */
+static bool reresolve_entry(kq_ledger_t *l, entry_t *e)
+{
+    char g[KQ_QTREE_NAME_MAX + 1];
+    const kq_pod_t *pod = EPOD(&e->pod);
+    const char *want = l->resolve(l->resolve_ud, pod, g, sizeof(g)) == 0 ? g : NULL;
+    bool moved = false;
+    if (!(want == NULL ? e->pod.quota_group == NULL
+                       : e->pod.quota_group != NULL && strcmp(e->pod.quota_group, want) == 0)) {
+        char *ng = want != NULL ? strdup(want) : NULL;
+        if (want != NULL && ng == NULL) {
+            kq_error("event=reresolve_failed uid=%s error=\"out of memory\"", e->uid);
+            return false;
+        }
+        free(e->pod.quota_group);
+        e->pod.quota_group = ng;
+        moved = true;
+    }
+    if (e->state != ST_PENDING && e->c.group != NULL && want != NULL) {
+        bool parent = false;
+        const char *to = kq_qtree_lookup(l->qt, want, &parent) && !parent ? want : KQ_QTREE_DEFAULT;
+        if (strcmp(to, e->c.group) != 0) {
+            char *ng = strdup(to);
+            int rc = ng == NULL ? KQ_ENOMEM : kq_qtree_used_add(l->qt, to, RV(e->c.req), e->c.np);
+            if (rc != 0) {
+                kq_error("event=reresolve_failed pod=%s/%s uid=%s from=%s to=%s error=\"%s\"", pod->ns, pod->name,
+                         e->uid, e->c.group, to, kq_strerror(rc));
+                free(ng);
+            } else {
+                if (kq_qtree_used_sub(l->qt, e->c.group, RV(e->c.req), e->c.np) != 0)
+                    kq_error("event=quota_release_failed uid=%s group=%s", e->uid, e->c.group);
+                kq_info("event=pod_moved pod=%s/%s uid=%s from=%s to=%s state=%s msg=\"its quota group changed; "
+                        "its request and used moved with it\"", pod->ns, pod->name, e->uid, e->c.group, to,
+                        state_names[e->state]);
+                free(e->c.group);
+                e->c.group = ng;
+                moved = true;
+            }
+        }
+    } else if (moved && e->state == ST_PENDING) {
+        kq_debug("event=pod_moved pod=%s/%s uid=%s to=%s state=pending", pod->ns, pod->name, e->uid,
+                 want ? want : "-");
+    }
+    tree_sync(l, e, false);
+    return moved;
+}
+
+/* After a resolution made with no lock held (gen read before it): when a re-resolution
+ * ran in between, the answer may be stale; ask again under the lock. */
+static void reresolve_if_stale(kq_ledger_t *l, entry_t *e, uint64_t gen)
+{
+    if (e != NULL && l->qt != NULL && l->resolve != NULL && atomic_load(&l->resolve_gen) != gen)
+        (void)reresolve_entry(l, e);
+}
+
 /* ---- in-flight preemption (lock held unless said otherwise) ---- */
 
 /* Frees a record that is in no table (no lock needed). */
@@ -1151,6 +1221,7 @@ void kq_ledger_note_pending(kq_ledger_t *l, const kq_pod_t *pod)
     if (pod == NULL || pod->uid == NULL || !is_ours(l, pod) || pod->node != NULL || kq_pod_is_terminal(pod))
         return;
     entry_t *e;
+    uint64_t gen = atomic_load(&l->resolve_gen); /* before resolving, with no lock held */
     pthread_mutex_lock(&l->mu);
     HASH_FIND_STR(l->table, pod->uid, e);
     kq_qtree_t *qt = l->qt;
@@ -1177,6 +1248,7 @@ void kq_ledger_note_pending(kq_ledger_t *l, const kq_pod_t *pod)
     if (e == NULL) {
         HASH_ADD_KEYPTR(hh, l->table, fresh->uid, strlen(fresh->uid), fresh);
         tree_sync(l, fresh, false);
+        reresolve_if_stale(l, fresh, gen);
         fresh = NULL;
     }
     pthread_mutex_unlock(&l->mu);
@@ -1479,6 +1551,7 @@ static int assume(kq_ledger_t *l, const kq_pod_t *pod, const char *node, char *r
         return KQ_EINVAL;
     /* Everything that may fail to allocate, before the engine commits. */
     counted_t c;
+    uint64_t gen = atomic_load(&l->resolve_gen); /* before resolving, with no lock held */
     entry_t *fresh = entry_new(pod->uid);
     kq_pod_t copy = {.n_groups = 0};
     if (fresh == NULL || kq_pod_copy(&copy, pod) != 0 || resolve_into(l, pod, &copy) != 0 ||
@@ -1558,6 +1631,7 @@ static int assume(kq_ledger_t *l, const kq_pod_t *pod, const char *node, char *r
         l->n_reserved++;
     }
     tree_sync(l, e, false);
+    reresolve_if_stale(l, e, gen);
 out:
     pthread_mutex_unlock(&l->mu);
     if (rc == 0)
@@ -1649,6 +1723,7 @@ void kq_ledger_observe(kq_ledger_t *l, const kq_pod_t *pod)
     if (pod == NULL || pod->uid == NULL)
         return;
     bool terminal = kq_pod_is_terminal(pod);
+    uint64_t gen = atomic_load(&l->resolve_gen); /* before resolving, with no lock held */
     kq_pod_t tmp;
     memset(&tmp, 0, sizeof(tmp));
     spod_t copy;
@@ -1721,6 +1796,7 @@ void kq_ledger_observe(kq_ledger_t *l, const kq_pod_t *pod)
     /* else ASSUMED without a node: the bind is in flight and the watch lags; keep it.
      * (BOUND without a node cannot happen: spec.nodeName never goes back to empty.) */
     tree_sync(l, e, false);
+    reresolve_if_stale(l, e, gen);
 out:
     pthread_mutex_unlock(&l->mu);
     spod_clear(&copy);
@@ -1923,6 +1999,31 @@ int kq_ledger_remove_group(kq_ledger_t *l, const char *group, char *err, size_t 
         free(spare[i]);
     free(spare);
     return rc;
+}
+
+size_t kq_ledger_reresolve(kq_ledger_t *l)
+{
+    size_t moved = 0, n = 0;
+    pthread_mutex_lock(&l->mu);
+    if (l->qt == NULL || l->resolve == NULL) {
+        pthread_mutex_unlock(&l->mu);
+        return 0;
+    }
+    atomic_fetch_add(&l->resolve_gen, 1);
+    kq_qtree_batch_begin(l->qt);
+    entry_t *e, *tmp;
+    HASH_ITER(hh, l->table, e, tmp) {
+        n++;
+        moved += reresolve_entry(l, e);
+    }
+    kq_qtree_batch_end(l->qt);
+    /* A pod that moved may fit now (its new group has room, or its old one was full): the
+     * release hook pokes recent denials (control/requeue.h), as a release does. */
+    if (moved > 0 && l->on_release != NULL)
+        l->on_release(l->on_release_ud);
+    pthread_mutex_unlock(&l->mu);
+    kq_info("event=pods_reresolved pods=%zu moved=%zu", n, moved);
+    return moved;
 }
 
 void kq_ledger_victims_free(kq_ledger_victim_t *v, size_t n)

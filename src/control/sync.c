@@ -4,11 +4,13 @@
  * DESIGN: both run on their own threads and own no shared state of their own beyond
  * atomics; everything they change is behind the ledger's, the ugm's or the config
  * holder's locks. A config reload parses and validates off-lock, applies the new limits
- * to the ugm first and then swaps the snapshot used for pod resolution, so a pod resolved
- * during the swap is checked against limits at least as new as its queue. A failed reload
+ * to the ugm and the quota tree's queue groups first and then swaps the snapshot used for
+ * pod resolution, so a pod resolved during the swap (or a gate pass that saw the new
+ * snapshot) is checked against limits at least as new as its queue. A failed reload
  * changes nothing.
  */
 #include "kubequota/control/sync.h"
+#include "kubequota/control/elastic.h"
 #include "kubequota/control/gating.h"
 
 #include <errno.h>
@@ -529,6 +531,12 @@ int kq_reloader_reload_now(kq_reloader_t *r)
         rc = kq_ugm_set_config(app->ugm, cfg);
     if (rc == 0 && app->metering)
         rc = kq_metering_set_config(app->metering, kq_config_partition(cfg, app->partition), &diags);
+    /* The queue groups of the quota tree too, before the swap (issue 38, item 4): the gate
+     * re-checks its waiting pods when it sees the new snapshot, and a check against the
+     * tree's old max (the elastic timer applies a snapshot up to a tick later) set a pod
+     * aside until a later timed pass. The timer's own apply then finds nothing to do. */
+    if (rc == 0 && app->elastic)
+        kq_elastic_apply_config(app->elastic, kq_config_partition(cfg, app->partition));
     if (rc == 0) {
         kq_config_holder_swap(app->config, cfg);
         char summary[256];

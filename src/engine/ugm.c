@@ -2266,6 +2266,26 @@ static json_t *dao_res(const kq_resource_t *r)
     return o;
 }
 
+/* dao_res without the zero entries: a tracker's resourceUsage as yunikorn-core keeps it,
+ * pruned after every change (pkg/scheduler/ugm/queue_tracker.go,
+ * qt.resourceUsage.Prune()), so a name whose usage went back to 0, or that a pod asked 0
+ * of, is not shown. NULL (no key: the DAOs' omitempty) when nothing is left. */
+static json_t *dao_res_pruned(const kq_resource_t *r)
+{
+    json_t *o = NULL;
+    for (uint32_t i = 0; i < r->n; i++) {
+        if (KQ_RES_E(r)[i].value == 0)
+            continue;
+        const char *name = strcmp(KQ_RES_E(r)[i].name, "cpu") == 0 ? "vcore" : KQ_RES_E(r)[i].name;
+        if ((o == NULL && (o = json_object()) == NULL) ||
+            !jset(o, name, json_integer((json_int_t)KQ_RES_E(r)[i].value))) {
+            json_decref(o);
+            return json_null(); /* (jset fails on it: out of memory) */
+        }
+    }
+    return o;
+}
+
 /* Sets key to dao_res(r) unless r is empty (the DAOs' omitempty). */
 static bool jset_res(json_t *o, const char *key, const kq_resource_t *r)
 {
@@ -2495,8 +2515,12 @@ static json_t *usage_json(const node_t *n, const view_t *vw, const limits_t *L, 
     kq_resource_t used;
     node_view(n, &used);
     json_t *apps = view_apps(vw, n);
-    bool ok = jset(o, "queuePath", json_stringn(n->path, n->path_len)) && jset_res(o, "resourceUsage", &used) &&
-              apps != NULL;
+    json_t *usage = dao_res_pruned(&used);
+    bool ok = jset(o, "queuePath", json_stringn(n->path, n->path_len)) && apps != NULL;
+    if (usage != NULL && ok && json_is_object(usage))
+        ok = jset(o, "resourceUsage", usage);
+    else if (usage != NULL)
+        ok = (json_decref(usage), false);
     if (ok && json_array_size(apps) > 0)
         ok = jset(o, "runningApplications", json_incref(apps));
     json_decref(apps);

@@ -323,6 +323,32 @@ class YuniKornSemanticsTest(KQTestCase):
         self.create("p2", user="carol", groups=["dev"], queue="root.dev", cpu="100m", app="pods-2")
         self.assert_denied("p2", "default", "pods 2 used + 1 requested > 2 max", "two pods each")
 
+    def test_zero_usage_is_pruned(self):
+        # yunikorn-core v1.8.0 pkg/scheduler/ugm/queue_tracker.go prunes a tracker's usage
+        # after every increase and decrease (qt.resourceUsage.Prune()): the usage views'
+        # resourceUsage (dao.ResourceUsageDAOInfo) never shows a 0. A pod asking no memory
+        # (memory: 0) shows no memory key; a memory pod that ends leaves none behind (issue
+        # 38, item 6)
+        self.create("z1", user="carol", groups=["dev"], queue="root.dev", cpu="100m", memory="0",
+                    app="z-1")
+        self.assert_bound("z1")
+        st, carol = usage(self.kq, "user", "carol")
+        self.assertEqual(st, 200, carol)
+        self.assertEqual(at(carol["queues"], "root.dev")["resourceUsage"], {"vcore": 100, "pods": 1})
+        self.create("z2", user="carol", groups=["dev"], queue="root.dev", cpu="100m", memory="1Gi",
+                    app="z-2")
+        self.assert_bound("z2")
+        wait_until(lambda: at(usage(self.kq, "user", "carol")[1]["queues"], "root.dev")["resourceUsage"]
+                   == {"vcore": 200, "memory": 1 << 30, "pods": 2}, msg="carol's usage with z2")
+        self.sim.delete_pod("default", "z2")
+        wait_until(lambda: at(usage(self.kq, "user", "carol")[1]["queues"], "root.dev")["resourceUsage"]
+                   == {"vcore": 100, "pods": 1}, msg="z2's memory pruned from carol's usage")
+        for path in ("root", "root.dev"):
+            self.assertEqual(at(usage(self.kq, "user", "carol")[1]["queues"], path)["resourceUsage"],
+                             {"vcore": 100, "pods": 1}, path)
+        st, dev = usage(self.kq, "group", "dev")
+        self.assertEqual(at(dev["queues"], "root.dev")["resourceUsage"], {"vcore": 100, "pods": 1})
+
 
 
 class SubmitAclTest(KQTestCase):

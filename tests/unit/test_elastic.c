@@ -591,8 +591,9 @@ static void test_unseen_pod_and_parent(void **state)
     kq_pod_clear(&a);
 }
 
-/* Removing an ElasticQuota moves its pods to the default group; they are released there,
- * exactly once, even if a group of the same name comes back. */
+/* Removing an ElasticQuota moves its pods to the default group; when a group of the same
+ * name comes back its pods move back into it (resolution is level-triggered, issue 38: a
+ * restart would file them there); they are released exactly once, wherever they are. */
 static void test_remove_group(void **state)
 {
     fx_t *f = *state;
@@ -611,14 +612,243 @@ static void test_remove_group(void **state)
     assert_false(kq_qtree_lookup(f->qt, "r/eq-r", NULL));
     assert_int_equal(used(f, KQ_QTREE_DEFAULT), CPU(2));
     assert_int_equal(request(f, KQ_QTREE_DEFAULT), CPU(3));
-    eq(f, KQ_WATCH_ADDED, obj); /* back, empty */
-    assert_int_equal(used(f, "r/eq-r"), 0);
+    eq(f, KQ_WATCH_ADDED, obj); /* back: p (2 cpu, bound) and w (1 cpu, pending) move back */
+    assert_int_equal(used(f, "r/eq-r"), CPU(2));
+    assert_int_equal(request(f, "r/eq-r"), CPU(3));
+    assert_int_equal(used(f, KQ_QTREE_DEFAULT), 0);
+    assert_int_equal(request(f, KQ_QTREE_DEFAULT), 0);
     kq_ledger_remove(f->app.ledger, "p");
     kq_ledger_remove(f->app.ledger, "w");
     assert_int_equal(used(f, KQ_QTREE_DEFAULT), 0);
     assert_int_equal(request(f, KQ_QTREE_DEFAULT), 0);
     assert_int_equal(used(f, "r/eq-r"), 0);
     kq_pod_clear(&p);
+    kq_pod_clear(&w);
+}
+
+/* Issue 38, items 1 and 2: pods that arrive before the ElasticQuota they name count in the
+ * default group until it exists, then move into it, request and used, in one step. After
+ * Koordinator's TestPlugin_migrateDefaultQuotaGroupsPod (koordinator-sh/koordinator
+ * pkg/scheduler/plugins/elasticquota/plugin_test.go): four running pods of 10 cpu labelled
+ * with quota test1 are added before test1 exists (default: request 40, used 40); test1 is
+ * added (min 96, max 160) and the four are in test1, none in default. Here also a pending
+ * pod of 30 cpu, whose bind was denied before ("0 runtime") and fits after. */
+static void test_pod_before_quota(void **state)
+{
+    fx_t *f = *state;
+    static const char test1[] = "{\"apiVersion\":\"scheduling.sigs.k8s.io/v1alpha1\",\"metadata\":{\"name\":"
+                                "\"test1\",\"namespace\":\"ns1\"},\"spec\":{\"min\":{\"cpu\":\"96\"},\"max\":{"
+                                "\"cpu\":\"160\"}}}";
+    nodes_total(f, "200");
+    kq_pod_t p[4];
+    for (int i = 0; i < 4; i++) {
+        char uid[16];
+        snprintf(uid, sizeof(uid), "%d", i + 1);
+        p[i] = mk(uid, "ns1", "root.default", CPU(10), "test");
+        p[i].quota_name = strdup("test1");
+        kq_ledger_observe(f->app.ledger, &p[i]);
+    }
+    kq_pod_t w = mk("w", "ns1", "root.default", CPU(30), NULL);
+    w.quota_name = strdup("test1");
+    kq_ledger_observe(f->app.ledger, &w);
+    /* 4 x 10 bound + 30 pending, all in the default group */
+    assert_int_equal(used(f, KQ_QTREE_DEFAULT), CPU(40));
+    assert_int_equal(request(f, KQ_QTREE_DEFAULT), CPU(70));
+    eq(f, KQ_WATCH_ADDED, test1);
+    assert_int_equal(used(f, "test1"), CPU(40));
+    assert_int_equal(request(f, "test1"), CPU(70));
+    assert_int_equal(used(f, KQ_QTREE_DEFAULT), 0);
+    assert_int_equal(request(f, KQ_QTREE_DEFAULT), 0);
+    /* test1 asks 70 of its min 96: runtime 70, and 40 used + 30 fits */
+    assert_int_equal(runtime(f, "test1"), CPU(70));
+    char why[512] = "";
+    assert_int_equal(kq_ledger_assume(f->app.ledger, &w, why, sizeof(why), NULL), 0);
+    assert_int_equal(used(f, "test1"), CPU(70));
+    /* the quota goes: its pods fall to the default group, request and used */
+    eq(f, KQ_WATCH_DELETED, test1);
+    assert_int_equal(used(f, KQ_QTREE_DEFAULT), CPU(70));
+    assert_int_equal(request(f, KQ_QTREE_DEFAULT), CPU(70));
+    for (int i = 0; i < 4; i++) {
+        kq_ledger_remove(f->app.ledger, p[i].uid);
+        kq_pod_clear(&p[i]);
+    }
+    kq_ledger_remove(f->app.ledger, "w");
+    kq_pod_clear(&w);
+    assert_int_equal(used(f, KQ_QTREE_DEFAULT), 0);
+    assert_int_equal(request(f, KQ_QTREE_DEFAULT), 0);
+    assert_int_equal(used(f, KQ_QTREE_ROOT), 0);
+}
+
+/* Issue 38, item 3: the order in which a (re)started kubequota's informers answer does not
+ * show in the tree. The same objects applied in three orders (quotas listed before the
+ * pods; the pods before the quotas, as when the pod list is answered first; the pods
+ * between the two API groups' lists) give the same used, request and runtime in every
+ * group. Objects: scheduler-plugins quota a/qa (min 4, max 6) for namespace a; Koordinator
+ * quota k1 (min 2, max 4) whose namespaces annotation lists b; pods a1 (a, 2 cpu bound),
+ * a2 (a, 3 cpu pending), b1 (b, 1 cpu bound), d1 (x, 1 cpu bound: no quota). By hand:
+ * a/qa used 2, request 5, runtime 5 (its min 4 first, the 1 more it asks from the 200 left);
+ * k1 used 1, request 1, runtime 1; default used 1, request 1. */
+#define ORDER_GROUPS 4
+static const char *const order_groups[ORDER_GROUPS] = {"a/qa", "k1", KQ_QTREE_DEFAULT, KQ_QTREE_ROOT};
+
+static void order_quotas(fx_t *f, const char *api_group)
+{
+    kq_elastic_quotas_list_begin(f->e, api_group);
+    if (strcmp(api_group, KQ_EQ_GROUP_UPSTREAM) == 0)
+        eq(f, KQ_WATCH_ADDED, "{\"apiVersion\":\"scheduling.x-k8s.io/v1alpha1\",\"metadata\":{\"name\":\"qa\","
+                              "\"namespace\":\"a\"},\"spec\":{\"min\":{\"cpu\":\"4\"},\"max\":{\"cpu\":\"6\"}}}");
+    else
+        eq(f, KQ_WATCH_ADDED, "{\"apiVersion\":\"scheduling.sigs.k8s.io/v1alpha1\",\"metadata\":{\"name\":\"k1\","
+                              "\"namespace\":\"kq\",\"annotations\":{\"quota.scheduling.koordinator.sh/namespaces\":"
+                              "\"[\\\"b\\\"]\"}},\"spec\":{\"min\":{\"cpu\":\"2\"},\"max\":{\"cpu\":\"4\"}}}");
+    kq_elastic_quotas_list_end(f->e, api_group);
+}
+
+static void order_pods(fx_t *f)
+{
+    kq_pod_t p[] = {mk("a1", "a", "root.default", CPU(2), "n1"), mk("a2", "a", "root.default", CPU(3), NULL),
+                    mk("b1", "b", "root.default", CPU(1), "n1"), mk("d1", "x", "root.default", CPU(1), "n1")};
+    kq_ledger_resync_begin(f->app.ledger);
+    for (size_t i = 0; i < sizeof(p) / sizeof(p[0]); i++)
+        kq_ledger_observe(f->app.ledger, &p[i]);
+    kq_ledger_resync_end(f->app.ledger);
+    for (size_t i = 0; i < sizeof(p) / sizeof(p[0]); i++)
+        kq_pod_clear(&p[i]);
+}
+
+static void order_tree(fx_t *f, int64_t out[ORDER_GROUPS][3])
+{
+    for (int i = 0; i < ORDER_GROUPS; i++) {
+        out[i][0] = used(f, order_groups[i]);
+        out[i][1] = request(f, order_groups[i]);
+        out[i][2] = strcmp(order_groups[i], KQ_QTREE_ROOT) == 0 ? 0 : runtime(f, order_groups[i]);
+    }
+}
+
+static void test_restart_order(void **state)
+{
+    (void)state;
+    static const int64_t want[ORDER_GROUPS][3] = {
+        {CPU(2), CPU(5), CPU(5)}, /* a/qa */
+        {CPU(1), CPU(1), CPU(1)}, /* k1 */
+        {CPU(1), CPU(1), -2},     /* default: runtime not compared (unbounded, it takes first) */
+        {CPU(4), CPU(8), 0},      /* root: used 2+1+1; request 5+1+1 and team-c's kept min 1 */
+    };
+    for (int order = 0; order < 3; order++) {
+        void *st = NULL;
+        g_min_runtime_ms = 0;
+        g_preempt_default = false;
+        assert_int_equal(setup_yaml(&st, QUEUES_YAML), 0);
+        fx_t *f = st;
+        nodes_total(f, "210");
+        if (order == 0) { /* quotas first: nothing to move */
+            order_quotas(f, KQ_EQ_GROUP_UPSTREAM);
+            order_quotas(f, KQ_EQ_GROUP_KOORD);
+            order_pods(f);
+        } else if (order == 1) { /* the pod list answered first (issue 38, item 3) */
+            order_pods(f);
+            order_quotas(f, KQ_EQ_GROUP_UPSTREAM);
+            order_quotas(f, KQ_EQ_GROUP_KOORD);
+        } else { /* the pods between the two groups' lists */
+            order_quotas(f, KQ_EQ_GROUP_KOORD);
+            order_pods(f);
+            order_quotas(f, KQ_EQ_GROUP_UPSTREAM);
+        }
+        int64_t got[ORDER_GROUPS][3];
+        order_tree(f, got);
+        for (int i = 0; i < ORDER_GROUPS; i++) {
+            for (int k = 0; k < 3; k++) {
+                if (want[i][k] == -2)
+                    continue;
+                if (got[i][k] != want[i][k])
+                    fail_msg("order %d: group %s %s = %lld, want %lld", order, order_groups[i],
+                             k == 0 ? "used" : k == 1 ? "request" : "runtime", (long long)got[i][k],
+                             (long long)want[i][k]);
+            }
+        }
+        teardown(&st);
+    }
+}
+
+/* During a list, pods wait for the list's end to move (one walk per list): a quota listed
+ * while a pod is known does not move the pod before kq_elastic_quotas_list_end. */
+static void test_reresolve_waits_for_list_end(void **state)
+{
+    fx_t *f = *state;
+    nodes_total(f, "20");
+    kq_pod_t a1 = mk("a1", "a", "root.default", CPU(2), "n1");
+    kq_ledger_observe(f->app.ledger, &a1);
+    kq_elastic_quotas_list_begin(f->e, KQ_EQ_GROUP_UPSTREAM);
+    eq(f, KQ_WATCH_ADDED, "{\"apiVersion\":\"scheduling.x-k8s.io/v1alpha1\",\"metadata\":{\"name\":\"qa\","
+                          "\"namespace\":\"a\"},\"spec\":{\"min\":{\"cpu\":\"4\"},\"max\":{\"cpu\":\"6\"}}}");
+    assert_int_equal(used(f, KQ_QTREE_DEFAULT), CPU(2));
+    assert_int_equal(used(f, "a/qa"), 0);
+    kq_elastic_quotas_list_end(f->e, KQ_EQ_GROUP_UPSTREAM);
+    assert_int_equal(used(f, KQ_QTREE_DEFAULT), 0);
+    assert_int_equal(used(f, "a/qa"), CPU(2));
+    /* a later watch event moves at once: the quota's namespace binding is lost when a
+     * Koordinator quota named like the namespace takes it (rank 0 beats scheduler-plugins) */
+    eq(f, KQ_WATCH_ADDED, "{\"apiVersion\":\"scheduling.sigs.k8s.io/v1alpha1\",\"metadata\":{\"name\":\"a\","
+                          "\"namespace\":\"a\"},\"spec\":{\"min\":{\"cpu\":\"1\"},\"max\":{\"cpu\":\"3\"}}}");
+    assert_int_equal(used(f, "a/qa"), 0);
+    assert_int_equal(used(f, "a"), CPU(2));
+    kq_ledger_remove(f->app.ledger, "a1");
+    assert_int_equal(used(f, "a"), 0);
+    assert_int_equal(used(f, KQ_QTREE_ROOT), 0);
+    kq_pod_clear(&a1);
+}
+
+static int g_hook_calls;
+static void count_hook(void *ud)
+{
+    (void)ud;
+    g_hook_calls++;
+}
+
+/* kq_ledger_reresolve itself: it says how many pods moved; a non-preemptible pod's
+ * non-preemptible used moves with its used; the pod counts (pods, pods_used) follow; the
+ * release hook (requeue's poke) is called once per re-resolution that moved something and
+ * not for one that moved nothing. */
+static void test_reresolve_moves_everything(void **state)
+{
+    fx_t *f = *state;
+    nodes_total(f, "20");
+    kq_ledger_set_release_hook(f->app.ledger, count_hook, NULL);
+    g_hook_calls = 0;
+    kq_pod_t n = mk("np", "m", "root.default", CPU(2), "n1");
+    n.preemptible = false;
+    kq_ledger_observe(f->app.ledger, &n);
+    kq_pod_t w = mk("w", "m", "root.default", CPU(1), NULL);
+    kq_ledger_observe(f->app.ledger, &w);
+    assert_int_equal(kq_ledger_reresolve(f->app.ledger), 0); /* nothing changed */
+    assert_int_equal(g_hook_calls, 0);
+    /* a Koordinator quota named like namespace m, created with no re-resolution (as a
+     * list does), then one re-resolution moves both */
+    kq_elastic_quotas_list_begin(f->e, KQ_EQ_GROUP_KOORD);
+    eq(f, KQ_WATCH_ADDED, "{\"apiVersion\":\"scheduling.sigs.k8s.io/v1alpha1\",\"metadata\":{\"name\":\"m\","
+                          "\"namespace\":\"m\"},\"spec\":{\"min\":{\"cpu\":\"4\"},\"max\":{\"cpu\":\"8\"}}}");
+    assert_int_equal(kq_ledger_reresolve(f->app.ledger), 2);
+    assert_int_equal(g_hook_calls, 1);
+    kq_qgroup_info_t m = info(f, "m"), d = info(f, KQ_QTREE_DEFAULT);
+    assert_int_equal(cpu_of(&m.used), CPU(2));
+    assert_int_equal(cpu_of(&m.used_nonpreemptible), CPU(2));
+    assert_int_equal(cpu_of(&m.request), CPU(3));
+    assert_int_equal(m.pods, 2);
+    assert_int_equal(m.pods_used, 1);
+    assert_int_equal(cpu_of(&d.used), 0);
+    assert_int_equal(cpu_of(&d.used_nonpreemptible), 0);
+    assert_int_equal(d.pods, 0);
+    assert_int_equal(d.pods_used, 0);
+    kq_elastic_quotas_list_end(f->e, KQ_EQ_GROUP_KOORD); /* nothing left to move */
+    assert_int_equal(g_hook_calls, 1);
+    kq_ledger_remove(f->app.ledger, "np");
+    kq_ledger_remove(f->app.ledger, "w");
+    m = info(f, "m");
+    assert_int_equal(cpu_of(&m.used), 0);
+    assert_int_equal(cpu_of(&m.used_nonpreemptible), 0);
+    assert_int_equal(cpu_of(&m.request), 0);
+    kq_ledger_set_release_hook(f->app.ledger, NULL, NULL);
+    kq_pod_clear(&n);
     kq_pod_clear(&w);
 }
 
@@ -1347,10 +1577,10 @@ static void test_admission(void **state)
                                         "\"quota.scheduling.koordinator.sh/parent\":\"p\","
                                         "\"quota.scheduling.koordinator.sh/is-parent\":\"true\"}},\"spec\":{}}",
                            msg, sizeof(msg)), KQ_EDENIED);
-    /* deleting a quota that still has pods is denied (Koordinator's webhook); once they
-     * are gone it is allowed */
-    assert_int_equal(admit(f, "DELETE", child_ok, msg, sizeof(msg)), KQ_EDENIED);
-    assert_non_null(strstr(msg, "pod"));
+    /* deleting a quota that still has pods is allowed, as Koordinator's ValidDeleteQuota
+     * refuses only a quota with child quotas (issue 38, item 5): its pods fall to the
+     * default group */
+    assert_int_equal(admit(f, "DELETE", child_ok, msg, sizeof(msg)), 0);
     kq_ledger_remove(f->app.ledger, "cp");
     kq_pod_clear(&p);
     assert_int_equal(admit(f, "DELETE", child_ok, msg, sizeof(msg)), 0);
@@ -1768,6 +1998,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_check_and_commit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unseen_pod_and_parent, setup, teardown),
         cmocka_unit_test_setup_teardown(test_remove_group, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pod_before_quota, setup, teardown),
+        cmocka_unit_test(test_restart_order),
+        cmocka_unit_test_setup_teardown(test_reresolve_waits_for_list_end, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reresolve_moves_everything, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reclaim, setup, teardown),
         cmocka_unit_test_setup_teardown(test_preempt, setup, teardown),
         cmocka_unit_test_setup_teardown(test_preempt_inflight, setup, teardown),

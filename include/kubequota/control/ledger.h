@@ -41,7 +41,9 @@
  * are made under it (lock order: ledger -> ugm -> quota tree, and ledger -> fairshare and
  * ledger -> requeue, leaves). No I/O under the lock:
  * bind POSTs happen in the caller, between assume and forget. The resolver is called with
- * no ledger lock held.
+ * no ledger lock held, except by re-resolution (kq_ledger_reresolve, and a pod resolved
+ * while one ran), which calls it under the ledger lock: the resolver may take only locks
+ * that come after the ledger's (the elastic module's map lock, the quota tree's).
  */
 #ifndef KUBEQUOTA_LEDGER_H
 #define KUBEQUOTA_LEDGER_H
@@ -186,6 +188,22 @@ void kq_ledger_set_resize_ttl_ms(kq_ledger_t *l, int64_t ttl_ms);
  * KQ_QTREE_DEFAULT, so each is still released exactly once. Errors as
  * kq_qtree_remove_group; KQ_ESTATE when no quota tree is wired. */
 int kq_ledger_remove_group(kq_ledger_t *l, const char *group, char *err, size_t errlen) KQ_WUR;
+
+/* Level-triggered resolution (issue 38): asks the resolver again for every known pod and
+ * moves each pod whose answer changed, under the ledger lock, in one step: its request
+ * (pending or counted) and, when counted, its used and non-preemptible used, from the
+ * group it is in to the new one (a new group that is gone or a parent: the default group).
+ * A counted pod is moved unchecked, as Koordinator's migrateDefaultQuotaGroupsPod moves a
+ * running pod (koordinator-sh/koordinator pkg/scheduler/plugins/elasticquota/plugin.go):
+ * what runs is never refused. Call it after anything the resolver reads has changed (a
+ * quota created, updated or deleted, a profile, the config) and once the quota objects
+ * have been listed, so that the tree a pod is filed in never depends on the order in which
+ * the pod and its quota arrived. O(pods) with the ledger lock held: for quota events,
+ * never for filter or bind. A pod resolved with no lock held while a re-resolution ran is
+ * asked again when it is stored. When a pod moved, the release hook is called once (a pod
+ * denied a moment ago, say for want of its quota, may fit now: control/requeue.h pokes it).
+ * Returns how many pods moved. No-op without a tree. */
+size_t kq_ledger_reresolve(kq_ledger_t *l);
 
 /* A counted pod of a quota group, for reclaim (copies; free with kq_ledger_victims_free). */
 typedef struct kq_ledger_victim {
@@ -399,7 +417,8 @@ size_t kq_ledger_admitted_count(kq_ledger_t *l);
 bool kq_ledger_is_admitted(kq_ledger_t *l, const char *uid);
 
 /* Calls fn(ud) each time a counted pod's usage is released (deleted, terminal, missing
- * from a relist, a failed bind, an ended reservation), after the engine was told, under
+ * from a relist, a failed bind, an ended reservation) and after a re-resolution moved pods
+ * between quota groups (kq_ledger_reresolve), after the engine was told, under
  * the ledger's lock: fn must be O(1) and may take only a leaf lock (control/requeue.h's).
  * NULL stops. fn's state must outlive its use here. */
 void kq_ledger_set_release_hook(kq_ledger_t *l, void (*fn)(void *ud), void *ud);
