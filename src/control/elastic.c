@@ -1,7 +1,7 @@
 /* Elastic quota wiring: builds the quota tree's groups from queues.yaml and ElasticQuota
  * objects, keeps the cluster total in step with the nodes, reclaims lent resources by
- * eviction, writes ElasticQuota status, resolves each pod's quota group for the pod
- * ledger and validates ElasticQuota objects for admission. Rules: include/kubequota/elastic.h.
+ * eviction, writes ElasticQuota status, feeds the pod -> quota group resolver (resolve.c)
+ * and validates ElasticQuota objects for admission. Rules: include/kubequota/elastic.h.
  *
  * DESIGN
  * Desired and applied groups. Two sources describe groups: the queue groups of the
@@ -13,22 +13,23 @@
  * groups are renamed in the same step) for every applied group no longer desired, in
  * passes until nothing changes, so a parent is created before its children and removed
  * after them whatever order the events came in. What the tree refuses stays as it was and
- * is logged when the reason changes. The namespace -> group map used by the resolver is
- * rebuilt at the end of every reconcile and swapped in under map_mu. Resolution is
+ * is logged when the reason changes. What the resolver reads (the namespace -> group map,
+ * the bounded queue groups, who may name each group) is rebuilt at the end of every
+ * reconcile and swapped into the resolver whole (rebuild_resolver). Resolution is
  * level-triggered: when a reconcile changed what the resolver answers (groups, leaf or
  * parent, the namespace map), the ledger re-resolves every pod (reresolve(); deferred to
  * the end of a list, so a restart files no pod before its quota is listed for good).
  *
  * Threads. Informer threads (nodes; one per served ElasticQuota API group) and the timer
- * thread call in; the resolver runs on whatever thread the ledger is called from
- * (civetweb workers, the pod informer). Locks: apply_mu serialises everything that
- * changes groups or the objs table (reconcile, object events, status bookkeeping);
- * map_mu (rwlock) guards the namespace map and the trees' placement snapshot; node_mu the node table (with the nodes'
- * labels) and the total; apply_mu also guards the ElasticQuotaProfiles and their trees'
- * totals (section "trees"). Order: apply_mu -> ledger -> ugm -> quota tree; apply_mu ->
- * ledger -> map_mu (re-resolution calls the resolver under the ledger lock); apply_mu ->
- * node_mu (a tree's total is summed from the nodes); map_mu -> quota tree; node_mu ->
- * quota tree. Node events take apply_mu only after releasing node_mu.
+ * thread call in. Locks: apply_mu serialises everything that changes groups or the objs
+ * table (reconcile, object events, status bookkeeping); map_mu (rwlock) guards the trees'
+ * placement snapshot; node_mu the node table (with the nodes' labels) and the total;
+ * apply_mu also guards the ElasticQuotaProfiles and their trees' totals (section "trees").
+ * The resolver has its own lock (resolve.h). Order: apply_mu -> ledger -> ugm -> quota
+ * tree; apply_mu -> ledger -> resolver -> quota tree (re-resolution calls the resolver
+ * under the ledger lock); apply_mu -> resolver (the swap); apply_mu -> node_mu (a tree's
+ * total is summed from the nodes); map_mu -> quota tree; node_mu -> quota tree. Node
+ * events take apply_mu only after releasing node_mu.
  * The timer thread alone touches the reclaim state (over-since table, evictions in
  * flight) and the CRD probe state. No I/O under a lock: probes, evictions, events and
  * status PATCHes use copies made under the locks.
@@ -50,6 +51,7 @@
 
 #include "kubequota/kube/kube.h"
 #include "kubequota/control/ledger.h"
+#include "kubequota/control/resolve.h"
 #include "kubequota/base/log.h"
 
 #define KOORD_ROOT "koordinator-root-quota"
@@ -142,25 +144,6 @@ typedef struct eqobj {
     int64_t st_last_ms;
 } eqobj_t;
 
-typedef struct nsmap {
-    char *ns;
-    char *group;
-    int prio;
-    UT_hash_handle hh;
-} nsmap_t;
-
-/* Which namespaces may name a group by the label quota.scheduling.koordinator.sh/name
- * (issue 37; section "quota names"): a snapshot rebuilt with the namespace map. */
-enum { GOV_OBJECT, GOV_QUEUE, GOV_DEFAULT };
-typedef struct govern {
-    char *group;
-    UT_hash_handle hh;
-    int kind;     /* GOV_OBJECT: an ElasticQuota object or a profile's root; GOV_QUEUE; GOV_DEFAULT */
-    char *ns;     /* GOV_OBJECT: the object's (or profile's) namespace */
-    char **nss;   /* GOV_OBJECT: its namespaces annotation (own copies) */
-    size_t n_nss;
-} govern_t;
-
 typedef struct node {
     char *name;
     UT_hash_handle hh;
@@ -242,10 +225,9 @@ struct kq_elastic {
     bool reresolve_due;   /* resolution changed while listing: re-resolve at the list's end */
     kq_config_t *cfg;  /* last applied snapshot (timer thread) */
 
+    kq_resolver_t *resolver; /* fed by reconcile (rebuild_resolver); its own lock */
+
     pthread_rwlock_t map_mu;
-    nsmap_t *nsmap;
-    nsmap_t *qbound; /* queue groups that bound something (ns = group name) */
-    govern_t *gov;   /* map_mu: who may name each applied group by the quota label */
     treeof_t *tgroups; /* map_mu: groups in a profile's tree -> its tree id */
     treeof_t *tnodes;  /* map_mu: nodes a profile selects -> its tree id (the first profile) */
 
@@ -398,17 +380,6 @@ static void eqobj_free(eqobj_t *o)
         free(o->nss[i]);
     free(o->nss);
     free(o);
-}
-
-static void nsmap_free(nsmap_t *m)
-{
-    nsmap_t *x, *tmp;
-    HASH_ITER(hh, m, x, tmp) {
-        HASH_DEL(m, x);
-        free(x->ns);
-        free(x->group);
-        free(x);
-    }
 }
 
 /* ================================================================== parsing ==== */
@@ -718,191 +689,46 @@ static int desired_add(gent_t **d, const gspec_t *s, const char *owner)
     return 0;
 }
 
-/* ================================================================== quota names ==== */
-
-/* Issue 37: the label quota.scheduling.koordinator.sh/name may name only a quota that
- * governs the pod's namespace. An ElasticQuota object governs its own namespace and those
- * its namespaces annotation lists (a scheduler-plugins object: its namespace); a profile's
- * root group, the profile's namespace; a queue group, the pods of that queue; the default
- * group (and the names that mean it), the namespaces without a quota of their own. */
-
-static bool is_system_ns(const kq_elastic_t *e, const char *ns);
-
-static void govern_free_one(govern_t *g)
+/* Who may name each applied group by the quota label (resolve.h, issue 37) into m. apply_mu
+ * held. */
+static void govern_into(kq_elastic_t *e, kq_resolve_map_t *m)
 {
-    if (g == NULL)
-        return;
-    for (size_t i = 0; i < g->n_nss; i++)
-        free(g->nss[i]);
-    free(g->nss);
-    free(g->ns);
-    free(g->group);
-    free(g);
-}
-
-static void govern_free(govern_t *t)
-{
-    govern_t *g, *tmp;
-    HASH_ITER(hh, t, g, tmp) {
-        HASH_DEL(t, g);
-        govern_free_one(g);
-    }
-}
-
-/* A new entry for group of kind, with namespace ns (may be NULL) and the namespaces
- * nss[n] copied; NULL on ENOMEM. */
-static govern_t *govern_new(const char *group, int kind, const char *ns, char *const *nss, size_t n)
-{
-    govern_t *g = calloc(1, sizeof(*g));
-    if (g == NULL || (g->group = strdup(group)) == NULL || (ns != NULL && (g->ns = strdup(ns)) == NULL) ||
-        (n > 0 && (g->nss = calloc(n, sizeof(*g->nss))) == NULL))
-        goto fail;
-    g->kind = kind;
-    for (; g->n_nss < n; g->n_nss++)
-        if ((g->nss[g->n_nss] = strdup(nss[g->n_nss])) == NULL)
-            goto fail;
-    return g;
-fail:
-    govern_free_one(g);
-    return NULL;
-}
-
-/* Rebuilds e->gov from the applied groups and swaps it in under map_mu. On ENOMEM the old
- * snapshot stays (logged). apply_mu held. */
-static void rebuild_govern(kq_elastic_t *e)
-{
-    govern_t *t = NULL;
     gent_t *a, *atmp;
-    bool oom = false;
     HASH_ITER(hh, e->applied, a, atmp) {
-        govern_t *g = NULL;
         const eqobj_t *o = NULL;
         if (strcmp(a->s.name, KQ_QTREE_DEFAULT) == 0 || strcmp(a->owner, "default") == 0) {
-            g = govern_new(a->s.name, GOV_DEFAULT, NULL, NULL, 0);
+            kq_resolve_map_govern(m, a->s.name, KQ_RESOLVE_GOV_DEFAULT, NULL, NULL, 0);
         } else if (strcmp(a->owner, "queue") == 0) {
-            g = govern_new(a->s.name, GOV_QUEUE, NULL, NULL, 0);
+            kq_resolve_map_govern(m, a->s.name, KQ_RESOLVE_GOV_QUEUE, NULL, NULL, 0);
         } else if (strncmp(a->owner, "profile ", 8) == 0) {
             char ns[254];
             const char *key = a->owner + 8, *slash = strchr(key, '/');
             snprintf(ns, sizeof(ns), "%.*s", slash != NULL ? (int)(slash - key) : (int)strlen(key), key);
-            g = govern_new(a->s.name, GOV_OBJECT, ns, NULL, 0);
+            kq_resolve_map_govern(m, a->s.name, KQ_RESOLVE_GOV_OBJECT, ns, NULL, 0);
         } else {
             HASH_FIND_STR(e->objs, a->owner, o);
             if (o == NULL)
                 continue;
             bool upstream = strcmp(o->api_group, KQ_EQ_GROUP_UPSTREAM) == 0;
-            g = govern_new(a->s.name, GOV_OBJECT, o->ns, o->nss, upstream ? 0 : o->n_nss);
-        }
-        if (g == NULL) {
-            oom = true;
-            break;
-        }
-        HASH_ADD_KEYPTR(hh, t, g->group, strlen(g->group), g);
-    }
-    if (oom) {
-        kq_error("event=quota_names_not_rebuilt error=\"out of memory\" msg=\"keeping the previous view of "
-                 "which namespaces may name each quota\"");
-        govern_free(t);
-        return;
-    }
-    pthread_rwlock_wrlock(&e->map_mu);
-    govern_t *old = e->gov;
-    e->gov = t;
-    pthread_rwlock_unlock(&e->map_mu);
-    govern_free(old);
-}
-
-/* The names the resolver takes as the default group (Koordinator's reserved quotas, the
- * tree's reserved groups). */
-static bool default_name(const char *name)
-{
-    return strcmp(name, KQ_QTREE_DEFAULT) == 0 || strcmp(name, KOORD_DEFAULT) == 0 ||
-           strcmp(name, KOORD_ROOT) == 0 || strcmp(name, KOORD_SYSTEM) == 0 || strcmp(name, KQ_QTREE_ROOT) == 0 ||
-           strcmp(name, KQ_QTREE_SYSTEM) == 0;
-}
-
-/* May a pod of namespace ns (its queue; NULL when not known, as at admission) name quota
- * `name`? 0, or KQ_EDENIED with msg (pod names the pod) and *kind. map_mu taken for
- * reading; nothing else. */
-static int name_check(kq_elastic_t *e, const char *ns, const char *pod, const char *name, const char *queue,
-                      char *msg, size_t len, kq_denial_t *kind)
-{
-    kq_denial_set(kind, KQ_DENIAL_NONE);
-    if (e == NULL || name == NULL || ns == NULL || is_system_ns(e, ns))
-        return 0;
-    int rc = 0;
-    pthread_rwlock_rdlock(&e->map_mu);
-    govern_t *g = NULL;
-    nsmap_t *own = NULL;
-    HASH_FIND_STR(e->nsmap, ns, own);
-    if (!default_name(name))
-        HASH_FIND_STR(e->gov, name, g);
-    if (default_name(name) || (g != NULL && g->kind == GOV_DEFAULT)) {
-        if (own != NULL && strcmp(own->group, KQ_QTREE_DEFAULT) != 0) {
-            kq_errf(msg, len, "pod %s/%s: label %sname names %s, the default quota, but namespace %s has a quota of "
-                    "its own, %s: a pod may name only a quota that governs its namespace", ns, pod,
-                    KQ_EQ_LABEL_PREFIX, name, ns, own->group);
-            kq_denial_set(kind, KQ_DENIAL_QUOTA_OTHER_NS);
-            rc = KQ_EDENIED;
-        }
-    } else if (g == NULL) {
-        kq_errf(msg, len, "pod %s/%s: elastic quota %s not found: label %sname names no ElasticQuota, queue or "
-                "quota group of that name", ns, pod, name, KQ_EQ_LABEL_PREFIX);
-        kq_denial_set(kind, KQ_DENIAL_QUOTA_NOT_FOUND);
-        rc = KQ_EDENIED;
-    } else if (g->kind == GOV_QUEUE) {
-        if (queue != NULL && strcmp(queue, name) != 0) {
-            kq_errf(msg, len, "pod %s/%s: label %sname names quota group %s, the group of queue %s, not of the pod's "
-                    "queue %s", ns, pod, KQ_EQ_LABEL_PREFIX, name, name, queue);
-            kq_denial_set(kind, KQ_DENIAL_QUOTA_OTHER_NS);
-            rc = KQ_EDENIED;
-        }
-    } else {
-        bool ok = g->ns != NULL && strcmp(g->ns, ns) == 0;
-        for (size_t i = 0; !ok && i < g->n_nss; i++)
-            ok = strcmp(g->nss[i], ns) == 0;
-        if (!ok) {
-            kq_errf(msg, len, "pod %s/%s: label %sname names quota %s of namespace %s, which does not govern "
-                    "namespace %s: a pod may name only a quota of its own namespace or one whose %snamespaces "
-                    "annotation lists it", ns, pod, KQ_EQ_LABEL_PREFIX, name, g->ns ? g->ns : "-", ns,
-                    KQ_EQ_LABEL_PREFIX);
-            kq_denial_set(kind, KQ_DENIAL_QUOTA_OTHER_NS);
-            rc = KQ_EDENIED;
+            kq_resolve_map_govern(m, a->s.name, KQ_RESOLVE_GOV_OBJECT, o->ns, o->nss, upstream ? 0 : o->n_nss);
         }
     }
-    pthread_rwlock_unlock(&e->map_mu);
-    return rc;
 }
 
-int kq_elastic_check_quota_name(kq_elastic_t *e, const kq_pod_t *pod, char *msg, size_t len, kq_denial_t *kind)
+/* The resolver's snapshot (resolve.h): the namespace -> group map (resolution step 3), the
+ * queue groups that bound something (step 4) and who may name each group, built from the
+ * applied groups and swapped in whole. Objects are visited in arrival order (reconcile
+ * sorts them), so of two objects binding a namespace at the same rank the earlier one
+ * keeps it and the later one is logged once. apply_mu held. True when the resolver now
+ * answers differently (pods may have to move). */
+static bool rebuild_resolver(kq_elastic_t *e)
 {
-    kq_denial_set(kind, KQ_DENIAL_NONE);
-    if (e == NULL || pod == NULL)
-        return 0;
-    return name_check(e, pod->ns, pod->name ? pod->name : "-", pod->quota_name, pod->queue, msg, len, kind);
-}
-
-/* Whether two namespace maps give every namespace the same group. */
-static bool nsmap_same(nsmap_t *a, nsmap_t *b)
-{
-    if (HASH_COUNT(a) != HASH_COUNT(b))
+    kq_resolve_map_t *m = kq_resolve_map_new();
+    if (m == NULL) {
+        kq_error("event=quota_names_not_rebuilt error=\"out of memory\" msg=\"keeping the previous namespace "
+                 "map\"");
         return false;
-    for (nsmap_t *x = a; x != NULL; x = x->hh.next) {
-        nsmap_t *y;
-        HASH_FIND_STR(b, x->ns, y);
-        if (y == NULL || !str_eq(x->group, y->group))
-            return false;
     }
-    return true;
-}
-
-/* The namespace -> group map (elastic.h, resolution step 3). Objects are visited in
- * arrival order (reconcile sorts them), so of two objects binding a namespace at the same
- * rank the earlier one keeps it and the later one is logged once. apply_mu held. True
- * when the maps now answer differently (pods may have to move). */
-static bool rebuild_nsmap(kq_elastic_t *e)
-{
-    nsmap_t *m = NULL;
     eqobj_t *o, *tmp;
     HASH_ITER(hh, e->objs, o, tmp) {
         gent_t *a;
@@ -917,40 +743,22 @@ static bool rebuild_nsmap(kq_elastic_t *e)
             const char *ns;
             int prio;
             if (i == 0 && upstream) {
-                ns = o->ns, prio = 2;          /* scheduler-plugins: the quota of its namespace */
+                ns = o->ns, prio = KQ_RESOLVE_RANK_UPSTREAM; /* scheduler-plugins: the quota of its namespace */
             } else if (i == 0) {
                 if (strcmp(o->name, o->ns) != 0)
                     continue;                  /* Koordinator: only a quota named like it */
-                ns = o->ns, prio = 0;
+                ns = o->ns, prio = KQ_RESOLVE_RANK_NAMED;
             } else {
                 if (upstream)
                     break;
-                ns = o->nss[i - 1], prio = 1;  /* Koordinator's namespaces annotation */
+                ns = o->nss[i - 1], prio = KQ_RESOLVE_RANK_LISTED; /* Koordinator's namespaces annotation */
             }
-            nsmap_t *x;
-            HASH_FIND_STR(m, ns, x);
-            if (x != NULL && x->prio <= prio) {
-                if (x->prio == prio && strcmp(x->group, o->s.name) != 0 && !lost) {
-                    lost = true;
-                    snprintf(lost_ns, sizeof(lost_ns), "%s", ns);
-                    snprintf(lost_to, sizeof(lost_to), "%s", x->group);
-                }
-                continue;
+            const char *holder = NULL;
+            if (!kq_resolve_map_bind(m, ns, o->s.name, prio, &holder) && holder != NULL && !lost) {
+                lost = true;
+                snprintf(lost_ns, sizeof(lost_ns), "%s", ns);
+                snprintf(lost_to, sizeof(lost_to), "%s", holder);
             }
-            char *g = strdup(o->s.name);
-            if (g == NULL)
-                continue;
-            if (x == NULL) {
-                if ((x = calloc(1, sizeof(*x))) == NULL || (x->ns = strdup(ns)) == NULL) {
-                    free(x);
-                    free(g);
-                    continue;
-                }
-                HASH_ADD_KEYPTR(hh, m, x->ns, strlen(x->ns), x);
-            }
-            free(x->group);
-            x->group = g;
-            x->prio = prio;
         }
         if (lost && !o->ns_conflict)
             kq_warn("event=namespace_bound_twice object=%s namespace=%s group=%s msg=\"the namespace is already "
@@ -960,7 +768,6 @@ static bool rebuild_nsmap(kq_elastic_t *e)
     /* queue groups with a min or a max of their own or of an ancestor queue: a queue that
      * bounds nothing is no quota, and its pods belong to the default group (resolution
      * step 4) */
-    nsmap_t *qb = NULL;
     gent_t *g, *gtmp;
     HASH_ITER(hh, e->qsrc, g, gtmp) {
         bool bounded = false;
@@ -971,25 +778,11 @@ static bool rebuild_nsmap(kq_elastic_t *e)
             if (par != NULL)
                 HASH_FIND_STR(e->qsrc, par, x);
         }
-        nsmap_t *y;
-        if (!bounded || (y = calloc(1, sizeof(*y))) == NULL)
-            continue;
-        if ((y->ns = strdup(g->s.name)) == NULL) {
-            free(y);
-            continue;
-        }
-        HASH_ADD_KEYPTR(hh, qb, y->ns, strlen(y->ns), y);
+        if (bounded)
+            kq_resolve_map_bounded_queue(m, g->s.name);
     }
-    pthread_rwlock_wrlock(&e->map_mu);
-    nsmap_t *old = e->nsmap, *oldq = e->qbound;
-    e->nsmap = m;
-    e->qbound = qb;
-    pthread_rwlock_unlock(&e->map_mu);
-    bool changed = !nsmap_same(old, m) || !nsmap_same(oldq, qb);
-    nsmap_free(old);
-    nsmap_free(oldq);
-    rebuild_govern(e);
-    return changed;
+    govern_into(e, m);
+    return kq_resolve_swap(e->resolver, m);
 }
 
 /* Level-triggered resolution (issue 38): after a change to what the resolver reads (a group
@@ -998,7 +791,7 @@ static bool rebuild_nsmap(kq_elastic_t *e)
  * While an informer applies a list, this waits for the list's end: one O(pods) walk per
  * list rather than one per object, and none before the objects a restart lists are all in
  * (a pod listed before its quota would otherwise stay in the default group). apply_mu held
- * (order apply_mu -> ledger -> map_mu -> quota tree). */
+ * (order apply_mu -> ledger -> resolver -> quota tree). */
 static void reresolve(kq_elastic_t *e)
 {
     bool listing = e->prof_listing;
@@ -1149,7 +942,7 @@ static void reconcile(kq_elastic_t *e)
             note_fail(e, g->s.name, "cannot be removed while it has child groups");
     }
     gent_table_free(&want);
-    if (rebuild_nsmap(e))
+    if (rebuild_resolver(e))
         moved = true;
     trees_snapshot(e);
     if (moved || e->reresolve_due)
@@ -2091,63 +1884,6 @@ int kq_elastic_tree_of_groups(kq_elastic_t *e, json_t *qtree)
     return rc;
 }
 
-/* ================================================================== resolver ==== */
-
-static bool is_system_ns(const kq_elastic_t *e, const char *ns)
-{
-    for (size_t i = 0; ns != NULL && i < e->o.n_system_namespaces; i++)
-        if (strcmp(e->o.system_namespaces[i], ns) == 0)
-            return true;
-    return false;
-}
-
-int kq_elastic_resolve(void *ud, const kq_pod_t *pod, char *group, size_t len)
-{
-    kq_elastic_t *e = ud;
-    const char *pick = KQ_QTREE_DEFAULT;
-    bool parent = false;
-    char found[KQ_QTREE_NAME_MAX + 1];
-    if (is_system_ns(e, pod->ns)) {
-        pick = KQ_QTREE_SYSTEM;
-        goto out;
-    }
-    kq_denial_t nk = KQ_DENIAL_NONE;
-    if (pod->quota_name != NULL &&
-        (name_check(e, pod->ns, "-", pod->quota_name, pod->queue, NULL, 0, &nk) == 0 ||
-         nk == KQ_DENIAL_QUOTA_NOT_FOUND)) {
-        /* Koordinator: a label naming no quota (or a reserved one) means the default group */
-        if (strcmp(pod->quota_name, KQ_QTREE_SYSTEM) != 0 && strcmp(pod->quota_name, KQ_QTREE_ROOT) != 0 &&
-            kq_qtree_lookup(e->qt, pod->quota_name, &parent))
-            pick = pod->quota_name;
-        goto out;
-    }
-    /* a label naming a quota that does not govern the namespace is not taken (issue 37): the
-     * pod is denied at filter and bind; one bound by someone else counts as if unlabelled */
-    found[0] = '\0';
-    pthread_rwlock_rdlock(&e->map_mu);
-    nsmap_t *m = NULL;
-    if (pod->ns != NULL)
-        HASH_FIND_STR(e->nsmap, pod->ns, m);
-    if (m != NULL && kq_qtree_lookup(e->qt, m->group, &parent) && !parent)
-        snprintf(found, sizeof(found), "%s", m->group);
-    bool qbounded = false;
-    if (found[0] == '\0' && pod->queue != NULL) {
-        nsmap_t *q;
-        HASH_FIND_STR(e->qbound, pod->queue, q);
-        qbounded = q != NULL;
-    }
-    pthread_rwlock_unlock(&e->map_mu);
-    if (found[0] != '\0') {
-        pick = found;
-        goto out;
-    }
-    if (qbounded && kq_qtree_lookup(e->qt, pod->queue, &parent) && !parent)
-        pick = pod->queue;
-out:
-    snprintf(group, len, "%s", pick);
-    return 0;
-}
-
 /* ================================================================== reclaim ==== */
 
 static int default_evict(void *ud, const char *ns, const char *name, const char *uid, char *err, size_t len)
@@ -3065,7 +2801,8 @@ kq_elastic_t *kq_elastic_new(kq_app_t *app, const kq_elastic_opts_t *opts)
     pthread_mutex_init(&e->node_mu, NULL);
     pthread_mutex_init(&e->tmu, NULL);
     pthread_cond_init(&e->tcv, NULL);
-    if ((e->qt = kq_qtree_new()) == NULL) {
+    if ((e->qt = kq_qtree_new()) == NULL ||
+        (e->resolver = kq_resolver_new(e->qt, e->o.system_namespaces, e->o.n_system_namespaces)) == NULL) {
         kq_elastic_free(e);
         return NULL;
     }
@@ -3075,7 +2812,7 @@ kq_elastic_t *kq_elastic_new(kq_app_t *app, const kq_elastic_opts_t *opts)
     pthread_mutex_unlock(&e->apply_mu);
     config_poll(e);
     if (app != NULL && app->ledger != NULL)
-        kq_ledger_set_qtree(app->ledger, e->qt, kq_elastic_resolve, e);
+        kq_ledger_set_qtree(app->ledger, e->qt, kq_resolve_pod, e->resolver);
     return e;
 }
 
@@ -3148,9 +2885,7 @@ void kq_elastic_free(kq_elastic_t *e)
         free(f->msg);
         free(f);
     }
-    nsmap_free(e->nsmap);
-    nsmap_free(e->qbound);
-    govern_free(e->gov);
+    kq_resolver_free(e->resolver);
     treeof_free(e->tgroups);
     treeof_free(e->tnodes);
     node_t *n, *ntmp;
@@ -3209,6 +2944,11 @@ bool kq_elastic_preempt_default(const kq_elastic_t *e)
 kq_qtree_t *kq_elastic_qtree(kq_elastic_t *e)
 {
     return e ? e->qt : NULL;
+}
+
+kq_resolver_t *kq_elastic_resolver(kq_elastic_t *e)
+{
+    return e ? e->resolver : NULL;
 }
 
 /* ================================================================== admission ==== */
@@ -3381,16 +3121,14 @@ out:
     if (rc != 0)
         return rc;
     /* one namespace, one quota */
-    pthread_rwlock_rdlock(&e->map_mu);
     for (size_t i = 0; i < o->n_nss && rc == 0; i++) {
-        nsmap_t *m;
-        HASH_FIND_STR(e->nsmap, o->nss[i], m);
-        if (m != NULL && m->prio <= 1 && strcmp(m->group, o->s.name) != 0) {
-            kq_errf(msg, len, "%s: namespace %s is already bound to quota %s", what, o->nss[i], m->group);
+        char bound[KQ_QTREE_NAME_MAX + 1];
+        if (kq_resolve_namespace_quota(e->resolver, o->nss[i], KQ_RESOLVE_RANK_LISTED, bound, sizeof(bound)) &&
+            strcmp(bound, o->s.name) != 0) {
+            kq_errf(msg, len, "%s: namespace %s is already bound to quota %s", what, o->nss[i], bound);
             rc = KQ_EDENIED;
         }
     }
-    pthread_rwlock_unlock(&e->map_mu);
     return rc;
 }
 
@@ -3498,7 +3236,7 @@ int kq_elastic_check_pod(void *ud, const json_t *pod, const json_t *old, char *m
     }
     /* issue 37: only a quota that exists and governs the pod's namespace (a queue group's
      * pods are known only once the pod's queue is: that is checked at filter and bind) */
-    if (e != NULL && q != NULL && name_check(e, ns, name, q, NULL, msg, len, NULL) != 0)
+    if (e != NULL && q != NULL && kq_resolve_check_name(e->resolver, ns, name, q, NULL, msg, len, NULL) != 0)
         return KQ_EDENIED;
     if (old != NULL) {
         const char *a = json_string_value(json_object_get(json_object_get(json_object_get(old, "metadata"), "labels"),

@@ -68,6 +68,7 @@
 #include "kubequota/control/ledger.h"
 #include "kubequota/control/metering.h"
 #include "kubequota/control/requeue.h"
+#include "kubequota/control/resolve.h"
 #include "kubequota/base/log.h"
 #include "kubequota/serve/metrics.h"
 #include "kubequota/kube/pod.h"
@@ -292,13 +293,13 @@ static void post_denial_event(kq_app_t *app, const kq_pod_t *pod, const char *re
 #define UNSEEN_WAIT_MS 100
 
 /* The quota label of a pod not counted yet: only a quota that exists and governs the pod's
- * namespace (kq_elastic_check_quota_name; issue 37), for a pod that skipped the webhook. */
+ * namespace (kq_resolve_check_quota_name; issue 37), for a pod that skipped the webhook. */
 static int check_quota_name(kq_app_t *app, const kq_pod_t *pod, char *reason, size_t rlen, kq_denial_t *kind)
 {
     if (app->elastic == NULL || pod->quota_name == NULL || app->ledger == NULL ||
         kq_ledger_is_counted(app->ledger, pod->uid))
         return 0;
-    return kq_elastic_check_quota_name(app->elastic, pod, reason, rlen, kind);
+    return kq_resolve_check_quota_name(kq_elastic_resolver(app->elastic), pod, reason, rlen, kind);
 }
 
 /* The filter's verdict on a resolved pod, changing nothing: its quota label, the ledger's
@@ -697,7 +698,7 @@ static int filter_tree(kq_app_t *app, const kq_pod_t *pod, const kq_jvalue_t *no
 {
     char group[KQ_QTREE_NAME_MAX + 1], tree[64];
     if (app->elastic == NULL || !kq_elastic_has_trees(app->elastic) ||
-        kq_elastic_resolve(app->elastic, pod, group, sizeof(group)) != 0 ||
+        kq_resolve_pod(kq_elastic_resolver(app->elastic), pod, group, sizeof(group)) != 0 ||
         !kq_elastic_group_tree(app->elastic, group, tree, sizeof(tree)))
         return 0;
     char reason[REASON_MAX];
@@ -1343,7 +1344,7 @@ static int preempt_in_group(kq_app_t *app, const json_t *pod_obj, json_t *map)
         return 0;
     }
     char group[KQ_QTREE_NAME_MAX + 1];
-    (void)kq_elastic_resolve(app->elastic, &pod, group, sizeof(group));
+    (void)kq_resolve_pod(kq_elastic_resolver(app->elastic), &pod, group, sizeof(group));
     kq_qtree_t *qt = kq_elastic_qtree(app->elastic);
     int rc = 0;
     size_t kept_nodes = 0, dropped_nodes = 0, dropped_victims = 0;

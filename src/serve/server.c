@@ -69,9 +69,9 @@
  *                     patches and Events with no lock held; expires old reservations.
  *
  * Shared state and its guard: config snapshots are immutable and reference-counted; the
- * ledger, the ugm, the quota tree, elastic, metering and gating each have private locks, always
- * taken in the order elastic apply -> ledger -> ugm manager -> user tracker -> group tracker
- * -> quota tree, and ledger -> requeue (a leaf) (gating's lock comes first of all: gating -> ledger -> ..., gating -> metering) (metering's lock nests only inside the nodes lock); metrics are atomics; app's pointers are
+ * ledger, the ugm, the quota tree, elastic, the resolver, metering and gating each have private
+ * locks, always taken in the order elastic apply -> ledger -> ugm manager -> user tracker ->
+ * group tracker -> quota tree, ledger -> resolver -> quota tree (elastic apply -> resolver), and ledger -> requeue (a leaf) (gating's lock comes first of all: gating -> ledger -> ..., gating -> metering) (metering's lock nests only inside the nodes lock); metrics are atomics; app's pointers are
  * read-only while the server runs. jansson values never cross threads (each request
  * parses its own), libcurl easy handles are per call.
  *

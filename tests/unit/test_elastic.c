@@ -255,7 +255,7 @@ static void eq(fx_t *f, int type, const char *json)
 static void resolve(fx_t *f, const kq_pod_t *p, const char *want)
 {
     char g[KQ_QTREE_NAME_MAX + 1];
-    assert_int_equal(kq_elastic_resolve(f->e, p, g, sizeof(g)), 0);
+    assert_int_equal(kq_resolve_pod(kq_elastic_resolver(f->e), p, g, sizeof(g)), 0);
     assert_string_equal(g, want);
 }
 
@@ -1177,7 +1177,7 @@ static void test_preempt_rules(void **state)
     dpre.priority = 10;
     kq_ledger_observe(f->app.ledger, &dpre);
     char g[KQ_QTREE_NAME_MAX + 1];
-    assert_int_equal(kq_elastic_resolve(f->e, &d, g, sizeof g), 0);
+    assert_int_equal(kq_resolve_pod(kq_elastic_resolver(f->e), &d, g, sizeof g), 0);
     assert_string_equal(g, KQ_QTREE_DEFAULT);
     m = preempt(f, "dpre", NULL, 1, 10, "{\"n1\":{\"Pods\":[{\"UID\":\"d\"}],\"NumPDBViolations\":0}}");
     assert_int_equal(json_object_size(m), 0);
@@ -1735,7 +1735,7 @@ static int name_verdict(fx_t *f, const char *ns, const char *quota, const char *
     kq_pod_t p = mk("n", ns, queue, CPU(1), NULL);
     p.quota_name = strdup(quota);
     char why[512] = "";
-    int rc = kq_elastic_check_quota_name(f->e, &p, why, sizeof(why), kind);
+    int rc = kq_resolve_check_quota_name(kq_elastic_resolver(f->e), &p, why, sizeof(why), kind);
     kq_pod_clear(&p);
     return rc;
 }

@@ -30,25 +30,10 @@
  *  - The system group (pods of the system namespaces, --system-namespaces, default
  *    kube-system) and the default group (--default-quota-min/max) exist from the start.
  *
- * A pod's quota group (kq_elastic_resolve), first match wins:
- *   1. the pod's namespace is a system namespace -> KQ_QTREE_SYSTEM;
- *   2. label quota.scheduling.koordinator.sh/name: the group it names (a parent group
- *      too: the pod is then denied, "only leaf groups run pods"); a name that is no
- *      group ("koordinator-default-quota", "koordinator-system-quota", unknown names)
- *      -> the default group, as Koordinator does (a label never reaches the system group).
- *      Not taken when the group does not govern the pod's namespace
- *      (kq_elastic_check_quota_name, issue 37): the next steps decide;
- *   3. the namespace's quota, in this order: the Koordinator object named like the
- *      namespace in that namespace; the Koordinator object whose annotation
- *      quota.scheduling.koordinator.sh/namespaces lists it; the scheduler-plugins object
- *      in the namespace. Never "the first object of the namespace": of two objects at the
- *      same rank the one seen first binds the namespace and the other is logged;
- *   4. the quota group of the pod's queue (kubequota.io/queue or the namespace queue,
- *      see pod.h), when that group exists, is a leaf and bounds something (the queue or
- *      one of its parents has guaranteed or max resources: a queue without any is no
- *      quota, so Koordinator's default-quota rules apply to its pods);
- *   5. KQ_QTREE_DEFAULT.
- * A pod keeps the group it was counted in until it ends (the ledger remembers it).
+ * A pod's quota group: the resolver (resolve.h), which reconcile feeds with the applied
+ * groups, the namespaces their objects bind and who may name each group. A pod keeps the
+ * group it was counted in until what the resolver reads changes; then the ledger asks again
+ * for every pod (kq_ledger_reresolve).
  *
  * Cluster total: the sum of status.allocatable of nodes without spec.unschedulable, set
  * after the first full node list (before it, runtime bounds nothing).
@@ -90,10 +75,11 @@
  *
  * Threads and locks: informer threads (nodes, one per served ElasticQuota API group) and
  * one timer thread (config changes, CRD probes, reclaim, status, ledger expiry). All
- * changes to the tree's groups are serialised by a private apply lock; the resolver's
- * namespace map has its own lock. Lock order: apply -> ledger -> ugm -> quota tree, and
- * map -> quota tree. No I/O under any lock: evictions, events and status writes work on
- * copies taken under the locks.
+ * changes to the tree's groups are serialised by a private apply lock; the resolver
+ * (resolve.h) and the trees' placement snapshot have their own locks. Lock order: apply ->
+ * ledger -> ugm -> quota tree; apply -> ledger -> resolver -> quota tree; apply ->
+ * resolver; placement -> quota tree. No I/O under any lock: evictions, events and status
+ * writes work on copies taken under the locks.
  */
 #ifndef KUBEQUOTA_ELASTIC_H
 #define KUBEQUOTA_ELASTIC_H
@@ -110,6 +96,7 @@
 #include "kubequota/kube/pod.h"
 #include "kubequota/engine/quota_tree.h"
 #include "kubequota/engine/resource.h"
+#include "kubequota/control/resolve.h"
 
 #define KQ_EQ_GROUP_UPSTREAM "scheduling.x-k8s.io"
 #define KQ_EQ_GROUP_KOORD    "scheduling.sigs.k8s.io"
@@ -157,8 +144,8 @@ typedef struct kq_elastic_opts {
 void kq_elastic_opts_default(kq_elastic_opts_t *o);
 
 /* New module with a new quota tree: the queues of app->config's partition app->partition
- * become groups, and app->ledger (when set) is wired to the tree with kq_elastic_resolve
- * (kq_ledger_set_qtree): call before any pod reaches the ledger. app is borrowed and must
+ * become groups, and app->ledger (when set) is wired to the tree and the module's resolver
+ * (kq_ledger_set_qtree with kq_resolve_pod): call before any pod reaches the ledger. app is borrowed and must
  * outlive the module; opts is copied (system_namespaces stays borrowed). NULL on ENOMEM. */
 kq_elastic_t *kq_elastic_new(kq_app_t *app, const kq_elastic_opts_t *opts);
 /* Starts the informers (when app->kube is set) and the timer thread. 0 or KQ_ENOMEM. */
@@ -198,9 +185,9 @@ bool kq_elastic_has_trees(kq_elastic_t *e); /* any profile (one atomic load) */
 bool kq_elastic_group_tree(kq_elastic_t *e, const char *group, char *tree, size_t len);
 bool kq_elastic_node_in_tree(kq_elastic_t *e, const char *tree, const char *node, size_t node_len);
 
-/* The pod's quota group (rules above) in group; 0. KQ_ENOENT never: every pod has one.
- * Matches kq_ledger_resolve_fn (ud = the module). */
-int kq_elastic_resolve(void *ud, const kq_pod_t *pod, char *group, size_t len);
+/* The resolver (resolve.h) the module feeds: borrowed, lives as long as the module; NULL
+ * for a NULL module. */
+kq_resolver_t *kq_elastic_resolver(kq_elastic_t *e);
 
 /* ---- inputs (the informers and the timer call these; public for tests) ---- */
 
@@ -250,25 +237,11 @@ unsigned long kq_elastic_status_writes(kq_elastic_t *e, unsigned long *failed);
  * koordinator-default-quota not deleted. Denials say why. */
 int kq_elastic_validate_admission(void *ud, const json_t *request, char *msg, size_t len);
 
-/* Issue 37: may the pod name the quota its label quota.scheduling.koordinator.sh/name names?
- * Only a quota that governs its namespace: an ElasticQuota object of its namespace, or one
- * whose namespaces annotation lists it (a scheduler-plugins object: of its namespace); a
- * profile's root group of its namespace; the quota group of the pod's own queue (pod->queue;
- * not checked while NULL); the default group (or a name that means it:
- * koordinator-default-quota, -root-quota, -system-quota, root, system) only when the
- * namespace has no quota of its own. Pods of system namespaces and pods without the label
- * pass. 0, or KQ_EDENIED with msg and *kind: KQ_DENIAL_QUOTA_NOT_FOUND (no group of that
- * name: not applied yet, or never) or KQ_DENIAL_QUOTA_OTHER_NS. A read lock, no allocation.
- * The resolver (kq_elastic_resolve) does not take a label this refuses for another
- * namespace: such a pod, bound by someone else, counts as if it had no label. */
-int kq_elastic_check_quota_name(kq_elastic_t *e, const kq_pod_t *pod, char *msg, size_t len,
-                                kq_denial_t *kind) KQ_WUR;
-
 /* kq_admission_pod_hook_t for kq_admission_opts_t.check_pod_quota (ud = the module),
  * Koordinator's pod rules (koordinator-sh/koordinator pkg/webhook/elasticquota/pod_check.go):
  * a pod whose label quota.scheduling.koordinator.sh/name names a parent quota group is
- * denied (CREATE and UPDATE), and so is one naming a quota kq_elastic_check_quota_name
- * refuses (issue 37; the pod's queue not known here); an UPDATE may not change the label
+ * denied (CREATE and UPDATE), and so is one naming a quota kq_resolve_check_name refuses
+ * (issue 37; the pod's queue not known here); an UPDATE may not change the label
  * quota.scheduling.koordinator.sh/preemptible (whether the pod counts within min). 0 or
  * KQ_EDENIED with msg. */
 int kq_elastic_check_pod(void *ud, const json_t *pod, const json_t *old, char *msg, size_t len);
