@@ -43,8 +43,9 @@
  *   elastic           (elastic.c) a nodes informer (cluster total -> quota tree, metering), one
  *                     ElasticQuota informer per served API group (-> quota tree under the
  *                     apply lock), and a timer thread: config changes, CRD probes, reclaim
- *                     evictions and status writes (leader only; I/O on copies, no lock held),
- *                     expiry of unconfirmed ledger entries.
+ *                     evictions (reclaim.c, whose state only this thread touches) and status
+ *                     writes (leader only; I/O on copies, no lock held), expiry of
+ *                     unconfirmed ledger entries.
  *   leader            (leader.c) renews the Lease on its own API client; kq_leader_acts() is an
  *                     atomic read the elastic timer and metering check before acting.
  *   metering          (metering.c) computes prices and charges on its own thread under its own

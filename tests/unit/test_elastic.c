@@ -22,6 +22,8 @@
 #include "kubequota/serve/extender.h"
 #include "kubequota/kube/kube.h"
 #include "kubequota/control/ledger.h"
+#include "kubequota/control/reclaim.h"
+#include "kubequota/control/resolve.h"
 #include "kubequota/base/log.h"
 #include "kubequota/kube/pod.h"
 #include "kubequota/engine/quota_tree.h"
@@ -934,15 +936,15 @@ static void test_reclaim_sources(void **state)
     (void)state;
     unsigned v = 0;
     char err[256];
-    assert_int_equal(kq_elastic_parse_reclaim_sources("queues,koordinator", &v, err, sizeof(err)), 0);
+    assert_int_equal(kq_reclaim_parse_sources("queues,koordinator", &v, err, sizeof(err)), 0);
     assert_int_equal(v, KQ_RECLAIM_QUEUES | KQ_RECLAIM_KOORD);
-    assert_int_equal(kq_elastic_parse_reclaim_sources("none", &v, err, sizeof(err)), 0);
+    assert_int_equal(kq_reclaim_parse_sources("none", &v, err, sizeof(err)), 0);
     assert_int_equal(v, 0);
-    assert_int_equal(kq_elastic_parse_reclaim_sources("", &v, err, sizeof(err)), 0);
+    assert_int_equal(kq_reclaim_parse_sources("", &v, err, sizeof(err)), 0);
     assert_int_equal(v, 0);
-    assert_int_equal(kq_elastic_parse_reclaim_sources("scheduler-plugins", &v, err, sizeof(err)), 0);
+    assert_int_equal(kq_reclaim_parse_sources("scheduler-plugins", &v, err, sizeof(err)), 0);
     assert_int_equal(v, KQ_RECLAIM_UPSTREAM);
-    assert_int_equal(kq_elastic_parse_reclaim_sources("queues,yunikorn", &v, err, sizeof(err)), KQ_EINVAL);
+    assert_int_equal(kq_reclaim_parse_sources("queues,yunikorn", &v, err, sizeof(err)), KQ_EINVAL);
     assert_non_null(strstr(err, "yunikorn"));
     kq_elastic_opts_t o;
     kq_elastic_opts_default(&o);

@@ -42,28 +42,9 @@
  * informer starts; a 404 means the cluster does not serve that CRD: it is probed again
  * later, with the delay doubling from 1s up to 60s.
  *
- * Reclaim: a timer (every tick_ms) lists the leaf groups whose used exceeds min(runtime,
- * max) in a resource their max names (never the default group). Reclaim is on per source
- * of the group (reclaim_sources): queues.yaml and scheduler-plugins objects by default,
- * Koordinator objects only when asked (Koordinator's QuotaOverUsedRevokeController runs
- * only with monitorAllQuotas, default false: koordinator-sh/koordinator
- * pkg/scheduler/plugins/elasticquota/quota_overuse_revoke.go, pkg/scheduler/apis/config/
- * v1/defaults.go). A queue group over its lowered resources.max alone is YuniKorn's quota
- * preemption instead (quota_preemption_delay), whatever reclaim_sources says. A group over
- * for at least its grace (reclaim_grace_ms; Koordinator objects koord_delay_ms,
- * Koordinator's delayEvictTime, after which the clock starts again, as Koordinator's
- * monitor does) loses the smallest set of pods that brings it back (Koordinator's
- * assign-back): pods are taken lowest priority first, then youngest, until the excess is
- * covered, then every taken pod that can stay without going over again is given back,
- * highest priority first; the rest are evicted through the Eviction API. Never evicted:
- * non-preemptible pods (quota.scheduling.koordinator.sh/preemptible: "false"), pods whose
- * creationTimestamp is younger than reclaim_min_runtime_ms, a pod evicted already (never
- * twice, until it is gone), a pod whose eviction was refused (a PodDisruptionBudget's
- * 429, or any error) in the last 60s: the plan is made again without it, so another pod
- * is chosen and the refused one is not asked at every tick. Every eviction is logged,
- * counted (kq_elastic_evictions) and recorded as a Warning Event "Reclaimed" on the pod.
- * A group that is over but not reclaimed (its source's reclaim is off, or a queue over its
- * max without quota preemption) is logged once each time what it is over by changes.
+ * Reclaim (reclaim.h): the timer runs a pass every tick_ms, with the sources, grace and
+ * delays of the options; the elastic module tells it where each group comes from (the
+ * owner reconcile recorded) and which config snapshot it applied.
  *
  * Status: at most every status_interval_ms per object and at most status_burst writes
  * per tick, each applied ElasticQuota whose group's used or runtime changed gets a
@@ -96,6 +77,7 @@
 #include "kubequota/kube/pod.h"
 #include "kubequota/engine/quota_tree.h"
 #include "kubequota/engine/resource.h"
+#include "kubequota/control/reclaim.h"
 #include "kubequota/control/resolve.h"
 
 #define KQ_EQ_GROUP_UPSTREAM "scheduling.x-k8s.io"
@@ -105,21 +87,6 @@
 #define KQ_EQ_ANN_RUNTIME    "quota.scheduling.koordinator.sh/runtime"
 
 typedef struct kq_elastic kq_elastic_t;
-
-/* Evicts a pod (default: kq_kube_evict on app->kube). 0, KQ_ECONFLICT (refused, e.g. a
- * PodDisruptionBudget), KQ_ENOENT (gone) or another error with err set. */
-typedef int (*kq_elastic_evict_fn)(void *ud, const char *ns, const char *name, const char *uid, char *err,
-                                   size_t errlen);
-
-/* Sources of quota groups, for kq_elastic_opts_t.reclaim_sources. */
-#define KQ_RECLAIM_QUEUES   0x1u /* queues.yaml */
-#define KQ_RECLAIM_UPSTREAM 0x2u /* scheduler-plugins ElasticQuota objects */
-#define KQ_RECLAIM_KOORD    0x4u /* Koordinator ElasticQuota objects */
-#define KQ_RECLAIM_DEFAULT KQ_RECLAIM_QUEUES
-
-/* "queues,scheduler-plugins,koordinator" (any of them, comma-separated; "none" or "" for
- * none) into *out. 0, or KQ_EINVAL with the bad word in err. */
-int kq_elastic_parse_reclaim_sources(const char *s, unsigned *out, char *err, size_t errlen) KQ_WUR;
 
 typedef struct kq_elastic_opts {
     const char *const *system_namespaces; /* borrowed; NULL = {"kube-system"} */
@@ -137,7 +104,7 @@ typedef struct kq_elastic_opts {
     bool watch_quotas;                    /* true: ElasticQuota informers */
     bool preempt_default;                 /* false: default-group pods are never preemption
                                            * victims (Koordinator's default) */
-    kq_elastic_evict_fn evict;            /* NULL = kq_kube_evict */
+    kq_reclaim_evict_fn evict;            /* NULL = kq_kube_evict (reclaim.h) */
     void *evict_ud;
 } kq_elastic_opts_t;
 
@@ -211,8 +178,9 @@ int kq_elastic_profile_event(kq_elastic_t *e, int type, const json_t *obj, char 
 void kq_elastic_profiles_list_begin(kq_elastic_t *e);
 void kq_elastic_profiles_list_end(kq_elastic_t *e);
 
-/* One reclaim pass at monotonic time now_ms (the timer passes its clock). Returns the
- * number of evictions that succeeded. */
+/* One reclaim pass (kq_reclaim_once) at monotonic time now_ms (the timer passes its clock)
+ * with the config the module last applied. Returns the number of evictions that
+ * succeeded. Timer thread (or a test's, with the timer not started). */
 size_t kq_elastic_reclaim_once(kq_elastic_t *e, int64_t now_ms);
 
 /* Evictions done / refused or failed so far. */
