@@ -20,16 +20,16 @@
  * parent, the namespace map), the ledger re-resolves every pod (reresolve(); deferred to
  * the end of a list, so a restart files no pod before its quota is listed for good).
  *
- * Threads. Informer threads (nodes; one per served ElasticQuota API group) and the timer
- * thread call in. Locks: apply_mu serialises everything that changes groups or the objs
- * table (reconcile, object events, status bookkeeping); map_mu (rwlock) guards the trees'
- * placement snapshot; node_mu the node table (with the nodes' labels) and the total;
- * apply_mu also guards the ElasticQuotaProfiles and their trees' totals (section "trees").
- * The resolver has its own lock (resolve.h). Order: apply_mu -> ledger -> ugm -> quota
+ * Threads. Informer threads (nodes; one per served ElasticQuota API group; profiles) and
+ * the timer thread call in. Locks: apply_mu serialises everything that changes groups or
+ * the objs table (reconcile, object events, status bookkeeping) and the profile table
+ * (profiles.c leaves its table to the caller's lock); node_mu guards the node table (with
+ * the nodes' labels) and the total. The resolver (resolve.c) and the trees' placement
+ * snapshot (profiles.c) have their own locks. Order: apply_mu -> ledger -> ugm -> quota
  * tree; apply_mu -> ledger -> resolver -> quota tree (re-resolution calls the resolver
  * under the ledger lock); apply_mu -> resolver (the swap); apply_mu -> node_mu (a tree's
- * total is summed from the nodes); map_mu -> quota tree; node_mu -> quota tree. Node
- * events take apply_mu only after releasing node_mu.
+ * total is summed from the nodes) -> placement (the snapshot is built from a node view);
+ * node_mu -> quota tree. Node events take apply_mu only after releasing node_mu.
  * The timer thread alone runs reclaim (reclaim.c, whose state is that thread's) and
  * touches the CRD probe state. No I/O under a lock: probes, evictions, events and
  * status PATCHes use copies made under the locks.
@@ -54,14 +54,9 @@
 #include "kubequota/control/resolve.h"
 #include "kubequota/base/log.h"
 
-#define KOORD_ROOT "koordinator-root-quota"
-#define KOORD_SYSTEM "koordinator-system-quota"
-#define KOORD_DEFAULT "koordinator-default-quota"
 #define LABEL_PARENT KQ_EQ_LABEL_PREFIX "parent"
-#define LABEL_IS_PARENT KQ_EQ_LABEL_PREFIX "is-parent"
 #define LABEL_ALLOW_LENT KQ_EQ_LABEL_PREFIX "allow-lent-resource"
 #define LABEL_FORCE KQ_EQ_LABEL_PREFIX "allow-force-update"
-#define LABEL_TREE_ID KQ_EQ_LABEL_PREFIX "tree-id"
 #define LABEL_IS_ROOT KQ_EQ_LABEL_PREFIX "is-root"
 #define LABEL_IGNORE_DEFAULT_TREE KQ_EQ_LABEL_PREFIX "ignore-default-tree"
 #define ANN_STRICT_KEYS KQ_EQ_LABEL_PREFIX "max-strict-check-resource-keys"
@@ -151,29 +146,6 @@ typedef struct node {
     json_t *labels;      /* metadata.labels (own copy), for ElasticQuotaProfile selectors */
 } node_t;
 
-/* An ElasticQuotaProfile (quota.koordinator.sh/v1alpha1): one quota tree (see "trees"). */
-typedef struct profile {
-    char *key; /* namespace/name */
-    UT_hash_handle hh;
-    char *tree_id;       /* label tree-id, else Koordinator's hash of the key */
-    char *quota;         /* spec.quotaName: the tree's root quota group */
-    double ratio;        /* spec.resourceRatio, 1 when absent or out of (0, 1] */
-    json_t *selector;    /* spec.nodeSelector (own copy, checked); NULL selects no node */
-    bool is_parent;      /* spec.quotaLabels' is-parent */
-    char **keys;         /* annotation resource-keys (default cpu, memory): the root's min/max */
-    size_t n_keys;
-    kq_resource_t total; /* the tree's total, as last computed (apply_mu) */
-    size_t n_nodes;
-    uint64_t list_gen;
-} profile_t;
-
-/* The trees' placement snapshot (section "trees"): a group's or a node's tree id. */
-typedef struct treeof {
-    char *name;
-    char *tree;
-    UT_hash_handle hh;
-} treeof_t;
-
 typedef struct failmsg {
     char *name;
     char *msg;
@@ -204,9 +176,6 @@ struct kq_elastic {
 
     kq_resolver_t *resolver; /* fed by reconcile (rebuild_resolver); its own lock */
 
-    pthread_rwlock_t map_mu;
-    treeof_t *tgroups; /* map_mu: groups in a profile's tree -> its tree id */
-    treeof_t *tnodes;  /* map_mu: nodes a profile selects -> its tree id (the first profile) */
 
     pthread_mutex_t node_mu;
     node_t *nodes;
@@ -224,9 +193,7 @@ struct kq_elastic {
     kq_watch_t *prof_watch; /* ElasticQuotaProfiles, started like eq_watch once served */
     int64_t prof_probe_at, prof_probe_delay;
     bool prof_probe_logged;
-    profile_t *profiles;    /* apply_mu */
-    uint64_t prof_list_gen; /* apply_mu */
-    atomic_int n_profiles;  /* HASH_COUNT(profiles), read without apply_mu by node events */
+    kq_profiles_t *profiles; /* the table under apply_mu; its placement snapshot under its own lock */
     struct informer_ud iud[N_API];
     int64_t probe_at[N_API], probe_delay[N_API];
     bool probe_logged[N_API];
@@ -240,7 +207,6 @@ struct kq_elastic {
 };
 
 /* multi-tree quotas (section "trees") */
-static void profile_free(profile_t *p);
 static int trees_desired(kq_elastic_t *e, gent_t **want);
 static bool tree_root_object(const kq_elastic_t *e, const eqobj_t *o);
 static void trees_refresh(kq_elastic_t *e);
@@ -512,13 +478,13 @@ static int eq_parse(const json_t *obj, const char *hint, const char *ns_hint, eq
         o->s.sum_of_mins = true;
         goto limits;
     }
-    o->ignored = strcmp(name, KOORD_ROOT) == 0 || strcmp(name, KOORD_SYSTEM) == 0;
-    o->s.name = strdup(strcmp(name, KOORD_DEFAULT) == 0 ? KQ_QTREE_DEFAULT : name);
+    o->ignored = strcmp(name, KQ_KOORD_ROOT) == 0 || strcmp(name, KQ_KOORD_SYSTEM) == 0;
+    o->s.name = strdup(strcmp(name, KQ_KOORD_DEFAULT) == 0 ? KQ_QTREE_DEFAULT : name);
     if (o->s.name == NULL)
         goto nomem;
 
     const char *parent = kv(labels, LABEL_PARENT);
-    if (parent != NULL && strcmp(parent, KOORD_ROOT) != 0 && strcmp(parent, KQ_QTREE_ROOT) != 0) {
+    if (parent != NULL && strcmp(parent, KQ_KOORD_ROOT) != 0 && strcmp(parent, KQ_QTREE_ROOT) != 0) {
         if (strlen(parent) > KQ_QTREE_NAME_MAX) {
             kq_errf(err, len, "ElasticQuota %s/%s: label %s too long", ns, name, LABEL_PARENT);
             goto out;
@@ -526,13 +492,13 @@ static int eq_parse(const json_t *obj, const char *hint, const char *ns_hint, eq
         if ((o->s.parent = strdup(parent)) == NULL)
             goto nomem;
     }
-    const char *isp = kv(labels, LABEL_IS_PARENT);
+    const char *isp = kv(labels, KQ_KOORD_LABEL_IS_PARENT);
     o->s.is_parent = isp != NULL && strcmp(isp, "true") == 0;
     const char *lent = kv(labels, LABEL_ALLOW_LENT);
     o->s.allow_lent = !(lent != NULL && strcmp(lent, "false") == 0);
     const char *force = kv(labels, LABEL_FORCE);
     o->s.force = force != NULL && strcmp(force, "true") == 0;
-    const char *tid = kv(labels, LABEL_TREE_ID);
+    const char *tid = kv(labels, KQ_KOORD_LABEL_TREE_ID);
     if (tid != NULL && (o->tree_id = strdup(tid)) == NULL)
         goto nomem;
     const char *isr = kv(labels, LABEL_IS_ROOT);
@@ -1099,7 +1065,7 @@ void kq_elastic_node_event(kq_elastic_t *e, int type, const json_t *node)
     json_decref(labels);
     kq_resource_free(&alloc);
     /* node status updates (conditions, heartbeats) change nothing the trees read */
-    if (moved && atomic_load(&e->n_profiles) > 0)
+    if (moved && kq_profiles_has_trees(e->profiles))
         trees_refresh(e);
 }
 
@@ -1133,7 +1099,7 @@ void kq_elastic_nodes_list_end(kq_elastic_t *e)
     kq_resource_format(&e->total, buf, sizeof(buf));
     pthread_mutex_unlock(&e->node_mu);
     kq_info("event=%s nodes=%zu cluster_total=\"%s\"", first ? "nodes_synced" : "nodes_resynced", count, buf);
-    if (atomic_load(&e->n_profiles) > 0)
+    if (kq_profiles_has_trees(e->profiles))
         trees_refresh(e);
 }
 
@@ -1283,329 +1249,81 @@ void kq_elastic_quotas_list_end(kq_elastic_t *e, const char *api_group)
 
 /* ================================================================== trees ==== */
 
-/* Koordinator's multi-tree quotas (koordinator-sh/koordinator pkg/quota-controller/profile,
- * pkg/scheduler/plugins/elasticquota/quota_handler.go). An ElasticQuotaProfile names a root
- * quota (spec.quotaName) and a node selector; Koordinator's profile controller writes that
- * root quota with the tree-id / is-root labels and the matching nodes' allocatable (times
- * spec.resourceRatio) as its min and total, and the scheduler runs one GroupQuotaManager
- * per tree whose total is that, taking it off the default tree's total. kubequota reads
- * the profiles itself and keeps every tree in its one quota tree: a profile's root group
- * is a first-level group whose min and max are the tree's total and which lends nothing
- * (allow-lent-resource false), so its total is kept off what the other first-level groups
- * (the default tree) share, and its children share at most that total: no borrowing
- * across trees either way. An ElasticQuota object named like a profile's root (the one
- * Koordinator's controller wrote) is that root: its spec is not read. Data: profiles and
- * their totals under apply_mu; node labels under node_mu (order apply_mu -> node_mu). */
+/* Koordinator's multi-tree quotas (profiles.h): the profiles module keeps the profiles,
+ * their trees' totals and the placement snapshot; this section feeds it the nodes (a view
+ * of the node table, built under node_mu) and turns each profile into its tree's root
+ * group, first level, lending nothing. An ElasticQuota object named like a profile's root
+ * (the one Koordinator's controller wrote) is that root: its spec is not read. Data: the
+ * profile table under apply_mu; node labels under node_mu (order apply_mu -> node_mu ->
+ * the placement lock). */
 
-static int strcmp_key(const profile_t *a, const profile_t *b)
+/* The nodes as the profiles read them (borrowed: valid while node_mu is held), in *n. NULL
+ * with *n = 0 when there are none or on ENOMEM (logged). node_mu held. */
+static kq_profile_node_t *node_view(kq_elastic_t *e, size_t *n)
 {
-    return strcmp(a->key, b->key);
-}
-
-static void profile_free(profile_t *p)
-{
-    if (p == NULL)
-        return;
-    free(p->key);
-    free(p->tree_id);
-    free(p->quota);
-    json_decref(p->selector);
-    for (size_t i = 0; i < p->n_keys; i++)
-        free(p->keys[i]);
-    free(p->keys);
-    kq_resource_free(&p->total);
-    free(p);
-}
-
-/* Whether a node's labels satisfy a metav1.LabelSelector (checked by sel_check):
- * matchLabels and matchExpressions ANDed, as metav1.LabelSelectorAsSelector builds it;
- * an empty selector selects every node, a NULL one none. */
-static bool sel_match(const json_t *sel, const json_t *labels)
-{
-    if (sel == NULL)
-        return false;
-    const char *k;
-    const json_t *v;
-    json_object_foreach((json_t *)json_object_get(sel, "matchLabels"), k, v) {
-        const char *have = json_string_value(json_object_get(labels, k));
-        if (have == NULL || strcmp(have, json_string_value(v)) != 0)
-            return false;
+    *n = 0;
+    size_t count = HASH_COUNT(e->nodes);
+    kq_profile_node_t *v = count ? malloc(count * sizeof(*v)) : NULL;
+    if (count > 0 && v == NULL) {
+        kq_error("event=tree_nodes_unread error=\"out of memory\"");
+        return NULL;
     }
-    size_t i;
-    const json_t *x;
-    json_array_foreach(json_object_get(sel, "matchExpressions"), i, x) {
-        const char *key = json_string_value(json_object_get(x, "key"));
-        const char *op = json_string_value(json_object_get(x, "operator"));
-        const char *have = json_string_value(json_object_get(labels, key));
-        bool in = false;
-        size_t j;
-        const json_t *val;
-        json_array_foreach(json_object_get(x, "values"), j, val) {
-            if (have != NULL && strcmp(have, json_string_value(val)) == 0)
-                in = true;
-        }
-        bool ok = strcmp(op, "In") == 0 ? in
-                  : strcmp(op, "NotIn") == 0 ? !in
-                  : strcmp(op, "Exists") == 0 ? have != NULL
-                                               : have == NULL; /* DoesNotExist */
-        if (!ok)
-            return false;
-    }
-    return true;
-}
-
-/* Checks a nodeSelector as metav1.LabelSelectorAsSelector does; 0 or KQ_EPARSE with why. */
-static int sel_check(const json_t *sel, const char *what, char *err, size_t len)
-{
-    if (!json_is_object(sel)) {
-        kq_errf(err, len, "%s: not an object", what);
-        return KQ_EPARSE;
-    }
-    const json_t *ml = json_object_get(sel, "matchLabels");
-    const char *k;
-    const json_t *v;
-    if (ml != NULL && !json_is_object(ml)) {
-        kq_errf(err, len, "%s.matchLabels: not an object", what);
-        return KQ_EPARSE;
-    }
-    json_object_foreach((json_t *)ml, k, v) {
-        if (!json_is_string(v)) {
-            kq_errf(err, len, "%s.matchLabels[%s]: not a string", what, k);
-            return KQ_EPARSE;
-        }
-    }
-    const json_t *me = json_object_get(sel, "matchExpressions");
-    if (me != NULL && !json_is_array(me)) {
-        kq_errf(err, len, "%s.matchExpressions: not an array", what);
-        return KQ_EPARSE;
-    }
-    size_t i;
-    const json_t *x;
-    json_array_foreach(me, i, x) {
-        const char *key = json_string_value(json_object_get(x, "key"));
-        const char *op = json_string_value(json_object_get(x, "operator"));
-        const json_t *vals = json_object_get(x, "values");
-        size_t n = json_array_size(vals);
-        if (key == NULL || *key == '\0') {
-            kq_errf(err, len, "%s.matchExpressions[%zu].key: missing", what, i);
-            return KQ_EPARSE;
-        }
-        if (vals != NULL && !json_is_array(vals)) {
-            kq_errf(err, len, "%s.matchExpressions[%zu].values: not an array", what, i);
-            return KQ_EPARSE;
-        }
-        for (size_t j = 0; j < n; j++)
-            if (!json_is_string(json_array_get(vals, j))) {
-                kq_errf(err, len, "%s.matchExpressions[%zu].values[%zu]: not a string", what, i, j);
-                return KQ_EPARSE;
-            }
-        bool set_op = op != NULL && (strcmp(op, "In") == 0 || strcmp(op, "NotIn") == 0);
-        bool exist_op = op != NULL && (strcmp(op, "Exists") == 0 || strcmp(op, "DoesNotExist") == 0);
-        if (!set_op && !exist_op) {
-            kq_errf(err, len, "%s.matchExpressions[%zu].operator: \"%s\" is not a valid label selector operator",
-                    what, i, op ? op : "");
-            return KQ_EPARSE;
-        }
-        if (set_op && n == 0) {
-            kq_errf(err, len, "%s.matchExpressions[%zu].values: for 'in', 'notin' operators, values set can't be "
-                    "empty", what, i);
-            return KQ_EPARSE;
-        }
-        if (exist_op && n != 0) {
-            kq_errf(err, len, "%s.matchExpressions[%zu].values: values set must be empty for exists and does not "
-                    "exist", what, i);
-            return KQ_EPARSE;
-        }
-    }
-    return 0;
-}
-
-/* Koordinator's tree id of a profile without the label: fnv-64a of "namespace/name", in
- * decimal (profile_controller.go, hash). */
-static void tree_hash(const char *key, char *out, size_t len)
-{
-    uint64_t h = 14695981039346656037ULL;
-    for (const unsigned char *p = (const unsigned char *)key; *p; p++) {
-        h ^= *p;
-        h *= 1099511628211ULL;
-    }
-    snprintf(out, len, "%llu", (unsigned long long)h);
-}
-
-static int profile_parse(const json_t *obj, profile_t **out, char *err, size_t len)
-{
-    const json_t *meta = json_object_get(obj, "metadata");
-    const json_t *spec = json_object_get(obj, "spec");
-    const char *name = kv(meta, "name"), *ns = kv(meta, "namespace");
-    if (name == NULL) {
-        kq_errf(err, len, "ElasticQuotaProfile: metadata.name missing");
-        return KQ_EPARSE;
-    }
-    if (ns == NULL)
-        ns = "default";
-    char what[300];
-    snprintf(what, sizeof(what), "ElasticQuotaProfile %.100s/%.100s", ns, name);
-    const char *quota = kv(spec, "quotaName");
-    if (quota == NULL) {
-        kq_errf(err, len, "%s: spec.quotaName missing (it names the tree's root quota)", what);
-        return KQ_EPARSE;
-    }
-    if (strlen(quota) > KQ_QTREE_NAME_MAX || strcmp(quota, KOORD_ROOT) == 0 || strcmp(quota, KOORD_SYSTEM) == 0 ||
-        strcmp(quota, KOORD_DEFAULT) == 0 || strcmp(quota, KQ_QTREE_DEFAULT) == 0 ||
-        strcmp(quota, KQ_QTREE_SYSTEM) == 0 || strcmp(quota, KQ_QTREE_ROOT) == 0) {
-        kq_errf(err, len, "%s: spec.quotaName \"%.64s\" is reserved or longer than %d bytes", what, quota,
-                KQ_QTREE_NAME_MAX);
-        return KQ_EPARSE;
-    }
-    const json_t *sel = json_object_get(spec, "nodeSelector");
-    char swhat[320];
-    snprintf(swhat, sizeof(swhat), "%s: spec.nodeSelector", what);
-    if (sel != NULL && !json_is_null(sel) && sel_check(sel, swhat, err, len) != 0)
-        return KQ_EPARSE;
-    profile_t *p = calloc(1, sizeof(*p));
-    if (p == NULL)
-        goto nomem;
-    p->ratio = 1.0;
-    const char *rr = json_string_value(json_object_get(spec, "resourceRatio"));
-    if (rr != NULL) { /* DecorateResourceByResourceRatio: a bad or out-of-range ratio is 1 */
-        char *end;
-        double r = strtod(rr, &end);
-        if (end != rr && *end == '\0' && r > 0 && r <= 1.0)
-            p->ratio = r;
-        else
-            kq_warn("event=profile_ratio_ignored profile=%s/%s resourceRatio=\"%.32s\" msg=\"not a number in "
-                    "(0, 1]: ratio 1, as Koordinator\"", ns, name, rr);
-    }
-    char hash[24];
-    const char *tid = kv(json_object_get(meta, "labels"), LABEL_TREE_ID);
-    if (tid == NULL) {
-        char key[600];
-        snprintf(key, sizeof(key), "%s/%s", ns, name);
-        tree_hash(key, hash, sizeof(hash));
-        tid = hash;
-    }
-    const char *isp = kv(json_object_get(spec, "quotaLabels"), LABEL_IS_PARENT);
-    p->is_parent = isp != NULL && strcmp(isp, "true") == 0;
-    if (kv(json_object_get(spec, "quotaLabels"), LABEL_IGNORE_DEFAULT_TREE) != NULL)
-        kq_warn("event=profile_key_ignored profile=%s/%s key=%s msg=\"not honoured: the tree's total is taken off "
-                "the default tree's, as without the label\"", ns, name, LABEL_IGNORE_DEFAULT_TREE);
-    /* the root quota's min and max name these resources (profile_controller.go: the
-     * resource-keys annotation, a JSON list; unreadable: warned, the default) */
-    const char *rk = kv(json_object_get(meta, "annotations"), ANN_RESOURCE_KEYS);
-    json_t *keys = rk != NULL ? json_loads(rk, 0, NULL) : NULL;
-    bool keys_ok = json_is_array(keys) && json_array_size(keys) <= 64;
-    for (size_t i = 0; keys_ok && i < json_array_size(keys); i++)
-        keys_ok = json_is_string(json_array_get(keys, i)) && kq_resource_name(json_string_value(json_array_get(keys, i)));
-    if (rk != NULL && !keys_ok)
-        kq_warn("event=profile_resource_keys_ignored profile=%s/%s value=\"%.64s\" msg=\"not a JSON list of "
-                "resource names: cpu and memory, as Koordinator\"", ns, name, rk);
-    size_t nk = keys_ok ? json_array_size(keys) : 2;
-    p->keys = calloc(nk + 1, sizeof(char *));
-    for (size_t i = 0; p->keys != NULL && i < nk; i++) {
-        const char *k = keys_ok ? json_string_value(json_array_get(keys, i)) : (i == 0 ? "cpu" : "memory");
-        if ((p->keys[p->n_keys] = strdup(k)) != NULL)
-            p->n_keys++;
-    }
-    json_decref(keys);
-    if (p->keys == NULL || p->n_keys != nk)
-        goto nomem;
-    if (asprintf(&p->key, "%s/%s", ns, name) < 0)
-        p->key = NULL;
-    p->tree_id = strdup(tid);
-    p->quota = strdup(quota);
-    if (sel != NULL && !json_is_null(sel))
-        p->selector = json_deep_copy(sel);
-    if (p->key == NULL || p->tree_id == NULL || p->quota == NULL || (sel != NULL && !json_is_null(sel) && !p->selector))
-        goto nomem;
-    *out = p;
-    return 0;
-nomem:
-    profile_free(p);
-    kq_errf(err, len, "out of memory");
-    return KQ_ENOMEM;
+    for (node_t *x = e->nodes; v != NULL && x != NULL; x = x->hh.next)
+        v[(*n)++] = (kq_profile_node_t){.name = x->name, .labels = x->labels, .alloc = &x->alloc};
+    return v;
 }
 
 /* Recomputes every tree's total from the nodes; true when one changed. apply_mu held. */
 static bool trees_compute(kq_elastic_t *e)
 {
-    bool changed = false;
     pthread_mutex_lock(&e->node_mu);
-    bool synced = e->nodes_synced;
-    for (profile_t *p = e->profiles; p != NULL; p = p->hh.next) {
-        kq_resource_t t = KQ_RESOURCE_EMPTY;
-        size_t n = 0;
-        int rc = 0;
-        for (node_t *x = e->nodes; synced && rc == 0 && x != NULL; x = x->hh.next)
-            if (sel_match(p->selector, x->labels)) {
-                rc = kq_resource_add(&t, &x->alloc);
-                n++;
-            }
-        if (rc != 0) {
-            kq_warn("event=tree_total_overflow tree=%s error=\"%s\" msg=\"total kept\"", p->tree_id, kq_strerror(rc));
-            kq_resource_free(&t);
-            continue;
-        }
-        for (uint32_t i = 0; p->ratio < 1.0 && i < t.n; i++) /* MultiplyQuantity: truncated */
-            KQ_RES_E(&t)[i].value = (int64_t)((double)KQ_RES_E(&t)[i].value * p->ratio);
-        if (!kq_resource_equal(&t, &p->total) || t.n != p->total.n || n != p->n_nodes) {
-            kq_resource_move(&p->total, &t);
-            p->n_nodes = n;
-            changed = true;
-        }
-        kq_resource_free(&t);
-    }
+    size_t n;
+    kq_profile_node_t *v = node_view(e, &n);
+    bool changed = kq_profiles_compute(e->profiles, v, n, e->nodes_synced);
     pthread_mutex_unlock(&e->node_mu);
+    free(v);
     return changed;
+}
+
+struct root_want {
+    kq_elastic_t *e;
+    gent_t **want;
+};
+
+static int root_desired(void *ud, const char *profile, const char *group, const kq_resource_t *min_max,
+                        bool is_parent)
+{
+    struct root_want *w = ud;
+    gent_t *x;
+    HASH_FIND_STR(*w->want, group, x);
+    if (x != NULL) {
+        note_fail(w->e, group, "ElasticQuotaProfile's root quota name is taken by a queue or another profile");
+        return 0;
+    }
+    gspec_t s = {0};
+    s.name = (char *)group;
+    s.min = *min_max; /* borrowed: desired_add copies */
+    s.max = *min_max;
+    s.allow_lent = false;
+    s.is_parent = is_parent;
+    char owner[600];
+    snprintf(owner, sizeof(owner), "profile %s", profile);
+    return desired_add(w->want, &s, owner);
 }
 
 /* The profiles' root groups into the desired set (before the objects: the root is the
  * profile's, whatever object carries its name). apply_mu held. */
 static int trees_desired(kq_elastic_t *e, gent_t **want)
 {
-    HASH_SRT(hh, e->profiles, strcmp_key);
-    for (profile_t *p = e->profiles; p != NULL; p = p->hh.next) {
-        gent_t *x;
-        HASH_FIND_STR(*want, p->quota, x);
-        if (x != NULL) {
-            note_fail(e, p->quota, "ElasticQuotaProfile's root quota name is taken by a queue or another profile");
-            continue;
-        }
-        /* min and max: the tree's total of each resource key (0 when its nodes have none),
-         * as the profile controller sets the root's min; the max is that total too, not
-         * Koordinator's MaxInt64/2000, as the tree's manager caps its root by its total */
-        gspec_t s = {0};
-        s.name = p->quota;
-        int rc = 0;
-        for (size_t i = 0; rc == 0 && i < p->n_keys; i++) {
-            int64_t v = kq_resource_get(&p->total, p->keys[i], NULL);
-            rc = kq_resource_set(&s.min, p->keys[i], v);
-            if (rc == 0)
-                rc = kq_resource_set(&s.max, p->keys[i], v);
-        }
-        s.allow_lent = false;
-        s.is_parent = p->is_parent;
-        char owner[600];
-        snprintf(owner, sizeof(owner), "profile %s", p->key);
-        if (rc == 0)
-            rc = desired_add(want, &s, owner);
-        kq_resource_free(&s.min);
-        kq_resource_free(&s.max);
-        if (rc != 0)
-            return rc;
-    }
-    return 0;
+    struct root_want w = {.e = e, .want = want};
+    return kq_profiles_roots(e->profiles, root_desired, &w);
 }
 
 /* Whether an ElasticQuota object is the root quota of a profile's tree (its group is the
  * profile's). apply_mu held. */
 static bool tree_root_object(const kq_elastic_t *e, const eqobj_t *o)
 {
-    if (strcmp(o->api_group, KQ_EQ_GROUP_KOORD) != 0)
-        return false;
-    for (const profile_t *p = e->profiles; p != NULL; p = p->hh.next)
-        if (strcmp(p->quota, o->s.name) == 0)
-            return true;
-    return false;
+    return strcmp(o->api_group, KQ_EQ_GROUP_KOORD) == 0 && kq_profiles_is_root(e->profiles, o->s.name);
 }
 
 /* Node events: the trees' totals follow the nodes. Takes apply_mu (no lock held). */
@@ -1619,46 +1337,23 @@ static void trees_refresh(kq_elastic_t *e)
     pthread_mutex_unlock(&e->apply_mu);
 }
 
-static void treeof_free(treeof_t *t)
-{
-    treeof_t *x, *tmp;
-    HASH_ITER(hh, t, x, tmp) {
-        HASH_DEL(t, x);
-        free(x->name);
-        free(x->tree);
-        free(x);
-    }
-}
-
-static int treeof_add(treeof_t **t, const char *name, const char *tree)
-{
-    treeof_t *x;
-    HASH_FIND_STR(*t, name, x);
-    if (x != NULL)
-        return 0; /* the first profile (by key) keeps it */
-    if ((x = calloc(1, sizeof(*x))) == NULL || (x->name = strdup(name)) == NULL ||
-        (x->tree = strdup(tree)) == NULL) {
-        if (x != NULL)
-            free(x->name);
-        free(x);
-        return KQ_ENOMEM;
-    }
-    HASH_ADD_KEYPTR(hh, *t, x->name, strlen(x->name), x);
-    return 0;
-}
-
-/* Rebuilds the placement snapshot the extender filter reads (kq_elastic_group_tree,
- * kq_elastic_node_in_tree): which tree each applied group and each node is in. Built
- * under apply_mu (and node_mu for the nodes), swapped in under map_mu. Nothing to do
- * without profiles once the old snapshot is empty. */
+/* Rebuilds the placement snapshot the extender filter reads (kq_profiles_group_tree,
+ * kq_profiles_node_in_tree): which tree each applied group (by its first-level ancestor)
+ * and each node is in. apply_mu held; node_mu taken for the nodes. Nothing to do without
+ * profiles once the old snapshot is empty. */
 static void trees_snapshot(kq_elastic_t *e)
 {
-    if (e->profiles == NULL && e->tgroups == NULL && e->tnodes == NULL)
+    if (!kq_profiles_placing(e->profiles))
         return;
-    treeof_t *tg = NULL, *tn = NULL;
-    int rc = 0;
-    HASH_SRT(hh, e->profiles, strcmp_key);
-    for (gent_t *g = e->applied; rc == 0 && e->profiles != NULL && g != NULL; g = g->hh.next) {
+    size_t n = HASH_COUNT(e->applied), k = 0;
+    const char **groups = n ? malloc(n * sizeof(*groups)) : NULL, **tops = n ? malloc(n * sizeof(*tops)) : NULL;
+    if (n > 0 && (groups == NULL || tops == NULL)) {
+        kq_error("event=tree_snapshot_failed error=\"out of memory\" msg=\"the last placement snapshot stays\"");
+        free(groups);
+        free(tops);
+        return;
+    }
+    for (gent_t *g = e->applied; g != NULL; g = g->hh.next) {
         const gent_t *top = g;
         for (int d = 0; d < KQ_QTREE_MAX_DEPTH && top->s.parent != NULL; d++) {
             gent_t *up;
@@ -1667,97 +1362,38 @@ static void trees_snapshot(kq_elastic_t *e)
                 break;
             top = up;
         }
-        for (const profile_t *p = e->profiles; rc == 0 && p != NULL; p = p->hh.next)
-            if (strcmp(p->quota, top->s.name) == 0)
-                rc = treeof_add(&tg, g->s.name, p->tree_id);
+        groups[k] = g->s.name;
+        tops[k++] = top->s.name;
     }
     pthread_mutex_lock(&e->node_mu);
-    for (node_t *x = e->nodes; rc == 0 && e->profiles != NULL && x != NULL; x = x->hh.next)
-        for (const profile_t *p = e->profiles; rc == 0 && p != NULL; p = p->hh.next)
-            if (sel_match(p->selector, x->labels))
-                rc = treeof_add(&tn, x->name, p->tree_id);
+    size_t nn;
+    kq_profile_node_t *v = node_view(e, &nn);
+    kq_profiles_place(e->profiles, groups, tops, k, v, nn);
     pthread_mutex_unlock(&e->node_mu);
-    if (rc != 0) {
-        kq_error("event=tree_snapshot_failed error=\"%s\" msg=\"the last placement snapshot stays\"",
-                 kq_strerror(rc));
-        treeof_free(tg);
-        treeof_free(tn);
-        return;
-    }
-    pthread_rwlock_wrlock(&e->map_mu);
-    treeof_t *og = e->tgroups, *on = e->tnodes;
-    e->tgroups = tg;
-    e->tnodes = tn;
-    pthread_rwlock_unlock(&e->map_mu);
-    treeof_free(og);
-    treeof_free(on);
+    free(v);
+    free(groups);
+    free(tops);
 }
 
-bool kq_elastic_has_trees(kq_elastic_t *e)
+kq_profiles_t *kq_elastic_profiles(kq_elastic_t *e)
 {
-    return e != NULL && atomic_load(&e->n_profiles) > 0;
-}
-
-bool kq_elastic_group_tree(kq_elastic_t *e, const char *group, char *tree, size_t len)
-{
-    bool found = false;
-    pthread_rwlock_rdlock(&e->map_mu);
-    treeof_t *x = NULL;
-    if (e->tgroups != NULL)
-        HASH_FIND_STR(e->tgroups, group, x);
-    if (x != NULL && strlen(x->tree) < len) {
-        memcpy(tree, x->tree, strlen(x->tree) + 1);
-        found = true;
-    }
-    pthread_rwlock_unlock(&e->map_mu);
-    return found;
-}
-
-bool kq_elastic_node_in_tree(kq_elastic_t *e, const char *tree, const char *node, size_t node_len)
-{
-    pthread_rwlock_rdlock(&e->map_mu);
-    treeof_t *x = NULL;
-    if (e->tnodes != NULL)
-        HASH_FIND(hh, e->tnodes, node, node_len, x);
-    bool in = x != NULL && strcmp(x->tree, tree) == 0;
-    pthread_rwlock_unlock(&e->map_mu);
-    return in;
-}
-
-static void log_tree(const profile_t *p, const char *ev)
-{
-    char buf[512];
-    kq_resource_format(&p->total, buf, sizeof(buf));
-    kq_info("event=%s profile=%s tree=%s root=%s nodes=%zu total=\"%s\"", ev, p->key, p->tree_id, p->quota,
-            p->n_nodes, buf);
+    return e ? e->profiles : NULL;
 }
 
 int kq_elastic_profile_event(kq_elastic_t *e, int type, const json_t *obj, char *err, size_t len)
 {
-    profile_t *p = NULL;
-    int rc = profile_parse(obj, &p, err, len);
-    if (rc != 0)
-        return rc;
     pthread_mutex_lock(&e->apply_mu);
-    profile_t *cur;
-    HASH_FIND_STR(e->profiles, p->key, cur);
-    if (cur != NULL) {
-        HASH_DEL(e->profiles, cur);
-        profile_free(cur);
+    const kq_profile_t *p = NULL;
+    bool existed = false;
+    int rc = kq_profiles_event(e->profiles, type, obj, &p, &existed, err, len);
+    if (rc != 0) {
+        pthread_mutex_unlock(&e->apply_mu);
+        return rc;
     }
-    if (type == KQ_WATCH_DELETED) {
-        kq_info("event=profile_deleted profile=%s", p->key);
-        profile_free(p);
-        p = NULL;
-    } else {
-        p->list_gen = e->prof_list_gen;
-        HASH_ADD_KEYPTR(hh, e->profiles, p->key, strlen(p->key), p);
-    }
-    atomic_store(&e->n_profiles, (int)HASH_COUNT(e->profiles));
     (void)trees_compute(e);
     reconcile(e);
     if (p != NULL)
-        log_tree(p, cur != NULL ? "profile_updated" : "profile_added");
+        kq_profile_log(p, existed ? "profile_updated" : "profile_added");
     pthread_mutex_unlock(&e->apply_mu);
     return 0;
 }
@@ -1765,7 +1401,7 @@ int kq_elastic_profile_event(kq_elastic_t *e, int type, const json_t *obj, char 
 void kq_elastic_profiles_list_begin(kq_elastic_t *e)
 {
     pthread_mutex_lock(&e->apply_mu);
-    e->prof_list_gen++;
+    kq_profiles_list_begin(e->profiles);
     e->prof_listing = true;
     pthread_mutex_unlock(&e->apply_mu);
 }
@@ -1773,88 +1409,35 @@ void kq_elastic_profiles_list_begin(kq_elastic_t *e)
 void kq_elastic_profiles_list_end(kq_elastic_t *e)
 {
     pthread_mutex_lock(&e->apply_mu);
-    profile_t *p, *tmp;
-    bool changed = false;
-    HASH_ITER(hh, e->profiles, p, tmp) {
-        if (p->list_gen == e->prof_list_gen)
-            continue;
-        HASH_DEL(e->profiles, p);
-        profile_free(p);
-        changed = true;
-    }
-    atomic_store(&e->n_profiles, (int)HASH_COUNT(e->profiles));
+    bool changed = kq_profiles_list_end(e->profiles);
     e->prof_listing = false;
     if (trees_compute(e) || changed)
         reconcile(e);
     else if (e->reresolve_due)
         reresolve(e);
-    size_t n = HASH_COUNT(e->profiles);
+    size_t n = kq_profiles_count(e->profiles);
     pthread_mutex_unlock(&e->apply_mu);
     kq_info("event=profiles_synced profiles=%zu", n);
 }
 
 json_t *kq_elastic_trees_json(kq_elastic_t *e)
 {
-    json_t *arr = json_array();
     pthread_mutex_lock(&e->apply_mu);
-    HASH_SRT(hh, e->profiles, strcmp_key);
     pthread_mutex_lock(&e->node_mu);
-    for (profile_t *p = e->profiles; arr != NULL && p != NULL; p = p->hh.next) {
-        json_t *nodes = json_array();
-        for (node_t *x = e->nodes; nodes != NULL && x != NULL; x = x->hh.next)
-            if (sel_match(p->selector, x->labels) && json_array_append_new(nodes, json_string(x->name)) != 0) {
-                json_decref(nodes);
-                nodes = NULL;
-            }
-        json_t *o = nodes ? json_pack("{s:s,s:s,s:s,s:f,s:o,s:o}", "tree", p->tree_id, "profile", p->key,
-                                      "rootQuota", p->quota, "resourceRatio", p->ratio, "nodes", nodes,
-                                      "totalResource", kq_resource_to_json(&p->total))
-                          : NULL;
-        if (o == NULL || json_array_append_new(arr, o) != 0) {
-            json_decref(arr);
-            arr = NULL;
-        }
-    }
+    size_t n;
+    kq_profile_node_t *v = node_view(e, &n);
+    json_t *arr = kq_profiles_json(e->profiles, v, n);
     pthread_mutex_unlock(&e->node_mu);
     pthread_mutex_unlock(&e->apply_mu);
+    free(v);
     return arr;
 }
 
 int kq_elastic_tree_of_groups(kq_elastic_t *e, json_t *qtree)
 {
-    json_t *groups = json_object_get(qtree, "groups");
-    json_t *by = json_object();
-    size_t i;
-    json_t *g;
-    int rc = by != NULL ? 0 : KQ_ENOMEM;
-    json_array_foreach(groups, i, g) {
-        const char *n = json_string_value(json_object_get(g, "name"));
-        if (rc == 0 && n != NULL && json_object_set(by, n, g) != 0)
-            rc = KQ_ENOMEM;
-    }
     pthread_mutex_lock(&e->apply_mu);
-    json_array_foreach(groups, i, g) {
-        if (rc != 0)
-            break;
-        /* the first-level ancestor (depth is bounded by KQ_QTREE_MAX_DEPTH) */
-        const json_t *top = g;
-        for (int d = 0; d <= KQ_QTREE_MAX_DEPTH; d++) {
-            const char *par = json_string_value(json_object_get(top, "parent"));
-            const json_t *up = par != NULL ? json_object_get(by, par) : NULL;
-            if (up == NULL || json_is_null(json_object_get(up, "parent")))
-                break;
-            top = up;
-        }
-        const char *tn = json_string_value(json_object_get(top, "name"));
-        const char *tree = "";
-        for (const profile_t *p = e->profiles; tn != NULL && p != NULL; p = p->hh.next)
-            if (strcmp(p->quota, tn) == 0)
-                tree = p->tree_id;
-        if (json_object_set_new(g, "tree", json_string(tree)) != 0)
-            rc = KQ_ENOMEM;
-    }
+    int rc = kq_profiles_tree_of_groups(e->profiles, qtree);
     pthread_mutex_unlock(&e->apply_mu);
-    json_decref(by);
     return rc;
 }
 
@@ -2327,11 +1910,11 @@ kq_elastic_t *kq_elastic_new(kq_app_t *app, const kq_elastic_opts_t *opts)
                             .evict = e->o.evict,
                             .evict_ud = e->o.evict_ud};
     pthread_mutex_init(&e->apply_mu, NULL);
-    pthread_rwlock_init(&e->map_mu, NULL);
     pthread_mutex_init(&e->node_mu, NULL);
     pthread_mutex_init(&e->tmu, NULL);
     pthread_cond_init(&e->tcv, NULL);
     if ((e->qt = kq_qtree_new()) == NULL ||
+        (e->profiles = kq_profiles_new()) == NULL ||
         (e->resolver = kq_resolver_new(e->qt, e->o.system_namespaces, e->o.n_system_namespaces)) == NULL ||
         (e->reclaim = kq_reclaim_new(app, e->qt, &ro, group_source, e)) == NULL) {
         kq_elastic_free(e);
@@ -2409,8 +1992,6 @@ void kq_elastic_free(kq_elastic_t *e)
         free(f);
     }
     kq_resolver_free(e->resolver);
-    treeof_free(e->tgroups);
-    treeof_free(e->tnodes);
     node_t *n, *ntmp;
     HASH_ITER(hh, e->nodes, n, ntmp) {
         HASH_DEL(e->nodes, n);
@@ -2419,11 +2000,7 @@ void kq_elastic_free(kq_elastic_t *e)
         json_decref(n->labels);
         free(n);
     }
-    profile_t *pf, *pftmp;
-    HASH_ITER(hh, e->profiles, pf, pftmp) {
-        HASH_DEL(e->profiles, pf);
-        profile_free(pf);
-    }
+    kq_profiles_free(e->profiles);
     kq_resource_free(&e->total);
     kq_resource_free(&e->o.default_min);
     kq_resource_free(&e->o.default_max);
@@ -2431,7 +2008,6 @@ void kq_elastic_free(kq_elastic_t *e)
     kq_config_unref(e->cfg);
     kq_qtree_free(e->qt);
     pthread_mutex_destroy(&e->apply_mu);
-    pthread_rwlock_destroy(&e->map_mu);
     pthread_mutex_destroy(&e->node_mu);
     pthread_mutex_destroy(&e->tmu);
     pthread_cond_destroy(&e->tcv);
@@ -2582,7 +2158,7 @@ static int koord_rules(kq_elastic_t *e, const eqobj_t *o, const eqobj_t *old, co
     pthread_mutex_lock(&e->apply_mu);
     /* tree id: never changed, the same as the parent's and the children's */
     if (old != NULL && !str_eq(old->tree_id, o->tree_id)) {
-        kq_errf(msg, len, "%s: label %s cannot change (%s -> %s)", what, LABEL_TREE_ID, str_or(old->tree_id, "none"),
+        kq_errf(msg, len, "%s: label %s cannot change (%s -> %s)", what, KQ_KOORD_LABEL_TREE_ID, str_or(old->tree_id, "none"),
                str_or(o->tree_id, "none"));
         rc = KQ_EDENIED;
         goto out;

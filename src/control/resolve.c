@@ -23,12 +23,8 @@
 #include <uthash.h>
 
 #include "kubequota/base/log.h"
+#include "kubequota/control/koordinator.h"
 
-/* The elastic module's names for these (elastic.h); the resolver reads labels, not objects. */
-#define LABEL_PREFIX "quota.scheduling.koordinator.sh/"
-#define KOORD_ROOT "koordinator-root-quota"
-#define KOORD_SYSTEM "koordinator-system-quota"
-#define KOORD_DEFAULT "koordinator-default-quota"
 
 /* ================================================================== types ==== */
 
@@ -253,8 +249,8 @@ bool kq_resolve_system_ns(const kq_resolver_t *r, const char *ns)
  * tree's reserved groups). */
 static bool default_name(const char *name)
 {
-    return strcmp(name, KQ_QTREE_DEFAULT) == 0 || strcmp(name, KOORD_DEFAULT) == 0 ||
-           strcmp(name, KOORD_ROOT) == 0 || strcmp(name, KOORD_SYSTEM) == 0 || strcmp(name, KQ_QTREE_ROOT) == 0 ||
+    return strcmp(name, KQ_QTREE_DEFAULT) == 0 || strcmp(name, KQ_KOORD_DEFAULT) == 0 ||
+           strcmp(name, KQ_KOORD_ROOT) == 0 || strcmp(name, KQ_KOORD_SYSTEM) == 0 || strcmp(name, KQ_QTREE_ROOT) == 0 ||
            strcmp(name, KQ_QTREE_SYSTEM) == 0;
 }
 
@@ -278,19 +274,19 @@ int kq_resolve_check_name(kq_resolver_t *e, const char *ns, const char *pod, con
         if (own != NULL && strcmp(own->group, KQ_QTREE_DEFAULT) != 0) {
             kq_errf(msg, len, "pod %s/%s: label %sname names %s, the default quota, but namespace %s has a quota of "
                     "its own, %s: a pod may name only a quota that governs its namespace", ns, pod,
-                    LABEL_PREFIX, name, ns, own->group);
+                    KQ_EQ_LABEL_PREFIX, name, ns, own->group);
             kq_denial_set(kind, KQ_DENIAL_QUOTA_OTHER_NS);
             rc = KQ_EDENIED;
         }
     } else if (g == NULL) {
         kq_errf(msg, len, "pod %s/%s: elastic quota %s not found: label %sname names no ElasticQuota, queue or "
-                "quota group of that name", ns, pod, name, LABEL_PREFIX);
+                "quota group of that name", ns, pod, name, KQ_EQ_LABEL_PREFIX);
         kq_denial_set(kind, KQ_DENIAL_QUOTA_NOT_FOUND);
         rc = KQ_EDENIED;
     } else if (g->kind == GOV_QUEUE) {
         if (queue != NULL && strcmp(queue, name) != 0) {
             kq_errf(msg, len, "pod %s/%s: label %sname names quota group %s, the group of queue %s, not of the pod's "
-                    "queue %s", ns, pod, LABEL_PREFIX, name, name, queue);
+                    "queue %s", ns, pod, KQ_EQ_LABEL_PREFIX, name, name, queue);
             kq_denial_set(kind, KQ_DENIAL_QUOTA_OTHER_NS);
             rc = KQ_EDENIED;
         }
@@ -301,8 +297,8 @@ int kq_resolve_check_name(kq_resolver_t *e, const char *ns, const char *pod, con
         if (!ok) {
             kq_errf(msg, len, "pod %s/%s: label %sname names quota %s of namespace %s, which does not govern "
                     "namespace %s: a pod may name only a quota of its own namespace or one whose %snamespaces "
-                    "annotation lists it", ns, pod, LABEL_PREFIX, name, g->ns ? g->ns : "-", ns,
-                    LABEL_PREFIX);
+                    "annotation lists it", ns, pod, KQ_EQ_LABEL_PREFIX, name, g->ns ? g->ns : "-", ns,
+                    KQ_EQ_LABEL_PREFIX);
             kq_denial_set(kind, KQ_DENIAL_QUOTA_OTHER_NS);
             rc = KQ_EDENIED;
         }

@@ -67,6 +67,7 @@
 #include "kubequota/kube/kube.h"
 #include "kubequota/control/ledger.h"
 #include "kubequota/control/metering.h"
+#include "kubequota/control/profiles.h"
 #include "kubequota/control/requeue.h"
 #include "kubequota/control/resolve.h"
 #include "kubequota/base/log.h"
@@ -678,14 +679,14 @@ static int filter_split(const kq_jvalue_t *nodes, const kq_jvalue_t *names, char
 }
 
 typedef struct tree_keep {
-    kq_elastic_t *e;
+    kq_profiles_t *ps;
     const char *tree;
 } tree_keep_t;
 
 static bool keep_in_tree(void *ud, const kq_jstr_t *name)
 {
     const tree_keep_t *t = ud;
-    return !name->escaped && kq_elastic_node_in_tree(t->e, t->tree, name->ptr, name->len);
+    return !name->escaped && kq_profiles_node_in_tree(t->ps, t->tree, name->ptr, name->len);
 }
 
 /* An admitted pod of a quota in one of Koordinator's multi-tree quotas (elastic.h) may use
@@ -697,14 +698,14 @@ static int filter_tree(kq_app_t *app, const kq_pod_t *pod, const kq_jvalue_t *no
                        char **out, size_t *out_len)
 {
     char group[KQ_QTREE_NAME_MAX + 1], tree[64];
-    if (app->elastic == NULL || !kq_elastic_has_trees(app->elastic) ||
+    if (app->elastic == NULL || !kq_profiles_has_trees(kq_elastic_profiles(app->elastic)) ||
         kq_resolve_pod(kq_elastic_resolver(app->elastic), pod, group, sizeof(group)) != 0 ||
-        !kq_elastic_group_tree(app->elastic, group, tree, sizeof(tree)))
+        !kq_profiles_group_tree(kq_elastic_profiles(app->elastic), group, tree, sizeof(tree)))
         return 0;
     char reason[REASON_MAX];
     snprintf(reason, sizeof(reason), "node is not in quota tree %s of quota group %s (its ElasticQuotaProfile's "
              "nodeSelector)", tree, group);
-    tree_keep_t t = {app->elastic, tree};
+    tree_keep_t t = {kq_elastic_profiles(app->elastic), tree};
     size_t n_back = 0;
     if (filter_keep(nodes, names, keep_in_tree, &t, reason, &n_back, out, out_len) != 200)
         return -1;

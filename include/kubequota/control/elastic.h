@@ -1,7 +1,8 @@
-/* Elastic quota wiring: fills the quota tree (quota_tree.h) from queues.yaml and from
- * ElasticQuota objects, keeps its cluster total in step with the nodes, reclaims lent
- * resources by eviction, writes ElasticQuota status, names the quota group of each pod
- * for the pod ledger, and validates ElasticQuota objects for the admission webhook.
+/* Elastic quota wiring: fills the quota tree (quota_tree.h) from queues.yaml, ElasticQuota
+ * objects and ElasticQuotaProfiles (profiles.h), keeps its cluster total in step with the
+ * nodes, drives reclaim (reclaim.h), writes ElasticQuota status, feeds the resolver that
+ * names the quota group of each pod (resolve.h), and validates ElasticQuota objects for
+ * the admission webhook.
  *
  * Groups.
  *  - queues.yaml: every queue below root is a quota group named by its full path
@@ -29,6 +30,9 @@
  *    (kq_ledger_remove_group).
  *  - The system group (pods of the system namespaces, --system-namespaces, default
  *    kube-system) and the default group (--default-quota-min/max) exist from the start.
+ *  - ElasticQuotaProfiles (profiles.h): one first-level group per profile, its tree's root,
+ *    min = max = the tree's total, lending nothing. An ElasticQuota object of that name is
+ *    that root: its spec is not read.
  *
  * A pod's quota group: the resolver (resolve.h), which reconcile feeds with the applied
  * groups, the namespaces their objects bind and who may name each group. A pod keeps the
@@ -54,12 +58,13 @@
  * max), .../request (what the group asks of its parent), .../child-request (its pods'
  * requests, or its children's asks) and .../non-preemptible-used.
  *
- * Threads and locks: informer threads (nodes, one per served ElasticQuota API group) and
- * one timer thread (config changes, CRD probes, reclaim, status, ledger expiry). All
- * changes to the tree's groups are serialised by a private apply lock; the resolver
- * (resolve.h) and the trees' placement snapshot have their own locks. Lock order: apply ->
- * ledger -> ugm -> quota tree; apply -> ledger -> resolver -> quota tree; apply ->
- * resolver; placement -> quota tree. No I/O under any lock: evictions, events and status
+ * Threads and locks: informer threads (nodes, one per served ElasticQuota API group,
+ * profiles) and one timer thread (config changes, CRD probes, reclaim, status, ledger
+ * expiry). All changes to the tree's groups and to the profile table are serialised by a
+ * private apply lock; the nodes have their own lock; the resolver (resolve.h) and the
+ * trees' placement snapshot (profiles.h) have theirs. Lock order: apply -> ledger -> ugm ->
+ * quota tree; apply -> ledger -> resolver -> quota tree; apply -> resolver; apply -> nodes
+ * -> placement; nodes -> quota tree. No I/O under any lock: evictions, events and status
  * writes work on copies taken under the locks.
  */
 #ifndef KUBEQUOTA_ELASTIC_H
@@ -77,13 +82,14 @@
 #include "kubequota/kube/pod.h"
 #include "kubequota/engine/quota_tree.h"
 #include "kubequota/engine/resource.h"
+#include "kubequota/control/koordinator.h"
+#include "kubequota/control/profiles.h"
 #include "kubequota/control/reclaim.h"
 #include "kubequota/control/resolve.h"
 
 #define KQ_EQ_GROUP_UPSTREAM "scheduling.x-k8s.io"
 #define KQ_EQ_GROUP_KOORD    "scheduling.sigs.k8s.io"
 #define KQ_PROFILE_GROUP "quota.koordinator.sh" /* Koordinator's ElasticQuotaProfile */
-#define KQ_EQ_LABEL_PREFIX   "quota.scheduling.koordinator.sh/"
 #define KQ_EQ_ANN_RUNTIME    "quota.scheduling.koordinator.sh/runtime"
 
 typedef struct kq_elastic kq_elastic_t;
@@ -143,14 +149,10 @@ json_t *kq_elastic_trees_json(kq_elastic_t *e);
 /* Sets "tree" (Koordinator's QuotaInfoSummary field: the tree id, "" for the default tree)
  * on every group of a kq_qtree_json view. 0 or KQ_ENOMEM. */
 int kq_elastic_tree_of_groups(kq_elastic_t *e, json_t *qtree) KQ_WUR;
-/* Placement in a tree, for the extender filter (Koordinator's pod webhook gives a pod of a
- * tree's quota a required node affinity for its profile's nodeSelector): whether `group`
- * is in a profile's tree (its id copied into tree, len bytes with the NUL), and whether a
- * node (name of node_len bytes) is in tree `tree`. Hash lookups under a read lock; no
- * allocation. */
-bool kq_elastic_has_trees(kq_elastic_t *e); /* any profile (one atomic load) */
-bool kq_elastic_group_tree(kq_elastic_t *e, const char *group, char *tree, size_t len);
-bool kq_elastic_node_in_tree(kq_elastic_t *e, const char *tree, const char *node, size_t node_len);
+/* The ElasticQuotaProfiles' trees (profiles.h), for the extender filter's placement lookups
+ * (Koordinator's pod webhook gives a pod of a tree's quota a required node affinity for its
+ * profile's nodeSelector): borrowed, lives as long as the module; NULL for a NULL module. */
+kq_profiles_t *kq_elastic_profiles(kq_elastic_t *e);
 
 /* The resolver (resolve.h) the module feeds: borrowed, lives as long as the module; NULL
  * for a NULL module. */
