@@ -81,7 +81,7 @@ $(BUILD)/obj/ui.o: CPPFLAGS += -I$(BUILD)/gen
 
 # Library modules, in dependency order. main.c only wires them together.
 CORE_MODULES    := error log duration resource config placement ugm quota_tree fairshare jscan
-SERVICE_MODULES := pod ledger kube extender rest metrics server sync admission elastic auth leader metering ui \
+SERVICE_MODULES := pod ledger kube extender rest metrics server sync admission elastic resolve reclaim profiles auth leader metering ui \
                    gating kubectl requeue history
 MODULES         := $(CORE_MODULES) $(SERVICE_MODULES)
 

@@ -32,6 +32,7 @@
 #include "kubequota/control/metering.h"
 #include "kubequota/control/gating.h"
 #include "kubequota/control/history.h"
+#include "kubequota/control/reclaim.h"
 #include "kubequota/control/requeue.h"
 #include "kubequota/serve/metrics.h"
 #include "kubequota/serve/server.h"
@@ -573,7 +574,7 @@ static int parse_serve(int argc, char **argv, serve_opts_t *o)
         case O_PREEMPT_DEF: o->preempt_default = true; break;
         case O_RECLAIM_SOURCES: {
             char rerr[256];
-            if (kq_elastic_parse_reclaim_sources(optarg, &o->reclaim_sources, rerr, sizeof(rerr)) != 0)
+            if (kq_reclaim_parse_sources(optarg, &o->reclaim_sources, rerr, sizeof(rerr)) != 0)
                 return bad_usage("serve", "--reclaim-sources %s: %s", optarg, rerr);
             break;
         }

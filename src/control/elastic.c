@@ -1,7 +1,7 @@
 /* Elastic quota wiring: builds the quota tree's groups from queues.yaml and ElasticQuota
- * objects, keeps the cluster total in step with the nodes, reclaims lent resources by
- * eviction, writes ElasticQuota status, resolves each pod's quota group for the pod
- * ledger and validates ElasticQuota objects for admission. Rules: include/kubequota/elastic.h.
+ * objects, keeps the cluster total in step with the nodes, drives reclaim (reclaim.c),
+ * writes ElasticQuota status, feeds the pod -> quota group resolver (resolve.c) and
+ * validates ElasticQuota objects for admission. Rules: include/kubequota/elastic.h.
  *
  * DESIGN
  * Desired and applied groups. Two sources describe groups: the queue groups of the
@@ -13,28 +13,28 @@
  * groups are renamed in the same step) for every applied group no longer desired, in
  * passes until nothing changes, so a parent is created before its children and removed
  * after them whatever order the events came in. What the tree refuses stays as it was and
- * is logged when the reason changes. The namespace -> group map used by the resolver is
- * rebuilt at the end of every reconcile and swapped in under map_mu. Resolution is
+ * is logged when the reason changes. What the resolver reads (the namespace -> group map,
+ * the bounded queue groups, who may name each group) is rebuilt at the end of every
+ * reconcile and swapped into the resolver whole (rebuild_resolver). Resolution is
  * level-triggered: when a reconcile changed what the resolver answers (groups, leaf or
  * parent, the namespace map), the ledger re-resolves every pod (reresolve(); deferred to
  * the end of a list, so a restart files no pod before its quota is listed for good).
  *
- * Threads. Informer threads (nodes; one per served ElasticQuota API group) and the timer
- * thread call in; the resolver runs on whatever thread the ledger is called from
- * (civetweb workers, the pod informer). Locks: apply_mu serialises everything that
- * changes groups or the objs table (reconcile, object events, status bookkeeping);
- * map_mu (rwlock) guards the namespace map and the trees' placement snapshot; node_mu the node table (with the nodes'
- * labels) and the total; apply_mu also guards the ElasticQuotaProfiles and their trees'
- * totals (section "trees"). Order: apply_mu -> ledger -> ugm -> quota tree; apply_mu ->
- * ledger -> map_mu (re-resolution calls the resolver under the ledger lock); apply_mu ->
- * node_mu (a tree's total is summed from the nodes); map_mu -> quota tree; node_mu ->
- * quota tree. Node events take apply_mu only after releasing node_mu.
- * The timer thread alone touches the reclaim state (over-since table, evictions in
- * flight) and the CRD probe state. No I/O under a lock: probes, evictions, events and
+ * Threads. Informer threads (nodes; one per served ElasticQuota API group; profiles) and
+ * the timer thread call in. Locks: apply_mu serialises everything that changes groups or
+ * the objs table (reconcile, object events, status bookkeeping) and the profile table
+ * (profiles.c leaves its table to the caller's lock); node_mu guards the node table (with
+ * the nodes' labels) and the total. The resolver (resolve.c) and the trees' placement
+ * snapshot (profiles.c) have their own locks. Order: apply_mu -> ledger -> ugm -> quota
+ * tree; apply_mu -> ledger -> resolver -> quota tree (re-resolution calls the resolver
+ * under the ledger lock); apply_mu -> resolver (the swap); apply_mu -> node_mu (a tree's
+ * total is summed from the nodes) -> placement (the snapshot is built from a node view);
+ * node_mu -> quota tree. Node events take apply_mu only after releasing node_mu.
+ * The timer thread alone runs reclaim (reclaim.c, whose state is that thread's) and
+ * touches the CRD probe state. No I/O under a lock: probes, evictions, events and
  * status PATCHes use copies made under the locks.
  */
 #include "kubequota/control/elastic.h"
-#include "kubequota/base/duration.h"
 #include "kubequota/kube/leader.h"
 #include "kubequota/control/metering.h"
 
@@ -50,16 +50,13 @@
 
 #include "kubequota/kube/kube.h"
 #include "kubequota/control/ledger.h"
+#include "kubequota/control/reclaim.h"
+#include "kubequota/control/resolve.h"
 #include "kubequota/base/log.h"
 
-#define KOORD_ROOT "koordinator-root-quota"
-#define KOORD_SYSTEM "koordinator-system-quota"
-#define KOORD_DEFAULT "koordinator-default-quota"
 #define LABEL_PARENT KQ_EQ_LABEL_PREFIX "parent"
-#define LABEL_IS_PARENT KQ_EQ_LABEL_PREFIX "is-parent"
 #define LABEL_ALLOW_LENT KQ_EQ_LABEL_PREFIX "allow-lent-resource"
 #define LABEL_FORCE KQ_EQ_LABEL_PREFIX "allow-force-update"
-#define LABEL_TREE_ID KQ_EQ_LABEL_PREFIX "tree-id"
 #define LABEL_IS_ROOT KQ_EQ_LABEL_PREFIX "is-root"
 #define LABEL_IGNORE_DEFAULT_TREE KQ_EQ_LABEL_PREFIX "ignore-default-tree"
 #define ANN_STRICT_KEYS KQ_EQ_LABEL_PREFIX "max-strict-check-resource-keys"
@@ -69,7 +66,6 @@
 #define ANN_CHILD_REQUEST KQ_EQ_LABEL_PREFIX "child-request"
 #define ANN_NP_USED KQ_EQ_LABEL_PREFIX "non-preemptible-used"
 #define ANN_RESOURCE_KEYS KQ_EQ_LABEL_PREFIX "resource-keys" /* on an ElasticQuotaProfile */
-#define EVICT_RETRY_MS 60000
 #define PROBE_MIN_MS 1000
 #define PROBE_MAX_MS 60000
 #define EXPIRE_EVERY_MS 30000
@@ -142,25 +138,6 @@ typedef struct eqobj {
     int64_t st_last_ms;
 } eqobj_t;
 
-typedef struct nsmap {
-    char *ns;
-    char *group;
-    int prio;
-    UT_hash_handle hh;
-} nsmap_t;
-
-/* Which namespaces may name a group by the label quota.scheduling.koordinator.sh/name
- * (issue 37; section "quota names"): a snapshot rebuilt with the namespace map. */
-enum { GOV_OBJECT, GOV_QUEUE, GOV_DEFAULT };
-typedef struct govern {
-    char *group;
-    UT_hash_handle hh;
-    int kind;     /* GOV_OBJECT: an ElasticQuota object or a profile's root; GOV_QUEUE; GOV_DEFAULT */
-    char *ns;     /* GOV_OBJECT: the object's (or profile's) namespace */
-    char **nss;   /* GOV_OBJECT: its namespaces annotation (own copies) */
-    size_t n_nss;
-} govern_t;
-
 typedef struct node {
     char *name;
     UT_hash_handle hh;
@@ -169,56 +146,11 @@ typedef struct node {
     json_t *labels;      /* metadata.labels (own copy), for ElasticQuotaProfile selectors */
 } node_t;
 
-/* An ElasticQuotaProfile (quota.koordinator.sh/v1alpha1): one quota tree (see "trees"). */
-typedef struct profile {
-    char *key; /* namespace/name */
-    UT_hash_handle hh;
-    char *tree_id;       /* label tree-id, else Koordinator's hash of the key */
-    char *quota;         /* spec.quotaName: the tree's root quota group */
-    double ratio;        /* spec.resourceRatio, 1 when absent or out of (0, 1] */
-    json_t *selector;    /* spec.nodeSelector (own copy, checked); NULL selects no node */
-    bool is_parent;      /* spec.quotaLabels' is-parent */
-    char **keys;         /* annotation resource-keys (default cpu, memory): the root's min/max */
-    size_t n_keys;
-    kq_resource_t total; /* the tree's total, as last computed (apply_mu) */
-    size_t n_nodes;
-    uint64_t list_gen;
-} profile_t;
-
-/* The trees' placement snapshot (section "trees"): a group's or a node's tree id. */
-typedef struct treeof {
-    char *name;
-    char *tree;
-    UT_hash_handle hh;
-} treeof_t;
-
 typedef struct failmsg {
     char *name;
     char *msg;
     UT_hash_handle hh;
 } failmsg_t;
-
-typedef struct overg { /* reclaim: since when a group is over */
-    char *name;
-    int64_t since_ms;
-    UT_hash_handle hh;
-} overg_t;
-
-typedef struct quietg { /* reclaim: a group over but not reclaimed, and what was logged */
-    char *name;
-    char *line;
-    uint64_t gen;
-    UT_hash_handle hh;
-} quietg_t;
-
-typedef struct inflight { /* an eviction done (until the pod is gone) or refused (until until_ms) */
-    char *uid;
-    bool evicted;
-    int64_t until_ms;
-    kq_resource_t req;
-    char *group;
-    UT_hash_handle hh;
-} inflight_t;
 
 struct informer_ud {
     kq_elastic_t *e;
@@ -242,12 +174,8 @@ struct kq_elastic {
     bool reresolve_due;   /* resolution changed while listing: re-resolve at the list's end */
     kq_config_t *cfg;  /* last applied snapshot (timer thread) */
 
-    pthread_rwlock_t map_mu;
-    nsmap_t *nsmap;
-    nsmap_t *qbound; /* queue groups that bound something (ns = group name) */
-    govern_t *gov;   /* map_mu: who may name each applied group by the quota label */
-    treeof_t *tgroups; /* map_mu: groups in a profile's tree -> its tree id */
-    treeof_t *tnodes;  /* map_mu: nodes a profile selects -> its tree id (the first profile) */
+    kq_resolver_t *resolver; /* fed by reconcile (rebuild_resolver); its own lock */
+
 
     pthread_mutex_t node_mu;
     node_t *nodes;
@@ -265,26 +193,20 @@ struct kq_elastic {
     kq_watch_t *prof_watch; /* ElasticQuotaProfiles, started like eq_watch once served */
     int64_t prof_probe_at, prof_probe_delay;
     bool prof_probe_logged;
-    profile_t *profiles;    /* apply_mu */
-    uint64_t prof_list_gen; /* apply_mu */
-    atomic_int n_profiles;  /* HASH_COUNT(profiles), read without apply_mu by node events */
+    kq_profiles_t *profiles; /* the table under apply_mu; its placement snapshot under its own lock */
     struct informer_ud iud[N_API];
     int64_t probe_at[N_API], probe_delay[N_API];
     bool probe_logged[N_API];
     bool no_status_sub[N_API]; /* timer thread: /status answered 404 (Koordinator's CRD) */
 
     /* timer thread only */
-    overg_t *over;
-    quietg_t *quiet;
-    uint64_t quiet_gen;
-    inflight_t *inflight;
+    kq_reclaim_t *reclaim; /* its state is the timer thread's (reclaim.h) */
     int64_t next_expire_ms;
 
-    atomic_ulong evicted, evict_failed, st_ok, st_failed;
+    atomic_ulong st_ok, st_failed;
 };
 
 /* multi-tree quotas (section "trees") */
-static void profile_free(profile_t *p);
 static int trees_desired(kq_elastic_t *e, gent_t **want);
 static bool tree_root_object(const kq_elastic_t *e, const eqobj_t *o);
 static void trees_refresh(kq_elastic_t *e);
@@ -398,17 +320,6 @@ static void eqobj_free(eqobj_t *o)
         free(o->nss[i]);
     free(o->nss);
     free(o);
-}
-
-static void nsmap_free(nsmap_t *m)
-{
-    nsmap_t *x, *tmp;
-    HASH_ITER(hh, m, x, tmp) {
-        HASH_DEL(m, x);
-        free(x->ns);
-        free(x->group);
-        free(x);
-    }
 }
 
 /* ================================================================== parsing ==== */
@@ -567,13 +478,13 @@ static int eq_parse(const json_t *obj, const char *hint, const char *ns_hint, eq
         o->s.sum_of_mins = true;
         goto limits;
     }
-    o->ignored = strcmp(name, KOORD_ROOT) == 0 || strcmp(name, KOORD_SYSTEM) == 0;
-    o->s.name = strdup(strcmp(name, KOORD_DEFAULT) == 0 ? KQ_QTREE_DEFAULT : name);
+    o->ignored = strcmp(name, KQ_KOORD_ROOT) == 0 || strcmp(name, KQ_KOORD_SYSTEM) == 0;
+    o->s.name = strdup(strcmp(name, KQ_KOORD_DEFAULT) == 0 ? KQ_QTREE_DEFAULT : name);
     if (o->s.name == NULL)
         goto nomem;
 
     const char *parent = kv(labels, LABEL_PARENT);
-    if (parent != NULL && strcmp(parent, KOORD_ROOT) != 0 && strcmp(parent, KQ_QTREE_ROOT) != 0) {
+    if (parent != NULL && strcmp(parent, KQ_KOORD_ROOT) != 0 && strcmp(parent, KQ_QTREE_ROOT) != 0) {
         if (strlen(parent) > KQ_QTREE_NAME_MAX) {
             kq_errf(err, len, "ElasticQuota %s/%s: label %s too long", ns, name, LABEL_PARENT);
             goto out;
@@ -581,13 +492,13 @@ static int eq_parse(const json_t *obj, const char *hint, const char *ns_hint, eq
         if ((o->s.parent = strdup(parent)) == NULL)
             goto nomem;
     }
-    const char *isp = kv(labels, LABEL_IS_PARENT);
+    const char *isp = kv(labels, KQ_KOORD_LABEL_IS_PARENT);
     o->s.is_parent = isp != NULL && strcmp(isp, "true") == 0;
     const char *lent = kv(labels, LABEL_ALLOW_LENT);
     o->s.allow_lent = !(lent != NULL && strcmp(lent, "false") == 0);
     const char *force = kv(labels, LABEL_FORCE);
     o->s.force = force != NULL && strcmp(force, "true") == 0;
-    const char *tid = kv(labels, LABEL_TREE_ID);
+    const char *tid = kv(labels, KQ_KOORD_LABEL_TREE_ID);
     if (tid != NULL && (o->tree_id = strdup(tid)) == NULL)
         goto nomem;
     const char *isr = kv(labels, LABEL_IS_ROOT);
@@ -718,191 +629,46 @@ static int desired_add(gent_t **d, const gspec_t *s, const char *owner)
     return 0;
 }
 
-/* ================================================================== quota names ==== */
-
-/* Issue 37: the label quota.scheduling.koordinator.sh/name may name only a quota that
- * governs the pod's namespace. An ElasticQuota object governs its own namespace and those
- * its namespaces annotation lists (a scheduler-plugins object: its namespace); a profile's
- * root group, the profile's namespace; a queue group, the pods of that queue; the default
- * group (and the names that mean it), the namespaces without a quota of their own. */
-
-static bool is_system_ns(const kq_elastic_t *e, const char *ns);
-
-static void govern_free_one(govern_t *g)
+/* Who may name each applied group by the quota label (resolve.h, issue 37) into m. apply_mu
+ * held. */
+static void govern_into(kq_elastic_t *e, kq_resolve_map_t *m)
 {
-    if (g == NULL)
-        return;
-    for (size_t i = 0; i < g->n_nss; i++)
-        free(g->nss[i]);
-    free(g->nss);
-    free(g->ns);
-    free(g->group);
-    free(g);
-}
-
-static void govern_free(govern_t *t)
-{
-    govern_t *g, *tmp;
-    HASH_ITER(hh, t, g, tmp) {
-        HASH_DEL(t, g);
-        govern_free_one(g);
-    }
-}
-
-/* A new entry for group of kind, with namespace ns (may be NULL) and the namespaces
- * nss[n] copied; NULL on ENOMEM. */
-static govern_t *govern_new(const char *group, int kind, const char *ns, char *const *nss, size_t n)
-{
-    govern_t *g = calloc(1, sizeof(*g));
-    if (g == NULL || (g->group = strdup(group)) == NULL || (ns != NULL && (g->ns = strdup(ns)) == NULL) ||
-        (n > 0 && (g->nss = calloc(n, sizeof(*g->nss))) == NULL))
-        goto fail;
-    g->kind = kind;
-    for (; g->n_nss < n; g->n_nss++)
-        if ((g->nss[g->n_nss] = strdup(nss[g->n_nss])) == NULL)
-            goto fail;
-    return g;
-fail:
-    govern_free_one(g);
-    return NULL;
-}
-
-/* Rebuilds e->gov from the applied groups and swaps it in under map_mu. On ENOMEM the old
- * snapshot stays (logged). apply_mu held. */
-static void rebuild_govern(kq_elastic_t *e)
-{
-    govern_t *t = NULL;
     gent_t *a, *atmp;
-    bool oom = false;
     HASH_ITER(hh, e->applied, a, atmp) {
-        govern_t *g = NULL;
         const eqobj_t *o = NULL;
         if (strcmp(a->s.name, KQ_QTREE_DEFAULT) == 0 || strcmp(a->owner, "default") == 0) {
-            g = govern_new(a->s.name, GOV_DEFAULT, NULL, NULL, 0);
+            kq_resolve_map_govern(m, a->s.name, KQ_RESOLVE_GOV_DEFAULT, NULL, NULL, 0);
         } else if (strcmp(a->owner, "queue") == 0) {
-            g = govern_new(a->s.name, GOV_QUEUE, NULL, NULL, 0);
+            kq_resolve_map_govern(m, a->s.name, KQ_RESOLVE_GOV_QUEUE, NULL, NULL, 0);
         } else if (strncmp(a->owner, "profile ", 8) == 0) {
             char ns[254];
             const char *key = a->owner + 8, *slash = strchr(key, '/');
             snprintf(ns, sizeof(ns), "%.*s", slash != NULL ? (int)(slash - key) : (int)strlen(key), key);
-            g = govern_new(a->s.name, GOV_OBJECT, ns, NULL, 0);
+            kq_resolve_map_govern(m, a->s.name, KQ_RESOLVE_GOV_OBJECT, ns, NULL, 0);
         } else {
             HASH_FIND_STR(e->objs, a->owner, o);
             if (o == NULL)
                 continue;
             bool upstream = strcmp(o->api_group, KQ_EQ_GROUP_UPSTREAM) == 0;
-            g = govern_new(a->s.name, GOV_OBJECT, o->ns, o->nss, upstream ? 0 : o->n_nss);
-        }
-        if (g == NULL) {
-            oom = true;
-            break;
-        }
-        HASH_ADD_KEYPTR(hh, t, g->group, strlen(g->group), g);
-    }
-    if (oom) {
-        kq_error("event=quota_names_not_rebuilt error=\"out of memory\" msg=\"keeping the previous view of "
-                 "which namespaces may name each quota\"");
-        govern_free(t);
-        return;
-    }
-    pthread_rwlock_wrlock(&e->map_mu);
-    govern_t *old = e->gov;
-    e->gov = t;
-    pthread_rwlock_unlock(&e->map_mu);
-    govern_free(old);
-}
-
-/* The names the resolver takes as the default group (Koordinator's reserved quotas, the
- * tree's reserved groups). */
-static bool default_name(const char *name)
-{
-    return strcmp(name, KQ_QTREE_DEFAULT) == 0 || strcmp(name, KOORD_DEFAULT) == 0 ||
-           strcmp(name, KOORD_ROOT) == 0 || strcmp(name, KOORD_SYSTEM) == 0 || strcmp(name, KQ_QTREE_ROOT) == 0 ||
-           strcmp(name, KQ_QTREE_SYSTEM) == 0;
-}
-
-/* May a pod of namespace ns (its queue; NULL when not known, as at admission) name quota
- * `name`? 0, or KQ_EDENIED with msg (pod names the pod) and *kind. map_mu taken for
- * reading; nothing else. */
-static int name_check(kq_elastic_t *e, const char *ns, const char *pod, const char *name, const char *queue,
-                      char *msg, size_t len, kq_denial_t *kind)
-{
-    kq_denial_set(kind, KQ_DENIAL_NONE);
-    if (e == NULL || name == NULL || ns == NULL || is_system_ns(e, ns))
-        return 0;
-    int rc = 0;
-    pthread_rwlock_rdlock(&e->map_mu);
-    govern_t *g = NULL;
-    nsmap_t *own = NULL;
-    HASH_FIND_STR(e->nsmap, ns, own);
-    if (!default_name(name))
-        HASH_FIND_STR(e->gov, name, g);
-    if (default_name(name) || (g != NULL && g->kind == GOV_DEFAULT)) {
-        if (own != NULL && strcmp(own->group, KQ_QTREE_DEFAULT) != 0) {
-            kq_errf(msg, len, "pod %s/%s: label %sname names %s, the default quota, but namespace %s has a quota of "
-                    "its own, %s: a pod may name only a quota that governs its namespace", ns, pod,
-                    KQ_EQ_LABEL_PREFIX, name, ns, own->group);
-            kq_denial_set(kind, KQ_DENIAL_QUOTA_OTHER_NS);
-            rc = KQ_EDENIED;
-        }
-    } else if (g == NULL) {
-        kq_errf(msg, len, "pod %s/%s: elastic quota %s not found: label %sname names no ElasticQuota, queue or "
-                "quota group of that name", ns, pod, name, KQ_EQ_LABEL_PREFIX);
-        kq_denial_set(kind, KQ_DENIAL_QUOTA_NOT_FOUND);
-        rc = KQ_EDENIED;
-    } else if (g->kind == GOV_QUEUE) {
-        if (queue != NULL && strcmp(queue, name) != 0) {
-            kq_errf(msg, len, "pod %s/%s: label %sname names quota group %s, the group of queue %s, not of the pod's "
-                    "queue %s", ns, pod, KQ_EQ_LABEL_PREFIX, name, name, queue);
-            kq_denial_set(kind, KQ_DENIAL_QUOTA_OTHER_NS);
-            rc = KQ_EDENIED;
-        }
-    } else {
-        bool ok = g->ns != NULL && strcmp(g->ns, ns) == 0;
-        for (size_t i = 0; !ok && i < g->n_nss; i++)
-            ok = strcmp(g->nss[i], ns) == 0;
-        if (!ok) {
-            kq_errf(msg, len, "pod %s/%s: label %sname names quota %s of namespace %s, which does not govern "
-                    "namespace %s: a pod may name only a quota of its own namespace or one whose %snamespaces "
-                    "annotation lists it", ns, pod, KQ_EQ_LABEL_PREFIX, name, g->ns ? g->ns : "-", ns,
-                    KQ_EQ_LABEL_PREFIX);
-            kq_denial_set(kind, KQ_DENIAL_QUOTA_OTHER_NS);
-            rc = KQ_EDENIED;
+            kq_resolve_map_govern(m, a->s.name, KQ_RESOLVE_GOV_OBJECT, o->ns, o->nss, upstream ? 0 : o->n_nss);
         }
     }
-    pthread_rwlock_unlock(&e->map_mu);
-    return rc;
 }
 
-int kq_elastic_check_quota_name(kq_elastic_t *e, const kq_pod_t *pod, char *msg, size_t len, kq_denial_t *kind)
+/* The resolver's snapshot (resolve.h): the namespace -> group map (resolution step 3), the
+ * queue groups that bound something (step 4) and who may name each group, built from the
+ * applied groups and swapped in whole. Objects are visited in arrival order (reconcile
+ * sorts them), so of two objects binding a namespace at the same rank the earlier one
+ * keeps it and the later one is logged once. apply_mu held. True when the resolver now
+ * answers differently (pods may have to move). */
+static bool rebuild_resolver(kq_elastic_t *e)
 {
-    kq_denial_set(kind, KQ_DENIAL_NONE);
-    if (e == NULL || pod == NULL)
-        return 0;
-    return name_check(e, pod->ns, pod->name ? pod->name : "-", pod->quota_name, pod->queue, msg, len, kind);
-}
-
-/* Whether two namespace maps give every namespace the same group. */
-static bool nsmap_same(nsmap_t *a, nsmap_t *b)
-{
-    if (HASH_COUNT(a) != HASH_COUNT(b))
+    kq_resolve_map_t *m = kq_resolve_map_new();
+    if (m == NULL) {
+        kq_error("event=quota_names_not_rebuilt error=\"out of memory\" msg=\"keeping the previous namespace "
+                 "map\"");
         return false;
-    for (nsmap_t *x = a; x != NULL; x = x->hh.next) {
-        nsmap_t *y;
-        HASH_FIND_STR(b, x->ns, y);
-        if (y == NULL || !str_eq(x->group, y->group))
-            return false;
     }
-    return true;
-}
-
-/* The namespace -> group map (elastic.h, resolution step 3). Objects are visited in
- * arrival order (reconcile sorts them), so of two objects binding a namespace at the same
- * rank the earlier one keeps it and the later one is logged once. apply_mu held. True
- * when the maps now answer differently (pods may have to move). */
-static bool rebuild_nsmap(kq_elastic_t *e)
-{
-    nsmap_t *m = NULL;
     eqobj_t *o, *tmp;
     HASH_ITER(hh, e->objs, o, tmp) {
         gent_t *a;
@@ -917,40 +683,22 @@ static bool rebuild_nsmap(kq_elastic_t *e)
             const char *ns;
             int prio;
             if (i == 0 && upstream) {
-                ns = o->ns, prio = 2;          /* scheduler-plugins: the quota of its namespace */
+                ns = o->ns, prio = KQ_RESOLVE_RANK_UPSTREAM; /* scheduler-plugins: the quota of its namespace */
             } else if (i == 0) {
                 if (strcmp(o->name, o->ns) != 0)
                     continue;                  /* Koordinator: only a quota named like it */
-                ns = o->ns, prio = 0;
+                ns = o->ns, prio = KQ_RESOLVE_RANK_NAMED;
             } else {
                 if (upstream)
                     break;
-                ns = o->nss[i - 1], prio = 1;  /* Koordinator's namespaces annotation */
+                ns = o->nss[i - 1], prio = KQ_RESOLVE_RANK_LISTED; /* Koordinator's namespaces annotation */
             }
-            nsmap_t *x;
-            HASH_FIND_STR(m, ns, x);
-            if (x != NULL && x->prio <= prio) {
-                if (x->prio == prio && strcmp(x->group, o->s.name) != 0 && !lost) {
-                    lost = true;
-                    snprintf(lost_ns, sizeof(lost_ns), "%s", ns);
-                    snprintf(lost_to, sizeof(lost_to), "%s", x->group);
-                }
-                continue;
+            const char *holder = NULL;
+            if (!kq_resolve_map_bind(m, ns, o->s.name, prio, &holder) && holder != NULL && !lost) {
+                lost = true;
+                snprintf(lost_ns, sizeof(lost_ns), "%s", ns);
+                snprintf(lost_to, sizeof(lost_to), "%s", holder);
             }
-            char *g = strdup(o->s.name);
-            if (g == NULL)
-                continue;
-            if (x == NULL) {
-                if ((x = calloc(1, sizeof(*x))) == NULL || (x->ns = strdup(ns)) == NULL) {
-                    free(x);
-                    free(g);
-                    continue;
-                }
-                HASH_ADD_KEYPTR(hh, m, x->ns, strlen(x->ns), x);
-            }
-            free(x->group);
-            x->group = g;
-            x->prio = prio;
         }
         if (lost && !o->ns_conflict)
             kq_warn("event=namespace_bound_twice object=%s namespace=%s group=%s msg=\"the namespace is already "
@@ -960,7 +708,6 @@ static bool rebuild_nsmap(kq_elastic_t *e)
     /* queue groups with a min or a max of their own or of an ancestor queue: a queue that
      * bounds nothing is no quota, and its pods belong to the default group (resolution
      * step 4) */
-    nsmap_t *qb = NULL;
     gent_t *g, *gtmp;
     HASH_ITER(hh, e->qsrc, g, gtmp) {
         bool bounded = false;
@@ -971,25 +718,11 @@ static bool rebuild_nsmap(kq_elastic_t *e)
             if (par != NULL)
                 HASH_FIND_STR(e->qsrc, par, x);
         }
-        nsmap_t *y;
-        if (!bounded || (y = calloc(1, sizeof(*y))) == NULL)
-            continue;
-        if ((y->ns = strdup(g->s.name)) == NULL) {
-            free(y);
-            continue;
-        }
-        HASH_ADD_KEYPTR(hh, qb, y->ns, strlen(y->ns), y);
+        if (bounded)
+            kq_resolve_map_bounded_queue(m, g->s.name);
     }
-    pthread_rwlock_wrlock(&e->map_mu);
-    nsmap_t *old = e->nsmap, *oldq = e->qbound;
-    e->nsmap = m;
-    e->qbound = qb;
-    pthread_rwlock_unlock(&e->map_mu);
-    bool changed = !nsmap_same(old, m) || !nsmap_same(oldq, qb);
-    nsmap_free(old);
-    nsmap_free(oldq);
-    rebuild_govern(e);
-    return changed;
+    govern_into(e, m);
+    return kq_resolve_swap(e->resolver, m);
 }
 
 /* Level-triggered resolution (issue 38): after a change to what the resolver reads (a group
@@ -998,7 +731,7 @@ static bool rebuild_nsmap(kq_elastic_t *e)
  * While an informer applies a list, this waits for the list's end: one O(pods) walk per
  * list rather than one per object, and none before the objects a restart lists are all in
  * (a pod listed before its quota would otherwise stay in the default group). apply_mu held
- * (order apply_mu -> ledger -> map_mu -> quota tree). */
+ * (order apply_mu -> ledger -> resolver -> quota tree). */
 static void reresolve(kq_elastic_t *e)
 {
     bool listing = e->prof_listing;
@@ -1149,7 +882,7 @@ static void reconcile(kq_elastic_t *e)
             note_fail(e, g->s.name, "cannot be removed while it has child groups");
     }
     gent_table_free(&want);
-    if (rebuild_nsmap(e))
+    if (rebuild_resolver(e))
         moved = true;
     trees_snapshot(e);
     if (moved || e->reresolve_due)
@@ -1332,7 +1065,7 @@ void kq_elastic_node_event(kq_elastic_t *e, int type, const json_t *node)
     json_decref(labels);
     kq_resource_free(&alloc);
     /* node status updates (conditions, heartbeats) change nothing the trees read */
-    if (moved && atomic_load(&e->n_profiles) > 0)
+    if (moved && kq_profiles_has_trees(e->profiles))
         trees_refresh(e);
 }
 
@@ -1366,7 +1099,7 @@ void kq_elastic_nodes_list_end(kq_elastic_t *e)
     kq_resource_format(&e->total, buf, sizeof(buf));
     pthread_mutex_unlock(&e->node_mu);
     kq_info("event=%s nodes=%zu cluster_total=\"%s\"", first ? "nodes_synced" : "nodes_resynced", count, buf);
-    if (atomic_load(&e->n_profiles) > 0)
+    if (kq_profiles_has_trees(e->profiles))
         trees_refresh(e);
 }
 
@@ -1516,329 +1249,81 @@ void kq_elastic_quotas_list_end(kq_elastic_t *e, const char *api_group)
 
 /* ================================================================== trees ==== */
 
-/* Koordinator's multi-tree quotas (koordinator-sh/koordinator pkg/quota-controller/profile,
- * pkg/scheduler/plugins/elasticquota/quota_handler.go). An ElasticQuotaProfile names a root
- * quota (spec.quotaName) and a node selector; Koordinator's profile controller writes that
- * root quota with the tree-id / is-root labels and the matching nodes' allocatable (times
- * spec.resourceRatio) as its min and total, and the scheduler runs one GroupQuotaManager
- * per tree whose total is that, taking it off the default tree's total. kubequota reads
- * the profiles itself and keeps every tree in its one quota tree: a profile's root group
- * is a first-level group whose min and max are the tree's total and which lends nothing
- * (allow-lent-resource false), so its total is kept off what the other first-level groups
- * (the default tree) share, and its children share at most that total: no borrowing
- * across trees either way. An ElasticQuota object named like a profile's root (the one
- * Koordinator's controller wrote) is that root: its spec is not read. Data: profiles and
- * their totals under apply_mu; node labels under node_mu (order apply_mu -> node_mu). */
+/* Koordinator's multi-tree quotas (profiles.h): the profiles module keeps the profiles,
+ * their trees' totals and the placement snapshot; this section feeds it the nodes (a view
+ * of the node table, built under node_mu) and turns each profile into its tree's root
+ * group, first level, lending nothing. An ElasticQuota object named like a profile's root
+ * (the one Koordinator's controller wrote) is that root: its spec is not read. Data: the
+ * profile table under apply_mu; node labels under node_mu (order apply_mu -> node_mu ->
+ * the placement lock). */
 
-static int strcmp_key(const profile_t *a, const profile_t *b)
+/* The nodes as the profiles read them (borrowed: valid while node_mu is held), in *n. NULL
+ * with *n = 0 when there are none or on ENOMEM (logged). node_mu held. */
+static kq_profile_node_t *node_view(kq_elastic_t *e, size_t *n)
 {
-    return strcmp(a->key, b->key);
-}
-
-static void profile_free(profile_t *p)
-{
-    if (p == NULL)
-        return;
-    free(p->key);
-    free(p->tree_id);
-    free(p->quota);
-    json_decref(p->selector);
-    for (size_t i = 0; i < p->n_keys; i++)
-        free(p->keys[i]);
-    free(p->keys);
-    kq_resource_free(&p->total);
-    free(p);
-}
-
-/* Whether a node's labels satisfy a metav1.LabelSelector (checked by sel_check):
- * matchLabels and matchExpressions ANDed, as metav1.LabelSelectorAsSelector builds it;
- * an empty selector selects every node, a NULL one none. */
-static bool sel_match(const json_t *sel, const json_t *labels)
-{
-    if (sel == NULL)
-        return false;
-    const char *k;
-    const json_t *v;
-    json_object_foreach((json_t *)json_object_get(sel, "matchLabels"), k, v) {
-        const char *have = json_string_value(json_object_get(labels, k));
-        if (have == NULL || strcmp(have, json_string_value(v)) != 0)
-            return false;
+    *n = 0;
+    size_t count = HASH_COUNT(e->nodes);
+    kq_profile_node_t *v = count ? malloc(count * sizeof(*v)) : NULL;
+    if (count > 0 && v == NULL) {
+        kq_error("event=tree_nodes_unread error=\"out of memory\"");
+        return NULL;
     }
-    size_t i;
-    const json_t *x;
-    json_array_foreach(json_object_get(sel, "matchExpressions"), i, x) {
-        const char *key = json_string_value(json_object_get(x, "key"));
-        const char *op = json_string_value(json_object_get(x, "operator"));
-        const char *have = json_string_value(json_object_get(labels, key));
-        bool in = false;
-        size_t j;
-        const json_t *val;
-        json_array_foreach(json_object_get(x, "values"), j, val) {
-            if (have != NULL && strcmp(have, json_string_value(val)) == 0)
-                in = true;
-        }
-        bool ok = strcmp(op, "In") == 0 ? in
-                  : strcmp(op, "NotIn") == 0 ? !in
-                  : strcmp(op, "Exists") == 0 ? have != NULL
-                                               : have == NULL; /* DoesNotExist */
-        if (!ok)
-            return false;
-    }
-    return true;
-}
-
-/* Checks a nodeSelector as metav1.LabelSelectorAsSelector does; 0 or KQ_EPARSE with why. */
-static int sel_check(const json_t *sel, const char *what, char *err, size_t len)
-{
-    if (!json_is_object(sel)) {
-        kq_errf(err, len, "%s: not an object", what);
-        return KQ_EPARSE;
-    }
-    const json_t *ml = json_object_get(sel, "matchLabels");
-    const char *k;
-    const json_t *v;
-    if (ml != NULL && !json_is_object(ml)) {
-        kq_errf(err, len, "%s.matchLabels: not an object", what);
-        return KQ_EPARSE;
-    }
-    json_object_foreach((json_t *)ml, k, v) {
-        if (!json_is_string(v)) {
-            kq_errf(err, len, "%s.matchLabels[%s]: not a string", what, k);
-            return KQ_EPARSE;
-        }
-    }
-    const json_t *me = json_object_get(sel, "matchExpressions");
-    if (me != NULL && !json_is_array(me)) {
-        kq_errf(err, len, "%s.matchExpressions: not an array", what);
-        return KQ_EPARSE;
-    }
-    size_t i;
-    const json_t *x;
-    json_array_foreach(me, i, x) {
-        const char *key = json_string_value(json_object_get(x, "key"));
-        const char *op = json_string_value(json_object_get(x, "operator"));
-        const json_t *vals = json_object_get(x, "values");
-        size_t n = json_array_size(vals);
-        if (key == NULL || *key == '\0') {
-            kq_errf(err, len, "%s.matchExpressions[%zu].key: missing", what, i);
-            return KQ_EPARSE;
-        }
-        if (vals != NULL && !json_is_array(vals)) {
-            kq_errf(err, len, "%s.matchExpressions[%zu].values: not an array", what, i);
-            return KQ_EPARSE;
-        }
-        for (size_t j = 0; j < n; j++)
-            if (!json_is_string(json_array_get(vals, j))) {
-                kq_errf(err, len, "%s.matchExpressions[%zu].values[%zu]: not a string", what, i, j);
-                return KQ_EPARSE;
-            }
-        bool set_op = op != NULL && (strcmp(op, "In") == 0 || strcmp(op, "NotIn") == 0);
-        bool exist_op = op != NULL && (strcmp(op, "Exists") == 0 || strcmp(op, "DoesNotExist") == 0);
-        if (!set_op && !exist_op) {
-            kq_errf(err, len, "%s.matchExpressions[%zu].operator: \"%s\" is not a valid label selector operator",
-                    what, i, op ? op : "");
-            return KQ_EPARSE;
-        }
-        if (set_op && n == 0) {
-            kq_errf(err, len, "%s.matchExpressions[%zu].values: for 'in', 'notin' operators, values set can't be "
-                    "empty", what, i);
-            return KQ_EPARSE;
-        }
-        if (exist_op && n != 0) {
-            kq_errf(err, len, "%s.matchExpressions[%zu].values: values set must be empty for exists and does not "
-                    "exist", what, i);
-            return KQ_EPARSE;
-        }
-    }
-    return 0;
-}
-
-/* Koordinator's tree id of a profile without the label: fnv-64a of "namespace/name", in
- * decimal (profile_controller.go, hash). */
-static void tree_hash(const char *key, char *out, size_t len)
-{
-    uint64_t h = 14695981039346656037ULL;
-    for (const unsigned char *p = (const unsigned char *)key; *p; p++) {
-        h ^= *p;
-        h *= 1099511628211ULL;
-    }
-    snprintf(out, len, "%llu", (unsigned long long)h);
-}
-
-static int profile_parse(const json_t *obj, profile_t **out, char *err, size_t len)
-{
-    const json_t *meta = json_object_get(obj, "metadata");
-    const json_t *spec = json_object_get(obj, "spec");
-    const char *name = kv(meta, "name"), *ns = kv(meta, "namespace");
-    if (name == NULL) {
-        kq_errf(err, len, "ElasticQuotaProfile: metadata.name missing");
-        return KQ_EPARSE;
-    }
-    if (ns == NULL)
-        ns = "default";
-    char what[300];
-    snprintf(what, sizeof(what), "ElasticQuotaProfile %.100s/%.100s", ns, name);
-    const char *quota = kv(spec, "quotaName");
-    if (quota == NULL) {
-        kq_errf(err, len, "%s: spec.quotaName missing (it names the tree's root quota)", what);
-        return KQ_EPARSE;
-    }
-    if (strlen(quota) > KQ_QTREE_NAME_MAX || strcmp(quota, KOORD_ROOT) == 0 || strcmp(quota, KOORD_SYSTEM) == 0 ||
-        strcmp(quota, KOORD_DEFAULT) == 0 || strcmp(quota, KQ_QTREE_DEFAULT) == 0 ||
-        strcmp(quota, KQ_QTREE_SYSTEM) == 0 || strcmp(quota, KQ_QTREE_ROOT) == 0) {
-        kq_errf(err, len, "%s: spec.quotaName \"%.64s\" is reserved or longer than %d bytes", what, quota,
-                KQ_QTREE_NAME_MAX);
-        return KQ_EPARSE;
-    }
-    const json_t *sel = json_object_get(spec, "nodeSelector");
-    char swhat[320];
-    snprintf(swhat, sizeof(swhat), "%s: spec.nodeSelector", what);
-    if (sel != NULL && !json_is_null(sel) && sel_check(sel, swhat, err, len) != 0)
-        return KQ_EPARSE;
-    profile_t *p = calloc(1, sizeof(*p));
-    if (p == NULL)
-        goto nomem;
-    p->ratio = 1.0;
-    const char *rr = json_string_value(json_object_get(spec, "resourceRatio"));
-    if (rr != NULL) { /* DecorateResourceByResourceRatio: a bad or out-of-range ratio is 1 */
-        char *end;
-        double r = strtod(rr, &end);
-        if (end != rr && *end == '\0' && r > 0 && r <= 1.0)
-            p->ratio = r;
-        else
-            kq_warn("event=profile_ratio_ignored profile=%s/%s resourceRatio=\"%.32s\" msg=\"not a number in "
-                    "(0, 1]: ratio 1, as Koordinator\"", ns, name, rr);
-    }
-    char hash[24];
-    const char *tid = kv(json_object_get(meta, "labels"), LABEL_TREE_ID);
-    if (tid == NULL) {
-        char key[600];
-        snprintf(key, sizeof(key), "%s/%s", ns, name);
-        tree_hash(key, hash, sizeof(hash));
-        tid = hash;
-    }
-    const char *isp = kv(json_object_get(spec, "quotaLabels"), LABEL_IS_PARENT);
-    p->is_parent = isp != NULL && strcmp(isp, "true") == 0;
-    if (kv(json_object_get(spec, "quotaLabels"), LABEL_IGNORE_DEFAULT_TREE) != NULL)
-        kq_warn("event=profile_key_ignored profile=%s/%s key=%s msg=\"not honoured: the tree's total is taken off "
-                "the default tree's, as without the label\"", ns, name, LABEL_IGNORE_DEFAULT_TREE);
-    /* the root quota's min and max name these resources (profile_controller.go: the
-     * resource-keys annotation, a JSON list; unreadable: warned, the default) */
-    const char *rk = kv(json_object_get(meta, "annotations"), ANN_RESOURCE_KEYS);
-    json_t *keys = rk != NULL ? json_loads(rk, 0, NULL) : NULL;
-    bool keys_ok = json_is_array(keys) && json_array_size(keys) <= 64;
-    for (size_t i = 0; keys_ok && i < json_array_size(keys); i++)
-        keys_ok = json_is_string(json_array_get(keys, i)) && kq_resource_name(json_string_value(json_array_get(keys, i)));
-    if (rk != NULL && !keys_ok)
-        kq_warn("event=profile_resource_keys_ignored profile=%s/%s value=\"%.64s\" msg=\"not a JSON list of "
-                "resource names: cpu and memory, as Koordinator\"", ns, name, rk);
-    size_t nk = keys_ok ? json_array_size(keys) : 2;
-    p->keys = calloc(nk + 1, sizeof(char *));
-    for (size_t i = 0; p->keys != NULL && i < nk; i++) {
-        const char *k = keys_ok ? json_string_value(json_array_get(keys, i)) : (i == 0 ? "cpu" : "memory");
-        if ((p->keys[p->n_keys] = strdup(k)) != NULL)
-            p->n_keys++;
-    }
-    json_decref(keys);
-    if (p->keys == NULL || p->n_keys != nk)
-        goto nomem;
-    if (asprintf(&p->key, "%s/%s", ns, name) < 0)
-        p->key = NULL;
-    p->tree_id = strdup(tid);
-    p->quota = strdup(quota);
-    if (sel != NULL && !json_is_null(sel))
-        p->selector = json_deep_copy(sel);
-    if (p->key == NULL || p->tree_id == NULL || p->quota == NULL || (sel != NULL && !json_is_null(sel) && !p->selector))
-        goto nomem;
-    *out = p;
-    return 0;
-nomem:
-    profile_free(p);
-    kq_errf(err, len, "out of memory");
-    return KQ_ENOMEM;
+    for (node_t *x = e->nodes; v != NULL && x != NULL; x = x->hh.next)
+        v[(*n)++] = (kq_profile_node_t){.name = x->name, .labels = x->labels, .alloc = &x->alloc};
+    return v;
 }
 
 /* Recomputes every tree's total from the nodes; true when one changed. apply_mu held. */
 static bool trees_compute(kq_elastic_t *e)
 {
-    bool changed = false;
     pthread_mutex_lock(&e->node_mu);
-    bool synced = e->nodes_synced;
-    for (profile_t *p = e->profiles; p != NULL; p = p->hh.next) {
-        kq_resource_t t = KQ_RESOURCE_EMPTY;
-        size_t n = 0;
-        int rc = 0;
-        for (node_t *x = e->nodes; synced && rc == 0 && x != NULL; x = x->hh.next)
-            if (sel_match(p->selector, x->labels)) {
-                rc = kq_resource_add(&t, &x->alloc);
-                n++;
-            }
-        if (rc != 0) {
-            kq_warn("event=tree_total_overflow tree=%s error=\"%s\" msg=\"total kept\"", p->tree_id, kq_strerror(rc));
-            kq_resource_free(&t);
-            continue;
-        }
-        for (uint32_t i = 0; p->ratio < 1.0 && i < t.n; i++) /* MultiplyQuantity: truncated */
-            KQ_RES_E(&t)[i].value = (int64_t)((double)KQ_RES_E(&t)[i].value * p->ratio);
-        if (!kq_resource_equal(&t, &p->total) || t.n != p->total.n || n != p->n_nodes) {
-            kq_resource_move(&p->total, &t);
-            p->n_nodes = n;
-            changed = true;
-        }
-        kq_resource_free(&t);
-    }
+    size_t n;
+    kq_profile_node_t *v = node_view(e, &n);
+    bool changed = kq_profiles_compute(e->profiles, v, n, e->nodes_synced);
     pthread_mutex_unlock(&e->node_mu);
+    free(v);
     return changed;
+}
+
+struct root_want {
+    kq_elastic_t *e;
+    gent_t **want;
+};
+
+static int root_desired(void *ud, const char *profile, const char *group, const kq_resource_t *min_max,
+                        bool is_parent)
+{
+    struct root_want *w = ud;
+    gent_t *x;
+    HASH_FIND_STR(*w->want, group, x);
+    if (x != NULL) {
+        note_fail(w->e, group, "ElasticQuotaProfile's root quota name is taken by a queue or another profile");
+        return 0;
+    }
+    gspec_t s = {0};
+    s.name = (char *)group;
+    s.min = *min_max; /* borrowed: desired_add copies */
+    s.max = *min_max;
+    s.allow_lent = false;
+    s.is_parent = is_parent;
+    char owner[600];
+    snprintf(owner, sizeof(owner), "profile %s", profile);
+    return desired_add(w->want, &s, owner);
 }
 
 /* The profiles' root groups into the desired set (before the objects: the root is the
  * profile's, whatever object carries its name). apply_mu held. */
 static int trees_desired(kq_elastic_t *e, gent_t **want)
 {
-    HASH_SRT(hh, e->profiles, strcmp_key);
-    for (profile_t *p = e->profiles; p != NULL; p = p->hh.next) {
-        gent_t *x;
-        HASH_FIND_STR(*want, p->quota, x);
-        if (x != NULL) {
-            note_fail(e, p->quota, "ElasticQuotaProfile's root quota name is taken by a queue or another profile");
-            continue;
-        }
-        /* min and max: the tree's total of each resource key (0 when its nodes have none),
-         * as the profile controller sets the root's min; the max is that total too, not
-         * Koordinator's MaxInt64/2000, as the tree's manager caps its root by its total */
-        gspec_t s = {0};
-        s.name = p->quota;
-        int rc = 0;
-        for (size_t i = 0; rc == 0 && i < p->n_keys; i++) {
-            int64_t v = kq_resource_get(&p->total, p->keys[i], NULL);
-            rc = kq_resource_set(&s.min, p->keys[i], v);
-            if (rc == 0)
-                rc = kq_resource_set(&s.max, p->keys[i], v);
-        }
-        s.allow_lent = false;
-        s.is_parent = p->is_parent;
-        char owner[600];
-        snprintf(owner, sizeof(owner), "profile %s", p->key);
-        if (rc == 0)
-            rc = desired_add(want, &s, owner);
-        kq_resource_free(&s.min);
-        kq_resource_free(&s.max);
-        if (rc != 0)
-            return rc;
-    }
-    return 0;
+    struct root_want w = {.e = e, .want = want};
+    return kq_profiles_roots(e->profiles, root_desired, &w);
 }
 
 /* Whether an ElasticQuota object is the root quota of a profile's tree (its group is the
  * profile's). apply_mu held. */
 static bool tree_root_object(const kq_elastic_t *e, const eqobj_t *o)
 {
-    if (strcmp(o->api_group, KQ_EQ_GROUP_KOORD) != 0)
-        return false;
-    for (const profile_t *p = e->profiles; p != NULL; p = p->hh.next)
-        if (strcmp(p->quota, o->s.name) == 0)
-            return true;
-    return false;
+    return strcmp(o->api_group, KQ_EQ_GROUP_KOORD) == 0 && kq_profiles_is_root(e->profiles, o->s.name);
 }
 
 /* Node events: the trees' totals follow the nodes. Takes apply_mu (no lock held). */
@@ -1852,46 +1337,23 @@ static void trees_refresh(kq_elastic_t *e)
     pthread_mutex_unlock(&e->apply_mu);
 }
 
-static void treeof_free(treeof_t *t)
-{
-    treeof_t *x, *tmp;
-    HASH_ITER(hh, t, x, tmp) {
-        HASH_DEL(t, x);
-        free(x->name);
-        free(x->tree);
-        free(x);
-    }
-}
-
-static int treeof_add(treeof_t **t, const char *name, const char *tree)
-{
-    treeof_t *x;
-    HASH_FIND_STR(*t, name, x);
-    if (x != NULL)
-        return 0; /* the first profile (by key) keeps it */
-    if ((x = calloc(1, sizeof(*x))) == NULL || (x->name = strdup(name)) == NULL ||
-        (x->tree = strdup(tree)) == NULL) {
-        if (x != NULL)
-            free(x->name);
-        free(x);
-        return KQ_ENOMEM;
-    }
-    HASH_ADD_KEYPTR(hh, *t, x->name, strlen(x->name), x);
-    return 0;
-}
-
-/* Rebuilds the placement snapshot the extender filter reads (kq_elastic_group_tree,
- * kq_elastic_node_in_tree): which tree each applied group and each node is in. Built
- * under apply_mu (and node_mu for the nodes), swapped in under map_mu. Nothing to do
- * without profiles once the old snapshot is empty. */
+/* Rebuilds the placement snapshot the extender filter reads (kq_profiles_group_tree,
+ * kq_profiles_node_in_tree): which tree each applied group (by its first-level ancestor)
+ * and each node is in. apply_mu held; node_mu taken for the nodes. Nothing to do without
+ * profiles once the old snapshot is empty. */
 static void trees_snapshot(kq_elastic_t *e)
 {
-    if (e->profiles == NULL && e->tgroups == NULL && e->tnodes == NULL)
+    if (!kq_profiles_placing(e->profiles))
         return;
-    treeof_t *tg = NULL, *tn = NULL;
-    int rc = 0;
-    HASH_SRT(hh, e->profiles, strcmp_key);
-    for (gent_t *g = e->applied; rc == 0 && e->profiles != NULL && g != NULL; g = g->hh.next) {
+    size_t n = HASH_COUNT(e->applied), k = 0;
+    const char **groups = n ? malloc(n * sizeof(*groups)) : NULL, **tops = n ? malloc(n * sizeof(*tops)) : NULL;
+    if (n > 0 && (groups == NULL || tops == NULL)) {
+        kq_error("event=tree_snapshot_failed error=\"out of memory\" msg=\"the last placement snapshot stays\"");
+        free(groups);
+        free(tops);
+        return;
+    }
+    for (gent_t *g = e->applied; g != NULL; g = g->hh.next) {
         const gent_t *top = g;
         for (int d = 0; d < KQ_QTREE_MAX_DEPTH && top->s.parent != NULL; d++) {
             gent_t *up;
@@ -1900,97 +1362,38 @@ static void trees_snapshot(kq_elastic_t *e)
                 break;
             top = up;
         }
-        for (const profile_t *p = e->profiles; rc == 0 && p != NULL; p = p->hh.next)
-            if (strcmp(p->quota, top->s.name) == 0)
-                rc = treeof_add(&tg, g->s.name, p->tree_id);
+        groups[k] = g->s.name;
+        tops[k++] = top->s.name;
     }
     pthread_mutex_lock(&e->node_mu);
-    for (node_t *x = e->nodes; rc == 0 && e->profiles != NULL && x != NULL; x = x->hh.next)
-        for (const profile_t *p = e->profiles; rc == 0 && p != NULL; p = p->hh.next)
-            if (sel_match(p->selector, x->labels))
-                rc = treeof_add(&tn, x->name, p->tree_id);
+    size_t nn;
+    kq_profile_node_t *v = node_view(e, &nn);
+    kq_profiles_place(e->profiles, groups, tops, k, v, nn);
     pthread_mutex_unlock(&e->node_mu);
-    if (rc != 0) {
-        kq_error("event=tree_snapshot_failed error=\"%s\" msg=\"the last placement snapshot stays\"",
-                 kq_strerror(rc));
-        treeof_free(tg);
-        treeof_free(tn);
-        return;
-    }
-    pthread_rwlock_wrlock(&e->map_mu);
-    treeof_t *og = e->tgroups, *on = e->tnodes;
-    e->tgroups = tg;
-    e->tnodes = tn;
-    pthread_rwlock_unlock(&e->map_mu);
-    treeof_free(og);
-    treeof_free(on);
+    free(v);
+    free(groups);
+    free(tops);
 }
 
-bool kq_elastic_has_trees(kq_elastic_t *e)
+kq_profiles_t *kq_elastic_profiles(kq_elastic_t *e)
 {
-    return e != NULL && atomic_load(&e->n_profiles) > 0;
-}
-
-bool kq_elastic_group_tree(kq_elastic_t *e, const char *group, char *tree, size_t len)
-{
-    bool found = false;
-    pthread_rwlock_rdlock(&e->map_mu);
-    treeof_t *x = NULL;
-    if (e->tgroups != NULL)
-        HASH_FIND_STR(e->tgroups, group, x);
-    if (x != NULL && strlen(x->tree) < len) {
-        memcpy(tree, x->tree, strlen(x->tree) + 1);
-        found = true;
-    }
-    pthread_rwlock_unlock(&e->map_mu);
-    return found;
-}
-
-bool kq_elastic_node_in_tree(kq_elastic_t *e, const char *tree, const char *node, size_t node_len)
-{
-    pthread_rwlock_rdlock(&e->map_mu);
-    treeof_t *x = NULL;
-    if (e->tnodes != NULL)
-        HASH_FIND(hh, e->tnodes, node, node_len, x);
-    bool in = x != NULL && strcmp(x->tree, tree) == 0;
-    pthread_rwlock_unlock(&e->map_mu);
-    return in;
-}
-
-static void log_tree(const profile_t *p, const char *ev)
-{
-    char buf[512];
-    kq_resource_format(&p->total, buf, sizeof(buf));
-    kq_info("event=%s profile=%s tree=%s root=%s nodes=%zu total=\"%s\"", ev, p->key, p->tree_id, p->quota,
-            p->n_nodes, buf);
+    return e ? e->profiles : NULL;
 }
 
 int kq_elastic_profile_event(kq_elastic_t *e, int type, const json_t *obj, char *err, size_t len)
 {
-    profile_t *p = NULL;
-    int rc = profile_parse(obj, &p, err, len);
-    if (rc != 0)
-        return rc;
     pthread_mutex_lock(&e->apply_mu);
-    profile_t *cur;
-    HASH_FIND_STR(e->profiles, p->key, cur);
-    if (cur != NULL) {
-        HASH_DEL(e->profiles, cur);
-        profile_free(cur);
+    const kq_profile_t *p = NULL;
+    bool existed = false;
+    int rc = kq_profiles_event(e->profiles, type, obj, &p, &existed, err, len);
+    if (rc != 0) {
+        pthread_mutex_unlock(&e->apply_mu);
+        return rc;
     }
-    if (type == KQ_WATCH_DELETED) {
-        kq_info("event=profile_deleted profile=%s", p->key);
-        profile_free(p);
-        p = NULL;
-    } else {
-        p->list_gen = e->prof_list_gen;
-        HASH_ADD_KEYPTR(hh, e->profiles, p->key, strlen(p->key), p);
-    }
-    atomic_store(&e->n_profiles, (int)HASH_COUNT(e->profiles));
     (void)trees_compute(e);
     reconcile(e);
     if (p != NULL)
-        log_tree(p, cur != NULL ? "profile_updated" : "profile_added");
+        kq_profile_log(p, existed ? "profile_updated" : "profile_added");
     pthread_mutex_unlock(&e->apply_mu);
     return 0;
 }
@@ -1998,7 +1401,7 @@ int kq_elastic_profile_event(kq_elastic_t *e, int type, const json_t *obj, char 
 void kq_elastic_profiles_list_begin(kq_elastic_t *e)
 {
     pthread_mutex_lock(&e->apply_mu);
-    e->prof_list_gen++;
+    kq_profiles_list_begin(e->profiles);
     e->prof_listing = true;
     pthread_mutex_unlock(&e->apply_mu);
 }
@@ -2006,393 +1409,44 @@ void kq_elastic_profiles_list_begin(kq_elastic_t *e)
 void kq_elastic_profiles_list_end(kq_elastic_t *e)
 {
     pthread_mutex_lock(&e->apply_mu);
-    profile_t *p, *tmp;
-    bool changed = false;
-    HASH_ITER(hh, e->profiles, p, tmp) {
-        if (p->list_gen == e->prof_list_gen)
-            continue;
-        HASH_DEL(e->profiles, p);
-        profile_free(p);
-        changed = true;
-    }
-    atomic_store(&e->n_profiles, (int)HASH_COUNT(e->profiles));
+    bool changed = kq_profiles_list_end(e->profiles);
     e->prof_listing = false;
     if (trees_compute(e) || changed)
         reconcile(e);
     else if (e->reresolve_due)
         reresolve(e);
-    size_t n = HASH_COUNT(e->profiles);
+    size_t n = kq_profiles_count(e->profiles);
     pthread_mutex_unlock(&e->apply_mu);
     kq_info("event=profiles_synced profiles=%zu", n);
 }
 
 json_t *kq_elastic_trees_json(kq_elastic_t *e)
 {
-    json_t *arr = json_array();
     pthread_mutex_lock(&e->apply_mu);
-    HASH_SRT(hh, e->profiles, strcmp_key);
     pthread_mutex_lock(&e->node_mu);
-    for (profile_t *p = e->profiles; arr != NULL && p != NULL; p = p->hh.next) {
-        json_t *nodes = json_array();
-        for (node_t *x = e->nodes; nodes != NULL && x != NULL; x = x->hh.next)
-            if (sel_match(p->selector, x->labels) && json_array_append_new(nodes, json_string(x->name)) != 0) {
-                json_decref(nodes);
-                nodes = NULL;
-            }
-        json_t *o = nodes ? json_pack("{s:s,s:s,s:s,s:f,s:o,s:o}", "tree", p->tree_id, "profile", p->key,
-                                      "rootQuota", p->quota, "resourceRatio", p->ratio, "nodes", nodes,
-                                      "totalResource", kq_resource_to_json(&p->total))
-                          : NULL;
-        if (o == NULL || json_array_append_new(arr, o) != 0) {
-            json_decref(arr);
-            arr = NULL;
-        }
-    }
+    size_t n;
+    kq_profile_node_t *v = node_view(e, &n);
+    json_t *arr = kq_profiles_json(e->profiles, v, n);
     pthread_mutex_unlock(&e->node_mu);
     pthread_mutex_unlock(&e->apply_mu);
+    free(v);
     return arr;
 }
 
 int kq_elastic_tree_of_groups(kq_elastic_t *e, json_t *qtree)
 {
-    json_t *groups = json_object_get(qtree, "groups");
-    json_t *by = json_object();
-    size_t i;
-    json_t *g;
-    int rc = by != NULL ? 0 : KQ_ENOMEM;
-    json_array_foreach(groups, i, g) {
-        const char *n = json_string_value(json_object_get(g, "name"));
-        if (rc == 0 && n != NULL && json_object_set(by, n, g) != 0)
-            rc = KQ_ENOMEM;
-    }
     pthread_mutex_lock(&e->apply_mu);
-    json_array_foreach(groups, i, g) {
-        if (rc != 0)
-            break;
-        /* the first-level ancestor (depth is bounded by KQ_QTREE_MAX_DEPTH) */
-        const json_t *top = g;
-        for (int d = 0; d <= KQ_QTREE_MAX_DEPTH; d++) {
-            const char *par = json_string_value(json_object_get(top, "parent"));
-            const json_t *up = par != NULL ? json_object_get(by, par) : NULL;
-            if (up == NULL || json_is_null(json_object_get(up, "parent")))
-                break;
-            top = up;
-        }
-        const char *tn = json_string_value(json_object_get(top, "name"));
-        const char *tree = "";
-        for (const profile_t *p = e->profiles; tn != NULL && p != NULL; p = p->hh.next)
-            if (strcmp(p->quota, tn) == 0)
-                tree = p->tree_id;
-        if (json_object_set_new(g, "tree", json_string(tree)) != 0)
-            rc = KQ_ENOMEM;
-    }
+    int rc = kq_profiles_tree_of_groups(e->profiles, qtree);
     pthread_mutex_unlock(&e->apply_mu);
-    json_decref(by);
     return rc;
-}
-
-/* ================================================================== resolver ==== */
-
-static bool is_system_ns(const kq_elastic_t *e, const char *ns)
-{
-    for (size_t i = 0; ns != NULL && i < e->o.n_system_namespaces; i++)
-        if (strcmp(e->o.system_namespaces[i], ns) == 0)
-            return true;
-    return false;
-}
-
-int kq_elastic_resolve(void *ud, const kq_pod_t *pod, char *group, size_t len)
-{
-    kq_elastic_t *e = ud;
-    const char *pick = KQ_QTREE_DEFAULT;
-    bool parent = false;
-    char found[KQ_QTREE_NAME_MAX + 1];
-    if (is_system_ns(e, pod->ns)) {
-        pick = KQ_QTREE_SYSTEM;
-        goto out;
-    }
-    kq_denial_t nk = KQ_DENIAL_NONE;
-    if (pod->quota_name != NULL &&
-        (name_check(e, pod->ns, "-", pod->quota_name, pod->queue, NULL, 0, &nk) == 0 ||
-         nk == KQ_DENIAL_QUOTA_NOT_FOUND)) {
-        /* Koordinator: a label naming no quota (or a reserved one) means the default group */
-        if (strcmp(pod->quota_name, KQ_QTREE_SYSTEM) != 0 && strcmp(pod->quota_name, KQ_QTREE_ROOT) != 0 &&
-            kq_qtree_lookup(e->qt, pod->quota_name, &parent))
-            pick = pod->quota_name;
-        goto out;
-    }
-    /* a label naming a quota that does not govern the namespace is not taken (issue 37): the
-     * pod is denied at filter and bind; one bound by someone else counts as if unlabelled */
-    found[0] = '\0';
-    pthread_rwlock_rdlock(&e->map_mu);
-    nsmap_t *m = NULL;
-    if (pod->ns != NULL)
-        HASH_FIND_STR(e->nsmap, pod->ns, m);
-    if (m != NULL && kq_qtree_lookup(e->qt, m->group, &parent) && !parent)
-        snprintf(found, sizeof(found), "%s", m->group);
-    bool qbounded = false;
-    if (found[0] == '\0' && pod->queue != NULL) {
-        nsmap_t *q;
-        HASH_FIND_STR(e->qbound, pod->queue, q);
-        qbounded = q != NULL;
-    }
-    pthread_rwlock_unlock(&e->map_mu);
-    if (found[0] != '\0') {
-        pick = found;
-        goto out;
-    }
-    if (qbounded && kq_qtree_lookup(e->qt, pod->queue, &parent) && !parent)
-        pick = pod->queue;
-out:
-    snprintf(group, len, "%s", pick);
-    return 0;
 }
 
 /* ================================================================== reclaim ==== */
 
-static int default_evict(void *ud, const char *ns, const char *name, const char *uid, char *err, size_t len)
+/* Where a group comes from, for reclaim_sources: the owner reconcile() recorded. */
+static unsigned group_source(void *ud, const char *name)
 {
     kq_elastic_t *e = ud;
-    if (e->app == NULL || e->app->kube == NULL) {
-        kq_errf(err, len, "no API server client");
-        return KQ_ESTATE;
-    }
-    return kq_kube_evict(e->app->kube, ns, name, err, len);
-}
-
-static int victim_cmp(const void *a, const void *b)
-{
-    const kq_ledger_victim_t *x = a, *y = b;
-    if (x->priority != y->priority)
-        return x->priority < y->priority ? -1 : 1;
-    if (x->created != y->created)
-        return x->created > y->created ? -1 : 1; /* youngest first */
-    return strcmp(x->uid, y->uid);
-}
-
-static void inflight_drop(kq_elastic_t *e, inflight_t *f)
-{
-    HASH_DEL(e->inflight, f);
-    free(f->uid);
-    free(f->group);
-    kq_resource_free(&f->req);
-    free(f);
-}
-
-/* Per resource of ov->over: what the planned evictions remove minus the excess (>= 0 for
- * every resource: the group is back within its runtime). */
-typedef struct slack {
-    uint32_t n;
-    const char **name; /* ov->over's names (n of them) */
-    int64_t *v;
-} slack_t;
-
-static bool slack_ok(const slack_t *sl)
-{
-    for (uint32_t k = 0; k < sl->n; k++)
-        if (sl->v[k] < 0)
-            return false;
-    return true;
-}
-
-static void slack_add(slack_t *sl, const kq_resource_t *req, int sign)
-{
-    for (uint32_t k = 0; k < sl->n; k++) {
-        int64_t r = kq_resource_get(req, sl->name[k], NULL);
-        sl->v[k] = sign > 0 ? (sl->v[k] > INT64_MAX - r ? INT64_MAX : sl->v[k] + r) : sl->v[k] - r;
-    }
-}
-
-static bool slack_fits_back(const slack_t *sl, const kq_resource_t *req)
-{
-    for (uint32_t k = 0; k < sl->n; k++)
-        if (sl->v[k] - kq_resource_get(req, sl->name[k], NULL) < 0)
-            return false;
-    return true;
-}
-
-/* May reclaim evict this pod now? (timer thread) */
-static bool evictable(kq_elastic_t *e, const kq_ledger_victim_t *v, int64_t now, int64_t wall_s)
-{
-    if (!v->preemptible)
-        return false;
-    inflight_t *f;
-    HASH_FIND_STR(e->inflight, v->uid, f);
-    if (f != NULL)
-        return false; /* evicted already (never twice), or refused a moment ago */
-    if (e->o.reclaim_min_runtime_ms > 0 && v->created > 0 && wall_s - v->created < e->o.reclaim_min_runtime_ms / 1000)
-        return false; /* too young */
-    (void)now;
-    return true;
-}
-
-/* Evicts the smallest set of pods of one over group that brings its used back within its
- * runtime, as Koordinator's over-use revoke does (koordinator-sh/koordinator
- * pkg/scheduler/plugins/elasticquota/quota_overuse_revoke.go): take pods lowest priority
- * first (then youngest) until the excess is covered, then give back, highest priority
- * first, every taken pod the group can keep without going over again. A refused eviction
- * (a PodDisruptionBudget's 429) sets that pod aside for EVICT_RETRY_MS and the plan is made
- * again without it. Returns evictions done. */
-static size_t reclaim_group(kq_elastic_t *e, const kq_qgroup_over_t *ov, int64_t now)
-{
-    if (e->app == NULL || e->app->ledger == NULL)
-        return 0;
-    uint32_t nr = ov->over.n;
-    const char **names = malloc((nr ? nr : 1) * sizeof(*names));
-    int64_t *bv = malloc((nr ? nr : 1) * sizeof(*bv)), *pv = malloc((nr ? nr : 1) * sizeof(*pv));
-    if (names == NULL || bv == NULL || pv == NULL) {
-        free(names);
-        free(bv);
-        free(pv);
-        kq_error("event=reclaim_failed group=%s error=\"out of memory\"", ov->name);
-        return 0;
-    }
-    slack_t base = {.n = nr, .name = names, .v = bv};
-    for (uint32_t k = 0; k < nr; k++) {
-        names[k] = KQ_RES_E(&ov->over)[k].name;
-        bv[k] = -KQ_RES_E(&ov->over)[k].value;
-    }
-    size_t done = 0;
-    kq_ledger_victim_t *v = NULL;
-    size_t n = 0;
-    size_t *pick = NULL;
-    /* evictions still in flight for this group already cover part of it */
-    inflight_t *f, *ftmp;
-    HASH_ITER(hh, e->inflight, f, ftmp) {
-        if (f->evicted && strcmp(f->group, ov->name) == 0)
-            slack_add(&base, &f->req, +1);
-    }
-    if (slack_ok(&base))
-        goto out;
-    if (kq_ledger_group_pods(e->app->ledger, ov->name, &v, &n) != 0) {
-        kq_error("event=reclaim_failed group=%s error=\"out of memory\"", ov->name);
-        goto out;
-    }
-    qsort(v, n, sizeof(*v), victim_cmp);
-    pick = n ? malloc(n * sizeof(*pick)) : NULL;
-    if (n > 0 && pick == NULL)
-        goto out;
-    int64_t wall_s = (int64_t)time(NULL);
-    char over_s[256];
-    kq_resource_format(&ov->over, over_s, sizeof(over_s));
-    for (int round = 0; round < 8; round++) {
-        /* plan: take until covered, then give back from the highest priority */
-        slack_t sl = {.n = nr, .name = names, .v = pv};
-        memcpy(pv, bv, nr * sizeof(*pv));
-        size_t np = 0;
-        for (size_t i = 0; i < n && !slack_ok(&sl); i++) {
-            if (!evictable(e, &v[i], now, wall_s))
-                continue;
-            bool helps = false; /* only pods that hold some of what is over */
-            for (uint32_t k = 0; k < sl.n && !helps; k++)
-                helps = sl.v[k] < 0 && kq_resource_get(&v[i].req, sl.name[k], NULL) > 0;
-            if (!helps)
-                continue;
-            slack_add(&sl, &v[i].req, +1);
-            pick[np++] = i;
-        }
-        if (np == 0 && round == 0)
-            kq_debug("event=reclaim_no_victim group=%s over=\"%s\" msg=\"no pod may be evicted now: "
-                     "non-preemptible, younger than --reclaim-min-runtime, evicted already or refused\"",
-                     ov->name, over_s);
-        if (slack_ok(&sl)) {
-            size_t kept = 0;
-            for (size_t j = np; j-- > 0;) {
-                if (slack_fits_back(&sl, &v[pick[j]].req)) {
-                    slack_add(&sl, &v[pick[j]].req, -1);
-                    pick[j] = SIZE_MAX; /* given back */
-                } else {
-                    kept++;
-                }
-            }
-            (void)kept;
-        }
-        bool refused = false;
-        for (size_t j = 0; j < np; j++) {
-            if (pick[j] == SIZE_MAX)
-                continue;
-            kq_ledger_victim_t *x = &v[pick[j]];
-            char err[512] = "";
-            int rc = e->o.evict(e->o.evict_ud, x->ns, x->name, x->uid, err, sizeof(err));
-            inflight_t *nf = calloc(1, sizeof(*nf));
-            if (nf != NULL && (nf->uid = strdup(x->uid)) != NULL && (nf->group = strdup(ov->name)) != NULL &&
-                kq_resource_copy(&nf->req, &x->req) == 0) {
-                nf->evicted = rc == 0 || rc == KQ_ENOENT;
-                nf->until_ms = nf->evicted ? INT64_MAX : now + EVICT_RETRY_MS;
-                HASH_ADD_KEYPTR(hh, e->inflight, nf->uid, strlen(nf->uid), nf);
-            } else if (nf != NULL) {
-                free(nf->uid);
-                free(nf->group);
-                free(nf);
-            }
-            if (rc != 0 && rc != KQ_ENOENT) {
-                atomic_fetch_add(&e->evict_failed, 1);
-                kq_warn("event=reclaim_evict_failed pod=%s/%s uid=%s group=%s error=\"%s\" detail=\"%s\" "
-                        "msg=\"set aside; another pod is chosen\"", x->ns, x->name, x->uid, ov->name,
-                        kq_strerror(rc), err);
-                refused = true;
-                break; /* plan again without it */
-            }
-            slack_add(&base, &x->req, +1);
-            if (rc == KQ_ENOENT)
-                continue; /* already gone: the watch will release it */
-            atomic_fetch_add(&e->evicted, 1);
-            done++;
-            char req_s[256], msg[1024];
-            kq_resource_format(&x->req, req_s, sizeof(req_s));
-            kq_info("event=reclaimed pod=%s/%s uid=%s group=%s priority=%d request=\"%s\" over=\"%s\" "
-                    "msg=\"evicted: the group uses more than its runtime after the grace period\"", x->ns, x->name,
-                    x->uid, ov->name, x->priority, req_s, over_s);
-            snprintf(msg, sizeof(msg),
-                     "evicted by kubequota: quota group %s uses more than its runtime (over by %s) and lent "
-                     "resources are wanted back", ov->name, over_s);
-            if (e->app->kube != NULL)
-                kq_kube_event(e->app->kube, x->ns, x->name, x->uid, "Warning", "Reclaimed", msg);
-        }
-        if (!refused)
-            break;
-    }
-out:
-    free(pick);
-    kq_ledger_victims_free(v, n);
-    free(names);
-    free(bv);
-    free(pv);
-    return done;
-}
-
-/* YuniKorn's quota preemption (apache/yunikorn-core pkg/scheduler/objects/queue.go
- * setPreemptionTime; configs: partition preemption.quotapreemptionenabled, queue property
- * quota.preemption.delay, default 0 = never): a queue using more than its resources.max
- * (a lowered max) loses pods only when the partition enables quota preemption and the
- * queue has a delay, once it has been over for that delay. Returns the delay in ms for
- * queue group `name` (0: no quota preemption for it). */
-static long quota_preemption_delay(const kq_elastic_t *e, const char *name)
-{
-    const kq_partition_conf_t *part =
-        e->cfg != NULL && e->app != NULL ? kq_config_partition(e->cfg, e->app->partition) : NULL;
-    if (part == NULL || !part->quota_preemption_enabled)
-        return 0;
-    for (const kq_queue_conf_t *q = kq_config_queue(part, name); q != NULL; q = NULL) {
-        for (size_t i = 0; i < q->n_properties; i++) {
-            if (strcmp(q->properties[i].key, "quota.preemption.delay") != 0)
-                continue;
-            long ms = 0;
-            char err[128];
-            if (kq_duration_parse(q->properties[i].value, 0, &ms, err, sizeof(err)) != 0) {
-                kq_warn("event=quota_preemption_delay_invalid queue=%s value=\"%s\" error=\"%s\"", name,
-                        q->properties[i].value, err);
-                return 0;
-            }
-            return ms;
-        }
-    }
-    return 0;
-}
-
-/* Where a group comes from, for reclaim_sources: the owner reconcile() recorded. */
-static unsigned group_source(kq_elastic_t *e, const char *name)
-{
     unsigned src = 0;
     pthread_mutex_lock(&e->apply_mu);
     gent_t *a;
@@ -2407,191 +1461,14 @@ static unsigned group_source(kq_elastic_t *e, const char *name)
     return src;
 }
 
-static const char *source_name(unsigned src)
-{
-    return src == KQ_RECLAIM_QUEUES ? "queues" : src == KQ_RECLAIM_UPSTREAM ? "scheduler-plugins"
-                                   : src == KQ_RECLAIM_KOORD ? "koordinator" : "none";
-}
-
-/* Splits a queue group's over into the part above its resources.max (where the max, not
- * the runtime, is what binds) and the rest (lent resources wanted back). The part above max
- * is dropped unless quota preemption applies (*delay_ms > 0), the rest unless reclaim of
- * queues is on (rest_on). True when something is left; else why (a log line's text, "" when
- * nothing was dropped) says why nothing is reclaimed. */
-static bool queue_over_filter(kq_elastic_t *e, kq_qgroup_over_t *ov, bool rest_on, long *delay_ms, bool *max_only,
-                              char *why, size_t whylen)
-{
-    *delay_ms = 0;
-    *max_only = false;
-    why[0] = '\0';
-    kq_qgroup_info_t info;
-    if (kq_qtree_info(e->qt, ov->name, &info) != 0)
-        return rest_on;
-    long delay = quota_preemption_delay(e, ov->name);
-    uint32_t j = 0;
-    bool any_max = false, any_rest = false, dropped_max = false;
-    char over_s[256];
-    kq_resource_format(&ov->over, over_s, sizeof(over_s));
-    for (uint32_t k = 0; k < ov->over.n; k++) {
-        bool has_max = false;
-        int64_t mx = kq_resource_get(&info.max, KQ_RES_E(&ov->over)[k].name, &has_max);
-        int64_t rt = kq_resource_get(&info.runtime, KQ_RES_E(&ov->over)[k].name, NULL);
-        bool by_max = has_max && mx <= rt;
-        if (by_max ? delay <= 0 : !rest_on) {
-            dropped_max |= by_max;
-            continue;
-        }
-        any_max |= by_max;
-        any_rest |= !by_max;
-        KQ_RES_E(&ov->over)[j++] = KQ_RES_E(&ov->over)[k];
-    }
-    kq_qtree_info_free(&info);
-    if (j == 0 && dropped_max)
-        snprintf(why, whylen, "event=quota_group_over_max group=%s over=\"%s\" msg=\"over its resources.max: no "
-                 "eviction without preemption.quotapreemptionenabled and quota.preemption.delay\"", ov->name, over_s);
-    else if (j == 0)
-        snprintf(why, whylen, "event=quota_group_over_not_reclaimed group=%s source=queues msg=\"over its runtime; "
-                 "reclaim of queues is off (--reclaim-sources)\"", ov->name);
-    ov->over.n = j;
-    *delay_ms = delay;
-    *max_only = any_max && !any_rest;
-    return j > 0;
-}
-
-/* A group over but not reclaimed is logged once per distinct line (line: the log text, NULL
- * when it is reclaimed or no longer over; the table forgets it then). Timer thread. */
-static void note_quiet(kq_elastic_t *e, const char *name, const char *line, uint64_t gen)
-{
-    quietg_t *q;
-    HASH_FIND_STR(e->quiet, name, q);
-    if (line == NULL || *line == '\0') {
-        if (q != NULL) {
-            HASH_DEL(e->quiet, q);
-            free(q->name);
-            free(q->line);
-            free(q);
-        }
-        return;
-    }
-    if (q == NULL) {
-        if ((q = calloc(1, sizeof(*q))) == NULL || (q->name = strdup(name)) == NULL) {
-            free(q);
-            return;
-        }
-        HASH_ADD_KEYPTR(hh, e->quiet, q->name, strlen(q->name), q);
-    }
-    q->gen = gen;
-    if (q->line != NULL && strcmp(q->line, line) == 0)
-        return;
-    kq_info("%s", line);
-    free(q->line);
-    q->line = strdup(line);
-}
-
 size_t kq_elastic_reclaim_once(kq_elastic_t *e, int64_t now)
 {
-    /* forget evictions that finished (pod released) or timed out */
-    inflight_t *f, *ftmp;
-    HASH_ITER(hh, e->inflight, f, ftmp) {
-        if ((!f->evicted && now >= f->until_ms) ||
-            (e->app && e->app->ledger && !kq_ledger_is_counted(e->app->ledger, f->uid)))
-            inflight_drop(e, f);
-    }
-    kq_qgroup_over_t *ov = NULL;
-    size_t n = 0;
-    if (kq_qtree_over_runtime(e->qt, &ov, &n) != 0) {
-        kq_error("event=reclaim_failed error=\"out of memory\"");
-        return 0;
-    }
-    long *grace = n > 0 ? malloc(n * sizeof(*grace)) : NULL;
-    bool *restart = n > 0 ? malloc(n * sizeof(*restart)) : NULL;
-    if (n > 0 && (grace == NULL || restart == NULL)) {
-        free(grace);
-        free(restart);
-        kq_qtree_over_free(ov, n);
-        return 0;
-    }
-    uint64_t gen = ++e->quiet_gen;
-    size_t kept = 0;
-    for (size_t i = 0; i < n; i++) {
-        unsigned src = group_source(e, ov[i].name);
-        bool on = (e->o.reclaim_sources & src) != 0;
-        char why[768] = "";
-        long delay = 0;
-        bool max_only = false, keep;
-        if (src == KQ_RECLAIM_QUEUES) {
-            keep = queue_over_filter(e, &ov[i], on, &delay, &max_only, why, sizeof(why));
-        } else {
-            keep = on;
-            if (!on) {
-                snprintf(why, sizeof(why), "event=quota_group_over_not_reclaimed group=%s source=%s msg=\"over its "
-                         "runtime; reclaim of %s quotas is off (--reclaim-sources%s)\"", ov[i].name,
-                         source_name(src), source_name(src),
-                         src == KQ_RECLAIM_KOORD ? ", as Koordinator's monitorAllQuotas defaults to false" : "");
-            }
-        }
-        note_quiet(e, ov[i].name, keep ? NULL : why, gen);
-        if (!keep) {
-            kq_resource_free(&ov[i].over);
-            continue;
-        }
-        grace[kept] = max_only ? delay : src == KQ_RECLAIM_KOORD ? e->o.koord_delay_ms : e->o.reclaim_grace_ms;
-        restart[kept] = src == KQ_RECLAIM_KOORD && !max_only;
-        if (kept != i)
-            memcpy(&ov[kept], &ov[i], sizeof(ov[i])); /* a move: ov[i] is not used again */
-        kept++;
-    }
-    n = kept;
-    /* groups no longer over (or reclaimed) are forgotten by the quiet log */
-    quietg_t *q, *qtmp;
-    HASH_ITER(hh, e->quiet, q, qtmp) {
-        if (q->gen != gen)
-            note_quiet(e, q->name, NULL, gen);
-    }
-    /* groups no longer over start their grace period again */
-    overg_t *g, *gtmp;
-    HASH_ITER(hh, e->over, g, gtmp) {
-        bool still = false;
-        for (size_t i = 0; i < n && !still; i++)
-            still = strcmp(ov[i].name, g->name) == 0;
-        if (!still) {
-            HASH_DEL(e->over, g);
-            free(g->name);
-            free(g);
-        }
-    }
-    size_t done = 0;
-    for (size_t i = 0; i < n; i++) {
-        HASH_FIND_STR(e->over, ov[i].name, g);
-        if (g == NULL) {
-            if ((g = calloc(1, sizeof(*g))) == NULL || (g->name = strdup(ov[i].name)) == NULL) {
-                free(g);
-                continue;
-            }
-            g->since_ms = now;
-            HASH_ADD_KEYPTR(hh, e->over, g->name, strlen(g->name), g);
-            char buf[256];
-            kq_resource_format(&ov[i].over, buf, sizeof(buf));
-            kq_info("event=quota_group_over group=%s over=\"%s\" grace_ms=%ld", ov[i].name, buf, grace[i]);
-        }
-        if (now - g->since_ms < grace[i])
-            continue;
-        done += reclaim_group(e, &ov[i], now);
-        /* Koordinator's monitor: after a revoke it waits a whole delay again before the next */
-        if (restart[i])
-            g->since_ms = now;
-    }
-    free(grace);
-    free(restart);
-    kq_qtree_over_free(ov, n);
-    return done;
+    return kq_reclaim_once(e->reclaim, now, e->cfg);
 }
 
 unsigned long kq_elastic_evictions(kq_elastic_t *e, unsigned long *failed)
 {
-    if (failed != NULL)
-        *failed = e ? atomic_load(&e->evict_failed) : 0;
-    return e ? atomic_load(&e->evicted) : 0;
+    return kq_reclaim_evictions(e ? e->reclaim : NULL, failed);
 }
 
 unsigned long kq_elastic_status_writes(kq_elastic_t *e, unsigned long *failed)
@@ -2985,36 +1862,6 @@ static void *timer_main(void *arg)
 
 static const char *const default_system_ns[] = {"kube-system"};
 
-int kq_elastic_parse_reclaim_sources(const char *s, unsigned *out, char *err, size_t errlen)
-{
-    unsigned v = 0;
-    const char *p = s != NULL ? s : "";
-    while (*p != '\0') {
-        size_t n = strcspn(p, ",");
-        static const struct {
-            const char *name;
-            unsigned bit;
-        } words[] = {{"queues", KQ_RECLAIM_QUEUES},
-                     {"scheduler-plugins", KQ_RECLAIM_UPSTREAM},
-                     {"koordinator", KQ_RECLAIM_KOORD},
-                     {"none", 0}};
-        size_t w = 0;
-        while (w < sizeof(words) / sizeof(words[0]) && (strlen(words[w].name) != n || strncmp(p, words[w].name, n) != 0))
-            w++;
-        if (n > 0 && w == sizeof(words) / sizeof(words[0])) {
-            kq_errf(err, errlen, "unknown source \"%.*s\" (queues, scheduler-plugins, koordinator or none)", (int)(n > 64 ? 64 : n), p);
-            return KQ_EINVAL;
-        }
-        if (n > 0)
-            v |= words[w].bit;
-        p += n;
-        if (*p == ',')
-            p++;
-    }
-    *out = v;
-    return 0;
-}
-
 void kq_elastic_opts_default(kq_elastic_opts_t *o)
 {
     memset(o, 0, sizeof(*o));
@@ -3054,18 +1901,22 @@ kq_elastic_t *kq_elastic_new(kq_app_t *app, const kq_elastic_opts_t *opts)
     }
     if (e->o.tick_ms <= 0)
         e->o.tick_ms = 1000;
-    if (e->o.evict == NULL) {
-        e->o.evict = default_evict;
-        e->o.evict_ud = e;
-    }
     for (int i = 0; i < N_API; i++)
         e->iud[i] = (struct informer_ud){.e = e, .api_group = api_groups[i]};
+    kq_reclaim_opts_t ro = {.reclaim_sources = e->o.reclaim_sources,
+                            .reclaim_grace_ms = e->o.reclaim_grace_ms,
+                            .koord_delay_ms = e->o.koord_delay_ms,
+                            .reclaim_min_runtime_ms = e->o.reclaim_min_runtime_ms,
+                            .evict = e->o.evict,
+                            .evict_ud = e->o.evict_ud};
     pthread_mutex_init(&e->apply_mu, NULL);
-    pthread_rwlock_init(&e->map_mu, NULL);
     pthread_mutex_init(&e->node_mu, NULL);
     pthread_mutex_init(&e->tmu, NULL);
     pthread_cond_init(&e->tcv, NULL);
-    if ((e->qt = kq_qtree_new()) == NULL) {
+    if ((e->qt = kq_qtree_new()) == NULL ||
+        (e->profiles = kq_profiles_new()) == NULL ||
+        (e->resolver = kq_resolver_new(e->qt, e->o.system_namespaces, e->o.n_system_namespaces)) == NULL ||
+        (e->reclaim = kq_reclaim_new(app, e->qt, &ro, group_source, e)) == NULL) {
         kq_elastic_free(e);
         return NULL;
     }
@@ -3075,7 +1926,7 @@ kq_elastic_t *kq_elastic_new(kq_app_t *app, const kq_elastic_opts_t *opts)
     pthread_mutex_unlock(&e->apply_mu);
     config_poll(e);
     if (app != NULL && app->ledger != NULL)
-        kq_ledger_set_qtree(app->ledger, e->qt, kq_elastic_resolve, e);
+        kq_ledger_set_qtree(app->ledger, e->qt, kq_resolve_pod, e->resolver);
     return e;
 }
 
@@ -3095,15 +1946,7 @@ int kq_elastic_start(kq_elastic_t *e)
         return KQ_ENOMEM;
     }
     e->started = true;
-    char srcs[64] = "";
-    for (unsigned b = KQ_RECLAIM_QUEUES; b <= KQ_RECLAIM_KOORD; b <<= 1)
-        if (e->o.reclaim_sources & b)
-            snprintf(srcs + strlen(srcs), sizeof(srcs) - strlen(srcs), "%s%s", srcs[0] ? "," : "", source_name(b));
-    kq_info("event=reclaim_config sources=%s grace_ms=%ld koordinator_delay_ms=%ld msg=\"groups of these sources "
-            "lose pods when they use more than their runtime (--reclaim-sources)%s\"", srcs[0] ? srcs : "none",
-            e->o.reclaim_grace_ms, e->o.koord_delay_ms,
-            (e->o.reclaim_sources & KQ_RECLAIM_KOORD) ? "" : "; Koordinator quotas are not reclaimed, as in "
-            "Koordinator without monitorAllQuotas");
+    kq_reclaim_log_config(e->reclaim);
     return 0;
 }
 
@@ -3148,11 +1991,7 @@ void kq_elastic_free(kq_elastic_t *e)
         free(f->msg);
         free(f);
     }
-    nsmap_free(e->nsmap);
-    nsmap_free(e->qbound);
-    govern_free(e->gov);
-    treeof_free(e->tgroups);
-    treeof_free(e->tnodes);
+    kq_resolver_free(e->resolver);
     node_t *n, *ntmp;
     HASH_ITER(hh, e->nodes, n, ntmp) {
         HASH_DEL(e->nodes, n);
@@ -3161,28 +2000,14 @@ void kq_elastic_free(kq_elastic_t *e)
         json_decref(n->labels);
         free(n);
     }
-    profile_t *pf, *pftmp;
-    HASH_ITER(hh, e->profiles, pf, pftmp) {
-        HASH_DEL(e->profiles, pf);
-        profile_free(pf);
-    }
+    kq_profiles_free(e->profiles);
     kq_resource_free(&e->total);
     kq_resource_free(&e->o.default_min);
     kq_resource_free(&e->o.default_max);
-    overg_t *g, *gtmp;
-    HASH_ITER(hh, e->over, g, gtmp) {
-        HASH_DEL(e->over, g);
-        free(g->name);
-        free(g);
-    }
-    quietg_t *q, *qtmp;
-    HASH_ITER(hh, e->quiet, q, qtmp) note_quiet(e, q->name, NULL, 0);
-    inflight_t *x, *xtmp;
-    HASH_ITER(hh, e->inflight, x, xtmp) inflight_drop(e, x);
+    kq_reclaim_free(e->reclaim);
     kq_config_unref(e->cfg);
     kq_qtree_free(e->qt);
     pthread_mutex_destroy(&e->apply_mu);
-    pthread_rwlock_destroy(&e->map_mu);
     pthread_mutex_destroy(&e->node_mu);
     pthread_mutex_destroy(&e->tmu);
     pthread_cond_destroy(&e->tcv);
@@ -3209,6 +2034,11 @@ bool kq_elastic_preempt_default(const kq_elastic_t *e)
 kq_qtree_t *kq_elastic_qtree(kq_elastic_t *e)
 {
     return e ? e->qt : NULL;
+}
+
+kq_resolver_t *kq_elastic_resolver(kq_elastic_t *e)
+{
+    return e ? e->resolver : NULL;
 }
 
 /* ================================================================== admission ==== */
@@ -3328,7 +2158,7 @@ static int koord_rules(kq_elastic_t *e, const eqobj_t *o, const eqobj_t *old, co
     pthread_mutex_lock(&e->apply_mu);
     /* tree id: never changed, the same as the parent's and the children's */
     if (old != NULL && !str_eq(old->tree_id, o->tree_id)) {
-        kq_errf(msg, len, "%s: label %s cannot change (%s -> %s)", what, LABEL_TREE_ID, str_or(old->tree_id, "none"),
+        kq_errf(msg, len, "%s: label %s cannot change (%s -> %s)", what, KQ_KOORD_LABEL_TREE_ID, str_or(old->tree_id, "none"),
                str_or(o->tree_id, "none"));
         rc = KQ_EDENIED;
         goto out;
@@ -3381,16 +2211,14 @@ out:
     if (rc != 0)
         return rc;
     /* one namespace, one quota */
-    pthread_rwlock_rdlock(&e->map_mu);
     for (size_t i = 0; i < o->n_nss && rc == 0; i++) {
-        nsmap_t *m;
-        HASH_FIND_STR(e->nsmap, o->nss[i], m);
-        if (m != NULL && m->prio <= 1 && strcmp(m->group, o->s.name) != 0) {
-            kq_errf(msg, len, "%s: namespace %s is already bound to quota %s", what, o->nss[i], m->group);
+        char bound[KQ_QTREE_NAME_MAX + 1];
+        if (kq_resolve_namespace_quota(e->resolver, o->nss[i], KQ_RESOLVE_RANK_LISTED, bound, sizeof(bound)) &&
+            strcmp(bound, o->s.name) != 0) {
+            kq_errf(msg, len, "%s: namespace %s is already bound to quota %s", what, o->nss[i], bound);
             rc = KQ_EDENIED;
         }
     }
-    pthread_rwlock_unlock(&e->map_mu);
     return rc;
 }
 
@@ -3498,7 +2326,7 @@ int kq_elastic_check_pod(void *ud, const json_t *pod, const json_t *old, char *m
     }
     /* issue 37: only a quota that exists and governs the pod's namespace (a queue group's
      * pods are known only once the pod's queue is: that is checked at filter and bind) */
-    if (e != NULL && q != NULL && name_check(e, ns, name, q, NULL, msg, len, NULL) != 0)
+    if (e != NULL && q != NULL && kq_resolve_check_name(e->resolver, ns, name, q, NULL, msg, len, NULL) != 0)
         return KQ_EDENIED;
     if (old != NULL) {
         const char *a = json_string_value(json_object_get(json_object_get(json_object_get(old, "metadata"), "labels"),

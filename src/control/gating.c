@@ -44,6 +44,7 @@
 #include "kubequota/base/log.h"
 #include "kubequota/control/ledger.h"
 #include "kubequota/control/metering.h"
+#include "kubequota/control/resolve.h"
 #include "kubequota/engine/fairshare.h"
 #include "kubequota/kube/kube.h"
 
@@ -1033,7 +1034,7 @@ static int admit(kq_gating_t *g, const kq_pod_t *p, char *reason, size_t len, kq
     }
     /* a quota label naming no quota, or one of another namespace (issue 37), as filter */
     if (app->elastic != NULL && p->quota_name != NULL && !kq_ledger_is_counted(app->ledger, p->uid)) {
-        int rc = kq_elastic_check_quota_name(app->elastic, p, reason, len, kind);
+        int rc = kq_resolve_check_quota_name(kq_elastic_resolver(app->elastic), p, reason, len, kind);
         if (rc != 0)
             return rc;
     }

@@ -67,7 +67,9 @@
 #include "kubequota/kube/kube.h"
 #include "kubequota/control/ledger.h"
 #include "kubequota/control/metering.h"
+#include "kubequota/control/profiles.h"
 #include "kubequota/control/requeue.h"
+#include "kubequota/control/resolve.h"
 #include "kubequota/base/log.h"
 #include "kubequota/serve/metrics.h"
 #include "kubequota/kube/pod.h"
@@ -292,13 +294,13 @@ static void post_denial_event(kq_app_t *app, const kq_pod_t *pod, const char *re
 #define UNSEEN_WAIT_MS 100
 
 /* The quota label of a pod not counted yet: only a quota that exists and governs the pod's
- * namespace (kq_elastic_check_quota_name; issue 37), for a pod that skipped the webhook. */
+ * namespace (kq_resolve_check_quota_name; issue 37), for a pod that skipped the webhook. */
 static int check_quota_name(kq_app_t *app, const kq_pod_t *pod, char *reason, size_t rlen, kq_denial_t *kind)
 {
     if (app->elastic == NULL || pod->quota_name == NULL || app->ledger == NULL ||
         kq_ledger_is_counted(app->ledger, pod->uid))
         return 0;
-    return kq_elastic_check_quota_name(app->elastic, pod, reason, rlen, kind);
+    return kq_resolve_check_quota_name(kq_elastic_resolver(app->elastic), pod, reason, rlen, kind);
 }
 
 /* The filter's verdict on a resolved pod, changing nothing: its quota label, the ledger's
@@ -677,14 +679,14 @@ static int filter_split(const kq_jvalue_t *nodes, const kq_jvalue_t *names, char
 }
 
 typedef struct tree_keep {
-    kq_elastic_t *e;
+    kq_profiles_t *ps;
     const char *tree;
 } tree_keep_t;
 
 static bool keep_in_tree(void *ud, const kq_jstr_t *name)
 {
     const tree_keep_t *t = ud;
-    return !name->escaped && kq_elastic_node_in_tree(t->e, t->tree, name->ptr, name->len);
+    return !name->escaped && kq_profiles_node_in_tree(t->ps, t->tree, name->ptr, name->len);
 }
 
 /* An admitted pod of a quota in one of Koordinator's multi-tree quotas (elastic.h) may use
@@ -696,14 +698,14 @@ static int filter_tree(kq_app_t *app, const kq_pod_t *pod, const kq_jvalue_t *no
                        char **out, size_t *out_len)
 {
     char group[KQ_QTREE_NAME_MAX + 1], tree[64];
-    if (app->elastic == NULL || !kq_elastic_has_trees(app->elastic) ||
-        kq_elastic_resolve(app->elastic, pod, group, sizeof(group)) != 0 ||
-        !kq_elastic_group_tree(app->elastic, group, tree, sizeof(tree)))
+    if (app->elastic == NULL || !kq_profiles_has_trees(kq_elastic_profiles(app->elastic)) ||
+        kq_resolve_pod(kq_elastic_resolver(app->elastic), pod, group, sizeof(group)) != 0 ||
+        !kq_profiles_group_tree(kq_elastic_profiles(app->elastic), group, tree, sizeof(tree)))
         return 0;
     char reason[REASON_MAX];
     snprintf(reason, sizeof(reason), "node is not in quota tree %s of quota group %s (its ElasticQuotaProfile's "
              "nodeSelector)", tree, group);
-    tree_keep_t t = {app->elastic, tree};
+    tree_keep_t t = {kq_elastic_profiles(app->elastic), tree};
     size_t n_back = 0;
     if (filter_keep(nodes, names, keep_in_tree, &t, reason, &n_back, out, out_len) != 200)
         return -1;
@@ -1343,7 +1345,7 @@ static int preempt_in_group(kq_app_t *app, const json_t *pod_obj, json_t *map)
         return 0;
     }
     char group[KQ_QTREE_NAME_MAX + 1];
-    (void)kq_elastic_resolve(app->elastic, &pod, group, sizeof(group));
+    (void)kq_resolve_pod(kq_elastic_resolver(app->elastic), &pod, group, sizeof(group));
     kq_qtree_t *qt = kq_elastic_qtree(app->elastic);
     int rc = 0;
     size_t kept_nodes = 0, dropped_nodes = 0, dropped_victims = 0;

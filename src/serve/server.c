@@ -41,10 +41,12 @@
  *                     (kq_ugm_set_config) and metering, swaps the holder's snapshot, counts
  *                     the result in metrics (atomics). A rejected file changes nothing.
  *   elastic           (elastic.c) a nodes informer (cluster total -> quota tree, metering), one
- *                     ElasticQuota informer per served API group (-> quota tree under the
+ *                     ElasticQuota informer per served API group and one for
+ *                     ElasticQuotaProfiles (profiles.c) (-> quota tree and resolver under the
  *                     apply lock), and a timer thread: config changes, CRD probes, reclaim
- *                     evictions and status writes (leader only; I/O on copies, no lock held),
- *                     expiry of unconfirmed ledger entries.
+ *                     evictions (reclaim.c, whose state only this thread touches) and status
+ *                     writes (leader only; I/O on copies, no lock held), expiry of
+ *                     unconfirmed ledger entries.
  *   leader            (leader.c) renews the Lease on its own API client; kq_leader_acts() is an
  *                     atomic read the elastic timer and metering check before acting.
  *   metering          (metering.c) computes prices and charges on its own thread under its own
@@ -69,9 +71,10 @@
  *                     patches and Events with no lock held; expires old reservations.
  *
  * Shared state and its guard: config snapshots are immutable and reference-counted; the
- * ledger, the ugm, the quota tree, elastic, metering and gating each have private locks, always
- * taken in the order elastic apply -> ledger -> ugm manager -> user tracker -> group tracker
- * -> quota tree, and ledger -> requeue (a leaf) (gating's lock comes first of all: gating -> ledger -> ..., gating -> metering) (metering's lock nests only inside the nodes lock); metrics are atomics; app's pointers are
+ * ledger, the ugm, the quota tree, elastic, the resolver, the trees' placement (a leaf),
+ * metering and gating each have private locks, always taken in the order elastic apply ->
+ * ledger -> ugm manager -> user tracker -> group tracker -> quota tree, ledger -> resolver
+ * -> quota tree (elastic apply -> resolver), and ledger -> requeue (a leaf) (gating's lock comes first of all: gating -> ledger -> ..., gating -> metering) (metering's lock nests only inside the nodes lock); metrics are atomics; app's pointers are
  * read-only while the server runs. jansson values never cross threads (each request
  * parses its own), libcurl easy handles are per call.
  *

@@ -22,6 +22,8 @@
 #include "kubequota/serve/extender.h"
 #include "kubequota/kube/kube.h"
 #include "kubequota/control/ledger.h"
+#include "kubequota/control/reclaim.h"
+#include "kubequota/control/resolve.h"
 #include "kubequota/base/log.h"
 #include "kubequota/kube/pod.h"
 #include "kubequota/engine/quota_tree.h"
@@ -255,7 +257,7 @@ static void eq(fx_t *f, int type, const char *json)
 static void resolve(fx_t *f, const kq_pod_t *p, const char *want)
 {
     char g[KQ_QTREE_NAME_MAX + 1];
-    assert_int_equal(kq_elastic_resolve(f->e, p, g, sizeof(g)), 0);
+    assert_int_equal(kq_resolve_pod(kq_elastic_resolver(f->e), p, g, sizeof(g)), 0);
     assert_string_equal(g, want);
 }
 
@@ -934,15 +936,15 @@ static void test_reclaim_sources(void **state)
     (void)state;
     unsigned v = 0;
     char err[256];
-    assert_int_equal(kq_elastic_parse_reclaim_sources("queues,koordinator", &v, err, sizeof(err)), 0);
+    assert_int_equal(kq_reclaim_parse_sources("queues,koordinator", &v, err, sizeof(err)), 0);
     assert_int_equal(v, KQ_RECLAIM_QUEUES | KQ_RECLAIM_KOORD);
-    assert_int_equal(kq_elastic_parse_reclaim_sources("none", &v, err, sizeof(err)), 0);
+    assert_int_equal(kq_reclaim_parse_sources("none", &v, err, sizeof(err)), 0);
     assert_int_equal(v, 0);
-    assert_int_equal(kq_elastic_parse_reclaim_sources("", &v, err, sizeof(err)), 0);
+    assert_int_equal(kq_reclaim_parse_sources("", &v, err, sizeof(err)), 0);
     assert_int_equal(v, 0);
-    assert_int_equal(kq_elastic_parse_reclaim_sources("scheduler-plugins", &v, err, sizeof(err)), 0);
+    assert_int_equal(kq_reclaim_parse_sources("scheduler-plugins", &v, err, sizeof(err)), 0);
     assert_int_equal(v, KQ_RECLAIM_UPSTREAM);
-    assert_int_equal(kq_elastic_parse_reclaim_sources("queues,yunikorn", &v, err, sizeof(err)), KQ_EINVAL);
+    assert_int_equal(kq_reclaim_parse_sources("queues,yunikorn", &v, err, sizeof(err)), KQ_EINVAL);
     assert_non_null(strstr(err, "yunikorn"));
     kq_elastic_opts_t o;
     kq_elastic_opts_default(&o);
@@ -1177,7 +1179,7 @@ static void test_preempt_rules(void **state)
     dpre.priority = 10;
     kq_ledger_observe(f->app.ledger, &dpre);
     char g[KQ_QTREE_NAME_MAX + 1];
-    assert_int_equal(kq_elastic_resolve(f->e, &d, g, sizeof g), 0);
+    assert_int_equal(kq_resolve_pod(kq_elastic_resolver(f->e), &d, g, sizeof g), 0);
     assert_string_equal(g, KQ_QTREE_DEFAULT);
     m = preempt(f, "dpre", NULL, 1, 10, "{\"n1\":{\"Pods\":[{\"UID\":\"d\"}],\"NumPDBViolations\":0}}");
     assert_int_equal(json_object_size(m), 0);
@@ -1735,7 +1737,7 @@ static int name_verdict(fx_t *f, const char *ns, const char *quota, const char *
     kq_pod_t p = mk("n", ns, queue, CPU(1), NULL);
     p.quota_name = strdup(quota);
     char why[512] = "";
-    int rc = kq_elastic_check_quota_name(f->e, &p, why, sizeof(why), kind);
+    int rc = kq_resolve_check_quota_name(kq_elastic_resolver(f->e), &p, why, sizeof(why), kind);
     kq_pod_clear(&p);
     return rc;
 }

@@ -1,7 +1,8 @@
-/* Elastic quota wiring: fills the quota tree (quota_tree.h) from queues.yaml and from
- * ElasticQuota objects, keeps its cluster total in step with the nodes, reclaims lent
- * resources by eviction, writes ElasticQuota status, names the quota group of each pod
- * for the pod ledger, and validates ElasticQuota objects for the admission webhook.
+/* Elastic quota wiring: fills the quota tree (quota_tree.h) from queues.yaml, ElasticQuota
+ * objects and ElasticQuotaProfiles (profiles.h), keeps its cluster total in step with the
+ * nodes, drives reclaim (reclaim.h), writes ElasticQuota status, feeds the resolver that
+ * names the quota group of each pod (resolve.h), and validates ElasticQuota objects for
+ * the admission webhook.
  *
  * Groups.
  *  - queues.yaml: every queue below root is a quota group named by its full path
@@ -29,26 +30,14 @@
  *    (kq_ledger_remove_group).
  *  - The system group (pods of the system namespaces, --system-namespaces, default
  *    kube-system) and the default group (--default-quota-min/max) exist from the start.
+ *  - ElasticQuotaProfiles (profiles.h): one first-level group per profile, its tree's root,
+ *    min = max = the tree's total, lending nothing. An ElasticQuota object of that name is
+ *    that root: its spec is not read.
  *
- * A pod's quota group (kq_elastic_resolve), first match wins:
- *   1. the pod's namespace is a system namespace -> KQ_QTREE_SYSTEM;
- *   2. label quota.scheduling.koordinator.sh/name: the group it names (a parent group
- *      too: the pod is then denied, "only leaf groups run pods"); a name that is no
- *      group ("koordinator-default-quota", "koordinator-system-quota", unknown names)
- *      -> the default group, as Koordinator does (a label never reaches the system group).
- *      Not taken when the group does not govern the pod's namespace
- *      (kq_elastic_check_quota_name, issue 37): the next steps decide;
- *   3. the namespace's quota, in this order: the Koordinator object named like the
- *      namespace in that namespace; the Koordinator object whose annotation
- *      quota.scheduling.koordinator.sh/namespaces lists it; the scheduler-plugins object
- *      in the namespace. Never "the first object of the namespace": of two objects at the
- *      same rank the one seen first binds the namespace and the other is logged;
- *   4. the quota group of the pod's queue (kubequota.io/queue or the namespace queue,
- *      see pod.h), when that group exists, is a leaf and bounds something (the queue or
- *      one of its parents has guaranteed or max resources: a queue without any is no
- *      quota, so Koordinator's default-quota rules apply to its pods);
- *   5. KQ_QTREE_DEFAULT.
- * A pod keeps the group it was counted in until it ends (the ledger remembers it).
+ * A pod's quota group: the resolver (resolve.h), which reconcile feeds with the applied
+ * groups, the namespaces their objects bind and who may name each group. A pod keeps the
+ * group it was counted in until what the resolver reads changes; then the ledger asks again
+ * for every pod (kq_ledger_reresolve).
  *
  * Cluster total: the sum of status.allocatable of nodes without spec.unschedulable, set
  * after the first full node list (before it, runtime bounds nothing).
@@ -57,28 +46,9 @@
  * informer starts; a 404 means the cluster does not serve that CRD: it is probed again
  * later, with the delay doubling from 1s up to 60s.
  *
- * Reclaim: a timer (every tick_ms) lists the leaf groups whose used exceeds min(runtime,
- * max) in a resource their max names (never the default group). Reclaim is on per source
- * of the group (reclaim_sources): queues.yaml and scheduler-plugins objects by default,
- * Koordinator objects only when asked (Koordinator's QuotaOverUsedRevokeController runs
- * only with monitorAllQuotas, default false: koordinator-sh/koordinator
- * pkg/scheduler/plugins/elasticquota/quota_overuse_revoke.go, pkg/scheduler/apis/config/
- * v1/defaults.go). A queue group over its lowered resources.max alone is YuniKorn's quota
- * preemption instead (quota_preemption_delay), whatever reclaim_sources says. A group over
- * for at least its grace (reclaim_grace_ms; Koordinator objects koord_delay_ms,
- * Koordinator's delayEvictTime, after which the clock starts again, as Koordinator's
- * monitor does) loses the smallest set of pods that brings it back (Koordinator's
- * assign-back): pods are taken lowest priority first, then youngest, until the excess is
- * covered, then every taken pod that can stay without going over again is given back,
- * highest priority first; the rest are evicted through the Eviction API. Never evicted:
- * non-preemptible pods (quota.scheduling.koordinator.sh/preemptible: "false"), pods whose
- * creationTimestamp is younger than reclaim_min_runtime_ms, a pod evicted already (never
- * twice, until it is gone), a pod whose eviction was refused (a PodDisruptionBudget's
- * 429, or any error) in the last 60s: the plan is made again without it, so another pod
- * is chosen and the refused one is not asked at every tick. Every eviction is logged,
- * counted (kq_elastic_evictions) and recorded as a Warning Event "Reclaimed" on the pod.
- * A group that is over but not reclaimed (its source's reclaim is off, or a queue over its
- * max without quota preemption) is logged once each time what it is over by changes.
+ * Reclaim (reclaim.h): the timer runs a pass every tick_ms, with the sources, grace and
+ * delays of the options; the elastic module tells it where each group comes from (the
+ * owner reconcile recorded) and which config snapshot it applied.
  *
  * Status: at most every status_interval_ms per object and at most status_burst writes
  * per tick, each applied ElasticQuota whose group's used or runtime changed gets a
@@ -88,12 +58,14 @@
  * max), .../request (what the group asks of its parent), .../child-request (its pods'
  * requests, or its children's asks) and .../non-preemptible-used.
  *
- * Threads and locks: informer threads (nodes, one per served ElasticQuota API group) and
- * one timer thread (config changes, CRD probes, reclaim, status, ledger expiry). All
- * changes to the tree's groups are serialised by a private apply lock; the resolver's
- * namespace map has its own lock. Lock order: apply -> ledger -> ugm -> quota tree, and
- * map -> quota tree. No I/O under any lock: evictions, events and status writes work on
- * copies taken under the locks.
+ * Threads and locks: informer threads (nodes, one per served ElasticQuota API group,
+ * profiles) and one timer thread (config changes, CRD probes, reclaim, status, ledger
+ * expiry). All changes to the tree's groups and to the profile table are serialised by a
+ * private apply lock; the nodes have their own lock; the resolver (resolve.h) and the
+ * trees' placement snapshot (profiles.h) have theirs. Lock order: apply -> ledger -> ugm ->
+ * quota tree; apply -> ledger -> resolver -> quota tree; apply -> resolver; apply -> nodes
+ * -> placement; nodes -> quota tree. No I/O under any lock: evictions, events and status
+ * writes work on copies taken under the locks.
  */
 #ifndef KUBEQUOTA_ELASTIC_H
 #define KUBEQUOTA_ELASTIC_H
@@ -110,29 +82,17 @@
 #include "kubequota/kube/pod.h"
 #include "kubequota/engine/quota_tree.h"
 #include "kubequota/engine/resource.h"
+#include "kubequota/control/koordinator.h"
+#include "kubequota/control/profiles.h"
+#include "kubequota/control/reclaim.h"
+#include "kubequota/control/resolve.h"
 
 #define KQ_EQ_GROUP_UPSTREAM "scheduling.x-k8s.io"
 #define KQ_EQ_GROUP_KOORD    "scheduling.sigs.k8s.io"
 #define KQ_PROFILE_GROUP "quota.koordinator.sh" /* Koordinator's ElasticQuotaProfile */
-#define KQ_EQ_LABEL_PREFIX   "quota.scheduling.koordinator.sh/"
 #define KQ_EQ_ANN_RUNTIME    "quota.scheduling.koordinator.sh/runtime"
 
 typedef struct kq_elastic kq_elastic_t;
-
-/* Evicts a pod (default: kq_kube_evict on app->kube). 0, KQ_ECONFLICT (refused, e.g. a
- * PodDisruptionBudget), KQ_ENOENT (gone) or another error with err set. */
-typedef int (*kq_elastic_evict_fn)(void *ud, const char *ns, const char *name, const char *uid, char *err,
-                                   size_t errlen);
-
-/* Sources of quota groups, for kq_elastic_opts_t.reclaim_sources. */
-#define KQ_RECLAIM_QUEUES   0x1u /* queues.yaml */
-#define KQ_RECLAIM_UPSTREAM 0x2u /* scheduler-plugins ElasticQuota objects */
-#define KQ_RECLAIM_KOORD    0x4u /* Koordinator ElasticQuota objects */
-#define KQ_RECLAIM_DEFAULT KQ_RECLAIM_QUEUES
-
-/* "queues,scheduler-plugins,koordinator" (any of them, comma-separated; "none" or "" for
- * none) into *out. 0, or KQ_EINVAL with the bad word in err. */
-int kq_elastic_parse_reclaim_sources(const char *s, unsigned *out, char *err, size_t errlen) KQ_WUR;
 
 typedef struct kq_elastic_opts {
     const char *const *system_namespaces; /* borrowed; NULL = {"kube-system"} */
@@ -150,15 +110,15 @@ typedef struct kq_elastic_opts {
     bool watch_quotas;                    /* true: ElasticQuota informers */
     bool preempt_default;                 /* false: default-group pods are never preemption
                                            * victims (Koordinator's default) */
-    kq_elastic_evict_fn evict;            /* NULL = kq_kube_evict */
+    kq_reclaim_evict_fn evict;            /* NULL = kq_kube_evict (reclaim.h) */
     void *evict_ud;
 } kq_elastic_opts_t;
 
 void kq_elastic_opts_default(kq_elastic_opts_t *o);
 
 /* New module with a new quota tree: the queues of app->config's partition app->partition
- * become groups, and app->ledger (when set) is wired to the tree with kq_elastic_resolve
- * (kq_ledger_set_qtree): call before any pod reaches the ledger. app is borrowed and must
+ * become groups, and app->ledger (when set) is wired to the tree and the module's resolver
+ * (kq_ledger_set_qtree with kq_resolve_pod): call before any pod reaches the ledger. app is borrowed and must
  * outlive the module; opts is copied (system_namespaces stays borrowed). NULL on ENOMEM. */
 kq_elastic_t *kq_elastic_new(kq_app_t *app, const kq_elastic_opts_t *opts);
 /* Starts the informers (when app->kube is set) and the timer thread. 0 or KQ_ENOMEM. */
@@ -189,18 +149,14 @@ json_t *kq_elastic_trees_json(kq_elastic_t *e);
 /* Sets "tree" (Koordinator's QuotaInfoSummary field: the tree id, "" for the default tree)
  * on every group of a kq_qtree_json view. 0 or KQ_ENOMEM. */
 int kq_elastic_tree_of_groups(kq_elastic_t *e, json_t *qtree) KQ_WUR;
-/* Placement in a tree, for the extender filter (Koordinator's pod webhook gives a pod of a
- * tree's quota a required node affinity for its profile's nodeSelector): whether `group`
- * is in a profile's tree (its id copied into tree, len bytes with the NUL), and whether a
- * node (name of node_len bytes) is in tree `tree`. Hash lookups under a read lock; no
- * allocation. */
-bool kq_elastic_has_trees(kq_elastic_t *e); /* any profile (one atomic load) */
-bool kq_elastic_group_tree(kq_elastic_t *e, const char *group, char *tree, size_t len);
-bool kq_elastic_node_in_tree(kq_elastic_t *e, const char *tree, const char *node, size_t node_len);
+/* The ElasticQuotaProfiles' trees (profiles.h), for the extender filter's placement lookups
+ * (Koordinator's pod webhook gives a pod of a tree's quota a required node affinity for its
+ * profile's nodeSelector): borrowed, lives as long as the module; NULL for a NULL module. */
+kq_profiles_t *kq_elastic_profiles(kq_elastic_t *e);
 
-/* The pod's quota group (rules above) in group; 0. KQ_ENOENT never: every pod has one.
- * Matches kq_ledger_resolve_fn (ud = the module). */
-int kq_elastic_resolve(void *ud, const kq_pod_t *pod, char *group, size_t len);
+/* The resolver (resolve.h) the module feeds: borrowed, lives as long as the module; NULL
+ * for a NULL module. */
+kq_resolver_t *kq_elastic_resolver(kq_elastic_t *e);
 
 /* ---- inputs (the informers and the timer call these; public for tests) ---- */
 
@@ -224,8 +180,9 @@ int kq_elastic_profile_event(kq_elastic_t *e, int type, const json_t *obj, char 
 void kq_elastic_profiles_list_begin(kq_elastic_t *e);
 void kq_elastic_profiles_list_end(kq_elastic_t *e);
 
-/* One reclaim pass at monotonic time now_ms (the timer passes its clock). Returns the
- * number of evictions that succeeded. */
+/* One reclaim pass (kq_reclaim_once) at monotonic time now_ms (the timer passes its clock)
+ * with the config the module last applied. Returns the number of evictions that
+ * succeeded. Timer thread (or a test's, with the timer not started). */
 size_t kq_elastic_reclaim_once(kq_elastic_t *e, int64_t now_ms);
 
 /* Evictions done / refused or failed so far. */
@@ -250,25 +207,11 @@ unsigned long kq_elastic_status_writes(kq_elastic_t *e, unsigned long *failed);
  * koordinator-default-quota not deleted. Denials say why. */
 int kq_elastic_validate_admission(void *ud, const json_t *request, char *msg, size_t len);
 
-/* Issue 37: may the pod name the quota its label quota.scheduling.koordinator.sh/name names?
- * Only a quota that governs its namespace: an ElasticQuota object of its namespace, or one
- * whose namespaces annotation lists it (a scheduler-plugins object: of its namespace); a
- * profile's root group of its namespace; the quota group of the pod's own queue (pod->queue;
- * not checked while NULL); the default group (or a name that means it:
- * koordinator-default-quota, -root-quota, -system-quota, root, system) only when the
- * namespace has no quota of its own. Pods of system namespaces and pods without the label
- * pass. 0, or KQ_EDENIED with msg and *kind: KQ_DENIAL_QUOTA_NOT_FOUND (no group of that
- * name: not applied yet, or never) or KQ_DENIAL_QUOTA_OTHER_NS. A read lock, no allocation.
- * The resolver (kq_elastic_resolve) does not take a label this refuses for another
- * namespace: such a pod, bound by someone else, counts as if it had no label. */
-int kq_elastic_check_quota_name(kq_elastic_t *e, const kq_pod_t *pod, char *msg, size_t len,
-                                kq_denial_t *kind) KQ_WUR;
-
 /* kq_admission_pod_hook_t for kq_admission_opts_t.check_pod_quota (ud = the module),
  * Koordinator's pod rules (koordinator-sh/koordinator pkg/webhook/elasticquota/pod_check.go):
  * a pod whose label quota.scheduling.koordinator.sh/name names a parent quota group is
- * denied (CREATE and UPDATE), and so is one naming a quota kq_elastic_check_quota_name
- * refuses (issue 37; the pod's queue not known here); an UPDATE may not change the label
+ * denied (CREATE and UPDATE), and so is one naming a quota kq_resolve_check_name refuses
+ * (issue 37; the pod's queue not known here); an UPDATE may not change the label
  * quota.scheduling.koordinator.sh/preemptible (whether the pod counts within min). 0 or
  * KQ_EDENIED with msg. */
 int kq_elastic_check_pod(void *ud, const json_t *pod, const json_t *old, char *msg, size_t len);

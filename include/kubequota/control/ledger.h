@@ -19,7 +19,7 @@
  * after the resync began (their bind may be in flight).
  *
  * Elastic quota (kq_ledger_set_qtree): each pod is also accounted in the quota tree, in
- * the quota group the resolver names for it (see elastic.h): its request while it is a
+ * the quota group the resolver names for it (see resolve.h): its request while it is a
  * pending pod of our scheduler or counted (kq_qtree_request_add/sub), and its request as
  * used while counted (kq_qtree_used_add/sub; non-preemptible pods also as non-preemptible
  * used). Like the queue, the group a pod is counted in is remembered and released
@@ -43,7 +43,7 @@
  * bind POSTs happen in the caller, between assume and forget. The resolver is called with
  * no ledger lock held, except by re-resolution (kq_ledger_reresolve, and a pod resolved
  * while one ran), which calls it under the ledger lock: the resolver may take only locks
- * that come after the ledger's (the elastic module's map lock, the quota tree's).
+ * that come after the ledger's (the resolver's lock, the quota tree's).
  */
 #ifndef KUBEQUOTA_LEDGER_H
 #define KUBEQUOTA_LEDGER_H
