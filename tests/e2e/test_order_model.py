@@ -75,7 +75,7 @@ sys.path.insert(0, HERE)
 import kqtest  # noqa: E402
 from kqtest import (Kubequota, SchedulerDriver, Sim, actual_usage, canonical, expected_usage,  # noqa: E402
                     have_binary, binary, config_queues, pod_identity, pod_manifest, pod_request,
-                    wait_until)
+                    view_diff, views, wait_until)
 
 KOORD = "scheduling.sigs.k8s.io"
 UPSTREAM = "scheduling.x-k8s.io"
@@ -299,58 +299,6 @@ def usage_diffs(kq, state, config):
     exp, act = expected_usage(state, config), actual_usage(kq)
     return ["%s: expected %s, kubequota shows %s" % (k, exp[k], act[k])
             for k in ("users", "groups", "queues", "apps") if exp[k] != act[k]]
-
-
-# ------------------------------------------------------------------------------------------
-# views compared between two daemons
-# ------------------------------------------------------------------------------------------
-
-VOLATILE = {"lastUpdate", "timestamp", "generatedAt", "uptime", "startTime"}
-
-
-def canon(v):
-    """A view with lists sorted (so that orders that mean nothing do not show) and volatile
-    keys left out."""
-    if isinstance(v, dict):
-        return {k: canon(x) for k, x in v.items() if k not in VOLATILE}
-    if isinstance(v, list):
-        items = [canon(x) for x in v]
-        return sorted(items, key=lambda x: json.dumps(x, sort_keys=True))
-    return v
-
-
-def views(kq):
-    return {"users": canon(kq.users()), "groups": canon(kq.groups()), "queues": canon(kq.queues())}
-
-
-def item_name(x):
-    if not isinstance(x, dict):
-        return None
-    for k in ("name", "queuename", "queuePath", "userName", "groupName"):
-        if isinstance(x.get(k), str):
-            return x[k]
-    return None
-
-
-def view_diff(a, b, path="", out=None, limit=12):
-    out = [] if out is None else out
-    if len(out) >= limit:
-        return out
-    if isinstance(a, dict) and isinstance(b, dict):
-        for k in sorted(set(a) | set(b)):
-            if k not in a or k not in b:
-                out.append("%s/%s: %s vs %s" % (path, k, json.dumps(a.get(k))[:200], json.dumps(b.get(k))[:200]))
-            else:
-                view_diff(a[k], b[k], "%s/%s" % (path, k), out, limit)
-    elif isinstance(a, list) and isinstance(b, list) and all(map(item_name, a + b)):
-        ka, kb = {item_name(x): x for x in a}, {item_name(x): x for x in b}
-        view_diff(ka, kb, path, out, limit)
-    elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
-        for i, (x, y) in enumerate(zip(a, b)):
-            view_diff(x, y, "%s[%d]" % (path, i), out, limit)
-    elif a != b:
-        out.append("%s: %s vs %s" % (path, json.dumps(a)[:300], json.dumps(b)[:300]))
-    return out
 
 
 # ------------------------------------------------------------------------------------------
