@@ -347,7 +347,7 @@ class OrderModel:
         self.sim.world.add_node("node-1", cpu=str(NODE_CPU // 1000), memory="256Gi")
         self.replicas = [self.replica("kq-a"), self.replica("kq-b")]
         for kq in self.replicas:
-            kq.start()
+            kq.start(timeout=40)
 
     def stop(self):
         for kq in self.replicas + ([self.fresh] if self.fresh else []):
@@ -607,7 +607,7 @@ class OrderModel:
         elif delayed:
             self.sim.fault(method="GET", path=r"/elasticquotas\?", delay=1.0, count=None)
         try:
-            kq.start()
+            kq.start(timeout=40)
         finally:
             self.sim.clear_faults()
         self.log("restart %s %s, %s list delayed" % (os.path.basename(kq.workdir)[:4],
@@ -623,7 +623,7 @@ class OrderModel:
         self.log("failover: the leader %s %s" % (os.path.basename(kq.workdir)[:4], "SIGTERM" if graceful else "SIGKILL"))
         self.check("after the failover, before the restart")
         wait_until(self.leader, 15, 0.1, "the other replica to lead")
-        kq.start()
+        kq.start(timeout=40)
 
     # ---- checks ----
     def model_diffs(self, kq, state, groups):
@@ -642,7 +642,7 @@ class OrderModel:
                 last[:] = self.model_diffs(kq, state, groups)
                 return not last
             try:
-                wait_until(ok, 20, 0.1, "views to match the model")
+                wait_until(ok, 30, 0.1, "views to match the model")
             except AssertionError as e:
                 self.fail("%s%s's views differ from the model (%s):\n    %s\n  pods: %s" % (
                     os.path.basename(kq.workdir)[:4], (" " + when) if when else "", str(e)[:200],
@@ -652,7 +652,7 @@ class OrderModel:
         """A kubequota started now on the same objects shows what the running ones show."""
         self.fresh = self.replica("kq-fresh")
         try:
-            self.fresh.start()
+            self.fresh.start(timeout=40)
             running = self.up()[0]
             last = []
 
@@ -661,7 +661,7 @@ class OrderModel:
                 last[:] = view_diff(a, b)
                 return not last
             try:
-                wait_until(same, 20, 0.2, "a fresh kubequota to show the running one's views")
+                wait_until(same, 30, 0.2, "a fresh kubequota to show the running one's views")
             except AssertionError:
                 self.fail("a fresh kubequota shows other views than %s (running vs fresh):\n    %s"
                           % (os.path.basename(running.workdir)[:4], "\n    ".join(last)))
