@@ -201,15 +201,18 @@ run-kube: $(BIN) kube | $(TEST_DEPS_OK)
 	$(PYTHON) tests/cluster/cluster.py up --demo
 
 # Randomized fault soak (tests/soak/README.md). `make soak ROUNDS=1000 [SEED=n]` runs long
-# (a random seed unless SEED is given; extra flags in SOAK_ARGS); soak-short is the seeded
-# short run that `make test` includes.
+# (a random seed unless SEED is given; extra flags in SOAK_ARGS), then the order model test
+# (tests/e2e/test_order_model.py) for ORDER_STEPS steps with the same seed; soak-short is the
+# seeded short run that `make test` includes (the model's default run is in e2e).
 ROUNDS            ?= 100
 SEED              ?=
 SOAK_ARGS         ?=
+ORDER_STEPS       ?= 2000
 SOAK_SHORT_ROUNDS ?= 16
 SOAK_SHORT_SEED   ?= 9009
 soak: $(BIN) | $(TEST_DEPS_OK)
 	$(PYTHON) tests/soak/soak.py --binary $(BIN) --rounds $(ROUNDS) $(if $(SEED),--seed $(SEED)) $(SOAK_ARGS)
+	$(PYTHON) tests/e2e/test_order_model.py --binary $(BIN) --steps $(ORDER_STEPS) --seed $(if $(SEED),$(SEED),0)
 
 soak-short: $(BIN) | $(TEST_DEPS_OK)
 	$(PYTHON) tests/soak/soak.py --binary $(BIN) --rounds $(SOAK_SHORT_ROUNDS) --seed $(SOAK_SHORT_SEED)

@@ -2019,6 +2019,24 @@ static int jset(json_t *o, const char *k, json_t *v)
     return v != NULL && json_object_set_new(o, k, v) == 0 ? 0 : KQ_ENOMEM;
 }
 
+/* A sum over pods (request, used) without its zero entries: a name whose pods all went, or
+ * moved to another group, leaves a 0 behind in the vector, which a daemon started afresh on
+ * the same pods never had; shown pruned, both show the same (issue 38; the usage views prune
+ * the same way). NULL on ENOMEM. */
+static json_t *sum_json(const kq_resource_t *r)
+{
+    json_t *o = json_object();
+    for (uint32_t i = 0; o != NULL && i < r->n; i++) {
+        if (KQ_RES_E(r)[i].value == 0)
+            continue;
+        if (json_object_set_new(o, KQ_RES_E(r)[i].name, json_integer((json_int_t)KQ_RES_E(r)[i].value)) != 0) {
+            json_decref(o);
+            o = NULL;
+        }
+    }
+    return o;
+}
+
 static json_t *group_json(const kq_qtree_t *t, const struct group *g)
 {
     json_t *o = json_object();
@@ -2040,9 +2058,9 @@ static json_t *group_json(const kq_qtree_t *t, const struct group *g)
     rc |= jset(o, "maxResource", kq_resource_to_json(&g->max));
     rc |= jset(o, "sharedWeight", kq_resource_to_json(&w));
     rc |= jset(o, "allowLent", json_boolean(g->allow_lent));
-    rc |= jset(o, "requestResource", kq_resource_to_json(&g->request));
-    rc |= jset(o, "allocatedResource", kq_resource_to_json(&g->used));
-    rc |= jset(o, "nonPreemptibleAllocated", kq_resource_to_json(&g->used_np));
+    rc |= jset(o, "requestResource", sum_json(&g->request));
+    rc |= jset(o, "allocatedResource", sum_json(&g->used));
+    rc |= jset(o, "nonPreemptibleAllocated", sum_json(&g->used_np));
     rc |= shown_runtime(g, &rt);
     rc |= jset(o, "runtimeResource", kq_resource_to_json(&rt));
     kq_resource_free(&w);

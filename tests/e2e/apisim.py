@@ -48,6 +48,8 @@ What it models differently on purpose, and the parity checks leave out:
     is a JSON merge patch (lists are replaced, never merged by key)
   - no authorization: a request with the token is allowed everything; one without a token
     is 401 (the real server goes on as system:anonymous and RBAC answers 403)
+  - World.watch_lag delays one resource's watch events (a test knob: the real server has
+    no such setting, but a busy one or a slow informer delivers one watch late)
 
 Standalone: python3 tests/e2e/apisim.py --port 0 --cert C --key K [--port-file F]
             [--token T] [--nodes N] [--bookmark-interval S] [--host H]
@@ -600,6 +602,10 @@ class World:
         self.eviction_refused = set()  # "ns/name": evictions of these pods are refused (429)
         self.eviction_pdb = "sim-pdb"  # the PodDisruptionBudget a refusal names
         self.crds = set(EQ_GROUPS)    # ElasticQuota API groups served
+        # resource -> seconds: that resource's watches hold each batch of events this long
+        # before sending it, so its events reach a client later than other resources' (the
+        # interleavings of a busy API server or a slow informer; tests/e2e/test_order_model.py)
+        self.watch_lag = {}
         self.stopping = False
         self.generation = 0           # bumped by reset/drop: watchers of older generations end
         self._init_state()
@@ -1794,6 +1800,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     with w.cond:
                         w.counters["watch_expired"] += 1
                 if pending:
+                    lag = w.watch_lag.get(res, 0)
+                    if lag and not expired:
+                        time.sleep(lag)
                     self.send_events(pending)
                     pending = []
                 if expired or time.monotonic() >= deadline:

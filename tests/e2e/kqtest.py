@@ -8,6 +8,8 @@
   expected_usage()         usage per user/group/queue computed from the simulator's state
   actual_usage()           the same from kubequota's REST view, for comparison
   wait_until()             poll a condition (tests wait for states, never sleep-and-assert)
+  views(), view_diff()     every usage view of a kubequota, canonical, and the differences
+                           between two (a running kubequota and one started fresh)
   KQTestCase               a unittest base class wiring all of the above per test
 
 Configs are written as Python data and rendered to YuniKorn's queues.yaml by to_yaml(), so
@@ -851,6 +853,61 @@ def usage_matches(kq, sim, config, check_apps=False):
 def user_usage(kq, user, queue="root"):
     """{res: n} a user uses at a queue according to the REST view (empty when none)."""
     return actual_usage(kq)["users"].get(user, {}).get(queue, {})
+
+
+# ---------------------------------------------------------------------------------------
+# views compared between two daemons (a running one and one started fresh on the same objects)
+# ---------------------------------------------------------------------------------------
+
+VOLATILE = {"lastUpdate", "timestamp", "generatedAt", "uptime", "startTime"}
+
+
+def canon(v):
+    """A view with lists sorted (so that orders that mean nothing do not show) and volatile
+    keys left out."""
+    if isinstance(v, dict):
+        return {k: canon(x) for k, x in v.items() if k not in VOLATILE}
+    if isinstance(v, list):
+        items = [canon(x) for x in v]
+        return sorted(items, key=lambda x: json.dumps(x, sort_keys=True))
+    return v
+
+
+def views(kq):
+    """The usage views users, groups and queues (the quota tree is in queues), canonical."""
+    return {"users": canon(kq.users()), "groups": canon(kq.groups()), "queues": canon(kq.queues())}
+
+
+def item_name(x):
+    if not isinstance(x, dict):
+        return None
+    for k in ("name", "queuename", "queuePath", "userName", "groupName"):
+        if isinstance(x.get(k), str):
+            return x[k]
+    return None
+
+
+def view_diff(a, b, path="", out=None, limit=12):
+    """The first differences between two views, as "path: a vs b" lines; lists of named
+    items (groups, queues, users) are compared by name."""
+    out = [] if out is None else out
+    if len(out) >= limit:
+        return out
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in sorted(set(a) | set(b)):
+            if k not in a or k not in b:
+                out.append("%s/%s: %s vs %s" % (path, k, json.dumps(a.get(k))[:200], json.dumps(b.get(k))[:200]))
+            else:
+                view_diff(a[k], b[k], "%s/%s" % (path, k), out, limit)
+    elif isinstance(a, list) and isinstance(b, list) and all(map(item_name, a + b)):
+        ka, kb = {item_name(x): x for x in a}, {item_name(x): x for x in b}
+        view_diff(ka, kb, path, out, limit)
+    elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        for i, (x, y) in enumerate(zip(a, b)):
+            view_diff(x, y, "%s[%d]" % (path, i), out, limit)
+    elif a != b:
+        out.append("%s: %s vs %s" % (path, json.dumps(a)[:300], json.dumps(b)[:300]))
+    return out
 
 
 # ---------------------------------------------------------------------------------------

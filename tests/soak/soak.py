@@ -1127,6 +1127,32 @@ class Soak:
                 key = " ".join(t for t in toks[:4] if "=" not in t)
             self.log_levels["%s %s" % (level, key)] += 1
 
+    def compare_fresh(self):
+        """Issue 38: a kubequota started now on the same simulator with the same config shows
+        what the running one shows, on every view (users, groups, queues with the quota tree),
+        whatever the order the running one learnt things in. Then it is stopped."""
+        self.step_name = "fresh"
+        fresh = kqtest.Kubequota(self.sim, CONFIG, name="kq-fresh", extra_args=self.kq.extra_args)
+        try:
+            fresh.start(timeout=30)
+            last = []
+
+            def same():
+                a, b = kqtest.views(self.kq), kqtest.views(fresh)
+                last[:] = kqtest.view_diff(a, b)
+                return not last
+            try:
+                kqtest.wait_until(same, self.args.settle, 0.2, "a fresh kubequota to show the running one's views")
+            except AssertionError:
+                raise Failure("a kubequota started fresh shows other views than the running one (running vs "
+                              "fresh):\n    %s\n  fresh kubequota's log: %s" % ("\n    ".join(last), fresh.log_path))
+            self.ops["fresh comparisons"] += 1
+        finally:
+            try:
+                fresh.stop()
+            finally:
+                fresh.kill()
+
     def run_round(self):
         self.trim()
         for name, step in self.plan_round():
@@ -1140,6 +1166,8 @@ class Soak:
             if not self.kq.alive() and self.expect_down and name == "batch":
                 self.restart()
         self.quiesce()
+        if self.args.fresh_every and self.round % self.args.fresh_every == 0:
+            self.compare_fresh()
 
     def summary(self, passed, failed, t0):
         c = self.sim_counters() if self.sim else {}
@@ -1205,6 +1233,9 @@ def main(argv=None):
     ap.add_argument("--gating-rounds", type=int, default=None,
                     help="rounds of the admission gate phase (tests/soak/gating_soak.py; SIGKILL between "
                          "gate removal and bind); default max(3, rounds / 5); 0 skips it")
+    ap.add_argument("--fresh-every", type=int, default=4, metavar="N",
+                    help="every N rounds, after quiescence, start a second kubequota on the same simulator and "
+                         "require the same users, groups and queues views (quota tree included); 0: never")
     ap.add_argument("-v", "--verbose", action="store_true")
     ap.add_argument("--keep", action="store_true", help="keep the temp dir (logs, configs)")
     args = ap.parse_args(argv)
@@ -1216,6 +1247,8 @@ def main(argv=None):
         EXTRA_FLAGS.append("--ready-only")
     if args.no_pending:
         EXTRA_FLAGS.append("--no-pending")
+    if args.fresh_every != 4:
+        EXTRA_FLAGS.append("--fresh-every %d" % args.fresh_every)
     if args.binary:
         os.environ["KQ_BINARY"] = os.path.abspath(args.binary)
     if args.keep:
