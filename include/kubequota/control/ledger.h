@@ -178,6 +178,12 @@ bool kq_ledger_has_qtree(kq_ledger_t *l);
 int kq_ledger_check_resize(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reason_len,
                            kq_denial_t *kind) KQ_WUR;
 
+/* A dry run's resize (AdmissionReview request.dryRun, e.g. kubectl --dry-run=server): the
+ * decision kq_ledger_check_resize would make now, with nothing committed: no growth
+ * counted, no resize reservation, no reservation dropped. */
+int kq_ledger_check_resize_dry(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reason_len,
+                               kq_denial_t *kind) KQ_WUR;
+
 #define KQ_LEDGER_RESIZE_TTL_MS 30000
 
 /* Changes the lifetime of new resize reservations (tests). */
