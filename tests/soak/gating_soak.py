@@ -18,8 +18,14 @@ deleted. Invariants, all computed from the simulator's state:
     kills), and the history it keeps in its ConfigMap never averages more than the user
     limit (an average of values that never exceed it; more would mean double counting);
   - kubequota exits 0 on the final SIGTERM and its log has no sanitizer report.
+Tenants also resize pods (issue 37 route 5): while gated, just released (not bound yet) or
+bound, before and after the kills, a tenant sends the pods/resize AdmissionReview to
+/admission/mutate as the API server would (sometimes as a dry run), and the pod is updated
+in the simulator when it is allowed (a dry run never); the checks above then hold with the
+requests the pods have now.
 """
 
+import copy
 import json
 import os
 import random
@@ -58,6 +64,7 @@ class GatingSoak:
         self.errors = []
         self.n = 0
         self.kills = self.polls = self.kills_reserved = 0
+        self.resizes = {}    # "gated|released|bound allowed|refused|dry|gone" -> count
         self.worst = {}
         self.policy, self.halflife, self.flips = "usage", "10m", 0
 
@@ -185,6 +192,54 @@ class GatingSoak:
                                      memory="64Mi", queue="root.g", gates=(GATE,), labels={"soak-user": u})
             self.sim.create_pod(m)
 
+    def resize(self, k):
+        """Issue 37 route 5: k pods resized by their tenants, as the API server would: the
+        pods/resize AdmissionReview to /admission/mutate, then the update stored when allowed
+        (the API server retries admission on a conflict, so does this). A dry run stores
+        nothing (and must hold nothing)."""
+        pods = sorted(self.pods(), key=lambda p: p["metadata"]["name"])
+        for p in self.rng.sample(pods, min(k, len(pods))):
+            name = p["metadata"]["name"]
+            cpu = self.rng.choice(["250m", "500m", "1", "1500m", "2", "3"])
+            dry = self.rng.random() < 0.15
+            for _ in range(3):
+                try:
+                    cur = self.sim.get_pod("default", name)
+                except Exception:
+                    self.count("gone")
+                    break
+                state = "bound" if cur["spec"].get("nodeName") else "gated" if gated(cur) else "released"
+                new = copy.deepcopy(cur)
+                res = new["spec"]["containers"][0]["resources"]
+                res["requests"]["cpu"] = res["limits"]["cpu"] = cpu
+                rev = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                       "request": {"uid": "resize-%s" % name, "kind": {"group": "", "version": "v1", "kind": "Pod"},
+                                   "resource": {"group": "", "version": "v1", "resource": "pods"},
+                                   "subResource": "resize", "namespace": "default", "operation": "UPDATE",
+                                   "userInfo": {"username": self.user(cur), "groups": ["system:authenticated"]},
+                                   "object": new, "oldObject": cur, "dryRun": dry}}
+                try:
+                    r = self.kq.post("/admission/mutate", rev)
+                    ok = r.status == 200 and r.json()["response"]["allowed"]
+                except Exception:  # kubequota down: the API server refuses (failurePolicy Fail)
+                    ok = False
+                if not ok or dry:
+                    self.count("%s %s" % (state, "dry" if dry and ok else "refused" if not ok else "allowed"))
+                    break
+                try:
+                    self.sim.world.update("pods", "default", name, new)
+                except self.kt.apisim.ApiError as e:
+                    if e.code == 409:
+                        continue       # changed meanwhile: admitted again against the new pod
+                    self.count("gone")
+                    break
+                self.count("%s allowed" % state)
+                self.log("resized %s (%s) to %s" % (name, state, cpu))
+                break
+
+    def count(self, key):
+        self.resizes[key] = self.resizes.get(key, 0) + 1
+
     def kill(self):
         self.kills += 1
         self.kq.kill()
@@ -239,7 +294,11 @@ class GatingSoak:
             self.log("round %d: policy %s, half-life %s" % (r, self.policy, self.halflife))
         self.finish_some(rng.uniform(0.5, 1.0))     # room frees: the backlog is released, unbound
         self.create(rng.randint(6, 16))
+        if rng.random() < 0.5:
+            self.resize(rng.randint(1, 4))         # most still gated
         time.sleep(rng.uniform(0.1, 1.2))         # releases happen; nobody binds yet
+        if rng.random() < 0.6:
+            self.resize(rng.randint(1, 4))         # released and not bound yet, or gated
         self.check_limits("before kill")
         if rng.random() < 0.7:
             held = sum(1 for p in self.pods() if not gated(p) and not p["spec"].get("nodeName"))
@@ -247,8 +306,12 @@ class GatingSoak:
             self.log("round %d: SIGKILL between ungate and bind (%d pods reserved)" % (r, held))
             self.kill()                            # reserved pods only in the API's truth
             self.check_limits("after restart")
+            if rng.random() < 0.5:
+                self.resize(rng.randint(1, 3))
         self.sched_on.set()
         time.sleep(rng.uniform(0.3, 1.5))
+        if rng.random() < 0.5:
+            self.resize(rng.randint(1, 4))         # bound, released or gated, while binding
         if rng.random() < 0.4:
             self.log("round %d: SIGKILL while binding" % r)
             self.kill()
@@ -316,6 +379,8 @@ def run(kqtest, seed, rounds, verbose=False):
             failed += 1
             print("FAIL gating (seed %d): %s" % (seed, s.errors[0]), flush=True)
     line = ("gating: %d rounds, %d pods, %d SIGKILLs (%d with released pods not bound yet), %d polls, peak per "
-            "user %dm of %dm, %.0fs" % (rounds, s.n, s.kills, s.kills_reserved, s.polls,
-                                        max(s.worst.values() or [0]), USER_MAX_M, time.monotonic() - t0))
+            "user %dm of %dm, %.0fs; resizes: %s" % (rounds, s.n, s.kills, s.kills_reserved, s.polls,
+                                                     max(s.worst.values() or [0]), USER_MAX_M, time.monotonic() - t0,
+                                                     ", ".join("%s=%d" % kv for kv in sorted(s.resizes.items()))
+                                                     or "none"))
     return passed, failed, line
