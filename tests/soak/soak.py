@@ -14,7 +14,11 @@ history compaction (410 on resume), bindings that commit while their answer is l
 that go silent with the connection open (stalled: kubequota must notice and relist),
 attempts to relabel a bound pod's queue or application through the webhook (refused, for
 every key podkeys.h guards), a hostile tenant's pods labelled with another user's application
-id (refused at filter and bind, never charged to the owner), followed by a
+id (refused at filter and bind, never charged to the owner), the routes of issue 37 (the
+ReplicaSet controller creating tenants' pods with spec.nodeName at once through both
+webhooks, admitted ones counting as kubequota's decisions; a pod naming a Koordinator quota
+that does not exist; a user root.secure's submitacl excludes adding a pod of an application
+running elsewhere to it), a relabel followed by a
 restart (the restarted process must count every pod where the live one did), and kubequota killed with SIGKILL (at rest, while binds
 are in flight, in the middle of one bind held by the simulator, or, with
 --unready-requests, restarted at once so that requests reach it while it starts), or stopped
