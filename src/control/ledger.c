@@ -1865,7 +1865,9 @@ void kq_ledger_resync_end(kq_ledger_t *l)
     pthread_mutex_lock(&l->mu);
     if (l->resyncing) {
         HASH_ITER(hh, l->table, e, tmp) {
-            if (e->seen_gen == l->gen || (e->state == ST_ASSUMED && e->assumed_gen == l->gen))
+            /* An admission reservation stays: its pod is stored after our webhook, maybe after
+             * the list was read; the watch or its TTL ends it. */
+            if (e->seen_gen == l->gen || (e->state == ST_ASSUMED && (e->assumed_gen == l->gen || e->admitted)))
                 continue;
             unlink_entry(l, e);
             e->hh.next = gone; /* reuse the handle as a free list */

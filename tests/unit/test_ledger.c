@@ -1463,6 +1463,36 @@ static void test_admit_then_watch_counts_once(void **state)
     kq_pod_clear(&a);
 }
 
+/* A relist whose list was read before an admitted pod was stored (the soak found it: a
+ * watch dropped while the ReplicaSet controller created pods on nodes) does not show it.
+ * Its reservation stays until the watch shows the pod or the TTL ends it: released by the
+ * relist, a pod filtered meanwhile passed the limit with it. */
+static void test_admit_survives_a_relist(void **state)
+{
+    fx_t *f = *state;
+    char why[512] = "";
+    kq_pod_t a = mk("a", "root.team-a", "alice", 600, "n1"), b = mk("b", "root.team-a", "bob", 600, NULL);
+    assert_int_equal(kq_ledger_admit(f->l, &a, why, sizeof why, NULL), 0);
+    kq_ledger_resync_begin(f->l);
+    kq_ledger_resync_end(f->l); /* the list predates a */
+    assert_true(kq_ledger_is_admitted(f->l, "a"));
+    assert_int_equal(alloc_cpu(f, "root.team-a"), 600);
+    assert_int_equal(kq_ledger_check(f->l, &b, why, sizeof why, NULL), KQ_EDENIED); /* 600 + 600 > 1000 */
+    kq_ledger_observe(f->l, &a); /* stored, shown: counted once */
+    assert_int_equal(alloc_cpu(f, "root.team-a"), 600);
+    expect_size(f, 1, 1);
+    kq_ledger_remove(f->l, "a");
+    /* one never stored still ends with its TTL */
+    assert_int_equal(kq_ledger_admit(f->l, &a, why, sizeof why, NULL), 0);
+    kq_ledger_resync_begin(f->l);
+    kq_ledger_resync_end(f->l);
+    kq_ledger_set_admit_ttl_ms(f->l, 0);
+    assert_int_equal(kq_ledger_expire_admitted(f->l), 1);
+    expect_empty(f);
+    kq_pod_clear(&a);
+    kq_pod_clear(&b);
+}
+
 /* Two reservations cannot together pass a limit: 600m + 600m > 1000m, so the second is
  * refused and leaves nothing; 600m + 400m = 1000m fits. A refusal is not counted, and its
  * pod never enters the ledger (it will not exist). */
@@ -1686,6 +1716,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_resize_of_a_reserved_gated_pod, setup, teardown),
         cmocka_unit_test_setup_teardown(test_resize_within_a_quota_group, setup, teardown),
         cmocka_unit_test_setup_teardown(test_admit_then_watch_counts_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_admit_survives_a_relist, setup, teardown),
         cmocka_unit_test_setup_teardown(test_admit_two_cannot_exceed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_admit_ttl, setup, teardown),
         cmocka_unit_test_setup_teardown(test_admit_with_tree_runtime, setup, teardown),
