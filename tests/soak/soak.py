@@ -770,8 +770,11 @@ class Soak:
         snap = self.snapshot()
         with self.lock:
             owned = {r.uid: r for r in self.recs.values() if r.kind == "driver" and r.app != r.uid}
+        # not one of mallory's own: a hostile pod is retried by later batches, and once the
+        # owner's application has ended it may start one of that id itself (seed 14)
         bound = [p for p in self.live(snap, bound=True) if p["metadata"]["uid"] in owned
-                 and (p["metadata"].get("labels") or {}).get(kqtest.LABEL_APP)]
+                 and (p["metadata"].get("labels") or {}).get(kqtest.LABEL_APP)
+                 and kqtest.pod_identity(p, self.limits.queues, owner=True)[0] != "mallory"]
         if not bound:
             return
         victim = self.rng.choice(bound)
@@ -1263,6 +1266,9 @@ class Soak:
         if rng.random() < self.args.kill_rate * 0.5:
             def at_rest(behind=rng.randint(0, 3), graceful=rng.random() < 0.25):
                 if graceful:
+                    # at rest: started and ready (a batch may have restarted it without waiting,
+                    # and a SIGTERM before main installs its handler ends it by the signal: -15)
+                    self.ensure_up()
                     rc = self.kq.stop()
                     self.bump("sigterm", self.faults)
                     if rc != 0:
