@@ -1026,6 +1026,8 @@ static int serve(int argc, char **argv)
     adm.pod_quota_ud = app.elastic;
     adm.check_pod = kq_extender_admission_check; /* nodeName at creation, pods/resize */
     adm.check_pod_ud = &app;
+    adm.check_pod_dry = kq_extender_admission_check_dry; /* the same, for a dry run: holds nothing */
+    adm.check_pod_dry_ud = &app;
     adm.reserve_pod = kq_extender_admission_reserve; /* nodeName at creation, validating: counted */
     adm.reserve_pod_ud = &app;
     adm.check_pod_app = kq_extender_admission_app_check; /* another user's application */

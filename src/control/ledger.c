@@ -900,9 +900,11 @@ static int grow_locked(kq_ledger_t *l, entry_t *e, const kq_resource_t *want, bo
             rc = 0;
             kq_denial_set(kind, KQ_DENIAL_NONE);
         }
-        if (rc != 0 || !commit)
+        if (rc != 0)
             goto out;
     }
+    if (!commit) /* checked only: without a tree too */
+        goto out;
     /* the ugm (checked above, under the ledger lock that every commit takes): the grown
      * request is counted, then the old one released, as a resize seen by the watch is */
     rc = kq_ugm_add_unchecked(l->ugm, e->c.queue, e->c.app, &u, &to);
@@ -1302,8 +1304,10 @@ never:
     return true;
 }
 
-int kq_ledger_check_resize(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reason_len,
-                           kq_denial_t *kind)
+/* kq_ledger_check_resize (commit) and kq_ledger_check_resize_dry (!commit: the same decision,
+ * nothing counted, reserved or dropped). */
+static int check_resize(kq_ledger_t *l, const kq_pod_t *pod, bool commit, char *reason, size_t reason_len,
+                        kq_denial_t *kind)
 {
     kq_denial_set(kind, KQ_DENIAL_NONE);
     if (pod == NULL || pod->uid == NULL)
@@ -1337,12 +1341,15 @@ int kq_ledger_check_resize(kq_ledger_t *l, const kq_pod_t *pod, char *reason, si
         goto out;
     if (e->state == ST_PENDING) {
         /* the gate, a bind or the watch counts it with at least this request from now on */
-        rc = rs_set(l, e, &pod->request);
+        if (commit)
+            rc = rs_set(l, e, &pod->request);
         goto out;
     }
     bool grew = false;
-    rc = grow_locked(l, e, &pod->request, true, &grew, reason, reason_len, kind);
-    if (rc == 0 && (grew || e->rs_req != NULL)) {
+    rc = grow_locked(l, e, &pod->request, commit, &grew, reason, reason_len, kind);
+    if (rc == 0 && !commit) {
+        /* a dry run: checked, nothing counted */
+    } else if (rc == 0 && (grew || e->rs_req != NULL)) {
         if (rs_set(l, e, &pod->request) != 0)
             kq_error("event=resize_reservation_failed pod=%s/%s uid=%s error=\"out of memory\"", pod->ns, pod->name,
                      pod->uid);
@@ -1352,6 +1359,12 @@ int kq_ledger_check_resize(kq_ledger_t *l, const kq_pod_t *pod, char *reason, si
          * not reached kube-scheduler. Its reservation, made for the old request, goes; the
          * pod is decided afresh with the new one (the watch reserves it, checked, once the
          * gate is gone; else filter and bind). */
+        if (!commit) {
+            rc = 0;
+            set_reason(reason, reason_len, "%s", "");
+            kq_denial_set(kind, KQ_DENIAL_NONE);
+            goto out;
+        }
         kq_info("event=reservation_dropped pod=%s/%s uid=%s reason=\"%s\" msg=\"resized while its gate was being "
                 "removed, to a request that does not fit now; decided afresh\"", pod->ns, pod->name, pod->uid,
                 reason);
@@ -1369,6 +1382,18 @@ out:
     pthread_mutex_unlock(&l->mu);
     entry_free(gone);
     return rc;
+}
+
+int kq_ledger_check_resize(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reason_len,
+                           kq_denial_t *kind)
+{
+    return check_resize(l, pod, true, reason, reason_len, kind);
+}
+
+int kq_ledger_check_resize_dry(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reason_len,
+                               kq_denial_t *kind)
+{
+    return check_resize(l, pod, false, reason, reason_len, kind);
 }
 
 bool kq_ledger_has_qtree(kq_ledger_t *l)
@@ -1840,7 +1865,9 @@ void kq_ledger_resync_end(kq_ledger_t *l)
     pthread_mutex_lock(&l->mu);
     if (l->resyncing) {
         HASH_ITER(hh, l->table, e, tmp) {
-            if (e->seen_gen == l->gen || (e->state == ST_ASSUMED && e->assumed_gen == l->gen))
+            /* An admission reservation stays: its pod is stored after our webhook, maybe after
+             * the list was read; the watch or its TTL ends it. */
+            if (e->seen_gen == l->gen || (e->state == ST_ASSUMED && (e->assumed_gen == l->gen || e->admitted)))
                 continue;
             unlink_entry(l, e);
             e->hh.next = gone; /* reuse the handle as a free list */

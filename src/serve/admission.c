@@ -708,12 +708,18 @@ static bool managed(const ctx_t *c, const json_t *pod)
     return name != NULL && c->o->scheduler_name != NULL && strcmp(name, c->o->scheduler_name) == 0;
 }
 
-/* Runs opts->check_pod (see admission.h); denies on a refusal or a failed check. */
+/* Runs opts->check_pod, or for a dry run (request.dryRun) opts->check_pod_dry, which
+ * commits nothing (see admission.h); denies on a refusal or a failed check. */
 static void check_limits(ctx_t *c, const json_t *old)
 {
+    bool dry = json_is_true(json_object_get(c->req, "dryRun"));
+    kq_admission_pod_hook_t hook = dry ? c->o->check_pod_dry : c->o->check_pod;
+    void *ud = dry ? c->o->check_pod_dry_ud : c->o->check_pod_ud;
+    if (hook == NULL)
+        return;
     char msg[KQ_ADMISSION_MAX_MESSAGE];
     msg[0] = '\0';
-    int rc = c->o->check_pod(c->o->check_pod_ud, c->obj, old, msg, sizeof(msg));
+    int rc = hook(ud, c->obj, old, msg, sizeof(msg));
     msg[sizeof(msg) - 1] = '\0';
     if (rc != 0)
         deny(c, rc == KQ_EDENIED ? 403 : 500, "%s", *msg != '\0' ? msg : kq_strerror(rc));

@@ -1529,9 +1529,9 @@ out:
 
 /* ------------------------------------------------------------------ admission */
 
-int kq_extender_admission_check(void *ud, const json_t *pod_obj, const json_t *old, char *msg, size_t len)
+/* kq_extender_admission_check (dry false) and kq_extender_admission_check_dry. */
+static int admission_check(kq_app_t *app, const json_t *pod_obj, const json_t *old, bool dry, char *msg, size_t len)
 {
-    kq_app_t *app = ud;
     kq_pod_t pod = {0};
     char err[REASON_MAX] = "";
     if (app == NULL || app->ledger == NULL) {
@@ -1572,7 +1572,8 @@ int kq_extender_admission_check(void *ud, const json_t *pod_obj, const json_t *o
                    reason[0] ? reason : "quota exceeded");
     } else {
         kq_denial_t kind = KQ_DENIAL_NONE;
-        rc = kq_ledger_check_resize(app->ledger, &pod, reason, sizeof(reason), &kind);
+        rc = dry ? kq_ledger_check_resize_dry(app->ledger, &pod, reason, sizeof(reason), &kind)
+                 : kq_ledger_check_resize(app->ledger, &pod, reason, sizeof(reason), &kind);
         if (rc == KQ_EDENIED && kind == KQ_DENIAL_NEVER_FITS)
             kq_errf(msg, len, "resizing pod %s/%s refused: with the new request it can never fit: %s",
                    pod.ns ? pod.ns : "-", pod.name ? pod.name : "-", reason[0] ? reason : "over a max");
@@ -1583,11 +1584,22 @@ int kq_extender_admission_check(void *ud, const json_t *pod_obj, const json_t *o
     if (rc != 0 && rc != KQ_EDENIED)
         kq_errf(msg, len, "checking pod %s/%s against its limits failed: %s", pod.ns ? pod.ns : "-",
                pod.name ? pod.name : "-", kq_strerror(rc));
-    kq_info("event=admission_pod_check pod=%s/%s kind=%s user=%s queue=%s result=%s", pod.ns ? pod.ns : "-",
-            pod.name ? pod.name : "-", old == NULL ? "create-on-node" : "resize", pod.user ? pod.user : "-",
-            pod.queue ? pod.queue : "-", rc == 0 ? "allowed" : rc == KQ_EDENIED ? "denied" : "error");
+    kq_info("event=admission_pod_check pod=%s/%s kind=%s%s user=%s queue=%s result=%s", pod.ns ? pod.ns : "-",
+            pod.name ? pod.name : "-", old == NULL ? "create-on-node" : "resize", dry ? " dry_run=true" : "",
+            pod.user ? pod.user : "-", pod.queue ? pod.queue : "-",
+            rc == 0 ? "allowed" : rc == KQ_EDENIED ? "denied" : "error");
     kq_pod_clear(&pod);
     return rc;
+}
+
+int kq_extender_admission_check(void *ud, const json_t *pod_obj, const json_t *old, char *msg, size_t len)
+{
+    return admission_check(ud, pod_obj, old, false, msg, len);
+}
+
+int kq_extender_admission_check_dry(void *ud, const json_t *pod_obj, const json_t *old, char *msg, size_t len)
+{
+    return admission_check(ud, pod_obj, old, true, msg, len);
 }
 
 int kq_extender_admission_reserve(void *ud, const json_t *pod_obj, const json_t *old, char *msg, size_t len)

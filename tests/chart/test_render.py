@@ -292,9 +292,11 @@ class RenderChecks:
             name = w["name"]
             self.assertRegex(name, r"^[a-z0-9-]+(\.[a-z0-9-]+){2,}$", "webhook names are fully qualified")
             self.assertEqual(w["admissionReviewVersions"], ["v1"])
-            # the nodeName guard counts the pod it admits (ledger.h, kq_ledger_admit): a side
-            # effect, skipped for a dry run
-            self.assertEqual(w["sideEffects"], "NoneOnDryRun" if name == "pods-on-node.kubequota.io" else "None")
+            # the nodeName guard counts the pod it admits (ledger.h, kq_ledger_admit) and the
+            # identity webhook holds an admitted resize's growth (kq_ledger_check_resize):
+            # side effects, skipped for a dry run
+            self.assertEqual(w["sideEffects"], "NoneOnDryRun"
+                             if name in ("pods-on-node.kubequota.io", "identity.kubequota.io") else "None")
             self.assertIn(w["failurePolicy"], ("Fail", "Ignore"))
             self.assertTrue(1 <= w["timeoutSeconds"] <= 30)
             s = w["clientConfig"]["service"]

@@ -775,7 +775,9 @@ class World:
             node = copy.deepcopy(node)
             return self.store("nodes", name, node, "DELETED", prev=node)
 
-    def create_pod(self, ns, pod):
+    def create_pod(self, ns, pod, uid=None):
+        """uid: the one the API server gave the pod before its validating webhooks were
+        called (a test that plays the API server's admission chain); None: a new one."""
         if not isinstance(pod, dict) or not isinstance(pod.get("metadata", {}), dict):
             raise ApiError(400, "BadRequest", "the body of the request was not a Pod object")
         pod = copy.deepcopy(pod)
@@ -806,7 +808,7 @@ class World:
             check_gates_create(pod)
             canonical_resources(pod, "Pod")
             md["namespace"] = ns
-            md["uid"] = str(uuid.uuid4())
+            md["uid"] = uid or str(uuid.uuid4())
             md["creationTimestamp"] = now_rfc3339()
             md.pop("deletionTimestamp", None)
             if not spec.get("schedulerName"):

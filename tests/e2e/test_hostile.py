@@ -278,10 +278,12 @@ def admission_review(obj, username, groups, operation="CREATE", old=None, kind="
     return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": req}
 
 
-def mutate(kq, obj, username, groups=("system:authenticated",), **kw):
+def mutate(kq, obj, username, groups=("system:authenticated",), dry_run=False, **kw):
     """(allowed, patched object, response) as the API server would see them."""
     from test_identity import apply_patch
-    r = kq.post("/admission/mutate", admission_review(obj, username, groups, **kw))
+    review = admission_review(obj, username, groups, **kw)
+    review["request"]["dryRun"] = dry_run
+    r = kq.post("/admission/mutate", review)
     if r.status != 200:
         raise AssertionError("mutate: HTTP %d %s" % (r.status, r.text[:300]))
     resp = r.json()["response"]
@@ -404,6 +406,41 @@ class AdmissionLimitsTest(KQTestCase):
         self.assertTrue(ok)
         self.wait_usage()
         self.assertEqual(user_usage(self.kq, "dave", "root.dev").get("cpu"), 1000)
+
+
+    def test_dry_run_resize_holds_nothing(self):
+        """kubectl --dry-run=server on pods/resize: checked, nothing stored, so nothing held
+        (the chart's identity webhook says sideEffects: NoneOnDryRun). A real resize the
+        API server then fails to store holds its growth (the resize reservation)."""
+        self.create("d1", user="erin", queue="root.dev", cpu="500m")
+        self.assert_bound("d1")
+        self.wait_usage()
+        cur = self.sim.get_pod("default", "d1")
+
+        def resized(cpu):
+            new = copy.deepcopy(cur)
+            res = new["spec"]["containers"][0]["resources"]
+            res["requests"]["cpu"] = res["limits"]["cpu"] = cpu
+            return new
+        ok, _, resp = mutate(self.kq, resized("16"), "erin", operation="UPDATE", old=cur, sub="resize",
+                             dry_run=True)
+        self.assertFalse(ok, "a dry run of a resize over the limit was allowed")
+        self.assertEqual(resp["status"]["code"], 403)
+        ok, _, _ = mutate(self.kq, resized("1"), "erin", operation="UPDATE", old=cur, sub="resize", dry_run=True)
+        self.assertTrue(ok, "a dry run of a resize within the limit was refused")
+        # the dry run stored nothing and held nothing: erin's other 500m fits beside d1
+        self.create("d2", user="erin", queue="root.dev", cpu="500m")
+        self.assert_bound("d2")
+        self.wait_usage()
+        self.assertEqual(user_usage(self.kq, "erin", "root.dev").get("cpu"), 1000)
+        self.sim.delete_pod("default", "d2")
+        self.wait_usage()
+        # a real resize, never stored (another webhook refused it): its growth is held
+        ok, _, _ = mutate(self.kq, resized("1"), "erin", operation="UPDATE", old=cur, sub="resize")
+        self.assertTrue(ok)
+        self.create("d3", user="erin", queue="root.dev", cpu="500m")
+        self.assert_denied("d3")
+        self.assertIn("dry_run=true", self.kq.logs())
 
 
 class MetricsAndTokensTest(KQTestCase):

@@ -18,8 +18,19 @@ deleted. Invariants, all computed from the simulator's state:
     kills), and the history it keeps in its ConfigMap never averages more than the user
     limit (an average of values that never exceed it; more would mean double counting);
   - kubequota exits 0 on the final SIGTERM and its log has no sanitizer report.
+Tenants also resize pods (issue 37 route 5): while gated, just released (not bound yet) or
+bound, before and after the kills, a tenant sends the pods/resize AdmissionReview to
+/admission/mutate as the API server would (sometimes as a dry run), and the pod is updated
+in the simulator when it is allowed (a dry run never); the checks above then hold with the
+requests the pods have now. One exception, by kubequota's design: a pod resized before it
+was bound may, when the resize races its release, show up ungated with a request that does not
+fit; kubequota then holds nothing for it and leaves it to filter and bind
+(event=reservation_refused). Such a pod counts once bound; until then the polls leave it out and
+quiescence accepts kubequota's usage (and reserved-pod count) anywhere between the sum without
+it and the sum with it, never above the limit.
 """
 
+import copy
 import json
 import os
 import random
@@ -58,6 +69,8 @@ class GatingSoak:
         self.errors = []
         self.n = 0
         self.kills = self.polls = self.kills_reserved = 0
+        self.resizes = {}    # "gated|released|bound allowed|refused|dry|gone" -> count
+        self.resized_early = set()  # pods resized (stored) before they were bound
         self.worst = {}
         self.policy, self.halflife, self.flips = "usage", "10m", 0
 
@@ -81,15 +94,18 @@ class GatingSoak:
     def cpu_q(q):
         return int(q[:-1]) if q.endswith("m") else int(float(q) * 1000)
 
-    def check_usage_view(self, want):
+    def check_usage_view(self, want, unsure=None):
         """Policy "usage": each waiting user's current usage (what the ledger reported to the
-        history) equals its bound + reserved pods in the simulator."""
+        history) equals its bound + reserved pods in the simulator (plus, at most, its pods
+        left to filter and bind)."""
+        unsure = unsure or {}
         for q in self.kq.get_json("/ws/v1/partition/default/gating/waiting"):
             if q["queue"] != "root.g" or q.get("policy") != "usage":
                 continue
             for u in q["users"]:
                 got = self.cpu_q(u["current"].get("cpu", "0"))
-                if got != want.get(u["user"], 0):
+                lo = want.get(u["user"], 0)
+                if not lo <= got <= lo + unsure.get(u["user"], 0):
                     return "history's current usage of %s: %dm, pods say %dm" % (u["user"], got,
                                                                                   want.get(u["user"], 0))
         return None
@@ -139,16 +155,27 @@ class GatingSoak:
     def user(p):
         return p["metadata"]["labels"].get("soak-user")
 
-    def holding(self, pods):
+    def left_to_bind(self, p):
+        """An ungated, unbound pod resized before it was bound: kubequota may hold it or not.
+        A resize racing the release drops the reservation made for the old request, and when
+        the pod then shows up ungated and does not fit, kubequota leaves it to filter and bind
+        (ledger.c, event=reservation_refused): it holds nothing until a bind admits it."""
+        return p["metadata"]["name"] in self.resized_early and not p["spec"].get("nodeName") and not gated(p)
+
+    def holding(self, pods, unsure=None):
+        """Per user and in all, the cpu of bound and released pods; pods left_to_bind are
+        summed into unsure (per user) instead."""
         per, total = {}, 0
         for p in pods:
-            if p["spec"].get("nodeName") or not gated(p):
+            if unsure is not None and self.left_to_bind(p):
+                unsure[self.user(p)] = unsure.get(self.user(p), 0) + cpu_m(p)
+            elif p["spec"].get("nodeName") or not gated(p):
                 per[self.user(p)] = per.get(self.user(p), 0) + cpu_m(p)
                 total += cpu_m(p)
         return per, total
 
     def check_limits(self, where):
-        per, total = self.holding(self.pods())
+        per, total = self.holding(self.pods(), unsure={})
         for u, m in per.items():
             self.worst[u] = max(self.worst.get(u, 0), m)
             if m > USER_MAX_M:
@@ -185,6 +212,56 @@ class GatingSoak:
                                      memory="64Mi", queue="root.g", gates=(GATE,), labels={"soak-user": u})
             self.sim.create_pod(m)
 
+    def resize(self, k):
+        """Issue 37 route 5: k pods resized by their tenants, as the API server would: the
+        pods/resize AdmissionReview to /admission/mutate, then the update stored when allowed
+        (the API server retries admission on a conflict, so does this). A dry run stores
+        nothing (and must hold nothing)."""
+        pods = sorted(self.pods(), key=lambda p: p["metadata"]["name"])
+        for p in self.rng.sample(pods, min(k, len(pods))):
+            name = p["metadata"]["name"]
+            cpu = self.rng.choice(["250m", "500m", "1", "1500m", "2", "3"])
+            dry = self.rng.random() < 0.15
+            for _ in range(3):
+                try:
+                    cur = self.sim.get_pod("default", name)
+                except Exception:
+                    self.count("gone")
+                    break
+                state = "bound" if cur["spec"].get("nodeName") else "gated" if gated(cur) else "released"
+                new = copy.deepcopy(cur)
+                res = new["spec"]["containers"][0]["resources"]
+                res["requests"]["cpu"] = res["limits"]["cpu"] = cpu
+                rev = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                       "request": {"uid": "resize-%s" % name, "kind": {"group": "", "version": "v1", "kind": "Pod"},
+                                   "resource": {"group": "", "version": "v1", "resource": "pods"},
+                                   "subResource": "resize", "namespace": "default", "operation": "UPDATE",
+                                   "userInfo": {"username": self.user(cur), "groups": ["system:authenticated"]},
+                                   "object": new, "oldObject": cur, "dryRun": dry}}
+                try:
+                    r = self.kq.post("/admission/mutate", rev)
+                    ok = r.status == 200 and r.json()["response"]["allowed"]
+                except Exception:  # kubequota down: the API server refuses (failurePolicy Fail)
+                    ok = False
+                if not ok or dry:
+                    self.count("%s %s" % (state, "dry" if dry and ok else "refused" if not ok else "allowed"))
+                    break
+                try:
+                    self.sim.world.update("pods", "default", name, new)
+                except self.kt.apisim.ApiError as e:
+                    if e.code == 409:
+                        continue       # changed meanwhile: admitted again against the new pod
+                    self.count("gone")
+                    break
+                self.count("%s allowed" % state)
+                if state != "bound":
+                    self.resized_early.add(name)
+                self.log("resized %s (%s) to %s" % (name, state, cpu))
+                break
+
+    def count(self, key):
+        self.resizes[key] = self.resizes.get(key, 0) + 1
+
     def kill(self):
         self.kills += 1
         self.kq.kill()
@@ -210,7 +287,8 @@ class GatingSoak:
         while time.monotonic() < deadline:
             try:
                 pods = self.pods()
-                per, _ = self.holding(pods)
+                unsure = {}
+                per, _ = self.holding(pods, unsure)
                 got = {}
                 for u in USERS:
                     use = self.kt.user_usage(self.kq, u, "root.g")
@@ -219,11 +297,15 @@ class GatingSoak:
                 text = self.kq.get("/metrics").text
                 reserved = self.metric(text, "kubequota_gating_reserved_pods")
                 waiting = self.metric(text, "kubequota_gating_waiting_pods")
-                want_res = sum(1 for p in pods if not gated(p) and not p["spec"].get("nodeName"))
+                n_unsure = sum(1 for p in pods if self.left_to_bind(p))
+                want_res = sum(1 for p in pods if not gated(p) and not p["spec"].get("nodeName")) - n_unsure
                 want_wait = sum(1 for p in pods if gated(p))
-                view = self.check_usage_view(want)
-                last = (want, got, want_res, reserved, want_wait, waiting, view)
-                if got == want and reserved == want_res and waiting == want_wait and view is None:
+                view = self.check_usage_view(want, unsure)
+                last = (want, got, want_res, reserved, want_wait, waiting, view, unsure)
+                # exact, but for pods left to filter and bind (each held or not); never over
+                usage_ok = all(want[u] <= got[u] <= min(want[u] + unsure.get(u, 0), USER_MAX_M) for u in USERS)
+                if usage_ok and reserved is not None and want_res <= reserved <= want_res + n_unsure and \
+                        waiting == want_wait and view is None:
                     self.check_stored_history()
                     return
             except Exception as e:
@@ -239,7 +321,11 @@ class GatingSoak:
             self.log("round %d: policy %s, half-life %s" % (r, self.policy, self.halflife))
         self.finish_some(rng.uniform(0.5, 1.0))     # room frees: the backlog is released, unbound
         self.create(rng.randint(6, 16))
+        if rng.random() < 0.5:
+            self.resize(rng.randint(1, 4))         # most still gated
         time.sleep(rng.uniform(0.1, 1.2))         # releases happen; nobody binds yet
+        if rng.random() < 0.6:
+            self.resize(rng.randint(1, 4))         # released and not bound yet, or gated
         self.check_limits("before kill")
         if rng.random() < 0.7:
             held = sum(1 for p in self.pods() if not gated(p) and not p["spec"].get("nodeName"))
@@ -247,8 +333,12 @@ class GatingSoak:
             self.log("round %d: SIGKILL between ungate and bind (%d pods reserved)" % (r, held))
             self.kill()                            # reserved pods only in the API's truth
             self.check_limits("after restart")
+            if rng.random() < 0.5:
+                self.resize(rng.randint(1, 3))
         self.sched_on.set()
         time.sleep(rng.uniform(0.3, 1.5))
+        if rng.random() < 0.5:
+            self.resize(rng.randint(1, 4))         # bound, released or gated, while binding
         if rng.random() < 0.4:
             self.log("round %d: SIGKILL while binding" % r)
             self.kill()
@@ -316,6 +406,8 @@ def run(kqtest, seed, rounds, verbose=False):
             failed += 1
             print("FAIL gating (seed %d): %s" % (seed, s.errors[0]), flush=True)
     line = ("gating: %d rounds, %d pods, %d SIGKILLs (%d with released pods not bound yet), %d polls, peak per "
-            "user %dm of %dm, %.0fs" % (rounds, s.n, s.kills, s.kills_reserved, s.polls,
-                                        max(s.worst.values() or [0]), USER_MAX_M, time.monotonic() - t0))
+            "user %dm of %dm, %.0fs; resizes: %s" % (rounds, s.n, s.kills, s.kills_reserved, s.polls,
+                                                     max(s.worst.values() or [0]), USER_MAX_M, time.monotonic() - t0,
+                                                     ", ".join("%s=%d" % kv for kv in sorted(s.resizes.items()))
+                                                     or "none"))
     return passed, failed, line

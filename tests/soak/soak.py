@@ -14,7 +14,11 @@ history compaction (410 on resume), bindings that commit while their answer is l
 that go silent with the connection open (stalled: kubequota must notice and relist),
 attempts to relabel a bound pod's queue or application through the webhook (refused, for
 every key podkeys.h guards), a hostile tenant's pods labelled with another user's application
-id (refused at filter and bind, never charged to the owner), followed by a
+id (refused at filter and bind, never charged to the owner), the routes of issue 37 (the
+ReplicaSet controller creating tenants' pods with spec.nodeName at once through both
+webhooks, admitted ones counting as kubequota's decisions; a pod naming a Koordinator quota
+that does not exist; a user root.secure's submitacl excludes adding a pod of an application
+running elsewhere to it), a relabel followed by a
 restart (the restarted process must count every pod where the live one did), and kubequota killed with SIGKILL (at rest, while binds
 are in flight, in the middle of one bind held by the simulator, or, with
 --unready-requests, restarted at once so that requests reach it while it starts), or stopped
@@ -44,6 +48,7 @@ and the exit status is 1 on any failure. Standard library only.
 """
 
 import argparse
+import base64
 import collections
 import copy
 import http.client
@@ -91,13 +96,19 @@ def lim(name, users=None, groups=None, cpu=None, memory=None, apps=None):
 
 
 # A three-level tree with queue maxima, maxapplications, named and "*" user limits and named
-# and "*" group limits at several levels. root.default has no limit of its own.
+# and "*" group limits at several levels. root.default has no limit of its own. Everyone may
+# submit everywhere but to root.secure, whose submitacl names SECURE_ACL's users and group
+# (an ACL is granted by the queue or a parent's, so root names nobody).
+SECURE = "root.secure"
+SECURE_USERS, SECURE_GROUPS = ("alice", "bob"), ("ops",)
 CONFIG = {"partitions": [{"name": "default", "queues": [{
-    "name": "root", "submitacl": "*",
+    "name": "root", "submitacl": " ",
     "limits": [lim("everyone anywhere", users=["*"], cpu="14", memory="28Gi", apps=10)],
     "queues": [
-        {"name": "default"},
-        {"name": "dev", "maxapplications": 12,
+        {"name": "default", "submitacl": "*"},
+        {"name": "secure", "submitacl": "%s %s" % (",".join(SECURE_USERS), ",".join(SECURE_GROUPS)),
+         "resources": {"max": {"cpu": "4", "memory": "8Gi"}}},
+        {"name": "dev", "submitacl": "*", "maxapplications": 12,
          "resources": {"max": {"cpu": "24", "memory": "48Gi"}},
          "limits": [
              lim("alice in dev", users=["alice"], cpu="6", memory="12Gi", apps=4),
@@ -120,7 +131,7 @@ CONFIG = {"partitions": [{"name": "default", "queues": [{
                   lim("other groups in team-b", groups=["*"], cpu="3"),
               ]},
          ]},
-        {"name": "prod",
+        {"name": "prod", "submitacl": "*",
          "resources": {"max": {"cpu": "16", "memory": "32Gi"}},
          "queues": [
              {"name": "batch", "limits": [
@@ -136,6 +147,7 @@ USERS = {
     "erin": ["web", "ml"], "frank": ["ops"], "gina": ["ops", "web"], "hank": [],
     "ivy": ["qa"], "judy": ["qa", "ml"], "ken": ["misc", "ops"], "leo": ["misc"],
 }
+# Leaves the random pods go to (root.secure only through the ACL steps).
 LEAVES = [("root.default", 2), ("root.dev.team-a", 3), ("root.dev.team-b", 3),
           ("root.prod.batch", 2), ("root.prod.web", 2)]
 CPUS = [("100m", 3), ("250m", 3), ("500m", 4), ("1", 4), ("1500m", 2), ("2", 2), (None, 1)]
@@ -147,13 +159,39 @@ P_LIST = r"^/api/v1/pods\?(?!(.*&)?watch=(1|true))"
 P_WATCH = r"^/api/v1/pods\?(.*&)?watch=(1|true)"
 
 # A bind or filter answer that is a quota decision (ugm's and the ledger's reasons).
-DENIAL_RE = re.compile(r"^(user|group) \S+ in queue \S+: |^queue \S+: |^quota |^application \"[^\"]*\" belongs to another user")
+DENIAL_RE = re.compile(r"^(user|group) \S+ in queue \S+: |^queue \S+: |^quota |^application \"[^\"]*\" belongs to another user"
+                       r"|^user \S+ \([^)]*\) may not submit to queue |elastic quota \S+ not found")
 # The pod keys that place a pod, name its application or carry its identity
 # (include/kubequota/kube/podkeys.h): fixed once the pod exists.
 GUARDED_LABELS = ["kubequota.io/queue", "yunikorn.apache.org/queue", "queue", "kubequota.io/app-id",
                   "yunikorn.apache.org/app-id", "applicationId", "spark-app-selector",
                   "quota.scheduling.koordinator.sh/name"]
 APP_LABELS = ["kubequota.io/app-id", "yunikorn.apache.org/app-id", "applicationId", "spark-app-selector"]
+
+
+# Issue 37 route 1: a controller of kube-controller-manager (trusted: its pods keep the
+# identity their template carries) creating a tenant's pod with spec.nodeName.
+RS_CONTROLLER = "system:serviceaccount:kube-system:replicaset-controller"
+RS_GROUPS = ["system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"]
+# Issue 37 route 2: the Koordinator quota label.
+LABEL_KOORD_QUOTA = "quota.scheduling.koordinator.sh/name"
+
+
+def secure_ok(user):
+    """May user submit to root.secure (SECURE_USERS, SECURE_GROUPS)?"""
+    return user in SECURE_USERS or bool(set(USERS.get(user, ())) & set(SECURE_GROUPS))
+
+
+def review(obj, username, groups, operation="CREATE", old=None, sub=None, dry_run=False, uid="soak"):
+    """An AdmissionReview as the API server sends it."""
+    req = {"uid": uid, "kind": {"group": "", "version": "v1", "kind": "Pod"},
+           "resource": {"group": "", "version": "v1", "resource": "pods"},
+           "namespace": obj["metadata"].get("namespace", "default"), "operation": operation,
+           "userInfo": {"username": username, "groups": list(groups)},
+           "object": obj, "oldObject": old, "dryRun": dry_run}
+    if sub:
+        req["subResource"] = sub
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": req}
 
 
 def weighted(rng, pairs):
@@ -732,8 +770,11 @@ class Soak:
         snap = self.snapshot()
         with self.lock:
             owned = {r.uid: r for r in self.recs.values() if r.kind == "driver" and r.app != r.uid}
+        # not one of mallory's own: a hostile pod is retried by later batches, and once the
+        # owner's application has ended it may start one of that id itself (seed 14)
         bound = [p for p in self.live(snap, bound=True) if p["metadata"]["uid"] in owned
-                 and (p["metadata"].get("labels") or {}).get(kqtest.LABEL_APP)]
+                 and (p["metadata"].get("labels") or {}).get(kqtest.LABEL_APP)
+                 and kqtest.pod_identity(p, self.limits.queues, owner=True)[0] != "mallory"]
         if not bound:
             return
         victim = self.rng.choice(bound)
@@ -749,6 +790,170 @@ class Soak:
         if rec.outcome == "bound":
             raise Failure("mallory's pod %s/%s joined application %r of another user (key %s)"
                           % (rec.ns, rec.name, app, key))
+
+    def webhook(self, path, rev):
+        """(allowed, response) of one of kubequota's admission webhooks."""
+        r = self.kq.post(path, rev)
+        if r.status != 200:
+            return False, {"status": {"code": r.status, "message": r.text[:200]}}
+        resp = r.json()["response"]
+        return bool(resp.get("allowed")), resp
+
+    def admit_on_node(self, pod, uid):
+        """What the API server does with a pod created with spec.nodeName by the ReplicaSet
+        controller: /admission/mutate, the uid given, /admission/validate (kubequota counts the
+        pod under that uid), then storage. ("created", pod) or ("refused", message)."""
+        from test_identity import apply_patch
+        ns = pod["metadata"]["namespace"]
+        ok, resp = self.webhook("/admission/mutate", review(pod, RS_CONTROLLER, RS_GROUPS, uid=uid))
+        if ok and "patch" in resp:
+            pod = apply_patch(pod, json.loads(base64.b64decode(resp["patch"])))
+        if ok:
+            pod = copy.deepcopy(pod)
+            pod["metadata"]["uid"] = uid
+            ok, resp = self.webhook("/admission/validate", review(pod, RS_CONTROLLER, RS_GROUPS, uid=uid))
+        if not ok:
+            return "refused", (resp.get("status") or {}).get("message", "")
+        return "created", self.sim.world.create_pod(ns, pod, uid=uid)
+
+    def controller_on_node(self, n):
+        """Issue 37 route 1: the ReplicaSet controller creates n tenants' pods with spec.nodeName
+        at once (their templates carry the tenants' stamped identity), through both webhooks as
+        the API server calls them; an allowed pod is stored bound, with the uid kubequota saw.
+        They skip filter and bind, so kubequota's admission is its decision: they count in the
+        limit checks as pods kubequota bound, and concurrent ones must not pass a limit
+        together. Sometimes one is a user that root.secure's submitacl excludes, labelled with
+        it: refused."""
+        self.ensure_up()
+        rng = self.rng
+        plans = []
+        for _ in range(n):
+            pod = self.random_pod("n", node=rng.choice(self.nodes))
+            pod["spec"]["containers"][0]["resources"] = {
+                "requests": {"cpu": rng.choice(["500m", "1", "1500m", "2"]), "memory": "256Mi"}}
+            if rng.random() < 0.2:
+                user = rng.choice(sorted(u for u in USERS if not secure_ok(u)))
+                pod["metadata"]["name"] = self.new_name("n", user)
+                pod["metadata"]["annotations"][kqtest.ANN_USER] = json.dumps(
+                    {"user": user, "groups": USERS[user]})
+                pod["metadata"]["labels"][kqtest.LABEL_QUEUE] = SECURE
+                pod["metadata"]["labels"].pop(kqtest.LABEL_APP, None)
+            uid = "%08x-50a6-4000-8000-%012x" % (rng.getrandbits(32), rng.getrandbits(48))
+            plans.append((pod, uid))
+        start = threading.Barrier(len(plans))
+        results = [None] * len(plans)
+
+        def one(i):
+            try:
+                start.wait(5)
+            except threading.BrokenBarrierError:
+                pass
+            try:
+                results[i] = self.admit_on_node(*plans[i])
+            except (OSError, http.client.HTTPException, ssl.SSLError, socket.timeout, AssertionError) as e:
+                results[i] = ("error", "%s: %s" % (type(e).__name__, e))
+        ts = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(len(plans))]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(60)
+        for (pod, _), res in zip(plans, results):
+            what, val = res or ("error", "no answer")
+            self.bump("on_node_" + what)
+            if what != "created":
+                self.log("on node %s: %s %s" % (pod["metadata"]["name"], what, val))
+                continue
+            user, _, path, _ = kqtest.pod_identity(val, self.limits.queues, owner=True)
+            if path == SECURE and not secure_ok(user):
+                raise Failure("pod %s/%s of %s created on node %s by %s in %s, whose submitacl excludes %s"
+                              % (val["metadata"]["namespace"], val["metadata"]["name"], user,
+                                 val["spec"]["nodeName"], RS_CONTROLLER, SECURE, user))
+            rec = self.track(val, "driver")
+            with self.lock:  # kubequota admitted it: its decision, like a bind it made
+                rec.outcome, rec.node = "bound", val["spec"]["nodeName"]
+
+    def quota_label(self):
+        """Issue 37 route 2: a pod labelled with a Koordinator quota that does not exist, sent by
+        the tenant or by a controller: refused at admission with the quota's name; the same pod
+        put in the API server past the webhook: denied at filter and bind, never bound."""
+        self.ensure_up()
+        rng = self.rng
+        pod = self.random_pod("q")
+        quota = "no-such-quota-%d" % self.seq
+        pod["metadata"]["labels"][LABEL_KOORD_QUOTA] = quota
+        user = json.loads(pod["metadata"]["annotations"].get(kqtest.ANN_USER, '{"user": "nobody"}'))["user"]
+        who, groups = ((RS_CONTROLLER, RS_GROUPS) if rng.random() < 0.5
+                       else (user, ["system:authenticated"]))
+        ok, resp = self.webhook("/admission/mutate", review(pod, who, groups))
+        msg = (resp.get("status") or {}).get("message", "")
+        self.bump("quota_label_" + ("allowed" if ok else "refused"))
+        if ok or quota not in msg:
+            raise Failure("the webhook %s pod %s labelled %s=%s (as %s): %r"
+                          % ("allowed" if ok else "refused without naming the quota", pod["metadata"]["name"],
+                             LABEL_KOORD_QUOTA, quota, who, msg))
+        rec = self.track(self.sim.create_pod(pod), "driver")
+        self.schedule_one(rec, 0)
+        self.bump("quota_label_sched_" + str(rec.outcome))
+        if rec.outcome == "bound":
+            raise Failure("pod %s/%s labelled %s=%s, a quota that does not exist, was bound"
+                          % (rec.ns, rec.name, LABEL_KOORD_QUOTA, quota))
+        self.delete(1, pool=[p for p in self.snapshot()["pods"] if p["metadata"]["uid"] == rec.uid])
+
+    def acl_hostile(self):
+        """Issue 37 route 3: a user root.secure's submitacl excludes, whose application already
+        runs in another queue, labels a further pod of it with root.secure (under one of the
+        keys that name an application): filter and bind refuse it. A user the ACL names gets
+        in (or is refused for quota, never for the ACL)."""
+        self.ensure_up()
+        rng = self.rng
+        snap = self.snapshot()
+        cands = []
+        for p in self.live(snap, bound=True):
+            app = (p["metadata"].get("labels") or {}).get(kqtest.LABEL_APP)
+            user, _, path, _ = kqtest.pod_identity(p, self.limits.queues, owner=True)
+            if app and user in USERS and not secure_ok(user) and path != SECURE:
+                cands.append((p["metadata"]["name"], p, user, app))
+        if cands:
+            _, victim, user, app = rng.choice(sorted(cands, key=lambda c: c[0]))
+            pod = kqtest.pod_manifest(self.new_name("a", user), ns=victim["metadata"]["namespace"], user=user,
+                                      groups=USERS[user], cpu="100m", queue=SECURE)
+            key = rng.choice(APP_LABELS)
+            pod["metadata"]["labels"][key] = app
+            rec = self.track(self.sim.create_pod(pod), "driver")
+            self.schedule_one(rec, 0)
+            self.bump("acl_hostile_" + str(rec.outcome))
+            if rec.outcome == "bound":
+                raise Failure("%s's pod %s/%s (application %r, running in %s; key %s) was bound in %s, whose "
+                              "submitacl excludes %s" % (user, rec.ns, rec.name, app,
+                                                         kqtest.pod_identity(victim, self.limits.queues,
+                                                                             owner=True)[2], key, SECURE, user))
+            self.delete(1, pool=[p for p in self.snapshot()["pods"] if p["metadata"]["uid"] == rec.uid])
+        if rng.random() < 0.6:
+            user = rng.choice(sorted(u for u in USERS if secure_ok(u)))
+            pod = kqtest.pod_manifest(self.new_name("p", user), user=user, groups=USERS[user],
+                                      cpu=rng.choice(["250m", "500m", "1"]), queue=SECURE,
+                                      app="%s-secure-app%d-e%d" % (user, rng.randrange(3), self.round // 4))
+            rec = self.track(self.sim.create_pod(pod), "driver")
+            self.bump("created")
+            self.schedule_one(rec, 0)
+            self.bump("acl_allowed_" + str(rec.outcome))
+            if rec.outcome == "denied" and "submit" in (rec.reason or "").lower():
+                raise Failure("%s, whom %s's submitacl names, was refused: %s" % (user, SECURE, rec.reason))
+
+    def check_acl(self, snap):
+        """No pod kubequota bound or admitted in root.secure belongs to a user its ACL excludes."""
+        with self.lock:
+            recs = dict(self.recs)
+        bad = []
+        for p in self.live(snap, bound=True):
+            r = recs.get(p["metadata"]["uid"])
+            if r is None or r.kind != "driver" or r.outcome != "bound":
+                continue
+            user, _, path, _ = kqtest.pod_identity(p, self.limits.queues, owner=True)
+            if path == SECURE and not secure_ok(user):
+                bad.append("%s/%s of %s" % (r.ns, r.name, user))
+        if bad:
+            raise Failure("pods of users %s's submitacl excludes were bound there: %s" % (SECURE, ", ".join(bad)))
 
     # ---- kills ---------------------------------------------------------------------------
     def sigkill(self, kind):
@@ -1052,9 +1257,18 @@ class Soak:
             middle.append(("relabel then restart", self.relabel_restart))
         if rng.random() < 0.4:
             middle.append(("hostile application id", self.hostile_app))
+        if rng.random() < 0.5:
+            middle.append(("controller pods on nodes", lambda n=rng.randint(1, 4): self.controller_on_node(n)))
+        if rng.random() < 0.3:
+            middle.append(("unknown quota label", self.quota_label))
+        if rng.random() < 0.4:
+            middle.append(("submitacl of a running application", self.acl_hostile))
         if rng.random() < self.args.kill_rate * 0.5:
             def at_rest(behind=rng.randint(0, 3), graceful=rng.random() < 0.25):
                 if graceful:
+                    # at rest: started and ready (a batch may have restarted it without waiting,
+                    # and a SIGTERM before main installs its handler ends it by the signal: -15)
+                    self.ensure_up()
                     rc = self.kq.stop()
                     self.bump("sigterm", self.faults)
                     if rc != 0:
@@ -1084,6 +1298,7 @@ class Soak:
             raise Failure("usage view never matched the simulator's truth:\n    %s" % e)
         self.raise_thread_failures()
         self.check_denied_not_bound(snap)
+        self.check_acl(snap)
         self.check_limits("at quiescence", snap=snap)
         if not self.kq.alive():
             raise Failure("kubequota died during the checks:\n%s" % self.kq.log_tail(60))

@@ -649,6 +649,68 @@ static void test_pod_limits_hook(void **state)
     hook_rc = 0;
 }
 
+/* A dry run (request.dryRun, kubectl --dry-run=server) stores nothing, so it must hold
+ * nothing: its pods/resize goes to check_pod_dry, the real one to check_pod (which reserves
+ * the growth: kq_ledger_check_resize). Stand-ins: "held" is what a hook left counted. */
+static int held_m, dry_calls;
+static int resize_reserve_hook(void *ud, const json_t *pod, const json_t *old, char *msg, size_t len)
+{
+    (void)ud, (void)pod, (void)old, (void)msg, (void)len;
+    held_m += 500;
+    return 0;
+}
+static int resize_dry_hook(void *ud, const json_t *pod, const json_t *old, char *msg, size_t len)
+{
+    (void)ud, (void)pod, (void)old;
+    dry_calls++;
+    if (hook_rc != 0)
+        snprintf(msg, len, "over the limit");
+    return hook_rc;
+}
+
+static void test_dry_run_resize_holds_nothing(void **state)
+{
+    kq_admission_opts_t o = kq_admission_opts_default();
+    o.check_pod = resize_reserve_hook;
+    o.check_pod_dry = resize_dry_hook;
+    const char *pod = "{'metadata':{'name':'p','uid':'u-1'},'spec':{'schedulerName':'kubequota-scheduler','nodeName':'n1'}}";
+    result_t r;
+    held_m = dry_calls = 0;
+    hook_rc = 0;
+    json_t *rev = alice_review("UPDATE", "", "Pod", J(pod), J(pod));
+    json_object_set_new(json_object_get(rev, "request"), "subResource", json_string("resize"));
+    json_object_set_new(json_object_get(rev, "request"), "dryRun", json_true());
+    run(kq_admission_mutate, &o, json_deep_copy(rev), &r);
+    assert_true(allowed(&r));
+    assert_int_equal(dry_calls, 1);
+    assert_int_equal(held_m, 0); /* checked, nothing held */
+    result_free(&r);
+    /* a dry run's refusal is the real one's */
+    hook_rc = KQ_EDENIED;
+    run(kq_admission_mutate, &o, json_deep_copy(rev), &r);
+    assert_false(allowed(&r));
+    assert_int_equal(status_code(&r), 403);
+    assert_contains(message(&r), "over the limit");
+    assert_int_equal(held_m, 0);
+    result_free(&r);
+    hook_rc = 0;
+    /* the real resize (dryRun false or absent) reserves */
+    json_object_set_new(json_object_get(rev, "request"), "dryRun", json_false());
+    run(kq_admission_mutate, &o, rev, &r);
+    assert_true(allowed(&r));
+    assert_int_equal(held_m, 500);
+    assert_int_equal(dry_calls, 2);
+    result_free(&r);
+    /* a dry run's pod created on a node: check_pod_dry too */
+    json_t *cr = alice_review("CREATE", "", "Pod", J(pod), NULL);
+    json_object_set_new(json_object_get(cr, "request"), "dryRun", json_true());
+    run(kq_admission_mutate, &o, cr, &r);
+    assert_true(allowed(&r));
+    assert_int_equal(dry_calls, 3);
+    assert_int_equal(held_m, 500);
+    result_free(&r);
+}
+
 /* ------------------------------------------------------------------ workloads */
 
 static void test_workload_kinds_stamped(void **state)
@@ -1600,6 +1662,7 @@ int main(void)
         cmocka_unit_test(test_fixture_trusted_controller_no_patch),
         cmocka_unit_test(test_pod_placement_immutable),
         cmocka_unit_test(test_pod_limits_hook),
+        cmocka_unit_test(test_dry_run_resize_holds_nothing),
         cmocka_unit_test(test_fixture_user_stamped),
         cmocka_unit_test(test_spoofed_annotations_replaced),
         cmocka_unit_test(test_only_yunikorn_spoofed),

@@ -1259,6 +1259,43 @@ static void test_resize_reservation(void **state)
     kq_pod_clear(&y3);
 }
 
+/* A dry run's resize (kubectl --dry-run=server) is decided as a real one would be and holds
+ * nothing: no growth counted, no resize reservation, so another pod's real resize into the
+ * same room is admitted right after. x and y: 300m each, 1000m for the queue. */
+static void test_resize_dry_run(void **state)
+{
+    fx_t *f = *state;
+    char why[512] = "";
+    kq_denial_t kind;
+    kq_pod_t x = mk("x", "root.team-a", "alice", 300, "n1"), y = mk("y", "root.team-a", "bob", 300, "n1");
+    kq_ledger_observe(f->l, &x);
+    kq_ledger_observe(f->l, &y);
+    kq_pod_t x2 = mk("x", "root.team-a", "alice", 600, "n1"), y2 = mk("y", "root.team-a", "bob", 700, "n1");
+    kq_pod_t x9 = mk("x", "root.team-a", "alice", 900, "n1");
+    assert_int_equal(kq_ledger_check_resize_dry(f->l, &x2, why, sizeof why, NULL), 0);
+    assert_int_equal(alloc_cpu(f, "root.team-a"), 600);
+    assert_int_equal(user_cpu(f, "alice"), 300);
+    kind = KQ_DENIAL_COUNT;
+    assert_int_equal(kq_ledger_check_resize_dry(f->l, &x9, why, sizeof why, &kind), KQ_EDENIED); /* 900 + 300 */
+    assert_int_equal(kind, KQ_DENIAL_OVER_LIMIT);
+    /* the room the dry run asked about is free: y's real resize takes it */
+    assert_int_equal(kq_ledger_check_resize(f->l, &y2, why, sizeof why, NULL), 0);
+    assert_int_equal(alloc_cpu(f, "root.team-a"), 1000);
+    assert_int_equal(user_cpu(f, "bob"), 700);
+    assert_int_equal(user_cpu(f, "alice"), 300);
+    /* and, the queue now full, x's dry and real resizes are both refused */
+    assert_int_equal(kq_ledger_check_resize_dry(f->l, &x2, why, sizeof why, NULL), KQ_EDENIED);
+    assert_int_equal(kq_ledger_check_resize(f->l, &x2, why, sizeof why, NULL), KQ_EDENIED);
+    kq_ledger_remove(f->l, "x");
+    kq_ledger_remove(f->l, "y");
+    expect_empty(f);
+    kq_pod_clear(&x);
+    kq_pod_clear(&y);
+    kq_pod_clear(&x2);
+    kq_pod_clear(&y2);
+    kq_pod_clear(&x9);
+}
+
 /* Issue 37 route 9 (over-refusal): a queue's quota group whose runtime follows its request
  * (cluster 10 cpu, group ga max 4 cpu, no min). A bound 2-cpu pod is the group's whole
  * request: runtime 2 cpu. Its resize to 3500m is admitted (the growth enters the group's
@@ -1424,6 +1461,36 @@ static void test_admit_then_watch_counts_once(void **state)
     assert_int_equal(user_cpu(f, "alice"), -1); /* no tracker left */
     expect_empty(f);
     kq_pod_clear(&a);
+}
+
+/* A relist whose list was read before an admitted pod was stored (the soak found it: a
+ * watch dropped while the ReplicaSet controller created pods on nodes) does not show it.
+ * Its reservation stays until the watch shows the pod or the TTL ends it: released by the
+ * relist, a pod filtered meanwhile passed the limit with it. */
+static void test_admit_survives_a_relist(void **state)
+{
+    fx_t *f = *state;
+    char why[512] = "";
+    kq_pod_t a = mk("a", "root.team-a", "alice", 600, "n1"), b = mk("b", "root.team-a", "bob", 600, NULL);
+    assert_int_equal(kq_ledger_admit(f->l, &a, why, sizeof why, NULL), 0);
+    kq_ledger_resync_begin(f->l);
+    kq_ledger_resync_end(f->l); /* the list predates a */
+    assert_true(kq_ledger_is_admitted(f->l, "a"));
+    assert_int_equal(alloc_cpu(f, "root.team-a"), 600);
+    assert_int_equal(kq_ledger_check(f->l, &b, why, sizeof why, NULL), KQ_EDENIED); /* 600 + 600 > 1000 */
+    kq_ledger_observe(f->l, &a); /* stored, shown: counted once */
+    assert_int_equal(alloc_cpu(f, "root.team-a"), 600);
+    expect_size(f, 1, 1);
+    kq_ledger_remove(f->l, "a");
+    /* one never stored still ends with its TTL */
+    assert_int_equal(kq_ledger_admit(f->l, &a, why, sizeof why, NULL), 0);
+    kq_ledger_resync_begin(f->l);
+    kq_ledger_resync_end(f->l);
+    kq_ledger_set_admit_ttl_ms(f->l, 0);
+    assert_int_equal(kq_ledger_expire_admitted(f->l), 1);
+    expect_empty(f);
+    kq_pod_clear(&a);
+    kq_pod_clear(&b);
 }
 
 /* Two reservations cannot together pass a limit: 600m + 600m > 1000m, so the second is
@@ -1645,9 +1712,11 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_bind_counts_the_grown_request, setup, teardown),
         cmocka_unit_test_setup_teardown(test_resize_of_a_waiting_pod, setup, teardown),
         cmocka_unit_test_setup_teardown(test_resize_reservation, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_resize_dry_run, setup, teardown),
         cmocka_unit_test_setup_teardown(test_resize_of_a_reserved_gated_pod, setup, teardown),
         cmocka_unit_test_setup_teardown(test_resize_within_a_quota_group, setup, teardown),
         cmocka_unit_test_setup_teardown(test_admit_then_watch_counts_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_admit_survives_a_relist, setup, teardown),
         cmocka_unit_test_setup_teardown(test_admit_two_cannot_exceed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_admit_ttl, setup, teardown),
         cmocka_unit_test_setup_teardown(test_admit_with_tree_runtime, setup, teardown),

@@ -178,6 +178,12 @@ bool kq_ledger_has_qtree(kq_ledger_t *l);
 int kq_ledger_check_resize(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reason_len,
                            kq_denial_t *kind) KQ_WUR;
 
+/* A dry run's resize (AdmissionReview request.dryRun, e.g. kubectl --dry-run=server): the
+ * decision kq_ledger_check_resize would make now, with nothing committed: no growth
+ * counted, no resize reservation, no reservation dropped. */
+int kq_ledger_check_resize_dry(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reason_len,
+                               kq_denial_t *kind) KQ_WUR;
+
 #define KQ_LEDGER_RESIZE_TTL_MS 30000
 
 /* Changes the lifetime of new resize reservations (tests). */
@@ -383,8 +389,11 @@ int kq_ledger_assume_on(kq_ledger_t *l, const kq_pod_t *pod, const char *node, c
  * every admission call and watch event and from kq_ledger_expire_admitted (a timer): at
  * most one list-head comparison when nothing is due. If the watch is slower than the TTL,
  * the reservation is released first and the watch then counts the pod unchecked: never
- * twice. A relist releases reservations it does not list, except those made since it
- * began. A dry run is checked (kq_ledger_check_new), never reserved.
+ * twice. A relist that does not list a reserved pod leaves its reservation to the watch
+ * and the TTL: the list may have been read before the pod was stored (kq_ledger_resync_begin
+ * runs when the first page arrives, after the API server read it), and releasing it let
+ * a pod filtered meanwhile pass a limit with it (found by the soak). A dry run is checked
+ * (kq_ledger_check_new), never reserved.
  *
  * Both checks hold the pod to its group's runtime as it would be with the pod's request in
  * its group's request (kq_qtree_check_new): a group's runtime follows its request, and a

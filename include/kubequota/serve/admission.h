@@ -48,7 +48,8 @@
  *    created with spec.nodeName bypasses the scheduler, so it is checked against its
  *    limits here (after stamping), as ResourceQuota does, whoever creates it: a trusted
  *    controller creating a tenant's pod acts for that tenant (issue 37); a pods/resize
- *    UPDATE of a managed pod is checked too (every requester). Denied: 403.
+ *    UPDATE of a managed pod is checked too (every requester). Denied: 403. A dry run
+ *    (request.dryRun) goes to opts->check_pod_dry instead, which holds nothing.
  *  - With opts->admission_gate, Pod CREATE of a managed pod (spec.schedulerName is
  *    opts->scheduler_name after the step above) without spec.nodeName appends the
  *    scheduling gate KQ_ADMISSION_GATE to spec.schedulingGates (creating the list), for
@@ -173,6 +174,11 @@ typedef struct kq_admission_opts {
     void *elasticquota_ud;
     kq_admission_pod_hook_t check_pod;   /* NULL: such pods are not checked */
     void *check_pod_ud;
+    /* The same check for a dry run (request.dryRun: kubectl --dry-run=server), committing
+     * nothing: check_pod may count what it admits (a resize's growth is reserved until the
+     * watch shows it), and a dry run stores nothing to show. NULL: dry runs not checked. */
+    kq_admission_pod_hook_t check_pod_dry;
+    void *check_pod_dry_ud;
     /* Validating: Pod CREATE of a managed pod with spec.nodeName, not a dry run (old is
      * NULL): check and count it. NULL: not reserved. */
     kq_admission_pod_hook_t reserve_pod;

@@ -53,6 +53,9 @@ int kq_extender_preempt(kq_app_t *app, const char *body, size_t len, char **out,
  * a resize (old set) with kq_ledger_check_resize. Refuses (KQ_ESTATE) until the first pod
  * list is loaded. */
 int kq_extender_admission_check(void *ud, const json_t *pod, const json_t *old, char *msg, size_t len);
+/* The same check for a dry run (check_pod_dry, admission.h): a resize is decided with
+ * kq_ledger_check_resize_dry, so nothing is counted or reserved. */
+int kq_extender_admission_check_dry(void *ud, const json_t *pod, const json_t *old, char *msg, size_t len);
 
 /* The validating webhook's reserve_pod hook (admission.h; ud is the kq_app_t): a pod being
  * created with spec.nodeName, with the uid the API server gave it, is checked and counted
