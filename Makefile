@@ -82,7 +82,7 @@ $(BUILD)/obj/ui.o: CPPFLAGS += -I$(BUILD)/gen
 # Library modules, in dependency order. main.c only wires them together.
 CORE_MODULES    := error log duration resource config placement ugm quota_tree fairshare jscan
 SERVICE_MODULES := pod ledger kube extender rest metrics server sync admission elastic auth leader metering ui \
-                   gating kubectl requeue history
+                   gating kubectl requeue history slices
 MODULES         := $(CORE_MODULES) $(SERVICE_MODULES)
 
 obj = $(addprefix $(BUILD)/obj/,$(addsuffix .o,$(1)))
@@ -108,6 +108,7 @@ TEST_MODULES_placement := error log duration resource config placement ugm
 TEST_MODULES_kubectl := error log duration resource jscan kube kubectl
 TEST_MODULES_requeue := error log duration resource jscan kube requeue
 TEST_MODULES_history := error log duration resource config ugm history
+TEST_MODULES_slices := error log duration resource jscan kube slices
 test_modules = $(if $(TEST_MODULES_$(1)),$(TEST_MODULES_$(1)),$(MODULES))
 
 UNIT_TESTS := $(patsubst tests/unit/test_%.c,%,$(wildcard tests/unit/test_*.c))
