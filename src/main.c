@@ -33,6 +33,7 @@
 #include "kubequota/control/gating.h"
 #include "kubequota/control/history.h"
 #include "kubequota/control/requeue.h"
+#include "kubequota/control/slices.h"
 #include "kubequota/serve/metrics.h"
 #include "kubequota/serve/server.h"
 #include "kubequota/control/sync.h"
@@ -884,6 +885,15 @@ static int serve(int argc, char **argv)
         }
         kq_ledger_set_release_hook(app.ledger, kq_requeue_released, app.requeue);
     }
+    /* DRA devices (slices.h): ResourceSlices (counters of partitionable devices) and
+     * DeviceClasses (extendedResourceName), read by the claim charge; started before the
+     * pod informer so that the first claims charged find their devices */
+    if ((app.slices = kq_slices_new()) == NULL || kq_slices_watch_start(app.slices, app.kube) != 0) {
+        fprintf(stderr, "kubequota: cannot start the ResourceSlice and DeviceClass informers\n");
+        goto out;
+    }
+    for (int i = 0; i < 100 && !kq_slices_synced(app.slices); i++)
+        nanosleep(&(struct timespec){.tv_nsec = 20 * 1000 * 1000}, NULL);
 
     /* ---- elastic quota ---- (the quota tree is wired into the ledger before any pod
      * arrives; the node and ElasticQuota informers and the reclaim/status timer start) */
@@ -1151,6 +1161,8 @@ out:
     if (app.ledger != NULL) /* every thread that releases usage has stopped */
         kq_ledger_set_release_hook(app.ledger, NULL, NULL);
     kq_requeue_free(app.requeue); /* before the API client it pokes through */
+    kq_slices_free(app.slices);   /* its informers, before the API client */
+    app.slices = NULL;
     app.requeue = NULL;
     kq_ledger_free(app.ledger);
     kq_elastic_free(app.elastic); /* ---- elastic quota: the tree, after the ledger borrowing it */

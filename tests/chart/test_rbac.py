@@ -42,6 +42,8 @@ PATH_TABLE = [
     (r"^/apis/coordination\.k8s\.io/v1(/namespaces/%s/leases(/%s)?)?$", ("coordination.k8s.io", "leases", None)),
     (r"^/apis/quota\.koordinator\.sh/v1alpha1/elasticquotaprofiles$", ("quota.koordinator.sh", "elasticquotaprofiles", False)),
     (r"^/api/v1/namespaces/%s/configmaps(/%s)?$", ("", "configmaps", None)),  # gating.c's usage history
+    (r"^/apis/resource\.k8s\.io/v1/resourceslices$", ("resource.k8s.io", "resourceslices", False)),  # slices.c
+    (r"^/apis/resource\.k8s\.io/v1/deviceclasses$", ("resource.k8s.io", "deviceclasses", False)),
     (r"^/api/v1/namespaces/%s/services/https:%s:%s/proxy$", ("", "services/proxy", True)),  # the kubectl plugin
 ]
 
