@@ -81,7 +81,7 @@ $(BUILD)/obj/ui.o: CPPFLAGS += -I$(BUILD)/gen
 
 # Library modules, in dependency order. main.c only wires them together.
 CORE_MODULES    := error log duration resource config placement ugm quota_tree fairshare jscan
-SERVICE_MODULES := pod ledger kube extender rest metrics server sync admission elastic auth leader metering ui \
+SERVICE_MODULES := pod claim claims ledger kube extender rest metrics server sync admission elastic auth leader metering ui \
                    gating kubectl requeue history
 MODULES         := $(CORE_MODULES) $(SERVICE_MODULES)
 
@@ -95,7 +95,7 @@ TEST_MODULES_auth     := error log duration resource jscan kube auth
 TEST_MODULES_ugm      := error log duration resource config ugm
 TEST_MODULES_kube     := error log duration resource jscan kube
 TEST_MODULES_pod      := error log duration resource config placement jscan pod
-TEST_MODULES_ledger   := error log duration resource config placement ugm quota_tree fairshare jscan pod ledger
+TEST_MODULES_ledger   := error log duration resource config placement ugm quota_tree fairshare jscan pod claim claims ledger
 TEST_MODULES_admission := error log duration resource config admission
 TEST_MODULES_quota_tree := error log resource quota_tree
 TEST_MODULES_fairshare := error log resource fairshare
