@@ -101,6 +101,7 @@ TEST_MODULES_quota_tree := error log resource quota_tree
 TEST_MODULES_fairshare := error log resource fairshare
 TEST_MODULES_metering := error log duration resource config placement ugm jscan pod metering
 TEST_MODULES_leader := error log duration resource jscan kube leader
+TEST_MODULES_claim := error log resource jscan claim claims
 TEST_MODULES_jscan := error log jscan
 TEST_MODULES_log := error log duration
 TEST_MODULES_duration := error duration
