@@ -81,7 +81,7 @@ $(BUILD)/obj/ui.o: CPPFLAGS += -I$(BUILD)/gen
 
 # Library modules, in dependency order. main.c only wires them together.
 CORE_MODULES    := error log duration resource config placement ugm quota_tree fairshare jscan
-SERVICE_MODULES := pod ledger kube extender rest metrics server sync admission elastic auth leader metering ui \
+SERVICE_MODULES := pod claim claims ledger kube extender rest metrics server sync admission elastic auth leader metering ui \
                    gating kubectl requeue history slices
 MODULES         := $(CORE_MODULES) $(SERVICE_MODULES)
 
@@ -95,12 +95,13 @@ TEST_MODULES_auth     := error log duration resource jscan kube auth
 TEST_MODULES_ugm      := error log duration resource config ugm
 TEST_MODULES_kube     := error log duration resource jscan kube
 TEST_MODULES_pod      := error log duration resource config placement jscan pod
-TEST_MODULES_ledger   := error log duration resource config placement ugm quota_tree fairshare jscan pod ledger
+TEST_MODULES_ledger   := error log duration resource config placement ugm quota_tree fairshare jscan pod claim claims ledger
 TEST_MODULES_admission := error log duration resource config admission
 TEST_MODULES_quota_tree := error log resource quota_tree
 TEST_MODULES_fairshare := error log resource fairshare
 TEST_MODULES_metering := error log duration resource config placement ugm jscan pod metering
 TEST_MODULES_leader := error log duration resource jscan kube leader
+TEST_MODULES_claim := error log resource jscan claim claims
 TEST_MODULES_jscan := error log jscan
 TEST_MODULES_log := error log duration
 TEST_MODULES_duration := error duration

@@ -27,6 +27,7 @@
 #include "kubequota/serve/kubectl.h"
 #include "kubequota/kube/kube.h"
 #include "kubequota/kube/leader.h"
+#include "kubequota/control/claims.h"
 #include "kubequota/control/ledger.h"
 #include "kubequota/base/log.h"
 #include "kubequota/control/metering.h"
@@ -865,6 +866,12 @@ static int serve(int argc, char **argv)
         fprintf(stderr, "kubequota: out of memory\n");
         goto out;
     }
+    /* DRA ResourceClaims (claims.h): the table the claim informer fills, before any pod */
+    if ((app.claims = kq_claims_new()) == NULL) {
+        fprintf(stderr, "kubequota: out of memory\n");
+        goto out;
+    }
+    kq_ledger_set_claims(app.ledger, app.claims);
     /* usage over time for the dashboard (history.h): its own sampler thread */
     if (o.history_ms > 0) {
         kq_history_opts_t ho = {.interval_ms = o.history_ms, .denials = denials_so_far, .denials_ud = app.metrics};
@@ -1165,6 +1172,8 @@ out:
     app.slices = NULL;
     app.requeue = NULL;
     kq_ledger_free(app.ledger);
+    kq_claims_free(app.claims); /* after the ledger borrowing it */
+    app.claims = NULL;
     kq_elastic_free(app.elastic); /* ---- elastic quota: the tree, after the ledger borrowing it */
     strlist_free(&sysns);
     kq_kube_free(app.kube);

@@ -1,0 +1,55 @@
+/* The claim table: the ResourceClaims the claim informer lists and watches (control/sync.c),
+ * keyed by namespace/name, each with the devices it is charged per device class now
+ * (kube/claim.h: what it may take until status.allocation is set, then what it was
+ * given). The pod ledger reads it to charge pods for their claims (ledger.h "DRA
+ * ResourceClaims"); it never decides anything itself.
+ *
+ * DESIGN: one private mutex guards the table; no call out is made under it, so it is a
+ * leaf lock: the ledger takes it under its own (lock order: ledger -> claims). A relist is
+ * resync_begin, a put per listed claim, resync_end: claims not listed are dropped and
+ * reported (after the lock is released) so that the ledger recharges their pods.
+ * Memory: one entry per claim, its key and uid and a few resource entries (docs/dra.md has
+ * the measured cost of 10,000 claims).
+ */
+#ifndef KUBEQUOTA_CLAIMS_H
+#define KUBEQUOTA_CLAIMS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "kubequota/base/error.h"
+#include "kubequota/engine/resource.h"
+#include "kubequota/kube/claim.h"
+
+typedef struct kq_claims kq_claims_t;
+
+/* A new empty table (NULL when out of memory). */
+kq_claims_t *kq_claims_new(void);
+/* Frees the table. NULL is a no-op. */
+void kq_claims_free(kq_claims_t *c);
+
+/* Adds or replaces the claim ns/name. Takes what *claim holds (it is cleared, also on
+ * failure). *changed (may be NULL): the devices it is charged differ from before (or it is
+ * new). 0 or KQ_ENOMEM (the old entry stays). */
+int kq_claims_put(kq_claims_t *c, kq_claim_t *claim, bool *changed) KQ_WUR;
+
+/* Forgets the claim ns/name; true when it was known. */
+bool kq_claims_delete(kq_claims_t *c, const char *ns, const char *name);
+
+/* Adds the devices the claim ns/name is charged now to *sum (an initialised set). 0;
+ * KQ_ENOENT when the claim is not known (not created yet, or deleted); KQ_ENOMEM or
+ * KQ_ERANGE (sum unchanged). O(1): one hash lookup. */
+int kq_claims_devices(kq_claims_t *c, const char *ns, const char *name, kq_resource_t *sum) KQ_WUR;
+
+/* Whether the claim is known and allocated. */
+bool kq_claims_allocated(kq_claims_t *c, const char *ns, const char *name);
+
+/* Relist: claims put between begin and end are kept; the others are dropped at end, and
+ * gone(ud, ns, name) called for each with no lock held. Returns how many were dropped. */
+void kq_claims_resync_begin(kq_claims_t *c);
+size_t kq_claims_resync_end(kq_claims_t *c, void (*gone)(void *ud, const char *ns, const char *name), void *ud);
+
+/* Number of known claims; *allocated (may be NULL): how many of them are allocated. */
+size_t kq_claims_size(kq_claims_t *c, size_t *allocated);
+
+#endif
