@@ -16,11 +16,16 @@
 
 #include <uthash.h>
 
+#include "kubequota/control/slices.h"
+
 typedef struct centry {
     UT_hash_handle hh;
     char *uid;
     size_t ns_len;      /* key is "<ns>/<name>": ns is key[0..ns_len) */
-    kq_resource_t dev;  /* what it is charged now */
+    kq_resource_t dev;  /* what it is charged now: base + counters */
+    kq_resource_t base; /* devices per class, without the counters (slices.h) */
+    kq_claim_dev_t *devs; /* allocated devices (owned), to recount counters when slices change */
+    size_t n_devs;
     bool allocated;
     uint64_t gen;
     char key[];
@@ -28,6 +33,7 @@ typedef struct centry {
 
 struct kq_claims {
     pthread_mutex_t mu;
+    kq_slices_t *slices; /* kq_claims_set_slices (borrowed), or NULL: no counters */
     centry_t *table;
     uint64_t gen;
     bool resyncing;
@@ -40,6 +46,9 @@ static void centry_free(centry_t *e)
         return;
     free(e->uid);
     kq_resource_free(&e->dev);
+    kq_resource_free(&e->base);
+    kq_claim_t tmp = {.devs = e->devs, .n_devs = e->n_devs}; /* frees the devices */
+    kq_claim_clear(&tmp);
     free(e);
 }
 
@@ -77,6 +86,73 @@ void kq_claims_free(kq_claims_t *c)
     free(c);
 }
 
+/* ---- counters of partitionable devices (issue 39; slices.h) ----
+ * An allocated claim's charge is its devices per class (base) plus what its devices consume
+ * of their pools' shared counters, as the ResourceSlices say now. The counters are looked up
+ * at put (before the table lock) and again on kq_claims_recount when slices change (under
+ * the table lock, then the slices' own: claims -> slices, both leaves otherwise). */
+
+void kq_claims_set_slices(kq_claims_t *c, kq_slices_t *slices)
+{
+    c->slices = slices;
+}
+
+/* e->dev = e->base + the counters of e->devs. 0, KQ_ENOMEM/KQ_ERANGE (e->dev unchanged). */
+static int add_counters(kq_claims_t *c, centry_t *e)
+{
+    if (c->slices == NULL || e->n_devs == 0)
+        return 0;
+    kq_resource_t sum = KQ_RESOURCE_EMPTY;
+    int rc = kq_resource_copy(&sum, &e->base);
+    if (rc == 0)
+        rc = kq_slices_devs_counters(c->slices, e->devs, e->n_devs, &sum, NULL);
+    if (rc == 0)
+        kq_resource_move(&e->dev, &sum);
+    kq_resource_free(&sum);
+    return rc;
+}
+
+size_t kq_claims_recount(kq_claims_t *c, void (*changed)(void *ud, const char *ns, const char *name), void *ud)
+{
+    char **keys = NULL;
+    size_t n = 0, cap = 0;
+    pthread_mutex_lock(&c->mu);
+    centry_t *e, *tmp;
+    HASH_ITER(hh, c->table, e, tmp) {
+        if (e->n_devs == 0)
+            continue;
+        kq_resource_t before = KQ_RESOURCE_EMPTY;
+        if (kq_resource_copy(&before, &e->dev) != 0 || add_counters(c, e) != 0) {
+            kq_resource_free(&before);
+            continue; /* ENOMEM: it keeps its charge; the next slice change tries again */
+        }
+        if (!kq_resource_equal(&before, &e->dev)) {
+            if (n == cap) {
+                size_t nc = cap ? cap * 2 : 16;
+                char **k2 = realloc(keys, nc * sizeof(*keys));
+                if (k2 != NULL) {
+                    keys = k2;
+                    cap = nc;
+                }
+            }
+            if (n < cap && (keys[n] = strdup(e->key)) != NULL)
+                n++;
+        }
+        kq_resource_free(&before);
+    }
+    pthread_mutex_unlock(&c->mu);
+    for (size_t i = 0; i < n; i++) {
+        char *slash = strchr(keys[i], '/');
+        if (slash != NULL && changed != NULL) {
+            *slash = '\0';
+            changed(ud, keys[i], slash + 1);
+        }
+        free(keys[i]);
+    }
+    free(keys);
+    return n;
+}
+
 int kq_claims_put(kq_claims_t *c, kq_claim_t *claim, bool *changed)
 {
     char key[KEY_MAX];
@@ -97,6 +173,29 @@ int kq_claims_put(kq_claims_t *c, kq_claim_t *claim, bool *changed)
     claim->uid = NULL;
     n->allocated = claim->allocated;
     kq_resource_move(&n->dev, claim->allocated ? &claim->alloc : &claim->may);
+    if (claim->extended) {
+        /* kube-scheduler's special claim of the extended-resource path: it was made from the
+         * pod's container requests (one request per extended resource, with its count),
+         * which the pod is already charged as devices of the class (pod.h
+         * kq_pod_set_extended_mapper): its device counts go, its counters stay (slices.h) */
+        kq_resource_t mapped = KQ_RESOURCE_EMPTY;
+        if (kq_resource_copy(&mapped, &n->dev) != 0) {
+            centry_free(n);
+            goto out;
+        }
+        kq_slices_extended_dedup(&n->dev, &mapped);
+        kq_resource_free(&mapped);
+    }
+    if (claim->allocated && claim->n_devs > 0) {
+        n->devs = claim->devs;
+        n->n_devs = claim->n_devs;
+        claim->devs = NULL;
+        claim->n_devs = 0;
+        if (kq_resource_copy(&n->base, &n->dev) != 0 || add_counters(c, n) != 0) {
+            centry_free(n);
+            goto out;
+        }
+    }
     centry_t *old = NULL;
     pthread_mutex_lock(&c->mu);
     n->gen = c->gen;

@@ -81,6 +81,9 @@ struct kq_slices {
     dclass_t *classes;
     atomic_uint_fast64_t generation;
     atomic_bool warned_devices_counter;
+    void (*hook)(void *ud); /* kq_slices_set_hook: called after a slice event changed something */
+    void *hook_ud;
+    atomic_bool slices_listed; /* the slice informer delivered a full list */
     struct kq_watch *slice_watch, *class_watch;
 };
 
@@ -632,6 +635,46 @@ int kq_slices_claim_counters(const kq_slices_t *s, const json_t *claim, kq_resou
     return rc;
 }
 
+int kq_slices_devs_counters(const kq_slices_t *s, const kq_claim_dev_t *devs, size_t n, kq_resource_t *out,
+                            size_t *missing)
+{
+    size_t miss = 0;
+    kq_resource_t tmp;
+    kq_resource_init(&tmp);
+    int rc = kq_resource_copy(&tmp, out);
+    if (rc != 0)
+        return rc;
+    kq_slices_t *m = (kq_slices_t *)s;
+    pthread_mutex_lock(&m->mu);
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        char cls[256];
+        if (!kq_claim_class_of(devs[i].res, cls, sizeof(cls)))
+            continue;
+        const devrec_t *r = device_find(s, devs[i].driver, devs[i].pool, devs[i].device);
+        if (r == NULL) {
+            miss++;
+            continue;
+        }
+        rc = counters_into(r, cls, &tmp);
+        if (rc == KQ_EINVAL)
+            rc = 0;
+    }
+    pthread_mutex_unlock(&m->mu);
+    if (rc == 0) {
+        kq_resource_move(out, &tmp);
+        if (missing)
+            *missing = miss;
+    }
+    kq_resource_free(&tmp);
+    return rc;
+}
+
+void kq_slices_set_hook(kq_slices_t *s, void (*fn)(void *ud), void *ud)
+{
+    s->hook = fn;
+    s->hook_ud = ud;
+}
+
 /* ------------------------------------------------------------------ the extended-resource path */
 
 bool kq_slices_extended_class(const kq_slices_t *s, const char *name, char *buf, size_t len)
@@ -719,15 +762,31 @@ void kq_slices_extended_dedup(kq_resource_t *claim_charge, const kq_resource_t *
 /* ------------------------------------------------------------------ informers */
 
 static void on_slice_begin(void *ud) { kq_slices_resync_begin(ud, false); }
-static void on_slice_end(void *ud) { kq_slices_resync_end(ud, false); }
 static void on_class_begin(void *ud) { kq_slices_resync_begin(ud, true); }
 static void on_class_end(void *ud) { kq_slices_resync_end(ud, true); }
 
+static void changed(kq_slices_t *s)
+{
+    if (s->hook != NULL)
+        s->hook(s->hook_ud);
+}
+
+static void on_slice_end(void *ud)
+{
+    kq_slices_t *s = ud;
+    kq_slices_resync_end(s, false);
+    atomic_store(&s->slices_listed, true);
+    changed(s);
+}
+
 static void on_slice(void *ud, int type, json_t *obj)
 {
-    int rc = kq_slices_apply_slice(ud, type, obj);
+    kq_slices_t *s = ud;
+    int rc = kq_slices_apply_slice(s, type, obj);
     if (rc != 0)
         kq_warn("event=resourceslice_skipped error=\"%s\"", kq_strerror(rc));
+    else if (atomic_load(&s->slices_listed)) /* the list's own items: once, at its end */
+        changed(s);
 }
 
 static void on_class(void *ud, int type, json_t *obj)

@@ -13,9 +13,10 @@
 /* helpers                                                                             */
 
 static const kq_jfilter_t f_owner[] = {{"kind", NULL}, {"uid", NULL}, {"controller", NULL}, {NULL, NULL}};
+static const kq_jfilter_t f_annotations[] = {{"resource.kubernetes.io/extended-resource-claim", NULL}, {NULL, NULL}};
 static const kq_jfilter_t f_meta[] = {
     {"uid", NULL}, {"name", NULL}, {"namespace", NULL}, {"resourceVersion", NULL}, {"ownerReferences", f_owner},
-    {NULL, NULL},
+    {"annotations", f_annotations}, {NULL, NULL},
 };
 static const kq_jfilter_t f_sub[] = {
     {"name", NULL}, {"deviceClassName", NULL}, {"allocationMode", NULL}, {"count", NULL}, {NULL, NULL},
@@ -25,7 +26,7 @@ static const kq_jfilter_t f_request[] = {
 };
 static const kq_jfilter_t f_devices[] = {{"requests", f_request}, {NULL, NULL}};
 static const kq_jfilter_t f_spec[] = {{"devices", f_devices}, {NULL, NULL}};
-static const kq_jfilter_t f_result[] = {{"request", NULL}, {NULL, NULL}};
+static const kq_jfilter_t f_result[] = {{"request", NULL}, {"driver", NULL}, {"pool", NULL}, {"device", NULL}, {NULL, NULL}};
 static const kq_jfilter_t f_adevices[] = {{"results", f_result}, {NULL, NULL}};
 static const kq_jfilter_t f_alloc[] = {{"devices", f_adevices}, {NULL, NULL}};
 static const kq_jfilter_t f_reserved[] = {{"resource", NULL}, {"uid", NULL}, {NULL, NULL}};
@@ -137,6 +138,43 @@ static const char *class_of(const rname_t *names, size_t n, const char *request)
 
 /* ---------------------------------------------------------------------------------- */
 /* public API                                                                          */
+
+/* ---------------------------------------------------------------------------------- */
+/* allocated devices, for the counters of partitionable devices (control/slices.h)      */
+
+bool kq_claim_class_of(const char *res, char *buf, size_t len)
+{
+    size_t n = res ? strlen(res) : 0, sl = strlen(KQ_CLAIM_RES_SUFFIX);
+    if (n <= sl || strcmp(res + n - sl, KQ_CLAIM_RES_SUFFIX) != 0 || n - sl >= len)
+        return false;
+    memcpy(buf, res, n - sl);
+    buf[n - sl] = '\0';
+    return true;
+}
+
+/* Keeps result r (of `total`) in k->devs: a result without driver, pool or device is left
+ * out (it has no counters to look up; it is still charged as a device). */
+static int keep_dev(pctx_t *c, kq_claim_t *k, size_t total, const kq_jnode_t *r, const char *res)
+{
+    const char *driver = kq_jnode_string(kq_jnode_get(r, "driver"));
+    const char *pool = kq_jnode_string(kq_jnode_get(r, "pool"));
+    const char *device = kq_jnode_string(kq_jnode_get(r, "device"));
+    if (driver == NULL || pool == NULL || device == NULL)
+        return 0;
+    if (k->devs == NULL && (k->devs = calloc(total, sizeof(*k->devs))) == NULL)
+        return fail(c, KQ_ENOMEM, "out of memory");
+    kq_claim_dev_t *d = &k->devs[k->n_devs];
+    d->res = res;
+    if ((d->driver = strdup(driver)) == NULL || (d->pool = strdup(pool)) == NULL ||
+        (d->device = strdup(device)) == NULL) {
+        free(d->driver);
+        free(d->pool);
+        memset(d, 0, sizeof(*d));
+        return fail(c, KQ_ENOMEM, "out of memory");
+    }
+    k->n_devs++;
+    return 0;
+}
 
 int kq_claim_parse(const kq_jnode_t *obj, kq_claim_t *out, char *err, size_t errlen)
 {
@@ -268,6 +306,13 @@ int kq_claim_parse(const kq_jnode_t *obj, kq_claim_t *out, char *err, size_t err
         }
         if ((rc = add_to(&c, &k.alloc, res, 1)) != 0)
             goto out;
+        if ((rc = keep_dev(&c, &k, results->count, r, res)) != 0)
+            goto out;
+    }
+    {
+        const char *ext = kq_jnode_string(
+            kq_jnode_get(kq_jnode_get(meta, "annotations"), "resource.kubernetes.io/extended-resource-claim"));
+        k.extended = ext != NULL && strcmp(ext, "true") == 0;
     }
     if (reserved != NULL && reserved->count > KQ_CLAIM_MAX_RESERVED) {
         rc = fail(&c, KQ_EPARSE, "status.reservedFor: more than %d", KQ_CLAIM_MAX_RESERVED);
@@ -326,5 +371,11 @@ void kq_claim_clear(kq_claim_t *c)
     for (size_t i = 0; i < c->n_reserved; i++)
         free(c->reserved[i]);
     free(c->reserved);
+    for (size_t i = 0; i < c->n_devs; i++) {
+        free(c->devs[i].driver);
+        free(c->devs[i].pool);
+        free(c->devs[i].device);
+    }
+    free(c->devs);
     memset(c, 0, sizeof(*c));
 }

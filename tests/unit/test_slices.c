@@ -23,7 +23,9 @@
 #include <cmocka.h>
 
 #include "kubequota/base/log.h"
+#include "kubequota/control/claims.h"
 #include "kubequota/control/slices.h"
+#include "kubequota/kube/claim.h"
 #include "kubequota/kube/kube.h"
 
 #define GiB (INT64_C(1) << 30)
@@ -309,6 +311,92 @@ static void test_extended_resource_path(void **state)
     kq_slices_free(NULL);
 }
 
+/* The claim table with the device tables wired: an allocated claim's devices are charged
+ * their counters, recounted when slices change; kube-scheduler's special claim of the
+ * extended-resource path loses its device counts and keeps its counters. */
+static int recharged;
+static void on_changed(void *ud, const char *ns, const char *name)
+{
+    (void)ud;
+    assert_string_equal(ns, "t");
+    assert_string_equal(name, "h1");
+    recharged++;
+}
+
+static void put_claim(kq_claims_t *t, const char *text)
+{
+    kq_claim_t c;
+    char err[256];
+    assert_int_equal(kq_claim_parse_text(text, strlen(text), &c, err, sizeof(err)), 0);
+    assert_int_equal(kq_claims_put(t, &c, NULL), 0);
+}
+
+#define HALF_CLAIM(name, extra)                                                                            \
+    "{\"metadata\":{\"uid\":\"u-" name "\",\"name\":\"" name "\",\"namespace\":\"t\"" extra "},"     \
+    "\"spec\":{\"devices\":{\"requests\":[{\"name\":\"gpu\",\"exactly\":{\"deviceClassName\":\"mig\"}}]}},"  \
+    "\"status\":{\"allocation\":{\"devices\":{\"results\":[{\"request\":\"gpu\",\"driver\":"                \
+    "\"mig.example.com\",\"pool\":\"n0\",\"device\":\"gpu-0-half0\"}]}}}}"
+
+static void test_claim_table_counters_and_recount(void **state)
+{
+    (void)state;
+    kq_slices_t *s = kq_slices_new();
+    kq_claims_t *t = kq_claims_new();
+    kq_claims_set_slices(t, s);
+    /* the claim arrives before the slices that publish its device: devices only */
+    put_claim(t, HALF_CLAIM("h1", ""));
+    kq_resource_t r = KQ_RESOURCE_EMPTY;
+    assert_int_equal(kq_claims_devices(t, "t", "h1", &r), 0);
+    assert_int_equal(get(&r, "mig.deviceclass.resource.k8s.io/devices"), 1);
+    assert_int_equal(get(&r, "mig.deviceclass.resource.k8s.io/memory"), 0);
+    /* the slices arrive: a recount moves the claim's charge and says so, once */
+    apply(s, KQ_WATCH_ADDED, COUNTERS_SLICE);
+    devices_slice(s, KQ_WATCH_ADDED, 1);
+    recharged = 0;
+    assert_int_equal(kq_claims_recount(t, on_changed, NULL), 1);
+    assert_int_equal(recharged, 1);
+    kq_resource_clear(&r);
+    assert_int_equal(kq_claims_devices(t, "t", "h1", &r), 0);
+    assert_int_equal(get(&r, "mig.deviceclass.resource.k8s.io/devices"), 1);
+    assert_int_equal(get(&r, "mig.deviceclass.resource.k8s.io/memory"), 40 * GiB);
+    /* nothing changed: a second recount reports nothing (same as the claim put after the slices) */
+    assert_int_equal(kq_claims_recount(t, on_changed, NULL), 0);
+    put_claim(t, HALF_CLAIM("h1", ""));
+    kq_resource_clear(&r);
+    assert_int_equal(kq_claims_devices(t, "t", "h1", &r), 0);
+    assert_int_equal(get(&r, "mig.deviceclass.resource.k8s.io/memory"), 40 * GiB);
+    /* the special claim of the extended-resource path: no device count, the counters stay */
+    put_claim(t, HALF_CLAIM("x1", ",\"annotations\":{\"resource.kubernetes.io/extended-resource-claim\":\"true\"}"));
+    kq_resource_clear(&r);
+    assert_int_equal(kq_claims_devices(t, "t", "x1", &r), 0);
+    assert_int_equal(get(&r, "mig.deviceclass.resource.k8s.io/devices"), 0);
+    assert_int_equal(get(&r, "mig.deviceclass.resource.k8s.io/memory"), 40 * GiB);
+    kq_resource_free(&r);
+    kq_claims_free(t);
+    kq_slices_free(s);
+}
+
+static void test_claim_parse_keeps_devices(void **state)
+{
+    (void)state;
+    const char *text = HALF_CLAIM("h1", "");
+    kq_claim_t c;
+    char err[256];
+    assert_int_equal(kq_claim_parse_text(text, strlen(text), &c, err, sizeof(err)), 0);
+    assert_int_equal(c.n_devs, 1);
+    assert_string_equal(c.devs[0].driver, "mig.example.com");
+    assert_string_equal(c.devs[0].pool, "n0");
+    assert_string_equal(c.devs[0].device, "gpu-0-half0");
+    assert_string_equal(c.devs[0].res, "mig.deviceclass.resource.k8s.io/devices");
+    assert_false(c.extended);
+    char cls[32];
+    assert_true(kq_claim_class_of(c.devs[0].res, cls, sizeof(cls)));
+    assert_string_equal(cls, "mig");
+    assert_false(kq_claim_class_of("example.com/gpu", cls, sizeof(cls)));
+    assert_false(kq_claim_class_of(c.devs[0].res, cls, 3));
+    kq_claim_clear(&c);
+}
+
 int main(void)
 {
     (void)kq_log_set_level("error");
@@ -318,6 +406,8 @@ int main(void)
         cmocka_unit_test(test_pool_generation_and_slice_lifecycle),
         cmocka_unit_test(test_claim_counters),
         cmocka_unit_test(test_extended_resource_path),
+        cmocka_unit_test(test_claim_table_counters_and_recount),
+        cmocka_unit_test(test_claim_parse_keeps_devices),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

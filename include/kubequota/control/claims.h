@@ -49,6 +49,17 @@ bool kq_claims_allocated(kq_claims_t *c, const char *ns, const char *name);
 void kq_claims_resync_begin(kq_claims_t *c);
 size_t kq_claims_resync_end(kq_claims_t *c, void (*gone)(void *ud, const char *ns, const char *name), void *ud);
 
+/* ---- counters of partitionable devices (issue 39; slices.h) ----
+ * With the device tables wired (borrowed; outlive the table; call before any put), an
+ * allocated claim is charged, besides its devices per class, what they consume of their
+ * pools' shared counters, under "<class>.deviceclass.resource.k8s.io/<counter>".
+ * kq_claims_recount recomputes that for every allocated claim after the slices changed and
+ * calls changed(ud, ns, name) (no lock held) for each claim whose charge moved; returns how
+ * many. Lock order: ledger -> claims -> slices. */
+struct kq_slices;
+void kq_claims_set_slices(kq_claims_t *c, struct kq_slices *slices);
+size_t kq_claims_recount(kq_claims_t *c, void (*changed)(void *ud, const char *ns, const char *name), void *ud);
+
 /* Number of known claims; *allocated (may be NULL): how many of them are allocated. */
 size_t kq_claims_size(kq_claims_t *c, size_t *allocated);
 

@@ -52,6 +52,7 @@
 
 #include "kubequota/base/error.h"
 #include "kubequota/engine/resource.h"
+#include "kubequota/kube/claim.h"
 
 #define KQ_DRA_CLASS_SUFFIX ".deviceclass.resource.k8s.io/"
 #define KQ_DRA_DEVICES "devices"
@@ -96,6 +97,16 @@ int kq_slices_device_counters(const kq_slices_t *s, const char *device_class, co
  * unchanged). */
 int kq_slices_claim_counters(const kq_slices_t *s, const json_t *claim, kq_resource_t *out,
                              size_t *missing) KQ_WUR;
+
+/* The same for a parsed claim's allocated devices (kube/claim.h kq_claim_dev_t: each with
+ * the device-count resource of its request's class). */
+int kq_slices_devs_counters(const kq_slices_t *s, const kq_claim_dev_t *devs, size_t n, kq_resource_t *out,
+                            size_t *missing) KQ_WUR;
+
+/* Calls fn(ud) on the informer thread after every slice event that changed the tables (no
+ * lock held), e.g. to recount the claims' counters (claims.h kq_claims_recount). Set it
+ * before kq_slices_watch_start. */
+void kq_slices_set_hook(kq_slices_t *s, void (*fn)(void *ud), void *ud);
 
 /* The device class whose extendedResourceName is `name`, or for
  * deviceclass.resource.kubernetes.io/<C> the class C whether or not it exists (as

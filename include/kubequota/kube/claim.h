@@ -48,6 +48,18 @@
 #define KQ_CLAIM_MAX_RESERVED 1024
 #define KQ_CLAIM_COUNT_MAX 1000000
 
+/* One allocated device (status.allocation.devices.results[]): where it is, and the
+ * resource name of the class of the request it was allocated for (interned; the counters
+ * of partitionable devices are charged under that class: control/slices.h). */
+typedef struct kq_claim_dev {
+    char *driver, *pool, *device; /* owned */
+    const char *res;              /* "<class>.deviceclass.resource.k8s.io/devices", interned */
+} kq_claim_dev_t;
+
+/* The class name in a device-count resource name ("gpu" of "gpu.deviceclass.resource.k8s.io/devices")
+ * into buf; false when res is not one or the name does not fit. */
+bool kq_claim_class_of(const char *res, char *buf, size_t len);
+
 typedef struct kq_claim {
     char *uid;           /* metadata.uid (required) */
     char *ns, *name;     /* metadata.namespace (default "default"), metadata.name (required) */
@@ -57,6 +69,10 @@ typedef struct kq_claim {
     kq_resource_t alloc; /* devices allocated, per class (when allocated) */
     char **reserved;     /* uids of status.reservedFor[] entries of resource "pods" */
     size_t n_reserved;
+    kq_claim_dev_t *devs; /* the allocated devices (when allocated), for counters (slices.h) */
+    size_t n_devs;
+    bool extended;        /* kube-scheduler's special claim of the extended-resource path
+                           * (annotation resource.kubernetes.io/extended-resource-claim "true") */
 } kq_claim_t;
 
 /* The members of a ResourceClaim that kq_claim_parse reads (and metadata.resourceVersion
