@@ -755,6 +755,29 @@ static void print_diags(const kq_diags_t *d)
     }
 }
 
+/* DRA (slices.h): a slice changed, so allocated claims' counters may have: recount them and
+ * recharge the pods of each claim whose charge moved (slices' informer thread, no lock held). */
+static void claim_recharged(void *ud, const char *ns, const char *name)
+{
+    kq_app_t *app = ud;
+    (void)kq_ledger_claim_changed(app->ledger, ns, name);
+}
+
+static void recount_claims(void *ud)
+{
+    kq_app_t *app = ud;
+    size_t n = kq_claims_recount(app->claims, claim_recharged, app);
+    if (n > 0)
+        kq_info("event=claims_recounted claims=%zu msg=\"ResourceSlices changed what allocated devices consume\"", n);
+}
+
+/* The extended-resource path (pod.h): a pod's request of an extended resource a DeviceClass
+ * backs is charged as that class's devices too. */
+static int map_extended(void *ud, kq_resource_t *request)
+{
+    return kq_slices_extended_devices(ud, request, request);
+}
+
 /* The usage history's denial count (history.h): the filter's and bind's denied decisions. */
 static unsigned long denials_so_far(void *ud)
 {
@@ -895,7 +918,12 @@ static int serve(int argc, char **argv)
     /* DRA devices (slices.h): ResourceSlices (counters of partitionable devices) and
      * DeviceClasses (extendedResourceName), read by the claim charge; started before the
      * pod informer so that the first claims charged find their devices */
-    if ((app.slices = kq_slices_new()) == NULL || kq_slices_watch_start(app.slices, app.kube) != 0) {
+    if ((app.slices = kq_slices_new()) != NULL) {
+        kq_claims_set_slices(app.claims, app.slices);
+        kq_slices_set_hook(app.slices, recount_claims, &app);
+        kq_pod_set_extended_mapper(map_extended, app.slices);
+    }
+    if (app.slices == NULL || kq_slices_watch_start(app.slices, app.kube) != 0) {
         fprintf(stderr, "kubequota: cannot start the ResourceSlice and DeviceClass informers\n");
         goto out;
     }

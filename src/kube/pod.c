@@ -436,6 +436,30 @@ static bool resize_infeasible(const jv_t *status)
     return false;
 }
 
+/* ---- the DRA extended-resource path (issue 39; control/slices.h) ----
+ * A container request of an extended resource that a DeviceClass backs
+ * (extendedResourceName, or deviceclass.resource.kubernetes.io/<class>) is charged as the
+ * devices of that class too. The class table lives in control/slices.c: main registers its
+ * mapper here once, before any pod is parsed; without one, nothing is added. */
+static kq_pod_extended_fn extended_fn;
+static void *extended_ud;
+
+void kq_pod_set_extended_mapper(kq_pod_extended_fn fn, void *ud)
+{
+    extended_ud = ud;
+    extended_fn = fn;
+}
+
+static int map_extended(pctx_t *c, kq_resource_t *total)
+{
+    if (extended_fn == NULL)
+        return 0;
+    int rc = extended_fn(extended_ud, total);
+    if (rc != 0)
+        return rc == KQ_ENOMEM ? fail(c, KQ_ENOMEM, "out of memory") : fail(c, KQ_EPARSE, "extended resources: %s", kq_strerror(rc));
+    return 0;
+}
+
 static int compute_request(pctx_t *c, const jv_t *spec, const jv_t *status, kq_resource_t *out)
 {
     int rc;
@@ -493,6 +517,8 @@ static int compute_request(pctx_t *c, const jv_t *spec, const jv_t *status, kq_r
         rc = rc == KQ_ENOMEM ? fail(c, KQ_ENOMEM, "out of memory") : fail(c, KQ_EPARSE, "spec.overhead: sum overflows");
         goto out;
     }
+    if ((rc = map_extended(c, &total)) != 0)
+        goto out;
     kq_resource_move(out, &total);
     rc = 0;
 out:

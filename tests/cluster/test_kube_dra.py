@@ -100,7 +100,8 @@ class DraBase(KubeTestCase):
         r = self.c.kubequota_client().get("/ws/v1/partition/default/usage/user/%s" % user)
         if r.status == 404:
             return 0
-        return (json.loads(r.body)["queues"]["resourceUsage"] or {}).get(res, 0)
+        # a user with nothing counted has no resourceUsage at all
+        return ((json.loads(r.body).get("queues") or {}).get("resourceUsage") or {}).get(res, 0)
 
     def wait_kq_user(self, user, value, res=GPU, timeout=20):
         return wait_until(lambda: self.kq_user(user, res) == value, timeout, 0.2,

@@ -191,6 +191,13 @@ int kq_pod_parse_text(const char *text, size_t len, const kq_pod_opts_t *opts, k
 int kq_pod_parse_json(const json_t *obj, const kq_pod_opts_t *opts, kq_pod_t *out, char *err,
                       size_t errlen) KQ_WUR;
 
+/* The DRA extended-resource path (issue 39): fn(ud, request) adds to a pod's computed
+ * request, e.g. "<class>.deviceclass.resource.k8s.io/devices" for an extended resource a
+ * DeviceClass backs (control/slices.h kq_slices_extended_devices). Set once by main before
+ * any pod is parsed (not thread-safe against parsing); NULL: nothing is added. */
+typedef int (*kq_pod_extended_fn)(void *ud, kq_resource_t *request);
+void kq_pod_set_extended_mapper(kq_pod_extended_fn fn, void *ud);
+
 /* Effective request of a PodSpec object (see rules above). */
 /* *out is an initialised set (left unchanged on error; release it with kq_resource_free). */
 int kq_pod_request(const kq_jnode_t *spec, kq_resource_t *out, char *err, size_t errlen) KQ_WUR;
