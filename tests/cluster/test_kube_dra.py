@@ -107,6 +107,17 @@ class DraBase(KubeTestCase):
         return wait_until(lambda: self.kq_user(user, res) == value, timeout, 0.2,
                           "kubequota's usage of %s for %s to be %s (is %s)" % (res, user, value, self.kq_user(user, res)))
 
+    def wait_denied(self, ns, name, text, timeout=30):
+        """PodScheduled=False/Unschedulable with kubequota's reason `text`. The first denial
+        of a template-claim pod may be "waiting for its ResourceClaim" (kubequota has not
+        seen kube-controller-manager's claim yet: ledger.h); kube-scheduler retries."""
+        def cond():
+            for c in self.get(ns, name).get("status", {}).get("conditions", []):
+                if c["type"] == "PodScheduled" and c["status"] == "False" and text in c.get("message", ""):
+                    return c
+            return None
+        return wait_until(cond, timeout, 0.2, "pod %s/%s Unschedulable for %r" % (ns, name, text))
+
     def assert_node_has(self, ns, pod, driver="gpu.example.com"):
         """The pod is bound, each claim of it is allocated, and on the pod's node."""
         node = self.wait_bound(ns, pod)
@@ -160,8 +171,7 @@ class DraQuota(DraBase):
         self.wait_kq_user("alice", 2)
         self.assertEqual(self.api_devices([ns], "gpu"), {"alice": 2})
         self.gpu_pod(ns, "a3")
-        cond = self.wait_unschedulable(ns, "a3")
-        self.assertIn("alice devices", cond["message"])
+        self.wait_denied(ns, "a3", "alice devices")
         self.wait_event(ns, "a3", "QuotaExceeded", "alice")
         self.assert_stays_pending(ns, "a3", 2)
         # the queue view holds the same 2 devices (alice alone in root.dra here)
@@ -183,8 +193,7 @@ class DraQuota(DraBase):
         self.assert_node_has(ns, "c2")
         self.wait_kq_user("carol", 3)
         self.gpu_pod(ns, "c3", user="carol", template="one")
-        cond = self.wait_unschedulable(ns, "c3")
-        self.assertIn("group test gpus", cond["message"])
+        self.wait_denied(ns, "c3", "group test gpus")
         self.assertEqual(self.api_devices([ns], "gpu"), {"carol": 3})
 
     def test_queue_max(self):
@@ -197,8 +206,7 @@ class DraQuota(DraBase):
         self.assert_node_has(ns, "q2")
         wait_until(lambda: self.queue_usage("root.gpuq").get(GPU) == 2, 20, 0.2, "root.gpuq at 2 devices")
         self.gpu_pod(ns, "q3", user="eve", queue="root.gpuq")
-        cond = self.wait_unschedulable(ns, "q3")
-        self.assertIn("root.gpuq", cond["message"])
+        self.wait_denied(ns, "q3", "root.gpuq")
         self.delete(ns, "q2")
         self.assert_node_has(ns, "q3")
 
@@ -230,8 +238,7 @@ class DraQuota(DraBase):
         ns = self.ns()
         self.template(ns, "three", count=3)
         self.gpu_pod(ns, "big", template="three")
-        cond = self.wait_unschedulable(ns, "big")
-        self.assertIn("alice devices", cond["message"])
+        self.wait_denied(ns, "big", "alice devices")
         self.wait_event(ns, "big", "QuotaNeverFits")
         doc = self.kq_json("/ws/v1/partition/default/explain/%s/big" % ns)
         self.assertIn(GPU, json.dumps(doc))
@@ -256,7 +263,7 @@ class DraQuota(DraBase):
         self.assertEqual(self.kq_user("bob"), 0)
         self.assertEqual(self.api_devices([ns], "gpu"), {"alice": 2})
         self.gpu_pod(ns, "a3")
-        self.wait_unschedulable(ns, "a3")
+        self.wait_denied(ns, "a3", "alice devices")
         # alice's pods end; bob still uses the claim: it is charged until its last pod ends,
         # to the user it was charged to (never moved to bob mid-life)
         self.delete(ns, "a1")
@@ -275,8 +282,7 @@ class DraQuota(DraBase):
         self.wait_kq_user("alice", 2)
         self.assertEqual(self.kq_user("carol"), 0)
         self.gpu_pod(ns, "a2")
-        cond = self.wait_unschedulable(ns, "a2")
-        self.assertIn("alice devices", cond["message"])
+        self.wait_denied(ns, "a2", "alice devices")
 
     def test_tenant_claim_edited_after_allocation(self):
         """A claim's spec is immutable once created (the API server refuses the edit), and a
@@ -340,8 +346,7 @@ class DraQuota(DraBase):
         self.assertEqual(self.kq_user("alice", MIG), 2)
         # a third half (GPU 1 has two free): over alice's 80Gi although it is one device
         self.gpu_pod(ns, "h3", template="half")
-        cond = self.wait_unschedulable(ns, "h3")
-        self.assertIn("alice devices", cond["message"])
+        self.wait_denied(ns, "h3", "alice devices")
         # bob: the full GPU 1 (GPU 0's counters are used up by alice's halves)
         self.gpu_pod(ns, "f1", user="bob", template="full")
         self.assert_node_has(ns, "f1", driver="mig.example.com")
