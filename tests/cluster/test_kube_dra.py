@@ -370,3 +370,54 @@ class DraQuota(DraBase):
         self.wait_kq_user("bob", 1, res=XGPU)
         self.assertEqual(self.kq_user("bob", "example.com/gpu"), 1)
         wait_until(lambda: self.queue_usage("root.dra").get(XGPU) == 1, 10, 0.2, "root.dra at 1 xgpu")
+
+    def test_elastic_quota_max_on_a_device_class(self):
+        """An ElasticQuota (scheduler-plugins' API) whose max holds 1 gpu device: the
+        namespace's second one-device pod waits although no user or queue limit applies (bob).
+        Fails on a66ebea: g2 is bound."""
+        ns = self.ns()
+        self.c.api("admin").post("/apis/scheduling.x-k8s.io/v1alpha1/namespaces/%s/elasticquotas" % ns, {
+            "apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "ElasticQuota", "metadata": {"name": "gpus"},
+            "spec": {"min": {"cpu": "1", "memory": "1Gi", GPU: "1"},
+                     "max": {"cpu": "8", "memory": "8Gi", GPU: "1"}}})
+        wait_until(lambda: "event=quota_group_applied group=%s/gpus " % ns in self.c.kubequota_log(),
+                   10, 0.2, "kubequota applied the quota")
+        self.template(ns, user="bob")
+        self.gpu_pod(ns, "g1", user="bob", queue=None)
+        self.assert_node_has(ns, "g1")
+        self.gpu_pod(ns, "g2", user="bob", queue=None)
+        self.wait_denied(ns, "g2", "gpus")
+        self.assert_stays_pending(ns, "g2", 2)
+        self.delete(ns, "g1")
+        self.assert_node_has(ns, "g2")
+
+
+class DraGate(DraBase):
+    """The chart's default: the admission gate. A pod over a device limit stays gated, is in
+    the waiting view with the reason, and is released when a device is freed. Fails on
+    a66ebea: w3 is released and bound (no device is counted)."""
+
+    KQ_ARGS = ("--event-update-interval=1s",)
+    CONFIG = queues_config({"name": "default"}, {"name": "dra", "limits": LIMITS})
+
+    def test_waiting_behind_the_gate_and_released_on_delete(self):
+        ns = self.ns()
+        self.template(ns)
+        for n in ("w1", "w2"):
+            self.gpu_pod(ns, n)
+        for n in ("w1", "w2"):
+            self.assert_node_has(ns, n)
+        self.gpu_pod(ns, "w3")
+
+        def waiting():
+            doc = self.kq_json("/ws/v1/partition/default/gating/waiting")
+            items = doc if isinstance(doc, list) else doc.get("pods") or doc.get("items") or []
+            return [w for w in items if w.get("name") == "w3" or w.get("pod", "").endswith("/w3")]
+        w = wait_until(waiting, 30, 0.2, "w3 in the waiting view")
+        self.assertIn("alice devices", json.dumps(w))
+        self.wait_event(ns, "w3", "WaitingForQuota", "alice")
+        self.assertIn("kubequota.io/admission", [g["name"] for g in self.get(ns, "w3")["spec"].get("schedulingGates") or []])
+        self.assert_stays_pending(ns, "w3", 2)
+        self.delete(ns, "w1")
+        self.assert_node_has(ns, "w3")
+        self.wait_kq_user("alice", 2)
