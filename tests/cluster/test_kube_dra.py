@@ -410,9 +410,9 @@ class DraGate(DraBase):
         self.gpu_pod(ns, "w3")
 
         def waiting():
-            doc = self.kq_json("/ws/v1/partition/default/gating/waiting")
-            items = doc if isinstance(doc, list) else doc.get("pods") or doc.get("items") or []
-            return [w for w in items if w.get("name") == "w3" or w.get("pod", "").endswith("/w3")]
+            # one entry per queue, each with its waiting pods
+            return [p for q in self.kq_json("/ws/v1/partition/default/gating/waiting")
+                    for p in q.get("pods") or [] if (p["namespace"], p["name"]) == (ns, "w3")]
         w = wait_until(waiting, 30, 0.2, "w3 in the waiting view")
         self.assertIn("alice devices", json.dumps(w))
         self.wait_event(ns, "w3", "WaitingForQuota", "alice")
