@@ -916,8 +916,9 @@ static int serve(int argc, char **argv)
         kq_ledger_set_release_hook(app.ledger, kq_requeue_released, app.requeue);
     }
     /* DRA devices (slices.h): ResourceSlices (counters of partitionable devices) and
-     * DeviceClasses (extendedResourceName), read by the claim charge; started before the
-     * pod informer so that the first claims charged find their devices */
+     * DeviceClasses (extendedResourceName), read by the claim charge. Not waited for: a
+     * slice listed after the claims recounts them (kq_claims_recount), and a DeviceClass
+     * listed after a pod only maps that pod's extended requests from its next event */
     if ((app.slices = kq_slices_new()) != NULL) {
         kq_claims_set_slices(app.claims, app.slices);
         kq_slices_set_hook(app.slices, recount_claims, &app);
@@ -927,8 +928,6 @@ static int serve(int argc, char **argv)
         fprintf(stderr, "kubequota: cannot start the ResourceSlice and DeviceClass informers\n");
         goto out;
     }
-    for (int i = 0; i < 100 && !kq_slices_synced(app.slices); i++)
-        nanosleep(&(struct timespec){.tv_nsec = 20 * 1000 * 1000}, NULL);
 
     /* ---- elastic quota ---- (the quota tree is wired into the ledger before any pod
      * arrives; the node and ElasticQuota informers and the reclaim/status timer start) */
