@@ -28,6 +28,8 @@ typedef struct centry {
     size_t n_devs;
     bool allocated;
     uint64_t gen;
+    char **reserved;    /* status.reservedFor pod uids, in order */
+    size_t n_reserved;
     char key[];
 } centry_t;
 
@@ -49,6 +51,9 @@ static void centry_free(centry_t *e)
     kq_resource_free(&e->base);
     kq_claim_t tmp = {.devs = e->devs, .n_devs = e->n_devs}; /* frees the devices */
     kq_claim_clear(&tmp);
+    for (size_t i = 0; i < e->n_reserved; i++)
+        free(e->reserved[i]);
+    free(e->reserved);
     free(e);
 }
 
@@ -172,6 +177,10 @@ int kq_claims_put(kq_claims_t *c, kq_claim_t *claim, bool *changed)
     n->uid = claim->uid;
     claim->uid = NULL;
     n->allocated = claim->allocated;
+    n->reserved = claim->reserved;
+    n->n_reserved = claim->n_reserved;
+    claim->reserved = NULL;
+    claim->n_reserved = 0;
     kq_resource_move(&n->dev, claim->allocated ? &claim->alloc : &claim->may);
     if (claim->extended) {
         /* kube-scheduler's special claim of the extended-resource path: it was made from the
@@ -209,8 +218,12 @@ int kq_claims_put(kq_claims_t *c, kq_claim_t *claim, bool *changed)
     if (n->allocated)
         c->n_allocated++;
     pthread_mutex_unlock(&c->mu);
-    if (changed != NULL)
-        *changed = old == NULL || !kq_resource_equal(&old->dev, &n->dev);
+    if (changed != NULL) {
+        bool same = old != NULL && kq_resource_equal(&old->dev, &n->dev) && old->n_reserved == n->n_reserved;
+        for (size_t i = 0; same && i < n->n_reserved; i++)
+            same = strcmp(old->reserved[i], n->reserved[i]) == 0;
+        *changed = !same;
+    }
     centry_free(old);
     rc = 0;
 out:
@@ -248,6 +261,22 @@ int kq_claims_devices(kq_claims_t *c, const char *ns, const char *name, kq_resou
     rc = e == NULL ? KQ_ENOENT : kq_resource_add(sum, &e->dev);
     pthread_mutex_unlock(&c->mu);
     return rc;
+}
+
+long kq_claims_reserved_index(kq_claims_t *c, const char *ns, const char *name, const char *uid)
+{
+    char key[KEY_MAX];
+    if (c == NULL || uid == NULL || !make_key(key, sizeof(key), ns, name))
+        return -1;
+    centry_t *e = NULL;
+    long at = -1;
+    pthread_mutex_lock(&c->mu);
+    HASH_FIND_STR(c->table, key, e);
+    for (size_t i = 0; e != NULL && i < e->n_reserved && at < 0; i++)
+        if (strcmp(e->reserved[i], uid) == 0)
+            at = (long)i;
+    pthread_mutex_unlock(&c->mu);
+    return at;
 }
 
 bool kq_claims_allocated(kq_claims_t *c, const char *ns, const char *name)

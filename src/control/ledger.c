@@ -297,6 +297,7 @@ typedef struct cref {
     entry_t **pods;
     size_t n, cap;
     entry_t *owner; /* NULL: none of them is counted */
+    size_t ns_len;  /* key[0..ns_len) is the namespace */
     char key[];
 } cref_t;
 
@@ -994,11 +995,15 @@ static int resolve_into(kq_ledger_t *l, const kq_pod_t *pod, kq_pod_t *copy)
  * A pod's charge is its containers' request plus, for each ResourceClaim it uses, the
  * devices the claim table says the claim is charged now (what it may take, then what was
  * allocated), when the pod is the claim's charged pod. A claim used by several pods is
- * charged once: to the earliest-created (creationTimestamp, then uid) *counted* pod that
- * uses it (cref_t.owner). A pod is always charged as if it were counted: a pod not counted
- * yet is charged the claim when it is earlier than the claim's owner or the claim has no
- * owner, so that whoever counts it (bind, the gate, the watch) checks what counting it
- * would add, and two pods sharing a claim never both escape it. When the owner changes (a
+ * charged once: to the first *counted* pod that uses it (cref_t.owner) in the order of the
+ * claim's status.reservedFor (kube-scheduler appends each pod it binds, so the pod that
+ * had the claim first keeps it while it lives), then by creationTimestamp, then uid (pods
+ * not reserved yet: the watch of the claim lags, or no scheduler reserved it). A pod is
+ * always charged as if it were counted: a pod not counted yet is charged the claim when it
+ * would come before the claim's owner or the claim has no owner, so that whoever counts it
+ * (bind, the gate, the watch) checks what counting it would add, and two pods sharing a
+ * claim never both escape it; a pod joining a claim another counted pod holds costs no
+ * devices. When the owner changes (a
  * pod is counted or released, a pod appears or goes) or the claim does
  * (kq_ledger_claim_changed), every pod of the claim is recharged: a counted pod's usage
  * moves unchecked, like an in-place resize (reality is never refused), a pending pod's
@@ -1012,9 +1017,17 @@ static int64_t created_key(int64_t created)
     return created > 0 ? created : INT64_MAX;
 }
 
-/* (created, uid) of a pod before the entry's: the earlier one is charged. */
-static bool before(int64_t created, const char *uid, const entry_t *o)
+/* Whether a pod (created, uid) comes before the entry o for the claim ns/name: first the
+ * pods in the claim's status.reservedFor, in its order (kube-scheduler appends a pod when it
+ * binds it, so the pod that has the claim first keeps it), then the others by
+ * creationTimestamp, then uid. */
+static bool before(kq_ledger_t *l, const char *ns, const char *name, int64_t created, const char *uid,
+                   const entry_t *o)
 {
+    unsigned long ra = (unsigned long)kq_claims_reserved_index(l->claims, ns, name, uid);
+    unsigned long rb = (unsigned long)kq_claims_reserved_index(l->claims, ns, name, o->uid);
+    if (ra != rb)
+        return ra < rb; /* -1 (not reserved) is the largest */
     int64_t a = created_key(created), b = created_key(o->pod.created);
     return a < b || (a == b && strcmp(uid, o->uid) < 0);
 }
@@ -1060,7 +1073,8 @@ static int charge_locked(kq_ledger_t *l, const entry_t *self, const kq_pod_t *po
         if (claim_key(key, sizeof(key), pod->ns, name))
             HASH_FIND_STR(l->crefs, key, cr);
         const entry_t *owner = cr != NULL ? cr->owner : NULL;
-        bool owns = owner == NULL || owner == self || before(pod->created, pod->uid ? pod->uid : "", owner);
+        bool owns = owner == NULL || owner == self ||
+                    before(l, pod->ns, name, pod->created, pod->uid ? pod->uid : "", owner);
         kq_resource_t dev = KQ_RESOURCE_EMPTY;
         int d = kq_claims_devices(l->claims, pod->ns, name, &dev);
         if (d == KQ_ENOENT) {
@@ -1086,12 +1100,16 @@ static void cref_remove(kq_ledger_t *l, cref_t *cr, entry_t *e)
 }
 
 /* The earliest-created counted entry of the claim, or NULL. O(pods of the claim). */
-static entry_t *cref_min(const cref_t *cr)
+static entry_t *cref_min(kq_ledger_t *l, const cref_t *cr)
 {
     entry_t *m = NULL;
+    char key[CLAIM_KEY_MAX];
+    snprintf(key, sizeof(key), "%s", cr->key);
+    key[cr->ns_len] = '\0';
+    const char *ns = key, *name = key + cr->ns_len + 1;
     for (size_t i = 0; i < cr->n; i++) {
         entry_t *x = cr->pods[i];
-        if (x->state != ST_PENDING && (m == NULL || before(x->pod.created, x->uid, m)))
+        if (x->state != ST_PENDING && (m == NULL || before(l, ns, name, x->pod.created, x->uid, m)))
             m = x;
     }
     return m;
@@ -1115,7 +1133,7 @@ static bool claims_same(const spod_t *a, const spod_t *b)
  * but `skip` (whose own charge does not depend on its own state). */
 static void cref_settle(kq_ledger_t *l, cref_t *cr, entry_t *skip)
 {
-    entry_t *m = cref_min(cr);
+    entry_t *m = cref_min(l, cr);
     if (m == cr->owner)
         return;
     cr->owner = m;
@@ -1162,6 +1180,7 @@ static void crefs_add(kq_ledger_t *l, entry_t *e)
             if ((cr = calloc(1, sizeof(*cr) + kl + 1)) == NULL)
                 goto nomem;
             memcpy(cr->key, key, kl + 1);
+            cr->ns_len = strlen(e->pod.ns);
             HASH_ADD_STR(l->crefs, key, cr);
         }
         if (cr->n == cr->cap) {
@@ -1529,6 +1548,7 @@ size_t kq_ledger_claim_changed(kq_ledger_t *l, const char *ns, const char *name)
     HASH_FIND_STR(l->crefs, key, cr);
     if (cr != NULL) {
         n = cr->n;
+        cr->owner = cref_min(l, cr); /* its reservedFor may have changed */
         for (size_t i = 0; i < cr->n; i++)
             recharge(l, cr->pods[i]);
         if (l->on_release != NULL) /* a pod waiting for this claim may fit now */

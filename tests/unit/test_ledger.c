@@ -1964,6 +1964,50 @@ static void test_dra_relist(void **state)
     dfx_free(f);
 }
 
+/* The pod that had a shared claim first keeps it: status.reservedFor (kube-scheduler's
+ * order of binding) comes before creationTimestamp, so a pod created earlier that joins the
+ * claim later neither takes it over nor is checked for it. */
+static void test_dra_reserved_for_order(void **state)
+{
+    (void)state;
+    dfx_t *f = dfx_new();
+    const char *claim = "{\"metadata\":{\"name\":\"shared\",\"namespace\":\"ns\",\"uid\":\"cs\"},"
+                        "\"spec\":{\"devices\":{\"requests\":[{\"name\":\"r\",\"exactly\":{\"deviceClassName\":"
+                        "\"gpu.example.com\",\"count\":2}}]}},\"status\":{\"allocation\":{\"devices\":{\"results\":"
+                        "[{\"request\":\"r\",\"device\":\"a\"},{\"request\":\"r\",\"device\":\"b\"}]}},"
+                        "\"reservedFor\":[{\"resource\":\"pods\",\"name\":\"pb\",\"uid\":\"pb\"}%s]}}";
+    char j[2048];
+    kq_claim_t c;
+    char err[256];
+    snprintf(j, sizeof(j), claim, "");
+    assert_int_equal(kq_claim_parse_text(j, strlen(j), &c, err, sizeof(err)), 0);
+    assert_int_equal(kq_claims_put(f->claims, &c, NULL), 0);
+    observe(f, "pb", "bob", 200, "shared", "n1"); /* bob's pod, reserved first */
+    assert_int_equal(gpus(f, "bob"), 2);
+    /* alice's pod, created earlier, is not reserved yet: it costs nothing at filter and bind */
+    kq_pod_t pa = dpod("pa", "alice", 100, "shared", NULL);
+    char reason[256];
+    kq_denial_t kind;
+    assert_int_equal(kq_ledger_check(f->l, &pa, reason, sizeof(reason), &kind), 0);
+    assert_int_equal(kq_ledger_assume(f->l, &pa, reason, sizeof(reason), &kind), 0);
+    assert_int_equal(gpus(f, "alice"), 0);
+    assert_int_equal(gpus(f, "bob"), 2);
+    /* the scheduler reserves it for alice's pod too, after bob's: bob keeps the claim */
+    snprintf(j, sizeof(j), claim, ",{\"resource\":\"pods\",\"name\":\"pa\",\"uid\":\"pa\"}");
+    assert_int_equal(kq_claim_parse_text(j, strlen(j), &c, err, sizeof(err)), 0);
+    assert_int_equal(kq_claims_put(f->claims, &c, NULL), 0);
+    (void)kq_ledger_claim_changed(f->l, "ns", "shared");
+    observe(f, "pa", "alice", 100, "shared", "n1");
+    assert_int_equal(gpus(f, "alice"), 0);
+    assert_int_equal(gpus(f, "bob"), 2);
+    /* bob's pod ends: the claim goes to alice's */
+    kq_ledger_remove(f->l, "pb");
+    assert_int_equal(gpus(f, "alice"), 2);
+    assert_int_equal(gpus(f, "bob"), 0);
+    kq_pod_clear(&pa);
+    dfx_free(f);
+}
+
 int main(void)
 {
     kq_log_set_level("error");
@@ -2007,6 +2051,7 @@ int main(void)
         cmocka_unit_test(test_dra_pending),
         cmocka_unit_test(test_dra_event_order),
         cmocka_unit_test(test_dra_relist),
+        cmocka_unit_test(test_dra_reserved_for_order),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

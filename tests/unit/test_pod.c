@@ -1183,6 +1183,47 @@ static void test_bad_documents(void **state)
     assert_int_equal(strlen(tiny), 7);
 }
 
+/* DRA (issue 39): spec.resourceClaims resolved to claim names: a named claim as is, a
+ * template's through status.resourceClaimStatuses (NULL until kube-controller-manager made
+ * it; left out when it found no claim necessary). The informer's filtered view must see
+ * them too (parse_with compares). */
+static void test_resource_claims(void **state)
+{
+    kq_pod_t p;
+    char err[512];
+    static const char *const C = "\"containers\":[{\"name\":\"c\",\"resources\":{\"requests\":{\"cpu\":\"1\"},"
+                                 "\"claims\":[{\"name\":\"gpu\"}]}}]";
+    char spec[1024], status[512];
+    snprintf(spec, sizeof spec, "{%s,\"resourceClaims\":[{\"name\":\"gpu\",\"resourceClaimTemplateName\":\"t\"},"
+             "{\"name\":\"shared\",\"resourceClaimName\":\"team-gpus\"},"
+             "{\"name\":\"opt\",\"resourceClaimTemplateName\":\"u\"}]}", C);
+    assert_int_equal(parse_parts(state, "ns", NULL, NULL, spec, NULL, &p, err, sizeof(err)), 0);
+    assert_int_equal(p.n_claims, 3);
+    assert_null(p.claims[0]);
+    assert_string_equal(p.claims[1], "team-gpus");
+    assert_null(p.claims[2]);
+    assert_res(&p.request, "cpu", 1000);
+    kq_pod_clear(&p);
+    snprintf(status, sizeof status, "{\"resourceClaimStatuses\":[{\"name\":\"gpu\",\"resourceClaimName\":"
+             "\"pod-gpu-x7k2p\"},{\"name\":\"opt\"}]}");
+    assert_int_equal(parse_parts(state, "ns", NULL, NULL, spec, status, &p, err, sizeof(err)), 0);
+    assert_int_equal(p.n_claims, 2); /* opt: no claim was necessary */
+    assert_string_equal(p.claims[0], "pod-gpu-x7k2p");
+    assert_string_equal(p.claims[1], "team-gpus");
+    kq_pod_t copy;
+    assert_int_equal(kq_pod_copy(&copy, &p), 0);
+    assert_int_equal(copy.n_claims, 2);
+    assert_string_equal(copy.claims[0], "pod-gpu-x7k2p");
+    kq_pod_clear(&copy);
+    kq_pod_clear(&p);
+    snprintf(spec, sizeof spec, "{%s,\"resourceClaims\":{}}", C);
+    assert_int_equal(parse_parts(state, "ns", NULL, NULL, spec, NULL, &p, err, sizeof(err)), KQ_EPARSE);
+    assert_contains(err, "spec.resourceClaims");
+    snprintf(spec, sizeof spec, "{%s,\"resourceClaims\":[\"x\"]}", C);
+    assert_int_equal(parse_parts(state, "ns", NULL, NULL, spec, NULL, &p, err, sizeof(err)), KQ_EPARSE);
+    assert_contains(err, "spec.resourceClaims[0]");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1190,6 +1231,7 @@ int main(void)
         cmocka_unit_test(test_extender_args_pod),
         cmocka_unit_test(test_identity_kubequota),
         cmocka_unit_test(test_scheduling_gates),
+        cmocka_unit_test(test_resource_claims),
         cmocka_unit_test(test_gangs),
         cmocka_unit_test(test_identity_yunikorn),
         cmocka_unit_test(test_identity_default),

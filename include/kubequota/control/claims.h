@@ -30,7 +30,8 @@ void kq_claims_free(kq_claims_t *c);
 
 /* Adds or replaces the claim ns/name. Takes what *claim holds (it is cleared, also on
  * failure). *changed (may be NULL): the devices it is charged differ from before (or it is
- * new). 0 or KQ_ENOMEM (the old entry stays). */
+ * new) or its reservedFor changed. 0, KQ_EINVAL (a key too long) or KQ_ENOMEM (the old
+ * entry stays). */
 int kq_claims_put(kq_claims_t *c, kq_claim_t *claim, bool *changed) KQ_WUR;
 
 /* Forgets the claim ns/name; true when it was known. */
@@ -40,6 +41,10 @@ bool kq_claims_delete(kq_claims_t *c, const char *ns, const char *name);
  * KQ_ENOENT when the claim is not known (not created yet, or deleted); KQ_ENOMEM or
  * KQ_ERANGE (sum unchanged). O(1): one hash lookup. */
 int kq_claims_devices(kq_claims_t *c, const char *ns, const char *name, kq_resource_t *sum) KQ_WUR;
+
+/* The position of pod `uid` in the claim's status.reservedFor (the order kube-scheduler
+ * reserved it for its pods), or -1 when it is not there or the claim is not known. */
+long kq_claims_reserved_index(kq_claims_t *c, const char *ns, const char *name, const char *uid);
 
 /* Whether the claim is known and allocated. */
 bool kq_claims_allocated(kq_claims_t *c, const char *ns, const char *name);

@@ -426,12 +426,14 @@ bool kq_ledger_is_admitted(kq_ledger_t *l, const char *uid);
  * allocated). Every path that counts, checks or shows a pod uses that charge: filter, bind,
  * the gate's reservation, preemption victims (they are counted with it), the pending
  * request of its queue and quota group.
- *  - A claim used by several pods is charged once, to the earliest-created counted pod
- *    that uses it (metadata.creationTimestamp, then uid). A pod not counted yet is checked
- *    as if it were: it carries the claim when it is earlier than the claim's charged pod,
- *    or when no pod using the claim is counted. When that pod is released (deleted,
- *    terminal) the claim moves to the next counted pod; when the last one ends, it is
- *    released.
+ *  - A claim used by several pods is charged once, to the first counted pod that uses it,
+ *    in the order of the claim's status.reservedFor (kube-scheduler appends each pod it
+ *    binds: the pod that had the claim first keeps it), then by metadata.creationTimestamp,
+ *    then uid. A pod not counted yet is checked as if it were: it carries the claim when it
+ *    would come first, or when no pod using the claim is counted; a pod joining a claim
+ *    that a counted pod holds costs no devices. When the charged pod is released (deleted,
+ *    terminal) the claim moves to the next counted pod, unchecked; when the last one ends,
+ *    it is released.
  *  - A claim that changes (allocated, deallocated, created after the pod, deleted) moves
  *    the charge of every pod that uses it at once: a counted pod's usage is moved
  *    unchecked, as an in-place resize the watch shows (what runs is never refused).
