@@ -213,6 +213,36 @@ static char *read_ref(const char *file)
     return buf;
 }
 
+/* The DRA extended-resource path (issue 39): a registered mapper adds to the computed
+ * request (here as control/slices.c does: example.com/gpu backed by class xgpu), on every
+ * entry point; unregistered, nothing is added. */
+static int map_gpu(void *ud, kq_resource_t *req)
+{
+    int64_t n = kq_resource_get(req, "example.com/gpu", NULL);
+    (*(int *)ud)++;
+    return n > 0 ? kq_resource_set(req, "xgpu.deviceclass.resource.k8s.io/devices", n) : 0;
+}
+
+static void test_extended_resource_mapper(void **state)
+{
+    int calls = 0;
+    kq_pod_t p;
+    char err[256];
+    const char *spec = "{\"containers\":[{\"name\":\"c\",\"resources\":{\"requests\":{\"cpu\":\"1\","
+                       "\"example.com/gpu\":\"2\"},\"limits\":{\"example.com/gpu\":\"2\"}}}]}";
+    kq_pod_set_extended_mapper(map_gpu, &calls);
+    assert_int_equal(parse_parts(state, "ns", NULL, NULL, spec, NULL, &p, err, sizeof(err)), 0);
+    kq_pod_set_extended_mapper(NULL, NULL);
+    assert_true(calls >= 3); /* the document, the text and the jansson entry points */
+    assert_res(&p.request, "example.com/gpu", 2);
+    assert_res(&p.request, "xgpu.deviceclass.resource.k8s.io/devices", 2);
+    assert_res(&p.request, "cpu", 1000);
+    kq_pod_clear(&p);
+    assert_int_equal(parse_parts(state, "ns", NULL, NULL, spec, NULL, &p, err, sizeof(err)), 0);
+    assert_int_equal(kq_resource_get(&p.request, "xgpu.deviceclass.resource.k8s.io/devices", NULL), 0);
+    kq_pod_clear(&p);
+}
+
 static void test_reference_pod(void **state)
 {
     fx_t *f = *state;
@@ -1227,6 +1257,7 @@ static void test_resource_claims(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_extended_resource_mapper),
         cmocka_unit_test(test_reference_pod),
         cmocka_unit_test(test_extender_args_pod),
         cmocka_unit_test(test_identity_kubequota),
