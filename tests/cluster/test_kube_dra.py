@@ -411,10 +411,12 @@ class DraGate(DraBase):
 
         def waiting():
             # one entry per queue, each with its waiting pods
+            # (first "waiting for its ResourceClaim" until kube-controller-manager names it)
             return [p for q in self.kq_json("/ws/v1/partition/default/gating/waiting")
-                    for p in q.get("pods") or [] if (p["namespace"], p["name"]) == (ns, "w3")]
-        w = wait_until(waiting, 30, 0.2, "w3 in the waiting view")
-        self.assertIn("alice devices", json.dumps(w))
+                    for p in q.get("pods") or [] if (p["namespace"], p["name"]) == (ns, "w3")
+                    and "alice devices" in p["reason"]]
+        w = wait_until(waiting, 30, 0.2, "w3 in the waiting view, over alice's limit")
+        self.assertIn(GPU, w[0]["reason"])
         self.wait_event(ns, "w3", "WaitingForQuota", "alice")
         self.assertIn("kubequota.io/admission", [g["name"] for g in self.get(ns, "w3")["spec"].get("schedulingGates") or []])
         self.assert_stays_pending(ns, "w3", 2)
