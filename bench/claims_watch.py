@@ -6,6 +6,8 @@ serving the pages dominates it), the time to ready, kubequota's RSS and its CPU 
 the claims are listed. Not a test: numbers depend on the host.
 
   python3 bench/claims_watch.py [--claims 10000] [--pods]
+
+With --pods: also N bound pods without claims, and N bound pods each using one claim.
 """
 import argparse
 import os
@@ -40,11 +42,28 @@ def stamp(line):
     return int(m.group(1)) * 3600 + int(m.group(2)) * 60 + float(m.group(3)) if m else None
 
 
-def run(n, pods):
+def queue_devices(kq):
+    def find(q):
+        if isinstance(q, list):
+            return next((r for r in map(find, q) if r is not None), None)
+        if not isinstance(q, dict):
+            return None
+        if q.get("queuename") in ("root.gpu", "gpu"):
+            return int((q.get("allocatedResource") or {}).get(DEV, 0))
+        return find(q.get("children") or [])
+    return find(kq.queues()) or 0
+
+
+def run(n, pods, claims=True):
     sim = Sim(nodes=("node-1",))
     w = sim.world
     for i in range(n):
         name = "claim-%05d" % i
+        if not claims:
+            p = pod_manifest("p-%05d" % i, user="u%d" % (i % 50), queue="root.gpu", cpu="10m", memory=None,
+                             node="node-1")
+            w.create_pod("default", p)
+            continue
         w.create_simple("resourceclaims", "default", {
             "metadata": {"name": name},
             "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com",
@@ -65,6 +84,8 @@ def run(n, pods):
     deadline = time.monotonic() + 300
     while "claims_synced" not in kq.logs() and time.monotonic() < deadline:
         time.sleep(0.2)
+    while pods and claims and queue_devices(kq) != n and time.monotonic() < deadline:
+        time.sleep(0.2)
     time.sleep(1.0)
     rss = rss_kb(kq.proc.pid)
     cpu = cpu_s(kq.proc.pid)
@@ -75,9 +96,10 @@ def run(n, pods):
             start = stamp(line)
         if "claims_synced" in line and synced is None:
             synced = stamp(line)
+    devices = queue_devices(kq)
     kq.stop()
     sim.stop()
-    return {"claims": n, "pods": n if pods else 0, "claim_list_s": (synced - start) if start and synced else None,
+    return {"claims": n if claims else 0, "pods": n if pods else 0, "devices_charged": devices, "claim_list_s": (synced - start) if start and synced else None,
             "ready_s": round(ready, 2), "rss_mb": round(rss / 1024, 1), "kubequota_cpu_s": round(cpu, 2)}
 
 
@@ -88,8 +110,10 @@ def main():
     a = ap.parse_args()
     if not kqtest.have_binary():
         sys.exit("bin/kubequota not built")
-    for n in (0, a.claims):
-        print(run(n, a.pods), flush=True)
+    print(run(0, False), flush=True)
+    if a.pods:
+        print(run(a.claims, True, claims=False), flush=True)
+    print(run(a.claims, a.pods), flush=True)
 
 
 if __name__ == "__main__":

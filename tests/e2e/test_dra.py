@@ -117,6 +117,13 @@ class DraTest(KQTestCase):
         self.pod("c1", "carol", "claim-c1")
         self.assertTrue(self.settle("c1")[0])
         wait_until(lambda: self.queue_devices() == 3, 10, 0.1, "the queue to hold 3 devices")
+        # the resource name passes through the metrics and explain as written
+        metrics = self.kq.get("/metrics").text
+        self.assertIn('resource="%s"' % DEV, metrics)
+        r = self.kq.post("/ws/v1/partition/%s/explain" % PARTITION, self.sim.get_pod("default", "a2"))
+        self.assertEqual(r.status, 200, r.text)
+        self.assertFalse(r.json()["fits"])
+        self.assertIn(DEV, r.text)
         # the allocation replaces what the claim may take; deleting the pod releases it
         self.allocate("claim-b1", 1)
         self.sim.delete_pod("default", "b1")

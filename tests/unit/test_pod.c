@@ -116,6 +116,9 @@ static void assert_same_pod(const kq_pod_t *a, const kq_pod_t *b)
     assert_int_equal(a->gate_pos, b->gate_pos);
     assert_same_str(a->gang, b->gang, "gang");
     assert_int_equal(a->gang_min, b->gang_min);
+    assert_int_equal(a->n_claims, b->n_claims);
+    for (size_t i = 0; i < a->n_claims; i++)
+        assert_same_str(a->claims[i], b->claims[i], "claims");
     assert_true(kq_resource_equal(&a->request, &b->request));
 }
 
