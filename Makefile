@@ -81,8 +81,8 @@ $(BUILD)/obj/ui.o: CPPFLAGS += -I$(BUILD)/gen
 
 # Library modules, in dependency order. main.c only wires them together.
 CORE_MODULES    := error log duration resource config placement ugm quota_tree fairshare jscan
-SERVICE_MODULES := pod ledger kube extender rest metrics server sync admission elastic resolve reclaim profiles auth leader metering ui \
-                   gating kubectl requeue history
+SERVICE_MODULES := pod claim claims ledger kube extender rest metrics server sync admission elastic resolve reclaim profiles \
+                   auth leader metering ui gating kubectl requeue history slices
 MODULES         := $(CORE_MODULES) $(SERVICE_MODULES)
 
 obj = $(addprefix $(BUILD)/obj/,$(addsuffix .o,$(1)))
@@ -95,12 +95,13 @@ TEST_MODULES_auth     := error log duration resource jscan kube auth
 TEST_MODULES_ugm      := error log duration resource config ugm
 TEST_MODULES_kube     := error log duration resource jscan kube
 TEST_MODULES_pod      := error log duration resource config placement jscan pod
-TEST_MODULES_ledger   := error log duration resource config placement ugm quota_tree fairshare jscan pod ledger
+TEST_MODULES_ledger   := error log duration resource config placement ugm quota_tree fairshare jscan kube pod claim claims slices ledger
 TEST_MODULES_admission := error log duration resource config admission
 TEST_MODULES_quota_tree := error log resource quota_tree
 TEST_MODULES_fairshare := error log resource fairshare
 TEST_MODULES_metering := error log duration resource config placement ugm jscan pod metering
 TEST_MODULES_leader := error log duration resource jscan kube leader
+TEST_MODULES_claim := error log duration resource jscan kube claim claims slices
 TEST_MODULES_jscan := error log jscan
 TEST_MODULES_log := error log duration
 TEST_MODULES_duration := error duration
@@ -108,6 +109,7 @@ TEST_MODULES_placement := error log duration resource config placement ugm
 TEST_MODULES_kubectl := error log duration resource jscan kube kubectl
 TEST_MODULES_requeue := error log duration resource jscan kube requeue
 TEST_MODULES_history := error log duration resource config ugm history
+TEST_MODULES_slices := error log duration resource jscan kube claim claims slices
 test_modules = $(if $(TEST_MODULES_$(1)),$(TEST_MODULES_$(1)),$(MODULES))
 
 UNIT_TESTS := $(patsubst tests/unit/test_%.c,%,$(wildcard tests/unit/test_*.c))

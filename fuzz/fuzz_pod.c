@@ -161,6 +161,9 @@ static void same_parse(int ra, kq_pod_t *a, const char *ea, int rb, kq_pod_t *b,
                 a->created == b->created && kq_resource_equal(&a->request, &b->request);
     for (size_t i = 0; same && i < a->n_groups; i++)
         same = same_str(a->groups[i], b->groups[i]);
+    same = same && a->n_claims == b->n_claims;
+    for (size_t i = 0; same && i < a->n_claims; i++)
+        same = same_str(a->claims[i], b->claims[i]);
     if (!same)
         abort();
     kq_pod_clear(a);

@@ -29,7 +29,7 @@ case $what in
   build) pkgs=("${build_pkgs[@]}") ;;
   # iproute2: the real-cluster tier's network namespace; prometheus: promtool (below)
   test)  pkgs=("${build_pkgs[@]}" libcmocka-dev python3 python3-yaml iproute2 prometheus) ;;
-  fuzz)  pkgs=("${build_pkgs[@]}" clang) ;;
+  fuzz)  pkgs=("${build_pkgs[@]}" clang libclang-rt-dev) ;;  # libFuzzer and the sanitizer runtimes
   *) echo "usage: $0 [build|test|fuzz]" >&2; exit 2 ;;
 esac
 

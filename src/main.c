@@ -27,6 +27,7 @@
 #include "kubequota/serve/kubectl.h"
 #include "kubequota/kube/kube.h"
 #include "kubequota/kube/leader.h"
+#include "kubequota/control/claims.h"
 #include "kubequota/control/ledger.h"
 #include "kubequota/base/log.h"
 #include "kubequota/control/metering.h"
@@ -34,6 +35,7 @@
 #include "kubequota/control/history.h"
 #include "kubequota/control/reclaim.h"
 #include "kubequota/control/requeue.h"
+#include "kubequota/control/slices.h"
 #include "kubequota/serve/metrics.h"
 #include "kubequota/serve/server.h"
 #include "kubequota/control/sync.h"
@@ -754,6 +756,29 @@ static void print_diags(const kq_diags_t *d)
     }
 }
 
+/* DRA (slices.h): a slice changed, so allocated claims' counters may have: recount them and
+ * recharge the pods of each claim whose charge moved (slices' informer thread, no lock held). */
+static void claim_recharged(void *ud, const char *ns, const char *name)
+{
+    kq_app_t *app = ud;
+    (void)kq_ledger_claim_changed(app->ledger, ns, name);
+}
+
+static void recount_claims(void *ud)
+{
+    kq_app_t *app = ud;
+    size_t n = kq_claims_recount(app->claims, claim_recharged, app);
+    if (n > 0)
+        kq_info("event=claims_recounted claims=%zu msg=\"ResourceSlices changed what allocated devices consume\"", n);
+}
+
+/* The extended-resource path (pod.h): a pod's request of an extended resource a DeviceClass
+ * backs is charged as that class's devices too. */
+static int map_extended(void *ud, kq_resource_t *request)
+{
+    return kq_slices_extended_devices(ud, request, request);
+}
+
 /* The usage history's denial count (history.h): the filter's and bind's denied decisions. */
 static unsigned long denials_so_far(void *ud)
 {
@@ -865,6 +890,12 @@ static int serve(int argc, char **argv)
         fprintf(stderr, "kubequota: out of memory\n");
         goto out;
     }
+    /* DRA ResourceClaims (claims.h): the table the claim informer fills, before any pod */
+    if ((app.claims = kq_claims_new()) == NULL) {
+        fprintf(stderr, "kubequota: out of memory\n");
+        goto out;
+    }
+    kq_ledger_set_claims(app.ledger, app.claims);
     /* usage over time for the dashboard (history.h): its own sampler thread */
     if (o.history_ms > 0) {
         kq_history_opts_t ho = {.interval_ms = o.history_ms, .denials = denials_so_far, .denials_ud = app.metrics};
@@ -884,6 +915,19 @@ static int serve(int argc, char **argv)
             goto out;
         }
         kq_ledger_set_release_hook(app.ledger, kq_requeue_released, app.requeue);
+    }
+    /* DRA devices (slices.h): ResourceSlices (counters of partitionable devices) and
+     * DeviceClasses (extendedResourceName), read by the claim charge. Not waited for: a
+     * slice listed after the claims recounts them (kq_claims_recount), and a DeviceClass
+     * listed after a pod only maps that pod's extended requests from its next event */
+    if ((app.slices = kq_slices_new()) != NULL) {
+        kq_claims_set_slices(app.claims, app.slices);
+        kq_slices_set_hook(app.slices, recount_claims, &app);
+        kq_pod_set_extended_mapper(map_extended, app.slices);
+    }
+    if (app.slices == NULL || kq_slices_watch_start(app.slices, app.kube) != 0) {
+        fprintf(stderr, "kubequota: cannot start the ResourceSlice and DeviceClass informers\n");
+        goto out;
     }
 
     /* ---- elastic quota ---- (the quota tree is wired into the ledger before any pod
@@ -1154,8 +1198,12 @@ out:
     if (app.ledger != NULL) /* every thread that releases usage has stopped */
         kq_ledger_set_release_hook(app.ledger, NULL, NULL);
     kq_requeue_free(app.requeue); /* before the API client it pokes through */
+    kq_slices_free(app.slices);   /* its informers, before the API client */
+    app.slices = NULL;
     app.requeue = NULL;
     kq_ledger_free(app.ledger);
+    kq_claims_free(app.claims); /* after the ledger borrowing it */
+    app.claims = NULL;
     kq_elastic_free(app.elastic); /* ---- elastic quota: the tree, after the ledger borrowing it */
     strlist_free(&sysns);
     kq_kube_free(app.kube);

@@ -34,6 +34,8 @@ typedef struct kq_app {
     struct kq_gating *gating;     /* may be NULL: no admission gate (gating.h) */
     struct kq_requeue *requeue;   /* may be NULL: no requeue pokes (--requeue-window 0; requeue.h) */
     struct kq_history *history;   /* may be NULL: no usage over time (--history-interval 0; history.h) */
+    struct kq_slices *slices;     /* may be NULL: DRA devices and classes (counters, extended resources; slices.h) */
+    struct kq_claims *claims;     /* may be NULL: DRA ResourceClaims not watched (claims.h) */
 } kq_app_t;
 
 #endif

@@ -862,6 +862,28 @@ static bool is_waiting(const kq_gating_t *g, const kq_pod_t *p)
     return kq_pod_is_gated(p) && !kq_pod_is_terminal(p) && !p->deleting && p->node == NULL && is_ours(g, p);
 }
 
+/* DRA (issue 39; lock held): the names of a waiting pod's claims come later than the pod:
+ * kube-controller-manager creates a template's claim and then writes its name into the
+ * pod's status.resourceClaimStatuses (pod.h claims). The gate decides with the names the
+ * pod has now, or it would wait for "the claim of its template" forever. */
+static void refresh_claims(kq_gating_t *g, gpod_t *gp, kq_pod_t *now)
+{
+    bool same = gp->pod.n_claims == now->n_claims;
+    for (size_t i = 0; same && i < now->n_claims; i++)
+        same = (gp->pod.claims[i] == NULL) == (now->claims[i] == NULL) &&
+               (now->claims[i] == NULL || strcmp(gp->pod.claims[i], now->claims[i]) == 0);
+    if (same)
+        return;
+    char **c = gp->pod.claims;
+    size_t n = gp->pod.n_claims;
+    gp->pod.claims = now->claims;
+    gp->pod.n_claims = now->n_claims;
+    now->claims = c; /* the old ones are freed with now */
+    now->n_claims = n;
+    if (gp->pod.user != NULL)
+        unpark_key(g, "u:", gp->pod.user);
+}
+
 void kq_gating_observe(kq_gating_t *g, const kq_pod_t *pod)
 {
     if (g == NULL || pod == NULL || pod->uid == NULL)
@@ -899,6 +921,7 @@ void kq_gating_observe(kq_gating_t *g, const kq_pod_t *pod)
             if (gp->pod.user != NULL)
                 unpark_key(g, "u:", gp->pod.user);
         }
+        refresh_claims(g, gp, &copy);
     } else if ((gp = calloc(1, sizeof(*gp))) == NULL || (gp->uid = strdup(pod->uid)) == NULL) {
         free(gp);
         kq_error("event=gating_observe_failed pod=%s/%s error=\"out of memory\"", pod->ns, pod->name);

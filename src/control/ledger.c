@@ -87,6 +87,7 @@
 
 #include "kubequota/base/duration.h"
 #include "kubequota/base/log.h"
+#include "kubequota/control/claims.h"
 
 typedef enum { ST_PENDING = 0, ST_ASSUMED, ST_BOUND } state_t;
 
@@ -172,12 +173,14 @@ typedef struct spod {
     uint32_t gate_pos;
     char *gang;
     uint32_t gang_min;
+    char **claims;
+    size_t n_claims;
 } spod_t;
 
 #define SPOD_FIELDS(X)                                                                                               \
     X(uid) X(ns) X(name) X(node) X(scheduler_name) X(phase) X(deleting) X(user) X(groups) X(n_groups) X(queue)        \
     X(queue_error) X(queue_denial) X(queue_named) X(app_id) X(app_named) X(priority) X(preemptible) X(created) X(quota_name) X(quota_group) X(n_gates) X(gate_pos) \
-    X(gang) X(gang_min)
+    X(gang) X(gang_min) X(claims) X(n_claims)
 
 _Static_assert(sizeof(spod_t) - sizeof(rpack_t *) == sizeof(kq_pod_t) - sizeof(kq_resource_t),
                "spod_t has every field of kq_pod_t");
@@ -282,7 +285,21 @@ typedef struct entry {
     bool admitted;
     int64_t admitted_ms;  /* monotonic ms of the reservation */
     struct entry *adm_prev, *adm_next;
+    /* DRA ResourceClaims (pod.n_claims > 0): pod.request is the full charge, base the
+     * containers' request it was computed from (see "DRA ResourceClaims" below). */
+    rpack_t *base;
 } entry_t;
+
+/* The pods the ledger knows that use one ResourceClaim (key "<ns>/<name>"), and the
+ * earliest-created counted one among them, which is charged the claim's devices. */
+typedef struct cref {
+    UT_hash_handle hh;
+    entry_t **pods;
+    size_t n, cap;
+    entry_t *owner; /* NULL: none of them is counted */
+    size_t ns_len;  /* key[0..ns_len) is the namespace */
+    char key[];
+} cref_t;
 
 struct kq_ledger {
     pthread_mutex_t mu;
@@ -313,6 +330,8 @@ struct kq_ledger {
     int64_t admit_ttl_ms;
     pthread_cond_t seen_cv;     /* with mu: broadcast when the watch shows a pod and seen_waiters > 0 */
     unsigned seen_waiters;      /* threads in kq_ledger_wait_observed */
+    kq_claims_t *claims;        /* kq_ledger_set_claims: the claim table (borrowed), or NULL */
+    cref_t *crefs;              /* claim key -> the entries that use it */
 };
 
 static int64_t mono_s(void)
@@ -396,6 +415,7 @@ static void entry_free(entry_t *e)
     free(e->rq_group);
     free(e->rq_req);
     free(e->rs_req);
+    free(e->base);
     free(e);
 }
 
@@ -595,6 +615,9 @@ static void free_chain(entry_t *gone)
     }
 }
 
+static void crefs_drop(kq_ledger_t *l, entry_t *e);
+static void claims_counted_changed(kq_ledger_t *l, entry_t *e);
+
 /* Releases what the entry counted; the entry becomes PENDING (not counted). */
 static void release(kq_ledger_t *l, entry_t *e)
 {
@@ -615,6 +638,7 @@ static void release(kq_ledger_t *l, entry_t *e)
     counted_clear(&e->c);
     e->state = ST_PENDING;
     l->n_counted--;
+    claims_counted_changed(l, e); /* its claims may go to another pod now */
     if (l->on_release != NULL)
         l->on_release(l->on_release_ud);
 }
@@ -628,6 +652,7 @@ static void unlink_entry(kq_ledger_t *l, entry_t *e)
     release(l, e);
     pending_drop(l, e);
     tree_sync(l, e, true);
+    crefs_drop(l, e);
     HASH_DEL(l->table, e);
 }
 
@@ -703,6 +728,7 @@ static void count_bound(kq_ledger_t *l, entry_t *e, const kq_pod_t *pod)
     e->c = c;
     e->state = ST_BOUND;
     l->n_counted++;
+    claims_counted_changed(l, e);
     kq_debug("event=counted pod=%s/%s uid=%s queue=%s user=%s by=watch", pod->ns, pod->name, pod->uid,
              e->c.queue, e->c.user);
 }
@@ -966,6 +992,303 @@ static int resolve_into(kq_ledger_t *l, const kq_pod_t *pod, kq_pod_t *copy)
     return copy->quota_group ? 0 : KQ_ENOMEM;
 }
 
+/* ---- DRA ResourceClaims (lock held) ----
+ *
+ * A pod's charge is its containers' request plus, for each ResourceClaim it uses, the
+ * devices the claim table says the claim is charged now (what it may take, then what was
+ * allocated), when the pod is the claim's charged pod. A claim used by several pods is
+ * charged once: to the first *counted* pod that uses it (cref_t.owner) in the order of the
+ * claim's status.reservedFor (kube-scheduler appends each pod it binds, so the pod that
+ * had the claim first keeps it while it lives), then by creationTimestamp, then uid (pods
+ * not reserved yet: the watch of the claim lags, or no scheduler reserved it). A pod is
+ * always charged as if it were counted: a pod not counted yet is charged the claim when it
+ * would come before the claim's owner or the claim has no owner, so that whoever counts it
+ * (bind, the gate, the watch) checks what counting it would add, and two pods sharing a
+ * claim never both escape it; a pod joining a claim another counted pod holds costs no
+ * devices. When the owner changes (a
+ * pod is counted or released, a pod appears or goes) or the claim does
+ * (kq_ledger_claim_changed), every pod of the claim is recharged: a counted pod's usage
+ * moves unchecked, like an in-place resize (reality is never refused), a pending pod's
+ * pending request follows. Each step reads only the present (pods, claims, who is counted),
+ * so the order of claim and pod events does not show in the result, and a restart gives
+ * the same owners. A claim the table does not know (not created yet, deleted) is charged
+ * nothing and makes the pod "waiting for its ResourceClaim" at filter, bind and the gate. */
+
+static int64_t created_key(int64_t created)
+{
+    return created > 0 ? created : INT64_MAX;
+}
+
+/* Whether a pod (created, uid) comes before the entry o for the claim ns/name: first the
+ * pods in the claim's status.reservedFor, in its order (kube-scheduler appends a pod when it
+ * binds it, so the pod that has the claim first keeps it), then the others by
+ * creationTimestamp, then uid. */
+static bool before(kq_ledger_t *l, const char *ns, const char *name, int64_t created, const char *uid,
+                   const entry_t *o)
+{
+    unsigned long ra = (unsigned long)kq_claims_reserved_index(l->claims, ns, name, uid);
+    unsigned long rb = (unsigned long)kq_claims_reserved_index(l->claims, ns, name, o->uid);
+    if (ra != rb)
+        return ra < rb; /* -1 (not reserved) is the largest */
+    int64_t a = created_key(created), b = created_key(o->pod.created);
+    return a < b || (a == b && strcmp(uid, o->uid) < 0);
+}
+
+static bool claim_key(char *buf, size_t len, const char *ns, const char *name)
+{
+    int n = snprintf(buf, len, "%s/%s", ns ? ns : "default", name);
+    return n > 0 && (size_t)n < len;
+}
+
+#define CLAIM_KEY_MAX 512
+
+/* Whether claims[i] already occurred earlier in the list (a claim used twice is one). */
+static bool claim_repeat(char *const *claims, size_t i)
+{
+    for (size_t j = 0; j < i; j++)
+        if (claims[j] != NULL && strcmp(claims[j], claims[i]) == 0)
+            return true;
+    return false;
+}
+
+/* *out = base + the devices of the pod's claims it is charged (see above). self: the pod's
+ * entry, or NULL for a pod the ledger does not know. *missing (may be NULL): the first claim
+ * the table does not know ("" for a template's claim not generated yet), else NULL. 0 or
+ * KQ_ENOMEM / KQ_ERANGE. */
+static int charge_locked(kq_ledger_t *l, const entry_t *self, const kq_pod_t *pod, const kq_resource_t *base,
+                         kq_resource_t *out, const char **missing)
+{
+    if (missing != NULL)
+        *missing = NULL;
+    int rc = kq_resource_copy(out, base);
+    for (size_t i = 0; rc == 0 && i < pod->n_claims; i++) {
+        const char *name = pod->claims[i];
+        if (name == NULL) {
+            if (missing != NULL && *missing == NULL)
+                *missing = "";
+            continue;
+        }
+        if (claim_repeat(pod->claims, i))
+            continue;
+        char key[CLAIM_KEY_MAX];
+        cref_t *cr = NULL;
+        if (claim_key(key, sizeof(key), pod->ns, name))
+            HASH_FIND_STR(l->crefs, key, cr);
+        const entry_t *owner = cr != NULL ? cr->owner : NULL;
+        bool owns = owner == NULL || owner == self ||
+                    before(l, pod->ns, name, pod->created, pod->uid ? pod->uid : "", owner);
+        kq_resource_t dev = KQ_RESOURCE_EMPTY;
+        int d = kq_claims_devices(l->claims, pod->ns, name, &dev);
+        if (d == KQ_ENOENT) {
+            if (missing != NULL && *missing == NULL)
+                *missing = name;
+        } else if (d != 0) {
+            rc = d;
+        } else if (owns) {
+            rc = kq_resource_add(out, &dev);
+        }
+        kq_resource_free(&dev);
+    }
+    return rc;
+}
+
+static void cref_remove(kq_ledger_t *l, cref_t *cr, entry_t *e)
+{
+    for (size_t i = 0; i < cr->n; i++)
+        if (cr->pods[i] == e) {
+            cr->pods[i] = cr->pods[--cr->n];
+            break;
+        }
+}
+
+/* The earliest-created counted entry of the claim, or NULL. O(pods of the claim). */
+static entry_t *cref_min(kq_ledger_t *l, const cref_t *cr)
+{
+    entry_t *m = NULL;
+    char key[CLAIM_KEY_MAX];
+    snprintf(key, sizeof(key), "%s", cr->key);
+    key[cr->ns_len] = '\0';
+    const char *ns = key, *name = key + cr->ns_len + 1;
+    for (size_t i = 0; i < cr->n; i++) {
+        entry_t *x = cr->pods[i];
+        if (x->state != ST_PENDING && (m == NULL || before(l, ns, name, x->pod.created, x->uid, m)))
+            m = x;
+    }
+    return m;
+}
+
+static void recharge(kq_ledger_t *l, entry_t *e);
+
+/* Whether two pods' facts name the same claims (the watch shows most pods again and again). */
+static bool claims_same(const spod_t *a, const spod_t *b)
+{
+    if (a->n_claims != b->n_claims || (a->n_claims > 0 && (a->ns == NULL || b->ns == NULL || strcmp(a->ns, b->ns) != 0)))
+        return false;
+    for (size_t i = 0; i < a->n_claims; i++)
+        if ((a->claims[i] == NULL) != (b->claims[i] == NULL) ||
+            (a->claims[i] != NULL && strcmp(a->claims[i], b->claims[i]) != 0))
+            return false;
+    return true;
+}
+
+/* Sets the claim's owner from its pods; when it changed, recharges every pod of the claim
+ * but `skip` (whose own charge does not depend on its own state). */
+static void cref_settle(kq_ledger_t *l, cref_t *cr, entry_t *skip)
+{
+    entry_t *m = cref_min(l, cr);
+    if (m == cr->owner)
+        return;
+    cr->owner = m;
+    for (size_t i = 0; i < cr->n; i++)
+        if (cr->pods[i] != skip)
+            recharge(l, cr->pods[i]);
+}
+
+/* The entry stops using its claims (before its facts change or it goes). */
+static void crefs_drop(kq_ledger_t *l, entry_t *e)
+{
+    for (size_t i = 0; i < e->pod.n_claims; i++) {
+        char key[CLAIM_KEY_MAX];
+        cref_t *cr = NULL;
+        if (e->pod.claims[i] == NULL || claim_repeat(e->pod.claims, i) ||
+            !claim_key(key, sizeof(key), e->pod.ns, e->pod.claims[i]))
+            continue;
+        HASH_FIND_STR(l->crefs, key, cr);
+        if (cr == NULL)
+            continue;
+        cref_remove(l, cr, e);
+        if (cr->n == 0) {
+            HASH_DEL(l->crefs, cr);
+            free(cr->pods);
+            free(cr);
+        } else {
+            cref_settle(l, cr, e);
+        }
+    }
+}
+
+/* The entry uses its claims (after its facts were set). */
+static void crefs_add(kq_ledger_t *l, entry_t *e)
+{
+    for (size_t i = 0; i < e->pod.n_claims; i++) {
+        char key[CLAIM_KEY_MAX];
+        cref_t *cr = NULL;
+        if (e->pod.claims[i] == NULL || claim_repeat(e->pod.claims, i) ||
+            !claim_key(key, sizeof(key), e->pod.ns, e->pod.claims[i]))
+            continue;
+        HASH_FIND_STR(l->crefs, key, cr);
+        if (cr == NULL) {
+            size_t kl = strlen(key);
+            if ((cr = calloc(1, sizeof(*cr) + kl + 1)) == NULL)
+                goto nomem;
+            memcpy(cr->key, key, kl + 1);
+            cr->ns_len = strlen(e->pod.ns);
+            HASH_ADD_STR(l->crefs, key, cr);
+        }
+        if (cr->n == cr->cap) {
+            size_t cap = cr->cap ? cr->cap * 2 : 2;
+            entry_t **p = realloc(cr->pods, cap * sizeof(*p));
+            if (p == NULL)
+                goto nomem;
+            cr->pods = p;
+            cr->cap = cap;
+        }
+        cr->pods[cr->n++] = e;
+        cref_settle(l, cr, e);
+        continue;
+    nomem:
+        kq_error("event=claim_ref_failed uid=%s claim=%s error=\"out of memory\"", e->uid, key);
+    }
+}
+
+/* The entry's facts were just set from a pod (their request is its containers' request):
+ * that request becomes the base and the facts' request the full charge. refs: the entry
+ * starts using its claims (crefs_add; false when the facts it replaced named the same
+ * claims). Nothing is told to the engine: the caller counts with the facts' request. */
+static void facts_set(kq_ledger_t *l, entry_t *e, bool refs)
+{
+    free(e->base);
+    e->base = NULL;
+    if (e->pod.n_claims == 0 || l->claims == NULL)
+        return;
+    e->base = e->pod.request;
+    e->pod.request = NULL;
+    if (refs)
+        crefs_add(l, e);
+    kq_resource_t full = KQ_RESOURCE_EMPTY;
+    if (charge_locked(l, e, EPOD(&e->pod), RV(e->base), &full, NULL) != 0 || rpack_set(&e->pod.request, &full) != 0) {
+        kq_error("event=claim_charge_failed uid=%s error=\"out of memory\"", e->uid);
+        (void)rpack_set(&e->pod.request, RV(e->base));
+    }
+    kq_resource_free(&full);
+}
+
+/* Computes the entry's charge again and moves what it counts or has pending to it. */
+static void recharge(kq_ledger_t *l, entry_t *e)
+{
+    if (e->pod.n_claims == 0 || l->claims == NULL)
+        return;
+    kq_resource_t full = KQ_RESOURCE_EMPTY, want = KQ_RESOURCE_EMPTY;
+    if (charge_locked(l, e, EPOD(&e->pod), RV(e->base), &full, NULL) != 0) {
+        kq_error("event=claim_charge_failed uid=%s error=\"out of memory\"", e->uid);
+        goto out;
+    }
+    if (rpack_equal(e->pod.request, &full) || rpack_set(&e->pod.request, &full) != 0)
+        goto out;
+    const kq_pod_t *ep = EPOD(&e->pod);
+    if (e->state != ST_PENDING) {
+        if (with_rs(e, &full, &want) == 0)
+            resize(l, e, ep, &want);
+        char f[256];
+        kq_resource_format(&full, f, sizeof(f));
+        kq_info("event=claim_charge_moved pod=%s/%s uid=%s state=%s charge=\"%s\" msg=\"the devices of its "
+                "ResourceClaims changed (allocated, deallocated, shared, created or deleted)\"", ep->ns, ep->name,
+                e->uid, state_names[e->state], f);
+    } else if (e->observed && ep->node == NULL) {
+        pending_set(l, e, ep);
+    }
+    tree_sync(l, e, false);
+out:
+    kq_resource_free(&full);
+    kq_resource_free(&want);
+}
+
+/* After the entry's counted state changed: the owners of its claims may change. */
+static void claims_counted_changed(kq_ledger_t *l, entry_t *e)
+{
+    for (size_t i = 0; i < e->pod.n_claims && l->crefs != NULL; i++) {
+        char key[CLAIM_KEY_MAX];
+        cref_t *cr = NULL;
+        if (e->pod.claims[i] == NULL || claim_repeat(e->pod.claims, i) ||
+            !claim_key(key, sizeof(key), e->pod.ns, e->pod.claims[i]))
+            continue;
+        HASH_FIND_STR(l->crefs, key, cr);
+        if (cr != NULL)
+            cref_settle(l, cr, e);
+    }
+}
+
+/* The pod's charge for a check (filter, bind, the gate, admission): *out = its containers'
+ * request plus its claims' devices (as if counted). 0; KQ_EDENIED with "waiting for its
+ * ResourceClaim" when a claim is not known (missing_ok false); KQ_ENOMEM. */
+static int check_charge_locked(kq_ledger_t *l, const entry_t *self, const kq_pod_t *pod, bool missing_ok,
+                               kq_resource_t *out, char *reason, size_t reason_len, kq_denial_t *kind)
+{
+    const char *missing = NULL;
+    int rc = charge_locked(l, self, pod, &pod->request, out, &missing);
+    if (rc != 0 || missing == NULL || missing_ok)
+        return rc;
+    if (reason != NULL && reason_len > 0) {
+        if (missing[0] == '\0')
+            snprintf(reason, reason_len, "waiting for its ResourceClaim: the claim of its template is not "
+                     "created yet");
+        else
+            snprintf(reason, reason_len, "waiting for its ResourceClaim %s/%s", pod->ns, missing);
+    }
+    kq_denial_set(kind, KQ_DENIAL_OVER_LIMIT); /* transient: the claim appears */
+    return KQ_EDENIED;
+}
+
 /* ---- re-resolution (lock held) ---- */
 
 /* Level-triggered resolution: asks the resolver again for the entry's pod and, when the
@@ -1197,10 +1520,44 @@ void kq_ledger_free(kq_ledger_t *l)
         HASH_DEL(l->table, e);
         entry_free(e);
     }
+    cref_t *cr, *ctmp;
+    HASH_ITER(hh, l->crefs, cr, ctmp) {
+        HASH_DEL(l->crefs, cr);
+        free(cr->pods);
+        free(cr);
+    }
     pthread_cond_destroy(&l->seen_cv);
     pthread_mutex_destroy(&l->mu);
     free(l->scheduler_name);
     free(l);
+}
+
+void kq_ledger_set_claims(kq_ledger_t *l, kq_claims_t *claims)
+{
+    pthread_mutex_lock(&l->mu);
+    l->claims = claims;
+    pthread_mutex_unlock(&l->mu);
+}
+
+size_t kq_ledger_claim_changed(kq_ledger_t *l, const char *ns, const char *name)
+{
+    char key[CLAIM_KEY_MAX];
+    cref_t *cr = NULL;
+    size_t n = 0;
+    if (name == NULL || !claim_key(key, sizeof(key), ns, name))
+        return 0;
+    pthread_mutex_lock(&l->mu);
+    HASH_FIND_STR(l->crefs, key, cr);
+    if (cr != NULL) {
+        n = cr->n;
+        cr->owner = cref_min(l, cr); /* its reservedFor may have changed */
+        for (size_t i = 0; i < cr->n; i++)
+            recharge(l, cr->pods[i]);
+        if (l->on_release != NULL) /* a pod waiting for this claim may fit now */
+            l->on_release(l->on_release_ud);
+    }
+    pthread_mutex_unlock(&l->mu);
+    return n;
 }
 
 void kq_ledger_set_qtree(kq_ledger_t *l, kq_qtree_t *t, kq_ledger_resolve_fn resolve, void *ud)
@@ -1249,6 +1606,7 @@ void kq_ledger_note_pending(kq_ledger_t *l, const kq_pod_t *pod)
     HASH_FIND_STR(l->table, pod->uid, e);
     if (e == NULL) {
         HASH_ADD_KEYPTR(hh, l->table, fresh->uid, strlen(fresh->uid), fresh);
+        facts_set(l, fresh, true);
         tree_sync(l, fresh, false);
         reresolve_if_stale(l, fresh, gen);
         fresh = NULL;
@@ -1421,10 +1779,22 @@ int kq_ledger_check_on(kq_ledger_t *l, const kq_pod_t *pod, const char *node, ch
     entry_t *e;
     int rc = 0;
     kq_resource_t eff = KQ_RESOURCE_EMPTY; /* the request with a resize admitted; freed at out */
+    kq_resource_t full = KQ_RESOURCE_EMPTY; /* containers and claims; freed at out */
     kq_pod_t raised;
     pthread_mutex_lock(&l->mu);
     HASH_FIND_STR(l->table, pod->uid, e);
     bool counted = e != NULL && e->state != ST_PENDING;
+    /* The pod's claims: one lookup each (a claim not known yet: waiting for it). */
+    if (pod->n_claims > 0 && l->claims != NULL) {
+        rc = check_charge_locked(l, e, pod, counted, &full, reason, reason_len, kind);
+        if (rc != 0) {
+            pthread_mutex_unlock(&l->mu);
+            goto out;
+        }
+        raised = *pod;
+        raised.request = full; /* borrowed: full outlives every use of raised */
+        pod = &raised;
+    }
     /* Counted already: only a growth since (a resize the counted request lacks) is checked;
      * not counted: with at least the request of a resize admitted for it. */
     if (counted)
@@ -1477,6 +1847,7 @@ int kq_ledger_check_on(kq_ledger_t *l, const kq_pod_t *pod, const char *node, ch
         *by_tree = true;
 out:
     kq_resource_free(&eff);
+    kq_resource_free(&full);
     return rc;
 }
 
@@ -1599,20 +1970,25 @@ static int assume(kq_ledger_t *l, const kq_pod_t *pod, const char *node, char *r
     entry_t *e;
     kq_resource_t disc = KQ_RESOURCE_EMPTY;   /* in-flight victims on node, discounted */
     kq_resource_t others = KQ_RESOURCE_EMPTY; /* those of other scheduler-plugins groups */
+    kq_resource_t full = KQ_RESOURCE_EMPTY;  /* containers and claims */
     pthread_mutex_lock(&l->mu);
     rs_sweep(l);
     HASH_FIND_STR(l->table, pod->uid, e);
+    /* its claims' devices (a claim not known yet: denied, counted or not) */
+    rc = check_charge_locked(l, e, fpod, e != NULL && e->state != ST_PENDING, &full, reason, reason_len, kind);
+    if (rc != 0)
+        goto out;
     if (e != NULL && e->state != ST_PENDING) {
         /* Counted already (the gate's reservation, an earlier bind): counted with the request
          * the pod has now, which a resize may have grown since; the growth is checked. */
         kq_resource_t want = KQ_RESOURCE_EMPTY;
-        rc = with_rs(e, &fpod->request, &want);
+        rc = with_rs(e, &full, &want);
         if (rc == 0)
             rc = grow_locked(l, e, &want, true, NULL, reason, reason_len, kind);
         kq_resource_free(&want);
         goto out;
     }
-    if (e != NULL && e->rs_req != NULL && raise_to_rs(e, &c) != 0) {
+    if (rpack_set(&c.req, &full) != 0 || (e != NULL && e->rs_req != NULL && raise_to_rs(e, &c) != 0)) {
         rc = KQ_ENOMEM;
         goto out;
     }
@@ -1626,6 +2002,7 @@ static int assume(kq_ledger_t *l, const kq_pod_t *pod, const char *node, char *r
         e = fresh;
         fresh = NULL;
         HASH_ADD_KEYPTR(hh, l->table, e->uid, strlen(e->uid), e);
+        facts_set(l, e, true);
         tree_sync(l, e, false);
     }
     /* Quota tree first (cheap, and most denials end here), then the ugm (check and
@@ -1639,10 +2016,13 @@ static int assume(kq_ledger_t *l, const kq_pod_t *pod, const char *node, char *r
         e = fresh;
         fresh = NULL;
         HASH_ADD_KEYPTR(hh, l->table, e->uid, strlen(e->uid), e);
+        facts_set(l, e, true);
     } else if (!e->observed && fresh != NULL) {
+        crefs_drop(l, e);
         spod_t old = e->pod;
         e->pod = fresh->pod;
         fresh->pod = old;
+        facts_set(l, e, true);
     }
     pending_drop(l, e);
     e->c = c;
@@ -1655,6 +2035,7 @@ static int assume(kq_ledger_t *l, const kq_pod_t *pod, const char *node, char *r
         e->reserved_at = mono_s();
         l->n_reserved++;
     }
+    claims_counted_changed(l, e);
     tree_sync(l, e, false);
     reresolve_if_stale(l, e, gen);
 out:
@@ -1673,6 +2054,7 @@ out:
     }
     kq_resource_free(&disc);
     kq_resource_free(&others);
+    kq_resource_free(&full);
     counted_clear(&c);
     entry_free(fresh);
     return rc;
@@ -1715,6 +2097,15 @@ static bool reserve_observed(kq_ledger_t *l, entry_t *e)
     e->want_res = false;
     counted_t c;
     char reason[512] = "";
+    if (pod->n_claims > 0 && l->claims != NULL) {
+        /* a claim not known yet: its devices are unknown; filter and bind decide it */
+        const char *missing = NULL;
+        kq_resource_t full = KQ_RESOURCE_EMPTY;
+        int crc = charge_locked(l, e, pod, RV(e->base), &full, &missing);
+        kq_resource_free(&full);
+        if (crc != 0 || missing != NULL)
+            return false;
+    }
     if (counted_from_pod(&c, pod) != 0)
         return false;
     if (e->rs_req != NULL && raise_to_rs(e, &c) != 0) {
@@ -1738,6 +2129,7 @@ static bool reserve_observed(kq_ledger_t *l, entry_t *e)
     e->reserved_at = mono_s();
     l->n_counted++;
     l->n_reserved++;
+    claims_counted_changed(l, e);
     kq_debug("event=reserved pod=%s/%s uid=%s queue=%s user=%s by=watch", pod->ns, pod->name, pod->uid, c.queue,
              c.user);
     return true;
@@ -1789,11 +2181,17 @@ void kq_ledger_observe(kq_ledger_t *l, const kq_pod_t *pod)
     if (l->seen_waiters > 0)
         pthread_cond_broadcast(&l->seen_cv);
     {
+        bool same = claims_same(&e->pod, &copy);
+        if (!same)
+            crefs_drop(l, e);
         spod_t old = e->pod;
         e->pod = copy;
         copy = old; /* freed after unlock */
+        facts_set(l, e, !same); /* its request: containers and claims (the pod's own is only the former) */
     }
-    if (e->rs_req != NULL && rs_shown(e, &pod->request))
+    kq_resource_t charged_v;
+    const kq_resource_t *charged = rpack_view(e->pod.request, &charged_v);
+    if (e->rs_req != NULL && rs_shown(e, charged))
         rs_clear(l, e); /* the watch shows the admitted resize: the pod counts with what it shows */
     if (pod->node != NULL) {
         if (e->state == ST_PENDING)
@@ -1807,7 +2205,7 @@ void kq_ledger_observe(kq_ledger_t *l, const kq_pod_t *pod)
             e->state = ST_BOUND;
             /* a resize: counted with the request shown, or one admitted and not shown yet */
             kq_resource_t want = KQ_RESOURCE_EMPTY;
-            if (with_rs(e, &pod->request, &want) == 0)
+            if (with_rs(e, rpack_view(e->pod.request, &charged_v), &want) == 0)
                 resize(l, e, pod, &want);
             else
                 kq_error("event=resize_failed pod=%s/%s uid=%s error=\"out of memory\"", pod->ns, pod->name,
@@ -1816,7 +2214,7 @@ void kq_ledger_observe(kq_ledger_t *l, const kq_pod_t *pod)
         }
     } else if (e->state == ST_PENDING) {
         if (!reserve_observed(l, e))
-            pending_set(l, e, pod);
+            pending_set(l, e, EPOD(&e->pod));
     }
     /* else ASSUMED without a node: the bind is in flight and the watch lags; keep it.
      * (BOUND without a node cannot happen: spec.nodeName never goes back to empty.) */
@@ -1902,6 +2300,12 @@ int kq_ledger_lookup(kq_ledger_t *l, const char *uid, kq_pod_t *out)
     pthread_mutex_lock(&l->mu);
     HASH_FIND_STR(l->table, uid, e);
     rc = e ? kq_pod_copy(out, EPOD(&e->pod)) : KQ_ENOENT;
+    /* the pod's own request (its containers'): the ledger adds its claims wherever it is
+     * given the pod back (bind) */
+    if (rc == 0 && e->base != NULL && kq_resource_copy(&out->request, RV(e->base)) != 0) {
+        kq_pod_clear(out);
+        rc = KQ_ENOMEM;
+    }
     pthread_mutex_unlock(&l->mu);
     return rc;
 }
@@ -2484,20 +2888,41 @@ int kq_ledger_preempt_nodes(kq_ledger_t *l, const char *preemptor_uid, char ***o
 /* ---------------------------------------------------------------------------------- */
 /* admission of pods created with spec.nodeName                                        */
 
+static int check_new_unlocked(kq_ledger_t *l, const kq_pod_t *pod, kq_qtree_t *qt, kq_ledger_resolve_fn resolve,
+                              void *resolve_ud, char *reason, size_t reason_len, kq_denial_t *kind);
+
 int kq_ledger_check_new(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reason_len, kq_denial_t *kind)
 {
     kq_denial_set(kind, KQ_DENIAL_NONE);
     if (l == NULL || pod == NULL)
         return KQ_EINVAL;
     entry_t *expired = NULL;
+    kq_resource_t full = KQ_RESOURCE_EMPTY;
+    kq_pod_t charged;
+    int crc = 0;
     pthread_mutex_lock(&l->mu);
     if (l->adm_head != NULL)
         expired = adm_expire_locked(l, mono_ms(), NULL);
+    if (pod->n_claims > 0 && l->claims != NULL) {
+        /* the devices of the claims it uses, as far as they are known */
+        crc = check_charge_locked(l, NULL, pod, true, &full, NULL, 0, NULL);
+        charged = *pod;
+        charged.request = full; /* borrowed: freed below, after the last use */
+        pod = &charged;
+    }
     kq_qtree_t *qt = l->qt;
     kq_ledger_resolve_fn resolve = l->resolve;
     void *resolve_ud = l->resolve_ud;
     pthread_mutex_unlock(&l->mu);
     free_chain(expired);
+    int rc = crc != 0 ? crc : check_new_unlocked(l, pod, qt, resolve, resolve_ud, reason, reason_len, kind);
+    kq_resource_free(&full);
+    return rc;
+}
+
+static int check_new_unlocked(kq_ledger_t *l, const kq_pod_t *pod, kq_qtree_t *qt, kq_ledger_resolve_fn resolve,
+                              void *resolve_ud, char *reason, size_t reason_len, kq_denial_t *kind)
+{
     char group[KQ_QTREE_NAME_MAX + 1];
     bool in_tree = qt != NULL && resolve != NULL && resolve(resolve_ud, pod, group, sizeof(group)) == 0;
     if (pod->queue == NULL && !(in_tree && queueless_ok(pod, group)))
@@ -2548,6 +2973,17 @@ int kq_ledger_admit(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t re
     HASH_FIND_STR(l->table, pod->uid, e);
     if (e != NULL && e->state != ST_PENDING)
         goto out; /* counted already (a validation retried for the same uid): idempotent */
+    if (fpod->n_claims > 0 && l->claims != NULL) {
+        /* the devices of its claims as far as they are known (kubelet runs no pod whose
+         * claims are not allocated, and no scheduler allocates for a pod with a node) */
+        kq_resource_t full = KQ_RESOURCE_EMPTY;
+        rc = check_charge_locked(l, e, fpod, true, &full, reason, reason_len, kind);
+        if (rc == 0 && rpack_set(&c.req, &full) != 0)
+            rc = KQ_ENOMEM;
+        kq_resource_free(&full);
+        if (rc != 0)
+            goto out;
+    }
     if (e == NULL && l->qt != NULL && c.group != NULL) {
         /* The what-if first, in one step of the tree: a pod over its limits (a controller
          * retrying a create) is refused without its request ever entering its group. */
@@ -2563,6 +2999,7 @@ int kq_ledger_admit(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t re
         e = fresh;
         fresh = NULL;
         HASH_ADD_KEYPTR(hh, l->table, e->uid, strlen(e->uid), e);
+        facts_set(l, e, true);
         tree_sync(l, e, false);
         inserted = true;
     }
@@ -2581,6 +3018,7 @@ int kq_ledger_admit(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t re
     e->assumed_gen = l->gen;
     l->n_counted++;
     adm_link(l, e, now);
+    claims_counted_changed(l, e);
     tree_sync(l, e, false);
 out:
     pthread_mutex_unlock(&l->mu);

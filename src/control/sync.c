@@ -10,6 +10,8 @@
  * changes nothing.
  */
 #include "kubequota/control/sync.h"
+#include "kubequota/control/claims.h"
+#include "kubequota/kube/claim.h"
 #include "kubequota/control/elastic.h"
 #include "kubequota/control/gating.h"
 
@@ -42,6 +44,8 @@ struct kq_sync {
     kq_app_t *app;
     kq_watch_t *watch;
     kq_watch_t *ns_watch;  /* namespace informer (YuniKorn's namespace annotations) */
+    kq_watch_t *claim_watch; /* ResourceClaim informer (DRA, claims.h), when app->claims */
+    atomic_ulong bad_claims;
     pthread_mutex_t ns_mu; /* guards ns (never held across a call out) */
     nsinfo_t *ns;          /* namespace name -> its YuniKorn annotations */
     nsinfo_t *ns_seen;     /* relist: entries seen since list_begin (ns thread only) */
@@ -172,6 +176,66 @@ static void on_object(void *ud, int type, const kq_jnode_t *obj)
         kq_pod_clear(&pod);
     }
     kq_config_unref(cfg);
+}
+
+/* ------------------------------------------------------------------ ResourceClaims */
+
+/* The claim informer (resource.k8s.io/v1 resourceclaims, all namespaces) keeps the claim
+ * table; each change is handed to the ledger, which recharges the pods that use the claim
+ * (ledger.h "DRA ResourceClaims"). A claim that does not parse is left out of the table:
+ * its pods wait for it (logged, rate-limited). */
+static void on_claim_list_begin(void *ud)
+{
+    kq_sync_t *s = ud;
+    kq_claims_resync_begin(s->app->claims);
+}
+
+static void claim_gone(void *ud, const char *ns, const char *name)
+{
+    kq_sync_t *s = ud;
+    kq_debug("event=claim_gone claim=%s/%s msg=\"not in the relist\"", ns, name);
+    (void)kq_ledger_claim_changed(s->app->ledger, ns, name);
+}
+
+static void on_claim_list_end(void *ud)
+{
+    kq_sync_t *s = ud;
+    size_t dropped = kq_claims_resync_end(s->app->claims, claim_gone, s);
+    size_t allocated = 0, n = kq_claims_size(s->app->claims, &allocated);
+    kq_info("event=claims_synced claims=%zu allocated=%zu dropped=%zu", n, allocated, dropped);
+}
+
+static void on_claim_object(void *ud, int type, const kq_jnode_t *obj)
+{
+    kq_sync_t *s = ud;
+    const kq_jnode_t *meta = kq_jnode_get(obj, "metadata");
+    const char *ns = kq_jnode_string(kq_jnode_get(meta, "namespace"));
+    const char *name = kq_jnode_string(kq_jnode_get(meta, "name"));
+    if (name == NULL || name[0] == '\0')
+        return;
+    if (ns == NULL || ns[0] == '\0')
+        ns = "default";
+    if (type == KQ_WATCH_DELETED) {
+        if (kq_claims_delete(s->app->claims, ns, name))
+            (void)kq_ledger_claim_changed(s->app->ledger, ns, name);
+        return;
+    }
+    kq_claim_t c;
+    char err[256];
+    bool changed = false;
+    int rc = kq_claim_parse(obj, &c, err, sizeof(err));
+    if (rc == 0)
+        rc = kq_claims_put(s->app->claims, &c, &changed);
+    if (rc != 0) {
+        unsigned long n = atomic_fetch_add(&s->bad_claims, 1) + 1;
+        if (n <= 10 || n % 100 == 0)
+            kq_warn("event=claim_skipped claim=%s/%s bad_claims=%lu reason=\"%s\" msg=\"its pods wait for it\"", ns,
+                    name, n, rc == KQ_EPARSE ? err : kq_strerror(rc));
+        if (kq_claims_delete(s->app->claims, ns, name))
+            changed = true;
+    }
+    if (changed)
+        (void)kq_ledger_claim_changed(s->app->ledger, ns, name);
 }
 
 /* ------------------------------------------------------------------ namespaces */
@@ -423,6 +487,20 @@ kq_sync_t *kq_sync_start(kq_app_t *app)
     s->ns_watch = kq_kube_watch_start(app->kube, "/api/v1/namespaces", NULL, &nh);
     for (int i = 0; i < 100 && s->ns_watch != NULL && !kq_watch_synced(s->ns_watch); i++)
         nanosleep(&(struct timespec){.tv_nsec = 50 * 1000000L}, NULL);
+    /* ResourceClaims next, so that the first pod list is charged with its claims (the order
+     * does not change the result, only how many recharges the start costs). */
+    if (app->claims != NULL) {
+        kq_watch_handler_t ch = {
+            .list_begin = on_claim_list_begin,
+            .doc = on_claim_object,
+            .list_end = on_claim_list_end,
+            .ud = s,
+            .keep = kq_claim_fields,
+        };
+        s->claim_watch = kq_kube_watch_start(app->kube, "/apis/resource.k8s.io/v1/resourceclaims", NULL, &ch);
+        for (int i = 0; i < 100 && s->claim_watch != NULL && !kq_watch_synced(s->claim_watch); i++)
+            nanosleep(&(struct timespec){.tv_nsec = 50 * 1000000L}, NULL);
+    }
     char query[512];
     char *esc = NULL;
     /* Only our scheduler's pods: spec.schedulerName=<name>, URL-escaped. */
@@ -464,6 +542,7 @@ void kq_sync_stop(kq_sync_t *s)
     if (s == NULL)
         return;
     kq_kube_watch_stop(s->watch);
+    kq_kube_watch_stop(s->claim_watch);
     kq_kube_watch_stop(s->ns_watch);
     nsinfo_t *n, *tmp;
     HASH_ITER(hh, s->ns, n, tmp) {

@@ -436,6 +436,30 @@ static bool resize_infeasible(const jv_t *status)
     return false;
 }
 
+/* ---- the DRA extended-resource path (issue 39; control/slices.h) ----
+ * A container request of an extended resource that a DeviceClass backs
+ * (extendedResourceName, or deviceclass.resource.kubernetes.io/<class>) is charged as the
+ * devices of that class too. The class table lives in control/slices.c: main registers its
+ * mapper here once, before any pod is parsed; without one, nothing is added. */
+static kq_pod_extended_fn extended_fn;
+static void *extended_ud;
+
+void kq_pod_set_extended_mapper(kq_pod_extended_fn fn, void *ud)
+{
+    extended_ud = ud;
+    extended_fn = fn;
+}
+
+static int map_extended(pctx_t *c, kq_resource_t *total)
+{
+    if (extended_fn == NULL)
+        return 0;
+    int rc = extended_fn(extended_ud, total);
+    if (rc != 0)
+        return rc == KQ_ENOMEM ? fail(c, KQ_ENOMEM, "out of memory") : fail(c, KQ_EPARSE, "extended resources: %s", kq_strerror(rc));
+    return 0;
+}
+
 static int compute_request(pctx_t *c, const jv_t *spec, const jv_t *status, kq_resource_t *out)
 {
     int rc;
@@ -493,6 +517,8 @@ static int compute_request(pctx_t *c, const jv_t *spec, const jv_t *status, kq_r
         rc = rc == KQ_ENOMEM ? fail(c, KQ_ENOMEM, "out of memory") : fail(c, KQ_EPARSE, "spec.overhead: sum overflows");
         goto out;
     }
+    if ((rc = map_extended(c, &total)) != 0)
+        goto out;
     kq_resource_move(out, &total);
     rc = 0;
 out:
@@ -962,11 +988,16 @@ static const kq_jfilter_t f_container[] = {
     {"name", NULL}, {"resources", NULL}, {"restartPolicy", NULL}, {NULL, NULL},
 };
 static const kq_jfilter_t f_gate[] = {{"name", NULL}, {NULL, NULL}};
+static const kq_jfilter_t f_rclaim[] = {
+    {"name", NULL}, {"resourceClaimName", NULL}, {"resourceClaimTemplateName", NULL}, {NULL, NULL},
+};
 static const kq_jfilter_t f_spec[] = {
     {"nodeName", NULL},          {"schedulerName", NULL}, {"priority", NULL},
     {"resources", NULL},         {"overhead", NULL},      {"containers", f_container},
-    {"initContainers", f_container}, {"schedulingGates", f_gate}, {NULL, NULL},
+    {"initContainers", f_container}, {"schedulingGates", f_gate}, {"resourceClaims", f_rclaim},
+    {NULL, NULL},
 };
+static const kq_jfilter_t f_rcstatus[] = {{"name", NULL}, {"resourceClaimName", NULL}, {NULL, NULL}};
 static const kq_jfilter_t f_cstatus[] = {
     {"name", NULL}, {"allocatedResources", NULL}, {"resources", NULL}, {NULL, NULL},
 };
@@ -976,11 +1007,60 @@ static const kq_jfilter_t f_condition[] = {
 };
 static const kq_jfilter_t f_status[] = {
     {"phase", NULL}, {"resize", NULL}, {"conditions", f_condition}, {"containerStatuses", f_cstatus},
-    {"initContainerStatuses", f_cstatus}, {NULL, NULL},
+    {"initContainerStatuses", f_cstatus}, {"resourceClaimStatuses", f_rcstatus}, {NULL, NULL},
 };
 const kq_jfilter_t kq_pod_fields[] = {
     {"metadata", f_meta}, {"spec", f_spec}, {"status", f_status}, {NULL, NULL},
 };
+
+/* DRA ResourceClaims (pod.h "DRA ResourceClaims"): spec.resourceClaims[] resolved to claim
+ * names, a template's through status.resourceClaimStatuses[]. */
+static int parse_claims(pctx_t *c, const jv_t *spec, const jv_t *status, kq_pod_t *p)
+{
+    const jv_t *rcs = NULL, *sts = NULL;
+    int rc;
+    if ((rc = get_array(c, spec, "resourceClaims", "spec", &rcs)) != 0 ||
+        (rc = get_array(c, status, "resourceClaimStatuses", "status", &sts)) != 0)
+        return rc;
+    if (rcs == NULL || rcs->count == 0)
+        return 0;
+    if (rcs->count > KQ_POD_MAX_CLAIMS)
+        return fail(c, KQ_EPARSE, "spec.resourceClaims: more than %d entries", KQ_POD_MAX_CLAIMS);
+    if ((p->claims = calloc(rcs->count, sizeof(char *))) == NULL)
+        return fail(c, KQ_ENOMEM, "out of memory");
+    size_t i = 0;
+    for (const jv_t *r = kq_jnode_first(rcs); r != NULL; r = kq_jnode_next(rcs, r), i++) {
+        const char *name = NULL, *claim = NULL, *tmpl = NULL;
+        if (!is(r, KQ_JOBJECT))
+            return fail(c, KQ_EPARSE, "spec.resourceClaims[%zu]: not an object", i);
+        if ((rc = get_string(c, r, "name", "spec.resourceClaims[]", &name)) != 0 ||
+            (rc = get_string(c, r, "resourceClaimName", "spec.resourceClaims[]", &claim)) != 0 ||
+            (rc = get_string(c, r, "resourceClaimTemplateName", "spec.resourceClaims[]", &tmpl)) != 0)
+            return rc;
+        if (claim == NULL && tmpl != NULL && name != NULL) {
+            bool listed = false;
+            for (const jv_t *s = sts ? kq_jnode_first(sts) : NULL; s != NULL && !listed; s = kq_jnode_next(sts, s)) {
+                const char *sn = kq_jnode_string(kq_jnode_get(s, "name"));
+                if (sn == NULL || strcmp(sn, name) != 0)
+                    continue;
+                listed = true;
+                claim = kq_jnode_string(kq_jnode_get(s, "resourceClaimName"));
+            }
+            if (listed && claim == NULL)
+                continue; /* kube-controller-manager found no claim necessary */
+        } else if (claim == NULL) {
+            continue; /* neither: nothing to charge (the API server refuses such a pod) */
+        }
+        if (claim != NULL && claim[0] != '\0' && (p->claims[p->n_claims] = strdup(claim)) == NULL)
+            return fail(c, KQ_ENOMEM, "out of memory");
+        p->n_claims++; /* NULL: the template's claim is not generated yet */
+    }
+    if (p->n_claims == 0) {
+        free(p->claims);
+        p->claims = NULL;
+    }
+    return 0;
+}
 
 int kq_pod_parse(const kq_jnode_t *obj, const kq_pod_opts_t *opts, kq_pod_t *out, char *err, size_t errlen)
 {
@@ -1096,6 +1176,8 @@ int kq_pod_parse(const kq_jnode_t *obj, const kq_pod_opts_t *opts, kq_pod_t *out
     }
 
     if ((rc = compute_request(&c, spec, status, &p.request)) != 0)
+        goto out;
+    if ((rc = parse_claims(&c, spec, status, &p)) != 0)
         goto out;
 
     /* identity */
@@ -1264,6 +1346,9 @@ void kq_pod_clear(kq_pod_t *p)
     free(p->quota_name);
     free(p->quota_group);
     free(p->gang);
+    for (size_t i = 0; i < p->n_claims; i++)
+        free(p->claims[i]);
+    free(p->claims);
     kq_resource_free(&p->request);
     memset(p, 0, sizeof(*p));
 }
@@ -1286,6 +1371,8 @@ int kq_pod_copy(kq_pod_t *dst, const kq_pod_t *src)
     p.quota_name = p.quota_group = p.gang = NULL;
     p.groups = NULL;
     p.n_groups = 0;
+    p.claims = NULL;
+    p.n_claims = 0;
     kq_resource_init(&p.request);
     if (kq_resource_copy(&p.request, &src->request) != 0)
         goto nomem;
@@ -1301,6 +1388,13 @@ int kq_pod_copy(kq_pod_t *dst, const kq_pod_t *src)
             goto nomem;
         for (; p.n_groups < src->n_groups; p.n_groups++)
             if (copy_str(&p.groups[p.n_groups], src->groups[p.n_groups]))
+                goto nomem;
+    }
+    if (src->n_claims > 0) {
+        if ((p.claims = calloc(src->n_claims, sizeof(char *))) == NULL)
+            goto nomem;
+        for (; p.n_claims < src->n_claims; p.n_claims++)
+            if (copy_str(&p.claims[p.n_claims], src->claims[p.n_claims]))
                 goto nomem;
     }
     *dst = p;

@@ -49,6 +49,7 @@
  * lookups). bind and preempt bodies are small and still go through jansson.
  */
 #include "kubequota/serve/extender.h"
+#include "kubequota/control/claims.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -1001,6 +1002,32 @@ static bind_outcome_t bind_outcome_once(kq_app_t *app, const char *ns, const cha
     return oc;
 }
 
+/* DRA (issue 39): kube-scheduler's DynamicResources plugin writes the pod's claims'
+ * status.allocation in PreBind, before it calls this verb; kubequota's claim informer sees
+ * it within milliseconds. Counted before that, a claim is charged what it may take (its
+ * device count, and none of the shared counters its devices will consume: slices.h), so a
+ * limit on the counters of partitionable devices would pass unseen. Wait for the
+ * allocations, at most BIND_CLAIM_WAIT_MS, then decide on what is known. No lock is held. */
+#define BIND_CLAIM_WAIT_MS 2000
+static void wait_claims_allocated(kq_app_t *app, const kq_pod_t *pod)
+{
+    if (app->claims == NULL || pod->n_claims == 0)
+        return;
+    for (int waited = 0; waited < BIND_CLAIM_WAIT_MS; waited += 10) {
+        bool all = true;
+        for (size_t i = 0; i < pod->n_claims && all; i++)
+            all = pod->claims[i] != NULL && kq_claims_allocated(app->claims, pod->ns, pod->claims[i]);
+        if (all) {
+            if (waited > 0)
+                kq_debug("event=bind_claims_allocated pod=%s/%s waited_ms=%d", pod->ns, pod->name, waited);
+            return;
+        }
+        nanosleep(&(struct timespec){.tv_nsec = 10 * 1000 * 1000}, NULL);
+    }
+    kq_info("event=bind_claims_unallocated pod=%s/%s msg=\"its claims' allocation not seen after %dms; charged "
+            "what they may take\"", pod->ns, pod->name, BIND_CLAIM_WAIT_MS);
+}
+
 int kq_extender_bind(kq_app_t *app, const char *body, size_t len, char **out, size_t *out_len)
 {
     json_error_t jerr;
@@ -1057,6 +1084,7 @@ int kq_extender_bind(kq_app_t *app, const char *body, size_t len, char **out, si
         char reason[REASON_MAX] = "";
         kq_denial_t kind = KQ_DENIAL_NONE;
         /* on `node`: the victims of the pod's own in-flight preemption there are discounted */
+        wait_claims_allocated(app, &pod);
         int rc = check_quota_name(app, &pod, reason, sizeof(reason), &kind);
         if (rc == 0)
             rc = app->ledger ? kq_ledger_assume_on(app->ledger, &pod, node, reason, sizeof(reason), &kind)

@@ -761,6 +761,41 @@ static void cell(json_t *used, json_t *max, const char *res, char *out, size_t n
     snprintf(out, n, "%s/%s", a, b);
 }
 
+/* The resources the columns do not show (DRA devices and counters, extended resources, ...):
+ * one line each under the row, "used/max" or "used", in name order. */
+static void other_rows(json_t *use, json_t *max, int pad)
+{
+    const char *names[64];
+    size_t n = 0;
+    json_t *sets[2] = {use, max};
+    for (int s = 0; s < 2; s++) {
+        const char *k;
+        json_t *v;
+        json_object_foreach(sets[s], k, v)
+        {
+            if (strcmp(k, "vcore") == 0 || strcmp(k, "cpu") == 0 || strcmp(k, "memory") == 0 ||
+                strcmp(k, "pods") == 0 || (s == 0 && json_number_value(v) == 0 && json_object_get(max, k) == NULL))
+                continue;
+            bool dup = false;
+            for (size_t i = 0; i < n && !dup; i++)
+                dup = strcmp(names[i], k) == 0;
+            if (!dup && n < 64)
+                names[n++] = k;
+        }
+    }
+    for (size_t i = 1; i < n; i++) /* insertion sort: a handful of names */
+        for (size_t j = i; j > 0 && strcmp(names[j - 1], names[j]) > 0; j--) {
+            const char *t = names[j];
+            names[j] = names[j - 1];
+            names[j - 1] = t;
+        }
+    for (size_t i = 0; i < n; i++) {
+        char val[80];
+        cell(use, max, names[i], val, sizeof(val));
+        printf("%*s  %s %s\n", pad, "", tx(names[i]), val);
+    }
+}
+
 static void tracker_rows(const char *name, json_t *q, bool *first)
 {
     if (!json_is_object(q))
@@ -787,6 +822,7 @@ static void tracker_rows(const char *name, json_t *q, bool *first)
             snprintf(apps, sizeof(apps), "%zu", na);
         printf("%-16s %-28s %-14s %-20s %-10s %s\n", *first ? tx(name) : "", tx(str_at(q, "queuePath")), cpu, mem,
                pods, apps);
+        other_rows(use, max, 45);
         *first = false;
     }
     size_t i;
@@ -821,6 +857,7 @@ static void queue_rows(json_t *q, int depth)
     snprintf(name, sizeof(name), "%*s%s", depth * 2, "", tx(str_at(q, "queuename")));
     printf("%-32s %-14s %-20s %-10s %lld\n", name, cpu, mem, pods,
            (long long)json_integer_value(json_object_get(q, "runningApps")));
+    other_rows(use, max, 32);
     size_t i;
     json_t *c;
     json_array_foreach(json_object_get(q, "children"), i, c)

@@ -35,6 +35,7 @@ PATH_TABLE = [
     (r"^/api/v1/namespaces/%s/events/%s$", ("", "events", True)),
     (r"^/api/v1/nodes$", ("", "nodes", False)),
     (r"^/api/v1/namespaces$", ("", "namespaces", False)),
+    (r"^/apis/resource\.k8s\.io/v1/resourceclaims$", ("resource.k8s.io", "resourceclaims", False)),  # sync.c (DRA)
     (r"^/apis/authentication\.k8s\.io/v1/tokenreviews$", ("authentication.k8s.io", "tokenreviews", False)),
     (r"^/apis/authorization\.k8s\.io/v1/subjectaccessreviews$", ("authorization.k8s.io", "subjectaccessreviews", False)),
     (r"^/apis/(scheduling\.x-k8s\.io|scheduling\.sigs\.k8s\.io)/v1alpha1/elasticquotas$", ("@1", "elasticquotas", False)),
@@ -42,6 +43,8 @@ PATH_TABLE = [
     (r"^/apis/coordination\.k8s\.io/v1(/namespaces/%s/leases(/%s)?)?$", ("coordination.k8s.io", "leases", None)),
     (r"^/apis/quota\.koordinator\.sh/v1alpha1/elasticquotaprofiles$", ("quota.koordinator.sh", "elasticquotaprofiles", False)),
     (r"^/api/v1/namespaces/%s/configmaps(/%s)?$", ("", "configmaps", None)),  # gating.c's usage history
+    (r"^/apis/resource\.k8s\.io/v1/resourceslices$", ("resource.k8s.io", "resourceslices", False)),  # slices.c
+    (r"^/apis/resource\.k8s\.io/v1/deviceclasses$", ("resource.k8s.io", "deviceclasses", False)),
     (r"^/api/v1/namespaces/%s/services/https:%s:%s/proxy$", ("", "services/proxy", True)),  # the kubectl plugin
 ]
 
@@ -330,7 +333,8 @@ class RbacFromCode(unittest.TestCase):
         # the derivation itself must see the calls that exist today
         self.assertEqual(eq_groups(), ["scheduling.sigs.k8s.io", "scheduling.x-k8s.io"])
         for perm in [("", "pods/binding", "create"), ("", "pods", "get"), ("", "pods", "list"),
-                     ("", "pods", "watch"), ("", "events", "create"), ("", "events", "patch")]:
+                     ("", "pods", "watch"), ("", "events", "create"), ("", "events", "patch"),
+                     ("resource.k8s.io", "resourceclaims", "list"), ("resource.k8s.io", "resourceclaims", "watch")]:
             self.assertIn(perm, self.need, "derivation lost %s: the parser is broken" % (perm,))
 
     def test_parser_catches_a_new_call(self):

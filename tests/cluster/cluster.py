@@ -514,7 +514,11 @@ class Cluster:
                         {"apiGroups": [""], "resources": ["pods/resize"], "verbs": ["patch", "update"]},
                         {"apiGroups": [""], "resources": ["events"], "verbs": ["get", "list"]},
                         {"apiGroups": ["apps"], "resources": ["deployments"],
-                         "verbs": ["create", "get", "list", "delete"]}]
+                         "verbs": ["create", "get", "list", "delete"]},
+                        # DRA: their own claims and claim templates (as a namespace admin may;
+                        # kube-controller-manager creates the claims of templates itself)
+                        {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims", "resourceclaimtemplates"],
+                         "verbs": ["create", "get", "list", "watch", "delete", "patch", "update"]}]
         docs = [{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
                  "metadata": {"name": "kq-test-tenant"}, "rules": tenant_rules}]
         for ns in TENANT_NAMESPACES:
@@ -858,13 +862,25 @@ class Cluster:
     # ---- pods --------------------------------------------------------------------------
 
     def pod_body(self, name, cpu="1", memory="128Mi", labels=None, annotations=None,
-                 scheduler=SCHED, gates=None, priority_class=None, owner_job=None):
+                 scheduler=SCHED, gates=None, priority_class=None, owner_job=None, claims=None,
+                 extra_requests=None):
+        """claims: DRA claims of the pod, {claim name in the pod: ("template", NAME) or
+        ("claim", NAME)}, each used by the one container. extra_requests: more container
+        requests (and the same limits, as extended resources must), e.g. {"example.com/gpu": "1"}."""
+        req = {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v is not None}
+        req.update(extra_requests or {})
+        res = {"requests": req}
+        if extra_requests:
+            res["limits"] = dict(extra_requests)
         spec = {"schedulerName": scheduler, "restartPolicy": "Never",
                 "automountServiceAccountToken": False,
-                "containers": [{"name": "c", "image": "registry.invalid/pause:1",
-                                "resources": {"requests": {k: v for k, v in (("cpu", cpu), ("memory", memory))
-                                                           if v is not None}}}],
+                "containers": [{"name": "c", "image": "registry.invalid/pause:1", "resources": res}],
                 "terminationGracePeriodSeconds": 0}
+        if claims:
+            spec["resourceClaims"] = [
+                {"name": n, ("resourceClaimTemplateName" if kind == "template" else "resourceClaimName"): ref}
+                for n, (kind, ref) in sorted(claims.items())]
+            res["claims"] = [{"name": n} for n in sorted(claims)]
         if gates:
             spec["schedulingGates"] = [{"name": g} for g in gates]
         if priority_class:
@@ -900,6 +916,124 @@ class Cluster:
     def wait_running(self, ns, name, timeout=30):
         return wait_until(lambda: self.get_pod(ns, name).get("status", {}).get("phase") == "Running",
                           timeout, 0.1, "pod %s/%s Running" % (ns, name))
+
+    # ---- DRA (resource.k8s.io/v1) -------------------------------------------------------
+    # Nothing runs a DRA driver here: the ResourceSlices a driver's kubelet plugin would
+    # publish are published by hand (publish_devices), one pool per kwok node. kube-scheduler
+    # allocates claims from them (its DynamicResources plugin is on by default; GA since
+    # 1.34), kube-controller-manager's resource-claim controller creates the claims of
+    # templates, and kwok runs the pods (no kubelet prepares a device; nothing needs it to).
+    # Kubernetes 1.37.2 needs no feature gate for any of it: DRAPartitionableDevices
+    # (sharedCounters, consumesCounters) is beta and on by default since 1.36, and
+    # DRAExtendedResource (DeviceClass spec.extendedResourceName) is GA and locked on in 1.37
+    # (pkg/features/kube_features.go of the pinned module).
+
+    DRIVER = "gpu.example.com"
+    RES = "/apis/resource.k8s.io/v1"
+
+    def device_class(self, name, driver=DRIVER, extended_resource_name=None):
+        """A DeviceClass selecting every device of one driver (CEL on device.driver);
+        extended_resource_name: its spec.extendedResourceName (the extended-resource path)."""
+        spec = {"selectors": [{"cel": {"expression": 'device.driver == "%s"' % driver}}]}
+        if extended_resource_name:
+            spec["extendedResourceName"] = extended_resource_name
+        body = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": name}, "spec": spec}
+        api = self.api()
+        if api.request("POST", self.RES + "/deviceclasses", body, ok=(201, 409)).get("code") == 409:
+            cur = api.get(self.RES + "/deviceclasses/" + name)
+            body["metadata"]["resourceVersion"] = cur["metadata"]["resourceVersion"]
+            api.request("PUT", self.RES + "/deviceclasses/" + name, body)
+        return body
+
+    def publish_devices(self, node, n=0, driver=DRIVER, partitions=None, memory="80Gi", generation=1):
+        """Publishes the pool `node` of `driver` on that node, as its driver would: n whole
+        devices dev-0..dev-{n-1}, or with partitions = {"gpus": G, "parts": {name: memory}}
+        G physical GPUs each with a counter set gpu-K (counter "memory" = `memory`) in a
+        slice of its own, and per GPU one device per part ("gpu-K-NAME") consuming
+        that much of gpu-K's memory (a whole GPU and its halves: the partitionable-devices
+        layout of KEP-4815). Replaces whatever the pool had. Returns the slice names."""
+        pool = node
+        api = self.api()
+        sel = "?fieldSelector=spec.driver%%3D%s,spec.pool.name%%3D%s" % (driver, pool)
+        for sl in api.get(self.RES + "/resourceslices" + sel).get("items", []):
+            api.request("DELETE", self.RES + "/resourceslices/" + sl["metadata"]["name"], ok=(200, 404))
+        slices = []
+        if partitions is None:
+            slices.append({"devices": [{"name": "dev-%d" % i, "attributes": {"index": {"int": i}}}
+                                       for i in range(n)]})
+        else:
+            slices.append({"sharedCounters": [{"name": "gpu-%d" % g, "counters": {"memory": {"value": memory}}}
+                                              for g in range(partitions["gpus"])]})
+            devs = []
+            for g in range(partitions["gpus"]):
+                for part, mem in sorted(partitions["parts"].items()):
+                    devs.append({"name": "gpu-%d-%s" % (g, part),
+                                 "attributes": {"gpu": {"int": g}, "part": {"string": part}},
+                                 "consumesCounters": [{"counterSet": "gpu-%d" % g,
+                                                       "counters": {"memory": {"value": mem}}}]})
+            slices.append({"devices": devs})
+        names = []
+        base = "%s-%s" % (node, driver.replace(".", "-"))
+        for i, extra in enumerate(slices):
+            name = "%s-%d" % (base, i)
+            spec = {"driver": driver, "nodeName": node,
+                    "pool": {"name": pool, "generation": generation, "resourceSliceCount": len(slices)}}
+            spec.update(extra)
+            api.post(self.RES + "/resourceslices", {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+                                                    "metadata": {"name": name}, "spec": spec})
+            names.append(name)
+        return names
+
+    def unpublish_devices(self, driver=DRIVER):
+        api = self.api()
+        for sl in api.get(self.RES + "/resourceslices?fieldSelector=spec.driver%3D" + driver).get("items", []):
+            api.request("DELETE", self.RES + "/resourceslices/" + sl["metadata"]["name"], ok=(200, 404))
+
+    @staticmethod
+    def claim_spec(device_class, count=1, mode="ExactCount", selector=None):
+        exactly = {"deviceClassName": device_class, "allocationMode": mode}
+        if mode == "ExactCount":
+            exactly["count"] = count
+        if selector:
+            exactly["selectors"] = [{"cel": {"expression": selector}}]
+        return {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}}
+
+    def create_claim_template(self, ns, name, device_class, count=1, user="alice", **kw):
+        return self.api(user).post("%s/namespaces/%s/resourceclaimtemplates" % (self.RES, ns), {
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+            "metadata": {"name": name}, "spec": {"spec": self.claim_spec(device_class, count, **kw)}})
+
+    def create_claim(self, ns, name, device_class, count=1, user="alice", **kw):
+        return self.api(user).post("%s/namespaces/%s/resourceclaims" % (self.RES, ns), {
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": name}, "spec": self.claim_spec(device_class, count, **kw)})
+
+    def claims(self, ns):
+        return self.api().get("%s/namespaces/%s/resourceclaims" % (self.RES, ns))["items"]
+
+    def claim(self, ns, name):
+        return self.api().get("%s/namespaces/%s/resourceclaims/%s" % (self.RES, ns, name))
+
+    def pod_claims(self, ns, pod):
+        """{pod's claim name: the ResourceClaim object} for a pod, through its
+        status.resourceClaimStatuses (claims of templates) or spec (claims by name), plus the
+        special claim of the extended-resource path (status.extendedResourceClaimStatus)."""
+        p = self.get_pod(ns, pod)
+        st = p.get("status") or {}
+        names = {s["name"]: s.get("resourceClaimName") for s in st.get("resourceClaimStatuses") or []}
+        for rc in p["spec"].get("resourceClaims") or []:
+            if rc.get("resourceClaimName"):
+                names[rc["name"]] = rc["resourceClaimName"]
+        ext = st.get("extendedResourceClaimStatus")
+        if ext:
+            names[""] = ext["resourceClaimName"]
+        return {k: self.claim(ns, v) for k, v in names.items() if v}
+
+    @staticmethod
+    def allocated_devices(claim):
+        """[(driver, pool, device)] of a claim's status.allocation (empty when unallocated)."""
+        alloc = (claim.get("status") or {}).get("allocation") or {}
+        return [(r["driver"], r["pool"], r["device"]) for r in (alloc.get("devices") or {}).get("results") or []]
 
     def events(self, ns, name=None):
         q = "?fieldSelector=involvedObject.name%3D" + name if name else ""

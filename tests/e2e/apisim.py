@@ -123,7 +123,8 @@ class ApiError(Exception):
         return s
 
 
-RESOURCE_GROUPS = {"leases": "coordination.k8s.io", "elasticquotaprofiles": PROFILE_GROUP}
+RESOURCE_GROUPS = {"leases": "coordination.k8s.io", "elasticquotaprofiles": PROFILE_GROUP,
+                   "resourceclaims": "resource.k8s.io"}
 
 
 def resource_of(resource):
@@ -590,7 +591,7 @@ class World:
     """All simulated state, guarded by self.cond."""
 
     RESOURCES = ("pods", "nodes", "events", "leases", "namespaces", "configmaps",
-                 "elasticquotaprofiles") + tuple(EQ_RESOURCES)
+                 "elasticquotaprofiles", "resourceclaims") + tuple(EQ_RESOURCES)
 
     def __init__(self, bookmark_interval=2.0):
         self.cond = threading.Condition()
@@ -996,6 +997,10 @@ class World:
                     new.pop("apiVersion", None)
                     if resource == "pods":
                         new["status"] = copy.deepcopy(cur.get("status") or {})
+            if resource == "resourceclaims" and subresource is None:
+                new["status"] = copy.deepcopy(cur.get("status") or {})
+                if not new["status"]:
+                    new.pop("status")
             if resource in EQ_RESOURCES and subresource is None and \
                     EQ_RESOURCES[resource] not in EQ_NO_STATUS:
                 # with a status subresource, writes to the object leave its status alone
@@ -1069,6 +1074,8 @@ class World:
                 obj.pop("status", None)
         if resource == "configmaps":
             check_configmap(md.get("name") or md.get("generateName") or "", obj)
+        if resource == "resourceclaims":
+            obj.pop("status", None)  # a status subresource: the status given at creation is dropped
         if resource == "events":
             io = obj.get("involvedObject")
             if not isinstance(io, dict) or not io.get("name"):
@@ -1228,6 +1235,7 @@ KINDS = {"pods": ("Pod", "v1"), "nodes": ("Node", "v1"), "events": ("Event", "v1
          "leases": ("Lease", "coordination.k8s.io/v1")}
 KINDS.update({r: ("ElasticQuota", g + "/v1alpha1") for r, g in EQ_RESOURCES.items()})
 KINDS["elasticquotaprofiles"] = ("ElasticQuotaProfile", PROFILE_GROUP + "/v1alpha1")
+KINDS["resourceclaims"] = ("ResourceClaim", "resource.k8s.io/v1")
 
 
 def with_kind(resource, obj):
@@ -1275,6 +1283,16 @@ EQ_RE = re.compile(
     r"^/apis/(?P<group>scheduling\.x-k8s\.io|scheduling\.sigs\.k8s\.io)/v1alpha1"
     r"(?:/namespaces/(?P<ns>[^/]+))?"
     r"/elasticquotas"
+    r"(?:/(?P<name>[^/]+))?"
+    r"(?:/(?P<sub>status))?/?$")
+
+# DRA ResourceClaims (resource.k8s.io/v1, namespaced, with a status subresource). Served
+# always, as kube-apiserver 1.35+ does; kube-controller-manager and the scheduler are not
+# simulated: tests create claims and write their status.allocation themselves.
+CLAIM_RE = re.compile(
+    r"^/apis/resource\.k8s\.io/v1"
+    r"(?:/namespaces/(?P<ns>[^/]+))?"
+    r"/resourceclaims"
     r"(?:/(?P<name>[^/]+))?"
     r"(?:/(?P<sub>status))?/?$")
 
@@ -1423,6 +1441,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     raise ApiError(404, "NotFound", "the server could not find the requested resource")
                 return self.api(m.group("ns"), "elasticquotas." + m.group("group"), m.group("name"),
                                 m.group("sub"), q, True)
+            m = CLAIM_RE.match(path)
+            if m:
+                return self.api(m.group("ns"), "resourceclaims", m.group("name"), m.group("sub"), q, True)
             m = PROFILE_RE.match(path)
             if m:
                 with self.world.cond:
@@ -1620,7 +1641,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             if res != "pods" or method != "POST":
                 raise ApiError(405, "MethodNotAllowed", "only POST is allowed on pods/eviction")
             return self.send_json(201, w.evict(ns, name, self.json_body()))
-        if sub == "status" and res not in ("pods", "nodes") and res not in EQ_RESOURCES:
+        if sub == "status" and res not in ("pods", "nodes", "resourceclaims") and res not in EQ_RESOURCES:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         if method in ("GET", "HEAD"):
             return self.send_json(200, with_kind(res, w.get(res, ns, name)))

@@ -16,7 +16,9 @@
 #include <cmocka.h>
 
 #include "kubequota/engine/config.h"
+#include "kubequota/control/claims.h"
 #include "kubequota/control/ledger.h"
+#include "kubequota/kube/claim.h"
 #include "kubequota/base/log.h"
 #include "kubequota/kube/pod.h"
 #include "kubequota/engine/ugm.h"
@@ -1682,6 +1684,397 @@ static void test_admit_with_tree_runtime(void **state)
     kq_qtree_free(t);
 }
 
+/* ------------------------------------------------------------ DRA ResourceClaims -- */
+
+/* Issue 39: a pod is charged its containers and the devices of its ResourceClaims, a
+ * shared claim once (ledger.h "DRA ResourceClaims"). */
+
+#define DGPU "gpu.example.com.deviceclass.resource.k8s.io/devices"
+
+static const char DRA_YAML[] =
+    "partitions:\n"
+    "  - name: default\n"
+    "    queues:\n"
+    "      - name: root\n"
+    "        queues:\n"
+    "          - name: default\n"
+    "          - name: gpu\n"
+    "            resources:\n"
+    "              max:\n"
+    "                " DGPU ": 2\n";
+
+typedef struct dfx {
+    kq_config_t *cfg;
+    kq_ugm_t *ugm;
+    kq_ledger_t *l;
+    kq_claims_t *claims;
+} dfx_t;
+
+static dfx_t *dfx_new(void)
+{
+    dfx_t *f = calloc(1, sizeof(*f));
+    assert_non_null(f->cfg = test_config(DRA_YAML));
+    assert_non_null(f->ugm = kq_ugm_new("default"));
+    assert_int_equal(kq_ugm_set_config(f->ugm, f->cfg), 0);
+    assert_non_null(f->l = kq_ledger_new(f->ugm, OURS));
+    assert_non_null(f->claims = kq_claims_new());
+    kq_ledger_set_claims(f->l, f->claims);
+    return f;
+}
+
+static void dfx_free(dfx_t *f)
+{
+    kq_ledger_free(f->l);
+    kq_claims_free(f->claims);
+    kq_ugm_free(f->ugm);
+    kq_config_unref(f->cfg);
+    free(f);
+}
+
+/* A claim ns/name of n gpus (ExactCount), allocated `alloc` devices when alloc >= 0. */
+static void claim_put(dfx_t *f, const char *name, int n, int alloc)
+{
+    char res[1024] = "", *j = NULL;
+    for (int i = 0; i < alloc; i++)
+        snprintf(res + strlen(res), sizeof(res) - strlen(res), "%s{\"request\":\"r\",\"device\":\"g%d\"}",
+                 i ? "," : "", i);
+    assert_true(asprintf(&j, "{\"metadata\":{\"name\":\"%s\",\"namespace\":\"ns\",\"uid\":\"cu-%s\"},"
+                             "\"spec\":{\"devices\":{\"requests\":[{\"name\":\"r\",\"exactly\":{\"deviceClassName\":"
+                             "\"gpu.example.com\",\"count\":%d}}]}}%s%s%s}",
+                         name, name, n, alloc >= 0 ? ",\"status\":{\"allocation\":{\"devices\":{\"results\":[" : "",
+                         alloc >= 0 ? res : "", alloc >= 0 ? "]}}}" : "") > 0);
+    kq_claim_t c;
+    char err[256];
+    assert_int_equal(kq_claim_parse_text(j, strlen(j), &c, err, sizeof(err)), 0);
+    free(j);
+    assert_int_equal(kq_claims_put(f->claims, &c, NULL), 0);
+    (void)kq_ledger_claim_changed(f->l, "ns", name);
+}
+
+static void claim_del(dfx_t *f, const char *name)
+{
+    assert_true(kq_claims_delete(f->claims, "ns", name));
+    (void)kq_ledger_claim_changed(f->l, "ns", name);
+}
+
+/* A pod of `user` in root.gpu using claim `claim` (NULL: a template's claim not made yet). */
+static kq_pod_t dpod(const char *uid, const char *user, int64_t created, const char *claim, const char *node)
+{
+    kq_pod_t p = mk(uid, "root.gpu", user, 100, node);
+    p.created = created;
+    p.claims = calloc(1, sizeof(char *));
+    p.claims[0] = claim ? strdup(claim) : NULL;
+    p.n_claims = 1;
+    return p;
+}
+
+static void observe(dfx_t *f, const char *uid, const char *user, int64_t created, const char *claim, const char *node)
+{
+    kq_pod_t p = dpod(uid, user, created, claim, node);
+    kq_ledger_observe(f->l, &p);
+    kq_pod_clear(&p);
+}
+
+static int64_t user_res(kq_ugm_t *ugm, const char *user, const char *res)
+{
+    json_t *v = kq_ugm_user_json(ugm, user);
+    if (v == NULL)
+        return 0;
+    int64_t r = res_value(json_object_get(json_object_get(v, "queues"), "resourceUsage"), res);
+    json_decref(v);
+    return r;
+}
+
+static int64_t gpus(dfx_t *f, const char *user)
+{
+    return user_res(f->ugm, user, DGPU);
+}
+
+static int64_t queue_gpus(dfx_t *f, const char *field)
+{
+    json_t *v = kq_ugm_queues_json(f->ugm);
+    const json_t *q = find_queue(v, NULL, "root.gpu");
+    assert_non_null(q);
+    int64_t r = res_value(json_object_get(q, field), DGPU);
+    json_decref(v);
+    return r;
+}
+
+/* A bound pod is charged its claim's devices; the allocation replaces what it may take;
+ * deleting the pod releases them. */
+static void test_dra_bound_pod_charged(void **state)
+{
+    (void)state;
+    dfx_t *f = dfx_new();
+    claim_put(f, "c", 2, -1);
+    observe(f, "p1", "alice", 100, "c", "n1");
+    assert_int_equal(gpus(f, "alice"), 2);
+    assert_int_equal(user_res(f->ugm, "alice", "cpu"), 100);
+    assert_int_equal(queue_gpus(f, "allocatedResource"), 2);
+    claim_put(f, "c", 2, 1); /* allocated one device only (All-like) */
+    assert_int_equal(gpus(f, "alice"), 1);
+    kq_ledger_remove(f->l, "p1");
+    assert_int_equal(gpus(f, "alice"), 0);
+    assert_int_equal(queue_gpus(f, "allocatedResource"), 0);
+    dfx_free(f);
+}
+
+/* kube-controller-manager creates a template's claim after the pod, the scheduler allocates
+ * at bind: a counted pod's charge follows the claim (grows, shrinks, goes with the claim). */
+static void test_dra_claim_after_pod(void **state)
+{
+    (void)state;
+    dfx_t *f = dfx_new();
+    observe(f, "p1", "alice", 100, NULL, "n1"); /* bound, template claim not made: nothing known */
+    assert_int_equal(gpus(f, "alice"), 0);
+    assert_int_equal(user_res(f->ugm, "alice", "cpu"), 100);
+    observe(f, "p1", "alice", 100, "p1-gpu", "n1"); /* status names the claim; not listed yet */
+    assert_int_equal(gpus(f, "alice"), 0);
+    claim_put(f, "p1-gpu", 3, -1); /* listed: what it may take */
+    assert_int_equal(gpus(f, "alice"), 3);
+    claim_put(f, "p1-gpu", 3, 3); /* allocated */
+    assert_int_equal(gpus(f, "alice"), 3);
+    claim_put(f, "p1-gpu", 3, -1); /* deallocated: back to what it may take */
+    assert_int_equal(gpus(f, "alice"), 3);
+    claim_del(f, "p1-gpu"); /* deleted: released */
+    assert_int_equal(gpus(f, "alice"), 0);
+    assert_int_equal(user_res(f->ugm, "alice", "cpu"), 100);
+    kq_ledger_remove(f->l, "p1");
+    assert_int_equal(user_res(f->ugm, "alice", "cpu"), 0);
+    dfx_free(f);
+}
+
+/* A claim shared by two users' pods is charged once, to the earliest-created counted pod,
+ * whichever is seen first; it moves to the other when that one ends, and is released
+ * with the last. */
+static void test_dra_shared_claim_once(void **state)
+{
+    (void)state;
+    for (int order = 0; order < 2; order++) {
+        dfx_t *f = dfx_new();
+        claim_put(f, "shared", 2, 2);
+        if (order == 0) {
+            observe(f, "p-alice", "alice", 100, "shared", "n1");
+            observe(f, "p-bob", "bob", 200, "shared", "n2");
+        } else {
+            observe(f, "p-bob", "bob", 200, "shared", "n2");
+            assert_int_equal(gpus(f, "bob"), 2); /* the only counted one: bob's */
+            observe(f, "p-alice", "alice", 100, "shared", "n1");
+        }
+        assert_int_equal(gpus(f, "alice"), 2);
+        assert_int_equal(gpus(f, "bob"), 0);
+        assert_int_equal(queue_gpus(f, "allocatedResource"), 2);
+        kq_ledger_remove(f->l, "p-alice");
+        assert_int_equal(gpus(f, "alice"), 0);
+        assert_int_equal(gpus(f, "bob"), 2);
+        kq_ledger_remove(f->l, "p-bob");
+        assert_int_equal(queue_gpus(f, "allocatedResource"), 0);
+        dfx_free(f);
+    }
+}
+
+/* Filter, bind and the gate check the full charge; a claim not known yet makes the pod
+ * wait for it; a claim over the queue's max never fits; a shared claim already charged
+ * costs its second pod nothing. */
+static void test_dra_check_and_assume(void **state)
+{
+    (void)state;
+    dfx_t *f = dfx_new();
+    char reason[256];
+    kq_denial_t kind;
+    kq_pod_t tmpl = dpod("p0", "alice", 50, NULL, NULL);
+    assert_int_equal(kq_ledger_check(f->l, &tmpl, reason, sizeof(reason), &kind), KQ_EDENIED);
+    assert_non_null(strstr(reason, "waiting for its ResourceClaim"));
+    assert_int_equal(kind, KQ_DENIAL_OVER_LIMIT);
+    assert_int_equal(kq_ledger_assume(f->l, &tmpl, reason, sizeof(reason), &kind), KQ_EDENIED);
+    assert_int_equal(kq_ledger_reserve(f->l, &tmpl, reason, sizeof(reason), &kind), KQ_EDENIED);
+    kq_pod_clear(&tmpl);
+
+    kq_pod_t p1 = dpod("p1", "alice", 100, "c3", NULL);
+    assert_int_equal(kq_ledger_check(f->l, &p1, reason, sizeof(reason), &kind), KQ_EDENIED);
+    assert_non_null(strstr(reason, "waiting for its ResourceClaim ns/c3"));
+    claim_put(f, "c3", 3, -1);
+    assert_int_equal(kq_ledger_check(f->l, &p1, reason, sizeof(reason), &kind), KQ_EDENIED);
+    assert_int_equal(kind, KQ_DENIAL_NEVER_FITS); /* 3 devices against a max of 2 */
+    kq_pod_clear(&p1);
+
+    claim_put(f, "c2", 2, -1);
+    kq_pod_t a = dpod("a", "alice", 100, "c2", NULL);
+    kq_pod_t b = dpod("b", "bob", 200, "c2", NULL); /* shares c2 */
+    claim_put(f, "c1", 1, -1);
+    kq_pod_t c = dpod("c", "carol", 300, "c1", NULL);
+    assert_int_equal(kq_ledger_check(f->l, &a, reason, sizeof(reason), &kind), 0);
+    assert_int_equal(kq_ledger_assume(f->l, &a, reason, sizeof(reason), &kind), 0);
+    assert_int_equal(gpus(f, "alice"), 2);
+    /* the queue is full: carol's one device does not fit, bob's share of c2 does */
+    assert_int_equal(kq_ledger_check(f->l, &c, reason, sizeof(reason), &kind), KQ_EDENIED);
+    assert_int_equal(kind, KQ_DENIAL_OVER_LIMIT);
+    assert_int_equal(kq_ledger_assume(f->l, &b, reason, sizeof(reason), &kind), 0);
+    assert_int_equal(gpus(f, "bob"), 0);
+    assert_int_equal(queue_gpus(f, "allocatedResource"), 2);
+    /* bind looks the pod up: its own request comes back, the claim is added once */
+    kq_pod_t looked;
+    assert_int_equal(kq_ledger_lookup(f->l, "a", &looked), 0);
+    assert_int_equal(kq_resource_get(&looked.request, DGPU, NULL), 0);
+    assert_int_equal(kq_ledger_assume(f->l, &looked, reason, sizeof(reason), &kind), 0); /* counted already */
+    assert_int_equal(gpus(f, "alice"), 2);
+    kq_pod_clear(&looked);
+    /* alice's pod's bind failed: the claim moves to bob's (counted) pod, unchecked */
+    assert_int_equal(kq_ledger_forget(f->l, "a"), 0);
+    assert_int_equal(gpus(f, "alice"), 0);
+    assert_int_equal(gpus(f, "bob"), 2);
+    /* the queue holds 2 devices (bob's); alice's pod still fits: it would take the claim
+     * over (earlier), a move, not an addition, but is checked for it as if counted */
+    assert_int_equal(kq_ledger_check(f->l, &a, reason, sizeof(reason), &kind), KQ_EDENIED);
+    kq_ledger_remove(f->l, "b");
+    assert_int_equal(queue_gpus(f, "allocatedResource"), 0);
+    assert_int_equal(kq_ledger_assume(f->l, &c, reason, sizeof(reason), &kind), 0);
+    assert_int_equal(gpus(f, "carol"), 1);
+    kq_pod_clear(&a);
+    kq_pod_clear(&b);
+    kq_pod_clear(&c);
+    dfx_free(f);
+}
+
+/* A pending pod's claim devices are in its queue's pending resources and follow the claim. */
+static void test_dra_pending(void **state)
+{
+    (void)state;
+    dfx_t *f = dfx_new();
+    observe(f, "p1", "alice", 100, "c", NULL);
+    assert_int_equal(queue_gpus(f, "pendingResource"), 0);
+    claim_put(f, "c", 2, -1);
+    assert_int_equal(queue_gpus(f, "pendingResource"), 2);
+    observe(f, "p1", "alice", 100, "c", "n1");
+    assert_int_equal(queue_gpus(f, "pendingResource"), 0);
+    assert_int_equal(queue_gpus(f, "allocatedResource"), 2);
+    kq_ledger_remove(f->l, "p1");
+    assert_int_equal(queue_gpus(f, "allocatedResource"), 0);
+    dfx_free(f);
+}
+
+/* Restart / event order: every order of claim and pod events (a relist lists claims and
+ * pods in any order, the watch interleaves them) gives the same usage. */
+typedef struct ev {
+    int kind; /* 0 claim put, 1 pod observe */
+    const char *name, *user;
+    int64_t created;
+    int n, alloc;
+} ev_t;
+
+static void apply(dfx_t *f, const ev_t *e)
+{
+    if (e->kind == 0)
+        claim_put(f, e->name, e->n, e->alloc);
+    else
+        observe(f, e->name, e->user, e->created, e->n == 1 ? "shared" : "own", "n1");
+}
+
+static void test_dra_event_order(void **state)
+{
+    (void)state;
+    const ev_t evs[] = {
+        {0, "shared", NULL, 0, 2, 2},
+        {0, "own", NULL, 0, 1, -1},
+        {1, "pa", "alice", 100, 1, 0},
+        {1, "pb", "bob", 200, 1, 0},
+        {1, "pc", "bob", 300, 2, 0},
+    };
+    int idx[5] = {0, 1, 2, 3, 4};
+    int perms = 0;
+    /* every permutation of the five events (Heap's algorithm, iterative) */
+    int c[5] = {0};
+    for (int i = 0;;) {
+        dfx_t *f = dfx_new();
+        for (int k = 0; k < 5; k++)
+            apply(f, &evs[idx[k]]);
+        if (gpus(f, "alice") != 2 || gpus(f, "bob") != 1 || queue_gpus(f, "allocatedResource") != 3)
+            fail_msg("order %d %d %d %d %d: alice %lld bob %lld", idx[0], idx[1], idx[2], idx[3], idx[4],
+                     (long long)gpus(f, "alice"), (long long)gpus(f, "bob"));
+        dfx_free(f);
+        perms++;
+        while (i < 5 && c[i] >= i) {
+            c[i] = 0;
+            i++;
+        }
+        if (i >= 5)
+            break;
+        int j = i % 2 == 0 ? 0 : c[i];
+        int t = idx[j];
+        idx[j] = idx[i];
+        idx[i] = t;
+        c[i]++;
+        i = 0;
+    }
+    assert_int_equal(perms, 120);
+}
+
+/* A relist (a restart's first list) rebuilds the same usage; a claim gone from a relist of
+ * claims releases its devices. */
+static void test_dra_relist(void **state)
+{
+    (void)state;
+    dfx_t *f = dfx_new();
+    claim_put(f, "shared", 2, 2);
+    observe(f, "pa", "alice", 100, "shared", "n1");
+    observe(f, "pb", "bob", 200, "shared", "n1");
+    kq_ledger_resync_begin(f->l);
+    observe(f, "pb", "bob", 200, "shared", "n1"); /* pa is gone */
+    kq_ledger_resync_end(f->l);
+    assert_int_equal(gpus(f, "alice"), 0);
+    assert_int_equal(gpus(f, "bob"), 2);
+    kq_claims_resync_begin(f->claims);
+    assert_int_equal(kq_claims_resync_end(f->claims, NULL, NULL), 1);
+    (void)kq_ledger_claim_changed(f->l, "ns", "shared");
+    assert_int_equal(gpus(f, "bob"), 0);
+    kq_ledger_remove(f->l, "pb");
+    dfx_free(f);
+}
+
+/* The pod that had a shared claim first keeps it: status.reservedFor (kube-scheduler's
+ * order of binding) comes before creationTimestamp, so a pod created earlier that joins the
+ * claim later neither takes it over nor is checked for it. */
+static void test_dra_reserved_for_order(void **state)
+{
+    (void)state;
+    dfx_t *f = dfx_new();
+    const char *claim = "{\"metadata\":{\"name\":\"shared\",\"namespace\":\"ns\",\"uid\":\"cs\"},"
+                        "\"spec\":{\"devices\":{\"requests\":[{\"name\":\"r\",\"exactly\":{\"deviceClassName\":"
+                        "\"gpu.example.com\",\"count\":2}}]}},\"status\":{\"allocation\":{\"devices\":{\"results\":"
+                        "[{\"request\":\"r\",\"device\":\"a\"},{\"request\":\"r\",\"device\":\"b\"}]}},"
+                        "\"reservedFor\":[{\"resource\":\"pods\",\"name\":\"pb\",\"uid\":\"pb\"}%s]}}";
+    char j[2048];
+    kq_claim_t c;
+    char err[256];
+    snprintf(j, sizeof(j), claim, "");
+    assert_int_equal(kq_claim_parse_text(j, strlen(j), &c, err, sizeof(err)), 0);
+    assert_int_equal(kq_claims_put(f->claims, &c, NULL), 0);
+    observe(f, "pb", "bob", 200, "shared", "n1"); /* bob's pod, reserved first */
+    assert_int_equal(gpus(f, "bob"), 2);
+    /* alice's pod, created earlier, is not reserved yet: it costs nothing at filter and bind */
+    kq_pod_t pa = dpod("pa", "alice", 100, "shared", NULL);
+    char reason[256];
+    kq_denial_t kind;
+    assert_int_equal(kq_ledger_check(f->l, &pa, reason, sizeof(reason), &kind), 0);
+    assert_int_equal(kq_ledger_assume(f->l, &pa, reason, sizeof(reason), &kind), 0);
+    assert_int_equal(gpus(f, "alice"), 0);
+    assert_int_equal(gpus(f, "bob"), 2);
+    /* the scheduler reserves it for alice's pod too, after bob's: bob keeps the claim */
+    snprintf(j, sizeof(j), claim, ",{\"resource\":\"pods\",\"name\":\"pa\",\"uid\":\"pa\"}");
+    assert_int_equal(kq_claim_parse_text(j, strlen(j), &c, err, sizeof(err)), 0);
+    assert_int_equal(kq_claims_put(f->claims, &c, NULL), 0);
+    (void)kq_ledger_claim_changed(f->l, "ns", "shared");
+    observe(f, "pa", "alice", 100, "shared", "n1");
+    assert_int_equal(gpus(f, "alice"), 0);
+    assert_int_equal(gpus(f, "bob"), 2);
+    /* bob's pod ends: the claim goes to alice's */
+    kq_ledger_remove(f->l, "pb");
+    assert_int_equal(gpus(f, "alice"), 2);
+    assert_int_equal(gpus(f, "bob"), 0);
+    kq_pod_clear(&pa);
+    dfx_free(f);
+}
+
 int main(void)
 {
     kq_log_set_level("error");
@@ -1720,6 +2113,14 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_admit_two_cannot_exceed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_admit_ttl, setup, teardown),
         cmocka_unit_test_setup_teardown(test_admit_with_tree_runtime, setup, teardown),
+        cmocka_unit_test(test_dra_bound_pod_charged),
+        cmocka_unit_test(test_dra_claim_after_pod),
+        cmocka_unit_test(test_dra_shared_claim_once),
+        cmocka_unit_test(test_dra_check_and_assume),
+        cmocka_unit_test(test_dra_pending),
+        cmocka_unit_test(test_dra_event_order),
+        cmocka_unit_test(test_dra_relist),
+        cmocka_unit_test(test_dra_reserved_for_order),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

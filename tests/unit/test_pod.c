@@ -116,6 +116,9 @@ static void assert_same_pod(const kq_pod_t *a, const kq_pod_t *b)
     assert_int_equal(a->gate_pos, b->gate_pos);
     assert_same_str(a->gang, b->gang, "gang");
     assert_int_equal(a->gang_min, b->gang_min);
+    assert_int_equal(a->n_claims, b->n_claims);
+    for (size_t i = 0; i < a->n_claims; i++)
+        assert_same_str(a->claims[i], b->claims[i], "claims");
     assert_true(kq_resource_equal(&a->request, &b->request));
 }
 
@@ -211,6 +214,36 @@ static char *read_ref(const char *file)
     fclose(fp);
     buf[n] = '\0';
     return buf;
+}
+
+/* The DRA extended-resource path (issue 39): a registered mapper adds to the computed
+ * request (here as control/slices.c does: example.com/gpu backed by class xgpu), on every
+ * entry point; unregistered, nothing is added. */
+static int map_gpu(void *ud, kq_resource_t *req)
+{
+    int64_t n = kq_resource_get(req, "example.com/gpu", NULL);
+    (*(int *)ud)++;
+    return n > 0 ? kq_resource_set(req, "xgpu.deviceclass.resource.k8s.io/devices", n) : 0;
+}
+
+static void test_extended_resource_mapper(void **state)
+{
+    int calls = 0;
+    kq_pod_t p;
+    char err[256];
+    const char *spec = "{\"containers\":[{\"name\":\"c\",\"resources\":{\"requests\":{\"cpu\":\"1\","
+                       "\"example.com/gpu\":\"2\"},\"limits\":{\"example.com/gpu\":\"2\"}}}]}";
+    kq_pod_set_extended_mapper(map_gpu, &calls);
+    assert_int_equal(parse_parts(state, "ns", NULL, NULL, spec, NULL, &p, err, sizeof(err)), 0);
+    kq_pod_set_extended_mapper(NULL, NULL);
+    assert_true(calls >= 3); /* the document, the text and the jansson entry points */
+    assert_res(&p.request, "example.com/gpu", 2);
+    assert_res(&p.request, "xgpu.deviceclass.resource.k8s.io/devices", 2);
+    assert_res(&p.request, "cpu", 1000);
+    kq_pod_clear(&p);
+    assert_int_equal(parse_parts(state, "ns", NULL, NULL, spec, NULL, &p, err, sizeof(err)), 0);
+    assert_int_equal(kq_resource_get(&p.request, "xgpu.deviceclass.resource.k8s.io/devices", NULL), 0);
+    kq_pod_clear(&p);
 }
 
 static void test_reference_pod(void **state)
@@ -1183,13 +1216,56 @@ static void test_bad_documents(void **state)
     assert_int_equal(strlen(tiny), 7);
 }
 
+/* DRA (issue 39): spec.resourceClaims resolved to claim names: a named claim as is, a
+ * template's through status.resourceClaimStatuses (NULL until kube-controller-manager made
+ * it; left out when it found no claim necessary). The informer's filtered view must see
+ * them too (parse_with compares). */
+static void test_resource_claims(void **state)
+{
+    kq_pod_t p;
+    char err[512];
+    static const char *const C = "\"containers\":[{\"name\":\"c\",\"resources\":{\"requests\":{\"cpu\":\"1\"},"
+                                 "\"claims\":[{\"name\":\"gpu\"}]}}]";
+    char spec[1024], status[512];
+    snprintf(spec, sizeof spec, "{%s,\"resourceClaims\":[{\"name\":\"gpu\",\"resourceClaimTemplateName\":\"t\"},"
+             "{\"name\":\"shared\",\"resourceClaimName\":\"team-gpus\"},"
+             "{\"name\":\"opt\",\"resourceClaimTemplateName\":\"u\"}]}", C);
+    assert_int_equal(parse_parts(state, "ns", NULL, NULL, spec, NULL, &p, err, sizeof(err)), 0);
+    assert_int_equal(p.n_claims, 3);
+    assert_null(p.claims[0]);
+    assert_string_equal(p.claims[1], "team-gpus");
+    assert_null(p.claims[2]);
+    assert_res(&p.request, "cpu", 1000);
+    kq_pod_clear(&p);
+    snprintf(status, sizeof status, "{\"resourceClaimStatuses\":[{\"name\":\"gpu\",\"resourceClaimName\":"
+             "\"pod-gpu-x7k2p\"},{\"name\":\"opt\"}]}");
+    assert_int_equal(parse_parts(state, "ns", NULL, NULL, spec, status, &p, err, sizeof(err)), 0);
+    assert_int_equal(p.n_claims, 2); /* opt: no claim was necessary */
+    assert_string_equal(p.claims[0], "pod-gpu-x7k2p");
+    assert_string_equal(p.claims[1], "team-gpus");
+    kq_pod_t copy;
+    assert_int_equal(kq_pod_copy(&copy, &p), 0);
+    assert_int_equal(copy.n_claims, 2);
+    assert_string_equal(copy.claims[0], "pod-gpu-x7k2p");
+    kq_pod_clear(&copy);
+    kq_pod_clear(&p);
+    snprintf(spec, sizeof spec, "{%s,\"resourceClaims\":{}}", C);
+    assert_int_equal(parse_parts(state, "ns", NULL, NULL, spec, NULL, &p, err, sizeof(err)), KQ_EPARSE);
+    assert_contains(err, "spec.resourceClaims");
+    snprintf(spec, sizeof spec, "{%s,\"resourceClaims\":[\"x\"]}", C);
+    assert_int_equal(parse_parts(state, "ns", NULL, NULL, spec, NULL, &p, err, sizeof(err)), KQ_EPARSE);
+    assert_contains(err, "spec.resourceClaims[0]");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_extended_resource_mapper),
         cmocka_unit_test(test_reference_pod),
         cmocka_unit_test(test_extender_args_pod),
         cmocka_unit_test(test_identity_kubequota),
         cmocka_unit_test(test_scheduling_gates),
+        cmocka_unit_test(test_resource_claims),
         cmocka_unit_test(test_gangs),
         cmocka_unit_test(test_identity_yunikorn),
         cmocka_unit_test(test_identity_default),

@@ -52,6 +52,7 @@
 #include <stddef.h>
 
 #include "kubequota/base/error.h"
+#include "kubequota/control/claims.h"
 #include "kubequota/kube/pod.h"
 #include "kubequota/engine/fairshare.h"
 #include "kubequota/engine/quota_tree.h"
@@ -424,6 +425,47 @@ void kq_ledger_set_admit_ttl_ms(kq_ledger_t *l, int64_t ttl_ms);
 /* Live admission reservations, and whether uid holds one. */
 size_t kq_ledger_admitted_count(kq_ledger_t *l);
 bool kq_ledger_is_admitted(kq_ledger_t *l, const char *uid);
+
+/* ---- DRA ResourceClaims (issue 39) ----
+ *
+ * What a pod is charged: its containers' request (pod.h) plus, per device class (resource
+ * "<class>.deviceclass.resource.k8s.io/devices"), the devices of the ResourceClaims it
+ * uses (pod->claims) as the claim table says each is charged now (claims.h: what the
+ * claim may take as ResourceQuota counts it, then, once status.allocation is set, what was
+ * allocated). Every path that counts, checks or shows a pod uses that charge: filter, bind,
+ * the gate's reservation, preemption victims (they are counted with it), the pending
+ * request of its queue and quota group.
+ *  - A claim used by several pods is charged once, to the first counted pod that uses it,
+ *    in the order of the claim's status.reservedFor (kube-scheduler appends each pod it
+ *    binds: the pod that had the claim first keeps it), then by metadata.creationTimestamp,
+ *    then uid. A pod not counted yet is checked as if it were: it carries the claim when it
+ *    would come first, or when no pod using the claim is counted; a pod joining a claim
+ *    that a counted pod holds costs no devices. When the charged pod is released (deleted,
+ *    terminal) the claim moves to the next counted pod, unchecked; when the last one ends,
+ *    it is released.
+ *  - A claim that changes (allocated, deallocated, created after the pod, deleted) moves
+ *    the charge of every pod that uses it at once: a counted pod's usage is moved
+ *    unchecked, as an in-place resize the watch shows (what runs is never refused).
+ *  - A claim the table does not know (a template's claim kube-controller-manager has not
+ *    created yet, a named claim not created yet, a deleted one) is charged nothing, and
+ *    a pod not counted is denied by filter, bind and the gate with "waiting for its
+ *    ResourceClaim ..." (kind OVER_LIMIT: transient) until it is listed: no pod is admitted
+ *    before its devices are known. A pod created with spec.nodeName (admission) is charged
+ *    what is known.
+ * Each step reads only the present (pods, claims, who is counted), so the order in which
+ * claims and pods arrive does not show, and a restart rebuilds the same usage. Cost: one
+ * claim-table lookup per claim of the pod on filter and bind; a change of a claim's charged
+ * pod recharges the pods of that claim only.
+ * kq_ledger_lookup gives a pod's own (containers') request back, never the charge. */
+
+/* Wires the claim table (borrowed; must outlive the ledger). Without it pods are charged
+ * their containers' request only. Call before any pod is known. */
+void kq_ledger_set_claims(kq_ledger_t *l, kq_claims_t *claims);
+
+/* The claim ns/name changed in the claim table (put, deleted, dropped by a relist):
+ * recharges the pods that use it and calls the release hook (a pod waiting for it may fit
+ * now). Returns how many pods use it. Takes the ledger lock, then the claim table's. */
+size_t kq_ledger_claim_changed(kq_ledger_t *l, const char *ns, const char *name);
 
 /* Calls fn(ud) each time a counted pod's usage is released (deleted, terminal, missing
  * from a relist, a failed bind, an ended reservation) and after a re-resolution moved pods

@@ -51,6 +51,14 @@
  *    resource with a limit and no request requests its limit (API server defaulting);
  *    pod-level spec.resources.requests replace cpu/memory/hugepages; during an in-place
  *    resize the larger of spec and status (allocated/actuated) counts (see src/kube/pod.c).
+ *    The devices of the pod's DRA ResourceClaims are not in it: the pod ledger adds them
+ *    (ledger.h "DRA ResourceClaims"), since they depend on the claims and on other pods.
+ *  - DRA ResourceClaims (claims): one entry per spec.resourceClaims[] entry: its
+ *    resourceClaimName, or for a resourceClaimTemplateName the name kube-controller-manager
+ *    gave the generated claim, read from status.resourceClaimStatuses[] (matched by name);
+ *    NULL while that status entry is missing (the claim is not generated yet). A status
+ *    entry without a resourceClaimName means no claim was needed: the entry is left out.
+ *    At most KQ_POD_MAX_CLAIMS entries (more is a parse error).
  *
  * Ownership: kq_pod_t owns its strings; kq_pod_clear frees them. Parsing never keeps a
  * reference to the document.
@@ -108,7 +116,13 @@ typedef struct kq_pod {
                            * zeroed pod is not gated) */
     char *gang;           /* the gang it belongs to (released all together), NULL: none */
     uint32_t gang_min;    /* how many of its pods must start together */
+    char **claims;        /* DRA ResourceClaims the pod uses (names, in its namespace); an entry
+                           * is NULL while a template's claim is not generated yet */
+    size_t n_claims;
 } kq_pod_t;
+
+/* Bound on spec.resourceClaims (the API allows 32). */
+#define KQ_POD_MAX_CLAIMS 128
 
 /* The scheduling gate of kubequota's admission controller (control/gating.h). */
 #define KQ_POD_ADMISSION_GATE "kubequota.io/admission"
@@ -176,6 +190,13 @@ int kq_pod_parse_text(const char *text, size_t len, const kq_pod_opts_t *opts, k
  * it is written out and decoded again, so it is not for hot paths). */
 int kq_pod_parse_json(const json_t *obj, const kq_pod_opts_t *opts, kq_pod_t *out, char *err,
                       size_t errlen) KQ_WUR;
+
+/* The DRA extended-resource path (issue 39): fn(ud, request) adds to a pod's computed
+ * request, e.g. "<class>.deviceclass.resource.k8s.io/devices" for an extended resource a
+ * DeviceClass backs (control/slices.h kq_slices_extended_devices). Set once by main before
+ * any pod is parsed (not thread-safe against parsing); NULL: nothing is added. */
+typedef int (*kq_pod_extended_fn)(void *ud, kq_resource_t *request);
+void kq_pod_set_extended_mapper(kq_pod_extended_fn fn, void *ud);
 
 /* Effective request of a PodSpec object (see rules above). */
 /* *out is an initialised set (left unchanged on error; release it with kq_resource_free). */
