@@ -311,6 +311,7 @@ struct kq_ledger {
     atomic_uint_fast64_t resolve_gen; /* bumped (under mu) by each kq_ledger_reresolve */
     kq_ledger_place_fn place;   /* kq_ledger_set_placement: places a pod by the config now */
     void *place_ud;
+    atomic_uint_fast64_t place_gen; /* bumped (under mu) by each kq_ledger_place_again */
     bool gating;                /* kq_ledger_set_gating: ungated unbound pods of ours are reserved */
     size_t n_reserved;
     kq_fairshare_t *fs;         /* kq_ledger_set_fairshare: told of every count and release, or NULL */
@@ -1557,6 +1558,19 @@ int kq_ledger_reserve(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t 
     return assume(l, pod, NULL, reason, reason_len, kind, true);
 }
 
+static size_t place_locked(kq_ledger_t *l, entry_t **es, size_t n);
+static void place_reresolve(kq_ledger_t *l, entry_t **es, size_t n);
+
+/* Places the pod p by the config in force (l->place, called under the ledger lock as
+ * everywhere), unless no placement is wired. 0 or KQ_ENOMEM. */
+static int place_now(kq_ledger_t *l, kq_pod_t *p)
+{
+    pthread_mutex_lock(&l->mu);
+    int rc = l->place != NULL ? l->place(l->place_ud, p) : 0;
+    pthread_mutex_unlock(&l->mu);
+    return rc;
+}
+
 static int assume(kq_ledger_t *l, const kq_pod_t *pod, const char *node, char *reason, size_t reason_len,
                   kq_denial_t *kind, bool reserve)
 {
@@ -1566,18 +1580,22 @@ static int assume(kq_ledger_t *l, const kq_pod_t *pod, const char *node, char *r
     /* Everything that may fail to allocate, before the engine commits. */
     counted_t c;
     uint64_t gen = atomic_load(&l->resolve_gen); /* before resolving, with no lock held */
+    uint64_t pgen = atomic_load(&l->place_gen);   /* before placing */
     entry_t *fresh = entry_new(pod->uid);
     kq_pod_t copy = {.n_groups = 0};
-    if (fresh == NULL || kq_pod_copy(&copy, pod) != 0 || resolve_into(l, pod, &copy) != 0 ||
-        spod_take(&fresh->pod, &copy) != 0) {
+    /* Counted where the config in force places it: the caller's copy may be older than
+     * the last reload (a pod waiting at the gate across it, a lookup just before it). */
+    if (fresh == NULL || kq_pod_copy(&copy, pod) != 0 || place_now(l, &copy) != 0 ||
+        resolve_into(l, &copy, &copy) != 0 || spod_take(&fresh->pod, &copy) != 0) {
         kq_pod_clear(&copy);
         entry_free(fresh);
         return KQ_ENOMEM;
     }
     const kq_pod_t *fpod = EPOD(&fresh->pod); /* fresh's facts, for as long as fresh has them */
     if (fpod->queue == NULL && !queueless_ok(fpod, fpod->quota_group)) {
+        int nrc = no_queue(fpod, reason, reason_len, kind);
         entry_free(fresh);
-        return no_queue(pod, reason, reason_len, kind);
+        return nrc;
     }
     if (counted_from_pod(&c, fpod) != 0) {
         entry_free(fresh);
@@ -1646,6 +1664,9 @@ static int assume(kq_ledger_t *l, const kq_pod_t *pod, const char *node, char *r
     }
     tree_sync(l, e, false);
     reresolve_if_stale(l, e, gen);
+    /* a reload re-placed the known pods while this one was being placed */
+    if (l->place != NULL && atomic_load(&l->place_gen) != pgen && place_locked(l, &e, 1) > 0)
+        place_reresolve(l, &e, 1);
 out:
     pthread_mutex_unlock(&l->mu);
     if (rc == 0)
@@ -2183,6 +2204,7 @@ size_t kq_ledger_place_again(kq_ledger_t *l)
         return 0;
     }
     n = HASH_COUNT(l->table);
+    atomic_fetch_add(&l->place_gen, 1);
     moved = place_locked(l, NULL, 0);
     if (moved > 0) {
         place_reresolve(l, NULL, 0);

@@ -873,8 +873,22 @@ static void test_pod_between_reload_and_apply(void **state)
     kq_pod_t again = parse_ns_pod(with, "late", "ns1", "late", NULL, "250m", "n1");
     kq_ledger_observe(f->l, &again);
     assert_int_equal(alloc_cpu(f, "root.ns1"), 250);
+    /* a copy placed by the old config (a pod that waited at the gate across the reload)
+     * is counted where the config in force puts it, and checked there */
+    kq_pod_t gated = parse_ns_pod(f->cfg, "gated", "ns1", "gated", NULL, "200m", NULL);
+    assert_string_equal(gated.queue, "root.default");
+    char why[256];
+    assert_int_equal(kq_ledger_reserve(f->l, &gated, why, sizeof(why), NULL), 0);
+    assert_int_equal(alloc_cpu(f, "root.default"), 0);
+    assert_int_equal(alloc_cpu(f, "root.ns1"), 450);
+    kq_pod_t big = parse_ns_pod(f->cfg, "big", "ns1", "big", NULL, "100m", NULL);
+    assert_int_equal(kq_ledger_assume(f->l, &big, why, sizeof(why), NULL), KQ_EDENIED); /* 550m > 500m */
+    kq_ledger_remove(f->l, "gated");
+    kq_ledger_remove(f->l, "big");
     kq_ledger_remove(f->l, "late");
     expect_empty(f);
+    kq_pod_clear(&gated);
+    kq_pod_clear(&big);
     kq_pod_clear(&p);
     kq_pod_clear(&again);
     kq_ledger_set_placement(f->l, NULL, NULL);

@@ -229,7 +229,12 @@ void kq_ledger_set_placement(kq_ledger_t *l, kq_ledger_place_fn place, void *ud)
 size_t kq_ledger_place_again(kq_ledger_t *l);
 
 /* The same for one pod (a pod placed by a config older than the one in force when it was
- * stored: the informer parsed it just before a reload). true when it moved. */
+ * stored: the informer parsed it just before a reload). true when it moved.
+ * With a placement wired, kq_ledger_assume, _assume_on and _reserve also place the pod
+ * they are given again before counting it (one placement: O(rules), never O(pods)), so a
+ * copy older than the last reload (a pod that waited at the gate across it, a bind's
+ * lookup just before it) is checked and counted where the config in force puts it; one
+ * placed while a kq_ledger_place_again ran is placed again under the lock. */
 bool kq_ledger_place_again_pod(kq_ledger_t *l, const char *uid);
 
 /* A counted pod of a quota group, for reclaim (copies; free with kq_ledger_victims_free). */
