@@ -39,6 +39,16 @@
  * first; if a re-resolution ran before the entry was stored, the entry is asked again
  * (reresolve_if_stale), so no answer older than the last quota event survives.
  *
+ * Re-placement (issue 38): a pod's queue is a function of the pod and the config in force,
+ * like its group. kq_ledger_place_again asks the placement function (set by the informer,
+ * which owns the config holder and the placement hooks) again for every entry; an entry
+ * whose answer differs takes it, and a counted one moves what it counted (counted_t.queue)
+ * in two phases, all releases and then all counts (place_release, place_count), so that
+ * nothing is counted twice or lost and an application whose pods all move is counted
+ * afresh where it lands. Then the groups of the pods that moved are asked again. A pod
+ * placed by a config older than the one in force when it is stored (parsed just before a
+ * reload) is placed again by the informer (kq_ledger_place_again_pod).
+ *
  * In-flight preemption (ledger.h): a second uthash table, keyed by preemptor UID, holds
  * the victims the preempt verb answered, per node. A victim's entry points at the record
  * that claims it (entry_t.claim), so that one victim is discounted for one preemptor
@@ -161,6 +171,8 @@ typedef struct spod {
     char *queue_error;
     kq_denial_t queue_denial;
     bool queue_named;
+    char *queue_value;
+    const char *queue_source;
     char *app_id;
     bool app_named;
     rpack_t *request;
@@ -179,7 +191,7 @@ typedef struct spod {
 
 #define SPOD_FIELDS(X)                                                                                               \
     X(uid) X(ns) X(name) X(node) X(scheduler_name) X(phase) X(deleting) X(user) X(groups) X(n_groups) X(queue)        \
-    X(queue_error) X(queue_denial) X(queue_named) X(app_id) X(app_named) X(priority) X(preemptible) X(created) X(quota_name) X(quota_group) X(n_gates) X(gate_pos) \
+    X(queue_error) X(queue_denial) X(queue_named) X(queue_value) X(queue_source) X(app_id) X(app_named) X(priority) X(preemptible) X(created) X(quota_name) X(quota_group) X(n_gates) X(gate_pos) \
     X(gang) X(gang_min) X(claims) X(n_claims)
 
 _Static_assert(sizeof(spod_t) - sizeof(rpack_t *) == sizeof(kq_pod_t) - sizeof(kq_resource_t),
@@ -314,6 +326,9 @@ struct kq_ledger {
     kq_ledger_resolve_fn resolve;
     void *resolve_ud;
     atomic_uint_fast64_t resolve_gen; /* bumped (under mu) by each kq_ledger_reresolve */
+    kq_ledger_place_fn place;   /* kq_ledger_set_placement: places a pod by the config now */
+    void *place_ud;
+    atomic_uint_fast64_t place_gen; /* bumped (under mu) by each kq_ledger_place_again */
     bool gating;                /* kq_ledger_set_gating: ungated unbound pods of ours are reserved */
     size_t n_reserved;
     kq_fairshare_t *fs;         /* kq_ledger_set_fairshare: told of every count and release, or NULL */
@@ -1939,6 +1954,19 @@ int kq_ledger_reserve(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t 
     return assume(l, pod, NULL, reason, reason_len, kind, true);
 }
 
+static size_t place_locked(kq_ledger_t *l, entry_t **es, size_t n);
+static void place_reresolve(kq_ledger_t *l, entry_t **es, size_t n);
+
+/* Places the pod p by the config in force (l->place, called under the ledger lock as
+ * everywhere), unless no placement is wired. 0 or KQ_ENOMEM. */
+static int place_now(kq_ledger_t *l, kq_pod_t *p)
+{
+    pthread_mutex_lock(&l->mu);
+    int rc = l->place != NULL ? l->place(l->place_ud, p) : 0;
+    pthread_mutex_unlock(&l->mu);
+    return rc;
+}
+
 static int assume(kq_ledger_t *l, const kq_pod_t *pod, const char *node, char *reason, size_t reason_len,
                   kq_denial_t *kind, bool reserve)
 {
@@ -1948,18 +1976,22 @@ static int assume(kq_ledger_t *l, const kq_pod_t *pod, const char *node, char *r
     /* Everything that may fail to allocate, before the engine commits. */
     counted_t c;
     uint64_t gen = atomic_load(&l->resolve_gen); /* before resolving, with no lock held */
+    uint64_t pgen = atomic_load(&l->place_gen);   /* before placing */
     entry_t *fresh = entry_new(pod->uid);
     kq_pod_t copy = {.n_groups = 0};
-    if (fresh == NULL || kq_pod_copy(&copy, pod) != 0 || resolve_into(l, pod, &copy) != 0 ||
-        spod_take(&fresh->pod, &copy) != 0) {
+    /* Counted where the config in force places it: the caller's copy may be older than
+     * the last reload (a pod waiting at the gate across it, a lookup just before it). */
+    if (fresh == NULL || kq_pod_copy(&copy, pod) != 0 || place_now(l, &copy) != 0 ||
+        resolve_into(l, &copy, &copy) != 0 || spod_take(&fresh->pod, &copy) != 0) {
         kq_pod_clear(&copy);
         entry_free(fresh);
         return KQ_ENOMEM;
     }
     const kq_pod_t *fpod = EPOD(&fresh->pod); /* fresh's facts, for as long as fresh has them */
     if (fpod->queue == NULL && !queueless_ok(fpod, fpod->quota_group)) {
+        int nrc = no_queue(fpod, reason, reason_len, kind);
         entry_free(fresh);
-        return no_queue(pod, reason, reason_len, kind);
+        return nrc;
     }
     if (counted_from_pod(&c, fpod) != 0) {
         entry_free(fresh);
@@ -2038,6 +2070,9 @@ static int assume(kq_ledger_t *l, const kq_pod_t *pod, const char *node, char *r
     claims_counted_changed(l, e);
     tree_sync(l, e, false);
     reresolve_if_stale(l, e, gen);
+    /* a reload re-placed the known pods while this one was being placed */
+    if (l->place != NULL && atomic_load(&l->place_gen) != pgen && place_locked(l, &e, 1) > 0)
+        place_reresolve(l, &e, 1);
 out:
     pthread_mutex_unlock(&l->mu);
     if (rc == 0)
@@ -2430,6 +2465,203 @@ int kq_ledger_remove_group(kq_ledger_t *l, const char *group, char *err, size_t 
         free(spare[i]);
     free(spare);
     return rc;
+}
+
+/* ---- re-placement (lock held) ---- */
+
+static bool streq0(const char *a, const char *b)
+{
+    return a == NULL ? b == NULL : b != NULL && strcmp(a, b) == 0;
+}
+
+/* Asks placement again for the entry's pod (l->place, the config in force now). When the
+ * answer differs, the entry's pod takes it (queue, queue_error, queue_denial) and true is
+ * returned; what the entry counted is moved by place_move. */
+static bool place_entry(kq_ledger_t *l, entry_t *e)
+{
+    kq_pod_t p = {.n_groups = 0};
+    if (kq_pod_copy(&p, EPOD(&e->pod)) != 0 || l->place(l->place_ud, &p) != 0) {
+        kq_error("event=replace_failed uid=%s error=\"out of memory\"", e->uid);
+        kq_pod_clear(&p);
+        return false;
+    }
+    bool same = streq0(p.queue, e->pod.queue) && streq0(p.queue_error, e->pod.queue_error) &&
+                p.queue_denial == e->pod.queue_denial;
+    if (!same) {
+        kq_debug("event=pod_replaced pod=%s/%s uid=%s from=%s to=%s", e->pod.ns, e->pod.name, e->uid,
+                 e->pod.queue ? e->pod.queue : "-", p.queue ? p.queue : "-");
+        char *t = e->pod.queue;
+        e->pod.queue = p.queue;
+        p.queue = t;
+        t = e->pod.queue_error;
+        e->pod.queue_error = p.queue_error;
+        p.queue_error = t;
+        e->pod.queue_denial = p.queue_denial;
+    }
+    kq_pod_clear(&p);
+    return !same;
+}
+
+/* Where a counted entry belongs now: its pod's queue, root without one (count_bound). */
+static const char *place_target(const entry_t *e)
+{
+    return e->pod.queue != NULL ? e->pod.queue : "root";
+}
+
+/* Phase 1 of a move: releases the counted entry's usage and application membership from
+ * the queue it was counted in (its user, groups, application, request and quota group stay). */
+static void place_release(kq_ledger_t *l, entry_t *e)
+{
+    int rc = kq_ugm_decrease(l->ugm, e->c.queue, e->c.app, e->c.user, RV(e->c.req));
+    if (rc == 0)
+        fs_note(l, e->c.queue, e->c.user, RV(e->c.req), -1);
+    else
+        kq_error("event=release_failed uid=%s queue=%s app=%s user=%s error=\"%s\"", e->uid, e->c.queue, e->c.app,
+                 e->c.user, kq_strerror(rc));
+}
+
+/* Phase 2: counts it, unchecked (what runs is reality), in the queue it belongs to now
+ * (root when the engine rejects that one, as count_bound does). On failure it goes back
+ * to the queue it came from. */
+static void place_count(kq_ledger_t *l, entry_t *e)
+{
+    kq_user_t u = counted_user(&e->c);
+    kq_ugm_pod_t since = since_of(EPOD(&e->pod));
+    const char *to = place_target(e);
+    int rc = kq_ugm_add_unchecked_pod(l->ugm, to, e->c.app, &u, RV(e->c.req), &since);
+    if (rc == KQ_EINVAL && strcmp(to, "root") != 0) {
+        to = "root";
+        rc = kq_ugm_add_unchecked_pod(l->ugm, to, e->c.app, &u, RV(e->c.req), &since);
+    }
+    char *nq = rc == 0 ? strdup(to) : NULL;
+    if (rc == 0 && nq == NULL) {
+        (void)kq_ugm_decrease(l->ugm, to, e->c.app, e->c.user, RV(e->c.req));
+        rc = KQ_ENOMEM;
+    }
+    if (rc != 0) {
+        kq_error("event=replace_failed pod=%s/%s uid=%s from=%s to=%s error=\"%s\" msg=\"the pod stays counted "
+                 "in its old queue\"", e->pod.ns, e->pod.name, e->uid, e->c.queue, to, kq_strerror(rc));
+        if (kq_ugm_add_unchecked_pod(l->ugm, e->c.queue, e->c.app, &u, RV(e->c.req), &since) == 0)
+            fs_note(l, e->c.queue, e->c.user, RV(e->c.req), +1);
+        return;
+    }
+    fs_note(l, to, e->c.user, RV(e->c.req), +1);
+    kq_info("event=pod_moved pod=%s/%s uid=%s from=%s to=%s state=%s user=%s app=%s msg=\"the config changed its "
+            "queue; its usage and application moved with it\"", e->pod.ns, e->pod.name, e->uid, e->c.queue, to,
+            state_names[e->state], e->c.user, e->c.app);
+    free(e->c.queue);
+    e->c.queue = nq;
+}
+
+/* Re-places the entries of `es` (n of them; all when es is NULL) and moves what changed;
+ * returns how many moved. Counted entries move in two phases, all releases before all
+ * counts, so that an application whose pods all move is counted afresh in its new queue
+ * (its tracked group chosen there), as a freshly started kubequota would count it. */
+static size_t place_locked(kq_ledger_t *l, entry_t **es, size_t n)
+{
+    size_t moved = 0, cap = 0, nm = 0;
+    entry_t **mv = NULL;
+    entry_t *e;
+    bool all = es == NULL;
+    size_t i = 0;
+    if (all)
+        e = l->table;
+    else
+        e = n > 0 ? es[0] : NULL;
+    while (e != NULL) {
+        entry_t *next = all ? e->hh.next : (++i < n ? es[i] : NULL);
+        if (place_entry(l, e)) {
+            moved++;
+            if (e->state != ST_PENDING && strcmp(place_target(e), e->c.queue) != 0) {
+                if (nm == cap) {
+                    size_t nc = cap ? cap * 2 : 16;
+                    entry_t **m = realloc(mv, nc * sizeof(*m));
+                    if (m == NULL) {
+                        /* out of memory: this one moves on its own */
+                        place_release(l, e);
+                        place_count(l, e);
+                        e = next;
+                        continue;
+                    }
+                    mv = m;
+                    cap = nc;
+                }
+                mv[nm++] = e;
+            } else if (e->state == ST_PENDING && e->pod.node == NULL) {
+                pending_set(l, e, EPOD(&e->pod));
+            }
+        }
+        e = next;
+    }
+    for (size_t k = 0; k < nm; k++)
+        place_release(l, mv[k]);
+    for (size_t k = 0; k < nm; k++)
+        place_count(l, mv[k]);
+    free(mv);
+    return moved;
+}
+
+void kq_ledger_set_placement(kq_ledger_t *l, kq_ledger_place_fn place, void *ud)
+{
+    pthread_mutex_lock(&l->mu);
+    l->place = place;
+    l->place_ud = ud;
+    pthread_mutex_unlock(&l->mu);
+}
+
+/* The quota groups of the pods that moved, asked again (a group may come from the queue). */
+static void place_reresolve(kq_ledger_t *l, entry_t **es, size_t n)
+{
+    if (l->qt == NULL || l->resolve == NULL)
+        return;
+    atomic_fetch_add(&l->resolve_gen, 1);
+    kq_qtree_batch_begin(l->qt);
+    if (es == NULL) {
+        entry_t *e, *tmp;
+        HASH_ITER(hh, l->table, e, tmp) (void)reresolve_entry(l, e);
+    } else {
+        for (size_t i = 0; i < n; i++)
+            (void)reresolve_entry(l, es[i]);
+    }
+    kq_qtree_batch_end(l->qt);
+}
+
+size_t kq_ledger_place_again(kq_ledger_t *l)
+{
+    size_t moved = 0, n = 0;
+    pthread_mutex_lock(&l->mu);
+    if (l->place == NULL) {
+        pthread_mutex_unlock(&l->mu);
+        return 0;
+    }
+    n = HASH_COUNT(l->table);
+    atomic_fetch_add(&l->place_gen, 1);
+    moved = place_locked(l, NULL, 0);
+    if (moved > 0) {
+        place_reresolve(l, NULL, 0);
+        /* a pod that moved may fit now, or another pod may: poke recent denials */
+        if (l->on_release != NULL)
+            l->on_release(l->on_release_ud);
+    }
+    pthread_mutex_unlock(&l->mu);
+    kq_info("event=pods_replaced pods=%zu moved=%zu", n, moved);
+    return moved;
+}
+
+bool kq_ledger_place_again_pod(kq_ledger_t *l, const char *uid)
+{
+    entry_t *e;
+    bool moved = false;
+    pthread_mutex_lock(&l->mu);
+    HASH_FIND_STR(l->table, uid, e);
+    if (e != NULL && l->place != NULL && place_locked(l, &e, 1) > 0) {
+        moved = true;
+        place_reresolve(l, &e, 1);
+        if (l->on_release != NULL)
+            l->on_release(l->on_release_ud);
+    }
+    pthread_mutex_unlock(&l->mu);
+    return moved;
 }
 
 size_t kq_ledger_reresolve(kq_ledger_t *l)

@@ -50,6 +50,7 @@ struct kq_sync {
     nsinfo_t *ns;          /* namespace name -> its YuniKorn annotations */
     nsinfo_t *ns_seen;     /* relist: entries seen since list_begin (ns thread only) */
     bool ns_relisting;
+    bool ns_placement_changed; /* a parent queue annotation changed during a relist (ns thread only) */
     atomic_ulong bad_pods;
     atomic_ulong lists;
     kq_jdoc_t scratch; /* the watch thread's, for kq_pod_parse (user-info annotations) */
@@ -170,6 +171,12 @@ static void on_object(void *ud, int type, const kq_jnode_t *obj)
         if (ident_note[0] != '\0' && type == KQ_WATCH_ADDED)
             identity_warning(app, &pod, ident_note);
         kq_ledger_observe(app->ledger, &pod);
+        /* A reload swapped the config after this pod was placed and re-placed the known pods
+         * before the ledger knew this one: place it by the config in force (issue 38). */
+        kq_config_t *now = kq_config_holder_get(app->config);
+        if (now != cfg)
+            (void)kq_ledger_place_again_pod(app->ledger, pod.uid);
+        kq_config_unref(now);
         kq_gating_observe(app->gating, &pod);
         if (app->metering)
             meter(app, obj, &pod);
@@ -236,6 +243,31 @@ static void on_claim_object(void *ud, int type, const kq_jnode_t *obj)
     }
     if (changed)
         (void)kq_ledger_claim_changed(s->app->ledger, ns, name);
+}
+
+/* The ledger's placement (kq_ledger_set_placement): a known pod placed again by the config
+ * in force, with the informer's hooks. Called under the ledger lock (ledger -> config
+ * holder, ugm, ns_mu). */
+static int place_pod(void *ud, kq_pod_t *pod)
+{
+    kq_sync_t *s = ud;
+    kq_app_t *app = s->app;
+    kq_config_t *cfg = kq_config_holder_get(app->config);
+    kq_pod_opts_t opts = {
+        .partition = cfg ? kq_config_partition(cfg, app->partition) : NULL,
+        .default_user = app->default_user,
+        .app_id_fallback = (kq_app_id_fallback_t)app->app_id_fallback,
+        .dynamic_kind = kq_ugm_queue_kind_hook,
+        .set_dynamic_limits = kq_ugm_set_dynamic_limits_hook,
+        .may_submit = kq_ugm_may_submit_hook,
+        .hook_arg = app->ugm,
+        .ns_parent_queue = kq_sync_ns_parent_queue,
+        .ns_limits = kq_sync_ns_limits,
+        .ns_arg = s,
+    };
+    int rc = kq_pod_place(&opts, pod);
+    kq_config_unref(cfg);
+    return rc;
 }
 
 /* ------------------------------------------------------------------ namespaces */
@@ -364,8 +396,9 @@ static nsinfo_t *nsinfo_parse(const kq_jnode_t *obj, const char *name)
     return n;
 }
 
-/* Replaces (or removes, n NULL) the entry of namespace `name`. */
-static void ns_put(kq_sync_t *s, const char *name, nsinfo_t *n)
+/* Replaces (or removes, n NULL) the entry of namespace `name`. true when its parent queue
+ * annotation (a placement input: the tag namespace.parentqueue) changed. */
+static bool ns_put(kq_sync_t *s, const char *name, nsinfo_t *n)
 {
     nsinfo_t *old = NULL;
     pthread_mutex_lock(&s->ns_mu);
@@ -375,7 +408,10 @@ static void ns_put(kq_sync_t *s, const char *name, nsinfo_t *n)
     if (n != NULL)
         HASH_ADD_STR(s->ns, name, n);
     pthread_mutex_unlock(&s->ns_mu);
+    const char *was = old ? old->parent : NULL, *is_now = n ? n->parent : NULL;
+    bool changed = was == NULL ? is_now != NULL : is_now == NULL || strcmp(was, is_now) != 0;
     nsinfo_free(old);
+    return changed;
 }
 
 static void on_ns_list_begin(void *ud)
@@ -404,6 +440,11 @@ static void on_ns_list_end(void *ud)
         free(n);
     }
     s->ns_relisting = false;
+    /* a namespace's parent queue is a placement input: pods follow it (issue 38), once per list */
+    if (s->ns_placement_changed) {
+        s->ns_placement_changed = false;
+        (void)kq_ledger_place_again(s->app->ledger);
+    }
 }
 
 static void on_ns_object(void *ud, int type, const kq_jnode_t *obj)
@@ -421,7 +462,12 @@ static void on_ns_object(void *ud, int type, const kq_jnode_t *obj)
             HASH_ADD_STR(s->ns_seen, name, seen);
         }
     }
-    ns_put(s, name, type == KQ_WATCH_DELETED ? NULL : nsinfo_parse(obj, name));
+    if (ns_put(s, name, type == KQ_WATCH_DELETED ? NULL : nsinfo_parse(obj, name))) {
+        if (s->ns_relisting)
+            s->ns_placement_changed = true;
+        else
+            (void)kq_ledger_place_again(s->app->ledger);
+    }
 }
 
 bool kq_sync_ns_parent_queue(void *sync, const char *ns, char *buf, size_t len)
@@ -522,6 +568,7 @@ kq_sync_t *kq_sync_start(kq_app_t *app)
     *p = '\0';
     snprintf(query, sizeof(query), "fieldSelector=spec.schedulerName%%3D%s", esc);
     free(esc);
+    kq_ledger_set_placement(app->ledger, place_pod, s);
     kq_watch_handler_t h = {
         .list_begin = on_list_begin,
         .doc = on_object,
@@ -544,6 +591,8 @@ void kq_sync_stop(kq_sync_t *s)
     kq_kube_watch_stop(s->watch);
     kq_kube_watch_stop(s->claim_watch);
     kq_kube_watch_stop(s->ns_watch);
+    if (s->app != NULL && s->app->ledger != NULL)
+        kq_ledger_set_placement(s->app->ledger, NULL, NULL);
     nsinfo_t *n, *tmp;
     HASH_ITER(hh, s->ns, n, tmp) {
         HASH_DEL(s->ns, n);
@@ -618,6 +667,10 @@ int kq_reloader_reload_now(kq_reloader_t *r)
         kq_elastic_apply_config(app->elastic, kq_config_partition(cfg, app->partition));
     if (rc == 0) {
         kq_config_holder_swap(app->config, cfg);
+        /* Every known pod is placed again by the new config and moves with its usage,
+         * applications and pending request when its queue changed, so a restart (which
+         * places every pod by the config in force) changes no view (issue 38). */
+        (void)kq_ledger_place_again(app->ledger);
         char summary[256];
         kq_config_summary(cfg, summary, sizeof(summary));
         kq_info("event=config_reloaded file=%s summary=\"%s\"", r->path, summary);

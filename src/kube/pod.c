@@ -862,6 +862,29 @@ static int resolve_placed(const kq_partition_conf_t *part, const kq_pod_opts_t *
     return 0;
 }
 
+/* The pod's queue by the rules in force (opts->partition): placement rules when the
+ * partition has some, else kubequota's own. Fills queue or queue_error/queue_denial. */
+static int place(const kq_pod_opts_t *opts, kq_pod_t *p)
+{
+    const kq_partition_conf_t *part = opts ? opts->partition : NULL;
+    const char *q = p->queue_value, *src = p->queue_source ? p->queue_source : "queue";
+    static const kq_pod_opts_t none = {.partition = NULL};
+    if (part != NULL && part->n_rules > 0)
+        return resolve_placed(part, opts ? opts : &none, q, src, p);
+    return q ? resolve_named(part, q, src, p) : resolve_default(part, p->ns, p);
+}
+
+int kq_pod_place(const kq_pod_opts_t *opts, kq_pod_t *p)
+{
+    free(p->queue);
+    free(p->queue_error);
+    p->queue = p->queue_error = NULL;
+    p->queue_denial = KQ_DENIAL_NONE;
+    if (p->ns == NULL)
+        return KQ_EINVAL;
+    return place(opts, p);
+}
+
 /* ---------------------------------------------------------------------------------- */
 /* gangs                                                                               */
 
@@ -1212,13 +1235,11 @@ int kq_pod_parse(const kq_jnode_t *obj, const kq_pod_opts_t *opts, kq_pod_t *out
         const char *q = NULL, *src = NULL;
         if ((rc = first_key(&c, labels, anns, KQ_POD_KEY_QUEUE, &q, &src)) != 0)
             goto out;
-        const kq_partition_conf_t *part = opts ? opts->partition : NULL;
         p.queue_named = q != NULL;
-        if (part != NULL && part->n_rules > 0)
-            rc = resolve_placed(part, opts, q, src, &p);
-        else
-            rc = q ? resolve_named(part, q, src, &p) : resolve_default(part, ns, &p);
-        if (rc != 0)
+        p.queue_source = src;
+        if (q != NULL && (p.queue_value = strdup(q)) == NULL)
+            goto nomem;
+        if ((rc = place(opts, &p)) != 0)
             goto nomem;
     }
 
@@ -1342,6 +1363,7 @@ void kq_pod_clear(kq_pod_t *p)
     free(p->groups);
     free(p->queue);
     free(p->queue_error);
+    free(p->queue_value);
     free(p->app_id);
     free(p->quota_name);
     free(p->quota_group);
@@ -1367,7 +1389,7 @@ int kq_pod_copy(kq_pod_t *dst, const kq_pod_t *src)
 {
     kq_pod_t p = *src;
     p.uid = p.ns = p.name = p.node = p.scheduler_name = p.user = NULL;
-    p.queue = p.queue_error = p.app_id = NULL;
+    p.queue = p.queue_error = p.app_id = p.queue_value = NULL;
     p.quota_name = p.quota_group = p.gang = NULL;
     p.groups = NULL;
     p.n_groups = 0;
@@ -1380,6 +1402,7 @@ int kq_pod_copy(kq_pod_t *dst, const kq_pod_t *src)
         copy_str(&p.node, src->node) || copy_str(&p.scheduler_name, src->scheduler_name) ||
         copy_str(&p.user, src->user) || copy_str(&p.queue, src->queue) ||
         copy_str(&p.queue_error, src->queue_error) || copy_str(&p.app_id, src->app_id) ||
+        copy_str(&p.queue_value, src->queue_value) ||
         copy_str(&p.quota_name, src->quota_name) || copy_str(&p.quota_group, src->quota_group) ||
         copy_str(&p.gang, src->gang))
         goto nomem;

@@ -48,14 +48,15 @@ The reference model (written here, from the simulator's objects and the config o
     contends (every parent's max and the cluster hold its children's asks, the
     scheduler-plugins quotas' asks fit in the sum of their mins) runtime = min(request, max);
   - users, groups and queues usage views: kqtest.expected_usage (bound live pods).
-Known difference, left out unless --queue-moves: kubequota places a pod in a queue once. A
-reload that adds or removes the queue of a live pod's namespace (root.ns1 here) leaves the pod
-in the queue it was placed in (users, groups and queues views, and its quota group when that
-comes from its queue, resolution step 4), where a kubequota started fresh places it by the new
-config; so does a pod created a moment after such a reload, before kubequota applied it. Found
-by this test (`--queue-moves --seed 6 --steps 80`, seeds 7 and 8 too; seed 11 step 58 without
-it, a pod of ns1 created right after the reload). Without --queue-moves the generator toggles
-root.ns1 only while no pod of ns1 lives and waits until the replicas apply it.
+Queue moves (on by default; --no-queue-moves or KQ_ORDER_QUEUE_MOVES=0 turn them off): a reload
+adds or removes queue root.ns1 while pods of namespace ns1 live, and pods of ns1 are created
+right after such a reload, before the replicas apply it. kubequota places every known pod
+again on a reload and moves it with its usage, application and pending request
+(kq_ledger_place_again), so its views equal a fresh kubequota's, which places by the config in
+force. Before that fix this was a known difference, found by this test (`--queue-moves --seed 6
+--steps 80`, seeds 7 and 8 too; seed 11 step 58, a pod of ns1 created right after the reload).
+With --no-queue-moves the generator toggles root.ns1 only while no pod of ns1 lives and waits
+until the replicas apply it.
 
 Standard library only. Waits are condition-based."""
 
@@ -307,7 +308,7 @@ def usage_diffs(kq, state, config):
 
 class OrderModel:
     def __init__(self, seed=DEFAULT_SEED, steps=DEFAULT_STEPS, fresh_every=10, verbose=False, out=print,
-                 queue_moves=False):
+                 queue_moves=True):
         self.seed, self.steps, self.fresh_every = seed, steps, fresh_every
         self.queue_moves = queue_moves
         self.rng = random.Random(seed)
@@ -572,8 +573,8 @@ class OrderModel:
             mn = rng.choice((None, 1))
         else:
             # (a reload that adds or removes queue root.ns1 while pods of namespace ns1 live
-            # would move them between queues: kubequota keeps a pod in the queue it was
-            # placed in, a fresh one places it by the new config: --queue-moves)
+            # moves them between queues, as a fresh kubequota places them: queue moves, off
+            # only with --no-queue-moves)
             if not self.queue_moves and any(p["metadata"]["namespace"] == "ns1" for p in self.pods()):
                 self.log("config_reload skipped: pods live in namespace ns1")
                 return
@@ -586,8 +587,7 @@ class OrderModel:
             kq.write_config(self.config)
         self.log("config_reload shared max=%s guaranteed=%s ns1=%s" % self.shared)
         if which == "ns1" and not self.queue_moves:
-            # a pod of ns1 created before a replica applied the reload would stay in the
-            # queue it was placed in (the same difference): wait for the reload
+            # without queue moves: no pod of ns1 is created before the replicas apply it
             for kq in self.up():
                 wait_until(lambda: any(c["queuename"] == "root.ns1" for c in kq.queues()["children"]) == bool(ns1),
                            15, 0.05, "%s to apply the reload" % kq.workdir)
@@ -726,6 +726,7 @@ class OrderModelTest(unittest.TestCase):
         m = OrderModel(seed=int(os.environ.get("KQ_ORDER_SEED") or DEFAULT_SEED),
                        steps=int(os.environ.get("KQ_ORDER_STEPS") or DEFAULT_STEPS),
                        fresh_every=int(os.environ.get("KQ_ORDER_FRESH_EVERY") or 10),
+                       queue_moves=os.environ.get("KQ_ORDER_QUEUE_MOVES", "1") != "0",
                        out=lambda s: print("  " + s, flush=True))
         self.kq = None
         m.run()
@@ -737,8 +738,10 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=None, help="default: %d; 0: random (printed)" % DEFAULT_SEED)
     ap.add_argument("--steps", type=int, default=DEFAULT_STEPS)
     ap.add_argument("--fresh-every", type=int, default=10, help="compare with a fresh kubequota every N steps")
-    ap.add_argument("--queue-moves", action="store_true",
-                    help="also reload configs that move live pods to another queue (a known difference)")
+    ap.add_argument("--queue-moves", dest="queue_moves", action="store_true", default=True,
+                    help="reload configs that move live pods to another queue (the default)")
+    ap.add_argument("--no-queue-moves", dest="queue_moves", action="store_false",
+                    help="toggle root.ns1 only while no pod of ns1 lives, and wait for the replicas to apply it")
     ap.add_argument("-v", "--verbose", action="store_true")
     ap.add_argument("--keep", action="store_true", help="keep the temp dir (logs, configs)")
     args = ap.parse_args(argv)

@@ -709,6 +709,195 @@ static void test_parsed_pod(void **state)
     kq_pod_clear(&p);
 }
 
+/* ---------------------------------------------------------------- re-placement -- */
+
+/* Issue 38: a pod's queue follows the config. A pod of namespace ns1 without a queue label
+ * is in root.ns1 when that queue exists, else in root.default. */
+static const char QUEUES_NS1_YAML[] =
+    "partitions:\n"
+    "  - name: default\n"
+    "    queues:\n"
+    "      - name: root\n"
+    "        queues:\n"
+    "          - name: default\n"
+    "          - name: team-a\n"
+    "            resources:\n"
+    "              max:\n"
+    "                vcore: 1000m\n"
+    "          - name: team-b\n"
+    "          - name: ns1\n"
+    "            resources:\n"
+    "              max:\n"
+    "                vcore: 500m\n";
+
+static kq_config_t *place_cfg; /* the config "in force" for the fixture's placement */
+
+static int fx_place(void *ud, kq_pod_t *pod)
+{
+    (void)ud;
+    kq_pod_opts_t o = {.partition = kq_config_partition(place_cfg, "default")};
+    return kq_pod_place(&o, pod);
+}
+
+/* A pod of namespace ns (user alice, application app, queue label queue or none) parsed by
+ * the config cfg. */
+static kq_pod_t parse_ns_pod(kq_config_t *cfg, const char *uid, const char *ns, const char *app, const char *queue,
+                             const char *cpu, const char *node)
+{
+    char text[2048];
+    char labels[256];
+    snprintf(labels, sizeof(labels), "\"kubequota.io/app-id\":\"%s\"%s%s%s", app, queue ? ",\"kubequota.io/queue\":\"" : "",
+             queue ? queue : "", queue ? "\"" : "");
+    snprintf(text, sizeof(text),
+             "{\"metadata\":{\"name\":\"%s\",\"namespace\":\"%s\",\"uid\":\"%s\",\"labels\":{%s},"
+             "\"annotations\":{\"kubequota.io/user-info\":\"{\\\"user\\\":\\\"alice\\\",\\\"groups\\\":[\\\"dev\\\"]}\"}},"
+             "\"spec\":{%s%s%s\"schedulerName\":\"kubequota\",\"containers\":["
+             "{\"name\":\"c\",\"resources\":{\"requests\":{\"cpu\":\"%s\"}}}]},\"status\":{\"phase\":\"%s\"}}",
+             uid, ns, uid, labels, node ? "\"nodeName\":\"" : "", node ? node : "", node ? "\"," : "", cpu,
+             node ? "Running" : "Pending");
+    kq_pod_opts_t o = {.partition = kq_config_partition(cfg, "default")};
+    kq_pod_t p;
+    char err[256];
+    if (kq_pod_parse_text(text, strlen(text), &o, &p, err, sizeof(err)) != 0)
+        fail_msg("parse: %s", err);
+    return p;
+}
+
+static void apply_config(fx_t *f, kq_config_t *cfg)
+{
+    assert_int_equal(kq_ugm_set_config(f->ugm, cfg), 0);
+    place_cfg = cfg;
+}
+
+static void test_reload_moves_pods(void **state)
+{
+    fx_t *f = *state;
+    kq_config_t *with = test_config(QUEUES_NS1_YAML);
+    assert_non_null(with);
+    place_cfg = f->cfg;
+    kq_ledger_set_placement(f->l, fx_place, NULL);
+    /* Two bound pods of one application and a waiting pod, in ns1 (root.default: no
+     * root.ns1 yet), and a bound pod of the same application that names root.team-b. */
+    kq_pod_t p1 = parse_ns_pod(f->cfg, "p1", "ns1", "app", NULL, "400m", "n1");
+    kq_pod_t p2 = parse_ns_pod(f->cfg, "p2", "ns1", "app", NULL, "300m", "n1");
+    kq_pod_t p3 = parse_ns_pod(f->cfg, "p3", "ns1", "wait", NULL, "200m", NULL);
+    kq_pod_t p4 = parse_ns_pod(f->cfg, "p4", "ns1", "app", "root.team-b", "100m", "n1");
+    assert_string_equal(p1.queue, "root.default");
+    kq_ledger_observe(f->l, &p1);
+    kq_ledger_observe(f->l, &p2);
+    kq_ledger_observe(f->l, &p3);
+    kq_ledger_observe(f->l, &p4);
+    assert_int_equal(alloc_cpu(f, "root.default"), 700);
+    assert_int_equal(pending_cpu(f, "root.default"), 200);
+    assert_int_equal(running_apps(f, "root.default"), 1);
+    assert_int_equal(alloc_cpu(f, "root.team-b"), 100);
+    assert_int_equal(user_cpu(f, "alice"), 800);
+
+    /* The reload adds root.ns1 (max 500m): the pods of ns1 move with their usage, their
+     * application and their pending request, unchecked (700m > 500m: what runs is never
+     * refused); the pod that names its queue stays. */
+    apply_config(f, with);
+    assert_int_equal(kq_ledger_place_again(f->l), 3);
+    assert_int_equal(alloc_cpu(f, "root.default"), 0);
+    assert_int_equal(pending_cpu(f, "root.default"), 0);
+    assert_int_equal(running_apps(f, "root.default"), 0);
+    assert_int_equal(alloc_cpu(f, "root.ns1"), 700);
+    assert_int_equal(pending_cpu(f, "root.ns1"), 200);
+    assert_int_equal(running_apps(f, "root.ns1"), 1);
+    assert_int_equal(alloc_cpu(f, "root.team-b"), 100);
+    assert_int_equal(running_apps(f, "root.team-b"), 1);
+    assert_int_equal(alloc_cpu(f, "root"), 800);
+    assert_int_equal(user_cpu(f, "alice"), 800);
+    kq_pod_t got;
+    assert_int_equal(kq_ledger_lookup(f->l, "p3", &got), 0);
+    assert_string_equal(got.queue, "root.ns1");
+    kq_pod_clear(&got);
+    /* the queue is over its max: the waiting pod is refused until it is back under */
+    char why[256];
+    kq_pod_t p3n = parse_ns_pod(with, "p3", "ns1", "wait", NULL, "200m", NULL);
+    assert_int_equal(kq_ledger_assume(f->l, &p3n, why, sizeof(why), NULL), KQ_EDENIED);
+    /* nothing moves twice */
+    assert_int_equal(kq_ledger_place_again(f->l), 0);
+    assert_int_equal(alloc_cpu(f, "root.ns1"), 700);
+
+    /* The reload that removes root.ns1 moves them back, applications and all. */
+    apply_config(f, f->cfg);
+    assert_int_equal(kq_ledger_place_again(f->l), 3);
+    assert_int_equal(alloc_cpu(f, "root.default"), 700);
+    assert_int_equal(pending_cpu(f, "root.default"), 200);
+    assert_int_equal(running_apps(f, "root.default"), 1);
+    assert_int_equal(alloc_cpu(f, "root.team-b"), 100);
+    assert_int_equal(kq_ledger_lookup(f->l, "p3", &got), 0); /* bind binds what the ledger knows */
+    assert_string_equal(got.queue, "root.default");
+    assert_int_equal(kq_ledger_assume(f->l, &got, why, sizeof(why), NULL), 0);
+    kq_pod_clear(&got);
+    assert_int_equal(alloc_cpu(f, "root.default"), 900);
+
+    /* released once each, from where they are now */
+    kq_ledger_remove(f->l, "p1");
+    kq_ledger_remove(f->l, "p2");
+    kq_ledger_remove(f->l, "p3");
+    kq_ledger_remove(f->l, "p4");
+    expect_empty(f);
+    kq_pod_clear(&p1);
+    kq_pod_clear(&p2);
+    kq_pod_clear(&p3);
+    kq_pod_clear(&p3n);
+    kq_pod_clear(&p4);
+    kq_ledger_set_placement(f->l, NULL, NULL);
+    place_cfg = NULL;
+    kq_config_unref(with);
+}
+
+/* A pod created a moment after a reload, placed by the config before it (the informer
+ * parsed it before the swap) and stored after the reload re-placed the known pods: the
+ * informer sees that the config changed and places it again (control/sync.c), so it ends
+ * where the new config puts it, as a kubequota started now would place it. */
+static void test_pod_between_reload_and_apply(void **state)
+{
+    fx_t *f = *state;
+    kq_config_t *with = test_config(QUEUES_NS1_YAML);
+    assert_non_null(with);
+    place_cfg = f->cfg;
+    kq_ledger_set_placement(f->l, fx_place, NULL);
+    kq_pod_t p = parse_ns_pod(f->cfg, "late", "ns1", "late", NULL, "250m", "n1"); /* placed by the old config */
+    assert_string_equal(p.queue, "root.default");
+    apply_config(f, with);
+    assert_int_equal(kq_ledger_place_again(f->l), 0); /* the ledger does not know it yet */
+    kq_ledger_observe(f->l, &p);
+    assert_int_equal(alloc_cpu(f, "root.default"), 250);
+    assert_true(kq_ledger_place_again_pod(f->l, "late"));
+    assert_int_equal(alloc_cpu(f, "root.default"), 0);
+    assert_int_equal(alloc_cpu(f, "root.ns1"), 250);
+    assert_int_equal(running_apps(f, "root.ns1"), 1);
+    assert_false(kq_ledger_place_again_pod(f->l, "late"));
+    /* a later watch event of the pod (parsed by the new config) changes nothing */
+    kq_pod_t again = parse_ns_pod(with, "late", "ns1", "late", NULL, "250m", "n1");
+    kq_ledger_observe(f->l, &again);
+    assert_int_equal(alloc_cpu(f, "root.ns1"), 250);
+    /* a copy placed by the old config (a pod that waited at the gate across the reload)
+     * is counted where the config in force puts it, and checked there */
+    kq_pod_t gated = parse_ns_pod(f->cfg, "gated", "ns1", "gated", NULL, "200m", NULL);
+    assert_string_equal(gated.queue, "root.default");
+    char why[256];
+    assert_int_equal(kq_ledger_reserve(f->l, &gated, why, sizeof(why), NULL), 0);
+    assert_int_equal(alloc_cpu(f, "root.default"), 0);
+    assert_int_equal(alloc_cpu(f, "root.ns1"), 450);
+    kq_pod_t big = parse_ns_pod(f->cfg, "big", "ns1", "big", NULL, "100m", NULL);
+    assert_int_equal(kq_ledger_assume(f->l, &big, why, sizeof(why), NULL), KQ_EDENIED); /* 550m > 500m */
+    kq_ledger_remove(f->l, "gated");
+    kq_ledger_remove(f->l, "big");
+    kq_ledger_remove(f->l, "late");
+    expect_empty(f);
+    kq_pod_clear(&gated);
+    kq_pod_clear(&big);
+    kq_pod_clear(&p);
+    kq_pod_clear(&again);
+    kq_ledger_set_placement(f->l, NULL, NULL);
+    place_cfg = NULL;
+    kq_config_unref(with);
+}
+
 /* ----------------------------------------------------------------------- threads -- */
 
 #define T_UIDS 64
@@ -2095,6 +2284,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_lookup, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lookup_keeps_every_field, setup, teardown),
         cmocka_unit_test_setup_teardown(test_parsed_pod, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reload_moves_pods, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pod_between_reload_and_apply, setup, teardown),
         cmocka_unit_test_setup_teardown(test_threads, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wait_observed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reserve, setup, teardown),

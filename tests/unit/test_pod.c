@@ -102,6 +102,8 @@ static void assert_same_pod(const kq_pod_t *a, const kq_pod_t *b)
     assert_same_str(a->queue_error, b->queue_error, "queue_error");
     assert_int_equal(a->queue_denial, b->queue_denial);
     assert_int_equal(a->queue_named, b->queue_named);
+    assert_same_str(a->queue_value, b->queue_value, "queue_value");
+    assert_same_str(a->queue_source, b->queue_source, "queue_source");
     assert_same_str(a->app_id, b->app_id, "app_id");
     assert_same_str(a->quota_name, b->quota_name, "quota_name");
     assert_int_equal(a->n_groups, b->n_groups);
@@ -618,6 +620,40 @@ static void test_queue_named(void **state)
     expect_queue(state, "x", "{\"queue\":\"Dev.Shared\"}", NULL, "root.dev.shared", NULL);
     /* an empty value counts as absent: default for namespace team-a */
     expect_queue(state, "team-a", "{\"kubequota.io/queue\":\"\"}", NULL, "root.team-a", NULL);
+}
+
+/* Issue 38: a parsed pod placed again by another config (a reload) gets the queue that
+ * config gives it, from the key it named (kept in queue_value) or from its namespace. */
+static void test_place_again(void **state)
+{
+    fx_t *f = *state;
+    kq_pod_t p;
+    char err[512];
+    kq_pod_opts_t other = {.partition = kq_config_partition(f->cfg_nodefault, "default")};
+    /* namespace team-a, no queue named: root.team-a; by a config without it nor root.default: none */
+    assert_int_equal(parse_parts(state, "team-a", NULL, NULL, NULL, NULL, &p, err, sizeof(err)), 0);
+    assert_string_equal(p.queue, "root.team-a");
+    assert_null(p.queue_value);
+    assert_int_equal(kq_pod_place(&other, &p), 0);
+    assert_null(p.queue);
+    assert_non_null(p.queue_error);
+    assert_int_equal(p.queue_denial, KQ_DENIAL_QUEUE_NOT_LEAF);
+    assert_int_equal(kq_pod_place(&f->opts, &p), 0);
+    assert_string_equal(p.queue, "root.team-a");
+    assert_null(p.queue_error);
+    assert_int_equal(p.queue_denial, KQ_DENIAL_NONE);
+    kq_pod_clear(&p);
+    /* a named leaf: found again by its name, or missing, with the key in the reason */
+    assert_int_equal(parse_parts(state, "x", "{\"queue\":\"alice\"}", NULL, NULL, NULL, &p, err, sizeof(err)), 0);
+    assert_string_equal(p.queue, "root.dev.alice");
+    assert_string_equal(p.queue_value, "alice");
+    assert_string_equal(p.queue_source, "queue");
+    assert_int_equal(kq_pod_place(&other, &p), 0);
+    assert_null(p.queue);
+    assert_string_equal(p.queue_error, "queue \"alice\" does not exist");
+    assert_int_equal(kq_pod_place(&f->opts, &p), 0);
+    assert_string_equal(p.queue, "root.dev.alice");
+    kq_pod_clear(&p);
 }
 
 static void test_queue_errors(void **state)
@@ -1271,6 +1307,7 @@ int main(void)
         cmocka_unit_test(test_identity_default),
         cmocka_unit_test(test_identity_garbage),
         cmocka_unit_test(test_queue_named),
+        cmocka_unit_test(test_place_again),
         cmocka_unit_test(test_read_keys_are_guarded),
         cmocka_unit_test(test_queue_errors),
         cmocka_unit_test(test_queue_default),

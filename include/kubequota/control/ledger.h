@@ -212,6 +212,38 @@ int kq_ledger_remove_group(kq_ledger_t *l, const char *group, char *err, size_t 
  * Returns how many pods moved. No-op without a tree. */
 size_t kq_ledger_reresolve(kq_ledger_t *l);
 
+/* Re-placement (issue 38): a pod's queue is a function of the pod and the config in force
+ * now, as its quota group is. place fills pod->queue (or queue_error and queue_denial) by
+ * the config in force when it is called (kq_pod_place); 0 or KQ_ENOMEM. It is called under
+ * the ledger lock: it may take only locks that come after the ledger's (the config
+ * holder's, the ugm's for the dynamic queue hooks, the namespace table's). NULL stops. */
+typedef int (*kq_ledger_place_fn)(void *ud, kq_pod_t *pod);
+void kq_ledger_set_placement(kq_ledger_t *l, kq_ledger_place_fn place, void *ud);
+
+/* Asks placement again for every known pod, after the config (or anything else placement
+ * reads) changed, and moves each pod whose queue changed in one step under the ledger
+ * lock: a counted pod's usage and application membership (user, group and queue trackers)
+ * from the queue it was counted in to its new one, unchecked, as a running pod is never
+ * refused (a queue may so exceed its max; later pods are refused until it is back under);
+ * a pending pod's pending request; then the quota groups of the pods that moved are asked
+ * again (resolution step 4 reads the queue), as kq_ledger_reresolve does. Counted pods
+ * move in two phases (every release, then every count), so an application whose pods all
+ * move is counted afresh in its new queue, as by a freshly started kubequota; one whose
+ * pods end in two queues runs in both, as the ugm counts any such application. A dynamic
+ * queue is made for a moved pod as for a new one (the placement hooks). O(pods) with the
+ * lock held: for reloads, never for filter or bind. The release hook is called when pods
+ * moved. Returns how many pods moved. No-op without a placement function. */
+size_t kq_ledger_place_again(kq_ledger_t *l);
+
+/* The same for one pod (a pod placed by a config older than the one in force when it was
+ * stored: the informer parsed it just before a reload). true when it moved.
+ * With a placement wired, kq_ledger_assume, _assume_on and _reserve also place the pod
+ * they are given again before counting it (one placement: O(rules), never O(pods)), so a
+ * copy older than the last reload (a pod that waited at the gate across it, a bind's
+ * lookup just before it) is checked and counted where the config in force puts it; one
+ * placed while a kq_ledger_place_again ran is placed again under the lock. */
+bool kq_ledger_place_again_pod(kq_ledger_t *l, const char *uid);
+
 /* A counted pod of a quota group, for reclaim (copies; free with kq_ledger_victims_free). */
 typedef struct kq_ledger_victim {
     char *uid, *ns, *name;

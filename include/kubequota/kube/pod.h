@@ -101,6 +101,9 @@ typedef struct kq_pod {
     kq_denial_t queue_denial; /* queue_error's kind: KQ_DENIAL_QUEUE_MISSING, _QUEUE_NOT_LEAF or
                                * _ACL (placement); KQ_DENIAL_NONE without queue_error */
     bool queue_named;     /* a queue label or annotation (kq_pod_keys, role QUEUE) is set */
+    char *queue_value;    /* that key's value as the pod names it (NULL: none), kept so that the
+                           * pod can be placed again when the config changes (kq_pod_place) */
+    const char *queue_source; /* that key (a static string of kq_pod_keys; never freed), or NULL */
     char *app_id;
     bool app_named;       /* app_id came from a label or annotation (kq_pod_keys, role APP),
                            * not from a fallback: only a named id can be another user's */
@@ -197,6 +200,14 @@ int kq_pod_parse_json(const json_t *obj, const kq_pod_opts_t *opts, kq_pod_t *ou
  * any pod is parsed (not thread-safe against parsing); NULL: nothing is added. */
 typedef int (*kq_pod_extended_fn)(void *ud, kq_resource_t *request);
 void kq_pod_set_extended_mapper(kq_pod_extended_fn fn, void *ud);
+
+/* Places an already parsed pod again (its queue, queue_error and queue_denial) by the
+ * queue rules above, against opts->partition and its hooks: for a config reload or a
+ * namespace change, so that a pod's queue is a function of the pod and the config in force
+ * now, whatever config it was first placed by. Reads only the pod's own facts (namespace,
+ * user, groups, node, queue_value, queue_source). 0, or KQ_ENOMEM (the pod then has no
+ * queue and queue_error NULL). */
+int kq_pod_place(const kq_pod_opts_t *opts, kq_pod_t *p) KQ_WUR;
 
 /* Effective request of a PodSpec object (see rules above). */
 /* *out is an initialised set (left unchanged on error; release it with kq_resource_free). */
