@@ -66,7 +66,7 @@ enum {
     O_SYSNS, O_DQMIN, O_DQMAX, O_GRACE, O_ETICK, O_STATUS, O_MINRUN, O_PREEMPT_DEF, O_RECLAIM_SOURCES,
     O_KOORD_DELAY,
     O_METERING, O_LEADER_ELECT, O_LEASE_NS, O_LEASE_NAME, O_LEASE_DUR, O_RENEW_DEADLINE, O_RETRY_PERIOD,
-    O_HISTORY, O_APPID_FALLBACK, O_GATE, O_GATE_TIMEOUT, O_GATE_REMOVERS, O_GATE_USAGE_CM, O_GATE_USAGE_CKPT, O_GATE_PARALLEL,
+    O_HISTORY, O_APPID_FALLBACK, O_GATE, O_GATE_TIMEOUT, O_GATE_REMOVERS, O_GATE_USAGE_CM, O_GATE_USAGE_CKPT, O_GATE_PARALLEL, O_GATE_ONLY,
     O_HELP = 'h',
 };
 
@@ -180,6 +180,9 @@ static const flag_t serve_flags[] = {
     {"admission-gate", 0, O_GATE, NULL, "create managed pods with the scheduling gate\n"
                                         "kubequota.io/admission and release them in fair order when\n"
                                         "they fit (docs/gating.md; default off)", NULL},
+    {"admission-gate-only", 0, O_GATE_ONLY, NULL, "kube-scheduler calls no extender (the chart's gate-only\n"
+                                               "mode): the gate's release is the only quota decision;\n"
+                                               "pods of a multi-tree quota are never released", NULL},
     {"admission-gate-removers", 1, O_GATE_REMOVERS, "LIST", "users who may remove the gate (kubequota's own\n"
                                                            "service account; 'prefix*' allowed); others are\n"
                                                            "refused. Unset: anyone who may update the pod", NULL},
@@ -342,6 +345,7 @@ typedef struct serve_opts {
     long requeue_window_ms; /* --requeue-window; 0 = no requeue pokes */
     long history_ms;        /* --history-interval; 0 = no usage history */
     bool admission_gate;
+    bool gate_only; /* --admission-gate-only */
     long gate_timeout_ms;
     const char *gate_removers;
     const char *gate_usage_cm; /* NULL: the default name; "": none */
@@ -603,6 +607,7 @@ static int parse_serve(int argc, char **argv, serve_opts_t *o)
         }
         case O_LEADER_ELECT: o->leader_elect = true; break;
         case O_GATE: o->admission_gate = true; break;
+        case O_GATE_ONLY: o->gate_only = true; break;
         case O_GATE_REMOVERS: o->gate_removers = optarg; break;
         case O_GATE_USAGE_CM: {
             const char *sl = strchr(optarg, '/');
@@ -669,6 +674,8 @@ static int parse_serve(int argc, char **argv, serve_opts_t *o)
         return bad_usage("serve", "-v %ld: expected 0 to 10", o->verbosity);
     if (!o->plain_http && (o->tls_cert == NULL || o->tls_key == NULL))
         return bad_usage("serve", "--tls-cert and --tls-key are required (or --insecure-plain-http for local tests)");
+    if (o->gate_only && !o->admission_gate)
+        return bad_usage("serve", "--admission-gate-only needs --admission-gate: without the gate nothing checks quota");
     if (o->scheduler_plain_http && o->scheduler_listen == NULL)
         return bad_usage("serve", "--scheduler-plain-http needs --scheduler-listen (a loopback HOST:PORT)");
     if (o->extender_open && o->extender_local_only)
@@ -995,6 +1002,7 @@ static int serve(int argc, char **argv)
         go.reserve_timeout_ms = o.gate_timeout_ms;
         go.usage_checkpoint_ms = o.gate_usage_ckpt_ms;
         go.ungate_parallel = o.gate_parallel;
+        go.gate_only = o.gate_only;
         go.usage_ns = own_ns;
         go.usage_name = "kubequota-gating-usage";
         if (o.gate_usage_cm != NULL) { /* [NS/]NAME, checked by parse_serve; "" keeps none */

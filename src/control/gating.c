@@ -1037,6 +1037,20 @@ static int admit(kq_gating_t *g, const kq_pod_t *p, char *reason, size_t len, kq
         if (rc != 0)
             return rc;
     }
+    /* gate-only: the extender filter is what keeps a multi-tree quota's pod on its tree's
+     * nodes; with no filter such a pod is held rather than placed anywhere */
+    char group[KQ_QTREE_NAME_MAX + 1], tree[64];
+    if (g->o.gate_only && app->elastic != NULL && kq_elastic_has_trees(app->elastic) &&
+        kq_elastic_resolve(app->elastic, p, group, sizeof(group)) == 0 &&
+        kq_elastic_group_tree(app->elastic, group, tree, sizeof(tree))) {
+        snprintf(reason, len,
+                 "quota group %.120s is in quota tree %.60s, whose node placement only the scheduler extender enforces; "
+                 "kubequota runs gate-only (chart scheduler.extender.mode gate-only), so it "
+                 "does not release this pod",
+                 group, tree);
+        *kind = KQ_DENIAL_NEVER_FITS;
+        return KQ_EDENIED;
+    }
     return kq_ledger_reserve(app->ledger, p, reason, len, kind);
 }
 
