@@ -922,8 +922,18 @@ def rbac_rules(docs):
 def mutate(docs, how):
     """For tests/cluster/mutants.py only: break the rendered chart on purpose.
       widen-conditions     every webhook loses its matchConditions (sees every pod)
-      drop-rule:KIND/NAME/I  rule I of that (Cluster)Role is removed"""
+      drop-rule:KIND/NAME/I  rule I of that (Cluster)Role is removed
+      preemption-on        the scheduler profile keeps DefaultPreemption (gate-only mode's
+                           guard against preemption across quota groups removed)"""
     if not how:
+        return docs
+    if how == "preemption-on":
+        for d in docs:
+            if d["kind"] == "ConfigMap" and "scheduler-config.yaml" in d.get("data", {}):
+                cfg = yaml.safe_load(d["data"]["scheduler-config.yaml"])
+                for prof in cfg.get("profiles", []):
+                    prof.pop("plugins", None)
+                d["data"]["scheduler-config.yaml"] = yaml.safe_dump(cfg)
         return docs
     if how == "widen-conditions":
         for d in docs:
