@@ -1827,7 +1827,11 @@ static void *run(void *arg)
         if (g->stop)
             break;
         pthread_mutex_unlock(&g->mu);
-        if (now - last_expire >= 1000) { /* every replica: reservations live in each ledger */
+        /* every replica: reservations live in each ledger. Gate-only: a released pod keeps
+         * its reservation until it binds or goes away (kube-scheduler may take longer than
+         * the timeout to find it a node); with no filter to check it again, an expired
+         * reservation would let it bind uncounted past a limit */
+        if (!g->o.gate_only && now - last_expire >= 1000) {
             last_expire = now;
             size_t n = kq_ledger_expire_reserved(g->app->ledger, timeout_s);
             if (n > 0) {

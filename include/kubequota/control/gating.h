@@ -101,7 +101,9 @@ typedef struct kq_gating_opts {
      * kube-scheduler calls no extender, so the release is the only quota decision and no
      * filter keeps a pod of a Koordinator multi-tree quota on its tree's nodes. Such a pod
      * is never released: it is set aside (never fits, with an Event naming the mode), and
-     * checked again when the configuration changes. */
+     * checked again when the configuration changes. A released pod's reservation does not
+     * expire (reserve_timeout_ms is not applied): nothing would check it again before it
+     * binds. */
     bool gate_only;
 } kq_gating_opts_t;
 
