@@ -1021,6 +1021,9 @@ def main():
                     res = b.run_row(int(num), [x for x in extra.split("+") if x])
                     res["spec"], res["round"] = spec, rnd
                     res["plane"] = gi
+                    # after every row: a run stopped early keeps what it measured
+                    with open(a.json, "w") as f:
+                        json.dump(allres + b.results, f, indent=1)
                 if a.mem_pods and gi == len(groups) - 1:
                     b.mem_row(a.mem_pods)
             finally:
