@@ -3,8 +3,8 @@
 test): kube-scheduler alone against kube-scheduler with kubequota in the path.
 
   python3 bench/kube.py [--nodes 500,5000] [--pods 10000] [--backlog | --rate 0]
-                        [--rows 1,2,3,4,5] [--mem-pods 150000] [--threads 16] [--keep]
-                        [--kq-arg FLAG] [--perf PREFIX] [--json FILE]
+                        [--rows 1,2,3,4,5,6,7] [--abba 3] [--fresh-plane] [--mem-pods 150000]
+                        [--threads 16] [--keep] [--kq-arg FLAG] [--perf PREFIX] [--json FILE]
 
 A row is N, or N:ARG+ARG for a variant whose kubequota gets those extra arguments, or
 N:bin=PATH for another kubequota binary (before/after a change in the same run), or N:nobind
@@ -13,7 +13,9 @@ its watch), N:split for the extender as two entries (filter and preempt; bind) o
 N:nofilter for the extender without its filterVerb (with the gate, row 4: the release and
 bind decide; 4:nofilter+nobind: the gate's release alone decides and kube-scheduler binds),
 N:nobatch for kube-scheduler with its OpportunisticBatching feature off (as it turns it off by
-itself for a profile with an extender), or 1:kq for kube-scheduler alone with kubequota running beside it (watching
+itself for a profile with an extender), N:tls for the extender (kubequota's, rows 2-5, or the
+null one, row 6) over HTTPS, as the chart served it before scheduler.extender.tls defaulted
+to false, or 1:kq for kube-scheduler alone with kubequota running beside it (watching
 pods and nodes, never called), words joined by +, e.g.
 --rows "1,2:--scheduler-threads=8,2,2:nobind,4,4:bin=/tmp/new/kubequota".
 
@@ -23,13 +25,28 @@ row runs in it, one after the other, each with a fresh kube-scheduler (and a fre
 where it has one) and its own namespace, so all rows of one node count share one run:
 
   1 sched-only   kube-scheduler alone: the chart's profile and clientConnection, no extender
-  2 extender     kubequota as the chart's extender (filter, bind, preempt), limits never hit
+  2 extender     kubequota as the chart installs it by default: its extender (filter, bind,
+                 preempt; plain HTTP on loopback since issue 40), limits never hit
   3 users        10,000 users, 1,000 groups, 1,000 leaf queues three levels deep; a fifth of
                  the leaves cap pods at half of what they get: 10% of the pods are denied
                  (they stay pending until others end; the row's throughput counts the others; in the one
                  full run every pod of the capped leaves stayed pending: BENCHMARKS.md)
   4 gate         row 2 with the admission gate on (mutating webhook + release by the leader)
   5 elastic      an elastic quota tree: 10 parents x 100 leaf groups with min and max
+  6 null         the null extender (bench/null_extender.py, its own process): filter only,
+                 every node passes, no bind; the physical limit of the extender path
+  7 gate-only    the chart's scheduler.extender.mode gate-only: the gate's webhooks and
+                 release (row 4's) with a profile that has no extender and no preemption
+
+Order and drift. Rows run in the order given, in one control plane. --abba N runs them N
+times as ABBA rounds (forward then backward: 1 2 6 6 2 1), and each row's ratio to the first
+of --rows is the mean of its two runs over the base row's two in the same round: a baseline
+that drifts linearly through a round cannot bias it; the median and min-max of the rounds
+are printed. --fresh-plane starts a new control plane (and nodes) for every row instead.
+Each row also reports kube-scheduler's CPU per bound pod and its serial cycle
+(scheduler_scheduling_algorithm_duration_seconds, the extender's filter call included): on
+a 2-core shared host pods/s is a CPU share, these two are what a scheduler with its own
+cores sees.
 
 Pods (cpu 100m, memory 128Mi) are created by --threads keep-alive HTTPS clients at --rate pods/s
 (0: as fast as they go); a watch records when each pod is first seen with spec.nodeName.
@@ -275,7 +292,11 @@ def pod_json(tpl, name, labels=None, annotations=None, node=None):
     return json.dumps(p).encode()
 
 
-ROWS = {1: "sched-only", 2: "extender", 3: "users", 4: "gate", 5: "elastic"}
+ROWS = {1: "sched-only", 2: "extender", 3: "users", 4: "gate", 5: "elastic", 6: "null", 7: "gate-only"}
+
+# chart values of the rows and variants that are not the chart's default (render_chart)
+TLS_VALUES = {"scheduler": {"extender": {"tls": True}}}
+GATE_ONLY_VALUES = {"scheduler": {"extender": {"mode": "gate-only"}}}
 
 
 def row_pods(row, tpl, n):
@@ -290,7 +311,7 @@ def row_pods(row, tpl, n):
         elif row == 5:
             leaf = i % 1000
             out.append(pod_json(tpl, name, labels={"kubequota.io/queue": "root.p%d.e%d" % (leaf // 100, leaf)}))
-        elif row in (2, 4):
+        elif row in (2, 4, 7):
             out.append(pod_json(tpl, name, labels={"kubequota.io/queue": "root.bench"}))
         else:
             out.append(pod_json(tpl, name))
@@ -382,19 +403,36 @@ class Bench:
             ", ".join("%s %.2f" % (k, (cpu1[k] - cpu0[k]) / CLK / dt) for k in sorted(pids))))
         return busy
 
-    # scheduler-side variant words (run_row): the extender's entries as the row uses them
-    SCHED_WORDS = ("nobind", "nofilter", "split", "nobatch")
+    # scheduler-side variant words (run_row): the extender's entries as the row uses them;
+    # tls: the extender (kubequota's or the null one) over HTTPS, as the chart did before
+    # scheduler.extender.tls defaulted to false
+    SCHED_WORDS = ("nobind", "nofilter", "split", "nobatch", "tls")
 
-    def sched_config(self, extender, variant=()):
-        cfg = self.c.scheduler_config()
+    def sched_config(self, row, variant=(), rendered=None, null_port=None):
+        cfg = self.c.scheduler_config(rendered=rendered)
         cfg["clientConnection"]["qps"] = self.a.sched_qps
         cfg["clientConnection"]["burst"] = self.a.sched_qps
         # no leader election: each row's scheduler starts at once, not after the last one's Lease
         cfg["leaderElection"] = {"leaderElect": False}
-        if not extender:
+        if row == 1:
             cfg.pop("extenders", None)
             return cfg
+        if row == 7:
+            # the chart's gate-only profile: no extender, DefaultPreemption off
+            assert "extenders" not in cfg, "gate-only renders no extender"
+            return cfg
         (e,) = cfg["extenders"]  # the chart's one entry
+        if row == 6:
+            # the null extender (bench/null_extender.py): filter only, no bind, no preempt
+            tls = "tls" in variant
+            cfg["extenders"] = [{
+                "urlPrefix": "%s://127.0.0.1:%d/scheduler" % ("https" if tls else "http", null_port),
+                "filterVerb": "filter", "nodeCacheCapable": True, "enableHTTPS": tls,
+                "httpTimeout": e["httpTimeout"], "ignorable": False}]
+            if tls:
+                cfg["extenders"][0]["tlsConfig"] = {"serverName": "%s.%s.svc" % (clus.RELEASE, clus.NAMESPACE),
+                                                    "caFile": self.c.certs["ca"]}
+            return cfg
         if "nobind" in variant:
             e.pop("bindVerb", None)
         if "nofilter" in variant:
@@ -414,14 +452,32 @@ class Bench:
             cfg["extenders"] = [f, b]
         return cfg
 
-    def start_sched(self, row, variant=()):
+    def start_sched(self, row, variant=(), rendered=None, null_port=None):
         # nobatch: kube-scheduler without OpportunisticBatching (beta, on by default since
         # 1.35), which it turns off by itself for a profile with any extender
         # (computeBatchablePlugins in pkg/scheduler/framework/runtime/framework.go)
         args = ["--feature-gates=OpportunisticBatching=false"] if "nobatch" in variant else []
-        sched = self.c.start_scheduler(config=self.sched_config(row != 1, variant), extra_args=args)
+        sched = self.c.start_scheduler(config=self.sched_config(row, variant, rendered, null_port), extra_args=args)
         time.sleep(5)   # informers synced (no Lease to wait for)
         return sched
+
+    def start_null(self, tls):
+        """bench/null_extender.py as its own process (its CPU is measured apart)."""
+        import socket
+        port = clus.free_port()
+        argv = [sys.executable, os.path.join(HERE, "null_extender.py"), "--listen", "127.0.0.1:%d" % port]
+        if tls:
+            argv += ["--tls-cert", self.c.certs["server"], "--tls-key", self.c.certs["server_key"]]
+        p = self.c._spawn("null-extender", argv)
+
+        def up():
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                return True
+            except OSError:
+                return False
+        clus.wait_until(up, 30, 0.1, "null extender listening")
+        return p, port
 
     def profile_scheduling(self, sched, row, tag, perfs):
         """The profiles asked for, from the moment kube-scheduler schedules the row: perf of
@@ -451,28 +507,42 @@ class Bench:
         binary = next((v[4:] for v in variant if v.startswith("bin=")), None)
         beside = row == 1 and "kq" in variant
         kq_extra = [v for v in variant if not v.startswith("bin=") and v not in self.SCHED_WORDS + ("kq",)]
-        if row != 1 or beside:
-            qs = {1: q_open, 2: q_open, 4: q_open, 5: q_elastic}.get(row)
+        # the chart rendered for this row: gate-only (row 7), the extender over HTTPS (tls),
+        # else the cluster's rendering of the chart's defaults (row 2: as the chart installs it)
+        rendered = None
+        if row == 7:
+            rendered = c.render_chart(GATE_ONLY_VALUES)
+        elif "tls" in variant and row in (2, 3, 4, 5):
+            rendered = c.render_chart(TLS_VALUES)
+        null = None
+        if row == 6:
+            null = self.start_null("tls" in variant)
+        if (row != 1 or beside) and row != 6:
+            qs = {1: q_open, 2: q_open, 4: q_open, 5: q_elastic, 7: q_open}.get(row)
             old = os.environ.get("KQ_BINARY")
             if binary:
                 os.environ["KQ_BINARY"] = os.path.abspath(binary)
             try:
-                kq = c.start_kubequota(q_users(n) if row == 3 else qs(), extra=list(a.kq_arg) + kq_extra)
+                kq = c.start_kubequota(q_users(n) if row == 3 else qs(), extra=list(a.kq_arg) + kq_extra,
+                                       rendered=rendered)
             finally:
                 if binary:
                     if old is None:
                         os.environ.pop("KQ_BINARY", None)
                     else:
                         os.environ["KQ_BINARY"] = old
-            if row == 4:
+            if row in (4, 7):
                 c.apply_webhooks()
+        null_port = null[1] if null else None
         sched = None
         if not a.backlog:
-            sched = self.start_sched(row, variant)
+            sched = self.start_sched(row, variant, rendered, null_port)
         pids = {"kube-apiserver": c.procs["kube-apiserver"].pid,
                 "etcd": c.procs["etcd"].pid, "kwok": c.procs["kwok"].pid}
         if kq:
             pids["kubequota"] = kq.pid
+        if null:
+            pids["null-extender"] = null[0].pid
         if sched:
             pids["kube-scheduler"] = sched.pid
         perfs = []
@@ -507,10 +577,10 @@ class Bench:
         if a.backlog:
             # every pod exists (and, with the gate, was released) before the scheduler starts:
             # throughput and latency count from the scheduler's start
-            if row == 4:
+            if row in (4, 7):
                 clus.wait_until(lambda: all(not p.get("spec", {}).get("schedulingGates") for p in
                                             c.api().get(path, timeout=120)["items"]), 600, 1, "gates released")
-            sched = self.start_sched(row, variant)
+            sched = self.start_sched(row, variant, rendered, null_port)
             pids["kube-scheduler"] = sched.pid
             self.profile_scheduling(sched, row, tag, perfs)
             cpu0["kube-scheduler"] = 0
@@ -558,6 +628,10 @@ class Bench:
         if w.bound:
             res["host"] = {"busy_cores": busy / dur, "cpu_ms_per_pod": busy * 1e3 / len(w.bound),
                            "work_ms_per_pod": max(0.0, busy - self.idle_cores * dur) * 1e3 / len(w.bound)}
+        # kube-scheduler's own CPU per bound pod: on a shared 2-core host throughput is a CPU
+        # share; this (and the serial cycle below) is what a scheduler with its own cores sees
+        if w.bound and "kube-scheduler" in res["cpu_s"]:
+            res["sched_cpu_ms_per_pod"] = res["cpu_s"]["kube-scheduler"] * 1e3 / len(w.bound)
         self.results.append(res)
         self.log("row %d: %s" % (row, fmt_row(res, self.base())))
         if "host" in res:
@@ -572,12 +646,17 @@ class Bench:
             self.log("row %d: kubequota mean per route: %s" % (row, res["kq_means_ms"]))
             # each is a TLS handshake on both sides (kube-scheduler keeps 2 idle connections)
             res["kq_tls_connections"] = tls_connections(text)
-            self.log("row %d: TLS connections accepted by kubequota: %s" % (row, res["kq_tls_connections"]))
+            res["kq_connections"] = tls_connections(text, "kubequota_connections_total")
+            self.log("row %d: connections accepted by kubequota: TLS %s, all %s" % (
+                row, res["kq_tls_connections"], res["kq_connections"]))
         # kube-scheduler's own view: mean time per extension point and per scheduling
         # attempt, attempts by result (retries would show here)
         try:
             res["sched_metrics"] = sched_metrics(sched.secure_port)
             self.log("row %d: kube-scheduler: %s" % (row, res["sched_metrics"]))
+            algo = res["sched_metrics"].get("algorithm -")
+            if algo:
+                res["algo_ms"] = float(algo.split()[0])  # the serial cycle's mean, ms
         except (OSError, ValueError) as e:
             self.log("row %d: kube-scheduler metrics: %s" % (row, e))
         # tear down: scheduler, kubequota, webhooks, pods
@@ -585,7 +664,10 @@ class Bench:
         c.procs.pop("kube-scheduler", None)
         if kq:
             c.stop_kubequota()
-        if row == 4:
+        if null:
+            null[0].stop()
+            c.procs.pop("null-extender", None)
+        if row in (4, 7):
             c.delete_webhooks()
         self.delete_pods(ns, names)
         return res
@@ -752,11 +834,11 @@ def sched_metrics(port):
     return out
 
 
-def tls_connections(text):
-    """kubequota_tls_connections_total per listener."""
+def tls_connections(text, family="kubequota_tls_connections_total"):
+    """kubequota_tls_connections_total (or another per-listener counter) per listener."""
     out = {}
     for ln in text.splitlines():
-        if ln.startswith("kubequota_tls_connections_total{"):
+        if ln.startswith(family + "{"):
             out[ln.split('listener="', 1)[1].split('"', 1)[0]] = int(float(ln.rsplit(" ", 1)[1]))
     return out
 
@@ -800,10 +882,75 @@ def fmt_row(r, base):
     elif r is base:
         ratio = " | 1.00x | 1.00x"
     rss = r["rss_mb"]
-    return ("%d nodes | %d %s | %d/%d bound | %.0f pods/s | p50 %.0f ms | p99 %.0f ms%s | kubequota peak %s | "
-            "cpu s: %s" % (r["nodes"], r["row"], r["name"], r["bound"], r["want"], r["tput"], r["p50"], r["p99"],
-                           ratio, ("%.0f MiB" % rss["kubequota"]) if "kubequota" in rss else "-",
-                           " ".join("%s=%.0f" % (k, v) for k, v in sorted(r["cpu_s"].items()))))
+    return ("%d nodes | %d %s | %d/%d bound | %.0f pods/s | p50 %.0f ms | p99 %.0f ms%s | sched cpu/pod %s | "
+            "cycle %s | kubequota peak %s | cpu s: %s" % (
+                r["nodes"], r["row"], r["name"], r["bound"], r["want"], r["tput"], r["p50"], r["p99"], ratio,
+                ("%.2f ms" % r["sched_cpu_ms_per_pod"]) if "sched_cpu_ms_per_pod" in r else "-",
+                ("%.2f ms" % r["algo_ms"]) if "algo_ms" in r else "-",
+                ("%.0f MiB" % rss["kubequota"]) if "kubequota" in rss else "-",
+                " ".join("%s=%.0f" % (k, v) for k, v in sorted(r["cpu_s"].items()))))
+
+
+def abba_order(rows, n):
+    """rows in ABBA order n times: forward then backward is one round (A B C C B A), so a
+    drift linear in time weighs equally on every row of a round."""
+    out = []
+    for k in range(n):
+        out.append(list(rows) + list(reversed(rows)))
+    return out
+
+
+def median(v):
+    v = sorted(v)
+    return (v[len(v) // 2] + v[(len(v) - 1) // 2]) / 2.0 if v else 0.0
+
+
+def abba_summary(results, rows, rounds):
+    """Per row (its spelling in --rows): in each round, the mean of its two runs over the mean
+    of the base row's (the first of --rows) two runs in the same round; the median of those
+    per-round ratios and their spread (min-max). Also kube-scheduler's CPU per pod and serial
+    cycle (means over every run of the row), which do not depend on the host's CPU share."""
+    keyed = {}
+    for r in results:
+        if "spec" in r and "round" in r:
+            keyed.setdefault((r["spec"], r["round"]), []).append(r)
+    base = rows[0]
+    lines = ["| row | pods/s (median of rounds) | pods/s ratio to %s: median [min-max] | p99 ratio: median [min-max] "
+             "| kube-scheduler CPU per pod | serial cycle (algorithm) | kubequota new connections per pod (TLS) |"
+             % base, "|---|---|---|---|---|---|---|"]
+    for spec in rows:
+        ratios, p99s, tputs, cpu, algo, conns, tlsc = [], [], [], [], [], [], []
+        for k in range(rounds):
+            mine, ref = keyed.get((spec, k), []), keyed.get((base, k), [])
+            if not mine or not ref:
+                continue
+            t = sum(x["tput"] for x in mine) / len(mine)
+            tb = sum(x["tput"] for x in ref) / len(ref)
+            p = sum(x["p99"] for x in mine) / len(mine)
+            pb = sum(x["p99"] for x in ref) / len(ref)
+            tputs.append(t)
+            if tb > 0:
+                ratios.append(t / tb)
+            if pb > 0:
+                p99s.append(p / pb)
+            for x in mine:
+                if "sched_cpu_ms_per_pod" in x:
+                    cpu.append(x["sched_cpu_ms_per_pod"])
+                if "algo_ms" in x:
+                    algo.append(x["algo_ms"])
+                if x.get("kq_connections") and x["bound"]:
+                    conns.append(x["kq_connections"].get("scheduler", 0) / x["bound"])
+                    tlsc.append(x["kq_tls_connections"].get("scheduler", 0) / x["bound"])
+
+        def spread(v):
+            return "%.2f [%.2f-%.2f]" % (median(v), min(v), max(v)) if v else "-"
+
+        def mean(v, fmt):
+            return fmt % (sum(v) / len(v)) if v else "-"
+        lines.append("| %s | %.0f | %s | %s | %s | %s | %s |" % (
+            spec, median(tputs), spread(ratios), spread(p99s), mean(cpu, "%.2f ms"), mean(algo, "%.2f ms"),
+            ("%.3f (%.3f)" % (sum(conns) / len(conns), sum(tlsc) / len(tlsc))) if conns else "-"))
+    return "\n".join(lines)
 
 
 T0 = time.monotonic()
@@ -846,31 +993,54 @@ def main():
                     "PREFIX-NODES-rROW[-variant]-N.trace (go tool trace -pprof=net FILE: where it waits)")
     ap.add_argument("--trace-seconds", type=int, default=5)
     ap.add_argument("--kq-arg", action="append", default=[], help="an extra kubequota argument")
+    ap.add_argument("--abba", type=int, default=0,
+                    help="run --rows N times in ABBA order (forward then backward is one round); each "
+                         "row's ratio to the first of --rows is taken within its round, and the median "
+                         "and spread of the rounds are reported (a drift of the baseline cannot bias it)")
+    ap.add_argument("--fresh-plane", action="store_true",
+                    help="a fresh control plane (etcd, API server, kwok, nodes) for every row: no row "
+                         "inherits another's deleted pods, events or etcd growth")
     a = ap.parse_args()
     # a row is N, or N:ARG+ARG to give that row's kubequota extra arguments (a variant)
     rows = [x for x in a.rows.split(",") if x]
     allres = []
     os.makedirs(os.path.dirname(a.json), exist_ok=True)
+    # the order: as given, or ABBA rounds; each entry (spec, round)
+    order = [(r, 0) for r in rows]
+    if a.abba > 0:
+        order = [(r, k) for k, rnd in enumerate(abba_order(rows, a.abba)) for r in rnd]
     for nodes in [int(x) for x in a.nodes.split(",")]:
-        b = Bench(a, nodes)
-        try:
-            b.start()
-            for r in rows:
-                num, _, extra = r.partition(":")
-                b.run_row(int(num), [x for x in extra.split("+") if x])
-            if a.mem_pods:
-                b.mem_row(a.mem_pods)
-        finally:
-            allres.extend(b.results)
-            with open(a.json, "w") as f:
-                json.dump(allres, f, indent=1)
-            b.c.stop()
+        # one control plane for every row, or (--fresh-plane) one per row
+        groups = [[o] for o in order] if a.fresh_plane else [order]
+        for gi, group in enumerate(groups):
+            b = Bench(a, nodes)
+            try:
+                b.start()
+                for spec, rnd in group:
+                    num, _, extra = spec.partition(":")
+                    res = b.run_row(int(num), [x for x in extra.split("+") if x])
+                    res["spec"], res["round"] = spec, rnd
+                    res["plane"] = gi
+                    # after every row: a run stopped early keeps what it measured
+                    with open(a.json, "w") as f:
+                        json.dump(allres + b.results, f, indent=1)
+                if a.mem_pods and gi == len(groups) - 1:
+                    b.mem_row(a.mem_pods)
+            finally:
+                allres.extend(b.results)
+                with open(a.json, "w") as f:
+                    json.dump(allres, f, indent=1)
+                b.c.stop()
     print("\nnodes | row | bound/want | pods/s | p50 ms | p99 ms | tput ratio | p99 ratio | kubequota peak RSS | cpu s")
     for nodes in sorted({r["nodes"] for r in allres}):
         rs = [r for r in allres if r["nodes"] == nodes and r["row"] != "mem"]
         base = next((r for r in rs if r["row"] == 1), None)
         for r in rs:
             print(fmt_row(r, base))
+        if a.abba > 0:
+            print("\n%d nodes, %d ABBA rounds%s:" % (nodes, a.abba, ", a fresh control plane per row"
+                                                       if a.fresh_plane else ""))
+            print(abba_summary([r for r in allres if r["nodes"] == nodes], rows, a.abba))
         for r in allres:
             if r["nodes"] == nodes and r["row"] == "mem":
                 print("%d nodes | LIST of %d pods at start: ready %.1fs, kubequota VmHWM %.0f MiB (RSS %.0f), "

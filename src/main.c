@@ -64,12 +64,12 @@ enum {
     O_RELOAD, O_LOG, O_LOG_FORMAT, O_VERBOSITY, O_REST_AUTH, O_REST_TOKEN, O_METRICS_AUTH, O_TRUSTED_USERS, O_PROCESS_NS, O_BYPASS_NS,
     O_TRUSTED_GROUPS, O_CONFIG_MAP, O_EXT_LOCAL, O_EXT_OPEN, O_WATCH_PROGRESS, O_EVENT_UPDATE, O_REQUEUE_WINDOW,
     O_SCHED_LISTEN, O_SCHED_THREADS, O_THREADS, O_METRICS_MAX_USERS, O_MAX_CLIENT_CONNS, O_MAX_VIEWS,
-    O_WEBHOOK_LISTEN, O_WEBHOOK_THREADS,
+    O_WEBHOOK_LISTEN, O_WEBHOOK_THREADS, O_SCHED_PLAIN,
     /* elastic flags */
     O_SYSNS, O_DQMIN, O_DQMAX, O_GRACE, O_ETICK, O_STATUS, O_MINRUN, O_PREEMPT_DEF, O_RECLAIM_SOURCES,
     O_KOORD_DELAY,
     O_METERING, O_LEADER_ELECT, O_LEASE_NS, O_LEASE_NAME, O_LEASE_DUR, O_RENEW_DEADLINE, O_RETRY_PERIOD,
-    O_HISTORY, O_APPID_FALLBACK, O_GATE, O_GATE_TIMEOUT, O_GATE_REMOVERS, O_GATE_USAGE_CM, O_GATE_USAGE_CKPT, O_GATE_PARALLEL,
+    O_HISTORY, O_APPID_FALLBACK, O_GATE, O_GATE_TIMEOUT, O_GATE_REMOVERS, O_GATE_USAGE_CM, O_GATE_USAGE_CKPT, O_GATE_PARALLEL, O_GATE_ONLY,
     O_HELP = 'h',
 };
 
@@ -142,6 +142,9 @@ static const flag_t serve_flags[] = {
                                                          "--listen, with its own workers, so load on the main\n"
                                                          "port never delays the scheduler; TLS like --listen\n"
                                                          "(loopback only with --insecure-plain-http)", NULL},
+    {"scheduler-plain-http", 0, O_SCHED_PLAIN, NULL, "--scheduler-listen speaks plain HTTP (it must be on\n"
+                                                 "loopback) while the other ports keep TLS: kube-scheduler\n"
+                                                 "in the same pod binds without a TLS handshake each", NULL},
     {"scheduler-threads", 1, O_SCHED_THREADS, "N", "workers of --scheduler-listen (default 64)", NULL},
     {"max-client-connections", 1, O_MAX_CLIENT_CONNS, "N", "connections one client address may hold on --listen\n"
                                                            "(TLS), more are closed at once (default: half of\n"
@@ -180,6 +183,9 @@ static const flag_t serve_flags[] = {
     {"admission-gate", 0, O_GATE, NULL, "create managed pods with the scheduling gate\n"
                                         "kubequota.io/admission and release them in fair order when\n"
                                         "they fit (docs/gating.md; default off)", NULL},
+    {"admission-gate-only", 0, O_GATE_ONLY, NULL, "kube-scheduler calls no extender (the chart's gate-only\n"
+                                               "mode): the gate's release is the only quota decision;\n"
+                                               "pods of a multi-tree quota are never released", NULL},
     {"admission-gate-removers", 1, O_GATE_REMOVERS, "LIST", "users who may remove the gate (kubequota's own\n"
                                                            "service account; 'prefix*' allowed); others are\n"
                                                            "refused. Unset: anyone who may update the pod", NULL},
@@ -314,6 +320,7 @@ typedef struct serve_opts {
     const char *process_ns, *bypass_ns; /* --process-namespaces, --bypass-namespaces */
     bool metrics_auth, extender_local_only, extender_open;
     const char *scheduler_listen;
+    bool scheduler_plain_http;
     long scheduler_threads;
     long max_client_conns;
     long max_views; /* 0: not given */
@@ -341,6 +348,7 @@ typedef struct serve_opts {
     long requeue_window_ms; /* --requeue-window; 0 = no requeue pokes */
     long history_ms;        /* --history-interval; 0 = no usage history */
     bool admission_gate;
+    bool gate_only; /* --admission-gate-only */
     long gate_timeout_ms;
     const char *gate_removers;
     const char *gate_usage_cm; /* NULL: the default name; "": none */
@@ -508,6 +516,7 @@ static int parse_serve(int argc, char **argv, serve_opts_t *o)
         case O_EXT_LOCAL: o->extender_local_only = true; break;
         case O_EXT_OPEN: o->extender_open = true; break;
         case O_SCHED_LISTEN: o->scheduler_listen = optarg; break;
+        case O_SCHED_PLAIN: o->scheduler_plain_http = true; break;
         case O_SCHED_THREADS:
             if (!parse_long_flag("scheduler-threads", optarg, 1, 256, &n))
                 return 2;
@@ -601,6 +610,7 @@ static int parse_serve(int argc, char **argv, serve_opts_t *o)
         }
         case O_LEADER_ELECT: o->leader_elect = true; break;
         case O_GATE: o->admission_gate = true; break;
+        case O_GATE_ONLY: o->gate_only = true; break;
         case O_GATE_REMOVERS: o->gate_removers = optarg; break;
         case O_GATE_USAGE_CM: {
             const char *sl = strchr(optarg, '/');
@@ -667,6 +677,10 @@ static int parse_serve(int argc, char **argv, serve_opts_t *o)
         return bad_usage("serve", "-v %ld: expected 0 to 10", o->verbosity);
     if (!o->plain_http && (o->tls_cert == NULL || o->tls_key == NULL))
         return bad_usage("serve", "--tls-cert and --tls-key are required (or --insecure-plain-http for local tests)");
+    if (o->gate_only && !o->admission_gate)
+        return bad_usage("serve", "--admission-gate-only needs --admission-gate: without the gate nothing checks quota");
+    if (o->scheduler_plain_http && o->scheduler_listen == NULL)
+        return bad_usage("serve", "--scheduler-plain-http needs --scheduler-listen (a loopback HOST:PORT)");
     if (o->extender_open && o->extender_local_only)
         return bad_usage("serve", "--extender-open and --extender-local-only contradict each other");
     if (o->plain_http && (o->tls_cert || o->tls_key || o->client_ca))
@@ -1033,6 +1047,7 @@ static int serve(int argc, char **argv)
         go.reserve_timeout_ms = o.gate_timeout_ms;
         go.usage_checkpoint_ms = o.gate_usage_ckpt_ms;
         go.ungate_parallel = o.gate_parallel;
+        go.gate_only = o.gate_only;
         go.usage_ns = own_ns;
         go.usage_name = "kubequota-gating-usage";
         if (o.gate_usage_cm != NULL) { /* [NS/]NAME, checked by parse_serve; "" keeps none */
@@ -1138,6 +1153,7 @@ static int serve(int argc, char **argv)
         .extender_local_only = o.extender_local_only,
         .extender_open = o.extender_open,
         .scheduler_listen = o.scheduler_listen,
+        .scheduler_plain_http = o.scheduler_plain_http,
         .scheduler_threads = (int)o.scheduler_threads,
         .max_client_conns = (int)o.max_client_conns,
         .max_views = (int)o.max_views,

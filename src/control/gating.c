@@ -44,6 +44,7 @@
 #include "kubequota/base/log.h"
 #include "kubequota/control/ledger.h"
 #include "kubequota/control/metering.h"
+#include "kubequota/control/profiles.h"
 #include "kubequota/control/resolve.h"
 #include "kubequota/engine/fairshare.h"
 #include "kubequota/kube/kube.h"
@@ -1061,6 +1062,20 @@ static int admit(kq_gating_t *g, const kq_pod_t *p, char *reason, size_t len, kq
         if (rc != 0)
             return rc;
     }
+    /* gate-only: the extender filter is what keeps a multi-tree quota's pod on its tree's
+     * nodes; with no filter such a pod is held rather than placed anywhere */
+    char group[KQ_QTREE_NAME_MAX + 1], tree[64];
+    if (g->o.gate_only && app->elastic != NULL && kq_profiles_has_trees(kq_elastic_profiles(app->elastic)) &&
+        kq_resolve_pod(kq_elastic_resolver(app->elastic), p, group, sizeof(group)) == 0 &&
+        kq_profiles_group_tree(kq_elastic_profiles(app->elastic), group, tree, sizeof(tree))) {
+        snprintf(reason, len,
+                 "quota group %.120s is in quota tree %.60s, whose node placement only the scheduler extender enforces; "
+                 "kubequota runs gate-only (chart scheduler.extender.mode gate-only), so it "
+                 "does not release this pod",
+                 group, tree);
+        *kind = KQ_DENIAL_NEVER_FITS;
+        return KQ_EDENIED;
+    }
     return kq_ledger_reserve(app->ledger, p, reason, len, kind);
 }
 
@@ -1837,7 +1852,11 @@ static void *run(void *arg)
         if (g->stop)
             break;
         pthread_mutex_unlock(&g->mu);
-        if (now - last_expire >= 1000) { /* every replica: reservations live in each ledger */
+        /* every replica: reservations live in each ledger. Gate-only: a released pod keeps
+         * its reservation until it binds or goes away (kube-scheduler may take longer than
+         * the timeout to find it a node); with no filter to check it again, an expired
+         * reservation would let it bind uncounted past a limit */
+        if (!g->o.gate_only && now - last_expire >= 1000) {
             last_expire = now;
             size_t n = kq_ledger_expire_reserved(g->app->ledger, timeout_s);
             if (n > 0) {

@@ -119,6 +119,7 @@ struct kq_metrics {
     atomic_llong last_reload_ok_ns; /* wall time of the last successful load */
     atomic_ulong watch_restarts;
     atomic_ulong tls_connections[KQ_LISTENER_COUNT];
+    atomic_ulong connections[KQ_LISTENER_COUNT];
     pthread_mutex_t attempts_lock; /* leaf: only for inserting a key */
     attempt_slot_t attempts[ATTEMPT_SLOTS];
     atomic_ulong attempts_other[3]; /* admitted, denied, other result, when the table is full */
@@ -161,8 +162,10 @@ kq_metrics_t *kq_metrics_new(void)
     atomic_init(&m->reload_ok, 0);
     atomic_init(&m->reload_failed, 0);
     atomic_init(&m->watch_restarts, 0);
-    for (int l = 0; l < KQ_LISTENER_COUNT; l++)
+    for (int l = 0; l < KQ_LISTENER_COUNT; l++) {
         atomic_init(&m->tls_connections[l], 0);
+        atomic_init(&m->connections[l], 0);
+    }
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     atomic_init(&m->last_reload_ok, true); /* the configuration serve started with */
@@ -322,10 +325,20 @@ void kq_metrics_watch_restart(kq_metrics_t *m)
         atomic_fetch_add_explicit(&m->watch_restarts, 1, memory_order_relaxed);
 }
 
-void kq_metrics_tls_connection(kq_metrics_t *m, kq_listener_t l)
+void kq_metrics_connection(kq_metrics_t *m, kq_listener_t l, bool tls)
 {
-    if (m != NULL && (unsigned)l < KQ_LISTENER_COUNT)
+    if (m == NULL || (unsigned)l >= KQ_LISTENER_COUNT)
+        return;
+    atomic_fetch_add_explicit(&m->connections[l], 1, memory_order_relaxed);
+    if (tls)
         atomic_fetch_add_explicit(&m->tls_connections[l], 1, memory_order_relaxed);
+}
+
+unsigned long kq_metrics_connection_count(kq_metrics_t *m, kq_listener_t l)
+{
+    return m != NULL && (unsigned)l < KQ_LISTENER_COUNT
+               ? atomic_load_explicit(&m->connections[l], memory_order_relaxed)
+               : 0;
 }
 
 unsigned long kq_metrics_tls_connection_count(kq_metrics_t *m, kq_listener_t l)
@@ -898,6 +911,16 @@ char *kq_metrics_render_ex(kq_metrics_t *m, kq_app_t *app, bool identities, size
         for (int l = 0; l < KQ_LISTENER_COUNT; l++) {
             const char *labels[] = {"listener", names[l], NULL};
             sample_u(&b, "kubequota_tls_connections_total", labels, kq_metrics_tls_connection_count(m, l));
+        }
+    }
+    /* the same with plain HTTP: the chart's default scheduler port (loopback, no TLS) */
+    family(&b, "kubequota_connections_total", "counter",
+           "Connections accepted, TLS or plain HTTP, by listener (main, scheduler, webhook).");
+    {
+        static const char *const names[KQ_LISTENER_COUNT] = {"main", "scheduler", "webhook"};
+        for (int l = 0; l < KQ_LISTENER_COUNT; l++) {
+            const char *labels[] = {"listener", names[l], NULL};
+            sample_u(&b, "kubequota_connections_total", labels, kq_metrics_connection_count(m, l));
         }
     }
 

@@ -1963,10 +1963,11 @@ static void on_ssl_info(const SSL *ssl, int where, int ret)
 static int on_init_connection(const struct mg_connection *conn, void **conn_data)
 {
     const port_t *port = mg_get_user_data(mg_get_context(conn));
-    if (port != NULL && port->tls)
-        kq_metrics_tls_connection(port->s->app->metrics, port->scheduler ? KQ_LISTENER_SCHEDULER
-                                                         : port->webhook ? KQ_LISTENER_WEBHOOK
-                                                                         : KQ_LISTENER_MAIN);
+    if (port != NULL)
+        kq_metrics_connection(port->s->app->metrics,
+                              port->scheduler ? KQ_LISTENER_SCHEDULER : port->webhook ? KQ_LISTENER_WEBHOOK
+                                                                                      : KQ_LISTENER_MAIN,
+                              port->tls);
     *conn_data = tl_conn;
     tl_conn = NULL;
     return 0;
@@ -2431,12 +2432,16 @@ static bool loopback_listen(const char *l)
 /* The scheduler's own listener: its own workers, serving only the scheduler verbs and the
  * probes, so that no load on the webhook and REST port (slow bodies, idle TLS connections,
  * handshake floods) can make a filter wait for a worker. TLS with the main port's
- * certificate (and its client-certificate rule) unless the main port is plain HTTP; a
- * plain-HTTP scheduler listener must be on loopback. */
+ * certificate (and its client-certificate rule) unless the main port is plain HTTP or
+ * scheduler_plain_http asks for plain HTTP here alone; a plain-HTTP scheduler listener must
+ * be on loopback. Why plain HTTP there at all: kube-scheduler keeps 2 idle connections per
+ * extender and binds in parallel, so over TLS most binds cost a handshake on both sides
+ * (BENCHMARKS.md, "What bounds the extender path"); on loopback inside one pod only that
+ * pod's processes can connect (the chart's README, "The scheduler's port"). */
 static int start_scheduler_listener(kq_server_t *s, const kq_server_opts_t *o, char *err, size_t errlen)
 {
     const char *l = o->scheduler_listen;
-    bool tls = !o->plain_http;
+    bool tls = !o->plain_http && !o->scheduler_plain_http;
     size_t ll = strlen(l);
     if (ll > 200 || strchr(l, ',') != NULL || l[ll - 1] < '0' || l[ll - 1] > '9') {
         kq_errf(err, errlen, "scheduler listen address \"%s\" must be HOST:PORT, [IPV6]:PORT", l);
@@ -2444,7 +2449,8 @@ static int start_scheduler_listener(kq_server_t *s, const kq_server_opts_t *o, c
     }
     if (!tls && !loopback_listen(l)) {
         kq_errf(err, errlen, "scheduler listen address \"%s\" must be a loopback HOST:PORT (127.0.0.1:PORT or "
-               "[::1]:PORT) with --insecure-plain-http: it would serve plain HTTP beyond this host", l);
+               "[::1]:PORT) with plain HTTP (--insecure-plain-http or --scheduler-plain-http): it would serve "
+               "plain HTTP beyond this host", l);
         return KQ_EINVAL;
     }
     if (o->scheduler_threads < 0 || o->scheduler_threads > 256) {
@@ -2460,7 +2466,7 @@ static int start_scheduler_listener(kq_server_t *s, const kq_server_opts_t *o, c
         return KQ_EIO;
     }
     kq_info("event=http_listening listen=%s port=%d tls=%s client_certs=%s role=scheduler threads=%s", l,
-            kq_server_scheduler_port(s), tls ? "on" : "off", s->ca ? "required" : "off", threads);
+            kq_server_scheduler_port(s), tls ? "on" : "off", tls && s->ca ? "required" : "off", threads);
     return 0;
 }
 
@@ -2484,7 +2490,8 @@ static int start_webhook_listener(kq_server_t *s, const kq_server_opts_t *o, cha
     }
     if (!tls && !loopback_listen(l)) {
         kq_errf(err, errlen, "webhook listen address \"%s\" must be a loopback HOST:PORT (127.0.0.1:PORT or "
-               "[::1]:PORT) with --insecure-plain-http: it would serve plain HTTP beyond this host", l);
+               "[::1]:PORT) with plain HTTP (--insecure-plain-http or --scheduler-plain-http): it would serve "
+               "plain HTTP beyond this host", l);
         return KQ_EINVAL;
     }
     if (o->webhook_threads < 0 || o->webhook_threads > 1024) {

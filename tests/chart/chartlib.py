@@ -73,6 +73,8 @@ VALUE_SETS = {
     "metrics-scraper": ["-f", os.path.join(VALUES_DIR, "metrics-scraper.yaml")],
     "service-proxy": ["-f", os.path.join(VALUES_DIR, "service-proxy.yaml")],
     "filtering": ["-f", os.path.join(VALUES_DIR, "filtering.yaml")],
+    "extender-tls": ["-f", os.path.join(VALUES_DIR, "extender-tls.yaml")],
+    "gate-only": ["-f", os.path.join(VALUES_DIR, "gate-only.yaml")],
 }
 
 

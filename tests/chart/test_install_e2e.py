@@ -79,23 +79,32 @@ class Pod:
 
 
 class SchedulerSide:
-    """kube-scheduler's extender client, configured from the rendered extender entry."""
+    """kube-scheduler's extender client, configured from the rendered extender entry: plain
+    HTTP on loopback (the chart's default) or HTTPS with the rendered tlsConfig. Requests to
+    kubequota's other ports (main, webhook) are always TLS, verified against the CA the
+    scheduler's container mounts."""
 
-    def __init__(self, ext, pod, port):
+    def __init__(self, ext, pod, port, ca_file):
         u = urllib.parse.urlparse(ext["urlPrefix"])
         self.prefix, self.port, self.ext = u.path, port, ext
-        tls = ext["tlsConfig"]
-        self.server_name = tls["serverName"]
-        self.ctx = ssl.create_default_context(cafile=pod.translate(tls["caFile"]))
+        self.tls = u.scheme == "https"
+        tls = ext.get("tlsConfig", {})
+        self.server_name = tls.get("serverName", pod.r.one("Service")["metadata"]["name"] + ".%s.svc" % cl.NAMESPACE)
+        self.ctx = ssl.create_default_context(cafile=pod.translate(tls.get("caFile", ca_file)))
         if "certFile" in tls:
             self.ctx.load_cert_chain(pod.translate(tls["certFile"]), pod.translate(tls["keyFile"]))
 
     def request(self, method, path, body=None, ctx=None, server_name=None, port=None):
         port = port or self.port
+        plain = port == self.port and not self.tls and ctx is None
         raw = socket.create_connection(("127.0.0.1", port), timeout=10)
-        sock = (ctx or self.ctx).wrap_socket(raw, server_hostname=server_name or self.server_name)
-        c = http.client.HTTPSConnection("127.0.0.1", port, timeout=10)
-        c.sock = sock
+        if plain:
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            c.sock = raw
+        else:
+            sock = (ctx or self.ctx).wrap_socket(raw, server_hostname=server_name or self.server_name)
+            c = http.client.HTTPSConnection("127.0.0.1", port, timeout=10)
+            c.sock = sock
         try:
             data = json.dumps(body).encode() if body is not None else None
             c.request(method, path, body=data, headers={"Content-Type": "application/json"} if data else {})
@@ -148,7 +157,8 @@ class InstallE2E:
         # the scheduler reaches kubequota at urlPrefix's port: the --scheduler-listen one
         self.assertEqual(urllib.parse.urlparse(ext["urlPrefix"]).port,
                          int(self.r.arg("--scheduler-listen").rpartition(":")[2]))
-        self.sched = SchedulerSide(ext, self.pod, self.sched_port)
+        ca_dir = next(m["mountPath"] for m in self.r.container("kube-scheduler")["volumeMounts"] if m["name"] == "ca")
+        self.sched = SchedulerSide(ext, self.pod, self.sched_port, ca_dir + "/ca.crt")
         self.wait_ready()
 
     def stop(self):
@@ -203,11 +213,28 @@ class InstallE2E:
         self.assertEqual(st, 404, body)
 
     def test_tls_is_really_verified(self):
+        # the scheduler's port when the extender is HTTPS, else the main port (the
+        # scheduler's plain-HTTP port speaks no TLS at all: test_scheduler_port_scheme)
+        port = self.sched_port if self.sched.tls else self.port
         other = ssl.create_default_context(cafile=kqtest.certs()["ca"])  # another CA
         with self.assertRaises(ssl.SSLError):
-            self.sched.request("GET", "/healthz", ctx=other)
+            self.sched.request("GET", "/healthz", ctx=other, port=port)
         with self.assertRaises(ssl.SSLError):  # a name the certificate does not carry
-            self.sched.request("GET", "/healthz", server_name="kubequota.elsewhere.svc")
+            self.sched.request("GET", "/healthz", server_name="kubequota.elsewhere.svc", port=port)
+
+    def test_scheduler_port_scheme(self):
+        """The scheduler's port speaks exactly what the rendered urlPrefix says."""
+        if self.sched.tls:
+            c = http.client.HTTPConnection("127.0.0.1", self.sched_port, timeout=10)
+            with self.assertRaises((OSError, http.client.HTTPException)):
+                c.request("GET", "/healthz")
+                c.getresponse().read()
+            c.close()
+        else:
+            with self.assertRaises((ssl.SSLError, OSError)):
+                self.sched.request("GET", "/healthz", ctx=self.sched.ctx)
+            st, body = self.sched.request("GET", "/healthz")
+            self.assertEqual(st, 200, body)
 
     def test_filter_fixture(self):
         with open(FIXTURE) as f:
@@ -264,7 +291,7 @@ class InstallE2E:
             cc = w["clientConfig"]
             # the API server: caBundle as trust root, the Service's DNS name as TLS name
             ctx = ssl.create_default_context(cadata=base64.b64decode(cc["caBundle"]).decode())
-            if "certFile" in self.sched.ext["tlsConfig"]:
+            if "certFile" in self.sched.ext.get("tlsConfig", {}):
                 tls = self.sched.ext["tlsConfig"]
                 ctx.load_cert_chain(self.pod.translate(tls["certFile"]), self.pod.translate(tls["keyFile"]))
             host = "%s.%s.svc" % (cc["service"]["name"], cc["service"]["namespace"])
@@ -280,11 +307,17 @@ class InstallDefault(InstallE2E, unittest.TestCase):
     set_name = "default"
 
 
+class InstallExtenderTls(InstallE2E, unittest.TestCase):
+    """The extender over HTTPS (scheduler.extender.tls)."""
+    set_name = "extender-tls"
+
+
 class InstallClientAuth(InstallE2E, unittest.TestCase):
     """kubequota requires client certificates: the scheduler's rendered one is accepted."""
     set_name = "client-auth"
 
     def test_no_client_certificate_is_refused(self):
         bare = ssl.create_default_context(cafile=self.pod.translate(self.sched.ext["tlsConfig"]["caFile"]))
+        self.assertTrue(self.sched.tls, "client certificates are presented over TLS only")
         with self.assertRaises((ssl.SSLError, ConnectionError, http.client.HTTPException)):
             self.sched.request("GET", "/healthz", ctx=bare)

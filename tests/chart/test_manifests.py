@@ -169,7 +169,12 @@ class Manifests(unittest.TestCase):
         ns = docs[0][1]["metadata"]["name"]
         (dep,) = [d for _, d in docs if d["kind"] == "Deployment"]
         (cm,) = [d for _, d in docs if d["kind"] == "ConfigMap" and "scheduler-config.yaml" in d["data"]]
-        server_name = yaml.safe_load(cm["data"]["scheduler-config.yaml"])["extenders"][0]["tlsConfig"]["serverName"]
+        # the extender is plain HTTP on loopback by default (no name to verify); with
+        # scheduler.extender.tls it is the Service's name, which the webhooks check below too
+        ext = yaml.safe_load(cm["data"]["scheduler-config.yaml"])["extenders"][0]
+        self.assertTrue(ext["urlPrefix"].startswith("http://127.0.0.1:"), ext["urlPrefix"])
+        svc = next(d for _, d in docs if d["kind"] == "Service")
+        server_name = ext.get("tlsConfig", {}).get("serverName", "%s.%s.svc" % (svc["metadata"]["name"], ns))
         vols = [v for v in dep["spec"]["template"]["spec"]["volumes"] if "secret" in v]
         self.assertEqual({v["secret"]["secretName"] for v in vols}, {"kubequota-tls"})
         with tempfile.TemporaryDirectory() as d:

@@ -68,6 +68,8 @@ def values_of(r):
         "certManager": full["tls"]["certManager"]["enabled"],
         "existingSecret": full["tls"]["existingSecret"],
         "clientAuth": full["tls"]["clientAuth"]["enabled"],
+        "extenderTls": full["scheduler"]["extender"]["tls"],
+        "gateOnly": full["scheduler"]["extender"]["mode"] == "gate-only",
         "serviceMonitor": full["serviceMonitor"]["enabled"],
         "webhooks": full["webhooks"]["enabled"],
         "helmCerts": not full["tls"]["certManager"]["enabled"] and not full["tls"]["existingSecret"],
@@ -401,8 +403,21 @@ class RenderChecks:
         self.assertEqual(le["resourceNamespace"], cl.NAMESPACE)
         role = self.r.one("Role", cl.fullname() + "-scheduler")
         self.assertEqual(role["rules"][0]["resourceNames"], [le["resourceName"]])
+        if self.v["gateOnly"]:
+            # no extender: nothing in the serial cycle calls kubequota, and preemption
+            # (which would cross quota groups) is off; the gate decides
+            self.assertNotIn("extenders", sc)
+            (prof,) = sc["profiles"]
+            self.assertEqual(prof["plugins"]["postFilter"]["disabled"], [{"name": "DefaultPreemption"}])
+            args = [f for f, _ in self.r.kubequota_args()]
+            self.assertIn("--admission-gate-only", args)
+            self.assertIn("--admission-gate", args)
+            return
+        self.assertNotIn("plugins", sc["profiles"][0], "with the extender, kube-scheduler preempts through it")
+        self.assertNotIn("--admission-gate-only", [f for f, _ in self.r.kubequota_args()])
         (ext,) = sc["extenders"]
-        m = re.match(r"^https://([^/:]+):(\d+)(/.*)$", ext["urlPrefix"])
+        scheme = "https" if self.v["extenderTls"] else "http"
+        m = re.match(r"^%s://([^/:]+):(\d+)(/.*)$" % scheme, ext["urlPrefix"])
         self.assertIsNotNone(m, ext["urlPrefix"])
         host, port, prefix = m.group(1), int(m.group(2)), m.group(3)
         self.assertEqual(host, "127.0.0.1", "kubequota is the scheduler's sidecar")
@@ -418,9 +433,18 @@ class RenderChecks:
                             "%s %s/%s is not a POST route of src/serve/server.c" % (verb, prefix, ext[verb]))
         self.assertNotIn("prioritizeVerb", ext)
         self.assertIs(ext["nodeCacheCapable"], True)
-        self.assertIs(ext["enableHTTPS"], True)
         self.assertIs(ext["ignorable"], False)
         self.assertRegex(str(ext["httpTimeout"]), r"^\d+(ms|s|m)$")
+        plain = [f for f, _ in self.r.kubequota_args()].count("--scheduler-plain-http")
+        if not self.v["extenderTls"]:
+            # plain HTTP on the pod's loopback: no handshake per bind (README.md, "The
+            # scheduler's port"); kubequota serves plain HTTP on that port alone
+            self.assertIs(ext["enableHTTPS"], False)
+            self.assertNotIn("tlsConfig", ext)
+            self.assertEqual(plain, 1)
+            return
+        self.assertEqual(plain, 0)
+        self.assertIs(ext["enableHTTPS"], True)
         tls = ext["tlsConfig"]
         self.assertNotIn("insecure", tls)
         self.assertEqual(tls["serverName"], "%s.%s.svc" % (cl.fullname(), cl.NAMESPACE))

@@ -659,15 +659,17 @@ class Cluster:
 
     # ---- kubequota and kube-scheduler, as the chart renders them -------------------------
 
-    def chart_container_args(self, container):
-        dep = next(d for d in self.rendered if d["kind"] == "Deployment")
+    def chart_container_args(self, container, rendered=None):
+        dep = next(d for d in (rendered or self.rendered) if d["kind"] == "Deployment")
         c = next(c for c in dep["spec"]["template"]["spec"]["containers"] if c["name"] == container)
         return list(c.get("args", []))
 
-    def kubequota_argv(self, config_path, port, sched_port, extra=(), webhook_port=None):
-        """The chart's kubequota arguments, with the pod's paths and ports made local."""
+    def kubequota_argv(self, config_path, port, sched_port, extra=(), webhook_port=None, rendered=None):
+        """The chart's kubequota arguments, with the pod's paths and ports made local
+        (rendered: another rendering of the chart, render_chart(values), e.g. bench/kube.py's
+        variants; default the cluster's)."""
         argv = [kq_binary()]
-        for a in self.chart_container_args("kubequota"):
+        for a in self.chart_container_args("kubequota", rendered):
             k, _, v = a.partition("=")
             if k == "--config":
                 a = "--config=" + config_path
@@ -693,7 +695,7 @@ class Cluster:
         return argv + list(extra)
 
     def start_kubequota(self, queues_yaml, name="kq", extra=(), port=None, sched_port=None,
-                        token=None, wait=True):
+                        token=None, wait=True, rendered=None):
         port = port or (self.kq_port if name == "kq" else free_port())
         sched_port = sched_port or (self.kq_sched_port if name == "kq" else free_port())
         webhook_port = self.kq_webhook_port if name == "kq" else free_port()
@@ -701,7 +703,8 @@ class Cluster:
         _write(cfg, queues_yaml)
         kc = kubeconfig(self.path("%s.kubeconfig" % name), self.port, self.certs["ca"],
                         token or self.sa_token(sa=KQ_SA), "system:serviceaccount:%s:%s" % (NAMESPACE, KQ_SA))
-        argv = self.kubequota_argv(cfg, port, sched_port, ["--kubeconfig=" + kc] + list(extra), webhook_port)
+        argv = self.kubequota_argv(cfg, port, sched_port, ["--kubeconfig=" + kc] + list(extra), webhook_port,
+                                   rendered)
         p = self._spawn(name, argv)
         self.kq[name] = (p, port, sched_port, webhook_port)
         if wait:
@@ -739,8 +742,8 @@ class Cluster:
         with open(self.path(name + ".log"), "rb") as f:
             return f.read().decode("utf-8", "replace")
 
-    def scheduler_config(self, kq_sched_port=None):
-        cm = next(d for d in self.rendered if d["kind"] == "ConfigMap"
+    def scheduler_config(self, kq_sched_port=None, rendered=None):
+        cm = next(d for d in (rendered or self.rendered) if d["kind"] == "ConfigMap"
                   and "scheduler-config.yaml" in d.get("data", {}))
         cfg = yaml.safe_load(cm["data"]["scheduler-config.yaml"])
         tok = self.sa_token()
@@ -1053,8 +1056,18 @@ def rbac_rules(docs):
 def mutate(docs, how):
     """For tests/cluster/mutants.py only: break the rendered chart on purpose.
       widen-conditions     every webhook loses its matchConditions (sees every pod)
-      drop-rule:KIND/NAME/I  rule I of that (Cluster)Role is removed"""
+      drop-rule:KIND/NAME/I  rule I of that (Cluster)Role is removed
+      preemption-on        the scheduler profile keeps DefaultPreemption (gate-only mode's
+                           guard against preemption across quota groups removed)"""
     if not how:
+        return docs
+    if how == "preemption-on":
+        for d in docs:
+            if d["kind"] == "ConfigMap" and "scheduler-config.yaml" in d.get("data", {}):
+                cfg = yaml.safe_load(d["data"]["scheduler-config.yaml"])
+                for prof in cfg.get("profiles", []):
+                    prof.pop("plugins", None)
+                d["data"]["scheduler-config.yaml"] = yaml.safe_dump(cfg)
         return docs
     if how == "widen-conditions":
         for d in docs:

@@ -9,6 +9,8 @@ results are quoted in the closing notes of issue 25.
                     admission request allowed unchanged)
   widen-conditions  the chart's webhooks without their matchConditions (they see every pod)
   rbac              every rule of the chart's rendered (Cluster)Roles removed, one at a time
+  preemption-on     gate-only's profile keeps DefaultPreemption (caught by
+                    test_kube_gate_only GateOnlyPlacement.test_no_preemption_across_groups)
 """
 
 import os

@@ -223,6 +223,37 @@ class GatingTimeoutTest(KQTestCase):
         self.assertIn("alice", denied[0])
 
 
+class GateOnlyReservationTest(KQTestCase):
+    """--admission-gate-only (the chart's scheduler.extender.mode gate-only): no filter or bind
+    checks a released pod again, so its reservation never expires; the timeout that lets
+    GatingTimeoutTest's third pod through must not apply."""
+    CONFIG = GatingTimeoutTest.CONFIG
+    EXTRA_ARGS = ("--admission-gate", "--admission-gate-only", "--admission-gate-reserve-timeout", "2s")
+
+    def test_unbound_reservation_is_kept(self):
+        for i in range(3):
+            self.sim.create_pod(pod_manifest("t%d" % i, user="alice", cpu="1", queue="root.dev",
+                                             gates=(GATE,)))
+
+        def ungated():
+            return sorted(p["metadata"]["name"] for p in self.sim.state()["pods"] if not gated(p))
+        wait_until(lambda: len(ungated()) == 2, timeout=15)
+        # nobody binds them for three times the timeout: the third stays gated, since with no
+        # extender nothing would stop it from binding past alice's 2 cpu
+        time.sleep(6)
+        self.assertEqual(len(ungated()), 2, ungated())
+        # a released pod that goes away frees its reservation at once
+        self.sim.delete_pod("default", ungated()[0])
+        wait_until(lambda: len(ungated()) == 2 and "t2" in ungated(), timeout=15, msg="t2 released")
+
+    def test_needs_the_gate(self):
+        import subprocess
+        kq = Kubequota(self.sim, self.CONFIG, extra_args=("--admission-gate-only",))
+        r = subprocess.run(kq.argv(), capture_output=True, text=True, timeout=20)
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+        self.assertIn("--admission-gate-only needs --admission-gate", r.stdout + r.stderr)
+
+
 class Workload:
     """Drives a shared queue from the simulator's side: ungated pods are bound by the fake
     kube-scheduler; a bound pod 'runs' for `run_s` (seen by this poller) and then succeeds.

@@ -597,6 +597,35 @@ class SchedulerListenerTest(KQTestCase):
         self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
         self.assertIn("loopback", r.stdout + r.stderr)
 
+    def test_scheduler_plain_http_alone(self):
+        """--scheduler-plain-http (the chart's default): the scheduler's loopback port speaks
+        plain HTTP, every other port keeps TLS, and each connection is counted (no handshake)."""
+        sport = self.start_with("--scheduler-plain-http")
+        sched = HttpClient("http://127.0.0.1:%d" % sport, timeout=30)
+        self.assertEqual(sched.get("/healthz").status, 200)
+        body = self.filter_body("p3")
+        for _ in range(3):  # one keep-alive connection
+            r = sched.post("/scheduler/filter", body)
+            self.assertEqual(r.status, 200, r.text)
+            self.assertEqual(r.json()["NodeNames"], ["node-1"])
+        self.assertEqual(sched.get("/ws/v1/partition/default/usage/users").status, 404)
+        # the main port is still TLS only
+        with self.assertRaises((OSError, http.client.HTTPException)):
+            HttpClient("http://127.0.0.1:%d" % self.kq.port, timeout=10).get("/healthz")
+        main = HttpClient(self.kq.url, ca=certs()["ca"], token=self.kq.rest_token, timeout=30)
+        text = main.get("/metrics").text
+        self.assertIn('kubequota_tls_connections_total{listener="scheduler"} 0', text)
+        n = int(text.split('kubequota_connections_total{listener="scheduler"} ', 1)[1].split()[0])
+        self.assertGreaterEqual(n, 4)  # the probe's and the filters' (the test client may reconnect)
+
+    def test_scheduler_plain_http_must_be_loopback(self):
+        for extra in (("--scheduler-plain-http", "--scheduler-listen", "0.0.0.0:%d" % free_port()),
+                      ("--scheduler-plain-http",)):
+            self.kq = Kubequota(self.sim, self.CONFIG, extra_args=extra)
+            r = subprocess.run(self.kq.argv(), capture_output=True, text=True, timeout=20)
+            self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+            self.assertIn("loopback", r.stdout + r.stderr)
+
 
 def tls_still_open(s):
     """still_open for a TLS socket: looks at the raw bytes (a session ticket counts as open)."""

@@ -97,6 +97,14 @@ typedef struct kq_gating_opts {
      * usage_checkpoint_ms while it leads and once more when it stops. */
     const char *usage_ns, *usage_name;
     long usage_checkpoint_ms; /* default 30s */
+    /* Gate-only (--admission-gate-only, the chart's scheduler.extender.mode gate-only):
+     * kube-scheduler calls no extender, so the release is the only quota decision and no
+     * filter keeps a pod of a Koordinator multi-tree quota on its tree's nodes. Such a pod
+     * is never released: it is set aside (never fits, with an Event naming the mode), and
+     * checked again when the configuration changes. A released pod's reservation does not
+     * expire (reserve_timeout_ms is not applied): nothing would check it again before it
+     * binds. */
+    bool gate_only;
 } kq_gating_opts_t;
 
 void kq_gating_opts_default(kq_gating_opts_t *o);

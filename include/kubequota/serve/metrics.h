@@ -9,6 +9,8 @@
  *   kubequota_config_reloads_total{result}                 counter (success|failure)
  *   kubequota_tls_connections_total{listener}              counter (main|scheduler|webhook): TLS
  *                                                          connections accepted, one handshake each
+ *   kubequota_connections_total{listener}                  counter: every connection accepted, TLS
+ *                                                          or plain HTTP (the scheduler's loopback port)
  *   kubequota_pods_tracked{state}                          gauge (pending|counted), from the ledger
  *   kubequota_user_resource_used{user,queue,resource}      gauge, from the ugm user view
  *   kubequota_group_resource_used{group,queue,resource}    gauge, from the ugm group view
@@ -107,9 +109,10 @@ typedef enum kq_listener {
     KQ_LISTENER_COUNT
 } kq_listener_t;
 
-/* One TLS connection accepted (its handshake done) on listener l. */
-void kq_metrics_tls_connection(kq_metrics_t *m, kq_listener_t l);
+/* One connection accepted on listener l; tls: its handshake done (counted in both). */
+void kq_metrics_connection(kq_metrics_t *m, kq_listener_t l, bool tls);
 unsigned long kq_metrics_tls_connection_count(kq_metrics_t *m, kq_listener_t l);
+unsigned long kq_metrics_connection_count(kq_metrics_t *m, kq_listener_t l);
 
 /* One quota decision on a pod of ours: kubequota_admission_attempts_total{queue,result,
  * reason}; result "admitted" or "denied", reason a fixed word for denials ("" when

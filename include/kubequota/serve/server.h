@@ -24,8 +24,9 @@
  * the request's headers (else 408), and all bodies held at once share a 128 MiB budget
  * (else 503: a few huge bodies cannot exhaust memory).
  * With scheduler_listen a second listener with its own workers serves the scheduler verbs
- * and the probes only (TLS with the same certificate and client_ca rule unless plain_http,
- * when it must be on loopback); the main port then answers the verbs 404.
+ * and the probes only (TLS with the same certificate and client_ca rule unless plain_http
+ * or scheduler_plain_http, when it must be on loopback); the main port then answers the
+ * verbs 404.
  * With webhook_listen a third listener with its own workers (webhook_threads) and its own
  * per-client connection limit (half its workers) serves the admission webhooks and the
  * probes only, under the same TLS rules; the main port then answers the webhooks 404. The
@@ -75,6 +76,9 @@ typedef struct kq_server_opts {
     const char *scheduler_listen; /* HOST:PORT of the scheduler's own listener (its own
                                    * workers; scheduler verbs and probes only; TLS unless
                                    * plain_http, then loopback only), or NULL */
+    bool scheduler_plain_http; /* the scheduler listener speaks plain HTTP while the other
+                                * ports keep TLS (--scheduler-plain-http): loopback only,
+                                * for kube-scheduler in the same pod (no handshake per bind) */
     int scheduler_threads;  /* its workers; 0 = 8 */
     const char *webhook_listen; /* HOST:PORT of the admission webhooks' own listener (its own
                                  * workers and per-client limit; webhooks and probes only;
