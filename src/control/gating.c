@@ -1942,6 +1942,7 @@ kq_gating_t *kq_gating_new(kq_app_t *app, const kq_gating_opts_t *o)
     g->gen = 1;
     if (app->ledger != NULL) {
         kq_ledger_set_gating(app->ledger, true);
+        kq_ledger_set_gate_only(app->ledger, o->gate_only);
         kq_ledger_set_fairshare(app->ledger, g->fs);
     }
     return g;

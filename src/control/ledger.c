@@ -330,6 +330,7 @@ struct kq_ledger {
     void *place_ud;
     atomic_uint_fast64_t place_gen; /* bumped (under mu) by each kq_ledger_place_again */
     bool gating;                /* kq_ledger_set_gating: ungated unbound pods of ours are reserved */
+    bool gate_only;             /* kq_ledger_set_gate_only: a reservation is never dropped for a resize */
     size_t n_reserved;
     kq_fairshare_t *fs;         /* kq_ledger_set_fairshare: told of every count and release, or NULL */
     inflight_t *inflight;       /* in-flight preemptions by preemptor UID */
@@ -1726,7 +1727,7 @@ static int check_resize(kq_ledger_t *l, const kq_pod_t *pod, bool commit, char *
         if (rs_set(l, e, &pod->request) != 0)
             kq_error("event=resize_reservation_failed pod=%s/%s uid=%s error=\"out of memory\"", pod->ns, pod->name,
                      pod->uid);
-    } else if (rc == KQ_EDENIED && e->reserved && kq_pod_is_gated(pod) &&
+    } else if (rc == KQ_EDENIED && e->reserved && kq_pod_is_gated(pod) && !l->gate_only &&
                !never_fits_locked(l, e, &pod->request, NULL, 0)) {
         /* Released by the gate a moment ago, its gate removal still in flight: the pod has
          * not reached kube-scheduler. Its reservation, made for the old request, goes; the
@@ -2884,6 +2885,13 @@ void kq_ledger_set_gating(kq_ledger_t *l, bool on)
 {
     pthread_mutex_lock(&l->mu);
     l->gating = on;
+    pthread_mutex_unlock(&l->mu);
+}
+
+void kq_ledger_set_gate_only(kq_ledger_t *l, bool on)
+{
+    pthread_mutex_lock(&l->mu);
+    l->gate_only = on;
     pthread_mutex_unlock(&l->mu);
 }
 

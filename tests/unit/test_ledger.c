@@ -1613,6 +1613,39 @@ static void test_resize_of_a_reserved_gated_pod(void **state)
     kq_pod_clear(&b);
 }
 
+/* Gate-only (--admission-gate-only): kube-scheduler calls no extender, so the gate's
+ * reservation is the pod's only quota decision. The resize that the extender path answers by
+ * dropping the reservation (test above) is refused here, and the reservation stays: nothing
+ * would decide the pod afresh. Queue team-a's max is 1000m (fixture): 300 (b) + 900 > 1000. */
+static void test_gate_only_resize_keeps_the_reservation(void **state)
+{
+    fx_t *f = *state;
+    char why[512] = "";
+    kq_ledger_set_gating(f->l, true);
+    kq_ledger_set_gate_only(f->l, true);
+    kq_pod_t b = mk("b", "root.team-a", "bob", 300, "n1"), a = mk("a", "root.team-a", "alice", 400, NULL);
+    a.gate_pos = 1;
+    a.n_gates = 1;
+    kq_ledger_observe(f->l, &b);
+    kq_ledger_observe(f->l, &a);
+    assert_int_equal(kq_ledger_reserve(f->l, &a, why, sizeof why, NULL), 0);
+    assert_int_equal(alloc_cpu(f, "root.team-a"), 700);
+    assert_int_equal(kq_resource_set(&a.request, "cpu", 900), 0);
+    assert_int_equal(kq_ledger_check_resize(f->l, &a, why, sizeof why, NULL), KQ_EDENIED);
+    assert_true(kq_ledger_is_reserved(f->l, "a"));
+    assert_int_equal(alloc_cpu(f, "root.team-a"), 700);
+    /* within the room (300 + 700 = 1000): the reservation moves, as on the extender path */
+    assert_int_equal(kq_resource_set(&a.request, "cpu", 700), 0);
+    assert_int_equal(kq_ledger_check_resize(f->l, &a, why, sizeof why, NULL), 0);
+    assert_true(kq_ledger_is_reserved(f->l, "a"));
+    assert_int_equal(alloc_cpu(f, "root.team-a"), 1000);
+    kq_ledger_remove(f->l, "a");
+    kq_ledger_remove(f->l, "b");
+    expect_empty(f);
+    kq_pod_clear(&a);
+    kq_pod_clear(&b);
+}
+
 /* ----------------------------------------------- admission of pods created on a node -- */
 
 /* Issue 37. A pod created with spec.nodeName is counted by the validating webhook under the
@@ -2298,6 +2331,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_resize_reservation, setup, teardown),
         cmocka_unit_test_setup_teardown(test_resize_dry_run, setup, teardown),
         cmocka_unit_test_setup_teardown(test_resize_of_a_reserved_gated_pod, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_gate_only_resize_keeps_the_reservation, setup, teardown),
         cmocka_unit_test_setup_teardown(test_resize_within_a_quota_group, setup, teardown),
         cmocka_unit_test_setup_teardown(test_admit_then_watch_counts_once, setup, teardown),
         cmocka_unit_test_setup_teardown(test_admit_survives_a_relist, setup, teardown),

@@ -298,6 +298,12 @@ size_t kq_ledger_expire_unobserved(kq_ledger_t *l, int64_t max_age_s);
  * reservation from the watch, today's behaviour. */
 void kq_ledger_set_gating(kq_ledger_t *l, bool on);
 
+/* Gate-only (kube-scheduler calls no extender): the gate's reservation is the only quota
+ * decision a pod gets, so it is never given up. A resize that grows a reserved pod past
+ * what fits is refused rather than dropping the reservation to decide the pod afresh
+ * (there is no filter or bind to decide it). Off (default): the extender path. */
+void kq_ledger_set_gate_only(kq_ledger_t *l, bool on);
+
 /* Check and count the pod as reserved (kq_ledger_assume's check and commit, with the same
  * rules for a grown request and a resize reservation). The reservation remembers the
  * request it counted; filter and bind of the pod check, and bind counts, any growth past
