@@ -61,6 +61,16 @@ class DraBase(KubeTestCase):
         c.publish_devices("kwok-node-2", driver="mig.example.com",
                           partitions={"gpus": 2, "parts": {"full": "80Gi", "half0": "40Gi", "half1": "40Gi"}})
 
+    def setUp(self):
+        super().setUp()
+        # An earlier test's namespace is deleted as that test ends (tearDown); its pods count
+        # until the namespace controller and kwok have removed them. Every expected number
+        # below starts from nobody holding a device, so wait for that.
+        for user in ("alice", "bob", "carol"):
+            for res in (GPU, MIG, MIG_MEM, XGPU, "example.com/gpu"):
+                wait_until(lambda u=user, r=res: self.kq_user(u, r) == 0, 90, 0.25,
+                           "%s's %s from earlier tests released" % (user, res))
+
     # ---- what the API server holds -------------------------------------------------------
 
     def template(self, ns, name="one-gpu", count=1, cls="gpu", user="alice", **kw):
