@@ -127,6 +127,17 @@ class KubeTestCase(unittest.TestCase):
                                    "name": "kq-test-tenant"},
                        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": u[1]}
                                     for k, u in clus.USERS.items() if k not in ("admin", "kwok")]}])
+        # The API server's RBAC authorizer learns of a new RoleBinding through its own informer:
+        # a request made at once can still be refused (403). Wait until it allows the tenants.
+        def allowed(user):
+            r = self.c.api(user).request(
+                "POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+                {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+                 "spec": {"resourceAttributes": {"namespace": name, "verb": "create", "resource": "pods"}}},
+                ok=(201,))
+            return bool((r.get("status") or {}).get("allowed"))
+        wait_until(lambda: allowed("alice") and allowed("eve"), 10, 0.05,
+                   "the tenants' RoleBinding in %s in force" % name)
         return name
 
     def pod(self, ns, name, user="alice", queue=None, cpu="1", memory="128Mi", labels=None, **kw):
