@@ -591,6 +591,20 @@ static const char *request_class(const json_t *requests, const char *req)
     return NULL;
 }
 
+/* Adds the counters of one allocated device (driver/pool/device, of class cls) to tmp;
+ * a device no slice publishes is counted in *miss. m->mu held. */
+static int device_counters_locked(const kq_slices_t *s, const char *cls, const char *driver, const char *pool,
+                                  const char *device, kq_resource_t *tmp, size_t *miss)
+{
+    const devrec_t *r = device_find(s, driver, pool, device);
+    if (r == NULL) {
+        (*miss)++;
+        return 0;
+    }
+    int rc = counters_into(r, cls, tmp);
+    return rc == KQ_EINVAL ? 0 : rc; /* a class name too long for a resource name: nothing to charge it under */
+}
+
 int kq_slices_claim_counters(const kq_slices_t *s, const json_t *claim, kq_resource_t *out, size_t *missing)
 {
     size_t miss = 0;
@@ -614,15 +628,7 @@ int kq_slices_claim_counters(const kq_slices_t *s, const json_t *claim, kq_resou
         const char *cls = req ? request_class(requests, req) : NULL;
         if (cls == NULL || driver == NULL || pool == NULL || device == NULL)
             continue;
-        const devrec_t *r = device_find(s, driver, pool, device);
-        if (r == NULL) {
-            miss++;
-            continue;
-        }
-        rc = counters_into(r, cls, &tmp);
-        if (rc == KQ_EINVAL)
-            rc = 0; /* a class name too long for a resource name: nothing to charge it under */
-        if (rc != 0)
+        if ((rc = device_counters_locked(s, cls, driver, pool, device, &tmp, &miss)) != 0)
             break;
     }
     pthread_mutex_unlock(&m->mu);
@@ -648,16 +654,8 @@ int kq_slices_devs_counters(const kq_slices_t *s, const kq_claim_dev_t *devs, si
     pthread_mutex_lock(&m->mu);
     for (size_t i = 0; i < n && rc == 0; i++) {
         char cls[256];
-        if (!kq_claim_class_of(devs[i].res, cls, sizeof(cls)))
-            continue;
-        const devrec_t *r = device_find(s, devs[i].driver, devs[i].pool, devs[i].device);
-        if (r == NULL) {
-            miss++;
-            continue;
-        }
-        rc = counters_into(r, cls, &tmp);
-        if (rc == KQ_EINVAL)
-            rc = 0;
+        if (kq_claim_class_of(devs[i].res, cls, sizeof(cls)))
+            rc = device_counters_locked(s, cls, devs[i].driver, devs[i].pool, devs[i].device, &tmp, &miss);
     }
     pthread_mutex_unlock(&m->mu);
     if (rc == 0) {
