@@ -34,7 +34,9 @@ where it has one) and its own namespace, so all rows of one node count share one
   4 gate         row 2 with the admission gate on (mutating webhook + release by the leader)
   5 elastic      an elastic quota tree: 10 parents x 100 leaf groups with min and max
   6 null         the null extender (bench/null_extender.py, its own process): filter only,
-                 every node passes, no bind; the physical limit of the extender path
+                 every node passes, no bind; the physical limit of the extender path.
+                 6:bind adds the bind verb (the Binding POSTed with kube-scheduler's own
+                 token): the floor of an extender that binds, as kubequota's does
   7 gate-only    the chart's scheduler.extender.mode gate-only: the gate's webhooks and
                  release (row 4's) with a profile that has no extender and no preemption
 
@@ -406,7 +408,7 @@ class Bench:
     # scheduler-side variant words (run_row): the extender's entries as the row uses them;
     # tls: the extender (kubequota's or the null one) over HTTPS, as the chart did before
     # scheduler.extender.tls defaulted to false
-    SCHED_WORDS = ("nobind", "nofilter", "split", "nobatch", "tls")
+    SCHED_WORDS = ("nobind", "nofilter", "split", "nobatch", "tls", "bind")
 
     def sched_config(self, row, variant=(), rendered=None, null_port=None):
         cfg = self.c.scheduler_config(rendered=rendered)
@@ -429,6 +431,8 @@ class Bench:
                 "urlPrefix": "%s://127.0.0.1:%d/scheduler" % ("https" if tls else "http", null_port),
                 "filterVerb": "filter", "nodeCacheCapable": True, "enableHTTPS": tls,
                 "httpTimeout": e["httpTimeout"], "ignorable": False}]
+            if "bind" in variant:
+                cfg["extenders"][0]["bindVerb"] = "bind"
             if tls:
                 cfg["extenders"][0]["tlsConfig"] = {"serverName": "%s.%s.svc" % (clus.RELEASE, clus.NAMESPACE),
                                                     "caFile": self.c.certs["ca"]}
@@ -461,11 +465,18 @@ class Bench:
         time.sleep(5)   # informers synced (no Lease to wait for)
         return sched
 
-    def start_null(self, tls):
-        """bench/null_extender.py as its own process (its CPU is measured apart)."""
+    def start_null(self, tls, bind=False):
+        """bench/null_extender.py as its own process (its CPU is measured apart); bind: with
+        the bind verb, POSTing Bindings with kube-scheduler's own ServiceAccount token."""
         import socket
         port = clus.free_port()
         argv = [sys.executable, os.path.join(HERE, "null_extender.py"), "--listen", "127.0.0.1:%d" % port]
+        if bind:
+            tf = self.c.path("null-extender.token")
+            with open(tf, "w") as f:
+                f.write(self.c.sa_token())
+            argv += ["--bind-api", "https://127.0.0.1:%d" % self.c.port, "--bind-ca", self.c.certs["ca"],
+                     "--bind-token-file", tf]
         if tls:
             argv += ["--tls-cert", self.c.certs["server"], "--tls-key", self.c.certs["server_key"]]
         p = self.c._spawn("null-extender", argv)
@@ -516,7 +527,7 @@ class Bench:
             rendered = c.render_chart(TLS_VALUES)
         null = None
         if row == 6:
-            null = self.start_null("tls" in variant)
+            null = self.start_null("tls" in variant, "bind" in variant)
         if (row != 1 or beside) and row != 6:
             qs = {1: q_open, 2: q_open, 4: q_open, 5: q_elastic, 7: q_open}.get(row)
             old = os.environ.get("KQ_BINARY")

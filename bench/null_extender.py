@@ -2,9 +2,13 @@
 """The null scheduler extender (issue 40): the physical limit of kube-scheduler's extender path.
 
   python3 bench/null_extender.py --listen 127.0.0.1:PORT [--tls-cert FILE --tls-key FILE]
+                                 [--bind-api https://HOST:PORT --bind-ca FILE --bind-token-file FILE]
 
 It answers POST .../filter with every node it was given, unchanged (NodeNames as sent with
-nodeCacheCapable, else the Nodes list), and nothing else: no bind verb, no preempt, no state.
+nodeCacheCapable, else the Nodes list), and nothing else: no preempt, no state. With --bind-api
+it also answers POST .../bind by POSTing the Binding to the API server (one keep-alive HTTPS
+connection per serving thread, the scheduler's own ServiceAccount token), as any binding
+extender must: the floor of the bind verb, with no quota work.
 kube-scheduler configured with it (filterVerb only) pays everything an extender costs it (the
 ExtenderArgs JSON with the whole pod, the HTTP round trip in its serial cycle, the answer's
 decoding) and nothing of kubequota's own work, so a bench row with it, beside kube-scheduler
@@ -19,6 +23,8 @@ import http.server
 import json
 import ssl
 import sys
+import threading
+import http.client
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -30,8 +36,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def do_POST(self):  # noqa: N802 (http.server's name)
         n = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(n)
+        if self.path.endswith("/bind") and self.server.bind_api:
+            self.bind(body)
+            return
         if not self.path.endswith("/filter"):
-            self.answer(404, {"Error": "the null extender answers filter only"})
+            self.answer(404, {"Error": "the null extender answers filter (and bind with --bind-api) only"})
             return
         try:
             args = json.loads(body)
@@ -45,6 +54,34 @@ class Handler(http.server.BaseHTTPRequestHandler):
         else:
             res["Nodes"] = args.get("Nodes")
         self.answer(200, res)
+
+    def bind(self, body):
+        """ExtenderBindingArgs -> POST .../pods/NAME/binding; ExtenderBindingResult."""
+        try:
+            a = json.loads(body)
+            ns, name, uid, node = a["PodNamespace"], a["PodName"], a["PodUID"], a["Node"]
+        except (ValueError, KeyError) as e:
+            self.answer(400, {"Error": "bad ExtenderBindingArgs: %s" % e})
+            return
+        binding = json.dumps({"apiVersion": "v1", "kind": "Binding",
+                              "metadata": {"name": name, "namespace": ns, "uid": uid},
+                              "target": {"apiVersion": "v1", "kind": "Node", "name": node}}).encode()
+        err = ""
+        for attempt in (0, 1):  # one retry on a connection the API server closed
+            conn = self.server.api_conn()
+            try:
+                conn.request("POST", "/api/v1/namespaces/%s/pods/%s/binding" % (ns, name), binding,
+                             {"Content-Type": "application/json",
+                              "Authorization": "Bearer " + self.server.bind_token})
+                r = conn.getresponse()
+                data = r.read()
+                if r.status != 201:
+                    err = "binding %s/%s: %d %s" % (ns, name, r.status, data[:200].decode("utf-8", "replace"))
+                break
+            except (OSError, http.client.HTTPException) as e:
+                self.server.drop_conn()
+                err = "binding %s/%s: %s" % (ns, name, e)
+        self.answer(200, {"Error": err})
 
     def do_GET(self):  # noqa: N802
         self.answer(200 if self.path in ("/healthz", "/readyz") else 404, {})
@@ -62,6 +99,23 @@ class Handler(http.server.BaseHTTPRequestHandler):
 class Server(http.server.ThreadingHTTPServer):
     daemon_threads = True
     connections = 0
+    bind_api = None
+    bind_token = ""
+    bind_ctx = None
+    local = threading.local()
+
+    def api_conn(self):
+        c = getattr(self.local, "conn", None)
+        if c is None:
+            host, _, port = self.bind_api.split("://", 1)[1].rstrip("/").rpartition(":")
+            c = self.local.conn = http.client.HTTPSConnection(host, int(port), context=self.bind_ctx, timeout=30)
+        return c
+
+    def drop_conn(self):
+        c = getattr(self.local, "conn", None)
+        if c is not None:
+            c.close()
+        self.local.conn = None
 
     def get_request(self):
         sock, addr = super().get_request()
@@ -74,16 +128,26 @@ def main():
     ap.add_argument("--listen", default="127.0.0.1:0")
     ap.add_argument("--tls-cert")
     ap.add_argument("--tls-key")
+    ap.add_argument("--bind-api", help="answer bind by POSTing the Binding to this API server")
+    ap.add_argument("--bind-ca", help="the API server's CA")
+    ap.add_argument("--bind-token-file", help="a bearer token allowed to create pods/binding")
     a = ap.parse_args()
     host, _, port = a.listen.rpartition(":")
     srv = Server((host, int(port)), Handler)
+    if a.bind_api:
+        if not (a.bind_ca and a.bind_token_file):
+            ap.error("--bind-api needs --bind-ca and --bind-token-file")
+        srv.bind_api = a.bind_api
+        srv.bind_ctx = ssl.create_default_context(cafile=a.bind_ca)
+        with open(a.bind_token_file) as f:
+            srv.bind_token = f.read().strip()
     if a.tls_cert:
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.minimum_version = ssl.TLSVersion.TLSv1_2
         ctx.load_cert_chain(a.tls_cert, a.tls_key)
         srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
-    print("null extender listening on %s:%d tls=%s" % (host, srv.server_address[1], "on" if a.tls_cert else "off"),
-          flush=True)
+    print("null extender listening on %s:%d tls=%s bind=%s" % (
+        host, srv.server_address[1], "on" if a.tls_cert else "off", "on" if a.bind_api else "off"), flush=True)
     try:
         srv.serve_forever()
     except KeyboardInterrupt:
