@@ -6,8 +6,9 @@
 
 It answers POST .../filter with every node it was given, unchanged (NodeNames as sent with
 nodeCacheCapable, else the Nodes list), and nothing else: no preempt, no state. With --bind-api
-it also answers POST .../bind by POSTing the Binding to the API server (one keep-alive HTTPS
-connection per serving thread, the scheduler's own ServiceAccount token), as any binding
+it also answers POST .../bind by POSTing the Binding to the API server (a pool of
+--bind-conns keep-alive HTTPS connections, as kubequota's client has, with the scheduler's own
+ServiceAccount token), as any binding
 extender must: the floor of the bind verb, with no quota work.
 kube-scheduler configured with it (filterVerb only) pays everything an extender costs it (the
 ExtenderArgs JSON with the whole pod, the HTTP round trip in its serial cycle, the answer's
@@ -23,7 +24,7 @@ import http.server
 import json
 import ssl
 import sys
-import threading
+import queue
 import http.client
 
 
@@ -67,20 +68,23 @@ class Handler(http.server.BaseHTTPRequestHandler):
                               "metadata": {"name": name, "namespace": ns, "uid": uid},
                               "target": {"apiVersion": "v1", "kind": "Node", "name": node}}).encode()
         err = ""
-        for attempt in (0, 1):  # one retry on a connection the API server closed
-            conn = self.server.api_conn()
-            try:
-                conn.request("POST", "/api/v1/namespaces/%s/pods/%s/binding" % (ns, name), binding,
-                             {"Content-Type": "application/json",
-                              "Authorization": "Bearer " + self.server.bind_token})
-                r = conn.getresponse()
-                data = r.read()
-                if r.status != 201:
-                    err = "binding %s/%s: %d %s" % (ns, name, r.status, data[:200].decode("utf-8", "replace"))
-                break
-            except (OSError, http.client.HTTPException) as e:
-                self.server.drop_conn()
-                err = "binding %s/%s: %s" % (ns, name, e)
+        conn = self.server.pool.get()  # at most --bind-conns Binding POSTs at once, as kubequota
+        try:
+            for attempt in (0, 1):  # one retry on a connection the API server closed
+                try:
+                    conn.request("POST", "/api/v1/namespaces/%s/pods/%s/binding" % (ns, name), binding,
+                                 {"Content-Type": "application/json",
+                                  "Authorization": "Bearer " + self.server.bind_token})
+                    r = conn.getresponse()
+                    data = r.read()
+                    err = "" if r.status == 201 else "binding %s/%s: %d %s" % (
+                        ns, name, r.status, data[:200].decode("utf-8", "replace"))
+                    break
+                except (OSError, http.client.HTTPException) as e:
+                    conn.close()
+                    err = "binding %s/%s: %s" % (ns, name, e)
+        finally:
+            self.server.pool.put(conn)
         self.answer(200, {"Error": err})
 
     def do_GET(self):  # noqa: N802
@@ -102,25 +106,7 @@ class Server(http.server.ThreadingHTTPServer):
     bind_api = None
     bind_token = ""
     bind_ctx = None
-    local = threading.local()
-
-    def api_conn(self):
-        c = getattr(self.local, "conn", None)
-        if c is None:
-            host, _, port = self.bind_api.split("://", 1)[1].rstrip("/").rpartition(":")
-            c = self.local.conn = http.client.HTTPSConnection(host, int(port), context=self.bind_ctx, timeout=30)
-        return c
-
-    def drop_conn(self):
-        c = getattr(self.local, "conn", None)
-        if c is not None:
-            c.close()
-        self.local.conn = None
-
-    def get_request(self):
-        sock, addr = super().get_request()
-        Server.connections += 1
-        return sock, addr
+    pool = None  # queue.Queue of keep-alive HTTPS connections to the API server
 
 
 def main():
@@ -131,6 +117,12 @@ def main():
     ap.add_argument("--bind-api", help="answer bind by POSTing the Binding to this API server")
     ap.add_argument("--bind-ca", help="the API server's CA")
     ap.add_argument("--bind-token-file", help="a bearer token allowed to create pods/binding")
+    ap.add_argument("--bind-conns", type=int, default=64,
+                    help="Binding POSTs at once, each on its own keep-alive connection (64: kubequota "
+                         "serves 64 requests at once and keeps 64 API connections; kube-scheduler "
+                         "binds every pod in parallel, and with a thread per connection and no bound "
+                         "here, hundreds of concurrent POSTs got 429 from the API server's priority "
+                         "and fairness)")
     a = ap.parse_args()
     host, _, port = a.listen.rpartition(":")
     srv = Server((host, int(port)), Handler)
@@ -141,6 +133,11 @@ def main():
         srv.bind_ctx = ssl.create_default_context(cafile=a.bind_ca)
         with open(a.bind_token_file) as f:
             srv.bind_token = f.read().strip()
+        host_, _, port_ = a.bind_api.split("://", 1)[1].rstrip("/").rpartition(":")
+        srv.pool = queue.Queue()
+        for _ in range(a.bind_conns):
+            # http.client reconnects a closed connection on the next request by itself
+            srv.pool.put(http.client.HTTPSConnection(host_, int(port_), context=srv.bind_ctx, timeout=30))
     if a.tls_cert:
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.minimum_version = ssl.TLSVersion.TLSv1_2
