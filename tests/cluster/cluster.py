@@ -532,7 +532,7 @@ class Cluster:
         self.use_chart()
 
     KEEP_KINDS = ("CustomResourceDefinition", "ServiceAccount", "ClusterRole", "ClusterRoleBinding",
-                  "Role", "RoleBinding", "ConfigMap")
+                  "Role", "RoleBinding", "ConfigMap", "FlowSchema")
 
     def use_chart(self, values=None):
         """Renders the chart with these values (over the cluster's) and makes the cluster hold
@@ -544,12 +544,25 @@ class Cluster:
             if key(d) not in have and (d["kind"] in self.KEEP_KINDS or d["kind"] in self.ADMISSION_KINDS):
                 self.delete_object(d)
         self.rendered = new
-        self.apply([d for d in new if d["kind"] in self.KEEP_KINDS] + self.kubequota_only_bindings(new))
+        self.apply([self.with_kubequota_only(d) for d in new if d["kind"] in self.KEEP_KINDS] +
+                   self.kubequota_only_bindings(new))
         for crd in (d for d in new if d["kind"] == "CustomResourceDefinition"):
             wait_until(lambda: any(c["type"] == "Established" and c["status"] == "True" for c in
                                    self.api().get("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"
                                                   + crd["metadata"]["name"]).get("status", {}).get("conditions", [])),
                        30, 0.1, "CRD %s established" % crd["metadata"]["name"])
+
+    @staticmethod
+    def with_kubequota_only(d):
+        """A FlowSchema of the chart's SA, copied to hold KQ_SA too: here kubequota runs under
+        KQ_SA, in the chart's pod both containers run under the chart's SA."""
+        if d["kind"] != "FlowSchema":
+            return d
+        d = json.loads(json.dumps(d))
+        for r in d["spec"].get("rules", []):
+            r["subjects"] = r.get("subjects", []) + [
+                {"kind": "ServiceAccount", "serviceAccount": {"name": KQ_SA, "namespace": NAMESPACE}}]
+        return d
 
     def kubequota_only_bindings(self, docs):
         """KQ_SA and a copy of each of the chart's bindings of kubequota's own roles (not the
