@@ -5,6 +5,7 @@ kube-apiserver (resource.k8s.io/v1 resourceclaims); the tests play kube-controll
 (a template's claim, the pod's status.resourceClaimStatuses) and kube-scheduler's DRA
 plugin (status.allocation). Scenario names match tests/cluster's DRA tier."""
 
+import re
 import time
 
 from kqtest import KQTestCase, PARTITION, gate_release_order, pod_manifest, queues_config, wait_until
@@ -121,6 +122,12 @@ class DraTest(KQTestCase):
         # the resource name passes through the metrics and explain as written
         metrics = self.kq.get("/metrics").text
         self.assertIn('resource="%s"' % DEV, metrics)
+        # ... as a label value only: no metric name is made from a resource name (dots and a
+        # slash are not allowed in one), so every sample naming it has a valid name
+        named = [ln for ln in metrics.splitlines() if DEV in ln and not ln.startswith("#")]
+        self.assertTrue(named)
+        for ln in named:
+            self.assertRegex(ln, r'^[a-zA-Z_:][a-zA-Z0-9_:]*\{[^{}]*resource="%s"[^{}]*\} \S+$' % re.escape(DEV))
         r = self.kq.post("/ws/v1/partition/%s/explain" % PARTITION, self.sim.get_pod("default", "a2"))
         self.assertEqual(r.status, 200, r.text)
         self.assertFalse(r.json()["fits"])
