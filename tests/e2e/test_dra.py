@@ -226,10 +226,12 @@ class DraGateTest(KQTestCase):
     def released(self):
         return [k.split("/", 1)[1] for k in gate_release_order(self.kq, self.sim, GATE)]
 
-    def waiting_names(self):
+    def waiting(self):
         view = self.kq.get_json("/ws/v1/partition/%s/gating/waiting" % PARTITION)
-        q = next((q for q in view if q.get("queue") == "root.gpus"), {"pods": []})
-        return [p["name"] for p in q["pods"]]
+        return next((q for q in view if q.get("queue") == "root.gpus"), {"pods": []})["pods"]
+
+    def waiting_names(self):
+        return [p["name"] for p in self.waiting()]
 
     def test_dra_gate_fair_order_counts_devices(self):
         for i in range(3):
@@ -248,8 +250,10 @@ class DraGateTest(KQTestCase):
         # Costed by the containers' request alone (100 for alice's) it was a0 b0 a1, then
         # alice's a2 held the full queue's turn.
         want = ["a0"] + ["b%d" % i for i in range(8)] + ["a1", "b8", "b9"]
-        # the waiting view simulates the same order (every pod is known once it lists 13)
-        wait_until(lambda: len(self.waiting_names()) == 13, 15, 0.1, "13 pods waiting")
+        # the waiting view simulates the same order (every pod is known once it lists 13, and
+        # every claim once no pod waits for one: the queue's cpu is what holds them all)
+        wait_until(lambda: (lambda w: len(w) == 13 and all("ResourceClaim" not in p["reason"] for p in w))(
+            self.waiting()), 15, 0.1, "13 pods waiting for the queue, their claims known")
         self.assertEqual(self.waiting_names(), want + ["a2"])
         self.sim.delete_pod("default", "z")
         wait_until(lambda: len(self.released()) == 13, 15, 0.1, "12 more released")
