@@ -298,7 +298,9 @@ static double res_cost(const kq_resource_t *r)
  * cap (its share of the queue, in the queue's cpu: 2 of 8 GPUs in a 16-cpu queue stand for
  * 4 cpu). A device count nobody caps: DEVICE_COST_M per device (one cpu); a counter nobody
  * caps: nothing (its devices are counted already). The largest over those resources (the
- * dominant one, as policy usage's share); 0 without any. O(names in r). */
+ * dominant one, as policy usage's share; Kueue likewise counts a DeviceClass as a resource
+ * of a ClusterQueue's usage, which its fair sharing's dominant share reads: kubernetes-sigs/
+ * kueue keps/2941-DRA); 0 without any. O(names in r). */
 #define DEVICE_COST_M 1000.0
 
 static double device_cost(const gqueue_t *q, const kq_resource_t *r)

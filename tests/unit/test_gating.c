@@ -1,7 +1,8 @@
 /* Unit tests for the admission gate's controller (src/control/gating.c), with the real
  * ledger and ugm and the gate removal replaced by a recorder (kq_gating_opts_t.ungate).
  * Expected orders are worked out by hand from the policy in docs/gating.md: stride
- * scheduling over users (pass += cpu millicores / weight, ties by arrival), then priority,
+ * scheduling over users (pass += cpu millicores / weight, ties by arrival; a pod's DRA
+ * devices by their share of the queue in the queue's cpu when that is more), then priority,
  * age and arrival within a user. */
 #include <setjmp.h>
 #include <stdarg.h>
