@@ -1937,22 +1937,52 @@ denied:
 }
 
 static int assume(kq_ledger_t *l, const kq_pod_t *pod, const char *node, char *reason, size_t reason_len,
-                  kq_denial_t *kind, bool reserve);
+                  kq_denial_t *kind, bool reserve, kq_resource_t *charged);
 
 int kq_ledger_assume(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reason_len, kq_denial_t *kind)
 {
-    return assume(l, pod, NULL, reason, reason_len, kind, false);
+    return assume(l, pod, NULL, reason, reason_len, kind, false, NULL);
 }
 
 int kq_ledger_assume_on(kq_ledger_t *l, const kq_pod_t *pod, const char *node, char *reason, size_t reason_len,
                         kq_denial_t *kind)
 {
-    return assume(l, pod, node, reason, reason_len, kind, false);
+    return assume(l, pod, node, reason, reason_len, kind, false, NULL);
 }
 
 int kq_ledger_reserve(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reason_len, kq_denial_t *kind)
 {
-    return assume(l, pod, NULL, reason, reason_len, kind, true);
+    return assume(l, pod, NULL, reason, reason_len, kind, true, NULL);
+}
+
+int kq_ledger_reserve_charged(kq_ledger_t *l, const kq_pod_t *pod, kq_resource_t *charged, char *reason,
+                              size_t reason_len, kq_denial_t *kind)
+{
+    return assume(l, pod, NULL, reason, reason_len, kind, true, charged);
+}
+
+int kq_ledger_charge(kq_ledger_t *l, const kq_pod_t *pod, kq_resource_t *out)
+{
+    if (pod == NULL)
+        return KQ_EINVAL;
+    if (pod->n_claims == 0 || l->claims == NULL) /* no claims: its request is its charge */
+        return kq_resource_copy(out, &pod->request);
+    entry_t *e = NULL;
+    int rc;
+    pthread_mutex_lock(&l->mu);
+    if (pod->uid != NULL)
+        HASH_FIND_STR(l->table, pod->uid, e);
+    if (e != NULL && e->state != ST_PENDING) {
+        rc = kq_resource_copy(out, RV(e->c.req));
+    } else {
+        kq_resource_t full = KQ_RESOURCE_EMPTY;
+        rc = charge_locked(l, e, pod, &pod->request, &full, NULL);
+        if (rc == 0)
+            kq_resource_move(out, &full);
+        kq_resource_free(&full);
+    }
+    pthread_mutex_unlock(&l->mu);
+    return rc;
 }
 
 static size_t place_locked(kq_ledger_t *l, entry_t **es, size_t n);
@@ -1969,7 +1999,7 @@ static int place_now(kq_ledger_t *l, kq_pod_t *p)
 }
 
 static int assume(kq_ledger_t *l, const kq_pod_t *pod, const char *node, char *reason, size_t reason_len,
-                  kq_denial_t *kind, bool reserve)
+                  kq_denial_t *kind, bool reserve, kq_resource_t *charged)
 {
     kq_denial_set(kind, KQ_DENIAL_NONE);
     if (pod == NULL || pod->uid == NULL)
@@ -2075,6 +2105,11 @@ static int assume(kq_ledger_t *l, const kq_pod_t *pod, const char *node, char *r
     if (l->place != NULL && atomic_load(&l->place_gen) != pgen && place_locked(l, &e, 1) > 0)
         place_reresolve(l, &e, 1);
 out:
+    /* what it is counted with, the same set the check used (its claims' devices included):
+     * the gate's fair order costs the release by it (out of memory: charged untouched) */
+    if (rc == 0 && charged != NULL && e != NULL && e->state != ST_PENDING &&
+        kq_resource_copy(charged, RV(e->c.req)) != 0)
+        kq_error("event=charge_copy_failed pod=%s/%s error=\"out of memory\"", pod->ns, pod->name);
     pthread_mutex_unlock(&l->mu);
     if (rc == 0)
         kq_debug("event=%s pod=%s/%s uid=%s queue=%s user=%s", reserve ? "reserved" : "assumed", pod->ns, pod->name,

@@ -2253,6 +2253,49 @@ static void test_dra_relist(void **state)
     dfx_free(f);
 }
 
+
+/* The gate's fair order costs a release by what the pod is charged (gating.c): the
+ * reservation hands back the set it counted, and kq_ledger_charge says what a pod not
+ * counted would be charged now. A pod sharing a claim another counted pod holds is charged
+ * its containers only; a claim not known yet is charged nothing (the reservation waits). */
+static void test_dra_charge_for_the_gate(void **state)
+{
+    (void)state;
+    dfx_t *f = dfx_new();
+    char reason[256];
+    kq_denial_t kind;
+    claim_put(f, "c2", 2, -1);
+    kq_pod_t a = dpod("a", "alice", 100, "c2", NULL), b = dpod("b", "bob", 200, "c2", NULL);
+    kq_pod_t w = dpod("w", "bob", 300, "later", NULL);
+    kq_ledger_observe(f->l, &a);
+    kq_ledger_observe(f->l, &b);
+    kq_resource_t ch = KQ_RESOURCE_EMPTY;
+    assert_int_equal(kq_ledger_charge(f->l, &b, &ch), 0); /* nobody counted: b would carry it */
+    assert_int_equal(kq_resource_get(&ch, DGPU, NULL), 2);
+    assert_int_equal(kq_resource_get(&ch, "cpu", NULL), 100);
+    assert_int_equal(kq_ledger_charge(f->l, &w, &ch), 0); /* its claim is not known: nothing */
+    assert_int_equal(kq_resource_get(&ch, DGPU, NULL), 0);
+    assert_int_equal(kq_ledger_reserve_charged(f->l, &w, &ch, reason, sizeof(reason), &kind), KQ_EDENIED);
+    kq_resource_clear(&ch);
+    assert_int_equal(kq_ledger_reserve_charged(f->l, &a, &ch, reason, sizeof(reason), &kind), 0);
+    assert_int_equal(kq_resource_get(&ch, DGPU, NULL), 2);
+    assert_int_equal(kq_resource_get(&ch, "cpu", NULL), 100);
+    assert_int_equal(kq_ledger_charge(f->l, &a, &ch), 0); /* counted: what it is counted with */
+    assert_int_equal(kq_resource_get(&ch, DGPU, NULL), 2);
+    assert_int_equal(kq_ledger_charge(f->l, &b, &ch), 0); /* a holds the claim now */
+    assert_int_equal(kq_resource_get(&ch, DGPU, NULL), 0);
+    kq_resource_clear(&ch);
+    assert_int_equal(kq_ledger_reserve_charged(f->l, &b, &ch, reason, sizeof(reason), &kind), 0);
+    assert_int_equal(kq_resource_get(&ch, DGPU, NULL), 0);
+    assert_int_equal(kq_resource_get(&ch, "cpu", NULL), 100);
+    assert_int_equal(queue_gpus(f, "allocatedResource"), 2);
+    kq_resource_free(&ch);
+    kq_pod_clear(&a);
+    kq_pod_clear(&b);
+    kq_pod_clear(&w);
+    dfx_free(f);
+}
+
 /* The pod that had a shared claim first keeps it: status.reservedFor (kube-scheduler's
  * order of binding) comes before creationTimestamp, so a pod created earlier that joins the
  * claim later neither takes it over nor is checked for it. */
@@ -2346,6 +2389,7 @@ int main(void)
         cmocka_unit_test(test_dra_event_order),
         cmocka_unit_test(test_dra_relist),
         cmocka_unit_test(test_dra_reserved_for_order),
+        cmocka_unit_test(test_dra_charge_for_the_gate),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -311,6 +311,22 @@ void kq_ledger_set_gate_only(kq_ledger_t *l, bool on);
 int kq_ledger_reserve(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reason_len,
                       kq_denial_t *kind) KQ_WUR;
 
+/* kq_ledger_reserve that also says what the pod is charged: on 0, *charged (an initialised
+ * set) becomes the set it is counted with (its containers' request and, with the claim
+ * table wired, the devices of the claims it carries: a shared claim another counted pod
+ * holds adds nothing; at least the request of an admitted resize), read under the same
+ * lock as the check, so no second lookup. Untouched on a denial (and, logged, when out of
+ * memory). For the gate's fair order (gating.h). */
+int kq_ledger_reserve_charged(kq_ledger_t *l, const kq_pod_t *pod, kq_resource_t *charged, char *reason,
+                              size_t reason_len, kq_denial_t *kind) KQ_WUR;
+
+/* What the pod is, or would be, charged now (changes nothing): *out (initialised) becomes
+ * its containers' request plus the devices of the claims it would carry if it were counted
+ * now (a claim not known yet: nothing); a counted pod's is what it is counted with. A pod
+ * without claims (or no claim table) takes no lock. 0, KQ_EINVAL or KQ_ENOMEM (*out
+ * unchanged). O(its claims). For the gate's view of its order (gating.h). */
+int kq_ledger_charge(kq_ledger_t *l, const kq_pod_t *pod, kq_resource_t *out) KQ_WUR;
+
 /* Releases a reservation (its gate could not be removed). KQ_ENOENT when not reserved. */
 int kq_ledger_unreserve(kq_ledger_t *l, const char *uid);
 
