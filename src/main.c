@@ -782,6 +782,7 @@ static void recount_claims(void *ud)
 {
     kq_app_t *app = ud;
     size_t n = kq_claims_recount(app->claims, claim_recharged, app);
+    (void)kq_ledger_flush_charges(app->ledger); /* metering: the pods recharged (ledger.h) */
     if (n > 0)
         kq_info("event=claims_recounted claims=%zu msg=\"ResourceSlices changed what allocated devices consume\"", n);
 }
