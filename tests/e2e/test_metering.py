@@ -25,7 +25,7 @@ import os
 import subprocess
 import time
 
-from kqtest import PARTITION, KQTestCase, binary, have_binary, queues_config, wait_until
+from kqtest import PARTITION, KQTestCase, binary, have_binary, pod_manifest, queues_config, wait_until
 
 CONFIG = queues_config(
     {"name": "default"},
@@ -56,6 +56,7 @@ class MeteringBase(KQTestCase):
     CONFIG = CONFIG
     START = False
     MIN_RUNTIME = 1
+    METERING = []  # more --metering KEY=VALUE options
 
     def setUp(self):
         if have_binary() and "--metering" not in serve_help():
@@ -65,6 +66,8 @@ class MeteringBase(KQTestCase):
         self.kq.extra_args += ["--metering", "interval=0.2",
                                "--metering", "min-runtime=%s" % self.MIN_RUNTIME,
                                "--metering", "state-dir=%s" % self.state_dir]
+        for kv in self.METERING:
+            self.kq.extra_args += ["--metering", kv]
         self.kq.start()
         # Metering never bills time from before it first started (its epoch, set before
         # kubequota is ready): a pod's charge starts at max(PodScheduled, epoch). PodScheduled
@@ -192,3 +195,69 @@ class MinimumRuntimeTest(MeteringBase):
         self.wait_charging(1)
         self.delete_and_bound("blip")
         self.assertAlmostEqual(self.user_charge("frank")["totalCredits"], 30.0, places=5)
+
+
+DEV = "gpu.example.com.deviceclass.resource.k8s.io/devices"
+ALL_CLASSES = "*.deviceclass.resource.k8s.io/devices"
+
+
+class MeteringDraTest(MeteringBase):
+    """Issue 39: a pod is priced by what the ledger charges it, the devices of its
+    ResourceClaims included (docs/dra.md "Metering"). Every class's devices are GPUs here
+    (the wildcard), at 1 credit per device-second; the GPU multiplier stays 1 (class names
+    are not in the GPU utilisation), so a pod of 100m cpu with d devices costs d credits a
+    second, the devices dominating its 0.1 of cpu. The tests play kube-scheduler's DRA
+    plugin (status.allocation) as tests/e2e/test_dra.py does."""
+    METERING = ["gpu-resources=nvidia.com/gpu," + ALL_CLASSES]
+
+    def devices(self, user):
+        users = self.kq.users() or []
+        for u in users if isinstance(users, list) else [users]:
+            if u.get("userName") == user:
+                return int((u.get("queues") or {}).get("resourceUsage", {}).get(DEV, 0))
+        return 0
+
+    def test_devices_priced_and_follow_the_claim(self):
+        self.assertIn(ALL_CLASSES, self.prices()["gpuResources"])
+        self.sim.world.create_simple("resourceclaims", "default", {
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": "g1-gpu", "namespace": "default"},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+                "deviceClassName": "gpu.example.com", "count": 2}}]}}})
+        p = pod_manifest("g1", user="gina", cpu="100m", memory="16Mi")
+        p["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "g1-gpu"}]
+        p["spec"]["containers"][0]["resources"]["claims"] = [{"name": "gpu"}]
+        self.sim.create_pod(p)
+        wait_until(lambda: self.schedule("g1")[0], 10, 0.1, "g1 bound once kubequota sees its claim")
+        s = rfc3339(wait_until(lambda: self._scheduled("g1"), 10, 0.05, "the PodScheduled condition of g1"))
+        self.wait_charging(1)
+        wait_until(lambda: self.devices("gina") == 2, 10, 0.05, "gina charged the claim's 2 devices")
+        time.sleep(3.0)  # 2 devices: about 6 credits
+        # kube-scheduler allocates one device only: from then on 1 credit a second
+        a0 = time.time()
+        self.sim.world.update("resourceclaims", "default", "g1-gpu", {"status": {"allocation": {"devices": {
+            "results": [{"request": "gpu", "driver": "gpu.example.com", "pool": "node-1", "device": "gpu-0"}]}}}},
+            subresource="status", patch=True)
+        wait_until(lambda: self.devices("gina") == 1, 10, 0.02, "gina charged the 1 device allocated")
+        a1 = time.time()
+        time.sleep(1.5)
+        # a restart prices the pod as before it: the checkpoint keeps its charge and the
+        # relist (claims, then pods) gives it back; the downtime is charged at 1 device
+        self.kq.stop()
+        time.sleep(2.0)
+        self.kq.start()
+        self.wait_charging(1)
+        time.sleep(1.5)
+        before, after = self.delete_and_bound("g1")
+        total = self.user_charge("gina")["totalCredits"]
+        start = max(s, self.ready_at)
+        # at most 2 credits a second until kubequota saw the allocation (a1), 1 after a0;
+        # at least 2 until a0, 1 after a1 (the slack: 0.5 s on each side at 2 credits/s)
+        lo = 2 * (a0 - start) + 1 * (before - a1) - 2 * 2 * SLACK
+        hi = 2 * (a1 - s) + 1 * (after - a0) + 2 * 2 * SLACK
+        self.assertTrue(lo <= total <= hi,
+                        "gina was charged %.3f credits; 2 devices then 1 give between %.3f and %.3f"
+                        % (total, lo, hi))
+        # without the devices it would be about 0.1 a second; without the allocation's
+        # resize, 2 a second throughout: both fall outside
+        self.assertLess(total, 2 * (before - start) - 1.0)
