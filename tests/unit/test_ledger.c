@@ -2464,6 +2464,130 @@ static void test_dra_metered_restart(void **state)
     assert_int_equal(system(rm), 0);
 }
 
+/* The feed lock: the claim informer (allocations flipping between 1 and 2 devices, each
+ * followed by a flush), the pod informer (the pod's events, metered by its charge) and the
+ * compute thread run at once; when they stop, metering holds the charge the ledger holds
+ * (the last allocation), never an older one handed over late. The checkpoint shows it. */
+typedef struct mrace {
+    dfx_t *f;
+    kq_metering_t *m;
+    int rounds;
+} mrace_t;
+
+static void *mrace_claims(void *arg)
+{
+    mrace_t *r = arg;
+    for (int i = 0; i < r->rounds; i++)
+        mclaim(r->f, "c", 2, 1 + (i & 1)); /* ends on 2: rounds is even */
+    return NULL;
+}
+
+static void *mrace_pod(void *arg)
+{
+    mrace_t *r = arg;
+    for (int i = 0; i < r->rounds; i++)
+        mobserve(r->f, r->m, "p1", "alice", 100, "c", 0);
+    return NULL;
+}
+
+static void *mrace_compute(void *arg)
+{
+    mrace_t *r = arg;
+    for (int i = 0; i < r->rounds / 10; i++)
+        (void)kq_metering_compute_now(r->m);
+    return NULL;
+}
+
+static void test_dra_metered_concurrent(void **state)
+{
+    (void)state;
+    char tmpl[] = "/tmp/kq-ledger-meter-XXXXXX";
+    char *dir = mkdtemp(tmpl);
+    assert_non_null(dir);
+    dfx_t *f = dfx_new();
+    mclock_s = 1700000000.0;
+    kq_metering_t *m = dra_meter(f, dir);
+    mclaim(f, "c", 2, 1);
+    mobserve(f, m, "p1", "alice", 100, "c", 0);
+    mrace_t r = {.f = f, .m = m, .rounds = 400};
+    pthread_t a, b, c;
+    assert_int_equal(pthread_create(&a, NULL, mrace_claims, &r), 0);
+    assert_int_equal(pthread_create(&b, NULL, mrace_pod, &r), 0);
+    assert_int_equal(pthread_create(&c, NULL, mrace_compute, &r), 0);
+    pthread_join(a, NULL);
+    pthread_join(b, NULL);
+    pthread_join(c, NULL);
+    assert_int_equal(gpus(f, "alice"), 2);
+    assert_int_equal(kq_metering_compute_now(m), 0);
+    char path[512];
+    snprintf(path, sizeof(path), "%s/%s", dir, KQ_METERING_CHECKPOINT);
+    json_error_t je;
+    json_t *ck = json_load_file(path, 0, &je);
+    assert_non_null(ck);
+    json_t *req = json_object_get(json_array_get(json_object_get(ck, "pods"), 0), "request");
+    assert_int_equal(json_integer_value(json_object_get(req, DGPU)), 2);
+    json_decref(ck);
+    kq_ledger_set_charge_hook(f->l, NULL, NULL);
+    kq_metering_free(m);
+    dfx_free(f);
+    char rm[600];
+    snprintf(rm, sizeof(rm), "rm -rf '%s'", dir);
+    assert_int_equal(system(rm), 0);
+}
+
+/* The same, step by step: while the pod informer hands metering the charge it read (1
+ * device), the claim informer allocates a second device and flushes. The flush must wait
+ * for the first hand-over (the feed lock), so metering ends with 2 devices, not with the
+ * older charge handed over last: 10 s after, the pod has cost 10 x 2 = 20, not 10. The
+ * pause only gives the other thread its chance; nothing depends on how long it takes. */
+typedef struct forder {
+    dfx_t *f;
+    kq_metering_t *m;
+    const kq_pod_t *pod;
+    pthread_t t;
+} forder_t;
+
+static void *forder_claim(void *arg)
+{
+    forder_t *o = arg;
+    mclaim(o->f, "c", 2, 2);
+    return NULL;
+}
+
+static void forder_use(void *ud, const kq_resource_t *charge)
+{
+    forder_t *o = ud;
+    assert_int_equal(kq_resource_get(charge, DGPU, NULL), 1);
+    assert_int_equal(pthread_create(&o->t, NULL, forder_claim, o), 0);
+    nanosleep(&(struct timespec){.tv_nsec = 100 * 1000000L}, NULL);
+    kq_pod_t c = *o->pod;
+    c.request = *charge;
+    assert_int_equal(kq_metering_pod_bound(o->m, &c, NULL, 0), 0);
+}
+
+static void test_dra_metered_feed_order(void **state)
+{
+    (void)state;
+    const double T = 1700000000.0;
+    dfx_t *f = dfx_new();
+    mclock_s = T;
+    kq_metering_t *m = dra_meter(f, NULL);
+    mclaim(f, "c", 2, 1);
+    mobserve(f, m, "p1", "alice", 100, "c", T);
+    kq_pod_t p = dpod("p1", "alice", 100, "c", "n1");
+    kq_ledger_observe(f->l, &p); /* the pod's next event, metered as sync.c does */
+    forder_t o = {.f = f, .m = m, .pod = &p};
+    assert_int_equal(kq_ledger_with_charge(f->l, &p, forder_use, &o), 0);
+    pthread_join(o.t, NULL);
+    kq_pod_clear(&p);
+    mclock_s = T + 10;
+    mremove(f, m, "p1");
+    assert_charged(m, "user", "alice", 20);
+    kq_ledger_set_charge_hook(f->l, NULL, NULL);
+    kq_metering_free(m);
+    dfx_free(f);
+}
+
 static void test_dra_reserved_for_order(void **state)
 {
     (void)state;
@@ -2557,6 +2681,8 @@ int main(void)
         cmocka_unit_test(test_dra_metered_claim_changes),
         cmocka_unit_test(test_dra_metered_shared_claim),
         cmocka_unit_test(test_dra_metered_restart),
+        cmocka_unit_test(test_dra_metered_concurrent),
+        cmocka_unit_test(test_dra_metered_feed_order),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
