@@ -1249,6 +1249,8 @@ static bool leadership(kq_metering_t *m)
 
 int kq_metering_compute_now(kq_metering_t *m)
 {
+    if (m->o.before_compute != NULL)
+        m->o.before_compute(m->o.before_compute_ud); /* no lock held: it may feed us */
     pthread_mutex_lock(&m->io);
     bool leader = leadership(m);
     pthread_mutex_lock(&m->mu);

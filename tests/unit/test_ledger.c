@@ -2294,12 +2294,19 @@ static void mbind_use(void *ud, const kq_resource_t *charge)
     assert_int_equal(kq_metering_pod_bound(b->m, &c, NULL, b->at), 0);
 }
 
+static void flush_hook(void *ud)
+{
+    (void)kq_ledger_flush_charges(ud);
+}
+
 static kq_metering_t *dra_meter(dfx_t *f, const char *state_dir)
 {
     kq_metering_opts_t o;
     kq_metering_opts_default(&o);
     o.clock = mclock;
     o.state_dir = state_dir;
+    o.before_compute = flush_hook; /* as serve wires it */
+    o.before_compute_ud = f->l;
     char err[256] = "";
     assert_int_equal(kq_metering_opts_set(&o, "gpu-resources=nvidia.com/gpu," DGPU, err, sizeof(err)), 0);
     kq_metering_t *m = kq_metering_new(&o, err, sizeof(err));
@@ -2588,6 +2595,40 @@ static void test_dra_metered_feed_order(void **state)
     dfx_free(f);
 }
 
+/* A bind moves a shared claim (1 allocated device) from bob's running pod to alice's
+ * earlier-created one; no pod or claim event follows, so metering learns it at its next
+ * compute, which flushes first (before_compute):
+ *   bob [T, T+20]     1 device (the bind at T+10 is seen at the compute at T+20) -> 20
+ *   bob [T+20, T+30]  cpu only                                                   -> 1
+ * bob 21. Late by at most an interval, never lost. */
+static void test_dra_metered_bind_path(void **state)
+{
+    (void)state;
+    const double T = 1700000000.0;
+    dfx_t *f = dfx_new();
+    mclock_s = T;
+    kq_metering_t *m = dra_meter(f, NULL);
+    mclaim(f, "s", 1, 1);
+    mobserve(f, m, "p-bob", "bob", 200, "s", T);
+    mclock_s = T + 10;
+    kq_pod_t a = dpod("p-alice", "alice", 100, "s", NULL);
+    char reason[256];
+    kq_denial_t kind;
+    assert_int_equal(kq_ledger_assume(f->l, &a, reason, sizeof(reason), &kind), 0);
+    kq_pod_clear(&a);
+    assert_int_equal(gpus(f, "bob"), 0);
+    assert_charged(m, "user", "bob", 0);
+    mclock_s = T + 20;
+    assert_int_equal(kq_metering_compute_now(m), 0);
+    assert_charged(m, "user", "bob", 20);
+    mclock_s = T + 30;
+    mremove(f, m, "p-bob");
+    assert_charged(m, "user", "bob", 21);
+    kq_ledger_set_charge_hook(f->l, NULL, NULL);
+    kq_metering_free(m);
+    dfx_free(f);
+}
+
 static void test_dra_reserved_for_order(void **state)
 {
     (void)state;
@@ -2683,6 +2724,7 @@ int main(void)
         cmocka_unit_test(test_dra_metered_restart),
         cmocka_unit_test(test_dra_metered_concurrent),
         cmocka_unit_test(test_dra_metered_feed_order),
+        cmocka_unit_test(test_dra_metered_bind_path),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -535,7 +535,8 @@ void kq_ledger_set_charge_hook(kq_ledger_t *l, kq_ledger_charge_fn fn, void *ud)
 /* Hands the pods noted since the last flush that are still counted to the hook, each with
  * its charge now; returns how many. One atomic load when none is noted (call it after
  * every ledger call that may recharge: claim events, pod events, relists). The pods that a
- * bind or the gate recharged wait for the next flush (the bound pod's own watch event). */
+ * bind or the gate recharged wait for the next flush (the bound pod's own watch event, or
+ * metering's next compute, which flushes first: serve's before_compute). */
 size_t kq_ledger_flush_charges(kq_ledger_t *l);
 
 /* Calls use(ud, charge) once with the pod's charge now: the ledger's when it knows the pod

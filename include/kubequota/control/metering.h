@@ -127,6 +127,12 @@ typedef struct kq_metering_opts {
     void *clock_ud;
     bool (*is_leader)(void *ud); /* NULL = always leader (single replica) */
     void *leader_ud;
+    /* Called at the start of every compute, with no metering lock held (it may feed
+     * metering): serve flushes the charges the ledger noted (ledger.h "metering: a pod's
+     * charge"), so one moved by a bind is priced within an interval even when no pod or
+     * claim event follows. NULL: nothing. */
+    void (*before_compute)(void *ud);
+    void *before_compute_ud;
 } kq_metering_opts_t;
 
 /* Fills the defaults above. */
