@@ -73,7 +73,10 @@
  * the state (taken after any ledger/ugm lock if a caller holds one; nothing is called out
  * while it is held) and a second one serialises checkpoint writes (checkpoint lock ->
  * state lock; no file I/O under the state lock). Filter-path calls
- * (kq_metering_check_budget) are hash lookups, O(queue depth).
+ * (kq_metering_check_budget) are hash lookups, O(queue depth). The pod ledger feeds charge
+ * changes under its feed lock (ledger.h), never under its own lock, so filter and bind
+ * never wait for a compute pass; opts.before_compute runs before either metering lock is
+ * taken.
  *
  * Ownership: strings are copied; JSON views are new references; kq_metering_metrics
  * returns a malloc'ed string.
