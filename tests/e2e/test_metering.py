@@ -217,6 +217,72 @@ class MeteringDraTest(MeteringBase):
                 return int((u.get("queues") or {}).get("resourceUsage", {}).get(DEV, 0))
         return 0
 
+    def claim(self, name, count):
+        self.sim.world.create_simple("resourceclaims", "default", {
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+                "deviceClassName": "gpu.example.com", "count": count}}]}}})
+
+    def allocate(self, name, devices):
+        results = [{"request": "gpu", "driver": "gpu.example.com", "pool": "node-1", "device": "gpu-%d" % i}
+                   for i in range(devices)]
+        self.sim.world.update("resourceclaims", "default", name,
+                              {"status": {"allocation": {"devices": {"results": results}}}},
+                              subresource="status", patch=True)
+
+    def reserve(self, name, pod_name):
+        """kube-scheduler's DRA plugin reserves the claim for the pod it binds (PreBind)."""
+        uid = self.sim.get_pod("default", pod_name)["metadata"]["uid"]
+        cur = self.sim.world.get("resourceclaims", "default", name)
+        rf = list((cur.get("status") or {}).get("reservedFor") or [])
+        rf.append({"resource": "pods", "name": pod_name, "uid": uid})
+        self.sim.world.update("resourceclaims", "default", name, {"status": {"reservedFor": rf}},
+                              subresource="status", patch=True)
+
+    def claim_pod(self, name, user, claim_name):
+        """Creates a pod of 100m cpu using the claim and binds it; returns its PodScheduled time."""
+        p = pod_manifest(name, user=user, cpu="100m", memory="16Mi")
+        p["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": claim_name}]
+        p["spec"]["containers"][0]["resources"]["claims"] = [{"name": "gpu"}]
+        self.sim.create_pod(p)
+        wait_until(lambda: self.schedule(name)[0], 10, 0.1, "%s bound once kubequota sees its claim" % name)
+        return rfc3339(wait_until(lambda: self._scheduled(name), 10, 0.05, "the PodScheduled condition of %s" % name))
+
+    def test_shared_claim_priced_once_and_moves(self):
+        """A claim of 2 allocated devices shared by henry's pod (reserved first) and ivy's:
+        henry pays 2 a second while his pod holds it, ivy 0.1 (her cpu); when henry's pod is
+        deleted the claim moves to ivy's pod and she pays 2 a second from that moment."""
+        self.claim("shared", 2)
+        self.allocate("shared", 2)
+        s1 = self.claim_pod("h1", "henry", "shared")
+        self.reserve("shared", "h1")
+        wait_until(lambda: self.devices("henry") == 2, 10, 0.05, "henry's pod charged the claim")
+        s2 = self.claim_pod("i1", "ivy", "shared")
+        self.reserve("shared", "i1")
+        self.wait_charging(2)
+        self.assertEqual(self.devices("ivy"), 0, "the claim is charged once, to henry's pod")
+        time.sleep(2.0)
+        d0, d1 = self.delete_pod_and_see("h1", 1)
+        wait_until(lambda: self.devices("ivy") == 2, 10, 0.02, "the claim moved to ivy's pod")
+        m1 = time.time()
+        time.sleep(2.0)
+        e0, e1 = self.delete_pod_and_see("i1", 0)
+        henry = self.user_charge("henry")["totalCredits"]
+        ivy = self.user_charge("ivy")["totalCredits"]
+        slack = 2 * 2 * SLACK
+        self.assertTrue(2 * (d0 - max(s1, self.ready_at)) - slack <= henry <= 2 * (d1 - s1) + slack,
+                        "henry was charged %.3f for holding 2 devices %.3f to %.3f s" % (henry, d0 - s1, d1 - s1))
+        lo = 0.1 * (d0 - max(s2, self.ready_at)) + 2 * (e0 - m1) - slack
+        hi = 0.1 * (m1 - s2) + 2 * (e1 - d0) + slack
+        self.assertTrue(lo <= ivy <= hi, "ivy was charged %.3f; between %.3f and %.3f" % (ivy, lo, hi))
+
+    def delete_pod_and_see(self, name, running):
+        before = time.time()
+        self.sim.delete_pod("default", name)
+        self.wait_charging(running)
+        return before, time.time()
+
     def test_devices_priced_and_follow_the_claim(self):
         self.assertIn(ALL_CLASSES, self.prices()["gpuResources"])
         self.sim.world.create_simple("resourceclaims", "default", {
