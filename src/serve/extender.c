@@ -1883,6 +1883,23 @@ static const char *job_differs(const kq_pod_t *a, const kq_pod_t *b)
 
 /* The answer for pods[0..n): each checked with the filter's decision, pod k with the
  * requests of the earlier pods that fit (not counted yet) added to its own. */
+/* Adds what an earlier pod of a what-if list would be charged to the list's running sum: its
+ * request and, for a pod with claims, the devices of its claims (kq_ledger_charge), so that a
+ * later pod is checked with the earlier pods' devices admitted too. A claim several pods of
+ * the list share is added once per pod (the ledger would charge it once: an over-estimate of
+ * the list, never an under-estimate). */
+static int sum_add_charge(kq_app_t *app, kq_resource_t *sum, const kq_pod_t *pod)
+{
+    if (pod->n_claims == 0 || app->ledger == NULL)
+        return kq_resource_add(sum, &pod->request);
+    kq_resource_t ch = KQ_RESOURCE_EMPTY;
+    int rc = kq_ledger_charge(app->ledger, pod, &ch);
+    if (rc == 0)
+        rc = kq_resource_add(sum, &ch);
+    kq_resource_free(&ch);
+    return rc;
+}
+
 static int explain_pods(kq_app_t *app, kq_pod_t *pods, size_t n, bool list, char **out, size_t *out_len)
 {
     json_t *items = json_array(), *first_blockers = NULL;
@@ -1951,7 +1968,7 @@ static int explain_pods(kq_app_t *app, kq_pod_t *pods, size_t n, bool list, char
                 json_decref(blockers);
                 json_decref(items);
                 return explain_error(rc == KQ_ESTATE ? 503 : 500, msg, out, out_len);
-            } else if (!kq_ledger_is_counted(app->ledger, pod->uid) && kq_resource_add(&sum, &pod->request) != 0) {
+            } else if (!kq_ledger_is_counted(app->ledger, pod->uid) && sum_add_charge(app, &sum, pod) != 0) {
                 kq_resource_free(&sum);
                 json_decref(blockers);
                 json_decref(items);

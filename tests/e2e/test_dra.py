@@ -5,6 +5,7 @@ kube-apiserver (resource.k8s.io/v1 resourceclaims); the tests play kube-controll
 (a template's claim, the pod's status.resourceClaimStatuses) and kube-scheduler's DRA
 plugin (status.allocation). Scenario names match tests/cluster's DRA tier."""
 
+import json
 import re
 import time
 
@@ -136,6 +137,39 @@ class DraTest(KQTestCase):
         self.allocate("claim-b1", 1)
         self.sim.delete_pod("default", "b1")
         wait_until(lambda: self.devices("bob") == 0 and self.queue_devices() == 2, 10, 0.1, "bob released")
+
+    def test_dra_explain_list_sums_devices(self):
+        """A what-if list is checked pod by pod with the earlier pods admitted: their devices
+        count too. Two pods of 2 devices each into the queue's max of 3 (bob has no limit of
+        his own): each fits alone (2 <= 3), the second not after the first (2 + 2 > 3).
+        Before, the running sum held the earlier pods' containers only (100m cpu) and both
+        fitted."""
+        self.create_claim("claim-w1", count=2)
+        self.create_claim("claim-w2", count=2)
+
+        def whatif(name, claim_name):
+            p = pod_manifest(name, user="bob", queue="root.gpu", cpu="100m", memory=None)
+            p["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": claim_name}]
+            p["spec"]["containers"][0]["resources"]["claims"] = [{"name": "gpu"}]
+            return p
+        body = [whatif("w1", "claim-w1"), whatif("w2", "claim-w2")]
+        last = [None]
+
+        def known():
+            last[0] = self.kq.post("/ws/v1/partition/%s/explain" % PARTITION, body)
+            return last[0].status == 200 and "waiting for its ResourceClaim" not in last[0].text
+        wait_until(known, 10, 0.1, "kubequota to see both claims")
+        r = last[0].json()
+        self.assertEqual([p["fits"] for p in r["pods"]], [True, False], last[0].text)
+        self.assertEqual(r["fitCount"], 1)
+        why = json.dumps(r["pods"][1]["blockers"])
+        self.assertIn(DEV, why)
+        self.assertIn("with the earlier pods of the list admitted", why)
+        # each alone fits: the refusal is the sum's
+        for one in body:
+            r1 = self.kq.post("/ws/v1/partition/%s/explain" % PARTITION, one)
+            self.assertEqual(r1.status, 200, r1.text)
+            self.assertTrue(r1.json()["fits"], r1.text)
 
     def test_dra_waiting_for_claim(self):
         self.pod("w1", "bob", "later")
