@@ -549,6 +549,18 @@ bool kq_sync_ns_limits(void *sync, const char *ns, kq_resource_t *max, bool *has
     return found;
 }
 
+/* Starts an informer that the pod informer should follow, and waits up to 5 s for its first
+ * list: pods listed after it are placed (namespaces) and charged (claims) at once; a list
+ * that does not complete soon (no RBAC, a slow API server) does not hold pods up, since the
+ * result does not depend on the order, only the number of re-placements and recharges. */
+static kq_watch_t *start_and_wait(kq_app_t *app, const char *path, const kq_watch_handler_t *h)
+{
+    kq_watch_t *w = kq_kube_watch_start(app->kube, path, NULL, h);
+    for (int i = 0; i < 100 && w != NULL && !kq_watch_synced(w); i++)
+        nanosleep(&(struct timespec){.tv_nsec = 50 * 1000000L}, NULL);
+    return w;
+}
+
 kq_sync_t *kq_sync_start(kq_app_t *app)
 {
     kq_sync_t *s = calloc(1, sizeof(*s));
@@ -568,9 +580,7 @@ kq_sync_t *kq_sync_start(kq_app_t *app)
         .ud = s,
         .keep = ns_fields,
     };
-    s->ns_watch = kq_kube_watch_start(app->kube, "/api/v1/namespaces", NULL, &nh);
-    for (int i = 0; i < 100 && s->ns_watch != NULL && !kq_watch_synced(s->ns_watch); i++)
-        nanosleep(&(struct timespec){.tv_nsec = 50 * 1000000L}, NULL);
+    s->ns_watch = start_and_wait(app, "/api/v1/namespaces", &nh);
     /* ResourceClaims next, so that the first pod list is charged with its claims (the order
      * does not change the result, only how many recharges the start costs). */
     if (app->claims != NULL) {
@@ -581,9 +591,7 @@ kq_sync_t *kq_sync_start(kq_app_t *app)
             .ud = s,
             .keep = kq_claim_fields,
         };
-        s->claim_watch = kq_kube_watch_start(app->kube, "/apis/resource.k8s.io/v1/resourceclaims", NULL, &ch);
-        for (int i = 0; i < 100 && s->claim_watch != NULL && !kq_watch_synced(s->claim_watch); i++)
-            nanosleep(&(struct timespec){.tv_nsec = 50 * 1000000L}, NULL);
+        s->claim_watch = start_and_wait(app, "/apis/resource.k8s.io/v1/resourceclaims", &ch);
     }
     char query[512];
     char *esc = NULL;

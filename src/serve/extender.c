@@ -1557,11 +1557,11 @@ out:
 
 /* ------------------------------------------------------------------ admission */
 
-/* kq_extender_admission_check (dry false) and kq_extender_admission_check_dry. */
-static int admission_check(kq_app_t *app, const json_t *pod_obj, const json_t *old, bool dry, char *msg, size_t len)
+/* Whether admission can check a pod now: 0, or KQ_ESTATE with the reason in msg (no
+ * ledger, or the pod list not loaded yet: the API server retries or applies the webhook's
+ * failurePolicy). */
+static int admission_ready(const kq_app_t *app, char *msg, size_t len)
 {
-    kq_pod_t pod = {0};
-    char err[REASON_MAX] = "";
     if (app == NULL || app->ledger == NULL) {
         kq_errf(msg, len, "kubequota has no pod ledger to check the pod against");
         return KQ_ESTATE;
@@ -1571,6 +1571,17 @@ static int admission_check(kq_app_t *app, const json_t *pod_obj, const json_t *o
                "checked; retry");
         return KQ_ESTATE;
     }
+    return 0;
+}
+
+/* kq_extender_admission_check (dry false) and kq_extender_admission_check_dry. */
+static int admission_check(kq_app_t *app, const json_t *pod_obj, const json_t *old, bool dry, char *msg, size_t len)
+{
+    kq_pod_t pod = {0};
+    char err[REASON_MAX] = "";
+    int st = admission_ready(app, msg, len);
+    if (st != 0)
+        return st;
     /* At CREATE the API server has not assigned a uid yet (nor a name, with
      * generateName): a copy gets stand-ins, used only for this check. */
     json_t *copy = json_deep_copy(pod_obj);
@@ -1636,15 +1647,9 @@ int kq_extender_admission_reserve(void *ud, const json_t *pod_obj, const json_t 
     kq_pod_t pod = {0};
     char err[REASON_MAX] = "", reason[REASON_MAX] = "";
     (void)old;
-    if (app == NULL || app->ledger == NULL) {
-        kq_errf(msg, len, "kubequota has no pod ledger to check the pod against");
-        return KQ_ESTATE;
-    }
-    if (!atomic_load(&app->ready)) {
-        kq_errf(msg, len, "kubequota is starting: the pod list is not loaded yet, so the pod's limits cannot be "
-               "checked; retry");
-        return KQ_ESTATE;
-    }
+    int st = admission_ready(app, msg, len);
+    if (st != 0)
+        return st;
     /* validating admission: the API server has filled in the uid and the name */
     int rc = parse_pod(app, NULL, pod_obj, &pod, err, sizeof(err));
     if (rc != 0) {
