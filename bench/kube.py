@@ -568,6 +568,7 @@ class Bench:
         rss = RssSampler(pids)
         created = [0.0] * n
         cpu0 = {k: cpu_ticks(p) for k, p in pids.items()}
+        apf0 = apf_snapshot(c)
         path = "/api/v1/namespaces/%s/pods" % ns
 
         def mk(conn, i, body):
@@ -608,6 +609,7 @@ class Bench:
                 self.log("row %d: stalled at %d of %d bound" % (row, k, want))
                 break
         cpu1 = {k: cpu_ticks(p) for k, p in pids.items()}
+        apf1 = apf_snapshot(c)
         host1, t_host1 = host_ticks(), time.monotonic()
         for perf in perfs:
             perf.send_signal(2)
@@ -643,8 +645,12 @@ class Bench:
         # share; this (and the serial cycle below) is what a scheduler with its own cores sees
         if w.bound and "kube-scheduler" in res["cpu_s"]:
             res["sched_cpu_ms_per_pod"] = res["cpu_s"]["kube-scheduler"] * 1e3 / len(w.bound)
+        res["apf"] = apf_delta(apf0, apf1)
         self.results.append(res)
         self.log("row %d: %s" % (row, fmt_row(res, self.base())))
+        self.log("row %d: API priority and fairness (per level: rejected, executed, mean queue wait): %s" % (
+            row, ", ".join("%s %d/%d/%.1f ms" % (pl, v["rejected"], v["executed"], v["mean_wait_ms"])
+                           for pl, v in res["apf"].items())))
         if "host" in res:
             self.log("row %d: host busy %.2f cores while scheduling; %.2f cpu-ms per bound pod, %.2f beyond the "
                      "idle control plane's %.2f cores" % (row, res["host"]["busy_cores"], res["host"]["cpu_ms_per_pod"],
@@ -801,6 +807,46 @@ def route_means(text):
     return {k: "%.2f ms x %d" % (1000 * sums[k] / cnts[k], cnts[k]) for k in sums if cnts.get(k)}
 
 
+def apf_snapshot(c):
+    """API Priority and Fairness counters of the API server, per priority level: requests
+    rejected (429: queue-full, time-out, concurrency-limit), and the queue wait of the
+    requests that executed (sum s, count). Issue 40: the drift between rows was requests of
+    the chart's ServiceAccount queued and rejected in workload-low."""
+    st, data = Conn(c).req("GET", "/metrics")
+    if st != 200:
+        return {}
+    out = {}
+    for ln in data.decode().splitlines():
+        if ln.startswith("#") or not ln.startswith("apiserver_flowcontrol_"):
+            continue
+        name, _, val = ln.rpartition(" ")
+        if '{' not in name or 'priority_level="' not in name:
+            continue
+        pl = name.split('priority_level="', 1)[1].split('"', 1)[0]
+        if name.startswith("apiserver_flowcontrol_rejected_requests_total{"):
+            k = "rejected"
+        elif name.startswith("apiserver_flowcontrol_request_wait_duration_seconds_sum{") and 'execute="true"' in name:
+            k = "wait_s"
+        elif name.startswith("apiserver_flowcontrol_request_wait_duration_seconds_count{") and 'execute="true"' in name:
+            k = "executed"
+        else:
+            continue
+        out[(pl, k)] = out.get((pl, k), 0.0) + float(val)
+    return out
+
+
+def apf_delta(a, b):
+    """{priority level: {rejected, executed, mean_wait_ms}} of what happened between two
+    snapshots, for the levels with any request."""
+    res = {}
+    for pl in sorted({k[0] for k in b}):
+        d = {k: b.get((pl, k), 0.0) - a.get((pl, k), 0.0) for k in ("rejected", "executed", "wait_s")}
+        if d["executed"] > 0 or d["rejected"] > 0:
+            res[pl] = {"rejected": int(d["rejected"]), "executed": int(d["executed"]),
+                       "mean_wait_ms": round(1e3 * d["wait_s"] / d["executed"], 2) if d["executed"] else 0.0}
+    return res
+
+
 def sched_metrics(port):
     """From kube-scheduler's /metrics: mean ms and count of each extension point's duration
     and of scheduling attempts, and schedule_attempts_total by result."""
@@ -927,10 +973,10 @@ def abba_summary(results, rows, rounds):
             keyed.setdefault((r["spec"], r["round"]), []).append(r)
     base = rows[0]
     lines = ["| row | pods/s (median of rounds) | pods/s ratio to %s: median [min-max] | p99 ratio: median [min-max] "
-             "| kube-scheduler CPU per pod | serial cycle (algorithm) | kubequota new connections per pod (TLS) |"
-             % base, "|---|---|---|---|---|---|---|"]
+             "| kube-scheduler CPU per pod | serial cycle (algorithm) | kubequota new connections per pod (TLS) "
+             "| API server 429s per run (all levels), mean |" % base, "|---|---|---|---|---|---|---|---|"]
     for spec in rows:
-        ratios, p99s, tputs, cpu, algo, conns, tlsc = [], [], [], [], [], [], []
+        ratios, p99s, tputs, cpu, algo, conns, tlsc, rej = [], [], [], [], [], [], [], []
         for k in range(rounds):
             mine, ref = keyed.get((spec, k), []), keyed.get((base, k), [])
             if not mine or not ref:
@@ -949,6 +995,8 @@ def abba_summary(results, rows, rounds):
                     cpu.append(x["sched_cpu_ms_per_pod"])
                 if "algo_ms" in x:
                     algo.append(x["algo_ms"])
+                if "apf" in x:
+                    rej.append(sum(v["rejected"] for v in x["apf"].values()))
                 if x.get("kq_connections") and x["bound"]:
                     conns.append(x["kq_connections"].get("scheduler", 0) / x["bound"])
                     tlsc.append(x["kq_tls_connections"].get("scheduler", 0) / x["bound"])
@@ -958,9 +1006,10 @@ def abba_summary(results, rows, rounds):
 
         def mean(v, fmt):
             return fmt % (sum(v) / len(v)) if v else "-"
-        lines.append("| %s | %.0f | %s | %s | %s | %s | %s |" % (
+        lines.append("| %s | %.0f | %s | %s | %s | %s | %s | %s |" % (
             spec, median(tputs), spread(ratios), spread(p99s), mean(cpu, "%.2f ms"), mean(algo, "%.2f ms"),
-            ("%.3f (%.3f)" % (sum(conns) / len(conns), sum(tlsc) / len(tlsc))) if conns else "-"))
+            ("%.3f (%.3f)" % (sum(conns) / len(conns), sum(tlsc) / len(tlsc))) if conns else "-",
+            mean(rej, "%.0f")))
     return "\n".join(lines)
 
 
