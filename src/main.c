@@ -782,8 +782,16 @@ static void recount_claims(void *ud)
 {
     kq_app_t *app = ud;
     size_t n = kq_claims_recount(app->claims, claim_recharged, app);
+    (void)kq_ledger_flush_charges(app->ledger); /* metering: the pods recharged (ledger.h) */
     if (n > 0)
         kq_info("event=claims_recounted claims=%zu msg=\"ResourceSlices changed what allocated devices consume\"", n);
+}
+
+/* Metering (ledger.h "metering: a pod's charge"): before each compute, the charges a bind
+ * or the gate moved (the informers flush after their own ledger calls). */
+static void flush_charges(void *ud)
+{
+    (void)kq_ledger_flush_charges(ud);
 }
 
 /* The extended-resource path (pod.h): a pod's request of an extended resource a DeviceClass
@@ -1025,6 +1033,8 @@ static int serve(int argc, char **argv)
         char merr[1024];
         o.metering.is_leader = kq_leader_acts;
         o.metering.leader_ud = leader;
+        o.metering.before_compute = flush_charges; /* the ledger outlives metering */
+        o.metering.before_compute_ud = app.ledger;
         app.metering = kq_metering_new(&o.metering, merr, sizeof(merr));
         kq_diags_t md;
         kq_diags_init(&md);

@@ -46,6 +46,7 @@
 #include "kubequota/control/metering.h"
 #include "kubequota/control/profiles.h"
 #include "kubequota/control/resolve.h"
+#include "kubequota/control/slices.h"
 #include "kubequota/engine/fairshare.h"
 #include "kubequota/kube/kube.h"
 
@@ -290,19 +291,68 @@ static double res_cost(const kq_resource_t *r)
     return v > 0 ? (double)v : 0.0;
 }
 
-/* What a release costs a user's pass (policy "fair"): res_cost of its request, at least 1. */
-static double pod_cost(const kq_pod_t *p)
+/* DRA (issue 39): what the devices of a pod's claims stand for, in cpu millicores of the
+ * queue, so that they weigh in the same order as cpu. A resource of a device class,
+ * "<class>.deviceclass.resource.k8s.io/<name>" (a device count, or a counter of
+ * partitionable devices), that the queue's path caps, as does cpu: amount * cpu cap / its
+ * cap (its share of the queue, in the queue's cpu: 2 of 8 GPUs in a 16-cpu queue stand for
+ * 4 cpu). A device count nobody caps: DEVICE_COST_M per device (one cpu); a counter nobody
+ * caps: nothing (its devices are counted already). The largest over those resources (the
+ * dominant one, as policy usage's share; Kueue likewise counts a DeviceClass as a resource
+ * of a ClusterQueue's usage, which its fair sharing's dominant share reads: kubernetes-sigs/
+ * kueue keps/2941-DRA); 0 without any. O(names in r). */
+#define DEVICE_COST_M 1000.0
+
+static double device_cost(const gqueue_t *q, const kq_resource_t *r)
 {
-    double c = res_cost(&p->request);
+    static const char suffix[] = KQ_DRA_CLASS_SUFFIX, devs[] = KQ_DRA_CLASS_SUFFIX KQ_DRA_DEVICES;
+    const kq_res_entry_t *e = KQ_RES_E(r);
+    double cpu = (double)kq_resource_get(&q->caps, "cpu", NULL), top = 0;
+    for (uint32_t i = 0; i < r->n; i++) {
+        if (e[i].value <= 0 || strstr(e[i].name, suffix) == NULL)
+            continue;
+        size_t n = strlen(e[i].name), nd = strlen(devs);
+        bool count = n > nd && strcmp(e[i].name + n - nd, devs) == 0;
+        double cap = (double)kq_resource_get(&q->caps, e[i].name, NULL), c = 0;
+        if (cap > 0 && cpu > 0)
+            c = (double)e[i].value * cpu / cap;
+        else if (count)
+            c = (double)e[i].value * DEVICE_COST_M;
+        if (c > top)
+            top = c;
+    }
+    return top;
+}
+
+/* What a release of a pod charged `r` costs a user's pass (policy "fair"): the larger of
+ * res_cost and device_cost, at least 1. r is what the ledger charged it (request plus its
+ * claims' devices, kq_ledger_reserve_charged), so a pod of 8 GPUs and no cpu does not cost
+ * the minimum. */
+static double pod_cost(const gqueue_t *q, const kq_resource_t *r)
+{
+    double c = res_cost(r), d = device_cost(q, r);
+    if (d > c)
+        c = d;
     return c > 0 ? c : 1.0;
 }
 
-/* A set's share of a queue (policy "usage"): its dominant share of the queue's caps; a
- * queue without resources.max on its path ranks by res_cost instead. */
+/* A set's share of a queue (policy "usage"): its dominant share of the queue's caps, with
+ * the devices nobody caps weighed as device_cost says (over the queue's cpu cap); a queue
+ * without resources.max on its path ranks by the fair cost instead. */
 static double res_share(const gqueue_t *q, const kq_resource_t *r)
 {
     double s = kq_fairshare_dominant(r, &q->caps);
-    return s >= 0 ? s : res_cost(r);
+    if (s < 0) {
+        double c = res_cost(r), d = device_cost(q, r);
+        return d > c ? d : c;
+    }
+    double cpu = (double)kq_resource_get(&q->caps, "cpu", NULL);
+    if (cpu > 0) {
+        double d = device_cost(q, r) / cpu;
+        if (d > s)
+            s = d;
+    }
+    return s;
 }
 
 /* A user's pass under policy "usage": the dominant share of max(average, current) of its
@@ -318,10 +368,17 @@ static double usage_pass(kq_gating_t *g, const guser_t *u, double now)
     return s / (u->weight > 0 ? u->weight : 1.0);
 }
 
-/* What the REST view's simulation adds to a user's pass for one more release. */
-static double pod_step(const gqueue_t *q, const guser_t *u, const kq_pod_t *p)
+/* What the REST view's simulation adds to a user's pass for one more release: by what the
+ * pod would be charged now (its claims' devices too: kq_ledger_charge, one lookup per claim;
+ * a pod without claims takes no ledger lock). Lock held (gating -> ledger -> claims). */
+static double pod_step(kq_gating_t *g, const gqueue_t *q, const guser_t *u, const kq_pod_t *p)
 {
-    double c = q->usage ? res_share(q, &p->request) : pod_cost(p);
+    kq_resource_t ch = KQ_RESOURCE_EMPTY;
+    const kq_resource_t *r = &p->request;
+    if (p->n_claims > 0 && g->app->ledger != NULL && kq_ledger_charge(g->app->ledger, p, &ch) == 0)
+        r = &ch;
+    double c = q->usage ? res_share(q, r) : pod_cost(q, r);
+    kq_resource_free(&ch);
     return c / (u->weight > 0 ? u->weight : 1.0);
 }
 
@@ -1043,8 +1100,10 @@ static void worklist_free(worklist_t *w)
 }
 
 /* The checks filter and bind make, as one check and commit: budget, then the ledger's
- * reservation. Lock held. */
-static int admit(kq_gating_t *g, const kq_pod_t *p, char *reason, size_t len, kq_denial_t *kind)
+ * reservation. On 0, *charged (initialised) is what the ledger counted the pod with (its
+ * claims' devices too), for the release's cost. Lock held. */
+static int admit(kq_gating_t *g, const kq_pod_t *p, kq_resource_t *charged, char *reason, size_t len,
+                 kq_denial_t *kind)
 {
     *kind = KQ_DENIAL_NONE;
     kq_app_t *app = g->app;
@@ -1076,7 +1135,14 @@ static int admit(kq_gating_t *g, const kq_pod_t *p, char *reason, size_t len, kq
         *kind = KQ_DENIAL_NEVER_FITS;
         return KQ_EDENIED;
     }
-    return kq_ledger_reserve(app->ledger, p, reason, len, kind);
+    return kq_ledger_reserve_charged(app->ledger, p, charged, reason, len, kind);
+}
+
+/* What releasing the pod costs its user's pass under policy "fair": by what the ledger
+ * charged it at the reservation (ch, from admit), else (out of memory) its request. */
+static double release_cost(const gqueue_t *q, const kq_pod_t *p, const kq_resource_t *ch)
+{
+    return pod_cost(q, kq_resource_is_zero(ch) ? &p->request : ch);
 }
 
 static bool never_kind(kq_denial_t k)
@@ -1367,8 +1433,14 @@ static int gang_release(kq_gating_t *g, gqueue_t *q, guser_t *u, gpod_t *head, w
     int rc = 0;
     size_t done = 0;
     kq_denial_t kind;
+    double cost = 0; /* the members' charges, read as each is reserved */
     for (; done < n; done++) {
-        if ((rc = admit(g, &pick[done]->pod, why, sizeof(why), &kind)) != 0)
+        kq_resource_t ch = KQ_RESOURCE_EMPTY;
+        rc = admit(g, &pick[done]->pod, &ch, why, sizeof(why), &kind);
+        if (rc == 0)
+            cost += release_cost(q, &pick[done]->pod, &ch);
+        kq_resource_free(&ch);
+        if (rc != 0)
             break;
     }
     if (rc != 0) { /* all or nothing */
@@ -1380,7 +1452,6 @@ static int gang_release(kq_gating_t *g, gqueue_t *q, guser_t *u, gpod_t *head, w
         return rc;
     }
     gg->started = true; /* first: gang_leave keeps a started gang; its later pods go one by one */
-    double cost = 0;
     for (size_t i = 0; i < n; i++) {
         gpod_t *m = pick[i];
         gang_leave(g, m);
@@ -1389,7 +1460,6 @@ static int gang_release(kq_gating_t *g, gqueue_t *q, guser_t *u, gpod_t *head, w
         m->releasing = true;
         q->waiting--;
         g->waiting--;
-        cost += pod_cost(&m->pod);
         note_release(g, m);
         wake_groups_of(g, &m->pod); /* room may be left in its groups */
         work_add(rel, m, NULL);
@@ -1461,7 +1531,10 @@ static void pass(kq_gating_t *g, worklist_t *rel, worklist_t *events)
                 goto blocked;
             }
             kq_denial_t kind;
-            rc = admit(g, &gp->pod, reason, sizeof(reason), &kind);
+            kq_resource_t ch = KQ_RESOURCE_EMPTY; /* what the ledger charges it, if released */
+            rc = admit(g, &gp->pod, &ch, reason, sizeof(reason), &kind);
+            double cost = rc == 0 ? release_cost(q, &gp->pod, &ch) : 0;
+            kq_resource_free(&ch);
             char never[512];
             if (rc == KQ_EDENIED && can_never_fit(g, &gp->pod, kind, reason, never, sizeof(never)) &&
                 set_aside(g, q, u, gp, never, events) == 0) {
@@ -1481,7 +1554,7 @@ static void pass(kq_gating_t *g, worklist_t *rel, worklist_t *events)
                 gp->releasing = true;
                 q->waiting--;
                 g->waiting--;
-                charge(g, q, u, pod_cost(&gp->pod));
+                charge(g, q, u, cost);
                 note_release(g, gp);
                 wake_groups_of(g, &gp->pod); /* room may be left in its groups */
                 work_add(rel, gp, NULL);
@@ -2168,7 +2241,7 @@ static json_t *queue_json(kq_gating_t *g, gqueue_t *q, int64_t now)
                               "neverFits", 0);
         if (e == NULL || json_array_append_new(pods, e) != 0)
             goto fail;
-        x->pass += pod_step(q, x->u, &gp->pod);
+        x->pass += pod_step(g, q, x->u, &gp->pod);
         if (x->next < x->n && h_push(&h, x, simu_less, NULL) != 0)
             goto fail;
     }

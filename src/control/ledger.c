@@ -300,6 +300,10 @@ typedef struct entry {
     /* DRA ResourceClaims (pod.n_claims > 0): pod.request is the full charge, base the
      * containers' request it was computed from (see "DRA ResourceClaims" below). */
     rpack_t *base;
+    /* Metering (kq_ledger_set_charge_hook): a counted pod whose charge moved through its
+     * claims, not yet handed to the hook (kq_ledger_flush_charges); a list, l->ch_head. */
+    bool ch_noted;
+    struct entry *ch_prev, *ch_next;
 } entry_t;
 
 /* The pods the ledger knows that use one ResourceClaim (key "<ns>/<name>"), and the
@@ -348,6 +352,13 @@ struct kq_ledger {
     unsigned seen_waiters;      /* threads in kq_ledger_wait_observed */
     kq_claims_t *claims;        /* kq_ledger_set_claims: the claim table (borrowed), or NULL */
     cref_t *crefs;              /* claim key -> the entries that use it */
+    /* Metering (kq_ledger_set_charge_hook). feed_mu is taken before mu, never under it, and
+     * held while the hook runs, so charges reach it in the order they were read. */
+    pthread_mutex_t feed_mu;
+    kq_ledger_charge_fn charge_fn; /* under both feed_mu and mu */
+    void *charge_ud;
+    entry_t *ch_head;           /* entries with ch_noted */
+    atomic_size_t n_ch;         /* their number (read without a lock by the flush) */
 };
 
 static int64_t mono_s(void)
@@ -660,11 +671,13 @@ static void release(kq_ledger_t *l, entry_t *e)
 }
 
 static void rs_clear(kq_ledger_t *l, entry_t *e);
+static void charge_unnote(kq_ledger_t *l, entry_t *e);
 
 /* Releases everything and removes the entry from the table (not freed). */
 static void unlink_entry(kq_ledger_t *l, entry_t *e)
 {
     rs_clear(l, e);
+    charge_unnote(l, e);
     release(l, e);
     pending_drop(l, e);
     tree_sync(l, e, true);
@@ -1135,6 +1148,36 @@ static entry_t *cref_min(kq_ledger_t *l, const cref_t *cr)
 
 static void recharge(kq_ledger_t *l, entry_t *e);
 
+/* Metering: the entry's charge moved while counted; the hook is told at the next
+ * kq_ledger_flush_charges. O(1); nothing when no hook is set. */
+static void charge_note(kq_ledger_t *l, entry_t *e)
+{
+    if (l->charge_fn == NULL || e->ch_noted)
+        return;
+    e->ch_noted = true;
+    e->ch_prev = NULL;
+    e->ch_next = l->ch_head;
+    if (l->ch_head != NULL)
+        l->ch_head->ch_prev = e;
+    l->ch_head = e;
+    atomic_fetch_add(&l->n_ch, 1);
+}
+
+static void charge_unnote(kq_ledger_t *l, entry_t *e)
+{
+    if (!e->ch_noted)
+        return;
+    if (e->ch_prev != NULL)
+        e->ch_prev->ch_next = e->ch_next;
+    else
+        l->ch_head = e->ch_next;
+    if (e->ch_next != NULL)
+        e->ch_next->ch_prev = e->ch_prev;
+    e->ch_prev = e->ch_next = NULL;
+    e->ch_noted = false;
+    atomic_fetch_sub(&l->n_ch, 1);
+}
+
 /* Whether two pods' facts name the same claims (the watch shows most pods again and again). */
 static bool claims_same(const spod_t *a, const spod_t *b)
 {
@@ -1255,6 +1298,7 @@ static void recharge(kq_ledger_t *l, entry_t *e)
     if (e->state != ST_PENDING) {
         if (with_rs(e, &full, &want) == 0)
             resize(l, e, ep, &want);
+        charge_note(l, e);
         char f[256];
         kq_resource_format(&full, f, sizeof(f));
         kq_info("event=claim_charge_moved pod=%s/%s uid=%s state=%s charge=\"%s\" msg=\"the devices of its "
@@ -1500,6 +1544,12 @@ kq_ledger_t *kq_ledger_new(kq_ugm_t *ugm, const char *scheduler_name)
         free(l);
         return NULL;
     }
+    if (pthread_mutex_init(&l->feed_mu, NULL) != 0) {
+        pthread_mutex_destroy(&l->mu);
+        free(l->scheduler_name);
+        free(l);
+        return NULL;
+    }
     pthread_condattr_t ca;
     bool cv_ok = pthread_condattr_init(&ca) == 0;
     if (cv_ok) {
@@ -1507,6 +1557,7 @@ kq_ledger_t *kq_ledger_new(kq_ugm_t *ugm, const char *scheduler_name)
         pthread_condattr_destroy(&ca);
     }
     if (!cv_ok) {
+        pthread_mutex_destroy(&l->feed_mu);
         pthread_mutex_destroy(&l->mu);
         free(l->scheduler_name);
         free(l);
@@ -1544,6 +1595,7 @@ void kq_ledger_free(kq_ledger_t *l)
     }
     pthread_cond_destroy(&l->seen_cv);
     pthread_mutex_destroy(&l->mu);
+    pthread_mutex_destroy(&l->feed_mu);
     free(l->scheduler_name);
     free(l);
 }
@@ -1574,6 +1626,89 @@ size_t kq_ledger_claim_changed(kq_ledger_t *l, const char *ns, const char *name)
     }
     pthread_mutex_unlock(&l->mu);
     return n;
+}
+
+void kq_ledger_set_charge_hook(kq_ledger_t *l, kq_ledger_charge_fn fn, void *ud)
+{
+    pthread_mutex_lock(&l->feed_mu); /* waits for a flush in flight: the old hook is not called after */
+    pthread_mutex_lock(&l->mu);
+    l->charge_fn = fn;
+    l->charge_ud = ud;
+    if (fn == NULL)
+        while (l->ch_head != NULL)
+            charge_unnote(l, l->ch_head);
+    pthread_mutex_unlock(&l->mu);
+    pthread_mutex_unlock(&l->feed_mu);
+}
+
+size_t kq_ledger_flush_charges(kq_ledger_t *l)
+{
+    if (atomic_load(&l->n_ch) == 0)
+        return 0; /* the common case: one atomic load, no lock */
+    pthread_mutex_lock(&l->feed_mu);
+    pthread_mutex_lock(&l->mu);
+    size_t n = atomic_load(&l->n_ch), k = 0;
+    char **uids = n ? calloc(n, sizeof(*uids)) : NULL;
+    kq_resource_t *charges = n ? calloc(n, sizeof(*charges)) : NULL;
+    kq_ledger_charge_fn fn = l->charge_fn;
+    void *ud = l->charge_ud;
+    if (n > 0 && (uids == NULL || charges == NULL)) {
+        kq_error("event=charge_flush_failed pods=%zu error=\"out of memory\" msg=\"metering is told at the next "
+                 "flush\"", n);
+        n = 0;
+    }
+    while (k < n && l->ch_head != NULL) {
+        entry_t *e = l->ch_head;
+        if (e->state != ST_PENDING) { /* a pod released since is ended by the informer */
+            if ((uids[k] = strdup(e->uid)) == NULL || kq_resource_copy(&charges[k], RV(e->pod.request)) != 0) {
+                free(uids[k]);
+                uids[k] = NULL;
+                kq_error("event=charge_flush_failed uid=%s error=\"out of memory\"", e->uid);
+                break; /* this one and the rest stay noted */
+            }
+            k++;
+        }
+        charge_unnote(l, e);
+    }
+    pthread_mutex_unlock(&l->mu);
+    for (size_t i = 0; i < k; i++) {
+        if (fn != NULL)
+            fn(ud, uids[i], &charges[i]);
+        free(uids[i]);
+        kq_resource_free(&charges[i]);
+    }
+    pthread_mutex_unlock(&l->feed_mu);
+    free(uids);
+    free(charges);
+    return k;
+}
+
+int kq_ledger_with_charge(kq_ledger_t *l, const kq_pod_t *pod, void (*use)(void *ud, const kq_resource_t *charge),
+                          void *ud)
+{
+    if (pod->n_claims == 0 || pod->uid == NULL) { /* no claims: the charge is its own request */
+        use(ud, &pod->request);
+        return 0;
+    }
+    kq_resource_t charge = KQ_RESOURCE_EMPTY;
+    int rc = 0;
+    bool known = false;
+    pthread_mutex_lock(&l->feed_mu);
+    pthread_mutex_lock(&l->mu);
+    entry_t *e = NULL;
+    HASH_FIND_STR(l->table, pod->uid, e);
+    if (e != NULL) {
+        rc = kq_resource_copy(&charge, RV(e->pod.request));
+        known = rc == 0;
+        if (known)
+            charge_unnote(l, e); /* handed over now: the flush need not repeat it */
+    }
+    pthread_mutex_unlock(&l->mu);
+    if (rc == 0)
+        use(ud, known ? &charge : &pod->request);
+    pthread_mutex_unlock(&l->feed_mu);
+    kq_resource_free(&charge);
+    return rc;
 }
 
 void kq_ledger_set_qtree(kq_ledger_t *l, kq_qtree_t *t, kq_ledger_resolve_fn resolve, void *ud)
@@ -1937,22 +2072,52 @@ denied:
 }
 
 static int assume(kq_ledger_t *l, const kq_pod_t *pod, const char *node, char *reason, size_t reason_len,
-                  kq_denial_t *kind, bool reserve);
+                  kq_denial_t *kind, bool reserve, kq_resource_t *charged);
 
 int kq_ledger_assume(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reason_len, kq_denial_t *kind)
 {
-    return assume(l, pod, NULL, reason, reason_len, kind, false);
+    return assume(l, pod, NULL, reason, reason_len, kind, false, NULL);
 }
 
 int kq_ledger_assume_on(kq_ledger_t *l, const kq_pod_t *pod, const char *node, char *reason, size_t reason_len,
                         kq_denial_t *kind)
 {
-    return assume(l, pod, node, reason, reason_len, kind, false);
+    return assume(l, pod, node, reason, reason_len, kind, false, NULL);
 }
 
 int kq_ledger_reserve(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reason_len, kq_denial_t *kind)
 {
-    return assume(l, pod, NULL, reason, reason_len, kind, true);
+    return assume(l, pod, NULL, reason, reason_len, kind, true, NULL);
+}
+
+int kq_ledger_reserve_charged(kq_ledger_t *l, const kq_pod_t *pod, kq_resource_t *charged, char *reason,
+                              size_t reason_len, kq_denial_t *kind)
+{
+    return assume(l, pod, NULL, reason, reason_len, kind, true, charged);
+}
+
+int kq_ledger_charge(kq_ledger_t *l, const kq_pod_t *pod, kq_resource_t *out)
+{
+    if (pod == NULL)
+        return KQ_EINVAL;
+    if (pod->n_claims == 0 || l->claims == NULL) /* no claims: its request is its charge */
+        return kq_resource_copy(out, &pod->request);
+    entry_t *e = NULL;
+    int rc;
+    pthread_mutex_lock(&l->mu);
+    if (pod->uid != NULL)
+        HASH_FIND_STR(l->table, pod->uid, e);
+    if (e != NULL && e->state != ST_PENDING) {
+        rc = kq_resource_copy(out, RV(e->c.req));
+    } else {
+        kq_resource_t full = KQ_RESOURCE_EMPTY;
+        rc = charge_locked(l, e, pod, &pod->request, &full, NULL);
+        if (rc == 0)
+            kq_resource_move(out, &full);
+        kq_resource_free(&full);
+    }
+    pthread_mutex_unlock(&l->mu);
+    return rc;
 }
 
 static size_t place_locked(kq_ledger_t *l, entry_t **es, size_t n);
@@ -1969,7 +2134,7 @@ static int place_now(kq_ledger_t *l, kq_pod_t *p)
 }
 
 static int assume(kq_ledger_t *l, const kq_pod_t *pod, const char *node, char *reason, size_t reason_len,
-                  kq_denial_t *kind, bool reserve)
+                  kq_denial_t *kind, bool reserve, kq_resource_t *charged)
 {
     kq_denial_set(kind, KQ_DENIAL_NONE);
     if (pod == NULL || pod->uid == NULL)
@@ -2075,6 +2240,11 @@ static int assume(kq_ledger_t *l, const kq_pod_t *pod, const char *node, char *r
     if (l->place != NULL && atomic_load(&l->place_gen) != pgen && place_locked(l, &e, 1) > 0)
         place_reresolve(l, &e, 1);
 out:
+    /* what it is counted with, the same set the check used (its claims' devices included):
+     * the gate's fair order costs the release by it (out of memory: charged untouched) */
+    if (rc == 0 && charged != NULL && e != NULL && e->state != ST_PENDING &&
+        kq_resource_copy(charged, RV(e->c.req)) != 0)
+        kq_error("event=charge_copy_failed pod=%s/%s error=\"out of memory\"", pod->ns, pod->name);
     pthread_mutex_unlock(&l->mu);
     if (rc == 0)
         kq_debug("event=%s pod=%s/%s uid=%s queue=%s user=%s", reserve ? "reserved" : "assumed", pod->ns, pod->name,

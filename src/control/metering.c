@@ -216,11 +216,36 @@ static void time_format(double t, char *buf, size_t len)
     strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
-static int64_t gpu_count(const kq_metering_opts_t *o, const kq_resource_t *r)
+/* DRA device classes (docs/dra.md): a class's devices are "<class>" DEVICES_SUFFIX. */
+#define CLASS_INFIX ".deviceclass.resource.k8s.io/"
+#define DEVICES_SUFFIX CLASS_INFIX "devices"
+
+static bool ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), k = strlen(suffix);
+    return n > k && memcmp(s + n - k, suffix, k) == 0;
+}
+
+/* Whether the resource is counted as GPUs: a name listed in gpu-resources (interned, so a
+ * pointer compare), or any class's devices with the wildcard. */
+static bool is_gpu(const kq_metering_opts_t *o, const char *name)
+{
+    for (size_t i = 0; i < o->n_gpu_resources; i++)
+        if (o->gpu_resources[i] == name)
+            return true;
+    return o->gpu_all_classes && ends_with(name, DEVICES_SUFFIX);
+}
+
+/* GPUs in r. For utilisation (util), the names of DRA device classes are left out: node
+ * allocatable never holds them (a class's devices are in ResourceSlices), so counting
+ * them as used would set used GPUs against a capacity that does not include them. */
+static int64_t gpu_count(const kq_metering_opts_t *o, const kq_resource_t *r, bool util)
 {
     int64_t n = 0;
-    for (size_t i = 0; i < o->n_gpu_resources; i++)
-        n += kq_resource_get(r, o->gpu_resources[i], NULL);
+    const kq_res_entry_t *e = KQ_RES_E(r);
+    for (uint32_t i = 0; i < r->n; i++)
+        if (is_gpu(o, e[i].name) && !(util && strstr(e[i].name, CLASS_INFIX) != NULL))
+            n += e[i].value;
     return n;
 }
 
@@ -239,7 +264,9 @@ const char kq_metering_opts_help[] =
     "  gpu-increment=F            (2)\n"
     "  price-cpu=F price-memory=F price-gpu=F  credits per unit-second at multiplier 1 (1)\n"
     "  unit-cpu=Q unit-memory=Q unit-gpu=Q     unit sizes as quantities (1, 1Gi, 1)\n"
-    "  gpu-resources=a,b          resource names counted as GPUs (nvidia.com/gpu)\n"
+    "  gpu-resources=a,b          resource names counted as GPUs (nvidia.com/gpu); a DRA device\n"
+    "                             class's devices as <class>.deviceclass.resource.k8s.io/devices,\n"
+    "                             every class's as *.deviceclass.resource.k8s.io/devices\n"
     "  min-runtime=DURATION       a pod is charged at least this long (10s)\n"
     "  state-dir=DIR              checkpoint folder (none)\n";
 
@@ -356,6 +383,7 @@ int kq_metering_opts_set(kq_metering_opts_t *o, const char *kv, char *err, size_
             n.unit_gpu = v;
     } else if (strcmp(key, "gpu-resources") == 0) {
         n.n_gpu_resources = 0;
+        n.gpu_all_classes = false;
         const char *p = val;
         while (*p != '\0') {
             const char *c = strchr(p, ',');
@@ -367,6 +395,20 @@ int kq_metering_opts_set(kq_metering_opts_t *o, const char *kv, char *err, size_
             }
             memcpy(name, p, l);
             name[l] = '\0';
+            if (strcmp(name, KQ_METERING_ALL_CLASSES) == 0) { /* the one wildcard: every class's devices */
+                n.gpu_all_classes = true;
+                p += l + (c ? 1 : 0);
+                if (c && *p == '\0') {
+                    kq_errf(err, errlen, "metering option gpu-resources: trailing comma in \"%s\"", val);
+                    return KQ_EINVAL;
+                }
+                continue;
+            }
+            if (strchr(name, '*') != NULL) {
+                kq_errf(err, errlen, "metering option gpu-resources: \"%s\": the only wildcard is \"%s\"", name,
+                       KQ_METERING_ALL_CLASSES);
+                return KQ_EINVAL;
+            }
             const char *in = kq_resource_name(name);
             if (in == NULL || n.n_gpu_resources == KQ_METERING_MAX_GPU_NAMES) {
                 kq_errf(err, errlen, "metering option gpu-resources: \"%s\" is not a valid resource name%s", name,
@@ -508,7 +550,7 @@ static int64_t price_of(const kq_metering_t *m, const kq_resource_t *req, double
     const kq_metering_opts_t *o = &m->o;
     double cpu = (double)kq_resource_get(req, "cpu", NULL) / (double)o->unit_cpu;
     double mem = (double)kq_resource_get(req, "memory", NULL) / (double)o->unit_memory;
-    double gpu = (double)gpu_count(o, req) / (double)o->unit_gpu;
+    double gpu = (double)gpu_count(o, req, false) / (double)o->unit_gpu;
     double c = secs * cpu * m->mult_gen * o->price_cpu;
     double me = secs * mem * m->mult_gen * o->price_memory;
     double g = secs * gpu * m->mult_gpu * o->price_gpu;
@@ -544,7 +586,7 @@ static void run_add(kq_metering_t *m, const kq_resource_t *r, int sign)
 {
     m->run_cpu += sign * kq_resource_get(r, "cpu", NULL);
     m->run_mem += sign * kq_resource_get(r, "memory", NULL);
-    m->run_gpu += sign * gpu_count(&m->o, r);
+    m->run_gpu += sign * gpu_count(&m->o, r, true);
 }
 
 static void mpod_free(mpod_t *p)
@@ -1207,6 +1249,8 @@ static bool leadership(kq_metering_t *m)
 
 int kq_metering_compute_now(kq_metering_t *m)
 {
+    if (m->o.before_compute != NULL)
+        m->o.before_compute(m->o.before_compute_ud); /* no lock held: it may feed us */
     pthread_mutex_lock(&m->io);
     bool leader = leadership(m);
     pthread_mutex_lock(&m->mu);
@@ -1379,7 +1423,9 @@ int kq_metering_pod_resized(kq_metering_t *m, const char *uid, const kq_resource
     pthread_mutex_lock(&m->mu);
     mpod_t *p = NULL;
     HASH_FIND_STR(m->pods, uid, p);
-    int rc = p != NULL ? resize(m, p, new_request, at_or_now(m, at)) : KQ_ENOENT;
+    int rc = p == NULL                               ? KQ_ENOENT
+             : kq_resource_equal(&p->req, new_request) ? 0 /* nothing moved: the interval is not cut */
+                                                       : resize(m, p, new_request, at_or_now(m, at));
     pthread_mutex_unlock(&m->mu);
     return rc;
 }
@@ -1486,7 +1532,7 @@ void kq_metering_set_nodes_allocatable(kq_metering_t *m, const kq_resource_t *to
     pthread_mutex_lock(&m->mu);
     m->cap_cpu = total ? kq_resource_get(total, "cpu", NULL) : 0;
     m->cap_mem = total ? kq_resource_get(total, "memory", NULL) : 0;
-    m->cap_gpu = total ? gpu_count(&m->o, total) : 0;
+    m->cap_gpu = total ? gpu_count(&m->o, total, true) : 0;
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -1753,6 +1799,8 @@ json_t *kq_metering_prices_json(kq_metering_t *m)
     json_t *gpus = json_array();
     for (size_t i = 0; i < o->n_gpu_resources; i++)
         json_array_append_new(gpus, json_string(o->gpu_resources[i]));
+    if (o->gpu_all_classes)
+        json_array_append_new(gpus, json_string(KQ_METERING_ALL_CLASSES));
     pthread_mutex_lock(&m->mu);
     char at[40], wat[40];
     time_format(m->computed_at, at, sizeof(at));

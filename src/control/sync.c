@@ -72,8 +72,10 @@ static void on_list_end(void *ud)
     kq_sync_t *s = ud;
     kq_ledger_resync_end(s->app->ledger);
     kq_gating_resync_end(s->app->gating);
-    if (s->app->metering)
+    if (s->app->metering) {
         kq_metering_resync_end(s->app->metering);
+        (void)kq_ledger_flush_charges(s->app->ledger);
+    }
     size_t counted = 0, known = kq_ledger_size(s->app->ledger, &counted);
     if (!atomic_exchange(&s->app->ready, true))
         kq_info("event=synced pods=%zu counted=%zu msg=\"first pod list applied; ready\"", known, counted);
@@ -86,8 +88,26 @@ static const char *pod_uid(const kq_jnode_t *obj)
     return kq_jnode_string(kq_jnode_get(kq_jnode_get(obj, "metadata"), "uid"));
 }
 
+/* A bound pod, metered by its charge (kq_ledger_with_charge's callback). */
+typedef struct meter_bound {
+    kq_app_t *app;
+    const kq_pod_t *pod;
+    const char *group;
+    double at;
+    int rc;
+} meter_bound_t;
+
+static void meter_bound_charge(void *ud, const kq_resource_t *charge)
+{
+    meter_bound_t *b = ud;
+    kq_pod_t charged = *b->pod;
+    charged.request = *charge; /* borrowed for the call, never freed through charged */
+    b->rc = kq_metering_pod_bound(b->app->metering, &charged, b->group, b->at);
+}
+
 /* Metering follows the same pod events as usage: charged from the PodScheduled time until
- * the pod ends, so usage and charge agree on when a pod starts. */
+ * the pod ends, so usage and charge agree on when a pod starts; priced by what the ledger
+ * charges it, its claims' devices included (ledger.h "metering: a pod's charge"). */
 static void meter(kq_app_t *app, const kq_jnode_t *obj, const kq_pod_t *pod)
 {
     int rc = 0;
@@ -101,12 +121,26 @@ static void meter(kq_app_t *app, const kq_jnode_t *obj, const kq_pod_t *pod)
         char group[KQ_UGM_PATH_MAX]; /* the group usage is tracked against, so charges agree */
         if (kq_ledger_pod_group(app->ledger, pod, group, sizeof(group)) != 0)
             group[0] = '\0';
-        rc = kq_metering_pod_bound(app->metering, pod, group[0] ? group : NULL, at);
+        meter_bound_t b = {.app = app, .pod = pod, .group = group[0] ? group : NULL, .at = at};
+        rc = kq_ledger_with_charge(app->ledger, pod, meter_bound_charge, &b);
+        if (rc == 0)
+            rc = b.rc;
     } else {
         rc = kq_metering_pod_pending(app->metering, pod->uid, &pod->request);
     }
     if (rc != 0)
         kq_warn("event=metering_feed_failed pod=%s/%s error=\"%s\"", pod->ns, pod->name, kq_strerror(rc));
+}
+
+/* The ledger's charge hook (ledger.h "metering: a pod's charge"): a counted pod's charge
+ * moved after bind through its claims; metering charges the interval before at the old
+ * charge, like a resize. A pod metering does not know yet (bound, not shown bound by the
+ * watch) is priced by its charge when it is. Called under the ledger's feed lock only. */
+static void meter_recharged(void *ud, const char *uid, const kq_resource_t *charge)
+{
+    int rc = kq_metering_pod_resized(ud, uid, charge, 0);
+    if (rc != 0 && rc != KQ_ENOENT)
+        kq_warn("event=metering_feed_failed uid=%s error=\"%s\"", uid, kq_strerror(rc));
 }
 
 /* A pod of kubequota's scheduler whose identity annotation could not be used as written
@@ -139,6 +173,7 @@ static void on_object(void *ud, int type, const kq_jnode_t *obj)
             if (app->metering) {
                 (void)kq_metering_pod_ended(app->metering, uid, 0);
                 kq_metering_pod_pending_gone(app->metering, uid);
+                (void)kq_ledger_flush_charges(app->ledger); /* its shared claims moved on */
             }
         }
         return;
@@ -183,6 +218,8 @@ static void on_object(void *ud, int type, const kq_jnode_t *obj)
         kq_pod_clear(&pod);
     }
     kq_config_unref(cfg);
+    if (app->metering) /* pods whose charge this event moved (a shared claim changing hands) */
+        (void)kq_ledger_flush_charges(app->ledger);
 }
 
 /* ------------------------------------------------------------------ ResourceClaims */
@@ -208,6 +245,7 @@ static void on_claim_list_end(void *ud)
 {
     kq_sync_t *s = ud;
     size_t dropped = kq_claims_resync_end(s->app->claims, claim_gone, s);
+    (void)kq_ledger_flush_charges(s->app->ledger);
     size_t allocated = 0, n = kq_claims_size(s->app->claims, &allocated);
     kq_info("event=claims_synced claims=%zu allocated=%zu dropped=%zu", n, allocated, dropped);
 }
@@ -223,8 +261,8 @@ static void on_claim_object(void *ud, int type, const kq_jnode_t *obj)
     if (ns == NULL || ns[0] == '\0')
         ns = "default";
     if (type == KQ_WATCH_DELETED) {
-        if (kq_claims_delete(s->app->claims, ns, name))
-            (void)kq_ledger_claim_changed(s->app->ledger, ns, name);
+        if (kq_claims_delete(s->app->claims, ns, name) && kq_ledger_claim_changed(s->app->ledger, ns, name) > 0)
+            (void)kq_ledger_flush_charges(s->app->ledger);
         return;
     }
     kq_claim_t c;
@@ -241,8 +279,8 @@ static void on_claim_object(void *ud, int type, const kq_jnode_t *obj)
         if (kq_claims_delete(s->app->claims, ns, name))
             changed = true;
     }
-    if (changed)
-        (void)kq_ledger_claim_changed(s->app->ledger, ns, name);
+    if (changed && kq_ledger_claim_changed(s->app->ledger, ns, name) > 0)
+        (void)kq_ledger_flush_charges(s->app->ledger); /* metering: the pods it recharged */
 }
 
 /* The ledger's placement (kq_ledger_set_placement): a known pod placed again by the config
@@ -511,6 +549,18 @@ bool kq_sync_ns_limits(void *sync, const char *ns, kq_resource_t *max, bool *has
     return found;
 }
 
+/* Starts an informer that the pod informer should follow, and waits up to 5 s for its first
+ * list: pods listed after it are placed (namespaces) and charged (claims) at once; a list
+ * that does not complete soon (no RBAC, a slow API server) does not hold pods up, since the
+ * result does not depend on the order, only the number of re-placements and recharges. */
+static kq_watch_t *start_and_wait(kq_app_t *app, const char *path, const kq_watch_handler_t *h)
+{
+    kq_watch_t *w = kq_kube_watch_start(app->kube, path, NULL, h);
+    for (int i = 0; i < 100 && w != NULL && !kq_watch_synced(w); i++)
+        nanosleep(&(struct timespec){.tv_nsec = 50 * 1000000L}, NULL);
+    return w;
+}
+
 kq_sync_t *kq_sync_start(kq_app_t *app)
 {
     kq_sync_t *s = calloc(1, sizeof(*s));
@@ -530,9 +580,7 @@ kq_sync_t *kq_sync_start(kq_app_t *app)
         .ud = s,
         .keep = ns_fields,
     };
-    s->ns_watch = kq_kube_watch_start(app->kube, "/api/v1/namespaces", NULL, &nh);
-    for (int i = 0; i < 100 && s->ns_watch != NULL && !kq_watch_synced(s->ns_watch); i++)
-        nanosleep(&(struct timespec){.tv_nsec = 50 * 1000000L}, NULL);
+    s->ns_watch = start_and_wait(app, "/api/v1/namespaces", &nh);
     /* ResourceClaims next, so that the first pod list is charged with its claims (the order
      * does not change the result, only how many recharges the start costs). */
     if (app->claims != NULL) {
@@ -543,9 +591,7 @@ kq_sync_t *kq_sync_start(kq_app_t *app)
             .ud = s,
             .keep = kq_claim_fields,
         };
-        s->claim_watch = kq_kube_watch_start(app->kube, "/apis/resource.k8s.io/v1/resourceclaims", NULL, &ch);
-        for (int i = 0; i < 100 && s->claim_watch != NULL && !kq_watch_synced(s->claim_watch); i++)
-            nanosleep(&(struct timespec){.tv_nsec = 50 * 1000000L}, NULL);
+        s->claim_watch = start_and_wait(app, "/apis/resource.k8s.io/v1/resourceclaims", &ch);
     }
     char query[512];
     char *esc = NULL;
@@ -569,6 +615,8 @@ kq_sync_t *kq_sync_start(kq_app_t *app)
     snprintf(query, sizeof(query), "fieldSelector=spec.schedulerName%%3D%s", esc);
     free(esc);
     kq_ledger_set_placement(app->ledger, place_pod, s);
+    if (app->metering != NULL) /* before the first pod: a claim's change after bind is a resize */
+        kq_ledger_set_charge_hook(app->ledger, meter_recharged, app->metering);
     kq_watch_handler_t h = {
         .list_begin = on_list_begin,
         .doc = on_object,
@@ -591,8 +639,11 @@ void kq_sync_stop(kq_sync_t *s)
     kq_kube_watch_stop(s->watch);
     kq_kube_watch_stop(s->claim_watch);
     kq_kube_watch_stop(s->ns_watch);
-    if (s->app != NULL && s->app->ledger != NULL)
+    if (s->app != NULL && s->app->ledger != NULL) {
         kq_ledger_set_placement(s->app->ledger, NULL, NULL);
+        /* the slice informer may still flush (main.c): metering is freed after this */
+        kq_ledger_set_charge_hook(s->app->ledger, NULL, NULL);
+    }
     nsinfo_t *n, *tmp;
     HASH_ITER(hh, s->ns, n, tmp) {
         HASH_DEL(s->ns, n);

@@ -1557,11 +1557,11 @@ out:
 
 /* ------------------------------------------------------------------ admission */
 
-/* kq_extender_admission_check (dry false) and kq_extender_admission_check_dry. */
-static int admission_check(kq_app_t *app, const json_t *pod_obj, const json_t *old, bool dry, char *msg, size_t len)
+/* Whether admission can check a pod now: 0, or KQ_ESTATE with the reason in msg (no
+ * ledger, or the pod list not loaded yet: the API server retries or applies the webhook's
+ * failurePolicy). */
+static int admission_ready(const kq_app_t *app, char *msg, size_t len)
 {
-    kq_pod_t pod = {0};
-    char err[REASON_MAX] = "";
     if (app == NULL || app->ledger == NULL) {
         kq_errf(msg, len, "kubequota has no pod ledger to check the pod against");
         return KQ_ESTATE;
@@ -1571,6 +1571,17 @@ static int admission_check(kq_app_t *app, const json_t *pod_obj, const json_t *o
                "checked; retry");
         return KQ_ESTATE;
     }
+    return 0;
+}
+
+/* kq_extender_admission_check (dry false) and kq_extender_admission_check_dry. */
+static int admission_check(kq_app_t *app, const json_t *pod_obj, const json_t *old, bool dry, char *msg, size_t len)
+{
+    kq_pod_t pod = {0};
+    char err[REASON_MAX] = "";
+    int st = admission_ready(app, msg, len);
+    if (st != 0)
+        return st;
     /* At CREATE the API server has not assigned a uid yet (nor a name, with
      * generateName): a copy gets stand-ins, used only for this check. */
     json_t *copy = json_deep_copy(pod_obj);
@@ -1636,15 +1647,9 @@ int kq_extender_admission_reserve(void *ud, const json_t *pod_obj, const json_t 
     kq_pod_t pod = {0};
     char err[REASON_MAX] = "", reason[REASON_MAX] = "";
     (void)old;
-    if (app == NULL || app->ledger == NULL) {
-        kq_errf(msg, len, "kubequota has no pod ledger to check the pod against");
-        return KQ_ESTATE;
-    }
-    if (!atomic_load(&app->ready)) {
-        kq_errf(msg, len, "kubequota is starting: the pod list is not loaded yet, so the pod's limits cannot be "
-               "checked; retry");
-        return KQ_ESTATE;
-    }
+    int st = admission_ready(app, msg, len);
+    if (st != 0)
+        return st;
     /* validating admission: the API server has filled in the uid and the name */
     int rc = parse_pod(app, NULL, pod_obj, &pod, err, sizeof(err));
     if (rc != 0) {
@@ -1883,6 +1888,23 @@ static const char *job_differs(const kq_pod_t *a, const kq_pod_t *b)
 
 /* The answer for pods[0..n): each checked with the filter's decision, pod k with the
  * requests of the earlier pods that fit (not counted yet) added to its own. */
+/* Adds what an earlier pod of a what-if list would be charged to the list's running sum: its
+ * request and, for a pod with claims, the devices of its claims (kq_ledger_charge), so that a
+ * later pod is checked with the earlier pods' devices admitted too. A claim several pods of
+ * the list share is added once per pod (the ledger would charge it once: an over-estimate of
+ * the list, never an under-estimate). */
+static int sum_add_charge(kq_app_t *app, kq_resource_t *sum, const kq_pod_t *pod)
+{
+    if (pod->n_claims == 0 || app->ledger == NULL)
+        return kq_resource_add(sum, &pod->request);
+    kq_resource_t ch = KQ_RESOURCE_EMPTY;
+    int rc = kq_ledger_charge(app->ledger, pod, &ch);
+    if (rc == 0)
+        rc = kq_resource_add(sum, &ch);
+    kq_resource_free(&ch);
+    return rc;
+}
+
 static int explain_pods(kq_app_t *app, kq_pod_t *pods, size_t n, bool list, char **out, size_t *out_len)
 {
     json_t *items = json_array(), *first_blockers = NULL;
@@ -1951,7 +1973,7 @@ static int explain_pods(kq_app_t *app, kq_pod_t *pods, size_t n, bool list, char
                 json_decref(blockers);
                 json_decref(items);
                 return explain_error(rc == KQ_ESTATE ? 503 : 500, msg, out, out_len);
-            } else if (!kq_ledger_is_counted(app->ledger, pod->uid) && kq_resource_add(&sum, &pod->request) != 0) {
+            } else if (!kq_ledger_is_counted(app->ledger, pod->uid) && sum_add_charge(app, &sum, pod) != 0) {
                 kq_resource_free(&sum);
                 json_decref(blockers);
                 json_decref(items);

@@ -726,11 +726,21 @@ static int call(conn_t *c, const char *method, const char *rel, const char *body
 
 /* ------------------------------------------------------------------ output */
 
+/* Whether a resource's values are bytes: memory, storage, huge pages, and the "memory" counter
+ * of partitionable DRA devices (<class>.deviceclass.resource.k8s.io/memory, docs/dra.md). */
+static bool bytes_res(const char *res)
+{
+    static const char dra_mem[] = ".deviceclass.resource.k8s.io/memory";
+    size_t l = strlen(res), d = sizeof(dra_mem) - 1;
+    return strcmp(res, "memory") == 0 || strcmp(res, "ephemeral-storage") == 0 ||
+           strncmp(res, "hugepages-", 10) == 0 || (l > d && strcmp(res + l - d, dra_mem) == 0);
+}
+
 static void fmt_res(const char *res, double x, char *out, size_t n)
 {
     if (strcmp(res, "vcore") == 0 || strcmp(res, "cpu") == 0) {
         snprintf(out, n, "%g", x / 1000.0);
-    } else if (strcmp(res, "memory") == 0 || strcmp(res, "ephemeral-storage") == 0) {
+    } else if (bytes_res(res)) {
         static const char *u[] = {"", "Ki", "Mi", "Gi", "Ti", "Pi"};
         int i = 0;
         while (x >= 1024 && i < 5) {
@@ -738,6 +748,8 @@ static void fmt_res(const char *res, double x, char *out, size_t n)
             i++;
         }
         snprintf(out, n, "%.4g%s", x, u[i]);
+    } else if (x > -9007199254740992.0 && x < 9007199254740992.0 && x == (double)(long long)x) {
+        snprintf(out, n, "%lld", (long long)x); /* a count, exactly (%g wrote 1234567 as 1.23457e+06) */
     } else {
         snprintf(out, n, "%g", x);
     }

@@ -51,6 +51,10 @@
  *                     atomic read the elastic timer and metering check before acting.
  *   metering          (metering.c) computes prices and charges on its own thread under its own
  *                     lock; the informer feeds it; checkpoints are written with no lock held.
+ *                     A pod's charge that moved through its claims reaches it from the pod,
+ *                     claim and slice informers and from its own thread before a compute,
+ *                     each under the ledger's feed lock (kq_ledger_flush_charges), never
+ *                     from filter or bind.
  *   conn reaper       (this file, reaper_main) every 50 ms, per TLS port with a connection
  *                     limit (main, webhooks): when its workers are scarce, shuts down the
  *                     sockets of idle connections (on the webhook port only those never
@@ -74,7 +78,7 @@
  * ledger, the ugm, the quota tree, elastic, the resolver, the trees' placement (a leaf),
  * metering and gating each have private locks, always taken in the order elastic apply ->
  * ledger -> ugm manager -> user tracker -> group tracker -> quota tree, ledger -> resolver
- * -> quota tree (elastic apply -> resolver), and ledger -> requeue (a leaf) (gating's lock comes first of all: gating -> ledger -> ..., gating -> metering) (metering's lock nests only inside the nodes lock); metrics are atomics; app's pointers are
+ * -> quota tree (elastic apply -> resolver), and ledger -> requeue (a leaf) (gating's lock comes first of all: gating -> ledger -> ..., gating -> metering) (metering's lock nests only inside the nodes lock and the ledger's feed lock; feed -> ledger, never the reverse); metrics are atomics; app's pointers are
  * read-only while the server runs. jansson values never cross threads (each request
  * parses its own), libcurl easy handles are per call.
  *

@@ -5,11 +5,14 @@ kube-apiserver (resource.k8s.io/v1 resourceclaims); the tests play kube-controll
 (a template's claim, the pod's status.resourceClaimStatuses) and kube-scheduler's DRA
 plugin (status.allocation). Scenario names match tests/cluster's DRA tier."""
 
+import json
+import re
 import time
 
-from kqtest import KQTestCase, PARTITION, pod_manifest, queues_config, wait_until
+from kqtest import KQTestCase, PARTITION, gate_release_order, pod_manifest, queues_config, wait_until
 
 DEV = "gpu.example.com.deviceclass.resource.k8s.io/devices"
+GATE = "kubequota.io/admission"
 
 CONFIG = queues_config(
     {"name": "default"},
@@ -120,6 +123,12 @@ class DraTest(KQTestCase):
         # the resource name passes through the metrics and explain as written
         metrics = self.kq.get("/metrics").text
         self.assertIn('resource="%s"' % DEV, metrics)
+        # ... as a label value only: no metric name is made from a resource name (dots and a
+        # slash are not allowed in one), so every sample naming it has a valid name
+        named = [ln for ln in metrics.splitlines() if DEV in ln and not ln.startswith("#")]
+        self.assertTrue(named)
+        for ln in named:
+            self.assertRegex(ln, r'^[a-zA-Z_:][a-zA-Z0-9_:]*\{[^{}]*resource="%s"[^{}]*\} \S+$' % re.escape(DEV))
         r = self.kq.post("/ws/v1/partition/%s/explain" % PARTITION, self.sim.get_pod("default", "a2"))
         self.assertEqual(r.status, 200, r.text)
         self.assertFalse(r.json()["fits"])
@@ -128,6 +137,39 @@ class DraTest(KQTestCase):
         self.allocate("claim-b1", 1)
         self.sim.delete_pod("default", "b1")
         wait_until(lambda: self.devices("bob") == 0 and self.queue_devices() == 2, 10, 0.1, "bob released")
+
+    def test_dra_explain_list_sums_devices(self):
+        """A what-if list is checked pod by pod with the earlier pods admitted: their devices
+        count too. Two pods of 2 devices each into the queue's max of 3 (bob has no limit of
+        his own): each fits alone (2 <= 3), the second not after the first (2 + 2 > 3).
+        Before, the running sum held the earlier pods' containers only (100m cpu) and both
+        fitted."""
+        self.create_claim("claim-w1", count=2)
+        self.create_claim("claim-w2", count=2)
+
+        def whatif(name, claim_name):
+            p = pod_manifest(name, user="bob", queue="root.gpu", cpu="100m", memory=None)
+            p["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": claim_name}]
+            p["spec"]["containers"][0]["resources"]["claims"] = [{"name": "gpu"}]
+            return p
+        body = [whatif("w1", "claim-w1"), whatif("w2", "claim-w2")]
+        last = [None]
+
+        def known():
+            last[0] = self.kq.post("/ws/v1/partition/%s/explain" % PARTITION, body)
+            return last[0].status == 200 and "waiting for its ResourceClaim" not in last[0].text
+        wait_until(known, 10, 0.1, "kubequota to see both claims")
+        r = last[0].json()
+        self.assertEqual([p["fits"] for p in r["pods"]], [True, False], last[0].text)
+        self.assertEqual(r["fitCount"], 1)
+        why = json.dumps(r["pods"][1]["blockers"])
+        self.assertIn(DEV, why)
+        self.assertIn("with the earlier pods of the list admitted", why)
+        # each alone fits: the refusal is the sum's
+        for one in body:
+            r1 = self.kq.post("/ws/v1/partition/%s/explain" % PARTITION, one)
+            self.assertEqual(r1.status, 200, r1.text)
+            self.assertTrue(r1.json()["fits"], r1.text)
 
     def test_dra_waiting_for_claim(self):
         self.pod("w1", "bob", "later")
@@ -197,3 +239,58 @@ class DraTest(KQTestCase):
         wait_until(lambda: {u: self.devices(u) for u in ("alice", "bob", "carol")} == before, 15, 0.2,
                    "the same usage after a restart: %s" % before)
         self.assertEqual(self.queue_devices(), 3)
+
+
+class DraGateTest(KQTestCase):
+    """The admission gate costs a release by what the pod is charged, its claims' devices
+    included (docs/gating.md "Fair order inside a queue"; the unit tests in
+    tests/unit/test_gating.c derive the same orders). root.gpus caps 16 cpu and 8 devices:
+    a device stands for 2 cpu of the queue. alice's pods ask 100m and a claim of 4 devices
+    (cost max(100, 4 * 16000 / 8) = 8000), bob's 1 cpu (cost 1000)."""
+    CONFIG = queues_config({"name": "default"}, {"name": "gpus", "resources": {"max": {"vcore": "16", DEV: "8"}}})
+    EXTRA_ARGS = ("--admission-gate",)
+
+    def gated(self, name, user, cpu, claim_name=None):
+        p = pod_manifest(name, user=user, queue="root.gpus", cpu=cpu, memory=None, gates=(GATE,))
+        if claim_name:
+            p["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": claim_name}]
+            p["spec"]["containers"][0]["resources"]["claims"] = [{"name": "gpu"}]
+        return self.sim.create_pod(p)
+
+    def released(self):
+        return [k.split("/", 1)[1] for k in gate_release_order(self.kq, self.sim, GATE)]
+
+    def waiting(self):
+        view = self.kq.get_json("/ws/v1/partition/%s/gating/waiting" % PARTITION)
+        return next((q for q in view if q.get("queue") == "root.gpus"), {"pods": []})["pods"]
+
+    def waiting_names(self):
+        return [p["name"] for p in self.waiting()]
+
+    def test_dra_gate_fair_order_counts_devices(self):
+        for i in range(3):
+            self.sim.world.create_simple("resourceclaims", "default", claim("a%d-gpu" % i, count=4))
+        # zed's 16-cpu pod fills the queue, so that every pod below waits and the order is
+        # decided in one pass when it goes, not as the pods arrive
+        self.gated("z", "zed", "16")
+        wait_until(lambda: self.released() == ["z"], 15, 0.1, "zed's pod released")
+        for i in range(3):
+            self.gated("a%d" % i, "alice", "100m", "a%d-gpu" % i)
+        for i in range(10):
+            self.gated("b%d" % i, "bob", "1")
+        # both users join at the queue's pass (0), alice first (arrived first):
+        #   a0 (alice 8000); b0 .. b7 (bob 1000 .. 8000); 8000 = 8000, alice first: a1
+        #   (alice 16000, 8 of 8 devices); b8, b9 (bob 10000); a2: 12 devices > 8, waits.
+        # Costed by the containers' request alone (100 for alice's) it was a0 b0 a1, then
+        # alice's a2 held the full queue's turn.
+        want = ["a0"] + ["b%d" % i for i in range(8)] + ["a1", "b8", "b9"]
+        # the waiting view simulates the same order (every pod is known once it lists 13, and
+        # every claim once no pod waits for one: the queue's cpu is what holds them all)
+        wait_until(lambda: (lambda w: len(w) == 13 and all("ResourceClaim" not in p["reason"] for p in w))(
+            self.waiting()), 15, 0.1, "13 pods waiting for the queue, their claims known")
+        self.assertEqual(self.waiting_names(), want + ["a2"])
+        self.sim.delete_pod("default", "z")
+        wait_until(lambda: len(self.released()) == 13, 15, 0.1, "12 more released")
+        time.sleep(0.5)  # a pass that would release more has run
+        self.assertEqual(self.released(), ["z"] + want)
+        self.assertEqual(self.waiting_names(), ["a2"])

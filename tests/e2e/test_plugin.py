@@ -53,20 +53,25 @@ spec:
 """ % (name, parallelism, LABEL_QUEUE, queue, ANN_USER, json.dumps({"user": user, "groups": list(groups)}), cpu)
 
 
+def plugin_setup(t):
+    """The API server's view of kubequota's Service, a user token it authenticates, a
+    kubeconfig with it, and the plugin as `make install` lays it down."""
+    t.sim.sim.proxy_services = {"%s/%s:443" % (NS, SVC): "127.0.0.1:%d" % t.kq.port}
+    t.sim.sim.review_tokens = {t.kq.rest_token: {"username": "ops"}}
+    t.kubeconfig = write_kubeconfig(os.path.join(t.kq.workdir, "user-kubeconfig"), t.sim.url,
+                                    certs()["ca"], t.kq.rest_token)
+    t.bindir = os.path.join(t.kq.workdir, "bin")
+    os.makedirs(t.bindir)
+    t.plugin = os.path.join(t.bindir, "kubectl-kubequota")
+    os.symlink(binary(), t.plugin)
+
+
 class PluginTest(KQTestCase):
     CONFIG = CONFIG
 
     def setUp(self):
         super().setUp()
-        # the API server's view of kubequota's Service, and a user token it authenticates
-        self.sim.sim.proxy_services = {"%s/%s:443" % (NS, SVC): "127.0.0.1:%d" % self.kq.port}
-        self.sim.sim.review_tokens = {self.kq.rest_token: {"username": "ops"}}
-        self.kubeconfig = write_kubeconfig(os.path.join(self.kq.workdir, "user-kubeconfig"), self.sim.url,
-                                           certs()["ca"], self.kq.rest_token)
-        self.bindir = os.path.join(self.kq.workdir, "bin")
-        os.makedirs(self.bindir)
-        self.plugin = os.path.join(self.bindir, "kubectl-kubequota")
-        os.symlink(binary(), self.plugin)  # what `make install` lays down
+        plugin_setup(self)
         self.create("a1", user="alice", groups=["devs"], queue="root.team-a", cpu="1500m", memory="1Gi", app="j1")
         self.assert_bound("a1")
         self.create("b1", user="bob", queue="root.team-b", cpu="2", memory="512Mi")
@@ -451,3 +456,49 @@ class PluginHostileOutputTest(KQTestCase):
             except subprocess.TimeoutExpired:
                 self.fail("the plugin hung on a FIFO as %s" % key)
             self.assertIn("%s %s is not a regular file (a FIFO)" % (key, fifo), err)
+
+
+# DRA (issue 39): a device class's devices and the "memory" counter of partitionable devices
+# under ResourceQuota's names (docs/dra.md)
+DEV = "gpu.example.com.deviceclass.resource.k8s.io/devices"
+DEV_MEM = "gpu.example.com.deviceclass.resource.k8s.io/memory"
+
+
+class PluginDraTest(KQTestCase):
+    """`kubectl kubequota usage` prints device resources (dots and a slash in the name) on a
+    line of their own under the row, used against max; a counter of bytes as memory is
+    printed (80Gi, as queues.yaml says it, not 8.58993e+10) and a count exactly."""
+    CONFIG = queues_config(
+        {"name": "default", "submitacl": "*"},
+        {"name": "gpu", "submitacl": "*",
+         "resources": {"max": {"vcore": "8", DEV: "1234567", DEV_MEM: "80Gi"}},
+         "limits": [{"limit": "alice's devices", "users": ["alice"], "maxresources": {DEV: "2"}}]})
+
+    def setUp(self):
+        super().setUp()
+        plugin_setup(self)
+
+    def run_plugin(self, *args):
+        r = subprocess.run([self.plugin] + list(args), capture_output=True, text=True, timeout=30,
+                           env=dict(os.environ, KUBECONFIG=self.kubeconfig))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return r.stdout
+
+    def test_device_resources(self):
+        self.sim.world.create_simple("resourceclaims", "default", {
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": "g1", "namespace": "default"},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+                "deviceClassName": "gpu.example.com", "count": 1}}]}}})
+        p = pod_manifest("g1", user="alice", queue="root.gpu", cpu="500m", memory="256Mi", app="app-g1")
+        p["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "g1"}]
+        p["spec"]["containers"][0]["resources"]["claims"] = [{"name": "gpu"}]
+        self.sim.create_pod(p)
+        wait_until(lambda: self.schedule("g1")[0], 10, 0.1, "g1 bound once kubequota sees its claim")
+        wait_until(lambda: DEV in self.run_plugin("usage", "--user", "alice"), 10, 0.1, "alice's devices")
+        lines = [ln.split() for ln in self.run_plugin("usage", "--user", "alice").splitlines()]
+        # alice: the root row, then root.gpu's against her limit of 2
+        self.assertIn([DEV, "1/2"], lines)
+        lines = [ln.split() for ln in self.run_plugin("usage", "--queue", "root.gpu").splitlines()]
+        self.assertIn([DEV, "1/1234567"], lines)
+        self.assertIn([DEV_MEM, "0/80Gi"], lines)

@@ -506,3 +506,71 @@ class DashboardWithoutHistoryTest(KQTestCase):
         self.assertLessEqual(lay["scrollWidth"], lay["clientWidth"])
         b.pump(0.2)
         self.assertEqual([m for m in b.messages if m[1] in ("error", "warning")], [])
+
+
+# DRA (issue 39): resource names with dots and a slash, as Kubernetes' ResourceQuota names a
+# device class's devices and the counters of partitionable devices (docs/dra.md).
+DEV = "gpu.example.com.deviceclass.resource.k8s.io/devices"
+DEV_MEM = "gpu.example.com.deviceclass.resource.k8s.io/memory"
+
+# Every element that shows one resource (data-resource) and what it says, looked up by its
+# name through a CSS attribute selector built from the name (CSS.escape), as a stylesheet or
+# a test would find it; and the layout checks of LAYOUT_JS.
+RES_JS = """((names) => JSON.stringify(Object.fromEntries(names.map(n => [n,
+  Array.from(document.querySelectorAll('[data-resource="' + CSS.escape(n) + '"]')).map(e => {
+    const tr = e.closest("tr"), sec = e.closest("section");
+    return [sec ? sec.id : "", tr ? tr.cells[0].textContent.trim() : "", tr ? tr.cells[1].textContent.trim() : "",
+            e.textContent.trim()];
+  })]))))"""
+
+
+class DashboardDraTest(KQTestCase):
+    """The dashboard with DRA device resources: a user's devices against its limit, a queue's
+    devices and a counter of partitionable devices (bytes) against the queue's max, in the
+    users and queues tables, found by their names, on a laptop and on a phone, without a
+    sideways scroll or a console error."""
+    CONFIG = queues_config(
+        {"name": "default", "submitacl": "*"},
+        {"name": "gpu", "submitacl": "*", "resources": {"max": {"vcore": "8", DEV: "4", DEV_MEM: "80Gi"}},
+         "limits": [{"limit": "alice's devices", "users": ["alice"], "maxresources": {DEV: "2"}}]})
+
+    def test_device_resources_in_chromium(self):
+        path = chromium()
+        self.sim.world.create_simple("resourceclaims", "default", {
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": "g1", "namespace": "default"},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+                "deviceClassName": "gpu.example.com", "count": 1}}]}}})
+        p = pod_manifest("g1", user="alice", queue="root.gpu", cpu="500m", memory="256Mi", app="app-g1")
+        p["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "g1"}]
+        p["spec"]["containers"][0]["resources"]["claims"] = [{"name": "gpu"}]
+        self.sim.create_pod(p)
+        wait_until(lambda: self.schedule("g1")[0], 10, 0.1, "g1 bound once kubequota sees its claim")
+        wait_until(lambda: '"%s"' % DEV in self.kq.get("/ws/v1/partition/%s/usage/users" % PARTITION).text, 10,
+                   0.1, "alice charged the device")
+        for width, height in ((1366, 768), (390, 844)):
+            with self.subTest(viewport="%dx%d" % (width, height)):
+                b = cdp.Browser(path, width=width, height=height)
+                self.addCleanup(b.close)
+                b.navigate(self.kq.url + "/ui/")
+                b.wait_for("document.body.dataset.state === 'auth'", what="the page to ask for a token")
+                b.pump(0.2)
+                b.messages.clear()  # the view's 401 answers before a token
+                b.eval("document.getElementById('token').value = %s;"
+                       "document.getElementById('auth-form').requestSubmit(); true" % json.dumps(self.kq.rest_token))
+                b.wait_for("document.body.dataset.state === 'ready'", what="the dashboard")
+                res = json.loads(b.eval("%s(%s)" % (RES_JS, json.dumps([DEV, DEV_MEM]))))
+                # alice in root.gpu: 1 device of her 2 (only a user's first row names the
+                # user); the queue: 1 of 4, and 0 of its 80Gi counter, in bytes as memory is
+                self.assertIn(["users-section", "", "root.gpu", "1 / 2"], res[DEV], res)
+                self.assertIn(["queues-section", "gpu", cores("500m") + " / " + cores("8"), "1 / 4"], res[DEV], res)
+                self.assertIn(["queues-section", "gpu", cores("500m") + " / " + cores("8"),
+                               "0 / " + binary_size("80Gi")], res[DEV_MEM], res)
+                lay = json.loads(b.eval(LAYOUT_JS))
+                self.assertLessEqual(lay["scrollWidth"], lay["clientWidth"])
+                self.assertEqual(lay["wide"], [])
+                b.pump(0.2)
+                bad = [m for m in b.messages if m[1] in ("error", "warning")]
+                self.assertEqual(bad, [], "console errors or warnings on the dashboard")
+                b.screenshot(os.path.join(SHOTS, "dashboard-dra-%dx%d-full.png" % (width, height)), full_page=True)
+                b.close()

@@ -1,7 +1,8 @@
 /* Unit tests for the admission gate's controller (src/control/gating.c), with the real
  * ledger and ugm and the gate removal replaced by a recorder (kq_gating_opts_t.ungate).
  * Expected orders are worked out by hand from the policy in docs/gating.md: stride
- * scheduling over users (pass += cpu millicores / weight, ties by arrival), then priority,
+ * scheduling over users (pass += cpu millicores / weight, ties by arrival; a pod's DRA
+ * devices by their share of the queue in the queue's cpu when that is more), then priority,
  * age and arrival within a user. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -19,13 +20,16 @@
 
 #include "kubequota/app.h"
 #include "kubequota/base/log.h"
+#include "kubequota/control/claims.h"
 #include "kubequota/control/gating.h"
 #include "kubequota/control/ledger.h"
+#include "kubequota/kube/claim.h"
 #include "kubequota/engine/fairshare.h"
 
 #include "testutil.h"
 
 #define SCHED "kubequota-scheduler"
+#define DGPU "gpu.example.com.deviceclass.resource.k8s.io/devices"
 
 static const char YAML[] =
     "partitions:\n"
@@ -70,11 +74,21 @@ static const char YAML[] =
     "            limits:\n"
     "              - limit: each\n"
     "                users: [\"*\"]\n"
-    "                maxresources: {vcore: 1}\n";
+    "                maxresources: {vcore: 1}\n"
+    "          - name: gpus\n"
+    "            resources:\n"
+    "              max: {vcore: 16, " DGPU ": 8}\n"
+    "          - name: gpuuse\n"
+    "            resources:\n"
+    "              max: {vcore: 16}\n"
+    "            properties:\n"
+    "              kubequota.io/gating.policy: usage\n"
+    "              kubequota.io/gating.halflife: \"0\"\n";
 
 typedef struct fx {
     kq_config_t *cfg;
     kq_app_t app;
+    kq_claims_t *claims; /* the ledger's claim table (DRA) */
     kq_gating_t *g;
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -114,6 +128,9 @@ static int setup(void **state)
     if (f->app.ugm == NULL || kq_ugm_set_config(f->app.ugm, f->cfg) != 0)
         return -1;
     f->app.ledger = kq_ledger_new(f->app.ugm, SCHED);
+    if (f->app.ledger == NULL || (f->claims = kq_claims_new()) == NULL)
+        return -1;
+    kq_ledger_set_claims(f->app.ledger, f->claims);
     atomic_init(&f->app.ready, true);
     kq_gating_opts_t o;
     kq_gating_opts_default(&o);
@@ -141,6 +158,7 @@ static int teardown(void **state)
     fx_t *f = *state;
     kq_gating_free(f->g);
     kq_ledger_free(f->app.ledger);
+    kq_claims_free(f->claims);
     kq_ugm_free(f->app.ugm);
     kq_config_holder_free(f->app.config);
     kq_config_unref(f->cfg);
@@ -154,6 +172,7 @@ static const char *next_gang;
 static uint32_t next_gang_min;
 static int64_t next_mem; /* bytes of memory the next gated pods ask (0: none) */
 static const char *next_group; /* the group of the next gated pods' user (NULL: none) */
+static const char *next_claim; /* the ResourceClaim the next gated pods use (NULL: none) */
 
 /* A gated pod of `user` in `queue` (our gate at gate_idx), observed like the informer does. */
 static void gated(fx_t *f, const char *name, const char *user, const char *queue, int64_t cpu_m, int32_t prio,
@@ -184,6 +203,11 @@ static void gated(fx_t *f, const char *name, const char *user, const char *queue
     if (next_gang != NULL) {
         p.gang = strdup(next_gang);
         p.gang_min = next_gang_min;
+    }
+    if (next_claim != NULL) {
+        p.claims = calloc(1, sizeof(char *));
+        p.claims[0] = strdup(next_claim);
+        p.n_claims = 1;
     }
     kq_ledger_observe(f->app.ledger, &p);
     kq_gating_observe(f->g, &p);
@@ -595,6 +619,148 @@ static void test_resized_while_gated(void **state)
     kq_resource_free(&used);
 }
 
+/* ------------------------------------------------------------ DRA devices (issue 39) -- */
+
+/* The claim ns/name of n devices of class gpu.example.com (ExactCount, not allocated: it
+ * is charged what it may take), put in the claim table as the claim informer does. */
+static void claim_put(fx_t *f, const char *name, int n)
+{
+    char *j = NULL;
+    assert_true(asprintf(&j, "{\"metadata\":{\"name\":\"%s\",\"namespace\":\"ns\",\"uid\":\"cu-%s\"},"
+                             "\"spec\":{\"devices\":{\"requests\":[{\"name\":\"r\",\"exactly\":{\"deviceClassName\":"
+                             "\"gpu.example.com\",\"count\":%d}}]}}}",
+                         name, name, n) > 0);
+    kq_claim_t c;
+    char err[256];
+    assert_int_equal(kq_claim_parse_text(j, strlen(j), &c, err, sizeof(err)), 0);
+    free(j);
+    assert_int_equal(kq_claims_put(f->claims, &c, NULL), 0);
+    (void)kq_ledger_claim_changed(f->app.ledger, "ns", name);
+}
+
+/* A gated pod of `user` asking 100m cpu and the devices of its own new claim "<name>-gpu"
+ * of n devices (a template's claim, as kube-controller-manager makes it). */
+static void gated_gpus(fx_t *f, const char *name, const char *user, const char *queue, int n, int64_t created)
+{
+    char cn[64];
+    snprintf(cn, sizeof cn, "%s-gpu", name);
+    claim_put(f, cn, n);
+    next_claim = cn;
+    gated(f, name, user, queue, 100, 0, created, 0);
+    next_claim = NULL;
+}
+
+/* Policy fair, a queue capping 16 cpu and 8 devices: a device stands for 16/8 = 2 cpu of
+ * the queue (docs/gating.md "Fair order"). a's pods ask 100m cpu and a claim of 4 devices:
+ * cost max(100, 4 * 16000 / 8) = 8000; b's ask 1 cpu: cost 1000. Both start at pass 0, a
+ * first (arrived first):
+ *   a 0 -> a-0 (a 8000); b 0, 1000, ..., 7000 -> b-0 .. b-7 (b 8000);
+ *   a 8000 = b 8000, a arrived first -> a-1 (a 16000; 8 of 8 devices now);
+ *   b 8000 -> b-8 (9000), b 9000 -> b-9 (10000, b has no more);
+ *   a 16000 -> a-2: 12 devices > 8, the queue is full: 12 released, a-2 waits.
+ * Costed by the containers' request alone (100 per a pod, the bug this guards against) a
+ * would go a-0, b-0, a-1 and then hold the full queue's turn with a-2: 3 releases. */
+static void test_fair_devices_cost_their_share(void **state)
+{
+    fx_t *f = *state;
+    char n[32];
+    for (int i = 0; i < 3; i++) {
+        snprintf(n, sizeof n, "a-%d", i);
+        gated_gpus(f, n, "a", "root.gpus", 4, 100 + i);
+    }
+    for (int i = 0; i < 10; i++) {
+        snprintf(n, sizeof n, "b-%d", i);
+        gated(f, n, "b", "root.gpus", 1000, 0, 100 + i, 0);
+    }
+    assert_int_equal(kq_gating_start(f->g), 0);
+    wait_n(f, 12);
+    assert_int_equal(settle(f), 12);
+    static const char *const want[] = {"a-0", "b-0", "b-1", "b-2", "b-3", "b-4",
+                                       "b-5", "b-6", "b-7", "a-1", "b-8", "b-9"};
+    order(f, want, 12);
+    assert_false(kq_ledger_is_reserved(f->app.ledger, "a-2"));
+}
+
+/* A claim shared by two of c's pods is charged once, to the first counted (ledger.h), so
+ * the second costs only its cpu: c-0 and c-1 share "shared" (4 devices), c-2 has its own 4.
+ *   c 0 -> c-0 (8000); d 0 .. 7000 -> d-0 .. d-7 (d 8000);
+ *   c 8000 = d 8000, c first -> c-1: the claim is c-0's, cost max(100, 0) = 100 (c 8100);
+ *   d 8000 -> d-8 (9000); c 8100 -> c-2 (4 + 4 devices fit; c 16100); d 9000 -> d-9.
+ * Charging c-1 the claim again would give ... c-1, d-8, d-9, c-2. */
+static void test_fair_shared_claim_costs_once(void **state)
+{
+    fx_t *f = *state;
+    char n[32];
+    claim_put(f, "shared", 4);
+    next_claim = "shared";
+    gated(f, "c-0", "c", "root.gpus", 100, 0, 100, 0);
+    gated(f, "c-1", "c", "root.gpus", 100, 0, 101, 0);
+    next_claim = NULL;
+    gated_gpus(f, "c-2", "c", "root.gpus", 4, 102);
+    for (int i = 0; i < 10; i++) {
+        snprintf(n, sizeof n, "d-%d", i);
+        gated(f, n, "d", "root.gpus", 1000, 0, 100 + i, 0);
+    }
+    assert_int_equal(kq_gating_start(f->g), 0);
+    wait_n(f, 13);
+    assert_int_equal(settle(f), 13);
+    static const char *const want[] = {"c-0", "d-0", "d-1", "d-2", "d-3", "d-4", "d-5",
+                                       "d-6", "d-7", "c-1", "d-8", "c-2", "d-9"};
+    order(f, want, 13);
+}
+
+/* The waiting view's order (the simulation of the next releases) costs a pod with claims
+ * by the devices it would be charged too (kq_ledger_charge). z's 16-cpu pod fills the
+ * queue first; then a (2 pods of 4 devices, 8000 each, as above) and b (3 pods of 1 cpu)
+ * wait, both at pass 0, a first: a-0 (a 8000), b-0, b-1, b-2 (b 3000), a-1. By the
+ * request alone it would read a-0, b-0, a-1, b-1, b-2. */
+static void test_waiting_view_counts_devices(void **state)
+{
+    fx_t *f = *state;
+    gated(f, "z-0", "z", "root.gpus", 16000, 0, 50, 0);
+    assert_int_equal(kq_gating_start(f->g), 0);
+    wait_n(f, 1);
+    gated_gpus(f, "a-0", "a", "root.gpus", 4, 100);
+    gated_gpus(f, "a-1", "a", "root.gpus", 4, 101);
+    gated(f, "b-0", "b", "root.gpus", 1000, 0, 100, 0);
+    gated(f, "b-1", "b", "root.gpus", 1000, 0, 101, 0);
+    gated(f, "b-2", "b", "root.gpus", 1000, 0, 102, 0);
+    assert_int_equal(settle(f), 1);
+    json_t *view = kq_gating_waiting_json(f->g, "root.gpus");
+    json_t *pods = json_object_get(json_array_get(view, 0), "pods");
+    assert_int_equal(json_array_size(pods), 5);
+    static const char *const want[] = {"a-0", "b-0", "b-1", "b-2", "a-1"};
+    for (size_t i = 0; i < 5; i++) {
+        json_t *p = json_array_get(pods, i);
+        assert_string_equal(json_string_value(json_object_get(p, "name")), want[i]);
+        assert_int_equal(json_integer_value(json_object_get(p, "position")), (json_int_t)i + 1);
+    }
+    json_decref(view);
+}
+
+/* Policy usage (half-life 0: plain dominant share) in a queue capping 16 cpu and no
+ * devices: a device nobody caps weighs as one cpu of the queue, 1/16 (docs/gating.md
+ * "Usage policy"). a's pods (100m, 4 devices) weigh 4/16 = 0.25 each, b's (1 cpu) 1/16:
+ *   a 0 -> a-0 (0.25); b 0 .. 0.1875 -> b-0 .. b-3 (b 0.25);
+ *   a 0.25 = b 0.25, a first -> a-1 (0.5); b 0.25 -> b-4 (0.3125).
+ * With the devices ignored (a's share 0.1/16 a pod) it would be a-0, a-1, b-0 .. b-4. */
+static void test_usage_share_counts_devices(void **state)
+{
+    fx_t *f = *state;
+    char n[32];
+    gated_gpus(f, "a-0", "a", "root.gpuuse", 4, 100);
+    gated_gpus(f, "a-1", "a", "root.gpuuse", 4, 101);
+    for (int i = 0; i < 5; i++) {
+        snprintf(n, sizeof n, "b-%d", i);
+        gated(f, n, "b", "root.gpuuse", 1000, 0, 100 + i, 0);
+    }
+    assert_int_equal(kq_gating_start(f->g), 0);
+    wait_n(f, 7);
+    assert_int_equal(settle(f), 7);
+    static const char *const want[] = {"a-0", "b-0", "b-1", "b-2", "b-3", "a-1", "b-4"};
+    order(f, want, 7);
+}
+
 int main(void)
 {
     (void)kq_log_set_level("error");
@@ -610,6 +776,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_group_limit_parks_members, setup_no_timer, teardown),
         cmocka_unit_test_setup_teardown(test_dynamic_queue_inherits, setup_no_timer, teardown),
         cmocka_unit_test_setup_teardown(test_dynamic_queue_history_survives_reload, setup_no_timer, teardown),
+        cmocka_unit_test_setup_teardown(test_fair_devices_cost_their_share, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fair_shared_claim_costs_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_waiting_view_counts_devices, setup_no_timer, teardown),
+        cmocka_unit_test_setup_teardown(test_usage_share_counts_devices, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -18,6 +18,7 @@
 #include "kubequota/engine/config.h"
 #include "kubequota/control/claims.h"
 #include "kubequota/control/ledger.h"
+#include "kubequota/control/metering.h"
 #include "kubequota/kube/claim.h"
 #include "kubequota/base/log.h"
 #include "kubequota/kube/pod.h"
@@ -2253,9 +2254,424 @@ static void test_dra_relist(void **state)
     dfx_free(f);
 }
 
+
+/* The gate's fair order costs a release by what the pod is charged (gating.c): the
+ * reservation hands back the set it counted, and kq_ledger_charge says what a pod not
+ * counted would be charged now. A pod sharing a claim another counted pod holds is charged
+ * its containers only; a claim not known yet is charged nothing (the reservation waits). */
+static void test_dra_charge_for_the_gate(void **state)
+{
+    (void)state;
+    dfx_t *f = dfx_new();
+    char reason[256];
+    kq_denial_t kind;
+    claim_put(f, "c2", 2, -1);
+    kq_pod_t a = dpod("a", "alice", 100, "c2", NULL), b = dpod("b", "bob", 200, "c2", NULL);
+    kq_pod_t w = dpod("w", "bob", 300, "later", NULL);
+    kq_ledger_observe(f->l, &a);
+    kq_ledger_observe(f->l, &b);
+    kq_resource_t ch = KQ_RESOURCE_EMPTY;
+    assert_int_equal(kq_ledger_charge(f->l, &b, &ch), 0); /* nobody counted: b would carry it */
+    assert_int_equal(kq_resource_get(&ch, DGPU, NULL), 2);
+    assert_int_equal(kq_resource_get(&ch, "cpu", NULL), 100);
+    assert_int_equal(kq_ledger_charge(f->l, &w, &ch), 0); /* its claim is not known: nothing */
+    assert_int_equal(kq_resource_get(&ch, DGPU, NULL), 0);
+    assert_int_equal(kq_ledger_reserve_charged(f->l, &w, &ch, reason, sizeof(reason), &kind), KQ_EDENIED);
+    kq_resource_clear(&ch);
+    assert_int_equal(kq_ledger_reserve_charged(f->l, &a, &ch, reason, sizeof(reason), &kind), 0);
+    assert_int_equal(kq_resource_get(&ch, DGPU, NULL), 2);
+    assert_int_equal(kq_resource_get(&ch, "cpu", NULL), 100);
+    assert_int_equal(kq_ledger_charge(f->l, &a, &ch), 0); /* counted: what it is counted with */
+    assert_int_equal(kq_resource_get(&ch, DGPU, NULL), 2);
+    assert_int_equal(kq_ledger_charge(f->l, &b, &ch), 0); /* a holds the claim now */
+    assert_int_equal(kq_resource_get(&ch, DGPU, NULL), 0);
+    kq_resource_clear(&ch);
+    assert_int_equal(kq_ledger_reserve_charged(f->l, &b, &ch, reason, sizeof(reason), &kind), 0);
+    assert_int_equal(kq_resource_get(&ch, DGPU, NULL), 0);
+    assert_int_equal(kq_resource_get(&ch, "cpu", NULL), 100);
+    assert_int_equal(queue_gpus(f, "allocatedResource"), 2);
+    kq_resource_free(&ch);
+    kq_pod_clear(&a);
+    kq_pod_clear(&b);
+    kq_pod_clear(&w);
+    dfx_free(f);
+}
+
 /* The pod that had a shared claim first keeps it: status.reservedFor (kube-scheduler's
  * order of binding) comes before creationTimestamp, so a pod created earlier that joins the
  * claim later neither takes it over nor is checked for it. */
+/* ---- metering sees the charge (issue 39) ----
+ * What src/control/sync.c does: after each pod event the bound pod is metered with its
+ * charge (kq_ledger_with_charge), and after each ledger call the pods recharged are handed
+ * to metering as resizes (the charge hook, kq_ledger_flush_charges). Metering prices the
+ * devices under DGPU as GPUs (gpu-resources), at price 1 per device-second, multipliers 1
+ * (no node allocatable: utilisation 0); cpu at 1 per cpu-second, so a pod's 100m is 0.1
+ * credit a second and the devices dominate whenever it has one. Every expected number is
+ * worked out by hand in the comments. */
+
+static double mclock_s;
+
+static double mclock(void *ud)
+{
+    (void)ud;
+    return mclock_s;
+}
+
+static void meter_hook(void *ud, const char *uid, const kq_resource_t *charge)
+{
+    int rc = kq_metering_pod_resized(ud, uid, charge, 0);
+    assert_true(rc == 0 || rc == KQ_ENOENT);
+}
+
+typedef struct mbind {
+    kq_metering_t *m;
+    const kq_pod_t *pod;
+    double at;
+} mbind_t;
+
+static void mbind_use(void *ud, const kq_resource_t *charge)
+{
+    mbind_t *b = ud;
+    kq_pod_t c = *b->pod;
+    c.request = *charge; /* borrowed */
+    assert_int_equal(kq_metering_pod_bound(b->m, &c, NULL, b->at), 0);
+}
+
+static void flush_hook(void *ud)
+{
+    (void)kq_ledger_flush_charges(ud);
+}
+
+static kq_metering_t *dra_meter(dfx_t *f, const char *state_dir)
+{
+    kq_metering_opts_t o;
+    kq_metering_opts_default(&o);
+    o.clock = mclock;
+    o.state_dir = state_dir;
+    o.before_compute = flush_hook; /* as serve wires it */
+    o.before_compute_ud = f->l;
+    char err[256] = "";
+    assert_int_equal(kq_metering_opts_set(&o, "gpu-resources=nvidia.com/gpu," DGPU, err, sizeof(err)), 0);
+    kq_metering_t *m = kq_metering_new(&o, err, sizeof(err));
+    if (m == NULL)
+        fail_msg("kq_metering_new: %s", err);
+    kq_ledger_set_charge_hook(f->l, meter_hook, m);
+    return m;
+}
+
+/* A pod event as the informer applies it: ledger, metering by the charge, flush. */
+static void mobserve(dfx_t *f, kq_metering_t *m, const char *uid, const char *user, int64_t created,
+                     const char *claim, double bound_at)
+{
+    kq_pod_t p = dpod(uid, user, created, claim, "n1");
+    kq_ledger_observe(f->l, &p);
+    mbind_t b = {.m = m, .pod = &p, .at = bound_at};
+    assert_int_equal(kq_ledger_with_charge(f->l, &p, mbind_use, &b), 0);
+    (void)kq_ledger_flush_charges(f->l);
+    kq_pod_clear(&p);
+}
+
+static void mremove(dfx_t *f, kq_metering_t *m, const char *uid)
+{
+    kq_ledger_remove(f->l, uid);
+    assert_int_equal(kq_metering_pod_ended(m, uid, 0), 0);
+    (void)kq_ledger_flush_charges(f->l);
+}
+
+static void mclaim(dfx_t *f, const char *name, int n, int alloc)
+{
+    claim_put(f, name, n, alloc);
+    (void)kq_ledger_flush_charges(f->l);
+}
+
+static void assert_charged(kq_metering_t *m, const char *kind, const char *name, double want)
+{
+    double got = kq_metering_charged(m, kind, name);
+    if (got < want - 1e-6 || got > want + 1e-6)
+        fail_msg("%s %s charged %.6f, want %.6f", kind, name, got, want);
+}
+
+/* One pod, one claim of 2 devices (ExactCount) through its life:
+ *   [T, T+10]    not allocated: what it may take, 2     -> 10 s x 2 = 20
+ *   [T+10, T+30] allocated 1 device                     -> 20 s x 1 = 20
+ *   [T+30, T+40] deallocated: 2 again                   -> 10 s x 2 = 20
+ *   [T+40, T+50] claim deleted: cpu only, 0.1 a second  -> 10 s x 0.1 = 1
+ * alice: 61. Each step is priced from the moment the claim changed, as a resize. */
+static void test_dra_metered_claim_changes(void **state)
+{
+    (void)state;
+    const double T = 1700000000.0;
+    dfx_t *f = dfx_new();
+    mclock_s = T;
+    kq_metering_t *m = dra_meter(f, NULL);
+    mclaim(f, "c", 2, -1);
+    mobserve(f, m, "p1", "alice", 100, "c", T);
+    mclock_s = T + 10;
+    mclaim(f, "c", 2, 1);
+    assert_charged(m, "user", "alice", 20); /* the interval before, at the old charge */
+    mclock_s = T + 30;
+    mclaim(f, "c", 2, -1);
+    assert_charged(m, "user", "alice", 40);
+    mclock_s = T + 40;
+    claim_del(f, "c");
+    (void)kq_ledger_flush_charges(f->l);
+    assert_charged(m, "user", "alice", 60);
+    mclock_s = T + 45;
+    mobserve(f, m, "p1", "alice", 100, "c", T); /* a pod event changes nothing */
+    mclock_s = T + 50;
+    mremove(f, m, "p1");
+    assert_charged(m, "user", "alice", 61);
+    assert_charged(m, "queue", "root.gpu", 61);
+    kq_ledger_set_charge_hook(f->l, NULL, NULL);
+    kq_metering_free(m);
+    dfx_free(f);
+}
+
+/* A claim of 2 allocated devices shared by bob's pod (created later, seen first) and
+ * alice's: charged once, to the pod the ledger charges it to.
+ *   bob   [T, T+10]     the only counted pod: 2 devices    -> 20
+ *   alice [T+10, T+30]  earlier-created, takes the claim   -> 20 s x 2 = 40
+ *   bob   [T+10, T+30]  cpu only                           -> 20 s x 0.1 = 2
+ *   bob   [T+30, T+40]  alice ended: the claim moves back  -> 10 s x 2 = 20
+ * alice 40, bob 42, the queue 82: 40 device-seconds x 2 devices, once, plus bob's 2. */
+static void test_dra_metered_shared_claim(void **state)
+{
+    (void)state;
+    const double T = 1700000000.0;
+    dfx_t *f = dfx_new();
+    mclock_s = T;
+    kq_metering_t *m = dra_meter(f, NULL);
+    mclaim(f, "s", 2, 2);
+    mobserve(f, m, "p-bob", "bob", 200, "s", T);
+    mclock_s = T + 10;
+    mobserve(f, m, "p-alice", "alice", 100, "s", T + 10);
+    assert_charged(m, "user", "bob", 20);
+    mclock_s = T + 30;
+    mremove(f, m, "p-alice");
+    assert_charged(m, "user", "alice", 40);
+    assert_charged(m, "user", "bob", 22);
+    mclock_s = T + 40;
+    mremove(f, m, "p-bob");
+    assert_charged(m, "user", "alice", 40);
+    assert_charged(m, "user", "bob", 42);
+    assert_charged(m, "queue", "root", 82);
+    kq_ledger_set_charge_hook(f->l, NULL, NULL);
+    kq_metering_free(m);
+    dfx_free(f);
+}
+
+/* Restart: the checkpoint keeps the charge with its devices, and the relist (claims first,
+ * then pods, as the informers do) gives the same charge back, so a restart charges what an
+ * uninterrupted run would: 3 devices for 30 s = 90, however the run is cut.
+ *   [T, T+10] checkpointed at T+10: 30; the process dies at T+15 (those 5 s are lost from
+ *   memory and charged again from the checkpoint's time); a new ledger and metering relist
+ *   at T+20 and compute at T+30: 30 + 20 s x 3 = 90. */
+static void test_dra_metered_restart(void **state)
+{
+    (void)state;
+    const double T = 1700000000.0;
+    char tmpl[] = "/tmp/kq-ledger-meter-XXXXXX";
+    char *dir = mkdtemp(tmpl);
+    assert_non_null(dir);
+    dfx_t *f = dfx_new();
+    mclock_s = T;
+    kq_metering_t *m = dra_meter(f, dir);
+    mclaim(f, "c", 3, 3);
+    mobserve(f, m, "p1", "alice", 100, "c", T);
+    mclock_s = T + 10;
+    assert_int_equal(kq_metering_compute_now(m), 0);
+    assert_charged(m, "user", "alice", 30);
+    mclock_s = T + 15;
+    kq_ledger_set_charge_hook(f->l, NULL, NULL);
+    kq_metering_free(m); /* no thread: no final pass, a crash */
+    dfx_free(f);
+
+    /* the checkpoint holds the pod's charge, devices included */
+    char path[512];
+    snprintf(path, sizeof(path), "%s/%s", dir, KQ_METERING_CHECKPOINT);
+    json_error_t je;
+    json_t *ck = json_load_file(path, 0, &je);
+    assert_non_null(ck);
+    json_t *req = json_object_get(json_array_get(json_object_get(ck, "pods"), 0), "request");
+    assert_int_equal(json_integer_value(json_object_get(req, DGPU)), 3);
+    json_decref(ck);
+
+    f = dfx_new();
+    mclock_s = T + 20;
+    m = dra_meter(f, dir);
+    mclaim(f, "c", 3, 3);
+    kq_metering_resync_begin(m);
+    mobserve(f, m, "p1", "alice", 100, "c", T);
+    kq_metering_resync_end(m);
+    mclock_s = T + 30;
+    assert_int_equal(kq_metering_compute_now(m), 0);
+    assert_charged(m, "user", "alice", 90);
+    kq_ledger_set_charge_hook(f->l, NULL, NULL);
+    kq_metering_free(m);
+    dfx_free(f);
+    char rm[600];
+    snprintf(rm, sizeof(rm), "rm -rf '%s'", dir);
+    assert_int_equal(system(rm), 0);
+}
+
+/* The feed lock: the claim informer (allocations flipping between 1 and 2 devices, each
+ * followed by a flush), the pod informer (the pod's events, metered by its charge) and the
+ * compute thread run at once; when they stop, metering holds the charge the ledger holds
+ * (the last allocation), never an older one handed over late. The checkpoint shows it. */
+typedef struct mrace {
+    dfx_t *f;
+    kq_metering_t *m;
+    int rounds;
+} mrace_t;
+
+static void *mrace_claims(void *arg)
+{
+    mrace_t *r = arg;
+    for (int i = 0; i < r->rounds; i++)
+        mclaim(r->f, "c", 2, 1 + (i & 1)); /* ends on 2: rounds is even */
+    return NULL;
+}
+
+static void *mrace_pod(void *arg)
+{
+    mrace_t *r = arg;
+    for (int i = 0; i < r->rounds; i++)
+        mobserve(r->f, r->m, "p1", "alice", 100, "c", 0);
+    return NULL;
+}
+
+static void *mrace_compute(void *arg)
+{
+    mrace_t *r = arg;
+    for (int i = 0; i < r->rounds / 10; i++)
+        (void)kq_metering_compute_now(r->m);
+    return NULL;
+}
+
+static void test_dra_metered_concurrent(void **state)
+{
+    (void)state;
+    char tmpl[] = "/tmp/kq-ledger-meter-XXXXXX";
+    char *dir = mkdtemp(tmpl);
+    assert_non_null(dir);
+    dfx_t *f = dfx_new();
+    mclock_s = 1700000000.0;
+    kq_metering_t *m = dra_meter(f, dir);
+    mclaim(f, "c", 2, 1);
+    mobserve(f, m, "p1", "alice", 100, "c", 0);
+    mrace_t r = {.f = f, .m = m, .rounds = 400};
+    pthread_t a, b, c;
+    assert_int_equal(pthread_create(&a, NULL, mrace_claims, &r), 0);
+    assert_int_equal(pthread_create(&b, NULL, mrace_pod, &r), 0);
+    assert_int_equal(pthread_create(&c, NULL, mrace_compute, &r), 0);
+    pthread_join(a, NULL);
+    pthread_join(b, NULL);
+    pthread_join(c, NULL);
+    assert_int_equal(gpus(f, "alice"), 2);
+    assert_int_equal(kq_metering_compute_now(m), 0);
+    char path[512];
+    snprintf(path, sizeof(path), "%s/%s", dir, KQ_METERING_CHECKPOINT);
+    json_error_t je;
+    json_t *ck = json_load_file(path, 0, &je);
+    assert_non_null(ck);
+    json_t *req = json_object_get(json_array_get(json_object_get(ck, "pods"), 0), "request");
+    assert_int_equal(json_integer_value(json_object_get(req, DGPU)), 2);
+    json_decref(ck);
+    kq_ledger_set_charge_hook(f->l, NULL, NULL);
+    kq_metering_free(m);
+    dfx_free(f);
+    char rm[600];
+    snprintf(rm, sizeof(rm), "rm -rf '%s'", dir);
+    assert_int_equal(system(rm), 0);
+}
+
+/* The same, step by step: while the pod informer hands metering the charge it read (1
+ * device), the claim informer allocates a second device and flushes. The flush must wait
+ * for the first hand-over (the feed lock), so metering ends with 2 devices, not with the
+ * older charge handed over last: 10 s after, the pod has cost 10 x 2 = 20, not 10. The
+ * pause only gives the other thread its chance; nothing depends on how long it takes. */
+typedef struct forder {
+    dfx_t *f;
+    kq_metering_t *m;
+    const kq_pod_t *pod;
+    pthread_t t;
+} forder_t;
+
+static void *forder_claim(void *arg)
+{
+    forder_t *o = arg;
+    mclaim(o->f, "c", 2, 2);
+    return NULL;
+}
+
+static void forder_use(void *ud, const kq_resource_t *charge)
+{
+    forder_t *o = ud;
+    assert_int_equal(kq_resource_get(charge, DGPU, NULL), 1);
+    assert_int_equal(pthread_create(&o->t, NULL, forder_claim, o), 0);
+    nanosleep(&(struct timespec){.tv_nsec = 100 * 1000000L}, NULL);
+    kq_pod_t c = *o->pod;
+    c.request = *charge;
+    assert_int_equal(kq_metering_pod_bound(o->m, &c, NULL, 0), 0);
+}
+
+static void test_dra_metered_feed_order(void **state)
+{
+    (void)state;
+    const double T = 1700000000.0;
+    dfx_t *f = dfx_new();
+    mclock_s = T;
+    kq_metering_t *m = dra_meter(f, NULL);
+    mclaim(f, "c", 2, 1);
+    mobserve(f, m, "p1", "alice", 100, "c", T);
+    kq_pod_t p = dpod("p1", "alice", 100, "c", "n1");
+    kq_ledger_observe(f->l, &p); /* the pod's next event, metered as sync.c does */
+    forder_t o = {.f = f, .m = m, .pod = &p};
+    assert_int_equal(kq_ledger_with_charge(f->l, &p, forder_use, &o), 0);
+    pthread_join(o.t, NULL);
+    kq_pod_clear(&p);
+    mclock_s = T + 10;
+    mremove(f, m, "p1");
+    assert_charged(m, "user", "alice", 20);
+    kq_ledger_set_charge_hook(f->l, NULL, NULL);
+    kq_metering_free(m);
+    dfx_free(f);
+}
+
+/* A bind moves a shared claim (1 allocated device) from bob's running pod to alice's
+ * earlier-created one; no pod or claim event follows, so metering learns it at its next
+ * compute, which flushes first (before_compute):
+ *   bob [T, T+20]     1 device (the bind at T+10 is seen at the compute at T+20) -> 20
+ *   bob [T+20, T+30]  cpu only                                                   -> 1
+ * bob 21. Late by at most an interval, never lost. */
+static void test_dra_metered_bind_path(void **state)
+{
+    (void)state;
+    const double T = 1700000000.0;
+    dfx_t *f = dfx_new();
+    mclock_s = T;
+    kq_metering_t *m = dra_meter(f, NULL);
+    mclaim(f, "s", 1, 1);
+    mobserve(f, m, "p-bob", "bob", 200, "s", T);
+    mclock_s = T + 10;
+    kq_pod_t a = dpod("p-alice", "alice", 100, "s", NULL);
+    char reason[256];
+    kq_denial_t kind;
+    assert_int_equal(kq_ledger_assume(f->l, &a, reason, sizeof(reason), &kind), 0);
+    kq_pod_clear(&a);
+    assert_int_equal(gpus(f, "bob"), 0);
+    assert_charged(m, "user", "bob", 0);
+    mclock_s = T + 20;
+    assert_int_equal(kq_metering_compute_now(m), 0);
+    assert_charged(m, "user", "bob", 20);
+    mclock_s = T + 30;
+    mremove(f, m, "p-bob");
+    assert_charged(m, "user", "bob", 21);
+    kq_ledger_set_charge_hook(f->l, NULL, NULL);
+    kq_metering_free(m);
+    dfx_free(f);
+}
+
 static void test_dra_reserved_for_order(void **state)
 {
     (void)state;
@@ -2346,6 +2762,13 @@ int main(void)
         cmocka_unit_test(test_dra_event_order),
         cmocka_unit_test(test_dra_relist),
         cmocka_unit_test(test_dra_reserved_for_order),
+        cmocka_unit_test(test_dra_charge_for_the_gate),
+        cmocka_unit_test(test_dra_metered_claim_changes),
+        cmocka_unit_test(test_dra_metered_shared_claim),
+        cmocka_unit_test(test_dra_metered_restart),
+        cmocka_unit_test(test_dra_metered_concurrent),
+        cmocka_unit_test(test_dra_metered_feed_order),
+        cmocka_unit_test(test_dra_metered_bind_path),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

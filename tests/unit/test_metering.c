@@ -1031,6 +1031,100 @@ static void test_options(void **state)
     kq_metering_free(NULL);
 }
 
+/* DRA device classes as GPUs (issue 39). gpu-resources takes a class's device count by its
+ * ResourceQuota name, or every class's with the one wildcard; counters of a class (here
+ * memory) are never GPUs. Multipliers: GPU tipping point 0.2, increment 2; allocatable 4
+ * nvidia.com/gpu.
+ *   A: 1 nvidia.com/gpu, 10 s                       -> GPU utilisation 1/4 = 0.25;
+ *      GPU multiplier 1 + 0.05 x 2 = 1.1            -> 10 x 1 x 1.1 = 11
+ *   B: 2 a100 devices (+ 80Gi of a100 memory), 10 s -> 10 x 2 x 1.1 = 22 (the memory
+ *      counter is not memory nor a GPU; cpu 0)
+ * B's devices are priced as GPUs but not in the GPU utilisation (node allocatable has no
+ * class names): with B alone the multiplier stays 1. */
+#define A100 "a100.deviceclass.resource.k8s.io/devices"
+#define A100MEM "a100.deviceclass.resource.k8s.io/memory"
+
+static void test_device_class_gpus(void **state)
+{
+    (void)state;
+    char err[512] = "";
+    for (int wildcard = 0; wildcard < 2; wildcard++) {
+        kq_metering_opts_t o;
+        opts_init(&o);
+        assert_int_equal(kq_metering_opts_set(&o, wildcard ? "gpu-resources=nvidia.com/gpu," KQ_METERING_ALL_CLASSES
+                                                           : "gpu-resources=nvidia.com/gpu," A100,
+                                              err, sizeof(err)),
+                         0);
+        assert_int_equal(o.n_gpu_resources, wildcard ? 1 : 2);
+        assert_true(o.gpu_all_classes == (wildcard == 1));
+        set_clock(T0);
+        kq_metering_t *m = meter(&o);
+        kq_resource_t cap = res(1000000, 1000 * GI, 4);
+        kq_metering_set_nodes_allocatable(m, &cap);
+        kq_resource_t b = res(0, 0, 0);
+        assert_int_equal(kq_resource_set(&b, A100, 2), 0);
+        assert_int_equal(kq_resource_set(&b, A100MEM, 80 * GI), 0);
+        bind(m, "B", "bob", NULL, "root", b, T0);
+        assert_int_equal(kq_metering_compute_now(m), 0);
+        double g, gpu;
+        kq_metering_multipliers(m, &g, &gpu);
+        assert_true(fabs(g - 1) < EPS && fabs(gpu - 1) < EPS);
+        bind(m, "A", "alice", NULL, "root", res(0, 0, 1), T0);
+        assert_int_equal(kq_metering_compute_now(m), 0);
+        kq_metering_multipliers(m, &g, &gpu);
+        assert_true(fabs(gpu - 1.1) < EPS);
+        set_clock(T0 + 10);
+        assert_int_equal(kq_metering_pod_ended(m, "A", 0), 0);
+        assert_int_equal(kq_metering_pod_ended(m, "B", 0), 0);
+        assert_credits(m, "user", "alice", 11);
+        assert_credits(m, "user", "bob", 22);
+        json_t *pj = kq_metering_prices_json(m);
+        const json_t *names = json_object_get(pj, "gpuResources");
+        assert_int_equal(json_array_size(names), 2);
+        assert_string_equal(json_string_value(json_array_get(names, 1)), wildcard ? KQ_METERING_ALL_CLASSES : A100);
+        json_decref(pj);
+        kq_metering_free(m);
+    }
+
+    /* the parser: class names are resource names; the wildcard is the one form with '*' */
+    kq_metering_opts_t o;
+    kq_metering_opts_default(&o);
+    assert_int_equal(kq_metering_opts_set(&o, "gpu-resources=" KQ_METERING_ALL_CLASSES ",nvidia.com/gpu", err,
+                                          sizeof(err)),
+                     0);
+    assert_true(o.gpu_all_classes);
+    assert_int_equal(o.n_gpu_resources, 1);
+    assert_int_equal(kq_metering_opts_set(&o, "gpu-resources=nvidia.com/gpu", err, sizeof(err)), 0);
+    assert_false(o.gpu_all_classes); /* a new list replaces the old, wildcard included */
+    const char *bad[] = {"gpu-resources=*.example.com/gpu", "gpu-resources=*", "gpu-resources=" KQ_METERING_ALL_CLASSES ","};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        kq_metering_opts_t before = o;
+        err[0] = '\0';
+        assert_int_equal(kq_metering_opts_set(&o, bad[i], err, sizeof(err)), KQ_EINVAL);
+        assert_true(err[0] != '\0');
+        assert_memory_equal(&o, &before, sizeof(o));
+    }
+    assert_non_null(strstr(kq_metering_opts_help, KQ_METERING_ALL_CLASSES));
+}
+
+/* A resize to the request the pod has already is not a resize: the interval is not cut (a
+ * charge rounded once, not twice), and nothing is charged early. */
+static void test_resize_unchanged(void **state)
+{
+    (void)state;
+    kq_metering_opts_t o;
+    opts_init(&o);
+    set_clock(T0);
+    kq_metering_t *m = meter(&o);
+    bind(m, "p", "a", NULL, "root", res(1000, 0, 0), T0);
+    kq_resource_t same = res(1000, 0, 0);
+    assert_int_equal(kq_metering_pod_resized(m, "p", &same, T0 + 5), 0);
+    assert_credits(m, "user", "a", 0);
+    assert_int_equal(kq_metering_pod_ended(m, "p", T0 + 20), 0);
+    assert_credits(m, "user", "a", 20);
+    kq_metering_free(m);
+}
+
 static void test_metrics_text(void **state)
 {
     (void)state;
@@ -1175,6 +1269,8 @@ int main(void)
         cmocka_unit_test(test_leader),
         cmocka_unit_test(test_scheduled_time),
         cmocka_unit_test(test_options),
+        cmocka_unit_test(test_device_class_gpus),
+        cmocka_unit_test(test_resize_unchanged),
         cmocka_unit_test(test_metrics_text),
         cmocka_unit_test(test_concurrent_feeding),
     };

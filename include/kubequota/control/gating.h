@@ -17,7 +17,12 @@
  *  - Order inside a queue: users are served by weighted fair queueing (stride
  *    scheduling): each user with waiting pods has a pass; the user with the smallest pass
  *    is offered the next release and its pass grows by cost / weight, cost being the
- *    pod's cpu in millicores (memory in MiB when it asks no cpu; 1 when neither). A user
+ *    pod's cpu in millicores (memory in MiB when it asks no cpu; 1 when neither) or, when
+ *    larger, what the DRA devices it is charged stand for in the queue's cpu (a device
+ *    class capped on the queue's path as cpu is: its share of the queue times the cpu
+ *    cap; uncapped: 1000 per device). The cost is read from what the ledger charged the
+ *    pod when it reserved it (kq_ledger_reserve_charged: request plus its claims'
+ *    devices, a shared claim another counted pod holds adding nothing). A user
  *    who starts waiting joins at the queue's current pass, so idle time earns no credit.
  *    Equal weights give round-robin. Weights come from the queue's properties
  *    kubequota.io/gating.weight.user.<name> and kubequota.io/gating.weight.group.<name>
@@ -33,7 +38,8 @@
  *    Policy "usage" (queue property kubequota.io/gating.policy, inherited by a subtree):
  *    a user's pass is instead its dominant share of max(decayed average, current) usage
  *    in the queue (engine/fairshare.h; half-life kubequota.io/gating.halflife, default
- *    1h), divided by its weight; users whose usage changed are re-ranked at each pass,
+ *    1h; DRA devices nobody caps weigh 1000 millicores each against the cpu cap), divided
+ *    by its weight; users whose usage changed are re-ranked at each pass,
  *    all of them at each timed pass. The history survives restarts in a ConfigMap.
  *  - Timeout: a reservation not bound within reserve_timeout is released
  *    (kq_ledger_expire_reserved); gates cannot be added back, so such a pod is then
@@ -42,7 +48,8 @@
  *    it sees (kq_ledger_set_gating), checked, so the reserved set is rebuilt from the API.
  *
  * DESIGN: one mutex (gating.mu) guards the waiting pods, the per-queue user heaps and the
- * counters. Lock order: gating.mu -> ledger -> ugm -> quota tree, and gating.mu ->
+ * counters. Lock order: gating.mu -> ledger -> ugm -> quota tree, gating.mu -> ledger ->
+ * claims (a pod's device charge, at a release and in the waiting view), and gating.mu ->
  * metering; no module calls into gating while holding its own lock. No API I/O under
  * gating.mu: a pass chooses and reserves under it, then patches (up to ungate_parallel at
  * once, from short-lived threads that take gating.mu or the ledger's lock, one at a time,

@@ -43,7 +43,10 @@
  * bind POSTs happen in the caller, between assume and forget. The resolver is called with
  * no ledger lock held, except by re-resolution (kq_ledger_reresolve, and a pod resolved
  * while one ran), which calls it under the ledger lock: the resolver may take only locks
- * that come after the ledger's (the resolver's lock, the quota tree's).
+ * that come after the ledger's (the resolver's lock, the quota tree's). A second, private
+ * feed lock orders the charges handed to metering; it is taken before the ledger lock and
+ * held while metering is called, never under the ledger lock (see "metering: a pod's
+ * charge"): feed -> ledger, feed -> metering.
  */
 #ifndef KUBEQUOTA_LEDGER_H
 #define KUBEQUOTA_LEDGER_H
@@ -311,6 +314,22 @@ void kq_ledger_set_gate_only(kq_ledger_t *l, bool on);
 int kq_ledger_reserve(kq_ledger_t *l, const kq_pod_t *pod, char *reason, size_t reason_len,
                       kq_denial_t *kind) KQ_WUR;
 
+/* kq_ledger_reserve that also says what the pod is charged: on 0, *charged (an initialised
+ * set) becomes the set it is counted with (its containers' request and, with the claim
+ * table wired, the devices of the claims it carries: a shared claim another counted pod
+ * holds adds nothing; at least the request of an admitted resize), read under the same
+ * lock as the check, so no second lookup. Untouched on a denial (and, logged, when out of
+ * memory). For the gate's fair order (gating.h). */
+int kq_ledger_reserve_charged(kq_ledger_t *l, const kq_pod_t *pod, kq_resource_t *charged, char *reason,
+                              size_t reason_len, kq_denial_t *kind) KQ_WUR;
+
+/* What the pod is, or would be, charged now (changes nothing): *out (initialised) becomes
+ * its containers' request plus the devices of the claims it would carry if it were counted
+ * now (a claim not known yet: nothing); a counted pod's is what it is counted with. A pod
+ * without claims (or no claim table) takes no lock. 0, KQ_EINVAL or KQ_ENOMEM (*out
+ * unchanged). O(its claims). For the gate's view of its order (gating.h). */
+int kq_ledger_charge(kq_ledger_t *l, const kq_pod_t *pod, kq_resource_t *out) KQ_WUR;
+
 /* Releases a reservation (its gate could not be removed). KQ_ENOENT when not reserved. */
 int kq_ledger_unreserve(kq_ledger_t *l, const char *uid);
 
@@ -504,6 +523,44 @@ void kq_ledger_set_claims(kq_ledger_t *l, kq_claims_t *claims);
  * recharges the pods that use it and calls the release hook (a pod waiting for it may fit
  * now). Returns how many pods use it. Takes the ledger lock, then the claim table's. */
 size_t kq_ledger_claim_changed(kq_ledger_t *l, const char *ns, const char *name);
+
+/* ---- metering: a pod's charge (issue 39) ----
+ *
+ * Metering (metering.h) prices a bound pod by what the ledger charges it: its containers'
+ * request plus the devices (and counters) of the claims it is charged, a shared claim only
+ * in the charge of the pod that carries it. That charge moves after bind without an event
+ * of the pod itself (a claim allocated, deallocated, created or deleted; a shared claim
+ * moving to or from it when another pod is counted or released). With a charge hook set,
+ * the ledger notes every counted pod whose charge so moved (O(1), under its lock) and
+ * kq_ledger_flush_charges hands each one's charge *now* to the hook. Nothing calls the hook
+ * under the ledger lock: the metering lock is never waited for by filter or bind.
+ *
+ * The feed lock. The hook and kq_ledger_with_charge's callback run under a private feed
+ * lock (taken before the ledger lock, never under it; lock order: feed -> ledger, and
+ * feed -> whatever the hook takes, the metering lock), so that two threads (the pod
+ * informer, the claim informer, the slice informer) never hand metering an older charge
+ * after a newer one: each reads the charge and applies it in one step. */
+
+/* Called with a counted pod's uid and its charge now (both borrowed for the call). */
+typedef void (*kq_ledger_charge_fn)(void *ud, const char *uid, const kq_resource_t *charge);
+
+/* Sets (or, fn NULL, clears: pods noted are forgotten, and a flush in flight finishes
+ * first) the hook. Without one nothing is noted. fn's state must outlive its use here. */
+void kq_ledger_set_charge_hook(kq_ledger_t *l, kq_ledger_charge_fn fn, void *ud);
+
+/* Hands the pods noted since the last flush that are still counted to the hook, each with
+ * its charge now; returns how many. One atomic load when none is noted (call it after
+ * every ledger call that may recharge: claim events, pod events, relists). The pods that a
+ * bind or the gate recharged wait for the next flush (the bound pod's own watch event, or
+ * metering's next compute, which flushes first: serve's before_compute). */
+size_t kq_ledger_flush_charges(kq_ledger_t *l);
+
+/* Calls use(ud, charge) once with the pod's charge now: the ledger's when it knows the pod
+ * (containers and claims), else pod->request; a pod without claims is its own request (no
+ * lock taken). Runs under the feed lock (above), with no ledger lock held. 0, or KQ_ENOMEM
+ * (use not called). */
+int kq_ledger_with_charge(kq_ledger_t *l, const kq_pod_t *pod, void (*use)(void *ud, const kq_resource_t *charge),
+                          void *ud) KQ_WUR;
 
 /* Calls fn(ud) each time a counted pod's usage is released (deleted, terminal, missing
  * from a relist, a failed bind, an ended reservation) and after a re-resolution moved pods

@@ -9,7 +9,9 @@
  *   general utilisation = max(cpu, memory)      (pending counts as used, as in Hops; so it
  *                                                 can exceed 1: demand, not occupancy)
  *   GPU utilisation     = GPUs of bound live pods / allocatable GPUs (GPU resource names
- *                         are configurable, default nvidia.com/gpu; pending not counted)
+ *                         are configurable, default nvidia.com/gpu; pending not counted;
+ *                         DRA device-class names are priced as GPUs but left out here:
+ *                         node allocatable never holds them)
  *   general multiplier  = 1 + max(0, general utilisation - tipping point) x increment
  *   GPU multiplier      = max(1 + max(0, GPU utilisation - GPU tipping point) x GPU
  *                         increment, general multiplier)
@@ -20,7 +22,12 @@
  * kubequota metered is never billed) until it ends. An interval [a, b] costs, per resource,
  *   seconds x (request / unit) x multiplier x base price
  * (cpu and memory at the general multiplier, GPUs at the GPU multiplier) and the pod pays
- * its dominant resource: the largest of the three. Intervals are charged at every compute,
+ * its dominant resource: the largest of the three. A pod's request here is what the pod
+ * ledger charges it (ledger.h "metering: a pod's charge"): its containers' request plus the
+ * devices of the DRA ResourceClaims it is charged, under their class names, so a GPU taken
+ * through a claim is priced as a GPU when its class name is in gpu-resources. When that
+ * charge moves after bind (a claim allocated, deallocated; a shared claim moving to or
+ * from the pod) the informers call kq_metering_pod_resized: a resize. Intervals are charged at every compute,
  * at a resize (the past at the old size) and at the end, always at the multiplier in force
  * at that moment (the last computed one; never frozen for a period). A pod that lived less
  * than the minimum runtime is charged up to bound time + minimum runtime at its end. An
@@ -66,7 +73,10 @@
  * the state (taken after any ledger/ugm lock if a caller holds one; nothing is called out
  * while it is held) and a second one serialises checkpoint writes (checkpoint lock ->
  * state lock; no file I/O under the state lock). Filter-path calls
- * (kq_metering_check_budget) are hash lookups, O(queue depth).
+ * (kq_metering_check_budget) are hash lookups, O(queue depth). The pod ledger feeds charge
+ * changes under its feed lock (ledger.h), never under its own lock, so filter and bind
+ * never wait for a compute pass; opts.before_compute runs before either metering lock is
+ * taken.
  *
  * Ownership: strings are copied; JSON views are new references; kq_metering_metrics
  * returns a malloc'ed string.
@@ -86,6 +96,8 @@
 #include "kubequota/engine/resource.h"
 
 #define KQ_METERING_MAX_GPU_NAMES 8
+/* gpu-resources' one wildcard: the devices of every DRA device class. */
+#define KQ_METERING_ALL_CLASSES "*.deviceclass.resource.k8s.io/devices"
 /* Property keys in queues.yaml. */
 #define KQ_METERING_PROP_BUDGET "kubequota.io/budget"
 #define KQ_METERING_PROP_USER_BUDGET "kubequota.io/budget.user."
@@ -111,12 +123,19 @@ typedef struct kq_metering_opts {
     int64_t unit_gpu;           /* count: 1 */
     const char *gpu_resources[KQ_METERING_MAX_GPU_NAMES]; /* interned names; {"nvidia.com/gpu"} */
     size_t n_gpu_resources;
+    bool gpu_all_classes;       /* KQ_METERING_ALL_CLASSES listed: every DRA class's devices */
     double min_runtime_s;       /* 10 */
     const char *state_dir;      /* checkpoint folder (copied); NULL = no checkpoint */
     double (*clock)(void *ud);  /* seconds since the Unix epoch; NULL = wall clock */
     void *clock_ud;
     bool (*is_leader)(void *ud); /* NULL = always leader (single replica) */
     void *leader_ud;
+    /* Called at the start of every compute, with no metering lock held (it may feed
+     * metering): serve flushes the charges the ledger noted (ledger.h "metering: a pod's
+     * charge"), so one moved by a bind is priced within an interval even when no pod or
+     * claim event follows. NULL: nothing. */
+    void (*before_compute)(void *ud);
+    void *before_compute_ud;
 } kq_metering_opts_t;
 
 /* Fills the defaults above. */
@@ -128,7 +147,10 @@ void kq_metering_opts_default(kq_metering_opts_t *o);
  *   increment, gpu-increment          >= 0
  *   price-cpu, price-memory, price-gpu  credits per unit-second, >= 0
  *   unit-cpu, unit-memory, unit-gpu   Kubernetes quantities ("1", "500m", "1Gi"), > 0
- *   gpu-resources                     comma-separated resource names
+ *   gpu-resources                     comma-separated resource names; a DRA device class's
+ *                                     devices are "<class>.deviceclass.resource.k8s.io/devices"
+ *                                     (what the pod ledger charges for its claims), and
+ *                                     KQ_METERING_ALL_CLASSES counts every class's
  *   state-dir                         folder (the string is borrowed: keep it alive until
  *                                     kq_metering_new, which copies it)
  * KQ_EINVAL with the reason in err; *o unchanged on error. */
@@ -159,7 +181,8 @@ void kq_metering_free(kq_metering_t *m);
  * user), KQ_ENOMEM. */
 int kq_metering_pod_bound(kq_metering_t *m, const kq_pod_t *pod, const char *group, double bound_at) KQ_WUR;
 
-/* The pod's request changed: charges [last charged, at] at the old size. KQ_ENOENT when
+/* The pod's request (its charge: containers and claims) changed: charges [last charged,
+ * at] at the old size. 0 and nothing charged when new_request equals it; KQ_ENOENT when
  * the pod is not known. */
 int kq_metering_pod_resized(kq_metering_t *m, const char *uid, const kq_resource_t *new_request, double at) KQ_WUR;
 

@@ -63,6 +63,9 @@
 
   var CPU = { vcore: 1, cpu: 1 };
   var BYTES = /^(memory|ephemeral-storage|hugepages-.*)$/;
+  /* DRA: the "memory" counter of partitionable devices, <class>.deviceclass.resource.k8s.io/memory,
+   * is bytes too (80Gi of a GPU's memory, not 85899345920; docs/dra.md) */
+  var DRA_BYTES = /\.deviceclass\.resource\.k8s\.io\/memory$/;
 
   function trim(x, digits) { return String(Number(x.toFixed(digits))); }
 
@@ -78,7 +81,7 @@
     if (v === undefined || v === null) return "–";
     if (CPU[res]) return trim(v / 1000, 3);
     if (res === "credits") return trim(v, 2);
-    if (BYTES.test(res)) return fmtBytes(v);
+    if (BYTES.test(res) || DRA_BYTES.test(res)) return fmtBytes(v);
     return String(v);
   }
 
