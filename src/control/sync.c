@@ -549,16 +549,16 @@ bool kq_sync_ns_limits(void *sync, const char *ns, kq_resource_t *max, bool *has
     return found;
 }
 
-/* Starts an informer that the pod informer should follow, and waits up to 5 s for its first
- * list: pods listed after it are placed (namespaces) and charged (claims) at once; a list
- * that does not complete soon (no RBAC, a slow API server) does not hold pods up, since the
- * result does not depend on the order, only the number of re-placements and recharges. */
-static kq_watch_t *start_and_wait(kq_app_t *app, const char *path, const kq_watch_handler_t *h)
+/* Waits up to 5 s for the first list of an informer the pod informer should follow: pods
+ * listed after it are placed (namespaces) and charged (claims) at once; a list that does not
+ * complete soon (no RBAC, a slow API server) does not hold pods up, since the result does
+ * not depend on the order, only the number of re-placements and recharges. (The informer is
+ * started by the caller, with its path written there: tests/chart/test_rbac.py derives
+ * kubequota's RBAC from the paths given to kq_kube_watch_start.) */
+static void wait_first_list(kq_watch_t *w)
 {
-    kq_watch_t *w = kq_kube_watch_start(app->kube, path, NULL, h);
     for (int i = 0; i < 100 && w != NULL && !kq_watch_synced(w); i++)
         nanosleep(&(struct timespec){.tv_nsec = 50 * 1000000L}, NULL);
-    return w;
 }
 
 kq_sync_t *kq_sync_start(kq_app_t *app)
@@ -580,7 +580,8 @@ kq_sync_t *kq_sync_start(kq_app_t *app)
         .ud = s,
         .keep = ns_fields,
     };
-    s->ns_watch = start_and_wait(app, "/api/v1/namespaces", &nh);
+    s->ns_watch = kq_kube_watch_start(app->kube, "/api/v1/namespaces", NULL, &nh);
+    wait_first_list(s->ns_watch);
     /* ResourceClaims next, so that the first pod list is charged with its claims (the order
      * does not change the result, only how many recharges the start costs). */
     if (app->claims != NULL) {
@@ -591,7 +592,8 @@ kq_sync_t *kq_sync_start(kq_app_t *app)
             .ud = s,
             .keep = kq_claim_fields,
         };
-        s->claim_watch = start_and_wait(app, "/apis/resource.k8s.io/v1/resourceclaims", &ch);
+        s->claim_watch = kq_kube_watch_start(app->kube, "/apis/resource.k8s.io/v1/resourceclaims", NULL, &ch);
+        wait_first_list(s->claim_watch);
     }
     char query[512];
     char *esc = NULL;

@@ -31,6 +31,7 @@ SERVED = {
     ("policy/v1", "PodDisruptionBudget"),
     ("apiextensions.k8s.io/v1", "CustomResourceDefinition"),
     ("v1", "PersistentVolumeClaim"),
+    ("flowcontrol.apiserver.k8s.io/v1", "FlowSchema"),                        # GA in 1.29
 }
 # Served once their operator's CRDs are installed; rendered only when the values ask.
 FROM_CRDS = {
@@ -40,7 +41,7 @@ FROM_CRDS = {
 }
 CLUSTER_SCOPED = {"ClusterRole", "ClusterRoleBinding", "MutatingWebhookConfiguration",
                   "ValidatingWebhookConfiguration", "CustomResourceDefinition", "Namespace",
-                  "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
+                  "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "FlowSchema"}
 BUILTIN_ROLES = {("ClusterRole", "system:kube-scheduler"), ("ClusterRole", "system:volume-scheduler"),
                  ("Role", "extension-apiserver-authentication-reader")}
 # Objects the chart deliberately puts outside the release namespace.
