@@ -305,14 +305,12 @@ static double res_cost(const kq_resource_t *r)
 
 static double device_cost(const gqueue_t *q, const kq_resource_t *r)
 {
-    static const char suffix[] = KQ_DRA_CLASS_SUFFIX, devs[] = KQ_DRA_CLASS_SUFFIX KQ_DRA_DEVICES;
     const kq_res_entry_t *e = KQ_RES_E(r);
     double cpu = (double)kq_resource_get(&q->caps, "cpu", NULL), top = 0;
     for (uint32_t i = 0; i < r->n; i++) {
-        if (e[i].value <= 0 || strstr(e[i].name, suffix) == NULL)
+        if (e[i].value <= 0 || strstr(e[i].name, KQ_DRA_CLASS_SUFFIX) == NULL)
             continue;
-        size_t n = strlen(e[i].name), nd = strlen(devs);
-        bool count = n > nd && strcmp(e[i].name + n - nd, devs) == 0;
+        bool count = kq_dra_is_devices(e[i].name);
         double cap = (double)kq_resource_get(&q->caps, e[i].name, NULL), c = 0;
         if (cap > 0 && cpu > 0)
             c = (double)e[i].value * cpu / cap;

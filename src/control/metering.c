@@ -42,6 +42,7 @@
 #include <uthash.h>
 
 #include "kubequota/base/log.h"
+#include "kubequota/control/slices.h"
 #include "kubequota/engine/ugm.h"
 
 #define DAY_SECONDS 86400.0
@@ -216,16 +217,6 @@ static void time_format(double t, char *buf, size_t len)
     strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
-/* DRA device classes (docs/dra.md): a class's devices are "<class>" DEVICES_SUFFIX. */
-#define CLASS_INFIX ".deviceclass.resource.k8s.io/"
-#define DEVICES_SUFFIX CLASS_INFIX "devices"
-
-static bool ends_with(const char *s, const char *suffix)
-{
-    size_t n = strlen(s), k = strlen(suffix);
-    return n > k && memcmp(s + n - k, suffix, k) == 0;
-}
-
 /* Whether the resource is counted as GPUs: a name listed in gpu-resources (interned, so a
  * pointer compare), or any class's devices with the wildcard. */
 static bool is_gpu(const kq_metering_opts_t *o, const char *name)
@@ -233,7 +224,7 @@ static bool is_gpu(const kq_metering_opts_t *o, const char *name)
     for (size_t i = 0; i < o->n_gpu_resources; i++)
         if (o->gpu_resources[i] == name)
             return true;
-    return o->gpu_all_classes && ends_with(name, DEVICES_SUFFIX);
+    return o->gpu_all_classes && kq_dra_is_devices(name);
 }
 
 /* GPUs in r. For utilisation (util), the names of DRA device classes are left out: node
@@ -244,7 +235,7 @@ static int64_t gpu_count(const kq_metering_opts_t *o, const kq_resource_t *r, bo
     int64_t n = 0;
     const kq_res_entry_t *e = KQ_RES_E(r);
     for (uint32_t i = 0; i < r->n; i++)
-        if (is_gpu(o, e[i].name) && !(util && strstr(e[i].name, CLASS_INFIX) != NULL))
+        if (is_gpu(o, e[i].name) && !(util && strstr(e[i].name, KQ_DRA_CLASS_SUFFIX) != NULL))
             n += e[i].value;
     return n;
 }

@@ -747,10 +747,8 @@ bool kq_slices_is_extended_claim(const json_t *claim, const char *pod_uid)
 void kq_slices_extended_dedup(kq_resource_t *claim_charge, const kq_resource_t *pod_mapped)
 {
     kq_res_entry_t *e = KQ_RES_E(claim_charge);
-    size_t sl = strlen(KQ_DRA_CLASS_SUFFIX KQ_DRA_DEVICES);
     for (uint32_t i = 0; i < claim_charge->n; i++) {
-        size_t n = strlen(e[i].name);
-        if (n <= sl || strcmp(e[i].name + n - sl, KQ_DRA_CLASS_SUFFIX KQ_DRA_DEVICES) != 0)
+        if (!kq_dra_is_devices(e[i].name))
             continue;
         int64_t already = kq_resource_get(pod_mapped, e[i].name, NULL);
         e[i].value = e[i].value > already ? e[i].value - already : 0;

@@ -48,6 +48,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <stdbool.h>
+#include <string.h>
+
 #include <jansson.h>
 
 #include "kubequota/base/error.h"
@@ -58,6 +61,15 @@
 #define KQ_DRA_DEVICES "devices"
 #define KQ_DRA_IMPLICIT_PREFIX "deviceclass.resource.kubernetes.io/"
 #define KQ_DRA_EXTENDED_CLAIM_ANNOTATION "resource.kubernetes.io/extended-resource-claim"
+
+/* Whether a resource name is a device class's device count, "<class>.deviceclass.resource.k8s.io/devices"
+ * (with a class name before the suffix), as opposed to one of its counters or any other resource. */
+static inline bool kq_dra_is_devices(const char *name)
+{
+    static const char sfx[] = KQ_DRA_CLASS_SUFFIX KQ_DRA_DEVICES;
+    size_t n = strlen(name), k = sizeof(sfx) - 1;
+    return n > k && memcmp(name + n - k, sfx, k) == 0;
+}
 
 typedef struct kq_slices kq_slices_t;
 struct kq_kube;
